@@ -1,0 +1,1 @@
+//! COMMAND DOCS argument trees, built from each spec's syntax string.

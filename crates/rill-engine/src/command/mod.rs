@@ -1,0 +1,352 @@
+//! The command table: every command is declared once as a [`CommandSpec`] — name, arity,
+//! flags, key positions, ACL categories, documentation and handler. Dispatch, `COMMAND`,
+//! `COMMAND INFO|DOCS|LIST|GETKEYS`, MULTI queueing and logging all read it.
+//!
+//! Documentation arguments are declared as a compact syntax string ([`CommandSpec::syntax`])
+//! that [`docs`] turns into the argument tree `COMMAND DOCS` returns. The mini-language:
+//!
+//! ```text
+//! name            an argument of type string, named `name`
+//! name:type       an argument of another type (key, integer, double, pattern, unix-time)
+//! TOKEN           a pure token (type pure-token, name = the token in lower case)
+//! TOKEN name:type an argument introduced by a token (one argument whose `token` is TOKEN)
+//! [ ... ]         optional
+//! ( ... )         a block (several arguments that go together)
+//! a | b | c       one of (a `oneof` argument)
+//! x ...           x may repeat (flag `multiple`); `TOKEN x ...` repeats with the token once
+//! ```
+
+pub mod docs;
+mod table;
+
+pub use table::CommandTable;
+
+use crate::{CallCtx, CmdError, Engine};
+use bytes::Bytes;
+use rill_resp::Reply;
+
+/// A handler that runs inside the engine: `args[0]` is the command name as the client sent it.
+pub type EngineHandler = fn(&mut Engine, &mut CallCtx, &[Bytes]) -> Result<Reply, CmdError>;
+
+/// Who executes a command.
+#[derive(Clone, Copy)]
+pub enum Handler {
+    /// A data command the engine runs.
+    Engine(EngineHandler),
+    /// A connection or server command (CLIENT, HELLO, INFO, MULTI, ...) the server runs itself,
+    /// matched on the command's full name.
+    Server,
+    /// A container (`XGROUP`, `CLIENT`, ...) whose subcommands carry the handlers.
+    Container,
+}
+
+impl std::fmt::Debug for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Handler::Engine(_) => f.write_str("Engine"),
+            Handler::Server => f.write_str("Server"),
+            Handler::Container => f.write_str("Container"),
+        }
+    }
+}
+
+/// Command flags, as `COMMAND INFO` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flags(pub u32);
+
+impl Flags {
+    /// May modify the keyspace.
+    pub const WRITE: Flags = Flags(1);
+    /// Never modifies the keyspace.
+    pub const READONLY: Flags = Flags(1 << 1);
+    /// May grow memory: refused when over maxmemory.
+    pub const DENYOOM: Flags = Flags(1 << 2);
+    /// Administrative.
+    pub const ADMIN: Flags = Flags(1 << 3);
+    /// Pub/sub related.
+    pub const PUBSUB: Flags = Flags(1 << 4);
+    /// Not allowed from scripts.
+    pub const NOSCRIPT: Flags = Flags(1 << 5);
+    /// May block the client.
+    pub const BLOCKING: Flags = Flags(1 << 6);
+    /// Allowed while loading the dataset.
+    pub const LOADING: Flags = Flags(1 << 7);
+    /// Allowed on a stale replica.
+    pub const STALE: Flags = Flags(1 << 8);
+    /// Not shown by MONITOR.
+    pub const SKIP_MONITOR: Flags = Flags(1 << 9);
+    /// Not recorded in the slow log.
+    pub const SKIP_SLOWLOG: Flags = Flags(1 << 10);
+    /// O(1) or O(log n) and never blocks.
+    pub const FAST: Flags = Flags(1 << 11);
+    /// Allowed before authentication.
+    pub const NO_AUTH: Flags = Flags(1 << 12);
+    /// Keys are optional.
+    pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 13);
+    /// Not allowed inside MULTI.
+    pub const NO_MULTI: Flags = Flags(1 << 14);
+    /// Key positions depend on the arguments.
+    pub const MOVABLEKEYS: Flags = Flags(1 << 15);
+    /// Allowed while a script is busy.
+    pub const ALLOW_BUSY: Flags = Flags(1 << 16);
+    /// Allowed during async loading.
+    pub const NO_ASYNC_LOADING: Flags = Flags(1 << 17);
+
+    /// The union of two flag sets.
+    pub const fn and(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    /// Whether every flag of `other` is set.
+    pub const fn has(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The flag names in `COMMAND INFO` order.
+    pub fn names(self) -> Vec<&'static str> {
+        const NAMES: [(Flags, &str); 18] = [
+            (Flags::WRITE, "write"),
+            (Flags::READONLY, "readonly"),
+            (Flags::DENYOOM, "denyoom"),
+            (Flags::ADMIN, "admin"),
+            (Flags::PUBSUB, "pubsub"),
+            (Flags::NOSCRIPT, "noscript"),
+            (Flags::BLOCKING, "blocking"),
+            (Flags::LOADING, "loading"),
+            (Flags::STALE, "stale"),
+            (Flags::SKIP_MONITOR, "skip_monitor"),
+            (Flags::SKIP_SLOWLOG, "skip_slowlog"),
+            (Flags::FAST, "fast"),
+            (Flags::NO_AUTH, "no_auth"),
+            (Flags::NO_MANDATORY_KEYS, "no_mandatory_keys"),
+            (Flags::NO_MULTI, "no_multi"),
+            (Flags::MOVABLEKEYS, "movablekeys"),
+            (Flags::ALLOW_BUSY, "allow_busy"),
+            (Flags::NO_ASYNC_LOADING, "no_async_loading"),
+        ];
+        NAMES.iter().filter(|(f, _)| self.has(*f)).map(|(_, n)| *n).collect()
+    }
+}
+
+/// Where a key-spec starts looking for keys.
+#[derive(Debug, Clone, Copy)]
+pub enum BeginSearch {
+    /// At a fixed argument index.
+    Index(i32),
+    /// After the first (or, with negative `startfrom`, last) occurrence of a keyword.
+    Keyword {
+        /// The keyword, e.g. `STREAMS`.
+        keyword: &'static str,
+        /// Index to start searching from (negative counts from the end).
+        startfrom: i32,
+    },
+}
+
+/// How a key-spec finds keys once it has begun.
+#[derive(Debug, Clone, Copy)]
+pub enum FindKeys {
+    /// A range: last key index relative to the begin (−1 = last argument), step, and limit
+    /// (0 = no limit; n > 1 = the keys are 1/n of the remaining arguments).
+    Range {
+        /// Relative index of the last key.
+        lastkey: i32,
+        /// Distance between keys.
+        keystep: i32,
+        /// See above.
+        limit: i32,
+    },
+    /// A count argument followed by the keys.
+    Keynum {
+        /// Relative index of the count.
+        keynumidx: i32,
+        /// Relative index of the first key.
+        firstkey: i32,
+        /// Distance between keys.
+        keystep: i32,
+    },
+}
+
+/// One key specification (`COMMAND INFO` element 9).
+#[derive(Debug, Clone, Copy)]
+pub struct KeySpec {
+    /// Key-spec flags: `RO`, `RW`, `OW`, `RM`, `ACCESS`, `UPDATE`, `INSERT`, `DELETE`, ...
+    pub flags: &'static [&'static str],
+    /// Where to start.
+    pub begin: BeginSearch,
+    /// How to find the keys.
+    pub find: FindKeys,
+}
+
+/// A command's declaration.
+#[derive(Debug)]
+pub struct CommandSpec {
+    /// Full lower-case name: `get`, or `xgroup|create` for a subcommand.
+    pub name: &'static str,
+    /// Redis arity: exact argument count including the name, or −n for "at least n".
+    pub arity: i32,
+    /// Flags.
+    pub flags: Flags,
+    /// Legacy key positions: first key, last key (−1 = last argument), step. 0,0,0: no keys.
+    pub first_key: i32,
+    /// See `first_key`.
+    pub last_key: i32,
+    /// See `first_key`.
+    pub step: i32,
+    /// ACL categories, with the `@`: `@write`, `@string`, `@fast`, ...
+    pub acl: &'static [&'static str],
+    /// Command tips (`nondeterministic_output`, `request_policy:all_shards`, ...).
+    pub tips: &'static [&'static str],
+    /// Key specifications.
+    pub key_specs: &'static [KeySpec],
+    /// Documentation group: `string`, `generic`, `connection`, `server`, `stream`, ...
+    pub group: &'static str,
+    /// One-line summary in our own words.
+    pub summary: &'static str,
+    /// The Redis version that introduced the command.
+    pub since: &'static str,
+    /// Time complexity in our implementation.
+    pub complexity: &'static str,
+    /// Argument syntax (see the module doc), without the command name.
+    pub syntax: &'static str,
+    /// Who runs it.
+    pub handler: Handler,
+    /// Subcommands of a container.
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    /// Whether `argc` arguments (name included) satisfy the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let a = i64::from(self.arity);
+        if a >= 0 {
+            argc == a
+        } else {
+            argc >= -a
+        }
+    }
+
+    /// Whether this is a container of subcommands.
+    pub fn is_container(&self) -> bool {
+        !self.subcommands.is_empty()
+    }
+
+    /// The name a container's subcommand is matched by (`create` in `xgroup|create`).
+    pub fn sub_name(&self) -> &'static str {
+        self.name.rsplit('|').next().unwrap_or(self.name)
+    }
+
+    /// The key arguments of `args` (name at index 0) by the legacy positions and, for
+    /// movable-key commands, by the key specs.
+    pub fn key_indexes(&self, args: &[Bytes]) -> Vec<usize> {
+        let argc = args.len() as i32;
+        let mut out = Vec::new();
+        if !self.flags.has(Flags::MOVABLEKEYS) {
+            if self.first_key <= 0 {
+                return out;
+            }
+            let last = if self.last_key < 0 { argc + self.last_key } else { self.last_key };
+            let step = self.step.max(1);
+            let mut i = self.first_key;
+            while i <= last && i < argc {
+                out.push(i as usize);
+                i += step;
+            }
+            return out;
+        }
+        for spec in self.key_specs {
+            let start = match spec.begin {
+                BeginSearch::Index(i) => i,
+                BeginSearch::Keyword { keyword, startfrom } => {
+                    let found = if startfrom >= 0 {
+                        (startfrom.max(1)..argc).find(|&i| eq_ic(args, i, keyword))
+                    } else {
+                        (1..argc + startfrom + 1).rev().find(|&i| eq_ic(args, i, keyword))
+                    };
+                    match found {
+                        Some(i) => i + 1,
+                        None => continue,
+                    }
+                }
+            };
+            match spec.find {
+                FindKeys::Range { lastkey, keystep, limit } => {
+                    let last = if lastkey >= 0 {
+                        start + lastkey
+                    } else if limit > 1 {
+                        start + (argc - start) / limit - 1
+                    } else {
+                        argc + lastkey
+                    };
+                    let mut i = start;
+                    while i <= last && i < argc {
+                        out.push(i as usize);
+                        i += keystep.max(1);
+                    }
+                }
+                FindKeys::Keynum { keynumidx, firstkey, keystep } => {
+                    let n = args
+                        .get((start + keynumidx) as usize)
+                        .and_then(|b| std::str::from_utf8(b).ok())
+                        .and_then(|s| s.parse::<i32>().ok())
+                        .unwrap_or(0);
+                    let mut i = start + firstkey;
+                    for _ in 0..n.max(0) {
+                        if i >= argc {
+                            break;
+                        }
+                        out.push(i as usize);
+                        i += keystep.max(1);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn eq_ic(args: &[Bytes], i: i32, word: &str) -> bool {
+    args.get(i as usize).is_some_and(|a| a.eq_ignore_ascii_case(word.as_bytes()))
+}
+
+/// A default spec to build others from with struct-update syntax:
+/// `CommandSpec { name: "get", arity: 2, ..CommandSpec::DEFAULT }`.
+impl CommandSpec {
+    /// Defaults: no keys, no flags, no docs, server-handled.
+    pub const DEFAULT: CommandSpec = CommandSpec {
+        name: "",
+        arity: 1,
+        flags: Flags(0),
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        acl: &[],
+        tips: &[],
+        key_specs: &[],
+        group: "generic",
+        summary: "",
+        since: "1.0.0",
+        complexity: "O(1)",
+        syntax: "",
+        handler: Handler::Server,
+        subcommands: &[],
+    };
+}
+
+/// A key spec for the common "one key at index `i`" case with the given flags.
+pub const fn key_at(index: i32, flags: &'static [&'static str]) -> KeySpec {
+    KeySpec {
+        flags,
+        begin: BeginSearch::Index(index),
+        find: FindKeys::Range { lastkey: 0, keystep: 1, limit: 0 },
+    }
+}
+
+/// A key spec for "keys from index `i` to the last argument, every `step`".
+pub const fn keys_from(index: i32, step: i32, flags: &'static [&'static str]) -> KeySpec {
+    KeySpec {
+        flags,
+        begin: BeginSearch::Index(index),
+        find: FindKeys::Range { lastkey: -1, keystep: step, limit: 0 },
+    }
+}

@@ -1,0 +1,51 @@
+//! Lazy and active expiry.
+//!
+//! Lazy: every lookup first removes its key if the key's time has passed.
+//! Active: [`Engine::active_expire`] pops due keys from each database's time-ordered index,
+//! bounded by a budget so one call never stalls clients for long. Cost: O(log n) per key.
+
+use super::Engine;
+
+impl Engine {
+    /// Remove `key` if it has expired at `now_ms`. Returns true when it was removed.
+    pub fn expire_if_needed(&mut self, db: usize, key: &[u8], now_ms: i64) -> bool {
+        let expired = match self.db(db).keys.get(key) {
+            Some(e) => e.is_expired(now_ms),
+            None => false,
+        };
+        if expired {
+            self.remove(db, key);
+            self.watch.touch(db, key);
+            self.expired_keys += 1;
+        }
+        expired
+    }
+
+    /// Remove up to `budget` expired keys across all databases. Returns how many were removed.
+    pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> usize {
+        let mut removed = 0;
+        for db in 0..self.dbs.len() {
+            while removed < budget {
+                let due = match self.db(db).expiring.first() {
+                    Some((t, k)) if *t <= now_ms => k.clone(),
+                    _ => break,
+                };
+                if self.expire_if_needed(db, &due, now_ms) {
+                    removed += 1;
+                } else {
+                    // Index out of step with the key (cannot happen by the invariant); drop it.
+                    let first = self.db(db).expiring.first().cloned();
+                    if let Some(f) = first {
+                        self.db_mut_for_expiry(db).expiring.remove(&f);
+                    }
+                }
+            }
+        }
+        removed
+    }
+
+    #[allow(clippy::indexing_slicing)]
+    fn db_mut_for_expiry(&mut self, db: usize) -> &mut super::Db {
+        &mut self.dbs[db]
+    }
+}

@@ -1,0 +1,338 @@
+//! The keyspace: numbered databases of keys with optional expiry, plus the bookkeeping that
+//! other layers hang off writes — WATCH invalidation, keys made ready for blocked clients, and
+//! the change counter INFO reports.
+//!
+//! Every write handler calls [`Engine::modified`] for each key it changed. That single call is
+//! what invalidates WATCH (as Redis' `signalModifiedKey`) and counts the change.
+//! Handlers that add data a blocked client may want (list pushes, stream adds) also call
+//! [`Engine::signal_ready`].
+
+mod expiry;
+mod watch;
+
+use bytes::Bytes;
+use rill_resp::Reply;
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+
+pub use watch::WatchedKeys;
+
+/// A value stored under a key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A string (also holds integers as their decimal text, as Redis does).
+    Str(Bytes),
+    /// A hash: field → value.
+    Hash(HashMap<Bytes, Bytes>),
+    /// A list, head at the front.
+    List(VecDeque<Bytes>),
+    /// A set of members.
+    Set(HashSet<Bytes>),
+}
+
+impl Value {
+    /// The name `TYPE` reports.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
+        }
+    }
+}
+
+/// A key's value and its absolute expiry time in Unix milliseconds, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The stored value.
+    pub value: Value,
+    /// Unix time in ms after which the key no longer exists. `None`: no expiry.
+    pub expire_at_ms: Option<i64>,
+}
+
+impl Entry {
+    /// Whether the key is logically gone at `now_ms`.
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        matches!(self.expire_at_ms, Some(t) if t <= now_ms)
+    }
+}
+
+/// One numbered database.
+#[derive(Debug, Default)]
+pub struct Db {
+    /// Every key, expired-but-not-yet-removed ones included.
+    pub(crate) keys: HashMap<Bytes, Entry>,
+    /// Keys with an expiry, ordered by time: active expiry pops from the front.
+    /// Invariant: `(t, k)` is here iff `keys[k].expire_at_ms == Some(t)`.
+    pub(crate) expiring: BTreeSet<(i64, Bytes)>,
+}
+
+impl Db {
+    /// Number of keys, including expired ones not yet removed (as Redis' DBSIZE).
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the database holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Number of keys with an expiry.
+    pub fn expires_len(&self) -> usize {
+        self.expiring.len()
+    }
+
+    /// Iterate over all keys (including logically expired ones; callers filter with `now`).
+    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
+        self.keys.iter()
+    }
+
+    /// Raw lookup without expiry handling.
+    pub fn get_raw(&self, key: &[u8]) -> Option<&Entry> {
+        self.keys.get(key)
+    }
+}
+
+/// Settings the engine needs (the server owns the rest of the configuration).
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Number of databases (`databases`, default 16).
+    pub databases: usize,
+    /// `stream-node-max-entries` (default 100).
+    pub stream_node_max_entries: i64,
+    /// `stream-node-max-bytes` (default 4096).
+    pub stream_node_max_bytes: i64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { databases: 16, stream_node_max_entries: 100, stream_node_max_bytes: 4096 }
+    }
+}
+
+/// What a blocking command asks for when it cannot be served now. The server parks the client
+/// on `keys` and re-runs the same command when one of them is signalled ready, or replies
+/// `timeout_reply` once the deadline passes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockRequest {
+    /// Keys (in the client's database) whose readiness wakes the client.
+    pub keys: Vec<Bytes>,
+    /// Absolute deadline in Unix ms; `None` blocks forever (timeout 0).
+    pub deadline_ms: Option<i64>,
+    /// What the client gets when the deadline passes.
+    pub timeout_reply: Reply,
+}
+
+/// Per-call context: who runs the command, where, and when.
+#[derive(Debug, Clone)]
+pub struct CallCtx {
+    /// Selected database index.
+    pub db: usize,
+    /// The current time, Unix ms. The only clock the engine sees.
+    pub now_ms: i64,
+    /// The calling client's id (WATCH bookkeeping).
+    pub client_id: u64,
+    /// Inside MULTI/EXEC (or a script): blocking commands must not block.
+    pub no_block: bool,
+    /// Set by a blocking command that found nothing to serve and may block. When it is set,
+    /// the handler's reply is ignored and the client is parked.
+    pub block: Option<BlockRequest>,
+    /// The deadline a re-run blocked command keeps (set by the server when it re-runs a parked
+    /// command, so the handler does not compute a new one).
+    pub deadline_override: Option<Option<i64>>,
+}
+
+impl CallCtx {
+    /// A context for database `db` at time `now_ms`.
+    pub fn new(db: usize, now_ms: i64, client_id: u64) -> CallCtx {
+        CallCtx { db, now_ms, client_id, no_block: false, block: None, deadline_override: None }
+    }
+}
+
+/// The whole keyspace and its write bookkeeping.
+#[derive(Debug)]
+pub struct Engine {
+    /// The databases, `config.databases` of them.
+    pub dbs: Vec<Db>,
+    /// Engine settings.
+    pub config: EngineConfig,
+    /// WATCH bookkeeping.
+    pub watch: WatchedKeys,
+    /// Keys some client is blocked on, with how many clients wait on each. Maintained by the
+    /// server; read by [`Engine::signal_ready`].
+    pub blocking_keys: HashMap<(usize, Bytes), usize>,
+    /// Keys signalled ready since the server last drained them, in signal order, no repeats.
+    pub ready_keys: Vec<(usize, Bytes)>,
+    ready_set: HashSet<(usize, Bytes)>,
+    /// Writes since the last save (`rdb_changes_since_last_save`).
+    pub dirty: u64,
+    /// Keys removed by expiry (`expired_keys`).
+    pub expired_keys: u64,
+    /// Successful / failed key lookups (`keyspace_hits` / `keyspace_misses`).
+    pub keyspace_hits: u64,
+    /// See `keyspace_hits`.
+    pub keyspace_misses: u64,
+}
+
+impl Engine {
+    /// An empty keyspace.
+    pub fn new(config: EngineConfig) -> Engine {
+        let dbs = (0..config.databases.max(1)).map(|_| Db::default()).collect();
+        Engine {
+            dbs,
+            config,
+            watch: WatchedKeys::default(),
+            blocking_keys: HashMap::new(),
+            ready_keys: Vec::new(),
+            ready_set: HashSet::new(),
+            dirty: 0,
+            expired_keys: 0,
+            keyspace_hits: 0,
+            keyspace_misses: 0,
+        }
+    }
+
+    /// The database at `db`. Panics only on an index the server never hands out.
+    #[allow(clippy::indexing_slicing)]
+    pub fn db(&self, db: usize) -> &Db {
+        &self.dbs[db]
+    }
+
+    #[allow(clippy::indexing_slicing)]
+    fn db_mut(&mut self, db: usize) -> &mut Db {
+        &mut self.dbs[db]
+    }
+
+    /// Look a key up for reading: removes it first if it has expired.
+    pub fn lookup(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
+        self.expire_if_needed(db, key, now_ms);
+        self.db(db).keys.get(key)
+    }
+
+    /// Look a key up for writing: removes it first if it has expired.
+    pub fn lookup_mut(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
+        self.expire_if_needed(db, key, now_ms);
+        self.db_mut(db).keys.get_mut(key)
+    }
+
+    /// Whether a live key exists.
+    pub fn exists(&mut self, db: usize, key: &[u8], now_ms: i64) -> bool {
+        self.lookup(db, key, now_ms).is_some()
+    }
+
+    /// Store `value` under `key`, replacing any old value and dropping its expiry.
+    /// Does not call [`Engine::modified`]; the handler does.
+    pub fn insert(&mut self, db: usize, key: Bytes, value: Value) {
+        let d = self.db_mut(db);
+        if let Some(old) = d.keys.insert(key.clone(), Entry { value, expire_at_ms: None }) {
+            if let Some(t) = old.expire_at_ms {
+                d.expiring.remove(&(t, key));
+            }
+        }
+    }
+
+    /// Store `value` under `key`, keeping the old key's expiry if there was one.
+    pub fn insert_keep_ttl(&mut self, db: usize, key: Bytes, value: Value) {
+        let d = self.db_mut(db);
+        match d.keys.get_mut(&key) {
+            Some(e) => e.value = value,
+            None => {
+                d.keys.insert(key, Entry { value, expire_at_ms: None });
+            }
+        }
+    }
+
+    /// Remove a key (expired or not), returning its entry.
+    pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
+        let d = self.db_mut(db);
+        let (k, e) = d.keys.remove_entry(key)?;
+        if let Some(t) = e.expire_at_ms {
+            d.expiring.remove(&(t, k));
+        }
+        Some(e)
+    }
+
+    /// Set or clear the expiry of an existing key. Returns false when the key does not exist.
+    pub fn set_expire(&mut self, db: usize, key: &[u8], at_ms: Option<i64>) -> bool {
+        let d = self.db_mut(db);
+        let Some((k, e)) = d.keys.get_key_value(key) else { return false };
+        let k = k.clone();
+        let old = e.expire_at_ms;
+        if let Some(t) = old {
+            d.expiring.remove(&(t, k.clone()));
+        }
+        if let Some(t) = at_ms {
+            d.expiring.insert((t, k.clone()));
+        }
+        if let Some(e) = d.keys.get_mut(&k) {
+            e.expire_at_ms = at_ms;
+        }
+        true
+    }
+
+    /// Record that `key` in `db` was written: invalidates WATCHes on it and counts a change.
+    pub fn modified(&mut self, db: usize, key: &[u8]) {
+        self.watch.touch(db, key);
+        self.dirty += 1;
+    }
+
+    /// Record that `key` may now serve a blocked client (a list push, a stream add, a deleted
+    /// stream that must wake group readers). Cheap when nobody is blocked on the key.
+    pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
+        let probe = (db, Bytes::copy_from_slice(key));
+        if self.blocking_keys.contains_key(&probe) && self.ready_set.insert(probe.clone()) {
+            self.ready_keys.push(probe);
+        }
+    }
+
+    /// Take the keys signalled ready since the last call, in signal order.
+    pub fn take_ready_keys(&mut self) -> Vec<(usize, Bytes)> {
+        self.ready_set.clear();
+        std::mem::take(&mut self.ready_keys)
+    }
+
+    /// Remove every key of one database (FLUSHDB), invalidating WATCHes on keys that existed.
+    pub fn flush_db(&mut self, db: usize) {
+        let d = std::mem::take(self.db_mut(db));
+        for key in d.keys.keys() {
+            self.watch.touch(db, key);
+        }
+        self.dirty += d.keys.len() as u64;
+    }
+
+    /// Remove every key of every database (FLUSHALL).
+    pub fn flush_all(&mut self) {
+        for db in 0..self.dbs.len() {
+            self.flush_db(db);
+        }
+    }
+
+    /// Swap two databases (SWAPDB), invalidating WATCHes on keys of both.
+    pub fn swap_db(&mut self, a: usize, b: usize) {
+        for db in [a, b] {
+            let keys: Vec<Bytes> = self.db(db).keys.keys().cloned().collect();
+            for k in keys {
+                self.watch.touch(a, &k);
+                self.watch.touch(b, &k);
+            }
+        }
+        self.dbs.swap(a, b);
+        // Clients blocked on keys of either database may now be served.
+        let blocked: Vec<(usize, Bytes)> = self
+            .blocking_keys
+            .keys()
+            .filter(|(d, _)| *d == a || *d == b)
+            .cloned()
+            .collect();
+        for (d, k) in blocked {
+            self.signal_ready(d, &k);
+        }
+        self.dirty += 1;
+    }
+
+    /// Total keys over all databases.
+    pub fn total_keys(&self) -> usize {
+        self.dbs.iter().map(Db::len).sum()
+    }
+}

@@ -1,0 +1,79 @@
+//! WATCH bookkeeping: which clients watch which keys, and which clients' transactions are
+//! already doomed because a watched key was touched (Redis' CLIENT_DIRTY_CAS).
+
+use bytes::Bytes;
+use std::collections::{HashMap, HashSet};
+
+/// Watched keys per client and per key, and the set of clients whose EXEC must fail.
+#[derive(Debug, Default)]
+pub struct WatchedKeys {
+    by_key: HashMap<(usize, Bytes), Vec<u64>>,
+    /// Per client: the keys it watches, and whether each was already expired when watched
+    /// (an expired-at-WATCH key expiring later does not abort, as in Redis).
+    by_client: HashMap<u64, Vec<(usize, Bytes, bool)>>,
+    dirty: HashSet<u64>,
+}
+
+impl WatchedKeys {
+    /// Client `client` starts watching `key` in `db`. `expired_now` says whether the key is
+    /// logically expired at WATCH time.
+    pub fn watch(&mut self, client: u64, db: usize, key: Bytes, expired_now: bool) {
+        let list = self.by_client.entry(client).or_default();
+        if list.iter().any(|(d, k, _)| *d == db && *k == key) {
+            return;
+        }
+        list.push((db, key.clone(), expired_now));
+        self.by_key.entry((db, key)).or_default().push(client);
+    }
+
+    /// Drop every watch of `client` and its dirty mark (EXEC, DISCARD, UNWATCH, RESET, close).
+    pub fn unwatch_all(&mut self, client: u64) {
+        self.dirty.remove(&client);
+        if let Some(keys) = self.by_client.remove(&client) {
+            for (db, key, _) in keys {
+                let probe = (db, key);
+                if let Some(v) = self.by_key.get_mut(&probe) {
+                    v.retain(|c| *c != client);
+                    if v.is_empty() {
+                        self.by_key.remove(&probe);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A write touched `key`: every client watching it will fail its EXEC.
+    pub fn touch(&mut self, db: usize, key: &[u8]) {
+        if self.by_key.is_empty() {
+            return;
+        }
+        if let Some(clients) = self.by_key.get(&(db, Bytes::copy_from_slice(key))) {
+            self.dirty.extend(clients.iter().copied());
+        }
+    }
+
+    /// Mark a client's transaction as doomed.
+    pub fn mark_dirty(&mut self, client: u64) {
+        self.dirty.insert(client);
+    }
+
+    /// Whether `client`'s EXEC must fail because of a touched key.
+    pub fn is_dirty(&self, client: u64) -> bool {
+        self.dirty.contains(&client)
+    }
+
+    /// The keys `client` watches: (db, key, expired when watched).
+    pub fn keys_of(&self, client: u64) -> &[(usize, Bytes, bool)] {
+        self.by_client.get(&client).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Number of keys with at least one watcher (INFO `watching_clients` style figures).
+    pub fn watched_key_count(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Number of clients watching at least one key.
+    pub fn watching_clients(&self) -> usize {
+        self.by_client.len()
+    }
+}

@@ -1,0 +1,21 @@
+//! rill's engine: the keyspace, its value types, and the semantics of every data command.
+//!
+//! The engine owns no sockets, threads, files or clock. Time is passed into every call
+//! ([`CallCtx::now_ms`]), so tests and log replay are deterministic and need no server.
+//!
+//! Layout:
+//! - [`error`]: the one error type ([`CmdError`]) carrying a Redis error code and message.
+//! - [`keyspace`]: databases, keys, expiry, WATCH bookkeeping, blocking-key readiness.
+//! - [`types`]: one module per command family (strings, hashes, lists, sets, keys).
+//! - [`command`]: the command table: one [`command::CommandSpec`] per command, read by dispatch,
+//!   `COMMAND`, `COMMAND DOCS` and MULTI queueing.
+
+pub mod command;
+pub mod error;
+pub mod glob;
+pub mod keyspace;
+pub mod types;
+pub mod util;
+
+pub use error::CmdError;
+pub use keyspace::{BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, Value};

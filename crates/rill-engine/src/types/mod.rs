@@ -1,0 +1,8 @@
+//! One module per command family. Each exposes `COMMANDS: &[CommandSpec]`.
+
+use crate::command::CommandSpec;
+
+/// Every engine command family, for the command table.
+pub fn families() -> Vec<&'static [CommandSpec]> {
+    vec![]
+}
