@@ -30,6 +30,7 @@
 //! | `@sort`       | compare an array/set reply as a multiset of elements, a map as a set of pairs |
 //! | `@sort-pairs` | compare a flat array as a set of (even, odd) pairs: RESP2 HGETALL, CONFIG GET |
 //! | `@nowait`     | send without reading the reply; read it later with `@await` (blocking commands) |
+//! | `@ignore-fields=a,b` | drop these keys (and their values) from a map or flat key/value array before comparing: `HELLO`'s `version,id,modules` |
 //!
 //! Comparison: rill's reply must equal Redis 8.2.3's. Independently, Redis 7.0.15's reply must
 //! equal Redis 8.2.3's on every line not marked `@skip-7.0`, so a script cannot silently depend on
@@ -57,7 +58,7 @@ use std::time::Duration;
 /// Mismatches printed in full per script; the rest are counted.
 const MAX_REPORTED_PER_SCRIPT: usize = 15;
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Modifiers {
     skip_7_0: bool,
     ignore: bool,
@@ -65,6 +66,8 @@ struct Modifiers {
     sort: bool,
     sort_pairs: bool,
     nowait: bool,
+    /// Map keys whose pairs are dropped before comparing.
+    ignore_fields: Vec<Vec<u8>>,
 }
 
 impl Modifiers {
@@ -77,13 +80,24 @@ impl Modifiers {
             "@sort" => self.sort = true,
             "@sort-pairs" => self.sort_pairs = true,
             "@nowait" => self.nowait = true,
-            _ => return false,
+            _ => match name.strip_prefix("@ignore-fields=") {
+                Some(list) => {
+                    self.ignore_fields.extend(list.split(',').map(|f| f.as_bytes().to_vec()))
+                }
+                None => return false,
+            },
         }
         true
     }
 
     fn is_empty(&self) -> bool {
-        !(self.skip_7_0 || self.ignore || self.type_only || self.sort || self.sort_pairs || self.nowait)
+        !(self.skip_7_0
+            || self.ignore
+            || self.type_only
+            || self.sort
+            || self.sort_pairs
+            || self.nowait
+            || !self.ignore_fields.is_empty())
     }
 }
 
@@ -208,7 +222,6 @@ fn split_args(line: &str) -> Result<Vec<Vec<u8>>, String> {
                         if bytes.get(i + 1).is_some_and(|b| !b.is_ascii_whitespace()) {
                             return Err("closing quote must be followed by a space".into());
                         }
-                        in_double = false;
                         i += 1;
                         break;
                     }
@@ -225,7 +238,6 @@ fn split_args(line: &str) -> Result<Vec<Vec<u8>>, String> {
                         if bytes.get(i + 1).is_some_and(|b| !b.is_ascii_whitespace()) {
                             return Err("closing quote must be followed by a space".into());
                         }
-                        in_single = false;
                         i += 1;
                         break;
                     }
@@ -285,6 +297,25 @@ fn read(conn: &mut Conn) -> Vec<u8> {
 fn normalise(reply: &[u8], mods: &Modifiers) -> Vec<u8> {
     if mods.type_only {
         return reply.get(..1).unwrap_or_default().to_vec();
+    }
+    if !mods.ignore_fields.is_empty() {
+        if let Some((header, elems)) = split_aggregate(reply) {
+            let kept: Vec<Vec<u8>> = elems
+                .chunks(2)
+                .filter(|kv| {
+                    let key = parse_value(&kv[0]).ok();
+                    let key = key.as_ref().and_then(|k| k.as_bytes());
+                    !key.is_some_and(|k| mods.ignore_fields.iter().any(|f| f == k))
+                })
+                .map(|kv| kv.concat())
+                .collect();
+            let count = if header.first() == Some(&b'%') { kept.len() } else { kept.len() * 2 };
+            let mut out = vec![header[0]];
+            out.extend(format!("{count}\r\n").into_bytes());
+            out.extend(kept.concat());
+            let rest = Modifiers { ignore_fields: Vec::new(), ..mods.clone() };
+            return normalise(&out, &rest);
+        }
     }
     if mods.sort || mods.sort_pairs {
         if let Some((header, elems)) = split_aggregate(reply) {
@@ -587,4 +618,10 @@ fn normalise_sorts() {
         &Modifiers { sort_pairs: true, ..Default::default() },
     );
     assert_eq!(pairs, b"*4\r\n$1\r\na\r\n$1\r\n2\r\n$1\r\nb\r\n$1\r\n1\r\n");
+    let mut mods = Modifiers::default();
+    assert!(mods.apply("@ignore-fields=id,version"));
+    let map = normalise(b"%3\r\n+id\r\n:7\r\n+proto\r\n:3\r\n+version\r\n$1\r\n8\r\n", &mods);
+    assert_eq!(map, b"%1\r\n+proto\r\n:3\r\n");
+    let flat = normalise(b"*4\r\n+id\r\n:7\r\n+proto\r\n:2\r\n", &mods);
+    assert_eq!(flat, b"*2\r\n+proto\r\n:2\r\n");
 }
