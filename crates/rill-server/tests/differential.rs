@@ -538,7 +538,7 @@ fn scripts() -> Vec<(String, PathBuf)> {
 
 #[test]
 fn differential_scripts() {
-    let selftest = std::env::var("RILL_DIFF_SELFTEST").is_ok_and(|v| v == "1");
+    let selftest = common::selftest();
     let verbose = std::env::var("RILL_DIFF_VERBOSE").is_ok_and(|v| v == "1");
 
     let subject = if selftest {

@@ -28,14 +28,6 @@ struct Case {
     expect_closed: bool,
 }
 
-fn subject() -> Server {
-    if std::env::var("RILL_DIFF_SELFTEST").is_ok_and(|v| v == "1") {
-        Server::reference(ReferenceServer::Redis7).expect("self-test needs redis 7.0.15")
-    } else {
-        Server::rill()
-    }
-}
-
 /// Sends the case on a fresh connection; returns everything received and whether it closed.
 fn exchange(server: &Server, case: &Case) -> (Vec<u8>, bool) {
     let mut client = server.connect();
@@ -52,7 +44,7 @@ fn show(reply: &(Vec<u8>, bool)) -> String {
 }
 
 fn check(name: &str, case: Case) {
-    let mut rill = subject();
+    let mut rill = Server::subject();
     let reference = Server::reference(ReferenceServer::Redis7);
 
     // A bystander connected before the bad input must keep being served.

@@ -94,6 +94,11 @@ pub fn skip_reference() -> bool {
     std::env::var("RILL_SKIP_REFERENCE").is_ok_and(|v| v == "1")
 }
 
+/// `RILL_DIFF_SELFTEST=1`: Redis 7.0.15 stands in for rill.
+pub fn selftest() -> bool {
+    std::env::var("RILL_DIFF_SELFTEST").is_ok_and(|v| v == "1")
+}
+
 /// The repository root (two levels above this crate's manifest).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
@@ -158,6 +163,16 @@ impl Server {
     /// Starts `rill-server` (the binary Cargo built for this test run).
     pub fn rill() -> Server {
         Server::start(ServerKind::Rill, Path::new(env!("CARGO_BIN_EXE_rill-server")), &[])
+    }
+
+    /// The server under test: rill, or Redis 7.0.15 when `RILL_DIFF_SELFTEST=1` (to validate
+    /// the tests themselves against the reference).
+    pub fn subject() -> Server {
+        if selftest() {
+            Server::reference(ReferenceServer::Redis7).expect("RILL_DIFF_SELFTEST=1 needs redis 7.0.15")
+        } else {
+            Server::rill()
+        }
     }
 
     /// Starts `rill-server` with extra arguments after the standard ones.

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""redis-py 8.x against a running server, with RESP2 and RESP3.
+
+Usage: python_clients.py PORT   (run with .deps/venv/bin/python)
+Prints one line per check and a final line `python: N passed, M failed`; exits 1 on failure.
+"""
+import sys
+import traceback
+import uuid
+
+import redis
+
+PORT = int(sys.argv[1])
+PREFIX = f"pytest:{uuid.uuid4().hex[:8]}:"
+results = {"passed": 0, "failed": 0}
+
+
+def check(name, fn):
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - report every kind of failure the same way
+        results["failed"] += 1
+        print(f"FAIL {name}")
+        traceback.print_exc(file=sys.stdout)
+    else:
+        results["passed"] += 1
+        print(f"ok   {name}")
+
+
+def client(protocol, **kw):
+    return redis.Redis(host="127.0.0.1", port=PORT, protocol=protocol, socket_timeout=10, **kw)
+
+
+def checks_for(protocol):
+    k = lambda name: f"{PREFIX}p{protocol}:{name}"  # noqa: E731
+
+    def connect_and_ping():
+        r = client(protocol)
+        assert r.ping() is True
+        assert r.echo("hi") == b"hi"
+        r.close()
+
+    def set_get():
+        r = client(protocol, decode_responses=True)
+        assert r.set(k("s"), "value") is True
+        assert r.get(k("s")) == "value"
+        assert r.get(k("missing")) is None
+        assert r.set(k("s"), "x", nx=True) is None
+        assert r.set(k("ttl"), "v", ex=100) is True
+        assert 99 <= r.ttl(k("ttl")) <= 100
+        assert r.incr(k("n")) == 1 and r.incrby(k("n"), 41) == 42
+        assert r.mget([k("s"), k("missing"), k("n")]) == ["value", None, "42"]
+        assert r.delete(k("s"), k("ttl"), k("n"), k("missing")) == 3
+
+    def hash_and_list():
+        r = client(protocol, decode_responses=True)
+        assert r.hset(k("h"), mapping={"a": "1", "b": "2"}) == 2
+        assert r.hgetall(k("h")) == {"a": "1", "b": "2"}
+        assert r.rpush(k("l"), "x", "y") == 2
+        assert r.lrange(k("l"), 0, -1) == ["x", "y"]
+        assert list(r.blpop([k("l")], timeout=1)) == [k("l"), "x"]
+        assert r.rpop(k("l")) == "y"
+        assert r.blpop([k("l")], timeout=0.1) is None
+        r.delete(k("h"), k("l"))
+
+    def errors_are_raised():
+        r = client(protocol)
+        r.rpush(k("list"), "a")
+        try:
+            r.get(k("list"))
+        except redis.ResponseError as e:
+            assert str(e).startswith("WRONGTYPE"), e
+        else:
+            raise AssertionError("GET on a list did not raise")
+        try:
+            r.execute_command("NOSUCHCOMMAND", "x")
+        except redis.ResponseError as e:
+            assert "unknown command" in str(e), e
+        else:
+            raise AssertionError("unknown command did not raise")
+        r.delete(k("list"))
+
+    def multi_exec_pipeline():
+        r = client(protocol, decode_responses=True)
+        pipe = r.pipeline(transaction=True)
+        pipe.set(k("t"), "1").incr(k("t")).get(k("t")).delete(k("t"))
+        assert pipe.execute() == [True, 2, "2", 1]
+        # Plain pipelining, no transaction.
+        pipe = r.pipeline(transaction=False)
+        for i in range(50):
+            pipe.rpush(k("pl"), i)
+        assert pipe.execute() == list(range(1, 51))
+        assert r.llen(k("pl")) == 50
+        r.delete(k("pl"))
+
+    def watch_transaction():
+        r = client(protocol, decode_responses=True)
+        other = client(protocol)
+        r.set(k("w"), "0")
+
+        def update(pipe):
+            value = int(pipe.get(k("w")))
+            pipe.multi()
+            pipe.set(k("w"), value + 1)
+
+        assert r.transaction(update, k("w")) == [True]
+        assert r.get(k("w")) == "1"
+        with r.pipeline() as pipe:
+            pipe.watch(k("w"))
+            other.set(k("w"), "changed")
+            pipe.multi()
+            pipe.set(k("w"), "mine")
+            try:
+                pipe.execute()
+            except redis.WatchError:
+                pass
+            else:
+                raise AssertionError("EXEC after a concurrent write did not abort")
+        assert r.get(k("w")) == "changed"
+        r.delete(k("w"))
+
+    def info_parse():
+        r = client(protocol)
+        info = r.info()
+        assert "redis_version" in info, sorted(info)[:20]
+        assert info.get("loading", 0) == 0
+        server = r.info("server")
+        assert "redis_version" in server and "tcp_port" in server
+        assert int(server["tcp_port"]) == PORT
+        assert "connected_clients" in r.info("clients")
+
+    def hello():
+        r = client(protocol, decode_responses=True)
+        reply = r.execute_command("HELLO", protocol)
+        if isinstance(reply, list):  # RESP2 without callback: flat list
+            reply = dict(zip(reply[::2], reply[1::2]))
+        assert reply["server"] == "redis", reply
+        assert int(reply["proto"]) == protocol, reply
+        assert isinstance(reply["version"], str)
+        assert int(reply["id"]) > 0
+        try:
+            r.execute_command("HELLO", 4)
+        except redis.ResponseError as e:
+            assert "NOPROTO" in str(e) or "unsupported protocol" in str(e), e
+        else:
+            raise AssertionError("HELLO 4 did not fail")
+
+    def client_name_and_select():
+        r = client(protocol, client_name="rill-py", db=1, decode_responses=True)
+        assert r.client_getname() == "rill-py"
+        assert r.set(k("db1"), "x") is True
+        assert client(protocol, decode_responses=True).get(k("db1")) is None
+        assert r.delete(k("db1")) == 1
+
+    return [
+        (f"resp{protocol}: connect and PING", connect_and_ping),
+        (f"resp{protocol}: SET/GET and friends", set_get),
+        (f"resp{protocol}: hash and list", hash_and_list),
+        (f"resp{protocol}: errors raise", errors_are_raised),
+        (f"resp{protocol}: MULTI/EXEC pipeline", multi_exec_pipeline),
+        (f"resp{protocol}: WATCH transaction", watch_transaction),
+        (f"resp{protocol}: INFO parses", info_parse),
+        (f"resp{protocol}: HELLO", hello),
+        (f"resp{protocol}: CLIENT SETNAME and SELECT on connect", client_name_and_select),
+    ]
+
+
+print(f"redis-py {redis.__version__} against 127.0.0.1:{PORT}")
+for protocol in (2, 3):
+    for name, fn in checks_for(protocol):
+        check(name, fn)
+print(f"python: {results['passed']} passed, {results['failed']} failed")
+sys.exit(1 if results["failed"] else 0)
