@@ -47,23 +47,24 @@ fn check(name: &str, case: Case) {
     let mut rill = Server::subject();
     let reference = Server::reference(ReferenceServer::Redis7);
 
-    // A bystander connected before the bad input must keep being served.
+    // A bystander connected before the bad input must keep being served. Only connection-level
+    // commands here, so these tests don't depend on the data types.
     let mut bystander = rill.connect();
-    assert_eq!(bystander.cmd(&["SET", "bystander", "1"]), b"+OK\r\n");
+    expect(&mut bystander, &["CLIENT", "SETNAME", "bystander"], b"+OK\r\n", name);
 
     let expected = (case.expected.to_vec(), case.expect_closed);
     if let Some(reference) = &reference {
         let redis = exchange(reference, &case);
-        assert_eq!(
-            redis, expected,
+        assert!(
+            redis == expected,
             "{name}: redis 7.0.15 sent {} but this test expects {}; update the case",
             show(&redis),
             show(&expected)
         );
     }
     let got = exchange(&rill, &case);
-    assert_eq!(
-        got, expected,
+    assert!(
+        got == expected,
         "{name}: {} answered {}, redis answers {}",
         rill.label(),
         show(&got),
@@ -71,10 +72,20 @@ fn check(name: &str, case: Case) {
     );
 
     assert!(rill.is_running(), "{name}: server exited\n{}", rill.log());
-    assert_eq!(bystander.cmd(&["PING"]), b"+PONG\r\n", "{name}: bystander not served");
-    assert_eq!(bystander.cmd(&["GET", "bystander"]), b"$1\r\n1\r\n");
+    expect(&mut bystander, &["PING"], b"+PONG\r\n", name);
+    expect(&mut bystander, &["CLIENT", "GETNAME"], b"$9\r\nbystander\r\n", name);
     let mut fresh: RawClient = rill.connect();
-    assert_eq!(fresh.cmd(&["PING"]), b"+PONG\r\n", "{name}: new connection not served");
+    expect(&mut fresh, &["PING"], b"+PONG\r\n", name);
+}
+
+fn expect(client: &mut RawClient, args: &[&str], expected: &[u8], case: &str) {
+    let got = client.cmd(args);
+    assert!(
+        got == expected,
+        "after case {case}: {args:?} answered \"{}\", expected \"{}\"",
+        escape(&got),
+        escape(expected)
+    );
 }
 
 fn case(input: &[u8], expected: &'static [u8], expect_closed: bool) -> Case {
@@ -213,13 +224,15 @@ fn http_requests_are_dropped() {
 
 #[test]
 fn pipelined_requests_in_one_write() {
+    // Multibulk and inline requests mixed in one write; replies in order.
     let mut input = Vec::new();
-    for _ in 0..100 {
-        input.extend_from_slice(b"*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n");
+    let mut expected = Vec::new();
+    for i in 0..100 {
+        let arg = format!("m{i}");
+        input.extend_from_slice(&common::encode_command(&[b"ECHO", arg.as_bytes()]));
+        input.extend_from_slice(b"PING\r\n");
+        expected.extend_from_slice(format!("${}\r\n{arg}\r\n+PONG\r\n", arg.len()).as_bytes());
     }
-    input.extend_from_slice(b"*2\r\n$3\r\nDEL\r\n$1\r\nn\r\n");
-    let expected: &'static [u8] = Box::leak(
-        (1..=100).map(|i| format!(":{i}\r\n")).chain(std::iter::once(":1\r\n".to_owned())).collect::<String>().into_bytes().into_boxed_slice(),
-    );
+    let expected: &'static [u8] = Box::leak(expected.into_boxed_slice());
     check("pipeline", case(&input, expected, false));
 }
