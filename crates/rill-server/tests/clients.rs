@@ -28,23 +28,44 @@ fn sync_roundtrip(resp3: bool) {
     let missing: Option<String> = redis::cmd("GET").arg("nope").query(&mut con).unwrap();
     assert_eq!(missing, None);
 
-    let _: () = redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).query(&mut con).unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("h")
+        .arg("a")
+        .arg(1)
+        .arg("b")
+        .arg(2)
+        .query(&mut con)
+        .unwrap();
     let all: HashMap<String, i64> = redis::cmd("HGETALL").arg("h").query(&mut con).unwrap();
-    assert_eq!(all, HashMap::from([("a".to_owned(), 1), ("b".to_owned(), 2)]));
+    assert_eq!(
+        all,
+        HashMap::from([("a".to_owned(), 1), ("b".to_owned(), 2)])
+    );
 
     // MULTI/EXEC through an atomic pipeline.
     let (n, s): (i64, String) = redis::pipe()
         .atomic()
-        .cmd("INCRBY").arg("n").arg(41)
-        .cmd("SET").arg("s").arg("x").ignore()
-        .cmd("INCR").arg("n").ignore()
-        .cmd("GET").arg("s")
+        .cmd("INCRBY")
+        .arg("n")
+        .arg(41)
+        .cmd("SET")
+        .arg("s")
+        .arg("x")
+        .ignore()
+        .cmd("INCR")
+        .arg("n")
+        .ignore()
+        .cmd("GET")
+        .arg("s")
         .query(&mut con)
         .unwrap();
     assert_eq!((n, s.as_str()), (41, "x"));
 
     // Errors keep their code.
-    let err = redis::cmd("INCR").arg("h").query::<i64>(&mut con).unwrap_err();
+    let err = redis::cmd("INCR")
+        .arg("h")
+        .query::<i64>(&mut con)
+        .unwrap_err();
     assert_eq!(err.code(), Some("WRONGTYPE"), "{err}");
 
     let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
@@ -72,12 +93,22 @@ async fn async_multiplexed_pipelining() {
         let futures = (0..200).map(|_| {
             let mut con = con.clone();
             let key = key.clone();
-            async move { redis::cmd("INCR").arg(&key).query_async::<i64>(&mut con).await.unwrap() }
+            async move {
+                redis::cmd("INCR")
+                    .arg(&key)
+                    .query_async::<i64>(&mut con)
+                    .await
+                    .unwrap()
+            }
         });
         let mut values: Vec<i64> = futures_join(futures).await;
         values.sort_unstable();
         assert_eq!(values, (1..=200).collect::<Vec<_>>());
-        let total: i64 = redis::cmd("GET").arg(&key).query_async(&mut con).await.unwrap();
+        let total: i64 = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut con)
+            .await
+            .unwrap();
         assert_eq!(total, 200);
     }
 }
@@ -100,10 +131,17 @@ fn raw_client_sees_resp3_types() {
     let mut c = server.connect();
     let hello = c.cmd_value(&["HELLO", "3"]);
     assert_eq!(hello.get("proto"), Some(&common::Value::Int(3)), "{hello}");
-    assert_eq!(hello.get("server"), Some(&common::Value::Bulk(b"redis".to_vec())), "{hello}");
+    assert_eq!(
+        hello.get("server"),
+        Some(&common::Value::Bulk(b"redis".to_vec())),
+        "{hello}"
+    );
     assert_eq!(c.cmd(&["GET", "missing"]), b"_\r\n");
     assert_eq!(c.cmd(&["HSET", "h", "f", "v"]), b":1\r\n");
     assert_eq!(c.cmd(&["HGETALL", "h"]), b"%1\r\n$1\r\nf\r\n$1\r\nv\r\n");
     let info = c.cmd_value(&["INFO", "server"]);
-    assert!(matches!(&info, common::Value::Verbatim(f, body) if f == "txt" && body.starts_with(b"# Server\r\n")), "{info}");
+    assert!(
+        matches!(&info, common::Value::Verbatim(f, body) if f == "txt" && body.starts_with(b"# Server\r\n")),
+        "{info}"
+    );
 }
