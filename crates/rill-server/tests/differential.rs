@@ -27,8 +27,8 @@
 //! | `@skip-7.0`   | not sent to Redis 7.0.15 at all (7.0 lacks it or answers differently; 8.x is the reference). The script must leave the same state on 7.0 either way. |
 //! | `@ignore`     | executed everywhere, reply not compared (run ids, times, client ids) |
 //! | `@type`       | compare only the reply's type byte (`+ - : $ * % ~ _ ...`) |
-//! | `@sort`       | compare an array/set reply as a multiset of elements, a map as a set of pairs |
-//! | `@sort-pairs` | compare a flat array as a set of (even, odd) pairs: RESP2 HGETALL, CONFIG GET |
+//! | `@sort`       | compare an array/set reply as a multiset of elements, a map as a set of pairs; nested arrays too (SCAN) |
+//! | `@sort-pairs` | compare a flat array as a set of (even, odd) pairs: RESP2 HGETALL, CONFIG GET; nested arrays sorted |
 //! | `@nowait`     | send without reading the reply; read it later with `@await` (blocking commands) |
 //! | `@ignore-fields=a,b` | drop these keys (and their values) from a map or flat key/value array before comparing: `HELLO`'s `version,id,modules` |
 //!
@@ -363,6 +363,9 @@ fn normalise(reply: &[u8], mods: &Modifiers) -> Vec<u8> {
     if mods.sort || mods.sort_pairs {
         if let Some((header, elems)) = split_aggregate(reply) {
             let pairwise = mods.sort_pairs || header.first() == Some(&b'%');
+            // Nested aggregates are sorted too: SCAN's `[cursor, [keys...]]`.
+            let nested = Modifiers { sort: true, sort_pairs: false, ..Default::default() };
+            let elems: Vec<Vec<u8>> = elems.iter().map(|e| normalise(e, &nested)).collect();
             let mut groups: Vec<Vec<u8>> = if pairwise {
                 elems.chunks(2).map(|c| c.concat()).collect()
             } else {
