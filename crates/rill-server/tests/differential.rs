@@ -364,7 +364,11 @@ fn normalise(reply: &[u8], mods: &Modifiers) -> Vec<u8> {
         if let Some((header, elems)) = split_aggregate(reply) {
             let pairwise = mods.sort_pairs || header.first() == Some(&b'%');
             // Nested aggregates are sorted too: SCAN's `[cursor, [keys...]]`.
-            let nested = Modifiers { sort: true, sort_pairs: false, ..Default::default() };
+            let nested = Modifiers {
+                sort: true,
+                sort_pairs: false,
+                ..Default::default()
+            };
             let elems: Vec<Vec<u8>> = elems.iter().map(|e| normalise(e, &nested)).collect();
             let mut groups: Vec<Vec<u8>> = if pairwise {
                 elems.chunks(2).map(|c| c.concat()).collect()

@@ -208,8 +208,37 @@ impl Server {
         Some(Server::start(ServerKind::Redis(which), &binary, &[]))
     }
 
+    /// The program under test: rill, or Redis 7.0.15 when `RILL_DIFF_SELFTEST=1`.
+    pub fn subject_binary() -> (ServerKind, PathBuf) {
+        if selftest() {
+            let which = ReferenceServer::Redis7;
+            (
+                ServerKind::Redis(which),
+                which
+                    .require()
+                    .expect("RILL_DIFF_SELFTEST=1 needs redis 7.0.15"),
+            )
+        } else {
+            (
+                ServerKind::Rill,
+                PathBuf::from(env!("CARGO_BIN_EXE_rill-server")),
+            )
+        }
+    }
+
     /// Starts `binary` redis-server style on a free loopback port and waits for PING.
     pub fn start(kind: ServerKind, binary: &Path, extra: &[&str]) -> Server {
+        Server::start_with_config(kind, binary, None, extra)
+    }
+
+    /// Like [`Server::start`], with a config file as the first argument (the command-line
+    /// options after it override it, as with redis-server).
+    pub fn start_with_config(
+        kind: ServerKind,
+        binary: &Path,
+        config: Option<&Path>,
+        extra: &[&str],
+    ) -> Server {
         let mut last_log = String::new();
         for _attempt in 0..3 {
             let port = free_port();
@@ -220,7 +249,8 @@ impl Server {
             let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
             let port_arg = port.to_string();
             let dir_arg = dir.path().to_str().unwrap().to_owned();
-            let mut args: Vec<&str> = vec![
+            let mut args: Vec<&str> = config.iter().map(|c| c.to_str().unwrap()).collect();
+            args.extend([
                 "--port",
                 &port_arg,
                 "--bind",
@@ -231,7 +261,7 @@ impl Server {
                 "",
                 "--appendonly",
                 "no",
-            ];
+            ]);
             if matches!(kind, ServerKind::Redis(_)) {
                 args.extend([
                     "--daemonize",

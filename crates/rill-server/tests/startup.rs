@@ -1,0 +1,120 @@
+//! Starting and stopping the binary the way redis-server is started and stopped.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use common::{Server, TempDir};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn version_flag_prints_and_exits() {
+    let (_, binary) = Server::subject_binary();
+    let out = Command::new(&binary)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{:?}", out);
+    assert!(!out.stdout.is_empty(), "--version printed nothing");
+}
+
+#[test]
+fn config_file_then_overrides() {
+    let (kind, binary) = Server::subject_binary();
+    let dir = TempDir::new("rill-test-conf");
+    let conf = dir.path().join("test.conf");
+    // `port 1` must be overridden by --port; `databases 4` must take effect.
+    std::fs::write(
+        &conf,
+        "# a comment\nport 1\ndatabases 4\n\nloglevel notice\n",
+    )
+    .unwrap();
+    let server = Server::start_with_config(kind, &binary, Some(&conf), &[]);
+    let mut c = server.connect();
+    assert_eq!(c.cmd(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd(&["SELECT", "4"]),
+        b"-ERR DB index is out of range\r\n"
+    );
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "databases"]),
+        b"*2\r\n$9\r\ndatabases\r\n$1\r\n4\r\n"
+    );
+    let port = server.port.to_string();
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "port"]),
+        format!("*2\r\n$4\r\nport\r\n${}\r\n{port}\r\n", port.len()).into_bytes()
+    );
+}
+
+#[test]
+fn bad_option_fails_at_start() {
+    let (_, binary) = Server::subject_binary();
+    let dir = TempDir::new("rill-test-badopt");
+    let mut child = Command::new(&binary)
+        .args([
+            "--port",
+            &common::free_port().to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .args([
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--no-such-option",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    let status = status.unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("server kept running with an unknown option")
+    });
+    assert!(!status.success(), "unknown option accepted: {status}");
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly() {
+    let mut server = Server::subject();
+    let mut c = server.connect();
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    // Signal only our own child, by pid.
+    let status = Command::new("kill")
+        .args(["-TERM", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.is_running() {
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s after SIGTERM\n{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The client sees the connection closed.
+    let (_, closed) = c.read_until_close(Duration::from_secs(2));
+    assert!(closed, "connection still open after shutdown");
+}
+
+fn wait_exit(
+    child: &mut std::process::Child,
+    timeout: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
