@@ -43,6 +43,7 @@
 //!   while the server is unfinished.
 //! * `RILL_DIFF_ONLY=strings,keys` — run only these scripts (file stems).
 //! * `RILL_DIFF_VERBOSE=1` — print every command with every server's reply.
+//! * `RILL_DIFF_MAX=N` — print up to N mismatches per script (default 15).
 //! * `RILL_SKIP_REFERENCE=1` — a missing reference server is skipped instead of failing the test.
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -55,8 +56,15 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Mismatches printed in full per script; the rest are counted.
+/// Mismatches printed in full per script; the rest are counted. `RILL_DIFF_MAX` overrides.
 const MAX_REPORTED_PER_SCRIPT: usize = 15;
+
+fn max_reported() -> usize {
+    std::env::var("RILL_DIFF_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MAX_REPORTED_PER_SCRIPT)
+}
 
 #[derive(Debug, Default, Clone)]
 struct Modifiers {
@@ -401,7 +409,7 @@ struct Report {
 impl Report {
     fn mismatch(&mut self, script: &str, line: &Line, what: &str, sides: &[(&str, &[u8])]) {
         self.failures += 1;
-        if self.failures > MAX_REPORTED_PER_SCRIPT {
+        if self.failures > max_reported() {
             return;
         }
         let _ = writeln!(
@@ -531,11 +539,11 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
             }
         }
     }
-    if report.failures > MAX_REPORTED_PER_SCRIPT {
+    if report.failures > max_reported() {
         let _ = writeln!(
             report.text,
-            "\n... and {} more mismatches in {name}",
-            report.failures - MAX_REPORTED_PER_SCRIPT
+            "\n... and {} more mismatches in {name} (RILL_DIFF_MAX=N shows more)",
+            report.failures - max_reported()
         );
     }
     report
