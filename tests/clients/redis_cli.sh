@@ -32,6 +32,9 @@ expect "error reply" "(error) WRONGTYPE Operation against a key holding the wron
     "${CLI[@]}" HGET "$KEY" f
 expect "array reply" $'1) "a"\n2) "b"' bash -c "$(printf '%q ' "${CLI[@]}") RPUSH $KEY:l a b >/dev/null; $(printf '%q ' "${CLI[@]}") LRANGE $KEY:l 0 -1"
 expect "RESP3 (-3) map reply" "1# \"f\" => \"v\"" bash -c "$(printf '%q ' "${CLI[@]}") HSET $KEY:h f v >/dev/null; $(printf '%q ' "${CLI[@]}") -3 HGETALL $KEY:h"
+# redis-cli fetches COMMAND DOCS at start-up for its hints and warns on anything it does not
+# understand (e.g. an argument type it does not know); the output must be just the reply.
+expect "COMMAND DOCS accepted (no warnings)" "PONG" bash -c "echo PING | $(printf '%q ' "${CLI[@]}")"
 expect "pipe mode (stdin)" $'OK\n"piped"' bash -c "printf 'SET $KEY:p piped\nGET $KEY:p\n' | $(printf '%q ' "${CLI[@]}")"
 
 info="$(timeout 20 "${CLI[@]}" INFO server 2>&1)"
