@@ -122,6 +122,9 @@ pub struct BlockRequest {
     pub deadline_ms: Option<i64>,
     /// What the client gets when the deadline passes.
     pub timeout_reply: Reply,
+    /// Arguments to re-run with instead of the original ones, when blocking resolved something
+    /// that must not be resolved again (XREAD's `$` becomes the last ID at block time).
+    pub rerun_args: Option<Vec<Bytes>>,
 }
 
 /// Per-call context: who runs the command, where, and when.
