@@ -148,6 +148,10 @@ impl Stream {
 
     /// The ID `ms-*` produces: the next seq if `ms` is the last ID's ms, else `ms-0`; it must
     /// exceed the last ID. O(1).
+    ///
+    /// When the last seq is already 2^64−1 this is the "equal or smaller" error, as the spec
+    /// reads the 8.x source; redis-server 7.0.15 answers `Elements are too large to be stored`
+    /// there instead (to re-check against an 8.x server).
     pub fn next_id_for(&self, ms: u64) -> Result<StreamId, CmdError> {
         self.check_not_exhausted()?;
         let last = self.last_generated_id;
