@@ -27,6 +27,8 @@ pub enum Value {
     List(VecDeque<Bytes>),
     /// A set of members.
     Set(HashSet<Bytes>),
+    /// A stream (boxed: it is much larger than the other variants).
+    Stream(Box<crate::types::stream::Stream>),
 }
 
 impl Value {
@@ -37,6 +39,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
             Value::Set(_) => "set",
+            Value::Stream(_) => "stream",
         }
     }
 }
