@@ -17,3 +17,6 @@ pub use request::{
     UNAUTHENTICATED_MAX_ARGS, UNAUTHENTICATED_MAX_BULK_BYTES,
 };
 pub use write::{double_text, write_reply, write_request};
+
+#[cfg(test)]
+mod tests;

@@ -273,7 +273,11 @@ impl DoubleText {
         } else if value.is_infinite() {
             text.push(if value > 0.0 { b"inf" } else { b"-inf" });
         } else if value == 0.0 {
-            text.push(if value.is_sign_negative() { b"-0" } else { b"0" });
+            text.push(if value.is_sign_negative() {
+                b"-0"
+            } else {
+                b"0"
+            });
         } else if value.fract() == 0.0 && value.abs() <= INTEGRAL_DOUBLE_LIMIT {
             // Exact: the value is integral and well inside i64.
             text.push(DecimalText::signed(value as i64).as_bytes());
