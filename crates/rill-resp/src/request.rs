@@ -200,14 +200,19 @@ impl RequestParser {
             if self.bulks_remaining == 0 {
                 match buf.first() {
                     None => return Ok(None),
-                    Some(b'*') => match self.read_multibulk_count(buf, limits)? {
-                        None => return Ok(None),
-                        Some(0) => continue,
-                        Some(count) => {
-                            self.bulks_remaining = count;
-                            self.args = Vec::with_capacity(count.min(ARGS_PREALLOCATION_CAP));
+                    Some(b'*') => {
+                        if let Some(args) = parse_whole_multibulk(buf, limits) {
+                            return checked_request(args).map(Some);
                         }
-                    },
+                        match self.read_multibulk_count(buf, limits)? {
+                            None => return Ok(None),
+                            Some(0) => continue,
+                            Some(count) => {
+                                self.bulks_remaining = count;
+                                self.args = Vec::with_capacity(count.min(ARGS_PREALLOCATION_CAP));
+                            }
+                        }
+                    }
                     Some(_) => match self.read_inline(buf, limits)? {
                         None => return Ok(None),
                         Some(args) if args.is_empty() => continue,
@@ -382,6 +387,80 @@ impl RequestParser {
         self.consume_line(buf, newline + 1 - line_len);
         split_inline(&line).map(Some)
     }
+}
+
+/// Most requests a pipelining client sends are whole in the buffer, have few arguments and
+/// short, plain numbers. For those, this finds every argument's place first and then cuts the
+/// request out in one `split_to`, which is about twice as fast as the general state machine.
+/// `None` (nothing consumed) for anything else: incomplete, unusual or wrong requests are left
+/// to the state machine, which reports the errors.
+const FAST_PATH_MAX_ARGS: usize = 16;
+
+fn parse_whole_multibulk(buf: &mut BytesMut, limits: &Limits) -> Option<Vec<Bytes>> {
+    let bytes: &[u8] = buf;
+    let max_line = limits.max_inline_len;
+    let (count, mut pos) = plain_number_line(bytes, 1, max_line)?;
+    if count == 0 || count > FAST_PATH_MAX_ARGS {
+        return None;
+    }
+    if !limits.authenticated && count as i64 > UNAUTHENTICATED_MAX_ARGS {
+        return None;
+    }
+    let mut spans = [(0usize, 0usize); FAST_PATH_MAX_ARGS];
+    for span in spans.iter_mut().take(count) {
+        if bytes.get(pos) != Some(&b'$') {
+            return None;
+        }
+        let (len, start) = plain_number_line(bytes, pos + 1, max_line)?;
+        if len > limits.max_bulk_len
+            || (!limits.authenticated && len as u64 > UNAUTHENTICATED_MAX_BULK_BYTES as u64)
+        {
+            return None;
+        }
+        let end = start + len;
+        // Like the state machine, skip the two bytes after the payload unseen.
+        if bytes.len() < end + 2 {
+            return None;
+        }
+        *span = (start, end);
+        pos = end + 2;
+    }
+    let request = buf.split_to(pos).freeze();
+    Some(
+        spans
+            .iter()
+            .take(count)
+            .map(|&(start, end)| request.slice(start..end))
+            .collect(),
+    )
+}
+
+/// A number of at most 9 digits without sign or leading zero, starting at `pos` and followed
+/// by `\r` and one more byte; returns it and the position after the line. The line (from the
+/// marker before `pos`) must also respect `max_line` like any other, so that the fast path never
+/// accepts what the state machine would refuse.
+fn plain_number_line(bytes: &[u8], pos: usize, max_line: usize) -> Option<(usize, usize)> {
+    const MAX_DIGITS: usize = 9;
+    let mut value = 0usize;
+    let mut at = pos;
+    loop {
+        match bytes.get(at) {
+            Some(&digit @ b'0'..=b'9') if at - pos < MAX_DIGITS => {
+                value = value * 10 + usize::from(digit - b'0');
+                at += 1;
+            }
+            Some(b'\r') if at > pos && at + 1 < bytes.len() => break,
+            _ => return None,
+        }
+    }
+    // "0" alone is fine; a leading zero before other digits is an error the slow path reports.
+    if bytes.get(pos) == Some(&b'0') && at - pos > 1 {
+        return None;
+    }
+    if at - (pos - 1) > max_line {
+        return None;
+    }
+    Some((value, at + 2))
 }
 
 /// The text of a `*`/`$` number and where its line ends in the buffer.

@@ -507,3 +507,39 @@ fn redis_integer_syntax() {
         assert_eq!(parse(bad), None, "{bad:?}");
     }
 }
+
+#[test]
+fn whole_requests_take_the_fast_path_with_the_same_limits() {
+    let tiny = Limits {
+        max_inline_len: 2,
+        ..Limits::default()
+    };
+    assert_eq!(
+        error(b"*1\r\n$10\r\n0123456789\r\n", &tiny),
+        ProtocolError::TooBigBulkCount
+    );
+    let few_bytes = Limits {
+        max_bulk_len: 2,
+        ..Limits::default()
+    };
+    assert_eq!(
+        error(b"*1\r\n$3\r\nabc\r\n", &few_bytes),
+        ProtocolError::InvalidBulkLength
+    );
+    assert_eq!(
+        error(
+            b"*1\r\n$3\r\nabc\r\n",
+            &Limits {
+                authenticated: false,
+                ..few_bytes
+            }
+        ),
+        ProtocolError::InvalidBulkLength
+    );
+    assert_eq!(
+        error(b"*1\r\n$01\r\na\r\n", &Limits::default()),
+        ProtocolError::InvalidBulkLength
+    );
+    let many: Vec<u8> = [&b"*17\r\n"[..], &b"$1\r\na\r\n".repeat(17)].concat();
+    assert_eq!(requests(&many), vec![args(&["a"; 17])]);
+}
