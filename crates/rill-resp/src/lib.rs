@@ -5,6 +5,7 @@
 //! buffer with [`write_reply`] in the connection's [`Protocol`]. [`parse_reply`] reads replies
 //! back, for tests and clients.
 
+mod inline;
 mod parse_reply;
 mod reply;
 mod request;

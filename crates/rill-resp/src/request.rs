@@ -17,9 +17,11 @@
 //! reads is never rescanned from its start: complete arguments are moved out of the buffer as
 //! soon as they are whole, a bulk whose `$len` line is known waits for exactly `len + 2` bytes,
 //! and the search for a line terminator resumes where the previous call stopped. Parsing is
-//! therefore O(n) in the bytes received however they are split. Arguments are zero-copy slices
-//! of the read buffer (`BytesMut::split_to(..).freeze()`); only inline arguments with quotes
-//! are copied, because their escapes change the bytes.
+//! therefore O(n) in the bytes received however they are split. A request that is already
+//! whole in the buffer (the usual case with pipelining) takes a fast path that locates all its
+//! arguments and cuts it out at once. Arguments are zero-copy slices of the read buffer
+//! (`BytesMut::split_to(..).freeze()`); only inline arguments with quotes are copied, because
+//! their escapes change the bytes. Inline splitting lives in `inline.rs`.
 //!
 //! Where Redis' behaviour is odd we match it and say so:
 //! * The two bytes after a bulk's payload are skipped without checking that they are `\r\n`,
@@ -37,6 +39,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use crate::inline::split_inline;
 use crate::reply::Reply;
 
 /// Redis' default `proto-max-bulk-len`: 512 MiB.
@@ -518,133 +521,5 @@ pub(crate) fn parse_redis_integer(text: &[u8]) -> Option<i64> {
         0i64.checked_sub_unsigned(magnitude)
     } else {
         i64::try_from(magnitude).ok()
-    }
-}
-
-// ------------------------------------------------------------------------------------------
-// Inline requests
-// ------------------------------------------------------------------------------------------
-
-/// Whitespace between inline arguments: C's `isspace` (space, \t, \n, \v, \f, \r).
-fn is_separator(byte: u8) -> bool {
-    matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
-}
-
-/// Bytes that end an unquoted word. Redis stops an unquoted word only at these four, so a
-/// vertical tab or form feed stays inside the word although it separates words elsewhere.
-fn ends_unquoted_word(byte: u8) -> bool {
-    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
-}
-
-/// Splits an inline line the way redis-cli and Redis do (see the module docs).
-fn split_inline(line: &Bytes) -> Result<Vec<Bytes>, ProtocolError> {
-    let bytes: &[u8] = line;
-    let mut args = Vec::new();
-    let mut pos = 0;
-    loop {
-        while bytes.get(pos).is_some_and(|&b| is_separator(b)) {
-            pos += 1;
-        }
-        if pos >= bytes.len() {
-            return Ok(args);
-        }
-        let start = pos;
-        // Fast path: a plain word is a slice of the line.
-        while bytes
-            .get(pos)
-            .is_some_and(|&b| !ends_unquoted_word(b) && b != b'"' && b != b'\'')
-        {
-            pos += 1;
-        }
-        match bytes.get(pos) {
-            Some(b'"' | b'\'') => {
-                let mut word = bytes.get(start..pos).unwrap_or_default().to_vec();
-                pos = quoted_word_rest(bytes, pos, &mut word)?;
-                args.push(Bytes::from(word));
-            }
-            _ => args.push(line.slice(start..pos)),
-        }
-    }
-}
-
-/// Continues a word at `pos`, which holds an opening quote; returns the position after it.
-/// A quoted part ends the word: its closing quote must be followed by whitespace or the end.
-fn quoted_word_rest(bytes: &[u8], pos: usize, word: &mut Vec<u8>) -> Result<usize, ProtocolError> {
-    let after_closing_quote = match bytes.get(pos) {
-        Some(b'"') => double_quoted(bytes, pos + 1, word)?,
-        Some(b'\'') => single_quoted(bytes, pos + 1, word)?,
-        _ => return Ok(pos),
-    };
-    match bytes.get(after_closing_quote) {
-        None => Ok(after_closing_quote),
-        Some(&b) if is_separator(b) => Ok(after_closing_quote),
-        Some(_) => Err(ProtocolError::UnbalancedQuotes),
-    }
-}
-
-/// Reads a `"..."` body from `pos` (after the opening quote) up to and including the closing
-/// quote. Escapes: `\n \r \t \b \a`, `\xHH`; any other escaped byte stands for itself.
-fn double_quoted(bytes: &[u8], mut pos: usize, word: &mut Vec<u8>) -> Result<usize, ProtocolError> {
-    loop {
-        match bytes.get(pos) {
-            None => return Err(ProtocolError::UnbalancedQuotes),
-            Some(b'"') => return Ok(pos + 1),
-            Some(b'\\') => {
-                let hex = (bytes.get(pos + 2), bytes.get(pos + 3));
-                match (bytes.get(pos + 1), hex) {
-                    (Some(b'x'), (Some(&high), Some(&low))) if is_hex(high) && is_hex(low) => {
-                        word.push(hex_value(high) << 4 | hex_value(low));
-                        pos += 4;
-                    }
-                    (Some(&escaped), _) => {
-                        word.push(match escaped {
-                            b'n' => b'\n',
-                            b'r' => b'\r',
-                            b't' => b'\t',
-                            b'b' => 0x08,
-                            b'a' => 0x07,
-                            other => other,
-                        });
-                        pos += 2;
-                    }
-                    (None, _) => return Err(ProtocolError::UnbalancedQuotes),
-                }
-            }
-            Some(&b) => {
-                word.push(b);
-                pos += 1;
-            }
-        }
-    }
-}
-
-/// Reads a `'...'` body; the only escape is `\'`, any other backslash is literal.
-fn single_quoted(bytes: &[u8], mut pos: usize, word: &mut Vec<u8>) -> Result<usize, ProtocolError> {
-    loop {
-        match bytes.get(pos) {
-            None => return Err(ProtocolError::UnbalancedQuotes),
-            Some(b'\'') => return Ok(pos + 1),
-            Some(b'\\') if bytes.get(pos + 1) == Some(&b'\'') => {
-                word.push(b'\'');
-                pos += 2;
-            }
-            Some(&b) => {
-                word.push(b);
-                pos += 1;
-            }
-        }
-    }
-}
-
-fn is_hex(byte: u8) -> bool {
-    byte.is_ascii_hexdigit()
-}
-
-fn hex_value(byte: u8) -> u8 {
-    match byte {
-        b'0'..=b'9' => byte - b'0',
-        b'a'..=b'f' => byte - b'a' + 10,
-        b'A'..=b'F' => byte - b'A' + 10,
-        _ => 0,
     }
 }
