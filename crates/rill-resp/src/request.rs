@@ -205,6 +205,9 @@ impl RequestParser {
                     None => return Ok(None),
                     Some(b'*') => {
                         if let Some(args) = parse_whole_multibulk(buf, limits) {
+                            // An earlier call may have searched part of this request's first
+                            // line; that progress belongs to bytes that are now gone.
+                            self.line_scanned = 0;
                             return checked_request(args).map(Some);
                         }
                         match self.read_multibulk_count(buf, limits)? {

@@ -543,3 +543,19 @@ fn whole_requests_take_the_fast_path_with_the_same_limits() {
     let many: Vec<u8> = [&b"*17\r\n"[..], &b"$1\r\na\r\n".repeat(17)].concat();
     assert_eq!(requests(&many), vec![args(&["a"; 17])]);
 }
+
+/// Found by the fuzz target: the fast path consumed a request whose first line an earlier call
+/// had half searched, and the stale search position made the parser skip into the next line.
+#[test]
+fn fast_path_after_a_partial_first_line() {
+    let input = b"*1\r\n$1\r\na\r\nb\n";
+    let whole = parse_in_chunks(input, &[], &Limits::default());
+    assert_eq!(whole.requests, vec![args(&["a"]), args(&["b"])]);
+    for first in 1..input.len() {
+        assert_eq!(
+            parse_in_chunks(input, &[first], &Limits::default()),
+            whole,
+            "split at {first}"
+        );
+    }
+}
