@@ -1,1 +1,242 @@
-fn main() {}
+//! `rill-server`: a Redis-protocol stream server.
+//!
+//! Start-up follows redis-server's conventions: `rill-server [config-file] [--directive value ...]`.
+//! With no arguments it listens on 127.0.0.1:6379 and keeps its data in `./data`.
+
+mod alloc;
+mod blocking;
+mod cmd;
+mod config;
+mod conn;
+mod dispatch;
+mod info;
+mod logging;
+mod state;
+
+use crate::config::Config;
+use crate::state::{now_ms, ClientInfo, Shared, State, Stats};
+use bytes::Bytes;
+use rill_engine::command::CommandTable;
+use rill_engine::{Engine, EngineConfig};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+#[global_allocator]
+static GLOBAL: alloc::Counting = alloc::Counting;
+
+fn usage() {
+    println!(
+        "Usage: rill-server [/path/to/rill.conf] [options]\n       rill-server -v or --version\n       rill-server -h or --help\n\nExamples:\n       rill-server (listen on 127.0.0.1:6379, data in ./data)\n       rill-server --port 7777\n       rill-server /etc/rill/rill.conf --loglevel verbose"
+    );
+}
+
+fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::new();
+    while out.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        h.write_u32(std::process::id());
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(40);
+    out
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("-v" | "--version") => {
+            println!("rill-server v={} (Redis protocol {})", env!("CARGO_PKG_VERSION"), cmd::connection::REDIS_VERSION);
+            return;
+        }
+        Some("-h" | "--help") => {
+            usage();
+            return;
+        }
+        _ => {}
+    }
+    let config = match Config::from_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("\n*** FATAL CONFIG FILE ERROR (rill {}) ***", env!("CARGO_PKG_VERSION"));
+            if e.line > 0 {
+                eprintln!("Reading the configuration file, at line {}", e.line);
+            }
+            eprintln!(">>> '{}'", e.text);
+            eprintln!("{}", e.reason);
+            std::process::exit(1);
+        }
+    };
+    logging::init(config.get("loglevel"), config.get("logfile"));
+    for name in &config.ignored {
+        tracing::warn!("directive '{name}' is accepted for compatibility with redis.conf but not implemented by rill; ignored");
+    }
+    if config.get("daemonize") == "yes" {
+        tracing::warn!("daemonize yes is not supported; running in the foreground");
+    }
+    let dir = config.get("dir").to_string();
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::env::set_current_dir(&dir)) {
+        eprintln!("Can't chdir to '{dir}': {e}");
+        std::process::exit(1);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = runtime.block_on(run(config));
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    std::process::exit(code);
+}
+
+async fn run(config: Config) -> i32 {
+    let port = config.get_i64("port") as u16;
+    let mut listeners = Vec::new();
+    for addr in config.get("bind").split_whitespace() {
+        let addr = match addr.trim_start_matches('-') {
+            "*" => "0.0.0.0",
+            "::*" => "::",
+            a => a,
+        };
+        let host = if addr.contains(':') { format!("[{addr}]:{port}") } else { format!("{addr}:{port}") };
+        match TcpListener::bind(&host).await {
+            Ok(l) => listeners.push(l),
+            Err(e) => {
+                tracing::error!("Could not create server TCP listening socket {host}: {e}");
+                return 1;
+            }
+        }
+    }
+    let engine_config = EngineConfig {
+        databases: config.get_i64("databases").max(1) as usize,
+        stream_node_max_entries: config.get_i64("stream-node-max-entries"),
+        stream_node_max_bytes: config.get_i64("stream-node-max-bytes"),
+    };
+    let mut families = rill_engine::types::families();
+    families.push(cmd::specs::COMMANDS);
+    let table = CommandTable::new(&families);
+    let state = State {
+        engine: Engine::new(engine_config),
+        config,
+        clients: Default::default(),
+        blocked: Default::default(),
+        stats: Stats::default(),
+        last_save_unix: now_ms() / 1000,
+        active_expire: true,
+    };
+    let shared = Arc::new(Shared::new(state, table, port, run_id()));
+    tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
+
+    for listener in listeners {
+        tokio::spawn(accept_loop(shared.clone(), listener));
+    }
+    tokio::spawn(cron(shared.clone()));
+
+    let mut shutdown = shared.shutdown.subscribe();
+    let term = async {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            match signal(SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::warn!("Received SIGINT scheduling shutdown..."),
+        () = term => tracing::warn!("Received SIGTERM scheduling shutdown..."),
+        _ = shutdown.changed() => {}
+    }
+    let _ = shared.shutdown.send(true);
+    tracing::warn!("rill is now ready to exit, bye bye...");
+    0
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let (socket, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let id = shared.next_client_id();
+        let kill = Arc::new(Notify::new());
+        let authenticated;
+        {
+            let mut st = shared.lock();
+            let max = st.config.get_i64("maxclients").max(1) as usize;
+            if st.clients.len() >= max {
+                st.stats.rejected_connections += 1;
+                drop(st);
+                let _ = socket.try_write(b"-ERR max number of clients reached\r\n");
+                continue;
+            }
+            st.stats.connections_received += 1;
+            authenticated = st.config.get("requirepass").is_empty();
+            let now = now_ms();
+            let laddr = socket.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            #[cfg(unix)]
+            let fd = {
+                use std::os::fd::AsRawFd;
+                i64::from(socket.as_raw_fd())
+            };
+            #[cfg(not(unix))]
+            let fd = -1;
+            st.clients.insert(
+                id,
+                ClientInfo {
+                    id,
+                    addr: peer.to_string(),
+                    laddr,
+                    fd,
+                    name: Bytes::new(),
+                    lib_name: Bytes::new(),
+                    lib_ver: Bytes::new(),
+                    created_ms: now,
+                    last_interaction_ms: now,
+                    db: 0,
+                    resp: 2,
+                    multi: -1,
+                    last_cmd: "",
+                    tot_cmds: 0,
+                    net_in: 0,
+                    net_out: 0,
+                    no_evict: false,
+                    no_touch: false,
+                    killed: false,
+                    kill: kill.clone(),
+                    blocked: false,
+                },
+            );
+        }
+        tokio::spawn(conn::serve(shared.clone(), socket, id, kill, authenticated));
+    }
+}
+
+/// Periodic work, `hz` times a second: active expiry in small budgets.
+async fn cron(shared: Arc<Shared>) {
+    /// Keys removed per database sweep per tick, so one tick never stalls clients for long.
+    const EXPIRE_BUDGET_KEYS: usize = 2000;
+    loop {
+        let hz = shared.lock().config.get_i64("hz").clamp(1, 500);
+        tokio::time::sleep(Duration::from_millis((1000 / hz) as u64)).await;
+        let mut st = shared.lock();
+        if st.active_expire {
+            let now = now_ms();
+            st.engine.active_expire(now, EXPIRE_BUDGET_KEYS);
+        }
+    }
+}

@@ -19,7 +19,7 @@
 pub mod docs;
 mod table;
 
-pub use table::CommandTable;
+pub use table::{CommandTable, Lookup};
 
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;

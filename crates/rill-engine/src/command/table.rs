@@ -38,7 +38,16 @@ impl CommandTable {
     /// A top-level command by name, any case.
     pub fn get(&self, name: &[u8]) -> Option<&'static CommandSpec> {
         if name.iter().any(u8::is_ascii_uppercase) {
-            self.by_name.get(&name.to_ascii_lowercase()).copied()
+            // Hot path: fold case on the stack for every real command name.
+            let mut buf = [0u8; 32];
+            match buf.get_mut(..name.len()) {
+                Some(dst) => {
+                    dst.copy_from_slice(name);
+                    dst.make_ascii_lowercase();
+                    self.by_name.get(&*dst).copied()
+                }
+                None => self.by_name.get(&name.to_ascii_lowercase()).copied(),
+            }
         } else {
             self.by_name.get(name).copied()
         }

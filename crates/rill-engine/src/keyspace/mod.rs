@@ -27,6 +27,8 @@ pub enum Value {
     List(VecDeque<Bytes>),
     /// A set of members.
     Set(HashSet<Bytes>),
+    /// A stream (boxed: it is much larger than the other variants).
+    Stream(Box<crate::types::stream::Stream>),
 }
 
 impl Value {
@@ -37,6 +39,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
             Value::Set(_) => "set",
+            Value::Stream(_) => "stream",
         }
     }
 }
@@ -122,6 +125,9 @@ pub struct BlockRequest {
     pub deadline_ms: Option<i64>,
     /// What the client gets when the deadline passes.
     pub timeout_reply: Reply,
+    /// Arguments to re-run with instead of the original ones, when blocking resolved something
+    /// that must not be resolved again (XREAD's `$` becomes the last ID at block time).
+    pub rerun_args: Option<Vec<Bytes>>,
 }
 
 /// Per-call context: who runs the command, where, and when.

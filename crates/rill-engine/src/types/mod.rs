@@ -2,6 +2,8 @@
 
 use crate::command::CommandSpec;
 
+pub mod stream;
+
 /// Every engine command family, for the command table.
 pub fn families() -> Vec<&'static [CommandSpec]> {
     vec![]

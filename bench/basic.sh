@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Side-by-side redis-benchmark of rill-server and redis-server: PING, SET, GET with pipeline 16
+# (and without), server pinned to CPU 0, client to CPU 1, rounds alternating A,B,B,A,...
+# Prints the median per-round throughput ratio rill/redis for each test.
+#
+#   bench/basic.sh [--rounds N] [--requests N] [--redis PATH]
+#
+# Builds rill-server with --release first. Uses ports 7211 (rill) and 7212 (redis).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROUNDS=5
+REQUESTS=1000000
+REDIS=${REDIS:-/usr/bin/redis-server}
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --rounds) ROUNDS=$2; shift 2 ;;
+        --requests) REQUESTS=$2; shift 2 ;;
+        --redis) REDIS=$2; shift 2 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+command -v redis-benchmark >/dev/null || { echo "redis-benchmark missing: apt-get install redis-tools" >&2; exit 2; }
+(cd "$ROOT" && cargo build --release -q -p rill-server)
+RILL="$ROOT/target/release/rill-server"
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+start() { # name port cmd...
+    local name=$1 port=$2; shift 2
+    mkdir -p "$WORK/$name"
+    (cd "$WORK/$name" && exec taskset -c 0 "$@" >"$WORK/$name.log" 2>&1) &
+    PIDS+=($!)
+    for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
+    echo "$name did not start" >&2; cat "$WORK/$name.log" >&2; exit 1
+}
+start rill 7211 "$RILL" --port 7211 --dir "$WORK/rill" --save '' --appendonly no
+start redis 7212 "$REDIS" --port 7212 --bind 127.0.0.1 --save '' --appendonly no
+
+run() { # port pipeline -> "test rps" lines
+    taskset -c 1 redis-benchmark -p "$1" -t ping,set,get -n "$REQUESTS" -P "$2" -c 50 --csv 2>/dev/null |
+        awk -F'","' 'NR>1 { gsub(/"/,"",$1); gsub(/"/,"",$2); print $1, $2 }'
+}
+
+: >"$WORK/results"
+for pipeline in 16 1; do
+    n=$REQUESTS; [[ $pipeline == 1 ]] && REQUESTS=$((n / 5))
+    for r in $(seq "$ROUNDS"); do
+        if (( r % 2 )); then order="7211 7212"; else order="7212 7211"; fi
+        for port in $order; do
+            run "$port" "$pipeline" | while read -r test rps; do echo "P$pipeline $r $port $test $rps"; done >>"$WORK/results"
+        done
+    done
+    REQUESTS=$n
+done
+echo "rill vs $("$REDIS" --version | awk '{print $3}'): median of per-round throughput ratios (rill/redis)"
+awk '
+    { key=$1" "$4; v[$1" "$2" "$4" "$3]=$5; keys[key]=1; rounds[$2]=1 }
+    END {
+        for (k in keys) {
+            split(k, p, " "); n=0
+            for (r in rounds) { a=v[p[1]" "r" "p[2]" 7211"]; b=v[p[1]" "r" "p[2]" 7212"]; if (b>0) { ratio[++n]=a/b; sa+=a; sb+=b } }
+            asort(ratio); med=(n%2)?ratio[(n+1)/2]:(ratio[n/2]+ratio[n/2+1])/2
+            printf "%-4s %-12s rill %10.0f rps  redis %10.0f rps  ratio %.2f  (rounds %.2f..%.2f)\n", p[1], p[2], sa/n, sb/n, med, ratio[1], ratio[n]
+            delete ratio; sa=0; sb=0
+        }
+    }' "$WORK/results" | sort

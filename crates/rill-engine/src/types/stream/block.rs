@@ -1,0 +1,625 @@
+//! Compact blocks: the unit a stream stores its entries in (Redis' macro nodes).
+//!
+//! A stream is a `BTreeMap<StreamId, Block>` keyed by each block's *first* ID (the ID of its
+//! master entry, kept even after that entry is deleted). A block is one byte buffer:
+//!
+//! ```text
+//! block:  +------------------+-----------+-----------+-----+-----------+
+//!         | master fields    | entry 0   | entry 1   | ... | entry n-1 |
+//!         +------------------+-----------+-----------+-----+-----------+
+//!         entry 0 is the master entry: its ID is the block's key, its field list is the master
+//!         field list, and its values are what later entries may be encoded against.
+//!
+//! master fields:  +--------------+---------------------------------------+
+//!                 | count varint | (name len varint, name bytes) * count |
+//!                 +--------------+---------------------------------------+
+//!
+//! entry:  +------------------+------------------+---------------------+----------------+
+//!         | head varint      | seq delta varint | own fields (only if | value * fields |
+//!         |                  | zigzag(seq - s0) | SAME_FIELDS clear): |                |
+//!         |                  | wrapping on u64  | same as master      |                |
+//!         |                  |                  | fields layout       |                |
+//!         +------------------+------------------+---------------------+----------------+
+//!          head = (ms - m0) << HEAD_FLAG_BITS | SAME_FIELDS | DELETED      (m0-s0: block key)
+//!          DELETED is bit 0 of the first byte of a varint, so deleting flips one bit in place.
+//!
+//! value:  one tag byte, then the payload the tag names ("master" = the master entry's value
+//!         of the same field; delta tags only appear in entries with SAME_FIELDS set)
+//!   0x00..=0x3E  RAW        bytes follow; length = tag
+//!   0x3F         RAW_LONG   length varint, bytes
+//!   0x40         INT        zigzag varint
+//!   0x41         INT_DELTA  zigzag varint of (value - master), wrapping i64
+//!   0x42         SAME       byte-identical to master; no payload
+//!   0x51..=0x5F  DEC        scale = tag & 0x0F; zigzag varint mantissa ("101.25" = 10125, 2)
+//!   0x61..=0x6F  DEC_DELTA  scale = tag & 0x0F; zigzag varint of (mantissa - master mantissa)
+//!   0x80..=0xBF  INT_TINY   value = unzigzag(tag & 0x3F), -32..=31; no payload
+//!   0xC0..=0xFF  INT_TINY_DELTA  value = master + unzigzag(tag & 0x3F); no payload
+//!   (other tags are invalid)
+//! ```
+//!
+//! Numbers are only stored as numbers when their text is canonical (see `codec::classify`),
+//! so every value is restored byte for byte. Deleted entries keep their bytes until the block
+//! is rewritten (only done when an append must go behind a deleted tail entry) or freed when
+//! its last live entry goes, as Redis does.
+//!
+//! Costs: reading any entry needs the block's master entry and a forward scan to the entry
+//! (there are no back pointers), so locating an entry is O(entries in the block), bounded by
+//! `node_max_entries` / `node_max_bytes`.
+
+use super::codec::{
+    self, classify, get_varint, get_varint_u64, put_varint, unzigzag, zigzag, Scalar,
+};
+use super::id::StreamId;
+use bytes::Bytes;
+
+/// Bits of the head varint used by flags, below the ms delta.
+pub const HEAD_FLAG_BITS: u32 = 2;
+/// Head flag: the entry is deleted.
+pub const FLAG_DELETED: u128 = 0b01;
+/// Head flag: the entry's field names are the master field list (not stored again).
+pub const FLAG_SAME_FIELDS: u128 = 0b10;
+
+const TAG_RAW_MAX_INLINE: u8 = 0x3E;
+const TAG_RAW_LONG: u8 = 0x3F;
+const TAG_INT: u8 = 0x40;
+const TAG_INT_DELTA: u8 = 0x41;
+const TAG_SAME: u8 = 0x42;
+const TAG_DEC: u8 = 0x50;
+const TAG_DEC_DELTA: u8 = 0x60;
+const TAG_SCALE_MASK: u8 = 0x0F;
+const TAG_INT_TINY: u8 = 0x80;
+const TAG_INT_TINY_DELTA: u8 = 0xC0;
+const TAG_TINY_MASK: u8 = 0x3F;
+/// Zigzagged values below this fit in a tiny tag.
+const TINY_LIMIT: u64 = 0x40;
+
+/// A block never grows past this many bytes, whatever the configuration (Redis' 1 GiB cap).
+pub const BLOCK_HARD_MAX_BYTES: u64 = 1 << 30;
+/// `stream-node-max-entries` default.
+pub const DEFAULT_NODE_MAX_ENTRIES: u64 = 100;
+/// `stream-node-max-bytes` default.
+pub const DEFAULT_NODE_MAX_BYTES: u64 = 4096;
+
+/// When a new block starts (`stream-node-max-entries`, `stream-node-max-bytes`; 0 = no limit).
+/// Passed in from the configuration on every call that may create blocks, because Redis
+/// applies a CONFIG SET to existing streams' next appends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeLimits {
+    /// Entries (live + deleted) after which the tail block is closed; 0 = no limit.
+    pub max_entries: u64,
+    /// Bytes (buffer + the next entry's raw field and value bytes) at which the tail block is
+    /// closed; 0 = [`BLOCK_HARD_MAX_BYTES`].
+    pub max_bytes: u64,
+}
+
+impl NodeLimits {
+    /// From the signed config values (negative treated as 0).
+    pub fn new(max_entries: i64, max_bytes: i64) -> NodeLimits {
+        NodeLimits {
+            max_entries: u64::try_from(max_entries).unwrap_or(0),
+            max_bytes: u64::try_from(max_bytes).unwrap_or(0),
+        }
+    }
+
+    fn effective_max_bytes(self) -> u64 {
+        if self.max_bytes == 0 || self.max_bytes > BLOCK_HARD_MAX_BYTES {
+            BLOCK_HARD_MAX_BYTES
+        } else {
+            self.max_bytes
+        }
+    }
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits {
+            max_entries: DEFAULT_NODE_MAX_ENTRIES,
+            max_bytes: DEFAULT_NODE_MAX_BYTES,
+        }
+    }
+}
+
+/// One block of entries. Its first ID is the key it is stored under; methods that decode IDs
+/// take it as `first`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// The encoded bytes (layout in the module doc).
+    buf: Vec<u8>,
+    /// ID of the physically last entry, deleted or not. Invariant: entries are stored in
+    /// strictly increasing ID order, all ≥ the block key and ≤ `last_id`.
+    last_id: StreamId,
+    /// Entries not marked deleted. A block with none is removed from the stream.
+    live: u32,
+    /// Entries marked deleted but still in `buf`.
+    deleted: u32,
+}
+
+/// A stored value before master-relative forms are resolved.
+#[derive(Debug, Clone, Copy)]
+enum Stored<'a> {
+    Plain(Scalar<'a>),
+    IntDelta(i64),
+    Same,
+    DecDelta { delta: i64, scale: u8 },
+}
+
+/// Where an entry is and what its head says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EntryPos {
+    pub(crate) id: StreamId,
+    pub(crate) deleted: bool,
+    /// Offset of the head varint in the buffer.
+    pub(crate) offset: usize,
+}
+
+/// The decoded master: field names and the master entry's values.
+#[derive(Debug)]
+pub(crate) struct Master<'a> {
+    pub(crate) fields: Vec<&'a [u8]>,
+    values: Vec<Scalar<'a>>,
+    /// Offset of entry 0.
+    entries_start: usize,
+}
+
+impl Block {
+    /// A block holding one entry, which becomes its master.
+    pub(crate) fn new(id: StreamId, fields: &[(Bytes, Bytes)]) -> Block {
+        let mut buf = Vec::new();
+        put_field_names(&mut buf, fields.iter().map(|(f, _)| &f[..]), fields.len());
+        put_varint(&mut buf, FLAG_SAME_FIELDS);
+        put_varint(&mut buf, 0);
+        for (_, v) in fields {
+            put_value(&mut buf, v, None);
+        }
+        Block {
+            buf,
+            last_id: id,
+            live: 1,
+            deleted: 0,
+        }
+    }
+
+    /// Whether an entry with `raw_bytes` of field and value data may still go into this block
+    /// (spec §6.4): fewer than `max_entries` entries, and buffer + raw bytes below the byte cap.
+    pub(crate) fn has_room(&self, raw_bytes: u64, limits: NodeLimits) -> bool {
+        let count = u64::from(self.live) + u64::from(self.deleted);
+        let bytes = (self.buf.len() as u64).saturating_add(raw_bytes);
+        bytes < limits.effective_max_bytes()
+            && (limits.max_entries == 0 || count < limits.max_entries)
+            && count < u64::from(u32::MAX)
+    }
+
+    /// Append an entry. `id` must be greater than [`Block::last_id`]; returns false (and
+    /// changes nothing) otherwise or if the block cannot be decoded.
+    pub(crate) fn push(
+        &mut self,
+        first: StreamId,
+        id: StreamId,
+        fields: &[(Bytes, Bytes)],
+    ) -> bool {
+        if id <= self.last_id || id < first {
+            return false;
+        }
+        let Some(ms_delta) = id.ms.checked_sub(first.ms) else {
+            return false;
+        };
+        let Some(live) = self.live.checked_add(1) else {
+            return false;
+        };
+        let mut entry = Vec::new();
+        {
+            let Some(master) = self.master(first) else {
+                return false;
+            };
+            let same = master.fields.len() == fields.len()
+                && master
+                    .fields
+                    .iter()
+                    .zip(fields)
+                    .all(|(m, (f, _))| *m == &f[..]);
+            let head =
+                (u128::from(ms_delta) << HEAD_FLAG_BITS) | if same { FLAG_SAME_FIELDS } else { 0 };
+            put_varint(&mut entry, head);
+            put_varint(
+                &mut entry,
+                u128::from(zigzag(id.seq.wrapping_sub(first.seq) as i64)),
+            );
+            if same {
+                for ((_, v), m) in fields.iter().zip(&master.values) {
+                    put_value(&mut entry, v, Some(*m));
+                }
+            } else {
+                put_field_names(&mut entry, fields.iter().map(|(f, _)| &f[..]), fields.len());
+                for (_, v) in fields {
+                    put_value(&mut entry, v, None);
+                }
+            }
+        }
+        self.buf.extend_from_slice(&entry);
+        self.last_id = id;
+        self.live = live;
+        true
+    }
+
+    /// The encoded bytes (layout in the module doc), for snapshots and size accounting.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Entries not marked deleted.
+    pub fn live_count(&self) -> u64 {
+        u64::from(self.live)
+    }
+
+    /// Entries marked deleted and still stored.
+    pub fn deleted_count(&self) -> u64 {
+        u64::from(self.deleted)
+    }
+
+    /// ID of the physically last entry (possibly deleted).
+    pub fn last_id(&self) -> StreamId {
+        self.last_id
+    }
+
+    /// Heap bytes held (buffer capacity).
+    pub fn heap_bytes(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Drop spare capacity; called when the block stops being the tail.
+    pub(crate) fn shrink(&mut self) {
+        self.buf.shrink_to_fit();
+    }
+
+    /// Decode the master field list and the master entry's values.
+    pub(crate) fn master(&self, first: StreamId) -> Option<Master<'_>> {
+        let buf = self.buf.as_slice();
+        let mut pos = 0;
+        let fields = read_field_names(buf, &mut pos)?;
+        let entries_start = pos;
+        let (_, head) = read_head(buf, &mut pos, first)?;
+        if head & FLAG_SAME_FIELDS == 0 {
+            return None;
+        }
+        let mut values = Vec::with_capacity(fields.len());
+        for _ in 0..fields.len() {
+            match read_value(buf, &mut pos)? {
+                Stored::Plain(s) => values.push(s),
+                _ => return None,
+            }
+        }
+        Some(Master {
+            fields,
+            values,
+            entries_start,
+        })
+    }
+
+    /// Every entry's position, in storage (= ID) order. O(bytes in the block).
+    pub(crate) fn positions(&self, first: StreamId) -> Option<Vec<EntryPos>> {
+        let buf = self.buf.as_slice();
+        let mut pos = 0;
+        let master_fields = read_field_names(buf, &mut pos)?.len();
+        let mut out = Vec::with_capacity(self.live as usize + self.deleted as usize);
+        while pos < buf.len() {
+            let offset = pos;
+            let (id, head) = read_head(buf, &mut pos, first)?;
+            let n = if head & FLAG_SAME_FIELDS != 0 {
+                master_fields
+            } else {
+                read_field_names(buf, &mut pos)?.len()
+            };
+            for _ in 0..n {
+                read_value(buf, &mut pos)?;
+            }
+            out.push(EntryPos {
+                id,
+                deleted: head & FLAG_DELETED != 0,
+                offset,
+            });
+        }
+        Some(out)
+    }
+
+    /// Decode the fields of the entry whose head is at `offset`. `names` are the master field
+    /// names as `Bytes` (cloned per entry, so a scan copies them once per block).
+    pub(crate) fn decode_at(
+        &self,
+        first: StreamId,
+        master: &Master<'_>,
+        names: &[Bytes],
+        offset: usize,
+    ) -> Option<Vec<(Bytes, Bytes)>> {
+        let buf = self.buf.as_slice();
+        let mut pos = offset;
+        let (_, head) = read_head(buf, &mut pos, first)?;
+        let mut out = Vec::new();
+        if head & FLAG_SAME_FIELDS != 0 {
+            for (i, name) in names.iter().enumerate() {
+                let stored = read_value(buf, &mut pos)?;
+                let v = resolve(stored, master.values.get(i).copied())?;
+                out.push((name.clone(), to_bytes(v)));
+            }
+        } else {
+            let own = read_field_names(buf, &mut pos)?;
+            for name in own {
+                let v = resolve(read_value(buf, &mut pos)?, None)?;
+                out.push((Bytes::copy_from_slice(name), to_bytes(v)));
+            }
+        }
+        Some(out)
+    }
+
+    /// Mark the live entry `id` deleted. False if there is no such live entry.
+    pub(crate) fn mark_deleted(&mut self, first: StreamId, id: StreamId) -> bool {
+        if id < first || id > self.last_id {
+            return false;
+        }
+        let Some(positions) = self.positions(first) else {
+            return false;
+        };
+        match positions.iter().find(|p| p.id == id) {
+            Some(p) if !p.deleted => self.mark_at(p.offset),
+            _ => false,
+        }
+    }
+
+    /// Mark live entries deleted from the front while `take(id)` says so; stops at the first
+    /// live entry it refuses. Returns how many were marked.
+    pub(crate) fn delete_front_while(
+        &mut self,
+        first: StreamId,
+        mut take: impl FnMut(StreamId) -> bool,
+    ) -> u64 {
+        let Some(positions) = self.positions(first) else {
+            return 0;
+        };
+        let mut marked = 0;
+        for p in positions.iter().filter(|p| !p.deleted) {
+            if !take(p.id) || !self.mark_at(p.offset) {
+                break;
+            }
+            marked += 1;
+        }
+        marked
+    }
+
+    fn mark_at(&mut self, offset: usize) -> bool {
+        match self.buf.get_mut(offset) {
+            Some(b) if *b & FLAG_DELETED as u8 == 0 => {
+                *b |= FLAG_DELETED as u8;
+                self.live = self.live.saturating_sub(1);
+                self.deleted = self.deleted.saturating_add(1);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A fresh block with only the live entries (the first live one becomes the master), and
+    /// its key. `None` if nothing is live. O(bytes in the block).
+    pub(crate) fn rewrite_live(&self, first: StreamId) -> Option<(StreamId, Block)> {
+        let master = self.master(first)?;
+        let names: Vec<Bytes> = master
+            .fields
+            .iter()
+            .map(|f| Bytes::copy_from_slice(f))
+            .collect();
+        let mut out: Option<(StreamId, Block)> = None;
+        for p in self.positions(first)?.into_iter().filter(|p| !p.deleted) {
+            let fields = self.decode_at(first, &master, &names, p.offset)?;
+            match out.as_mut() {
+                None => out = Some((p.id, Block::new(p.id, &fields))),
+                Some((key, block)) => {
+                    if !block.push(*key, p.id, &fields) {
+                        return None;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Fully decode and check the block; used by tests (and later by the snapshot loader).
+    /// Verifies counts, ID order and `last_id`.
+    pub(crate) fn validate(&self, first: StreamId) -> bool {
+        let Some(master) = self.master(first) else {
+            return false;
+        };
+        let names: Vec<Bytes> = master
+            .fields
+            .iter()
+            .map(|f| Bytes::copy_from_slice(f))
+            .collect();
+        let Some(positions) = self.positions(first) else {
+            return false;
+        };
+        let live = positions.iter().filter(|p| !p.deleted).count();
+        let sorted = positions
+            .windows(2)
+            .all(|w| matches!(w, [a, b] if a.id < b.id));
+        master.entries_start > 0
+            && positions.first().map(|p| p.id) == Some(first)
+            && positions.last().map(|p| p.id) == Some(self.last_id)
+            && sorted
+            && live == self.live as usize
+            && positions.len() - live == self.deleted as usize
+            && positions
+                .iter()
+                .all(|p| self.decode_at(first, &master, &names, p.offset).is_some())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------------------------
+
+fn put_field_names<'a>(buf: &mut Vec<u8>, names: impl Iterator<Item = &'a [u8]>, count: usize) {
+    put_varint(buf, count as u128);
+    for name in names {
+        put_varint(buf, name.len() as u128);
+        buf.extend_from_slice(name);
+    }
+}
+
+/// Encode `value` with the shortest form available, given the master's value of the same
+/// field when the entry shares the master field list.
+fn put_value(buf: &mut Vec<u8>, value: &[u8], master: Option<Scalar<'_>>) {
+    let scalar = classify(value);
+    if master == Some(scalar) {
+        buf.push(TAG_SAME);
+        return;
+    }
+    match scalar {
+        Scalar::Raw(b) => {
+            match u8::try_from(b.len()) {
+                Ok(len) if len <= TAG_RAW_MAX_INLINE => buf.push(len),
+                _ => {
+                    buf.push(TAG_RAW_LONG);
+                    put_varint(buf, b.len() as u128);
+                }
+            }
+            buf.extend_from_slice(b);
+        }
+        Scalar::Int(v) => {
+            let absolute = zigzag(v);
+            let delta = match master {
+                Some(Scalar::Int(m)) => Some(zigzag(v.wrapping_sub(m))),
+                _ => None,
+            };
+            match delta {
+                Some(d) if number_len(d) < number_len(absolute) => {
+                    put_number(buf, TAG_INT_DELTA, Some(TAG_INT_TINY_DELTA), d);
+                }
+                _ => put_number(buf, TAG_INT, Some(TAG_INT_TINY), absolute),
+            }
+        }
+        Scalar::Decimal { mantissa, scale } => {
+            let scale_bits = scale & TAG_SCALE_MASK;
+            let absolute = zigzag(mantissa);
+            let delta = match master {
+                Some(Scalar::Decimal {
+                    mantissa: m,
+                    scale: s,
+                }) if s == scale => Some(zigzag(mantissa.wrapping_sub(m))),
+                _ => None,
+            };
+            match delta {
+                Some(d)
+                    if codec::varint_len(u128::from(d))
+                        < codec::varint_len(u128::from(absolute)) =>
+                {
+                    put_number(buf, TAG_DEC_DELTA | scale_bits, None, d);
+                }
+                _ => put_number(buf, TAG_DEC | scale_bits, None, absolute),
+            }
+        }
+    }
+}
+
+fn number_len(zigzagged: u64) -> usize {
+    if zigzagged < TINY_LIMIT {
+        1
+    } else {
+        1 + codec::varint_len(u128::from(zigzagged))
+    }
+}
+
+fn put_number(buf: &mut Vec<u8>, tag: u8, tiny_tag: Option<u8>, zigzagged: u64) {
+    match (tiny_tag, u8::try_from(zigzagged)) {
+        (Some(t), Ok(small)) if u64::from(small) < TINY_LIMIT => buf.push(t | small),
+        _ => {
+            buf.push(tag);
+            put_varint(buf, u128::from(zigzagged));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding (every reader returns None on malformed input)
+// ---------------------------------------------------------------------------------------------
+
+fn read_field_names<'a>(buf: &'a [u8], pos: &mut usize) -> Option<Vec<&'a [u8]>> {
+    let count = get_varint(buf, pos)?;
+    // No capacity from the count: a corrupt count must not allocate.
+    let mut names = Vec::new();
+    for _ in 0..count {
+        let len = usize::try_from(get_varint(buf, pos)?).ok()?;
+        names.push(take(buf, pos, len)?);
+    }
+    Some(names)
+}
+
+fn take<'a>(buf: &'a [u8], pos: &mut usize, len: usize) -> Option<&'a [u8]> {
+    let end = pos.checked_add(len)?;
+    let out = buf.get(*pos..end)?;
+    *pos = end;
+    Some(out)
+}
+
+/// Read an entry head and seq delta; returns the ID and the head (for its flags).
+fn read_head(buf: &[u8], pos: &mut usize, first: StreamId) -> Option<(StreamId, u128)> {
+    let head = get_varint(buf, pos)?;
+    let ms_delta = u64::try_from(head >> HEAD_FLAG_BITS).ok()?;
+    let seq_delta = unzigzag(get_varint_u64(buf, pos)?);
+    let id = StreamId {
+        ms: first.ms.checked_add(ms_delta)?,
+        seq: first.seq.wrapping_add(seq_delta as u64),
+    };
+    Some((id, head))
+}
+
+fn read_value<'a>(buf: &'a [u8], pos: &mut usize) -> Option<Stored<'a>> {
+    let tag = *buf.get(*pos)?;
+    *pos += 1;
+    let stored = match tag {
+        0..=TAG_RAW_MAX_INLINE => Stored::Plain(Scalar::Raw(take(buf, pos, usize::from(tag))?)),
+        TAG_RAW_LONG => {
+            let len = usize::try_from(get_varint(buf, pos)?).ok()?;
+            Stored::Plain(Scalar::Raw(take(buf, pos, len)?))
+        }
+        TAG_INT => Stored::Plain(Scalar::Int(unzigzag(get_varint_u64(buf, pos)?))),
+        TAG_INT_DELTA => Stored::IntDelta(unzigzag(get_varint_u64(buf, pos)?)),
+        TAG_SAME => Stored::Same,
+        0x51..=0x5F => Stored::Plain(Scalar::Decimal {
+            mantissa: unzigzag(get_varint_u64(buf, pos)?),
+            scale: tag & TAG_SCALE_MASK,
+        }),
+        0x61..=0x6F => Stored::DecDelta {
+            delta: unzigzag(get_varint_u64(buf, pos)?),
+            scale: tag & TAG_SCALE_MASK,
+        },
+        0x80..=0xBF => Stored::Plain(Scalar::Int(unzigzag(u64::from(tag & TAG_TINY_MASK)))),
+        0xC0..=0xFF => Stored::IntDelta(unzigzag(u64::from(tag & TAG_TINY_MASK))),
+        _ => return None,
+    };
+    Some(stored)
+}
+
+fn resolve<'a>(stored: Stored<'a>, master: Option<Scalar<'a>>) -> Option<Scalar<'a>> {
+    match (stored, master) {
+        (Stored::Plain(s), _) => Some(s),
+        (Stored::Same, Some(m)) => Some(m),
+        (Stored::IntDelta(d), Some(Scalar::Int(m))) => Some(Scalar::Int(m.wrapping_add(d))),
+        (Stored::DecDelta { delta, scale }, Some(Scalar::Decimal { mantissa, scale: s }))
+            if s == scale =>
+        {
+            Some(Scalar::Decimal {
+                mantissa: mantissa.wrapping_add(delta),
+                scale,
+            })
+        }
+        _ => None,
+    }
+}
+
+fn to_bytes(s: Scalar<'_>) -> Bytes {
+    match s {
+        Scalar::Raw(b) => Bytes::copy_from_slice(b),
+        other => {
+            let mut out = Vec::new();
+            codec::render(other, &mut out);
+            Bytes::from(out)
+        }
+    }
+}

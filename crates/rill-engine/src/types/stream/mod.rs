@@ -1,0 +1,612 @@
+//! Streams: an append-only log of field/value entries ordered by [`StreamId`], stored
+//! compactly (see [`block`] for the byte layout), plus the metadata Redis keeps beside it
+//! (spec §1.1). This module is storage only: command parsing and replies live elsewhere.
+//!
+//! ```text
+//! Stream
+//!   blocks: BTreeMap<StreamId, Block>     key = first ID stored in the block
+//!     [1-0 .. 1-99]  [5-0 .. 9-3]  [12-0 .. ]   <- tail block takes appends
+//!   length, last_generated_id, max_deleted_entry_id, entries_added, first_id
+//! ```
+//!
+//! Costs below use `B` = entries per block (≤ `node_max_entries`, 100 by default) and `K` =
+//! number of blocks.
+
+pub mod block;
+mod codec;
+pub mod id;
+#[cfg(test)]
+mod tests;
+
+use crate::CmdError;
+use block::{Block, EntryPos, Master};
+use bytes::Bytes;
+use std::collections::btree_map;
+use std::collections::BTreeMap;
+
+pub use block::NodeLimits;
+pub use id::{StreamId, XaddId};
+
+/// One entry as returned by reads: its ID and its field/value pairs in the order given to
+/// XADD (duplicates kept).
+pub type StreamEntry = (StreamId, Vec<(Bytes, Bytes)>);
+
+/// `ERR Elements are too large to be stored`
+pub const ELEMENTS_TOO_LARGE: CmdError = CmdError::full("ERR Elements are too large to be stored");
+/// `ERR The ID specified in XSETID is smaller than current max_deleted_entry_id`
+pub const SETID_BELOW_MAX_DELETED: CmdError =
+    CmdError::full("ERR The ID specified in XSETID is smaller than current max_deleted_entry_id");
+/// `ERR The ID specified in XSETID is smaller than the target stream top item`
+pub const SETID_BELOW_TOP: CmdError =
+    CmdError::full("ERR The ID specified in XSETID is smaller than the target stream top item");
+/// `ERR The entries_added specified in XSETID is smaller than the target stream length`
+pub const SETID_ENTRIES_ADDED_BELOW_LENGTH: CmdError = CmdError::full(
+    "ERR The entries_added specified in XSETID is smaller than the target stream length",
+);
+
+/// Largest total of field and value bytes one entry may carry (Redis' listpack limit).
+pub const ENTRY_MAX_RAW_BYTES: u64 = 1 << 30;
+/// `entries-added` saturates here (2^63 − 1), as in Redis.
+pub const ENTRIES_ADDED_MAX: u64 = i64::MAX as u64;
+/// Approximate trimming's LIMIT when none is given: this many times `node_max_entries` ...
+pub const TRIM_DEFAULT_LIMIT_PER_NODE_ENTRY: u64 = 100;
+/// ... or this when `node_max_entries` is 0 ...
+pub const TRIM_DEFAULT_LIMIT_UNBOUNDED_NODES: u64 = 10_000;
+/// ... and never more than this.
+pub const TRIM_DEFAULT_LIMIT_MAX: u64 = 1_000_000;
+
+/// A stream value.
+///
+/// Equality compares the stored representation (block boundaries included), not only the
+/// logical entries: two streams built by different operation sequences may hold the same
+/// entries and still differ.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stream {
+    /// Entries, in blocks keyed by each block's first stored ID. Invariant: every block has at
+    /// least one live entry; blocks' ID ranges do not overlap and are in key order.
+    blocks: BTreeMap<StreamId, Block>,
+    /// `length`: live entries. Equals the sum of the blocks' live counts.
+    length: u64,
+    /// `last-generated-id`: highest ID ever added (only XSETID lowers it). ≥ every live ID.
+    last_generated_id: StreamId,
+    /// `max-deleted-entry-id`: highest ID removed by a delete (never by trimming).
+    max_deleted_entry_id: StreamId,
+    /// `entries-added`: lifetime appends, saturating at [`ENTRIES_ADDED_MAX`].
+    entries_added: u64,
+    /// `recorded-first-entry-id`: the first live ID, 0-0 when empty.
+    first_id: StreamId,
+    // Consumer groups will hang here (a BTreeMap by group name, each with its PEL), together
+    // with the IDMP producer tables; they come with the XGROUP/XREADGROUP work.
+}
+
+/// What a trim aims for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TrimGoal {
+    MaxLen(u64),
+    MinId(StreamId),
+}
+
+impl Stream {
+    /// An empty stream (all metadata 0-0 / 0).
+    pub fn new() -> Stream {
+        Stream::default()
+    }
+
+    /// `length`: live entries. O(1).
+    pub fn len(&self) -> u64 {
+        self.length
+    }
+
+    /// Whether no entry is live. O(1).
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+
+    /// `last-generated-id`. O(1).
+    pub fn last_generated_id(&self) -> StreamId {
+        self.last_generated_id
+    }
+
+    /// `max-deleted-entry-id`. O(1).
+    pub fn max_deleted_entry_id(&self) -> StreamId {
+        self.max_deleted_entry_id
+    }
+
+    /// `entries-added`. O(1).
+    pub fn entries_added(&self) -> u64 {
+        self.entries_added
+    }
+
+    /// `recorded-first-entry-id`: the first live ID, 0-0 if empty. O(1).
+    pub fn first_id(&self) -> StreamId {
+        self.first_id
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // IDs for XADD
+    // -----------------------------------------------------------------------------------------
+
+    fn check_not_exhausted(&self) -> Result<(), CmdError> {
+        if self.last_generated_id == StreamId::MAX {
+            Err(id::STREAM_EXHAUSTED)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The ID `*` produces at `now_ms` (spec §1.2): `now-0` if the clock is ahead of the last
+    /// ID, else the last ID + 1. O(1).
+    pub fn next_id_auto(&self, now_ms: u64) -> Result<StreamId, CmdError> {
+        self.check_not_exhausted()?;
+        let last = self.last_generated_id;
+        if now_ms > last.ms {
+            Ok(StreamId::new(now_ms, 0))
+        } else {
+            last.next().ok_or(id::STREAM_EXHAUSTED)
+        }
+    }
+
+    /// The ID `ms-*` produces: the next seq if `ms` is the last ID's ms, else `ms-0`; it must
+    /// exceed the last ID. O(1).
+    ///
+    /// When the last seq is already 2^64−1 this is the "equal or smaller" error, as the spec
+    /// reads the 8.x source; redis-server 7.0.15 answers `Elements are too large to be stored`
+    /// there instead (to re-check against an 8.x server).
+    pub fn next_id_for(&self, ms: u64) -> Result<StreamId, CmdError> {
+        self.check_not_exhausted()?;
+        let last = self.last_generated_id;
+        let candidate = if ms == last.ms {
+            StreamId::new(ms, last.seq.checked_add(1).ok_or(id::XADD_ID_TOO_SMALL)?)
+        } else {
+            StreamId::new(ms, 0)
+        };
+        self.check_explicit_id(candidate)
+    }
+
+    /// Check an explicit XADD ID: it must exceed `last-generated-id` (not just the last live
+    /// entry). O(1).
+    pub fn check_explicit_id(&self, id: StreamId) -> Result<StreamId, CmdError> {
+        self.check_not_exhausted()?;
+        if id > self.last_generated_id {
+            Ok(id)
+        } else {
+            Err(id::XADD_ID_TOO_SMALL)
+        }
+    }
+
+    /// The ID an XADD with this ID argument would store, or its error, in Redis' order
+    /// (exhausted stream first, then the ID-specific check). O(1).
+    pub fn resolve_xadd_id(&self, arg: XaddId, now_ms: u64) -> Result<StreamId, CmdError> {
+        match arg {
+            XaddId::Auto => self.next_id_auto(now_ms),
+            XaddId::AutoSeq(ms) => self.next_id_for(ms),
+            XaddId::Explicit(id) => self.check_explicit_id(id),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Writes
+    // -----------------------------------------------------------------------------------------
+
+    /// Append an entry with `id` (resolved by [`Stream::resolve_xadd_id`]), returning it.
+    /// Errors, changing nothing: the stream's IDs are exhausted, `id` ≤ `last-generated-id`,
+    /// or the fields and values total more than [`ENTRY_MAX_RAW_BYTES`].
+    ///
+    /// O(size of the entry + master entry of the tail block); O(B) once when an append lands
+    /// behind a deleted tail entry (possible only after XSETID lowered the last ID) and the
+    /// tail block is rewritten without its deleted entries.
+    pub fn append(
+        &mut self,
+        id: StreamId,
+        fields: &[(Bytes, Bytes)],
+        limits: NodeLimits,
+    ) -> Result<StreamId, CmdError> {
+        self.check_explicit_id(id)?;
+        let raw_bytes = fields.iter().fold(0u64, |n, (f, v)| {
+            n.saturating_add(f.len() as u64)
+                .saturating_add(v.len() as u64)
+        });
+        if raw_bytes > ENTRY_MAX_RAW_BYTES {
+            return Err(ELEMENTS_TOO_LARGE);
+        }
+        self.rewrite_tail_if_behind(id);
+        let appended = match self.blocks.last_entry() {
+            Some(mut tail) if tail.get().has_room(raw_bytes, limits) => {
+                let first = *tail.key();
+                tail.get_mut().push(first, id, fields)
+            }
+            Some(mut tail) => {
+                tail.get_mut().shrink();
+                false
+            }
+            None => false,
+        };
+        if !appended {
+            self.blocks.insert(id, Block::new(id, fields));
+        }
+        if self.length == 0 {
+            self.first_id = id;
+        }
+        self.length += 1;
+        self.entries_added = self.entries_added.saturating_add(1).min(ENTRIES_ADDED_MAX);
+        self.last_generated_id = id;
+        Ok(id)
+    }
+
+    /// Keep blocks sorted when an append goes below the tail's (deleted) last stored ID.
+    fn rewrite_tail_if_behind(&mut self, id: StreamId) {
+        let Some(tail) = self.blocks.last_entry() else {
+            return;
+        };
+        if tail.get().last_id() < id {
+            return;
+        }
+        let first = *tail.key();
+        let rewritten = tail.get().rewrite_live(first);
+        tail.remove();
+        if let Some((key, block)) = rewritten {
+            self.blocks.insert(key, block);
+        }
+    }
+
+    /// Delete the live entry `id` (XDEL). Raises `max-deleted-entry-id`, moves
+    /// `recorded-first-entry-id` when the first entry goes, frees the block when its last live
+    /// entry goes. False (nothing changes) if there is no such live entry. O(log K + B).
+    pub fn delete(&mut self, id: StreamId) -> bool {
+        let Some((&first, block)) = self.blocks.range_mut(..=id).next_back() else {
+            return false;
+        };
+        if !block.mark_deleted(first, id) {
+            return false;
+        }
+        if block.live_count() == 0 {
+            self.blocks.remove(&first);
+        }
+        self.length = self.length.saturating_sub(1);
+        if id > self.max_deleted_entry_id {
+            self.max_deleted_entry_id = id;
+        }
+        if id == self.first_id {
+            self.first_id = self.first_live_id();
+        }
+        true
+    }
+
+    /// Trim to at most `max_len` live entries, oldest first (MAXLEN). Returns the number
+    /// removed. See [`Stream::trim_minid`] for `approx` and `limit`.
+    pub fn trim_maxlen(
+        &mut self,
+        max_len: u64,
+        approx: bool,
+        limit: Option<u64>,
+        limits: NodeLimits,
+    ) -> u64 {
+        self.trim(TrimGoal::MaxLen(max_len), approx, limit, limits)
+    }
+
+    /// Remove live entries with ID < `min_id` (MINID). Returns the number removed.
+    ///
+    /// Exact (`approx` false, `limit` ignored): whole blocks go while the goal allows, then
+    /// entries of the boundary block are marked deleted up to the goal.
+    /// Approximate (`~`): only whole blocks go, oldest first; a block goes if the goal still
+    /// holds without it (MAXLEN: length − its live entries ≥ max_len; MINID: its last stored
+    /// ID < min_id) and the total removed stays ≤ the limit. `limit`: `None` = the default
+    /// (100 × `max_entries`, 10000 if that is 0, at most 1000000), `Some(0)` = unlimited.
+    ///
+    /// Trimming never changes `max-deleted-entry-id` or `entries-added`. KEEPREF semantics;
+    /// DELREF/ACKED arrive with consumer groups.
+    /// O(blocks removed × log K) + O(B) for the boundary block.
+    pub fn trim_minid(
+        &mut self,
+        min_id: StreamId,
+        approx: bool,
+        limit: Option<u64>,
+        limits: NodeLimits,
+    ) -> u64 {
+        self.trim(TrimGoal::MinId(min_id), approx, limit, limits)
+    }
+
+    fn trim(
+        &mut self,
+        goal: TrimGoal,
+        approx: bool,
+        limit: Option<u64>,
+        limits: NodeLimits,
+    ) -> u64 {
+        let limit = if approx {
+            effective_trim_limit(limit, limits)
+        } else {
+            0
+        };
+        let mut removed: u64 = 0;
+        while let Some(mut head) = self.blocks.first_entry() {
+            if let TrimGoal::MaxLen(n) = goal {
+                if self.length <= n {
+                    break;
+                }
+            }
+            let live = head.get().live_count();
+            if limit != 0 && removed.saturating_add(live) > limit {
+                break;
+            }
+            let whole = match goal {
+                TrimGoal::MaxLen(n) => self.length.saturating_sub(live) >= n,
+                TrimGoal::MinId(min) => head.get().last_id() < min,
+            };
+            if whole {
+                head.remove();
+                self.length = self.length.saturating_sub(live);
+                removed = removed.saturating_add(live);
+                continue;
+            }
+            if approx {
+                break;
+            }
+            let first = *head.key();
+            let marked = match goal {
+                TrimGoal::MaxLen(n) => {
+                    let mut excess = self.length.saturating_sub(n);
+                    head.get_mut().delete_front_while(first, |_| {
+                        let go = excess > 0;
+                        excess = excess.saturating_sub(1);
+                        go
+                    })
+                }
+                TrimGoal::MinId(min) => head.get_mut().delete_front_while(first, |id| id < min),
+            };
+            if head.get().live_count() == 0 {
+                head.remove();
+            }
+            self.length = self.length.saturating_sub(marked);
+            removed = removed.saturating_add(marked);
+            break;
+        }
+        if removed > 0 {
+            self.first_id = self.first_live_id();
+        }
+        removed
+    }
+
+    /// XSETID's state change (spec §3.11 steps 4–6; argument syntax and the
+    /// MAXDELETEDID ≤ last-id check are the caller's, done before the key lookup).
+    /// `max_deleted` 0-0 leaves the current value. O(B) to find the last live entry.
+    pub fn set_id(
+        &mut self,
+        last_id: StreamId,
+        entries_added: Option<u64>,
+        max_deleted: Option<StreamId>,
+    ) -> Result<(), CmdError> {
+        if last_id < self.max_deleted_entry_id {
+            return Err(SETID_BELOW_MAX_DELETED);
+        }
+        if self.length > 0 {
+            if matches!(self.last_entry_id(), Some(top) if last_id < top) {
+                return Err(SETID_BELOW_TOP);
+            }
+            if matches!(entries_added, Some(n) if n < self.length) {
+                return Err(SETID_ENTRIES_ADDED_BELOW_LENGTH);
+            }
+        }
+        self.last_generated_id = last_id;
+        if let Some(n) = entries_added {
+            self.entries_added = n.min(ENTRIES_ADDED_MAX);
+        }
+        if let Some(id) = max_deleted.filter(|id| *id != StreamId::MIN) {
+            self.max_deleted_entry_id = id;
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Reads
+    // -----------------------------------------------------------------------------------------
+
+    /// Live entries with `start ≤ ID ≤ end`, ascending, or descending if `rev`. Lazy: seeks
+    /// the first block in O(log K), then costs O(B) per block entered plus the decoding of
+    /// each entry yielded. Bounds are inclusive; resolve `(` bounds with
+    /// [`id::parse_interval_start`] / [`id::parse_interval_end`].
+    pub fn range(&self, start: StreamId, end: StreamId, rev: bool) -> StreamRange<'_> {
+        let blocks = if start > end {
+            None
+        } else if rev {
+            Some(self.blocks.range(..=end))
+        } else {
+            // The block holding `start` is the last one keyed at or before it.
+            let seek = self
+                .blocks
+                .range(..=start)
+                .next_back()
+                .map_or(start, |(k, _)| *k);
+            Some(self.blocks.range(seek..=end))
+        };
+        StreamRange {
+            blocks,
+            cursor: None,
+            start,
+            end,
+            rev,
+        }
+    }
+
+    /// [`Stream::range`] collected, at most `count` entries (`None` = all).
+    pub fn range_vec(
+        &self,
+        start: StreamId,
+        end: StreamId,
+        count: Option<usize>,
+        rev: bool,
+    ) -> Vec<StreamEntry> {
+        self.range(start, end, rev)
+            .take(count.unwrap_or(usize::MAX))
+            .collect()
+    }
+
+    /// The live entry `id`, if any. O(log K + B).
+    pub fn get(&self, id: StreamId) -> Option<StreamEntry> {
+        self.range(id, id, false).next()
+    }
+
+    /// The first live entry. O(B).
+    pub fn first_entry(&self) -> Option<StreamEntry> {
+        self.range(StreamId::MIN, StreamId::MAX, false).next()
+    }
+
+    /// The last live entry. O(B).
+    pub fn last_entry(&self) -> Option<StreamEntry> {
+        self.range(StreamId::MIN, StreamId::MAX, true).next()
+    }
+
+    fn last_entry_id(&self) -> Option<StreamId> {
+        let (first, block) = self.blocks.last_key_value()?;
+        block
+            .positions(*first)?
+            .iter()
+            .rev()
+            .find(|p| !p.deleted)
+            .map(|p| p.id)
+    }
+
+    fn first_live_id(&self) -> StreamId {
+        self.blocks
+            .iter()
+            .next()
+            .and_then(|(first, block)| block.positions(*first)?.into_iter().find(|p| !p.deleted))
+            .map_or(StreamId::MIN, |p| p.id)
+    }
+
+    /// Every block with its key (first stored ID), in order: what a snapshot writer walks.
+    pub fn blocks(&self) -> impl Iterator<Item = (StreamId, &Block)> + '_ {
+        self.blocks.iter().map(|(k, b)| (*k, b))
+    }
+
+    /// Number of blocks. O(1).
+    pub fn block_count(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Estimated bytes this stream occupies: the struct, every block's buffer capacity, and
+    /// per block its key and struct with B-tree node slack (nodes of 11 slots filled about
+    /// half by in-order inserts, so ×2). An estimate, not allocator-exact. O(K).
+    pub fn memory_usage(&self) -> usize {
+        let per_block = 2 * (std::mem::size_of::<StreamId>() + std::mem::size_of::<Block>());
+        std::mem::size_of::<Stream>()
+            + self
+                .blocks
+                .values()
+                .map(|b| b.heap_bytes() + per_block)
+                .sum::<usize>()
+    }
+
+    /// Check every internal invariant (tests; later the snapshot loader). O(all bytes).
+    pub fn validate(&self) -> bool {
+        let mut live = 0u64;
+        let mut prev_last: Option<StreamId> = None;
+        for (first, block) in &self.blocks {
+            if !block.validate(*first) || block.live_count() == 0 {
+                return false;
+            }
+            if matches!(prev_last, Some(p) if p >= *first) {
+                return false;
+            }
+            prev_last = Some(block.last_id());
+            live += block.live_count();
+        }
+        live == self.length
+            && self.first_id == self.first_live_id()
+            && !matches!(self.last_entry_id(), Some(top) if top > self.last_generated_id)
+    }
+}
+
+/// The LIMIT approximate trimming uses (0 = unlimited).
+fn effective_trim_limit(limit: Option<u64>, limits: NodeLimits) -> u64 {
+    match limit {
+        Some(l) => l,
+        None if limits.max_entries == 0 => TRIM_DEFAULT_LIMIT_UNBOUNDED_NODES,
+        None => limits
+            .max_entries
+            .saturating_mul(TRIM_DEFAULT_LIMIT_PER_NODE_ENTRY)
+            .min(TRIM_DEFAULT_LIMIT_MAX),
+    }
+}
+
+/// Iterator returned by [`Stream::range`].
+#[derive(Debug)]
+pub struct StreamRange<'a> {
+    /// Blocks still to visit, consumed from the front (forward) or the back (`rev`).
+    blocks: Option<btree_map::Range<'a, StreamId, Block>>,
+    cursor: Option<BlockCursor<'a>>,
+    start: StreamId,
+    end: StreamId,
+    rev: bool,
+}
+
+/// The block being read: its decoded master and the live in-range entries not yet yielded.
+#[derive(Debug)]
+struct BlockCursor<'a> {
+    first: StreamId,
+    block: &'a Block,
+    master: Master<'a>,
+    names: Vec<Bytes>,
+    pending: std::collections::VecDeque<EntryPos>,
+}
+
+impl<'a> StreamRange<'a> {
+    fn enter(&mut self, first: StreamId, block: &'a Block) -> Option<BlockCursor<'a>> {
+        let master = block.master(first);
+        let positions = block.positions(first);
+        debug_assert!(
+            master.is_some() && positions.is_some(),
+            "undecodable stream block"
+        );
+        let master = master?;
+        let names = master
+            .fields
+            .iter()
+            .map(|f| Bytes::copy_from_slice(f))
+            .collect();
+        let pending = positions?
+            .into_iter()
+            .filter(|p| !p.deleted && p.id >= self.start && p.id <= self.end)
+            .collect();
+        Some(BlockCursor {
+            first,
+            block,
+            master,
+            names,
+            pending,
+        })
+    }
+}
+
+impl Iterator for StreamRange<'_> {
+    type Item = StreamEntry;
+
+    fn next(&mut self) -> Option<StreamEntry> {
+        loop {
+            if let Some(c) = self.cursor.as_mut() {
+                let pos = if self.rev {
+                    c.pending.pop_back()
+                } else {
+                    c.pending.pop_front()
+                };
+                if let Some(p) = pos {
+                    let fields = c.block.decode_at(c.first, &c.master, &c.names, p.offset);
+                    debug_assert!(fields.is_some(), "undecodable stream entry");
+                    return Some((p.id, fields?));
+                }
+                self.cursor = None;
+            }
+            let blocks = self.blocks.as_mut()?;
+            let (first, block) = if self.rev {
+                blocks.next_back()?
+            } else {
+                blocks.next()?
+            };
+            if self.rev && block.last_id() < self.start {
+                self.blocks = None;
+                return None;
+            }
+            self.cursor = self.enter(*first, block);
+        }
+    }
+}

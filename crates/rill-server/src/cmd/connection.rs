@@ -1,0 +1,461 @@
+#![allow(clippy::indexing_slicing)] // dispatch checks arity before any handler runs
+//! Connection commands: PING, HELLO, AUTH, SELECT, RESET and the CLIENT family
+//! (shared/spec/connection.md §3.1–3.4). Each is O(1) except CLIENT LIST/KILL (O(clients)).
+
+use super::{ok, reply, syntax, Call, CmdResult};
+use crate::blocking;
+use crate::dispatch::{Action, ReplyMode};
+use crate::state::ClientInfo;
+use bytes::Bytes;
+use rill_engine::util::parse_i64;
+use rill_engine::CmdError;
+use rill_resp::{Protocol, Reply};
+
+/// The version rill reports as `redis_version` and in HELLO: the Redis feature level it
+/// targets, so clients' feature detection treats it like that Redis.
+pub const REDIS_VERSION: &str = "8.10.1";
+
+/// CLIENT HELP lines.
+pub const CLIENT_HELP: &[&str] = &[
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are: ID, ADDR, LADDR, SKIPME (yes|no).",
+    "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID <id> [<id> ...]]",
+    "    Return information about client connections.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect the current client connection from eviction.",
+    "NO-TOUCH (ON|OFF)",
+    "    Do not touch last access time of keys read by this client.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <option> <value>",
+    "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+];
+
+/// PING [message]
+pub fn ping(c: &mut Call) -> CmdResult {
+    match c.args.get(1) {
+        Some(m) => reply(Reply::Bulk(m.clone())),
+        None => reply(Reply::simple("PONG")),
+    }
+}
+
+fn password_required(c: &Call) -> bool {
+    !c.st.config.get("requirepass").is_empty()
+}
+
+/// Check credentials for the default user. `username` None: the one-argument AUTH form.
+fn authenticate(c: &mut Call, username: Option<&[u8]>, password: &[u8]) -> Result<(), CmdError> {
+    let required = c.st.config.get("requirepass").to_string();
+    if username.is_none() && required.is_empty() {
+        return Err(CmdError::full("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
+    }
+    let user_ok = username.is_none_or(|u| u == b"default");
+    // A user without a password (requirepass unset: `nopass`) accepts any password.
+    if user_ok && (required.is_empty() || required.as_bytes() == password) {
+        c.conn.authenticated = true;
+        Ok(())
+    } else {
+        Err(CmdError::full("WRONGPASS invalid username-password pair or user is disabled."))
+    }
+}
+
+/// AUTH [username] password
+pub fn auth(c: &mut Call) -> CmdResult {
+    match c.args.len() {
+        2 => authenticate(c, None, &c.args[1].clone())?,
+        3 => {
+            let (u, p) = (c.args[1].clone(), c.args[2].clone());
+            authenticate(c, Some(&u), &p)?
+        }
+        _ => return Err(syntax()),
+    }
+    ok()
+}
+
+fn valid_name(b: &[u8]) -> bool {
+    b.iter().all(|&ch| (b'!'..=b'~').contains(&ch))
+}
+
+const BAD_NAME: CmdError = CmdError::full("ERR Client names cannot contain spaces, newlines or special characters.");
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]]
+pub fn hello(c: &mut Call) -> CmdResult {
+    let mut proto = None;
+    let mut i = 1;
+    if let Some(v) = c.args.get(1) {
+        let n = parse_i64(v).filter(|n| i32::try_from(*n).is_ok()).ok_or(CmdError::full(
+            "ERR Protocol version is not an integer or out of range",
+        ))?;
+        if n != 2 && n != 3 {
+            return Err(CmdError::full("NOPROTO unsupported protocol version"));
+        }
+        proto = Some(if n == 3 { Protocol::Resp3 } else { Protocol::Resp2 });
+        i = 2;
+    }
+    let mut creds = None;
+    let mut name = None;
+    while i < c.args.len() {
+        let opt = &c.args[i];
+        let more = c.args.len() - 1 - i;
+        if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            creds = Some((c.args[i + 1].clone(), c.args[i + 2].clone()));
+            i += 3;
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            let n = c.args[i + 1].clone();
+            if !valid_name(&n) {
+                return Err(BAD_NAME);
+            }
+            name = Some(n);
+            i += 2;
+        } else {
+            return Err(CmdError::owned(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(opt)
+            )));
+        }
+    }
+    if let Some((u, p)) = creds {
+        authenticate(c, Some(&u), &p)?;
+    }
+    if !c.conn.authenticated {
+        return Err(CmdError::full("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+    }
+    if let Some(n) = name {
+        if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+            ci.name = n;
+        }
+    }
+    if let Some(p) = proto {
+        c.conn.proto = p;
+        if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+            ci.resp = if p == Protocol::Resp3 { 3 } else { 2 };
+        }
+    }
+    let b = |s: &str| Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
+    reply(Reply::Map(vec![
+        (b("server"), b("redis")),
+        (b("version"), b(REDIS_VERSION)),
+        (b("proto"), Reply::Integer(if c.conn.proto == Protocol::Resp3 { 3 } else { 2 })),
+        (b("id"), Reply::Integer(c.conn.id as i64)),
+        (b("mode"), b("standalone")),
+        (b("role"), b("master")),
+        (b("modules"), Reply::Array(vec![])),
+    ]))
+}
+
+/// SELECT index
+pub fn select(c: &mut Call) -> CmdResult {
+    let n = parse_i64(c.arg(1)).ok_or(CmdError::NOT_INTEGER)?;
+    if n < 0 || n as usize >= c.st.engine.dbs.len() {
+        return Err(CmdError::full("ERR DB index is out of range"));
+    }
+    c.conn.db = n as usize;
+    ok()
+}
+
+/// RESET: leave MULTI, drop WATCHes, select db 0, RESP2, clear the name, replies on, and
+/// require AUTH again when a password is set. Library name and version survive, as in Redis.
+pub fn reset(c: &mut Call) -> CmdResult {
+    c.conn.multi = None;
+    c.st.engine.watch.unwatch_all(c.conn.id);
+    c.conn.db = 0;
+    c.conn.proto = Protocol::Resp2;
+    c.conn.reply_mode = ReplyMode::On;
+    c.conn.authenticated = !password_required(c);
+    if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+        ci.name = Bytes::new();
+        ci.resp = 2;
+        ci.multi = -1;
+        ci.db = 0;
+        ci.no_evict = false;
+        ci.no_touch = false;
+    }
+    reply(Reply::simple("RESET"))
+}
+
+/// CLIENT SETNAME name
+pub fn client_setname(c: &mut Call) -> CmdResult {
+    let name = c.args.get(2).cloned().unwrap_or_default();
+    if !valid_name(&name) {
+        return Err(BAD_NAME);
+    }
+    if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+        ci.name = name;
+    }
+    ok()
+}
+
+/// CLIENT GETNAME
+pub fn client_getname(c: &mut Call) -> CmdResult {
+    match c.st.clients.get(&c.conn.id) {
+        Some(ci) if !ci.name.is_empty() => reply(Reply::Bulk(ci.name.clone())),
+        _ => reply(Reply::Null),
+    }
+}
+
+/// CLIENT SETINFO LIB-NAME|LIB-VER value
+pub fn client_setinfo(c: &mut Call) -> CmdResult {
+    let attr = c.text(2);
+    let value = c.args[3].clone();
+    let is_name = attr.eq_ignore_ascii_case("lib-name");
+    if !is_name && !attr.eq_ignore_ascii_case("lib-ver") {
+        return Err(CmdError::owned(format!("ERR Unrecognized option '{attr}'")));
+    }
+    if !valid_name(&value) {
+        return Err(CmdError::owned(format!("ERR {attr} cannot contain spaces, newlines or special characters.")));
+    }
+    if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+        if is_name {
+            ci.lib_name = value;
+        } else {
+            ci.lib_ver = value;
+        }
+    }
+    ok()
+}
+
+/// One CLIENT LIST line (without the trailing newline), fields in Redis 8's order.
+pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
+    let mut flags = String::new();
+    if ci.multi >= 0 {
+        flags.push('x');
+    }
+    if ci.blocked {
+        flags.push('b');
+    }
+    if ci.no_evict {
+        flags.push('e');
+    }
+    if ci.no_touch {
+        flags.push('T');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let cmd = if ci.last_cmd.is_empty() { "NULL" } else { ci.last_cmd };
+    format!(
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} watch={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={}",
+        ci.id,
+        ci.addr,
+        ci.laddr,
+        ci.fd,
+        String::from_utf8_lossy(&ci.name),
+        (now_ms - ci.created_ms).max(0) / 1000,
+        (now_ms - ci.last_interaction_ms).max(0) / 1000,
+        flags,
+        ci.db,
+        ci.multi,
+        watch,
+        cmd,
+        ci.resp,
+        String::from_utf8_lossy(&ci.lib_name),
+        String::from_utf8_lossy(&ci.lib_ver),
+        ci.net_in,
+        ci.net_out,
+        ci.tot_cmds,
+    )
+}
+
+fn verbatim(text: String) -> Reply {
+    Reply::Verbatim { format: *b"txt", text: Bytes::from(text) }
+}
+
+/// CLIENT INFO
+pub fn client_info(c: &mut Call) -> CmdResult {
+    let w = c.st.engine.watch.keys_of(c.conn.id).len();
+    let line = c.st.clients.get(&c.conn.id).map(|ci| client_line(ci, c.now_ms, w)).unwrap_or_default();
+    reply(verbatim(line + "\n"))
+}
+
+/// CLIENT LIST [TYPE type] [ID id ...]
+pub fn client_list(c: &mut Call) -> CmdResult {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut only_none = false;
+    let mut i = 2;
+    while i < c.args.len() {
+        let opt = c.arg(i).to_ascii_lowercase();
+        if opt == b"type" && i + 1 < c.args.len() {
+            let t = c.text(i + 1);
+            match t.to_ascii_lowercase().as_str() {
+                "normal" => {}
+                "master" | "replica" | "slave" | "pubsub" => only_none = true,
+                _ => return Err(CmdError::owned(format!("ERR Unknown client type '{t}'"))),
+            }
+            i += 2;
+        } else if opt == b"id" && i + 1 < c.args.len() {
+            let mut v = Vec::new();
+            i += 1;
+            while i < c.args.len() {
+                match parse_i64(c.arg(i)) {
+                    Some(n) if n > 0 => v.push(n as u64),
+                    _ => return Err(CmdError::full("ERR Invalid client ID")),
+                }
+                i += 1;
+            }
+            ids = Some(v);
+        } else {
+            return Err(syntax());
+        }
+    }
+    let mut out = String::new();
+    if !only_none {
+        for ci in c.st.clients.values() {
+            if ids.as_ref().is_some_and(|v| !v.contains(&ci.id)) {
+                continue;
+            }
+            let w = c.st.engine.watch.keys_of(ci.id).len();
+            out.push_str(&client_line(ci, c.now_ms, w));
+            out.push('\n');
+        }
+    }
+    reply(verbatim(out))
+}
+
+/// CLIENT KILL ip:port | CLIENT KILL [ID id] [ADDR ip:port] [LADDR ip:port] [USER u] [SKIPME yes|no] [MAXAGE s]
+pub fn client_kill(c: &mut Call) -> CmdResult {
+    if c.args.len() == 3 {
+        let addr = c.text(2);
+        let target = c.st.clients.values_mut().find(|ci| ci.addr == addr && !ci.killed);
+        return match target {
+            Some(ci) => {
+                let id = ci.id;
+                kill(c, id);
+                ok()
+            }
+            None => Err(CmdError::full("ERR No such client")),
+        };
+    }
+    let (mut id, mut addr, mut laddr, mut user, mut skipme, mut maxage) = (None, None, None, None, true, None);
+    let mut i = 2;
+    while i < c.args.len() {
+        if i + 1 >= c.args.len() {
+            return Err(syntax());
+        }
+        let opt = c.text(i).to_ascii_lowercase();
+        let val = c.text(i + 1);
+        match opt.as_str() {
+            "id" => match parse_i64(val.as_bytes()) {
+                Some(n) if n > 0 => id = Some(n as u64),
+                _ => return Err(CmdError::full("ERR client-id should be greater than 0")),
+            },
+            "addr" => addr = Some(val),
+            "laddr" => laddr = Some(val),
+            "user" => user = Some(val),
+            "maxage" => maxage = Some(parse_i64(val.as_bytes()).ok_or(CmdError::NOT_INTEGER)?),
+            "type" => {
+                if !matches!(val.to_ascii_lowercase().as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
+                    return Err(CmdError::owned(format!("ERR Unknown client type '{val}'")));
+                }
+            }
+            "skipme" => match val.to_ascii_lowercase().as_str() {
+                "yes" => skipme = true,
+                "no" => skipme = false,
+                _ => return Err(syntax()),
+            },
+            _ => return Err(syntax()),
+        }
+        i += 2;
+    }
+    let now = c.now_ms;
+    let me = c.conn.id;
+    let victims: Vec<u64> = c
+        .st
+        .clients
+        .values()
+        .filter(|ci| !ci.killed)
+        .filter(|ci| id.is_none_or(|x| ci.id == x))
+        .filter(|ci| addr.as_ref().is_none_or(|a| &ci.addr == a))
+        .filter(|ci| laddr.as_ref().is_none_or(|a| &ci.laddr == a))
+        .filter(|_| user.as_ref().is_none_or(|u| u == "default"))
+        .filter(|ci| maxage.is_none_or(|m| (now - ci.created_ms) / 1000 >= m))
+        .filter(|ci| !(skipme && ci.id == me))
+        .map(|ci| ci.id)
+        .collect();
+    for v in &victims {
+        kill(c, *v);
+    }
+    reply(Reply::Integer(victims.len() as i64))
+}
+
+/// Tell a connection to close. A blocked victim is released first so its task wakes.
+fn kill(c: &mut Call, id: u64) {
+    blocking::unpark(c.st, id);
+    if let Some(ci) = c.st.clients.get_mut(&id) {
+        ci.killed = true;
+        ci.kill.notify_one();
+    }
+}
+
+/// CLIENT NO-EVICT|NO-TOUCH ON|OFF
+pub fn client_on_off(c: &mut Call, name: &str) -> CmdResult {
+    let on = match c.text(2).to_ascii_lowercase().as_str() {
+        "on" => true,
+        "off" => false,
+        _ => return Err(syntax()),
+    };
+    if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+        if name == "client|no-evict" {
+            ci.no_evict = on;
+        } else {
+            ci.no_touch = on;
+        }
+    }
+    ok()
+}
+
+/// CLIENT REPLY ON|OFF|SKIP. OFF and SKIP themselves get no reply.
+pub fn client_reply(c: &mut Call) -> CmdResult {
+    match c.text(2).to_ascii_lowercase().as_str() {
+        "on" => {
+            c.conn.reply_mode = ReplyMode::On;
+            ok()
+        }
+        "off" => {
+            c.conn.reply_mode = ReplyMode::Off;
+            ok()
+        }
+        "skip" => {
+            if c.conn.reply_mode != ReplyMode::Off {
+                c.conn.reply_mode = ReplyMode::SkipNext;
+            }
+            ok()
+        }
+        _ => Err(syntax()),
+    }
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]
+pub fn client_unblock(c: &mut Call) -> CmdResult {
+    let id = parse_i64(c.arg(2)).ok_or(CmdError::NOT_INTEGER)?;
+    let as_error = match c.args.get(3) {
+        None => false,
+        Some(a) if a.eq_ignore_ascii_case(b"timeout") => false,
+        Some(a) if a.eq_ignore_ascii_case(b"error") => true,
+        Some(_) => return Err(CmdError::full("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")),
+    };
+    let Some(w) = (id > 0).then(|| blocking::unpark(c.st, id as u64)).flatten() else {
+        return reply(Reply::Integer(0));
+    };
+    let r = if as_error {
+        CmdError::full("UNBLOCKED client unblocked via CLIENT UNBLOCK").to_reply()
+    } else {
+        w.request.timeout_reply.clone()
+    };
+    if r.is_error() {
+        c.st.stats.count_error(b"UNBLOCKED");
+    }
+    let _ = w.tx.send(r);
+    Ok(Action::Reply(Reply::Integer(1)))
+}

@@ -1,0 +1,98 @@
+//! MULTI / EXEC / DISCARD / WATCH / UNWATCH (shared/spec/connection.md §3.8).
+//!
+//! Queued commands were fully checked when queued (lookup, arity, auth); a rejected one dooms
+//! the transaction (EXECABORT). EXEC runs the queue under the same lock acquisition, so no
+//! other client's command interleaves; blocking commands inside it do not block.
+
+use super::{ok, reply, Call, CmdResult};
+use crate::dispatch::{self, Action, Multi};
+use rill_engine::CmdError;
+use rill_resp::Reply;
+
+/// MULTI
+pub fn multi(c: &mut Call) -> CmdResult {
+    if c.conn.multi.is_some() {
+        return Err(CmdError::full("ERR MULTI calls can not be nested"));
+    }
+    c.conn.multi = Some(Multi::default());
+    if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+        ci.multi = 0;
+    }
+    ok()
+}
+
+fn end_transaction(c: &mut Call) {
+    c.conn.multi = None;
+    c.st.engine.watch.unwatch_all(c.conn.id);
+    if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+        ci.multi = -1;
+    }
+}
+
+/// Whether a watched key changed or expired since WATCH.
+fn watch_broken(c: &mut Call) -> bool {
+    let id = c.conn.id;
+    if c.st.engine.watch.is_dirty(id) {
+        return true;
+    }
+    let now = c.now_ms;
+    let engine = &c.st.engine;
+    engine.watch.keys_of(id).iter().any(|(db, key, expired_then)| {
+        !expired_then && engine.db(*db).get_raw(key).is_some_and(|e| e.is_expired(now))
+    })
+}
+
+/// EXEC
+pub fn exec(c: &mut Call) -> CmdResult {
+    let Some(m) = c.conn.multi.take() else {
+        return Err(CmdError::full("ERR EXEC without MULTI"));
+    };
+    if m.failed {
+        end_transaction(c);
+        return Err(CmdError::full("EXECABORT Transaction discarded because of previous errors."));
+    }
+    if watch_broken(c) {
+        end_transaction(c);
+        return reply(Reply::NullArray);
+    }
+    // Unwatch before running: the transaction's own writes must not mark it dirty later.
+    end_transaction(c);
+    let mut replies = Vec::with_capacity(m.queued.len());
+    for (spec, args) in m.queued {
+        let r = match dispatch::call(c.shared, c.st, c.conn, spec, args, c.now_ms, true) {
+            Action::Reply(r) | Action::Close(Some(r)) => r,
+            Action::Close(None) => Reply::ok(),
+            Action::Block { request, .. } => request.timeout_reply,
+        };
+        replies.push(r);
+    }
+    reply(Reply::Array(replies))
+}
+
+/// DISCARD
+pub fn discard(c: &mut Call) -> CmdResult {
+    if c.conn.multi.is_none() {
+        return Err(CmdError::full("ERR DISCARD without MULTI"));
+    }
+    end_transaction(c);
+    ok()
+}
+
+/// WATCH key [key ...]
+pub fn watch(c: &mut Call) -> CmdResult {
+    if c.conn.multi.is_some() {
+        return Err(CmdError::full("ERR WATCH inside MULTI is not allowed"));
+    }
+    let (db, now, id) = (c.conn.db, c.now_ms, c.conn.id);
+    for key in c.args.iter().skip(1) {
+        let expired = c.st.engine.db(db).get_raw(key).is_some_and(|e| e.is_expired(now));
+        c.st.engine.watch.watch(id, db, key.clone(), expired);
+    }
+    ok()
+}
+
+/// UNWATCH
+pub fn unwatch(c: &mut Call) -> CmdResult {
+    c.st.engine.watch.unwatch_all(c.conn.id);
+    ok()
+}

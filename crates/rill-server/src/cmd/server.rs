@@ -1,0 +1,197 @@
+//! Server commands: INFO, CONFIG, FLUSHDB/FLUSHALL, SWAPDB, TIME, DEBUG, SHUTDOWN, FUNCTION.
+
+use super::{ok, reply, syntax, Call, CmdResult};
+use crate::dispatch::Action;
+use crate::info;
+use crate::state::{now_us, Stats};
+use bytes::Bytes;
+use rill_engine::util::{parse_f64, parse_i64};
+use rill_engine::CmdError;
+use rill_resp::Reply;
+
+/// CONFIG HELP lines.
+pub const CONFIG_HELP: &[&str] = &[
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value>",
+    "    Set the configuration <directive> to <value>.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "REWRITE",
+    "    Rewrite the configuration file.",
+];
+
+/// INFO [section ...]
+pub fn info(c: &mut Call) -> CmdResult {
+    let sections: Vec<String> = c.args.iter().skip(1).map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
+    let text = info::render(c.shared, c.st, &sections, c.now_ms);
+    reply(Reply::Verbatim { format: *b"txt", text: Bytes::from(text) })
+}
+
+/// CONFIG GET pattern [pattern ...] → map of name → value.
+pub fn config_get(c: &mut Call) -> CmdResult {
+    let patterns: Vec<&[u8]> = c.args.iter().skip(2).map(|a| &a[..]).collect();
+    let pairs = c.st.config.matching(&patterns);
+    let b = |s: String| Reply::Bulk(Bytes::from(s));
+    reply(Reply::Map(pairs.into_iter().map(|(k, v)| (b(k), b(v))).collect()))
+}
+
+/// CONFIG SET name value [name value ...], all or nothing.
+pub fn config_set(c: &mut Call) -> CmdResult {
+    if c.args.len() % 2 != 0 {
+        return Err(CmdError::arity("config|set"));
+    }
+    let pairs: Vec<(String, String)> =
+        c.args.get(2..).unwrap_or(&[]).chunks(2).map(|p| (String::from_utf8_lossy(&p[0]).into_owned(), String::from_utf8_lossy(&p[1]).into_owned())).collect();
+    let changed = c.st.config.set_many(&pairs).map_err(CmdError::owned)?;
+    for name in changed {
+        apply(c, name);
+    }
+    ok()
+}
+
+/// Push a changed parameter into the parts of the server that use it.
+fn apply(c: &mut Call, name: &str) {
+    let cfg = &c.st.config;
+    match name {
+        "stream-node-max-entries" => c.st.engine.config.stream_node_max_entries = cfg.get_i64(name),
+        "stream-node-max-bytes" => c.st.engine.config.stream_node_max_bytes = cfg.get_i64(name),
+        "loglevel" => crate::logging::set_level(cfg.get(name)),
+        _ => {}
+    }
+}
+
+/// CONFIG RESETSTAT
+pub fn config_resetstat(c: &mut Call) -> CmdResult {
+    c.st.stats = Stats::default();
+    c.st.engine.expired_keys = 0;
+    c.st.engine.keyspace_hits = 0;
+    c.st.engine.keyspace_misses = 0;
+    ok()
+}
+
+/// CONFIG REWRITE: write the running configuration to the file the server was started with.
+pub fn config_rewrite(c: &mut Call) -> CmdResult {
+    let Some(path) = c.st.config.file.clone() else {
+        return Err(CmdError::full("ERR The server is running without a config file"));
+    };
+    std::fs::write(&path, c.st.config.to_file_text())
+        .map_err(|e| CmdError::owned(format!("ERR Rewriting config file: {e}")))?;
+    ok()
+}
+
+/// FLUSHDB / FLUSHALL [ASYNC|SYNC]
+pub fn flush(c: &mut Call, all: bool) -> CmdResult {
+    match c.args.get(1) {
+        None => {}
+        Some(a) if c.args.len() == 2 && (a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync")) => {}
+        Some(_) => return Err(syntax()),
+    }
+    if all {
+        c.st.engine.flush_all();
+    } else {
+        c.st.engine.flush_db(c.conn.db);
+    }
+    ok()
+}
+
+/// SWAPDB index1 index2
+pub fn swapdb(c: &mut Call) -> CmdResult {
+    let a = parse_i64(c.arg(1)).ok_or(CmdError::full("ERR invalid first DB index"))?;
+    let b = parse_i64(c.arg(2)).ok_or(CmdError::full("ERR invalid second DB index"))?;
+    let n = c.st.engine.dbs.len() as i64;
+    if a < 0 || a >= n || b < 0 || b >= n {
+        return Err(CmdError::full("ERR DB index is out of range"));
+    }
+    c.st.engine.swap_db(a as usize, b as usize);
+    ok()
+}
+
+/// TIME → [seconds, microseconds] as bulk strings.
+pub fn time() -> CmdResult {
+    let us = now_us();
+    reply(Reply::Array(vec![
+        Reply::Bulk(Bytes::from((us / 1_000_000).to_string())),
+        Reply::Bulk(Bytes::from((us % 1_000_000).to_string())),
+    ]))
+}
+
+const DEBUG_HELP: &[&str] = &[
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Turn active expiry off or on.",
+    "OBJECT <key>",
+    "    Show low-level information about the value stored at <key>.",
+];
+
+/// DEBUG subcommand [args]: the safe subset. Anything else is an error, never a dropped
+/// connection.
+pub fn debug(c: &mut Call) -> CmdResult {
+    let sub = c.text(1).to_ascii_lowercase();
+    let n = c.args.len();
+    match (sub.as_str(), n) {
+        ("help", 2) => reply(super::help("DEBUG", DEBUG_HELP)),
+        ("log", 3) => {
+            tracing::warn!(target: "rill::debug", "DEBUG LOG: {}", c.text(2));
+            ok()
+        }
+        ("sleep", 3) => {
+            let secs = parse_f64(c.arg(2)).filter(|s| *s >= 0.0 && s.is_finite()).ok_or(CmdError::NOT_FLOAT)?;
+            // Holding the lock is the point: DEBUG SLEEP stops the whole server, as in Redis.
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+            ok()
+        }
+        ("set-active-expire", 3) => {
+            c.st.active_expire = c.arg(2) != b"0";
+            ok()
+        }
+        ("object", 3) => {
+            let key = c.arg(2).to_vec();
+            let Some(e) = c.st.engine.lookup(c.conn.db, &key, c.now_ms) else {
+                return Err(CmdError::NO_SUCH_KEY);
+            };
+            let ttl = e.expire_at_ms.map(|t| t - c.now_ms).unwrap_or(-1);
+            reply(Reply::Simple(Bytes::from(format!(
+                "Value at:0x0 refcount:1 encoding:{} serializedlength:0 lru:0 lru_seconds_idle:0 type:{} ttl_ms:{}",
+                e.value.type_name(),
+                e.value.type_name(),
+                ttl
+            ))))
+        }
+        _ => Err(CmdError::owned(format!(
+            "ERR Unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            c.text(1)
+        ))),
+    }
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]
+pub fn shutdown(c: &mut Call) -> CmdResult {
+    let mut abort = false;
+    for a in c.args.iter().skip(1) {
+        match a.to_ascii_lowercase().as_slice() {
+            b"nosave" | b"save" | b"now" | b"force" => {}
+            b"abort" => abort = true,
+            _ => return Err(syntax()),
+        }
+    }
+    if abort {
+        return Err(CmdError::full("ERR No shutdown in progress."));
+    }
+    tracing::warn!("User requested shutdown...");
+    let _ = c.shared.shutdown.send(true);
+    // Redis closes the connection without a reply when it shuts down.
+    Ok(Action::Close(None))
+}
+
+/// FUNCTION FLUSH [ASYNC|SYNC]: rill runs no scripts, so there is nothing to flush.
+pub fn function_flush(c: &mut Call) -> CmdResult {
+    match c.args.get(2) {
+        None => ok(),
+        Some(a) if a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync") => ok(),
+        Some(_) => Err(CmdError::full("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")),
+    }
+}

@@ -1,0 +1,90 @@
+//! Declarations of the commands the server itself runs (connection, server, transactions,
+//! introspection). Data commands are declared next to their handlers in rill-engine.
+
+use rill_engine::command::{keys_from, CommandSpec, Flags, Handler};
+
+const LOADING_STALE: Flags = Flags::LOADING.and(Flags::STALE);
+const CONN: &[&str] = &["@fast", "@connection"];
+const SLOW_CONN: &[&str] = &["@slow", "@connection"];
+const ADMIN_ACL: &[&str] = &["@admin", "@slow", "@dangerous"];
+const ADMIN_FLAGS: Flags = Flags::ADMIN.and(Flags::NOSCRIPT).and(LOADING_STALE);
+
+const fn conn_cmd(name: &'static str, arity: i32, flags: Flags, syntax: &'static str, summary: &'static str, since: &'static str) -> CommandSpec {
+    CommandSpec { name, arity, flags, acl: CONN, group: "connection", summary, since, syntax, ..CommandSpec::DEFAULT }
+}
+
+const fn sub(name: &'static str, arity: i32, flags: Flags, acl: &'static [&'static str], group: &'static str, syntax: &'static str, summary: &'static str, since: &'static str) -> CommandSpec {
+    CommandSpec { name, arity, flags, acl, group, summary, since, syntax, complexity: "O(1)", ..CommandSpec::DEFAULT }
+}
+
+const CLIENT_FLAGS: Flags = Flags::NOSCRIPT.and(LOADING_STALE);
+
+/// CLIENT subcommands.
+pub const CLIENT_SUBS: &[CommandSpec] = &[
+    sub("client|setname", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "connection-name", "Names the connection.", "2.6.9"),
+    sub("client|getname", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Returns the connection's name.", "2.6.9"),
+    sub("client|setinfo", 4, CLIENT_FLAGS, SLOW_CONN, "connection", "attr@(LIB-NAME libname | LIB-VER libver)", "Records the client library's name or version.", "7.2.0"),
+    sub("client|id", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Returns the connection's unique id.", "5.0.0"),
+    sub("client|info", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Describes this connection in CLIENT LIST format.", "6.2.0"),
+    sub("client|list", -2, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "[TYPE client-type@(NORMAL | MASTER | REPLICA | PUBSUB)] [ID client-id:integer ...]", "Lists the open connections.", "2.4.0"),
+    sub("client|kill", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "filter@(old-format@ip:port | new-format@[ID client-id:integer] [ADDR ip:port] [LADDR ip:port] [USER username] [SKIPME yes-no@(YES | NO)] ...)", "Closes connections chosen by id or address.", "2.4.0"),
+    sub("client|no-evict", 3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "enabled@(ON | OFF)", "Sets the connection's eviction exemption.", "7.0.0"),
+    sub("client|no-touch", 3, Flags::NOSCRIPT.and(LOADING_STALE), SLOW_CONN, "connection", "enabled@(ON | OFF)", "Sets whether this connection's reads update key access times.", "7.2.0"),
+    sub("client|reply", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "action@(ON | OFF | SKIP)", "Turns replies to this connection on, off, or off for one command.", "3.2.0"),
+    sub("client|unblock", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "client-id:integer [unblock-type@(TIMEOUT | ERROR)]", "Releases a client blocked on keys.", "5.0.0"),
+    sub("client|help", 2, LOADING_STALE, SLOW_CONN, "connection", "", "Lists the CLIENT subcommands.", "5.0.0"),
+];
+
+/// CONFIG subcommands.
+pub const CONFIG_SUBS: &[CommandSpec] = &[
+    sub("config|get", -3, ADMIN_FLAGS, ADMIN_ACL, "server", "parameter ...", "Returns the values of configuration parameters matching patterns.", "2.0.0"),
+    sub("config|set", -4, ADMIN_FLAGS, ADMIN_ACL, "server", "data@(parameter value) ...", "Changes configuration parameters at run time, all or none.", "2.0.0"),
+    sub("config|resetstat", 2, ADMIN_FLAGS, ADMIN_ACL, "server", "", "Resets the counters INFO reports.", "2.0.0"),
+    sub("config|rewrite", 2, ADMIN_FLAGS, ADMIN_ACL, "server", "", "Writes the running configuration to the config file.", "2.8.0"),
+    sub("config|help", 2, LOADING_STALE, &["@slow"], "server", "", "Lists the CONFIG subcommands.", "5.0.0"),
+];
+
+/// COMMAND subcommands.
+pub const COMMAND_SUBS: &[CommandSpec] = &[
+    sub("command|count", 2, LOADING_STALE, &["@slow", "@connection"], "server", "", "Returns the number of commands.", "2.8.13"),
+    sub("command|info", -2, LOADING_STALE, &["@slow", "@connection"], "server", "[command-name ...]", "Describes commands: arity, flags, keys.", "2.8.13"),
+    sub("command|docs", -2, LOADING_STALE, &["@slow", "@connection"], "server", "[command-name ...]", "Returns the documentation of commands.", "7.0.0"),
+    sub("command|list", -2, LOADING_STALE, &["@slow", "@connection"], "server", "[FILTERBY filterby@(MODULE module-name | ACLCAT category | PATTERN pattern:pattern)]", "Lists command names, optionally filtered.", "7.0.0"),
+    sub("command|getkeys", -3, LOADING_STALE, &["@slow", "@connection"], "server", "command arg ...", "Extracts the key names from a full command.", "2.8.13"),
+    sub("command|help", 2, LOADING_STALE, &["@slow", "@connection"], "server", "", "Lists the COMMAND subcommands.", "5.0.0"),
+];
+
+/// FUNCTION subcommands (only FLUSH: rill has no scripting, but tools flush functions).
+pub const FUNCTION_SUBS: &[CommandSpec] = &[
+    sub("function|flush", -2, Flags::NOSCRIPT.and(Flags::WRITE), &["@write", "@slow", "@scripting"], "scripting", "[flush-type@(ASYNC | SYNC)]", "Deletes all functions (rill has none, so nothing to delete).", "7.0.0"),
+    sub("function|help", 2, LOADING_STALE, &["@slow", "@scripting"], "scripting", "", "Lists the FUNCTION subcommands.", "7.0.0"),
+];
+
+/// Every server-run command.
+pub const COMMANDS: &[CommandSpec] = &[
+    conn_cmd("ping", -1, Flags::FAST, "[message]", "Returns PONG, or the message given.", "1.0.0"),
+    conn_cmd("echo", 2, Flags::FAST, "message", "Returns the message given.", "1.0.0"),
+    conn_cmd("hello", -1, Flags::NO_AUTH.and(Flags::FAST).and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::ALLOW_BUSY), "[arguments@(protover:integer [AUTH (username password)] [SETNAME clientname])]", "Handshakes: chooses the protocol, authenticates, names the connection.", "6.0.0"),
+    conn_cmd("auth", -2, Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH).and(Flags::ALLOW_BUSY), "[username] password", "Authenticates the connection.", "1.0.0"),
+    conn_cmd("select", 2, LOADING_STALE.and(Flags::FAST), "index:integer", "Changes the selected database.", "1.0.0"),
+    conn_cmd("quit", -1, Flags::ALLOW_BUSY.and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH), "", "Closes the connection after replying.", "1.0.0"),
+    conn_cmd("reset", 1, Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH).and(Flags::ALLOW_BUSY), "", "Resets the connection to its initial state.", "6.2.0"),
+    CommandSpec { name: "client", arity: -2, acl: &["@slow"], group: "connection", summary: "Commands about client connections.", since: "2.4.0", handler: Handler::Container, subcommands: CLIENT_SUBS, ..CommandSpec::DEFAULT },
+    CommandSpec { name: "config", arity: -2, acl: &["@slow"], group: "server", summary: "Commands about the server configuration.", since: "2.0.0", handler: Handler::Container, subcommands: CONFIG_SUBS, ..CommandSpec::DEFAULT },
+    CommandSpec { name: "command", arity: -1, flags: LOADING_STALE, acl: &["@slow", "@connection"], group: "server", summary: "Describes every command.", since: "2.8.13", complexity: "O(N) where N is the number of commands", subcommands: COMMAND_SUBS, ..CommandSpec::DEFAULT },
+    CommandSpec { name: "function", arity: -2, acl: &["@slow"], group: "scripting", summary: "Commands about functions.", since: "7.0.0", handler: Handler::Container, subcommands: FUNCTION_SUBS, ..CommandSpec::DEFAULT },
+    CommandSpec { name: "info", arity: -1, flags: LOADING_STALE, acl: &["@slow", "@dangerous"], group: "server", summary: "Reports server information and statistics by section.", since: "1.0.0", syntax: "[section ...]", tips: &["nondeterministic_output"], ..CommandSpec::DEFAULT },
+    CommandSpec { name: "dbsize", arity: 1, flags: Flags::READONLY.and(Flags::FAST), acl: &["@keyspace", "@read", "@fast"], group: "server", summary: "Returns the number of keys in the selected database.", since: "1.0.0", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "flushdb", arity: -1, flags: Flags::WRITE, acl: &["@keyspace", "@write", "@slow", "@dangerous"], group: "server", summary: "Removes every key of the selected database.", since: "1.0.0", complexity: "O(N) where N is the number of keys", syntax: "[flush-type@(ASYNC | SYNC)]", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "flushall", arity: -1, flags: Flags::WRITE, acl: &["@keyspace", "@write", "@slow", "@dangerous"], group: "server", summary: "Removes every key of every database.", since: "1.0.0", complexity: "O(N) where N is the number of keys", syntax: "[flush-type@(ASYNC | SYNC)]", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "swapdb", arity: 3, flags: Flags::WRITE.and(Flags::FAST), acl: &["@keyspace", "@write", "@fast", "@dangerous"], group: "server", summary: "Swaps the contents of two databases.", since: "4.0.0", complexity: "O(N) where N is the number of watched or blocked keys", syntax: "index1:integer index2:integer", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "time", arity: 1, flags: LOADING_STALE.and(Flags::FAST), acl: &["@fast"], group: "server", summary: "Returns the server's time as seconds and microseconds.", since: "2.6.0", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "lastsave", arity: 1, flags: LOADING_STALE.and(Flags::FAST), acl: &["@admin", "@fast", "@dangerous"], group: "server", summary: "Returns the Unix time of the last successful save.", since: "1.0.0", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "debug", arity: -2, flags: ADMIN_FLAGS, acl: ADMIN_ACL, group: "server", summary: "Debugging helpers: SLEEP, LOG, SET-ACTIVE-EXPIRE, OBJECT, HELP.", since: "1.0.0", syntax: "subcommand [arg ...]", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "shutdown", arity: -1, flags: Flags::ADMIN.and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::NO_MULTI).and(Flags::ALLOW_BUSY), acl: ADMIN_ACL, group: "server", summary: "Stops the server.", since: "1.0.0", syntax: "[save-selector@(NOSAVE | SAVE)] [NOW] [FORCE] [ABORT]", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "multi", arity: 1, flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY), acl: &["@fast", "@transaction"], group: "transactions", summary: "Starts a transaction.", since: "1.2.0", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "exec", arity: 1, flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::SKIP_SLOWLOG), acl: &["@slow", "@transaction"], group: "transactions", summary: "Runs the queued commands of a transaction atomically.", since: "1.2.0", complexity: "The sum of the queued commands' costs", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "discard", arity: 1, flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY), acl: &["@fast", "@transaction"], group: "transactions", summary: "Drops the queued commands of a transaction.", since: "2.0.0", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "watch", arity: -2, flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY), first_key: 1, last_key: -1, step: 1, acl: &["@fast", "@transaction"], key_specs: &[keys_from(1, 1, &["RO"])], group: "transactions", summary: "Makes the next EXEC conditional on keys staying unchanged.", since: "2.2.0", complexity: "O(1) per key", syntax: "key:key ...", ..CommandSpec::DEFAULT },
+    CommandSpec { name: "unwatch", arity: 1, flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY), acl: &["@fast", "@transaction"], group: "transactions", summary: "Forgets every watched key.", since: "2.2.0", ..CommandSpec::DEFAULT },
+];

@@ -1,0 +1,472 @@
+//! Configuration, redis-server style: an optional config file path first, then
+//! `--directive value ...` pairs. The same table serves `CONFIG GET` and `CONFIG SET`.
+//!
+//! Three kinds of directive:
+//! - implemented ones ([`PARAMS`]): validated, stored, readable with CONFIG GET, and (where
+//!   marked mutable) settable with CONFIG SET;
+//! - directives Redis knows that rill does not implement ([`REDIS_ONLY`]): accepted at start-up
+//!   with a logged warning, so an existing redis.conf keeps working;
+//! - anything else: start-up stops with Redis' "Bad directive" message.
+
+use std::collections::BTreeMap;
+
+/// How a parameter's value is validated and reported.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// An integer within bounds.
+    Int(i64, i64),
+    /// A byte count written like Redis' memory values (`100mb`, `1gb`, `4096`), reported in bytes.
+    Memory(i64, i64),
+    /// `yes` / `no`.
+    Bool,
+    /// One of the listed words.
+    Enum(&'static [&'static str]),
+    /// Free text.
+    Text,
+    /// `save`: empty or pairs of integers.
+    SavePoints,
+}
+
+/// One implemented parameter.
+#[derive(Debug)]
+pub struct Param {
+    /// Name, lower case.
+    pub name: &'static str,
+    /// Default value as written in a config file.
+    pub default: &'static str,
+    /// Validation.
+    pub kind: Kind,
+    /// Whether CONFIG SET may change it at run time.
+    pub mutable: bool,
+}
+
+const fn p(name: &'static str, default: &'static str, kind: Kind, mutable: bool) -> Param {
+    Param { name, default, kind, mutable }
+}
+
+const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
+const POLICIES: &[&str] = &[
+    "noeviction",
+    "allkeys-lru",
+    "volatile-lru",
+    "allkeys-lfu",
+    "volatile-lfu",
+    "allkeys-random",
+    "volatile-random",
+    "volatile-ttl",
+];
+const FSYNC: &[&str] = &["always", "everysec", "no"];
+const I32: i64 = i32::MAX as i64;
+
+/// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
+/// rill's own layouts; they are kept so tools and the Redis test suite can read and set them.
+pub const PARAMS: &[Param] = &[
+    p("port", "6379", Kind::Int(0, 65535), false),
+    p("bind", "127.0.0.1", Kind::Text, false),
+    p("dir", "./data", Kind::Text, true),
+    p("requirepass", "", Kind::Text, true),
+    p("maxclients", "10000", Kind::Int(1, I32), true),
+    p("timeout", "0", Kind::Int(0, I32), true),
+    p("loglevel", "notice", Kind::Enum(LOGLEVELS), true),
+    p("logfile", "", Kind::Text, false),
+    p("protected-mode", "yes", Kind::Bool, true),
+    p("databases", "16", Kind::Int(1, I32), false),
+    p("save", "3600 1 300 100 60 10000", Kind::SavePoints, true),
+    p("appendonly", "no", Kind::Bool, true),
+    p("appendfsync", "everysec", Kind::Enum(FSYNC), true),
+    p("appendfilename", "appendonly.aof", Kind::Text, false),
+    p("appenddirname", "appendonlydir", Kind::Text, false),
+    p("maxmemory", "0", Kind::Memory(0, i64::MAX), true),
+    p("maxmemory-policy", "noeviction", Kind::Enum(POLICIES), true),
+    p("proto-max-bulk-len", "536870912", Kind::Memory(1024 * 1024, i64::MAX), true),
+    p("client-query-buffer-limit", "1073741824", Kind::Memory(1024 * 1024, i64::MAX), true),
+    p("stream-node-max-bytes", "4096", Kind::Memory(0, i64::MAX), true),
+    p("stream-node-max-entries", "100", Kind::Int(0, i64::MAX), true),
+    p("hz", "10", Kind::Int(0, I32), true),
+    p("daemonize", "no", Kind::Bool, false),
+    p("pidfile", "", Kind::Text, false),
+    p("tcp-keepalive", "300", Kind::Int(0, I32), true),
+    p("tcp-backlog", "511", Kind::Int(0, I32), false),
+    p("notify-keyspace-events", "", Kind::Text, true),
+    p("slowlog-log-slower-than", "10000", Kind::Int(-1, i64::MAX), true),
+    p("slowlog-max-len", "128", Kind::Int(0, i64::MAX), true),
+    p("latency-monitor-threshold", "0", Kind::Int(0, i64::MAX), true),
+    p("lazyfree-lazy-user-del", "no", Kind::Bool, true),
+    p("lazyfree-lazy-user-flush", "no", Kind::Bool, true),
+    p("appendfsync-always-group-commit", "yes", Kind::Bool, true),
+    p("aof-load-truncated", "yes", Kind::Bool, true),
+    p("auto-aof-rewrite-percentage", "100", Kind::Int(0, I32), true),
+    p("auto-aof-rewrite-min-size", "67108864", Kind::Memory(0, i64::MAX), true),
+    p("list-max-listpack-size", "-2", Kind::Int(-5, I32), true),
+    p("hash-max-listpack-entries", "128", Kind::Int(0, i64::MAX), true),
+    p("hash-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
+    p("set-max-intset-entries", "512", Kind::Int(0, i64::MAX), true),
+    p("set-max-listpack-entries", "128", Kind::Int(0, i64::MAX), true),
+    p("set-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
+    p("zset-max-listpack-entries", "128", Kind::Int(0, i64::MAX), true),
+    p("zset-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
+    p("lua-time-limit", "5000", Kind::Int(0, i64::MAX), true),
+    p("busy-reply-threshold", "5000", Kind::Int(0, i64::MAX), true),
+    p("repl-diskless-sync", "yes", Kind::Bool, true),
+    p("enable-debug-command", "local", Kind::Enum(&["no", "yes", "local"]), false),
+];
+
+/// Directives Redis accepts that rill does not implement: accepted at start-up with a warning.
+pub const REDIS_ONLY: &[&str] = &[
+    "unixsocket", "unixsocketperm", "tcp-keepalive", "tls-port", "tls-cert-file", "tls-key-file",
+    "tls-ca-cert-file", "tls-auth-clients", "supervised", "syslog-enabled", "syslog-ident",
+    "syslog-facility", "crash-log-enabled", "crash-memcheck-enabled", "always-show-logo",
+    "set-proc-title", "proc-title-template", "locale-collate", "stop-writes-on-bgsave-error",
+    "rdbcompression", "rdbchecksum", "dbfilename", "rdb-del-sync-files", "replicaof", "slaveof",
+    "masterauth", "masteruser", "replica-serve-stale-data", "slave-serve-stale-data",
+    "replica-read-only", "slave-read-only", "repl-diskless-sync-delay",
+    "repl-diskless-sync-max-replicas", "repl-diskless-load", "repl-ping-replica-period",
+    "repl-timeout", "repl-disable-tcp-nodelay", "repl-backlog-size", "repl-backlog-ttl",
+    "replica-priority", "slave-priority", "propagation-error-behavior",
+    "replica-ignore-disk-write-errors", "replica-announced", "min-replicas-to-write",
+    "min-replicas-max-lag", "replica-announce-ip", "replica-announce-port", "tracking-table-max-keys",
+    "acllog-max-len", "aclfile", "rename-command", "maxmemory-samples", "maxmemory-eviction-tenacity",
+    "replica-ignore-maxmemory", "active-expire-effort", "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire", "lazyfree-lazy-server-del", "replica-lazy-flush", "io-threads",
+    "io-threads-do-reads", "oom-score-adj", "oom-score-adj-values", "disable-thp",
+    "aof-use-rdb-preamble", "aof-timestamp-enabled", "aof-rewrite-incremental-fsync",
+    "no-appendfsync-on-rewrite", "shutdown-timeout", "shutdown-on-sigint", "shutdown-on-sigterm",
+    "cluster-enabled", "cluster-config-file", "cluster-node-timeout", "cluster-port",
+    "cluster-replica-validity-factor", "cluster-migration-barrier", "cluster-allow-replica-migration",
+    "cluster-require-full-coverage", "cluster-replica-no-failover", "cluster-allow-reads-when-down",
+    "cluster-allow-pubsubshard-when-down", "cluster-link-sendbuf-limit", "cluster-announce-hostname",
+    "cluster-announce-human-nodename", "cluster-preferred-endpoint-type", "cluster-announce-ip",
+    "cluster-announce-port", "cluster-announce-tls-port", "cluster-announce-bus-port",
+    "latency-tracking", "latency-tracking-info-percentiles", "activerehashing",
+    "client-output-buffer-limit", "dynamic-hz", "rdb-save-incremental-fsync", "lfu-log-factor",
+    "lfu-decay-time", "max-new-connections-per-cycle", "max-new-tls-connections-per-cycle",
+    "activedefrag", "active-defrag-ignore-bytes", "active-defrag-threshold-lower",
+    "active-defrag-threshold-upper", "active-defrag-cycle-min", "active-defrag-cycle-max",
+    "active-defrag-max-scan-fields", "jemalloc-bg-thread", "server_cpulist", "bio_cpulist",
+    "aof_rewrite_cpulist", "bgsave_cpulist", "ignore-warnings", "include", "loadmodule",
+    "zset-max-ziplist-entries", "zset-max-ziplist-value", "hash-max-ziplist-entries",
+    "hash-max-ziplist-value", "list-max-ziplist-size", "list-compress-depth", "hll-sparse-max-bytes",
+    "lua-replicate-commands", "enable-protected-configs", "enable-module-command",
+    "hide-user-data-from-log", "close-on-oom", "bind-source-addr", "maxmemory-clients",
+    "client-default-resp", "user",
+];
+
+/// A configuration error, rendered by the caller in Redis' start-up style.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// 1-based line in the config file (or 0 for command-line arguments treated as one file).
+    pub line: usize,
+    /// The offending line.
+    pub text: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The running configuration: every implemented parameter's current value.
+#[derive(Debug, Clone)]
+pub struct Config {
+    values: BTreeMap<&'static str, String>,
+    /// Path of the config file, if one was given (CONFIG REWRITE writes there).
+    pub file: Option<String>,
+    /// Redis-only directives that were accepted with a warning.
+    pub ignored: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let values = PARAMS.iter().map(|p| (p.name, canonical(p, p.default).unwrap_or_default())).collect();
+        Config { values, file: None, ignored: Vec::new() }
+    }
+}
+
+fn param(name: &str) -> Option<&'static Param> {
+    PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
+}
+
+/// Parse a memory value: digits with an optional k/kb/m/mb/g/gb unit (case-insensitive).
+pub fn parse_memory(s: &str) -> Option<i64> {
+    let lower = s.to_ascii_lowercase();
+    let units: [(&str, i64); 6] = [
+        ("gb", 1 << 30),
+        ("mb", 1 << 20),
+        ("kb", 1 << 10),
+        ("g", 1_000_000_000),
+        ("m", 1_000_000),
+        ("k", 1000),
+    ];
+    for (suffix, mul) in units {
+        if let Some(num) = lower.strip_suffix(suffix) {
+            return num.parse::<i64>().ok()?.checked_mul(mul);
+        }
+    }
+    lower.parse::<i64>().ok()
+}
+
+/// Validate `value` for `p` and return the canonical text CONFIG GET reports.
+fn canonical(p: &Param, value: &str) -> Result<String, String> {
+    match p.kind {
+        Kind::Int(min, max) => {
+            let v: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            if v < min || v > max {
+                return Err(format!("argument must be between {min} and {max} inclusive"));
+            }
+            Ok(v.to_string())
+        }
+        Kind::Memory(min, max) => {
+            let v = parse_memory(value).ok_or_else(|| "argument must be a memory value".to_string())?;
+            if v < min || v > max {
+                return Err(format!("argument must be between {min} and {max} inclusive"));
+            }
+            Ok(v.to_string())
+        }
+        Kind::Bool => match value.to_ascii_lowercase().as_str() {
+            "yes" => Ok("yes".into()),
+            "no" => Ok("no".into()),
+            _ => Err("argument must be 'yes' or 'no'".into()),
+        },
+        Kind::Enum(words) => {
+            let lower = value.to_ascii_lowercase();
+            if words.contains(&lower.as_str()) {
+                Ok(lower)
+            } else {
+                Err("argument(s) must be one of the following: ".to_string() + &words.join(", "))
+            }
+        }
+        Kind::Text => Ok(value.to_string()),
+        Kind::SavePoints => {
+            let parts: Vec<&str> = value.split_whitespace().collect();
+            if parts.len() % 2 != 0 || parts.iter().any(|x| x.parse::<u64>().is_err()) {
+                return Err("Invalid save parameters".into());
+            }
+            Ok(parts.join(" "))
+        }
+    }
+}
+
+impl Config {
+    /// Build from the process arguments (without the program name).
+    pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
+        let mut cfg = Config::default();
+        let mut rest = args;
+        let mut text = String::new();
+        if let Some(first) = rest.first() {
+            if !first.starts_with("--") {
+                let content = std::fs::read_to_string(first).map_err(|e| ConfigError {
+                    line: 0,
+                    text: first.clone(),
+                    reason: format!("Fatal error, can't open config file '{first}': {e}"),
+                })?;
+                text.push_str(&content);
+                text.push('\n');
+                cfg.file = Some(first.clone());
+                rest = rest.get(1..).unwrap_or(&[]);
+            }
+        }
+        // Command-line options become config lines appended after the file, as Redis does.
+        let mut line = String::new();
+        for a in rest {
+            if let Some(name) = a.strip_prefix("--") {
+                if !line.is_empty() {
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+                line = name.to_string();
+            } else {
+                line.push(' ');
+                line.push_str(&quote(a));
+            }
+        }
+        if !line.is_empty() {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        cfg.load_text(&text)?;
+        Ok(cfg)
+    }
+
+    fn load_text(&mut self, text: &str) -> Result<(), ConfigError> {
+        for (i, raw) in text.lines().enumerate() {
+            let trimmed = raw.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let err = |reason: &str| ConfigError { line: i + 1, text: trimmed.to_string(), reason: reason.to_string() };
+            let words = split_config_line(trimmed).ok_or_else(|| err("Unbalanced quotes in configuration line"))?;
+            let Some((name, values)) = words.split_first() else { continue };
+            let lname = name.to_ascii_lowercase();
+            if let Some(p) = param(&lname) {
+                let joined = values.join(" ");
+                if values.is_empty() && !matches!(p.kind, Kind::Text | Kind::SavePoints) {
+                    return Err(err("wrong number of arguments"));
+                }
+                let v = canonical(p, &joined).map_err(|r| err(&r))?;
+                self.values.insert(p.name, v);
+            } else if REDIS_ONLY.contains(&lname.as_str()) {
+                self.ignored.push(lname);
+            } else {
+                return Err(err("Bad directive or wrong number of arguments"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Current value of an implemented parameter ("" if unknown).
+    pub fn get(&self, name: &str) -> &str {
+        param(name).and_then(|p| self.values.get(p.name)).map(String::as_str).unwrap_or("")
+    }
+
+    /// An integer parameter.
+    pub fn get_i64(&self, name: &str) -> i64 {
+        self.get(name).parse().unwrap_or(0)
+    }
+
+    /// `CONFIG GET`: every (name, value) whose name matches one of the glob patterns.
+    pub fn matching(&self, patterns: &[&[u8]]) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for pat in patterns {
+            for (name, value) in &self.values {
+                if rill_engine::glob::glob_match(pat, name.as_bytes(), true)
+                    && !out.iter().any(|(n, _)| n == name)
+                {
+                    out.push((name.to_string(), value.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// `CONFIG SET` of several pairs, all or nothing. The error text is Redis'.
+    pub fn set_many(&mut self, pairs: &[(String, String)]) -> Result<Vec<&'static str>, String> {
+        let mut staged: Vec<(&'static str, String)> = Vec::new();
+        for (name, value) in pairs {
+            let Some(p) = param(name).filter(|p| p.mutable) else {
+                return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
+            };
+            if staged.iter().any(|(n, _)| *n == p.name) {
+                return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"));
+            }
+            let v = canonical(p, value)
+                .map_err(|r| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {r}"))?;
+            staged.push((p.name, v));
+        }
+        let names = staged.iter().map(|(n, _)| *n).collect();
+        for (n, v) in staged {
+            self.values.insert(n, v);
+        }
+        Ok(names)
+    }
+
+    /// The configuration as config-file text (CONFIG REWRITE).
+    pub fn to_file_text(&self) -> String {
+        let mut s = String::from("# Written by rill-server CONFIG REWRITE\n");
+        for (name, value) in &self.values {
+            s.push_str(name);
+            s.push(' ');
+            s.push_str(&quote(value));
+            s.push('\n');
+        }
+        s
+    }
+}
+
+fn quote(s: &str) -> String {
+    if !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c == '"' || c == '\'' || c == '\\') {
+        return s.to_string();
+    }
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Split a config line into words with Redis' quoting rules (as in inline commands).
+fn split_config_line(line: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let Some(&first) = chars.peek() else { return Some(out) };
+        let mut word = String::new();
+        if first == '"' || first == '\'' {
+            chars.next();
+            loop {
+                match chars.next()? {
+                    c if c == first => break,
+                    '\\' if first == '"' => match chars.next()? {
+                        'n' => word.push('\n'),
+                        'r' => word.push('\r'),
+                        't' => word.push('\t'),
+                        c => word.push(c),
+                    },
+                    '\\' => match chars.next()? {
+                        '\'' => word.push('\''),
+                        c => {
+                            word.push('\\');
+                            word.push(c);
+                        }
+                    },
+                    c => word.push(c),
+                }
+            }
+            if chars.peek().is_some_and(|c| !c.is_whitespace()) {
+                return None;
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() {
+                    break;
+                }
+                word.push(c);
+                chars.next();
+            }
+        }
+        out.push(word);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn command_line_like_redis() {
+        let c = Config::from_args(&args(&["--port", "7000", "--save", "", "--appendonly", "no"])).unwrap();
+        assert_eq!(c.get("port"), "7000");
+        assert_eq!(c.get("save"), "");
+        assert_eq!(c.get("dir"), "./data");
+        let c = Config::from_args(&args(&["--save", "900", "1", "--maxmemory", "1mb"])).unwrap();
+        assert_eq!(c.get("save"), "900 1");
+        assert_eq!(c.get("maxmemory"), "1048576");
+    }
+
+    #[test]
+    fn unknown_and_redis_only_directives() {
+        let e = Config::from_args(&args(&["--nonsense", "1"])).unwrap_err();
+        assert_eq!(e.reason, "Bad directive or wrong number of arguments");
+        let c = Config::from_args(&args(&["--io-threads", "4"])).unwrap();
+        assert_eq!(c.ignored, vec!["io-threads".to_string()]);
+        assert!(Config::from_args(&args(&["--port", "x"])).is_err());
+    }
+
+    #[test]
+    fn config_set_is_all_or_nothing() {
+        let mut c = Config::default();
+        let r = c.set_many(&[("maxmemory".into(), "10mb".into()), ("hz".into(), "x".into())]);
+        assert!(r.unwrap_err().starts_with("ERR CONFIG SET failed (possibly related to argument 'hz')"));
+        assert_eq!(c.get("maxmemory"), "0");
+        assert_eq!(c.matching(&[b"stream-node-*"]).len(), 2);
+    }
+}

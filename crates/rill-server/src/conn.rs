@@ -1,0 +1,195 @@
+//! One task per connection: read bytes, parse requests, run them under the state lock (one
+//! lock per batch of pipelined requests), write the replies in order, park when a command
+//! blocks.
+//!
+//! Requests are parsed one at a time inside the lock, right before each runs, because an AUTH
+//! earlier in the same batch changes the limits that apply to the next request (Redis'
+//! unauthenticated limits).
+
+use crate::blocking::{self, Waiter};
+use crate::dispatch::{self, Action, Conn, ReplyMode};
+use crate::state::{now_ms, Shared, State};
+use bytes::BytesMut;
+use rill_engine::BlockRequest;
+use rill_resp::{write_reply, Limits, Protocol, Reply, RequestParser};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Redis' inline request limit.
+const INLINE_MAX_BYTES: usize = 64 * 1024;
+
+/// What the task must do after a batch.
+enum Next {
+    Read,
+    Close,
+    Wait(oneshot::Receiver<rill_resp::Reply>, BlockRequest),
+}
+
+fn emit(out: &mut BytesMut, conn: &mut Conn, reply: &Reply) {
+    match conn.reply_mode {
+        ReplyMode::On => write_reply(out, reply, conn.proto),
+        ReplyMode::Off => {}
+        ReplyMode::SkipNext => conn.reply_mode = ReplyMode::Skip,
+        ReplyMode::Skip => conn.reply_mode = ReplyMode::On,
+    }
+}
+
+/// Run every complete request in `inbuf` until one blocks or closes the connection.
+fn run_batch(
+    shared: &Shared,
+    st: &mut State,
+    conn: &mut Conn,
+    parser: &mut RequestParser,
+    inbuf: &mut BytesMut,
+    out: &mut BytesMut,
+) -> Next {
+    let now = now_ms();
+    let max_bulk = st.config.get_i64("proto-max-bulk-len").max(0) as usize;
+    loop {
+        let limits = Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
+        let args = match parser.parse(inbuf, &limits) {
+            Ok(Some(args)) => args,
+            Ok(None) => return Next::Read,
+            Err(e) => {
+                if let Some(r) = e.reply() {
+                    if let Reply::Error(text) = &r {
+                        st.stats.count_error(text);
+                    }
+                    write_reply(out, &r, conn.proto);
+                }
+                return Next::Close;
+            }
+        };
+        match dispatch::execute(shared, st, conn, args, now) {
+            Action::Reply(r) => emit(out, conn, &r),
+            Action::Close(r) => {
+                if let Some(r) = r {
+                    emit(out, conn, &r);
+                }
+                return Next::Close;
+            }
+            Action::Block { spec, args, request } => {
+                let (tx, rx) = oneshot::channel();
+                let args = request.rerun_args.clone().unwrap_or(args);
+                let waiter = Waiter { spec, args, db: conn.db, request: request.clone(), tx };
+                blocking::park(st, conn.id, waiter);
+                return Next::Wait(rx, request);
+            }
+        }
+        if st.clients.get(&conn.id).is_some_and(|c| c.killed) {
+            return Next::Close;
+        }
+    }
+}
+
+/// Serve one client until it quits, is killed, or the server shuts down.
+pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Arc<Notify>, authenticated: bool) {
+    let _ = socket.set_nodelay(true);
+    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On };
+    let mut parser = RequestParser::new();
+    let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut out = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut shutdown = shared.shutdown.subscribe();
+    let mut net_in: u64 = 0;
+    let mut idle_timeout: i64;
+    'outer: loop {
+        let next = {
+            let mut st = shared.lock();
+            st.stats.net_input_bytes += net_in;
+            if let Some(c) = st.clients.get_mut(&id) {
+                c.net_in += net_in;
+            }
+            net_in = 0;
+            idle_timeout = st.config.get_i64("timeout");
+            let next = run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out);
+            let n = out.len() as u64;
+            st.stats.net_output_bytes += n;
+            if let Some(c) = st.clients.get_mut(&id) {
+                c.net_out += n;
+            }
+            next
+        };
+        if !out.is_empty() {
+            if socket.write_all(&out).await.is_err() {
+                break;
+            }
+            out.clear();
+            if out.capacity() > 4 * 1024 * 1024 {
+                out = BytesMut::with_capacity(READ_CHUNK_BYTES);
+            }
+        }
+        match next {
+            Next::Close => break,
+            Next::Wait(mut rx, request) => {
+                let deadline = request.deadline_ms.map(|d| {
+                    tokio::time::Instant::now() + Duration::from_millis((d - now_ms()).max(0) as u64)
+                });
+                let reply = loop {
+                    let sleep = async {
+                        match deadline {
+                            Some(d) => tokio::time::sleep_until(d).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        r = &mut rx => match r {
+                            Ok(r) => break r,
+                            // Unparked without a reply: killed.
+                            Err(_) => break 'outer,
+                        },
+                        () = sleep => {
+                            let mut st = shared.lock();
+                            match blocking::unpark(&mut st, id) {
+                                Some(w) => break w.request.timeout_reply,
+                                None => continue,
+                            }
+                        }
+                        n = socket.read_buf(&mut inbuf) => match n {
+                            Ok(0) | Err(_) => break 'outer,
+                            Ok(n) => net_in += n as u64,
+                        },
+                        () = kill.notified() => break 'outer,
+                        _ = shutdown.changed() => break 'outer,
+                    }
+                };
+                emit(&mut out, &mut conn, &reply);
+                if !out.is_empty() {
+                    if socket.write_all(&out).await.is_err() {
+                        break;
+                    }
+                    out.clear();
+                }
+            }
+            Next::Read => {
+                if inbuf.capacity() - inbuf.len() < READ_CHUNK_BYTES / 2 {
+                    inbuf.reserve(READ_CHUNK_BYTES);
+                }
+                let idle = async {
+                    if idle_timeout > 0 && conn.multi.is_none() {
+                        tokio::time::sleep(Duration::from_secs(idle_timeout as u64)).await
+                    } else {
+                        std::future::pending().await
+                    }
+                };
+                tokio::select! {
+                    n = socket.read_buf(&mut inbuf) => match n {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => net_in += n as u64,
+                    },
+                    () = kill.notified() => break,
+                    _ = shutdown.changed() => break,
+                    () = idle => break,
+                }
+            }
+        }
+    }
+    let mut st = shared.lock();
+    blocking::unpark(&mut st, id);
+    st.engine.watch.unwatch_all(id);
+    st.stats.net_input_bytes += net_in;
+    st.clients.remove(&id);
+}

@@ -1,0 +1,207 @@
+//! From a parsed request to an action: command lookup and the checks that run before a command
+//! (in Redis' order, so error precedence matches — shared/spec/connection.md §4), MULTI
+//! queueing, and the call itself.
+
+use crate::blocking;
+use crate::cmd;
+use crate::state::{Shared, State};
+use bytes::Bytes;
+use rill_engine::command::{CommandSpec, Flags, Handler, Lookup};
+use rill_engine::{BlockRequest, CallCtx, CmdError};
+use rill_resp::{Protocol, Reply};
+use std::time::Instant;
+
+/// Per-connection state that only the connection's own task touches.
+#[derive(Debug)]
+pub struct Conn {
+    /// Client id.
+    pub id: u64,
+    /// Selected database.
+    pub db: usize,
+    /// Protocol in use.
+    pub proto: Protocol,
+    /// Whether AUTH (or HELLO AUTH) succeeded, or no password is required.
+    pub authenticated: bool,
+    /// Open transaction, if any.
+    pub multi: Option<Multi>,
+    /// CLIENT REPLY mode.
+    pub reply_mode: ReplyMode,
+}
+
+/// CLIENT REPLY ON|OFF|SKIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    /// Replies are sent.
+    On,
+    /// No replies are sent.
+    Off,
+    /// The next command's reply is not sent.
+    Skip,
+    /// Set by SKIP: skip the reply of the command after the current one.
+    SkipNext,
+}
+
+/// A transaction being queued.
+#[derive(Debug, Default)]
+pub struct Multi {
+    /// Queued commands.
+    pub queued: Vec<(&'static CommandSpec, Vec<Bytes>)>,
+    /// A queued command was rejected: EXEC must answer EXECABORT.
+    pub failed: bool,
+}
+
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Action {
+    /// Send this reply.
+    Reply(Reply),
+    /// Park the client until a key is ready or the deadline passes.
+    Block {
+        /// The command to re-run.
+        spec: &'static CommandSpec,
+        /// Its arguments.
+        args: Vec<Bytes>,
+        /// Keys and deadline.
+        request: BlockRequest,
+    },
+    /// Send the reply (if any), then close the connection.
+    Close(Option<Reply>),
+}
+
+impl From<CmdError> for Action {
+    fn from(e: CmdError) -> Action {
+        Action::Reply(e.to_reply())
+    }
+}
+
+/// Commands that run immediately even inside MULTI.
+fn runs_inside_multi(name: &str) -> bool {
+    matches!(name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset")
+}
+
+/// The error for an unknown command, as Redis words it: the name and up to ~128 characters of
+/// its arguments, each quoted and followed by a space.
+pub fn unknown_command_error(args: &[Bytes]) -> CmdError {
+    let name = args.first().map(|a| trunc(a, 128)).unwrap_or_default();
+    let mut rest = String::new();
+    for a in args.iter().skip(1) {
+        if rest.len() >= 128 {
+            break;
+        }
+        let room = 128 - rest.len();
+        rest.push('\'');
+        rest.push_str(&trunc(a, room));
+        rest.push_str("' ");
+    }
+    CmdError::owned(format!("ERR unknown command '{name}', with args beginning with: {rest}"))
+}
+
+fn trunc(b: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(b.get(..max.min(b.len())).unwrap_or(b)).into_owned()
+}
+
+/// Run the pre-checks, queue or execute one request, and count it.
+pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: Vec<Bytes>, now_ms: i64) -> Action {
+    let spec = match shared.table.resolve(&args) {
+        Lookup::Found(s) => s,
+        Lookup::UnknownCommand => return reject(st, conn, None, unknown_command_error(&args)),
+        Lookup::UnknownSubcommand(container) => {
+            let sub = args.get(1).map(|a| trunc(a, 128)).unwrap_or_default();
+            let err = CmdError::owned(format!(
+                "ERR unknown subcommand '{sub}'. Try {} HELP.",
+                container.name.to_ascii_uppercase()
+            ));
+            return reject(st, conn, Some(container), err);
+        }
+    };
+    if !spec.arity_ok(args.len()) {
+        return reject(st, conn, Some(spec), CmdError::arity(spec.name));
+    }
+    if !conn.authenticated && !spec.flags.has(Flags::NO_AUTH) {
+        return reject(st, conn, Some(spec), CmdError::full("NOAUTH Authentication required."));
+    }
+    if conn.multi.is_some() {
+        if spec.flags.has(Flags::NO_MULTI) {
+            return reject(st, conn, Some(spec), CmdError::full("ERR Command not allowed inside a transaction"));
+        }
+        if !runs_inside_multi(spec.name) {
+            if let Some(m) = conn.multi.as_mut() {
+                m.queued.push((spec, args));
+                let n = m.queued.len() as i64;
+                if let Some(c) = st.clients.get_mut(&conn.id) {
+                    c.multi = n;
+                }
+            }
+            return Action::Reply(Reply::simple("QUEUED"));
+        }
+    }
+    let action = call(shared, st, conn, spec, args, now_ms, false);
+    blocking::serve_ready(st, now_ms);
+    action
+}
+
+/// A request rejected before running: counts as an error and, inside MULTI, dooms the EXEC.
+fn reject(st: &mut State, conn: &mut Conn, spec: Option<&'static CommandSpec>, err: CmdError) -> Action {
+    if let Some(m) = conn.multi.as_mut() {
+        m.failed = true;
+    }
+    if let Some(s) = spec {
+        st.stats.commands.entry(s.name).or_default().rejected += 1;
+    }
+    st.stats.count_error(err.text().as_bytes());
+    err.into()
+}
+
+/// Call a command that passed the checks. `in_exec`: inside EXEC, so nothing blocks.
+pub fn call(
+    shared: &Shared,
+    st: &mut State,
+    conn: &mut Conn,
+    spec: &'static CommandSpec,
+    args: Vec<Bytes>,
+    now_ms: i64,
+    in_exec: bool,
+) -> Action {
+    let started = Instant::now();
+    if let Some(c) = st.clients.get_mut(&conn.id) {
+        c.last_cmd = spec.name;
+    }
+    let action = match spec.handler {
+        Handler::Engine(handler) => {
+            let mut ctx = CallCtx::new(conn.db, now_ms, conn.id);
+            ctx.no_block = in_exec;
+            let result = handler(&mut st.engine, &mut ctx, &args);
+            match ctx.block.take() {
+                Some(request) if !in_exec => Action::Block { spec, args, request },
+                _ => match result {
+                    Ok(r) => Action::Reply(r),
+                    Err(e) => e.into(),
+                },
+            }
+        }
+        Handler::Server | Handler::Container => match cmd::run(shared, st, conn, spec, &args, now_ms) {
+            Ok(a) => a,
+            Err(e) => e.into(),
+        },
+    };
+    let stat = st.stats.commands.entry(spec.name).or_default();
+    stat.calls += 1;
+    stat.usec += started.elapsed().as_micros() as u64;
+    st.stats.commands_processed += 1;
+    let failed = match &action {
+        Action::Reply(Reply::Error(t)) | Action::Close(Some(Reply::Error(t))) => Some(t.clone()),
+        _ => None,
+    };
+    if let Some(t) = failed {
+        if let Some(s) = st.stats.commands.get_mut(spec.name) {
+            s.failed += 1;
+        }
+        st.stats.count_error(&t);
+    }
+    if let Some(c) = st.clients.get_mut(&conn.id) {
+        c.tot_cmds += 1;
+        c.last_interaction_ms = now_ms;
+        c.db = conn.db;
+    }
+    action
+}

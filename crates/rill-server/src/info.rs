@@ -1,0 +1,213 @@
+//! INFO text: `# Section` headers, `field:value` lines ending in CRLF, sections separated by an
+//! empty line — the fields clients, tools and Redis' own test runner read.
+
+use crate::alloc;
+use crate::cmd::connection::REDIS_VERSION;
+use crate::state::{Shared, State};
+use std::fmt::Write as _;
+
+const DEFAULT: &[&str] = &[
+    "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster",
+    "keyspace",
+];
+const ALL_EXTRA: &[&str] = &["commandstats"];
+
+/// Render INFO for the requested sections (lower case; empty = default).
+pub fn render(shared: &Shared, st: &State, requested: &[String], now_ms: i64) -> String {
+    let mut wanted: Vec<&str> = Vec::new();
+    if requested.is_empty() {
+        wanted.extend(DEFAULT);
+    }
+    for r in requested {
+        match r.as_str() {
+            "default" => wanted.extend(DEFAULT),
+            "all" | "everything" => {
+                wanted.extend(DEFAULT);
+                wanted.extend(ALL_EXTRA);
+            }
+            other => {
+                if let Some(s) = DEFAULT.iter().chain(ALL_EXTRA).find(|s| **s == other) {
+                    wanted.push(s);
+                }
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    wanted.retain(|s| {
+        if seen.contains(s) {
+            false
+        } else {
+            seen.push(*s);
+            true
+        }
+    });
+    let mut out = String::new();
+    for (i, section) in wanted.iter().enumerate() {
+        if i > 0 {
+            out.push_str("\r\n");
+        }
+        section_text(&mut out, section, shared, st, now_ms);
+    }
+    out
+}
+
+macro_rules! line {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = write!($out, $($arg)*);
+        $out.push_str("\r\n");
+    }};
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}G", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.2}M", b / (1024.0 * 1024.0))
+    } else if b >= 1024.0 {
+        format!("{:.2}K", b / 1024.0)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, now_ms: i64) {
+    match section {
+        "server" => {
+            let up = shared.started.elapsed().as_secs();
+            line!(out, "# Server");
+            line!(out, "redis_version:{REDIS_VERSION}");
+            line!(out, "rill_version:{}", env!("CARGO_PKG_VERSION"));
+            line!(out, "redis_git_sha1:00000000");
+            line!(out, "redis_git_dirty:0");
+            line!(out, "redis_build_id:0");
+            line!(out, "redis_mode:standalone");
+            line!(out, "os:{} {}", std::env::consts::OS, std::env::consts::ARCH);
+            line!(out, "arch_bits:{}", usize::BITS);
+            line!(out, "multiplexing_api:epoll");
+            line!(out, "process_id:{}", std::process::id());
+            line!(out, "run_id:{}", shared.run_id);
+            line!(out, "tcp_port:{}", shared.port);
+            line!(out, "server_time_usec:{}", now_ms * 1000);
+            line!(out, "uptime_in_seconds:{up}");
+            line!(out, "uptime_in_days:{}", up / 86400);
+            line!(out, "hz:{}", st.config.get("hz"));
+            line!(out, "configured_hz:{}", st.config.get("hz"));
+            line!(out, "executable:{}", std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default());
+            line!(out, "config_file:{}", st.config.file.clone().unwrap_or_default());
+        }
+        "clients" => {
+            line!(out, "# Clients");
+            line!(out, "connected_clients:{}", st.clients.len());
+            line!(out, "maxclients:{}", st.config.get("maxclients"));
+            line!(out, "blocked_clients:{}", st.blocked.len());
+            line!(out, "tracking_clients:0");
+            line!(out, "pubsub_clients:0");
+            line!(out, "watching_clients:{}", st.engine.watch.watching_clients());
+            line!(out, "clients_in_timeout_table:{}", st.blocked.len());
+            line!(out, "total_watched_keys:{}", st.engine.watch.watched_key_count());
+            line!(out, "total_blocking_keys:{}", st.blocked.key_count());
+            line!(out, "total_blocking_keys_on_nokey:0");
+        }
+        "memory" => {
+            let used = alloc::allocated_bytes();
+            let rss = alloc::rss_bytes();
+            let max: u64 = st.config.get("maxmemory").parse().unwrap_or(0);
+            line!(out, "# Memory");
+            line!(out, "used_memory:{used}");
+            line!(out, "used_memory_human:{}", human(used));
+            line!(out, "used_memory_rss:{rss}");
+            line!(out, "used_memory_rss_human:{}", human(rss));
+            line!(out, "used_memory_peak:{}", alloc::peak_bytes());
+            line!(out, "used_memory_peak_human:{}", human(alloc::peak_bytes()));
+            line!(out, "used_memory_dataset:{used}");
+            line!(out, "maxmemory:{max}");
+            line!(out, "maxmemory_human:{}", human(max));
+            line!(out, "maxmemory_policy:{}", st.config.get("maxmemory-policy"));
+            line!(out, "mem_fragmentation_ratio:{:.2}", if used > 0 { rss as f64 / used as f64 } else { 1.0 });
+            line!(out, "mem_allocator:system");
+            line!(out, "lazyfree_pending_objects:0");
+        }
+        "persistence" => {
+            line!(out, "# Persistence");
+            line!(out, "loading:0");
+            line!(out, "async_loading:0");
+            line!(out, "rdb_changes_since_last_save:{}", st.engine.dirty);
+            line!(out, "rdb_bgsave_in_progress:0");
+            line!(out, "rdb_last_save_time:{}", st.last_save_unix);
+            line!(out, "rdb_last_bgsave_status:ok");
+            line!(out, "aof_enabled:0");
+            line!(out, "aof_rewrite_in_progress:0");
+            line!(out, "aof_rewrite_scheduled:0");
+            line!(out, "aof_last_write_status:ok");
+        }
+        "stats" => {
+            let s = &st.stats;
+            line!(out, "# Stats");
+            line!(out, "total_connections_received:{}", s.connections_received);
+            line!(out, "total_commands_processed:{}", s.commands_processed);
+            line!(out, "instantaneous_ops_per_sec:0");
+            line!(out, "total_net_input_bytes:{}", s.net_input_bytes);
+            line!(out, "total_net_output_bytes:{}", s.net_output_bytes);
+            line!(out, "rejected_connections:{}", s.rejected_connections);
+            line!(out, "expired_keys:{}", st.engine.expired_keys);
+            line!(out, "evicted_keys:0");
+            line!(out, "keyspace_hits:{}", st.engine.keyspace_hits);
+            line!(out, "keyspace_misses:{}", st.engine.keyspace_misses);
+            line!(out, "pubsub_channels:0");
+            line!(out, "pubsub_patterns:0");
+            line!(out, "total_error_replies:{}", s.error_replies);
+            line!(out, "total_reads_processed:{}", s.commands_processed);
+        }
+        "replication" => {
+            line!(out, "# Replication");
+            line!(out, "role:master");
+            line!(out, "connected_slaves:0");
+            line!(out, "master_replid:{}", shared.run_id);
+            line!(out, "master_repl_offset:0");
+        }
+        "cpu" => {
+            let (user, sys) = alloc::cpu_seconds();
+            line!(out, "# CPU");
+            line!(out, "used_cpu_sys:{sys:.6}");
+            line!(out, "used_cpu_user:{user:.6}");
+        }
+        "modules" => line!(out, "# Modules"),
+        "errorstats" => {
+            line!(out, "# Errorstats");
+            for (code, n) in &st.stats.errors_by_code {
+                line!(out, "errorstat_{code}:count={n}");
+            }
+        }
+        "cluster" => {
+            line!(out, "# Cluster");
+            line!(out, "cluster_enabled:0");
+        }
+        "keyspace" => {
+            line!(out, "# Keyspace");
+            for (i, db) in st.engine.dbs.iter().enumerate() {
+                if !db.is_empty() {
+                    line!(out, "db{i}:keys={},expires={},avg_ttl=0,subexpiry=0", db.len(), db.expires_len());
+                }
+            }
+        }
+        "commandstats" => {
+            line!(out, "# Commandstats");
+            let mut names: Vec<_> = st.stats.commands.iter().collect();
+            names.sort_by_key(|(n, _)| **n);
+            for (name, s) in names {
+                let per = if s.calls > 0 { s.usec as f64 / s.calls as f64 } else { 0.0 };
+                line!(
+                    out,
+                    "cmdstat_{}:calls={},usec={},usec_per_call={per:.2},rejected_calls={},failed_calls={}",
+                    name.replace('|', "|"),
+                    s.calls,
+                    s.usec,
+                    s.rejected,
+                    s.failed
+                );
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,188 @@
+//! Server-wide state behind one lock: the engine, the configuration, the connected clients,
+//! the clients blocked on keys, and the counters INFO reports.
+//!
+//! Why one lock: commands must be atomic with respect to each other (as Redis' single thread
+//! makes them), and blocked clients must be served in the same critical section as the write
+//! that readied their key. Connection tasks take the lock once per batch of pipelined requests,
+//! so the lock is held for microseconds and socket I/O runs outside it on every core.
+
+use crate::blocking::Blocked;
+use crate::config::Config;
+use bytes::Bytes;
+use rill_engine::command::CommandTable;
+use rill_engine::Engine;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+use tokio::sync::{watch, Notify};
+
+/// What a connection shares about itself with the rest of the server (CLIENT LIST, KILL, INFO).
+#[derive(Debug)]
+pub struct ClientInfo {
+    /// Unique, increasing id.
+    pub id: u64,
+    /// Peer address `ip:port`.
+    pub addr: String,
+    /// Local address `ip:port`.
+    pub laddr: String,
+    /// Socket file descriptor (for CLIENT LIST `fd=`).
+    pub fd: i64,
+    /// CLIENT SETNAME.
+    pub name: Bytes,
+    /// CLIENT SETINFO LIB-NAME.
+    pub lib_name: Bytes,
+    /// CLIENT SETINFO LIB-VER.
+    pub lib_ver: Bytes,
+    /// Connection time, Unix ms.
+    pub created_ms: i64,
+    /// Last command time, Unix ms.
+    pub last_interaction_ms: i64,
+    /// Selected database.
+    pub db: usize,
+    /// 2 or 3.
+    pub resp: u8,
+    /// Commands queued in MULTI, or −1 outside MULTI.
+    pub multi: i64,
+    /// Full name of the last command run.
+    pub last_cmd: &'static str,
+    /// Commands run.
+    pub tot_cmds: u64,
+    /// Bytes read from this client.
+    pub net_in: u64,
+    /// Bytes written to this client.
+    pub net_out: u64,
+    /// CLIENT NO-EVICT.
+    pub no_evict: bool,
+    /// CLIENT NO-TOUCH.
+    pub no_touch: bool,
+    /// Whether the connection has been told to close (CLIENT KILL).
+    pub killed: bool,
+    /// Wakes the connection task when it is killed.
+    pub kill: Arc<Notify>,
+    /// Blocked on keys right now.
+    pub blocked: bool,
+}
+
+/// Counters INFO stats reports.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// `total_connections_received`
+    pub connections_received: u64,
+    /// `rejected_connections`
+    pub rejected_connections: u64,
+    /// `total_commands_processed`
+    pub commands_processed: u64,
+    /// `total_net_input_bytes`
+    pub net_input_bytes: u64,
+    /// `total_net_output_bytes`
+    pub net_output_bytes: u64,
+    /// `total_error_replies`
+    pub error_replies: u64,
+    /// `errorstat_<CODE>:count=n`
+    pub errors_by_code: BTreeMap<String, u64>,
+    /// Per command: calls, usec, rejected, failed (`cmdstat_<name>`).
+    pub commands: HashMap<&'static str, CommandStat>,
+}
+
+/// One `cmdstat_` line.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommandStat {
+    /// Calls.
+    pub calls: u64,
+    /// Total microseconds.
+    pub usec: u64,
+    /// Rejected before running.
+    pub rejected: u64,
+    /// Ran and replied an error.
+    pub failed: u64,
+}
+
+impl Stats {
+    /// Count an error reply by its code.
+    pub fn count_error(&mut self, text: &[u8]) {
+        self.error_replies += 1;
+        let code = text.split(|&c| c == b' ').next().unwrap_or(b"ERR");
+        let code = String::from_utf8_lossy(code).into_owned();
+        *self.errors_by_code.entry(code).or_default() += 1;
+    }
+}
+
+/// Everything behind the lock.
+#[derive(Debug)]
+pub struct State {
+    /// The keyspace.
+    pub engine: Engine,
+    /// The running configuration.
+    pub config: Config,
+    /// Connected clients by id.
+    pub clients: BTreeMap<u64, ClientInfo>,
+    /// Clients blocked on keys.
+    pub blocked: Blocked,
+    /// Counters.
+    pub stats: Stats,
+    /// Last successful save, Unix seconds.
+    pub last_save_unix: i64,
+    /// Whether active expiry runs (DEBUG SET-ACTIVE-EXPIRE).
+    pub active_expire: bool,
+}
+
+/// What every task shares.
+#[derive(Debug)]
+pub struct Shared {
+    state: Mutex<State>,
+    /// The command table (immutable after start-up).
+    pub table: CommandTable,
+    /// Process start.
+    pub started: Instant,
+    /// 40 hex characters, new each start.
+    pub run_id: String,
+    /// The port actually listened on.
+    pub port: u16,
+    /// Set to true to stop the server.
+    pub shutdown: watch::Sender<bool>,
+    /// Next client id.
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    /// New shared state.
+    pub fn new(state: State, table: CommandTable, port: u16, run_id: String) -> Shared {
+        let (shutdown, _) = watch::channel(false);
+        Shared {
+            state: Mutex::new(state),
+            table,
+            started: Instant::now(),
+            run_id,
+            port,
+            shutdown,
+            next_id: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    /// Take the lock. A panic while holding it poisons nothing we rely on: the state is
+    /// still consistent command by command, so we keep serving.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A fresh client id.
+    pub fn next_client_id(&self) -> u64 {
+        self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The current time in Unix milliseconds: the only clock the engine sees.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The current time in Unix microseconds.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
