@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Server, TempDir};
+use common::{escape, Server, TempDir};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,14 +33,14 @@ fn config_file_then_overrides() {
     .unwrap();
     let server = Server::start_with_config(kind, &binary, Some(&conf), &[]);
     let mut c = server.connect();
-    assert_eq!(c.cmd(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(escape(&c.cmd(&["SELECT", "3"])), escape(b"+OK\r\n"));
     assert_eq!(
-        c.cmd(&["SELECT", "4"]),
-        b"-ERR DB index is out of range\r\n"
+        escape(&c.cmd(&["SELECT", "4"])),
+        escape(b"-ERR DB index is out of range\r\n")
     );
     assert_eq!(
-        c.cmd(&["CONFIG", "GET", "databases"]),
-        b"*2\r\n$9\r\ndatabases\r\n$1\r\n4\r\n"
+        escape(&c.cmd(&["CONFIG", "GET", "databases"])),
+        escape(b"*2\r\n$9\r\ndatabases\r\n$1\r\n4\r\n")
     );
     let port = server.port.to_string();
     assert_eq!(
@@ -84,7 +84,7 @@ fn bad_option_fails_at_start() {
 fn sigterm_shuts_down_cleanly() {
     let mut server = Server::subject();
     let mut c = server.connect();
-    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    assert_eq!(escape(&c.cmd(&["PING"])), escape(b"+PONG\r\n"));
     // Signal only our own child, by pid.
     let status = Command::new("kill")
         .args(["-TERM", &server.pid().to_string()])
