@@ -415,6 +415,7 @@ fn blocking_pop(
             keys: keys.to_vec(),
             deadline_ms: ctx.deadline_override.unwrap_or(deadline),
             timeout_reply: Reply::NullArray,
+            rerun_args: None,
         });
     }
     Ok(Reply::NullArray)
@@ -658,6 +659,7 @@ mod tests {
                 keys: vec![Bytes::from("a"), Bytes::from("b")],
                 deadline_ms: Some(h.now_ms + 1500),
                 timeout_reply: Reply::NullArray,
+            rerun_args: None,
             })
         );
         // Timeout 0 blocks forever; fractions of a ms round up.
