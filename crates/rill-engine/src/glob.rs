@@ -83,7 +83,7 @@ fn glob_inner(mut p: &[u8], mut s: &[u8], nocase: bool, depth: u32) -> bool {
                 p = q;
                 s = srest;
             }
-            b'\\' if prest.len() >= 1 => {
+            b'\\' if !prest.is_empty() => {
                 let Some((&sc, srest)) = s.split_first() else { return false };
                 if lc(prest.first().copied().unwrap_or(0), nocase) != lc(sc, nocase) {
                     return false;

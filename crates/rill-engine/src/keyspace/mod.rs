@@ -8,6 +8,7 @@
 //! [`Engine::signal_ready`].
 
 mod expiry;
+mod scan;
 mod watch;
 
 use bytes::Bytes;
@@ -179,6 +180,9 @@ pub struct Engine {
     pub keyspace_hits: u64,
     /// See `keyspace_hits`.
     pub keyspace_misses: u64,
+    /// State of the engine's pseudo-random generator (RANDOMKEY). Fixed seed: the engine has
+    /// no entropy source of its own, and nothing random is ever logged.
+    rng_state: u64,
 }
 
 impl Engine {
@@ -196,6 +200,7 @@ impl Engine {
             expired_keys: 0,
             keyspace_hits: 0,
             keyspace_misses: 0,
+            rng_state: 0x005E_ED0F_2111,
         }
     }
 
@@ -220,6 +225,45 @@ impl Engine {
     pub fn lookup_mut(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
         self.expire_if_needed(db, key, now_ms);
         self.db_mut(db).keys.get_mut(key)
+    }
+
+    /// Look a key up for a read command: as [`Engine::lookup`], and counts the outcome in
+    /// `keyspace_hits` / `keyspace_misses` (Redis counts only read lookups there).
+    pub fn lookup_read(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
+        self.expire_if_needed(db, key, now_ms);
+        let found = self.db(db).keys.contains_key(key);
+        if found {
+            self.keyspace_hits += 1;
+        } else {
+            self.keyspace_misses += 1;
+        }
+        self.db(db).keys.get(key)
+    }
+
+    /// Look a key up for writing, creating it with `make()` (no expiry) when it is missing or
+    /// has expired. The caller checks the value's type; nothing is created when a live key of
+    /// any type exists. Does not call [`Engine::modified`].
+    pub fn lookup_or_insert(
+        &mut self,
+        db: usize,
+        key: &Bytes,
+        now_ms: i64,
+        make: impl FnOnce() -> Value,
+    ) -> &mut Entry {
+        self.expire_if_needed(db, key, now_ms);
+        self.db_mut(db)
+            .keys
+            .entry(key.clone())
+            .or_insert_with(|| Entry { value: make(), expire_at_ms: None })
+    }
+
+    /// The next number of the engine's pseudo-random sequence (splitmix64).
+    pub fn random_u64(&mut self) -> u64 {
+        self.rng_state = self.rng_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng_state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
     }
 
     /// Whether a live key exists.

@@ -69,7 +69,16 @@ fn key_spec(spec: &rill_engine::command::KeySpec) -> Reply {
         ]),
     };
     map(vec![
-        ("flags", Reply::Set(spec.flags.iter().map(|f| simple(f)).collect())),
+        // Redis spells the access-type flags in upper case and the rest in lower case.
+        (
+            "flags",
+            Reply::Set(
+                spec.flags
+                    .iter()
+                    .map(|f| if matches!(*f, "RO" | "RW" | "OW" | "RM") { simple(f) } else { simple(&f.to_ascii_lowercase()) })
+                    .collect(),
+            ),
+        ),
         ("begin_search", begin),
         ("find_keys", find),
     ])

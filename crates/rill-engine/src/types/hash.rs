@@ -1,0 +1,522 @@
+//! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HGETALL, HDEL, HINCRBY, HINCRBYFLOAT, HLEN,
+//! HEXISTS, HKEYS, HVALS, HSTRLEN.
+//!
+//! A hash is a `HashMap<Bytes, Bytes>` (Redis switches between a listpack and a hash table; we
+//! always use the table). Per-field operations are O(1); whole-hash replies O(N).
+//!
+//! Redis behaviours we match on purpose:
+//! - HSET/HMSET with a field but no value is an arity error (`wrong number of arguments`).
+//! - HGETALL replies a map (RESP3 `%`, flat array in RESP2), HKEYS/HVALS plain arrays, in the
+//!   same unspecified order; HMGET on a missing key replies nils, not an error.
+//! - The stored value must be a canonical integer for HINCRBY (`ERR hash value is not an
+//!   integer`) or a float for HINCRBYFLOAT (`ERR hash value is not a float`); an infinite
+//!   increment is `ERR value is NaN or Infinity`, an infinite result `ERR increment would
+//!   produce NaN or Infinity`.
+//! - Deleting the last field deletes the key.
+//!
+//! HINCRBYFLOAT computes in `f64`; see `strings` for how that differs from Redis' long double.
+
+use super::{arg, arity_error, delete_key, format_double, owned};
+use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
+use crate::util::{int_arg, parse_f64, parse_i64};
+use crate::{CallCtx, CmdError, Engine, Value};
+use bytes::Bytes;
+use rill_resp::Reply;
+use std::collections::HashMap;
+
+type Hash = HashMap<Bytes, Bytes>;
+
+const RO_ACCESS: &[KeySpec] = &[key_at(1, &["RO", "ACCESS"])];
+const RO: &[KeySpec] = &[key_at(1, &["RO"])];
+const RW_ACCESS_UPDATE: &[KeySpec] = &[key_at(1, &["RW", "ACCESS", "UPDATE"])];
+const WRITE_DENYOOM_FAST: Flags = Flags::WRITE.and(Flags::DENYOOM).and(Flags::FAST);
+const READ_FAST: Flags = Flags::READONLY.and(Flags::FAST);
+
+/// A hash command on the key at index 1.
+const HASH_CMD: CommandSpec = CommandSpec {
+    first_key: 1,
+    last_key: 1,
+    step: 1,
+    group: "hash",
+    since: "2.0.0",
+    ..CommandSpec::DEFAULT
+};
+
+/// The hash commands.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "hset",
+        arity: -4,
+        flags: WRITE_DENYOOM_FAST,
+        acl: &["@write", "@hash", "@fast"],
+        key_specs: &[key_at(1, &["RW", "UPDATE"])],
+        summary: "Sets fields of a hash (creating it) and replies with how many were new.",
+        complexity: "O(N) in the number of fields given.",
+        syntax: "key:key (field value) ...",
+        handler: Handler::Engine(hset),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hsetnx",
+        arity: 4,
+        flags: WRITE_DENYOOM_FAST,
+        acl: &["@write", "@hash", "@fast"],
+        key_specs: &[key_at(1, &["RW", "INSERT"])],
+        summary: "Sets a hash field only when it does not exist yet.",
+        syntax: "key:key field value",
+        handler: Handler::Engine(hsetnx),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hmset",
+        arity: -4,
+        flags: WRITE_DENYOOM_FAST,
+        acl: &["@write", "@hash", "@fast"],
+        key_specs: &[key_at(1, &["RW", "UPDATE"])],
+        summary: "Sets fields of a hash and replies OK (older form of HSET).",
+        complexity: "O(N) in the number of fields given.",
+        syntax: "key:key (field value) ...",
+        handler: Handler::Engine(hmset),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hget",
+        arity: 3,
+        flags: READ_FAST,
+        acl: &["@read", "@hash", "@fast"],
+        key_specs: RO_ACCESS,
+        summary: "Returns the value of one hash field, or nil.",
+        syntax: "key:key field",
+        handler: Handler::Engine(hget),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hmget",
+        arity: -3,
+        flags: READ_FAST,
+        acl: &["@read", "@hash", "@fast"],
+        key_specs: RO_ACCESS,
+        summary: "Returns the values of several hash fields, nil for each missing one.",
+        complexity: "O(N) in the number of fields asked for.",
+        syntax: "key:key field ...",
+        handler: Handler::Engine(hmget),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hgetall",
+        arity: 2,
+        flags: Flags::READONLY,
+        acl: &["@read", "@hash", "@slow"],
+        tips: &["nondeterministic_output_order"],
+        key_specs: RO_ACCESS,
+        summary: "Returns every field and value of a hash.",
+        complexity: "O(N) in the size of the hash.",
+        syntax: "key:key",
+        handler: Handler::Engine(hgetall),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hdel",
+        arity: -3,
+        flags: Flags::WRITE.and(Flags::FAST),
+        acl: &["@write", "@hash", "@fast"],
+        key_specs: &[key_at(1, &["RW", "DELETE"])],
+        summary: "Removes fields from a hash and replies with how many existed.",
+        complexity: "O(N) in the number of fields given.",
+        syntax: "key:key field ...",
+        handler: Handler::Engine(hdel),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hincrby",
+        arity: 4,
+        flags: WRITE_DENYOOM_FAST,
+        acl: &["@write", "@hash", "@fast"],
+        key_specs: RW_ACCESS_UPDATE,
+        summary: "Adds an integer to the integer held in a hash field.",
+        syntax: "key:key field increment:integer",
+        handler: Handler::Engine(hincrby),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hincrbyfloat",
+        arity: 4,
+        flags: WRITE_DENYOOM_FAST,
+        acl: &["@write", "@hash", "@fast"],
+        key_specs: RW_ACCESS_UPDATE,
+        summary: "Adds a floating-point number to the number held in a hash field.",
+        since: "2.6.0",
+        syntax: "key:key field increment:double",
+        handler: Handler::Engine(hincrbyfloat),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hlen",
+        arity: 2,
+        flags: READ_FAST,
+        acl: &["@read", "@hash", "@fast"],
+        key_specs: RO,
+        summary: "Returns the number of fields in a hash.",
+        syntax: "key:key",
+        handler: Handler::Engine(hlen),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hexists",
+        arity: 3,
+        flags: READ_FAST,
+        acl: &["@read", "@hash", "@fast"],
+        key_specs: RO,
+        summary: "Replies 1 if a hash has the field, else 0.",
+        syntax: "key:key field",
+        handler: Handler::Engine(hexists),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hkeys",
+        arity: 2,
+        flags: Flags::READONLY,
+        acl: &["@read", "@hash", "@slow"],
+        tips: &["nondeterministic_output_order"],
+        key_specs: RO_ACCESS,
+        summary: "Returns every field name of a hash.",
+        complexity: "O(N) in the size of the hash.",
+        syntax: "key:key",
+        handler: Handler::Engine(hkeys),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hvals",
+        arity: 2,
+        flags: Flags::READONLY,
+        acl: &["@read", "@hash", "@slow"],
+        tips: &["nondeterministic_output_order"],
+        key_specs: RO_ACCESS,
+        summary: "Returns every value of a hash.",
+        complexity: "O(N) in the size of the hash.",
+        syntax: "key:key",
+        handler: Handler::Engine(hvals),
+        ..HASH_CMD
+    },
+    CommandSpec {
+        name: "hstrlen",
+        arity: 3,
+        flags: READ_FAST,
+        acl: &["@read", "@hash", "@fast"],
+        key_specs: RO,
+        summary: "Returns the length in bytes of a hash field's value (0 if missing).",
+        since: "3.2.0",
+        syntax: "key:key field",
+        handler: Handler::Engine(hstrlen),
+        ..HASH_CMD
+    },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Typed access
+
+/// The hash at `key` for reading; `None` when missing, WRONGTYPE for another type.
+fn read_hash<'e>(
+    engine: &'e mut Engine,
+    ctx: &CallCtx,
+    key: &[u8],
+) -> Result<Option<&'e Hash>, CmdError> {
+    match engine.lookup_read(ctx.db, key, ctx.now_ms).map(|e| &e.value) {
+        None => Ok(None),
+        Some(Value::Hash(h)) => Ok(Some(h)),
+        Some(_) => Err(CmdError::WRONGTYPE),
+    }
+}
+
+/// The hash at `key` for writing, created empty when missing; WRONGTYPE (and nothing created)
+/// for another type. The caller must leave it non-empty or delete it.
+fn write_hash<'e>(
+    engine: &'e mut Engine,
+    ctx: &CallCtx,
+    key: &Bytes,
+) -> Result<&'e mut Hash, CmdError> {
+    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Hash(HashMap::new()));
+    match &mut entry.value {
+        Value::Hash(h) => Ok(h),
+        _ => Err(CmdError::WRONGTYPE),
+    }
+}
+
+/// The (field, value) pairs after the key; a field without a value is an arity error.
+fn field_pairs(args: &[Bytes]) -> Result<Vec<(&Bytes, &Bytes)>, CmdError> {
+    let rest = args.get(2..).unwrap_or(&[]);
+    if rest.is_empty() || rest.len() % 2 != 0 {
+        return Err(arity_error(args));
+    }
+    Ok(rest.chunks_exact(2).filter_map(|c| Some((c.first()?, c.get(1)?))).collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writes
+
+/// Set the pairs; returns how many fields were new.
+fn set_fields(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes]) -> Result<i64, CmdError> {
+    let key = arg(args, 1)?;
+    let pairs = field_pairs(args)?;
+    let hash = write_hash(engine, ctx, key)?;
+    let mut added = 0;
+    for (field, value) in pairs {
+        if hash.insert(owned(field), owned(value)).is_none() {
+            added += 1;
+        }
+    }
+    engine.modified(ctx.db, key);
+    Ok(added)
+}
+
+fn hset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    set_fields(engine, ctx, args).map(Reply::Integer)
+}
+
+fn hmset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    set_fields(engine, ctx, args).map(|_| Reply::ok())
+}
+
+fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (key, field, value) = (arg(args, 1)?, arg(args, 2)?, arg(args, 3)?);
+    if read_hash(engine, ctx, key)?.is_some_and(|h| h.contains_key(field)) {
+        return Ok(Reply::Integer(0));
+    }
+    write_hash(engine, ctx, key)?.insert(owned(field), owned(value));
+    engine.modified(ctx.db, key);
+    Ok(Reply::Integer(1))
+}
+
+fn hdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let key = arg(args, 1)?;
+    let (removed, now_empty) =
+        match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
+            None => return Ok(Reply::Integer(0)),
+            Some(Value::Hash(h)) => {
+                let removed = args.iter().skip(2).filter(|f| h.remove(&f[..]).is_some()).count();
+                (removed, h.is_empty())
+            }
+            Some(_) => return Err(CmdError::WRONGTYPE),
+        };
+    if now_empty {
+        delete_key(engine, ctx.db, key);
+    } else if removed > 0 {
+        engine.modified(ctx.db, key);
+    }
+    Ok(Reply::Integer(removed as i64))
+}
+
+fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (key, field) = (arg(args, 1)?, arg(args, 2)?);
+    let incr = int_arg(arg(args, 3)?)?;
+    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get(field)) {
+        None => 0,
+        Some(v) => parse_i64(v).ok_or(CmdError::full("ERR hash value is not an integer"))?,
+    };
+    let new = current
+        .checked_add(incr)
+        .ok_or(CmdError::full("ERR increment or decrement would overflow"))?;
+    write_hash(engine, ctx, key)?.insert(owned(field), Bytes::from(new.to_string()));
+    engine.modified(ctx.db, key);
+    Ok(Reply::Integer(new))
+}
+
+fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (key, field) = (arg(args, 1)?, arg(args, 2)?);
+    let incr = parse_f64(arg(args, 3)?).ok_or(CmdError::NOT_FLOAT)?;
+    if !incr.is_finite() {
+        return Err(CmdError::full("ERR value is NaN or Infinity"));
+    }
+    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get(field)) {
+        None => 0.0,
+        Some(v) => parse_f64(v).ok_or(CmdError::full("ERR hash value is not a float"))?,
+    };
+    let new = current + incr;
+    if !new.is_finite() {
+        return Err(CmdError::full("ERR increment would produce NaN or Infinity"));
+    }
+    let text = format_double(new);
+    write_hash(engine, ctx, key)?.insert(owned(field), text.clone());
+    engine.modified(ctx.db, key);
+    Ok(Reply::Bulk(text))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+fn hget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (key, field) = (arg(args, 1)?, arg(args, 2)?);
+    let value = read_hash(engine, ctx, key)?.and_then(|h| h.get(field)).cloned();
+    Ok(value.map_or(Reply::Null, Reply::Bulk))
+}
+
+fn hmget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let key = arg(args, 1)?;
+    let hash = read_hash(engine, ctx, key)?;
+    let out = args
+        .iter()
+        .skip(2)
+        .map(|f| hash.and_then(|h| h.get(f)).cloned().map_or(Reply::Null, Reply::Bulk))
+        .collect();
+    Ok(Reply::Array(out))
+}
+
+fn hgetall(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let hash = read_hash(engine, ctx, arg(args, 1)?)?;
+    let out = hash
+        .into_iter()
+        .flatten()
+        .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+        .collect();
+    Ok(Reply::Map(out))
+}
+
+fn hkeys(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let hash = read_hash(engine, ctx, arg(args, 1)?)?;
+    Ok(Reply::Array(
+        hash.into_iter().flat_map(|h| h.keys()).map(|f| Reply::Bulk(f.clone())).collect(),
+    ))
+}
+
+fn hvals(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let hash = read_hash(engine, ctx, arg(args, 1)?)?;
+    Ok(Reply::Array(
+        hash.into_iter().flat_map(|h| h.values()).map(|v| Reply::Bulk(v.clone())).collect(),
+    ))
+}
+
+fn hlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let len = read_hash(engine, ctx, arg(args, 1)?)?.map_or(0, HashMap::len);
+    Ok(Reply::Integer(len as i64))
+}
+
+fn hexists(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (key, field) = (arg(args, 1)?, arg(args, 2)?);
+    let found = read_hash(engine, ctx, key)?.is_some_and(|h| h.contains_key(field));
+    Ok(Reply::Integer(i64::from(found)))
+}
+
+fn hstrlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (key, field) = (arg(args, 1)?, arg(args, 2)?);
+    let len = read_hash(engine, ctx, key)?.and_then(|h| h.get(field)).map_or(0, Bytes::len);
+    Ok(Reply::Integer(len as i64))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::types::testkit::*;
+    use rill_resp::Reply;
+
+    const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+    #[test]
+    fn set_get_and_arity() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["HSET", "h", "a"]),
+            err("ERR wrong number of arguments for 'hset' command")
+        );
+        assert_eq!(
+            h.run(&["HSET", "h", "a", "1", "b"]),
+            err("ERR wrong number of arguments for 'hset' command")
+        );
+        assert_eq!(
+            h.run(&["HMSET", "h", "a", "1", "b"]),
+            err("ERR wrong number of arguments for 'hmset' command")
+        );
+        assert_eq!(h.run(&["EXISTS", "h"]), int(0));
+        assert_eq!(h.run(&["HSET", "h", "a", "1", "b", "2", "a", "3"]), int(2));
+        assert_eq!(h.run(&["HGET", "h", "a"]), bulk("3"));
+        assert_eq!(h.run(&["HMSET", "h", "c", "x"]), ok());
+        assert_eq!(h.run(&["HSETNX", "h", "a", "9"]), int(0));
+        assert_eq!(h.run(&["HSETNX", "h", "d", "9"]), int(1));
+        assert_eq!(h.run(&["HLEN", "h"]), int(4));
+        assert_eq!(h.run(&["HEXISTS", "h", "d"]), int(1));
+        assert_eq!(h.run(&["HEXISTS", "h", "z"]), int(0));
+        assert_eq!(h.run(&["HSTRLEN", "h", "c"]), int(1));
+        assert_eq!(h.run(&["HSTRLEN", "h", "z"]), int(0));
+        assert_eq!(h.run(&["HSTRLEN", "nope", "z"]), int(0));
+        assert_eq!(h.run(&["HMGET", "h", "a", "z"]), Reply::Array(vec![bulk("3"), Reply::Null]));
+        assert_eq!(
+            h.run(&["HMGET", "nope", "a", "b"]),
+            Reply::Array(vec![Reply::Null, Reply::Null])
+        );
+        assert_eq!(sorted_strings(&h.run(&["HKEYS", "h"])), ["a", "b", "c", "d"]);
+        assert_eq!(sorted_strings(&h.run(&["HVALS", "h"])), ["2", "3", "9", "x"]);
+        let Reply::Map(pairs) = h.run(&["HGETALL", "h"]) else { panic!("map") };
+        assert_eq!(pairs.len(), 4);
+        assert!(pairs.contains(&(bulk("c"), bulk("x"))));
+        assert_eq!(h.run(&["HGETALL", "nope"]), Reply::Map(vec![]));
+        assert_eq!(h.run(&["HGET", "nope", "a"]), Reply::Null);
+    }
+
+    #[test]
+    fn hdel_deletes_emptied_hash() {
+        let mut h = Harness::new();
+        h.run(&["HSET", "h", "a", "1", "b", "2"]);
+        assert_eq!(h.run(&["HDEL", "h", "a", "z"]), int(1));
+        assert_eq!(h.run(&["HDEL", "nope", "a"]), int(0));
+        h.engine.watch.watch(h.client_id, 0, "h".into(), false);
+        assert_eq!(h.run(&["HDEL", "h", "z"]), int(0));
+        assert!(!h.engine.watch.is_dirty(h.client_id));
+        assert_eq!(h.run(&["HDEL", "h", "b", "b"]), int(1));
+        assert!(h.engine.watch.is_dirty(h.client_id));
+        assert_eq!(h.run(&["EXISTS", "h"]), int(0));
+    }
+
+    #[test]
+    fn hincrby_and_hincrbyfloat() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["HINCRBY", "h", "n", "5"]), int(5));
+        assert_eq!(
+            h.run(&["HINCRBY", "h", "n", "9223372036854775807"]),
+            err("ERR increment or decrement would overflow")
+        );
+        assert_eq!(
+            h.run(&["HINCRBY", "h", "n", "x"]),
+            err("ERR value is not an integer or out of range")
+        );
+        h.run(&["HSET", "h", "s", "xx", "sp", " 1"]);
+        assert_eq!(h.run(&["HINCRBY", "h", "s", "1"]), err("ERR hash value is not an integer"));
+        assert_eq!(h.run(&["HINCRBY", "h", "sp", "1"]), err("ERR hash value is not an integer"));
+        assert_eq!(h.run(&["HINCRBYFLOAT", "h", "s", "1"]), err("ERR hash value is not a float"));
+        assert_eq!(h.run(&["HINCRBYFLOAT", "h", "n", "1.5"]), bulk("6.5"));
+        assert_eq!(h.run(&["HINCRBYFLOAT", "h", "m", "inf"]), err("ERR value is NaN or Infinity"));
+        assert_eq!(
+            h.run(&["HINCRBYFLOAT", "h", "m", "abc"]),
+            err("ERR value is not a valid float")
+        );
+        assert_eq!(h.run(&["HEXISTS", "h", "m"]), int(0));
+        // Failed increments on a missing key create nothing.
+        assert_eq!(
+            h.run(&["HINCRBYFLOAT", "new", "m", "abc"]),
+            err("ERR value is not a valid float")
+        );
+        assert_eq!(h.run(&["EXISTS", "new"]), int(0));
+    }
+
+    #[test]
+    fn wrongtype_everywhere() {
+        let mut h = Harness::new();
+        h.run(&["SET", "s", "v"]);
+        for cmd in [
+            &["HSET", "s", "f", "v"][..],
+            &["HSETNX", "s", "f", "v"],
+            &["HMSET", "s", "f", "v"],
+            &["HGET", "s", "f"],
+            &["HMGET", "s", "f"],
+            &["HGETALL", "s"],
+            &["HDEL", "s", "f"],
+            &["HINCRBY", "s", "f", "1"],
+            &["HINCRBYFLOAT", "s", "f", "1"],
+            &["HLEN", "s"],
+            &["HEXISTS", "s", "f"],
+            &["HKEYS", "s"],
+            &["HVALS", "s"],
+            &["HSTRLEN", "s", "f"],
+        ] {
+            assert_eq!(h.run(cmd), err(WRONGTYPE), "{cmd:?}");
+        }
+        assert_eq!(h.run(&["GET", "s"]), bulk("v"));
+    }
+}
