@@ -79,7 +79,7 @@ def type_line(text):
 
 ok = read_until(b"> ")
 steps = [("SET " + key + ":i v", b"\r\nOK\r\n"), ("GET " + key + ":i", b'\r\n"v"\r\n'),
-         ("XADD " + key + ":s * f v", b'-0"\r\n'), ("HGET " + key + ":nohash f", b"\r\n(nil)\r\n")]
+         ("HSET " + key + ":h2 f v", b"\r\n(integer) 1\r\n"), ("HGET " + key + ":nohash f", b"\r\n(nil)\r\n")]
 for line, expected in steps:
     mark = len(screen)
     type_line(line)
@@ -111,6 +111,6 @@ else
     fail "redis-benchmark -t ping,set,get -n 20000" "$bench"
 fi
 
-timeout 20 "${CLI[@]}" DEL "$KEY" "$KEY:n" "$KEY:l" "$KEY:h" "$KEY:p" "$KEY:i" "$KEY:s" >/dev/null 2>&1
+timeout 20 "${CLI[@]}" DEL "$KEY" "$KEY:n" "$KEY:l" "$KEY:h" "$KEY:p" "$KEY:i" "$KEY:h2" >/dev/null 2>&1
 echo "redis-cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
