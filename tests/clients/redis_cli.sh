@@ -78,12 +78,16 @@ def type_line(text):
     os.write(master, b"\r")
 
 ok = read_until(b"> ")
+time.sleep(0.05)
 steps = [("SET " + key + ":i v", b"\r\nOK\r\n"), ("GET " + key + ":i", b'\r\n"v"\r\n'),
          ("HSET " + key + ":h2 f v", b"\r\n(integer) 1\r\n"), ("HGET " + key + ":nohash f", b"\r\n(nil)\r\n")]
 for line, expected in steps:
     mark = len(screen)
     type_line(line)
     ok = ok and read_until(expected, mark)
+    # Type the next line only once the next prompt is shown (the terminal is back in raw mode).
+    ok = ok and read_until(b"> ", screen.find(expected, mark) + len(expected))
+    time.sleep(0.05)
     if not ok:
         break
 type_line("exit")
