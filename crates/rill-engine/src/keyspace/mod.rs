@@ -147,12 +147,24 @@ pub struct CallCtx {
     /// The deadline a re-run blocked command keeps (set by the server when it re-runs a parked
     /// command, so the handler does not compute a new one).
     pub deadline_override: Option<Option<i64>>,
+    /// The client speaks RESP3. Only for the few replies whose *shape* (not just encoding)
+    /// differs by protocol, e.g. XREAD: a map in RESP3, an array of `[key, entries]` pairs in
+    /// RESP2. Everything else returns one [`Reply`] and lets the writer encode it.
+    pub resp3: bool,
 }
 
 impl CallCtx {
     /// A context for database `db` at time `now_ms`.
     pub fn new(db: usize, now_ms: i64, client_id: u64) -> CallCtx {
-        CallCtx { db, now_ms, client_id, no_block: false, block: None, deadline_override: None }
+        CallCtx {
+            db,
+            now_ms,
+            client_id,
+            no_block: false,
+            block: None,
+            deadline_override: None,
+            resp3: false,
+        }
     }
 }
 

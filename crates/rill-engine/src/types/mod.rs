@@ -6,5 +6,5 @@ pub mod stream;
 
 /// Every engine command family, for the command table.
 pub fn families() -> Vec<&'static [CommandSpec]> {
-    vec![]
+    vec![stream::COMMANDS]
 }
