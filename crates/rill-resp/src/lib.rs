@@ -2,8 +2,22 @@
 //!
 //! No I/O happens here. The server appends bytes read from a socket to a `BytesMut`, asks
 //! [`RequestParser::parse`] for complete requests, and renders [`Reply`] values into an output
-//! buffer with [`write_reply`] in the connection's [`Protocol`].
+//! buffer with [`write_reply`] in the connection's [`Protocol`]. [`parse_reply`] reads replies
+//! back, for tests and clients.
 
+mod inline;
+mod parse_reply;
 mod reply;
+mod request;
+mod write;
 
+pub use parse_reply::{parse_reply, MAX_REPLY_DEPTH};
 pub use reply::{Protocol, Reply};
+pub use request::{
+    Limits, ProtocolError, RequestParser, DEFAULT_MAX_BULK_BYTES, DEFAULT_MAX_INLINE_BYTES,
+    UNAUTHENTICATED_MAX_ARGS, UNAUTHENTICATED_MAX_BULK_BYTES,
+};
+pub use write::{double_text, write_reply, write_request};
+
+#[cfg(test)]
+mod tests;

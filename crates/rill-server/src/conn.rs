@@ -55,9 +55,11 @@ fn run_batch(
             Ok(Some(args)) => args,
             Ok(None) => return Next::Read,
             Err(e) => {
-                if let Some(text) = e.reply_text() {
-                    st.stats.count_error(text.as_bytes());
-                    write_reply(out, &Reply::error(text), conn.proto);
+                if let Some(r) = e.reply() {
+                    if let Reply::Error(text) = &r {
+                        st.stats.count_error(text);
+                    }
+                    write_reply(out, &r, conn.proto);
                 }
                 return Next::Close;
             }

@@ -163,6 +163,9 @@ pub fn call(
     in_exec: bool,
 ) -> Action {
     let started = Instant::now();
+    if let Some(c) = st.clients.get_mut(&conn.id) {
+        c.last_cmd = spec.name;
+    }
     let action = match spec.handler {
         Handler::Engine(handler) => {
             let mut ctx = CallCtx::new(conn.db, now_ms, conn.id);
@@ -196,7 +199,6 @@ pub fn call(
         st.stats.count_error(&t);
     }
     if let Some(c) = st.clients.get_mut(&conn.id) {
-        c.last_cmd = spec.name;
         c.tot_cmds += 1;
         c.last_interaction_ms = now_ms;
         c.db = conn.db;
