@@ -158,9 +158,15 @@ fn xread(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let id_args = args.get(req.streams_at + req.streams..).unwrap_or_default();
 
     // Type-check each key and resolve its ID (serve entries after it), in argument order.
+    // A re-run (the server passes the deadline back) treats a key that is no longer a stream
+    // as missing: Redis leaves such a client blocked instead of failing it.
+    let rerun = ctx.deadline_override.is_some();
     let mut from = Vec::with_capacity(req.streams);
     for (key, id_arg) in keys.iter().zip(id_args) {
-        let stream = args::read_stream(engine, ctx, key)?;
+        let stream = match args::read_stream(engine, ctx, key) {
+            Err(e) if rerun && e == CmdError::WRONGTYPE => None,
+            other => other?,
+        };
         let after = match id_arg.as_ref() {
             b"$" => stream.map_or(StreamId::MIN, |s| s.last_generated_id()),
             // `+`: just below the last live entry, so exactly that entry is served whatever
@@ -223,7 +229,7 @@ fn serve(
         if req.max_count.is_some_and(|max| total_entries >= max) {
             break;
         }
-        let Some(stream) = args::read_stream(engine, ctx, key)? else { continue };
+        let Ok(Some(stream)) = args::read_stream(engine, ctx, key) else { continue };
         // Served only if the last live entry is after the requested ID.
         if !stream.last_live_id().is_some_and(|last| last > *after) {
             continue;

@@ -755,3 +755,44 @@ fn reads_do_not_count_as_writes_and_writes_do() {
     h.run("XDEL s 1-0");
     assert_eq!(h.engine.dirty, dirty + 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// XIDMPRECORD
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn xidmprecord() {
+    let mut h = Harness::new();
+    h.now_ms = 1000; // recent enough that IDs 1-1 and 2-1 are not expired
+    assert_eq!(h.run("XIDMPRECORD s p i 1-1"), "-ERR no such key");
+    h.run("XADD s 1-1 f v");
+    for (line, err) in [
+        ("XIDMPRECORD s p i bad", INVALID_ID),
+        ("XIDMPRECORD s p i 1-", INVALID_ID),
+        ("XIDMPRECORD s p i 9-9", "-ERR No such message in stream"),
+    ] {
+        assert_eq!(h.run(line), err, "{line}");
+    }
+    let call = |h: &mut Harness, parts: &[&str]| {
+        show(&h.call(parts.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect()))
+    };
+    assert_eq!(call(&mut h, &["XIDMPRECORD", "s", "", "i", "bad"]), INVALID_ID, "ID first");
+    assert_eq!(call(&mut h, &["XIDMPRECORD", "s", "", "i", "1-1"]), "-ERR producer ID must be non-empty");
+    assert_eq!(call(&mut h, &["XIDMPRECORD", "s", "p", "", "1-1"]), "-ERR idempotent ID must be non-empty");
+    assert_eq!(h.run("XIDMPRECORD s p i 1-1"), "+OK");
+    assert_eq!(h.run("XIDMPRECORD s p i 1-1"), "+OK");
+    h.run("XADD s 2-1 f v");
+    assert_eq!(h.run("XIDMPRECORD s p i 2-1"), "-ERR IID already exists for this producer with a different stream ID");
+    assert_eq!(h.run("XADD s IDMP p i * f v"), "1-1");
+    assert_eq!(info_field(&mut h, "XINFO STREAM s", "iids-added"), ":1");
+}
+
+#[test]
+fn xread_rerun_on_a_key_of_another_type_blocks_again() {
+    let mut h = Harness::new();
+    h.engine.insert(0, Bytes::from_static(b"s"), Value::List(Default::default()));
+    assert_eq!(h.run("XREAD BLOCK 10 STREAMS s 0-0"), WRONGTYPE);
+    h.deadline_override = Some(Some(5));
+    assert_eq!(h.run("XREAD BLOCK 10 STREAMS s 0-0"), "nil*");
+    assert_eq!(h.blocked.take().map(|b| b.deadline_ms), Some(Some(5)));
+}

@@ -140,6 +140,11 @@ impl Idmp {
         found
     }
 
+    /// The ID recorded for (`pid`, `iid`), without counting anything. O(1).
+    pub fn recorded(&self, pid: &[u8], iid: &[u8]) -> Option<StreamId> {
+        self.producers.get(pid)?.by_iid.get(iid).copied()
+    }
+
     /// Record (`pid`, `iid`) → `id` after a successful append, evicting the producer's oldest
     /// IID beyond `idmp-maxsize`. O(1) amortised.
     pub fn record(&mut self, pid: &Bytes, iid: Bytes, id: StreamId) {

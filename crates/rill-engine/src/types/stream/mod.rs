@@ -22,6 +22,7 @@ mod args;
 mod cmd_add;
 mod cmd_config;
 mod cmd_delete;
+mod cmd_idmp_record;
 mod cmd_info;
 mod cmd_range;
 mod cmd_read;
@@ -58,6 +59,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd_trim::XTRIM,
     cmd_setid::XSETID,
     cmd_config::XCFGSET,
+    cmd_idmp_record::XIDMPRECORD,
     cmd_info::XINFO,
 ];
 
