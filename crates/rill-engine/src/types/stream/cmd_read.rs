@@ -118,7 +118,7 @@ fn parse(args: &[Bytes]) -> Result<XreadRequest, CmdError> {
             i += 1;
         } else if is(opt, "STREAMS") && more >= 1 {
             let rest = argc - (i + 1);
-            if rest % 2 != 0 {
+            if !rest.is_multiple_of(2) {
                 return Err(CmdError::full(
                     "ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified.",
                 ));
@@ -231,7 +231,7 @@ fn serve(
         }
         let Ok(Some(stream)) = args::read_stream(engine, ctx, key) else { continue };
         // Served only if the last live entry is after the requested ID.
-        if !stream.last_live_id().is_some_and(|last| last > *after) {
+        if stream.last_live_id().is_none_or(|last| last <= *after) {
             continue;
         }
         let Some(start) = after.next() else { continue };
