@@ -75,7 +75,7 @@ fn run_batch(
             Action::Block { spec, args, request } => {
                 let (tx, rx) = oneshot::channel();
                 let args = request.rerun_args.clone().unwrap_or(args);
-                let waiter = Waiter { spec, args, db: conn.db, request: request.clone(), tx };
+                let waiter = Waiter { spec, args, db: conn.db, request: request.clone(), tx, resp3: conn.proto == Protocol::Resp3 };
                 blocking::park(st, conn.id, waiter);
                 return Next::Wait(rx, request);
             }

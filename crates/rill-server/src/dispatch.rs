@@ -170,6 +170,7 @@ pub fn call(
         Handler::Engine(handler) => {
             let mut ctx = CallCtx::new(conn.db, now_ms, conn.id);
             ctx.no_block = in_exec;
+            ctx.resp3 = conn.proto == Protocol::Resp3;
             let result = handler(&mut st.engine, &mut ctx, &args);
             match ctx.block.take() {
                 Some(request) if !in_exec => Action::Block { spec, args, request },
