@@ -55,14 +55,17 @@ for pipeline in 16 1; do
     REQUESTS=$n
 done
 echo "rill vs $("$REDIS" --version | awk '{print $3}'): median of per-round throughput ratios (rill/redis)"
-awk '
-    { key=$1" "$4; v[$1" "$2" "$4" "$3]=$5; keys[key]=1; rounds[$2]=1 }
-    END {
-        for (k in keys) {
-            split(k, p, " "); n=0
-            for (r in rounds) { a=v[p[1]" "r" "p[2]" 7211"]; b=v[p[1]" "r" "p[2]" 7212"]; if (b>0) { ratio[++n]=a/b; sa+=a; sb+=b } }
-            asort(ratio); med=(n%2)?ratio[(n+1)/2]:(ratio[n/2]+ratio[n/2+1])/2
-            printf "%-4s %-12s rill %10.0f rps  redis %10.0f rps  ratio %.2f  (rounds %.2f..%.2f)\n", p[1], p[2], sa/n, sb/n, med, ratio[1], ratio[n]
-            delete ratio; sa=0; sb=0
-        }
-    }' "$WORK/results" | sort
+python3 - "$WORK/results" <<'PY'
+import sys, statistics
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+v = {}
+for p, r, port, test, rps in rows:
+    v.setdefault((p, test), {}).setdefault(r, {})[port] = float(rps)
+for (p, test), rounds in sorted(v.items()):
+    pairs = [(x["7211"], x["7212"]) for x in rounds.values() if "7211" in x and "7212" in x and x["7212"] > 0]
+    if not pairs:
+        continue
+    ratios = sorted(a / b for a, b in pairs)
+    print(f"{p:4} {test:12} rill {statistics.median(a for a, _ in pairs):10.0f} rps  redis {statistics.median(b for _, b in pairs):10.0f} rps"
+          f"  ratio {statistics.median(ratios):.2f}  (rounds {ratios[0]:.2f}..{ratios[-1]:.2f})")
+PY

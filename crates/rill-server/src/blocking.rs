@@ -32,6 +32,8 @@ pub struct Waiter {
     pub request: BlockRequest,
     /// Where the reply goes.
     pub tx: oneshot::Sender<Reply>,
+    /// Whether the client speaks RESP3 (some replies change shape, not just encoding).
+    pub resp3: bool,
 }
 
 /// Every parked client.
@@ -141,6 +143,7 @@ fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let Handler::Engine(handler) = w.spec.handler else { return };
     let mut ctx = CallCtx::new(w.db, now_ms, client);
     ctx.deadline_override = Some(w.request.deadline_ms);
+    ctx.resp3 = w.resp3;
     let args = w.args.clone();
     let spec = w.spec;
     let result = handler(&mut st.engine, &mut ctx, &args);

@@ -82,6 +82,8 @@ pub const PARAMS: &[Param] = &[
     p("client-query-buffer-limit", "1073741824", Kind::Memory(1024 * 1024, i64::MAX), true),
     p("stream-node-max-bytes", "4096", Kind::Memory(0, i64::MAX), true),
     p("stream-node-max-entries", "100", Kind::Int(0, i64::MAX), true),
+    p("stream-idmp-duration", "100", Kind::Int(1, 86_400), true),
+    p("stream-idmp-maxsize", "100", Kind::Int(1, 10_000), true),
     p("hz", "10", Kind::Int(0, I32), true),
     p("daemonize", "no", Kind::Bool, false),
     p("pidfile", "", Kind::Text, false),

@@ -48,6 +48,7 @@ fn run_batch(
     out: &mut BytesMut,
 ) -> Next {
     let now = now_ms();
+    conn.clock = std::time::Instant::now();
     let max_bulk = st.config.get_i64("proto-max-bulk-len").max(0) as usize;
     loop {
         let limits = Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
@@ -75,7 +76,7 @@ fn run_batch(
             Action::Block { spec, args, request } => {
                 let (tx, rx) = oneshot::channel();
                 let args = request.rerun_args.clone().unwrap_or(args);
-                let waiter = Waiter { spec, args, db: conn.db, request: request.clone(), tx };
+                let waiter = Waiter { spec, args, db: conn.db, request: request.clone(), tx, resp3: conn.proto == Protocol::Resp3 };
                 blocking::park(st, conn.id, waiter);
                 return Next::Wait(rx, request);
             }
@@ -89,7 +90,7 @@ fn run_batch(
 /// Serve one client until it quits, is killed, or the server shuts down.
 pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Arc<Notify>, authenticated: bool) {
     let _ = socket.set_nodelay(true);
-    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On };
+    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: std::time::Instant::now() };
     let mut parser = RequestParser::new();
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -110,6 +111,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             st.stats.net_output_bytes += n;
             if let Some(c) = st.clients.get_mut(&id) {
                 c.net_out += n;
+                c.db = conn.db;
             }
             next
         };

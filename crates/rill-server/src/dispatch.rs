@@ -26,6 +26,9 @@ pub struct Conn {
     pub multi: Option<Multi>,
     /// CLIENT REPLY mode.
     pub reply_mode: ReplyMode,
+    /// When the previous command finished (or the batch started): each command's duration is
+    /// measured from here, so timing costs one clock read per command.
+    pub clock: Instant,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP.
@@ -162,14 +165,16 @@ pub fn call(
     now_ms: i64,
     in_exec: bool,
 ) -> Action {
-    let started = Instant::now();
     if let Some(c) = st.clients.get_mut(&conn.id) {
         c.last_cmd = spec.name;
+        c.tot_cmds += 1;
+        c.last_interaction_ms = now_ms;
     }
     let action = match spec.handler {
         Handler::Engine(handler) => {
             let mut ctx = CallCtx::new(conn.db, now_ms, conn.id);
             ctx.no_block = in_exec;
+            ctx.resp3 = conn.proto == Protocol::Resp3;
             let result = handler(&mut st.engine, &mut ctx, &args);
             match ctx.block.take() {
                 Some(request) if !in_exec => Action::Block { spec, args, request },
@@ -184,9 +189,11 @@ pub fn call(
             Err(e) => e.into(),
         },
     };
+    let finished = Instant::now();
     let stat = st.stats.commands.entry(spec.name).or_default();
     stat.calls += 1;
-    stat.usec += started.elapsed().as_micros() as u64;
+    stat.usec += finished.saturating_duration_since(conn.clock).as_micros() as u64;
+    conn.clock = finished;
     st.stats.commands_processed += 1;
     let failed = match &action {
         Action::Reply(Reply::Error(t)) | Action::Close(Some(Reply::Error(t))) => Some(t.clone()),
@@ -197,11 +204,6 @@ pub fn call(
             s.failed += 1;
         }
         st.stats.count_error(&t);
-    }
-    if let Some(c) = st.clients.get_mut(&conn.id) {
-        c.tot_cmds += 1;
-        c.last_interaction_ms = now_ms;
-        c.db = conn.db;
     }
     action
 }

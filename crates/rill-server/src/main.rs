@@ -116,6 +116,8 @@ async fn run(config: Config) -> i32 {
         databases: config.get_i64("databases").max(1) as usize,
         stream_node_max_entries: config.get_i64("stream-node-max-entries"),
         stream_node_max_bytes: config.get_i64("stream-node-max-bytes"),
+        stream_idmp_duration_secs: config.get_i64("stream-idmp-duration").max(1) as u64,
+        stream_idmp_maxsize: config.get_i64("stream-idmp-maxsize").max(1) as u64,
     };
     let mut families = rill_engine::types::families();
     families.push(cmd::specs::COMMANDS);

@@ -81,7 +81,7 @@ pub struct Stats {
     /// `errorstat_<CODE>:count=n`
     pub errors_by_code: BTreeMap<String, u64>,
     /// Per command: calls, usec, rejected, failed (`cmdstat_<name>`).
-    pub commands: HashMap<&'static str, CommandStat>,
+    pub commands: HashMap<&'static str, CommandStat, foldhash::fast::RandomState>,
 }
 
 /// One `cmdstat_` line.

@@ -64,8 +64,10 @@ impl Entry {
 /// One numbered database.
 #[derive(Debug, Default)]
 pub struct Db {
-    /// Every key, expired-but-not-yet-removed ones included.
-    pub(crate) keys: HashMap<Bytes, Entry>,
+    /// Every key, expired-but-not-yet-removed ones included. foldhash, randomly seeded per
+    /// process: several times faster than SipHash on short keys and still seeded, so a client
+    /// cannot precompute colliding key names.
+    pub(crate) keys: HashMap<Bytes, Entry, foldhash::fast::RandomState>,
     /// Keys with an expiry, ordered by time: active expiry pops from the front.
     /// Invariant: `(t, k)` is here iff `keys[k].expire_at_ms == Some(t)`.
     pub(crate) expiring: BTreeSet<(i64, Bytes)>,
@@ -107,11 +109,21 @@ pub struct EngineConfig {
     pub stream_node_max_entries: i64,
     /// `stream-node-max-bytes` (default 4096).
     pub stream_node_max_bytes: i64,
+    /// `stream-idmp-duration` (default 100 s): IDMP duration of new streams.
+    pub stream_idmp_duration_secs: u64,
+    /// `stream-idmp-maxsize` (default 100): IDMP table size of new streams.
+    pub stream_idmp_maxsize: u64,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { databases: 16, stream_node_max_entries: 100, stream_node_max_bytes: 4096 }
+        EngineConfig {
+            databases: 16,
+            stream_node_max_entries: 100,
+            stream_node_max_bytes: 4096,
+            stream_idmp_duration_secs: 100,
+            stream_idmp_maxsize: 100,
+        }
     }
 }
 
@@ -148,12 +160,24 @@ pub struct CallCtx {
     /// The deadline a re-run blocked command keeps (set by the server when it re-runs a parked
     /// command, so the handler does not compute a new one).
     pub deadline_override: Option<Option<i64>>,
+    /// The client speaks RESP3. Only for the few replies whose *shape* (not just encoding)
+    /// differs by protocol, e.g. XREAD: a map in RESP3, an array of `[key, entries]` pairs in
+    /// RESP2. Everything else returns one [`Reply`] and lets the writer encode it.
+    pub resp3: bool,
 }
 
 impl CallCtx {
     /// A context for database `db` at time `now_ms`.
     pub fn new(db: usize, now_ms: i64, client_id: u64) -> CallCtx {
-        CallCtx { db, now_ms, client_id, no_block: false, block: None, deadline_override: None }
+        CallCtx {
+            db,
+            now_ms,
+            client_id,
+            no_block: false,
+            block: None,
+            deadline_override: None,
+            resp3: false,
+        }
     }
 }
 

@@ -162,6 +162,9 @@ pub fn select(c: &mut Call) -> CmdResult {
         return Err(CmdError::full("ERR DB index is out of range"));
     }
     c.conn.db = n as usize;
+    if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+        ci.db = c.conn.db;
+    }
     ok()
 }
 

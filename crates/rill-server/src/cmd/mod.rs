@@ -90,6 +90,8 @@ pub fn run(shared: &Shared, st: &mut State, conn: &mut Conn, spec: &'static Comm
         "debug" => server::debug(&mut c),
         "shutdown" => server::shutdown(&mut c),
         "function|flush" => server::function_flush(&mut c),
+        "script|flush" => server::script_flush(&mut c),
+        "script|help" => reply(help("SCRIPT", &["FLUSH [ASYNC|SYNC]", "    Flush the Lua scripts cache."])),
         "function|help" => reply(help("FUNCTION", &["FLUSH [ASYNC|SYNC]", "    Delete all functions."])),
         "command" => introspect::command(&mut c),
         "command|count" => reply(Reply::Integer(c.shared.table.len() as i64)),

@@ -56,6 +56,8 @@ fn apply(c: &mut Call, name: &str) {
     match name {
         "stream-node-max-entries" => c.st.engine.config.stream_node_max_entries = cfg.get_i64(name),
         "stream-node-max-bytes" => c.st.engine.config.stream_node_max_bytes = cfg.get_i64(name),
+        "stream-idmp-duration" => c.st.engine.config.stream_idmp_duration_secs = cfg.get_i64(name).max(1) as u64,
+        "stream-idmp-maxsize" => c.st.engine.config.stream_idmp_maxsize = cfg.get_i64(name).max(1) as u64,
         "loglevel" => crate::logging::set_level(cfg.get(name)),
         _ => {}
     }
@@ -193,5 +195,14 @@ pub fn function_flush(c: &mut Call) -> CmdResult {
         None => ok(),
         Some(a) if a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync") => ok(),
         Some(_) => Err(CmdError::full("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")),
+    }
+}
+
+/// SCRIPT FLUSH [ASYNC|SYNC]: rill runs no scripts, so the cache is always empty.
+pub fn script_flush(c: &mut Call) -> CmdResult {
+    match c.args.get(2) {
+        None => ok(),
+        Some(a) if c.args.len() == 3 && (a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync")) => ok(),
+        Some(_) => Err(CmdError::full("ERR SCRIPT FLUSH only support SYNC|ASYNC option")),
     }
 }

@@ -60,6 +60,12 @@ pub const FUNCTION_SUBS: &[CommandSpec] = &[
     sub("function|help", 2, LOADING_STALE, &["@slow", "@scripting"], "scripting", "", "Lists the FUNCTION subcommands.", "7.0.0"),
 ];
 
+/// SCRIPT subcommands (only FLUSH: rill runs no scripts, but test runners and tools flush them).
+pub const SCRIPT_SUBS: &[CommandSpec] = &[
+    sub("script|flush", -2, Flags::NOSCRIPT, &["@slow", "@scripting"], "scripting", "[flush-type@(ASYNC | SYNC)]", "Empties the script cache (rill has none, so nothing to empty).", "2.6.0"),
+    sub("script|help", 2, LOADING_STALE, &["@slow", "@scripting"], "scripting", "", "Lists the SCRIPT subcommands.", "5.0.0"),
+];
+
 /// Every server-run command.
 pub const COMMANDS: &[CommandSpec] = &[
     conn_cmd("ping", -1, Flags::FAST, "[message]", "Returns PONG, or the message given.", "1.0.0"),
@@ -73,6 +79,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec { name: "config", arity: -2, acl: &["@slow"], group: "server", summary: "Commands about the server configuration.", since: "2.0.0", handler: Handler::Container, subcommands: CONFIG_SUBS, ..CommandSpec::DEFAULT },
     CommandSpec { name: "command", arity: -1, flags: LOADING_STALE, acl: &["@slow", "@connection"], group: "server", summary: "Describes every command.", since: "2.8.13", complexity: "O(N) where N is the number of commands", subcommands: COMMAND_SUBS, ..CommandSpec::DEFAULT },
     CommandSpec { name: "function", arity: -2, acl: &["@slow"], group: "scripting", summary: "Commands about functions.", since: "7.0.0", handler: Handler::Container, subcommands: FUNCTION_SUBS, ..CommandSpec::DEFAULT },
+    CommandSpec { name: "script", arity: -2, acl: &["@slow"], group: "scripting", summary: "Commands about the script cache.", since: "2.6.0", handler: Handler::Container, subcommands: SCRIPT_SUBS, ..CommandSpec::DEFAULT },
     CommandSpec { name: "info", arity: -1, flags: LOADING_STALE, acl: &["@slow", "@dangerous"], group: "server", summary: "Reports server information and statistics by section.", since: "1.0.0", syntax: "[section ...]", tips: &["nondeterministic_output"], ..CommandSpec::DEFAULT },
     CommandSpec { name: "dbsize", arity: 1, flags: Flags::READONLY.and(Flags::FAST), acl: &["@keyspace", "@read", "@fast"], group: "server", summary: "Returns the number of keys in the selected database.", since: "1.0.0", ..CommandSpec::DEFAULT },
     CommandSpec { name: "flushdb", arity: -1, flags: Flags::WRITE, acl: &["@keyspace", "@write", "@slow", "@dangerous"], group: "server", summary: "Removes every key of the selected database.", since: "1.0.0", complexity: "O(N) where N is the number of keys", syntax: "[flush-type@(ASYNC | SYNC)]", ..CommandSpec::DEFAULT },

@@ -1,6 +1,7 @@
 //! Streams: an append-only log of field/value entries ordered by [`StreamId`], stored
 //! compactly (see [`block`] for the byte layout), plus the metadata Redis keeps beside it
-//! (spec §1.1). This module is storage only: command parsing and replies live elsewhere.
+//! (spec §1.1). The storage is this file and [`block`]/[`codec`]/[`id`]/[`idmp`]; the commands
+//! live one family per `cmd_*.rs` file beside it and are collected in [`COMMANDS`].
 //!
 //! ```text
 //! Stream
@@ -15,8 +16,26 @@
 pub mod block;
 mod codec;
 pub mod id;
+pub mod idmp;
+
+mod args;
+mod cmd_add;
+mod cmd_config;
+mod cmd_delete;
+mod cmd_idmp_record;
+mod cmd_info;
+mod cmd_range;
+mod cmd_read;
+mod cmd_setid;
+mod cmd_trim;
+mod reply;
+
+#[cfg(test)]
+mod cmd_tests;
 #[cfg(test)]
 mod tests;
+
+use crate::command::CommandSpec;
 
 use crate::CmdError;
 use block::{Block, EntryPos, Master};
@@ -26,6 +45,23 @@ use std::collections::BTreeMap;
 
 pub use block::NodeLimits;
 pub use id::{StreamId, XaddId};
+pub use idmp::Idmp;
+
+/// Every stream command, in the order `COMMAND` lists them.
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd_add::XADD,
+    cmd_range::XLEN,
+    cmd_range::XRANGE,
+    cmd_range::XREVRANGE,
+    cmd_read::XREAD,
+    cmd_delete::XDEL,
+    cmd_delete::XDELEX,
+    cmd_trim::XTRIM,
+    cmd_setid::XSETID,
+    cmd_config::XCFGSET,
+    cmd_idmp_record::XIDMPRECORD,
+    cmd_info::XINFO,
+];
 
 /// One entry as returned by reads: its ID and its field/value pairs in the order given to
 /// XADD (duplicates kept).
@@ -75,15 +111,32 @@ pub struct Stream {
     entries_added: u64,
     /// `recorded-first-entry-id`: the first live ID, 0-0 when empty.
     first_id: StreamId,
-    // Consumer groups will hang here (a BTreeMap by group name, each with its PEL), together
-    // with the IDMP producer tables; they come with the XGROUP/XREADGROUP work.
+    /// Idempotent-production state (XADD IDMP/IDMPAUTO, XCFGSET; spec §3.1.1).
+    pub idmp: Idmp,
+    // Consumer groups will hang here (a BTreeMap by group name, each with its PEL); they come
+    // with the XGROUP/XREADGROUP work. [`Stream::has_groups`] is the hook trimming and XDELEX
+    // consult until then.
 }
 
 /// What a trim aims for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TrimGoal {
+pub enum TrimGoal {
+    /// `MAXLEN n`: keep at most n live entries.
     MaxLen(u64),
+    /// `MINID id`: remove live entries below id.
     MinId(StreamId),
+}
+
+/// What trimming and deletion do about consumer-group references (spec §6.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RefStrategy {
+    /// Remove entries regardless of groups; PEL references stay (the default).
+    #[default]
+    KeepRef,
+    /// Remove entries and every group's PEL references to them.
+    DelRef,
+    /// Remove only entries no group still references.
+    Acked,
 }
 
 impl Stream {
@@ -306,6 +359,43 @@ impl Stream {
         self.trim(TrimGoal::MinId(min_id), approx, limit, limits)
     }
 
+    /// Trim with a reference strategy (XADD/XTRIM `KEEPREF | DELREF | ACKED`).
+    ///
+    /// With KEEPREF this is [`Stream::trim_maxlen`] / [`Stream::trim_minid`]. DELREF and ACKED
+    /// must look at entries one by one, so `~` no longer stops at the first block that cannot
+    /// go whole: it trims to the exact goal, still refusing a block whose entries would push
+    /// the total over the LIMIT (Redis 8.2.7+). Without consumer groups no entry is referenced
+    /// and there is no reference to drop, so that is all they do until groups exist.
+    pub fn trim_with(
+        &mut self,
+        goal: TrimGoal,
+        approx: bool,
+        limit: Option<u64>,
+        strategy: RefStrategy,
+        limits: NodeLimits,
+    ) -> u64 {
+        match strategy {
+            RefStrategy::KeepRef => self.trim(goal, approx, limit, limits),
+            RefStrategy::DelRef | RefStrategy::Acked => {
+                debug_assert!(!self.has_groups(), "per-entry reference trimming needs groups");
+                let limit = if approx { effective_trim_limit(limit, limits) } else { 0 };
+                self.trim_inner(goal, false, limit)
+            }
+        }
+    }
+
+    /// Whether any consumer group exists (always false until consumer groups are built; the
+    /// ACKED/DELREF paths branch on it).
+    pub fn has_groups(&self) -> bool {
+        false
+    }
+
+    /// Whether some group still references `id` (spec §6.3). Nothing is referenced without
+    /// groups.
+    pub fn is_referenced(&self, _id: StreamId) -> bool {
+        false
+    }
+
     fn trim(
         &mut self,
         goal: TrimGoal,
@@ -318,6 +408,13 @@ impl Stream {
         } else {
             0
         };
+        self.trim_inner(goal, approx, limit)
+    }
+
+    /// The trim loop: `whole_blocks_only` stops at the first block that cannot go whole;
+    /// `limit` (0 = none) bounds the entries removed, checked per block.
+    fn trim_inner(&mut self, goal: TrimGoal, whole_blocks_only: bool, limit: u64) -> u64 {
+        let approx = whole_blocks_only;
         let mut removed: u64 = 0;
         while let Some(mut head) = self.blocks.first_entry() {
             if let TrimGoal::MaxLen(n) = goal {
@@ -454,6 +551,11 @@ impl Stream {
     /// The last live entry. O(B).
     pub fn last_entry(&self) -> Option<StreamEntry> {
         self.range(StreamId::MIN, StreamId::MAX, true).next()
+    }
+
+    /// The ID of the last live entry, `None` if empty. O(B).
+    pub fn last_live_id(&self) -> Option<StreamId> {
+        self.last_entry_id()
     }
 
     fn last_entry_id(&self) -> Option<StreamId> {

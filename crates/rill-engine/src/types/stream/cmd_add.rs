@@ -1,0 +1,150 @@
+//! XADD: append an entry, optionally idempotently (IDMP/IDMPAUTO) and with trimming
+//! (spec §3.1, §3.1.1, §6).
+//!
+//! ```text
+//! XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [IDMPAUTO pid | IDMP pid iid]
+//!      [MAXLEN | MINID [= | ~] threshold [LIMIT count]] <* | ms-* | ms-seq | ms> field value ...
+//! ```
+//!
+//! Parse → execute → reply: [`parse`] validates every argument into [`XaddRequest`] before the
+//! keyspace is touched; [`execute`] follows Redis' order (key lookup and creation, IDMP
+//! duplicate check, ID resolution, append, IDMP record, trim, then WATCH and wake-ups).
+
+use super::args::{self, AddTrimArgs, IdmpArg, XaddIdArg};
+use super::{id, idmp, reply, Stream, StreamId, XaddId};
+use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::{CallCtx, CmdError, Engine, Value};
+use bytes::Bytes;
+use rill_resp::Reply;
+
+/// `XADD`.
+pub(super) const XADD: CommandSpec = CommandSpec {
+    name: "xadd",
+    arity: -5,
+    flags: Flags::WRITE.and(Flags::DENYOOM).and(Flags::FAST),
+    first_key: 1,
+    last_key: 1,
+    step: 1,
+    acl: &["@write", "@stream", "@fast"],
+    tips: &["nondeterministic_output"],
+    key_specs: &[key_at(1, &["RW", "update"])],
+    group: "stream",
+    summary: "Appends an entry to a stream, creating the stream if needed; can trim it and \
+              drop repeats of an already-recorded message.",
+    since: "5.0.0",
+    complexity: "O(1) amortised per append (plus the fields' size); trimming adds O(blocks \
+                 removed) and O(entries per block) for a partly trimmed block; IDMPAUTO adds \
+                 O(size of the fields).",
+    syntax: "key:key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] \
+             [IDMPAUTO producer-id | IDMP (producer-id idempotent-id)] \
+             [trim@((MAXLEN | MINID) [= | ~] threshold [LIMIT count:integer])] \
+             id-selector@(auto-id | id) data@(field value) ...",
+    handler: Handler::Engine(xadd),
+    ..CommandSpec::DEFAULT
+};
+
+/// A validated XADD.
+#[derive(Debug)]
+struct XaddRequest {
+    key: Bytes,
+    options: AddTrimArgs,
+    id: XaddId,
+    fields: Vec<(Bytes, Bytes)>,
+}
+
+fn parse(args: &[Bytes]) -> Result<XaddRequest, CmdError> {
+    let options = args::parse_add_or_trim(args, true)?;
+    let field_args = args.get(options.id_pos + 1..).unwrap_or_default();
+    if field_args.len() < 2 || field_args.len() % 2 == 1 {
+        return Err(CmdError::arity("xadd"));
+    }
+    // The explicit 0-0 error comes after the field count check and before the key lookup,
+    // so it never creates the key.
+    let id = match options.id {
+        Some(XaddIdArg::Valid(id)) => id,
+        Some(XaddIdArg::Zero) => return Err(id::XADD_ID_ZERO),
+        None => return Err(CmdError::arity("xadd")),
+    };
+    let fields = field_args
+        .chunks_exact(2)
+        .filter_map(|pair| match pair {
+            [f, v] => Some((f.clone(), v.clone())),
+            _ => None,
+        })
+        .collect();
+    let key = args.get(1).cloned().ok_or_else(|| CmdError::arity("xadd"))?;
+    Ok(XaddRequest { key, options, id, fields })
+}
+
+fn xadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let req = parse(args)?;
+    execute(engine, ctx, req)
+}
+
+/// What an XADD did, for the bookkeeping after the stream borrow ends.
+enum Outcome {
+    /// An IDMP duplicate: the recorded ID, nothing appended.
+    Duplicate(StreamId),
+    /// Appended with this ID.
+    Added(StreamId),
+}
+
+fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest) -> Result<Reply, CmdError> {
+    let limits = args::node_limits(engine);
+    if args::write_stream(engine, ctx, &req.key)?.is_none() {
+        if req.options.no_mkstream {
+            return Ok(Reply::Null);
+        }
+        // Created before the append is attempted, so it stays even if the append fails.
+        let mut stream = Box::<super::Stream>::default();
+        // New streams take their IDMP defaults from `stream-idmp-duration` / `-maxsize`.
+        stream.idmp.configure(Some(engine.config.stream_idmp_duration_secs), Some(engine.config.stream_idmp_maxsize));
+        engine.insert(ctx.db, req.key.clone(), Value::Stream(stream));
+    }
+    let outcome = {
+        let Some(stream) = args::write_stream(engine, ctx, &req.key)? else {
+            return Ok(Reply::Null);
+        };
+        append(stream, &req, ctx.now_ms, limits)?
+    };
+    match outcome {
+        Outcome::Duplicate(id) => Ok(reply::id(id)),
+        Outcome::Added(id) => {
+            engine.modified(ctx.db, &req.key);
+            engine.signal_ready(ctx.db, &req.key);
+            Ok(reply::id(id))
+        }
+    }
+}
+
+fn append(
+    stream: &mut Stream,
+    req: &XaddRequest,
+    now_ms: i64,
+    limits: super::NodeLimits,
+) -> Result<Outcome, CmdError> {
+    let iid = match &req.options.idmp {
+        None => None,
+        Some(option) => {
+            let iid = match option {
+                IdmpArg::Auto { .. } => idmp::auto_iid(&req.fields),
+                IdmpArg::Explicit { iid, .. } => iid.clone(),
+            };
+            stream.idmp.expire(now_ms);
+            if let Some(original) = stream.idmp.check_duplicate(option.pid(), &iid, now_ms) {
+                return Ok(Outcome::Duplicate(original));
+            }
+            Some((option.pid().clone(), iid))
+        }
+    };
+    let clock = u64::try_from(now_ms).unwrap_or(0);
+    let new_id = stream.resolve_xadd_id(req.id, clock)?;
+    stream.append(new_id, &req.fields, limits)?;
+    if let Some((pid, iid)) = iid {
+        stream.idmp.record(&pid, iid, new_id);
+    }
+    if let Some(trim) = req.options.trim {
+        args::apply_trim(stream, trim, req.options.strategy, limits);
+    }
+    Ok(Outcome::Added(new_id))
+}

@@ -1,0 +1,278 @@
+//! Idempotent production (XADD `IDMP` / `IDMPAUTO`, XCFGSET; spec §3.1.1).
+//!
+//! Each stream keeps, per producer ID, a FIFO of idempotent IDs (IIDs) with the stream ID the
+//! first XADD carrying them produced. A later XADD with the same producer and IID is a
+//! duplicate: it appends nothing and replies the recorded ID.
+//!
+//! ```text
+//! Idmp
+//!   duration_secs, max_size          per stream; copied from the defaults at creation
+//!   producers: BTreeMap<pid, Producer>
+//!     Producer.order:  VecDeque<(iid, StreamId)>   oldest first: eviction and expiry pop here
+//!     Producer.by_iid: HashMap<iid, StreamId>      the same pairs, for O(1) duplicate checks
+//!   iids_added, iids_duplicates      lifetime counters (XINFO STREAM)
+//! ```
+//!
+//! Expiry: Redis drops expired IIDs from a timer about once a second. The engine has no timer,
+//! so every command that reads or writes this state first calls [`Idmp::expire`] with the
+//! command's clock; a client cannot tell the difference except that an expired-but-not-yet
+//! -reached IID may be counted by XINFO a little longer.
+
+use super::StreamId;
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Default `idmp-duration` of a new stream (`stream-idmp-duration`), seconds.
+pub const DURATION_DEFAULT_SECS: u64 = 100;
+/// Default `idmp-maxsize` of a new stream (`stream-idmp-maxsize`), IIDs per producer.
+pub const MAX_SIZE_DEFAULT: u64 = 100;
+/// `idmp-duration` range, seconds.
+pub const DURATION_RANGE_SECS: std::ops::RangeInclusive<i64> = 1..=86_400;
+/// `idmp-maxsize` range, IIDs per producer.
+pub const MAX_SIZE_RANGE: std::ops::RangeInclusive<i64> = 1..=10_000;
+/// Length of an IDMPAUTO IID: two 64-bit halves (sum and xor of the pair hashes).
+pub const AUTO_IID_BYTES: usize = 16;
+
+/// How long a producer registered by a failed append may stay without IIDs: Redis' expiry
+/// timer, which removes such producers, runs about this often.
+const EMPTY_PRODUCER_GRACE_MS: i64 = 1000;
+
+/// One producer's IIDs. Invariant: `order` and `by_iid` hold the same pairs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Producer {
+    order: VecDeque<(Bytes, StreamId)>,
+    by_iid: HashMap<Bytes, StreamId>,
+    /// When the producer was registered (ms): an empty one goes after the grace period.
+    registered_ms: i64,
+}
+
+/// A stream's IDMP configuration, IID tables and counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idmp {
+    /// `idmp-duration`: IIDs whose stream ID is older than this many seconds expire.
+    duration_secs: u64,
+    /// `idmp-maxsize`: IIDs kept per producer; the oldest is evicted beyond it.
+    max_size: u64,
+    /// Producer ID → its IIDs, ordered by producer ID.
+    producers: BTreeMap<Bytes, Producer>,
+    /// `iids-added`: lifetime IIDs recorded.
+    iids_added: u64,
+    /// `iids-duplicates`: lifetime duplicate XADDs answered from a table.
+    iids_duplicates: u64,
+}
+
+impl Default for Idmp {
+    fn default() -> Self {
+        Idmp {
+            duration_secs: DURATION_DEFAULT_SECS,
+            max_size: MAX_SIZE_DEFAULT,
+            producers: BTreeMap::new(),
+            iids_added: 0,
+            iids_duplicates: 0,
+        }
+    }
+}
+
+impl Idmp {
+    /// `idmp-duration`, seconds.
+    pub fn duration_secs(&self) -> u64 {
+        self.duration_secs
+    }
+
+    /// `idmp-maxsize`.
+    pub fn max_size(&self) -> u64 {
+        self.max_size
+    }
+
+    /// `pids-tracked`. O(1).
+    pub fn pids_tracked(&self) -> u64 {
+        self.producers.len() as u64
+    }
+
+    /// `iids-tracked`: IIDs over all producers. O(producers).
+    pub fn iids_tracked(&self) -> u64 {
+        self.producers.values().map(|p| p.order.len() as u64).sum()
+    }
+
+    /// `iids-added`.
+    pub fn iids_added(&self) -> u64 {
+        self.iids_added
+    }
+
+    /// `iids-duplicates`.
+    pub fn iids_duplicates(&self) -> u64 {
+        self.iids_duplicates
+    }
+
+    /// Drop, per producer and oldest first, the IIDs whose stream ID's ms part is at or
+    /// before `now_ms − duration`; drop producers left with none (one registered by a failed
+    /// append only once [`EMPTY_PRODUCER_GRACE_MS`] has passed). O(expired + producers).
+    pub fn expire(&mut self, now_ms: i64) {
+        let cutoff = u64::try_from(now_ms)
+            .ok()
+            .and_then(|now| now.checked_sub(self.duration_secs.saturating_mul(1000)));
+        self.producers.retain(|_, p| {
+            let had_iids = !p.order.is_empty();
+            while let (Some(cutoff), Some((iid, id))) = (cutoff, p.order.front()) {
+                if id.ms > cutoff {
+                    break;
+                }
+                p.by_iid.remove(iid);
+                p.order.pop_front();
+            }
+            !p.order.is_empty()
+                || (!had_iids && now_ms.saturating_sub(p.registered_ms) < EMPTY_PRODUCER_GRACE_MS)
+        });
+    }
+
+    /// The ID recorded for (`pid`, `iid`), counting a duplicate when found. The producer is
+    /// registered either way, as Redis does before it knows whether the append will succeed
+    /// (so an append that then fails leaves an empty producer until expiry). O(1).
+    pub fn check_duplicate(&mut self, pid: &Bytes, iid: &[u8], now_ms: i64) -> Option<StreamId> {
+        let producer = self
+            .producers
+            .entry(pid.clone())
+            .or_insert_with(|| Producer { registered_ms: now_ms, ..Producer::default() });
+        let found = producer.by_iid.get(iid).copied();
+        if found.is_some() {
+            self.iids_duplicates = self.iids_duplicates.saturating_add(1);
+        }
+        found
+    }
+
+    /// The ID recorded for (`pid`, `iid`), without counting anything. O(1).
+    pub fn recorded(&self, pid: &[u8], iid: &[u8]) -> Option<StreamId> {
+        self.producers.get(pid)?.by_iid.get(iid).copied()
+    }
+
+    /// Record (`pid`, `iid`) → `id` after a successful append, evicting the producer's oldest
+    /// IID beyond `idmp-maxsize`. O(1) amortised.
+    pub fn record(&mut self, pid: &Bytes, iid: Bytes, id: StreamId) {
+        let producer = self.producers.entry(pid.clone()).or_default();
+        if producer.by_iid.insert(iid.clone(), id).is_none() {
+            producer.order.push_back((iid, id));
+        }
+        while producer.order.len() as u64 > self.max_size {
+            if let Some((old, _)) = producer.order.pop_front() {
+                producer.by_iid.remove(&old);
+            }
+        }
+        self.iids_added = self.iids_added.saturating_add(1);
+    }
+
+    /// XCFGSET: store the given values; if either differs from the current one, every
+    /// producer's history is discarded (the counters stay). Ranges are the caller's check.
+    pub fn configure(&mut self, duration_secs: Option<u64>, max_size: Option<u64>) {
+        let mut changed = false;
+        if let Some(d) = duration_secs.filter(|d| *d != self.duration_secs) {
+            self.duration_secs = d;
+            changed = true;
+        }
+        if let Some(m) = max_size.filter(|m| *m != self.max_size) {
+            self.max_size = m;
+            changed = true;
+        }
+        if changed {
+            self.producers.clear();
+        }
+    }
+}
+
+/// The IID `IDMPAUTO` derives from an entry's field/value pairs: independent of the pairs'
+/// order (each pair is hashed alone, then the hashes are combined by a wrapping sum and an
+/// xor), while different names, values or pair counts give different IIDs. Each pair hash
+/// covers the field bytes, the field length and the value bytes, so `("ab","c")` and
+/// `("a","bc")` differ. The hash is ours (FNV-1a with a final mix), stable across builds,
+/// because IIDs are state that snapshots and replicas carry.
+pub fn auto_iid(fields: &[(Bytes, Bytes)]) -> Bytes {
+    let mut sum: u64 = 0;
+    let mut xor: u64 = 0;
+    for (f, v) in fields {
+        let mut h = Fnv::new();
+        h.write(f);
+        h.write(&(f.len() as u64).to_le_bytes());
+        h.write(v);
+        let pair = mix(h.0);
+        sum = sum.wrapping_add(pair);
+        xor ^= pair;
+    }
+    let mut out = Vec::with_capacity(AUTO_IID_BYTES);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out.extend_from_slice(&xor.to_le_bytes());
+    Bytes::from(out)
+}
+
+/// 64-bit FNV-1a.
+struct Fnv(u64);
+
+impl Fnv {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    fn new() -> Fnv {
+        Fnv(Self::OFFSET_BASIS)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+}
+
+/// The splitmix64 finaliser: spreads FNV's weak high bits before the sum/xor combination.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn auto_iid_is_order_independent_but_content_sensitive() {
+        let a = auto_iid(&[(b("x"), b("1")), (b("y"), b("2"))]);
+        assert_eq!(a, auto_iid(&[(b("y"), b("2")), (b("x"), b("1"))]));
+        assert_ne!(a, auto_iid(&[(b("x"), b("1")), (b("y"), b("3"))]));
+        assert_ne!(auto_iid(&[(b("ab"), b("c"))]), auto_iid(&[(b("a"), b("bc"))]));
+        let one = auto_iid(&[(b("x"), b("1"))]);
+        assert_ne!(one, auto_iid(&[(b("x"), b("1")), (b("x"), b("1"))]));
+        assert_ne!(
+            auto_iid(&[(b("x"), b("1")), (b("x"), b("1"))]),
+            auto_iid(&[(b("x"), b("1")), (b("x"), b("1")), (b("x"), b("1")), (b("x"), b("1"))])
+        );
+        assert_eq!(a.len(), AUTO_IID_BYTES);
+    }
+
+    #[test]
+    fn eviction_expiry_and_reconfiguration() {
+        let mut t = Idmp::default();
+        t.configure(None, Some(2));
+        let p = b("p");
+        for (i, iid) in ["a", "b", "c"].iter().enumerate() {
+            assert_eq!(t.check_duplicate(&p, iid.as_bytes(), 0), None);
+            t.record(&p, b(iid), StreamId::new(1000 * (i as u64 + 1), 0));
+        }
+        assert_eq!((t.iids_tracked(), t.iids_added()), (2, 3));
+        assert_eq!(t.check_duplicate(&p, b"a", 0), None);
+        assert_eq!(t.check_duplicate(&p, b"c", 0), Some(StreamId::new(3000, 0)));
+        assert_eq!(t.iids_duplicates(), 1);
+        // duration 100 s: at 102 s the IID stamped 2 s goes, the one at 3 s stays.
+        t.expire(102_000);
+        assert_eq!(t.iids_tracked(), 1);
+        t.expire(103_000);
+        assert_eq!((t.pids_tracked(), t.iids_tracked()), (0, 0));
+        t.record(&p, b("d"), StreamId::new(5, 0));
+        t.configure(None, Some(2));
+        assert_eq!(t.iids_tracked(), 1, "same value keeps history");
+        t.configure(Some(10), None);
+        assert_eq!((t.iids_tracked(), t.iids_added(), t.duration_secs()), (0, 4, 10));
+    }
+}
