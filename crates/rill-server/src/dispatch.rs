@@ -82,25 +82,39 @@ fn runs_inside_multi(name: &str) -> bool {
     matches!(name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset")
 }
 
-/// The error for an unknown command, as Redis words it: the name and up to ~128 characters of
-/// its arguments, each quoted and followed by a space.
-pub fn unknown_command_error(args: &[Bytes]) -> CmdError {
-    let name = args.first().map(|a| trunc(a, 128)).unwrap_or_default();
-    let mut rest = String::new();
+/// The error for an unknown command, as Redis words it: the name and up to ~128 bytes of its
+/// arguments, each quoted and followed by a space. Built from raw bytes: Redis echoes them
+/// unchanged (only CR/LF become spaces), whatever their encoding.
+pub fn unknown_command_error(args: &[Bytes]) -> Reply {
+    let mut text = b"ERR unknown command '".to_vec();
+    text.extend_from_slice(trunc(args.first().map(|a| &a[..]).unwrap_or(b""), 128));
+    text.extend_from_slice(b"', with args beginning with: ");
+    let mut rest: Vec<u8> = Vec::new();
     for a in args.iter().skip(1) {
         if rest.len() >= 128 {
             break;
         }
         let room = 128 - rest.len();
-        rest.push('\'');
-        rest.push_str(&trunc(a, room));
-        rest.push_str("' ");
+        rest.push(b'\'');
+        rest.extend_from_slice(trunc(a, room));
+        rest.extend_from_slice(b"' ");
     }
-    CmdError::owned(format!("ERR unknown command '{name}', with args beginning with: {rest}"))
+    text.extend_from_slice(&rest);
+    error_bytes(text)
 }
 
-fn trunc(b: &[u8], max: usize) -> String {
-    String::from_utf8_lossy(b.get(..max.min(b.len())).unwrap_or(b)).into_owned()
+/// An error reply from raw bytes, CR and LF replaced by spaces.
+fn error_bytes(mut text: Vec<u8>) -> Reply {
+    for c in text.iter_mut() {
+        if *c == b'\r' || *c == b'\n' {
+            *c = b' ';
+        }
+    }
+    Reply::Error(Bytes::from(text))
+}
+
+fn trunc(b: &[u8], max: usize) -> &[u8] {
+    b.get(..max.min(b.len())).unwrap_or(b)
 }
 
 /// Run the pre-checks, queue or execute one request, and count it.
@@ -109,23 +123,21 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: Vec<Bytes
         Lookup::Found(s) => s,
         Lookup::UnknownCommand => return reject(st, conn, None, unknown_command_error(&args)),
         Lookup::UnknownSubcommand(container) => {
-            let sub = args.get(1).map(|a| trunc(a, 128)).unwrap_or_default();
-            let err = CmdError::owned(format!(
-                "ERR unknown subcommand '{sub}'. Try {} HELP.",
-                container.name.to_ascii_uppercase()
-            ));
-            return reject(st, conn, Some(container), err);
+            let mut text = b"ERR unknown subcommand '".to_vec();
+            text.extend_from_slice(trunc(args.get(1).map(|a| &a[..]).unwrap_or(b""), 128));
+            text.extend_from_slice(format!("'. Try {} HELP.", container.name.to_ascii_uppercase()).as_bytes());
+            return reject(st, conn, Some(container), error_bytes(text));
         }
     };
     if !spec.arity_ok(args.len()) {
-        return reject(st, conn, Some(spec), CmdError::arity(spec.name));
+        return reject(st, conn, Some(spec), CmdError::arity(spec.name).to_reply());
     }
     if !conn.authenticated && !spec.flags.has(Flags::NO_AUTH) {
-        return reject(st, conn, Some(spec), CmdError::full("NOAUTH Authentication required."));
+        return reject(st, conn, Some(spec), CmdError::full("NOAUTH Authentication required.").to_reply());
     }
     if conn.multi.is_some() {
         if spec.flags.has(Flags::NO_MULTI) {
-            return reject(st, conn, Some(spec), CmdError::full("ERR Command not allowed inside a transaction"));
+            return reject(st, conn, Some(spec), CmdError::full("ERR Command not allowed inside a transaction").to_reply());
         }
         if !runs_inside_multi(spec.name) {
             if let Some(m) = conn.multi.as_mut() {
@@ -144,15 +156,33 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: Vec<Bytes
 }
 
 /// A request rejected before running: counts as an error and, inside MULTI, dooms the EXEC.
-fn reject(st: &mut State, conn: &mut Conn, spec: Option<&'static CommandSpec>, err: CmdError) -> Action {
+/// A rejected EXEC itself discards the transaction and says why, as Redis does (also outside
+/// MULTI): `EXECABORT Transaction discarded because of: <error without its code>`.
+fn reject(st: &mut State, conn: &mut Conn, spec: Option<&'static CommandSpec>, err: Reply) -> Action {
     if let Some(m) = conn.multi.as_mut() {
         m.failed = true;
+    }
+    let mut err = err;
+    if spec.is_some_and(|s| s.name == "exec") {
+        conn.multi = None;
+        st.engine.watch.unwatch_all(conn.id);
+        if let Some(c) = st.clients.get_mut(&conn.id) {
+            c.multi = -1;
+        }
+        if let Reply::Error(t) = &err {
+            let reason = t.splitn(2, |&c| c == b' ').nth(1).unwrap_or(&t[..]);
+            let mut text = b"EXECABORT Transaction discarded because of: ".to_vec();
+            text.extend_from_slice(reason);
+            err = Reply::Error(Bytes::from(text));
+        }
     }
     if let Some(s) = spec {
         st.stats.commands.entry(s.name).or_default().rejected += 1;
     }
-    st.stats.count_error(err.text().as_bytes());
-    err.into()
+    if let Reply::Error(t) = &err {
+        st.stats.count_error(t);
+    }
+    Action::Reply(err)
 }
 
 /// Call a command that passed the checks. `in_exec`: inside EXEC, so nothing blocks.

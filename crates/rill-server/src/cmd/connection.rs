@@ -45,6 +45,9 @@ pub const CLIENT_HELP: &[&str] = &[
 
 /// PING [message]
 pub fn ping(c: &mut Call) -> CmdResult {
+    if c.args.len() > 2 {
+        return Err(CmdError::arity("ping"));
+    }
     match c.args.get(1) {
         Some(m) => reply(Reply::Bulk(m.clone())),
         None => reply(Reply::simple("PONG")),

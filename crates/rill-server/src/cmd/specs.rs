@@ -27,7 +27,7 @@ pub const CLIENT_SUBS: &[CommandSpec] = &[
     sub("client|id", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Returns the connection's unique id.", "5.0.0"),
     sub("client|info", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Describes this connection in CLIENT LIST format.", "6.2.0"),
     sub("client|list", -2, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "[TYPE client-type@(NORMAL | MASTER | REPLICA | PUBSUB)] [ID client-id:integer ...]", "Lists the open connections.", "2.4.0"),
-    sub("client|kill", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "filter@(old-format@ip:port | new-format@[ID client-id:integer] [ADDR ip:port] [LADDR ip:port] [USER username] [SKIPME yes-no@(YES | NO)] ...)", "Closes connections chosen by id or address.", "2.4.0"),
+    sub("client|kill", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "filter@(old-format | new-format@([ID client-id:integer] [ADDR ip-port] [LADDR ip-port] [USER username] [SKIPME yes-no@(YES | NO)] [MAXAGE maxage:integer]) ...)", "Closes connections chosen by id or address.", "2.4.0"),
     sub("client|no-evict", 3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "enabled@(ON | OFF)", "Sets the connection's eviction exemption.", "7.0.0"),
     sub("client|no-touch", 3, Flags::NOSCRIPT.and(LOADING_STALE), SLOW_CONN, "connection", "enabled@(ON | OFF)", "Sets whether this connection's reads update key access times.", "7.2.0"),
     sub("client|reply", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "action@(ON | OFF | SKIP)", "Turns replies to this connection on, off, or off for one command.", "3.2.0"),
