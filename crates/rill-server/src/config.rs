@@ -46,14 +46,14 @@ const fn p(name: &'static str, default: &'static str, kind: Kind, mutable: bool)
 
 const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
 const POLICIES: &[&str] = &[
-    "noeviction",
-    "allkeys-lru",
     "volatile-lru",
-    "allkeys-lfu",
     "volatile-lfu",
-    "allkeys-random",
     "volatile-random",
     "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
 ];
 const FSYNC: &[&str] = &["always", "everysec", "no"];
 const I32: i64 = i32::MAX as i64;
@@ -110,7 +110,7 @@ pub const PARAMS: &[Param] = &[
     p("lua-time-limit", "5000", Kind::Int(0, i64::MAX), true),
     p("busy-reply-threshold", "5000", Kind::Int(0, i64::MAX), true),
     p("repl-diskless-sync", "yes", Kind::Bool, true),
-    p("enable-debug-command", "local", Kind::Enum(&["no", "yes", "local"]), false),
+    p("enable-debug-command", "no", Kind::Enum(&["no", "yes", "local"]), false),
 ];
 
 /// Directives Redis accepts that rill does not implement: accepted at start-up with a warning.

@@ -30,6 +30,7 @@
 //! | `@sort`       | compare an array/set reply as a multiset of elements, a map as a set of pairs; nested arrays too (SCAN) |
 //! | `@sort-pairs` | compare a flat array as a set of (even, odd) pairs: RESP2 HGETALL, CONFIG GET; nested arrays sorted |
 //! | `@nowait`     | send without reading the reply; read it later with `@await` (blocking commands) |
+//! | `@noreply`    | send and read nothing: the command has no reply (CLIENT REPLY OFF / SKIP) |
 //! | `@ignore-fields=a,b` | drop these keys (and their values) from a map or flat key/value array before comparing: `HELLO`'s `version,id,modules` |
 //!
 //! Comparison: rill's reply must equal Redis 8.2.3's. Independently, Redis 7.0.15's reply must
@@ -74,6 +75,9 @@ struct Modifiers {
     sort: bool,
     sort_pairs: bool,
     nowait: bool,
+    /// The command sends no reply (CLIENT REPLY OFF/SKIP): send, read nothing. A server that
+    /// replies anyway is caught by the next command's comparison.
+    noreply: bool,
     /// Map keys whose pairs are dropped before comparing.
     ignore_fields: Vec<Vec<u8>>,
 }
@@ -88,6 +92,7 @@ impl Modifiers {
             "@sort" => self.sort = true,
             "@sort-pairs" => self.sort_pairs = true,
             "@nowait" => self.nowait = true,
+            "@noreply" => self.noreply = true,
             _ => match name.strip_prefix("@ignore-fields=") {
                 Some(list) => self
                     .ignore_fields
@@ -105,6 +110,7 @@ impl Modifiers {
             || self.sort
             || self.sort_pairs
             || self.nowait
+            || self.noreply
             || !self.ignore_fields.is_empty())
     }
 }
@@ -487,7 +493,9 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
                         replies.push(Some(e));
                         continue;
                     }
-                    if mods.nowait {
+                    if mods.noreply {
+                        replies.push(None);
+                    } else if mods.nowait {
                         conn.pending.push_back(line.number);
                         replies.push(None);
                     } else if !conn.pending.is_empty() {

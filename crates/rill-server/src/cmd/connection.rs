@@ -305,8 +305,9 @@ pub fn client_list(c: &mut Call) -> CmdResult {
             i += 1;
             while i < c.args.len() {
                 match parse_i64(c.arg(i)) {
-                    Some(n) if n > 0 => v.push(n as u64),
-                    _ => return Err(CmdError::full("ERR Invalid client ID")),
+                    // An id no client can have (0, negative) is valid and matches nothing.
+                    Some(n) => v.push(u64::try_from(n).unwrap_or(0)),
+                    None => return Err(CmdError::full("ERR Invalid client ID")),
                 }
                 i += 1;
             }

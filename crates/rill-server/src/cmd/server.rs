@@ -132,6 +132,18 @@ const DEBUG_HELP: &[&str] = &[
 /// DEBUG subcommand [args]: the safe subset. Anything else is an error, never a dropped
 /// connection.
 pub fn debug(c: &mut Call) -> CmdResult {
+    // As Redis: off unless `enable-debug-command` is `yes`, or `local` and the client is on
+    // a loopback address.
+    let allowed = match c.st.config.get("enable-debug-command") {
+        "yes" => true,
+        "local" => c.st.clients.get(&c.conn.id).is_some_and(|ci| {
+            ci.addr.starts_with("127.") || ci.addr.starts_with("[::1]") || ci.addr.starts_with("localhost")
+        }),
+        _ => false,
+    };
+    if !allowed {
+        return Err(CmdError::full("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."));
+    }
     let sub = c.text(1).to_ascii_lowercase();
     let n = c.args.len();
     match (sub.as_str(), n) {
@@ -141,7 +153,8 @@ pub fn debug(c: &mut Call) -> CmdResult {
             ok()
         }
         ("sleep", 3) => {
-            let secs = parse_f64(c.arg(2)).filter(|s| *s >= 0.0 && s.is_finite()).ok_or(CmdError::NOT_FLOAT)?;
+            // Redis reads the seconds with strtod: text that is not a number sleeps 0 s.
+            let secs = parse_f64(c.arg(2)).filter(|s| *s >= 0.0 && s.is_finite()).unwrap_or(0.0);
             // Holding the lock is the point: DEBUG SLEEP stops the whole server, as in Redis.
             std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
             ok()
@@ -164,7 +177,7 @@ pub fn debug(c: &mut Call) -> CmdResult {
             ))))
         }
         _ => Err(CmdError::owned(format!(
-            "ERR Unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
             c.text(1)
         ))),
     }

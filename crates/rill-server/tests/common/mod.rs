@@ -312,7 +312,8 @@ impl Server {
             }
             if let Ok(mut client) = RawClient::try_connect(self.port) {
                 if let Ok(reply) = client.request(&[b"PING"]) {
-                    if reply == b"+PONG\r\n" {
+                    // NOAUTH also proves the server is up (started with requirepass).
+                    if reply == b"+PONG\r\n" || reply.starts_with(b"-NOAUTH") {
                         return Ok(());
                     }
                 }

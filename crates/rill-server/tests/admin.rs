@@ -1,0 +1,225 @@
+//! Server administration that the differential scripts cannot express because it needs
+//! start-up options or watches connections close: requirepass and AUTH/HELLO AUTH, DEBUG with
+//! `enable-debug-command`, CLIENT KILL / CLIENT UNBLOCK ERROR on other connections, the idle
+//! `timeout`, `maxclients`, SHUTDOWN and CONFIG REWRITE. Where Redis behaves the same, the same
+//! sequence runs against Redis 8.2.3 started with the same options and the bytes are compared.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use common::{escape, ReferenceServer, Server, ServerKind, TempDir};
+use std::thread::sleep;
+use std::time::Duration;
+
+/// Start rill and (if installed) Redis 8.2.3 with the same extra options.
+fn pair(extra: &[&str]) -> (Server, Option<Server>) {
+    let rill = Server::rill_with(extra);
+    let redis = ReferenceServer::Redis8
+        .require()
+        .map(|bin| Server::start(ServerKind::Redis(ReferenceServer::Redis8), &bin, extra));
+    (rill, redis)
+}
+
+/// Run `script` (one command per entry) on a fresh connection to each server and require
+/// identical replies.
+fn same_replies(rill: &Server, redis: Option<&Server>, script: &[&[&str]]) -> Vec<Vec<u8>> {
+    let mut ours = rill.connect();
+    let mut theirs = redis.map(Server::connect);
+    let mut out = Vec::new();
+    for cmd in script {
+        let a = ours.cmd(cmd);
+        if let Some(t) = theirs.as_mut() {
+            let b = t.cmd(cmd);
+            assert_eq!(escape(&a), escape(&b), "{cmd:?}: rill vs redis 8.2.3");
+        }
+        out.push(a);
+    }
+    out
+}
+
+#[test]
+fn requirepass_auth_and_hello_auth_like_redis() {
+    let (rill, redis) = pair(&["--requirepass", "s3cret"]);
+    let replies = same_replies(
+        &rill,
+        redis.as_ref(),
+        &[
+            &["PING"],
+            &["SET", "k", "v"],
+            &["HELLO", "3"],
+            &["AUTH", "wrong"],
+            &["AUTH", "default", "wrong"],
+            &["AUTH", "nosuchuser", "s3cret"],
+            &["AUTH", "a", "b", "c"],
+            &["PING"],
+            &["AUTH", "s3cret"],
+            &["PING"],
+            &["RESET"],
+            &["PING"],
+            &["AUTH", "default", "s3cret"],
+            &["GET", "k"],
+        ],
+    );
+    assert_eq!(replies[0], b"-NOAUTH Authentication required.\r\n");
+    assert!(replies[2].starts_with(b"-NOAUTH HELLO must be called"));
+    assert_eq!(replies[3], b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    assert_eq!(replies[9], b"+PONG\r\n");
+    assert_eq!(replies[11], b"-NOAUTH Authentication required.\r\n");
+
+    // HELLO 3 AUTH authenticates and switches protocol in one step (RESP3 clients' handshake).
+    let mut c = rill.connect();
+    let hello = c.cmd(&["HELLO", "3", "AUTH", "default", "s3cret"]);
+    assert!(hello.starts_with(b"%7\r\n"), "{}", escape(&hello));
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+
+    // Before AUTH, a multibulk of more than 10 arguments is a protocol error (and a close).
+    let mut c = rill.connect();
+    let mut req = b"*11\r\n".to_vec();
+    for _ in 0..11 {
+        req.extend_from_slice(b"$1\r\nx\r\n");
+    }
+    c.send(&req).unwrap();
+    let (bytes, closed) = c.read_until_close(Duration::from_millis(500));
+    assert_eq!(bytes, b"-ERR Protocol error: unauthenticated multibulk length\r\n");
+    assert!(closed);
+}
+
+#[test]
+fn no_password_configured_auth_errors_like_redis() {
+    let (rill, redis) = pair(&[]);
+    same_replies(
+        &rill,
+        redis.as_ref(),
+        &[&["AUTH", "x"], &["AUTH", "default", "anything"], &["AUTH", "other", "x"], &["PING"]],
+    );
+}
+
+#[test]
+fn debug_subset_with_enable_debug_command() {
+    let (rill, redis) = pair(&["--enable-debug-command", "yes"]);
+    same_replies(
+        &rill,
+        redis.as_ref(),
+        &[
+            &["DEBUG", "LOG", "hello"],
+            &["DEBUG", "SLEEP", "0"],
+            &["DEBUG", "SLEEP", "abc"],
+            &["DEBUG", "SET-ACTIVE-EXPIRE", "1"],
+            &["DEBUG", "NOSUCHTHING"],
+            &["DEBUG", "NOSUCHTHING", "with", "args"],
+            &["PING"],
+        ],
+    );
+    // Active expiry off: an expired key stays counted until something looks it up.
+    let mut c = rill.connect();
+    c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    c.cmd(&["SET", "gone", "1", "PX", "20"]);
+    sleep(Duration::from_millis(300));
+    assert_eq!(c.cmd(&["DBSIZE"]), b":1\r\n");
+    c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    sleep(Duration::from_millis(400));
+    assert_eq!(c.cmd(&["DBSIZE"]), b":0\r\n");
+    assert!(c.cmd(&["DEBUG", "SLEEP", "0.05"]).starts_with(b"+OK"));
+}
+
+#[test]
+fn client_kill_and_unblock_error_act_on_other_connections() {
+    let (rill, redis) = pair(&[]);
+    for server in std::iter::once(&rill).chain(redis.as_ref()) {
+        let mut admin = server.connect();
+        let mut victim = server.connect();
+        let id = String::from_utf8(victim.cmd(&["CLIENT", "ID"])).unwrap();
+        let id = id.trim_start_matches(':').trim().to_string();
+        assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", &id]), b":1\r\n", "{}", server.label());
+        victim.send_command(&[b"PING"]).ok();
+        let (_, closed) = victim.read_until_close(Duration::from_millis(1000));
+        assert!(closed, "{}: killed client still open", server.label());
+
+        let mut blocked = server.connect();
+        let id = String::from_utf8(blocked.cmd(&["CLIENT", "ID"])).unwrap();
+        let id = id.trim_start_matches(':').trim().to_string();
+        blocked.send_command(&[b"BLPOP", b"nothing", b"0"]).unwrap();
+        sleep(Duration::from_millis(100));
+        assert!(String::from_utf8(admin.cmd(&["INFO", "clients"])).unwrap().contains("blocked_clients:1"));
+        assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id, "ERROR"]), b":1\r\n");
+        assert_eq!(
+            blocked.read_reply().unwrap(),
+            b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n",
+            "{}",
+            server.label()
+        );
+        assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id]), b":0\r\n");
+        // A blocked client that is killed goes away, and the others keep being served.
+        blocked.send_command(&[b"BLPOP", b"nothing", b"0"]).unwrap();
+        sleep(Duration::from_millis(100));
+        assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", &id]), b":1\r\n");
+        let (_, closed) = blocked.read_until_close(Duration::from_millis(1000));
+        assert!(closed);
+        assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+#[test]
+fn idle_timeout_closes_quiet_clients() {
+    let rill = Server::rill_with(&["--timeout", "1"]);
+    let mut idle = rill.connect();
+    assert_eq!(idle.cmd(&["PING"]), b"+PONG\r\n");
+    let (_, closed) = idle.read_until_close(Duration::from_millis(3000));
+    assert!(closed, "an idle client outlived `timeout 1`");
+}
+
+#[test]
+fn maxclients_rejects_the_extra_client() {
+    let rill = Server::rill_with(&["--maxclients", "2"]);
+    // Let the server notice that the start-up PING connection closed.
+    sleep(Duration::from_millis(300));
+    let mut a = rill.connect();
+    let mut b = rill.connect();
+    assert_eq!(a.cmd(&["PING"]), b"+PONG\r\n");
+    assert_eq!(b.cmd(&["PING"]), b"+PONG\r\n");
+    let mut c = rill.connect();
+    let (bytes, closed) = c.read_until_close(Duration::from_millis(1000));
+    assert_eq!(bytes, b"-ERR max number of clients reached\r\n");
+    assert!(closed);
+    assert!(String::from_utf8(a.cmd(&["INFO", "stats"])).unwrap().contains("rejected_connections:1"));
+}
+
+#[test]
+fn shutdown_stops_the_process() {
+    let mut rill = Server::rill();
+    let mut c = rill.connect();
+    assert_eq!(c.cmd(&["SHUTDOWN", "ABORT"]), b"-ERR No shutdown in progress.\r\n");
+    c.send_command(&[b"SHUTDOWN", b"NOSAVE"]).unwrap();
+    let (bytes, closed) = c.read_until_close(Duration::from_millis(2000));
+    assert!(bytes.is_empty() && closed, "{}", escape(&bytes));
+    for _ in 0..50 {
+        if !rill.is_running() {
+            return;
+        }
+        sleep(Duration::from_millis(50));
+    }
+    panic!("rill-server still running after SHUTDOWN");
+}
+
+#[test]
+fn config_rewrite_writes_the_config_file() {
+    let dir = TempDir::new("rill-test-rewrite");
+    let conf = dir.path().join("rill.conf");
+    std::fs::write(&conf, "hz 10\n").unwrap();
+    let rill = Server::start_with_config(
+        ServerKind::Rill,
+        std::path::Path::new(env!("CARGO_BIN_EXE_rill-server")),
+        Some(&conf),
+        &[],
+    );
+    let mut c = rill.connect();
+    assert_eq!(c.cmd(&["CONFIG", "SET", "hz", "25"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["CONFIG", "REWRITE"]), b"+OK\r\n");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.lines().any(|l| l == "hz 25"), "{text}");
+
+    let plain = Server::rill();
+    let mut c = plain.connect();
+    assert_eq!(c.cmd(&["CONFIG", "REWRITE"]), b"-ERR The server is running without a config file\r\n");
+}
