@@ -49,7 +49,7 @@ fn run_batch(
 ) -> Next {
     let now = now_ms();
     conn.clock = std::time::Instant::now();
-    let max_bulk = st.config.get_i64("proto-max-bulk-len").max(0) as usize;
+    let max_bulk = st.hot.max_bulk_len;
     loop {
         let limits = Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
         let args = match parser.parse(inbuf, &limits) {
@@ -96,7 +96,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
     let mut out = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut shutdown = shared.shutdown.subscribe();
     let mut net_in: u64 = 0;
-    let mut idle_timeout: i64;
+    let mut idle_timeout: u64;
     'outer: loop {
         let next = {
             let mut st = shared.lock();
@@ -105,7 +105,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
                 c.net_in += net_in;
             }
             net_in = 0;
-            idle_timeout = st.config.get_i64("timeout");
+            idle_timeout = st.hot.idle_timeout_secs;
             let next = run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out);
             let n = out.len() as u64;
             st.stats.net_output_bytes += n;
@@ -172,7 +172,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
                 }
                 let idle = async {
                     if idle_timeout > 0 && conn.multi.is_none() {
-                        tokio::time::sleep(Duration::from_secs(idle_timeout as u64)).await
+                        tokio::time::sleep(Duration::from_secs(idle_timeout)).await
                     } else {
                         std::future::pending().await
                     }

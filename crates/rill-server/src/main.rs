@@ -122,7 +122,9 @@ async fn run(config: Config) -> i32 {
     let mut families = rill_engine::types::families();
     families.push(cmd::specs::COMMANDS);
     let table = CommandTable::new(&families);
+    let hot = state::HotConfig::from(&config);
     let state = State {
+        hot,
         engine: Engine::new(engine_config),
         config,
         clients: Default::default(),

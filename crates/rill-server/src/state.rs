@@ -124,6 +124,27 @@ pub struct State {
     pub last_save_unix: i64,
     /// Whether active expiry runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
+    /// Parameters read on every request batch, kept parsed (updated by CONFIG SET).
+    pub hot: HotConfig,
+}
+
+/// Configuration values the connection loop reads per batch, parsed once.
+#[derive(Debug, Clone, Copy)]
+pub struct HotConfig {
+    /// `proto-max-bulk-len`.
+    pub max_bulk_len: usize,
+    /// `timeout` in seconds (0: never).
+    pub idle_timeout_secs: u64,
+}
+
+impl HotConfig {
+    /// Read from the configuration.
+    pub fn from(config: &crate::config::Config) -> HotConfig {
+        HotConfig {
+            max_bulk_len: usize::try_from(config.get_i64("proto-max-bulk-len")).unwrap_or(usize::MAX),
+            idle_timeout_secs: u64::try_from(config.get_i64("timeout")).unwrap_or(0),
+        }
+    }
 }
 
 /// What every task shares.

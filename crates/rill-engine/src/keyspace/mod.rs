@@ -354,6 +354,9 @@ impl Engine {
     /// Record that `key` may now serve a blocked client (a list push, a stream add, a deleted
     /// stream that must wake group readers). Cheap when nobody is blocked on the key.
     pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
+        if self.blocking_keys.is_empty() {
+            return;
+        }
         let probe = (db, Bytes::copy_from_slice(key));
         if self.blocking_keys.contains_key(&probe) && self.ready_set.insert(probe.clone()) {
             self.ready_keys.push(probe);

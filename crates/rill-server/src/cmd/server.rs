@@ -47,6 +47,7 @@ pub fn config_set(c: &mut Call) -> CmdResult {
     for name in changed {
         apply(c, name);
     }
+    c.st.hot = crate::state::HotConfig::from(&c.st.config);
     ok()
 }
 
