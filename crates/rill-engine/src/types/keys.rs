@@ -21,9 +21,11 @@
 //!   command`; GT treats "no TTL" as infinite (never greater), LT likewise (always less); a time
 //!   already past deletes the key and replies 1.
 //! - TTL and EXPIRETIME round milliseconds to the nearest second.
-//! - SCAN: the cursor is parsed as `strtoull` would (a leading `-` wraps), an unparsable one is
-//!   `ERR invalid cursor`; COUNT < 1 is a syntax error; an unknown TYPE name matches nothing
-//!   (Redis 8 keeps that for compatibility); COUNT bounds the keys examined, not returned.
+//! - SCAN: the cursor is read as Redis 8 reads it: `strtoull` (leading whitespace and a `+`
+//!   allowed) but refusing any `-`, so `SCAN -1` is `ERR invalid cursor` like anything that is
+//!   not an unsigned 64-bit integer (Redis 7.0 let `-1` wrap around); COUNT < 1 is a syntax
+//!   error; an unknown TYPE name matches nothing (Redis 8 keeps that for compatibility); COUNT
+//!   bounds the keys examined, not returned.
 //! - KEYS skips expired keys without deleting them; SCAN deletes the expired keys it meets.
 
 use super::{arg, delete_key, is_token, owned};
@@ -423,19 +425,17 @@ fn parse_scan(args: &[Bytes]) -> Result<ScanRequest<'_>, CmdError> {
     Ok(req)
 }
 
-/// A cursor as C's `strtoull` reads it: decimal digits, an optional sign (`-` wraps around),
-/// nothing else.
+/// A cursor as Redis 8 reads it: C's `strtoull` (leading whitespace, an optional `+`, decimal
+/// digits, nothing after) except that a `-` is refused rather than wrapping around.
 fn parse_cursor(b: &[u8]) -> Option<u64> {
-    let (neg, digits) = match b.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, b),
-    };
+    // C's isspace: space, \t, \n, \v, \f, \r.
+    let start = b.iter().position(|c| !matches!(c, b' ' | b'\t'..=b'\r'))?;
+    let rest = b.get(start..)?;
+    let digits = rest.strip_prefix(b"+").unwrap_or(rest);
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(if neg { v.wrapping_neg() } else { v })
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 fn scan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -827,8 +827,15 @@ mod tests {
         );
         assert_eq!(h.run(&["SCAN", "0", "MATCH"]), err("ERR syntax error"));
         assert_eq!(h.run(&["SCAN", "0", "FOO", "bar"]), err("ERR syntax error"));
-        // strtoull semantics: -1 wraps to the largest cursor, which ends the scan.
-        assert_eq!(h.run(&["SCAN", "-1"]), Reply::Array(vec![bulk("0"), Reply::Array(vec![])]));
+        // Redis 8: no sign but `+`; leading whitespace is allowed.
+        assert_eq!(h.run(&["SCAN", "-1"]), err("ERR invalid cursor"));
+        assert_eq!(h.run(&["SCAN", "-0"]), err("ERR invalid cursor"));
+        assert_eq!(h.run(&["SCAN", "5 "]), err("ERR invalid cursor"));
+        assert_eq!(h.run(&["SCAN", ""]), err("ERR invalid cursor"));
+        let done = Reply::Array(vec![bulk("0"), Reply::Array(vec![])]);
+        assert_eq!(h.run(&["SCAN", "18446744073709551615"]), done);
+        assert_eq!(h.run(&["SCAN", "+0"]), done);
+        assert_eq!(h.run(&["SCAN", " 0"]), done);
     }
 
     #[test]
