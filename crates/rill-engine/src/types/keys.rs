@@ -21,9 +21,9 @@
 //!   command`; GT treats "no TTL" as infinite (never greater), LT likewise (always less); a time
 //!   already past deletes the key and replies 1.
 //! - TTL and EXPIRETIME round milliseconds to the nearest second.
-//! - SCAN: the cursor is read as Redis 8 reads it: `strtoull` (leading whitespace and a `+`
-//!   allowed) but refusing any `-`, so `SCAN -1` is `ERR invalid cursor` like anything that is
-//!   not an unsigned 64-bit integer (Redis 7.0 let `-1` wrap around); COUNT < 1 is a syntax
+//! - SCAN: the cursor is read as Redis 8 reads it (see `parse_cursor`): `SCAN -1` is
+//!   `ERR invalid cursor` (Redis 7.0 let it wrap around), as is anything that is not an
+//!   unsigned 64-bit integer; COUNT < 1 is a syntax
 //!   error; an unknown TYPE name matches nothing (Redis 8 keeps that for compatibility); COUNT
 //!   bounds the keys examined, not returned.
 //! - KEYS skips expired keys without deleting them; SCAN deletes the expired keys it meets.
@@ -425,17 +425,27 @@ fn parse_scan(args: &[Bytes]) -> Result<ScanRequest<'_>, CmdError> {
     Ok(req)
 }
 
-/// A cursor as Redis 8 reads it: C's `strtoull` (leading whitespace, an optional `+`, decimal
-/// digits, nothing after) except that a `-` is refused rather than wrapping around.
+/// A cursor as Redis 8 reads it: text that is a canonical signed integer must not be
+/// negative; anything else is read by C's `strtoull` (leading whitespace, an optional sign
+/// where `-` wraps around, decimal digits, nothing after, no overflow). So `-1` is refused
+/// while ` -1` and `-0` are accepted, as in Redis.
 fn parse_cursor(b: &[u8]) -> Option<u64> {
+    if let Some(v) = parse_i64(b) {
+        return u64::try_from(v).ok();
+    }
     // C's isspace: space, \t, \n, \v, \f, \r.
     let start = b.iter().position(|c| !matches!(c, b' ' | b'\t'..=b'\r'))?;
     let rest = b.get(start..)?;
-    let digits = rest.strip_prefix(b"+").unwrap_or(rest);
+    let (negative, digits) = match rest.split_first() {
+        Some((b'-', d)) => (true, d),
+        Some((b'+', d)) => (false, d),
+        _ => (false, rest),
+    };
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(digits).ok()?.parse().ok()
+    let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(if negative { v.wrapping_neg() } else { v })
 }
 
 fn scan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -827,15 +837,14 @@ mod tests {
         );
         assert_eq!(h.run(&["SCAN", "0", "MATCH"]), err("ERR syntax error"));
         assert_eq!(h.run(&["SCAN", "0", "FOO", "bar"]), err("ERR syntax error"));
-        // Redis 8: no sign but `+`; leading whitespace is allowed.
-        assert_eq!(h.run(&["SCAN", "-1"]), err("ERR invalid cursor"));
-        assert_eq!(h.run(&["SCAN", "-0"]), err("ERR invalid cursor"));
-        assert_eq!(h.run(&["SCAN", "5 "]), err("ERR invalid cursor"));
-        assert_eq!(h.run(&["SCAN", ""]), err("ERR invalid cursor"));
+        // Redis 8: a canonical negative integer is refused; other text goes through strtoull.
+        for bad in ["-1", "-5", "5 ", "", " ", "+", "0x10", "-18446744073709551616"] {
+            assert_eq!(h.run(&["SCAN", bad]), err("ERR invalid cursor"), "{bad:?}");
+        }
         let done = Reply::Array(vec![bulk("0"), Reply::Array(vec![])]);
-        assert_eq!(h.run(&["SCAN", "18446744073709551615"]), done);
-        assert_eq!(h.run(&["SCAN", "+0"]), done);
-        assert_eq!(h.run(&["SCAN", " 0"]), done);
+        for good in ["18446744073709551615", "+0", " 0", "-0", "-00", "\t+0"] {
+            assert_eq!(h.run(&["SCAN", good]), done, "{good:?}");
+        }
     }
 
     #[test]

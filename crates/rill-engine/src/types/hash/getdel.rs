@@ -29,7 +29,7 @@ pub const HGETDEL: CommandSpec = CommandSpec {
     summary: "Returns the values of hash fields and deletes those fields.",
     since: "8.0.0",
     complexity: "O(N) in the number of fields named.",
-    syntax: "key:key FIELDS (numfields:integer field ...)",
+    syntax: "key:key fields@ FIELDS (numfields:integer field ...)",
     handler: Handler::Engine(hgetdel),
     ..HASH_CMD
 };
