@@ -21,9 +21,11 @@
 //!   command`; GT treats "no TTL" as infinite (never greater), LT likewise (always less); a time
 //!   already past deletes the key and replies 1.
 //! - TTL and EXPIRETIME round milliseconds to the nearest second.
-//! - SCAN: the cursor is parsed as `strtoull` would (a leading `-` wraps), an unparsable one is
-//!   `ERR invalid cursor`; COUNT < 1 is a syntax error; an unknown TYPE name matches nothing
-//!   (Redis 8 keeps that for compatibility); COUNT bounds the keys examined, not returned.
+//! - SCAN: the cursor is read as Redis 8 reads it (see `parse_cursor`): `SCAN -1` is
+//!   `ERR invalid cursor` (Redis 7.0 let it wrap around), as is anything that is not an
+//!   unsigned 64-bit integer; COUNT < 1 is a syntax
+//!   error; an unknown TYPE name matches nothing (Redis 8 keeps that for compatibility); COUNT
+//!   bounds the keys examined, not returned.
 //! - KEYS skips expired keys without deleting them; SCAN deletes the expired keys it meets.
 
 use super::{arg, delete_key, is_token, owned};
@@ -423,19 +425,27 @@ fn parse_scan(args: &[Bytes]) -> Result<ScanRequest<'_>, CmdError> {
     Ok(req)
 }
 
-/// A cursor as C's `strtoull` reads it: decimal digits, an optional sign (`-` wraps around),
-/// nothing else.
+/// A cursor as Redis 8 reads it: text that is a canonical signed integer must not be
+/// negative; anything else is read by C's `strtoull` (leading whitespace, an optional sign
+/// where `-` wraps around, decimal digits, nothing after, no overflow). So `-1` is refused
+/// while ` -1` and `-0` are accepted, as in Redis.
 fn parse_cursor(b: &[u8]) -> Option<u64> {
-    let (neg, digits) = match b.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, b),
+    if let Some(v) = parse_i64(b) {
+        return u64::try_from(v).ok();
+    }
+    // C's isspace: space, \t, \n, \v, \f, \r.
+    let start = b.iter().position(|c| !matches!(c, b' ' | b'\t'..=b'\r'))?;
+    let rest = b.get(start..)?;
+    let (negative, digits) = match rest.split_first() {
+        Some((b'-', d)) => (true, d),
+        Some((b'+', d)) => (false, d),
+        _ => (false, rest),
     };
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
     let v: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(if neg { v.wrapping_neg() } else { v })
+    Some(if negative { v.wrapping_neg() } else { v })
 }
 
 fn scan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -827,8 +837,14 @@ mod tests {
         );
         assert_eq!(h.run(&["SCAN", "0", "MATCH"]), err("ERR syntax error"));
         assert_eq!(h.run(&["SCAN", "0", "FOO", "bar"]), err("ERR syntax error"));
-        // strtoull semantics: -1 wraps to the largest cursor, which ends the scan.
-        assert_eq!(h.run(&["SCAN", "-1"]), Reply::Array(vec![bulk("0"), Reply::Array(vec![])]));
+        // Redis 8: a canonical negative integer is refused; other text goes through strtoull.
+        for bad in ["-1", "-5", "5 ", "", " ", "+", "0x10", "-18446744073709551616"] {
+            assert_eq!(h.run(&["SCAN", bad]), err("ERR invalid cursor"), "{bad:?}");
+        }
+        let done = Reply::Array(vec![bulk("0"), Reply::Array(vec![])]);
+        for good in ["18446744073709551615", "+0", " 0", "-0", "-00", "\t+0"] {
+            assert_eq!(h.run(&["SCAN", good]), done, "{good:?}");
+        }
     }
 
     #[test]

@@ -68,6 +68,19 @@ pub(crate) fn delete_key(engine: &mut Engine, db: usize, key: &[u8]) -> bool {
     }
 }
 
+/// A count or rank argument that may be negative but not `i64::MIN` (Redis reads it into the
+/// range `-LONG_MAX..=LONG_MAX`, so that negating it cannot overflow): LPOS RANK, SRANDMEMBER
+/// and HRANDFIELD counts.
+pub(crate) fn negatable_int_arg(raw: &[u8]) -> Result<i64, CmdError> {
+    match crate::util::int_arg(raw)? {
+        i64::MIN => Err(CmdError::full(
+            "ERR value is out of range, value must between -9223372036854775807 and \
+             9223372036854775807",
+        )),
+        n => Ok(n),
+    }
+}
+
 /// The text INCRBYFLOAT / HINCRBYFLOAT store and reply: plain decimal notation, never an
 /// exponent, without trailing zeros, `-0` as `0`. Redis formats a C `long double` with up to 17
 /// fraction digits and trims zeros; we hold an `f64` and print its shortest round-trip form,

@@ -1,5 +1,5 @@
 //! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HGETALL, HDEL, HINCRBY, HINCRBYFLOAT, HLEN,
-//! HEXISTS, HKEYS, HVALS, HSTRLEN.
+//! HEXISTS, HKEYS, HVALS, HSTRLEN here; HRANDFIELD in [`random`], HGETDEL in [`getdel`].
 //!
 //! A hash is a `HashMap<Bytes, Bytes>` (Redis switches between a listpack and a hash table; we
 //! always use the table). Per-field operations are O(1); whole-hash replies O(N).
@@ -15,6 +15,9 @@
 //! - Deleting the last field deletes the key.
 //!
 //! HINCRBYFLOAT computes in `f64`; see `strings` for how that differs from Redis' long double.
+
+mod getdel;
+mod random;
 
 use super::{arg, arity_error, delete_key, format_double, owned};
 use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
@@ -210,6 +213,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         handler: Handler::Engine(hstrlen),
         ..HASH_CMD
     },
+    random::HRANDFIELD,
+    getdel::HGETDEL,
 ];
 
 // ---------------------------------------------------------------------------------------------

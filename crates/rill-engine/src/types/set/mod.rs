@@ -1,4 +1,6 @@
-//! Set commands: SADD, SREM, SMEMBERS, SISMEMBER, SMISMEMBER, SCARD.
+//! Set commands: SADD, SREM, SMEMBERS, SISMEMBER, SMISMEMBER, SCARD here; SINTER, SUNION,
+//! SDIFF, their STORE forms, SINTERCARD and SMOVE in [`algebra`]; SPOP and SRANDMEMBER in
+//! [`random`].
 //!
 //! A set is a `HashSet<Bytes>` (Redis also has intset and listpack encodings; we do not). Member
 //! operations are O(1) each, SMEMBERS is O(N).
@@ -8,6 +10,9 @@
 //! - SISMEMBER/SMISMEMBER reply integers 1/0, not RESP3 booleans.
 //! - SADD/SREM record a write only when they changed something; removing the last member
 //!   deletes the key.
+
+pub(crate) mod algebra;
+pub(crate) mod random;
 
 use super::{arg, delete_key, owned};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
@@ -96,6 +101,16 @@ pub const COMMANDS: &[CommandSpec] = &[
         handler: Handler::Engine(scard),
         ..SET_CMD
     },
+    algebra::SINTER,
+    algebra::SINTERSTORE,
+    algebra::SUNION,
+    algebra::SUNIONSTORE,
+    algebra::SDIFF,
+    algebra::SDIFFSTORE,
+    algebra::SINTERCARD,
+    algebra::SMOVE,
+    random::SPOP,
+    random::SRANDMEMBER,
 ];
 
 /// The set at `key` for reading; `None` when missing, WRONGTYPE for another type.

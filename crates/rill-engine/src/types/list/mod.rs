@@ -1,5 +1,6 @@
 //! List commands: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP, RPOP, LRANGE, LLEN, LINDEX, LSET, LREM,
-//! LTRIM, BLPOP, BRPOP.
+//! LTRIM, BLPOP, BRPOP here; LMOVE, BLMOVE, RPOPLPUSH, BRPOPLPUSH in [`moves`]; LINSERT, LPOS in
+//! [`search`].
 //!
 //! A list is a `VecDeque<Bytes>` (Redis uses a quicklist of listpacks): pushes and pops at
 //! either end are O(1), indexing is O(1) (Redis: O(N)), LREM is O(N), LTRIM O(removed),
@@ -24,6 +25,9 @@
 //!   `ERR timeout is negative`, `ERR timeout is out of range` (too large to add to the clock, as
 //!   Redis 7.2+ reports it); fractions of a millisecond round up; 0 blocks forever.
 //! - A list emptied by a pop, LREM or LTRIM is deleted.
+
+mod moves;
+mod search;
 
 use super::{arg, delete_key, owned};
 use crate::command::{key_at, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
@@ -228,6 +232,12 @@ pub const COMMANDS: &[CommandSpec] = &[
         handler: Handler::Engine(brpop),
         ..LIST_CMD
     },
+    moves::LMOVE,
+    moves::BLMOVE,
+    moves::RPOPLPUSH,
+    moves::BRPOPLPUSH,
+    search::LINSERT,
+    search::LPOS,
 ];
 
 // ---------------------------------------------------------------------------------------------

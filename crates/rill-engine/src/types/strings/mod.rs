@@ -1,5 +1,5 @@
 //! String commands: GET, SET, SETNX, SETEX, PSETEX, GETSET, GETDEL, MGET, MSET, MSETNX, INCR,
-//! INCRBY, DECR, DECRBY, INCRBYFLOAT, APPEND, STRLEN, GETRANGE, SETRANGE.
+//! INCRBY, DECR, DECRBY, INCRBYFLOAT, APPEND, STRLEN, GETRANGE, SETRANGE; GETEX in [`getex`].
 //!
 //! Strings are `Bytes`; integers are kept as their decimal text, as Redis does, and parsed on
 //! each INCR (O(1): at most 20 digits). Costs: O(1) per key, except GETRANGE (O(len) of the
@@ -25,6 +25,8 @@
 //! Known divergence: INCRBYFLOAT computes in `f64` where Redis uses an 80-bit `long double`, so
 //! results beyond ~1.8e308 fail as infinity and values with more than 17 significant digits
 //! print differently; hexadecimal increments (`0x10`) are not accepted.
+
+mod getex;
 
 use super::{arg, arity_error, delete_key, format_double, is_token, owned};
 use crate::command::{key_at, keys_from, CommandSpec, Flags, Handler, KeySpec};
@@ -133,6 +135,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         handler: Handler::Engine(getdel),
         ..ONE_KEY
     },
+    getex::GETEX,
     CommandSpec {
         name: "mget",
         arity: -2,

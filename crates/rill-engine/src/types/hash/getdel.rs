@@ -1,0 +1,136 @@
+//! HGETDEL (Redis 8.0): return the values of some fields and delete them. O(N) in the fields
+//! named.
+//!
+//! Redis behaviours we match on purpose:
+//! - The argument shape is checked before the key: `FIELDS` must come right after the key
+//!   (`ERR Mandatory argument FIELDS is missing or not at the right position`), `numfields`
+//!   must be a positive integer (`ERR Number of fields must be a positive integer`) equal to
+//!   the number of fields that follow (``ERR The `numfields` parameter must match the number
+//!   of arguments``).
+//! - One reply per field named: its value, or nil when absent (a field named twice is nil the
+//!   second time). A missing key gives all nils.
+//! - Deleting the last field deletes the key.
+
+use super::{read_hash, HASH_CMD};
+use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::types::{arg, delete_key, is_token};
+use crate::util::parse_i64;
+use crate::{CallCtx, CmdError, Engine, Value};
+use bytes::Bytes;
+use rill_resp::Reply;
+
+/// `HGETDEL key FIELDS numfields field [field ...]`
+pub const HGETDEL: CommandSpec = CommandSpec {
+    name: "hgetdel",
+    arity: -5,
+    flags: Flags::WRITE.and(Flags::FAST),
+    acl: &["@write", "@hash", "@fast"],
+    key_specs: &[key_at(1, &["RW", "ACCESS", "DELETE"])],
+    summary: "Returns the values of hash fields and deletes those fields.",
+    since: "8.0.0",
+    complexity: "O(N) in the number of fields named.",
+    syntax: "key:key fields@ FIELDS (numfields:integer field ...)",
+    handler: Handler::Engine(hgetdel),
+    ..HASH_CMD
+};
+
+/// The fields named after `FIELDS numfields`.
+fn parse_fields(args: &[Bytes]) -> Result<&[Bytes], CmdError> {
+    if !is_token(arg(args, 2)?, "FIELDS") {
+        return Err(CmdError::full(
+            "ERR Mandatory argument FIELDS is missing or not at the right position",
+        ));
+    }
+    let numfields = parse_i64(arg(args, 3)?)
+        .filter(|n| *n > 0)
+        .ok_or(CmdError::full(
+            "ERR Number of fields must be a positive integer",
+        ))?;
+    let fields = args.get(4..).unwrap_or(&[]);
+    if usize::try_from(numfields).ok() != Some(fields.len()) {
+        return Err(CmdError::full(
+            "ERR The `numfields` parameter must match the number of arguments",
+        ));
+    }
+    Ok(fields)
+}
+
+fn hgetdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let key = arg(args, 1)?;
+    let fields = parse_fields(args)?;
+    if read_hash(engine, ctx, key)?.is_none() {
+        return Ok(Reply::Array(fields.iter().map(|_| Reply::Null).collect()));
+    }
+    let Some(Value::Hash(hash)) = engine
+        .lookup_mut(ctx.db, key, ctx.now_ms)
+        .map(|e| &mut e.value)
+    else {
+        return Err(CmdError::WRONGTYPE);
+    };
+    let values: Vec<Option<Bytes>> = fields.iter().map(|f| hash.remove(&f[..])).collect();
+    let now_empty = hash.is_empty();
+    if now_empty {
+        delete_key(engine, ctx.db, key);
+    } else if values.iter().any(Option::is_some) {
+        engine.modified(ctx.db, key);
+    }
+    Ok(Reply::Array(
+        values
+            .into_iter()
+            .map(|v| v.map_or(Reply::Null, Reply::Bulk))
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::types::testkit::*;
+    use rill_resp::Reply;
+
+    #[test]
+    fn hgetdel_returns_and_deletes() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["HGETDEL", "missing", "FIELDS", "2", "a", "b"]),
+            Reply::Array(vec![Reply::Null, Reply::Null])
+        );
+        h.run(&["HSET", "h", "a", "1", "b", "2"]);
+        assert_eq!(
+            h.run(&["HGETDEL", "h", "fields", "2", "a", "a"]),
+            Reply::Array(vec![bulk("1"), Reply::Null])
+        );
+        assert_eq!(h.run(&["HLEN", "h"]), int(1));
+        assert_eq!(
+            h.run(&["HGETDEL", "h", "FIELDS", "1", "b"]),
+            Reply::Array(vec![bulk("2")])
+        );
+        assert_eq!(h.run(&["EXISTS", "h"]), int(0));
+    }
+
+    #[test]
+    fn hgetdel_errors() {
+        let mut h = Harness::new();
+        h.run(&["SET", "str", "v"]);
+        let positive = err("ERR Number of fields must be a positive integer");
+        let mismatch = err("ERR The `numfields` parameter must match the number of arguments");
+        assert_eq!(h.run(&["HGETDEL", "str", "FIELDS", "0", "a"]), positive);
+        assert_eq!(h.run(&["HGETDEL", "str", "FIELDS", "+1", "a"]), positive);
+        assert_eq!(h.run(&["HGETDEL", "str", "FIELDS", "2", "a"]), mismatch);
+        assert_eq!(
+            h.run(&["HGETDEL", "str", "FIELDS", "9223372036854775807", "a"]),
+            mismatch
+        );
+        assert_eq!(
+            h.run(&["HGETDEL", "str", "FOO", "1", "a"]),
+            err("ERR Mandatory argument FIELDS is missing or not at the right position")
+        );
+        assert_eq!(
+            h.run(&["HGETDEL", "str", "FIELDS", "1", "a"]),
+            err("WRONGTYPE Operation against a key holding the wrong kind of value")
+        );
+        assert_eq!(
+            h.run(&["HGETDEL", "str", "FIELDS", "0"]),
+            err("ERR wrong number of arguments for 'hgetdel' command")
+        );
+    }
+}

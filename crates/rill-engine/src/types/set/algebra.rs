@@ -1,0 +1,480 @@
+//! Set algebra: SINTER, SUNION, SDIFF, their STORE forms, SINTERCARD; and SMOVE.
+//!
+//! Costs: SINTER and SINTERCARD walk the smallest set and probe the others, O(N·M) for N the
+//! smallest size and M the number of sets; SUNION and SDIFF are O(total members); STOREs add
+//! the cost of freeing the destination's old value. SMOVE is O(1).
+//!
+//! Redis behaviours we match on purpose:
+//! - Every key is type-checked before any result is computed: `SINTER missing <string>` is
+//!   WRONGTYPE even though the missing key alone decides the answer.
+//! - A missing key is an empty set. The plain forms reply a set (RESP3 `~`).
+//! - A STORE overwrites a destination of any type and drops its TTL; an empty result deletes
+//!   the destination instead of storing an empty set.
+//! - SINTERCARD: `numkeys` must be a positive integer (`ERR numkeys should be greater than 0`)
+//!   not above the arguments left; `LIMIT` must not be negative, 0 means no limit, and counting
+//!   stops once the limit is reached.
+//! - SMOVE: a missing source replies 0 whatever the destination holds; a source that is also the
+//!   destination only reports membership; a member not in the source changes nothing.
+
+use super::{read_set, Set, SET_CMD};
+use crate::command::{
+    key_at, keys_from, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec,
+};
+use crate::types::{arg, delete_key, is_token};
+use crate::util::parse_i64;
+use crate::{CallCtx, CmdError, Engine, Value};
+use bytes::Bytes;
+use rill_resp::Reply;
+
+/// A read-only algebra command over every key from index 1.
+const READ_ALGEBRA: CommandSpec = CommandSpec {
+    arity: -2,
+    flags: Flags::READONLY,
+    last_key: -1,
+    acl: &["@read", "@set", "@slow"],
+    tips: &["nondeterministic_output_order"],
+    key_specs: &[keys_from(1, 1, &["RO", "ACCESS"])],
+    syntax: "key:key ...",
+    ..SET_CMD
+};
+
+/// A STORE form: the destination at 1, the sources after it.
+const STORE_ALGEBRA: CommandSpec = CommandSpec {
+    arity: -3,
+    flags: Flags::WRITE.and(Flags::DENYOOM),
+    last_key: -1,
+    acl: &["@write", "@set", "@slow"],
+    key_specs: &[
+        key_at(1, &["OW", "UPDATE"]),
+        keys_from(2, 1, &["RO", "ACCESS"]),
+    ],
+    syntax: "destination:key key:key ...",
+    ..SET_CMD
+};
+
+/// `SINTER key [key ...]`
+pub const SINTER: CommandSpec = CommandSpec {
+    name: "sinter",
+    summary: "Returns the members present in every one of the given sets.",
+    complexity: "O(N*M): N the smallest set's size, M the number of sets.",
+    handler: Handler::Engine(sinter),
+    ..READ_ALGEBRA
+};
+
+/// `SUNION key [key ...]`
+pub const SUNION: CommandSpec = CommandSpec {
+    name: "sunion",
+    summary: "Returns the members present in any of the given sets.",
+    complexity: "O(N) in the total number of members.",
+    handler: Handler::Engine(sunion),
+    ..READ_ALGEBRA
+};
+
+/// `SDIFF key [key ...]`
+pub const SDIFF: CommandSpec = CommandSpec {
+    name: "sdiff",
+    summary: "Returns the members of the first set that are in none of the others.",
+    complexity: "O(N) in the total number of members.",
+    handler: Handler::Engine(sdiff),
+    ..READ_ALGEBRA
+};
+
+/// `SINTERSTORE destination key [key ...]`
+pub const SINTERSTORE: CommandSpec = CommandSpec {
+    name: "sinterstore",
+    summary: "Stores the intersection of sets at a key and replies with its size.",
+    complexity: "O(N*M): N the smallest set's size, M the number of sets.",
+    handler: Handler::Engine(sinterstore),
+    ..STORE_ALGEBRA
+};
+
+/// `SUNIONSTORE destination key [key ...]`
+pub const SUNIONSTORE: CommandSpec = CommandSpec {
+    name: "sunionstore",
+    summary: "Stores the union of sets at a key and replies with its size.",
+    complexity: "O(N) in the total number of members.",
+    handler: Handler::Engine(sunionstore),
+    ..STORE_ALGEBRA
+};
+
+/// `SDIFFSTORE destination key [key ...]`
+pub const SDIFFSTORE: CommandSpec = CommandSpec {
+    name: "sdiffstore",
+    summary: "Stores the difference of the first set and the others at a key; replies its size.",
+    complexity: "O(N) in the total number of members.",
+    handler: Handler::Engine(sdiffstore),
+    ..STORE_ALGEBRA
+};
+
+/// `SINTERCARD numkeys key [key ...] [LIMIT limit]`
+pub const SINTERCARD: CommandSpec = CommandSpec {
+    name: "sintercard",
+    arity: -3,
+    flags: Flags::READONLY.and(Flags::MOVABLEKEYS),
+    first_key: 0,
+    last_key: 0,
+    step: 0,
+    acl: &["@read", "@set", "@slow"],
+    key_specs: &[KeySpec {
+        flags: &["RO", "ACCESS"],
+        begin: BeginSearch::Index(1),
+        find: FindKeys::Keynum {
+            keynumidx: 0,
+            firstkey: 1,
+            keystep: 1,
+        },
+    }],
+    summary: "Counts the members of the intersection of sets, optionally stopping at a limit.",
+    since: "7.0.0",
+    complexity: "O(N*M): N the smallest set's size, M the number of sets.",
+    syntax: "numkeys:integer key:key ... [LIMIT limit:integer]",
+    handler: Handler::Engine(sintercard),
+    ..SET_CMD
+};
+
+/// `SMOVE source destination member`
+pub const SMOVE: CommandSpec = CommandSpec {
+    name: "smove",
+    arity: 4,
+    flags: Flags::WRITE.and(Flags::FAST),
+    last_key: 2,
+    acl: &["@write", "@set", "@fast"],
+    key_specs: &[
+        key_at(1, &["RW", "ACCESS", "DELETE"]),
+        key_at(2, &["RW", "INSERT"]),
+    ],
+    summary: "Moves a member from one set to another.",
+    syntax: "source:key destination:key member",
+    handler: Handler::Engine(smove),
+    ..SET_CMD
+};
+
+// ---------------------------------------------------------------------------------------------
+// Computing
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SetOp {
+    Inter,
+    Union,
+    Diff,
+}
+
+/// Expire and type-check every key; afterwards the live sets can be borrowed together.
+fn check_sets(engine: &mut Engine, ctx: &CallCtx, keys: &[Bytes]) -> Result<(), CmdError> {
+    for key in keys {
+        read_set(engine, ctx, key)?;
+    }
+    Ok(())
+}
+
+/// The sets at `keys` (`None` for a missing key), after [`check_sets`].
+fn borrow_sets<'e>(engine: &'e Engine, ctx: &CallCtx, keys: &[Bytes]) -> Vec<Option<&'e Set>> {
+    let db = engine.db(ctx.db);
+    keys.iter()
+        .map(|k| match db.get_raw(k).map(|e| &e.value) {
+            Some(Value::Set(s)) => Some(s),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The result of `op` over the sets at `keys`, every key type-checked first.
+fn compute(
+    engine: &mut Engine,
+    ctx: &CallCtx,
+    op: SetOp,
+    keys: &[Bytes],
+) -> Result<Vec<Bytes>, CmdError> {
+    check_sets(engine, ctx, keys)?;
+    let sets = borrow_sets(engine, ctx, keys);
+    Ok(match op {
+        SetOp::Inter => {
+            let Some(mut present) = sets.into_iter().collect::<Option<Vec<&Set>>>() else {
+                return Ok(vec![]);
+            };
+            present.sort_by_key(|s| s.len());
+            let Some((smallest, others)) = present.split_first() else {
+                return Ok(vec![]);
+            };
+            smallest
+                .iter()
+                .filter(|m| others.iter().all(|s| s.contains(*m)))
+                .cloned()
+                .collect()
+        }
+        SetOp::Union => {
+            let mut out = Set::new();
+            for s in sets.into_iter().flatten() {
+                out.extend(s.iter().cloned());
+            }
+            out.into_iter().collect()
+        }
+        SetOp::Diff => {
+            let mut sets = sets.into_iter();
+            let Some(Some(first)) = sets.next() else {
+                return Ok(vec![]);
+            };
+            let others: Vec<&Set> = sets.flatten().collect();
+            first
+                .iter()
+                .filter(|m| !others.iter().any(|s| s.contains(*m)))
+                .cloned()
+                .collect()
+        }
+    })
+}
+
+fn read_op(
+    engine: &mut Engine,
+    ctx: &CallCtx,
+    args: &[Bytes],
+    op: SetOp,
+) -> Result<Reply, CmdError> {
+    let members = compute(engine, ctx, op, args.get(1..).unwrap_or(&[]))?;
+    Ok(Reply::Set(members.into_iter().map(Reply::Bulk).collect()))
+}
+
+fn store_op(
+    engine: &mut Engine,
+    ctx: &CallCtx,
+    args: &[Bytes],
+    op: SetOp,
+) -> Result<Reply, CmdError> {
+    let destination = arg(args, 1)?;
+    let members = compute(engine, ctx, op, args.get(2..).unwrap_or(&[]))?;
+    let len = members.len();
+    if members.is_empty() {
+        delete_key(engine, ctx.db, destination);
+    } else {
+        engine.insert(
+            ctx.db,
+            crate::types::owned(destination),
+            Value::Set(members.into_iter().collect()),
+        );
+        engine.modified(ctx.db, destination);
+    }
+    Ok(Reply::Integer(len as i64))
+}
+
+fn sinter(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    read_op(engine, ctx, args, SetOp::Inter)
+}
+
+fn sunion(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    read_op(engine, ctx, args, SetOp::Union)
+}
+
+fn sdiff(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    read_op(engine, ctx, args, SetOp::Diff)
+}
+
+fn sinterstore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    store_op(engine, ctx, args, SetOp::Inter)
+}
+
+fn sunionstore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    store_op(engine, ctx, args, SetOp::Union)
+}
+
+fn sdiffstore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    store_op(engine, ctx, args, SetOp::Diff)
+}
+
+// ---------------------------------------------------------------------------------------------
+// SINTERCARD
+
+/// A parsed SINTERCARD: the keys and the limit (`usize::MAX` for none).
+fn parse_sintercard(args: &[Bytes]) -> Result<(&[Bytes], usize), CmdError> {
+    let numkeys = parse_i64(arg(args, 1)?)
+        .filter(|n| *n > 0)
+        .ok_or(CmdError::full("ERR numkeys should be greater than 0"))?;
+    let rest = args.get(2..).unwrap_or(&[]);
+    let numkeys = usize::try_from(numkeys)
+        .ok()
+        .filter(|n| *n <= rest.len())
+        .ok_or(CmdError::full(
+            "ERR Number of keys can't be greater than number of args",
+        ))?;
+    let (keys, options) = rest.split_at(numkeys);
+    let mut limit = usize::MAX;
+    let mut i = 0;
+    while let Some(opt) = options.get(i) {
+        match options.get(i + 1) {
+            Some(value) if is_token(opt, "LIMIT") => {
+                let n = parse_i64(value)
+                    .and_then(|n| u64::try_from(n).ok())
+                    .ok_or(CmdError::full("ERR LIMIT can't be negative"))?;
+                limit = match n {
+                    0 => usize::MAX,
+                    n => usize::try_from(n).unwrap_or(usize::MAX),
+                };
+            }
+            _ => return Err(CmdError::SYNTAX),
+        }
+        i += 2;
+    }
+    Ok((keys, limit))
+}
+
+fn sintercard(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (keys, limit) = parse_sintercard(args)?;
+    check_sets(engine, ctx, keys)?;
+    let Some(mut sets) = borrow_sets(engine, ctx, keys)
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(Reply::Integer(0));
+    };
+    sets.sort_by_key(|s| s.len());
+    let Some((smallest, others)) = sets.split_first() else {
+        return Ok(Reply::Integer(0));
+    };
+    let count = smallest
+        .iter()
+        .filter(|m| others.iter().all(|s| s.contains(*m)))
+        .take(limit)
+        .count();
+    Ok(Reply::Integer(count as i64))
+}
+
+// ---------------------------------------------------------------------------------------------
+// SMOVE
+
+fn smove(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (source, destination, member) = (arg(args, 1)?, arg(args, 2)?, arg(args, 3)?);
+    let Some(src) = read_set(engine, ctx, source)? else {
+        return Ok(Reply::Integer(0));
+    };
+    let present = src.contains(member);
+    read_set(engine, ctx, destination)?;
+    if source == destination || !present {
+        return Ok(Reply::Integer(i64::from(present)));
+    }
+    let now_empty = match engine
+        .lookup_mut(ctx.db, source, ctx.now_ms)
+        .map(|e| &mut e.value)
+    {
+        Some(Value::Set(s)) => {
+            s.remove(&member[..]);
+            s.is_empty()
+        }
+        _ => false,
+    };
+    if now_empty {
+        delete_key(engine, ctx.db, source);
+    } else {
+        engine.modified(ctx.db, source);
+    }
+    let entry = engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::Set(Set::new()));
+    if let Value::Set(dst) = &mut entry.value {
+        dst.insert(crate::types::owned(member));
+    }
+    engine.modified(ctx.db, destination);
+    Ok(Reply::Integer(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::types::testkit::*;
+    use rill_resp::Reply;
+
+    const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+    fn sorted(h: &mut Harness, cmd: &[&str]) -> Vec<String> {
+        let r = h.run(cmd);
+        assert!(matches!(r, Reply::Set(_)), "{cmd:?}: {r:?}");
+        sorted_strings(&r)
+    }
+
+    #[test]
+    fn inter_union_diff() {
+        let mut h = Harness::new();
+        h.run(&["SADD", "s", "a", "b", "c"]);
+        h.run(&["SADD", "t", "c", "d"]);
+        assert_eq!(sorted(&mut h, &["SINTER", "s", "t"]), ["c"]);
+        assert_eq!(
+            sorted(&mut h, &["SUNION", "s", "t", "missing"]),
+            ["a", "b", "c", "d"]
+        );
+        assert_eq!(sorted(&mut h, &["SDIFF", "s", "t", "missing"]), ["a", "b"]);
+        assert!(sorted(&mut h, &["SINTER", "s", "missing"]).is_empty());
+        assert!(sorted(&mut h, &["SDIFF", "missing", "s"]).is_empty());
+        h.run(&["SET", "str", "v"]);
+        assert_eq!(h.run(&["SINTER", "missing", "str"]), err(WRONGTYPE));
+        assert_eq!(h.run(&["SUNION", "s", "str"]), err(WRONGTYPE));
+        assert_eq!(h.run(&["SDIFF", "str", "s"]), err(WRONGTYPE));
+    }
+
+    #[test]
+    fn stores_overwrite_or_delete() {
+        let mut h = Harness::new();
+        h.run(&["SADD", "s", "a", "b", "c"]);
+        h.run(&["SADD", "t", "c", "d"]);
+        h.run(&["SET", "dst", "v", "EX", "100"]);
+        assert_eq!(h.run(&["SINTERSTORE", "dst", "s", "t"]), int(1));
+        assert_eq!(h.run(&["TYPE", "dst"]), Reply::Simple("set".into()));
+        assert_eq!(h.run(&["TTL", "dst"]), int(-1));
+        assert_eq!(h.run(&["SUNIONSTORE", "dst", "s", "t"]), int(4));
+        assert_eq!(h.run(&["SDIFFSTORE", "dst", "s", "t"]), int(2));
+        assert_eq!(sorted(&mut h, &["SMEMBERS", "dst"]), ["a", "b"]);
+        assert_eq!(h.run(&["SDIFFSTORE", "dst", "s", "s"]), int(0));
+        assert_eq!(h.run(&["EXISTS", "dst"]), int(0));
+        // The destination may be a source.
+        assert_eq!(h.run(&["SUNIONSTORE", "s", "s", "t"]), int(4));
+        h.run(&["SET", "str", "v"]);
+        assert_eq!(h.run(&["SINTERSTORE", "dst", "s", "str"]), err(WRONGTYPE));
+    }
+
+    #[test]
+    fn sintercard_limits_and_errors() {
+        let mut h = Harness::new();
+        h.run(&["SADD", "s", "a", "b", "c"]);
+        h.run(&["SADD", "t", "a", "b", "d"]);
+        assert_eq!(h.run(&["SINTERCARD", "2", "s", "t"]), int(2));
+        assert_eq!(h.run(&["SINTERCARD", "2", "s", "t", "LIMIT", "1"]), int(1));
+        assert_eq!(h.run(&["SINTERCARD", "2", "s", "t", "LIMIT", "0"]), int(2));
+        assert_eq!(h.run(&["SINTERCARD", "1", "s"]), int(3));
+        assert_eq!(h.run(&["SINTERCARD", "2", "s", "missing"]), int(0));
+        let numkeys = err("ERR numkeys should be greater than 0");
+        assert_eq!(h.run(&["SINTERCARD", "0", "s"]), numkeys);
+        assert_eq!(h.run(&["SINTERCARD", "x", "s"]), numkeys);
+        assert_eq!(
+            h.run(&["SINTERCARD", "3", "s", "t"]),
+            err("ERR Number of keys can't be greater than number of args")
+        );
+        assert_eq!(
+            h.run(&["SINTERCARD", "2", "s", "t", "LIMIT", "-1"]),
+            err("ERR LIMIT can't be negative")
+        );
+        assert_eq!(
+            h.run(&["SINTERCARD", "2", "s", "t", "LIMIT"]),
+            err("ERR syntax error")
+        );
+        assert_eq!(
+            h.run(&["SINTERCARD", "1", "s", "t"]),
+            err("ERR syntax error")
+        );
+        h.run(&["SET", "str", "v"]);
+        assert_eq!(
+            h.run(&["SINTERCARD", "2", "missing", "str"]),
+            err(WRONGTYPE)
+        );
+    }
+
+    #[test]
+    fn smove_cases() {
+        let mut h = Harness::new();
+        h.run(&["SADD", "s", "a", "b"]);
+        h.run(&["SET", "str", "v"]);
+        assert_eq!(h.run(&["SMOVE", "s", "t", "a"]), int(1));
+        assert_eq!(h.run(&["SMOVE", "s", "t", "zz"]), int(0));
+        assert_eq!(h.run(&["SMOVE", "s", "s", "b"]), int(1));
+        assert_eq!(h.run(&["SMOVE", "s", "s", "zz"]), int(0));
+        assert_eq!(h.run(&["SMOVE", "missing", "str", "a"]), int(0));
+        assert_eq!(h.run(&["SMOVE", "s", "str", "b"]), err(WRONGTYPE));
+        assert_eq!(h.run(&["SMOVE", "str", "s", "b"]), err(WRONGTYPE));
+        assert_eq!(h.run(&["SMOVE", "s", "t", "b"]), int(1));
+        assert_eq!(h.run(&["EXISTS", "s"]), int(0));
+        assert_eq!(sorted(&mut h, &["SMEMBERS", "t"]), ["a", "b"]);
+    }
+}
