@@ -88,7 +88,13 @@ mod tests {
     #[test]
     fn specs_are_well_formed() {
         let mut names = HashSet::new();
-        for spec in families().into_iter().flatten() {
+        // Containers (XGROUP, XINFO) are checked through their subcommands.
+        let all = families().into_iter().flatten().flat_map(|spec| {
+            assert!(!spec.is_container() || matches!(spec.handler, Handler::Container));
+            let subs = spec.subcommands.iter();
+            (!spec.is_container()).then_some(spec).into_iter().chain(subs)
+        });
+        for spec in all {
             assert!(names.insert(spec.name), "duplicate {}", spec.name);
             assert_eq!(spec.name, spec.name.to_ascii_lowercase());
             assert!(matches!(spec.handler, Handler::Engine(_)), "{}", spec.name);
@@ -105,6 +111,9 @@ mod tests {
             assert_eq!(depth, Some(0), "unbalanced syntax for {}", spec.name);
             assert!(!spec.acl.is_empty() && spec.acl.iter().all(|c| c.starts_with('@')));
         }
-        assert_eq!(CommandTable::new(&families()).len(), names.len());
+        let containers = families().into_iter().flatten().filter(|s| s.is_container()).count();
+        let subcommands: usize =
+            families().into_iter().flatten().map(|s| s.subcommands.len()).sum();
+        assert_eq!(CommandTable::new(&families()).len() + subcommands, names.len() + containers);
     }
 }

@@ -15,17 +15,25 @@
 
 pub mod block;
 mod codec;
+pub mod group;
 pub mod id;
 pub mod idmp;
+pub mod pel;
 
 mod args;
+mod cmd_ack;
 mod cmd_add;
+mod cmd_claim;
 mod cmd_config;
 mod cmd_delete;
+mod cmd_group;
 mod cmd_idmp_record;
 mod cmd_info;
+mod cmd_nack;
+mod cmd_pending;
 mod cmd_range;
 mod cmd_read;
+mod cmd_readgroup;
 mod cmd_setid;
 mod cmd_trim;
 mod reply;
@@ -54,10 +62,18 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd_range::XRANGE,
     cmd_range::XREVRANGE,
     cmd_read::XREAD,
+    cmd_readgroup::XREADGROUP,
+    cmd_ack::XACK,
+    cmd_ack::XACKDEL,
     cmd_delete::XDEL,
     cmd_delete::XDELEX,
     cmd_trim::XTRIM,
     cmd_setid::XSETID,
+    cmd_pending::XPENDING,
+    cmd_claim::XCLAIM,
+    cmd_claim::XAUTOCLAIM,
+    cmd_nack::XNACK,
+    cmd_group::XGROUP,
     cmd_config::XCFGSET,
     cmd_idmp_record::XIDMPRECORD,
     cmd_info::XINFO,
@@ -113,9 +129,8 @@ pub struct Stream {
     first_id: StreamId,
     /// Idempotent-production state (XADD IDMP/IDMPAUTO, XCFGSET; spec §3.1.1).
     pub idmp: Idmp,
-    // Consumer groups will hang here (a BTreeMap by group name, each with its PEL); they come
-    // with the XGROUP/XREADGROUP work. [`Stream::has_groups`] is the hook trimming and XDELEX
-    // consult until then.
+    /// Consumer groups by name (see [`group`]).
+    groups: BTreeMap<Bytes, group::ConsumerGroup>,
 }
 
 /// What a trim aims for.
@@ -377,23 +392,89 @@ impl Stream {
         match strategy {
             RefStrategy::KeepRef => self.trim(goal, approx, limit, limits),
             RefStrategy::DelRef | RefStrategy::Acked => {
-                debug_assert!(!self.has_groups(), "per-entry reference trimming needs groups");
                 let limit = if approx { effective_trim_limit(limit, limits) } else { 0 };
-                self.trim_inner(goal, false, limit)
+                if self.has_groups() {
+                    self.trim_per_entry(goal, limit, strategy)
+                } else {
+                    self.trim_inner(goal, false, limit)
+                }
             }
         }
     }
 
-    /// Whether any consumer group exists (always false until consumer groups are built; the
-    /// ACKED/DELREF paths branch on it).
-    pub fn has_groups(&self) -> bool {
-        false
-    }
-
-    /// Whether some group still references `id` (spec §6.3). Nothing is referenced without
-    /// groups.
-    pub fn is_referenced(&self, _id: StreamId) -> bool {
-        false
+    /// DELREF / ACKED trimming with groups: entries are looked at one by one from the head.
+    /// ACKED skips referenced entries and goes on with newer ones; DELREF removes every
+    /// group's references to what it removed. `limit` (0 = none) is checked per block, as
+    /// approximate trimming does. With MAXLEN the walk stops after the block in which the goal
+    /// fell when the block was reached (spec §6.2). O(E × G log n) for E entries examined, G
+    /// groups and PELs of n entries.
+    fn trim_per_entry(&mut self, goal: TrimGoal, limit: u64, strategy: RefStrategy) -> u64 {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let mut removed_ids: Vec<StreamId> = Vec::new();
+        let mut cursor: Option<StreamId> = None;
+        loop {
+            if let TrimGoal::MaxLen(n) = goal {
+                if self.length <= n {
+                    break;
+                }
+            }
+            let next = match cursor {
+                None => self.blocks.keys().next().copied(),
+                Some(k) => self.blocks.range((Excluded(k), Unbounded)).next().map(|(k, _)| *k),
+            };
+            let Some(first) = next else { break };
+            cursor = Some(first);
+            let Some(block) = self.blocks.get(&first) else { break };
+            let live = block.live_count();
+            if limit != 0 && (removed_ids.len() as u64).saturating_add(live) > limit {
+                break;
+            }
+            let boundary = match goal {
+                TrimGoal::MaxLen(n) => self.length.saturating_sub(live) < n,
+                TrimGoal::MinId(_) => false,
+            };
+            let ids: Vec<StreamId> = block
+                .positions(first)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| !p.deleted)
+                .map(|p| p.id)
+                .collect();
+            let mut goal_met = false;
+            for id in ids {
+                goal_met = match goal {
+                    TrimGoal::MaxLen(n) => self.length <= n,
+                    TrimGoal::MinId(min) => id >= min,
+                };
+                if goal_met {
+                    break;
+                }
+                if strategy == RefStrategy::Acked && self.is_referenced(id) {
+                    continue;
+                }
+                if let Some(b) = self.blocks.get_mut(&first) {
+                    if b.mark_deleted(first, id) {
+                        self.length = self.length.saturating_sub(1);
+                        removed_ids.push(id);
+                    }
+                }
+            }
+            if self.blocks.get(&first).is_some_and(|b| b.live_count() == 0) {
+                self.blocks.remove(&first);
+            }
+            if goal_met || boundary {
+                break;
+            }
+        }
+        if !removed_ids.is_empty() {
+            self.first_id = self.first_live_id();
+        }
+        if strategy == RefStrategy::DelRef {
+            for id in &removed_ids {
+                self.drop_references(*id);
+            }
+        }
+        removed_ids.len() as u64
     }
 
     fn trim(
