@@ -180,8 +180,13 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         }));
         out.push(if opts.justid { reply::id(id) } else { reply::entry(entry) });
     }
-    engine.dirty += effects.len() as u64;
+    engine.dirty += changes(&effects);
     Ok(Reply::Array(out))
+}
+
+/// What counts as a change for `rdb_changes_since_last_save`: everything but seen-time.
+fn changes(effects: &[GroupEffect]) -> u64 {
+    effects.iter().filter(|e| !matches!(e, GroupEffect::ConsumerSeen { .. })).count() as u64
 }
 
 /// Create the consumer if needed and set its seen-time.
@@ -294,6 +299,6 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             .unwrap_or(StreamId::MIN),
         None => StreamId::MIN,
     };
-    engine.dirty += effects.len() as u64;
+    engine.dirty += changes(&effects);
     Ok(Reply::Array(vec![reply::id(cursor), Reply::Array(claimed), Reply::Array(deleted)]))
 }

@@ -210,6 +210,7 @@ fn xread(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         deadline_ms,
         timeout_reply: Reply::NullArray,
         rerun_args: Some(rerun),
+        wake_at_ms: None,
     });
     Ok(Reply::NullArray)
 }

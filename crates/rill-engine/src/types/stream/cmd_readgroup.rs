@@ -16,9 +16,10 @@
 //!
 //! Blocking works as for XREAD ([`CallCtx::block`]); the re-run re-validates everything, so a
 //! deleted key or destroyed group yields NOGROUP and a type change WRONGTYPE, and a reader
-//! that lost the race to another consumer of the group simply blocks again. Redis also wakes a
-//! blocked `CLAIM` reader when its oldest pending entry becomes idle enough; that needs a
-//! server timer and is not done here: such a reader wakes on XADD, XNACK or its deadline.
+//! that lost the race to another consumer of the group simply blocks again. A blocked `CLAIM`
+//! reader also asks to be re-run when its oldest pending entry becomes idle enough
+//! ([`BlockRequest::wake_at_ms`]); the server must honour that for such readers to wake
+//! without a signal.
 
 use super::args::{self, is};
 use super::cmd_read::{
@@ -280,7 +281,15 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 }
             }
         }
-        engine.dirty += (effects.len() - before) as u64;
+        // Redis counts one change per stream that delivered or claimed something (history
+        // re-reads are too minor to count), plus a consumer creation.
+        let created = effects[before..]
+            .iter()
+            .any(|e| matches!(e, GroupEffect::ConsumerCreated { .. }));
+        let delivered = effects[before..]
+            .iter()
+            .any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
+        engine.dirty += u64::from(created) + u64::from(delivered);
     }
 
     if !served.is_empty() {
@@ -295,11 +304,29 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             block_keys.push(key.clone());
         }
     }
+    // With CLAIM, ask to be re-run when the oldest pending entry (of any listed stream) will
+    // be idle enough, or after min-idle from now if nothing is pending (Redis' claim timer).
+    let wake_at_ms = claim.map(|min_idle| {
+        let oldest = keys
+            .iter()
+            .filter_map(|key| {
+                let stream = args::read_stream(engine, ctx, key).ok()??;
+                let g = stream.group(&req.group)?;
+                g.pel()
+                    .claim_order()
+                    .find(|(id, _)| stream.get(*id).is_some())
+                    .map(|(_, p)| p.delivery_time_ms)
+            })
+            .min()
+            .unwrap_or(ctx.now_ms);
+        oldest.saturating_add(i64::try_from(min_idle).unwrap_or(i64::MAX))
+    });
     ctx.block = Some(BlockRequest {
         keys: block_keys,
         deadline_ms: ctx.deadline_override.unwrap_or(deadline),
         timeout_reply: Reply::NullArray,
         rerun_args: None,
+        wake_at_ms,
     });
     Ok(Reply::NullArray)
 }
