@@ -167,6 +167,13 @@ pub enum GroupEffect {
     Acked { group: Bytes, id: StreamId },
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Every effect commands applied on this thread (tests check replay against it).
+    pub(crate) static EFFECT_LOG: std::cell::RefCell<Vec<GroupEffect>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Saturating +1 on a delivery count.
 pub fn bump(count: u64) -> u64 {
     count.saturating_add(1).min(DELIVERY_COUNT_MAX)
@@ -211,7 +218,15 @@ impl Stream {
     /// Apply `effect` and hand it back (to be collected by the command).
     pub fn apply_group(&mut self, effect: GroupEffect) -> GroupEffect {
         self.apply_group_effect(&effect);
+        #[cfg(test)]
+        EFFECT_LOG.with(|log| log.borrow_mut().push(effect.clone()));
         effect
+    }
+
+    /// A copy of the stream without its groups (tests replay effects onto it).
+    #[cfg(test)]
+    pub(crate) fn without_groups(&self) -> Stream {
+        Stream { groups: BTreeMap::new(), ..self.clone() }
     }
 
     /// Apply one effect record. Reads no clock and decides nothing: the record carries every

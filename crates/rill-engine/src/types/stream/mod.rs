@@ -41,6 +41,10 @@ mod reply;
 #[cfg(test)]
 mod cmd_tests;
 #[cfg(test)]
+mod group_tests;
+#[cfg(test)]
+mod pel_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::command::CommandSpec;
