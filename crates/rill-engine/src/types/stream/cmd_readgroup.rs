@@ -283,10 +283,11 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         }
         // Redis counts one change per stream that delivered or claimed something (history
         // re-reads are too minor to count), plus a consumer creation.
-        let created = effects[before..]
+        let this_stream = effects.get(before..).unwrap_or_default();
+        let created = this_stream
             .iter()
             .any(|e| matches!(e, GroupEffect::ConsumerCreated { .. }));
-        let delivered = effects[before..]
+        let delivered = this_stream
             .iter()
             .any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
         engine.dirty += u64::from(created) + u64::from(delivered);

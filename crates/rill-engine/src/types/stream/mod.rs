@@ -8,7 +8,12 @@
 //!   blocks: BTreeMap<StreamId, Block>     key = first ID stored in the block
 //!     [1-0 .. 1-99]  [5-0 .. 9-3]  [12-0 .. ]   <- tail block takes appends
 //!   length, last_generated_id, max_deleted_entry_id, entries_added, first_id
+//!   groups: BTreeMap<name, ConsumerGroup>      see [`group`] (state, effects) and [`pel`]
 //! ```
+//!
+//! Consumer groups change only through [`group::GroupEffect`] records applied by
+//! [`Stream::apply_group_effect`]: commands decide (reading the clock), effects carry the
+//! outcome, so the log and replicas can replay them.
 //!
 //! Costs below use `B` = entries per block (≤ `node_max_entries`, 100 by default) and `K` =
 //! number of blocks.
@@ -366,7 +371,7 @@ impl Stream {
     /// (100 × `max_entries`, 10000 if that is 0, at most 1000000), `Some(0)` = unlimited.
     ///
     /// Trimming never changes `max-deleted-entry-id` or `entries-added`. KEEPREF semantics;
-    /// DELREF/ACKED arrive with consumer groups.
+    /// DELREF/ACKED: see [`Stream::trim_with`].
     /// O(blocks removed × log K) + O(B) for the boundary block.
     pub fn trim_minid(
         &mut self,
@@ -383,8 +388,9 @@ impl Stream {
     /// With KEEPREF this is [`Stream::trim_maxlen`] / [`Stream::trim_minid`]. DELREF and ACKED
     /// must look at entries one by one, so `~` no longer stops at the first block that cannot
     /// go whole: it trims to the exact goal, still refusing a block whose entries would push
-    /// the total over the LIMIT (Redis 8.2.7+). Without consumer groups no entry is referenced
-    /// and there is no reference to drop, so that is all they do until groups exist.
+    /// the total over the LIMIT (Redis 8.2.7+). Without consumer groups nothing is referenced
+    /// and there is no reference to drop, so that is plain exact trimming; with groups see
+    /// `trim_per_entry`.
     pub fn trim_with(
         &mut self,
         goal: TrimGoal,
