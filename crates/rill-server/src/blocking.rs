@@ -58,6 +58,20 @@ impl Blocked {
     pub fn key_count(&self) -> usize {
         self.by_key.len()
     }
+
+    /// Keys with at least one client that a deletion of the key must wake (XREADGROUP answers
+    /// NOGROUP then): INFO `total_blocking_keys_on_nokey`.
+    pub fn nokey_key_count(&self) -> usize {
+        self.by_key
+            .values()
+            .filter(|q| q.iter().any(|c| self.waiters.get(c).is_some_and(|w| w.spec.name == "xreadgroup")))
+            .count()
+    }
+
+    /// When `client`'s parked command wants to be re-run without a signal (XREADGROUP CLAIM).
+    pub fn wake_at(&self, client: u64) -> Option<i64> {
+        self.waiters.get(&client).and_then(|w| w.request.wake_at_ms)
+    }
 }
 
 /// Park `client`.
@@ -138,7 +152,10 @@ pub fn serve_ready(st: &mut State, now_ms: i64) {
 }
 
 /// Re-run one parked client's command; if it no longer blocks, unpark it and send the reply.
-fn try_serve(st: &mut State, client: u64, now_ms: i64) {
+/// If it blocks again, it keeps its deadline and takes the new wake-up time it asked for.
+/// The call was counted when the command first ran, so a re-run adds no call, only a failure
+/// if it ends in an error (as Redis counts a blocked command once).
+pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let Some(w) = st.blocked.waiters.get(&client) else { return };
     let Handler::Engine(handler) = w.spec.handler else { return };
     let mut ctx = CallCtx::new(w.db, now_ms, client);
@@ -147,17 +164,19 @@ fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let args = w.args.clone();
     let spec = w.spec;
     let result = handler(&mut st.engine, &mut ctx, &args);
-    if ctx.block.is_some() {
+    if let Some(again) = ctx.block {
+        if let Some(w) = st.blocked.waiters.get_mut(&client) {
+            w.request.wake_at_ms = again.wake_at_ms;
+        }
         return;
     }
     let reply = match result {
         Ok(r) => r,
         Err(e) => {
             st.stats.count_error(e.text().as_bytes());
+            st.stats.commands.entry(spec.name).or_default().failed += 1;
             e.to_reply()
         }
     };
-    st.stats.commands.entry(spec.name).or_default().calls += 1;
-    st.stats.commands_processed += 1;
     release(st, client, reply);
 }

@@ -130,11 +130,23 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
                 let deadline = request.deadline_ms.map(|d| {
                     tokio::time::Instant::now() + Duration::from_millis((d - now_ms()).max(0) as u64)
                 });
+                let to_instant = |ms: i64| {
+                    tokio::time::Instant::now() + Duration::from_millis((ms - now_ms()).max(0) as u64)
+                };
+                let mut wake = request.wake_at_ms.map(to_instant);
                 let reply = loop {
                     let sleep = async {
                         match deadline {
                             Some(d) => tokio::time::sleep_until(d).await,
                             None => std::future::pending().await,
+                        }
+                    };
+                    // XREADGROUP CLAIM asks to be re-run when its oldest pending entry becomes
+                    // claimable, even if no key is signalled.
+                    let wake_up = async {
+                        match wake {
+                            Some(w) if deadline.is_none_or(|d| w < d) => tokio::time::sleep_until(w).await,
+                            _ => std::future::pending().await,
                         }
                     };
                     tokio::select! {
@@ -149,6 +161,13 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
                                 Some(w) => break w.request.timeout_reply,
                                 None => continue,
                             }
+                        }
+                        () = wake_up => {
+                            let mut st = shared.lock();
+                            blocking::try_serve(&mut st, id, now_ms());
+                            blocking::serve_ready(&mut st, now_ms());
+                            wake = st.blocked.wake_at(id).map(to_instant);
+                            continue;
                         }
                         n = socket.read_buf(&mut inbuf) => match n {
                             Ok(0) | Err(_) => break 'outer,

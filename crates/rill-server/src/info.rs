@@ -107,7 +107,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "clients_in_timeout_table:{}", st.blocked.len());
             line!(out, "total_watched_keys:{}", st.engine.watch.watched_key_count());
             line!(out, "total_blocking_keys:{}", st.blocked.key_count());
-            line!(out, "total_blocking_keys_on_nokey:0");
+            line!(out, "total_blocking_keys_on_nokey:{}", st.blocked.nokey_key_count());
         }
         "memory" => {
             let used = alloc::allocated_bytes();

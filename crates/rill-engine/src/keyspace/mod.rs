@@ -141,6 +141,10 @@ pub struct BlockRequest {
     /// Arguments to re-run with instead of the original ones, when blocking resolved something
     /// that must not be resolved again (XREAD's `$` becomes the last ID at block time).
     pub rerun_args: Option<Vec<Bytes>>,
+    /// Unix ms at which the command should be re-run even if no key was signalled (XREADGROUP
+    /// CLAIM: when the oldest pending entry becomes idle enough to claim). A re-run that still
+    /// finds nothing blocks again with its original deadline. `None`: only signals wake it.
+    pub wake_at_ms: Option<i64>,
 }
 
 /// Per-call context: who runs the command, where, and when.
@@ -299,10 +303,17 @@ impl Engine {
     /// Does not call [`Engine::modified`]; the handler does.
     pub fn insert(&mut self, db: usize, key: Bytes, value: Value) {
         let d = self.db_mut(db);
+        let mut replaced_stream = false;
         if let Some(old) = d.keys.insert(key.clone(), Entry { value, expire_at_ms: None }) {
+            replaced_stream = matches!(old.value, Value::Stream(_));
             if let Some(t) = old.expire_at_ms {
-                d.expiring.remove(&(t, key));
+                d.expiring.remove(&(t, key.clone()));
             }
+        }
+        if replaced_stream {
+            // Clients blocked in XREADGROUP on it must learn it is gone (Redis signals a
+            // deleted or overwritten key to them).
+            self.signal_ready(db, &key);
         }
     }
 
@@ -310,7 +321,13 @@ impl Engine {
     pub fn insert_keep_ttl(&mut self, db: usize, key: Bytes, value: Value) {
         let d = self.db_mut(db);
         match d.keys.get_mut(&key) {
-            Some(e) => e.value = value,
+            Some(e) => {
+                let replaced_stream = matches!(e.value, Value::Stream(_));
+                e.value = value;
+                if replaced_stream {
+                    self.signal_ready(db, &key);
+                }
+            }
             None => {
                 d.keys.insert(key, Entry { value, expire_at_ms: None });
             }
@@ -374,6 +391,16 @@ impl Engine {
         let d = std::mem::take(self.db_mut(db));
         for key in d.keys.keys() {
             self.watch.touch(db, key);
+        }
+        // Blocked XREADGROUP clients on a flushed stream re-run and fail with NOGROUP.
+        let blocked: Vec<Bytes> = self
+            .blocking_keys
+            .keys()
+            .filter(|(d2, k)| *d2 == db && matches!(d.keys.get(k), Some(e) if matches!(e.value, Value::Stream(_))))
+            .map(|(_, k)| k.clone())
+            .collect();
+        for k in blocked {
+            self.signal_ready(db, &k);
         }
         self.dirty += d.keys.len() as u64;
     }

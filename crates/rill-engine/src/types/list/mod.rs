@@ -413,8 +413,15 @@ fn blocking_pop(
     let keys = args.get(1..args.len().saturating_sub(1)).unwrap_or(&[]);
     let timeout = arg(args, args.len().saturating_sub(1).max(2))?;
     let deadline = parse_timeout(timeout, ctx.now_ms)?;
+    // A re-run (woken by a signal on one of the keys) treats a key that now holds another
+    // type as missing: Redis only serves a blocked client from a key of the type it waits for.
+    let rerun = ctx.deadline_override.is_some();
     for key in keys {
-        let Some(list) = existing_list(engine, ctx, key)? else { continue };
+        let list = match existing_list(engine, ctx, key) {
+            Err(e) if rerun && e == CmdError::WRONGTYPE => None,
+            other => other?,
+        };
+        let Some(list) = list else { continue };
         let Some(value) = pop_end(list, end) else { continue };
         let now_empty = list.is_empty();
         after_removal(engine, ctx, key, now_empty);
@@ -426,6 +433,7 @@ fn blocking_pop(
             deadline_ms: ctx.deadline_override.unwrap_or(deadline),
             timeout_reply: Reply::NullArray,
             rerun_args: None,
+            wake_at_ms: None,
         });
     }
     Ok(Reply::NullArray)
@@ -669,7 +677,8 @@ mod tests {
                 keys: vec![Bytes::from("a"), Bytes::from("b")],
                 deadline_ms: Some(h.now_ms + 1500),
                 timeout_reply: Reply::NullArray,
-            rerun_args: None,
+                rerun_args: None,
+                wake_at_ms: None,
             })
         );
         // Timeout 0 blocks forever; fractions of a ms round up.

@@ -168,6 +168,7 @@ fn blocking_move(
             deadline_ms: ctx.deadline_override.unwrap_or(deadline),
             timeout_reply: Reply::NullArray,
             rerun_args: None,
+            wake_at_ms: None,
         });
     }
     Ok(Reply::Null)

@@ -268,3 +268,42 @@ pub(super) fn apply_trim(
 ) -> u64 {
     stream.trim_with(trim.goal, trim.approx, trim.limit, strategy, limits)
 }
+
+/// Lossy text of an argument, for echoing it in an error.
+pub(super) fn text(arg: &[u8]) -> String {
+    String::from_utf8_lossy(arg).into_owned()
+}
+
+/// `NOGROUP No such key '<key>' or consumer group '<group>'` (XPENDING, XCLAIM, XAUTOCLAIM,
+/// XNACK).
+pub(super) fn no_key_or_group(key: &[u8], group: &[u8]) -> CmdError {
+    CmdError::owned(format!(
+        "NOGROUP No such key '{}' or consumer group '{}'",
+        text(key),
+        text(group)
+    ))
+}
+
+/// `NOGROUP No such consumer group '<group>' for key name '<key>'` (XGROUP, XINFO CONSUMERS).
+pub(super) fn no_group_for_key(key: &[u8], group: &[u8]) -> CmdError {
+    CmdError::owned(format!(
+        "NOGROUP No such consumer group '{}' for key name '{}'",
+        text(group),
+        text(key)
+    ))
+}
+
+/// The stream at `key` holding `group`, for writing: WRONGTYPE for another type, `missing`
+/// when the key or the group does not exist.
+pub(super) fn group_stream<'e>(
+    engine: &'e mut Engine,
+    ctx: &CallCtx,
+    key: &[u8],
+    group: &[u8],
+    missing: impl FnOnce() -> CmdError,
+) -> Result<&'e mut Stream, CmdError> {
+    match write_stream(engine, ctx, key)? {
+        Some(s) if s.group(group).is_some() => Ok(s),
+        _ => Err(missing()),
+    }
+}

@@ -6,8 +6,8 @@
 //! ```
 //!
 //! Both validate every ID before deleting any, and keep the key even when the stream becomes
-//! empty. Group references (DELREF, ACKED) go through [`Stream::is_referenced`], which says
-//! "no" until consumer groups exist.
+//! empty. Group references: DELREF drops them with [`Stream::drop_references`], ACKED keeps
+//! entries [`Stream::is_referenced`] still names.
 
 use super::args::{self, is};
 use super::{RefStrategy, Stream, StreamId};
@@ -148,12 +148,14 @@ fn xdelex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 }
 
 /// One XDELEX ID under a strategy: 1 deleted, −1 no such entry, 2 kept (still referenced).
-fn delete_one(stream: &mut Stream, id: StreamId, strategy: RefStrategy) -> i64 {
+pub(super) fn delete_one(stream: &mut Stream, id: StreamId, strategy: RefStrategy) -> i64 {
     match strategy {
         RefStrategy::Acked if stream.is_referenced(id) => return XDELEX_STILL_REFERENCED,
-        // DELREF drops every group's PEL reference first (even for a missing entry); with no
-        // groups there is none to drop.
-        RefStrategy::DelRef | RefStrategy::Acked | RefStrategy::KeepRef => {}
+        // DELREF drops every group's PEL reference first, even for a missing entry.
+        RefStrategy::DelRef => {
+            stream.drop_references(id);
+        }
+        RefStrategy::Acked | RefStrategy::KeepRef => {}
     }
     if stream.delete(id) {
         XDELEX_DELETED

@@ -1,8 +1,8 @@
-//! XINFO: the introspection container (spec §3.17). Implemented now: `XINFO STREAM key
-//! [FULL [COUNT count]]` and `XINFO HELP`; `XINFO GROUPS` and `XINFO CONSUMERS` arrive with
-//! consumer groups as further entries of [`SUBCOMMANDS`].
+//! XINFO: the introspection container (spec §3.17): `XINFO STREAM key [FULL [COUNT count]]`,
+//! `XINFO GROUPS key`, `XINFO CONSUMERS key group` and `XINFO HELP`.
 
 use super::args::{self, is};
+use super::group::ConsumerGroup;
 use super::{reply, Stream};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::util::parse_i64;
@@ -24,7 +24,46 @@ pub(super) const XINFO: CommandSpec = CommandSpec {
     ..CommandSpec::DEFAULT
 };
 
-const SUBCOMMANDS: &[CommandSpec] = &[XINFO_STREAM, XINFO_HELP];
+const SUBCOMMANDS: &[CommandSpec] = &[XINFO_STREAM, XINFO_GROUPS, XINFO_CONSUMERS, XINFO_HELP];
+
+/// `XINFO GROUPS`.
+const XINFO_GROUPS: CommandSpec = CommandSpec {
+    name: "xinfo|groups",
+    arity: 3,
+    flags: Flags::READONLY,
+    first_key: 2,
+    last_key: 2,
+    step: 1,
+    acl: &["@read", "@stream", "@slow"],
+    key_specs: &[key_at(2, &["RO", "access"])],
+    group: "stream",
+    summary: "Lists a stream's consumer groups with their position, pending count and lag.",
+    since: "5.0.0",
+    complexity: "O(G) for G groups (lag may cost O(E) for the E entries of the last block).",
+    syntax: "key:key",
+    handler: Handler::Engine(xinfo_groups),
+    ..CommandSpec::DEFAULT
+};
+
+/// `XINFO CONSUMERS`.
+const XINFO_CONSUMERS: CommandSpec = CommandSpec {
+    name: "xinfo|consumers",
+    arity: 4,
+    flags: Flags::READONLY,
+    first_key: 2,
+    last_key: 2,
+    step: 1,
+    acl: &["@read", "@stream", "@slow"],
+    tips: &["nondeterministic_output"],
+    key_specs: &[key_at(2, &["RO", "access"])],
+    group: "stream",
+    summary: "Lists the consumers of a group with their pending count and idle times.",
+    since: "5.0.0",
+    complexity: "O(C) for C consumers.",
+    syntax: "key:key group",
+    handler: Handler::Engine(xinfo_consumers),
+    ..CommandSpec::DEFAULT
+};
 
 /// `XINFO STREAM`.
 const XINFO_STREAM: CommandSpec = CommandSpec {
@@ -142,7 +181,7 @@ fn common_fields(s: &Stream) -> Vec<(Reply, Reply)> {
 
 fn summary(s: &Stream) -> Reply {
     let mut m = common_fields(s);
-    m.push((reply::name("groups"), Reply::Integer(0)));
+    m.push((reply::name("groups"), reply::count(s.groups().len() as u64)));
     m.push((reply::name("first-entry"), s.first_entry().map_or(Reply::Null, reply::entry)));
     m.push((reply::name("last-entry"), s.last_entry().map_or(Reply::Null, reply::entry)));
     Reply::Map(m)
@@ -153,7 +192,115 @@ fn full_info(s: &Stream, count: u64) -> Reply {
     let entries = s.range_vec(super::StreamId::MIN, super::StreamId::MAX, take, false);
     let mut m = common_fields(s);
     m.push((reply::name("entries"), reply::entries(entries)));
-    // One map per consumer group, by name, once groups exist.
-    m.push((reply::name("groups"), Reply::Array(Vec::new())));
+    let groups = s.groups().iter().map(|(name, g)| full_group(s, name, g, take)).collect();
+    m.push((reply::name("groups"), Reply::Array(groups)));
     Reply::Map(m)
+}
+
+/// `entries-read` and `lag`: integers, or nil when unknown.
+fn read_and_lag(s: &Stream, g: &ConsumerGroup) -> [(Reply, Reply); 2] {
+    [
+        (reply::name("entries-read"), g.entries_read.map_or(Reply::Null, reply::count)),
+        (reply::name("lag"), s.lag(g).map_or(Reply::Null, reply::count)),
+    ]
+}
+
+/// One group of XINFO STREAM FULL: 8 fields, pending entries and consumers listed up to
+/// `take` each.
+fn full_group(s: &Stream, name: &Bytes, g: &ConsumerGroup, take: Option<usize>) -> Reply {
+    let take = take.unwrap_or(usize::MAX);
+    let pending = g
+        .pel()
+        .iter()
+        .take(take)
+        .map(|(id, e)| {
+            Reply::Array(vec![
+                reply::id(id),
+                Reply::Bulk(e.owner.clone().unwrap_or_default()),
+                Reply::Integer(e.delivery_time_ms),
+                reply::count(e.delivery_count),
+            ])
+        })
+        .collect();
+    let consumers = g
+        .consumers()
+        .iter()
+        .map(|(cname, c)| {
+            let own = c
+                .pending_ids()
+                .iter()
+                .take(take)
+                .filter_map(|id| {
+                    let e = g.pel().get(*id)?;
+                    Some(Reply::Array(vec![
+                        reply::id(*id),
+                        Reply::Integer(e.delivery_time_ms),
+                        reply::count(e.delivery_count),
+                    ]))
+                })
+                .collect();
+            Reply::Map(vec![
+                (reply::name("name"), Reply::Bulk(cname.clone())),
+                (reply::name("seen-time"), Reply::Integer(c.seen_time_ms)),
+                (reply::name("active-time"), Reply::Integer(c.active_time_ms)),
+                (reply::name("pel-count"), reply::count(c.pending_ids().len() as u64)),
+                (reply::name("pending"), Reply::Array(own)),
+            ])
+        })
+        .collect();
+    let [er, lag] = read_and_lag(s, g);
+    Reply::Map(vec![
+        (reply::name("name"), Reply::Bulk(name.clone())),
+        (reply::name("last-delivered-id"), reply::id(g.last_delivered_id)),
+        er,
+        lag,
+        (reply::name("pel-count"), reply::count(g.pel().len())),
+        (reply::name("nacked-count"), reply::count(g.pel().nacked_count())),
+        (reply::name("pending"), Reply::Array(pending)),
+        (reply::name("consumers"), Reply::Array(consumers)),
+    ])
+}
+
+fn xinfo_groups(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let key = args.get(2).ok_or_else(|| subcommand_error(args))?;
+    let s = args::read_stream(engine, ctx, key)?.ok_or(CmdError::NO_SUCH_KEY)?;
+    let groups = s
+        .groups()
+        .iter()
+        .map(|(name, g)| {
+            let [er, lag] = read_and_lag(s, g);
+            Reply::Map(vec![
+                (reply::name("name"), Reply::Bulk(name.clone())),
+                (reply::name("consumers"), reply::count(g.consumers().len() as u64)),
+                (reply::name("pending"), reply::count(g.pel().len())),
+                (reply::name("last-delivered-id"), reply::id(g.last_delivered_id)),
+                er,
+                lag,
+            ])
+        })
+        .collect();
+    Ok(Reply::Array(groups))
+}
+
+fn xinfo_consumers(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let key = args.get(2).ok_or_else(|| subcommand_error(args))?;
+    let group = args.get(3).ok_or_else(|| subcommand_error(args))?;
+    let now = ctx.now_ms;
+    let s = args::read_stream(engine, ctx, key)?.ok_or(CmdError::NO_SUCH_KEY)?;
+    let g = s.group(group).ok_or_else(|| args::no_group_for_key(key, group))?;
+    let consumers = g
+        .consumers()
+        .iter()
+        .map(|(name, c)| {
+            let inactive =
+                if c.active_time_ms == -1 { -1 } else { (now - c.active_time_ms).max(0) };
+            Reply::Map(vec![
+                (reply::name("name"), Reply::Bulk(name.clone())),
+                (reply::name("pending"), reply::count(c.pending_ids().len() as u64)),
+                (reply::name("idle"), Reply::Integer((now - c.seen_time_ms).max(0))),
+                (reply::name("inactive"), Reply::Integer(inactive)),
+            ])
+        })
+        .collect();
+    Ok(Reply::Array(consumers))
 }

@@ -47,15 +47,15 @@ pub(super) const XREAD: CommandSpec = CommandSpec {
 };
 
 /// `ERR timeout is not an integer or out of range`
-const TIMEOUT_NOT_INTEGER: CmdError =
+pub(super) const TIMEOUT_NOT_INTEGER: CmdError =
     CmdError::full("ERR timeout is not an integer or out of range");
 /// `ERR timeout is out of range`
-const TIMEOUT_OUT_OF_RANGE: CmdError = CmdError::full("ERR timeout is out of range");
+pub(super) const TIMEOUT_OUT_OF_RANGE: CmdError = CmdError::full("ERR timeout is out of range");
 /// MAXCOUNT/MAXSIZE errors: the spec marks their exact text unverified (8.10, docs only).
-const MAXCOUNT_NOT_POSITIVE: CmdError = CmdError::full("ERR MAXCOUNT must be a positive integer");
-const MAXCOUNT_BELOW_COUNT: CmdError =
+pub(super) const MAXCOUNT_NOT_POSITIVE: CmdError = CmdError::full("ERR MAXCOUNT must be a positive integer");
+pub(super) const MAXCOUNT_BELOW_COUNT: CmdError =
     CmdError::full("ERR MAXCOUNT must be greater than or equal to COUNT");
-const MAXSIZE_NOT_POSITIVE: CmdError = CmdError::full("ERR MAXSIZE must be a positive integer");
+pub(super) const MAXSIZE_NOT_POSITIVE: CmdError = CmdError::full("ERR MAXSIZE must be a positive integer");
 
 /// A validated XREAD, before the keys are looked at.
 #[derive(Debug)]
@@ -210,6 +210,7 @@ fn xread(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         deadline_ms,
         timeout_reply: Reply::NullArray,
         rerun_args: Some(rerun),
+        wake_at_ms: None,
     });
     Ok(Reply::NullArray)
 }

@@ -8,19 +8,19 @@ use bytes::Bytes;
 use rill_resp::Reply;
 
 /// An engine, a command table and a clock.
-struct Harness {
-    engine: Engine,
+pub(super) struct Harness {
+    pub(super) engine: Engine,
     table: CommandTable,
-    now_ms: i64,
-    resp3: bool,
-    no_block: bool,
-    deadline_override: Option<Option<i64>>,
+    pub(super) now_ms: i64,
+    pub(super) resp3: bool,
+    pub(super) no_block: bool,
+    pub(super) deadline_override: Option<Option<i64>>,
     /// What the last command asked for when it blocked.
-    blocked: Option<BlockRequest>,
+    pub(super) blocked: Option<BlockRequest>,
 }
 
 impl Harness {
-    fn new() -> Harness {
+    pub(super) fn new() -> Harness {
         Harness {
             engine: Engine::new(EngineConfig::default()),
             table: CommandTable::new(&crate::types::families()),
@@ -33,7 +33,7 @@ impl Harness {
     }
 
     /// Run a command given as its arguments.
-    fn call(&mut self, args: Vec<Bytes>) -> Reply {
+    pub(super) fn call(&mut self, args: Vec<Bytes>) -> Reply {
         let spec = match self.table.resolve(&args) {
             Lookup::Found(spec) => spec,
             Lookup::UnknownCommand => return Reply::error("ERR unknown command"),
@@ -55,12 +55,12 @@ impl Harness {
     }
 
     /// Run a command written as whitespace-separated words.
-    fn run(&mut self, line: &str) -> String {
+    pub(super) fn run(&mut self, line: &str) -> String {
         let args = line.split_whitespace().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
         show(&self.call(args))
     }
 
-    fn stream(&self, key: &str) -> &super::Stream {
+    pub(super) fn stream(&self, key: &str) -> &super::Stream {
         match self.engine.db(0).get_raw(key.as_bytes()).map(|e| &e.value) {
             Some(Value::Stream(s)) => s,
             _ => panic!("{key} is not a stream"),
@@ -70,7 +70,7 @@ impl Harness {
 
 /// A compact rendering for assertions: bulks as text, `:n`, `+s`, `-err`, `nil`, `nil*`,
 /// arrays `[a b]`, maps `{k=v k=v}`.
-fn show(r: &Reply) -> String {
+pub(super) fn show(r: &Reply) -> String {
     match r {
         Reply::Simple(s) => format!("+{}", String::from_utf8_lossy(s)),
         Reply::Error(e) => format!("-{}", String::from_utf8_lossy(e)),
@@ -90,7 +90,7 @@ fn show(r: &Reply) -> String {
 }
 
 /// The value of field `name` in a rendered XINFO map.
-fn info_field(h: &mut Harness, line: &str, name: &str) -> String {
+pub(super) fn info_field(h: &mut Harness, line: &str, name: &str) -> String {
     let args = line.split_whitespace().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
     let Reply::Map(m) = h.call(args) else { panic!("not a map") };
     m.iter()

@@ -8,30 +8,47 @@
 //!   blocks: BTreeMap<StreamId, Block>     key = first ID stored in the block
 //!     [1-0 .. 1-99]  [5-0 .. 9-3]  [12-0 .. ]   <- tail block takes appends
 //!   length, last_generated_id, max_deleted_entry_id, entries_added, first_id
+//!   groups: BTreeMap<name, ConsumerGroup>      see [`group`] (state, effects) and [`pel`]
 //! ```
+//!
+//! Consumer groups change only through [`group::GroupEffect`] records applied by
+//! [`Stream::apply_group_effect`]: commands decide (reading the clock), effects carry the
+//! outcome, so the log and replicas can replay them.
 //!
 //! Costs below use `B` = entries per block (≤ `node_max_entries`, 100 by default) and `K` =
 //! number of blocks.
 
 pub mod block;
 mod codec;
+pub mod group;
 pub mod id;
 pub mod idmp;
+pub mod pel;
 
 mod args;
+mod cmd_ack;
 mod cmd_add;
+mod cmd_claim;
 mod cmd_config;
 mod cmd_delete;
+mod cmd_group;
 mod cmd_idmp_record;
 mod cmd_info;
+mod cmd_nack;
+mod cmd_pending;
 mod cmd_range;
 mod cmd_read;
+mod cmd_readgroup;
 mod cmd_setid;
 mod cmd_trim;
 mod reply;
 
 #[cfg(test)]
 mod cmd_tests;
+#[cfg(test)]
+mod group_tests;
+#[cfg(test)]
+mod pel_tests;
 #[cfg(test)]
 mod tests;
 
@@ -54,10 +71,18 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd_range::XRANGE,
     cmd_range::XREVRANGE,
     cmd_read::XREAD,
+    cmd_readgroup::XREADGROUP,
+    cmd_ack::XACK,
+    cmd_ack::XACKDEL,
     cmd_delete::XDEL,
     cmd_delete::XDELEX,
     cmd_trim::XTRIM,
     cmd_setid::XSETID,
+    cmd_pending::XPENDING,
+    cmd_claim::XCLAIM,
+    cmd_claim::XAUTOCLAIM,
+    cmd_nack::XNACK,
+    cmd_group::XGROUP,
     cmd_config::XCFGSET,
     cmd_idmp_record::XIDMPRECORD,
     cmd_info::XINFO,
@@ -113,9 +138,8 @@ pub struct Stream {
     first_id: StreamId,
     /// Idempotent-production state (XADD IDMP/IDMPAUTO, XCFGSET; spec §3.1.1).
     pub idmp: Idmp,
-    // Consumer groups will hang here (a BTreeMap by group name, each with its PEL); they come
-    // with the XGROUP/XREADGROUP work. [`Stream::has_groups`] is the hook trimming and XDELEX
-    // consult until then.
+    /// Consumer groups by name (see [`group`]).
+    groups: BTreeMap<Bytes, group::ConsumerGroup>,
 }
 
 /// What a trim aims for.
@@ -347,7 +371,7 @@ impl Stream {
     /// (100 × `max_entries`, 10000 if that is 0, at most 1000000), `Some(0)` = unlimited.
     ///
     /// Trimming never changes `max-deleted-entry-id` or `entries-added`. KEEPREF semantics;
-    /// DELREF/ACKED arrive with consumer groups.
+    /// DELREF/ACKED: see [`Stream::trim_with`].
     /// O(blocks removed × log K) + O(B) for the boundary block.
     pub fn trim_minid(
         &mut self,
@@ -364,8 +388,9 @@ impl Stream {
     /// With KEEPREF this is [`Stream::trim_maxlen`] / [`Stream::trim_minid`]. DELREF and ACKED
     /// must look at entries one by one, so `~` no longer stops at the first block that cannot
     /// go whole: it trims to the exact goal, still refusing a block whose entries would push
-    /// the total over the LIMIT (Redis 8.2.7+). Without consumer groups no entry is referenced
-    /// and there is no reference to drop, so that is all they do until groups exist.
+    /// the total over the LIMIT (Redis 8.2.7+). Without consumer groups nothing is referenced
+    /// and there is no reference to drop, so that is plain exact trimming; with groups see
+    /// `trim_per_entry`.
     pub fn trim_with(
         &mut self,
         goal: TrimGoal,
@@ -377,23 +402,89 @@ impl Stream {
         match strategy {
             RefStrategy::KeepRef => self.trim(goal, approx, limit, limits),
             RefStrategy::DelRef | RefStrategy::Acked => {
-                debug_assert!(!self.has_groups(), "per-entry reference trimming needs groups");
                 let limit = if approx { effective_trim_limit(limit, limits) } else { 0 };
-                self.trim_inner(goal, false, limit)
+                if self.has_groups() {
+                    self.trim_per_entry(goal, limit, strategy)
+                } else {
+                    self.trim_inner(goal, false, limit)
+                }
             }
         }
     }
 
-    /// Whether any consumer group exists (always false until consumer groups are built; the
-    /// ACKED/DELREF paths branch on it).
-    pub fn has_groups(&self) -> bool {
-        false
-    }
-
-    /// Whether some group still references `id` (spec §6.3). Nothing is referenced without
-    /// groups.
-    pub fn is_referenced(&self, _id: StreamId) -> bool {
-        false
+    /// DELREF / ACKED trimming with groups: entries are looked at one by one from the head.
+    /// ACKED skips referenced entries and goes on with newer ones; DELREF removes every
+    /// group's references to what it removed. `limit` (0 = none) is checked per block, as
+    /// approximate trimming does. With MAXLEN the walk stops after the block in which the goal
+    /// fell when the block was reached (spec §6.2). O(E × G log n) for E entries examined, G
+    /// groups and PELs of n entries.
+    fn trim_per_entry(&mut self, goal: TrimGoal, limit: u64, strategy: RefStrategy) -> u64 {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let mut removed_ids: Vec<StreamId> = Vec::new();
+        let mut cursor: Option<StreamId> = None;
+        loop {
+            if let TrimGoal::MaxLen(n) = goal {
+                if self.length <= n {
+                    break;
+                }
+            }
+            let next = match cursor {
+                None => self.blocks.keys().next().copied(),
+                Some(k) => self.blocks.range((Excluded(k), Unbounded)).next().map(|(k, _)| *k),
+            };
+            let Some(first) = next else { break };
+            cursor = Some(first);
+            let Some(block) = self.blocks.get(&first) else { break };
+            let live = block.live_count();
+            if limit != 0 && (removed_ids.len() as u64).saturating_add(live) > limit {
+                break;
+            }
+            let boundary = match goal {
+                TrimGoal::MaxLen(n) => self.length.saturating_sub(live) < n,
+                TrimGoal::MinId(_) => false,
+            };
+            let ids: Vec<StreamId> = block
+                .positions(first)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| !p.deleted)
+                .map(|p| p.id)
+                .collect();
+            let mut goal_met = false;
+            for id in ids {
+                goal_met = match goal {
+                    TrimGoal::MaxLen(n) => self.length <= n,
+                    TrimGoal::MinId(min) => id >= min,
+                };
+                if goal_met {
+                    break;
+                }
+                if strategy == RefStrategy::Acked && self.is_referenced(id) {
+                    continue;
+                }
+                if let Some(b) = self.blocks.get_mut(&first) {
+                    if b.mark_deleted(first, id) {
+                        self.length = self.length.saturating_sub(1);
+                        removed_ids.push(id);
+                    }
+                }
+            }
+            if self.blocks.get(&first).is_some_and(|b| b.live_count() == 0) {
+                self.blocks.remove(&first);
+            }
+            if goal_met || boundary {
+                break;
+            }
+        }
+        if !removed_ids.is_empty() {
+            self.first_id = self.first_live_id();
+        }
+        if strategy == RefStrategy::DelRef {
+            for id in &removed_ids {
+                self.drop_references(*id);
+            }
+        }
+        removed_ids.len() as u64
     }
 
     fn trim(

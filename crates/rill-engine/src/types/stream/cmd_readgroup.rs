@@ -1,0 +1,483 @@
+//! XREADGROUP: read as a consumer of a group — new entries (`>`), the consumer's own pending
+//! history (an explicit ID), or with CLAIM idle pending entries first (spec §3.5, §7).
+//!
+//! ```text
+//! XREADGROUP GROUP group consumer [COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize]
+//!            [BLOCK milliseconds] [CLAIM min-idle-time] [NOACK]
+//!            STREAMS key [key ...] id [id ...]
+//! ```
+//!
+//! Every key, group and ID is validated before anything changes. Then, per stream in argument
+//! order: the consumer is created if needed and its seen-time set (even if the command then
+//! blocks), and the stream is served. Each delivery is a [`GroupEffect`] — `Delivered` for a
+//! new entry, `Redelivered` for a history re-read, `Claimed` for CLAIM — which is what a log
+//! or replica replays (Redis propagates each delivery as an explicit XCLAIM for the same
+//! reason: the reader's clock and the group's position must not be recomputed).
+//!
+//! Blocking works as for XREAD ([`CallCtx::block`]); the re-run re-validates everything, so a
+//! deleted key or destroyed group yields NOGROUP and a type change WRONGTYPE, and a reader
+//! that lost the race to another consumer of the group simply blocks again. A blocked `CLAIM`
+//! reader also asks to be re-run when its oldest pending entry becomes idle enough
+//! ([`BlockRequest::wake_at_ms`]); the server must honour that for such readers to wake
+//! without a signal.
+
+use super::args::{self, is};
+use super::cmd_read::{
+    MAXCOUNT_BELOW_COUNT, MAXCOUNT_NOT_POSITIVE, MAXSIZE_NOT_POSITIVE, TIMEOUT_NOT_INTEGER,
+    TIMEOUT_OUT_OF_RANGE,
+};
+use super::group::{bump, GroupEffect};
+use super::{reply, Stream, StreamEntry, StreamId};
+use crate::command::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
+use crate::util::parse_i64;
+use crate::{BlockRequest, CallCtx, CmdError, Engine};
+use bytes::Bytes;
+use rill_resp::Reply;
+use std::ops::Bound::{Excluded, Unbounded};
+
+/// `XREADGROUP`.
+pub(super) const XREADGROUP: CommandSpec = CommandSpec {
+    name: "xreadgroup",
+    arity: -7,
+    flags: Flags::WRITE.and(Flags::BLOCKING).and(Flags::MOVABLEKEYS),
+    first_key: 0,
+    last_key: 0,
+    step: 0,
+    acl: &["@write", "@stream", "@slow", "@blocking"],
+    key_specs: &[KeySpec {
+        flags: &["RO", "access"],
+        begin: BeginSearch::Keyword { keyword: "STREAMS", startfrom: 4 },
+        find: FindKeys::Range { lastkey: -1, keystep: 1, limit: 2 },
+    }],
+    group: "stream",
+    summary: "Reads entries as a consumer of a group: new ones, its own pending ones, or idle \
+              pending ones of the group, waiting for new ones if asked to.",
+    since: "5.0.0",
+    complexity: "O(log n + M log n) per stream, M the entries returned and n the PEL size; \
+                 O(1) to block.",
+    syntax: "GROUP (group consumer) [COUNT count:integer] [MAXCOUNT maxcount:integer] \
+             [MAXSIZE maxsize:integer] [BLOCK milliseconds:integer] \
+             [CLAIM min-idle-time:integer] [NOACK] STREAMS (key:key ... id ...)",
+    handler: Handler::Engine(xreadgroup),
+    ..CommandSpec::DEFAULT
+};
+
+/// A validated XREADGROUP, before the keys are looked at.
+#[derive(Debug)]
+struct Request {
+    group: Bytes,
+    consumer: Bytes,
+    /// Per-stream cap; 0 = none.
+    count: u64,
+    max_count: Option<u64>,
+    max_size: Option<u64>,
+    block_ms: Option<i64>,
+    /// `CLAIM min-idle-time`.
+    claim: Option<u64>,
+    noack: bool,
+    streams_at: usize,
+    streams: usize,
+}
+
+/// What one listed stream asks for.
+#[derive(Debug, Clone, Copy)]
+enum ReadKind {
+    /// `>`: entries never delivered to the group.
+    New,
+    /// The consumer's own pending entries after this ID.
+    History(StreamId),
+}
+
+fn parse(args: &[Bytes]) -> Result<Request, CmdError> {
+    let argc = args.len();
+    let mut req = Request {
+        group: Bytes::new(),
+        consumer: Bytes::new(),
+        count: 0,
+        max_count: None,
+        max_size: None,
+        block_ms: None,
+        claim: None,
+        noack: false,
+        streams_at: 0,
+        streams: 0,
+    };
+    let mut group_given = false;
+    let mut i = 1;
+    while i < argc {
+        let more = argc - 1 - i;
+        let Some(opt) = args.get(i) else { break };
+        let value = args.get(i + 1).map(|b| b.as_ref()).unwrap_or_default();
+        if is(opt, "CLAIM") && more >= 1 {
+            let n = parse_i64(value).ok_or(CmdError::full(
+                "ERR min-idle-time is not an integer or out of range",
+            ))?;
+            let n = u64::try_from(n)
+                .map_err(|_| CmdError::full("ERR min-idle-time must be a positive integer"))?;
+            req.claim = Some(n);
+            i += 1;
+        } else if is(opt, "BLOCK") && more >= 1 {
+            let ms = parse_i64(value).ok_or(TIMEOUT_NOT_INTEGER)?;
+            if ms < 0 {
+                return Err(CmdError::TIMEOUT_NEGATIVE);
+            }
+            req.block_ms = Some(ms);
+            i += 1;
+        } else if is(opt, "COUNT") && more >= 1 {
+            let n = parse_i64(value).ok_or(CmdError::NOT_INTEGER)?;
+            req.count = u64::try_from(n).unwrap_or(0);
+            i += 1;
+        } else if is(opt, "MAXCOUNT") && more >= 1 {
+            let n = parse_i64(value).ok_or(MAXCOUNT_NOT_POSITIVE)?;
+            req.max_count =
+                Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or(MAXCOUNT_NOT_POSITIVE)?);
+            i += 1;
+        } else if is(opt, "MAXSIZE") && more >= 1 {
+            let n = parse_i64(value).ok_or(MAXSIZE_NOT_POSITIVE)?;
+            req.max_size =
+                Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or(MAXSIZE_NOT_POSITIVE)?);
+            i += 1;
+        } else if is(opt, "STREAMS") && more >= 1 {
+            let rest = argc - (i + 1);
+            if !rest.is_multiple_of(2) {
+                return Err(CmdError::full(
+                    "ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified.",
+                ));
+            }
+            req.streams_at = i + 1;
+            req.streams = rest / 2;
+            break;
+        } else if is(opt, "GROUP") && more >= 2 {
+            req.group = args.get(i + 1).cloned().unwrap_or_default();
+            req.consumer = args.get(i + 2).cloned().unwrap_or_default();
+            group_given = true;
+            i += 2;
+        } else if is(opt, "NOACK") {
+            req.noack = true;
+        } else {
+            return Err(CmdError::SYNTAX);
+        }
+        i += 1;
+    }
+    if req.streams_at == 0 {
+        return Err(CmdError::SYNTAX);
+    }
+    if !group_given {
+        return Err(CmdError::full("ERR Missing GROUP option for XREADGROUP"));
+    }
+    if let Some(max) = req.max_count {
+        if req.count != 0 && max < req.count {
+            return Err(MAXCOUNT_BELOW_COUNT);
+        }
+    }
+    Ok(req)
+}
+
+fn meaningless(symbol: &str) -> CmdError {
+    CmdError::owned(format!(
+        "ERR The {symbol} ID is meaningless in the context of XREADGROUP: you want to read the \
+         history of this consumer by specifying a proper ID, or use the > ID to get new \
+         messages. The {symbol} ID would just return an empty result set."
+    ))
+}
+
+/// The cumulative MAXCOUNT / MAXSIZE caps over one reply.
+#[derive(Debug)]
+struct Budget {
+    max_count: Option<u64>,
+    max_size: Option<u64>,
+    entries: u64,
+    bytes: u64,
+    /// Set once an entry was refused: later streams get nothing.
+    spent: bool,
+}
+
+impl Budget {
+    /// Whether one more entry of `size` bytes fits; counts it if so.
+    fn take(&mut self, size: impl FnOnce() -> u64) -> bool {
+        if self.spent || self.max_count.is_some_and(|max| self.entries >= max) {
+            self.spent = true;
+            return false;
+        }
+        if let Some(max) = self.max_size {
+            let size = size();
+            // The first entry of the reply always goes out.
+            if self.entries > 0 && self.bytes.saturating_add(size) > max {
+                self.spent = true;
+                return false;
+            }
+            self.bytes = self.bytes.saturating_add(size);
+        }
+        self.entries += 1;
+        true
+    }
+}
+
+fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let req = parse(args)?;
+    let deadline = match req.block_ms {
+        Some(ms) if ms > 0 => Some(ctx.now_ms.checked_add(ms).ok_or(TIMEOUT_OUT_OF_RANGE)?),
+        _ => None,
+    };
+    let keys = args.get(req.streams_at..req.streams_at + req.streams).unwrap_or_default();
+    let id_args = args.get(req.streams_at + req.streams..).unwrap_or_default();
+
+    // Validate every key, group and ID before changing anything.
+    let mut kinds = Vec::with_capacity(req.streams);
+    for (key, id_arg) in keys.iter().zip(id_args) {
+        let stream = args::read_stream(engine, ctx, key)?;
+        if stream.and_then(|s| s.group(&req.group)).is_none() {
+            return Err(CmdError::owned(format!(
+                "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
+                args::text(key),
+                args::text(&req.group)
+            )));
+        }
+        kinds.push(match id_arg.as_ref() {
+            b"$" => return Err(meaningless("$")),
+            b"+" => return Err(meaningless("+")),
+            b">" => ReadKind::New,
+            other => ReadKind::History(args::strict_id(other)?),
+        });
+    }
+
+    let mut budget = Budget {
+        max_count: req.max_count,
+        max_size: req.max_size,
+        entries: 0,
+        bytes: 0,
+        spent: false,
+    };
+    let mut claim = req.claim;
+    let mut served: Vec<(Bytes, Vec<Reply>)> = Vec::new();
+    let mut effects = Vec::new();
+    for (key, kind) in keys.iter().zip(kinds) {
+        let Some(stream) = args::write_stream(engine, ctx, key)? else { continue };
+        let before = effects.len();
+        if stream.group(&req.group).and_then(|g| g.consumer(&req.consumer)).is_none() {
+            effects.push(stream.apply_group(GroupEffect::ConsumerCreated {
+                group: req.group.clone(),
+                consumer: crate::types::owned(&req.consumer),
+                time_ms: ctx.now_ms,
+            }));
+        }
+        effects.push(stream.apply_group(GroupEffect::ConsumerSeen {
+            group: req.group.clone(),
+            consumer: req.consumer.clone(),
+            time_ms: ctx.now_ms,
+        }));
+        match kind {
+            ReadKind::History(after) => {
+                // Redis drops CLAIM for the rest of the command once it serves history.
+                claim = None;
+                let entries = history(stream, &req, after, ctx.now_ms, &mut budget, &mut effects);
+                served.push((key.clone(), entries));
+            }
+            ReadKind::New => {
+                let entries =
+                    claim_and_new(stream, &req, claim, ctx.now_ms, &mut budget, &mut effects);
+                if !entries.is_empty() {
+                    served.push((key.clone(), entries));
+                }
+            }
+        }
+        // Redis counts one change per stream that delivered or claimed something (history
+        // re-reads are too minor to count), plus a consumer creation.
+        let this_stream = effects.get(before..).unwrap_or_default();
+        let created = this_stream
+            .iter()
+            .any(|e| matches!(e, GroupEffect::ConsumerCreated { .. }));
+        let delivered = this_stream
+            .iter()
+            .any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
+        engine.dirty += u64::from(created) + u64::from(delivered);
+    }
+
+    if !served.is_empty() {
+        return Ok(render(served, ctx.resp3));
+    }
+    if req.block_ms.is_none() || ctx.no_block {
+        return Ok(Reply::NullArray);
+    }
+    let mut block_keys: Vec<Bytes> = Vec::with_capacity(keys.len());
+    for key in keys {
+        if !block_keys.contains(key) {
+            block_keys.push(key.clone());
+        }
+    }
+    // With CLAIM, ask to be re-run when the oldest pending entry (of any listed stream) will
+    // be idle enough, or after min-idle from now if nothing is pending (Redis' claim timer).
+    let wake_at_ms = claim.map(|min_idle| {
+        let oldest = keys
+            .iter()
+            .filter_map(|key| {
+                let stream = args::read_stream(engine, ctx, key).ok()??;
+                let g = stream.group(&req.group)?;
+                g.pel()
+                    .claim_order()
+                    .find(|(id, _)| stream.get(*id).is_some())
+                    .map(|(_, p)| p.delivery_time_ms)
+            })
+            .min()
+            .unwrap_or(ctx.now_ms);
+        oldest.saturating_add(i64::try_from(min_idle).unwrap_or(i64::MAX))
+    });
+    ctx.block = Some(BlockRequest {
+        keys: block_keys,
+        deadline_ms: ctx.deadline_override.unwrap_or(deadline),
+        timeout_reply: Reply::NullArray,
+        rerun_args: None,
+        wake_at_ms,
+    });
+    Ok(Reply::NullArray)
+}
+
+/// The consumer's own pending entries after `after`, each re-delivered (count + 1, time now)
+/// if its payload still exists, else reported as `[id, nil]` untouched.
+fn history(
+    stream: &mut Stream,
+    req: &Request,
+    after: StreamId,
+    now_ms: i64,
+    budget: &mut Budget,
+    effects: &mut Vec<GroupEffect>,
+) -> Vec<Reply> {
+    let ids: Vec<StreamId> = stream
+        .group(&req.group)
+        .and_then(|g| g.consumer(&req.consumer))
+        .map(|c| {
+            let take = if req.count == 0 { usize::MAX } else { req.count as usize };
+            c.pending_ids().range((Excluded(after), Unbounded)).take(take).copied().collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        match stream.get(id) {
+            Some(entry) => {
+                if !budget.take(|| reply::entry_wire_bytes(&entry)) {
+                    break;
+                }
+                let count = stream
+                    .group(&req.group)
+                    .and_then(|g| g.pel().get(id))
+                    .map_or(1, |e| bump(e.delivery_count));
+                effects.push(stream.apply_group(GroupEffect::Redelivered {
+                    group: req.group.clone(),
+                    id,
+                    time_ms: now_ms,
+                    count,
+                }));
+                out.push(reply::entry(entry));
+            }
+            None => {
+                if !budget.take(|| reply::entry_wire_bytes(&(id, Vec::new()))) {
+                    break;
+                }
+                out.push(Reply::Array(vec![reply::id(id), Reply::NullArray]));
+            }
+        }
+    }
+    out
+}
+
+/// A `>` read: with CLAIM, idle pending entries first (4-element replies), then new entries
+/// (4-element with CLAIM, else 2-element), COUNT over both together.
+fn claim_and_new(
+    stream: &mut Stream,
+    req: &Request,
+    claim: Option<u64>,
+    now_ms: i64,
+    budget: &mut Budget,
+    effects: &mut Vec<GroupEffect>,
+) -> Vec<Reply> {
+    let room = |n: usize| req.count == 0 || (n as u64) < req.count;
+    let mut out = Vec::new();
+    if let Some(min_idle) = claim {
+        let mut picks: Vec<(StreamEntry, i64, u64)> = Vec::new();
+        if let Some(g) = stream.group(&req.group) {
+            for (id, pending) in g.pel().claim_order() {
+                let idle = now_ms.wrapping_sub(pending.delivery_time_ms);
+                // Redis compares unsigned: a delivery time in the future counts as idle.
+                if (idle as u64) < min_idle {
+                    break;
+                }
+                // Entries whose payload is gone are skipped and left pending.
+                let Some(entry) = stream.get(id) else { continue };
+                if !room(picks.len()) || !budget.take(|| reply::entry_wire_bytes(&entry) + 20) {
+                    break;
+                }
+                picks.push((entry, idle, pending.delivery_count));
+            }
+        }
+        for (entry, idle, count) in picks {
+            effects.push(stream.apply_group(GroupEffect::Claimed {
+                group: req.group.clone(),
+                consumer: req.consumer.clone(),
+                id: entry.0,
+                time_ms: now_ms,
+                count: bump(count),
+                active_ms: now_ms,
+            }));
+            out.push(claimed_entry(entry, idle, count));
+        }
+    }
+    if !room(out.len()) {
+        return out;
+    }
+    let Some(last_delivered) = stream.group(&req.group).map(|g| g.last_delivered_id) else {
+        return out;
+    };
+    if stream.last_live_id().is_none_or(|last| last <= last_delivered) {
+        return out;
+    }
+    let Some(start) = last_delivered.next() else { return out };
+    let mut fresh = Vec::new();
+    for entry in stream.range(start, StreamId::MAX, false) {
+        if !room(out.len() + fresh.len()) {
+            break;
+        }
+        let extra = if claim.is_some() { 6 } else { 0 };
+        if !budget.take(|| reply::entry_wire_bytes(&entry) + extra) {
+            break;
+        }
+        fresh.push(entry);
+    }
+    for entry in fresh {
+        let Some(g) = stream.group(&req.group) else { break };
+        let entries_read = stream.entries_read_after(g, entry.0);
+        effects.push(stream.apply_group(GroupEffect::Delivered {
+            group: req.group.clone(),
+            consumer: req.consumer.clone(),
+            id: entry.0,
+            time_ms: now_ms,
+            entries_read,
+            noack: req.noack,
+        }));
+        out.push(if claim.is_some() { claimed_entry(entry, 0, 0) } else { reply::entry(entry) });
+    }
+    out
+}
+
+/// `[id, [fields...], idle-ms, delivery-count]`.
+fn claimed_entry(entry: StreamEntry, idle: i64, count: u64) -> Reply {
+    let Reply::Array(mut parts) = reply::entry(entry) else {
+        return Reply::Null;
+    };
+    parts.push(Reply::Integer(idle));
+    parts.push(reply::count(count));
+    Reply::Array(parts)
+}
+
+/// RESP3: a map key → entries. RESP2: an array of `[key, entries]` pairs.
+fn render(served: Vec<(Bytes, Vec<Reply>)>, resp3: bool) -> Reply {
+    if resp3 {
+        Reply::Map(served.into_iter().map(|(k, e)| (Reply::Bulk(k), Reply::Array(e))).collect())
+    } else {
+        Reply::Array(
+            served
+                .into_iter()
+                .map(|(k, e)| Reply::Array(vec![Reply::Bulk(k), Reply::Array(e)]))
+                .collect(),
+        )
+    }
+}

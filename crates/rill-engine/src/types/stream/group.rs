@@ -1,0 +1,385 @@
+//! Consumer groups: their state (spec §1.3, §1.4), the effect records every group command is
+//! made of (§4), and the entries-read / lag arithmetic (§5).
+//!
+//! ```text
+//! Stream.groups: BTreeMap<name, ConsumerGroup>          ordered by name (byte-wise)
+//!   ConsumerGroup
+//!     last_delivered_id, entries_read (None = unknown, shown as nil)
+//!     pel: Pel            the one record per pending ID, indexed by ID and claim order
+//!     consumers: BTreeMap<name, Consumer>
+//!       Consumer { seen_time_ms, active_time_ms (-1 = never), pel: BTreeSet<StreamId> }
+//! ```
+//!
+//! A pending record is stored once, in the group [`Pel`]; a consumer's PEL is the set of IDs
+//! it owns, and the record's `owner` names the consumer. Invariant: `id ∈ consumers[c].pel`
+//! iff `pel[id].owner == Some(c)`. Released (XNACKed) records have no owner and sit in no
+//! consumer set.
+//!
+//! # Effects
+//!
+//! Every change to group state is a [`GroupEffect`] value applied by one function,
+//! [`Stream::apply_group_effect`]. A command reads the stream and its clock, decides, and emits
+//! effects with every time, count, owner and counter spelled out; `apply` reads no clock and
+//! makes no decision, so replaying the same records (from the log, on a replica) reaches the
+//! same state. Commands here compute an effect and apply it at once ([`Stream::apply_group`]
+//! does both steps and collects the record), because later decisions of the same command (the
+//! next entries-read value, the next claim) depend on the earlier ones. Entry payload changes
+//! (appends, deletions, trims) are not group effects; DELREF's dropping of references is
+//! expressed as [`GroupEffect::Acked`] records.
+
+use super::pel::{Pel, PendingEntry, DELIVERY_COUNT_MAX};
+use super::{Stream, StreamId};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A consumer of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumer {
+    /// Last time (ms) it tried to read or claim; set at creation.
+    pub seen_time_ms: i64,
+    /// Last time (ms) it received or claimed entries; −1 until that first happens.
+    pub active_time_ms: i64,
+    /// IDs it owns; the records live in the group PEL.
+    pel: BTreeSet<StreamId>,
+}
+
+impl Consumer {
+    fn new(time_ms: i64) -> Consumer {
+        Consumer { seen_time_ms: time_ms, active_time_ms: -1, pel: BTreeSet::new() }
+    }
+
+    /// The IDs pending for this consumer, ascending.
+    pub fn pending_ids(&self) -> &BTreeSet<StreamId> {
+        &self.pel
+    }
+}
+
+/// One consumer group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroup {
+    /// Highest ID handed out by `>` reads (or set by CREATE/SETID/XCLAIM LASTID).
+    pub last_delivered_id: StreamId,
+    /// Logical read counter (§5); `None` when unknown.
+    pub entries_read: Option<u64>,
+    /// Pending entries.
+    pel: Pel,
+    /// Consumers by name.
+    consumers: BTreeMap<Bytes, Consumer>,
+}
+
+impl ConsumerGroup {
+    fn new(last_delivered_id: StreamId, entries_read: Option<u64>) -> ConsumerGroup {
+        ConsumerGroup {
+            last_delivered_id,
+            entries_read,
+            pel: Pel::default(),
+            consumers: BTreeMap::new(),
+        }
+    }
+
+    /// The group PEL.
+    pub fn pel(&self) -> &Pel {
+        &self.pel
+    }
+
+    /// Consumers by name.
+    pub fn consumers(&self) -> &BTreeMap<Bytes, Consumer> {
+        &self.consumers
+    }
+
+    /// One consumer.
+    pub fn consumer(&self, name: &[u8]) -> Option<&Consumer> {
+        self.consumers.get(name)
+    }
+
+    /// Move `id` out of its current owner's set.
+    fn disown(&mut self, old: Option<PendingEntry>, id: StreamId) {
+        if let Some(owner) = old.and_then(|e| e.owner) {
+            if let Some(c) = self.consumers.get_mut(&owner) {
+                c.pel.remove(&id);
+            }
+        }
+    }
+
+    fn consumer_or_create(&mut self, name: &Bytes, time_ms: i64) -> &mut Consumer {
+        self.consumers.entry(name.clone()).or_insert_with(|| Consumer::new(time_ms))
+    }
+
+    /// Give `id` to `consumer` with this time and count.
+    fn own(&mut self, id: StreamId, consumer: &Bytes, time_ms: i64, count: u64) {
+        let old = self.pel.set_owned(id, consumer.clone(), time_ms, count);
+        self.disown(old, id);
+        self.consumer_or_create(consumer, time_ms).pel.insert(id);
+    }
+
+    /// Check the PEL indexes and the owner ↔ consumer-set invariant.
+    pub fn validate(&self) -> bool {
+        self.pel.validate()
+            && self.pel.iter().all(|(id, e)| match &e.owner {
+                None => true,
+                Some(o) => self.consumers.get(o).is_some_and(|c| c.pel.contains(&id)),
+            })
+            && self.consumers.iter().all(|(name, c)| {
+                c.pel.iter().all(|id| {
+                    self.pel.get(*id).and_then(|e| e.owner.as_ref()) == Some(name)
+                })
+            })
+    }
+}
+
+/// One change to consumer-group state, with everything needed to redo it (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupEffect {
+    /// XGROUP CREATE.
+    GroupCreated { group: Bytes, last_id: StreamId, entries_read: Option<u64> },
+    /// XGROUP DESTROY: the group, its consumers and its PEL go.
+    GroupDestroyed { group: Bytes },
+    /// XGROUP SETID (PEL untouched).
+    SetId { group: Bytes, last_id: StreamId, entries_read: Option<u64> },
+    /// XCLAIM LASTID above the current last-delivered-id.
+    LastIdRaised { group: Bytes, last_id: StreamId },
+    /// Explicit or implicit consumer creation (seen-time = `time_ms`, active-time −1).
+    ConsumerCreated { group: Bytes, consumer: Bytes, time_ms: i64 },
+    /// A consumer tried to read or claim: seen-time := `time_ms`.
+    ConsumerSeen { group: Bytes, consumer: Bytes, time_ms: i64 },
+    /// XGROUP DELCONSUMER: the consumer goes and its pending entries are forgotten.
+    ConsumerDeleted { group: Bytes, consumer: Bytes },
+    /// XREADGROUP `>` delivered a new entry: last-delivered-id := `id`, entries-read :=
+    /// `entries_read`; unless `noack`, `id` is pending for `consumer` (count 1, time
+    /// `time_ms`, replacing any earlier record) and the consumer's active-time := `time_ms`.
+    Delivered {
+        group: Bytes,
+        consumer: Bytes,
+        id: StreamId,
+        time_ms: i64,
+        entries_read: Option<u64>,
+        noack: bool,
+    },
+    /// A history read re-delivered `id` to its owner: time and count set, owner unchanged.
+    Redelivered { group: Bytes, id: StreamId, time_ms: i64, count: u64 },
+    /// XCLAIM / XAUTOCLAIM / XREADGROUP CLAIM: `id` is owned by `consumer` with this time and
+    /// count (the record is created if missing: XCLAIM FORCE); active-time := `active_ms`.
+    Claimed { group: Bytes, consumer: Bytes, id: StreamId, time_ms: i64, count: u64, active_ms: i64 },
+    /// XNACK: `id` released to the end of the XNACK zone with this count (created if missing:
+    /// XNACK FORCE).
+    Nacked { group: Bytes, id: StreamId, count: u64 },
+    /// `id` is no longer pending: XACK, XACKDEL, DELREF, or a claim finding its payload gone.
+    Acked { group: Bytes, id: StreamId },
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Every effect commands applied on this thread (tests check replay against it).
+    pub(crate) static EFFECT_LOG: std::cell::RefCell<Vec<GroupEffect>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Saturating +1 on a delivery count.
+pub fn bump(count: u64) -> u64 {
+    count.saturating_add(1).min(DELIVERY_COUNT_MAX)
+}
+
+impl Stream {
+    /// Whether any consumer group exists. O(1).
+    pub fn has_groups(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
+    /// Groups by name.
+    pub fn groups(&self) -> &BTreeMap<Bytes, ConsumerGroup> {
+        &self.groups
+    }
+
+    /// One group.
+    pub fn group(&self, name: &[u8]) -> Option<&ConsumerGroup> {
+        self.groups.get(name)
+    }
+
+    /// Whether some group still references `id` (spec §6.3): it is above a group's
+    /// last-delivered-id (not read yet) or in a group's PEL. O(G log n) for G groups.
+    pub fn is_referenced(&self, id: StreamId) -> bool {
+        self.groups.values().any(|g| g.last_delivered_id < id || g.pel.contains(id))
+    }
+
+    /// Drop every group's reference to `id` (DELREF), returning the effects. O(G log n).
+    pub fn drop_references(&mut self, id: StreamId) -> Vec<GroupEffect> {
+        let names: Vec<Bytes> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.pel.contains(id))
+            .map(|(n, _)| n.clone())
+            .collect();
+        names
+            .into_iter()
+            .map(|group| self.apply_group(GroupEffect::Acked { group, id }))
+            .collect()
+    }
+
+    /// Apply `effect` and hand it back (to be collected by the command).
+    pub fn apply_group(&mut self, effect: GroupEffect) -> GroupEffect {
+        self.apply_group_effect(&effect);
+        #[cfg(test)]
+        EFFECT_LOG.with(|log| log.borrow_mut().push(effect.clone()));
+        effect
+    }
+
+    /// A copy of the stream without its groups (tests replay effects onto it).
+    #[cfg(test)]
+    pub(crate) fn without_groups(&self) -> Stream {
+        Stream { groups: BTreeMap::new(), ..self.clone() }
+    }
+
+    /// Apply one effect record. Reads no clock and decides nothing: the record carries every
+    /// value. A record naming a missing group does nothing (it cannot come from a command that
+    /// checked the group exists). O(log n) for PEL changes; O(P log n) for ConsumerDeleted with
+    /// P entries pending for that consumer.
+    pub fn apply_group_effect(&mut self, effect: &GroupEffect) {
+        match effect {
+            GroupEffect::GroupCreated { group, last_id, entries_read } => {
+                self.groups
+                    .entry(group.clone())
+                    .or_insert_with(|| ConsumerGroup::new(*last_id, *entries_read));
+            }
+            GroupEffect::GroupDestroyed { group } => {
+                self.groups.remove(group);
+            }
+            GroupEffect::SetId { group, last_id, entries_read } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.last_delivered_id = *last_id;
+                    g.entries_read = *entries_read;
+                }
+            }
+            GroupEffect::LastIdRaised { group, last_id } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.last_delivered_id = g.last_delivered_id.max(*last_id);
+                }
+            }
+            GroupEffect::ConsumerCreated { group, consumer, time_ms } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.consumer_or_create(consumer, *time_ms);
+                }
+            }
+            GroupEffect::ConsumerSeen { group, consumer, time_ms } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.consumer_or_create(consumer, *time_ms).seen_time_ms = *time_ms;
+                }
+            }
+            GroupEffect::ConsumerDeleted { group, consumer } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    if let Some(c) = g.consumers.remove(consumer) {
+                        for id in c.pel {
+                            g.pel.remove(id);
+                        }
+                    }
+                }
+            }
+            GroupEffect::Delivered { group, consumer, id, time_ms, entries_read, noack } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.last_delivered_id = *id;
+                    g.entries_read = *entries_read;
+                    if !*noack {
+                        g.own(*id, consumer, *time_ms, 1);
+                        g.consumer_or_create(consumer, *time_ms).active_time_ms = *time_ms;
+                    }
+                }
+            }
+            GroupEffect::Redelivered { group, id, time_ms, count } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.pel.touch(*id, *time_ms, *count);
+                }
+            }
+            GroupEffect::Claimed { group, consumer, id, time_ms, count, active_ms } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.own(*id, consumer, *time_ms, *count);
+                    g.consumer_or_create(consumer, *active_ms).active_time_ms = *active_ms;
+                }
+            }
+            GroupEffect::Nacked { group, id, count } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    let old = g.pel.set_nacked(*id, *count);
+                    g.disown(old, *id);
+                }
+            }
+            GroupEffect::Acked { group, id } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    let old = g.pel.remove(*id);
+                    g.disown(old, *id);
+                }
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // entries-read and lag (spec §5)
+    // -----------------------------------------------------------------------------------------
+
+    /// Whether a deleted entry may lie at or after `from`: the stream is non-empty, something
+    /// was deleted, and `from ≤ max-deleted-entry-id`.
+    fn tombstone_from(&self, from: StreamId) -> bool {
+        self.length > 0 && self.max_deleted_entry_id != StreamId::MIN && from <= self.max_deleted_entry_id
+    }
+
+    /// The logical read counter of `id` (its position by `entries-added` numbering), when it
+    /// can be known.
+    pub fn estimate_entries_read(&self, id: StreamId) -> Option<u64> {
+        let added = self.entries_added;
+        if added == 0 {
+            return Some(0);
+        }
+        if self.length == 0 && id <= self.last_generated_id {
+            return Some(added);
+        }
+        if id != StreamId::MIN && id < self.max_deleted_entry_id {
+            return None;
+        }
+        if id == self.last_generated_id {
+            return Some(added);
+        }
+        if id > self.last_generated_id {
+            return None;
+        }
+        let maxdel = self.max_deleted_entry_id;
+        if maxdel == StreamId::MIN || maxdel < self.first_id {
+            if id < self.first_id {
+                return Some(added - self.length);
+            }
+            if id == self.first_id {
+                return Some(added - self.length + 1);
+            }
+        }
+        None
+    }
+
+    /// The entries-read value after `group` is handed the new entry `id` by a `>` read.
+    pub fn entries_read_after(&self, group: &ConsumerGroup, id: StreamId) -> Option<u64> {
+        let ld = group.last_delivered_id;
+        match group.entries_read {
+            Some(er) if ld >= self.first_id && !self.tombstone_from(ld) => Some(er.saturating_add(1)),
+            current if self.entries_added == 0 => current,
+            _ => self.estimate_entries_read(id),
+        }
+    }
+
+    /// Entries not yet delivered to `group`, when it can be known (XINFO `lag`).
+    pub fn lag(&self, group: &ConsumerGroup) -> Option<u64> {
+        let added = self.entries_added;
+        if added == 0 || self.length == 0 {
+            return Some(0);
+        }
+        let ld = group.last_delivered_id;
+        if ld < self.first_id && self.max_deleted_entry_id < self.first_id {
+            return Some(self.length);
+        }
+        if let Some(er) = group.entries_read {
+            if !self.tombstone_from(ld) {
+                return Some(added.saturating_sub(er));
+            }
+        }
+        self.estimate_entries_read(ld).map(|e| added.saturating_sub(e))
+    }
+
+    /// Check every group's invariants (tests; later the snapshot loader).
+    pub fn validate_groups(&self) -> bool {
+        self.groups.values().all(ConsumerGroup::validate)
+    }
+}

@@ -1,0 +1,157 @@
+//! The indexed PEL against a plain reference model (proptest), and group state under random
+//! effect sequences against plain maps.
+
+use super::group::{ConsumerGroup, GroupEffect};
+use super::pel::{ClaimOrder, Pel};
+use super::{Stream, StreamId};
+use bytes::Bytes;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One PEL operation.
+#[derive(Debug, Clone)]
+enum Op {
+    Own { id: u64, owner: u8, time: i64, count: u64 },
+    Nack { id: u64, count: u64 },
+    Touch { id: u64, time: i64, count: u64 },
+    Remove { id: u64 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..40u64, 0..3u8, 0..20i64, 0..5u64)
+            .prop_map(|(id, owner, time, count)| Op::Own { id, owner, time, count }),
+        (0..40u64, 0..5u64).prop_map(|(id, count)| Op::Nack { id, count }),
+        (0..40u64, 0..20i64, 0..5u64).prop_map(|(id, time, count)| Op::Touch { id, time, count }),
+        (0..40u64).prop_map(|id| Op::Remove { id }),
+    ]
+}
+
+/// The model: a plain map to (owner, time, count, release sequence if released).
+type Model = BTreeMap<u64, (Option<u8>, i64, u64, Option<u64>)>;
+
+fn owner_name(o: u8) -> Bytes {
+    Bytes::from(format!("c{o}"))
+}
+
+proptest! {
+    #[test]
+    fn pel_matches_model(ops in proptest::collection::vec(op(), 0..200)) {
+        let mut pel = Pel::default();
+        let mut model: Model = BTreeMap::new();
+        let mut seq = 0u64;
+        for op in ops {
+            match op {
+                Op::Own { id, owner, time, count } => {
+                    pel.set_owned(StreamId::new(id, 0), owner_name(owner), time, count);
+                    model.insert(id, (Some(owner), time, count, None));
+                }
+                Op::Nack { id, count } => {
+                    pel.set_nacked(StreamId::new(id, 0), count);
+                    model.insert(id, (None, 0, count, Some(seq)));
+                    seq += 1;
+                }
+                Op::Touch { id, time, count } => {
+                    let done = pel.touch(StreamId::new(id, 0), time, count);
+                    let expect = matches!(model.get(&id), Some((Some(_), ..)));
+                    prop_assert_eq!(done, expect);
+                    if let Some(e) = model.get_mut(&id).filter(|e| e.0.is_some()) {
+                        e.1 = time;
+                        e.2 = count;
+                    }
+                }
+                Op::Remove { id } => {
+                    let removed = pel.remove(StreamId::new(id, 0)).is_some();
+                    prop_assert_eq!(removed, model.remove(&id).is_some());
+                }
+            }
+            prop_assert!(pel.validate());
+        }
+        // By ID.
+        let by_id: Vec<(u64, Option<Bytes>, i64, u64)> = pel
+            .iter()
+            .map(|(id, e)| (id.ms, e.owner.clone(), e.delivery_time_ms, e.delivery_count))
+            .collect();
+        let expect: Vec<(u64, Option<Bytes>, i64, u64)> = model
+            .iter()
+            .map(|(id, (o, t, c, _))| (*id, o.map(owner_name), *t, *c))
+            .collect();
+        prop_assert_eq!(by_id, expect);
+        // Claim order: released first in release order, then by (time, id).
+        let mut order: Vec<((u8, u64, i64), u64)> = model
+            .iter()
+            .map(|(id, (_, t, _, s))| match s {
+                Some(s) => ((0, *s, 0), *id),
+                None => ((1, 0, *t), *id),
+            })
+            .collect();
+        order.sort();
+        let got: Vec<u64> = pel.claim_order().map(|(id, _)| id.ms).collect();
+        prop_assert_eq!(got, order.iter().map(|(_, id)| *id).collect::<Vec<_>>());
+        prop_assert_eq!(pel.nacked_count(), model.values().filter(|e| e.0.is_none()).count() as u64);
+        let nacked_first = pel
+            .claim_order()
+            .map(|(_, e)| matches!(e.claim_order(), ClaimOrder::Nacked(_)))
+            .collect::<Vec<_>>();
+        prop_assert!(nacked_first.windows(2).all(|w| w[0] || !w[1]));
+    }
+
+    /// Random effects on a group keep every consumer's PEL equal to the IDs the group PEL says
+    /// it owns, and leave released entries in no consumer.
+    #[test]
+    fn group_effects_keep_owner_sets_consistent(
+        ops in proptest::collection::vec((0..6u8, 0..20u64, 0..3u8, 0..50i64), 0..150)
+    ) {
+        let g = Bytes::from_static(b"g");
+        let mut s = Stream::new();
+        s.apply_group_effect(&GroupEffect::GroupCreated { group: g.clone(), last_id: StreamId::MIN, entries_read: None });
+        let mut model: BTreeMap<u64, Option<u8>> = BTreeMap::new();
+        let mut consumers: BTreeSet<u8> = BTreeSet::new();
+        for (kind, id, c, t) in ops {
+            let sid = StreamId::new(id, 0);
+            let effect = match kind {
+                0 => { model.insert(id, Some(c)); consumers.insert(c);
+                       GroupEffect::Delivered { group: g.clone(), consumer: owner_name(c), id: sid, time_ms: t, entries_read: None, noack: false } }
+                1 => { model.insert(id, Some(c)); consumers.insert(c);
+                       GroupEffect::Claimed { group: g.clone(), consumer: owner_name(c), id: sid, time_ms: t, count: 2, active_ms: t } }
+                2 => { model.insert(id, None);
+                       GroupEffect::Nacked { group: g.clone(), id: sid, count: 1 } }
+                3 => { model.remove(&id);
+                       GroupEffect::Acked { group: g.clone(), id: sid } }
+                4 => { model.retain(|_, o| *o != Some(c)); consumers.remove(&c);
+                       GroupEffect::ConsumerDeleted { group: g.clone(), consumer: owner_name(c) } }
+                _ => { consumers.insert(c);
+                       GroupEffect::ConsumerCreated { group: g.clone(), consumer: owner_name(c), time_ms: t } }
+            };
+            s.apply_group_effect(&effect);
+            prop_assert!(s.validate_groups());
+        }
+        let group: &ConsumerGroup = s.group(b"g").expect("group");
+        prop_assert_eq!(group.pel().len(), model.len() as u64);
+        for c in &consumers {
+            let expect: BTreeSet<StreamId> = model
+                .iter()
+                .filter(|(_, o)| **o == Some(*c))
+                .map(|(id, _)| StreamId::new(*id, 0))
+                .collect();
+            let got = group.consumer(&owner_name(*c)).map(|x| x.pending_ids().clone()).unwrap_or_default();
+            prop_assert_eq!(got, expect);
+        }
+    }
+}
+
+/// Claiming from the head of a large PEL touches only what it claims.
+#[test]
+fn claim_order_scales() {
+    let mut pel = Pel::default();
+    for i in 0..200_000u64 {
+        pel.set_owned(StreamId::new(i + 1, 0), Bytes::from_static(b"a"), i as i64, 1);
+    }
+    let start = std::time::Instant::now();
+    for _ in 0..1000 {
+        let (id, _) = pel.claim_order().next().map(|(id, e)| (id, e.clone())).expect("entry");
+        pel.set_owned(id, Bytes::from_static(b"b"), 1_000_000, 2);
+    }
+    assert_eq!(pel.len(), 200_000);
+    assert!(start.elapsed() < std::time::Duration::from_secs(2));
+}
