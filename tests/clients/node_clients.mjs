@@ -77,6 +77,44 @@ for (const RESP of [3, 2]) {
       assert.ok(field(info, 'redis_version'), 'redis_version missing');
       assert.equal(field(await client.info('server'), 'tcp_port'), String(PORT));
     });
+    it('crash-and-rescue stream flow', async () => {
+      // A consumer reads 50 entries and dies; 150 ms later another reclaims them all with
+      // XAUTOCLAIM; poison entries are dead-lettered and acked in one MULTI.
+      const stream = k('{orders}');
+      const dlq = k('{orders}:dlq');
+      await client.del([stream, dlq]);
+      assert.equal(await client.xGroupCreate(stream, 'workers', '0', { MKSTREAM: true }), 'OK');
+      const ids = [];
+      for (let i = 0; i < 50; i++) {
+        ids.push(await client.xAdd(stream, '*', { n: String(i), poison: i % 10 === 3 ? '1' : '0' }));
+      }
+      const read = await client.sendCommand(['XREADGROUP', 'GROUP', 'workers', 'crashy', 'COUNT', '50', 'STREAMS', stream, '>']);
+      const entries = read instanceof Map ? [...read.values()][0]
+        : Array.isArray(read) && Array.isArray(read[0]) ? read[0][1] : Object.values(read)[0];
+      assert.deepEqual(entries.map((e) => String(e[0])), ids);
+      const summary = await client.xPending(stream, 'workers');
+      assert.equal(Number(summary.pending), 50);
+      await new Promise((r) => setTimeout(r, 150));
+      const claimed = await client.sendCommand(['XAUTOCLAIM', stream, 'workers', 'rescuer', '100', '0-0', 'COUNT', '50']);
+      const claimedEntries = claimed[1];
+      assert.deepEqual(claimedEntries.map((e) => String(e[0])), ids);
+      assert.deepEqual(claimed[2], []);
+      const detail = await client.xPendingRange(stream, 'workers', '-', '+', 50);
+      assert.ok(detail.every((p) => Number(p.deliveriesCounter) === 2 && p.consumer === 'rescuer'), JSON.stringify(detail[0]));
+      for (const [id, flat] of claimedEntries) {
+        const fields = {};
+        for (let i = 0; i < flat.length; i += 2) fields[String(flat[i])] = String(flat[i + 1]);
+        const tx = client.multi();
+        if (fields.poison === '1') tx.xAdd(dlq, '*', { ...fields, deadLetteredFrom: `${stream}/${id}` });
+        tx.xAck(stream, 'workers', String(id));
+        await tx.exec();
+      }
+      assert.equal(Number((await client.xPending(stream, 'workers')).pending), 0);
+      const dead = await client.xRange(dlq, '-', '+');
+      assert.deepEqual(dead.map((e) => e.message.n), ['3', '13', '23', '33', '43']);
+      assert.ok(dead.every((e) => e.message.deadLetteredFrom.startsWith(`${stream}/`)));
+      await client.del([stream, dlq]);
+    });
     it('HELLO', async () => {
       const reply = await client.sendCommand(['HELLO', String(RESP)]);
       const map = reply instanceof Map ? Object.fromEntries(reply)

@@ -152,7 +152,40 @@ def checks_for(protocol):
         assert client(protocol, decode_responses=True).get(k("db1")) is None
         assert r.delete(k("db1")) == 1
 
+    def crash_and_rescue_flow():
+        # A consumer reads 50 entries and dies; after 150 ms another reclaims all of them with
+        # XAUTOCLAIM; poison entries go to a dead-letter stream in one MULTI with their XACK.
+        import time
+
+        r = client(protocol, decode_responses=True)
+        stream, dlq = k("{orders}"), k("{orders}:dlq")
+        r.delete(stream, dlq)
+        r.xgroup_create(stream, "workers", id="0", mkstream=True)
+        ids = [r.xadd(stream, {"n": i, "poison": "1" if i % 10 == 3 else "0"}) for i in range(50)]
+        got = r.xreadgroup("workers", "crashy", {stream: ">"}, count=50)
+        entries = got[stream][0] if isinstance(got, dict) else got[0][1]
+        assert [e[0] for e in entries] == ids
+        summary = r.xpending(stream, "workers")
+        assert summary["pending"] == 50 and summary["consumers"][0]["name"] == "crashy", summary
+        time.sleep(0.15)
+        cursor, claimed, deleted = r.xautoclaim(stream, "workers", "rescuer", 100, "0-0", count=50)
+        assert [e[0] for e in claimed] == ids and deleted == [], (cursor, deleted)
+        detail = r.xpending_range(stream, "workers", "-", "+", 50)
+        assert all(p["times_delivered"] == 2 and p["consumer"] == "rescuer" for p in detail), detail
+        for entry_id, fields in claimed:
+            pipe = r.pipeline(transaction=True)
+            if fields["poison"] == "1":
+                pipe.xadd(dlq, {**fields, "deadLetteredFrom": f"{stream}/{entry_id}"})
+            pipe.xack(stream, "workers", entry_id)
+            pipe.execute()
+        assert r.xpending(stream, "workers")["pending"] == 0
+        dead = r.xrange(dlq)
+        assert [f["n"] for _, f in dead] == ["3", "13", "23", "33", "43"], dead
+        assert all(f["deadLetteredFrom"].startswith(stream + "/") for _, f in dead)
+        r.delete(stream, dlq)
+
     return [
+        (f"resp{protocol}: crash-and-rescue stream flow", crash_and_rescue_flow),
         (f"resp{protocol}: connect and PING", connect_and_ping),
         (f"resp{protocol}: SET/GET and friends", set_get),
         (f"resp{protocol}: hash and list", hash_and_list),
