@@ -198,7 +198,7 @@ impl<'a> EntryCursor<'a> {
             skip_field_names(self.buf, &mut pos)?
         };
         for _ in 0..n {
-            read_value(self.buf, &mut pos)?;
+            skip_value(self.buf, &mut pos)?;
         }
         self.pos = pos;
         Some(EntryPos {
@@ -753,6 +753,26 @@ fn read_value<'a>(buf: &'a [u8], pos: &mut usize) -> Option<Stored<'a>> {
         _ => return None,
     };
     Some(stored)
+}
+
+/// Step over a value without decoding it (range reads pass most entries of a block unseen).
+/// Accepts the tags [`read_value`] accepts; payloads are only checked to be present.
+fn skip_value(buf: &[u8], pos: &mut usize) -> Option<()> {
+    let tag = *buf.get(*pos)?;
+    *pos += 1;
+    match tag {
+        0..=TAG_RAW_MAX_INLINE => {
+            take(buf, pos, usize::from(tag))?;
+        }
+        TAG_RAW_LONG => {
+            let len = usize::try_from(get_varint(buf, pos)?).ok()?;
+            take(buf, pos, len)?;
+        }
+        TAG_INT | TAG_INT_DELTA | 0x51..=0x5F | 0x61..=0x6F => codec::skip_varint(buf, pos)?,
+        TAG_SAME | 0x80..=0xFF => {}
+        _ => return None,
+    }
+    Some(())
 }
 
 fn resolve<'a>(stored: Stored<'a>, master: Option<Scalar<'a>>) -> Option<Scalar<'a>> {

@@ -37,6 +37,12 @@ pub(crate) fn varint_len(mut v: u128) -> usize {
 
 /// Read a varint at `*pos`, advancing it. `None` if truncated or longer than a `u128`.
 pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u128> {
+    // Most varints in a block (deltas, lengths, counts) are one byte.
+    let first = *buf.get(*pos)?;
+    if first & 0x80 == 0 {
+        *pos += 1;
+        return Some(u128::from(first));
+    }
     let mut v: u128 = 0;
     for i in 0..VARINT_MAX_BYTES {
         let byte = *buf.get(*pos)?;
@@ -53,6 +59,14 @@ pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u128> {
         }
     }
     None
+}
+
+/// Step over a varint without decoding it. `None` if truncated or longer than a `u128`.
+pub(crate) fn skip_varint(buf: &[u8], pos: &mut usize) -> Option<()> {
+    let rest = buf.get(*pos..)?;
+    let len = rest.iter().take(VARINT_MAX_BYTES).position(|b| b & 0x80 == 0)?;
+    *pos += len + 1;
+    Some(())
 }
 
 /// Read a varint that must fit a `u64`.
