@@ -125,6 +125,8 @@ fn write_pair_items(out: &mut BytesMut, pairs: &[(Reply, Reply)], proto: Protoco
 }
 
 fn write_bulk(out: &mut BytesMut, data: &[u8]) {
+    // One reservation for header, payload and CRLF.
+    out.reserve(data.len() + 25);
     write_length_header(out, b'$', data.len());
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
@@ -148,11 +150,25 @@ fn write_line(out: &mut BytesMut, marker: u8, text: &[u8]) {
 
 /// `<marker><n>\r\n` for a length or count.
 fn write_length_header(out: &mut BytesMut, marker: u8, n: usize) {
-    let digits = DecimalText::unsigned(n as u64);
-    out.reserve(digits.len + 3);
-    out.put_u8(marker);
-    out.extend_from_slice(digits.as_bytes());
-    out.extend_from_slice(b"\r\n");
+    // Headers are written for every element of an aggregate: the common one- and two-digit
+    // counts go out as one small copy.
+    match n {
+        0..=9 => out.extend_from_slice(&[marker, b'0' + n as u8, b'\r', b'\n']),
+        10..=99 => out.extend_from_slice(&[
+            marker,
+            b'0' + (n / 10) as u8,
+            b'0' + (n % 10) as u8,
+            b'\r',
+            b'\n',
+        ]),
+        _ => {
+            let digits = DecimalText::unsigned(n as u64);
+            out.reserve(digits.len + 3);
+            out.put_u8(marker);
+            out.extend_from_slice(digits.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
 }
 
 fn write_signed_header(out: &mut BytesMut, marker: u8, n: i64) {

@@ -143,6 +143,15 @@ enum Stored<'a> {
     DecDelta { delta: i64, scale: u8 },
 }
 
+/// A master value as [`Block::push`] needs it while it appends to the same buffer: numbers
+/// by value, raw bytes by their place in the buffer.
+#[derive(Debug, Clone, Copy)]
+enum MasterValue {
+    Raw { start: usize, end: usize },
+    Int(i64),
+    Decimal { mantissa: i64, scale: u8 },
+}
+
 /// Where an entry is and what its head says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct EntryPos {
@@ -159,6 +168,78 @@ pub(crate) struct Master<'a> {
     values: Vec<Scalar<'a>>,
     /// Offset of entry 0.
     entries_start: usize,
+}
+
+/// Reads a block's entries in storage order without allocating per entry: what range reads
+/// use, so that reaching the first entry of a range costs one pass over the entries before it
+/// (heads and values skipped, nothing decoded) instead of a decoded position list.
+#[derive(Debug)]
+pub(crate) struct EntryCursor<'a> {
+    buf: &'a [u8],
+    first: StreamId,
+    master: Master<'a>,
+    /// Offset of the next entry's head; `buf.len()` at the end.
+    pos: usize,
+}
+
+impl<'a> EntryCursor<'a> {
+    /// The next entry's place and head, its values skipped. `None` at the end of the block
+    /// or if the bytes cannot be decoded.
+    pub(crate) fn next_entry(&mut self) -> Option<EntryPos> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let offset = self.pos;
+        let mut pos = self.pos;
+        let (id, head) = read_head(self.buf, &mut pos, self.first)?;
+        let n = if head & FLAG_SAME_FIELDS != 0 {
+            self.master.fields.len()
+        } else {
+            skip_field_names(self.buf, &mut pos)?
+        };
+        for _ in 0..n {
+            skip_value(self.buf, &mut pos)?;
+        }
+        self.pos = pos;
+        Some(EntryPos {
+            id,
+            deleted: head & FLAG_DELETED != 0,
+            offset,
+        })
+    }
+
+    /// Decode the entry whose head is at `offset` (from [`Self::next_entry`]), passing each
+    /// field name and value to `emit` in order. `None` if the bytes cannot be decoded (some
+    /// fields may have been emitted).
+    pub(crate) fn fields_at(
+        &self,
+        offset: usize,
+        mut emit: impl FnMut(&'a [u8], Scalar<'a>),
+    ) -> Option<()> {
+        let buf = self.buf;
+        let mut pos = offset;
+        let (_, head) = read_head(buf, &mut pos, self.first)?;
+        if head & FLAG_SAME_FIELDS != 0 {
+            for (name, master) in self.master.fields.iter().zip(&self.master.values) {
+                let v = resolve(read_value(buf, &mut pos)?, Some(*master))?;
+                emit(name, v);
+            }
+        } else {
+            let count = get_varint(buf, &mut pos)?;
+            let mut names_pos = pos;
+            // Names come first, then the values: walk both with two cursors.
+            for _ in 0..count {
+                let len = usize::try_from(get_varint(buf, &mut pos)?).ok()?;
+                take(buf, &mut pos, len)?;
+            }
+            for _ in 0..count {
+                let len = usize::try_from(get_varint(buf, &mut names_pos)?).ok()?;
+                let name = take(buf, &mut names_pos, len)?;
+                emit(name, resolve(read_value(buf, &mut pos)?, None)?);
+            }
+        }
+        Some(())
+    }
 }
 
 impl Block {
@@ -206,39 +287,90 @@ impl Block {
         let Some(live) = self.live.checked_add(1) else {
             return false;
         };
-        let mut entry = Vec::new();
-        {
-            let Some(master) = self.master(first) else {
-                return false;
-            };
-            let same = master.fields.len() == fields.len()
-                && master
-                    .fields
-                    .iter()
-                    .zip(fields)
-                    .all(|(m, (f, _))| *m == &f[..]);
-            let head =
-                (u128::from(ms_delta) << HEAD_FLAG_BITS) | if same { FLAG_SAME_FIELDS } else { 0 };
-            put_varint(&mut entry, head);
-            put_varint(
-                &mut entry,
-                u128::from(zigzag(id.seq.wrapping_sub(first.seq) as i64)),
-            );
-            if same {
-                for ((_, v), m) in fields.iter().zip(&master.values) {
-                    put_value(&mut entry, v, Some(*m));
-                }
-            } else {
-                put_field_names(&mut entry, fields.iter().map(|(f, _)| &f[..]), fields.len());
-                for (_, v) in fields {
-                    put_value(&mut entry, v, None);
-                }
-            }
+        // Encoded straight onto the end of the buffer, reading the master in place (no
+        // decoded copy of it, no temporary entry): this runs once per XADD. On any decoding
+        // failure the buffer is cut back, so the block is unchanged.
+        let old_len = self.buf.len();
+        if self.push_encoded(first, id, ms_delta, fields).is_none() {
+            self.buf.truncate(old_len);
+            return false;
         }
-        self.buf.extend_from_slice(&entry);
         self.last_id = id;
         self.live = live;
         true
+    }
+
+    /// Append the encoding of entry `id` to the buffer (see [`Block::push`]).
+    fn push_encoded(
+        &mut self,
+        first: StreamId,
+        id: StreamId,
+        ms_delta: u64,
+        fields: &[(Bytes, Bytes)],
+    ) -> Option<()> {
+        // Pass 1: do the names equal the master field list? Also finds entry 0.
+        let mut pos = 0;
+        let count = get_varint(&self.buf, &mut pos)?;
+        let mut same = usize::try_from(count).ok() == Some(fields.len());
+        for i in 0..count {
+            let len = usize::try_from(get_varint(&self.buf, &mut pos)?).ok()?;
+            let name = take(&self.buf, &mut pos, len)?;
+            let expected = usize::try_from(i).ok().and_then(|i| fields.get(i));
+            same = same && expected.is_some_and(|(f, _)| name == &f[..]);
+        }
+        let mut master_pos = pos;
+        let (_, master_head) = read_head(&self.buf, &mut master_pos, first)?;
+        if master_head & FLAG_SAME_FIELDS == 0 {
+            return None;
+        }
+        let head =
+            (u128::from(ms_delta) << HEAD_FLAG_BITS) | if same { FLAG_SAME_FIELDS } else { 0 };
+        put_varint(&mut self.buf, head);
+        put_varint(
+            &mut self.buf,
+            u128::from(zigzag(id.seq.wrapping_sub(first.seq) as i64)),
+        );
+        if same {
+            // Pass 2: master values are read one by one beside the new ones. The master's
+            // bytes stay where they are (we only append), so a raw master value is kept as
+            // its place in the buffer and compared there.
+            for (_, v) in fields {
+                let master = match read_value(&self.buf, &mut master_pos)? {
+                    Stored::Plain(Scalar::Raw(b)) => {
+                        let end = master_pos;
+                        MasterValue::Raw { start: end - b.len(), end }
+                    }
+                    Stored::Plain(Scalar::Int(m)) => MasterValue::Int(m),
+                    Stored::Plain(Scalar::Decimal { mantissa, scale }) => {
+                        MasterValue::Decimal { mantissa, scale }
+                    }
+                    _ => return None,
+                };
+                let scalar = classify(v);
+                let (is_same, numeric) = match (master, scalar) {
+                    (MasterValue::Raw { start, end }, Scalar::Raw(b)) => {
+                        (self.buf.get(start..end) == Some(b), None)
+                    }
+                    (MasterValue::Raw { .. }, _) => (false, None),
+                    (MasterValue::Int(m), _) => (scalar == Scalar::Int(m), Some(Scalar::Int(m))),
+                    (MasterValue::Decimal { mantissa, scale }, _) => {
+                        let m = Scalar::Decimal { mantissa, scale };
+                        (scalar == m, Some(m))
+                    }
+                };
+                if is_same {
+                    self.buf.push(TAG_SAME);
+                } else {
+                    put_scalar(&mut self.buf, scalar, numeric);
+                }
+            }
+        } else {
+            put_field_names(&mut self.buf, fields.iter().map(|(f, _)| &f[..]), fields.len());
+            for (_, v) in fields {
+                put_value(&mut self.buf, v, None);
+            }
+        }
+        Some(())
     }
 
     /// The encoded bytes (layout in the module doc), for snapshots and size accounting.
@@ -348,6 +480,18 @@ impl Block {
             }
         }
         Some(out)
+    }
+
+    /// A reader positioned at entry 0, with the master decoded once for all the entries it
+    /// reads. `None` if the block cannot be decoded.
+    pub(crate) fn cursor(&self, first: StreamId) -> Option<EntryCursor<'_>> {
+        let master = self.master(first)?;
+        Some(EntryCursor {
+            buf: &self.buf,
+            first,
+            pos: master.entries_start,
+            master,
+        })
     }
 
     /// Mark the live entry `id` deleted. False if there is no such live entry.
@@ -470,6 +614,11 @@ fn put_value(buf: &mut Vec<u8>, value: &[u8], master: Option<Scalar<'_>>) {
         buf.push(TAG_SAME);
         return;
     }
+    put_scalar(buf, scalar, master);
+}
+
+/// Encode `scalar`, not equal to `master`; a numeric master allows a delta form.
+fn put_scalar(buf: &mut Vec<u8>, scalar: Scalar<'_>, master: Option<Scalar<'_>>) {
     match scalar {
         Scalar::Raw(b) => {
             match u8::try_from(b.len()) {
@@ -550,6 +699,16 @@ fn read_field_names<'a>(buf: &'a [u8], pos: &mut usize) -> Option<Vec<&'a [u8]>>
     Some(names)
 }
 
+/// Skip a field name list; returns how many names it has.
+fn skip_field_names(buf: &[u8], pos: &mut usize) -> Option<usize> {
+    let count = usize::try_from(get_varint(buf, pos)?).ok()?;
+    for _ in 0..count {
+        let len = usize::try_from(get_varint(buf, pos)?).ok()?;
+        take(buf, pos, len)?;
+    }
+    Some(count)
+}
+
 fn take<'a>(buf: &'a [u8], pos: &mut usize, len: usize) -> Option<&'a [u8]> {
     let end = pos.checked_add(len)?;
     let out = buf.get(*pos..end)?;
@@ -594,6 +753,26 @@ fn read_value<'a>(buf: &'a [u8], pos: &mut usize) -> Option<Stored<'a>> {
         _ => return None,
     };
     Some(stored)
+}
+
+/// Step over a value without decoding it (range reads pass most entries of a block unseen).
+/// Accepts the tags [`read_value`] accepts; payloads are only checked to be present.
+fn skip_value(buf: &[u8], pos: &mut usize) -> Option<()> {
+    let tag = *buf.get(*pos)?;
+    *pos += 1;
+    match tag {
+        0..=TAG_RAW_MAX_INLINE => {
+            take(buf, pos, usize::from(tag))?;
+        }
+        TAG_RAW_LONG => {
+            let len = usize::try_from(get_varint(buf, pos)?).ok()?;
+            take(buf, pos, len)?;
+        }
+        TAG_INT | TAG_INT_DELTA | 0x51..=0x5F | 0x61..=0x6F => codec::skip_varint(buf, pos)?,
+        TAG_SAME | 0x80..=0xFF => {}
+        _ => return None,
+    }
+    Some(())
 }
 
 fn resolve<'a>(stored: Stored<'a>, master: Option<Scalar<'a>>) -> Option<Scalar<'a>> {

@@ -37,6 +37,12 @@ pub(crate) fn varint_len(mut v: u128) -> usize {
 
 /// Read a varint at `*pos`, advancing it. `None` if truncated or longer than a `u128`.
 pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u128> {
+    // Most varints in a block (deltas, lengths, counts) are one byte.
+    let first = *buf.get(*pos)?;
+    if first & 0x80 == 0 {
+        *pos += 1;
+        return Some(u128::from(first));
+    }
     let mut v: u128 = 0;
     for i in 0..VARINT_MAX_BYTES {
         let byte = *buf.get(*pos)?;
@@ -53,6 +59,14 @@ pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u128> {
         }
     }
     None
+}
+
+/// Step over a varint without decoding it. `None` if truncated or longer than a `u128`.
+pub(crate) fn skip_varint(buf: &[u8], pos: &mut usize) -> Option<()> {
+    let rest = buf.get(*pos..)?;
+    let len = rest.iter().take(VARINT_MAX_BYTES).position(|b| b & 0x80 == 0)?;
+    *pos += len + 1;
+    Some(())
 }
 
 /// Read a varint that must fit a `u64`.
@@ -127,17 +141,47 @@ fn decimal(b: &[u8]) -> Option<Scalar<'_>> {
     Some(Scalar::Decimal { mantissa: m, scale })
 }
 
+/// Longest decimal text of a `u64` (`18446744073709551615`).
+pub(crate) const U64_MAX_DIGITS: usize = 20;
+
+/// The decimal digits of `v`, written right-aligned into `buf`; returns them. No allocation
+/// and no `fmt` machinery: replies and block decoding format numbers on every entry.
+pub(crate) fn u64_digits(v: u64, buf: &mut [u8; U64_MAX_DIGITS]) -> &[u8] {
+    let mut at = U64_MAX_DIGITS;
+    let mut v = v;
+    for slot in buf.iter_mut().rev() {
+        *slot = b'0' + (v % 10) as u8;
+        at -= 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.get(at..).unwrap_or_default()
+}
+
+/// Append the decimal text of `v`.
+pub(crate) fn put_u64_text(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; U64_MAX_DIGITS];
+    out.extend_from_slice(u64_digits(v, &mut buf));
+}
+
 /// Append the text of a number exactly as [`classify`] found it.
 pub(crate) fn render(s: Scalar<'_>, out: &mut Vec<u8>) {
     match s {
         Scalar::Raw(b) => out.extend_from_slice(b),
-        Scalar::Int(v) => out.extend_from_slice(v.to_string().as_bytes()),
+        Scalar::Int(v) => {
+            if v < 0 {
+                out.push(b'-');
+            }
+            put_u64_text(out, v.unsigned_abs());
+        }
         Scalar::Decimal { mantissa, scale } => {
             if mantissa < 0 {
                 out.push(b'-');
             }
-            let digits = mantissa.unsigned_abs().to_string();
-            let digits = digits.as_bytes();
+            let mut digit_buf = [0u8; U64_MAX_DIGITS];
+            let digits = u64_digits(mantissa.unsigned_abs(), &mut digit_buf);
             let scale = usize::from(scale);
             match digits.len().checked_sub(scale) {
                 Some(int_len) if int_len > 0 => {

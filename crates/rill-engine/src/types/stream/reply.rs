@@ -1,13 +1,104 @@
 //! Reply shapes shared by the stream commands (spec §2.2): IDs are bulk strings `ms-seq`, an
 //! entry is `[id, [field, value, ...]]` in both protocols.
 
+use super::codec::{self, Scalar};
 use super::{StreamEntry, StreamId};
 use bytes::Bytes;
 use rill_resp::Reply;
 
-/// An ID as a bulk string.
+/// Longest `ms-seq` text: two 20-digit numbers and the dash.
+const ID_MAX_TEXT_BYTES: usize = 2 * codec::U64_MAX_DIGITS + 1;
+
+/// An ID as a bulk string. Formatted on the stack: XADD replies with one per call.
 pub(super) fn id(id: StreamId) -> Reply {
-    Reply::Bulk(Bytes::from(id.to_string()))
+    let mut text = [0u8; ID_MAX_TEXT_BYTES];
+    let mut digits = [0u8; codec::U64_MAX_DIGITS];
+    let ms = codec::u64_digits(id.ms, &mut digits);
+    let mut len = ms.len();
+    if let Some(dst) = text.get_mut(..len) {
+        dst.copy_from_slice(ms);
+    }
+    if let Some(dash) = text.get_mut(len) {
+        *dash = b'-';
+    }
+    len += 1;
+    let seq = codec::u64_digits(id.seq, &mut digits);
+    if let Some(dst) = text.get_mut(len..len + seq.len()) {
+        dst.copy_from_slice(seq);
+    }
+    len += seq.len();
+    Reply::Bulk(Bytes::copy_from_slice(text.get(..len).unwrap_or_default()))
+}
+
+/// Builds an entries reply (`[[id, [f1, v1, ...]], ...]`) straight from a block cursor's
+/// output. Every ID, name and value text goes into one buffer, and the bulk strings are
+/// slices of it: one allocation for all the text instead of one per string.
+#[derive(Debug, Default)]
+pub(super) struct EntriesBuilder {
+    text: Vec<u8>,
+    /// Name and value texts in order, as ranges of `text`.
+    spans: Vec<(usize, usize)>,
+    /// Per entry: its ID's range in `text` and the index of its first name in `spans`.
+    entries: Vec<((usize, usize), usize)>,
+}
+
+impl EntriesBuilder {
+    /// A builder sized for about `entries` entries.
+    pub(super) fn with_capacity(entries: usize) -> EntriesBuilder {
+        let entries = entries.min(1024);
+        EntriesBuilder {
+            text: Vec::with_capacity(entries * 96),
+            spans: Vec::with_capacity(entries * 8),
+            entries: Vec::with_capacity(entries),
+        }
+    }
+
+    /// Entries added so far.
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Start an entry; its fields follow with [`Self::field`].
+    pub(super) fn begin(&mut self, id: StreamId) {
+        let start = self.text.len();
+        codec::put_u64_text(&mut self.text, id.ms);
+        self.text.push(b'-');
+        codec::put_u64_text(&mut self.text, id.seq);
+        self.entries.push(((start, self.text.len()), self.spans.len()));
+    }
+
+    /// One field of the current entry.
+    pub(super) fn field(&mut self, name: &[u8], value: Scalar<'_>) {
+        let start = self.text.len();
+        self.text.extend_from_slice(name);
+        let middle = self.text.len();
+        codec::render(value, &mut self.text);
+        self.spans.push((start, middle));
+        self.spans.push((middle, self.text.len()));
+    }
+
+    /// Drop the current entry (its decoding failed part-way).
+    pub(super) fn abandon(&mut self) {
+        if let Some(((start, _), first_span)) = self.entries.pop() {
+            self.text.truncate(start);
+            self.spans.truncate(first_span);
+        }
+    }
+
+    /// The reply.
+    pub(super) fn finish(self) -> Reply {
+        let text = Bytes::from(self.text);
+        let slice = |(start, end): (usize, usize)| Reply::Bulk(text.slice(start..end));
+        let mut out = Vec::with_capacity(self.entries.len());
+        let mut entries = self.entries.iter().peekable();
+        while let Some(&(id_span, first)) = entries.next() {
+            let last = entries.peek().map_or(self.spans.len(), |&&(_, next)| next);
+            let fields = self.spans.get(first..last).unwrap_or_default();
+            let flat = fields.iter().map(|&span| slice(span)).collect();
+            out.push(Reply::Array(vec![slice(id_span), Reply::Array(flat)]));
+        }
+        Reply::Array(out)
+    }
 }
 
 /// One entry: `[id, [f1, v1, ...]]`.
