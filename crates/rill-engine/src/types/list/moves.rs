@@ -280,6 +280,7 @@ mod tests {
                 deadline_ms: Some(h.now_ms + 2000),
                 timeout_reply: Reply::NullArray,
                 rerun_args: None,
+                wake_at_ms: None,
             })
         );
         // Inside MULTI: a nil bulk at once.
