@@ -8,6 +8,8 @@ const POLY_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
 
 const TABLE: [u64; 256] = build_table();
 
+// Indexing in a const fn is checked at compile time: `i < 256` by the loop bound.
+#[allow(clippy::indexing_slicing)]
 const fn build_table() -> [u64; 256] {
     let mut table = [0u64; 256];
     let mut i = 0;
@@ -35,6 +37,7 @@ pub fn crc64(mut crc: u64, bytes: &[u8]) -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     #[test]
     fn check_value() {

@@ -153,6 +153,21 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The little-endian `u32` at the start of `b`.
+pub fn le_u32(b: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?))
+}
+
+/// The big-endian `u32` at the start of `b`.
+pub fn be_u32(b: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(..4)?.try_into().ok()?))
+}
+
+/// The little-endian `u16` at the start of `b`.
+pub fn le_u16(b: &[u8]) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(..2)?.try_into().ok()?))
+}
+
 /// A 16-byte big-endian stream ID.
 pub fn id_from_raw(raw: &[u8; 16]) -> StreamId {
     let (ms, seq) = raw.split_at(8);
@@ -247,6 +262,7 @@ impl Writer {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

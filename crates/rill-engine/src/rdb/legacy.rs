@@ -17,6 +17,7 @@
 //!   len = 1 byte < 254, or 0xFE + u32 LE
 //! ```
 
+use super::io::{be_u32, le_u32};
 use super::RdbError;
 
 const ZIPLIST_HEADER_BYTES: usize = 10;
@@ -37,8 +38,10 @@ fn le_signed(bytes: &[u8]) -> i64 {
 
 /// Every element of a ziplist, integers as their decimal text.
 pub fn ziplist(zl: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
-    let header = zl.get(..ZIPLIST_HEADER_BYTES).ok_or(corrupt("ziplist: short header"))?;
-    let total = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+    if zl.len() < ZIPLIST_HEADER_BYTES {
+        return Err(corrupt("ziplist: short header"));
+    }
+    let total = le_u32(zl).unwrap_or(0);
     if usize::try_from(total).ok() != Some(zl.len()) || zl.last() != Some(&END) {
         return Err(corrupt("ziplist: size or terminator wrong"));
     }
@@ -65,9 +68,8 @@ pub fn ziplist(zl: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
                 (slice(pos + 2, len).ok_or(corrupt("ziplist: truncated string"))?.to_vec(), pos + 2 + len)
             }
             2 => {
-                let b = slice(pos + 1, 4).ok_or(corrupt("ziplist: truncated length"))?;
-                let len = usize::try_from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-                    .map_err(|_| corrupt("ziplist: length"))?;
+                let len = slice(pos + 1, 4).and_then(be_u32).ok_or(corrupt("ziplist: truncated length"))?;
+                let len = usize::try_from(len).map_err(|_| corrupt("ziplist: length"))?;
                 (slice(pos + 5, len).ok_or(corrupt("ziplist: truncated string"))?.to_vec(), pos + 5 + len)
             }
             _ => {
@@ -99,9 +101,8 @@ pub fn ziplist(zl: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
 
 /// Every member of an intset, as decimal text.
 pub fn intset(is: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
-    let header = is.get(..8).ok_or(corrupt("intset: short header"))?;
-    let width = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-    let count = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
+    let width = le_u32(is).ok_or(corrupt("intset: short header"))? as usize;
+    let count = is.get(4..).and_then(le_u32).ok_or(corrupt("intset: short header"))? as usize;
     if !matches!(width, 2 | 4 | 8) || Some(is.len()) != count.checked_mul(width).map(|n| n + 8) {
         return Err(corrupt("intset: bad encoding or size"));
     }
@@ -114,7 +115,7 @@ pub fn intset(is: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
 }
 
 /// The field/value pairs of a zipmap.
-pub fn zipmap(zm: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, RdbError> {
+pub fn zipmap(zm: &[u8]) -> Result<Vec<super::Pair>, RdbError> {
     let mut pos = 1usize;
     let at = |i: usize| zm.get(i).copied().ok_or(corrupt("zipmap: truncated"));
     let read_len = |pos: &mut usize| -> Result<usize, RdbError> {
@@ -123,10 +124,9 @@ pub fn zipmap(zm: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, RdbError> {
             *pos += 1;
             Ok(usize::from(b))
         } else if b == 254 {
-            let raw = zm.get(*pos + 1..*pos + 5).ok_or(corrupt("zipmap: truncated"))?;
+            let len = zm.get(*pos + 1..).and_then(le_u32).ok_or(corrupt("zipmap: truncated"))?;
             *pos += 5;
-            usize::try_from(u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]))
-                .map_err(|_| corrupt("zipmap: length"))
+            usize::try_from(len).map_err(|_| corrupt("zipmap: length"))
         } else {
             Err(corrupt("zipmap: unexpected end"))
         }
@@ -150,6 +150,7 @@ pub fn zipmap(zm: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, RdbError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -16,6 +16,7 @@
 //! Strings that are the canonical decimal text of an `i64` are stored as integers (Redis does
 //! the same), so decoding turns every integer back into that text.
 
+use super::io::{le_u16, le_u32};
 use super::RdbError;
 
 const HEADER_BYTES: usize = 6;
@@ -53,9 +54,11 @@ impl Item<'_> {
 /// Decode a whole listpack. Checks the header's byte count and the terminator.
 pub fn decode(lp: &[u8]) -> Result<Vec<Item<'_>>, RdbError> {
     let bad = |why| RdbError::Corrupt(why);
-    let header = lp.get(..HEADER_BYTES).ok_or(bad("listpack: short header"))?;
-    let total = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-    let count = u16::from_le_bytes([header[4], header[5]]);
+    if lp.len() < HEADER_BYTES {
+        return Err(bad("listpack: short header"));
+    }
+    let total = le_u32(lp).unwrap_or(0);
+    let count = lp.get(4..).and_then(le_u16).unwrap_or(0);
     if usize::try_from(total).ok() != Some(lp.len()) || lp.last() != Some(&EOF) {
         return Err(bad("listpack: size or terminator wrong"));
     }
@@ -213,13 +216,18 @@ impl Builder {
         self.buf.push(EOF);
         let total = self.buf.len() as u32;
         let count = u16::try_from(self.count).unwrap_or(COUNT_UNKNOWN);
-        self.buf.get_mut(0..4).map(|h| h.copy_from_slice(&total.to_le_bytes()));
-        self.buf.get_mut(4..6).map(|h| h.copy_from_slice(&count.to_le_bytes()));
+        if let Some(h) = self.buf.get_mut(0..4) {
+            h.copy_from_slice(&total.to_le_bytes());
+        }
+        if let Some(h) = self.buf.get_mut(4..6) {
+            h.copy_from_slice(&count.to_le_bytes());
+        }
         self.buf
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -52,6 +52,7 @@ pub fn decompress(input: &[u8], expected_len: usize) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::decompress;
 

@@ -35,6 +35,7 @@ mod lzf;
 pub mod stream;
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests;
 
 use crate::keyspace::Value;
@@ -296,8 +297,11 @@ fn set_from(members: impl Iterator<Item = Result<Vec<u8>, RdbError>>) -> Result<
     Ok(Value::Set(set))
 }
 
-fn pairs_of(flat: Vec<Vec<u8>>) -> Result<Vec<(Vec<u8>, Vec<u8>)>, RdbError> {
-    if flat.len() % 2 != 0 {
+/// A hash field and its value, as decoded.
+type Pair = (Vec<u8>, Vec<u8>);
+
+fn pairs_of(flat: Vec<Vec<u8>>) -> Result<Vec<Pair>, RdbError> {
+    if !flat.len().is_multiple_of(2) {
         return Err(RdbError::Corrupt("odd number of hash elements"));
     }
     let mut it = flat.into_iter();
@@ -308,7 +312,7 @@ fn pairs_of(flat: Vec<Vec<u8>>) -> Result<Vec<(Vec<u8>, Vec<u8>)>, RdbError> {
     Ok(pairs)
 }
 
-fn hash_from(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Result<Value, RdbError> {
+fn hash_from(pairs: Vec<Pair>) -> Result<Value, RdbError> {
     let mut hash = HashMap::with_capacity(pairs.len());
     for (f, v) in pairs {
         if hash.insert(Bytes::from(f), Bytes::from(v)).is_some() {

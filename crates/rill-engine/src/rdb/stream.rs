@@ -104,7 +104,7 @@ pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_
         w.string(name);
         w.length_id(g.last_delivered_id);
         w.length(g.entries_read.unwrap_or(ENTRIES_READ_UNKNOWN));
-        w.length(g.pel().len() as u64);
+        w.length(g.pel().len());
         for (id, e) in g.pel().iter() {
             w.raw(&id_to_raw(id));
             w.millis(e.delivery_time_ms);

@@ -170,4 +170,5 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests;
