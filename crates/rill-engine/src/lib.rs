@@ -14,6 +14,7 @@ pub mod command;
 pub mod error;
 pub mod glob;
 pub mod keyspace;
+pub mod rdb;
 pub mod types;
 pub mod util;
 

@@ -12,6 +12,7 @@
 //! - **Stored bytes are copied.** Arguments may be slices of a large network read buffer;
 //!   keeping a slice would pin the whole buffer, so keys and values are copied on insert.
 
+pub mod dump;
 pub mod hash;
 pub mod keys;
 pub mod list;
@@ -29,7 +30,7 @@ pub mod stream;
 
 /// Every engine command family, for the command table.
 pub fn families() -> Vec<&'static [CommandSpec]> {
-    vec![keys::COMMANDS, strings::COMMANDS, hash::COMMANDS, list::COMMANDS, set::COMMANDS, stream::COMMANDS]
+    vec![keys::COMMANDS, dump::COMMANDS, strings::COMMANDS, hash::COMMANDS, list::COMMANDS, set::COMMANDS, stream::COMMANDS]
 }
 
 /// Argument `i` (0 = the command name). A missing argument can only mean the table's arity was

@@ -41,6 +41,17 @@ impl Harness {
     /// Run one command with a caller-supplied context (blocking tests inspect `ctx.block`).
     pub fn run_ctx(&mut self, ctx: &mut CallCtx, args: &[&str]) -> Reply {
         let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+        self.run_args(ctx, args)
+    }
+
+    /// Run one command whose arguments are arbitrary bytes (DUMP payloads).
+    pub fn run_bytes(&mut self, args: &[&[u8]]) -> Reply {
+        let mut ctx = self.ctx();
+        let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+        self.run_args(&mut ctx, args)
+    }
+
+    fn run_args(&mut self, ctx: &mut CallCtx, args: Vec<Bytes>) -> Reply {
         let Some(spec) = args.first().and_then(|n| self.table.get(n)) else {
             return Reply::error("ERR unknown command");
         };

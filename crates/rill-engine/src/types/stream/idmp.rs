@@ -104,6 +104,42 @@ impl Idmp {
         self.iids_duplicates
     }
 
+    /// Every producer with its IIDs, oldest first (what a snapshot writer walks).
+    pub fn producers(&self) -> impl Iterator<Item = (&Bytes, impl Iterator<Item = &(Bytes, StreamId)>)> {
+        self.producers.iter().map(|(pid, p)| (pid, p.order.iter()))
+    }
+
+    /// Rebuild the state a snapshot carries (RESTORE): configuration, counters and, per
+    /// producer, its IIDs oldest first. A repeated IID keeps its first ID and producers left
+    /// without IIDs are dropped; then IIDs already expired at `now_ms` go, as Redis skips
+    /// them on load. Ranges are the caller's check. O(IIDs).
+    pub fn restore(
+        duration_secs: u64,
+        max_size: u64,
+        producers: Vec<(Bytes, Vec<(Bytes, StreamId)>)>,
+        iids_added: u64,
+        iids_duplicates: u64,
+        now_ms: i64,
+    ) -> Idmp {
+        let mut idmp = Idmp { duration_secs, max_size, producers: BTreeMap::new(), iids_added, iids_duplicates };
+        for (pid, iids) in producers {
+            let producer = idmp
+                .producers
+                .entry(pid)
+                .or_insert_with(|| Producer { registered_ms: now_ms, ..Producer::default() });
+            for (iid, id) in iids {
+                if producer.by_iid.insert(iid.clone(), id).is_none() {
+                    producer.order.push_back((iid, id));
+                } else if let Some(first) = producer.order.iter().find(|(i, _)| *i == iid) {
+                    producer.by_iid.insert(iid, first.1);
+                }
+            }
+        }
+        idmp.producers.retain(|_, p| !p.order.is_empty());
+        idmp.expire(now_ms);
+        idmp
+    }
+
     /// Drop, per producer and oldest first, the IIDs whose stream ID's ms part is at or
     /// before `now_ms − duration`; drop producers left with none (one registered by a failed
     /// append only once [`EMPTY_PRODUCER_GRACE_MS`] has passed). O(expired + producers).

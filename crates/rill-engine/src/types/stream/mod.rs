@@ -690,6 +690,29 @@ impl Stream {
                 .sum::<usize>()
     }
 
+    /// Set the metadata a snapshot carries once its entries have been re-appended (RESTORE).
+    /// Appending already set `length` and `recorded-first-entry-id`; this sets the counters
+    /// appends cannot reproduce. Refuses, changing nothing, values no live stream can have:
+    /// `entries_added` below the length or above [`ENTRIES_ADDED_MAX`], or a live entry above
+    /// `last_generated_id`. O(B).
+    pub fn restore_metadata(
+        &mut self,
+        last_generated_id: StreamId,
+        max_deleted_entry_id: StreamId,
+        entries_added: u64,
+    ) -> bool {
+        if entries_added < self.length
+            || entries_added > ENTRIES_ADDED_MAX
+            || matches!(self.last_entry_id(), Some(top) if top > last_generated_id)
+        {
+            return false;
+        }
+        self.last_generated_id = last_generated_id;
+        self.max_deleted_entry_id = max_deleted_entry_id;
+        self.entries_added = entries_added;
+        true
+    }
+
     /// Check every internal invariant (tests; later the snapshot loader). O(all bytes).
     pub fn validate(&self) -> bool {
         let mut live = 0u64;

@@ -1,0 +1,323 @@
+//! The RDB value codec: one value in Redis' RDB encoding, as DUMP produces and RESTORE reads,
+//! byte-compatible with Redis so payloads move between rill and Redis in both directions.
+//!
+//! ```text
+//! DUMP payload
+//! +-----------+----------------------+----------------------+---------------------------+
+//! | type: 1 B | value body (per type) | RDB version: u16 LE | CRC-64: u64 LE            |
+//! +-----------+----------------------+----------------------+---------------------------+
+//!  ^----------- checksummed (Jones CRC-64, see `crc64`) ---------------^
+//! ```
+//!
+//! A stored CRC of 0 means "not checksummed" (Redis with `rdbchecksum no`) and is accepted.
+//!
+//! What we write, and the payload version we stamp (the oldest RDB version that defines every
+//! type used, so older servers accept what they can read):
+//!
+//! | value  | type written                         | body                                 | version |
+//! |--------|--------------------------------------|--------------------------------------|---------|
+//! | string | 0 `STRING`                           | int-encoded when canonical i32, else raw | 10  |
+//! | list   | 18 `LIST_QUICKLIST_2`                | listpack nodes of ≤ 8 KiB            | 10      |
+//! | set    | 2 `SET`                              | count + members                      | 10      |
+//! | hash   | 4 `HASH`                             | count + field/value pairs            | 10      |
+//! | stream | 21 `STREAM_LISTPACKS_3`, or 27 `STREAM_LISTPACKS_5` when it has IDMP state or XNACKed entries | see [`stream`] | 11 / 14 |
+//!
+//! What we read: the above plus list 1, 10 (ziplist), 14 (quicklist of ziplists); set 11
+//! (intset), 20 (listpack); hash 9 (zipmap), 13 (ziplist), 16 (listpack); streams 15, 19, 21,
+//! 26, 27; LZF-compressed strings anywhere a string appears. Sorted sets, modules and hashes
+//! with field expiry have no rill value to load into and fail as bad data.
+
+mod crc64;
+mod io;
+mod legacy;
+mod listpack;
+mod lzf;
+pub mod stream;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests;
+
+use crate::keyspace::Value;
+use crate::types::stream::NodeLimits;
+use bytes::Bytes;
+use io::{Reader, Writer};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// The newest RDB version we read (Redis unstable's `RDB_VERSION`).
+pub const RDB_VERSION: u16 = 14;
+/// Version stamped on payloads whose types Redis 7.0 already knew.
+const VERSION_REDIS_7_0: u16 = 10;
+/// Version stamped on payloads using Redis 7.2's stream type.
+const VERSION_REDIS_7_2: u16 = 11;
+/// Footer: version (2 bytes) + CRC (8 bytes).
+const FOOTER_BYTES: usize = 10;
+
+/// Object type bytes.
+pub mod types {
+    /// A string.
+    pub const STRING: u8 = 0;
+    /// A list as a plain sequence of strings.
+    pub const LIST: u8 = 1;
+    /// A set as a plain sequence of strings.
+    pub const SET: u8 = 2;
+    /// A hash as plain field/value strings.
+    pub const HASH: u8 = 4;
+    /// A hash in one zipmap (Redis < 2.6).
+    pub const HASH_ZIPMAP: u8 = 9;
+    /// A list in one ziplist (Redis < 3.2).
+    pub const LIST_ZIPLIST: u8 = 10;
+    /// An all-integer set in one intset.
+    pub const SET_INTSET: u8 = 11;
+    /// A hash in one ziplist (Redis < 7.0).
+    pub const HASH_ZIPLIST: u8 = 13;
+    /// A list as quicklist nodes, each a ziplist (Redis 3.2 .. 6.2).
+    pub const LIST_QUICKLIST: u8 = 14;
+    /// A hash in one listpack.
+    pub const HASH_LISTPACK: u8 = 16;
+    /// A list as quicklist nodes, each a listpack or one plain element (Redis ≥ 7.0).
+    pub const LIST_QUICKLIST_2: u8 = 18;
+    /// A set in one listpack.
+    pub const SET_LISTPACK: u8 = 20;
+}
+
+/// A quicklist-2 node holding one element as-is.
+const QUICKLIST_NODE_PLAIN: u64 = 1;
+/// A quicklist-2 node holding a listpack.
+const QUICKLIST_NODE_PACKED: u64 = 2;
+/// Listpack bytes per list node we write (Redis' default `list-max-listpack-size -2`).
+const LIST_NODE_MAX_BYTES: usize = 8 * 1024;
+
+/// Why a payload could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RdbError {
+    /// The footer is missing, the version is newer than [`RDB_VERSION`], or the CRC differs.
+    VersionOrChecksum,
+    /// The value ends before its encoding says it should.
+    Truncated,
+    /// The bytes are not a valid encoding; the text says what was wrong.
+    Corrupt(&'static str),
+    /// A type rill has no value for (sorted sets, modules, hashes with field expiry, ...).
+    UnsupportedType(u8),
+}
+
+/// Server state that loading depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadContext {
+    /// Node limits for re-appending stream entries.
+    pub limits: NodeLimits,
+    /// IDMP duration for streams from formats that do not carry one.
+    pub idmp_duration_secs: u64,
+    /// IDMP max size for streams from formats that do not carry one.
+    pub idmp_max_size: u64,
+    /// The clock: IIDs already expired are dropped.
+    pub now_ms: i64,
+}
+
+/// The DUMP payload of `value`. `limits` sizes stream nodes; `now_ms` filters expired IIDs.
+/// O(size of the value).
+pub fn dump(value: &Value, limits: NodeLimits, now_ms: i64) -> Vec<u8> {
+    let mut w = Writer::default();
+    let version = encode_value(&mut w, value, limits, now_ms);
+    w.raw(&version.to_le_bytes());
+    let crc = crc64::crc64(0, &w.buf);
+    w.raw(&crc.to_le_bytes());
+    w.buf
+}
+
+/// Check a payload's footer and load its value. O(size of the payload).
+pub fn restore(payload: &[u8], ctx: &LoadContext) -> Result<Value, RdbError> {
+    let body = verify_footer(payload)?;
+    let mut r = Reader::new(body);
+    let rdb_type = r.u8()?;
+    decode_value(&mut r, rdb_type, ctx)
+}
+
+/// The payload without its footer, if the version is one we read and the CRC matches.
+pub fn verify_footer(payload: &[u8]) -> Result<&[u8], RdbError> {
+    let split = payload.len().checked_sub(FOOTER_BYTES).ok_or(RdbError::VersionOrChecksum)?;
+    let (body_and_version, crc) = payload.split_at(split + 2);
+    let version_bytes = body_and_version.get(split..).unwrap_or_default();
+    let version = u16::from_le_bytes([
+        version_bytes.first().copied().unwrap_or(0),
+        version_bytes.get(1).copied().unwrap_or(0),
+    ]);
+    if version > RDB_VERSION {
+        return Err(RdbError::VersionOrChecksum);
+    }
+    let mut stored = [0u8; 8];
+    stored.copy_from_slice(crc);
+    let stored = u64::from_le_bytes(stored);
+    if stored != 0 && stored != crc64::crc64(0, body_and_version) {
+        return Err(RdbError::VersionOrChecksum);
+    }
+    Ok(payload.get(..split).unwrap_or_default())
+}
+
+/// Write the type byte and body of `value`; returns the payload version to stamp.
+fn encode_value(w: &mut Writer, value: &Value, limits: NodeLimits, now_ms: i64) -> u16 {
+    match value {
+        Value::Str(s) => {
+            w.u8(types::STRING);
+            w.string(s);
+        }
+        Value::List(items) => {
+            w.u8(types::LIST_QUICKLIST_2);
+            let nodes = list_nodes(items);
+            w.length(nodes.len() as u64);
+            for lp in nodes {
+                w.length(QUICKLIST_NODE_PACKED);
+                w.raw_string(&lp);
+            }
+        }
+        Value::Set(members) => {
+            w.u8(types::SET);
+            w.length(members.len() as u64);
+            for m in members {
+                w.string(m);
+            }
+        }
+        Value::Hash(fields) => {
+            w.u8(types::HASH);
+            w.length(fields.len() as u64);
+            for (f, v) in fields {
+                w.string(f);
+                w.string(v);
+            }
+        }
+        Value::Stream(s) => {
+            let rdb_type = stream::type_for(s);
+            w.u8(rdb_type);
+            stream::encode(w, s, rdb_type, limits, now_ms);
+            return if rdb_type > stream::TYPE_STREAM_V3 { RDB_VERSION } else { VERSION_REDIS_7_2 };
+        }
+    }
+    VERSION_REDIS_7_0
+}
+
+/// A list cut into listpacks of about [`LIST_NODE_MAX_BYTES`] each.
+fn list_nodes(items: &VecDeque<Bytes>) -> Vec<Vec<u8>> {
+    let mut nodes = Vec::new();
+    let mut lp = listpack::Builder::default();
+    for item in items {
+        if lp.len_bytes() > listpack::Builder::default().len_bytes()
+            && lp.len_bytes() + item.len() > LIST_NODE_MAX_BYTES
+        {
+            nodes.push(std::mem::take(&mut lp).finish());
+        }
+        lp.push_str(item);
+    }
+    if lp.len_bytes() > listpack::Builder::default().len_bytes() {
+        nodes.push(lp.finish());
+    }
+    nodes
+}
+
+/// Read the body of a value of `rdb_type`.
+fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<Value, RdbError> {
+    let value = match rdb_type {
+        types::STRING => Value::Str(Bytes::from(r.string()?)),
+        types::LIST => {
+            let n = r.count()?;
+            let items = (0..n).map(|_| r.string().map(Bytes::from)).collect::<Result<VecDeque<_>, _>>()?;
+            Value::List(items)
+        }
+        types::LIST_ZIPLIST => Value::List(legacy::ziplist(&r.string()?)?.into_iter().map(Bytes::from).collect()),
+        types::LIST_QUICKLIST | types::LIST_QUICKLIST_2 => {
+            let nodes = r.count()?;
+            let mut items = VecDeque::new();
+            for _ in 0..nodes {
+                let container =
+                    if rdb_type == types::LIST_QUICKLIST { QUICKLIST_NODE_PACKED } else { r.length()? };
+                let node = r.string()?;
+                match (rdb_type, container) {
+                    (types::LIST_QUICKLIST, _) => {
+                        items.extend(legacy::ziplist(&node)?.into_iter().map(Bytes::from));
+                    }
+                    (_, QUICKLIST_NODE_PLAIN) => items.push_back(Bytes::from(node)),
+                    (_, QUICKLIST_NODE_PACKED) => {
+                        items.extend(listpack::decode(&node)?.into_iter().map(|i| Bytes::from(i.to_bytes())));
+                    }
+                    _ => return Err(RdbError::Corrupt("unknown quicklist container")),
+                }
+            }
+            Value::List(items)
+        }
+        types::SET => {
+            let n = r.count()?;
+            set_from((0..n).map(|_| r.string()))?
+        }
+        types::SET_INTSET => set_from(legacy::intset(&r.string()?)?.into_iter().map(Ok))?,
+        types::SET_LISTPACK => {
+            let lp = r.string()?;
+            set_from(listpack::decode(&lp)?.into_iter().map(|i| Ok(i.to_bytes())))?
+        }
+        types::HASH => {
+            let n = r.count()?;
+            let mut pairs = Vec::with_capacity(n);
+            for _ in 0..n {
+                let f = r.string()?;
+                pairs.push((f, r.string()?));
+            }
+            hash_from(pairs)?
+        }
+        types::HASH_ZIPMAP => hash_from(legacy::zipmap(&r.string()?)?)?,
+        types::HASH_ZIPLIST => hash_from(pairs_of(legacy::ziplist(&r.string()?)?)?)?,
+        types::HASH_LISTPACK => {
+            let lp = r.string()?;
+            hash_from(pairs_of(listpack::decode(&lp)?.into_iter().map(|i| i.to_bytes()).collect())?)?
+        }
+        stream::TYPE_STREAM_V1
+        | stream::TYPE_STREAM_V2
+        | stream::TYPE_STREAM_V3
+        | stream::TYPE_STREAM_V4
+        | stream::TYPE_STREAM_V5 => Value::Stream(Box::new(stream::decode(r, rdb_type, ctx)?)),
+        other => return Err(RdbError::UnsupportedType(other)),
+    };
+    // Redis refuses to load an empty collection (it would be a key with no value).
+    let empty = match &value {
+        Value::List(l) => l.is_empty(),
+        Value::Set(s) => s.is_empty(),
+        Value::Hash(h) => h.is_empty(),
+        Value::Str(_) | Value::Stream(_) => false,
+    };
+    if empty {
+        return Err(RdbError::Corrupt("empty collection"));
+    }
+    Ok(value)
+}
+
+fn set_from(members: impl Iterator<Item = Result<Vec<u8>, RdbError>>) -> Result<Value, RdbError> {
+    let mut set = HashSet::new();
+    for m in members {
+        if !set.insert(Bytes::from(m?)) {
+            return Err(RdbError::Corrupt("duplicate set member"));
+        }
+    }
+    Ok(Value::Set(set))
+}
+
+/// A hash field and its value, as decoded.
+type Pair = (Vec<u8>, Vec<u8>);
+
+fn pairs_of(flat: Vec<Vec<u8>>) -> Result<Vec<Pair>, RdbError> {
+    if !flat.len().is_multiple_of(2) {
+        return Err(RdbError::Corrupt("odd number of hash elements"));
+    }
+    let mut it = flat.into_iter();
+    let mut pairs = Vec::new();
+    while let (Some(f), Some(v)) = (it.next(), it.next()) {
+        pairs.push((f, v));
+    }
+    Ok(pairs)
+}
+
+fn hash_from(pairs: Vec<Pair>) -> Result<Value, RdbError> {
+    let mut hash = HashMap::with_capacity(pairs.len());
+    for (f, v) in pairs {
+        if hash.insert(Bytes::from(f), Bytes::from(v)).is_some() {
+            return Err(RdbError::Corrupt("duplicate hash field"));
+        }
+    }
+    Ok(Value::Hash(hash))
+}

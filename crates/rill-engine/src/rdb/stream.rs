@@ -1,0 +1,388 @@
+//! Streams in the RDB format: the entries as listpack nodes, then the stream metadata, the
+//! consumer groups and, in the newest forms, the IDMP state.
+//!
+//! ```text
+//! <node count>
+//!   per node: <master ID: 16-byte string, big-endian ms + seq> <listpack: string>
+//! <length> <last-id ms> <last-id seq>
+//! [≥ v2] <first-id ms, seq> <max-deleted-id ms, seq> <entries-added>
+//! <group count>
+//!   per group: <name> <last-delivered ms> <seq> [≥ v2] <entries-read; 2^64−1 = unknown>
+//!     <PEL count> per record: <16-byte raw ID> <delivery time: 8-byte LE ms> <delivery count>
+//!     <consumer count> per consumer: <name> <seen-time ms> [≥ v3] <active-time ms>
+//!                                    <owned count> <16-byte raw ID>*
+//!     [≥ v5] <XNACK zone count> <16-byte raw ID>*        in zone order
+//! [≥ v4] <IDMP duration s> <IDMP max size>
+//!        <producer count> per producer: <pid> <IID count> (<iid> <ms> <seq>)*
+//!        <iids-added> <iids-duplicates>
+//! ```
+//!
+//! A node's listpack, all numbers as listpack integers, IDs relative to the master ID:
+//!
+//! ```text
+//! master entry: <live count> <deleted count> <field count> <field>* <0>
+//! per entry:    <flags> <ms − master ms> <seq − master seq>
+//!               flags & SAMEFIELDS: <value>*                (the master's fields, in order)
+//!               otherwise:          <field count> (<field> <value>)*
+//!               <element count of this entry, itself excluded>
+//! flags: 1 = deleted, 2 = same fields as the master
+//! ```
+//!
+//! Loading re-appends the live entries through [`Stream::append`] (so the stream is laid out
+//! in rill's own blocks with this server's node limits), then restores the metadata, groups
+//! and IDMP state through the stream's snapshot constructors.
+
+use super::io::{id_to_raw, Reader, Writer};
+use super::listpack;
+use super::{LoadContext, RdbError};
+use crate::types::stream::group::{ConsumerSnapshot, GroupSnapshot};
+use crate::types::stream::idmp::{self, Idmp};
+use crate::types::stream::pel::ClaimOrder;
+use crate::types::stream::{NodeLimits, Stream, StreamEntry, StreamId};
+use bytes::Bytes;
+
+/// Redis 5.0 streams: no first ID, tombstone or entries-added, no entries-read.
+pub const TYPE_STREAM_V1: u8 = 15;
+/// Redis 7.0: adds first ID, max-deleted ID, entries-added and per-group entries-read.
+pub const TYPE_STREAM_V2: u8 = 19;
+/// Redis 7.2: adds consumer active-time.
+pub const TYPE_STREAM_V3: u8 = 21;
+/// Adds IDMP configuration, producers and counters.
+pub const TYPE_STREAM_V4: u8 = 26;
+/// Adds the XNACK zone of each group.
+pub const TYPE_STREAM_V5: u8 = 27;
+
+const FLAG_DELETED: i64 = 1;
+const FLAG_SAME_FIELDS: i64 = 2;
+/// The entries-read value that stands for "unknown" (−1 as an unsigned length).
+const ENTRIES_READ_UNKNOWN: u64 = u64::MAX;
+/// Per-element overhead we assume when sizing nodes against `stream-node-max-bytes`.
+const ELEMENT_OVERHEAD_BYTES: usize = 2;
+
+/// The stream type a DUMP writes: the oldest one that holds this stream without loss, so a
+/// stream without IDMP state or released entries restores into servers that predate those
+/// features (Redis 7.2 .. 8.2), and the newest form otherwise.
+pub fn type_for(s: &Stream) -> u8 {
+    let idmp = &s.idmp;
+    let idmp_state = idmp.duration_secs() != idmp::DURATION_DEFAULT_SECS
+        || idmp.max_size() != idmp::MAX_SIZE_DEFAULT
+        || idmp.pids_tracked() > 0
+        || idmp.iids_added() > 0
+        || idmp.iids_duplicates() > 0;
+    let released = s.groups().values().any(|g| {
+        g.pel().claim_order().next().is_some_and(|(_, e)| matches!(e.claim_order(), ClaimOrder::Nacked(_)))
+    });
+    if idmp_state || released {
+        TYPE_STREAM_V5
+    } else {
+        TYPE_STREAM_V3
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------------
+
+/// Write the body of a stream of type `rdb_type` (one of [`type_for`]'s answers). IIDs
+/// already expired at `now_ms` are left out, as Redis does.
+pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_ms: i64) {
+    let nodes = split_nodes(s.range(StreamId::MIN, StreamId::MAX, false), limits);
+    w.length(nodes.len() as u64);
+    for node in &nodes {
+        let master = node.first().map_or(StreamId::MIN, |(id, _)| *id);
+        w.raw_string(&id_to_raw(master));
+        w.raw_string(&node_listpack(master, node));
+    }
+    w.length(s.len());
+    w.length_id(s.last_generated_id());
+    w.length_id(s.first_id());
+    w.length_id(s.max_deleted_entry_id());
+    w.length(s.entries_added());
+
+    w.length(s.groups().len() as u64);
+    for (name, g) in s.groups() {
+        w.string(name);
+        w.length_id(g.last_delivered_id);
+        w.length(g.entries_read.unwrap_or(ENTRIES_READ_UNKNOWN));
+        w.length(g.pel().len());
+        for (id, e) in g.pel().iter() {
+            w.raw(&id_to_raw(id));
+            w.millis(e.delivery_time_ms);
+            w.length(e.delivery_count);
+        }
+        w.length(g.consumers().len() as u64);
+        for (cname, c) in g.consumers() {
+            w.string(cname);
+            w.millis(c.seen_time_ms);
+            w.millis(c.active_time_ms);
+            w.length(c.pending_ids().len() as u64);
+            for id in c.pending_ids() {
+                w.raw(&id_to_raw(*id));
+            }
+        }
+        if rdb_type >= TYPE_STREAM_V5 {
+            let zone: Vec<StreamId> = g
+                .pel()
+                .claim_order()
+                .take_while(|(_, e)| matches!(e.claim_order(), ClaimOrder::Nacked(_)))
+                .map(|(id, _)| id)
+                .collect();
+            w.length(zone.len() as u64);
+            for id in zone {
+                w.raw(&id_to_raw(id));
+            }
+        }
+    }
+
+    if rdb_type >= TYPE_STREAM_V4 {
+        let idmp = &s.idmp;
+        w.length(idmp.duration_secs());
+        w.length(idmp.max_size());
+        let cutoff = now_ms.saturating_sub(i64::try_from(idmp.duration_secs().saturating_mul(1000)).unwrap_or(i64::MAX));
+        let producers: Vec<(&Bytes, Vec<&(Bytes, StreamId)>)> = idmp
+            .producers()
+            .map(|(pid, iids)| (pid, iids.filter(|(_, id)| i128::from(id.ms) > i128::from(cutoff)).collect()))
+            .collect();
+        w.length(producers.len() as u64);
+        for (pid, iids) in producers {
+            w.string(pid);
+            w.length(iids.len() as u64);
+            for (iid, id) in iids {
+                w.string(iid);
+                w.length_id(*id);
+            }
+        }
+        w.length(idmp.iids_added());
+        w.length(idmp.iids_duplicates());
+    }
+}
+
+/// Cut the entries into nodes the way an append-only Redis stream would: a node closes at
+/// `max_entries` entries or once its bytes would reach `max_bytes` (0 = no limit).
+fn split_nodes(entries: impl Iterator<Item = StreamEntry>, limits: NodeLimits) -> Vec<Vec<StreamEntry>> {
+    let mut nodes: Vec<Vec<StreamEntry>> = Vec::new();
+    let mut node_bytes = 0usize;
+    for entry in entries {
+        let entry_bytes = entry
+            .1
+            .iter()
+            .map(|(f, v)| f.len() + v.len() + 2 * ELEMENT_OVERHEAD_BYTES)
+            .sum::<usize>();
+        let full = match nodes.last() {
+            None => true,
+            Some(node) => {
+                (limits.max_entries > 0 && node.len() as u64 >= limits.max_entries)
+                    || (limits.max_bytes > 0 && (node_bytes + entry_bytes) as u64 >= limits.max_bytes)
+            }
+        };
+        if full {
+            nodes.push(Vec::new());
+            node_bytes = 0;
+        }
+        node_bytes += entry_bytes;
+        if let Some(node) = nodes.last_mut() {
+            node.push(entry);
+        }
+    }
+    nodes
+}
+
+/// One node's listpack; the first entry's fields become the master fields.
+fn node_listpack(master: StreamId, entries: &[StreamEntry]) -> Vec<u8> {
+    let master_fields: Vec<&Bytes> = entries.first().map(|(_, f)| f.iter().map(|(k, _)| k).collect()).unwrap_or_default();
+    let mut lp = listpack::Builder::default();
+    lp.push_int(entries.len() as i64);
+    lp.push_int(0);
+    lp.push_int(master_fields.len() as i64);
+    for f in &master_fields {
+        lp.push_str(f);
+    }
+    lp.push_int(0);
+    for (id, fields) in entries {
+        let same = fields.len() == master_fields.len() && fields.iter().zip(&master_fields).all(|((f, _), m)| f == *m);
+        lp.push_int(if same { FLAG_SAME_FIELDS } else { 0 });
+        lp.push_int(id.ms.wrapping_sub(master.ms) as i64);
+        lp.push_int(id.seq.wrapping_sub(master.seq) as i64);
+        if same {
+            for (_, v) in fields {
+                lp.push_str(v);
+            }
+            lp.push_int(fields.len() as i64 + 3);
+        } else {
+            lp.push_int(fields.len() as i64);
+            for (f, v) in fields {
+                lp.push_str(f);
+                lp.push_str(v);
+            }
+            lp.push_int(2 * fields.len() as i64 + 4);
+        }
+    }
+    lp.finish()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------------
+
+fn corrupt(why: &'static str) -> RdbError {
+    RdbError::Corrupt(why)
+}
+
+/// Read a stream of any of the five types.
+pub fn decode(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<Stream, RdbError> {
+    let mut s = Stream::new();
+    let nodes = r.count()?;
+    for _ in 0..nodes {
+        let key = r.string()?;
+        let raw: [u8; 16] = key.as_slice().try_into().map_err(|_| corrupt("stream node key is not an ID"))?;
+        let master = super::io::id_from_raw(&raw);
+        let lp = r.string()?;
+        append_node(&mut s, master, &lp, ctx.limits)?;
+    }
+    let length = r.length()?;
+    if length != s.len() {
+        return Err(corrupt("stream length differs from its live entries"));
+    }
+    let last_id = r.length_id()?;
+    let (max_deleted, entries_added) = if rdb_type >= TYPE_STREAM_V2 {
+        // The recorded first ID is recomputed from the entries (it is the first live one).
+        let _first_id = r.length_id()?;
+        (r.length_id()?, r.length()?)
+    } else {
+        (StreamId::MIN, s.len())
+    };
+    if !s.restore_metadata(last_id, max_deleted, entries_added) {
+        return Err(corrupt("stream metadata inconsistent with its entries"));
+    }
+
+    let groups = r.count()?;
+    for _ in 0..groups {
+        let name = Bytes::from(r.string()?);
+        let last_delivered_id = r.length_id()?;
+        let entries_read = if rdb_type >= TYPE_STREAM_V2 {
+            match r.length()? {
+                ENTRIES_READ_UNKNOWN => None,
+                n if n > s.entries_added() => return Err(corrupt("group entries-read above entries-added")),
+                n => Some(n),
+            }
+        } else {
+            s.estimate_entries_read(last_delivered_id)
+        };
+        let mut snap = GroupSnapshot { last_delivered_id, entries_read, ..GroupSnapshot::default() };
+        let pending = r.count()?;
+        for _ in 0..pending {
+            let id = r.raw_id()?;
+            let time = r.millis()?;
+            let count = r.length()?;
+            snap.pending.push((id, time, count));
+        }
+        let consumers = r.count()?;
+        for _ in 0..consumers {
+            let name = Bytes::from(r.string()?);
+            let seen_time_ms = r.millis()?;
+            // Before active-time existed, seen-time is the best estimate (as Redis loads it).
+            let active_time_ms = if rdb_type >= TYPE_STREAM_V3 { r.millis()? } else { seen_time_ms };
+            let owned = r.count()?;
+            let pending = (0..owned).map(|_| r.raw_id()).collect::<Result<Vec<_>, _>>()?;
+            snap.consumers.push(ConsumerSnapshot { name, seen_time_ms, active_time_ms, pending });
+        }
+        if rdb_type >= TYPE_STREAM_V5 {
+            let zone = r.count()?;
+            snap.nacked = (0..zone).map(|_| r.raw_id()).collect::<Result<Vec<_>, _>>()?;
+        }
+        s.restore_group(name, snap).map_err(corrupt)?;
+    }
+
+    s.idmp = if rdb_type >= TYPE_STREAM_V4 {
+        decode_idmp(r, ctx.now_ms)?
+    } else {
+        let mut idmp = Idmp::default();
+        idmp.configure(Some(ctx.idmp_duration_secs), Some(ctx.idmp_max_size));
+        idmp
+    };
+    Ok(s)
+}
+
+fn decode_idmp(r: &mut Reader<'_>, now_ms: i64) -> Result<Idmp, RdbError> {
+    let duration = r.length()?;
+    if !i64::try_from(duration).is_ok_and(|d| idmp::DURATION_RANGE_SECS.contains(&d)) {
+        return Err(corrupt("IDMP duration out of range"));
+    }
+    let max_size = r.length()?;
+    if !i64::try_from(max_size).is_ok_and(|m| idmp::MAX_SIZE_RANGE.contains(&m)) {
+        return Err(corrupt("IDMP max size out of range"));
+    }
+    let producers = r.count()?;
+    let mut table = Vec::with_capacity(producers);
+    for _ in 0..producers {
+        let pid = Bytes::from(r.string()?);
+        let n = r.count()?;
+        let mut iids = Vec::with_capacity(n);
+        for _ in 0..n {
+            let iid = Bytes::from(r.string()?);
+            iids.push((iid, r.length_id()?));
+        }
+        table.push((pid, iids));
+    }
+    let added = r.length()?;
+    let duplicates = r.length()?;
+    Ok(Idmp::restore(duration, max_size, table, added, duplicates, now_ms))
+}
+
+/// Parse one node's listpack and append its live entries to `s`.
+fn append_node(s: &mut Stream, master: StreamId, lp: &[u8], limits: NodeLimits) -> Result<(), RdbError> {
+    let items = listpack::decode(lp)?;
+    let mut it = items.into_iter();
+    let mut next = || it.next().ok_or(corrupt("stream node truncated"));
+    let live = next()?.int()?;
+    let deleted = next()?.int()?;
+    if live <= 0 || deleted < 0 {
+        return Err(corrupt("stream node entry counts"));
+    }
+    let field_count = usize::try_from(next()?.int()?).map_err(|_| corrupt("stream node field count"))?;
+    let mut master_fields = Vec::with_capacity(field_count.min(lp.len()));
+    for _ in 0..field_count {
+        master_fields.push(Bytes::from(next()?.to_bytes()));
+    }
+    if next()?.int()? != 0 {
+        return Err(corrupt("stream master entry terminator"));
+    }
+    let (mut seen_live, mut seen_deleted) = (0i64, 0i64);
+    for _ in 0..live.saturating_add(deleted) {
+        let flags = next()?.int()?;
+        let ms = master.ms.wrapping_add(next()?.int()? as u64);
+        let seq = master.seq.wrapping_add(next()?.int()? as u64);
+        let mut fields: Vec<(Bytes, Bytes)>;
+        let expected_count;
+        if flags & FLAG_SAME_FIELDS != 0 {
+            fields = Vec::with_capacity(master_fields.len());
+            for f in &master_fields {
+                fields.push((f.clone(), Bytes::from(next()?.to_bytes())));
+            }
+            expected_count = master_fields.len() as i64 + 3;
+        } else {
+            let n = usize::try_from(next()?.int()?).map_err(|_| corrupt("stream entry field count"))?;
+            fields = Vec::with_capacity(n.min(lp.len()));
+            for _ in 0..n {
+                let f = Bytes::from(next()?.to_bytes());
+                let v = Bytes::from(next()?.to_bytes());
+                fields.push((f, v));
+            }
+            expected_count = 2 * n as i64 + 4;
+        }
+        if next()?.int()? != expected_count {
+            return Err(corrupt("stream entry element count"));
+        }
+        if flags & FLAG_DELETED != 0 {
+            seen_deleted += 1;
+            continue;
+        }
+        seen_live += 1;
+        s.append(StreamId::new(ms, seq), &fields, limits)
+            .map_err(|_| corrupt("stream entries out of order"))?;
+    }
+    if seen_live != live || seen_deleted != deleted || next().is_ok() {
+        return Err(corrupt("stream node counts differ from its entries"));
+    }
+    Ok(())
+}

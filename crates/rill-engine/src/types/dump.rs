@@ -1,0 +1,174 @@
+//! DUMP and RESTORE: a key's value as Redis' serialized payload, and back. The byte format is
+//! the [`crate::rdb`] codec's; this file is argument parsing, TTL handling and the keyspace
+//! writes.
+//!
+//! Redis behaviours we match on purpose:
+//! - RESTORE checks, in this order: options (an unknown one is a syntax error; IDLETIME and FREQ
+//!   exclude each other, the second one counting as unknown), an existing key without REPLACE
+//!   (`BUSYKEY`), the TTL, the payload's version and checksum, then its contents.
+//! - TTL 0 means no expiry; otherwise it is relative ms unless ABSTTL. A TTL already in the
+//!   past replies `OK` without creating the key (with REPLACE the old key is still deleted).
+//! - IDLETIME and FREQ are validated and then ignored: rill keeps no LRU/LFU data.
+
+use super::{arg, is_token, owned};
+use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::rdb::{self, LoadContext, RdbError};
+use crate::types::stream::NodeLimits;
+use crate::util::parse_i64;
+use crate::{CallCtx, CmdError, Engine};
+use bytes::Bytes;
+use rill_resp::Reply;
+
+/// DUMP and RESTORE.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "dump",
+        arity: 2,
+        flags: Flags::READONLY,
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        acl: &["@keyspace", "@read", "@slow"],
+        tips: &["nondeterministic_output"],
+        key_specs: &[key_at(1, &["RO", "ACCESS"])],
+        summary: "Returns the value of a key in Redis' serialized format.",
+        since: "2.6.0",
+        complexity: "O(M) in the size of the value.",
+        syntax: "key:key",
+        handler: Handler::Engine(dump),
+        ..CommandSpec::DEFAULT
+    },
+    CommandSpec {
+        name: "restore",
+        arity: -4,
+        flags: Flags::WRITE.and(Flags::DENYOOM),
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        acl: &["@keyspace", "@write", "@slow", "@dangerous"],
+        key_specs: &[key_at(1, &["OW", "UPDATE"])],
+        summary: "Creates a key from a serialized value produced by DUMP.",
+        since: "2.6.0",
+        complexity: "O(M) in the size of the payload; a stream re-appends its entries, O(M log K).",
+        syntax: "key:key ttl:integer serialized-value [REPLACE] [ABSTTL] \
+                 [IDLETIME seconds:integer] [FREQ frequency:integer]",
+        handler: Handler::Engine(restore),
+        ..CommandSpec::DEFAULT
+    },
+];
+
+/// `BUSYKEY Target key name already exists.`
+const BUSYKEY: CmdError = CmdError::full("BUSYKEY Target key name already exists.");
+/// `ERR Invalid TTL value, must be >= 0`
+const BAD_TTL: CmdError = CmdError::full("ERR Invalid TTL value, must be >= 0");
+/// `ERR DUMP payload version or checksum are wrong`
+const BAD_FOOTER: CmdError = CmdError::full("ERR DUMP payload version or checksum are wrong");
+/// `ERR Bad data format`
+const BAD_DATA: CmdError = CmdError::full("ERR Bad data format");
+
+/// The one mapping from codec errors to the wire.
+fn rdb_error(e: &RdbError) -> CmdError {
+    match e {
+        RdbError::VersionOrChecksum => BAD_FOOTER,
+        RdbError::Truncated | RdbError::Corrupt(_) | RdbError::UnsupportedType(_) => BAD_DATA,
+    }
+}
+
+fn node_limits(engine: &Engine) -> NodeLimits {
+    NodeLimits::new(engine.config.stream_node_max_entries, engine.config.stream_node_max_bytes)
+}
+
+/// DUMP key — O(M) in the size of the value.
+fn dump(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let key = arg(args, 1)?;
+    let limits = node_limits(engine);
+    match engine.lookup_read(ctx.db, key, ctx.now_ms) {
+        None => Ok(Reply::Null),
+        Some(entry) => Ok(Reply::Bulk(Bytes::from(rdb::dump(&entry.value, limits, ctx.now_ms)))),
+    }
+}
+
+/// RESTORE's options.
+#[derive(Debug, Default)]
+struct RestoreOptions {
+    replace: bool,
+    absttl: bool,
+}
+
+fn parse_options(args: &[Bytes]) -> Result<RestoreOptions, CmdError> {
+    let mut opts = RestoreOptions::default();
+    let (mut idletime, mut freq) = (false, false);
+    let mut i = 4;
+    while let Some(opt) = args.get(i) {
+        let value = args.get(i + 1);
+        if is_token(opt, "REPLACE") {
+            opts.replace = true;
+        } else if is_token(opt, "ABSTTL") {
+            opts.absttl = true;
+        } else if is_token(opt, "IDLETIME") && value.is_some() && !freq {
+            let v = value.and_then(|v| parse_i64(v)).ok_or(CmdError::NOT_INTEGER)?;
+            if v < 0 {
+                return Err(CmdError::full("ERR Invalid IDLETIME value, must be >= 0"));
+            }
+            idletime = true;
+            i += 1;
+        } else if is_token(opt, "FREQ") && value.is_some() && !idletime {
+            let v = value.and_then(|v| parse_i64(v)).ok_or(CmdError::NOT_INTEGER)?;
+            if !(0..=255).contains(&v) {
+                return Err(CmdError::full("ERR Invalid FREQ value, must be >= 0 and <= 255"));
+            }
+            freq = true;
+            i += 1;
+        } else {
+            return Err(CmdError::SYNTAX);
+        }
+        i += 1;
+    }
+    Ok(opts)
+}
+
+/// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f] — O(M) in the
+/// payload size (a stream re-appends every entry).
+fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let key = arg(args, 1)?;
+    let opts = parse_options(args)?;
+    let exists = engine.lookup_mut(ctx.db, key, ctx.now_ms).is_some();
+    if exists && !opts.replace {
+        return Err(BUSYKEY);
+    }
+    let ttl = parse_i64(arg(args, 2)?).ok_or(CmdError::NOT_INTEGER)?;
+    if ttl < 0 {
+        return Err(BAD_TTL);
+    }
+    let load = LoadContext {
+        limits: node_limits(engine),
+        idmp_duration_secs: engine.config.stream_idmp_duration_secs,
+        idmp_max_size: engine.config.stream_idmp_maxsize,
+        now_ms: ctx.now_ms,
+    };
+    let value = rdb::restore(arg(args, 3)?, &load).map_err(|e| rdb_error(&e))?;
+    let expire_at = match ttl {
+        0 => None,
+        t if opts.absttl => Some(t),
+        t => Some(t.saturating_add(ctx.now_ms)),
+    };
+    if matches!(expire_at, Some(t) if t <= ctx.now_ms) {
+        // Already expired: Redis replies OK, creates nothing, and still deletes what REPLACE
+        // would have replaced.
+        if exists {
+            super::delete_key(engine, ctx.db, key);
+        }
+        engine.expired_keys += 1;
+        return Ok(Reply::ok());
+    }
+    let key = owned(key);
+    engine.insert(ctx.db, key.clone(), value);
+    engine.set_expire(ctx.db, &key, expire_at);
+    engine.modified(ctx.db, &key);
+    engine.signal_ready(ctx.db, &key);
+    Ok(Reply::ok())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests;
