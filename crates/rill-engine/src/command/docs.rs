@@ -55,6 +55,10 @@ fn lex(s: &str) -> Vec<Tok> {
         if !w.is_empty() {
             if w == "..." {
                 out.push(Tok::Ellipsis);
+            } else if let Some((label, rest)) = w.split_once('@').filter(|(_, r)| !r.is_empty()) {
+                // `label@TOKEN` / `label@word`: the label names what follows.
+                out.push(Tok::Word(format!("{label}@")));
+                out.push(Tok::Word(rest.to_string()));
             } else {
                 out.push(Tok::Word(std::mem::take(w)));
             }
@@ -314,5 +318,7 @@ mod tests {
         assert!(streams.args[0].multiple && streams.args[1].multiple);
         let labelled = parse_syntax("condition@[NX | XX]");
         assert_eq!(labelled[0].name, "condition");
+        let ids = parse_syntax("ids@IDS (numids:integer id ...)");
+        assert_eq!((ids[0].name.as_str(), ids[0].kind.as_str(), ids[0].token.as_deref()), ("ids", "block", Some("IDS")));
     }
 }

@@ -52,7 +52,7 @@ pub(super) const XACKDEL: CommandSpec = CommandSpec {
     since: "8.2.0",
     complexity: "O(N × (G log n + log B + E)) for N IDs, G groups with PELs of n entries, B \
                  blocks of E entries.",
-    syntax: "key:key group [KEEPREF | DELREF | ACKED] IDS (numids:integer id ...)",
+    syntax: "key:key group condition@[KEEPREF | DELREF | ACKED] ids@IDS (numids:integer id ...)",
     handler: Handler::Engine(xackdel),
     ..CommandSpec::DEFAULT
 };

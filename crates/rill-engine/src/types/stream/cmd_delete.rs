@@ -51,7 +51,7 @@ pub(super) const XDELEX: CommandSpec = CommandSpec {
               reports the outcome per ID.",
     since: "8.2.0",
     complexity: "O(N × (log B + E)) for N IDs, B blocks and E entries per block.",
-    syntax: "key:key [KEEPREF | DELREF | ACKED] IDS (numids:integer id ...)",
+    syntax: "key:key condition@[KEEPREF | DELREF | ACKED] ids@IDS (numids:integer id ...)",
     handler: Handler::Engine(xdelex),
     ..CommandSpec::DEFAULT
 };

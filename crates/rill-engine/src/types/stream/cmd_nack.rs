@@ -36,7 +36,7 @@ pub(super) const XNACK: CommandSpec = CommandSpec {
               first, adjusting their delivery counts.",
     since: "8.8.0",
     complexity: "O(N log n) for N IDs and a PEL of n entries.",
-    syntax: "key:key group mode@(SILENT | FAIL | FATAL) IDS (numids:integer id ...) \
+    syntax: "key:key group mode@(SILENT | FAIL | FATAL) ids@IDS (numids:integer id ...) \
              [RETRYCOUNT count:integer] [FORCE]",
     handler: Handler::Engine(xnack),
     ..CommandSpec::DEFAULT
