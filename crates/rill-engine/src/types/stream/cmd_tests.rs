@@ -85,6 +85,7 @@ pub(super) fn show(r: &Reply) -> String {
             "{{{}}}",
             m.iter().map(|(k, v)| format!("{}={}", show(k), show(v))).collect::<Vec<_>>().join(" ")
         ),
+        Reply::Raw(_) => show(&super::reply::tree(r)),
         other => format!("{other:?}"),
     }
 }
