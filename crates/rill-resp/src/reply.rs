@@ -51,6 +51,11 @@ pub enum Reply {
     Push(Vec<Reply>),
     /// RESP3 `|n` attribute followed by the reply it annotates; RESP2 writes only the reply.
     Attribute(Vec<(Reply, Reply)>, Box<Reply>),
+    /// Bytes already encoded as one or more complete RESP values that read the same in RESP2
+    /// and RESP3 (arrays, bulk strings, integers, simple strings), written as they are. For
+    /// replies built in one pass, such as stream entry lists: no tree, no allocation per
+    /// element. The producer guarantees the bytes are well-formed.
+    Raw(Bytes),
 }
 
 impl Reply {

@@ -88,6 +88,7 @@ pub fn write_reply(out: &mut BytesMut, reply: &Reply, proto: Protocol) {
         }
         Reply::Verbatim { text, .. } => write_bulk(out, text),
         Reply::Push(items) => write_aggregate(out, if resp3 { b'>' } else { b'*' }, items, proto),
+        Reply::Raw(bytes) => out.extend_from_slice(bytes),
         Reply::Attribute(pairs, inner) => {
             if resp3 {
                 write_pairs(out, b'|', pairs, proto);

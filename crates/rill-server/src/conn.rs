@@ -97,6 +97,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
     let mut shutdown = shared.shutdown.subscribe();
     let mut net_in: u64 = 0;
     let mut idle_timeout: u64;
+    let mut woke: bool;
     'outer: loop {
         let next = {
             let mut st = shared.lock();
@@ -106,7 +107,10 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             }
             net_in = 0;
             idle_timeout = st.hot.idle_timeout_secs;
+            let parked_before = st.blocked.len();
             let next = run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out);
+            // Parked clients this batch served (their replies are on the way to their tasks).
+            woke = st.blocked.len() + usize::from(matches!(next, Next::Wait(..))) < parked_before;
             let n = out.len() as u64;
             st.stats.net_output_bytes += n;
             if let Some(c) = st.clients.get_mut(&id) {
@@ -115,6 +119,12 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             }
             next
         };
+        if woke {
+            // Let the clients this batch unblocked write their replies first: a write here
+            // would delay every one of them by a syscall, while this client's own reply is
+            // no later than if it had been written first by a few microseconds per waiter.
+            tokio::task::yield_now().await;
+        }
         if !out.is_empty() {
             if socket.write_all(&out).await.is_err() {
                 break;

@@ -156,3 +156,15 @@ fn double_texts_follow_redis() {
         }
     }
 }
+
+#[test]
+fn raw_is_written_as_is_in_both_protocols() {
+    let bytes: &[u8] = b"*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n";
+    check(Reply::Raw(Bytes::from_static(bytes)), bytes, bytes);
+    // Inside an aggregate it is one element like any other.
+    check(
+        Reply::Map(vec![(Reply::bulk("k"), Reply::Raw(Bytes::from_static(b"*0\r\n")))]),
+        b"*2\r\n$1\r\nk\r\n*0\r\n",
+        b"%1\r\n$1\r\nk\r\n*0\r\n",
+    );
+}

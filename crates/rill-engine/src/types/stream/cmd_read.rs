@@ -13,7 +13,7 @@
 //! that is missing or not a stream at re-run time serves nothing, so the client blocks again.
 
 use super::args::{self, is};
-use super::{reply, StreamEntry, StreamId};
+use super::{cmd_range, reply, StreamId};
 use crate::command::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::util::parse_i64;
 use crate::{BlockRequest, CallCtx, CmdError, Engine};
@@ -222,7 +222,7 @@ fn serve(
     req: &XreadRequest,
     keys: &[Bytes],
     from: &[StreamId],
-) -> Result<Vec<(Bytes, Vec<StreamEntry>)>, CmdError> {
+) -> Result<Vec<(Bytes, Reply)>, CmdError> {
     let mut out = Vec::new();
     let mut total_entries: u64 = 0;
     let mut total_bytes: u64 = 0;
@@ -231,11 +231,31 @@ fn serve(
             break;
         }
         let Ok(Some(stream)) = args::read_stream(engine, ctx, key) else { continue };
-        // Served only if the last live entry is after the requested ID.
-        if stream.last_live_id().is_none_or(|last| last <= *after) {
+        // Nothing to serve unless an entry may lie after the requested ID (none is above the
+        // last generated ID); a stream whose later entries are all deleted serves nothing
+        // below.
+        if stream.last_generated_id() <= *after {
             continue;
         }
         let Some(start) = after.next() else { continue };
+        if req.max_size.is_none() {
+            // Straight from the blocks into a pre-encoded reply (see `cmd_range::forward`).
+            let count = if req.count == 0 {
+                usize::MAX
+            } else {
+                usize::try_from(req.count).unwrap_or(usize::MAX)
+            };
+            let mut entries = reply::EntriesBuilder::with_capacity(count);
+            cmd_range::forward(stream, start, StreamId::MAX, count, &mut entries, |_| {
+                let room = req.max_count.is_none_or(|max| total_entries < max);
+                total_entries += u64::from(room);
+                room
+            });
+            if entries.len() > 0 {
+                out.push((key.clone(), entries.finish()));
+            }
+            continue;
+        }
         let mut entries = Vec::new();
         for entry in stream.range(start, StreamId::MAX, false) {
             if req.count != 0 && entries.len() as u64 >= req.count {
@@ -248,7 +268,7 @@ fn serve(
                 let size = reply::entry_wire_bytes(&entry);
                 if total_entries > 0 && total_bytes.saturating_add(size) > max {
                     if !entries.is_empty() {
-                        out.push((key.clone(), entries));
+                        out.push((key.clone(), reply::entries(entries)));
                     }
                     break 'streams;
                 }
@@ -258,22 +278,19 @@ fn serve(
             entries.push(entry);
         }
         if !entries.is_empty() {
-            out.push((key.clone(), entries));
+            out.push((key.clone(), reply::entries(entries)));
         }
     }
     Ok(out)
 }
 
 /// RESP3: a map key → entries. RESP2: an array of `[key, entries]` pairs.
-fn render(served: Vec<(Bytes, Vec<StreamEntry>)>, resp3: bool) -> Reply {
+fn render(served: Vec<(Bytes, Reply)>, resp3: bool) -> Reply {
     if resp3 {
-        Reply::Map(served.into_iter().map(|(k, e)| (Reply::Bulk(k), reply::entries(e))).collect())
+        Reply::Map(served.into_iter().map(|(k, e)| (Reply::Bulk(k), e)).collect())
     } else {
         Reply::Array(
-            served
-                .into_iter()
-                .map(|(k, e)| Reply::Array(vec![Reply::Bulk(k), reply::entries(e)]))
-                .collect(),
+            served.into_iter().map(|(k, e)| Reply::Array(vec![Reply::Bulk(k), e])).collect(),
         )
     }
 }

@@ -27,7 +27,7 @@ use super::cmd_read::{
     TIMEOUT_OUT_OF_RANGE,
 };
 use super::group::{bump, GroupEffect};
-use super::{reply, Stream, StreamEntry, StreamId};
+use super::{cmd_range, reply, Stream, StreamEntry, StreamId};
 use crate::command::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::util::parse_i64;
 use crate::{BlockRequest, CallCtx, CmdError, Engine};
@@ -249,7 +249,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         spent: false,
     };
     let mut claim = req.claim;
-    let mut served: Vec<(Bytes, Vec<Reply>)> = Vec::new();
+    let mut served: Vec<(Bytes, Reply)> = Vec::new();
     let mut effects = Vec::new();
     for (key, kind) in keys.iter().zip(kinds) {
         let Some(stream) = args::write_stream(engine, ctx, key)? else { continue };
@@ -271,13 +271,21 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 // Redis drops CLAIM for the rest of the command once it serves history.
                 claim = None;
                 let entries = history(stream, &req, after, ctx.now_ms, &mut budget, &mut effects);
-                served.push((key.clone(), entries));
+                served.push((key.clone(), Reply::Array(entries)));
             }
             ReadKind::New => {
-                let entries =
-                    claim_and_new(stream, &req, claim, ctx.now_ms, &mut budget, &mut effects);
-                if !entries.is_empty() {
-                    served.push((key.clone(), entries));
+                if claim.is_none() && req.max_size.is_none() {
+                    if let Some(entries) =
+                        new_entries(stream, &req, ctx.now_ms, &mut budget, &mut effects)
+                    {
+                        served.push((key.clone(), entries));
+                    }
+                } else {
+                    let entries =
+                        claim_and_new(stream, &req, claim, ctx.now_ms, &mut budget, &mut effects);
+                    if !entries.is_empty() {
+                        served.push((key.clone(), Reply::Array(entries)));
+                    }
                 }
             }
         }
@@ -380,6 +388,53 @@ fn history(
     out
 }
 
+/// A `>` read without CLAIM or MAXSIZE (the usual one): new entries go straight from the
+/// blocks into a pre-encoded reply (see [`cmd_range::forward`]), then each is delivered.
+/// `None` if there is nothing new.
+fn new_entries(
+    stream: &mut Stream,
+    req: &Request,
+    now_ms: i64,
+    budget: &mut Budget,
+    effects: &mut Vec<GroupEffect>,
+) -> Option<Reply> {
+    let last_delivered = stream.group(&req.group)?.last_delivered_id;
+    // No entry can be above the last generated ID.
+    if stream.last_generated_id() <= last_delivered {
+        return None;
+    }
+    let start = last_delivered.next()?;
+    let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
+    let mut out = reply::EntriesBuilder::with_capacity(count);
+    let mut ids: Vec<StreamId> = Vec::with_capacity(count.min(1024));
+    cmd_range::forward(stream, start, StreamId::MAX, count, &mut out, |id| {
+        // MAXSIZE is not set here, so only MAXCOUNT can refuse.
+        let ok = budget.take(|| 0);
+        if ok {
+            ids.push(id);
+        }
+        ok
+    });
+    // An entry that failed to decode was admitted but not added.
+    ids.truncate(out.len());
+    if ids.is_empty() {
+        return None;
+    }
+    for id in ids {
+        let Some(g) = stream.group(&req.group) else { break };
+        let entries_read = stream.entries_read_after(g, id);
+        effects.push(stream.apply_group(GroupEffect::Delivered {
+            group: req.group.clone(),
+            consumer: req.consumer.clone(),
+            id,
+            time_ms: now_ms,
+            entries_read,
+            noack: req.noack,
+        }));
+    }
+    Some(out.finish())
+}
+
 /// A `>` read: with CLAIM, idle pending entries first (4-element replies), then new entries
 /// (4-element with CLAIM, else 2-element), COUNT over both together.
 fn claim_and_new(
@@ -469,15 +524,12 @@ fn claimed_entry(entry: StreamEntry, idle: i64, count: u64) -> Reply {
 }
 
 /// RESP3: a map key → entries. RESP2: an array of `[key, entries]` pairs.
-fn render(served: Vec<(Bytes, Vec<Reply>)>, resp3: bool) -> Reply {
+fn render(served: Vec<(Bytes, Reply)>, resp3: bool) -> Reply {
     if resp3 {
-        Reply::Map(served.into_iter().map(|(k, e)| (Reply::Bulk(k), Reply::Array(e))).collect())
+        Reply::Map(served.into_iter().map(|(k, e)| (Reply::Bulk(k), e)).collect())
     } else {
         Reply::Array(
-            served
-                .into_iter()
-                .map(|(k, e)| Reply::Array(vec![Reply::Bulk(k), Reply::Array(e)]))
-                .collect(),
+            served.into_iter().map(|(k, e)| Reply::Array(vec![Reply::Bulk(k), e])).collect(),
         )
     }
 }

@@ -85,6 +85,7 @@ pub(super) fn show(r: &Reply) -> String {
             "{{{}}}",
             m.iter().map(|(k, v)| format!("{}={}", show(k), show(v))).collect::<Vec<_>>().join(" ")
         ),
+        Reply::Raw(_) => show(&super::reply::tree(r)),
         other => format!("{other:?}"),
     }
 }
@@ -795,4 +796,70 @@ fn xread_rerun_on_a_key_of_another_type_blocks_again() {
     h.deadline_override = Some(Some(5));
     assert_eq!(h.run("XREAD BLOCK 10 STREAMS s 0-0"), "nil*");
     assert_eq!(h.blocked.take().map(|b| b.deadline_ms), Some(Some(5)));
+}
+
+#[test]
+fn xreadgroup_new_entries_reply_is_well_formed_in_both_protocols() {
+    for resp3 in [false, true] {
+        let mut h = Harness::new();
+        h.resp3 = resp3;
+        for i in 1..=12 {
+            h.run(&format!("XADD s {i}-1 f v{i} n {i}"));
+        }
+        h.run("XADD s 13-1 other x");
+        h.run("XGROUP CREATE s g 0");
+        let Reply::Raw(_) = pick_entries(h.call(words("XREADGROUP GROUP g c COUNT 2 STREAMS s >")), resp3)
+        else {
+            panic!("entries are pre-encoded")
+        };
+        let expected_key = if resp3 { "{s=" } else { "[[s " };
+        let got = h.run("XREADGROUP GROUP g c COUNT 10 STREAMS s >");
+        assert!(got.starts_with(expected_key), "{got}");
+        assert!(got.contains("[3-1 [f v3 n 3]]") && got.contains("[12-1 [f v12 n 12]]"), "{got}");
+        assert_eq!(h.run("XREADGROUP GROUP g c STREAMS s >"), format!("{}[[13-1 [other x]]]{}", expected_key, if resp3 { "}" } else { "]]" }));
+        assert_eq!(h.run("XREADGROUP GROUP g c STREAMS s >"), "nil*");
+        assert_eq!(h.run("XPENDING s g"), "[:13 1-1 13-1 [[c 13]]]");
+    }
+}
+
+fn words(line: &str) -> Vec<Bytes> {
+    line.split_whitespace().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
+}
+
+/// The entries element of a one-stream XREAD/XREADGROUP reply.
+fn pick_entries(r: Reply, resp3: bool) -> Reply {
+    match (r, resp3) {
+        (Reply::Map(mut m), true) => m.remove(0).1,
+        (Reply::Array(mut a), false) => match a.remove(0) {
+            Reply::Array(mut pair) => pair.remove(1),
+            other => panic!("{other:?}"),
+        },
+        (other, _) => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn pending_records_do_not_share_the_request_buffer() {
+    let mut h = Harness::new();
+    h.run("XADD s 1-1 f v");
+    h.run("XGROUP CREATE s g 0");
+    // The consumer name as a slice of a larger buffer, as the server's parser hands it over.
+    let request = Bytes::from_static(b"XREADGROUP GROUP g consumer-1 STREAMS s >");
+    let consumer = request.slice(19..29);
+    assert_eq!(&consumer[..], b"consumer-1");
+    let args = vec![
+        Bytes::from_static(b"XREADGROUP"),
+        Bytes::from_static(b"GROUP"),
+        Bytes::from_static(b"g"),
+        consumer,
+        Bytes::from_static(b"STREAMS"),
+        Bytes::from_static(b"s"),
+        Bytes::from_static(b">"),
+    ];
+    h.call(args);
+    let g = h.stream("s").group(b"g").expect("group");
+    let owner = g.pel().get(super::StreamId { ms: 1, seq: 1 }).and_then(|e| e.owner.clone()).expect("pending");
+    let (name, _) = g.consumers().get_key_value(&b"consumer-1"[..]).expect("consumer");
+    assert!(std::ptr::eq(owner.as_ptr(), name.as_ptr()), "the record shares the consumer's name");
+    assert!(!request.as_ptr_range().contains(&owner.as_ptr()), "not a slice of the request");
 }

@@ -107,9 +107,21 @@ impl ConsumerGroup {
 
     /// Give `id` to `consumer` with this time and count.
     fn own(&mut self, id: StreamId, consumer: &Bytes, time_ms: i64, count: u64) {
-        let old = self.pel.set_owned(id, consumer.clone(), time_ms, count);
+        // The record shares the consumer's own name (`consumer` may be a slice of a request
+        // buffer, which the PEL must not keep alive).
+        let name = match self.consumers.get_key_value(consumer) {
+            Some((name, _)) => name.clone(),
+            None => {
+                let name = crate::types::owned(consumer);
+                self.consumers.insert(name.clone(), Consumer::new(time_ms));
+                name
+            }
+        };
+        let old = self.pel.set_owned(id, name.clone(), time_ms, count);
         self.disown(old, id);
-        self.consumer_or_create(consumer, time_ms).pel.insert(id);
+        if let Some(c) = self.consumers.get_mut(&name) {
+            c.pel.insert(id);
+        }
     }
 
     /// Check the PEL indexes and the owner ↔ consumer-set invariant.

@@ -85,19 +85,60 @@ impl EntriesBuilder {
         }
     }
 
-    /// The reply.
+    /// The reply: the entries array already encoded as RESP ([`Reply::Raw`]; an entry list is
+    /// arrays and bulk strings only, the same bytes in RESP2 and RESP3).
     pub(super) fn finish(self) -> Reply {
-        let text = Bytes::from(self.text);
-        let slice = |(start, end): (usize, usize)| Reply::Bulk(text.slice(start..end));
-        let mut out = Vec::with_capacity(self.entries.len());
+        Reply::Raw(Bytes::from(self.encode()))
+    }
+
+    /// The entries array as RESP bytes: `*n`, then per entry `*2 $id *2k $f $v ...`.
+    fn encode(&self) -> Vec<u8> {
+        let text = self.text.as_slice();
+        // Headers and bulk framing add at most ~16 bytes per string.
+        let mut out = Vec::with_capacity(text.len() + 16 * (self.spans.len() + 2 * self.entries.len()) + 16);
+        put_header(&mut out, b'*', self.entries.len());
         let mut entries = self.entries.iter().peekable();
-        while let Some(&(id_span, first)) = entries.next() {
+        while let Some(&((id_start, id_end), first)) = entries.next() {
             let last = entries.peek().map_or(self.spans.len(), |&&(_, next)| next);
             let fields = self.spans.get(first..last).unwrap_or_default();
-            let flat = fields.iter().map(|&span| slice(span)).collect();
-            out.push(Reply::Array(vec![slice(id_span), Reply::Array(flat)]));
+            out.extend_from_slice(b"*2\r\n");
+            put_bulk(&mut out, text.get(id_start..id_end).unwrap_or_default());
+            put_header(&mut out, b'*', fields.len());
+            for &(start, end) in fields {
+                put_bulk(&mut out, text.get(start..end).unwrap_or_default());
+            }
         }
-        Reply::Array(out)
+        out
+    }
+}
+
+/// `<marker><n>\r\n`.
+fn put_header(out: &mut Vec<u8>, marker: u8, n: usize) {
+    out.push(marker);
+    if n < 10 {
+        out.push(b'0' + n as u8);
+    } else {
+        codec::put_u64_text(out, n as u64);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `$<len>\r\n<bytes>\r\n`.
+fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_header(out, b'$', bytes.len());
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `r` with a [`Reply::Raw`] read back into a reply tree (tests compare trees).
+#[cfg(test)]
+pub(super) fn tree(r: &Reply) -> Reply {
+    match r {
+        Reply::Raw(bytes) => match rill_resp::parse_reply(bytes) {
+            Ok(Some((parsed, used))) if used == bytes.len() => parsed,
+            other => panic!("malformed raw reply {bytes:?}: {other:?}"),
+        },
+        other => other.clone(),
     }
 }
 
