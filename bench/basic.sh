@@ -38,9 +38,21 @@ start() { # name port cmd...
 start rill 7211 "$RILL" --port 7211 --dir "$WORK/rill" --save '' --appendonly no
 start redis 7212 "$REDIS" --port 7212 --bind 127.0.0.1 --save '' --appendonly no
 
-run() { # port pipeline -> "test rps" lines
-    taskset -c 1 redis-benchmark -p "$1" -t ping,set,get -n "$REQUESTS" -P "$2" -c 50 --csv 2>/dev/null |
-        awk -F'","' 'NR>1 { gsub(/"/,"",$1); gsub(/"/,"",$2); print $1, $2 }'
+cpu_ticks() { # pid -> utime+stime in clock ticks (all threads)
+    awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+pid_of() { if [[ $1 == 7211 ]]; then echo "${PIDS[0]}"; else echo "${PIDS[1]}"; fi; }
+run() { # port pipeline -> "test rps us_per_op" lines, one redis-benchmark run per test so the
+        # server CPU of each can be read from /proc
+    local pid t before after rps
+    pid=$(pid_of "$1")
+    for t in ping_inline ping_mbulk set get; do
+        before=$(cpu_ticks "$pid")
+        rps=$(taskset -c 1 redis-benchmark -p "$1" -t "$t" -n "$REQUESTS" -P "$2" -c 50 --csv 2>/dev/null |
+            awk -F'","' 'NR>1 { gsub(/"/,"",$2); print $2 }')
+        after=$(cpu_ticks "$pid")
+        echo "${t^^} $rps $(awk -v d=$((after - before)) -v n="$REQUESTS" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", d / hz * 1e6 / n }')"
+    done
 }
 
 : >"$WORK/results"
@@ -49,7 +61,7 @@ for pipeline in 16 1; do
     for r in $(seq "$ROUNDS"); do
         if (( r % 2 )); then order="7211 7212"; else order="7212 7211"; fi
         for port in $order; do
-            run "$port" "$pipeline" | while read -r test rps; do echo "P$pipeline $r $port $test $rps"; done >>"$WORK/results"
+            run "$port" "$pipeline" | while read -r test rps us; do echo "P$pipeline $r $port $test $rps $us"; done >>"$WORK/results"
         done
     done
     REQUESTS=$n
@@ -59,13 +71,17 @@ python3 - "$WORK/results" <<'PY'
 import sys, statistics
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 v = {}
-for p, r, port, test, rps in rows:
-    v.setdefault((p, test), {}).setdefault(r, {})[port] = float(rps)
+for p, r, port, test, rps, us in rows:
+    v.setdefault((p, test), {}).setdefault(r, {})[port] = (float(rps), float(us))
+print("eff = redis server CPU per op / rill server CPU per op (> 1: rill needs less CPU; robust when the client saturates)")
 for (p, test), rounds in sorted(v.items()):
-    pairs = [(x["7211"], x["7212"]) for x in rounds.values() if "7211" in x and "7212" in x and x["7212"] > 0]
+    pairs = [(x["7211"], x["7212"]) for x in rounds.values() if "7211" in x and "7212" in x and x["7212"][0] > 0]
     if not pairs:
         continue
-    ratios = sorted(a / b for a, b in pairs)
-    print(f"{p:4} {test:12} rill {statistics.median(a for a, _ in pairs):10.0f} rps  redis {statistics.median(b for _, b in pairs):10.0f} rps"
-          f"  ratio {statistics.median(ratios):.2f}  (rounds {ratios[0]:.2f}..{ratios[-1]:.2f})")
+    ratios = sorted(a[0] / b[0] for a, b in pairs)
+    effs = sorted(b[1] / a[1] for a, b in pairs if a[1] > 0)
+    print(f"{p:4} {test:12} rill {statistics.median(a[0] for a, _ in pairs):10.0f} rps  redis {statistics.median(b[0] for _, b in pairs):10.0f} rps"
+          f"  ratio {statistics.median(ratios):.2f} ({ratios[0]:.2f}..{ratios[-1]:.2f})"
+          f"  us/op {statistics.median(a[1] for a, _ in pairs):.3f} vs {statistics.median(b[1] for _, b in pairs):.3f}"
+          f"  eff {statistics.median(effs) if effs else 0:.2f}")
 PY

@@ -174,7 +174,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
         Ok(r) => r,
         Err(e) => {
             st.stats.count_error(e.text().as_bytes());
-            st.stats.commands.entry(spec.name).or_default().failed += 1;
+            st.stats.command(spec).failed += 1;
             e.to_reply()
         }
     };

@@ -90,7 +90,7 @@ fn run_batch(
 /// Serve one client until it quits, is killed, or the server shuts down.
 pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Arc<Notify>, authenticated: bool) {
     let _ = socket.set_nodelay(true);
-    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: std::time::Instant::now() };
+    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: std::time::Instant::now(), last_cmd: "", cmds_unpublished: 0 };
     let mut parser = RequestParser::new();
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -113,9 +113,9 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             woke = st.blocked.len() + usize::from(matches!(next, Next::Wait(..))) < parked_before;
             let n = out.len() as u64;
             st.stats.net_output_bytes += n;
+            dispatch::publish_client_info(&mut st, &mut conn, now_ms());
             if let Some(c) = st.clients.get_mut(&id) {
                 c.net_out += n;
-                c.db = conn.db;
             }
             next
         };

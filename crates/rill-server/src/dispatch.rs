@@ -29,6 +29,10 @@ pub struct Conn {
     /// When the previous command finished (or the batch started): each command's duration is
     /// measured from here, so timing costs one clock read per command.
     pub clock: Instant,
+    /// The last command run, not yet copied into the shared client record.
+    pub last_cmd: &'static str,
+    /// Commands run since the shared client record was last updated.
+    pub cmds_unpublished: u64,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP.
@@ -177,12 +181,25 @@ fn reject(st: &mut State, conn: &mut Conn, spec: Option<&'static CommandSpec>, e
         }
     }
     if let Some(s) = spec {
-        st.stats.commands.entry(s.name).or_default().rejected += 1;
+        st.stats.command(s).rejected += 1;
     }
     if let Reply::Error(t) = &err {
         st.stats.count_error(t);
     }
     Action::Reply(err)
+}
+
+/// Copy the per-command figures CLIENT LIST reports into the shared client record.
+pub fn publish_client_info(st: &mut State, conn: &mut Conn, now_ms: i64) {
+    if let Some(c) = st.clients.get_mut(&conn.id) {
+        if !conn.last_cmd.is_empty() {
+            c.last_cmd = conn.last_cmd;
+        }
+        c.tot_cmds += conn.cmds_unpublished;
+        c.last_interaction_ms = now_ms;
+        c.db = conn.db;
+    }
+    conn.cmds_unpublished = 0;
 }
 
 /// Call a command that passed the checks. `in_exec`: inside EXEC, so nothing blocks.
@@ -195,10 +212,12 @@ pub fn call(
     now_ms: i64,
     in_exec: bool,
 ) -> Action {
-    if let Some(c) = st.clients.get_mut(&conn.id) {
-        c.last_cmd = spec.name;
-        c.tot_cmds += 1;
-        c.last_interaction_ms = now_ms;
+    // What CLIENT LIST shows of this connection is published once per batch (conn.rs); only
+    // server commands, which may report on the connection itself, publish it at once.
+    conn.last_cmd = spec.name;
+    conn.cmds_unpublished += 1;
+    if matches!(spec.handler, Handler::Server) {
+        publish_client_info(st, conn, now_ms);
     }
     let action = match spec.handler {
         Handler::Engine(handler) => {
@@ -220,7 +239,7 @@ pub fn call(
         },
     };
     let finished = Instant::now();
-    let stat = st.stats.commands.entry(spec.name).or_default();
+    let stat = st.stats.command(spec);
     stat.calls += 1;
     stat.usec += finished.saturating_duration_since(conn.clock).as_micros() as u64;
     conn.clock = finished;
@@ -230,9 +249,7 @@ pub fn call(
         _ => None,
     };
     if let Some(t) = failed {
-        if let Some(s) = st.stats.commands.get_mut(spec.name) {
-            s.failed += 1;
-        }
+        st.stats.command(spec).failed += 1;
         st.stats.count_error(&t);
     }
     action

@@ -193,9 +193,10 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
         }
         "commandstats" => {
             line!(out, "# Commandstats");
-            let mut names: Vec<_> = st.stats.commands.iter().collect();
-            names.sort_by_key(|(n, _)| **n);
-            for (name, s) in names {
+            let mut stats: Vec<_> = st.stats.commands.values().collect();
+            stats.sort_by_key(|s| s.name);
+            for s in stats {
+                let name = s.name;
                 let per = if s.calls > 0 { s.usec as f64 / s.calls as f64 } else { 0.0 };
                 line!(
                     out,

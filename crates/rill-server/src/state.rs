@@ -80,13 +80,17 @@ pub struct Stats {
     pub error_replies: u64,
     /// `errorstat_<CODE>:count=n`
     pub errors_by_code: BTreeMap<String, u64>,
-    /// Per command: calls, usec, rejected, failed (`cmdstat_<name>`).
-    pub commands: HashMap<&'static str, CommandStat, foldhash::fast::RandomState>,
+    /// Per command: calls, usec, rejected, failed (`cmdstat_<name>`), keyed by the address of
+    /// its static spec: hashing a pointer is cheaper than hashing and comparing the name on
+    /// every command.
+    pub commands: HashMap<usize, CommandStat, foldhash::fast::RandomState>,
 }
 
 /// One `cmdstat_` line.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CommandStat {
+    /// Full command name.
+    pub name: &'static str,
     /// Calls.
     pub calls: u64,
     /// Total microseconds.
@@ -98,6 +102,12 @@ pub struct CommandStat {
 }
 
 impl Stats {
+    /// The counters of `spec`, created on first use.
+    pub fn command(&mut self, spec: &'static rill_engine::command::CommandSpec) -> &mut CommandStat {
+        let key = spec as *const rill_engine::command::CommandSpec as usize;
+        self.commands.entry(key).or_insert_with(|| CommandStat { name: spec.name, ..CommandStat::default() })
+    }
+
     /// Count an error reply by its code.
     pub fn count_error(&mut self, text: &[u8]) {
         self.error_replies += 1;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 /// All top-level commands by lower-case name.
 #[derive(Debug, Default)]
 pub struct CommandTable {
-    by_name: HashMap<Vec<u8>, &'static CommandSpec>,
+    by_name: HashMap<Vec<u8>, &'static CommandSpec, foldhash::fast::RandomState>,
     ordered: Vec<&'static CommandSpec>,
 }
 
