@@ -312,6 +312,14 @@ impl Config {
         Ok(())
     }
 
+    /// Replace a parameter's value at start-up (no mutability check), e.g. `dir` made absolute.
+    pub fn set_startup(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let p = param(name).ok_or_else(|| format!("unknown parameter '{name}'"))?;
+        let v = canonical(p, value)?;
+        self.values.insert(p.name, v);
+        Ok(())
+    }
+
     /// Current value of an implemented parameter ("" if unknown).
     pub fn get(&self, name: &str) -> &str {
         param(name).and_then(|p| self.values.get(p.name)).map(String::as_str).unwrap_or("")

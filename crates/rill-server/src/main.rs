@@ -82,6 +82,11 @@ fn main() {
         eprintln!("Can't chdir to '{dir}': {e}");
         std::process::exit(1);
     }
+    // As Redis: the server works inside `dir`, and CONFIG GET dir reports it as an absolute path.
+    let mut config = config;
+    if let Ok(abs) = std::env::current_dir() {
+        let _ = config.set_startup("dir", &abs.display().to_string());
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

@@ -43,7 +43,23 @@ pub fn config_set(c: &mut Call) -> CmdResult {
     }
     let pairs: Vec<(String, String)> =
         c.args.get(2..).unwrap_or(&[]).chunks(2).map(|p| (String::from_utf8_lossy(&p[0]).into_owned(), String::from_utf8_lossy(&p[1]).into_owned())).collect();
-    let changed = c.st.config.set_many(&pairs).map_err(CmdError::owned)?;
+    // Validate everything on a copy first, so the call is all or nothing.
+    let mut trial = c.st.config.clone();
+    let changed = trial.set_many(&pairs).map_err(CmdError::owned)?;
+    // `dir` changes the working directory, as in Redis; refuse the whole call if it cannot.
+    if changed.contains(&"dir") {
+        let dir = trial.get("dir").to_string();
+        if let Err(e) = std::env::set_current_dir(&dir) {
+            // Redis prints strerror() alone: drop Rust's " (os error N)" suffix.
+            let text = e.to_string();
+            let reason = text.split(" (os error").next().unwrap_or(&text);
+            return Err(CmdError::owned(format!("ERR CONFIG SET failed (possibly related to argument 'dir') - {reason}")));
+        }
+        if let Ok(abs) = std::env::current_dir() {
+            let _ = trial.set_startup("dir", &abs.display().to_string());
+        }
+    }
+    c.st.config = trial;
     for name in changed {
         apply(c, name);
     }
