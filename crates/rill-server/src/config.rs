@@ -260,7 +260,10 @@ impl Config {
                 })?;
                 text.push_str(&content);
                 text.push('\n');
-                cfg.file = Some(first.clone());
+                // Absolute, as Redis keeps it: the server later works inside `dir`.
+                cfg.file = Some(
+                    std::fs::canonicalize(first).map(|p| p.display().to_string()).unwrap_or_else(|_| first.clone()),
+                );
                 rest = rest.get(1..).unwrap_or(&[]);
             }
         }
