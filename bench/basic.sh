@@ -56,7 +56,7 @@ run() { # port pipeline -> "test rps us_per_op" lines, one redis-benchmark run p
 }
 
 : >"$WORK/results"
-for pipeline in 16 1; do
+for pipeline in ${PIPELINES:-16 1}; do
     n=$REQUESTS; [[ $pipeline == 1 ]] && REQUESTS=$((n / 5))
     for r in $(seq "$ROUNDS"); do
         if (( r % 2 )); then order="7211 7212"; else order="7212 7211"; fi

@@ -48,7 +48,7 @@ fn run_batch(
     out: &mut BytesMut,
 ) -> Next {
     let now = now_ms();
-    conn.clock = std::time::Instant::now();
+    conn.clock = crate::clock::Tick::now();
     let max_bulk = st.hot.max_bulk_len;
     loop {
         let limits = Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
@@ -90,7 +90,7 @@ fn run_batch(
 /// Serve one client until it quits, is killed, or the server shuts down.
 pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Arc<Notify>, authenticated: bool) {
     let _ = socket.set_nodelay(true);
-    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: std::time::Instant::now(), last_cmd: "", cmds_unpublished: 0 };
+    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: crate::clock::Tick::now(), last_cmd: "", cmds_unpublished: 0 };
     let mut parser = RequestParser::new();
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out = BytesMut::with_capacity(READ_CHUNK_BYTES);

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use rill_engine::command::{CommandSpec, Flags, Handler, Lookup};
 use rill_engine::{BlockRequest, CallCtx, CmdError};
 use rill_resp::{Protocol, Reply};
-use std::time::Instant;
+use crate::clock::Tick;
 
 /// Per-connection state that only the connection's own task touches.
 #[derive(Debug)]
@@ -28,7 +28,7 @@ pub struct Conn {
     pub reply_mode: ReplyMode,
     /// When the previous command finished (or the batch started): each command's duration is
     /// measured from here, so timing costs one clock read per command.
-    pub clock: Instant,
+    pub clock: Tick,
     /// The last command run, not yet copied into the shared client record.
     pub last_cmd: &'static str,
     /// Commands run since the shared client record was last updated.
@@ -238,10 +238,10 @@ pub fn call(
             Err(e) => e.into(),
         },
     };
-    let finished = Instant::now();
+    let finished = Tick::now();
     let stat = st.stats.command(spec);
     stat.calls += 1;
-    stat.usec += finished.saturating_duration_since(conn.clock).as_micros() as u64;
+    stat.usec += finished.micros_since(conn.clock);
     conn.clock = finished;
     st.stats.commands_processed += 1;
     let failed = match &action {

@@ -5,6 +5,7 @@
 
 mod alloc;
 mod blocking;
+mod clock;
 mod cmd;
 mod config;
 mod conn;
@@ -87,6 +88,7 @@ fn main() {
     if let Ok(abs) = std::env::current_dir() {
         let _ = config.set_startup("dir", &abs.display().to_string());
     }
+    clock::calibrate();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
