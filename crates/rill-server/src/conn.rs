@@ -48,6 +48,7 @@ fn run_batch(
     out: &mut BytesMut,
 ) -> Next {
     let now = now_ms();
+    conn.batch_now_ms = now;
     conn.clock = crate::clock::Tick::now();
     let max_bulk = st.hot.max_bulk_len;
     loop {
@@ -90,7 +91,7 @@ fn run_batch(
 /// Serve one client until it quits, is killed, or the server shuts down.
 pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Arc<Notify>, authenticated: bool) {
     let _ = socket.set_nodelay(true);
-    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: crate::clock::Tick::now(), last_cmd: "", cmds_unpublished: 0 };
+    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: crate::clock::Tick::now(), last_cmd: "", cmds_unpublished: 0, net_in_unpublished: 0, net_out_unpublished: 0, batch_now_ms: now_ms() };
     let mut parser = RequestParser::new();
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -102,9 +103,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
         let next = {
             let mut st = shared.lock();
             st.stats.net_input_bytes += net_in;
-            if let Some(c) = st.clients.get_mut(&id) {
-                c.net_in += net_in;
-            }
+            conn.net_in_unpublished += net_in;
             net_in = 0;
             idle_timeout = st.hot.idle_timeout_secs;
             let parked_before = st.blocked.len();
@@ -113,10 +112,9 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             woke = st.blocked.len() + usize::from(matches!(next, Next::Wait(..))) < parked_before;
             let n = out.len() as u64;
             st.stats.net_output_bytes += n;
-            dispatch::publish_client_info(&mut st, &mut conn, now_ms());
-            if let Some(c) = st.clients.get_mut(&id) {
-                c.net_out += n;
-            }
+            conn.net_out_unpublished += n;
+            let now = conn.batch_now_ms;
+            dispatch::publish_client_info(&mut st, &mut conn, now);
             next
         };
         if woke {

@@ -33,6 +33,12 @@ pub struct Conn {
     pub last_cmd: &'static str,
     /// Commands run since the shared client record was last updated.
     pub cmds_unpublished: u64,
+    /// Bytes read since the shared client record was last updated.
+    pub net_in_unpublished: u64,
+    /// Bytes written since the shared client record was last updated.
+    pub net_out_unpublished: u64,
+    /// The time the current batch of requests started, Unix ms.
+    pub batch_now_ms: i64,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP.
@@ -196,10 +202,14 @@ pub fn publish_client_info(st: &mut State, conn: &mut Conn, now_ms: i64) {
             c.last_cmd = conn.last_cmd;
         }
         c.tot_cmds += conn.cmds_unpublished;
+        c.net_in += conn.net_in_unpublished;
+        c.net_out += conn.net_out_unpublished;
         c.last_interaction_ms = now_ms;
         c.db = conn.db;
     }
     conn.cmds_unpublished = 0;
+    conn.net_in_unpublished = 0;
+    conn.net_out_unpublished = 0;
 }
 
 /// Call a command that passed the checks. `in_exec`: inside EXEC, so nothing blocks.
