@@ -7,7 +7,6 @@
 #
 # Builds rill-server with --release first. Uses ports 7211 (rill) and 7212 (redis).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=5
 REQUESTS=1000000
 REDIS=${REDIS:-/usr/bin/redis-server}
@@ -20,21 +19,7 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 command -v redis-benchmark >/dev/null || { echo "redis-benchmark missing: apt-get install redis-tools" >&2; exit 2; }
-(cd "$ROOT" && cargo build --release -q -p rill-server)
-RILL="$ROOT/target/release/rill-server"
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-start() { # name port cmd...
-    local name=$1 port=$2; shift 2
-    mkdir -p "$WORK/$name"
-    (cd "$WORK/$name" && exec taskset -c 0 "$@" >"$WORK/$name.log" 2>&1) &
-    PIDS+=($!)
-    for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
-    echo "$name did not start" >&2; cat "$WORK/$name.log" >&2; exit 1
-}
+source "$(dirname "$0")/lib.sh"
 start rill 7211 "$RILL" --port 7211 --dir "$WORK/rill" --save '' --appendonly no
 start redis 7212 "$REDIS" --port 7212 --bind 127.0.0.1 --save '' --appendonly no
 

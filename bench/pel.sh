@@ -9,7 +9,6 @@
 # runs redis-benchmark loops of XAUTOCLAIM ... COUNT 100 and XCLAIM of one id, alternating
 # servers per round, and prints the median per-round ratio rill/redis.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ENTRIES=1000000
 ROUNDS=3
 REDIS=${REDIS:-/usr/bin/redis-server}
@@ -21,21 +20,7 @@ while [[ $# -gt 0 ]]; do
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
-(cd "$ROOT" && cargo build --release -q -p rill-server)
-RILL="$ROOT/target/release/rill-server"
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-start() { # name port cmd...
-    local name=$1 port=$2; shift 2
-    mkdir -p "$WORK/$name"
-    (cd "$WORK/$name" && exec taskset -c 0 "$@" >"$WORK/$name.log" 2>&1) &
-    PIDS+=($!)
-    for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
-    echo "$name did not start" >&2; exit 1
-}
+source "$(dirname "$0")/lib.sh"
 start rill 7213 "$RILL" --port 7213 --dir "$WORK/rill" --save '' --appendonly no
 start redis 7214 "$REDIS" --port 7214 --bind 127.0.0.1 --save '' --appendonly no
 
