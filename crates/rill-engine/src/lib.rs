@@ -11,6 +11,7 @@
 //!   `COMMAND`, `COMMAND DOCS` and MULTI queueing.
 
 pub mod command;
+pub mod effect;
 pub mod error;
 pub mod glob;
 pub mod keyspace;

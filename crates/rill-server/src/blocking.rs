@@ -13,7 +13,8 @@
 
 use crate::state::State;
 use bytes::Bytes;
-use rill_engine::command::{CommandSpec, Handler};
+use rill_engine::command::{CommandSpec, Flags, Handler};
+use rill_engine::effect::Effect;
 use rill_engine::{BlockRequest, CallCtx};
 use rill_resp::Reply;
 use std::collections::{HashMap, VecDeque};
@@ -31,7 +32,7 @@ pub struct Waiter {
     /// What the client blocked for.
     pub request: BlockRequest,
     /// Where the reply goes.
-    pub tx: oneshot::Sender<Reply>,
+    pub tx: oneshot::Sender<(Reply, u64)>,
     /// Whether the client speaks RESP3 (some replies change shape, not just encoding).
     pub resp3: bool,
 }
@@ -116,11 +117,12 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
 
 /// Answer a parked client with `reply` (timeout, CLIENT UNBLOCK). Returns false if it was not
 /// parked.
-pub fn release(st: &mut State, client: u64, reply: Reply) -> bool {
+/// Answer a parked client (served, timed out, unblocked) with `reply`, to be sent once the log is safe up to `offset`.
+fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) -> bool {
     match unpark(st, client) {
         Some(w) => {
             // The receiver may be gone (client disconnected); nothing to do then.
-            let _ = w.tx.send(reply);
+            let _ = w.tx.send((reply, offset));
             true
         }
         None => false,
@@ -163,7 +165,20 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     ctx.resp3 = w.resp3;
     let args = w.args.clone();
     let spec = w.spec;
+    let w_db = w.db;
+    ctx.recording = st.aof.recording();
+    let dirty_before = st.engine.dirty;
     let result = handler(&mut st.engine, &mut ctx, &args);
+    let effects = std::mem::take(&mut ctx.effects);
+    if ctx.explicit {
+        st.collect_effects(effects);
+    } else if st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
+        st.collect_effects(vec![Effect::Command { db: w_db, args: args.clone() }]);
+    } else {
+        st.collect_effects(Vec::new());
+    }
+    // One record per served client; its reply waits for it.
+    let offset = st.commit_effects(now_ms);
     if let Some(again) = ctx.block {
         if let Some(w) = st.blocked.waiters.get_mut(&client) {
             w.request.wake_at_ms = again.wake_at_ms;
@@ -178,5 +193,5 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
             e.to_reply()
         }
     };
-    release(st, client, reply);
+    release_at(st, client, reply, offset);
 }

@@ -6,6 +6,7 @@
 //! earlier in the same batch changes the limits that apply to the next request (Redis'
 //! unauthenticated limits).
 
+use crate::aof::Log;
 use crate::blocking::{self, Waiter};
 use crate::dispatch::{self, Action, Conn, ReplyMode};
 use crate::state::{now_ms, Shared, State};
@@ -26,7 +27,21 @@ const INLINE_MAX_BYTES: usize = 64 * 1024;
 enum Next {
     Read,
     Close,
-    Wait(oneshot::Receiver<rill_resp::Reply>, BlockRequest),
+    Wait(oneshot::Receiver<(rill_resp::Reply, u64)>, BlockRequest),
+}
+
+/// Wait until the log is safe up to `offset` (per the fsync policy). False if the log failed
+/// first: the replies must not go out.
+async fn durable(log: &Arc<Log>, offset: u64) -> bool {
+    if log.durable().offset >= offset {
+        return true;
+    }
+    let mut rx = log.subscribe();
+    let reached = match rx.wait_for(|d| d.offset >= offset || d.failed).await {
+        Ok(d) => d.offset >= offset,
+        Err(_) => false,
+    };
+    reached
 }
 
 fn emit(out: &mut BytesMut, conn: &mut Conn, reply: &Reply) {
@@ -99,6 +114,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
     let mut net_in: u64 = 0;
     let mut idle_timeout: u64;
     let mut woke: bool;
+    let mut wait_log: Option<(Arc<Log>, u64)>;
     'outer: loop {
         let next = {
             let mut st = shared.lock();
@@ -107,7 +123,12 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             net_in = 0;
             idle_timeout = st.hot.idle_timeout_secs;
             let parked_before = st.blocked.len();
+            let appended_before = st.aof.appended;
             let next = run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out);
+            wait_log = match &st.aof.log {
+                Some(log) if st.aof.appended != appended_before => Some((log.clone(), st.aof.appended)),
+                _ => None,
+            };
             // Parked clients this batch served (their replies are on the way to their tasks).
             woke = st.blocked.len() + usize::from(matches!(next, Next::Wait(..))) < parked_before;
             let n = out.len() as u64;
@@ -122,6 +143,12 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             // would delay every one of them by a syscall, while this client's own reply is
             // no later than if it had been written first by a few microseconds per waiter.
             tokio::task::yield_now().await;
+        }
+        if let Some((log, offset)) = wait_log.take() {
+            if !durable(&log, offset).await {
+                // Not on disk: acknowledge nothing. The client sees the connection close.
+                break;
+            }
         }
         if !out.is_empty() {
             if socket.write_all(&out).await.is_err() {
@@ -159,7 +186,15 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
                     };
                     tokio::select! {
                         r = &mut rx => match r {
-                            Ok(r) => break r,
+                            Ok((r, offset)) => {
+                                let log = if offset > 0 { shared.lock().aof.log.clone() } else { None };
+                                if let Some(log) = log {
+                                    if !durable(&log, offset).await {
+                                        break 'outer;
+                                    }
+                                }
+                                break r;
+                            }
                             // Unparked without a reply: killed.
                             Err(_) => break 'outer,
                         },

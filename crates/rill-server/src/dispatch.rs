@@ -7,6 +7,7 @@ use crate::cmd;
 use crate::state::{Shared, State};
 use bytes::Bytes;
 use rill_engine::command::{CommandSpec, Flags, Handler, Lookup};
+use rill_engine::effect::Effect;
 use rill_engine::{BlockRequest, CallCtx, CmdError};
 use rill_resp::{Protocol, Reply};
 use crate::clock::Tick;
@@ -145,6 +146,9 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: Vec<Bytes
     if !conn.authenticated && !spec.flags.has(Flags::NO_AUTH) {
         return reject(st, conn, Some(spec), CmdError::full("NOAUTH Authentication required.").to_reply());
     }
+    if let Some(err) = persistence_checks(st, conn, spec) {
+        return reject(st, conn, Some(spec), err);
+    }
     if conn.multi.is_some() {
         if spec.flags.has(Flags::NO_MULTI) {
             return reject(st, conn, Some(spec), CmdError::full("ERR Command not allowed inside a transaction").to_reply());
@@ -161,8 +165,35 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: Vec<Bytes
         }
     }
     let action = call(shared, st, conn, spec, args, now_ms, false);
+    st.commit_effects(now_ms);
     blocking::serve_ready(st, now_ms);
     action
+}
+
+/// The checks Redis runs after authentication, in its order: memory (`-OOM` for commands that
+/// may grow it, and for an EXEC whose queue holds one), the log (`-MISCONF` for writes and
+/// PING while the last write or fsync failed), and loading (`-LOADING` for commands not
+/// flagged `loading`).
+fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Option<Reply> {
+    let maxmemory = st.hot.maxmemory;
+    if maxmemory > 0 {
+        let denyoom = spec.flags.has(Flags::DENYOOM)
+            || (spec.name == "exec"
+                && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags.has(Flags::DENYOOM))));
+        if denyoom && crate::alloc::allocated_bytes() > maxmemory {
+            return Some(CmdError::full("OOM command not allowed when used memory > 'maxmemory'.").to_reply());
+        }
+    }
+    if let Some(log) = &st.aof.log {
+        if log.failed() && (spec.flags.has(Flags::WRITE) || spec.name == "ping") {
+            let why = log.status.lock().ok().and_then(|s| s.last_error.clone()).unwrap_or_default();
+            return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
+        }
+    }
+    if st.persist.loading && !spec.flags.has(Flags::LOADING) {
+        return Some(CmdError::full("LOADING Redis is loading the dataset in memory").to_reply());
+    }
+    None
 }
 
 /// A request rejected before running: counts as an error and, inside MULTI, dooms the EXEC.
@@ -229,12 +260,22 @@ pub fn call(
     if matches!(spec.handler, Handler::Server) {
         publish_client_info(st, conn, now_ms);
     }
+    let dirty_before = st.engine.dirty;
     let action = match spec.handler {
         Handler::Engine(handler) => {
             let mut ctx = CallCtx::new(conn.db, now_ms, conn.id);
             ctx.no_block = in_exec;
             ctx.resp3 = conn.proto == Protocol::Resp3;
+            ctx.recording = st.aof.recording();
             let result = handler(&mut st.engine, &mut ctx, &args);
+            let effects = std::mem::take(&mut ctx.effects);
+            if ctx.explicit {
+                st.collect_effects(effects);
+            } else if st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
+                st.collect_effects(vec![Effect::Command { db: conn.db, args: args.clone() }]);
+            } else {
+                st.collect_effects(Vec::new());
+            }
             match ctx.block.take() {
                 Some(request) if !in_exec => Action::Block { spec, args, request },
                 _ => match result {
@@ -243,10 +284,17 @@ pub fn call(
                 },
             }
         }
-        Handler::Server | Handler::Container => match cmd::run(shared, st, conn, spec, &args, now_ms) {
-            Ok(a) => a,
-            Err(e) => e.into(),
-        },
+        Handler::Server | Handler::Container => {
+            let action = match cmd::run(shared, st, conn, spec, &args, now_ms) {
+                Ok(a) => a,
+                Err(e) => e.into(),
+            };
+            // FLUSHALL, FLUSHDB, SWAPDB: logged as themselves.
+            let own = (st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE))
+                .then(|| Effect::Command { db: conn.db, args: args.clone() });
+            st.collect_effects(own.into_iter().collect());
+            action
+        }
     };
     let finished = Tick::now();
     let stat = st.stats.command(spec);

@@ -129,17 +129,36 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "lazyfree_pending_objects:0");
         }
         "persistence" => {
+            let p = &st.persist;
+            let ok = |b: bool| if b { "ok" } else { "err" };
             line!(out, "# Persistence");
-            line!(out, "loading:0");
+            line!(out, "loading:{}", u8::from(p.loading));
             line!(out, "async_loading:0");
-            line!(out, "rdb_changes_since_last_save:{}", st.engine.dirty);
-            line!(out, "rdb_bgsave_in_progress:0");
+            line!(out, "rdb_changes_since_last_save:{}", st.engine.dirty.saturating_sub(p.dirty_at_save));
+            line!(out, "rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress));
             line!(out, "rdb_last_save_time:{}", st.last_save_unix);
-            line!(out, "rdb_last_bgsave_status:ok");
-            line!(out, "aof_enabled:0");
-            line!(out, "aof_rewrite_in_progress:0");
-            line!(out, "aof_rewrite_scheduled:0");
-            line!(out, "aof_last_write_status:ok");
+            line!(out, "rdb_last_bgsave_status:{}", ok(p.last_bgsave_ok));
+            line!(out, "rdb_saves:{}", p.saves);
+            let log = st.aof.log.as_ref();
+            let status = log.and_then(|l| l.status.lock().ok().map(|s| s.clone())).unwrap_or_default();
+            line!(out, "aof_enabled:{}", u8::from(log.is_some()));
+            line!(out, "aof_rewrite_in_progress:{}", u8::from(p.rewrite_in_progress));
+            line!(out, "aof_rewrite_scheduled:{}", u8::from(p.rewrite_scheduled));
+            line!(out, "aof_last_rewrite_time_sec:{}", p.last_rewrite_secs);
+            line!(out, "aof_last_bgrewrite_status:{}", ok(p.last_rewrite_ok));
+            line!(out, "aof_rewrites:{}", p.rewrites);
+            line!(out, "aof_last_write_status:{}", ok(!log.is_some_and(|l| l.failed())));
+            if let Some(l) = log {
+                let d = l.durable();
+                line!(out, "aof_current_size:{}", p.base_file_size + status.incr_size);
+                line!(out, "aof_base_size:{}", p.rewrite_base_size);
+                line!(out, "aof_buffer_length:{}", st.aof.appended.saturating_sub(d.offset));
+                line!(out, "aof_delayed_fsync:{}", status.delayed_fsync);
+                line!(out, "aof_fsync_policy:{}", st.config.get("appendfsync"));
+                if let Some(e) = &status.last_error {
+                    line!(out, "aof_last_write_error:{e}");
+                }
+            }
         }
         "stats" => {
             let s = &st.stats;

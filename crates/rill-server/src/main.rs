@@ -4,6 +4,7 @@
 //! With no arguments it listens on 127.0.0.1:6379 and keeps its data in `./data`.
 
 mod alloc;
+mod aof;
 mod blocking;
 mod clock;
 mod cmd;
@@ -57,6 +58,7 @@ fn main() {
             usage();
             return;
         }
+        Some("--check-log") => std::process::exit(aof::check::run(args.get(1..).unwrap_or_default())),
         _ => {}
     }
     let config = match Config::from_args(&args) {
@@ -139,12 +141,44 @@ async fn run(config: Config) -> i32 {
         stats: Stats::default(),
         last_save_unix: now_ms() / 1000,
         active_expire: true,
+        aof: Default::default(),
+        persist: aof::rewrite::Persist { loading: true, last_rewrite_ok: true, last_bgsave_ok: true, last_rewrite_secs: -1, ..Default::default() },
     };
-    let shared = Arc::new(Shared::new(state, table, port, run_id()));
+    let shared = Shared::new(state, table, port, run_id()).into_arc();
+    shared.lock().engine.loading = true;
     tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
 
     for listener in listeners {
         tokio::spawn(accept_loop(shared.clone(), listener));
+    }
+    // Load the data while already answering (-LOADING until done).
+    let loader = shared.clone();
+    let opened = tokio::task::spawn_blocking(move || aof::load::open(&loader)).await;
+    match opened {
+        Ok(Ok(opened)) => {
+            let mut st = shared.lock();
+            st.engine.loading = false;
+            st.engine.dirty = 0;
+            st.persist.loading = false;
+            if let Some(log) = &opened.log {
+                let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+                st.persist.base_file_size = files.base_size();
+                st.persist.rewrite_base_size = files.total_size();
+            }
+            st.aof.log = opened.log;
+            if opened.needs_base {
+                let _ = aof::rewrite::start(&shared, &mut st);
+            }
+            tracing::info!("DB loaded from disk, ready to accept connections");
+        }
+        Ok(Err(e)) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+        Err(e) => {
+            tracing::error!("loading failed: {e}");
+            return 1;
+        }
     }
     tokio::spawn(cron(shared.clone()));
 
@@ -169,8 +203,27 @@ async fn run(config: Config) -> i32 {
         _ = shutdown.changed() => {}
     }
     let _ = shared.shutdown.send(true);
+    finish_persistence(&shared);
     tracing::warn!("rill is now ready to exit, bye bye...");
     0
+}
+
+/// On shutdown: write and fsync the log; without it, save a snapshot if save points are set.
+fn finish_persistence(shared: &Arc<Shared>) {
+    let log = shared.lock().aof.log.clone();
+    match log {
+        Some(log) => {
+            tracing::info!("Calling fsync() on the AOF file.");
+            log.shutdown();
+        }
+        None => {
+            let mut st = shared.lock();
+            if (!st.config.get("save").trim().is_empty() || st.persist.force_shutdown_save) && !st.persist.loading && !st.persist.skip_shutdown_save {
+                tracing::info!("Saving the final RDB snapshot before exiting.");
+                let _ = aof::rewrite::save(&mut st);
+            }
+        }
+    }
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
@@ -245,9 +298,19 @@ async fn cron(shared: Arc<Shared>) {
         let hz = shared.lock().config.get_i64("hz").clamp(1, 500);
         tokio::time::sleep(Duration::from_millis((1000 / hz) as u64)).await;
         let mut st = shared.lock();
+        let now = now_ms();
         if st.active_expire {
-            let now = now_ms();
             st.engine.active_expire(now, EXPIRE_BUDGET_KEYS);
+            // Expired keys are logged as deletions, one record per sweep.
+            st.collect_effects(Vec::new());
+            st.commit_effects(now);
+        }
+        if aof::rewrite::should_auto_rewrite(&st) {
+            tracing::info!("Starting automatic rewriting of AOF on growth");
+            let _ = aof::rewrite::start(&shared, &mut st);
+        } else if aof::rewrite::save_due(&st, now / 1000) {
+            tracing::info!("Background saving started (save point reached)");
+            let _ = aof::rewrite::bgsave(&shared, &mut st);
         }
     }
 }

@@ -136,6 +136,29 @@ pub struct State {
     pub active_expire: bool,
     /// Parameters read on every request batch, kept parsed (updated by CONFIG SET).
     pub hot: HotConfig,
+    /// The append-only log: effects of the running command, the writer's handle.
+    pub aof: crate::aof::Aof,
+    /// Snapshot and rewrite status.
+    pub persist: crate::aof::rewrite::Persist,
+}
+
+impl State {
+    /// Close the current unit of effects into one log record; returns the log offset a reply
+    /// must wait for.
+    pub fn commit_effects(&mut self, now_ms: i64) -> u64 {
+        self.aof.commit(now_ms)
+    }
+
+    /// Move the engine's expiry deletions and a command's effects into the current unit.
+    pub fn collect_effects(&mut self, ctx_effects: Vec<rill_engine::effect::Effect>) {
+        if !self.engine.expired_log.is_empty() {
+            let expired = std::mem::take(&mut self.engine.expired_log);
+            self.aof.push(expired.into_iter().map(|(db, key)| rill_engine::effect::Effect::del(db, key)));
+        }
+        if !ctx_effects.is_empty() {
+            self.aof.push(ctx_effects);
+        }
+    }
 }
 
 /// Configuration values the connection loop reads per batch, parsed once.
@@ -145,6 +168,8 @@ pub struct HotConfig {
     pub max_bulk_len: usize,
     /// `timeout` in seconds (0: never).
     pub idle_timeout_secs: u64,
+    /// `maxmemory` in bytes (0: no limit).
+    pub maxmemory: u64,
 }
 
 impl HotConfig {
@@ -153,6 +178,7 @@ impl HotConfig {
         HotConfig {
             max_bulk_len: usize::try_from(config.get_i64("proto-max-bulk-len")).unwrap_or(usize::MAX),
             idle_timeout_secs: u64::try_from(config.get_i64("timeout")).unwrap_or(0),
+            maxmemory: u64::try_from(config.get_i64("maxmemory")).unwrap_or(0),
         }
     }
 }
@@ -173,6 +199,8 @@ pub struct Shared {
     pub shutdown: watch::Sender<bool>,
     /// Next client id.
     next_id: std::sync::atomic::AtomicU64,
+    /// This value's own `Arc`, for background work started from a command.
+    me: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
 
 impl Shared {
@@ -187,7 +215,20 @@ impl Shared {
             port,
             shutdown,
             next_id: std::sync::atomic::AtomicU64::new(1),
+            me: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Wrap in an `Arc` that [`Shared::arc`] can hand out again.
+    pub fn into_arc(self) -> Arc<Shared> {
+        let arc = Arc::new(self);
+        let _ = arc.me.set(Arc::downgrade(&arc));
+        arc
+    }
+
+    /// The `Arc` this value lives in.
+    pub fn arc(&self) -> Option<Arc<Shared>> {
+        self.me.get().and_then(std::sync::Weak::upgrade)
     }
 
     /// Take the lock. A panic while holding it poisons nothing we rely on: the state is

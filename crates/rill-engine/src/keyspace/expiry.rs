@@ -5,16 +5,21 @@
 //! bounded by a budget so one call never stalls clients for long. Cost: O(log n) per key.
 
 use super::Engine;
+use bytes::Bytes;
 
 impl Engine {
     /// Remove `key` if it has expired at `now_ms`. Returns true when it was removed.
     pub fn expire_if_needed(&mut self, db: usize, key: &[u8], now_ms: i64) -> bool {
+        if self.loading {
+            return false;
+        }
         let expired = match self.db(db).keys.get(key) {
             Some(e) => e.is_expired(now_ms),
             None => false,
         };
         if expired {
             self.remove(db, key);
+            self.expired_log.push((db, Bytes::copy_from_slice(key)));
             self.watch.touch(db, key);
             self.expired_keys += 1;
         }
@@ -24,6 +29,9 @@ impl Engine {
     /// Remove up to `budget` expired keys across all databases. Returns how many were removed.
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> usize {
         let mut removed = 0;
+        if self.loading {
+            return 0;
+        }
         for db in 0..self.dbs.len() {
             while removed < budget {
                 let due = match self.db(db).expiring.first() {

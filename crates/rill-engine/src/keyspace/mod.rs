@@ -168,9 +168,43 @@ pub struct CallCtx {
     /// differs by protocol, e.g. XREAD: a map in RESP3, an array of `[key, entries]` pairs in
     /// RESP2. Everything else returns one [`Reply`] and lets the writer encode it.
     pub resp3: bool,
+    /// Effects the handler emitted explicitly (see [`crate::effect`]). When `explicit` is
+    /// set these are the command's whole record; otherwise a write command that changed the
+    /// keyspace is logged as itself.
+    pub effects: Vec<crate::effect::Effect>,
+    /// The handler describes its changes in `effects` (even if it emitted none).
+    pub explicit: bool,
+    /// Effects are wanted (the log is on). When false, [`CallCtx::emit`] only marks the
+    /// command as explicit, and handlers may skip building effects.
+    pub recording: bool,
 }
 
 impl CallCtx {
+    /// Record an explicit effect (and mark the command as describing its own changes).
+    pub fn emit(&mut self, effect: crate::effect::Effect) {
+        self.explicit = true;
+        if self.recording {
+            self.effects.push(effect);
+        }
+    }
+
+    /// Mark the command as describing its own changes, emitting nothing yet.
+    pub fn explicit(&mut self) {
+        self.explicit = true;
+    }
+
+    /// Record consumer-group effects on the stream at `key`.
+    pub fn emit_group(&mut self, key: &Bytes, effects: impl IntoIterator<Item = crate::types::stream::group::GroupEffect>) {
+        self.explicit = true;
+        if !self.recording {
+            return;
+        }
+        let db = self.db;
+        self.effects.extend(
+            effects.into_iter().map(|effect| crate::effect::Effect::Group { db, key: key.clone(), effect }),
+        );
+    }
+
     /// A context for database `db` at time `now_ms`.
     pub fn new(db: usize, now_ms: i64, client_id: u64) -> CallCtx {
         CallCtx {
@@ -181,6 +215,9 @@ impl CallCtx {
             block: None,
             deadline_override: None,
             resp3: false,
+            effects: Vec::new(),
+            explicit: false,
+            recording: false,
         }
     }
 }
@@ -208,6 +245,12 @@ pub struct Engine {
     pub keyspace_hits: u64,
     /// See `keyspace_hits`.
     pub keyspace_misses: u64,
+    /// Replaying the log or loading a snapshot: keys never expire (the log says when they
+    /// went), and nothing is recorded in `expired_log`.
+    pub loading: bool,
+    /// Keys removed by lazy or active expiry since the server last drained them, in order:
+    /// logged as `DEL` before the effects of the command that found them.
+    pub expired_log: Vec<(usize, Bytes)>,
     /// State of the engine's pseudo-random generator (RANDOMKEY). Fixed seed: the engine has
     /// no entropy source of its own, and nothing random is ever logged.
     rng_state: u64,
@@ -228,6 +271,8 @@ impl Engine {
             expired_keys: 0,
             keyspace_hits: 0,
             keyspace_misses: 0,
+            loading: false,
+            expired_log: Vec::new(),
             rng_state: 0x005E_ED0F_2111,
         }
     }

@@ -28,6 +28,7 @@
 //! with field expiry have no rill value to load into and fail as bad data.
 
 mod crc64;
+pub mod file;
 mod io;
 mod legacy;
 mod listpack;

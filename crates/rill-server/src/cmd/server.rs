@@ -76,6 +76,19 @@ fn apply(c: &mut Call, name: &str) {
         "stream-idmp-duration" => c.st.engine.config.stream_idmp_duration_secs = cfg.get_i64(name).max(1) as u64,
         "stream-idmp-maxsize" => c.st.engine.config.stream_idmp_maxsize = cfg.get_i64(name).max(1) as u64,
         "loglevel" => crate::logging::set_level(cfg.get(name)),
+        "appendfsync" => {
+            if let Some(log) = &c.st.aof.log {
+                log.set_policy(crate::aof::FsyncPolicy::parse(cfg.get(name)));
+            }
+        }
+        "appendonly" => {
+            let on = cfg.get(name) == "yes";
+            if let Some(shared) = c.shared.arc() {
+                if let Err(e) = crate::aof::set_appendonly(&shared, c.st, on) {
+                    tracing::warn!("appendonly {}: {e}", if on { "yes" } else { "no" });
+                }
+            }
+        }
         _ => {}
     }
 }
@@ -213,6 +226,13 @@ pub fn shutdown(c: &mut Call) -> CmdResult {
     if abort {
         return Err(CmdError::full("ERR No shutdown in progress."));
     }
+    for a in c.args.iter().skip(1) {
+        if a.eq_ignore_ascii_case(b"nosave") {
+            c.st.persist.skip_shutdown_save = true;
+        } else if a.eq_ignore_ascii_case(b"save") {
+            c.st.persist.force_shutdown_save = true;
+        }
+    }
     tracing::warn!("User requested shutdown...");
     let _ = c.shared.shutdown.send(true);
     // Redis closes the connection without a reply when it shuts down.
@@ -234,5 +254,49 @@ pub fn script_flush(c: &mut Call) -> CmdResult {
         None => ok(),
         Some(a) if c.args.len() == 3 && (a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync")) => ok(),
         Some(_) => Err(CmdError::full("ERR SCRIPT FLUSH only support SYNC|ASYNC option")),
+    }
+}
+
+/// SAVE: write the snapshot now.
+pub fn save(c: &mut Call) -> CmdResult {
+    if c.st.persist.bgsave_in_progress {
+        return Err(CmdError::full("ERR Background save already in progress"));
+    }
+    match crate::aof::rewrite::save(c.st) {
+        Ok(()) => ok(),
+        Err(_) => Err(CmdError::full("ERR")),
+    }
+}
+
+/// BGSAVE [SCHEDULE]: write the snapshot in the background.
+pub fn bgsave(c: &mut Call) -> CmdResult {
+    let schedule = match c.args.get(1) {
+        None => false,
+        Some(a) if c.args.len() == 2 && a.eq_ignore_ascii_case(b"schedule") => true,
+        Some(_) => return Err(syntax()),
+    };
+    let Some(shared) = c.shared.arc() else { return Err(CmdError::full("ERR server is shutting down")) };
+    if c.st.persist.rewrite_in_progress && schedule {
+        return reply(Reply::simple("Background saving scheduled"));
+    }
+    match crate::aof::rewrite::bgsave(&shared, c.st) {
+        Ok(()) => reply(Reply::simple("Background saving started")),
+        Err(e) => Err(CmdError::full(e)),
+    }
+}
+
+/// BGREWRITEAOF: compact the log in the background.
+pub fn bgrewriteaof(c: &mut Call) -> CmdResult {
+    let Some(shared) = c.shared.arc() else { return Err(CmdError::full("ERR server is shutting down")) };
+    if c.st.persist.rewrite_in_progress {
+        return Err(CmdError::full("ERR Background append only file rewriting already in progress"));
+    }
+    if c.st.persist.bgsave_in_progress {
+        c.st.persist.rewrite_scheduled = true;
+        return reply(Reply::simple("Background append only file rewriting scheduled"));
+    }
+    match crate::aof::rewrite::start(&shared, c.st) {
+        Ok(()) => reply(Reply::simple("Background append only file rewriting started")),
+        Err(e) => Err(CmdError::full(e)),
     }
 }

@@ -118,6 +118,12 @@ fn spop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     } else {
         engine.modified(ctx.db, key);
     }
+    // Logged as the removal of the members picked: the pick is random.
+    let mut effect = Vec::with_capacity(members.len() + 2);
+    effect.push(Bytes::from_static(b"SREM"));
+    effect.push(key.clone());
+    effect.extend(members.iter().cloned());
+    ctx.emit(crate::effect::Effect::Command { db: ctx.db, args: effect });
     Ok(match count {
         None => members.pop().map_or(Reply::Null, Reply::Bulk),
         Some(_) => Reply::Set(members.into_iter().map(Reply::Bulk).collect()),

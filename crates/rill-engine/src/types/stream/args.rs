@@ -4,7 +4,8 @@
 //! the same spellings and fail with the same errors.
 
 use super::id::{self, StreamId, XaddId};
-use super::{NodeLimits, RefStrategy, Stream, TrimGoal};
+use super::{NodeLimits, RefStrategy, Stream, TrimGoal, TrimRecord};
+use crate::effect::Effect;
 use crate::util::parse_i64;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
@@ -265,8 +266,39 @@ pub(super) fn apply_trim(
     trim: TrimArgs,
     strategy: RefStrategy,
     limits: NodeLimits,
+    ctx: &mut CallCtx,
+    key: &Bytes,
 ) -> u64 {
-    stream.trim_with(trim.goal, trim.approx, trim.limit, strategy, limits)
+    let record = stream.trim_with_record(trim.goal, trim.approx, trim.limit, strategy, limits);
+    match record {
+        TrimRecord::Nothing => 0,
+        TrimRecord::Prefix(n) => {
+            // Exact and layout-free: every live entry below the new first one, or all of them.
+            let args: Vec<Bytes> = if stream.is_empty() {
+                ["XTRIM", "", "MAXLEN", "=", "0"].iter().map(|s| Bytes::from_static(s.as_bytes())).collect()
+            } else {
+                let first = stream.first_id().to_string();
+                vec![
+                    Bytes::from_static(b"XTRIM"),
+                    Bytes::new(),
+                    Bytes::from_static(b"MINID"),
+                    Bytes::from_static(b"="),
+                    Bytes::from(first),
+                ]
+            };
+            let mut args = args;
+            if let Some(k) = args.get_mut(1) {
+                *k = key.clone();
+            }
+            ctx.emit(Effect::Command { db: ctx.db, args });
+            n
+        }
+        TrimRecord::Ids(ids) => {
+            let n = ids.len() as u64;
+            ctx.emit(Effect::TrimIds { db: ctx.db, key: key.clone(), ids, delref: strategy == RefStrategy::DelRef });
+            n
+        }
+    }
 }
 
 /// Lossy text of an argument, for echoing it in an error.

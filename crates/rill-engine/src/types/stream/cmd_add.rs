@@ -15,6 +15,7 @@ use super::{id, idmp, reply, Stream, StreamId, XaddId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
+use crate::effect::Effect;
 use rill_resp::Reply;
 
 /// `XADD`.
@@ -78,7 +79,7 @@ fn parse(args: &[Bytes]) -> Result<XaddRequest, CmdError> {
 
 fn xadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let req = parse(args)?;
-    execute(engine, ctx, req)
+    execute(engine, ctx, req, args)
 }
 
 /// What an XADD did, for the bookkeeping after the stream borrow ends.
@@ -89,7 +90,7 @@ enum Outcome {
     Added(StreamId),
 }
 
-fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest) -> Result<Reply, CmdError> {
+fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest, args: &[Bytes]) -> Result<Reply, CmdError> {
     let limits = args::node_limits(engine);
     if args::write_stream(engine, ctx, &req.key)?.is_none() {
         if req.options.no_mkstream {
@@ -105,10 +106,15 @@ fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest) -> Result<R
         let Some(stream) = args::write_stream(engine, ctx, &req.key)? else {
             return Ok(Reply::Null);
         };
-        append(stream, &req, ctx.now_ms, limits)?
+        append(stream, &req, ctx, limits)?
     };
     match outcome {
-        Outcome::Duplicate(id) => Ok(reply::id(id)),
+        Outcome::Duplicate(id) => {
+            // Replayed as sent: the same state finds the same duplicate (and expires the same
+            // IIDs at the record's time).
+            ctx.emit(Effect::Command { db: ctx.db, args: args.to_vec() });
+            Ok(reply::id(id))
+        }
         Outcome::Added(id) => {
             engine.modified(ctx.db, &req.key);
             engine.signal_ready(ctx.db, &req.key);
@@ -120,9 +126,10 @@ fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest) -> Result<R
 fn append(
     stream: &mut Stream,
     req: &XaddRequest,
-    now_ms: i64,
+    ctx: &mut CallCtx,
     limits: super::NodeLimits,
 ) -> Result<Outcome, CmdError> {
+    let now_ms = ctx.now_ms;
     let iid = match &req.options.idmp {
         None => None,
         Some(option) => {
@@ -140,11 +147,31 @@ fn append(
     let clock = u64::try_from(now_ms).unwrap_or(0);
     let new_id = stream.resolve_xadd_id(req.id, clock)?;
     stream.append(new_id, &req.fields, limits)?;
+    // The effects: this append with its final ID, then its IDMP record (IDMPAUTO's IID
+    // spelled out), then the trim.
+    let id_text = if ctx.recording { Bytes::from(new_id.to_string()) } else { Bytes::new() };
+    if ctx.recording {
+        let mut effect = Vec::with_capacity(3 + 2 * req.fields.len());
+        effect.push(Bytes::from_static(b"XADD"));
+        effect.push(req.key.clone());
+        effect.push(id_text.clone());
+        for (f, v) in &req.fields {
+            effect.push(f.clone());
+            effect.push(v.clone());
+        }
+        ctx.emit(Effect::Command { db: ctx.db, args: effect });
+    } else {
+        ctx.explicit();
+    }
     if let Some((pid, iid)) = iid {
+        ctx.emit(Effect::Command {
+            db: ctx.db,
+            args: vec![Bytes::from_static(b"XIDMPRECORD"), req.key.clone(), pid.clone(), iid.clone(), id_text],
+        });
         stream.idmp.record(&pid, iid, new_id);
     }
     if let Some(trim) = req.options.trim {
-        args::apply_trim(stream, trim, req.options.strategy, limits);
+        args::apply_trim(stream, trim, req.options.strategy, limits, ctx, &req.key);
     }
     Ok(Outcome::Added(new_id))
 }

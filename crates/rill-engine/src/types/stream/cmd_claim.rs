@@ -181,6 +181,7 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         out.push(if opts.justid { reply::id(id) } else { reply::entry(entry) });
     }
     engine.dirty += changes(&effects);
+    ctx.emit_group(key, effects);
     Ok(Reply::Array(out))
 }
 
@@ -300,5 +301,6 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         None => StreamId::MIN,
     };
     engine.dirty += changes(&effects);
+    ctx.emit_group(key, effects);
     Ok(Reply::Array(vec![reply::id(cursor), Reply::Array(claimed), Reply::Array(deleted)]))
 }

@@ -306,12 +306,13 @@ fn xgroup_createconsumer(
     if stream.group(group).and_then(|g| g.consumer(consumer)).is_some() {
         return Ok(Reply::Integer(0));
     }
-    stream.apply_group(GroupEffect::ConsumerCreated {
+    let effect = stream.apply_group(GroupEffect::ConsumerCreated {
         group: group.clone(),
         consumer: crate::types::owned(consumer),
         time_ms: ctx.now_ms,
     });
     engine.dirty += 1;
+    ctx.emit_group(key, [effect]);
     Ok(Reply::Integer(1))
 }
 

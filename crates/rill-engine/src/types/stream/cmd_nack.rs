@@ -119,6 +119,7 @@ fn xnack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
 
     let stream = args::group_stream(engine, ctx, key, group, || args::no_key_or_group(key, group))?;
     let mut released = 0u64;
+    let mut effects = Vec::new();
     for id in ids {
         let current = match stream.group(group).and_then(|g| g.pel().get(id)) {
             Some(p) => p.delivery_count,
@@ -127,9 +128,10 @@ fn xnack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
             None => continue,
         };
         let count = mode.count(current, retry_count);
-        stream.apply_group(GroupEffect::Nacked { group: group.clone(), id, count });
+        effects.push(stream.apply_group(GroupEffect::Nacked { group: group.clone(), id, count }));
         released += 1;
     }
+    ctx.emit_group(key, effects);
     if released > 0 {
         engine.dirty += released;
         engine.signal_ready(ctx.db, key);

@@ -251,6 +251,8 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let mut claim = req.claim;
     let mut served: Vec<(Bytes, Reply)> = Vec::new();
     let mut effects = Vec::new();
+    // Every change is logged as the group effects below, never as this request.
+    ctx.explicit();
     for (key, kind) in keys.iter().zip(kinds) {
         let Some(stream) = args::write_stream(engine, ctx, key)? else { continue };
         let before = effects.len();
@@ -299,6 +301,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             .iter()
             .any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
         engine.dirty += u64::from(created) + u64::from(delivered);
+        ctx.emit_group(key, effects.split_off(before));
     }
 
     if !served.is_empty() {

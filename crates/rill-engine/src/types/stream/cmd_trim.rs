@@ -40,7 +40,7 @@ fn xtrim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let Some(stream) = args::write_stream(engine, ctx, key)? else {
         return Ok(Reply::Integer(0));
     };
-    let removed = args::apply_trim(stream, trim, options.strategy, limits);
+    let removed = args::apply_trim(stream, trim, options.strategy, limits, ctx, key);
     if removed > 0 {
         engine.modified(ctx.db, key);
     }

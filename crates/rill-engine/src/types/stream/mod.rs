@@ -151,6 +151,17 @@ pub enum TrimGoal {
     MinId(StreamId),
 }
 
+/// Which entries a trim removed, as the log records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrimRecord {
+    /// Nothing was removed.
+    Nothing,
+    /// This many entries, all below the stream's (new) first entry: every live entry there.
+    Prefix(u64),
+    /// Exactly these entries (DELREF/ACKED trimming with groups).
+    Ids(Vec<StreamId>),
+}
+
 /// What trimming and deletion do about consumer-group references (spec §6.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RefStrategy {
@@ -404,12 +415,59 @@ impl Stream {
             RefStrategy::DelRef | RefStrategy::Acked => {
                 let limit = if approx { effective_trim_limit(limit, limits) } else { 0 };
                 if self.has_groups() {
-                    self.trim_per_entry(goal, limit, strategy)
+                    self.trim_per_entry(goal, limit, strategy).len() as u64
                 } else {
                     self.trim_inner(goal, false, limit)
                 }
             }
         }
+    }
+
+    /// [`Stream::trim_with`], also saying which entries went, for the log: a prefix (every
+    /// live entry below the new first one) or, for DELREF/ACKED trimming with groups, a list.
+    pub fn trim_with_record(
+        &mut self,
+        goal: TrimGoal,
+        approx: bool,
+        limit: Option<u64>,
+        strategy: RefStrategy,
+        limits: NodeLimits,
+    ) -> TrimRecord {
+        if strategy != RefStrategy::KeepRef && self.has_groups() {
+            let limit = if approx { effective_trim_limit(limit, limits) } else { 0 };
+            let ids = self.trim_per_entry(goal, limit, strategy);
+            return if ids.is_empty() { TrimRecord::Nothing } else { TrimRecord::Ids(ids) };
+        }
+        match self.trim_with(goal, approx, limit, strategy, limits) {
+            0 => TrimRecord::Nothing,
+            n => TrimRecord::Prefix(n),
+        }
+    }
+
+    /// Replay of a [`TrimRecord::Ids`]: remove exactly these live entries as trimming does
+    /// (no change to `max-deleted-entry-id`), and with `delref` every group's references to
+    /// them. O(n log K + n × G log P).
+    pub fn remove_trimmed(&mut self, ids: &[StreamId], delref: bool) -> u64 {
+        let mut removed = 0;
+        for &id in ids {
+            let Some((&first, block)) = self.blocks.range_mut(..=id).next_back() else { continue };
+            if block.mark_deleted(first, id) {
+                removed += 1;
+                self.length = self.length.saturating_sub(1);
+                if block.live_count() == 0 {
+                    self.blocks.remove(&first);
+                }
+            }
+        }
+        if removed > 0 {
+            self.first_id = self.first_live_id();
+        }
+        if delref {
+            for &id in ids {
+                self.drop_references(id);
+            }
+        }
+        removed
     }
 
     /// DELREF / ACKED trimming with groups: entries are looked at one by one from the head.
@@ -418,7 +476,7 @@ impl Stream {
     /// approximate trimming does. With MAXLEN the walk stops after the block in which the goal
     /// fell when the block was reached (spec §6.2). O(E × G log n) for E entries examined, G
     /// groups and PELs of n entries.
-    fn trim_per_entry(&mut self, goal: TrimGoal, limit: u64, strategy: RefStrategy) -> u64 {
+    fn trim_per_entry(&mut self, goal: TrimGoal, limit: u64, strategy: RefStrategy) -> Vec<StreamId> {
         use std::ops::Bound::{Excluded, Unbounded};
         let mut removed_ids: Vec<StreamId> = Vec::new();
         let mut cursor: Option<StreamId> = None;
@@ -484,7 +542,7 @@ impl Stream {
                 self.drop_references(*id);
             }
         }
-        removed_ids.len() as u64
+        removed_ids
     }
 
     fn trim(

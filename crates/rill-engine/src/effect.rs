@@ -1,0 +1,520 @@
+//! Effects: what a write command *did*, in a form whose replay reaches exactly the same state.
+//! The append-only log stores them and replication will send them; neither ever re-decides
+//! anything a command decided from the clock, a random number or block layout.
+//!
+//! A command produces effects in one of two ways:
+//!
+//! * **Implicitly**: a command that changed the keyspace and whose outcome depends only on the
+//!   keyspace, its arguments and the record's time is logged as itself ([`Effect::Command`]).
+//!   Replay runs it with `now_ms` = the record's time, expiry off and blocking off, so
+//!   relative TTLs (`SET k v EX 10`, `EXPIRE`, `RESTORE k 5000 ...`) land on the same
+//!   absolute times and every other decision is a function of the same state.
+//! * **Explicitly**: a handler whose outcome depends on anything else emits concrete records
+//!   through [`CallCtx::emit`]:
+//!   - XADD with `*` / `ms-*`: `XADD key [IDMP pid iid] <final id> field value ...`, IDMPAUTO
+//!     resolved to its IID;
+//!   - trimming (`~` depends on block layout): the exact prefix (`XTRIM key MINID = id`,
+//!     `MAXLEN = 0`) or, for DELREF/ACKED with groups, the removed IDs ([`Effect::TrimIds`]);
+//!   - XREADGROUP, XCLAIM, XAUTOCLAIM, XNACK, XGROUP CREATECONSUMER: the consumer-group
+//!     changes with every time, count and owner spelled out ([`Effect::Group`]);
+//!   - SPOP: `SREM` of the members it picked.
+//!
+//!   Lazy and active expiry are logged as `DEL key`, in order, before the effects of the
+//!   command that found the key expired.
+//!
+//! # Record body
+//!
+//! The server frames each record (length + checksum, see the server's log module); the body
+//! this module encodes is:
+//!
+//! ```text
+//! body    := time_ms:i64le count:varint effect{count}
+//! effect  := 0x01 db:varint argc:varint (len:varint bytes){argc}            Command
+//!          | 0x02 db:varint key:str group-effect                           Group
+//!          | 0x03 db:varint key:str delref:u8 n:varint id{n}                TrimIds
+//! str     := len:varint bytes          id := ms:varint seq:varint
+//! opt-u64 := 0x00 | 0x01 varint       varint := unsigned LEB128, at most 10 bytes
+//! group-effect := tag:u8 group:str fields (in the order of the GroupEffect variant)
+//! ```
+
+use crate::types::stream::group::GroupEffect;
+use crate::types::stream::StreamId;
+use bytes::Bytes;
+
+/// One concrete change, as logged and replayed (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Replay by running this command in database `db` at the record's time.
+    Command {
+        /// Database index.
+        db: usize,
+        /// The command and its arguments.
+        args: Vec<Bytes>,
+    },
+    /// A consumer-group change on the stream at `key`.
+    Group {
+        /// Database index.
+        db: usize,
+        /// The stream's key.
+        key: Bytes,
+        /// The change.
+        effect: GroupEffect,
+    },
+    /// Trimming removed exactly these entries (DELREF / ACKED trimming with groups, where the
+    /// removed set need not be a prefix). `delref`: every group's references to them go too.
+    TrimIds {
+        /// Database index.
+        db: usize,
+        /// The stream's key.
+        key: Bytes,
+        /// Removed entry IDs, ascending.
+        ids: Vec<StreamId>,
+        /// DELREF: drop group references to the removed entries.
+        delref: bool,
+    },
+}
+
+impl Effect {
+    /// A command effect from string slices (tests, and effects the engine builds).
+    pub fn command(db: usize, args: Vec<Bytes>) -> Effect {
+        Effect::Command { db, args }
+    }
+
+    /// `DEL key` in `db` (expiry).
+    pub fn del(db: usize, key: Bytes) -> Effect {
+        Effect::Command { db, args: vec![Bytes::from_static(b"DEL"), key] }
+    }
+}
+
+impl crate::Engine {
+    /// Replay a [`Effect::Group`] or [`Effect::TrimIds`] (a [`Effect::Command`] is run through
+    /// the command table by the caller). Errors when the key holds no stream: a log that
+    /// reaches that state does not come from this server.
+    pub fn apply_stream_effect(&mut self, effect: &Effect) -> Result<(), &'static str> {
+        let (db, key) = match effect {
+            Effect::Group { db, key, .. } | Effect::TrimIds { db, key, .. } => (*db, key),
+            Effect::Command { .. } => return Err("not a stream effect"),
+        };
+        let entry = self
+            .dbs
+            .get_mut(db)
+            .ok_or("database index out of range")?
+            .keys
+            .get_mut(key)
+            .ok_or("stream effect on a missing key")?;
+        let crate::Value::Stream(stream) = &mut entry.value else {
+            return Err("stream effect on a key of another type");
+        };
+        match effect {
+            Effect::Group { effect, .. } => stream.apply_group_effect(effect),
+            Effect::TrimIds { ids, delref, .. } => {
+                stream.remove_trimmed(ids, *delref);
+            }
+            Effect::Command { .. } => {}
+        }
+        self.dirty += 1;
+        Ok(())
+    }
+}
+
+/// Why a record body could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeError(pub &'static str);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------------------------
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    put_varint(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+fn put_id(out: &mut Vec<u8>, id: StreamId) {
+    put_varint(out, id.ms);
+    put_varint(out, id.seq);
+}
+
+fn put_i64(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_opt(out: &mut Vec<u8>, v: Option<u64>) {
+    match v {
+        None => out.push(0),
+        Some(v) => {
+            out.push(1);
+            put_varint(out, v);
+        }
+    }
+}
+
+/// Append the body of a record holding `effects` at `time_ms` to `out`.
+pub fn encode_record(out: &mut Vec<u8>, time_ms: i64, effects: &[Effect]) {
+    put_i64(out, time_ms);
+    put_varint(out, effects.len() as u64);
+    for e in effects {
+        encode_effect(out, e);
+    }
+}
+
+fn encode_effect(out: &mut Vec<u8>, effect: &Effect) {
+    match effect {
+        Effect::Command { db, args } => {
+            out.push(1);
+            put_varint(out, *db as u64);
+            put_varint(out, args.len() as u64);
+            for a in args {
+                put_str(out, a);
+            }
+        }
+        Effect::Group { db, key, effect } => {
+            out.push(2);
+            put_varint(out, *db as u64);
+            put_str(out, key);
+            encode_group(out, effect);
+        }
+        Effect::TrimIds { db, key, ids, delref } => {
+            out.push(3);
+            put_varint(out, *db as u64);
+            put_str(out, key);
+            out.push(u8::from(*delref));
+            put_varint(out, ids.len() as u64);
+            for id in ids {
+                put_id(out, *id);
+            }
+        }
+    }
+}
+
+fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
+    match effect {
+        GroupEffect::GroupCreated { group, last_id, entries_read } => {
+            out.push(1);
+            put_str(out, group);
+            put_id(out, *last_id);
+            put_opt(out, *entries_read);
+        }
+        GroupEffect::GroupDestroyed { group } => {
+            out.push(2);
+            put_str(out, group);
+        }
+        GroupEffect::SetId { group, last_id, entries_read } => {
+            out.push(3);
+            put_str(out, group);
+            put_id(out, *last_id);
+            put_opt(out, *entries_read);
+        }
+        GroupEffect::LastIdRaised { group, last_id } => {
+            out.push(4);
+            put_str(out, group);
+            put_id(out, *last_id);
+        }
+        GroupEffect::ConsumerCreated { group, consumer, time_ms } => {
+            out.push(5);
+            put_str(out, group);
+            put_str(out, consumer);
+            put_i64(out, *time_ms);
+        }
+        GroupEffect::ConsumerSeen { group, consumer, time_ms } => {
+            out.push(6);
+            put_str(out, group);
+            put_str(out, consumer);
+            put_i64(out, *time_ms);
+        }
+        GroupEffect::ConsumerDeleted { group, consumer } => {
+            out.push(7);
+            put_str(out, group);
+            put_str(out, consumer);
+        }
+        GroupEffect::Delivered { group, consumer, id, time_ms, entries_read, noack } => {
+            out.push(8);
+            put_str(out, group);
+            put_str(out, consumer);
+            put_id(out, *id);
+            put_i64(out, *time_ms);
+            put_opt(out, *entries_read);
+            out.push(u8::from(*noack));
+        }
+        GroupEffect::Redelivered { group, id, time_ms, count } => {
+            out.push(9);
+            put_str(out, group);
+            put_id(out, *id);
+            put_i64(out, *time_ms);
+            put_varint(out, *count);
+        }
+        GroupEffect::Claimed { group, consumer, id, time_ms, count, active_ms } => {
+            out.push(10);
+            put_str(out, group);
+            put_str(out, consumer);
+            put_id(out, *id);
+            put_i64(out, *time_ms);
+            put_varint(out, *count);
+            put_i64(out, *active_ms);
+        }
+        GroupEffect::Nacked { group, id, count } => {
+            out.push(11);
+            put_str(out, group);
+            put_id(out, *id);
+            put_varint(out, *count);
+        }
+        GroupEffect::Acked { group, id } => {
+            out.push(12);
+            put_str(out, group);
+            put_id(out, *id);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        let (&b, rest) = self.buf.split_first().ok_or(DecodeError("record ends early"))?;
+        self.buf = rest;
+        Ok(b)
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if n > self.buf.len() {
+            return Err(DecodeError("record ends early"));
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+
+    fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v: u64 = 0;
+        for shift in (0..70).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError("varint too long"))
+    }
+
+    fn len(&mut self) -> Result<usize, DecodeError> {
+        let n = self.varint()?;
+        let n = usize::try_from(n).map_err(|_| DecodeError("length out of range"))?;
+        if n > self.buf.len() {
+            return Err(DecodeError("length exceeds the record"));
+        }
+        Ok(n)
+    }
+
+    fn str(&mut self) -> Result<Bytes, DecodeError> {
+        let n = self.len()?;
+        Ok(Bytes::copy_from_slice(self.bytes(n)?))
+    }
+
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        let b = self.bytes(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(i64::from_le_bytes(a))
+    }
+
+    fn id(&mut self) -> Result<StreamId, DecodeError> {
+        Ok(StreamId { ms: self.varint()?, seq: self.varint()? })
+    }
+
+    fn opt(&mut self) -> Result<Option<u64>, DecodeError> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => Ok(Some(self.varint()?)),
+            _ => Err(DecodeError("bad optional marker")),
+        }
+    }
+
+    fn db(&mut self) -> Result<usize, DecodeError> {
+        usize::try_from(self.varint()?).map_err(|_| DecodeError("database index out of range"))
+    }
+}
+
+/// Decode a record body: its time and effects.
+pub fn decode_record(body: &[u8]) -> Result<(i64, Vec<Effect>), DecodeError> {
+    let mut c = Cursor { buf: body };
+    let time = c.i64()?;
+    let n = c.varint()?;
+    let mut effects = Vec::with_capacity(usize::try_from(n.min(1024)).unwrap_or(0));
+    for _ in 0..n {
+        effects.push(decode_effect(&mut c)?);
+    }
+    if !c.buf.is_empty() {
+        return Err(DecodeError("trailing bytes after the last effect"));
+    }
+    Ok((time, effects))
+}
+
+fn decode_effect(c: &mut Cursor<'_>) -> Result<Effect, DecodeError> {
+    match c.u8()? {
+        1 => {
+            let db = c.db()?;
+            let argc = c.varint()?;
+            let mut args = Vec::with_capacity(usize::try_from(argc.min(1024)).unwrap_or(0));
+            for _ in 0..argc {
+                args.push(c.str()?);
+            }
+            if args.is_empty() {
+                return Err(DecodeError("command effect without a command"));
+            }
+            Ok(Effect::Command { db, args })
+        }
+        2 => {
+            let db = c.db()?;
+            let key = c.str()?;
+            let effect = decode_group(c)?;
+            Ok(Effect::Group { db, key, effect })
+        }
+        3 => {
+            let db = c.db()?;
+            let key = c.str()?;
+            let delref = c.u8()? != 0;
+            let n = c.varint()?;
+            let mut ids = Vec::with_capacity(usize::try_from(n.min(4096)).unwrap_or(0));
+            for _ in 0..n {
+                ids.push(c.id()?);
+            }
+            Ok(Effect::TrimIds { db, key, ids, delref })
+        }
+        _ => Err(DecodeError("unknown effect type")),
+    }
+}
+
+fn decode_group(c: &mut Cursor<'_>) -> Result<GroupEffect, DecodeError> {
+    let tag = c.u8()?;
+    let group = c.str()?;
+    Ok(match tag {
+        1 => GroupEffect::GroupCreated { group, last_id: c.id()?, entries_read: c.opt()? },
+        2 => GroupEffect::GroupDestroyed { group },
+        3 => GroupEffect::SetId { group, last_id: c.id()?, entries_read: c.opt()? },
+        4 => GroupEffect::LastIdRaised { group, last_id: c.id()? },
+        5 => GroupEffect::ConsumerCreated { group, consumer: c.str()?, time_ms: c.i64()? },
+        6 => GroupEffect::ConsumerSeen { group, consumer: c.str()?, time_ms: c.i64()? },
+        7 => GroupEffect::ConsumerDeleted { group, consumer: c.str()? },
+        8 => GroupEffect::Delivered {
+            group,
+            consumer: c.str()?,
+            id: c.id()?,
+            time_ms: c.i64()?,
+            entries_read: c.opt()?,
+            noack: c.u8()? != 0,
+        },
+        9 => GroupEffect::Redelivered { group, id: c.id()?, time_ms: c.i64()?, count: c.varint()? },
+        10 => GroupEffect::Claimed {
+            group,
+            consumer: c.str()?,
+            id: c.id()?,
+            time_ms: c.i64()?,
+            count: c.varint()?,
+            active_ms: c.i64()?,
+        },
+        11 => GroupEffect::Nacked { group, id: c.id()?, count: c.varint()? },
+        12 => GroupEffect::Acked { group, id: c.id()? },
+        _ => return Err(DecodeError("unknown group effect type")),
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn id() -> impl Strategy<Value = StreamId> {
+        (any::<u64>(), any::<u64>()).prop_map(|(ms, seq)| StreamId { ms, seq })
+    }
+
+    fn bytes() -> impl Strategy<Value = Bytes> {
+        proptest::collection::vec(any::<u8>(), 0..12).prop_map(Bytes::from)
+    }
+
+    fn group_effect() -> impl Strategy<Value = GroupEffect> {
+        prop_oneof![
+            (bytes(), id(), any::<Option<u64>>())
+                .prop_map(|(group, last_id, entries_read)| GroupEffect::GroupCreated { group, last_id, entries_read }),
+            bytes().prop_map(|group| GroupEffect::GroupDestroyed { group }),
+            (bytes(), id(), any::<Option<u64>>())
+                .prop_map(|(group, last_id, entries_read)| GroupEffect::SetId { group, last_id, entries_read }),
+            (bytes(), id()).prop_map(|(group, last_id)| GroupEffect::LastIdRaised { group, last_id }),
+            (bytes(), bytes(), any::<i64>())
+                .prop_map(|(group, consumer, time_ms)| GroupEffect::ConsumerCreated { group, consumer, time_ms }),
+            (bytes(), bytes(), any::<i64>())
+                .prop_map(|(group, consumer, time_ms)| GroupEffect::ConsumerSeen { group, consumer, time_ms }),
+            (bytes(), bytes()).prop_map(|(group, consumer)| GroupEffect::ConsumerDeleted { group, consumer }),
+            (bytes(), bytes(), id(), any::<i64>(), any::<Option<u64>>(), any::<bool>()).prop_map(
+                |(group, consumer, id, time_ms, entries_read, noack)| GroupEffect::Delivered {
+                    group,
+                    consumer,
+                    id,
+                    time_ms,
+                    entries_read,
+                    noack
+                }
+            ),
+            (bytes(), id(), any::<i64>(), any::<u64>())
+                .prop_map(|(group, id, time_ms, count)| GroupEffect::Redelivered { group, id, time_ms, count }),
+            (bytes(), bytes(), id(), any::<i64>(), any::<u64>(), any::<i64>()).prop_map(
+                |(group, consumer, id, time_ms, count, active_ms)| GroupEffect::Claimed {
+                    group,
+                    consumer,
+                    id,
+                    time_ms,
+                    count,
+                    active_ms
+                }
+            ),
+            (bytes(), id(), any::<u64>()).prop_map(|(group, id, count)| GroupEffect::Nacked { group, id, count }),
+            (bytes(), id()).prop_map(|(group, id)| GroupEffect::Acked { group, id }),
+        ]
+    }
+
+    fn effect() -> impl Strategy<Value = Effect> {
+        prop_oneof![
+            (0usize..16, proptest::collection::vec(bytes(), 1..5)).prop_map(|(db, args)| Effect::Command { db, args }),
+            (0usize..16, bytes(), group_effect()).prop_map(|(db, key, effect)| Effect::Group { db, key, effect }),
+            (0usize..16, bytes(), proptest::collection::vec(id(), 0..5), any::<bool>())
+                .prop_map(|(db, key, ids, delref)| Effect::TrimIds { db, key, ids, delref }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn decode_inverts_encode(time in any::<i64>(), effects in proptest::collection::vec(effect(), 0..6)) {
+            let mut body = Vec::new();
+            encode_record(&mut body, time, &effects);
+            prop_assert_eq!(decode_record(&body).unwrap(), (time, effects));
+        }
+
+        #[test]
+        fn truncated_bodies_fail_cleanly(effects in proptest::collection::vec(effect(), 1..4), cut in any::<prop::sample::Index>()) {
+            let mut body = Vec::new();
+            encode_record(&mut body, 7, &effects);
+            let cut = cut.index(body.len());
+            prop_assert!(decode_record(&body[..cut]).is_err());
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Whole RDB files: the keyspace snapshot that SAVE / BGSAVE write and that the append-only
+//! log uses as its base. The layout is Redis' own, so a rill snapshot without 8.6-only stream
+//! state loads into Redis 7.2+ and a Redis dump loads into rill (keys of types rill lacks fail
+//! the load with a clear error).
+//!
+//! ```text
+//! "REDIS" + 4-digit version
+//! 0xFA aux-name aux-value                       (redis-ver, redis-bits, ctime, used-mem, ...)
+//! per non-empty database:
+//!   0xFE db-index  0xFB keys-count expires-count
+//!   per key: [0xFC expire-ms: i64 LE] type key value-body
+//! 0xFF  CRC-64 of everything before it (8 bytes LE; 0 = not checksummed)
+//! ```
+
+use super::crc64::crc64;
+use super::io::{Reader, Writer};
+use super::{decode_value, encode_value, LoadContext, RdbError};
+use crate::keyspace::{Entry, Value};
+use crate::types::stream::NodeLimits;
+use bytes::Bytes;
+use std::io::{self, Write};
+
+const OP_AUX: u8 = 0xFA;
+const OP_RESIZEDB: u8 = 0xFB;
+const OP_EXPIRETIME_MS: u8 = 0xFC;
+const OP_EXPIRETIME: u8 = 0xFD;
+const OP_SELECTDB: u8 = 0xFE;
+const OP_EOF: u8 = 0xFF;
+/// Opcodes of newer Redis files we skip over (function libraries, slot info, module aux).
+const OP_FUNCTION2: u8 = 0xF5;
+const OP_MODULE_AUX: u8 = 0xF7;
+const OP_IDLE: u8 = 0xF8;
+const OP_FREQ: u8 = 0xF9;
+const OP_SLOT_INFO: u8 = 0xF4;
+
+/// Streams a snapshot into `out`, checksumming as it goes.
+#[derive(Debug)]
+pub struct FileWriter<W: Write> {
+    out: W,
+    crc: u64,
+    written: u64,
+    buf: Writer,
+    limits: NodeLimits,
+    now_ms: i64,
+}
+
+impl<W: Write> FileWriter<W> {
+    /// Start a file: magic, version and aux fields. `version` is the RDB version to stamp
+    /// (see [`version_for`]).
+    pub fn new(out: W, version: u16, limits: NodeLimits, now_ms: i64) -> io::Result<FileWriter<W>> {
+        let mut w = FileWriter { out, crc: 0, written: 0, buf: Writer::default(), limits, now_ms };
+        w.buf.raw(format!("REDIS{version:04}").as_bytes());
+        for (k, v) in [
+            ("redis-ver", "8.2.3".to_string()),
+            ("redis-bits", "64".to_string()),
+            ("ctime", (now_ms / 1000).to_string()),
+            ("rill-ver", env!("CARGO_PKG_VERSION").to_string()),
+        ] {
+            w.buf.u8(OP_AUX);
+            w.buf.string(k.as_bytes());
+            w.buf.string(v.as_bytes());
+        }
+        w.flush_buf()?;
+        Ok(w)
+    }
+
+    fn flush_buf(&mut self) -> io::Result<()> {
+        self.crc = crc64(self.crc, &self.buf.buf);
+        self.out.write_all(&self.buf.buf)?;
+        self.written += self.buf.buf.len() as u64;
+        self.buf.buf.clear();
+        Ok(())
+    }
+
+    /// Start database `db` holding `keys` keys, `expires` of them with a TTL.
+    pub fn select_db(&mut self, db: usize, keys: u64, expires: u64) -> io::Result<()> {
+        self.buf.u8(OP_SELECTDB);
+        self.buf.length(db as u64);
+        self.buf.u8(OP_RESIZEDB);
+        self.buf.length(keys);
+        self.buf.length(expires);
+        self.flush_buf()
+    }
+
+    /// One key.
+    pub fn key(&mut self, key: &[u8], entry: &Entry) -> io::Result<()> {
+        if let Some(t) = entry.expire_at_ms {
+            self.buf.u8(OP_EXPIRETIME_MS);
+            self.buf.millis(t);
+        }
+        let mut body = Writer::default();
+        encode_value(&mut body, &entry.value, self.limits, self.now_ms);
+        let (type_byte, rest) = body.buf.split_first().map(|(t, r)| (*t, r)).unwrap_or((0, &[][..]));
+        self.buf.u8(type_byte);
+        self.buf.string(key);
+        self.buf.raw(rest);
+        if self.buf.buf.len() >= 64 * 1024 {
+            self.flush_buf()?;
+        }
+        Ok(())
+    }
+
+    /// End the file (EOF opcode and checksum) and return the writer and the bytes written.
+    pub fn finish(mut self) -> io::Result<(W, u64)> {
+        self.buf.u8(OP_EOF);
+        self.flush_buf()?;
+        let crc = self.crc.to_le_bytes();
+        self.out.write_all(&crc)?;
+        self.written += 8;
+        Ok((self.out, self.written))
+    }
+}
+
+/// The RDB version a file holding these values needs: 12 (Redis 7.4 / 8.x) unless a stream
+/// carries 8.6-only state (IDMP tables or XNACKed entries), then rill's newest.
+pub fn version_for<'a>(values: impl IntoIterator<Item = &'a Value>) -> u16 {
+    let newest = values.into_iter().any(|v| match v {
+        Value::Stream(s) => super::stream::type_for(s) > super::stream::TYPE_STREAM_V3,
+        _ => false,
+    });
+    if newest {
+        super::RDB_VERSION
+    } else {
+        12
+    }
+}
+
+/// One key read from a file.
+#[derive(Debug)]
+pub struct LoadedKey {
+    /// Database index.
+    pub db: usize,
+    /// The key.
+    pub key: Bytes,
+    /// Its value and expiry.
+    pub entry: Entry,
+}
+
+/// Reads a snapshot from memory, key by key.
+#[derive(Debug)]
+pub struct FileReader<'a> {
+    whole: &'a [u8],
+    r: Reader<'a>,
+    db: usize,
+    ctx: LoadContext,
+    done: bool,
+}
+
+impl<'a> FileReader<'a> {
+    /// Check the magic, version and (if present) the checksum of `bytes`.
+    pub fn new(bytes: &'a [u8], ctx: LoadContext) -> Result<FileReader<'a>, RdbError> {
+        let magic = bytes.get(..9).ok_or(RdbError::Truncated)?;
+        if magic.get(..5) != Some(b"REDIS") {
+            return Err(RdbError::Corrupt("not an RDB file (wrong signature)"));
+        }
+        let version: u16 = std::str::from_utf8(magic.get(5..9).unwrap_or_default())
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or(RdbError::Corrupt("bad RDB version"))?;
+        if version > super::RDB_VERSION {
+            return Err(RdbError::VersionOrChecksum);
+        }
+        let split = bytes.len().checked_sub(8).ok_or(RdbError::Truncated)?;
+        let (body, crc) = bytes.split_at(split);
+        let mut stored = [0u8; 8];
+        stored.copy_from_slice(crc);
+        let stored = u64::from_le_bytes(stored);
+        if body.last() != Some(&OP_EOF) {
+            return Err(RdbError::Truncated);
+        }
+        if stored != 0 && stored != crc64(0, body) {
+            return Err(RdbError::VersionOrChecksum);
+        }
+        let r = Reader::new(body.get(9..).unwrap_or_default());
+        Ok(FileReader { whole: bytes, r, db: 0, ctx, done: false })
+    }
+
+    /// Byte offset of the reader in the file (progress reports).
+    pub fn offset(&self) -> usize {
+        self.whole.len().saturating_sub(8).saturating_sub(self.r.remaining())
+    }
+
+    /// The next key, or `None` at the end of the file.
+    pub fn next_key(&mut self) -> Result<Option<LoadedKey>, RdbError> {
+        let mut expire_at_ms = None;
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let op = self.r.u8()?;
+            match op {
+                OP_EOF => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                OP_AUX => {
+                    self.r.string()?;
+                    self.r.string()?;
+                }
+                OP_SELECTDB => self.db = self.r.count()?,
+                OP_RESIZEDB => {
+                    self.r.length()?;
+                    self.r.length()?;
+                }
+                OP_EXPIRETIME_MS => expire_at_ms = Some(self.r.millis()?),
+                OP_EXPIRETIME => {
+                    let b = self.r.bytes(4)?;
+                    let secs = super::io::le_u32(b).ok_or(RdbError::Truncated)?;
+                    expire_at_ms = Some(i64::from(secs) * 1000);
+                }
+                OP_IDLE => {
+                    self.r.length()?;
+                }
+                OP_FREQ => {
+                    self.r.u8()?;
+                }
+                OP_SLOT_INFO => {
+                    self.r.length()?;
+                    self.r.length()?;
+                    self.r.length()?;
+                }
+                OP_FUNCTION2 => {
+                    self.r.string()?;
+                }
+                OP_MODULE_AUX => return Err(RdbError::UnsupportedType(OP_MODULE_AUX)),
+                rdb_type => {
+                    let key = Bytes::from(self.r.string()?);
+                    let value = decode_value(&mut self.r, rdb_type, &self.ctx)?;
+                    return Ok(Some(LoadedKey { db: self.db, key, entry: Entry { value, expire_at_ms } }));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::types::stream::NodeLimits;
+
+    fn ctx() -> LoadContext {
+        LoadContext { limits: NodeLimits::default(), idmp_duration_secs: 100, idmp_max_size: 100, now_ms: 0 }
+    }
+
+    #[test]
+    fn keys_round_trip_and_corruption_is_caught() {
+        let mut w = FileWriter::new(Vec::new(), 12, NodeLimits::default(), 1_000).unwrap();
+        w.select_db(0, 2, 1).unwrap();
+        w.key(b"s", &Entry { value: Value::Str(Bytes::from_static(b"v")), expire_at_ms: Some(5_000) }).unwrap();
+        w.key(b"n", &Entry { value: Value::Str(Bytes::from_static(b"12")), expire_at_ms: None }).unwrap();
+        w.select_db(3, 1, 0).unwrap();
+        let list = Value::List(["a", "b"].iter().map(|s| Bytes::from_static(s.as_bytes())).collect());
+        w.key(b"l", &Entry { value: list.clone(), expire_at_ms: None }).unwrap();
+        let (bytes, n) = w.finish().unwrap();
+        assert_eq!(n as usize, bytes.len());
+        let mut r = FileReader::new(&bytes, ctx()).unwrap();
+        let a = r.next_key().unwrap().unwrap();
+        assert_eq!((a.db, &a.key[..], a.entry.expire_at_ms), (0, &b"s"[..], Some(5_000)));
+        let b = r.next_key().unwrap().unwrap();
+        assert_eq!(b.entry.value, Value::Str(Bytes::from_static(b"12")));
+        let c = r.next_key().unwrap().unwrap();
+        assert_eq!((c.db, c.entry.value), (3, list));
+        assert!(r.next_key().unwrap().is_none());
+
+        let mut bad = bytes.clone();
+        bad[12] ^= 1;
+        assert!(FileReader::new(&bad, ctx()).is_err());
+        assert!(FileReader::new(&bytes[..bytes.len() - 3], ctx()).is_err());
+    }
+}

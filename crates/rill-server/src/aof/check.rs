@@ -1,0 +1,207 @@
+//! Reading a log file record by record, and `rill-server --check-log FILE [--fix]`.
+
+use super::{LOG_MAGIC, MAX_RECORD, RECORD_HEADER};
+use rill_engine::effect::{decode_record, Effect};
+
+/// How a log file ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tail {
+    /// After the last whole record.
+    Clean,
+    /// A record cut short (or failing its checksum) at the very end: a torn write. `at` is
+    /// where the last whole record ends.
+    Truncated {
+        /// Offset to cut the file back to.
+        at: u64,
+    },
+    /// A bad record with more data after it.
+    Corrupt {
+        /// Offset of the bad record.
+        at: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Iterates over the records of a log file held in memory.
+#[derive(Debug)]
+pub struct Records<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    /// How the file ends, once iteration stopped.
+    pub tail: Option<Tail>,
+}
+
+impl<'a> Records<'a> {
+    /// Start after the magic. A file shorter than the magic is a torn creation (tail at 0);
+    /// a different magic is corruption at 0.
+    pub fn new(bytes: &'a [u8]) -> Records<'a> {
+        let mut r = Records { bytes, pos: LOG_MAGIC.len(), tail: None };
+        if bytes.len() < LOG_MAGIC.len() {
+            r.tail = Some(if LOG_MAGIC.starts_with(bytes) {
+                Tail::Truncated { at: 0 }
+            } else {
+                Tail::Corrupt { at: 0, reason: "not a rill log file (bad magic)".into() }
+            });
+        } else if bytes.get(..LOG_MAGIC.len()) != Some(&LOG_MAGIC[..]) {
+            r.tail = Some(Tail::Corrupt { at: 0, reason: "not a rill log file (bad magic)".into() });
+        }
+        r
+    }
+
+    /// Offset after the last record returned.
+    pub fn offset(&self) -> u64 {
+        self.pos as u64
+    }
+
+    /// The next record: its offset, time and effects. `None` at the end (see `tail`).
+    pub fn next_record(&mut self) -> Option<(u64, i64, Vec<Effect>)> {
+        if self.tail.is_some() {
+            return None;
+        }
+        let at = self.pos;
+        let rest = self.bytes.get(at..).unwrap_or_default();
+        if rest.is_empty() {
+            self.tail = Some(Tail::Clean);
+            return None;
+        }
+        let Some(header) = rest.get(..RECORD_HEADER) else {
+            self.tail = Some(Tail::Truncated { at: at as u64 });
+            return None;
+        };
+        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        let end = RECORD_HEADER + len;
+        if len > MAX_RECORD {
+            self.tail = Some(Tail::Corrupt { at: at as u64, reason: format!("record length {len} is implausible") });
+            return None;
+        }
+        let Some(body) = rest.get(RECORD_HEADER..end) else {
+            self.tail = Some(Tail::Truncated { at: at as u64 });
+            return None;
+        };
+        let last = end == rest.len();
+        let bad = |reason: String| if last { Tail::Truncated { at: at as u64 } } else { Tail::Corrupt { at: at as u64, reason } };
+        if crc32fast::hash(body) != crc {
+            self.tail = Some(bad("checksum mismatch".into()));
+            return None;
+        }
+        match decode_record(body) {
+            Ok((time, effects)) => {
+                self.pos = at + end;
+                Some((at as u64, time, effects))
+            }
+            Err(e) => {
+                self.tail = Some(bad(format!("undecodable record: {e}")));
+                None
+            }
+        }
+    }
+}
+
+/// `rill-server --check-log FILE [--fix]`: report on a log file; with `--fix`, cut a torn or
+/// corrupt file back to its last good record. Returns the process exit code.
+pub fn run(args: &[String]) -> i32 {
+    let Some(path) = args.first() else {
+        eprintln!("Usage: rill-server --check-log <file.incr.rlog> [--fix]");
+        return 1;
+    };
+    let fix = args.get(1).is_some_and(|a| a == "--fix");
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("Cannot read {path}: {e}");
+            return 1;
+        }
+    };
+    let mut records = Records::new(&bytes);
+    let mut n: u64 = 0;
+    let mut effects: u64 = 0;
+    while let Some((_, _, e)) = records.next_record() {
+        n += 1;
+        effects += e.len() as u64;
+    }
+    let good = records.offset();
+    match records.tail.clone().unwrap_or(Tail::Clean) {
+        Tail::Clean => {
+            println!("{path}: OK, {n} records ({effects} effects), {} bytes", bytes.len());
+            0
+        }
+        Tail::Truncated { at } | Tail::Corrupt { at, .. } if !fix => {
+            let what = match records.tail {
+                Some(Tail::Corrupt { reason, .. }) => format!("corrupt record at offset {at}: {reason}"),
+                _ => format!("truncated record at offset {at} (a torn write)"),
+            };
+            println!("{path}: {what}; {n} good records end at offset {good}, {} bytes after it", bytes.len() as u64 - good);
+            println!("Run with --fix to cut the file back to offset {good}.");
+            1
+        }
+        Tail::Truncated { at } | Tail::Corrupt { at, .. } => {
+            let cut = at;
+            let r = std::fs::OpenOptions::new().write(true).open(path).and_then(|f| {
+                f.set_len(cut)?;
+                f.sync_all()
+            });
+            match r {
+                Ok(()) => {
+                    println!("{path}: cut back to offset {cut}: {n} records kept, {} bytes dropped", bytes.len() as u64 - cut);
+                    0
+                }
+                Err(e) => {
+                    eprintln!("Cannot truncate {path}: {e}");
+                    1
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use rill_engine::effect::encode_record;
+
+    fn file(n: usize) -> (Vec<u8>, Vec<usize>) {
+        let mut out = LOG_MAGIC.to_vec();
+        let mut ends = Vec::new();
+        for i in 0..n {
+            let mut body = Vec::new();
+            let e = Effect::Command { db: 0, args: vec![Bytes::from_static(b"SET"), Bytes::from(format!("k{i}"))] };
+            encode_record(&mut body, i as i64, &[e]);
+            super::super::frame(&mut out, &body);
+            ends.push(out.len());
+        }
+        (out, ends)
+    }
+
+    fn scan(bytes: &[u8]) -> (usize, Tail) {
+        let mut r = Records::new(bytes);
+        let mut n = 0;
+        while r.next_record().is_some() {
+            n += 1;
+        }
+        (n, r.tail.unwrap())
+    }
+
+    #[test]
+    fn clean_torn_and_corrupt_files() {
+        let (f, ends) = file(5);
+        assert_eq!(scan(&f), (5, Tail::Clean));
+        // Cut anywhere inside the last record: a torn write at the last record's start.
+        for cut in ends[3] + 1..ends[4] {
+            assert_eq!(scan(&f[..cut]), (4, Tail::Truncated { at: ends[3] as u64 }));
+        }
+        // A flipped bit in the last record: also torn (nothing after it).
+        let mut g = f.clone();
+        g[ends[4] - 1] ^= 1;
+        assert_eq!(scan(&g), (4, Tail::Truncated { at: ends[3] as u64 }));
+        // A flipped bit in a middle record: corruption at its offset.
+        let mut h = f.clone();
+        h[ends[1] + 9] ^= 1;
+        assert!(matches!(scan(&h), (2, Tail::Corrupt { at, .. }) if at == ends[1] as u64));
+        assert!(matches!(scan(b"NOTALOGFILE"), (0, Tail::Corrupt { at: 0, .. })));
+        assert_eq!(scan(b"RILL"), (0, Tail::Truncated { at: 0 }));
+    }
+}

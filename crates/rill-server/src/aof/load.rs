@@ -1,0 +1,273 @@
+//! Start-up: load the snapshot and replay the log into the engine, then open the log for
+//! appending. Runs on a blocking thread while the server already answers (`-LOADING` for
+//! most commands, `loading:1` in INFO); the state lock is taken per chunk of records so INFO
+//! stays responsive.
+
+use super::check::{Records, Tail};
+use super::files::{Files, Manifest};
+use super::{FsyncPolicy, Log};
+use crate::state::{now_ms, Shared, State};
+use rill_engine::command::{CommandTable, Handler, Lookup};
+use rill_engine::effect::Effect;
+use rill_engine::rdb::file::FileReader;
+use rill_engine::rdb::LoadContext;
+use rill_engine::CallCtx;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Records replayed per lock hold.
+const CHUNK_RECORDS: usize = 20_000;
+/// Log a progress line every this many bytes of a large file.
+const PROGRESS_BYTES: u64 = 64 << 20;
+
+/// Replay one effect. Errors are reported, not fatal: the state they lead to is what the
+/// original server had (a command that failed half-way failed the same way then).
+pub fn replay(st: &mut State, table: &CommandTable, time_ms: i64, effect: &Effect) -> Result<(), String> {
+    match effect {
+        Effect::Group { .. } | Effect::TrimIds { .. } => st.engine.apply_stream_effect(effect).map_err(str::to_string),
+        Effect::Command { db, args } => {
+            if *db >= st.engine.dbs.len() {
+                return Err(format!("database {db} out of range"));
+            }
+            let spec = match table.resolve(args) {
+                Lookup::Found(s) => s,
+                _ => return Err(format!("unknown command '{}'", String::from_utf8_lossy(&args[0]))),
+            };
+            match spec.handler {
+                Handler::Engine(h) => {
+                    let mut ctx = CallCtx::new(*db, time_ms, 0);
+                    ctx.no_block = true;
+                    h(&mut st.engine, &mut ctx, args).map(|_| ()).map_err(|e| e.text().to_string())
+                }
+                _ => match spec.name {
+                    "flushall" => {
+                        st.engine.flush_all();
+                        Ok(())
+                    }
+                    "flushdb" => {
+                        st.engine.flush_db(*db);
+                        Ok(())
+                    }
+                    "swapdb" => {
+                        let idx = |i: usize| {
+                            args.get(i).and_then(|a| std::str::from_utf8(a).ok()).and_then(|a| a.parse::<usize>().ok())
+                        };
+                        match (idx(1), idx(2)) {
+                            (Some(a), Some(b)) if a < st.engine.dbs.len() && b < st.engine.dbs.len() => {
+                                st.engine.swap_db(a, b);
+                                Ok(())
+                            }
+                            _ => Err("bad SWAPDB indexes".into()),
+                        }
+                    }
+                    other => Err(format!("command '{other}' cannot be replayed")),
+                },
+            }
+        }
+    }
+}
+
+/// The context loading a snapshot uses.
+pub fn load_context(st: &State, now_ms: i64) -> LoadContext {
+    LoadContext {
+        limits: rill_engine::types::stream::NodeLimits::new(
+            st.engine.config.stream_node_max_entries,
+            st.engine.config.stream_node_max_bytes,
+        ),
+        idmp_duration_secs: st.engine.config.stream_idmp_duration_secs,
+        idmp_max_size: st.engine.config.stream_idmp_maxsize,
+        now_ms,
+    }
+}
+
+/// Load an RDB snapshot file into the engine. Returns the number of keys.
+pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let started = Instant::now();
+    let ctx = load_context(&shared.lock(), now_ms());
+    let mut reader = FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
+    let mut n: u64 = 0;
+    let mut next_progress = PROGRESS_BYTES;
+    loop {
+        let mut st = shared.lock();
+        for _ in 0..1000 {
+            match reader.next_key() {
+                Ok(Some(k)) => {
+                    if k.db >= st.engine.dbs.len() {
+                        return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, st.engine.dbs.len()));
+                    }
+                    let expire = k.entry.expire_at_ms;
+                    st.engine.insert(k.db, k.key.clone(), k.entry.value);
+                    if expire.is_some() {
+                        st.engine.set_expire(k.db, &k.key, expire);
+                    }
+                    n += 1;
+                }
+                Ok(None) => {
+                    tracing::info!("Loaded {n} keys from {} in {:.3} s", path.display(), started.elapsed().as_secs_f64());
+                    return Ok(n);
+                }
+                Err(e) => return Err(format!("{}: bad snapshot at offset {}: {e:?}", path.display(), reader.offset())),
+            }
+        }
+        drop(st);
+        if reader.offset() as u64 >= next_progress {
+            tracing::info!("Loading {}: {} MB of {} MB", path.display(), reader.offset() >> 20, bytes.len() >> 20);
+            next_progress += PROGRESS_BYTES;
+        }
+    }
+}
+
+/// Replay one log file. `last`: the newest file, whose torn tail may be cut back. Returns the
+/// number of records and the file's length after any cut.
+fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result<(u64, u64), String> {
+    let path = files.path(name);
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let started = Instant::now();
+    let mut records = Records::new(&bytes);
+    let mut n: u64 = 0;
+    let mut errors: u64 = 0;
+    let mut next_progress = PROGRESS_BYTES;
+    loop {
+        let mut st = shared.lock();
+        let mut done = true;
+        for _ in 0..CHUNK_RECORDS {
+            let Some((_, time, effects)) = records.next_record() else { break };
+            for e in &effects {
+                if let Err(msg) = replay(&mut st, &shared.table, time, e) {
+                    errors += 1;
+                    if errors <= 10 {
+                        tracing::warn!("{}: replaying record {n}: {msg}", path.display());
+                    }
+                }
+            }
+            n += 1;
+            done = false;
+        }
+        drop(st);
+        if records.offset() >= next_progress {
+            tracing::info!("Loading {}: {} MB of {} MB", path.display(), records.offset() >> 20, bytes.len() >> 20);
+            next_progress += PROGRESS_BYTES;
+        }
+        if done || records.tail.is_some() {
+            break;
+        }
+    }
+    let mut len = bytes.len() as u64;
+    match records.tail.clone().unwrap_or(Tail::Clean) {
+        Tail::Clean => {}
+        Tail::Truncated { at } => {
+            let aof_load_truncated = shared.lock().config.get("aof-load-truncated") == "yes";
+            if !last || !aof_load_truncated {
+                return Err(format!(
+                    "{} ends with a truncated record at offset {at}. Run rill-server --check-log {} --fix (or set aof-load-truncated yes for the newest file)",
+                    path.display(),
+                    path.display()
+                ));
+            }
+            tracing::warn!(
+                "!!! Warning: short read while loading the AOF file {}!!! The last record (at offset {at}, {} bytes) was torn by a crash; the file is cut back to the last whole record",
+                path.display(),
+                len - at
+            );
+            let f = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| e.to_string())?;
+            let keep = at.max(super::LOG_MAGIC.len() as u64);
+            if at < super::LOG_MAGIC.len() as u64 {
+                use std::io::Write;
+                f.set_len(0).map_err(|e| e.to_string())?;
+                (&f).write_all(super::LOG_MAGIC).map_err(|e| e.to_string())?;
+            } else {
+                f.set_len(keep).map_err(|e| e.to_string())?;
+            }
+            f.sync_all().map_err(|e| e.to_string())?;
+            len = keep;
+        }
+        Tail::Corrupt { at, reason } => {
+            return Err(format!(
+                "Bad file format reading the append only file {}: {reason} at offset {at}. Make a backup of the file, then run rill-server --check-log {} --fix",
+                path.display(),
+                path.display()
+            ));
+        }
+    }
+    if errors > 0 {
+        tracing::warn!("{}: {errors} effects could not be replayed", path.display());
+    }
+    tracing::info!("Replayed {n} records from {} in {:.3} s", path.display(), started.elapsed().as_secs_f64());
+    Ok((n, len))
+}
+
+/// What start-up found.
+#[derive(Debug)]
+pub struct Opened {
+    /// The log, when `appendonly yes`.
+    pub log: Option<Arc<Log>>,
+    /// The data came from a dump.rdb rather than the log: a rewrite must make it a base.
+    pub needs_base: bool,
+}
+
+/// Load everything and open the log (with `appendonly yes`) or load `dbfilename` (without).
+pub fn open(shared: &Shared) -> Result<Opened, String> {
+    let (aof_on, dirname, fname, dbfile, policy) = {
+        let st = shared.lock();
+        (
+            st.config.get("appendonly") == "yes",
+            st.config.get("appenddirname").to_string(),
+            st.config.get("appendfilename").to_string(),
+            st.config.get("dbfilename").to_string(),
+            FsyncPolicy::parse(st.config.get("appendfsync")),
+        )
+    };
+    if !aof_on {
+        let path = std::path::PathBuf::from(&dbfile);
+        if path.exists() {
+            load_snapshot(shared, &path)?;
+        }
+        return Ok(Opened { log: None, needs_base: false });
+    }
+    let mut files = Files::new(&dirname, &fname);
+    std::fs::create_dir_all(&files.dir).map_err(|e| format!("cannot create {}: {e}", files.dir.display()))?;
+    let manifest = files.read_manifest().map_err(|e| format!("{}: {e}", files.manifest_path().display()))?;
+    let mut needs_base = false;
+    let (file, seq, len) = match manifest {
+        Some(m) if !m.incrs.is_empty() || m.base.is_some() => {
+            if let Some(base) = &m.base {
+                load_snapshot(shared, &files.path(base))?;
+            }
+            let mut last_len = 0;
+            for (i, name) in m.incrs.iter().enumerate() {
+                let (_, len) = replay_file(shared, &files, name, i + 1 == m.incrs.len())?;
+                last_len = len;
+            }
+            match m.incrs.last() {
+                Some(last) => {
+                    let f = files.open_incr(last).map_err(|e| format!("cannot open {last}: {e}"))?;
+                    (f, files.seq_of(last), last_len)
+                }
+                None => {
+                    let seq = files.last_seq() + 1;
+                    let f = files.create_incr(seq).map_err(|e| e.to_string())?;
+                    let mut m2 = m.clone();
+                    m2.incrs.push(files.incr_name(seq));
+                    files.write_manifest(m2).map_err(|e| e.to_string())?;
+                    (f, seq, super::LOG_MAGIC.len() as u64)
+                }
+            }
+        }
+        _ => {
+            // First start with the log on: take dump.rdb if there is one (it becomes the base
+            // at the first rewrite, started right away).
+            let path = std::path::PathBuf::from(&dbfile);
+            if path.exists() {
+                load_snapshot(shared, &path)?;
+                needs_base = shared.lock().engine.total_keys() > 0;
+            }
+            let f = files.create_incr(1).map_err(|e| format!("cannot create the AOF file: {e}"))?;
+            files.write_manifest(Manifest { base: None, incrs: vec![files.incr_name(1)] }).map_err(|e| e.to_string())?;
+            (f, 1, super::LOG_MAGIC.len() as u64)
+        }
+    };
+    files.remove_unlisted();
+    let log = Log::start(files, file, seq, len, policy).map_err(|e| format!("cannot start the AOF writer: {e}"))?;
+    Ok(Opened { log: Some(log), needs_base })
+}

@@ -1,0 +1,165 @@
+//! The append-only effect log (rill's AOF): what every write *did* ([`rill_engine::effect`]),
+//! framed and checksummed, written by one thread with group commit, compacted in the
+//! background, replayed on start.
+//!
+//! # Files
+//!
+//! Inside `dir/appenddirname/` (names from `appendfilename`, default `appendonly.aof`):
+//!
+//! ```text
+//! appendonly.aof.manifest.rill     which files make up the log, in order (replaced atomically)
+//! appendonly.aof.<n>.base.rdb      a snapshot (an RDB file), at most one
+//! appendonly.aof.<n>.incr.rlog     effect records since that snapshot, one or more
+//! ```
+//!
+//! The manifest is text: a `rill-manifest 1` line, then `base <file>` (optional) and one
+//! `incr <file>` line per log file in replay order.
+//!
+//! # Log file
+//!
+//! ```text
+//! +----------+--------------------------------------------------------------+
+//! | RILLLOG1 | record | record | ...                                         |
+//! +----------+--------------------------------------------------------------+
+//! record := +-----------+-----------+---------------------------------------+
+//!           | len: u32le | crc: u32le | body: len bytes (rill_engine::effect) |
+//!           +-----------+-----------+---------------------------------------+
+//!           crc = CRC-32 (IEEE) of body
+//! ```
+//!
+//! One record per command, per EXEC (a transaction is all or nothing in the log too), per
+//! blocked client served, per active-expiry sweep. A record cut short at the end of the file
+//! is a torn write (the process or machine died mid-write) and is cut back on load when
+//! `aof-load-truncated yes`; a record that fails its checksum with more data after it is
+//! corruption and stops start-up, naming the offset (`rill-server --check-log FILE [--fix]`
+//! reports and repairs).
+
+pub mod check;
+pub mod files;
+pub mod load;
+pub mod rewrite;
+mod writer;
+
+pub use writer::Log;
+
+use rill_engine::effect::{encode_record, Effect};
+use std::sync::Arc;
+
+/// The log file magic.
+pub const LOG_MAGIC: &[u8; 8] = b"RILLLOG1";
+/// Bytes before a record body: length and checksum.
+pub const RECORD_HEADER: usize = 8;
+/// The largest record body accepted on load (a bigger length field is corruption).
+pub const MAX_RECORD: usize = 1 << 31;
+
+/// `appendfsync`: when a write reaches the disk, and what a crash can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// A reply is sent only after the fsync that covers its record; writes that arrive while
+    /// an fsync runs share the next one (group commit). A process crash or a power loss
+    /// loses no acknowledged write.
+    Always,
+    /// Records are written to the OS before replies go out and fsynced once a second in the
+    /// background. A process crash loses no acknowledged write; a power loss loses about the
+    /// last second (up to two if the disk stalls, after which writes are delayed).
+    EverySec,
+    /// Records are written to the OS before replies go out; the OS decides when they reach
+    /// the disk. A process crash loses nothing acknowledged; a power loss loses what the OS
+    /// had not flushed yet (typically up to 30 s on Linux).
+    No,
+}
+
+impl FsyncPolicy {
+    /// From the `appendfsync` value.
+    pub fn parse(s: &str) -> FsyncPolicy {
+        match s {
+            "always" => FsyncPolicy::Always,
+            "no" => FsyncPolicy::No,
+            _ => FsyncPolicy::EverySec,
+        }
+    }
+}
+
+/// Frame one record around `body` into `out`.
+pub fn frame(out: &mut Vec<u8>, body: &[u8]) {
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+    out.extend_from_slice(body);
+}
+
+/// The part of the log that lives behind the state lock: effects of the command running now,
+/// and the handle of the writer.
+#[derive(Debug, Default)]
+pub struct Aof {
+    /// The running log; `None` with `appendonly no`.
+    pub log: Option<Arc<Log>>,
+    /// Effects of the current unit (a command, an EXEC, a served client), not yet framed.
+    pending: Vec<Effect>,
+    /// Encoding buffer, reused.
+    scratch: Vec<u8>,
+    /// Log offset after the last record appended.
+    pub appended: u64,
+}
+
+impl Aof {
+    /// Whether effects are being recorded.
+    pub fn recording(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// Add the effects of one command to the current unit.
+    pub fn push(&mut self, effects: impl IntoIterator<Item = Effect>) {
+        if self.log.is_some() {
+            self.pending.extend(effects);
+        }
+    }
+
+    /// Close the current unit: frame its effects as one record (time `now_ms`) and hand it to
+    /// the writer. Returns the log offset the unit ends at (what a reply must wait for).
+    pub fn commit(&mut self, now_ms: i64) -> u64 {
+        let Some(log) = &self.log else {
+            self.pending.clear();
+            return self.appended;
+        };
+        if self.pending.is_empty() {
+            return self.appended;
+        }
+        self.scratch.clear();
+        encode_record(&mut self.scratch, now_ms, &self.pending);
+        self.pending.clear();
+        self.appended = log.append(&self.scratch);
+        if self.scratch.capacity() > 1 << 20 {
+            self.scratch = Vec::new();
+        }
+        self.appended
+    }
+}
+
+/// CONFIG SET appendonly: turning the log on starts a new log file and a rewrite that
+/// snapshots the current data as its base; turning it off writes out and closes the log.
+pub fn set_appendonly(shared: &Arc<crate::state::Shared>, st: &mut crate::state::State, on: bool) -> Result<(), String> {
+    match (&st.aof.log, on) {
+        (Some(_), true) | (None, false) => Ok(()),
+        (Some(log), false) => {
+            let log = log.clone();
+            st.aof.log = None;
+            log.shutdown();
+            Ok(())
+        }
+        (None, true) => {
+            let mut files = files::Files::new(st.config.get("appenddirname"), st.config.get("appendfilename"));
+            std::fs::create_dir_all(&files.dir).map_err(|e| e.to_string())?;
+            let _ = files.read_manifest();
+            let seq = files.last_seq() + 1;
+            let file = files.create_incr(seq).map_err(|e| e.to_string())?;
+            files.write_manifest(files::Manifest { base: None, incrs: vec![files.incr_name(seq)] }).map_err(|e| e.to_string())?;
+            files.remove_unlisted();
+            let policy = FsyncPolicy::parse(st.config.get("appendfsync"));
+            let log = Log::start(files, file, seq, LOG_MAGIC.len() as u64, policy).map_err(|e| e.to_string())?;
+            st.aof.log = Some(log);
+            st.persist.base_file_size = 0;
+            st.persist.rewrite_base_size = 0;
+            rewrite::start(shared, st).map_err(str::to_string)
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Snapshots: compaction of the log (BGREWRITEAOF, automatic by size), SAVE and BGSAVE.
+//!
+//! Under the state lock the keyspace is cloned (strings and stream entry blocks are shared
+//! byte buffers, so this costs pointer copies for most of the data) and, for a rewrite, the
+//! writer is told to start a new incremental file at exactly that point. A background thread
+//! then writes the clone as an RDB file, fsyncs and renames it, and switches the manifest to
+//! `base = the new snapshot, incr = the file started at the clone`. A crash at any moment
+//! leaves a manifest that names a complete set of files: before the switch the old base and
+//! every incremental file (old and new) are listed; after it, the new pair.
+
+use super::files::{sync_dir, Manifest};
+use crate::state::{now_ms, Shared, State};
+use bytes::Bytes;
+use rill_engine::rdb::file::{version_for, FileWriter};
+use rill_engine::types::stream::NodeLimits;
+use rill_engine::Entry;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Persistence status INFO reports (behind the state lock).
+#[derive(Debug, Default)]
+pub struct Persist {
+    /// Loading the dataset at start-up.
+    pub loading: bool,
+    /// A log rewrite runs.
+    pub rewrite_in_progress: bool,
+    /// BGREWRITEAOF was asked while a BGSAVE ran: start when it ends.
+    pub rewrite_scheduled: bool,
+    /// Outcome of the last rewrite.
+    pub last_rewrite_ok: bool,
+    /// Duration of the last rewrite, seconds (−1: none yet).
+    pub last_rewrite_secs: i64,
+    /// Rewrites done.
+    pub rewrites: u64,
+    /// Size of the log right after the last rewrite (base of the automatic trigger).
+    pub rewrite_base_size: u64,
+    /// Size of the current base file.
+    pub base_file_size: u64,
+    /// A BGSAVE runs.
+    pub bgsave_in_progress: bool,
+    /// Outcome of the last SAVE / BGSAVE.
+    pub last_bgsave_ok: bool,
+    /// `engine.dirty` at the last successful save.
+    pub dirty_at_save: u64,
+    /// `engine.dirty` when the running BGSAVE cloned the keyspace.
+    pub dirty_at_clone: u64,
+    /// Saves done.
+    pub saves: u64,
+    /// SHUTDOWN NOSAVE: no final snapshot.
+    pub skip_shutdown_save: bool,
+    /// SHUTDOWN SAVE: a final snapshot even without save points.
+    pub force_shutdown_save: bool,
+}
+
+/// A point-in-time copy of the keyspace.
+#[derive(Debug)]
+pub struct Snapshot {
+    dbs: Vec<(usize, Vec<(Bytes, Entry)>, u64)>,
+    limits: NodeLimits,
+    now_ms: i64,
+    version: u16,
+}
+
+/// Clone the keyspace (call under the lock; O(keys) plus the size of non-shared values).
+pub fn take(st: &State) -> Snapshot {
+    let mut dbs = Vec::new();
+    for (i, db) in st.engine.dbs.iter().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        let keys: Vec<(Bytes, Entry)> = db.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
+        dbs.push((i, keys, db.expires_len() as u64));
+    }
+    let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
+    Snapshot {
+        dbs,
+        limits: NodeLimits::new(st.engine.config.stream_node_max_entries, st.engine.config.stream_node_max_bytes),
+        now_ms: now_ms(),
+        version,
+    }
+}
+
+/// Write `snap` to `path` (through a temporary file in the same directory, fsynced, renamed).
+/// Returns the file size.
+pub fn write(snap: &Snapshot, path: &Path) -> std::io::Result<u64> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = dir.join(format!("temp-{}-{}.rdb", std::process::id(), now_ms()));
+    let result = (|| {
+        let file = File::create(&tmp)?;
+        let mut w = FileWriter::new(BufWriter::with_capacity(1 << 20, file), snap.version, snap.limits, snap.now_ms)?;
+        for (db, keys, expires) in &snap.dbs {
+            w.select_db(*db, keys.len() as u64, *expires)?;
+            for (k, e) in keys {
+                w.key(k, e)?;
+            }
+        }
+        let (out, size) = w.finish()?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        sync_dir(dir)?;
+        Ok(size)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// SAVE: write `dbfilename` now, holding the lock.
+pub fn save(st: &mut State) -> Result<(), String> {
+    let snap = take(st);
+    let path = PathBuf::from(st.config.get("dbfilename"));
+    match write(&snap, &path) {
+        Ok(_) => {
+            st.persist.last_bgsave_ok = true;
+            st.persist.dirty_at_save = st.engine.dirty;
+            st.persist.saves += 1;
+            st.last_save_unix = now_ms() / 1000;
+            Ok(())
+        }
+        Err(e) => {
+            st.persist.last_bgsave_ok = false;
+            tracing::warn!("Failed opening the temp RDB file or writing it: {e}");
+            Err(e.to_string())
+        }
+    }
+}
+
+/// BGSAVE: clone now, write in the background. Errors if a save or rewrite is running.
+pub fn bgsave(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
+    if st.persist.bgsave_in_progress {
+        return Err("ERR Background save already in progress");
+    }
+    if st.persist.rewrite_in_progress {
+        return Err("ERR Background append only file rewriting in progress");
+    }
+    let snap = take(st);
+    st.persist.bgsave_in_progress = true;
+    st.persist.dirty_at_clone = st.engine.dirty;
+    let path = PathBuf::from(st.config.get("dbfilename"));
+    let shared = shared.clone();
+    std::thread::spawn(move || {
+        let r = write(&snap, &path);
+        let mut st = shared.lock();
+        st.persist.bgsave_in_progress = false;
+        match r {
+            Ok(_) => {
+                tracing::info!("Background saving terminated with success");
+                st.persist.last_bgsave_ok = true;
+                st.persist.dirty_at_save = st.persist.dirty_at_clone;
+                st.persist.saves += 1;
+                st.last_save_unix = now_ms() / 1000;
+            }
+            Err(e) => {
+                tracing::warn!("Background saving error: {e}");
+                st.persist.last_bgsave_ok = false;
+            }
+        }
+        if std::mem::take(&mut st.persist.rewrite_scheduled) {
+            let _ = start(&shared, &mut st);
+        }
+    });
+    Ok(())
+}
+
+/// Start a log rewrite (BGREWRITEAOF, automatic trigger, or turning the log on).
+pub fn start(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
+    let Some(log) = st.aof.log.clone() else {
+        return Err("ERR Background append only file rewriting needs appendonly yes");
+    };
+    if st.persist.rewrite_in_progress {
+        return Err("ERR Background append only file rewriting already in progress");
+    }
+    let started = Instant::now();
+    let seq = {
+        let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+        files.last_seq() + 1
+    };
+    // Everything appended before this point goes to the old files, everything after to the
+    // new one; the clone below is exactly the state at this point.
+    log.rotate(seq);
+    let snap = take(st);
+    st.persist.rewrite_in_progress = true;
+    let cloned = started.elapsed();
+    if cloned > Duration::from_millis(5) {
+        tracing::info!("Rewrite: keyspace cloned in {} ms", cloned.as_millis());
+    }
+    let shared = shared.clone();
+    std::thread::spawn(move || {
+        let r = finish(&log, &snap, seq);
+        let mut st = shared.lock();
+        st.persist.rewrite_in_progress = false;
+        st.persist.last_rewrite_secs = started.elapsed().as_secs() as i64;
+        match r {
+            Ok((base, total)) => {
+                tracing::info!("Background AOF rewrite finished successfully");
+                st.persist.last_rewrite_ok = true;
+                st.persist.rewrites += 1;
+                st.persist.base_file_size = base;
+                st.persist.rewrite_base_size = total;
+            }
+            Err(e) => {
+                tracing::warn!("Background AOF rewrite failed: {e}");
+                st.persist.last_rewrite_ok = false;
+            }
+        }
+    });
+    Ok(())
+}
+
+fn finish(log: &super::Log, snap: &Snapshot, seq: u64) -> Result<(u64, u64), String> {
+    let (base_name, base_path) = {
+        let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+        let name = files.base_name(seq);
+        (name.clone(), files.path(&name))
+    };
+    let size = write(snap, &base_path).map_err(|e| format!("writing {}: {e}", base_path.display()))?;
+    if !log.wait_rotated(seq, Duration::from_secs(60)) {
+        let _ = std::fs::remove_file(&base_path);
+        return Err("the writer did not start the new log file".into());
+    }
+    let mut files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+    let first_new = files.incr_name(seq);
+    let incrs: Vec<String> = files.manifest.incrs.iter().skip_while(|f| **f != first_new).cloned().collect();
+    if incrs.is_empty() {
+        let _ = std::fs::remove_file(&base_path);
+        return Err("the new log file is missing from the manifest".into());
+    }
+    files.write_manifest(Manifest { base: Some(base_name), incrs }).map_err(|e| format!("writing the manifest: {e}"))?;
+    files.remove_unlisted();
+    Ok((size, files.total_size()))
+}
+
+/// The automatic trigger: the log grew by `auto-aof-rewrite-percentage` over its size after
+/// the last rewrite, and is at least `auto-aof-rewrite-min-size`.
+pub fn should_auto_rewrite(st: &State) -> bool {
+    let Some(log) = &st.aof.log else { return false };
+    if st.persist.rewrite_in_progress || st.persist.bgsave_in_progress || st.persist.loading {
+        return false;
+    }
+    let pct = st.config.get_i64("auto-aof-rewrite-percentage");
+    if pct <= 0 {
+        return false;
+    }
+    let size = st.persist.base_file_size + log.status.lock().map(|s| s.incr_size).unwrap_or(0);
+    let min = st.config.get_i64("auto-aof-rewrite-min-size").max(0) as u64;
+    let base = st.persist.rewrite_base_size.max(1);
+    size >= min && size.saturating_sub(base) * 100 / base >= pct as u64
+}
+
+/// `save` points: whether one is due (`secs` elapsed since the last save and `changes` writes).
+pub fn save_due(st: &State, now_secs: i64) -> bool {
+    if st.persist.bgsave_in_progress || st.persist.rewrite_in_progress || st.persist.loading {
+        return false;
+    }
+    let changes = st.engine.dirty.saturating_sub(st.persist.dirty_at_save);
+    let elapsed = now_secs - st.last_save_unix;
+    let points: Vec<i64> = st.config.get("save").split_whitespace().filter_map(|t| t.parse().ok()).collect();
+    points.chunks_exact(2).any(|p| matches!(p, [s, c] if changes >= *c as u64 && changes > 0 && elapsed >= *s))
+}

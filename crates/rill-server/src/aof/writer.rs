@@ -1,0 +1,398 @@
+//! The writer thread and group commit.
+//!
+//! Connections frame records into a shared queue while they hold the state lock (so the log
+//! order is the execution order) and learn the log offset their records end at. One thread
+//! takes everything queued, writes it with one `write`, and under `always` covers it with one
+//! `fdatasync`; records queued while that runs wait for the next round, so one fsync
+//! acknowledges every write that arrived during the previous one. It then publishes the
+//! offset now safe ([`Durable`]); a connection sends its replies once that offset reaches its
+//! own (`always`: fsynced; `everysec` / `no`: handed to the OS).
+//!
+//! Under `everysec` a second thread fsyncs once a second. If an fsync has been running for more
+//! than 2 s the writer holds further writes until it finishes (as Redis does), which delays
+//! replies instead of letting unsynced data pile up.
+//!
+//! A failed write or fsync (disk full, I/O error) is retried every second after cutting the
+//! file back to its last whole record; meanwhile [`Log::failed`] is set (write commands get
+//! `-MISCONF`) and connections waiting for the failed records are closed without a reply, so
+//! nothing is acknowledged that is not on disk.
+
+use super::files::Files;
+use super::FsyncPolicy;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How long an everysec fsync may run before writes wait for it.
+const FSYNC_STALL: Duration = Duration::from_secs(2);
+/// Pause between retries of a failed write or fsync.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// What the writer has made safe.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Durable {
+    /// Every record ending at or before this log offset is safe (per the fsync policy).
+    pub offset: u64,
+    /// The last write or fsync failed: records past `offset` may never be safe.
+    pub failed: bool,
+}
+
+/// Counters and status INFO persistence reports.
+#[derive(Debug, Default, Clone)]
+pub struct LogStatus {
+    /// The last write / fsync error, if the last attempt failed.
+    pub last_error: Option<String>,
+    /// Writes delayed by a stuck fsync (`aof_delayed_fsync`).
+    pub delayed_fsync: u64,
+    /// Bytes of the current incremental file.
+    pub incr_size: u64,
+}
+
+enum Seg {
+    Data(Vec<u8>),
+    /// Switch to incremental file `seq` after everything before.
+    Rotate(u64),
+}
+
+#[derive(Default)]
+struct Queue {
+    segs: VecDeque<Seg>,
+    end: u64,
+    stop: bool,
+}
+
+/// The running log (shared by connections, the writer, the fsync and rewrite threads).
+pub struct Log {
+    q: Mutex<Queue>,
+    cv: Condvar,
+    durable: watch::Sender<Durable>,
+    failed: AtomicBool,
+    policy: AtomicU8,
+    /// The log directory and manifest (the writer rotates, the rewrite switches the base).
+    pub files: Mutex<Files>,
+    /// Status for INFO.
+    pub status: Mutex<LogStatus>,
+    /// Highest incremental file number the writer has switched to.
+    rotated: (Mutex<u64>, Condvar),
+    current: Mutex<Option<Arc<File>>>,
+    unsynced: AtomicBool,
+    fsync_started: Mutex<Option<Instant>>,
+    written: AtomicU64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log").field("durable", &*self.durable.borrow()).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn policy_code(p: FsyncPolicy) -> u8 {
+    match p {
+        FsyncPolicy::Always => 0,
+        FsyncPolicy::EverySec => 1,
+        FsyncPolicy::No => 2,
+    }
+}
+
+impl Log {
+    /// Start writing to `file` (incremental file `seq`, already open for appending and
+    /// holding `file_len` bytes), with the writer and fsync threads.
+    pub fn start(files: Files, file: File, seq: u64, file_len: u64, policy: FsyncPolicy) -> io::Result<Arc<Log>> {
+        let (durable, _) = watch::channel(Durable::default());
+        let log = Arc::new(Log {
+            q: Mutex::new(Queue::default()),
+            cv: Condvar::new(),
+            durable,
+            failed: AtomicBool::new(false),
+            policy: AtomicU8::new(policy_code(policy)),
+            files: Mutex::new(files),
+            status: Mutex::new(LogStatus { incr_size: file_len, ..LogStatus::default() }),
+            rotated: (Mutex::new(seq), Condvar::new()),
+            current: Mutex::new(None),
+            unsynced: AtomicBool::new(false),
+            fsync_started: Mutex::new(None),
+            written: AtomicU64::new(0),
+            threads: Mutex::new(Vec::new()),
+        });
+        let file = Arc::new(file);
+        *lock(&log.current) = Some(file.clone());
+        let w = log.clone();
+        let writer = std::thread::Builder::new()
+            .name("rill-aof-writer".into())
+            .spawn(move || w.writer_loop(file, file_len))?;
+        let s = log.clone();
+        let syncer = std::thread::Builder::new().name("rill-aof-fsync".into()).spawn(move || s.fsync_loop())?;
+        lock(&log.threads).extend([writer, syncer]);
+        Ok(log)
+    }
+
+    /// The fsync policy in force.
+    pub fn policy(&self) -> FsyncPolicy {
+        match self.policy.load(Ordering::Relaxed) {
+            0 => FsyncPolicy::Always,
+            1 => FsyncPolicy::EverySec,
+            _ => FsyncPolicy::No,
+        }
+    }
+
+    /// CONFIG SET appendfsync.
+    pub fn set_policy(&self, p: FsyncPolicy) {
+        self.policy.store(policy_code(p), Ordering::Relaxed);
+    }
+
+    /// Whether the last write or fsync failed (write commands are refused then).
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Queue one framed record with `body`; returns the log offset it ends at.
+    pub fn append(&self, body: &[u8]) -> u64 {
+        let mut q = lock(&self.q);
+        let framed = super::RECORD_HEADER + body.len();
+        match q.segs.back_mut() {
+            Some(Seg::Data(v)) => super::frame(v, body),
+            _ => {
+                let mut v = Vec::with_capacity(framed.max(16 * 1024));
+                super::frame(&mut v, body);
+                q.segs.push_back(Seg::Data(v));
+            }
+        }
+        q.end += framed as u64;
+        let end = q.end;
+        drop(q);
+        self.cv.notify_one();
+        end
+    }
+
+    /// Switch to incremental file `seq` after everything queued so far (a rewrite starts).
+    pub fn rotate(&self, seq: u64) {
+        lock(&self.q).segs.push_back(Seg::Rotate(seq));
+        self.cv.notify_one();
+    }
+
+    /// Wait until the writer has switched to incremental file `seq` (or `timeout` passes).
+    pub fn wait_rotated(&self, seq: u64, timeout: Duration) -> bool {
+        let (m, cv) = &self.rotated;
+        let g = lock(m);
+        let (g, _) = cv.wait_timeout_while(g, timeout, |cur| *cur < seq).unwrap_or_else(|p| p.into_inner());
+        *g >= seq
+    }
+
+    /// A receiver of the durable offset.
+    pub fn subscribe(&self) -> watch::Receiver<Durable> {
+        self.durable.subscribe()
+    }
+
+    /// The durable state now.
+    pub fn durable(&self) -> Durable {
+        *self.durable.borrow()
+    }
+
+    /// Write and fsync everything queued, then stop the threads (shutdown).
+    pub fn shutdown(&self) {
+        lock(&self.q).stop = true;
+        self.cv.notify_all();
+        let threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    fn set_failed(&self, e: &io::Error, what: &str) {
+        let first = !self.failed.swap(true, Ordering::Relaxed);
+        // strerror's text, as Redis reports it (without Rust's " (os error N)").
+        let text = e.to_string();
+        let text = match text.rfind(" (os error ") {
+            Some(i) => text[..i].to_string(),
+            None => text,
+        };
+        lock(&self.status).last_error = Some(text);
+        if first {
+            tracing::warn!("Error {what} the AOF file: {e}; refusing writes until it succeeds again");
+        }
+        let offset = self.durable.borrow().offset;
+        self.durable.send_replace(Durable { offset, failed: true });
+    }
+
+    fn clear_failed(&self) {
+        if self.failed.swap(false, Ordering::Relaxed) {
+            tracing::warn!("AOF write error is solved, writes are accepted again");
+        }
+        lock(&self.status).last_error = None;
+    }
+
+    fn writer_loop(self: Arc<Self>, mut file: Arc<File>, mut file_len: u64) {
+        let mut written: u64 = 0;
+        loop {
+            let segs: Vec<Seg> = {
+                let mut q = lock(&self.q);
+                while q.segs.is_empty() && !q.stop {
+                    q = self.cv.wait_timeout(q, Duration::from_millis(200)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                }
+                if q.segs.is_empty() && q.stop {
+                    break;
+                }
+                q.segs.drain(..).collect()
+            };
+            for seg in segs {
+                match seg {
+                    Seg::Data(bytes) => {
+                        self.wait_for_stuck_fsync();
+                        self.write_retrying(&file, &mut file_len, &bytes);
+                        written += bytes.len() as u64;
+                    }
+                    Seg::Rotate(seq) => {
+                        self.sync_retrying(&file);
+                        match self.open_rotated(seq) {
+                            Ok(f) => {
+                                file = Arc::new(f);
+                                file_len = super::LOG_MAGIC.len() as u64;
+                                *lock(&self.current) = Some(file.clone());
+                                lock(&self.status).incr_size = file_len;
+                            }
+                            Err(e) => tracing::warn!("cannot start a new AOF file for the rewrite: {e}"),
+                        }
+                        let (m, cv) = &self.rotated;
+                        *lock(m) = seq;
+                        cv.notify_all();
+                    }
+                }
+            }
+            if self.policy() == FsyncPolicy::Always {
+                self.sync_retrying(&file);
+            } else {
+                self.unsynced.store(true, Ordering::Relaxed);
+            }
+            self.written.store(written, Ordering::Relaxed);
+            self.durable.send_replace(Durable { offset: written, failed: false });
+        }
+        self.sync_retrying_bounded(&file);
+        let (m, cv) = &self.rotated;
+        *lock(m) = u64::MAX;
+        cv.notify_all();
+    }
+
+    fn open_rotated(&self, seq: u64) -> io::Result<File> {
+        let mut files = lock(&self.files);
+        let f = files.create_incr(seq)?;
+        let mut m = files.manifest.clone();
+        let name = files.incr_name(seq);
+        if !m.incrs.contains(&name) {
+            m.incrs.push(name);
+        }
+        files.write_manifest(m)?;
+        Ok(f)
+    }
+
+    /// Under everysec, hold writes while an fsync has been stuck for more than 2 s.
+    fn wait_for_stuck_fsync(&self) {
+        let mut counted = false;
+        loop {
+            let started = *lock(&self.fsync_started);
+            match started {
+                Some(t) if t.elapsed() > FSYNC_STALL => {
+                    if !counted {
+                        lock(&self.status).delayed_fsync += 1;
+                        counted = true;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => return,
+            }
+        }
+    }
+
+    fn write_retrying(&self, file: &File, file_len: &mut u64, bytes: &[u8]) {
+        loop {
+            let mut f = file;
+            match f.write_all(bytes) {
+                Ok(()) => {
+                    *file_len += bytes.len() as u64;
+                    lock(&self.status).incr_size = *file_len;
+                    if self.failed() && self.policy() != FsyncPolicy::Always {
+                        self.clear_failed();
+                    }
+                    return;
+                }
+                Err(e) => {
+                    self.set_failed(&e, "writing to");
+                    // Cut back to the last whole record so a retry or a restart sees no torn
+                    // record in the middle of the file.
+                    if let Err(t) = file.set_len(*file_len).and_then(|()| f.seek(SeekFrom::End(0)).map(|_| ())) {
+                        tracing::warn!("cannot truncate the AOF file after a failed write: {t}");
+                    }
+                    std::thread::sleep(RETRY);
+                }
+            }
+        }
+    }
+
+    fn sync_retrying(&self, file: &File) {
+        loop {
+            match file.sync_data() {
+                Ok(()) => {
+                    if self.failed() {
+                        self.clear_failed();
+                    }
+                    return;
+                }
+                Err(e) => {
+                    self.set_failed(&e, "fsyncing");
+                    std::thread::sleep(RETRY);
+                }
+            }
+        }
+    }
+
+    fn sync_retrying_bounded(&self, file: &File) {
+        for _ in 0..3 {
+            if file.sync_data().is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        tracing::warn!("could not fsync the AOF file at shutdown");
+    }
+
+    fn fsync_loop(self: Arc<Self>) {
+        let mut last = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(50));
+            if lock(&self.q).stop {
+                return;
+            }
+            if self.policy() != FsyncPolicy::EverySec || last.elapsed() < Duration::from_secs(1) {
+                continue;
+            }
+            last = Instant::now();
+            if !self.unsynced.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            let Some(file) = lock(&self.current).clone() else { continue };
+            *lock(&self.fsync_started) = Some(Instant::now());
+            let r = file.sync_data();
+            *lock(&self.fsync_started) = None;
+            match r {
+                Ok(()) => {
+                    if self.failed() {
+                        self.clear_failed();
+                    }
+                }
+                Err(e) => {
+                    self.unsynced.store(true, Ordering::Relaxed);
+                    self.set_failed(&e, "fsyncing");
+                }
+            }
+        }
+    }
+}
