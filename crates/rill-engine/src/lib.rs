@@ -12,6 +12,9 @@
 
 pub mod command;
 pub mod effect;
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod effect_tests;
 pub mod error;
 pub mod glob;
 pub mod keyspace;
