@@ -439,7 +439,7 @@ fn decode_group(c: &mut Cursor<'_>) -> Result<GroupEffect, DecodeError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

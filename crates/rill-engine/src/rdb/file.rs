@@ -234,7 +234,7 @@ impl<'a> FileReader<'a> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::types::stream::NodeLimits;

@@ -69,8 +69,11 @@ impl<'a> Records<'a> {
             self.tail = Some(Tail::Truncated { at: at as u64 });
             return None;
         };
-        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        let mut word = [0u8; 4];
+        word.copy_from_slice(header.get(..4).unwrap_or(&[0; 4]));
+        let len = u32::from_le_bytes(word) as usize;
+        word.copy_from_slice(header.get(4..8).unwrap_or(&[0; 4]));
+        let crc = u32::from_le_bytes(word);
         let end = RECORD_HEADER + len;
         if len > MAX_RECORD {
             self.tail = Some(Tail::Corrupt { at: at as u64, reason: format!("record length {len} is implausible") });

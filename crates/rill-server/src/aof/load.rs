@@ -31,7 +31,10 @@ pub fn replay(st: &mut State, table: &CommandTable, time_ms: i64, effect: &Effec
             }
             let spec = match table.resolve(args) {
                 Lookup::Found(s) => s,
-                _ => return Err(format!("unknown command '{}'", String::from_utf8_lossy(&args[0]))),
+                _ => {
+                    let name = args.first().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
+                    return Err(format!("unknown command '{name}'"));
+                }
             };
             match spec.handler {
                 Handler::Engine(h) => {

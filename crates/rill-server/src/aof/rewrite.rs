@@ -55,10 +55,13 @@ pub struct Persist {
     pub force_shutdown_save: bool,
 }
 
+/// One database of a snapshot: its index, its keys, how many have a TTL.
+type DbCopy = (usize, Vec<(Bytes, Entry)>, u64);
+
 /// A point-in-time copy of the keyspace.
 #[derive(Debug)]
 pub struct Snapshot {
-    dbs: Vec<(usize, Vec<(Bytes, Entry)>, u64)>,
+    dbs: Vec<DbCopy>,
     limits: NodeLimits,
     now_ms: i64,
     version: u16,

@@ -1,0 +1,396 @@
+//! The append-only log and snapshots: restarts after `kill -9` reach the same state, torn and
+//! corrupt logs, `--check-log`, compaction, SAVE/BGSAVE, a full disk, and maxmemory.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use common::{free_port, RawClient, TempDir, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rill-server");
+
+/// A rill-server process on a directory that outlives it (so it can be restarted there).
+struct Proc {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Proc {
+    fn start(dir: &Path, extra: &[&str]) -> Proc {
+        Proc::try_start(dir, extra).unwrap_or_else(|log| panic!("rill-server did not start:\n{log}"))
+    }
+
+    /// Start and wait until loading is over; `Err(log)` if the process exits first.
+    fn try_start(dir: &Path, extra: &[&str]) -> Result<Proc, String> {
+        let port = free_port();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
+        let port_s = port.to_string();
+        let mut args = vec!["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir.to_str().unwrap(), "--save", ""];
+        args.extend_from_slice(extra);
+        let child = Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut p = Proc { child, port, dir: dir.to_path_buf() };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(_)) = p.child.try_wait() {
+                return Err(p.log());
+            }
+            if let Ok(mut c) = RawClient::try_connect(port) {
+                if let Ok(r) = c.request(&[b"PING"]) {
+                    if r == b"+PONG\r\n" {
+                        return Ok(p);
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no PONG within 30 s:\n{}", p.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn client(&self) -> RawClient {
+        RawClient::connect(self.port)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// `kill -9`.
+    fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn s(v: &[u8]) -> String {
+    String::from_utf8_lossy(v).into_owned()
+}
+
+/// A text picture of the state a client can observe, to compare before and after a restart.
+fn picture(c: &mut RawClient) -> String {
+    let mut out = String::new();
+    for cmd in [
+        &["XRANGE", "s", "-", "+"][..],
+        // Not XPENDING's extended form: its idle times move with the clock.
+        &["XINFO", "STREAM", "s", "FULL"],
+        &["XPENDING", "s", "g"],
+        &["XINFO", "STREAM", "s"],
+        &["XINFO", "GROUPS", "s"],
+        &["LRANGE", "l", "0", "-1"],
+        &["SMEMBERS", "set"],
+        &["HMGET", "h", "f0", "f1", "f2", "f3"],
+        &["GET", "str"],
+        &["PEXPIRETIME", "str"],
+        &["DBSIZE"],
+    ] {
+        let mut reply = s(&c.cmd(cmd));
+        if cmd[0] == "SMEMBERS" {
+            let mut lines: Vec<&str> = reply.split("\r\n").collect();
+            lines.sort_unstable();
+            reply = lines.join("|");
+        }
+        out.push_str(&format!("{}: {reply}\n", cmd.join(" ")));
+    }
+    out
+}
+
+/// Compare two pictures line by line, reporting the first difference briefly.
+#[track_caller]
+fn assert_same(got: &str, want: &str) {
+    for (g, w) in got.lines().zip(want.lines()) {
+        if g != w {
+            let cut = |t: &str| t.chars().take(600).collect::<String>();
+            panic!("state differs after restart\n got: {}\nwant: {}", cut(g), cut(w));
+        }
+    }
+    assert_eq!(got.lines().count(), want.lines().count());
+}
+
+fn fill(c: &mut RawClient, from: usize, to: usize) {
+    for i in from..to {
+        c.cmd(&["XADD", "s", "MAXLEN", "~", "40", "*", "n", &i.to_string(), "payload", "x"]);
+        if i % 7 == 0 {
+            c.cmd(&["XREADGROUP", "GROUP", "g", &format!("c{}", i % 3), "COUNT", "3", "STREAMS", "s", ">"]);
+        }
+        if i % 11 == 0 {
+            c.cmd(&["XAUTOCLAIM", "s", "g", "c9", "0", "0", "COUNT", "2"]);
+        }
+        if i % 13 == 0 {
+            if let Value::Array(entries) = c.cmd_value(&["XPENDING", "s", "g", "-", "+", "1"]) {
+                if let Some(Value::Array(e)) = entries.first() {
+                    if let Some(Value::Bulk(id)) = e.first() {
+                        let id = s(id);
+                        c.cmd(&["XACK", "s", "g", &id]);
+                    }
+                }
+            }
+        }
+        c.cmd(&["RPUSH", "l", &i.to_string()]);
+        if i % 5 == 0 {
+            c.cmd(&["SADD", "set", &i.to_string(), "a", "b"]);
+            c.cmd(&["SPOP", "set"]);
+            c.cmd(&["HSET", "h", &format!("f{}", i % 4), &i.to_string()]);
+            c.cmd(&["LPOP", "l"]);
+        }
+    }
+    c.cmd(&["SET", "str", "v", "EX", "1000"]);
+    c.cmd(&["SET", "gone", "v", "PX", "1"]);
+}
+
+fn incr_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".incr.rlog"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn kill9_restart_rewrite_and_restart_again_keep_the_same_state() {
+    let dir = TempDir::new("rill-persist");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = p.client();
+    c.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    fill(&mut c, 0, 300);
+    std::thread::sleep(Duration::from_millis(5)); // let "gone" expire (its deletion is logged on access)
+    c.cmd(&["GET", "gone"]);
+    let before = picture(&mut c);
+    p.kill9();
+
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    let mut c = p.client();
+    assert_same(&picture(&mut c), &before);
+    // Compaction: the log becomes a snapshot plus a new tail; more writes go to the tail.
+    assert_eq!(c.cmd(&["BGREWRITEAOF"]), b"+Background append only file rewriting started\r\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !s(&c.cmd(&["INFO", "persistence"])).contains("aof_rewrites:1") {
+        assert!(Instant::now() < deadline, "rewrite did not finish: {}", p.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fill(&mut c, 300, 400);
+    let before = picture(&mut c);
+    let manifest = std::fs::read_to_string(dir.path().join("appendonlydir/appendonly.aof.manifest.rill")).unwrap();
+    assert!(manifest.contains("base appendonly.aof.2.base.rdb"), "{manifest}");
+    assert_eq!(incr_files(dir.path()).len(), 1, "old files removed after the rewrite");
+    p.kill9();
+
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    let mut c = p.client();
+    assert_same(&picture(&mut c), &before);
+    // A clean SHUTDOWN, then a restart, too.
+    let _ = c.request(&[b"SHUTDOWN"]);
+    let _ = c.read_reply();
+    drop(p);
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    assert_same(&picture(&mut p.client()), &before);
+}
+
+#[test]
+fn a_torn_tail_is_cut_back_and_a_corrupt_middle_stops_start_up() {
+    let dir = TempDir::new("rill-torn");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = p.client();
+    for i in 0..50 {
+        c.cmd(&["XADD", "s", &format!("1-{}", i + 1), "n", &i.to_string()]);
+    }
+    p.kill9();
+    let file = incr_files(dir.path()).pop().unwrap();
+    let good = std::fs::read(&file).unwrap();
+
+    // Torn: half a record at the end.
+    let mut torn = good.clone();
+    torn.extend_from_slice(&[40, 0, 0, 0, 1, 2, 3, 4, 5, 6]);
+    std::fs::write(&file, &torn).unwrap();
+    // aof-load-truncated no refuses it...
+    let err = Proc::try_start(dir.path(), &["--appendonly", "yes", "--aof-load-truncated", "no"]).err().unwrap();
+    assert!(err.contains("truncated record at offset"), "{err}");
+    // ...yes (the default) cuts it back with a warning and keeps everything before it.
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    assert_eq!(s(&p.client().cmd(&["XLEN", "s"])), ":50\r\n");
+    assert!(p.log().contains("short read while loading the AOF file"));
+    p.kill9();
+    assert_eq!(std::fs::read(&file).unwrap(), good);
+
+    // Corrupt: a flipped byte in the middle.
+    let mut bad = good.clone();
+    let mid = good.len() / 2;
+    bad[mid] ^= 0x55;
+    std::fs::write(&file, &bad).unwrap();
+    let err = Proc::try_start(dir.path(), &["--appendonly", "yes"]).err().unwrap();
+    assert!(err.contains("Bad file format reading the append only file") && err.contains("at offset"), "{err}");
+    // --check-log names it; --fix cuts the file back to the last good record.
+    let out = Command::new(BIN).args(["--check-log", file.to_str().unwrap()]).output().unwrap();
+    let text = s(&out.stdout);
+    assert!(!out.status.success() && text.contains("corrupt record at offset"), "{text}");
+    let out = Command::new(BIN).args(["--check-log", file.to_str().unwrap(), "--fix"]).output().unwrap();
+    assert!(out.status.success(), "{}", s(&out.stdout));
+    let out = Command::new(BIN).args(["--check-log", file.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success() && s(&out.stdout).contains("OK"), "{}", s(&out.stdout));
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    let len: i64 = s(&p.client().cmd(&["XLEN", "s"]))[1..].trim().parse().unwrap();
+    assert!(len > 0 && len < 50, "a prefix survives: {len}");
+}
+
+#[test]
+fn save_bgsave_and_dump_rdb_reload() {
+    let dir = TempDir::new("rill-save");
+    let p = Proc::start(dir.path(), &["--appendonly", "no"]);
+    let mut c = p.client();
+    c.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    fill(&mut c, 0, 100);
+    assert_eq!(c.cmd(&["SAVE"]), b"+OK\r\n");
+    assert!(s(&c.cmd(&["INFO", "persistence"])).contains("rdb_changes_since_last_save:0"));
+    fill(&mut c, 100, 150);
+    assert_eq!(c.cmd(&["BGSAVE"]), b"+Background saving started\r\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !s(&c.cmd(&["INFO", "persistence"])).contains("rdb_bgsave_in_progress:0") {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = picture(&mut c);
+    assert!(dir.path().join("dump.rdb").exists());
+    p.kill9();
+    let p = Proc::start(dir.path(), &["--appendonly", "no"]);
+    assert_same(&picture(&mut p.client()), &before);
+    p.kill9();
+    // Turning the log on for the first time takes dump.rdb as its starting point.
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    assert_same(&picture(&mut p.client()), &before);
+    p.kill9();
+    std::fs::remove_file(dir.path().join("dump.rdb")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let p = loop {
+        let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+        if picture(&mut p.client()) == before || Instant::now() > deadline {
+            break p;
+        }
+    };
+    assert_same(&picture(&mut p.client()), &before);
+}
+
+#[test]
+fn maxmemory_refuses_growth_but_not_deletion() {
+    let dir = TempDir::new("rill-oom");
+    let p = Proc::start(dir.path(), &["--appendonly", "no"]);
+    let mut c = p.client();
+    let info = s(&c.cmd(&["INFO", "memory"]));
+    let used: u64 = info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap();
+    let limit = used + 2 * 1024 * 1024;
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", &limit.to_string()]), b"+OK\r\n");
+    let big = "x".repeat(16 * 1024);
+    let mut oom = None;
+    for i in 0..1000 {
+        let r = c.cmd(&["XADD", "s", "*", "i", &i.to_string(), "big", &big]);
+        if r.starts_with(b"-") {
+            oom = Some(s(&r));
+            break;
+        }
+    }
+    assert_eq!(oom.as_deref(), Some("-OOM command not allowed when used memory > 'maxmemory'.\r\n"));
+    // Far over the limit: reads, deletions and trims still work; SET (denyoom) does not.
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "1"]), b"+OK\r\n");
+    assert!(c.cmd(&["XLEN", "s"]).starts_with(b":"));
+    assert!(s(&c.cmd(&["SET", "k", "v"])).starts_with("-OOM"));
+    assert_eq!(c.cmd(&["XTRIM", "s", "MAXLEN", "0"]).first(), Some(&b':'));
+    assert_eq!(c.cmd(&["DEL", "s"]), b":1\r\n");
+    // In MULTI the refusal dooms the EXEC.
+    assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+    assert!(s(&c.cmd(&["XADD", "s", "*", "a", "b"])).starts_with("-OOM"));
+    assert!(s(&c.cmd(&["EXEC"])).starts_with("-EXECABORT"));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "0"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["SET", "k", "v"]), b"+OK\r\n");
+}
+
+/// A full disk: writes are refused with MISCONF (nothing acknowledged is lost), reads go on,
+/// and writes resume once space is back. Needs root for a small tmpfs; skipped otherwise.
+#[test]
+fn a_full_disk_refuses_writes_and_recovers() {
+    let dir = TempDir::new("rill-full");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    // Ballast we can delete to make room again.
+    std::fs::write(mnt.join("ballast"), vec![0u8; 256 * 1024]).unwrap();
+    let p = Proc::start(&mnt, &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = p.client();
+    let big = "y".repeat(8 * 1024);
+    let mut acked: Vec<String> = Vec::new();
+    let mut refused = None;
+    for i in 0..400 {
+        let mut c2 = match RawClient::try_connect(p.port) {
+            Ok(c2) => c2,
+            Err(_) => break,
+        };
+        c2.set_read_timeout(Duration::from_secs(5));
+        match c2.request(&[b"XADD", b"s", b"*", b"big", big.as_bytes()]) {
+            Ok(r) if r.starts_with(b"$") => acked.push(s(&r).lines().nth(1).unwrap().to_string()),
+            Ok(r) if r.starts_with(b"-MISCONF") => {
+                refused = Some(s(&r));
+                break;
+            }
+            // The write that hit the full disk: its connection is closed without a reply.
+            _ => {}
+        }
+        if i == 399 {
+            panic!("the disk never filled");
+        }
+    }
+    let refused = refused.expect("writes are refused once the disk is full");
+    assert_eq!(refused, "-MISCONF Errors writing to the AOF file: No space left on device\r\n");
+    assert!(s(&c.cmd(&["INFO", "persistence"])).contains("aof_last_write_status:err"));
+    // Reads still work.
+    assert!(c.cmd(&["XLEN", "s"]).starts_with(b":"));
+    // Make room: the writer's retry succeeds and writes are accepted again.
+    std::fs::remove_file(mnt.join("ballast")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = c.cmd(&["XADD", "s", "*", "small", "1"]);
+        if r.starts_with(b"$") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "writes did not resume: {}", s(&r));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(s(&c.cmd(&["INFO", "persistence"])).contains("aof_last_write_status:ok"));
+    p.kill9();
+    // Every acknowledged write survives the restart.
+    let p = Proc::start(&mnt, &["--appendonly", "yes"]);
+    let mut c = p.client();
+    for id in &acked {
+        assert!(c.cmd(&["XRANGE", "s", id, id]).len() > 8 * 1024, "acknowledged {id} is missing");
+    }
+}
