@@ -30,9 +30,12 @@ enum Next {
     Wait(oneshot::Receiver<(rill_resp::Reply, u64)>, BlockRequest),
 }
 
-/// Wait until the log is safe up to `offset` (per the fsync policy). False if the log failed
-/// first: the replies must not go out.
+/// Wait until the log is safe up to `offset` (per the fsync policy: fsynced under `always`,
+/// written to the OS otherwise). False if the log failed first: the replies must not go out.
 async fn durable(log: &Arc<Log>, offset: u64) -> bool {
+    if log.policy() != crate::aof::FsyncPolicy::Always {
+        return log.write_through(offset);
+    }
     if log.durable().offset >= offset {
         return true;
     }

@@ -152,7 +152,8 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                 let d = l.durable();
                 line!(out, "aof_current_size:{}", p.base_file_size + status.incr_size);
                 line!(out, "aof_base_size:{}", p.rewrite_base_size);
-                line!(out, "aof_buffer_length:{}", st.aof.appended.saturating_sub(d.offset));
+                line!(out, "aof_buffer_length:{}", st.aof.appended.saturating_sub(l.written()));
+                line!(out, "aof_pending_fsync_bytes:{}", l.written().saturating_sub(d.offset));
                 line!(out, "aof_delayed_fsync:{}", status.delayed_fsync);
                 line!(out, "aof_fsync_policy:{}", st.config.get("appendfsync"));
                 if let Some(e) = &status.last_error {

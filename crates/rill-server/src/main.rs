@@ -166,9 +166,6 @@ async fn run(config: Config) -> i32 {
                 st.persist.rewrite_base_size = files.total_size();
             }
             st.aof.log = opened.log;
-            if opened.needs_base {
-                let _ = aof::rewrite::start(&shared, &mut st);
-            }
             tracing::info!("DB loaded from disk, ready to accept connections");
         }
         Ok(Err(e)) => {

@@ -24,13 +24,17 @@ pub struct Files {
     pub name: String,
     /// The manifest as last written.
     pub manifest: Manifest,
+    /// The log was just turned on and has no base yet: until the first rewrite finishes,
+    /// manifest changes stay in memory (the file on disk lists nothing, so a crash before
+    /// then cannot pass a log without its starting point off as the whole data).
+    pub provisional: bool,
 }
 
 impl Files {
     /// The directory for `appenddirname` / `appendfilename` (relative to the working
     /// directory, which is `dir`).
     pub fn new(dirname: &str, name: &str) -> Files {
-        Files { dir: PathBuf::from(dirname), name: name.to_string(), manifest: Manifest::default() }
+        Files { dir: PathBuf::from(dirname), name: name.to_string(), manifest: Manifest::default(), provisional: false }
     }
 
     /// Path of the manifest.
@@ -94,6 +98,10 @@ impl Files {
 
     /// Replace the manifest atomically (temp file, fsync, rename, fsync the directory).
     pub fn write_manifest(&mut self, m: Manifest) -> io::Result<()> {
+        if self.provisional {
+            self.manifest = m;
+            return Ok(());
+        }
         let mut text = String::from(MANIFEST_HEADER);
         text.push('\n');
         if let Some(b) = &m.base {

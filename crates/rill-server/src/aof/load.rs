@@ -205,8 +205,6 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
 pub struct Opened {
     /// The log, when `appendonly yes`.
     pub log: Option<Arc<Log>>,
-    /// The data came from a dump.rdb rather than the log: a rewrite must make it a base.
-    pub needs_base: bool,
 }
 
 /// Load everything and open the log (with `appendonly yes`) or load `dbfilename` (without).
@@ -226,12 +224,11 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
         if path.exists() {
             load_snapshot(shared, &path)?;
         }
-        return Ok(Opened { log: None, needs_base: false });
+        return Ok(Opened { log: None });
     }
     let mut files = Files::new(&dirname, &fname);
     std::fs::create_dir_all(&files.dir).map_err(|e| format!("cannot create {}: {e}", files.dir.display()))?;
     let manifest = files.read_manifest().map_err(|e| format!("{}: {e}", files.manifest_path().display()))?;
-    let mut needs_base = false;
     let (file, seq, len) = match manifest {
         Some(m) if !m.incrs.is_empty() || m.base.is_some() => {
             if let Some(base) = &m.base {
@@ -258,19 +255,24 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
             }
         }
         _ => {
-            // First start with the log on: take dump.rdb if there is one (it becomes the base
-            // at the first rewrite, started right away).
+            // First start with the log on: a dump.rdb there becomes the log's base (a copy:
+            // both are RDB files).
             let path = std::path::PathBuf::from(&dbfile);
+            let mut base = None;
             if path.exists() {
                 load_snapshot(shared, &path)?;
-                needs_base = shared.lock().engine.total_keys() > 0;
+                let name = files.base_name(1);
+                let copy = std::fs::copy(&path, files.path(&name))
+                    .and_then(|_| std::fs::File::open(files.path(&name))?.sync_all());
+                copy.map_err(|e| format!("cannot copy {dbfile} into the AOF directory: {e}"))?;
+                base = Some(name);
             }
             let f = files.create_incr(1).map_err(|e| format!("cannot create the AOF file: {e}"))?;
-            files.write_manifest(Manifest { base: None, incrs: vec![files.incr_name(1)] }).map_err(|e| e.to_string())?;
+            files.write_manifest(Manifest { base, incrs: vec![files.incr_name(1)] }).map_err(|e| e.to_string())?;
             (f, 1, super::LOG_MAGIC.len() as u64)
         }
     };
     files.remove_unlisted();
     let log = Log::start(files, file, seq, len, policy).map_err(|e| format!("cannot start the AOF writer: {e}"))?;
-    Ok(Opened { log: Some(log), needs_base })
+    Ok(Opened { log: Some(log) })
 }

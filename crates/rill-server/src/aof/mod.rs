@@ -151,9 +151,13 @@ pub fn set_appendonly(shared: &Arc<crate::state::Shared>, st: &mut crate::state:
             std::fs::create_dir_all(&files.dir).map_err(|e| e.to_string())?;
             let _ = files.read_manifest();
             let seq = files.last_seq() + 1;
+            // Whatever an earlier log said is stale now; until the rewrite below writes the
+            // base, the manifest on disk lists nothing.
+            files.write_manifest(files::Manifest::default()).map_err(|e| e.to_string())?;
+            files.remove_unlisted();
+            files.provisional = true;
             let file = files.create_incr(seq).map_err(|e| e.to_string())?;
             files.write_manifest(files::Manifest { base: None, incrs: vec![files.incr_name(seq)] }).map_err(|e| e.to_string())?;
-            files.remove_unlisted();
             let policy = FsyncPolicy::parse(st.config.get("appendfsync"));
             let log = Log::start(files, file, seq, LOG_MAGIC.len() as u64, policy).map_err(|e| e.to_string())?;
             st.aof.log = Some(log);

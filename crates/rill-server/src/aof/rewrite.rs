@@ -233,6 +233,7 @@ fn finish(log: &super::Log, snap: &Snapshot, seq: u64) -> Result<(u64, u64), Str
         let _ = std::fs::remove_file(&base_path);
         return Err("the new log file is missing from the manifest".into());
     }
+    files.provisional = false;
     files.write_manifest(Manifest { base: Some(base_name), incrs }).map_err(|e| format!("writing the manifest: {e}"))?;
     files.remove_unlisted();
     Ok((size, files.total_size()))

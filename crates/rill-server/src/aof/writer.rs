@@ -1,12 +1,17 @@
-//! The writer thread and group commit.
+//! Writing the log, and group commit.
 //!
 //! Connections frame records into a shared queue while they hold the state lock (so the log
-//! order is the execution order) and learn the log offset their records end at. One thread
-//! takes everything queued, writes it with one `write`, and under `always` covers it with one
-//! `fdatasync`; records queued while that runs wait for the next round, so one fsync
-//! acknowledges every write that arrived during the previous one. It then publishes the
-//! offset now safe ([`Durable`]); a connection sends its replies once that offset reaches its
-//! own (`always`: fsynced; `everysec` / `no`: handed to the OS).
+//! order is the execution order) and learn the log offset their records end at.
+//!
+//! * `always`: one thread takes everything queued, writes it with one `write` and covers it
+//!   with one `fdatasync`; records queued while that runs wait for the next round, so one
+//!   fsync acknowledges every write that arrived during the previous one. It then publishes
+//!   the offset now safe ([`Durable`]) and connections whose records end at or before it send
+//!   their replies.
+//! * `everysec` / `no`: a connection writes the queue itself before replying (whoever comes
+//!   first writes everyone's records, in order), so no thread hand-off sits between a command
+//!   and its reply; the thread only fsyncs and writes what no connection is waiting for
+//!   (expiry sweeps).
 //!
 //! Under `everysec` a second thread fsyncs once a second. If an fsync has been running for more
 //! than 2 s the writer holds further writes until it finishes (as Redis does), which delays
@@ -66,10 +71,20 @@ struct Queue {
     stop: bool,
 }
 
+/// The file being appended to (behind its own lock: the writer thread and connections take
+/// turns writing the queue).
+struct Sink {
+    file: Arc<File>,
+    file_len: u64,
+    written: u64,
+}
+
 /// The running log (shared by connections, the writer, the fsync and rewrite threads).
 pub struct Log {
     q: Mutex<Queue>,
     cv: Condvar,
+    writer_idle: AtomicBool,
+    sink: Mutex<Sink>,
     durable: watch::Sender<Durable>,
     failed: AtomicBool,
     policy: AtomicU8,
@@ -79,9 +94,10 @@ pub struct Log {
     pub status: Mutex<LogStatus>,
     /// Highest incremental file number the writer has switched to.
     rotated: (Mutex<u64>, Condvar),
-    current: Mutex<Option<Arc<File>>>,
     unsynced: AtomicBool,
-    fsync_started: Mutex<Option<Instant>>,
+    /// When the running everysec fsync started (ms since `epoch`), 0 when none runs.
+    fsync_started_ms: AtomicU64,
+    epoch: Instant,
     written: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -112,24 +128,22 @@ impl Log {
         let log = Arc::new(Log {
             q: Mutex::new(Queue::default()),
             cv: Condvar::new(),
+            writer_idle: AtomicBool::new(false),
+            sink: Mutex::new(Sink { file: Arc::new(file), file_len, written: 0 }),
             durable,
             failed: AtomicBool::new(false),
             policy: AtomicU8::new(policy_code(policy)),
             files: Mutex::new(files),
             status: Mutex::new(LogStatus { incr_size: file_len, ..LogStatus::default() }),
             rotated: (Mutex::new(seq), Condvar::new()),
-            current: Mutex::new(None),
             unsynced: AtomicBool::new(false),
-            fsync_started: Mutex::new(None),
+            fsync_started_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
             written: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
         });
-        let file = Arc::new(file);
-        *lock(&log.current) = Some(file.clone());
         let w = log.clone();
-        let writer = std::thread::Builder::new()
-            .name("rill-aof-writer".into())
-            .spawn(move || w.writer_loop(file, file_len))?;
+        let writer = std::thread::Builder::new().name("rill-aof-writer".into()).spawn(move || w.writer_loop())?;
         let s = log.clone();
         let syncer = std::thread::Builder::new().name("rill-aof-fsync".into()).spawn(move || s.fsync_loop())?;
         lock(&log.threads).extend([writer, syncer]);
@@ -148,6 +162,7 @@ impl Log {
     /// CONFIG SET appendfsync.
     pub fn set_policy(&self, p: FsyncPolicy) {
         self.policy.store(policy_code(p), Ordering::Relaxed);
+        self.cv.notify_one();
     }
 
     /// Whether the last write or fsync failed (write commands are refused then).
@@ -170,7 +185,11 @@ impl Log {
         q.end += framed as u64;
         let end = q.end;
         drop(q);
-        self.cv.notify_one();
+        // Only `always` hands records to the thread; a busy writer finds them on its next
+        // round without being woken.
+        if self.policy() == FsyncPolicy::Always && self.writer_idle.load(Ordering::Relaxed) {
+            self.cv.notify_one();
+        }
         end
     }
 
@@ -188,7 +207,7 @@ impl Log {
         *g >= seq
     }
 
-    /// A receiver of the durable offset.
+    /// A receiver of the durable offset (`always`).
     pub fn subscribe(&self) -> watch::Receiver<Durable> {
         self.durable.subscribe()
     }
@@ -196,6 +215,34 @@ impl Log {
     /// The durable state now.
     pub fn durable(&self) -> Durable {
         *self.durable.borrow()
+    }
+
+    /// Bytes handed to the OS so far (log offset).
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// `everysec` / `no`: make sure every record up to `offset` is written to the OS, writing
+    /// the queue now if nobody has. False if a write failed (the reply must not go out).
+    pub fn write_through(&self, offset: u64) -> bool {
+        if self.written.load(Ordering::Relaxed) >= offset {
+            return true;
+        }
+        if self.failed() {
+            return false;
+        }
+        let mut sink = lock(&self.sink);
+        if sink.written >= offset {
+            return true;
+        }
+        self.wait_for_stuck_fsync();
+        match self.drain(&mut sink) {
+            Ok(()) => sink.written >= offset,
+            Err(e) => {
+                self.set_failed(&e, "writing to");
+                false
+            }
+        }
     }
 
     /// Write and fsync everything queued, then stop the threads (shutdown).
@@ -213,7 +260,7 @@ impl Log {
         // strerror's text, as Redis reports it (without Rust's " (os error N)").
         let text = e.to_string();
         let text = match text.rfind(" (os error ") {
-            Some(i) => text[..i].to_string(),
+            Some(i) => text.get(..i).unwrap_or(&text).to_string(),
             None => text,
         };
         lock(&self.status).last_error = Some(text);
@@ -231,52 +278,117 @@ impl Log {
         lock(&self.status).last_error = None;
     }
 
-    fn writer_loop(self: Arc<Self>, mut file: Arc<File>, mut file_len: u64) {
-        let mut written: u64 = 0;
+    /// Write everything queued, in order (rotations included). On a failed write the file is
+    /// cut back to its last whole record and the unwritten segments go back to the queue.
+    fn drain(&self, sink: &mut Sink) -> io::Result<()> {
         loop {
-            let segs: Vec<Seg> = {
+            let mut segs: VecDeque<Seg> = {
                 let mut q = lock(&self.q);
-                while q.segs.is_empty() && !q.stop {
-                    q = self.cv.wait_timeout(q, Duration::from_millis(200)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                if q.segs.is_empty() {
+                    return Ok(());
                 }
+                std::mem::take(&mut q.segs)
+            };
+            while let Some(seg) = segs.pop_front() {
+                let result = match &seg {
+                    Seg::Data(bytes) => self.write_once(sink, bytes),
+                    Seg::Rotate(seq) => self.rotate_now(sink, *seq),
+                };
+                if let Err(e) = result {
+                    segs.push_front(seg);
+                    let mut q = lock(&self.q);
+                    segs.extend(q.segs.drain(..));
+                    q.segs = segs;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn write_once(&self, sink: &mut Sink, bytes: &[u8]) -> io::Result<()> {
+        let mut f = &*sink.file;
+        match f.write_all(bytes) {
+            Ok(()) => {
+                sink.file_len += bytes.len() as u64;
+                sink.written += bytes.len() as u64;
+                self.written.store(sink.written, Ordering::Relaxed);
+                self.unsynced.store(true, Ordering::Relaxed);
+                lock(&self.status).incr_size = sink.file_len;
+                Ok(())
+            }
+            Err(e) => {
+                // Cut back to the last whole record so a retry or a restart sees no torn
+                // record in the middle of the file.
+                if let Err(t) = sink.file.set_len(sink.file_len).and_then(|()| f.seek(SeekFrom::End(0)).map(|_| ())) {
+                    tracing::warn!("cannot truncate the AOF file after a failed write: {t}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn rotate_now(&self, sink: &mut Sink, seq: u64) -> io::Result<()> {
+        sink.file.sync_data()?;
+        let f = self.open_rotated(seq)?;
+        sink.file = Arc::new(f);
+        sink.file_len = super::LOG_MAGIC.len() as u64;
+        lock(&self.status).incr_size = sink.file_len;
+        let (m, cv) = &self.rotated;
+        *lock(m) = seq;
+        cv.notify_all();
+        Ok(())
+    }
+
+    fn writer_loop(self: Arc<Self>) {
+        loop {
+            {
+                let mut q = lock(&self.q);
+                // Under `always` a failed fsync is retried even with nothing new queued.
+                let retry = || self.failed() && self.policy() == FsyncPolicy::Always;
+                while q.segs.is_empty() && !q.stop && !retry() {
+                    self.writer_idle.store(true, Ordering::Relaxed);
+                    q = self.cv.wait_timeout(q, Duration::from_millis(20)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                }
+                self.writer_idle.store(false, Ordering::Relaxed);
                 if q.segs.is_empty() && q.stop {
                     break;
                 }
-                q.segs.drain(..).collect()
-            };
-            for seg in segs {
-                match seg {
-                    Seg::Data(bytes) => {
-                        self.wait_for_stuck_fsync();
-                        self.write_retrying(&file, &mut file_len, &bytes);
-                        written += bytes.len() as u64;
-                    }
-                    Seg::Rotate(seq) => {
-                        self.sync_retrying(&file);
-                        match self.open_rotated(seq) {
-                            Ok(f) => {
-                                file = Arc::new(f);
-                                file_len = super::LOG_MAGIC.len() as u64;
-                                *lock(&self.current) = Some(file.clone());
-                                lock(&self.status).incr_size = file_len;
-                            }
-                            Err(e) => tracing::warn!("cannot start a new AOF file for the rewrite: {e}"),
-                        }
-                        let (m, cv) = &self.rotated;
-                        *lock(m) = seq;
-                        cv.notify_all();
-                    }
-                }
+            }
+            let mut sink = lock(&self.sink);
+            let before = sink.written;
+            self.wait_for_stuck_fsync();
+            if let Err(e) = self.drain(&mut sink) {
+                self.set_failed(&e, "writing to");
+                drop(sink);
+                std::thread::sleep(RETRY);
+                continue;
             }
             if self.policy() == FsyncPolicy::Always {
-                self.sync_retrying(&file);
-            } else {
-                self.unsynced.store(true, Ordering::Relaxed);
+                if let Err(e) = sink.file.sync_data() {
+                    self.set_failed(&e, "fsyncing");
+                    drop(sink);
+                    std::thread::sleep(RETRY);
+                    continue;
+                }
+                self.unsynced.store(false, Ordering::Relaxed);
+                if self.failed() {
+                    self.clear_failed();
+                }
+            } else if self.failed() && sink.written != before {
+                self.clear_failed();
             }
-            self.written.store(written, Ordering::Relaxed);
-            self.durable.send_replace(Durable { offset: written, failed: false });
+            self.durable.send_replace(Durable { offset: sink.written, failed: false });
         }
-        self.sync_retrying_bounded(&file);
+        let mut sink = lock(&self.sink);
+        if let Err(e) = self.drain(&mut sink) {
+            tracing::warn!("could not write the AOF file at shutdown: {e}");
+        }
+        for _ in 0..3 {
+            if sink.file.sync_data().is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let (m, cv) = &self.rotated;
         *lock(m) = u64::MAX;
         cv.notify_all();
@@ -294,74 +406,24 @@ impl Log {
         Ok(f)
     }
 
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
     /// Under everysec, hold writes while an fsync has been stuck for more than 2 s.
     fn wait_for_stuck_fsync(&self) {
         let mut counted = false;
         loop {
-            let started = *lock(&self.fsync_started);
-            match started {
-                Some(t) if t.elapsed() > FSYNC_STALL => {
-                    if !counted {
-                        lock(&self.status).delayed_fsync += 1;
-                        counted = true;
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                _ => return,
-            }
-        }
-    }
-
-    fn write_retrying(&self, file: &File, file_len: &mut u64, bytes: &[u8]) {
-        loop {
-            let mut f = file;
-            match f.write_all(bytes) {
-                Ok(()) => {
-                    *file_len += bytes.len() as u64;
-                    lock(&self.status).incr_size = *file_len;
-                    if self.failed() && self.policy() != FsyncPolicy::Always {
-                        self.clear_failed();
-                    }
-                    return;
-                }
-                Err(e) => {
-                    self.set_failed(&e, "writing to");
-                    // Cut back to the last whole record so a retry or a restart sees no torn
-                    // record in the middle of the file.
-                    if let Err(t) = file.set_len(*file_len).and_then(|()| f.seek(SeekFrom::End(0)).map(|_| ())) {
-                        tracing::warn!("cannot truncate the AOF file after a failed write: {t}");
-                    }
-                    std::thread::sleep(RETRY);
-                }
-            }
-        }
-    }
-
-    fn sync_retrying(&self, file: &File) {
-        loop {
-            match file.sync_data() {
-                Ok(()) => {
-                    if self.failed() {
-                        self.clear_failed();
-                    }
-                    return;
-                }
-                Err(e) => {
-                    self.set_failed(&e, "fsyncing");
-                    std::thread::sleep(RETRY);
-                }
-            }
-        }
-    }
-
-    fn sync_retrying_bounded(&self, file: &File) {
-        for _ in 0..3 {
-            if file.sync_data().is_ok() {
+            let started = self.fsync_started_ms.load(Ordering::Relaxed);
+            if started == 0 || self.now_ms().saturating_sub(started) <= FSYNC_STALL.as_millis() as u64 {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            if !counted {
+                lock(&self.status).delayed_fsync += 1;
+                counted = true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        tracing::warn!("could not fsync the AOF file at shutdown");
     }
 
     fn fsync_loop(self: Arc<Self>) {
@@ -378,10 +440,10 @@ impl Log {
             if !self.unsynced.swap(false, Ordering::Relaxed) {
                 continue;
             }
-            let Some(file) = lock(&self.current).clone() else { continue };
-            *lock(&self.fsync_started) = Some(Instant::now());
+            let file = lock(&self.sink).file.clone();
+            self.fsync_started_ms.store(self.now_ms(), Ordering::Relaxed);
             let r = file.sync_data();
-            *lock(&self.fsync_started) = None;
+            self.fsync_started_ms.store(0, Ordering::Relaxed);
             match r {
                 Ok(()) => {
                     if self.failed() {
