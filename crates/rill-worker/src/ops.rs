@@ -139,3 +139,51 @@ pub async fn length(conn: &mut Connection, stream: &str) -> Result<u64, WorkerEr
         .await
         .map_err(WorkerError::redis("XLEN"))
 }
+
+/// The highest ID below which every group has read and acked everything: the minimum, over
+/// all groups, of the oldest pending ID and the last-delivered ID. `XTRIM key MINID <id>`
+/// (or `MINID ~ <id>`) then drops only entries no group still needs. `None` when the stream
+/// has no groups (nothing says what is safe).
+pub async fn safe_trim_id(
+    conn: &mut Connection,
+    stream: &str,
+) -> Result<Option<String>, WorkerError> {
+    let groups = groups(conn, stream).await?;
+    let mut safe: Option<(u64, u64)> = None;
+    for g in &groups {
+        let mut point = parse_id(&g.last_delivered_id);
+        if g.pending > 0 {
+            let v: Value = redis::cmd("XPENDING")
+                .arg(stream)
+                .arg(&g.name)
+                .query_async(conn)
+                .await
+                .map_err(WorkerError::redis("XPENDING"))?;
+            if let Some(oldest) = pending_summary(&v)?.smallest {
+                point = point.min(parse_id(&oldest));
+            }
+        }
+        safe = Some(safe.map_or(point, |s| s.min(point)));
+    }
+    Ok(safe.map(|(ms, seq)| format!("{ms}-{seq}")))
+}
+
+/// `XTRIM stream MINID ~ <safe_trim_id>`; returns the entries removed (0 without groups).
+pub async fn trim_acked(conn: &mut Connection, stream: &str) -> Result<u64, WorkerError> {
+    let Some(id) = safe_trim_id(conn, stream).await? else {
+        return Ok(0);
+    };
+    redis::cmd("XTRIM")
+        .arg(stream)
+        .arg("MINID")
+        .arg("~")
+        .arg(&id)
+        .query_async(conn)
+        .await
+        .map_err(WorkerError::redis("XTRIM MINID"))
+}
+
+fn parse_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
