@@ -100,7 +100,8 @@ pub struct WorkerStats {
     pub handled: AtomicU64,
     /// Handler returned an error or panicked, or the ack failed.
     pub failed: AtomicU64,
-    /// Entries taken over from another (or a previous) consumer by CLAIM or XAUTOCLAIM.
+    /// Entries delivered again through a claim (XREADGROUP CLAIM or XAUTOCLAIM): taken over
+    /// from an idle consumer, or retried after a failure (XNACK FAIL or left pending).
     pub reclaimed: AtomicU64,
     /// Entries moved to the dead-letter stream.
     pub dead_lettered: AtomicU64,
@@ -243,29 +244,9 @@ struct Run<H> {
 
 impl<H: Handler> Run<H> {
     async fn start(worker: Worker<H>, shutdown: CancellationToken) -> Result<Self, WorkerError> {
-        let (reader, commands) = connect_pair(&worker.target).await?;
-        let mut run = Run {
-            target: worker.target,
-            shared: Arc::new(Shared {
-                config: Arc::clone(&worker.config),
-                handler: worker.handler,
-                stats: Arc::clone(&worker.stats),
-                features: ServerFeatures::LEGACY,
-            }),
-            stats: worker.stats,
-            shutdown,
-            reader,
-            reader_id: None,
-            commands,
-            permits: Arc::new(Semaphore::new(worker.config.concurrency)),
-            tasks: JoinSet::new(),
-            queue: VecDeque::new(),
-            history_cursor: Some("0".to_owned()),
-            sweep_cursor: None,
-            next_sweep: Instant::now(),
-        };
+        let (reader, mut commands) = connect_pair(&worker.target).await?;
         let features = match worker.config.features {
-            FeatureMode::Detect => ServerFeatures::detect(&mut run.commands).await,
+            FeatureMode::Detect => ServerFeatures::detect(&mut commands).await,
             FeatureMode::Legacy => ServerFeatures::LEGACY,
         };
         tracing::info!(
@@ -276,12 +257,27 @@ impl<H: Handler> Run<H> {
             xnack = features.xnack,
             "worker starting"
         );
-        run.shared = Arc::new(Shared {
-            config: worker.config,
-            handler: Arc::clone(&run.shared.handler),
-            stats: Arc::clone(&run.stats),
-            features,
-        });
+        let permits = Arc::new(Semaphore::new(worker.config.concurrency));
+        let mut run = Run {
+            target: worker.target,
+            shared: Arc::new(Shared {
+                config: worker.config,
+                handler: worker.handler,
+                stats: Arc::clone(&worker.stats),
+                features,
+            }),
+            stats: worker.stats,
+            shutdown,
+            reader,
+            reader_id: None,
+            commands,
+            permits,
+            tasks: JoinSet::new(),
+            queue: VecDeque::new(),
+            history_cursor: Some("0".to_owned()),
+            sweep_cursor: None,
+            next_sweep: Instant::now(),
+        };
         run.reader_id = run.client_id().await;
         run.ensure_group().await?;
         Ok(run)
@@ -351,8 +347,8 @@ impl<H: Handler> Run<H> {
                         group = %self.config().group,
                         "consumer group is gone (NOGROUP); creating it again"
                     );
-                    bump(&self.stats.group_recreated, 1);
                     self.ensure_group().await?;
+                    bump(&self.stats.group_recreated, 1);
                     self.history_cursor = Some("0".to_owned());
                     self.sweep_cursor = None;
                 }
@@ -811,7 +807,12 @@ async fn dead_letter<H>(shared: &Shared<H>, conn: &mut Connection, entry: &Entry
         reason,
     };
     match dlq::move_to_dead_letter(conn, &c.dead_letter_stream, &entry.fields, provenance).await {
-        Ok((dlq_id, _)) => {
+        Ok((dlq_id, was_pending)) => {
+            if !was_pending {
+                // Another consumer reclaimed and settled it while this one held it: min-idle
+                // is shorter than this handler took.
+                tracing::warn!(id = %entry.id, "dead-lettered an entry that was no longer pending; raise min_idle");
+            }
             tracing::warn!(id = %entry.id, dead_letter = %dlq_id, reason, "moved to the dead-letter stream");
             bump(&shared.stats.dead_lettered, 1);
             m::dead_lettered(c);
