@@ -1,0 +1,154 @@
+//! The demos, and the rill-server they start when no `--url` is given.
+
+pub mod orders;
+pub mod ticker;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A rill-server started for a demo on a free loopback port, killed (by pid) on drop.
+#[derive(Debug)]
+pub struct EmbeddedServer {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl EmbeddedServer {
+    /// Finds `rill-server` next to this executable (same cargo target dir or install prefix),
+    /// else on PATH, and starts it in-memory (no snapshot, no log) in a scratch directory.
+    pub fn start() -> Result<EmbeddedServer, String> {
+        let binary = find_server().ok_or(
+            "no rill-server next to this rill binary or on PATH; build it (cargo build -p rill-server) \
+             or pass --url to use a running server",
+        )?;
+        let mut last = String::new();
+        for attempt in 0..3 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| format!("no free port: {e}"))?
+                .port();
+            let dir =
+                std::env::temp_dir().join(format!("rill-demo-{}-{attempt}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let child = Command::new(&binary)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .arg("--dir")
+                .arg(&dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+            let mut server = EmbeddedServer { child, port, dir };
+            if server.wait_ready() {
+                println!(
+                    "# started {} on 127.0.0.1:{port} (in memory; stopped when the demo ends)\n",
+                    binary.display()
+                );
+                return Ok(server);
+            }
+            last = format!("{} did not answer on port {port}", binary.display());
+        }
+        Err(last)
+    }
+
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for EmbeddedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn find_server() -> Option<PathBuf> {
+    let name = format!("rill-server{}", std::env::consts::EXE_SUFFIX);
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(PathBuf::from))
+    {
+        let beside = dir.join(&name);
+        if beside.is_file() {
+            return Some(beside);
+        }
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(&name))
+        .find(|p| p.is_file())
+}
+
+/// `a <= b` for `<ms>-<seq>` IDs.
+pub fn id_le(a: &str, b: &str) -> bool {
+    parse_id(a) <= parse_id(b)
+}
+
+fn parse_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+/// SplitMix64: the demos' seeded randomness.
+#[derive(Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// Polls `check` every 50 ms until it holds or `limit` passes; returns whether it held.
+pub async fn wait_until<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,240 @@
+//! `rill demo ticker`: the market-tick story.
+//!
+//! 1. A seeded market simulator writes 50 ticks (symbol, price, seq, ts) for 10 symbols.
+//! 2. Consumer `pod-crash` reads all 50 and dies without acking.
+//! 3. The pending summary shows 50 entries owned by `pod-crash`.
+//! 4. Worker `pod-rescue` reclaims them once they have idled for min-idle (1 s); ticks with
+//!    seq 3 are poison and fail until the delivery limit (3) moves them to `{ticks}:dlq`.
+//! 5. Pending is 0; the dead letters are listed.
+
+use std::time::Duration;
+
+use redis::Value;
+use rill_worker::reply::read_reply;
+use rill_worker::{dlq, ops, CancellationToken, Entry, HandlerError, Target, Worker, WorkerConfig};
+
+use super::{wait_until, Rng};
+use crate::commands::{dlq_table, pending_text};
+
+const STREAM: &str = "{ticks}";
+const DLQ: &str = "{ticks}:dlq";
+const GROUP: &str = "pricing";
+const SYMBOLS: [(&str, u64); 10] = [
+    ("AAPL", 18_920),
+    ("MSFT", 41_510),
+    ("NVDA", 12_030),
+    ("AMZN", 18_640),
+    ("GOOG", 17_210),
+    ("META", 50_480),
+    ("TSLA", 24_870),
+    ("AMD", 15_560),
+    ("INTC", 3_110),
+    ("ORCL", 12_790),
+];
+const TICKS: usize = 50;
+const MIN_IDLE: Duration = Duration::from_secs(1);
+const DELIVERY_LIMIT: u64 = 3;
+const POISON_SEQ: u64 = 3;
+
+/// One simulated tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tick {
+    pub symbol: &'static str,
+    pub price_cents: u64,
+    pub seq: u64,
+    pub ts_ms: u64,
+}
+
+/// The seeded market: a random walk per symbol, sequence numbers per symbol.
+pub fn simulate(seed: u64, n: usize) -> Vec<Tick> {
+    let mut rng = Rng(seed);
+    let mut prices: Vec<u64> = SYMBOLS.iter().map(|(_, p)| *p).collect();
+    let mut seqs = [0u64; SYMBOLS.len()];
+    let mut ticks = Vec::with_capacity(n);
+    for i in 0..n {
+        let k = rng.below(SYMBOLS.len() as u64) as usize;
+        let (Some(price), Some(seq), Some((symbol, _))) =
+            (prices.get_mut(k), seqs.get_mut(k), SYMBOLS.get(k))
+        else {
+            continue;
+        };
+        // ±1 % in basis points.
+        let move_bp = rng.below(201) as i64 - 100;
+        let delta = (*price as i64 * move_bp) / 10_000;
+        *price = (*price as i64 + delta).max(1) as u64;
+        *seq += 1;
+        ticks.push(Tick {
+            symbol,
+            price_cents: *price,
+            seq: *seq,
+            ts_ms: 1_767_225_600_000 + i as u64 * 250,
+        });
+    }
+    ticks
+}
+
+fn price(cents: u64) -> String {
+    format!("{}.{:02}", cents / 100, cents % 100)
+}
+
+pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let mut conn = target.connect(None).await?;
+    let _: Value = redis::cmd("DEL")
+        .arg(STREAM)
+        .arg(DLQ)
+        .query_async(&mut conn)
+        .await?;
+
+    println!(
+        "== 1. market simulator (seed {seed}): {TICKS} ticks for {} symbols -> {STREAM}",
+        SYMBOLS.len()
+    );
+    let ticks = simulate(seed, TICKS);
+    let mut pipe = redis::pipe();
+    for t in &ticks {
+        pipe.cmd("XADD")
+            .arg(STREAM)
+            .arg("*")
+            .arg("symbol")
+            .arg(t.symbol)
+            .arg("price")
+            .arg(price(t.price_cents))
+            .arg("seq")
+            .arg(t.seq)
+            .arg("ts")
+            .arg(t.ts_ms);
+    }
+    let ids: Vec<String> = pipe.query_async(&mut conn).await?;
+    for (id, t) in ids.iter().zip(&ticks).take(5) {
+        println!(
+            "   {id}  {:<5} {:>8}  seq {}",
+            t.symbol,
+            price(t.price_cents),
+            t.seq
+        );
+    }
+    let poison = ticks.iter().filter(|t| t.seq == POISON_SEQ).count();
+    println!(
+        "   ... {} more; {poison} ticks have seq {POISON_SEQ} (poison)\n",
+        TICKS.saturating_sub(5)
+    );
+
+    println!("== 2. consumer pod-crash joins group {GROUP}, reads all {TICKS} ticks, and dies before acking");
+    let _: Value = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(STREAM)
+        .arg(GROUP)
+        .arg("0")
+        .query_async(&mut conn)
+        .await?;
+    let v: Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(GROUP)
+        .arg("pod-crash")
+        .arg("COUNT")
+        .arg(TICKS)
+        .arg("STREAMS")
+        .arg(STREAM)
+        .arg(">")
+        .query_async(&mut conn)
+        .await?;
+    let read = read_reply(&v, STREAM, "XREADGROUP")?.len();
+    println!("   pod-crash read {read} ticks ... and crashed\n");
+
+    println!("== 3. pending summary (rill pending {STREAM} {GROUP})");
+    let report = ops::pending(&mut conn, STREAM, GROUP, 5).await?;
+    println!("{}", indent(&pending_text(STREAM, GROUP, &report)));
+
+    println!(
+        "== 4. pod-rescue starts: reclaims entries idle for {}s, delivery limit {DELIVERY_LIMIT}, ticks with seq {POISON_SEQ} fail",
+        MIN_IDLE.as_secs()
+    );
+    let config = WorkerConfig::new(STREAM, GROUP, "pod-rescue")?
+        .with_min_idle(MIN_IDLE)
+        .with_reclaim_interval(Duration::from_millis(250))
+        .with_block(Duration::from_millis(250))
+        .with_delivery_limit(DELIVERY_LIMIT)
+        .with_concurrency(1)
+        .with_batch_size(10);
+    let worker = Worker::new(target.clone(), config, |e: Entry| async move {
+        let symbol = e.get_str("symbol").unwrap_or("?").to_owned();
+        let seq = e.get_str("seq").unwrap_or("?").to_owned();
+        if seq == POISON_SEQ.to_string() {
+            println!(
+                "   pod-rescue  {}  {symbol:<5} seq {seq}: poison, fails (delivery {})",
+                e.id, e.deliveries
+            );
+            return Err(HandlerError::retry(format!(
+                "cannot price {symbol} tick seq {seq}"
+            )));
+        }
+        println!(
+            "   pod-rescue  {}  {symbol:<5} seq {seq} @ {} handled (delivery {})",
+            e.id,
+            e.get_str("price").unwrap_or("?"),
+            e.deliveries
+        );
+        Ok(())
+    })?;
+    let token = CancellationToken::new();
+    let run = tokio::spawn(worker.run(token.clone()));
+    let done = wait_until(Duration::from_secs(60), || {
+        let mut c = conn.clone();
+        async move {
+            let pending = ops::pending(&mut c, STREAM, GROUP, 0)
+                .await
+                .map(|r| r.summary.count)
+                .unwrap_or(1);
+            let dead = ops::length(&mut c, DLQ).await.unwrap_or(0);
+            pending == 0 && dead == poison as u64
+        }
+    })
+    .await;
+    token.cancel();
+    let report = run.await??;
+    if !done {
+        return Err("the demo did not finish within 60 s".into());
+    }
+    println!(
+        "   pod-rescue: handled {}, reclaimed {}, failed attempts {}, dead-lettered {}\n",
+        report.handled, report.reclaimed, report.failed, report.dead_lettered
+    );
+
+    println!("== 5. the end state");
+    let report = ops::pending(&mut conn, STREAM, GROUP, 5).await?;
+    println!("{}", indent(&pending_text(STREAM, GROUP, &report)));
+    let letters = dlq::list(&mut conn, DLQ, "-", 100).await?;
+    println!(
+        "   dead letters in {DLQ} (rill dlq list {STREAM}): {}",
+        letters.len()
+    );
+    println!("{}", indent(&dlq_table(&letters)));
+    Ok(())
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.is_empty() {
+                String::new()
+            } else {
+                format!("   {l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_market_is_seeded() {
+        let a = simulate(42, 50);
+        assert_eq!(a, simulate(42, 50));
+        assert_ne!(a, simulate(7, 50));
+        assert_eq!(a.len(), 50);
+        assert!(a.iter().any(|t| t.seq == POISON_SEQ));
+    }
+}

@@ -1,0 +1,238 @@
+//! `rill`: operator tools for Redis Streams consumer groups — pending entries, dead letters,
+//! groups, a live tail — and two demos of the reliable consumer loop. Works against rill,
+//! Redis or a Redis Cluster (`--cluster`), through the `rill-worker` crate.
+
+mod commands;
+mod demo;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use rill_worker::{Connection, Target, WorkerError};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rill",
+    version,
+    about = "Inspect and repair Redis Streams consumer groups"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct Global {
+    /// Server URL. The demos start a rill-server of their own when it is not given.
+    #[arg(long, global = true)]
+    url: Option<String>,
+    /// Treat --url as a seed node of a Redis Cluster.
+    #[arg(long, global = true)]
+    cluster: bool,
+    /// Machine-readable output (one JSON document; `tail` prints one per line).
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+impl Global {
+    fn target(&self) -> Target {
+        let url = self.url.clone().unwrap_or_else(|| DEFAULT_URL.to_owned());
+        if self.cluster {
+            Target::Cluster(vec![url])
+        } else {
+            Target::Single(url)
+        }
+    }
+
+    async fn connect(&self) -> Result<Connection, WorkerError> {
+        self.target().connect(None).await
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Pending entries of a group: summary, per consumer, and entries oldest first.
+    Pending {
+        stream: String,
+        group: String,
+        /// Entries to list.
+        #[arg(long, default_value_t = 20)]
+        count: usize,
+    },
+    /// Dead letters of a stream (kept in `<stream>:dlq`, or `{<stream>}:dlq` for untagged names).
+    Dlq {
+        #[command(subcommand)]
+        action: DlqAction,
+    },
+    /// Follow new entries of a stream; with --group, show where each stands in that group.
+    Tail {
+        stream: String,
+        /// Show, for each entry, whether this group has delivered it, to whom, and how often.
+        #[arg(long)]
+        group: Option<String>,
+        /// Also print the last N existing entries first.
+        #[arg(long, default_value_t = 0)]
+        history: usize,
+        /// Stop after N entries (default: follow until interrupted).
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Consumer groups of a stream: consumers, pending, lag.
+    Groups { stream: String },
+    /// Demos of the reliable consumer loop.
+    Demo {
+        #[command(subcommand)]
+        which: DemoKind,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DlqAction {
+    /// List dead letters, oldest first.
+    List {
+        stream: String,
+        #[arg(long, default_value_t = 50)]
+        count: usize,
+        /// Dead-letter stream name, if not the default.
+        #[arg(long)]
+        dlq: Option<String>,
+    },
+    /// One dead letter with all its fields and provenance.
+    Show {
+        stream: String,
+        id: String,
+        #[arg(long)]
+        dlq: Option<String>,
+    },
+    /// Re-add dead letters to their source stream; each is deleted only after its XADD succeeded.
+    Replay {
+        stream: String,
+        /// IDs to replay (default: all).
+        ids: Vec<String>,
+        #[arg(long)]
+        dlq: Option<String>,
+    },
+    /// Delete dead letters.
+    Purge {
+        stream: String,
+        /// IDs to delete.
+        ids: Vec<String>,
+        /// Delete all of them.
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
+        #[arg(long)]
+        dlq: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DemoKind {
+    /// The market-tick story: a crashed pod, a rescue, poison ticks in the dead-letter stream.
+    Ticker {
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+    /// Order workers that crash and restart, a poison order, and safe trimming.
+    Orders {
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rill: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rill: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Pending {
+            stream,
+            group,
+            count,
+        } => commands::pending(&mut g.connect().await?, &stream, &group, count, g.json).await?,
+        Command::Groups { stream } => {
+            commands::groups(&mut g.connect().await?, &stream, g.json).await?
+        }
+        Command::Tail {
+            stream,
+            group,
+            history,
+            limit,
+        } => {
+            commands::tail(
+                &g.target(),
+                &stream,
+                group.as_deref(),
+                history,
+                limit,
+                g.json,
+            )
+            .await?
+        }
+        Command::Dlq { action } => {
+            let mut conn = g.connect().await?;
+            match action {
+                DlqAction::List { stream, count, dlq } => {
+                    let dlq = commands::dlq_name(&stream, dlq)?;
+                    commands::dlq_list(&mut conn, &dlq, count, g.json).await?
+                }
+                DlqAction::Show { stream, id, dlq } => {
+                    let dlq = commands::dlq_name(&stream, dlq)?;
+                    commands::dlq_show(&mut conn, &dlq, &id, g.json).await?
+                }
+                DlqAction::Replay { stream, ids, dlq } => {
+                    let dlq = commands::dlq_name(&stream, dlq)?;
+                    commands::dlq_replay(&mut conn, &dlq, &ids, g.json).await?
+                }
+                DlqAction::Purge {
+                    stream,
+                    ids,
+                    all,
+                    dlq,
+                } => {
+                    let dlq = commands::dlq_name(&stream, dlq)?;
+                    commands::dlq_purge(&mut conn, &dlq, &ids, all, g.json).await?
+                }
+            }
+        }
+        Command::Demo { which } => {
+            let server = match &g.url {
+                Some(_) => None,
+                None => Some(demo::EmbeddedServer::start()?),
+            };
+            let target = match &server {
+                Some(s) => Target::Single(s.url()),
+                None => g.target(),
+            };
+            match which {
+                DemoKind::Ticker { seed } => demo::ticker::run(&target, seed).await?,
+                DemoKind::Orders { seed } => demo::orders::run(&target, seed).await?,
+            }
+        }
+    }
+    Ok(())
+}
