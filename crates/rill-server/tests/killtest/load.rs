@@ -138,6 +138,8 @@ pub struct LoadParams {
     /// COUNT of each XREADGROUP.
     pub read_count: usize,
     pub value_bytes: usize,
+    /// XADDs per second per producer (0: as fast as the server answers).
+    pub rate_per_producer: u64,
     pub stop: Arc<AtomicBool>,
 }
 
@@ -155,7 +157,13 @@ pub fn run_producer(p: LoadParams, producer: u32) -> ProducerLog {
         }
     };
     let mut batch = Vec::new();
+    let started = Instant::now();
     while !p.stop.load(Ordering::Relaxed) {
+        if p.rate_per_producer > 0 {
+            let due =
+                started + Duration::from_secs_f64(log.sent as f64 / p.rate_per_producer as f64);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
         batch.clear();
         let first = log.sent;
         for seq in first..first + p.window as u64 {

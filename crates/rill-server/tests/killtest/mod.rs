@@ -82,6 +82,9 @@ pub struct Config {
     pub read_count: usize,
     /// Bytes of the `v` field of each entry.
     pub value_bytes: usize,
+    /// Cap on acknowledged XADDs per second over all producers (0: none), so a fast server
+    /// does not make rounds (and the log every later round replays) huge.
+    pub max_rate: u64,
     /// Load always runs at least this long before the kill...
     pub warmup: Duration,
     /// ...plus a random part of this.
@@ -105,6 +108,7 @@ impl Config {
             consumers: 2,
             read_count: 50,
             value_bytes: 24,
+            max_rate: 100_000,
             warmup: Duration::from_millis(500),
             kill_window: Duration::from_millis(2000),
             max_loss: Duration::from_secs(2),
@@ -345,6 +349,7 @@ fn load_and_kill(
         window: cfg.window,
         read_count: cfg.read_count,
         value_bytes: cfg.value_bytes,
+        rate_per_producer: cfg.max_rate / u64::from(cfg.producers.max(1)),
         stop: stop.clone(),
     };
     let started = Instant::now();
