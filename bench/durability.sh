@@ -15,6 +15,9 @@
 #   bench/durability.sh [--quick] [--rounds N] [--kill-rounds N] [--entries N]
 #                       [--only throughput,restart,kill] [--seed N]
 #
+# Full run ~12 min (throughput 5 rounds ~2 min, restart 5 rounds ~2 min, kill test 4 x 20
+# rounds ~8 min); --quick ~1.5 min.
+#
 # RILL_BIN overrides the rill binary (RILL_BIN=/usr/bin/redis-server: Redis on both sides, a
 # self-check of the harness; the ratios should then be ~1). REDIS overrides redis-server.
 # Servers are pinned to CPU 0 and redis-benchmark to CPU 1 in parts 1-2; the kill test is not
@@ -22,7 +25,7 @@
 # Data dirs are fresh per run, under one mktemp -d (so $TMPDIR picks the filesystem, which
 # matters for fsync cost; the script prints it), deleted at exit. Builds --release first.
 set -euo pipefail
-ROUNDS=3 KILL_ROUNDS=20 ENTRIES=1000000 N_ALWAYS=500000 N_EVERYSEC=2000000 RESTART_ROUNDS=5
+ROUNDS=5 KILL_ROUNDS=20 ENTRIES=1000000 N_ALWAYS=300000 N_EVERYSEC=2000000 RESTART_ROUNDS=5
 ONLY=throughput,restart,kill SEED=${RILL_KILLTEST_SEED:-$(date +%s%N)}
 while [[ $# -gt 0 ]]; do
     case $1 in
@@ -131,8 +134,9 @@ if [[ ,$ONLY, == *,kill,* ]]; then
         for side in rill redis; do
             echo "  kill test $side appendfsync $fsync, $KILL_ROUNDS rounds (seed $SEED) ..." >&2
             out="$WORK/kill-$side-$fsync.out"
+            # --max-rate keeps 20 rounds' worth of log (replayed at every restart) moderate
             if "$KILLTEST" run --bin "$(bin_of "$side")" --fsync "$fsync" --rounds "$KILL_ROUNDS" \
-                    --seed "$SEED" --work "$WORK/kill-$side-$fsync" >"$out" 2>&1; then
+                    --seed "$SEED" --max-rate 40000 --work "$WORK/kill-$side-$fsync" >"$out" 2>&1; then
                 rc=0
             else
                 rc=1; sed 's/^/    /' "$out" >&2
@@ -143,6 +147,7 @@ if [[ ,$ONLY, == *,kill,* ]]; then
     done
 fi
 
+echo "($((SECONDS / 60)) min $((SECONDS % 60)) s)"
 python3 - "$WORK/results" "$(basename "$RILL")" "$("$REDIS" --version | awk '{ print $3 }' | tr -d 'v=')" "$fs" <<'PY'
 import sys, statistics
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]

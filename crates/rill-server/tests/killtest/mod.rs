@@ -108,7 +108,7 @@ impl Config {
             consumers: 2,
             read_count: 50,
             value_bytes: 24,
-            max_rate: 100_000,
+            max_rate: 50_000,
             warmup: Duration::from_millis(500),
             kill_window: Duration::from_millis(2000),
             max_loss: Duration::from_secs(2),
