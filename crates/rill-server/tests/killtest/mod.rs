@@ -272,8 +272,17 @@ pub fn run(spec: &ServerSpec, cfg: &Config, work: &Path) -> Result<Vec<RoundRepo
             check_ended_by_kill(&c.ended, log.killed_at, &c.name, &mut f);
         }
         let mut bad = Vec::new();
-        let rec = verify::read_back(&mut conn, &key, group, cfg.value_bytes, &mut bad)
-            .map_err(|e| format!("round {round}: reading back {key}: {e}"))?;
+        let rec =
+            verify::read_back(&mut conn, &key, group, cfg.value_bytes, &mut bad).map_err(|e| {
+                let acked: usize = log.producers.iter().map(|p| p.acked.len()).sum();
+                format!(
+                    "{} round {round} (seed {}): reading back {key} after the restart: {e}\n\
+                 ({acked} XADDs to it had been acknowledged before the kill)\nserver log tail:\n{}",
+                    spec.label(),
+                    cfg.seed,
+                    process::log_tail(&dir)
+                )
+            })?;
         for b in bad {
             f.add("entry with wrong fields", b);
         }
