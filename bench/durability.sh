@@ -48,7 +48,7 @@ PORT_RILL=7221 PORT_REDIS=7222
 for port in $PORT_RILL $PORT_REDIS; do
     if ss -ltn "sport = :$port" | grep -q LISTEN; then echo "port $port is taken" >&2; exit 1; fi
 done
-: >"$WORK/results"
+: >"$WORK/results"; : >"$WORK/flags"
 
 bin_of() { if [[ $1 == rill ]]; then echo "$RILL"; else echo "$REDIS"; fi; }
 port_of() { if [[ $1 == rill ]]; then echo $PORT_RILL; else echo $PORT_REDIS; fi; }
@@ -71,6 +71,7 @@ ready() { # side : wait until PONG and loading:0, print the ms it waited
 }
 kill9() { kill -9 "$1"; wait "$1" 2>/dev/null || true; }
 xlen() { redis-cli -p "$(port_of "$1")" XLEN bench; }
+aof_enabled() { redis-cli -p "$(port_of "$1")" INFO persistence | tr -d '\r' | grep -qx 'aof_enabled:1'; }
 cpu_ticks() { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$1/stat"; } # incl. reaped children
 
 fs=$(df -T "$WORK" | awk 'NR == 2 { print $2 " on " $1 " (" $7 ")" }')
@@ -86,6 +87,7 @@ if [[ ,$ONLY, == *,throughput,* ]]; then
             for side in $(order "$r"); do
                 dir="$WORK/tp-$side-$fsync-$r"
                 spawn "$side" "$dir" "$fsync"; ready "$side" "$dir" >/dev/null
+                aof_enabled "$side" || echo "xadd_$fsync $r $side log-off" >>"$WORK/flags"
                 before=$(cpu_ticks "$SERVER_PID")
                 rps=$(taskset -c 1 redis-benchmark -p "$(port_of "$side")" -P 16 -c 50 -n "$n" --csv \
                         XADD bench '*' symbol NVDA.OQ price 1187.2500 seq 42 2>/dev/null |
@@ -120,7 +122,10 @@ if [[ ,$ONLY, == *,restart,* ]]; then
             spawn "$side" "$dir" everysec; ready "$side" "$dir" >/dev/null
             ms=$(( ($(date +%s%N) - t0) / 1000000 ))
             len=$(xlen "$side")
-            [[ $len == "$before" ]] || echo "WARNING: $side lost entries: XLEN $len after restart, $before before" >&2
+            if [[ $len != "$before" ]]; then
+                echo "WARNING: $side lost entries: XLEN $len after restart, $before before" >&2
+                echo "restart $r $side lost-entries" >>"$WORK/flags"
+            fi
             echo "restart $r $side $ms $size" >>"$WORK/results"
             echo "  restart round $r $side: $ms ms ($before entries, data dir $((size / 1024)) MB, XLEN after $len)" >&2
             kill9 "$SERVER_PID"; rm -rf "$dir"
@@ -148,10 +153,14 @@ if [[ ,$ONLY, == *,kill,* ]]; then
 fi
 
 echo "($((SECONDS / 60)) min $((SECONDS % 60)) s)"
-python3 - "$WORK/results" "$(basename "$RILL")" "$("$REDIS" --version | awk '{ print $3 }' | tr -d 'v=')" "$fs" <<'PY'
+python3 - "$WORK/results" "$WORK/flags" "$(basename "$RILL")" "$("$REDIS" --version | awk '{ print $3 }' | tr -d 'v=')" "$fs" <<'PY'
 import sys, statistics
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-rill_name, redis_version, fs = sys.argv[2], sys.argv[3], sys.argv[4]
+flags = {}
+for l in open(sys.argv[2]):
+    kind, _, side, what = l.split()
+    flags.setdefault(kind, set()).add(f"{side}: {what}")
+rill_name, redis_version, fs = sys.argv[3], sys.argv[4], sys.argv[5]
 print(f"\ndurability: {rill_name} (rill side) vs redis {redis_version}; data on {fs}")
 print("ratios are rill/redis, median of per-round ratios (min..max)")
 def paired(kind, col):
@@ -160,8 +169,11 @@ def paired(kind, col):
         if row[0] == kind:
             by.setdefault(row[1], {})[row[2]] = float(row[col])
     return [(v["rill"], v["redis"]) for v in by.values() if "rill" in v and "redis" in v and v["redis"] > 0]
-def line(label, pairs, unit, goal, better_high):
+def line(label, kind, pairs, unit, goal, better_high):
     if not pairs:
+        return
+    if kind in flags:
+        print(f"{label:38} INVALID ({', '.join(sorted(flags[kind]))}): not a comparison of two logs")
         return
     ratios = sorted(a / b for a, b in pairs)
     med = statistics.median(ratios)
@@ -169,12 +181,12 @@ def line(label, pairs, unit, goal, better_high):
     print(f"{label:38} rill {statistics.median(a for a, _ in pairs):10.0f} {unit:5} redis {statistics.median(b for _, b in pairs):10.0f} {unit:5}"
           f" ratio {med:5.2f} ({ratios[0]:.2f}..{ratios[-1]:.2f})  goal {'>=' if better_high else '<='} {goal}: {'met' if met else 'NOT met'}")
 for fsync, goal in (("always", 2.0), ("everysec", 1.3)):
-    line(f"XADD -P16 -c50 appendfsync {fsync}", paired(f"xadd_{fsync}", 3), "ops/s", goal, True)
+    line(f"XADD -P16 -c50 appendfsync {fsync}", f"xadd_{fsync}", paired(f"xadd_{fsync}", 3), "ops/s", goal, True)
     pairs = paired(f"xadd_{fsync}", 4)
     if pairs:
         effs = sorted(b / a for a, b in pairs if a > 0)
         print(f"{'':38} server CPU/op: rill {statistics.median(a for a, _ in pairs):.3f} us, redis {statistics.median(b for _, b in pairs):.3f} us (eff redis/rill {statistics.median(effs):.2f})")
-line("restart after kill -9 (ms)", paired("restart", 3), "ms", 0.5, False)
+line("restart after kill -9 (ms)", "restart", paired("restart", 3), "ms", 0.5, False)
 for row in rows:
     if row[0] == "kill":
         print(f"kill test appendfsync {row[1]:8} {row[2]:5}: {row[3].replace('_', ' ')}")

@@ -188,11 +188,11 @@ fn run(args: &[String]) -> ExitCode {
         }
         Err(e) => {
             eprintln!("{e}");
-            println!(
-                "FAIL {}: {}",
-                spec.label(),
-                e.lines().next().unwrap_or_default()
-            );
+            let first = e.lines().next().unwrap_or_default();
+            let first = first
+                .strip_prefix(&format!("{}: ", spec.label()))
+                .unwrap_or(first);
+            println!("FAIL {}: {first}", spec.label());
             ExitCode::FAILURE
         }
     }

@@ -222,6 +222,25 @@ pub fn run(spec: &ServerSpec, cfg: &Config, work: &Path) -> Result<Vec<RoundRepo
         dir.display()
     );
     let (mut server, _) = spec.start(&dir, None)?;
+    if spec.appendonly {
+        // As Redis: `appendonly yes` shows as aof_enabled:1 (a server that ignores the option
+        // fails here rather than with a puzzling loss after the first kill).
+        let info = connect(&server)?
+            .call(&["INFO", "persistence"])
+            .map_err(|e| e.to_string())?;
+        if !info
+            .as_str()
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.trim_end() == "aof_enabled:1")
+        {
+            return Err(format!(
+                "{}: started with appendonly yes, but INFO persistence does not say aof_enabled:1:\n{}",
+                spec.label(),
+                info.as_str().unwrap_or_default()
+            ));
+        }
+    }
     let mut digests: Vec<(String, Digest)> = Vec::new();
     let mut reports = Vec::new();
     let allowed_loss = cfg.allowed_loss(spec.fsync);
