@@ -50,17 +50,13 @@ fn redis7(fsync: Fsync) -> Option<ServerSpec> {
     Some(spec(ServerKind::Redis(which), binary, fsync))
 }
 
-// enabled when the effect log lands
 #[test]
-#[ignore]
 fn kill9_appendfsync_always_loses_nothing_acknowledged() {
     let (kind, binary) = Server::subject_binary();
     run(&spec(kind, binary, Fsync::Always), ALWAYS_ROUNDS);
 }
 
-// enabled when the effect log lands
 #[test]
-#[ignore]
 fn kill9_appendfsync_everysec_loses_at_most_the_last_seconds() {
     let (kind, binary) = Server::subject_binary();
     run(&spec(kind, binary, Fsync::Everysec), EVERYSEC_ROUNDS);
