@@ -87,6 +87,44 @@ impl Effect {
 }
 
 impl crate::Engine {
+    /// Replay `XADD key id field value ...` with an explicit ID (the form the log writes)
+    /// directly, without the command's option parsing and reply. Hands `args` back when they
+    /// are not that form (the caller then runs the command normally).
+    pub fn replay_xadd(&mut self, db: usize, args: Vec<Bytes>) -> Result<Result<(), &'static str>, Vec<Bytes>> {
+        let id = match args.as_slice() {
+            [name, _, id, rest @ ..] if name.eq_ignore_ascii_case(b"XADD") && !rest.is_empty() && rest.len() % 2 == 0 => {
+                match parse_plain_id(id) {
+                    Some(id) => id,
+                    None => return Err(args),
+                }
+            }
+            _ => return Err(args),
+        };
+        let limits = crate::types::stream::NodeLimits::new(self.config.stream_node_max_entries, self.config.stream_node_max_bytes);
+        let (duration, maxsize) = (self.config.stream_idmp_duration_secs, self.config.stream_idmp_maxsize);
+        let mut it = args.into_iter().skip(1);
+        let Some(key) = it.next() else { return Ok(Err("XADD effect without a key")) };
+        let _id = it.next();
+        let fields: Vec<(Bytes, Bytes)> = std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect();
+        let Some(d) = self.dbs.get_mut(db) else { return Ok(Err("database index out of range")) };
+        if !d.keys.contains_key(key.as_ref()) {
+            let mut stream = Box::<crate::types::stream::Stream>::default();
+            stream.idmp.configure(Some(duration), Some(maxsize));
+            self.insert(db, key.clone(), crate::Value::Stream(stream));
+        }
+        let Some(entry) = self.dbs.get_mut(db).and_then(|d| d.keys.get_mut(key.as_ref())) else {
+            return Ok(Err("stream vanished"));
+        };
+        let crate::Value::Stream(stream) = &mut entry.value else {
+            return Ok(Err("XADD effect on a key of another type"));
+        };
+        if stream.append(id, &fields, limits).is_err() {
+            return Ok(Err("XADD effect could not be applied"));
+        }
+        self.dirty += 1;
+        Ok(Ok(()))
+    }
+
     /// Replay a [`Effect::Group`] or [`Effect::TrimIds`] (a [`Effect::Command`] is run through
     /// the command table by the caller). Errors when the key holds no stream: a log that
     /// reaches that state does not come from this server.
@@ -115,6 +153,24 @@ impl crate::Engine {
         self.dirty += 1;
         Ok(())
     }
+}
+
+/// `ms-seq` in plain decimal digits (the form the log writes), without the general ID parser.
+fn parse_plain_id(text: &[u8]) -> Option<StreamId> {
+    let dash = text.iter().position(|&c| c == b'-')?;
+    let num = |d: &[u8]| -> Option<u64> {
+        if d.is_empty() || d.len() > 20 {
+            return None;
+        }
+        d.iter().try_fold(0u64, |acc, &c| {
+            if c.is_ascii_digit() {
+                acc.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+            } else {
+                None
+            }
+        })
+    };
+    Some(StreamId { ms: num(text.get(..dash)?)?, seq: num(text.get(dash + 1..)?)? })
 }
 
 /// Why a record body could not be decoded.
@@ -284,24 +340,22 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
 // Decoding
 // ---------------------------------------------------------------------------------------------
 
-struct Cursor<'a> {
-    buf: &'a [u8],
+struct Cursor {
+    buf: Bytes,
 }
 
-impl<'a> Cursor<'a> {
+impl Cursor {
     fn u8(&mut self) -> Result<u8, DecodeError> {
-        let (&b, rest) = self.buf.split_first().ok_or(DecodeError("record ends early"))?;
-        self.buf = rest;
+        let b = *self.buf.first().ok_or(DecodeError("record ends early"))?;
+        bytes::Buf::advance(&mut self.buf, 1);
         Ok(b)
     }
 
-    fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+    fn bytes(&mut self, n: usize) -> Result<Bytes, DecodeError> {
         if n > self.buf.len() {
             return Err(DecodeError("record ends early"));
         }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
+        Ok(self.buf.split_to(n))
     }
 
     fn varint(&mut self) -> Result<u64, DecodeError> {
@@ -325,15 +379,16 @@ impl<'a> Cursor<'a> {
         Ok(n)
     }
 
+    /// A string: a slice of the record, no copy.
     fn str(&mut self) -> Result<Bytes, DecodeError> {
         let n = self.len()?;
-        Ok(Bytes::copy_from_slice(self.bytes(n)?))
+        self.bytes(n)
     }
 
     fn i64(&mut self) -> Result<i64, DecodeError> {
         let b = self.bytes(8)?;
         let mut a = [0u8; 8];
-        a.copy_from_slice(b);
+        a.copy_from_slice(&b);
         Ok(i64::from_le_bytes(a))
     }
 
@@ -356,6 +411,12 @@ impl<'a> Cursor<'a> {
 
 /// Decode a record body: its time and effects.
 pub fn decode_record(body: &[u8]) -> Result<(i64, Vec<Effect>), DecodeError> {
+    decode_record_shared(Bytes::copy_from_slice(body))
+}
+
+/// [`decode_record`] over a shared buffer: the effects' strings are slices of it (replay
+/// of a whole file copies nothing per argument).
+pub fn decode_record_shared(body: Bytes) -> Result<(i64, Vec<Effect>), DecodeError> {
     let mut c = Cursor { buf: body };
     let time = c.i64()?;
     let n = c.varint()?;
@@ -369,7 +430,7 @@ pub fn decode_record(body: &[u8]) -> Result<(i64, Vec<Effect>), DecodeError> {
     Ok((time, effects))
 }
 
-fn decode_effect(c: &mut Cursor<'_>) -> Result<Effect, DecodeError> {
+fn decode_effect(c: &mut Cursor) -> Result<Effect, DecodeError> {
     match c.u8()? {
         1 => {
             let db = c.db()?;
@@ -404,7 +465,7 @@ fn decode_effect(c: &mut Cursor<'_>) -> Result<Effect, DecodeError> {
     }
 }
 
-fn decode_group(c: &mut Cursor<'_>) -> Result<GroupEffect, DecodeError> {
+fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
     let tag = c.u8()?;
     let group = c.str()?;
     Ok(match tag {

@@ -1,7 +1,8 @@
 //! Reading a log file record by record, and `rill-server --check-log FILE [--fix]`.
 
 use super::{LOG_MAGIC, MAX_RECORD, RECORD_HEADER};
-use rill_engine::effect::{decode_record, Effect};
+use bytes::Bytes;
+use rill_engine::effect::{decode_record_shared, Effect};
 
 /// How a log file ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,25 +26,25 @@ pub enum Tail {
 
 /// Iterates over the records of a log file held in memory.
 #[derive(Debug)]
-pub struct Records<'a> {
-    bytes: &'a [u8],
+pub struct Records {
+    bytes: Bytes,
     pos: usize,
     /// How the file ends, once iteration stopped.
     pub tail: Option<Tail>,
 }
 
-impl<'a> Records<'a> {
+impl Records {
     /// Start after the magic. A file shorter than the magic is a torn creation (tail at 0);
     /// a different magic is corruption at 0.
-    pub fn new(bytes: &'a [u8]) -> Records<'a> {
+    pub fn new(bytes: Bytes) -> Records {
         let mut r = Records { bytes, pos: LOG_MAGIC.len(), tail: None };
-        if bytes.len() < LOG_MAGIC.len() {
-            r.tail = Some(if LOG_MAGIC.starts_with(bytes) {
+        if r.bytes.len() < LOG_MAGIC.len() {
+            r.tail = Some(if LOG_MAGIC.starts_with(&r.bytes) {
                 Tail::Truncated { at: 0 }
             } else {
                 Tail::Corrupt { at: 0, reason: "not a rill log file (bad magic)".into() }
             });
-        } else if bytes.get(..LOG_MAGIC.len()) != Some(&LOG_MAGIC[..]) {
+        } else if r.bytes.get(..LOG_MAGIC.len()) != Some(&LOG_MAGIC[..]) {
             r.tail = Some(Tail::Corrupt { at: 0, reason: "not a rill log file (bad magic)".into() });
         }
         r
@@ -89,7 +90,8 @@ impl<'a> Records<'a> {
             self.tail = Some(bad("checksum mismatch".into()));
             return None;
         }
-        match decode_record(body) {
+        let body = self.bytes.slice(at + RECORD_HEADER..at + end);
+        match decode_record_shared(body) {
             Ok((time, effects)) => {
                 self.pos = at + end;
                 Some((at as u64, time, effects))
@@ -117,7 +119,7 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    let mut records = Records::new(&bytes);
+    let mut records = Records::new(Bytes::from(bytes.clone()));
     let mut n: u64 = 0;
     let mut effects: u64 = 0;
     while let Some((_, _, e)) = records.next_record() {
@@ -180,7 +182,7 @@ mod tests {
     }
 
     fn scan(bytes: &[u8]) -> (usize, Tail) {
-        let mut r = Records::new(bytes);
+        let mut r = Records::new(Bytes::copy_from_slice(bytes));
         let mut n = 0;
         while r.next_record().is_some() {
             n += 1;

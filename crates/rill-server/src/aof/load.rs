@@ -22,13 +22,19 @@ const PROGRESS_BYTES: u64 = 64 << 20;
 
 /// Replay one effect. Errors are reported, not fatal: the state they lead to is what the
 /// original server had (a command that failed half-way failed the same way then).
-pub fn replay(st: &mut State, table: &CommandTable, time_ms: i64, effect: &Effect) -> Result<(), String> {
+pub fn replay(st: &mut State, table: &CommandTable, time_ms: i64, effect: Effect) -> Result<(), String> {
     match effect {
-        Effect::Group { .. } | Effect::TrimIds { .. } => st.engine.apply_stream_effect(effect).map_err(str::to_string),
+        Effect::Group { .. } | Effect::TrimIds { .. } => st.engine.apply_stream_effect(&effect).map_err(str::to_string),
         Effect::Command { db, args } => {
-            if *db >= st.engine.dbs.len() {
+            if db >= st.engine.dbs.len() {
                 return Err(format!("database {db} out of range"));
             }
+            // The most common record, straight into the stream.
+            let args = match st.engine.replay_xadd(db, args) {
+                Ok(r) => return r.map_err(str::to_string),
+                Err(args) => args,
+            };
+            let (db, args) = (&db, &args);
             let spec = match table.resolve(args) {
                 Lookup::Found(s) => s,
                 _ => {
@@ -125,9 +131,9 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
 /// number of records and the file's length after any cut.
 fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result<(u64, u64), String> {
     let path = files.path(name);
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = bytes::Bytes::from(std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?);
     let started = Instant::now();
-    let mut records = Records::new(&bytes);
+    let mut records = Records::new(bytes.clone());
     let mut n: u64 = 0;
     let mut errors: u64 = 0;
     let mut next_progress = PROGRESS_BYTES;
@@ -136,7 +142,7 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
         let mut done = true;
         for _ in 0..CHUNK_RECORDS {
             let Some((_, time, effects)) = records.next_record() else { break };
-            for e in &effects {
+            for e in effects {
                 if let Err(msg) = replay(&mut st, &shared.table, time, e) {
                     errors += 1;
                     if errors <= 10 {
