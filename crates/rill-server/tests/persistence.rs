@@ -394,3 +394,72 @@ fn a_full_disk_refuses_writes_and_recovers() {
         assert!(c.cmd(&["XRANGE", "s", id, id]).len() > 8 * 1024, "acknowledged {id} is missing");
     }
 }
+
+#[test]
+fn while_loading_commands_answer_loading_and_info_says_so() {
+    let dir = TempDir::new("rill-loading");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    let mut c = p.client();
+    for i in 0..300 {
+        c.cmd(&["XADD", "s", "*", "n", &i.to_string()]);
+    }
+    p.kill9();
+    // 300 records at 10 ms each: three seconds of loading to look at.
+    let port = free_port();
+    let log = std::fs::File::create(dir.path().join("loading.log")).unwrap();
+    let port_s = port.to_string();
+    let mut child = Command::new(BIN)
+        .args(["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir.path().to_str().unwrap(), "--save", ""])
+        .args(["--appendonly", "yes", "--key-load-delay", "10000"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut c = loop {
+        if let Ok(c) = RawClient::try_connect(port) {
+            break c;
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(s(&c.cmd(&["XLEN", "s"])), "-LOADING Redis is loading the dataset in memory\r\n");
+    assert_eq!(s(&c.cmd(&["PING"])), "-LOADING Redis is loading the dataset in memory\r\n");
+    assert!(s(&c.cmd(&["INFO", "persistence"])).contains("\r\nloading:1\r\n"));
+    loop {
+        let info = s(&c.cmd(&["INFO", "persistence"]));
+        if info.contains("\r\nloading:0\r\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still loading");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(s(&c.cmd(&["XLEN", "s"])), ":300\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn config_set_appendonly_starts_the_log_from_the_current_data() {
+    let dir = TempDir::new("rill-aof-on");
+    let p = Proc::start(dir.path(), &["--appendonly", "no"]);
+    let mut c = p.client();
+    c.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    fill(&mut c, 0, 60);
+    assert_eq!(c.cmd(&["CONFIG", "SET", "appendonly", "yes"]), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = s(&c.cmd(&["INFO", "persistence"]));
+        if info.contains("aof_enabled:1") && info.contains("aof_rewrites:1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "log not started: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fill(&mut c, 60, 90);
+    let before = picture(&mut c);
+    p.kill9();
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    assert_same(&picture(&mut p.client()), &before);
+}

@@ -76,6 +76,12 @@ pub fn replay(st: &mut State, table: &CommandTable, time_ms: i64, effect: Effect
     }
 }
 
+/// `key-load-delay`: a pause after each key or record (tests of the loading state).
+fn load_delay(shared: &Shared) -> std::time::Duration {
+    let us = shared.lock().config.get_i64("key-load-delay").max(0);
+    std::time::Duration::from_micros(us as u64)
+}
+
 /// The context loading a snapshot uses.
 pub fn load_context(st: &State, now_ms: i64) -> LoadContext {
     LoadContext {
@@ -97,9 +103,10 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
     let mut reader = FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
     let mut n: u64 = 0;
     let mut next_progress = PROGRESS_BYTES;
+    let delay = load_delay(shared);
     loop {
         let mut st = shared.lock();
-        for _ in 0..1000 {
+        for _ in 0..if delay.is_zero() { 1000 } else { 1 } {
             match reader.next_key() {
                 Ok(Some(k)) => {
                     if k.db >= st.engine.dbs.len() {
@@ -120,6 +127,9 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
             }
         }
         drop(st);
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         if reader.offset() as u64 >= next_progress {
             tracing::info!("Loading {}: {} MB of {} MB", path.display(), reader.offset() >> 20, bytes.len() >> 20);
             next_progress += PROGRESS_BYTES;
@@ -137,10 +147,11 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
     let mut n: u64 = 0;
     let mut errors: u64 = 0;
     let mut next_progress = PROGRESS_BYTES;
+    let delay = load_delay(shared);
     loop {
         let mut st = shared.lock();
         let mut done = true;
-        for _ in 0..CHUNK_RECORDS {
+        for _ in 0..if delay.is_zero() { CHUNK_RECORDS } else { 1 } {
             let Some((_, time, effects)) = records.next_record() else { break };
             for e in effects {
                 if let Err(msg) = replay(&mut st, &shared.table, time, e) {
@@ -154,6 +165,9 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
             done = false;
         }
         drop(st);
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         if records.offset() >= next_progress {
             tracing::info!("Loading {}: {} MB of {} MB", path.display(), records.offset() >> 20, bytes.len() >> 20);
             next_progress += PROGRESS_BYTES;
