@@ -228,6 +228,89 @@ pub fn encode_record(out: &mut Vec<u8>, time_ms: i64, effects: &[Effect]) {
     }
 }
 
+/// Effects already in their encoded form: what a command emits and the log appends, without
+/// building [`Effect`] values (the hot path of every logged write).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct EffectBuf {
+    bytes: Vec<u8>,
+    count: u64,
+}
+
+impl EffectBuf {
+    /// No effects.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Number of effects.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Forget every effect, keeping the allocation.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.count = 0;
+    }
+
+    /// Encoded size in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Add one effect.
+    pub fn push(&mut self, effect: &Effect) {
+        encode_effect(&mut self.bytes, effect);
+        self.count += 1;
+    }
+
+    /// Add a command effect from its arguments.
+    pub fn command<'a>(&mut self, db: usize, args: impl ExactSizeIterator<Item = &'a [u8]>) {
+        self.bytes.push(1);
+        put_varint(&mut self.bytes, db as u64);
+        put_varint(&mut self.bytes, args.len() as u64);
+        for a in args {
+            put_str(&mut self.bytes, a);
+        }
+        self.count += 1;
+    }
+
+    /// Add `DEL key` (expiry).
+    pub fn del(&mut self, db: usize, key: &[u8]) {
+        self.command(db, [&b"DEL"[..], key].into_iter());
+    }
+
+    /// Add a consumer-group change on the stream at `key`.
+    pub fn group(&mut self, db: usize, key: &[u8], effect: &GroupEffect) {
+        self.bytes.push(2);
+        put_varint(&mut self.bytes, db as u64);
+        put_str(&mut self.bytes, key);
+        encode_group(&mut self.bytes, effect);
+        self.count += 1;
+    }
+
+    /// Move every effect of `other` after ours.
+    pub fn append(&mut self, other: &mut EffectBuf) {
+        self.bytes.extend_from_slice(&other.bytes);
+        self.count += other.count;
+        other.clear();
+    }
+
+    /// The effects as values (tests, tools).
+    pub fn decode(&self) -> Result<Vec<Effect>, DecodeError> {
+        let mut body = Vec::with_capacity(self.bytes.len() + 16);
+        encode_record_buf(&mut body, 0, self);
+        decode_record(&body).map(|(_, e)| e)
+    }
+}
+
+/// Append the body of a record holding the effects of `buf` at `time_ms` to `out`.
+pub fn encode_record_buf(out: &mut Vec<u8>, time_ms: i64, buf: &EffectBuf) {
+    put_i64(out, time_ms);
+    put_varint(out, buf.count);
+    out.extend_from_slice(&buf.bytes);
+}
+
 fn encode_effect(out: &mut Vec<u8>, effect: &Effect) {
     match effect {
         Effect::Command { db, args } => {

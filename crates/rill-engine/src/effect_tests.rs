@@ -23,7 +23,7 @@ fn run_logged(engine: &mut Engine, table: &CommandTable, now: i64, args: &[Strin
     let _ = h(engine, &mut ctx, &args);
     let mut out: Vec<Effect> = engine.expired_log.drain(..).map(|(db, k)| Effect::del(db, k)).collect();
     if ctx.explicit {
-        out.extend(ctx.effects);
+        out.extend(ctx.effects.decode().unwrap());
     } else if engine.dirty != dirty && spec.flags.has(Flags::WRITE) {
         out.push(Effect::Command { db: 0, args });
     }

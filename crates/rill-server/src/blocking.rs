@@ -14,7 +14,6 @@
 use crate::state::State;
 use bytes::Bytes;
 use rill_engine::command::{CommandSpec, Flags, Handler};
-use rill_engine::effect::Effect;
 use rill_engine::{BlockRequest, CallCtx};
 use rill_resp::Reply;
 use std::collections::{HashMap, VecDeque};
@@ -169,13 +168,9 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     ctx.recording = st.aof.recording();
     let dirty_before = st.engine.dirty;
     let result = handler(&mut st.engine, &mut ctx, &args);
-    let effects = std::mem::take(&mut ctx.effects);
-    if ctx.explicit {
-        st.collect_effects(effects);
-    } else if st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
-        st.collect_effects(vec![Effect::Command { db: w_db, args: args.clone() }]);
-    } else {
-        st.collect_effects(Vec::new());
+    st.collect_effects(&mut ctx.effects);
+    if !ctx.explicit && st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
+        st.aof.push_command(w_db, &args);
     }
     // One record per served client; its reply waits for it.
     let offset = st.commit_effects(now_ms);

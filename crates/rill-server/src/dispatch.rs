@@ -7,7 +7,6 @@ use crate::cmd;
 use crate::state::{Shared, State};
 use bytes::Bytes;
 use rill_engine::command::{CommandSpec, Flags, Handler, Lookup};
-use rill_engine::effect::Effect;
 use rill_engine::{BlockRequest, CallCtx, CmdError};
 use rill_resp::{Protocol, Reply};
 use crate::clock::Tick;
@@ -268,13 +267,9 @@ pub fn call(
             ctx.resp3 = conn.proto == Protocol::Resp3;
             ctx.recording = st.aof.recording();
             let result = handler(&mut st.engine, &mut ctx, &args);
-            let effects = std::mem::take(&mut ctx.effects);
-            if ctx.explicit {
-                st.collect_effects(effects);
-            } else if st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
-                st.collect_effects(vec![Effect::Command { db: conn.db, args: args.clone() }]);
-            } else {
-                st.collect_effects(Vec::new());
+            st.collect_effects(&mut ctx.effects);
+            if !ctx.explicit && st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
+                st.aof.push_command(conn.db, &args);
             }
             match ctx.block.take() {
                 Some(request) if !in_exec => Action::Block { spec, args, request },
@@ -290,9 +285,10 @@ pub fn call(
                 Err(e) => e.into(),
             };
             // FLUSHALL, FLUSHDB, SWAPDB: logged as themselves.
-            let own = (st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE))
-                .then(|| Effect::Command { db: conn.db, args: args.clone() });
-            st.collect_effects(own.into_iter().collect());
+            st.collect_effects(&mut rill_engine::effect::EffectBuf::default());
+            if st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
+                st.aof.push_command(conn.db, &args);
+            }
             action
         }
     };

@@ -299,7 +299,7 @@ async fn cron(shared: Arc<Shared>) {
         if st.active_expire {
             st.engine.active_expire(now, EXPIRE_BUDGET_KEYS);
             // Expired keys are logged as deletions, one record per sweep.
-            st.collect_effects(Vec::new());
+            st.collect_effects(&mut rill_engine::effect::EffectBuf::default());
             st.commit_effects(now);
         }
         if aof::rewrite::should_auto_rewrite(&st) {

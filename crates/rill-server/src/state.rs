@@ -149,15 +149,15 @@ impl State {
         self.aof.commit(now_ms)
     }
 
-    /// Move the engine's expiry deletions and a command's effects into the current unit.
-    pub fn collect_effects(&mut self, ctx_effects: Vec<rill_engine::effect::Effect>) {
+    /// Move the engine's expiry deletions and a command's explicit effects into the current
+    /// unit.
+    pub fn collect_effects(&mut self, ctx_effects: &mut rill_engine::effect::EffectBuf) {
         if !self.engine.expired_log.is_empty() {
-            let expired = std::mem::take(&mut self.engine.expired_log);
-            self.aof.push(expired.into_iter().map(|(db, key)| rill_engine::effect::Effect::del(db, key)));
+            for (db, key) in std::mem::take(&mut self.engine.expired_log) {
+                self.aof.push_del(db, &key);
+            }
         }
-        if !ctx_effects.is_empty() {
-            self.aof.push(ctx_effects);
-        }
+        self.aof.push(ctx_effects);
     }
 }
 

@@ -171,7 +171,7 @@ pub struct CallCtx {
     /// Effects the handler emitted explicitly (see [`crate::effect`]). When `explicit` is
     /// set these are the command's whole record; otherwise a write command that changed the
     /// keyspace is logged as itself.
-    pub effects: Vec<crate::effect::Effect>,
+    pub effects: crate::effect::EffectBuf,
     /// The handler describes its changes in `effects` (even if it emitted none).
     pub explicit: bool,
     /// Effects are wanted (the log is on). When false, [`CallCtx::emit`] only marks the
@@ -184,7 +184,7 @@ impl CallCtx {
     pub fn emit(&mut self, effect: crate::effect::Effect) {
         self.explicit = true;
         if self.recording {
-            self.effects.push(effect);
+            self.effects.push(&effect);
         }
     }
 
@@ -199,10 +199,9 @@ impl CallCtx {
         if !self.recording {
             return;
         }
-        let db = self.db;
-        self.effects.extend(
-            effects.into_iter().map(|effect| crate::effect::Effect::Group { db, key: key.clone(), effect }),
-        );
+        for effect in effects {
+            self.effects.group(self.db, key, &effect);
+        }
     }
 
     /// A context for database `db` at time `now_ms`.
@@ -215,7 +214,7 @@ impl CallCtx {
             block: None,
             deadline_override: None,
             resp3: false,
-            effects: Vec::new(),
+            effects: crate::effect::EffectBuf::default(),
             explicit: false,
             recording: false,
         }

@@ -42,7 +42,7 @@ mod writer;
 
 pub use writer::Log;
 
-use rill_engine::effect::{encode_record, Effect};
+use rill_engine::effect::{encode_record_buf, EffectBuf};
 use std::sync::Arc;
 
 /// The log file magic.
@@ -80,7 +80,8 @@ impl FsyncPolicy {
     }
 }
 
-/// Frame one record around `body` into `out`.
+/// Frame one record around `body` into `out` (the writer frames in place; tests build files).
+#[cfg(test)]
 pub fn frame(out: &mut Vec<u8>, body: &[u8]) {
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
@@ -93,10 +94,9 @@ pub fn frame(out: &mut Vec<u8>, body: &[u8]) {
 pub struct Aof {
     /// The running log; `None` with `appendonly no`.
     pub log: Option<Arc<Log>>,
-    /// Effects of the current unit (a command, an EXEC, a served client), not yet framed.
-    pending: Vec<Effect>,
-    /// Encoding buffer, reused.
-    scratch: Vec<u8>,
+    /// Effects of the current unit (a command, an EXEC, a served client), encoded, not yet
+    /// framed.
+    pending: EffectBuf,
     /// Log offset after the last record appended.
     pub appended: u64,
 }
@@ -107,10 +107,24 @@ impl Aof {
         self.log.is_some()
     }
 
-    /// Add the effects of one command to the current unit.
-    pub fn push(&mut self, effects: impl IntoIterator<Item = Effect>) {
+    /// Add a command's explicit effects to the current unit.
+    pub fn push(&mut self, effects: &mut EffectBuf) {
+        if self.log.is_some() && !effects.is_empty() {
+            self.pending.append(effects);
+        }
+    }
+
+    /// Add a command logged as itself.
+    pub fn push_command(&mut self, db: usize, args: &[bytes::Bytes]) {
         if self.log.is_some() {
-            self.pending.extend(effects);
+            self.pending.command(db, args.iter().map(|a| &a[..]));
+        }
+    }
+
+    /// Add the deletion of an expired key.
+    pub fn push_del(&mut self, db: usize, key: &[u8]) {
+        if self.log.is_some() {
+            self.pending.del(db, key);
         }
     }
 
@@ -124,13 +138,9 @@ impl Aof {
         if self.pending.is_empty() {
             return self.appended;
         }
-        self.scratch.clear();
-        encode_record(&mut self.scratch, now_ms, &self.pending);
+        let pending = &self.pending;
+        self.appended = log.append_with(|out| encode_record_buf(out, now_ms, pending));
         self.pending.clear();
-        self.appended = log.append(&self.scratch);
-        if self.scratch.capacity() > 1 << 20 {
-            self.scratch = Vec::new();
-        }
         self.appended
     }
 }

@@ -170,19 +170,26 @@ impl Log {
         self.failed.load(Ordering::Relaxed)
     }
 
-    /// Queue one framed record with `body`; returns the log offset it ends at.
-    pub fn append(&self, body: &[u8]) -> u64 {
+    /// Queue one framed record whose body `encode` writes; returns the log offset it ends at.
+    pub fn append_with(&self, encode: impl FnOnce(&mut Vec<u8>)) -> u64 {
         let mut q = lock(&self.q);
-        let framed = super::RECORD_HEADER + body.len();
-        match q.segs.back_mut() {
-            Some(Seg::Data(v)) => super::frame(v, body),
-            _ => {
-                let mut v = Vec::with_capacity(framed.max(16 * 1024));
-                super::frame(&mut v, body);
-                q.segs.push_back(Seg::Data(v));
-            }
+        if !matches!(q.segs.back(), Some(Seg::Data(_))) {
+            q.segs.push_back(Seg::Data(Vec::with_capacity(16 * 1024)));
         }
-        q.end += framed as u64;
+        let end = q.end;
+        let Some(Seg::Data(v)) = q.segs.back_mut() else { return end };
+        let start = v.len();
+        v.extend_from_slice(&[0u8; super::RECORD_HEADER]);
+        encode(v);
+        let body = v.get(start + super::RECORD_HEADER..).unwrap_or_default();
+        let mut header = [0u8; super::RECORD_HEADER];
+        header[..4].copy_from_slice(&(body.len() as u32).to_le_bytes());
+        header[4..].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
+        if let Some(h) = v.get_mut(start..start + super::RECORD_HEADER) {
+            h.copy_from_slice(&header);
+        }
+        let framed = (v.len() - start) as u64;
+        q.end += framed;
         let end = q.end;
         drop(q);
         // Only `always` hands records to the thread; a busy writer finds them on its next

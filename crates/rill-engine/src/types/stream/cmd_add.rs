@@ -149,25 +149,18 @@ fn append(
     stream.append(new_id, &req.fields, limits)?;
     // The effects: this append with its final ID, then its IDMP record (IDMPAUTO's IID
     // spelled out), then the trim.
-    let id_text = if ctx.recording { Bytes::from(new_id.to_string()) } else { Bytes::new() };
     if ctx.recording {
-        let mut effect = Vec::with_capacity(3 + 2 * req.fields.len());
-        effect.push(Bytes::from_static(b"XADD"));
-        effect.push(req.key.clone());
-        effect.push(id_text.clone());
-        for (f, v) in &req.fields {
-            effect.push(f.clone());
-            effect.push(v.clone());
+        let mut id_buf = [0u8; 48];
+        let id_text = format_id(new_id, &mut id_buf);
+        let fields = req.fields.iter().flat_map(|(f, v)| [&f[..], &v[..]]);
+        let head: [&[u8]; 3] = [b"XADD", &req.key, id_text];
+        ctx.effects.command(ctx.db, ExactChain { head: head.into_iter(), tail: fields, len: 3 + 2 * req.fields.len() });
+        if let Some((pid, iid)) = &iid {
+            ctx.effects.command(ctx.db, [&b"XIDMPRECORD"[..], &req.key, pid, iid, id_text].into_iter());
         }
-        ctx.emit(Effect::Command { db: ctx.db, args: effect });
-    } else {
-        ctx.explicit();
     }
+    ctx.explicit();
     if let Some((pid, iid)) = iid {
-        ctx.emit(Effect::Command {
-            db: ctx.db,
-            args: vec![Bytes::from_static(b"XIDMPRECORD"), req.key.clone(), pid.clone(), iid.clone(), id_text],
-        });
         stream.idmp.record(&pid, iid, new_id);
     }
     if let Some(trim) = req.options.trim {
@@ -175,3 +168,35 @@ fn append(
     }
     Ok(Outcome::Added(new_id))
 }
+
+/// `ms-seq` in decimal into `buf`, returning the text.
+fn format_id(id: StreamId, buf: &mut [u8; 48]) -> &[u8] {
+    use std::io::Write;
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{}-{}", id.ms, id.seq);
+    let n = cursor.position() as usize;
+    buf.get(..n).unwrap_or_default()
+}
+
+/// Two iterators chained, with the total length known (the effect encoder writes it first).
+struct ExactChain<A, B> {
+    head: A,
+    tail: B,
+    len: usize,
+}
+
+impl<'a, A: Iterator<Item = &'a [u8]>, B: Iterator<Item = &'a [u8]>> Iterator for ExactChain<A, B> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let item = self.head.next().or_else(|| self.tail.next());
+        if item.is_some() {
+            self.len = self.len.saturating_sub(1);
+        }
+        item
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.len, Some(self.len))
+    }
+}
+
+impl<'a, A: Iterator<Item = &'a [u8]>, B: Iterator<Item = &'a [u8]>> ExactSizeIterator for ExactChain<A, B> {}
