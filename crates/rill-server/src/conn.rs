@@ -34,6 +34,12 @@ enum Next {
 /// written to the OS otherwise). False if the log failed first: the replies must not go out.
 async fn durable(log: &Arc<Log>, offset: u64) -> bool {
     if log.policy() != crate::aof::FsyncPolicy::Always {
+        if log.written() < offset {
+            // Let the other connections with requests ready run their batches first: the
+            // first of us to come back writes everyone's records with one write(2), as
+            // Redis writes its AOF buffer once per event-loop turn.
+            tokio::task::yield_now().await;
+        }
         return log.write_through(offset);
     }
     if log.durable().offset >= offset {
