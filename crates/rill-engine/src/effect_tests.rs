@@ -69,6 +69,8 @@ fn command() -> impl Strategy<Value = Vec<String>> {
         1 => (key.clone(), id.clone()).prop_map(move |(k, i)| s(&["XDEL", k, &i])),
         1 => (key.clone(), id.clone()).prop_map(move |(k, i)| s(&["XACKDEL", k, "g", "DELREF", "IDS", "1", &i])),
         1 => key.clone().prop_map(move |k| s(&["XADD", k, "IDMPAUTO", "p", "*", "f", "same"])),
+        1 => (key.clone(), 0u8..3).prop_map(move |(k, i)| s(&["XADD", k, "IDMP", "p", &format!("i{i}"), "*", "f", "v"])),
+        1 => key.clone().prop_map(move |k| s(&["XCFGSET", k, "IDMP-DURATION", "1", "IDMP-MAXSIZE", "2"])),
         1 => (0u8..4).prop_map(move |n| s(&["SET", "str", &n.to_string(), "PX", "7"])),
         1 => (0u8..4).prop_map(move |n| s(&["SADD", "set", &n.to_string(), "x", "y"])),
         1 => Just(s(&["SPOP", "set"])),
@@ -83,7 +85,7 @@ proptest! {
 
     #[test]
     fn replaying_effects_reaches_the_same_state(
-        steps in proptest::collection::vec((command(), 0i64..4), 1..60),
+        steps in proptest::collection::vec((command(), prop_oneof![4 => 0i64..4, 1 => 300i64..1500]), 1..60),
     ) {
         let table = CommandTable::new(&families());
         let mut live = Engine::new(EngineConfig { stream_node_max_entries: 3, ..EngineConfig::default() });

@@ -49,6 +49,10 @@ fn xidmprecord(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
     if stream.get(id).is_none() {
         return Err(CmdError::full("ERR No such message in stream"));
     }
+    // IIDs past their duration go first, as the background expiry would have dropped them
+    // by now (and as XADD IDMP does before recording): replaying XADD's effects (the append,
+    // then this record) at the original time must find the same table.
+    stream.idmp.expire(ctx.now_ms);
     match stream.idmp.recorded(pid, iid) {
         Some(existing) if existing == id => return Ok(Reply::ok()),
         Some(_) => {
