@@ -96,7 +96,6 @@ pub const PARAMS: &[Param] = &[
     p("latency-monitor-threshold", "0", Kind::Int(0, i64::MAX), true),
     p("lazyfree-lazy-user-del", "no", Kind::Bool, true),
     p("lazyfree-lazy-user-flush", "no", Kind::Bool, true),
-    p("appendfsync-always-group-commit", "yes", Kind::Bool, true),
     p("aof-load-truncated", "yes", Kind::Bool, true),
     // Testing aid, as in Redis: pause this many microseconds after each key or record loaded.
     p("key-load-delay", "0", Kind::Int(0, I32), true),
