@@ -134,8 +134,16 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             let parked_before = st.blocked.len();
             let appended_before = st.aof.appended;
             let next = run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out);
+            // Replies wait for this batch's records, and also for any record before them not
+            // yet safe: a reader must not see (and act on) a write a crash could still undo.
+            // While the log is failing, reads are served at once (writes are refused then).
             wait_log = match &st.aof.log {
-                Some(log) if st.aof.appended != appended_before => Some((log.clone(), st.aof.appended)),
+                Some(log)
+                    if st.aof.appended != appended_before
+                        || (!log.failed() && st.aof.appended > log.safe_offset()) =>
+                {
+                    Some((log.clone(), st.aof.appended))
+                }
                 _ => None,
             };
             // Parked clients this batch served (their replies are on the way to their tasks).

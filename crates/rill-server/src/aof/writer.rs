@@ -224,6 +224,16 @@ impl Log {
         *self.durable.borrow()
     }
 
+    /// The offset up to which records are safe per the policy: fsynced under `always`,
+    /// handed to the OS otherwise.
+    pub fn safe_offset(&self) -> u64 {
+        if self.policy() == FsyncPolicy::Always {
+            self.durable.borrow().offset
+        } else {
+            self.written.load(Ordering::Relaxed)
+        }
+    }
+
     /// Bytes handed to the OS so far (log offset).
     pub fn written(&self) -> u64 {
         self.written.load(Ordering::Relaxed)
