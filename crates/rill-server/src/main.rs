@@ -307,7 +307,12 @@ async fn cron(shared: Arc<Shared>) {
             let _ = aof::rewrite::start(&shared, &mut st);
         } else if aof::rewrite::save_due(&st, now / 1000) {
             tracing::info!("Background saving started (save point reached)");
-            let _ = aof::rewrite::bgsave(&shared, &mut st);
+            if st.aof.log.is_some() {
+                let dest = std::path::PathBuf::from(st.config.get("dbfilename"));
+                let _ = aof::rewrite::start_with(&shared, &mut st, Some(dest));
+            } else {
+                let _ = aof::rewrite::bgsave(&shared, &mut st);
+            }
         }
     }
 }

@@ -98,6 +98,13 @@ impl Db {
     pub fn get_raw(&self, key: &[u8]) -> Option<&Entry> {
         self.keys.get(key)
     }
+
+    /// Take every key out (the database is left empty): a snapshot of a private engine moves
+    /// its data instead of copying it.
+    pub fn drain(&mut self) -> Vec<(Bytes, Entry)> {
+        self.expiring.clear();
+        self.keys.drain().collect()
+    }
 }
 
 /// Settings the engine needs (the server owns the rest of the configuration).

@@ -11,7 +11,7 @@ use rill_engine::command::{CommandTable, Handler, Lookup};
 use rill_engine::effect::Effect;
 use rill_engine::rdb::file::FileReader;
 use rill_engine::rdb::LoadContext;
-use rill_engine::CallCtx;
+use rill_engine::{CallCtx, Engine, EngineConfig};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,15 +22,15 @@ const PROGRESS_BYTES: u64 = 64 << 20;
 
 /// Replay one effect. Errors are reported, not fatal: the state they lead to is what the
 /// original server had (a command that failed half-way failed the same way then).
-pub fn replay(st: &mut State, table: &CommandTable, time_ms: i64, effect: Effect) -> Result<(), String> {
+pub fn replay(engine: &mut Engine, table: &CommandTable, time_ms: i64, effect: Effect) -> Result<(), String> {
     match effect {
-        Effect::Group { .. } | Effect::TrimIds { .. } => st.engine.apply_stream_effect(&effect).map_err(str::to_string),
+        Effect::Group { .. } | Effect::TrimIds { .. } => engine.apply_stream_effect(&effect).map_err(str::to_string),
         Effect::Command { db, args } => {
-            if db >= st.engine.dbs.len() {
+            if db >= engine.dbs.len() {
                 return Err(format!("database {db} out of range"));
             }
             // The most common record, straight into the stream.
-            let args = match st.engine.replay_xadd(db, args) {
+            let args = match engine.replay_xadd(db, args) {
                 Ok(r) => return r.map_err(str::to_string),
                 Err(args) => args,
             };
@@ -46,15 +46,15 @@ pub fn replay(st: &mut State, table: &CommandTable, time_ms: i64, effect: Effect
                 Handler::Engine(h) => {
                     let mut ctx = CallCtx::new(*db, time_ms, 0);
                     ctx.no_block = true;
-                    h(&mut st.engine, &mut ctx, args).map(|_| ()).map_err(|e| e.text().to_string())
+                    h(engine, &mut ctx, args).map(|_| ()).map_err(|e| e.text().to_string())
                 }
                 _ => match spec.name {
                     "flushall" => {
-                        st.engine.flush_all();
+                        engine.flush_all();
                         Ok(())
                     }
                     "flushdb" => {
-                        st.engine.flush_db(*db);
+                        engine.flush_db(*db);
                         Ok(())
                     }
                     "swapdb" => {
@@ -62,8 +62,8 @@ pub fn replay(st: &mut State, table: &CommandTable, time_ms: i64, effect: Effect
                             args.get(i).and_then(|a| std::str::from_utf8(a).ok()).and_then(|a| a.parse::<usize>().ok())
                         };
                         match (idx(1), idx(2)) {
-                            (Some(a), Some(b)) if a < st.engine.dbs.len() && b < st.engine.dbs.len() => {
-                                st.engine.swap_db(a, b);
+                            (Some(a), Some(b)) if a < engine.dbs.len() && b < engine.dbs.len() => {
+                                engine.swap_db(a, b);
                                 Ok(())
                             }
                             _ => Err("bad SWAPDB indexes".into()),
@@ -84,15 +84,55 @@ fn load_delay(shared: &Shared) -> std::time::Duration {
 
 /// The context loading a snapshot uses.
 pub fn load_context(st: &State, now_ms: i64) -> LoadContext {
+    context_for(&st.engine.config, now_ms)
+}
+
+fn context_for(config: &EngineConfig, now_ms: i64) -> LoadContext {
     LoadContext {
-        limits: rill_engine::types::stream::NodeLimits::new(
-            st.engine.config.stream_node_max_entries,
-            st.engine.config.stream_node_max_bytes,
-        ),
-        idmp_duration_secs: st.engine.config.stream_idmp_duration_secs,
-        idmp_max_size: st.engine.config.stream_idmp_maxsize,
+        limits: rill_engine::types::stream::NodeLimits::new(config.stream_node_max_entries, config.stream_node_max_bytes),
+        idmp_duration_secs: config.stream_idmp_duration_secs,
+        idmp_max_size: config.stream_idmp_maxsize,
         now_ms,
     }
+}
+
+/// Rebuild, in a private engine, the state the log files `base` + `incrs` describe (a
+/// compaction reads the files the writer has finished with, so it needs no lock and no copy
+/// of the live keyspace). Any damage in them fails the rebuild.
+pub fn rebuild(base: Option<&std::path::Path>, incrs: &[std::path::PathBuf], config: EngineConfig, table: &CommandTable) -> Result<Engine, String> {
+    let mut engine = Engine::new(config);
+    engine.loading = true;
+    if let Some(path) = base {
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let ctx = context_for(&engine.config, now_ms());
+        let mut reader = FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
+        while let Some(k) = reader.next_key().map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))? {
+            if k.db >= engine.dbs.len() {
+                return Err(format!("{}: key in database {} out of range", path.display(), k.db));
+            }
+            let expire = k.entry.expire_at_ms;
+            engine.insert(k.db, k.key.clone(), k.entry.value);
+            if expire.is_some() {
+                engine.set_expire(k.db, &k.key, expire);
+            }
+        }
+    }
+    for path in incrs {
+        let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?);
+        let mut records = Records::new(bytes);
+        while let Some((_, time, effects)) = records.next_record() {
+            for e in effects {
+                // Effects that failed when first replayed fail the same way here.
+                let _ = replay(&mut engine, table, time, e);
+            }
+        }
+        match records.tail {
+            Some(Tail::Clean) | None => {}
+            Some(other) => return Err(format!("{}: {other:?}", path.display())),
+        }
+    }
+    engine.loading = false;
+    Ok(engine)
 }
 
 /// Load an RDB snapshot file into the engine. Returns the number of keys.
@@ -154,7 +194,7 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
         for _ in 0..if delay.is_zero() { CHUNK_RECORDS } else { 1 } {
             let Some((_, time, effects)) = records.next_record() else { break };
             for e in effects {
-                if let Err(msg) = replay(&mut st, &shared.table, time, e) {
+                if let Err(msg) = replay(&mut st.engine, &shared.table, time, e) {
                     errors += 1;
                     if errors <= 10 {
                         tracing::warn!("{}: replaying record {n}: {msg}", path.display());

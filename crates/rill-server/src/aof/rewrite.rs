@@ -1,10 +1,12 @@
 //! Snapshots: compaction of the log (BGREWRITEAOF, automatic by size), SAVE and BGSAVE.
 //!
-//! Under the state lock the keyspace is cloned (strings and stream entry blocks are shared
-//! byte buffers, so this costs pointer copies for most of the data) and, for a rewrite, the
-//! writer is told to start a new incremental file at exactly that point. A background thread
-//! then writes the clone as an RDB file, fsyncs and renames it, and switches the manifest to
-//! `base = the new snapshot, incr = the file started at the clone`. A crash at any moment
+//! A rewrite tells the writer to start a new incremental file at this exact point; the files
+//! it finishes with (old base + old incremental files) then describe exactly the state at that
+//! point, so a background thread rebuilds that state from them in a private engine — the live
+//! keyspace is neither locked nor copied, clients pause only for the rotation — writes it as
+//! an RDB file, fsyncs and renames it, and switches the manifest to `base = the new snapshot,
+//! incr = the file started at the rotation`. (Only when the log was just turned on, and for
+//! BGSAVE/SAVE without the log, is the keyspace copied under the lock.) A crash at any moment
 //! leaves a manifest that names a complete set of files: before the switch the old base and
 //! every incremental file (old and new) are listed; after it, the new pair.
 
@@ -65,6 +67,23 @@ pub struct Snapshot {
     limits: NodeLimits,
     now_ms: i64,
     version: u16,
+}
+
+impl Snapshot {
+    /// Move the data of a private engine into a snapshot (no copy).
+    pub fn from_engine(mut engine: rill_engine::Engine) -> Snapshot {
+        let limits = NodeLimits::new(engine.config.stream_node_max_entries, engine.config.stream_node_max_bytes);
+        let mut dbs = Vec::new();
+        for (i, db) in engine.dbs.iter_mut().enumerate() {
+            if db.is_empty() {
+                continue;
+            }
+            let expires = db.expires_len() as u64;
+            dbs.push((i, db.drain(), expires));
+        }
+        let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
+        Snapshot { dbs, limits, now_ms: now_ms(), version }
+    }
 }
 
 /// Clone the keyspace (call under the lock; O(keys) plus the size of non-shared values).
@@ -172,6 +191,23 @@ pub fn bgsave(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> 
 
 /// Start a log rewrite (BGREWRITEAOF, automatic trigger, or turning the log on).
 pub fn start(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
+    start_with(shared, st, None)
+}
+
+/// Where a rewrite's snapshot comes from.
+enum Source {
+    /// The log was just turned on: the data exists only in memory, so it is copied under the
+    /// lock (a pause proportional to the data, once).
+    Copy(Snapshot),
+    /// The files the writer finishes with at the rotation point describe exactly the state at
+    /// that point: a background thread rebuilds it from them in a private engine, so the
+    /// live keyspace is neither locked nor copied.
+    Files { base: Option<PathBuf>, incrs: Vec<PathBuf>, config: rill_engine::EngineConfig },
+}
+
+/// Start a log rewrite; with `save_to`, also write the new snapshot there (BGSAVE with the
+/// log on).
+pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>) -> Result<(), &'static str> {
     let Some(log) = st.aof.log.clone() else {
         return Err("ERR Background append only file rewriting needs appendonly yes");
     };
@@ -179,27 +215,44 @@ pub fn start(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
         return Err("ERR Background append only file rewriting already in progress");
     }
     let started = Instant::now();
-    let seq = {
+    let (seq, base, incrs, provisional) = {
         let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
-        files.last_seq() + 1
+        let base = files.manifest.base.as_ref().map(|f| files.path(f));
+        let incrs: Vec<PathBuf> = files.manifest.incrs.iter().map(|f| files.path(f)).collect();
+        (files.last_seq() + 1, base, incrs, files.provisional)
     };
-    // Everything appended before this point goes to the old files, everything after to the
-    // new one; the clone below is exactly the state at this point.
-    log.rotate(seq);
-    let snap = take(st);
+    let source = if provisional {
+        // The copy must be exactly the state at the rotation point: both happen under the
+        // lock (the new file is prepared here too; this path runs once, when the log is
+        // turned on).
+        let file = log.prepare_rotation(seq).map_err(|_| "ERR cannot create the new AOF file")?;
+        log.rotate(seq, file);
+        Source::Copy(take(st))
+    } else {
+        // Any point will do: the thread prepares the new file, then rotates.
+        Source::Files { base, incrs, config: st.engine.config.clone() }
+    };
     st.persist.rewrite_in_progress = true;
-    let cloned = started.elapsed();
-    if cloned > Duration::from_millis(5) {
-        tracing::info!("Rewrite: keyspace cloned in {} ms", cloned.as_millis());
+    if save_to.is_some() {
+        st.persist.bgsave_in_progress = true;
+        st.persist.dirty_at_clone = st.engine.dirty;
+    }
+    let paused = started.elapsed();
+    if paused > Duration::from_millis(5) {
+        tracing::info!("Rewrite: keyspace copied in {} ms", paused.as_millis());
     }
     let shared = shared.clone();
     std::thread::spawn(move || {
-        let r = finish(&log, &snap, seq);
+        let r = run(&shared, &log, source, seq);
+        let saved = match (&r, &save_to) {
+            (Ok((_, _, base_path)), Some(dest)) => Some(copy_file(base_path, dest)),
+            _ => None,
+        };
         let mut st = shared.lock();
         st.persist.rewrite_in_progress = false;
         st.persist.last_rewrite_secs = started.elapsed().as_secs() as i64;
         match r {
-            Ok((base, total)) => {
+            Ok((base, total, _)) => {
                 tracing::info!("Background AOF rewrite finished successfully");
                 st.persist.last_rewrite_ok = true;
                 st.persist.rewrites += 1;
@@ -211,21 +264,65 @@ pub fn start(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
                 st.persist.last_rewrite_ok = false;
             }
         }
+        if save_to.is_some() {
+            st.persist.bgsave_in_progress = false;
+            match saved {
+                Some(Ok(())) => {
+                    tracing::info!("Background saving terminated with success");
+                    st.persist.last_bgsave_ok = true;
+                    st.persist.dirty_at_save = st.persist.dirty_at_clone;
+                    st.persist.saves += 1;
+                    st.last_save_unix = now_ms() / 1000;
+                }
+                Some(Err(e)) => {
+                    tracing::warn!("Background saving error: {e}");
+                    st.persist.last_bgsave_ok = false;
+                }
+                None => st.persist.last_bgsave_ok = false,
+            }
+        }
     });
     Ok(())
 }
 
-fn finish(log: &super::Log, snap: &Snapshot, seq: u64) -> Result<(u64, u64), String> {
+/// Copy a finished snapshot to `dest` (temporary file, fsync, rename).
+fn copy_file(src: &Path, dest: &Path) -> std::io::Result<()> {
+    let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = dir.join(format!("temp-{}-{}.rdb", std::process::id(), now_ms()));
+    std::fs::copy(src, &tmp)?;
+    File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, dest)?;
+    sync_dir(dir)
+}
+
+/// The background part: wait for the rotation, build the snapshot, write it as the new base,
+/// switch the manifest. Returns the base size, the log's total size and the base's path.
+fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u64, u64, PathBuf), String> {
+    if matches!(source, Source::Files { .. }) {
+        // Everything appended before this point goes to the old files, everything after to
+        // the new one.
+        let file = log.prepare_rotation(seq).map_err(|e| format!("cannot create the new AOF file: {e}"))?;
+        log.rotate(seq, file);
+    }
+    if !log.wait_rotated(seq, Duration::from_secs(60)) {
+        return Err("the writer did not start the new log file".into());
+    }
+    for old in log.take_retired() {
+        old.sync_data().map_err(|e| format!("fsync of the previous AOF file: {e}"))?;
+    }
+    let snap = match source {
+        Source::Copy(snap) => snap,
+        Source::Files { base, incrs, config } => {
+            let engine = super::load::rebuild(base.as_deref(), &incrs, config, &shared.table)?;
+            Snapshot::from_engine(engine)
+        }
+    };
     let (base_name, base_path) = {
         let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
         let name = files.base_name(seq);
         (name.clone(), files.path(&name))
     };
-    let size = write(snap, &base_path).map_err(|e| format!("writing {}: {e}", base_path.display()))?;
-    if !log.wait_rotated(seq, Duration::from_secs(60)) {
-        let _ = std::fs::remove_file(&base_path);
-        return Err("the writer did not start the new log file".into());
-    }
+    let size = write(&snap, &base_path).map_err(|e| format!("writing {}: {e}", base_path.display()))?;
     let mut files = log.files.lock().unwrap_or_else(|p| p.into_inner());
     let first_new = files.incr_name(seq);
     let incrs: Vec<String> = files.manifest.incrs.iter().skip_while(|f| **f != first_new).cloned().collect();
@@ -236,7 +333,7 @@ fn finish(log: &super::Log, snap: &Snapshot, seq: u64) -> Result<(u64, u64), Str
     files.provisional = false;
     files.write_manifest(Manifest { base: Some(base_name), incrs }).map_err(|e| format!("writing the manifest: {e}"))?;
     files.remove_unlisted();
-    Ok((size, files.total_size()))
+    Ok((size, files.total_size(), base_path))
 }
 
 /// The automatic trigger: the log grew by `auto-aof-rewrite-percentage` over its size after

@@ -60,8 +60,9 @@ pub struct LogStatus {
 
 enum Seg {
     Data(Vec<u8>),
-    /// Switch to incremental file `seq` after everything before.
-    Rotate(u64),
+    /// Switch to incremental file `seq` (created and listed in the manifest beforehand) after
+    /// everything before.
+    Rotate(u64, Arc<File>),
 }
 
 #[derive(Default)]
@@ -100,6 +101,8 @@ pub struct Log {
     epoch: Instant,
     written: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Files switched away from by a rotation, not yet fsynced.
+    retired: Mutex<Vec<Arc<File>>>,
 }
 
 impl std::fmt::Debug for Log {
@@ -141,6 +144,7 @@ impl Log {
             epoch: Instant::now(),
             written: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
+            retired: Mutex::new(Vec::new()),
         });
         let w = log.clone();
         let writer = std::thread::Builder::new().name("rill-aof-writer".into()).spawn(move || w.writer_loop())?;
@@ -200,10 +204,31 @@ impl Log {
         end
     }
 
-    /// Switch to incremental file `seq` after everything queued so far (a rewrite starts).
-    pub fn rotate(&self, seq: u64) {
-        lock(&self.q).segs.push_back(Seg::Rotate(seq));
+    /// Create incremental file `seq` and list it in the manifest (after the current ones), so
+    /// that the switch itself costs the writer nothing but a handle swap. Runs outside every
+    /// lock the write path takes.
+    pub fn prepare_rotation(&self, seq: u64) -> io::Result<Arc<File>> {
+        let mut files = lock(&self.files);
+        let f = files.create_incr(seq)?;
+        let mut m = files.manifest.clone();
+        let name = files.incr_name(seq);
+        if !m.incrs.contains(&name) {
+            m.incrs.push(name);
+        }
+        files.write_manifest(m)?;
+        Ok(Arc::new(f))
+    }
+
+    /// Switch to `file` (incremental file `seq`, from [`Log::prepare_rotation`]) after
+    /// everything queued so far (a rewrite starts).
+    pub fn rotate(&self, seq: u64, file: Arc<File>) {
+        lock(&self.q).segs.push_back(Seg::Rotate(seq, file));
         self.cv.notify_one();
+    }
+
+    /// Take the files the writer has switched away from (to fsync them outside its locks).
+    pub fn take_retired(&self) -> Vec<Arc<File>> {
+        std::mem::take(&mut *lock(&self.retired))
     }
 
     /// Wait until the writer has switched to incremental file `seq` (or `timeout` passes).
@@ -309,7 +334,10 @@ impl Log {
             while let Some(seg) = segs.pop_front() {
                 let result = match &seg {
                     Seg::Data(bytes) => self.write_once(sink, bytes),
-                    Seg::Rotate(seq) => self.rotate_now(sink, *seq),
+                    Seg::Rotate(seq, file) => {
+                        self.rotate_now(sink, *seq, file.clone());
+                        Ok(())
+                    }
                 };
                 if let Err(e) = result {
                     segs.push_front(seg);
@@ -344,16 +372,14 @@ impl Log {
         }
     }
 
-    fn rotate_now(&self, sink: &mut Sink, seq: u64) -> io::Result<()> {
-        sink.file.sync_data()?;
-        let f = self.open_rotated(seq)?;
-        sink.file = Arc::new(f);
+    fn rotate_now(&self, sink: &mut Sink, seq: u64, file: Arc<File>) {
+        let old = std::mem::replace(&mut sink.file, file);
+        lock(&self.retired).push(old);
         sink.file_len = super::LOG_MAGIC.len() as u64;
         lock(&self.status).incr_size = sink.file_len;
         let (m, cv) = &self.rotated;
         *lock(m) = seq;
         cv.notify_all();
-        Ok(())
     }
 
     fn writer_loop(self: Arc<Self>) {
@@ -409,18 +435,6 @@ impl Log {
         let (m, cv) = &self.rotated;
         *lock(m) = u64::MAX;
         cv.notify_all();
-    }
-
-    fn open_rotated(&self, seq: u64) -> io::Result<File> {
-        let mut files = lock(&self.files);
-        let f = files.create_incr(seq)?;
-        let mut m = files.manifest.clone();
-        let name = files.incr_name(seq);
-        if !m.incrs.contains(&name) {
-            m.incrs.push(name);
-        }
-        files.write_manifest(m)?;
-        Ok(f)
     }
 
     fn now_ms(&self) -> u64 {

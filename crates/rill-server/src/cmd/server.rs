@@ -279,6 +279,18 @@ pub fn bgsave(c: &mut Call) -> CmdResult {
     if c.st.persist.rewrite_in_progress && schedule {
         return reply(Reply::simple("Background saving scheduled"));
     }
+    // With the log on, a BGSAVE is a log rewrite whose snapshot is also copied to dbfilename:
+    // it is built from the log files in the background, without copying the keyspace.
+    if c.st.aof.log.is_some() && !c.st.persist.bgsave_in_progress {
+        let dest = std::path::PathBuf::from(c.st.config.get("dbfilename"));
+        return match crate::aof::rewrite::start_with(&shared, c.st, Some(dest)) {
+            Ok(()) => reply(Reply::simple("Background saving started")),
+            Err(_) if c.st.persist.rewrite_in_progress => {
+                Err(CmdError::full("ERR Background append only file rewriting in progress"))
+            }
+            Err(e) => Err(CmdError::full(e)),
+        };
+    }
     match crate::aof::rewrite::bgsave(&shared, c.st) {
         Ok(()) => reply(Reply::simple("Background saving started")),
         Err(e) => Err(CmdError::full(e)),
