@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# XREADGROUP ... CLAIM over a PEL of N entries, rill vs a Redis that has CLAIM (8.4+; Debian's
+# 7.0.15 and the 8.2.3 wheel do not), side by side (server on CPU 0, client on CPU 1), rounds
+# alternating, reporting the median per-round ratio rill/redis.
+#
+#   bench/claim.sh [--entries N] [--rounds R] [--redis PATH]
+#
+# PATH defaults to the Redis source tree of ../shared/conformance/README.md built in
+# /work/redis-src (`make -j2 BUILD_TLS=no`, ~70 s; it uses libc malloc, which matters for
+# memory, not for this throughput test).
+#
+# Setup per server: N entries in one stream, all read by consumer c1 (a PEL of N entries),
+# then a pause longer than min-idle. Workload (redis-benchmark, 10 clients):
+#   claim100      XREADGROUP GROUP g cX COUNT 100 CLAIM 50 STREAMS pel >   claims the 100
+#                 oldest idle entries (they become non-idle, so the next call takes the next
+#                 100: the claim walks the whole PEL in delivery-time order)
+set -euo pipefail
+ENTRIES=1000000
+ROUNDS=3
+REDIS=${REDIS:-/work/redis-src/src/redis-server}
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --entries) ENTRIES=$2; shift 2 ;;
+        --rounds) ROUNDS=$2; shift 2 ;;
+        --redis) REDIS=$2; shift 2 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[[ -x $REDIS ]] || { echo "no Redis with CLAIM at $REDIS (see the header)" >&2; exit 2; }
+source "$(dirname "$0")/lib.sh"
+start rill 7215 "$RILL" --port 7215 --dir "$WORK/rill" --save '' --appendonly no
+start redis 7216 "$REDIS" --port 7216 --bind 127.0.0.1 --save '' --appendonly no
+
+python3 - "$ENTRIES" >"$WORK/fill.resp" <<'PY'
+import sys
+n = int(sys.argv[1])
+out = sys.stdout
+def cmd(*args):
+    out.write(f"*{len(args)}\r\n")
+    for a in args:
+        a = str(a)
+        out.write(f"${len(a.encode())}\r\n{a}\r\n")
+for i in range(1, n + 1):
+    cmd("XADD", "pel", f"{i}-1", "symbol", "NVDA.OQ", "price", "1187.2500", "seq", i)
+cmd("XGROUP", "CREATE", "pel", "g", "0")
+PY
+
+fill() { # port
+    taskset -c 1 redis-cli -p "$1" --pipe <"$WORK/fill.resp" >/dev/null
+    for _ in $(seq $(( (ENTRIES + 9999) / 10000 ))); do
+        taskset -c 1 redis-cli -p "$1" XREADGROUP GROUP g c1 COUNT 10000 STREAMS pel '>' >/dev/null
+    done
+}
+for port in 7215 7216; do fill "$port"; done
+sleep 0.2   # every entry is now idle longer than the 50 ms min-idle
+
+run() { # port round -> rps
+    taskset -c 1 redis-benchmark -p "$1" -n 5000 -c 10 --csv \
+        XREADGROUP GROUP g "c$2" COUNT 100 CLAIM 50 STREAMS pel '>' 2>/dev/null |
+        awk -F'","' 'NR>1 { gsub(/"/,"",$2); print $2 }'
+}
+: >"$WORK/results"
+# 5000 calls x 100 = 500k claims per run: with the default 1M entries the rounds never run out
+# of claimable entries within a run (claimed ones become claimable again after 50 ms).
+for r in $(seq "$ROUNDS"); do
+    if (( r % 2 )); then order="7215 7216"; else order="7216 7215"; fi
+    for port in $order; do echo "claim100 $r $port $(run "$port" "$r")" >>"$WORK/results"; done
+done
+pending() { redis-cli -p "$1" XPENDING pel g | head -1; }
+echo "PEL after: rill $(pending 7215), redis $(pending 7216) (both started at $ENTRIES)"
+python3 - "$WORK/results" <<'PY'
+import sys, statistics
+v = {}
+for line in open(sys.argv[1]):
+    test, r, port, rps = line.split()
+    v.setdefault(test, {}).setdefault(r, {})[port] = float(rps)
+for test, rounds in v.items():
+    pairs = [(x["7215"], x["7216"]) for x in rounds.values()]
+    ratios = sorted(a / b for a, b in pairs)
+    print(f"XREADGROUP CLAIM {test:10} rill {statistics.median(a for a, _ in pairs):9.0f} calls/s  redis {statistics.median(b for _, b in pairs):9.0f} calls/s"
+          f"  ratio {statistics.median(ratios):.2f} ({ratios[0]:.2f}..{ratios[-1]:.2f})")
+PY
