@@ -190,6 +190,30 @@ mod tests {
         (n, r.tail.unwrap())
     }
 
+    proptest::proptest! {
+        /// Any damage to a log file (a cut, a flipped byte, garbage appended) yields a prefix
+        /// of its records and a tail verdict; the reader never panics.
+        #[test]
+        fn damaged_files_yield_a_prefix(n in 1usize..8, cut in proptest::prelude::any::<proptest::sample::Index>(),
+                                        flip in proptest::prelude::any::<proptest::sample::Index>(),
+                                        junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
+            let (f, _) = file(n);
+            let mut damaged = f.clone();
+            let i = flip.index(damaged.len());
+            damaged[i] ^= 0x5a;
+            damaged.truncate(cut.index(damaged.len() + 1).max(1));
+            damaged.extend_from_slice(&junk);
+            let (kept, _) = scan(&damaged);
+            proptest::prop_assert!(kept <= n);
+            // Whatever was kept is byte-identical to the original's prefix.
+            let mut r = Records::new(Bytes::copy_from_slice(&damaged));
+            let mut o = Records::new(Bytes::copy_from_slice(&f));
+            for _ in 0..kept {
+                proptest::prop_assert_eq!(r.next_record(), o.next_record());
+            }
+        }
+    }
+
     #[test]
     fn clean_torn_and_corrupt_files() {
         let (f, ends) = file(5);
