@@ -102,7 +102,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             }
             sep = key;
         }
-        let Some(chunk) = self.chunks.get_mut(&sep) else { return None };
+        let chunk = self.chunks.get_mut(&sep)?;
         let pos = match chunk.binary_search_by(|(k, _)| k.cmp(&key)) {
             Ok(pos) => {
                 let slot = chunk.get_mut(pos)?;

@@ -257,7 +257,7 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         attempts -= 1;
         let Some((id, pending)) = stream
             .group(group)
-            .and_then(|g| g.pel().range(from, StreamId::MAX).next().map(|(id, p)| (id, p.clone())))
+            .and_then(|g| g.pel().range(from, StreamId::MAX).next())
         else {
             last_inspected = None;
             break;

@@ -121,7 +121,7 @@ proptest! {
             .claim_order()
             .map(|(_, e)| matches!(e.claim_order(), ClaimOrder::Nacked(_)))
             .collect::<Vec<_>>();
-        prop_assert!(nacked_first.windows(2).all(|w| w[0] || !w[1]));
+        prop_assert!(nacked_first.windows(2).all(|w| matches!(w, [true, _] | [false, false])));
         // Each owner's PEL: its IDs ascending, whole and after an ID.
         for (owner, slot) in &slots {
             let mine: Vec<u64> = model.iter().filter(|(_, e)| e.0 == Some(*owner)).map(|(id, _)| *id).collect();
