@@ -204,7 +204,7 @@ fn claim_order_scales() {
 }
 
 /// Entries delivered in ID order to one consumer cost their packed size: the figure the
-/// module doc gives (72 B plus the directory).
+/// module doc gives (72 B plus the directory; this counts only its slots).
 #[test]
 fn delivered_in_order_are_packed() {
     let mut pel = Pel::default();
@@ -214,6 +214,5 @@ fn delivered_in_order_are_packed() {
         pel.set_owned(StreamId::new(i + 1, 1), a, 1_700_000_000_000 + (i / 100) as i64, 1);
     }
     let per_entry = pel.heap_bytes() as f64 / n as f64;
-    eprintln!("{per_entry} bytes per entry");
-    assert!(per_entry < 76.0, "{per_entry} bytes per entry");
+    assert!(per_entry < 74.0, "{per_entry} bytes per entry");
 }
