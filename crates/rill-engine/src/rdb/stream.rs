@@ -32,6 +32,7 @@
 //! in rill's own blocks with this server's node limits), then restores the metadata, groups
 //! and IDMP state through the stream's snapshot constructors.
 
+use std::ops::Bound;
 use super::io::{id_to_raw, Reader, Writer};
 use super::listpack;
 use super::{LoadContext, RdbError};
@@ -115,9 +116,9 @@ pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_
             w.string(cname);
             w.millis(c.seen_time_ms);
             w.millis(c.active_time_ms);
-            w.length(c.pending_ids().len() as u64);
-            for id in c.pending_ids() {
-                w.raw(&id_to_raw(*id));
+            w.length(g.pending_count(c));
+            for id in g.pending_ids(c, Bound::Unbounded) {
+                w.raw(&id_to_raw(id));
             }
         }
         if rdb_type >= TYPE_STREAM_V5 {

@@ -117,13 +117,13 @@ fn check_captured_stream(s: &Stream) {
     let g = s.group(b"g").unwrap();
     assert_eq!((g.last_delivered_id, g.entries_read), (StreamId::new(2, 0), Some(3)));
     let pel: Vec<(StreamId, Option<Bytes>, u64)> =
-        g.pel().iter().map(|(id, e)| (id, e.owner.clone(), e.delivery_count)).collect();
+        g.pel().iter().map(|(id, e)| (id, e.owner.cloned(), e.delivery_count)).collect();
     assert_eq!(pel, vec![(StreamId::new(1, 1), Some(b("alice")), 1), (StreamId::new(2, 0), Some(b("alice")), 1)]);
     let names: Vec<&Bytes> = g.consumers().keys().collect();
     assert_eq!(names, [&b("alice"), &b("bob")]);
     let alice = g.consumer(b"alice").unwrap();
     assert!(alice.seen_time_ms > 1_600_000_000_000 && alice.active_time_ms > 1_600_000_000_000);
-    assert_eq!(g.consumer(b"bob").unwrap().pending_ids().len(), 0);
+    assert_eq!(g.pending_count(g.consumer(b"bob").unwrap()), 0);
     let g2 = s.group(b"g2").unwrap();
     assert_eq!((g2.last_delivered_id, g2.pel().len()), (StreamId::new(2, 0), 0));
 }
@@ -322,7 +322,8 @@ fn stream_view(s: &Stream) -> String {
             out += &format!("  pel {id} {:?} {} {}\n", e.owner, e.delivery_time_ms, e.delivery_count);
         }
         for (cname, c) in g.consumers() {
-            out += &format!("  consumer {cname:?} {} {} {:?}\n", c.seen_time_ms, c.active_time_ms, c.pending_ids());
+            let owned: Vec<StreamId> = g.pending_ids(c, std::ops::Bound::Unbounded).collect();
+            out += &format!("  consumer {cname:?} {} {} {owned:?}\n", c.seen_time_ms, c.active_time_ms);
         }
     }
     let i = &s.idmp;

@@ -146,7 +146,10 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     touch_consumer(stream, group, consumer, now, &mut effects);
     let mut out = Vec::new();
     for id in ids {
-        let pending = stream.group(group).and_then(|g| g.pel().get(id)).cloned();
+        let pending = stream
+            .group(group)
+            .and_then(|g| g.pel().get(id))
+            .map(|p| (p.owner.is_some(), p.delivery_count, p.delivery_time_ms));
         let Some(entry) = stream.get(id) else {
             if pending.is_some() {
                 effects.push(stream.apply_group(GroupEffect::Acked { group: group.clone(), id }));
@@ -155,12 +158,12 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         };
         // FORCE makes a missing record: unowned, count 1, then claimed below.
         let (owned, count) = match &pending {
-            Some(p) => (p.owner.is_some(), p.delivery_count),
+            Some((owned, count, _)) => (*owned, *count),
             None if opts.force => (false, 1),
             None => continue,
         };
         if owned && min_idle > 0 {
-            let idle = pending.as_ref().map_or(0, |p| now.wrapping_sub(p.delivery_time_ms));
+            let idle = pending.as_ref().map_or(0, |(_, _, time)| now.wrapping_sub(*time));
             if idle < min_idle {
                 continue;
             }
@@ -254,7 +257,7 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         attempts -= 1;
         let Some((id, pending)) = stream
             .group(group)
-            .and_then(|g| g.pel().range(from, StreamId::MAX).next().map(|(id, p)| (id, p.clone())))
+            .and_then(|g| g.pel().range(from, StreamId::MAX).next())
         else {
             last_inspected = None;
             break;

@@ -325,7 +325,7 @@ fn xgroup_delconsumer(
     let group = arg(args, 3)?;
     let consumer = arg(args, 4)?;
     let stream = with_group(engine, ctx, key, group)?;
-    let Some(pending) = stream.group(group).and_then(|g| g.consumer(consumer)).map(|c| c.pending_ids().len())
+    let Some(pending) = stream.group(group).and_then(|g| Some(g.pending_count(g.consumer(consumer)?)))
     else {
         return Ok(Reply::Integer(0));
     };

@@ -1,6 +1,7 @@
 //! XINFO: the introspection container (spec §3.17): `XINFO STREAM key [FULL [COUNT count]]`,
 //! `XINFO GROUPS key`, `XINFO CONSUMERS key group` and `XINFO HELP`.
 
+use std::ops::Bound;
 use super::args::{self, is};
 use super::group::ConsumerGroup;
 use super::{reply, Stream};
@@ -216,7 +217,7 @@ fn full_group(s: &Stream, name: &Bytes, g: &ConsumerGroup, take: Option<usize>) 
         .map(|(id, e)| {
             Reply::Array(vec![
                 reply::id(id),
-                Reply::Bulk(e.owner.clone().unwrap_or_default()),
+                Reply::Bulk(e.owner.cloned().unwrap_or_default()),
                 Reply::Integer(e.delivery_time_ms),
                 reply::count(e.delivery_count),
             ])
@@ -226,14 +227,13 @@ fn full_group(s: &Stream, name: &Bytes, g: &ConsumerGroup, take: Option<usize>) 
         .consumers()
         .iter()
         .map(|(cname, c)| {
-            let own = c
-                .pending_ids()
-                .iter()
+            let own = g
+                .pending_ids(c, Bound::Unbounded)
                 .take(take)
                 .filter_map(|id| {
-                    let e = g.pel().get(*id)?;
+                    let e = g.pel().get(id)?;
                     Some(Reply::Array(vec![
-                        reply::id(*id),
+                        reply::id(id),
                         Reply::Integer(e.delivery_time_ms),
                         reply::count(e.delivery_count),
                     ]))
@@ -243,7 +243,7 @@ fn full_group(s: &Stream, name: &Bytes, g: &ConsumerGroup, take: Option<usize>) 
                 (reply::name("name"), Reply::Bulk(cname.clone())),
                 (reply::name("seen-time"), Reply::Integer(c.seen_time_ms)),
                 (reply::name("active-time"), Reply::Integer(c.active_time_ms)),
-                (reply::name("pel-count"), reply::count(c.pending_ids().len() as u64)),
+                (reply::name("pel-count"), reply::count(g.pending_count(c))),
                 (reply::name("pending"), Reply::Array(own)),
             ])
         })
@@ -296,7 +296,7 @@ fn xinfo_consumers(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Re
                 if c.active_time_ms == -1 { -1 } else { (now - c.active_time_ms).max(0) };
             Reply::Map(vec![
                 (reply::name("name"), Reply::Bulk(name.clone())),
-                (reply::name("pending"), reply::count(c.pending_ids().len() as u64)),
+                (reply::name("pending"), reply::count(g.pending_count(c))),
                 (reply::name("idle"), Reply::Integer((now - c.seen_time_ms).max(0))),
                 (reply::name("inactive"), Reply::Integer(inactive)),
             ])

@@ -4,6 +4,7 @@
 //! XPENDING key group [[IDLE min-idle-time] start end count [consumer]]
 //! ```
 
+use std::ops::Bound;
 use super::args::{self, is};
 use super::id;
 use super::pel::PendingEntry;
@@ -93,11 +94,12 @@ fn xpending(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
         let owners = group
             .consumers()
             .iter()
-            .filter(|(_, c)| !c.pending_ids().is_empty())
-            .map(|(name, c)| {
+            .map(|(name, c)| (name, group.pending_count(c)))
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| {
                 Reply::Array(vec![
                     Reply::Bulk(name.clone()),
-                    Reply::Bulk(Bytes::from(c.pending_ids().len().to_string())),
+                    Reply::Bulk(Bytes::from(n.to_string())),
                 ])
             })
             .collect();
@@ -109,7 +111,7 @@ fn xpending(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
         ]));
     };
     let now = ctx.now_ms;
-    let row = |id: StreamId, e: &PendingEntry| -> Option<Reply> {
+    let row = |id: StreamId, e: PendingEntry| -> Option<Reply> {
         let idle = match &e.owner {
             Some(_) => (now - e.delivery_time_ms).max(0),
             None => -1,
@@ -119,7 +121,7 @@ fn xpending(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
         }
         Some(Reply::Array(vec![
             reply::id(id),
-            Reply::Bulk(e.owner.clone().unwrap_or_default()),
+            Reply::Bulk(e.owner.cloned().unwrap_or_default()),
             Reply::Integer(idle),
             reply::count(e.delivery_count),
         ]))
@@ -129,10 +131,10 @@ fn xpending(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
         None => group.pel().range(range.start, range.end).filter_map(|(id, e)| row(id, e)).take(take).collect(),
         Some(name) => match group.consumer(name) {
             None => Vec::new(),
-            Some(c) if range.start <= range.end => c
-                .pending_ids()
-                .range(range.start..=range.end)
-                .filter_map(|id| group.pel().get(*id).and_then(|e| row(*id, e)))
+            Some(c) if range.start <= range.end => group
+                .pending_ids(c, Bound::Included(range.start))
+                .take_while(|id| *id <= range.end)
+                .filter_map(|id| group.pel().get(id).and_then(|e| row(id, e)))
                 .take(take)
                 .collect(),
             Some(_) => Vec::new(),

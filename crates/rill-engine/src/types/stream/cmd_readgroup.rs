@@ -33,7 +33,7 @@ use crate::util::parse_i64;
 use crate::{BlockRequest, CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
-use std::ops::Bound::{Excluded, Unbounded};
+use std::ops::Bound::Excluded;
 
 /// `XREADGROUP`.
 pub(super) const XREADGROUP: CommandSpec = CommandSpec {
@@ -355,10 +355,9 @@ fn history(
 ) -> Vec<Reply> {
     let ids: Vec<StreamId> = stream
         .group(&req.group)
-        .and_then(|g| g.consumer(&req.consumer))
-        .map(|c| {
+        .and_then(|g| {
             let take = if req.count == 0 { usize::MAX } else { req.count as usize };
-            c.pending_ids().range((Excluded(after), Unbounded)).take(take).copied().collect()
+            Some(g.pending_ids(g.consumer(&req.consumer)?, Excluded(after)).take(take).collect())
         })
         .unwrap_or_default();
     let mut out = Vec::with_capacity(ids.len());

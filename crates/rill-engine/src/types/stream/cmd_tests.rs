@@ -858,7 +858,7 @@ fn pending_records_do_not_share_the_request_buffer() {
     ];
     h.call(args);
     let g = h.stream("s").group(b"g").expect("group");
-    let owner = g.pel().get(super::StreamId { ms: 1, seq: 1 }).and_then(|e| e.owner.clone()).expect("pending");
+    let owner = g.pel().get(super::StreamId { ms: 1, seq: 1 }).and_then(|e| e.owner.cloned()).expect("pending");
     let (name, _) = g.consumers().get_key_value(&b"consumer-1"[..]).expect("consumer");
     assert!(std::ptr::eq(owner.as_ptr(), name.as_ptr()), "the record shares the consumer's name");
     assert!(!request.as_ptr_range().contains(&owner.as_ptr()), "not a slice of the request");

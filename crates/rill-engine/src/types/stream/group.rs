@@ -5,15 +5,16 @@
 //! Stream.groups: BTreeMap<name, ConsumerGroup>          ordered by name (byte-wise)
 //!   ConsumerGroup
 //!     last_delivered_id, entries_read (None = unknown, shown as nil)
-//!     pel: Pel            the one record per pending ID, indexed by ID and claim order
+//!     pel: Pel            the one record per pending ID, indexed by ID and claim order,
+//!                         and every consumer's PEL (the IDs it owns), by OwnerId
 //!     consumers: BTreeMap<name, Consumer>
-//!       Consumer { seen_time_ms, active_time_ms (-1 = never), pel: BTreeSet<StreamId> }
+//!       Consumer { seen_time_ms, active_time_ms (-1 = never), owner: OwnerId }
 //! ```
 //!
-//! A pending record is stored once, in the group [`Pel`]; a consumer's PEL is the set of IDs
-//! it owns, and the record's `owner` names the consumer. Invariant: `id ∈ consumers[c].pel`
-//! iff `pel[id].owner == Some(c)`. Released (XNACKed) records have no owner and sit in no
-//! consumer set.
+//! A pending record is stored once, in the group [`Pel`], which also holds each consumer's PEL
+//! (the set of IDs it owns) under the consumer's [`OwnerId`]. Invariant: consumer `c` has a
+//! live slot `consumers[c].owner` in the PEL whose name is `c`, and no other slot is live.
+//! Released (XNACKed) records have no owner and sit in no consumer's PEL.
 //!
 //! # Effects
 //!
@@ -27,32 +28,31 @@
 //! (appends, deletions, trims) are not group effects; DELREF's dropping of references is
 //! expressed as [`GroupEffect::Acked`] records.
 
-use super::pel::{Pel, PendingEntry, DELIVERY_COUNT_MAX};
+use super::pel::{OwnerId, Pel, DELIVERY_COUNT_MAX};
 use super::{Stream, StreamId};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 /// A consumer of a group.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Consumer {
     /// Last time (ms) it tried to read or claim; set at creation.
     pub seen_time_ms: i64,
     /// Last time (ms) it received or claimed entries; −1 until that first happens.
     pub active_time_ms: i64,
-    /// IDs it owns; the records live in the group PEL.
-    pel: BTreeSet<StreamId>,
+    /// Its slot in the group PEL, which holds the IDs it owns.
+    owner: OwnerId,
 }
 
-impl Consumer {
-    fn new(time_ms: i64) -> Consumer {
-        Consumer { seen_time_ms: time_ms, active_time_ms: -1, pel: BTreeSet::new() }
-    }
-
-    /// The IDs pending for this consumer, ascending.
-    pub fn pending_ids(&self) -> &BTreeSet<StreamId> {
-        &self.pel
+impl PartialEq for Consumer {
+    /// Equal times; what each owns is compared with the PEL (slots may differ).
+    fn eq(&self, other: &Self) -> bool {
+        (self.seen_time_ms, self.active_time_ms) == (other.seen_time_ms, other.active_time_ms)
     }
 }
+
+impl Eq for Consumer {}
 
 /// One consumer group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,50 +92,45 @@ impl ConsumerGroup {
         self.consumers.get(name)
     }
 
-    /// Move `id` out of its current owner's set.
-    fn disown(&mut self, old: Option<PendingEntry>, id: StreamId) {
-        if let Some(owner) = old.and_then(|e| e.owner) {
-            if let Some(c) = self.consumers.get_mut(&owner) {
-                c.pel.remove(&id);
-            }
-        }
+    /// How many entries `consumer` owns (its PEL's size). O(1).
+    pub fn pending_count(&self, consumer: &Consumer) -> u64 {
+        self.pel.owned_count(consumer.owner)
+    }
+
+    /// The IDs `consumer` owns after `after`, ascending. O(log P) to start for P owned.
+    pub fn pending_ids(&self, consumer: &Consumer, after: Bound<StreamId>) -> impl Iterator<Item = StreamId> + '_ {
+        self.pel.owned_ids(consumer.owner, after)
     }
 
     fn consumer_or_create(&mut self, name: &Bytes, time_ms: i64) -> &mut Consumer {
-        self.consumers.entry(name.clone()).or_insert_with(|| Consumer::new(time_ms))
+        let pel = &mut self.pel;
+        // The PEL's copy of the name shares the consumer's own (`name` may be a slice of a
+        // request buffer, which the group must not keep alive).
+        self.consumers.entry(name.clone()).or_insert_with_key(|name| Consumer {
+            seen_time_ms: time_ms,
+            active_time_ms: -1,
+            owner: pel.add_owner(name.clone()),
+        })
     }
 
-    /// Give `id` to `consumer` with this time and count.
+    /// Give `id` to `consumer` with this time and count (creating the consumer with seen-time
+    /// `time_ms` if needed).
     fn own(&mut self, id: StreamId, consumer: &Bytes, time_ms: i64, count: u64) {
-        // The record shares the consumer's own name (`consumer` may be a slice of a request
-        // buffer, which the PEL must not keep alive).
-        let name = match self.consumers.get_key_value(consumer) {
-            Some((name, _)) => name.clone(),
-            None => {
-                let name = crate::types::owned(consumer);
-                self.consumers.insert(name.clone(), Consumer::new(time_ms));
-                name
-            }
+        let owner = match self.consumers.get(consumer) {
+            Some(c) => c.owner,
+            None => self.consumer_or_create(&crate::types::owned(consumer), time_ms).owner,
         };
-        let old = self.pel.set_owned(id, name.clone(), time_ms, count);
-        self.disown(old, id);
-        if let Some(c) = self.consumers.get_mut(&name) {
-            c.pel.insert(id);
-        }
+        self.pel.set_owned(id, owner, time_ms, count);
     }
 
-    /// Check the PEL indexes and the owner ↔ consumer-set invariant.
+    /// Check the PEL indexes and that consumers and PEL slots match one to one.
     pub fn validate(&self) -> bool {
+        let mut slots = BTreeSet::new();
         self.pel.validate()
-            && self.pel.iter().all(|(id, e)| match &e.owner {
-                None => true,
-                Some(o) => self.consumers.get(o).is_some_and(|c| c.pel.contains(&id)),
-            })
             && self.consumers.iter().all(|(name, c)| {
-                c.pel.iter().all(|id| {
-                    self.pel.get(*id).and_then(|e| e.owner.as_ref()) == Some(name)
-                })
+                slots.insert(c.owner) && self.pel.owner_name(c.owner) == Some(name)
             })
+            && self.pel.live_owners() == self.consumers.len()
     }
 }
 
@@ -218,7 +213,7 @@ impl Stream {
         if self.groups.contains_key(&name) {
             return Err("duplicate consumer group");
         }
-        let mut records: BTreeMap<StreamId, (i64, u64, Option<Bytes>)> = BTreeMap::new();
+        let mut records: BTreeMap<StreamId, (i64, u64, Option<OwnerId>)> = BTreeMap::new();
         for (id, time, count) in snap.pending {
             if records.insert(id, (time, count, None)).is_some() {
                 return Err("duplicate group PEL entry");
@@ -229,17 +224,16 @@ impl Stream {
             if group.consumers.contains_key(&c.name) {
                 return Err("duplicate consumer");
             }
-            let mut consumer = Consumer::new(c.seen_time_ms);
+            let consumer = group.consumer_or_create(&c.name, c.seen_time_ms);
             consumer.active_time_ms = c.active_time_ms;
+            let slot = consumer.owner;
             for id in c.pending {
                 match records.get_mut(&id) {
-                    Some((_, _, owner @ None)) => *owner = Some(c.name.clone()),
+                    Some((_, _, owner @ None)) => *owner = Some(slot),
                     Some(_) => return Err("consumer PEL entry owned twice"),
                     None => return Err("consumer PEL entry missing from the group PEL"),
                 }
-                consumer.pel.insert(id);
             }
-            group.consumers.insert(c.name, consumer);
         }
         let mut released: BTreeSet<StreamId> = BTreeSet::new();
         for id in &snap.nacked {
@@ -371,9 +365,7 @@ impl Stream {
             GroupEffect::ConsumerDeleted { group, consumer } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     if let Some(c) = g.consumers.remove(consumer) {
-                        for id in c.pel {
-                            g.pel.remove(id);
-                        }
+                        g.pel.remove_owner(c.owner);
                     }
                 }
             }
@@ -400,14 +392,12 @@ impl Stream {
             }
             GroupEffect::Nacked { group, id, count } => {
                 if let Some(g) = self.groups.get_mut(group) {
-                    let old = g.pel.set_nacked(*id, *count);
-                    g.disown(old, *id);
+                    g.pel.set_nacked(*id, *count);
                 }
             }
             GroupEffect::Acked { group, id } => {
                 if let Some(g) = self.groups.get_mut(group) {
-                    let old = g.pel.remove(*id);
-                    g.disown(old, *id);
+                    g.pel.remove(*id);
                 }
             }
         }

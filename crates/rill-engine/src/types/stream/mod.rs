@@ -20,6 +20,7 @@
 
 pub mod block;
 mod codec;
+pub mod chunked;
 pub mod group;
 pub mod id;
 pub mod idmp;

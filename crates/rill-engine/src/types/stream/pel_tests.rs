@@ -2,11 +2,12 @@
 //! effect sequences against plain maps.
 
 use super::group::{ConsumerGroup, GroupEffect};
-use super::pel::{ClaimOrder, Pel};
+use super::pel::{ClaimOrder, OwnerId, Pel, DELIVERY_COUNT_MAX};
 use super::{Stream, StreamId};
 use bytes::Bytes;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 /// One PEL operation.
 #[derive(Debug, Clone)]
@@ -15,15 +16,28 @@ enum Op {
     Nack { id: u64, count: u64 },
     Touch { id: u64, time: i64, count: u64 },
     Remove { id: u64 },
+    /// XGROUP DELCONSUMER: the owner goes with its entries (it comes back on its next Own).
+    DropOwner { owner: u8 },
+}
+
+/// Counts around the 32-bit spill threshold and the saturation point, and small ones.
+fn count() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => 0..5u64,
+        1 => (u64::from(u32::MAX) - 2)..(u64::from(u32::MAX) + 2),
+        1 => Just(DELIVERY_COUNT_MAX),
+        1 => Just(u64::MAX),
+    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (0..40u64, 0..3u8, 0..20i64, 0..5u64)
+        6 => (0..300u64, 0..3u8, 0..20i64, count())
             .prop_map(|(id, owner, time, count)| Op::Own { id, owner, time, count }),
-        (0..40u64, 0..5u64).prop_map(|(id, count)| Op::Nack { id, count }),
-        (0..40u64, 0..20i64, 0..5u64).prop_map(|(id, time, count)| Op::Touch { id, time, count }),
-        (0..40u64).prop_map(|id| Op::Remove { id }),
+        2 => (0..300u64, count()).prop_map(|(id, count)| Op::Nack { id, count }),
+        2 => (0..300u64, 0..20i64, count()).prop_map(|(id, time, count)| Op::Touch { id, time, count }),
+        3 => (0..300u64).prop_map(|id| Op::Remove { id }),
+        1 => (0..3u8).prop_map(|owner| Op::DropOwner { owner }),
     ]
 }
 
@@ -35,20 +49,24 @@ fn owner_name(o: u8) -> Bytes {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
     #[test]
-    fn pel_matches_model(ops in proptest::collection::vec(op(), 0..200)) {
+    fn pel_matches_model(ops in proptest::collection::vec(op(), 0..600)) {
         let mut pel = Pel::default();
+        let mut slots: BTreeMap<u8, OwnerId> = BTreeMap::new();
         let mut model: Model = BTreeMap::new();
         let mut seq = 0u64;
         for op in ops {
             match op {
                 Op::Own { id, owner, time, count } => {
-                    pel.set_owned(StreamId::new(id, 0), owner_name(owner), time, count);
-                    model.insert(id, (Some(owner), time, count, None));
+                    let slot = *slots.entry(owner).or_insert_with(|| pel.add_owner(owner_name(owner)));
+                    let replaced = pel.set_owned(StreamId::new(id, 0), slot, time, count);
+                    prop_assert_eq!(replaced, model.contains_key(&id));
+                    model.insert(id, (Some(owner), time, count.min(DELIVERY_COUNT_MAX), None));
                 }
                 Op::Nack { id, count } => {
                     pel.set_nacked(StreamId::new(id, 0), count);
-                    model.insert(id, (None, 0, count, Some(seq)));
+                    model.insert(id, (None, 0, count.min(DELIVERY_COUNT_MAX), Some(seq)));
                     seq += 1;
                 }
                 Op::Touch { id, time, count } => {
@@ -57,26 +75,36 @@ proptest! {
                     prop_assert_eq!(done, expect);
                     if let Some(e) = model.get_mut(&id).filter(|e| e.0.is_some()) {
                         e.1 = time;
-                        e.2 = count;
+                        e.2 = count.min(DELIVERY_COUNT_MAX);
                     }
                 }
                 Op::Remove { id } => {
-                    let removed = pel.remove(StreamId::new(id, 0)).is_some();
+                    let removed = pel.remove(StreamId::new(id, 0));
                     prop_assert_eq!(removed, model.remove(&id).is_some());
+                }
+                Op::DropOwner { owner } => {
+                    let gone = slots.remove(&owner).map_or(0, |slot| pel.remove_owner(slot));
+                    let before = model.len();
+                    model.retain(|_, e| e.0 != Some(owner));
+                    prop_assert_eq!(gone, (before - model.len()) as u64);
                 }
             }
             prop_assert!(pel.validate());
         }
-        // By ID.
+        // By ID, and by ID from a midpoint.
         let by_id: Vec<(u64, Option<Bytes>, i64, u64)> = pel
             .iter()
-            .map(|(id, e)| (id.ms, e.owner.clone(), e.delivery_time_ms, e.delivery_count))
+            .map(|(id, e)| (id.ms, e.owner.cloned(), e.delivery_time_ms, e.delivery_count))
             .collect();
         let expect: Vec<(u64, Option<Bytes>, i64, u64)> = model
             .iter()
             .map(|(id, (o, t, c, _))| (*id, o.map(owner_name), *t, *c))
             .collect();
         prop_assert_eq!(by_id, expect);
+        let mid: Vec<u64> = pel.range(StreamId::new(100, 0), StreamId::new(200, 0)).map(|(id, _)| id.ms).collect();
+        prop_assert_eq!(mid, model.range(100..=200).map(|(id, _)| *id).collect::<Vec<_>>());
+        prop_assert_eq!(pel.bounds().map(|(a, b)| (a.ms, b.ms)),
+            model.keys().next().and_then(|a| Some((*a, *model.keys().next_back()?))));
         // Claim order: released first in release order, then by (time, id).
         let mut order: Vec<((u8, u64, i64), u64)> = model
             .iter()
@@ -93,7 +121,17 @@ proptest! {
             .claim_order()
             .map(|(_, e)| matches!(e.claim_order(), ClaimOrder::Nacked(_)))
             .collect::<Vec<_>>();
-        prop_assert!(nacked_first.windows(2).all(|w| w[0] || !w[1]));
+        prop_assert!(nacked_first.windows(2).all(|w| matches!(w, [true, _] | [false, false])));
+        // Each owner's PEL: its IDs ascending, whole and after an ID.
+        for (owner, slot) in &slots {
+            let mine: Vec<u64> = model.iter().filter(|(_, e)| e.0 == Some(*owner)).map(|(id, _)| *id).collect();
+            prop_assert_eq!(pel.owned_count(*slot), mine.len() as u64);
+            let all: Vec<u64> = pel.owned_ids(*slot, Bound::Unbounded).map(|id| id.ms).collect();
+            prop_assert_eq!(&all, &mine);
+            let after: Vec<u64> = pel.owned_ids(*slot, Bound::Excluded(StreamId::new(150, 0))).map(|id| id.ms).collect();
+            prop_assert_eq!(after, mine.iter().copied().filter(|id| *id > 150).collect::<Vec<_>>());
+            prop_assert_eq!(pel.owner_name(*slot), Some(&owner_name(*owner)));
+        }
     }
 
     /// Random effects on a group keep every consumer's PEL equal to the IDs the group PEL says
@@ -128,14 +166,20 @@ proptest! {
         }
         let group: &ConsumerGroup = s.group(b"g").expect("group");
         prop_assert_eq!(group.pel().len(), model.len() as u64);
+        prop_assert_eq!(group.consumers().len(), consumers.len());
         for c in &consumers {
-            let expect: BTreeSet<StreamId> = model
+            let expect: Vec<StreamId> = model
                 .iter()
                 .filter(|(_, o)| **o == Some(*c))
                 .map(|(id, _)| StreamId::new(*id, 0))
                 .collect();
-            let got = group.consumer(&owner_name(*c)).map(|x| x.pending_ids().clone()).unwrap_or_default();
+            let consumer = group.consumer(&owner_name(*c)).expect("consumer");
+            let got: Vec<StreamId> = group.pending_ids(consumer, Bound::Unbounded).collect();
+            prop_assert_eq!(group.pending_count(consumer), expect.len() as u64);
             prop_assert_eq!(got, expect);
+        }
+        for (id, e) in group.pel().iter() {
+            prop_assert_eq!(e.owner.cloned(), model.get(&id.ms).copied().flatten().map(owner_name));
         }
     }
 }
@@ -144,14 +188,31 @@ proptest! {
 #[test]
 fn claim_order_scales() {
     let mut pel = Pel::default();
+    let a = pel.add_owner(Bytes::from_static(b"a"));
+    let b = pel.add_owner(Bytes::from_static(b"b"));
     for i in 0..200_000u64 {
-        pel.set_owned(StreamId::new(i + 1, 0), Bytes::from_static(b"a"), i as i64, 1);
+        pel.set_owned(StreamId::new(i + 1, 0), a, i as i64, 1);
     }
     let start = std::time::Instant::now();
     for _ in 0..1000 {
-        let (id, _) = pel.claim_order().next().map(|(id, e)| (id, e.clone())).expect("entry");
-        pel.set_owned(id, Bytes::from_static(b"b"), 1_000_000, 2);
+        let (id, _) = pel.claim_order().next().expect("entry");
+        pel.set_owned(id, b, 1_000_000, 2);
     }
     assert_eq!(pel.len(), 200_000);
+    assert_eq!(pel.owned_count(b), 1000);
     assert!(start.elapsed() < std::time::Duration::from_secs(2));
+}
+
+/// Entries delivered in ID order to one consumer cost their packed size: the figure the
+/// module doc gives (72 B plus the directory; this counts only its slots).
+#[test]
+fn delivered_in_order_are_packed() {
+    let mut pel = Pel::default();
+    let a = pel.add_owner(Bytes::from_static(b"a"));
+    let n = 100_000u64;
+    for i in 0..n {
+        pel.set_owned(StreamId::new(i + 1, 1), a, 1_700_000_000_000 + (i / 100) as i64, 1);
+    }
+    let per_entry = pel.heap_bytes() as f64 / n as f64;
+    assert!(per_entry < 74.0, "{per_entry} bytes per entry");
 }
