@@ -453,6 +453,28 @@ impl Block {
         Some(out)
     }
 
+    /// The position of entry `id`, scanning only up to it. O(bytes before it in the block).
+    pub(crate) fn find(&self, first: StreamId, id: StreamId) -> Option<EntryPos> {
+        let buf = self.buf.as_slice();
+        let mut pos = 0;
+        let master_fields = read_field_names(buf, &mut pos)?.len();
+        while pos < buf.len() {
+            let offset = pos;
+            let (here, head) = read_head(buf, &mut pos, first)?;
+            if here == id {
+                return Some(EntryPos { id, deleted: head & FLAG_DELETED != 0, offset });
+            }
+            if here > id {
+                return None;
+            }
+            let n = if head & FLAG_SAME_FIELDS != 0 { master_fields } else { read_field_names(buf, &mut pos)?.len() };
+            for _ in 0..n {
+                read_value(buf, &mut pos)?;
+            }
+        }
+        None
+    }
+
     /// Decode the fields of the entry whose head is at `offset`. `names` are the master field
     /// names as `Bytes` (cloned per entry, so a scan copies them once per block).
     pub(crate) fn decode_at(

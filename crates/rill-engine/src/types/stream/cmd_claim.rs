@@ -247,52 +247,70 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let mut effects = Vec::new();
     touch_consumer(stream, group, consumer, now, &mut effects);
 
-    let mut attempts = count.saturating_mul(AUTOCLAIM_ATTEMPTS_PER_COUNT);
-    let mut slots = count;
+    // Decide first (reading the PEL in ID order and the entries block by block), then apply:
+    // a claim changes only its own record, so later decisions do not depend on earlier ones.
+    enum Step {
+        Deleted(StreamId),
+        Claim(StreamId, u64, Option<super::StreamEntry>),
+    }
+    let mut steps = Vec::new();
+    let mut last_inspected: Option<StreamId> = None;
+    if let Some(g) = stream.group(group) {
+        let mut entries = stream.lookup();
+        let mut attempts = count.saturating_mul(AUTOCLAIM_ATTEMPTS_PER_COUNT);
+        let mut slots = count;
+        let mut pel = g.pel().range(start, StreamId::MAX);
+        while attempts > 0 && slots > 0 {
+            attempts -= 1;
+            let Some((id, pending)) = pel.next() else {
+                last_inspected = None;
+                break;
+            };
+            last_inspected = Some(id);
+            let entry = if justid { entries.contains(id).then_some(None) } else { entries.get(id).map(Some) };
+            match entry {
+                None => {
+                    steps.push(Step::Deleted(id));
+                    slots -= 1;
+                }
+                Some(entry) => {
+                    let idle_enough = pending.owner.is_none()
+                        || min_idle == 0
+                        || now.wrapping_sub(pending.delivery_time_ms) >= min_idle;
+                    if idle_enough {
+                        let count = if justid { pending.delivery_count } else { bump(pending.delivery_count) };
+                        steps.push(Step::Claim(id, count, entry));
+                        slots -= 1;
+                    }
+                }
+            }
+            if id.next().is_none() {
+                break;
+            }
+        }
+    }
     let mut claimed = Vec::new();
     let mut deleted = Vec::new();
-    let mut from = start;
-    let mut last_inspected: Option<StreamId> = None;
-    while attempts > 0 && slots > 0 {
-        attempts -= 1;
-        let Some((id, pending)) = stream
-            .group(group)
-            .and_then(|g| g.pel().range(from, StreamId::MAX).next())
-        else {
-            last_inspected = None;
-            break;
-        };
-        last_inspected = Some(id);
-        let next = id.next();
-        let Some(entry) = stream.get(id) else {
-            effects.push(stream.apply_group(GroupEffect::Acked { group: group.clone(), id }));
-            deleted.push(reply::id(id));
-            slots -= 1;
-            match next {
-                Some(n) => from = n,
-                None => break,
+    for step in steps {
+        match step {
+            Step::Deleted(id) => {
+                effects.push(stream.apply_group(GroupEffect::Acked { group: group.clone(), id }));
+                deleted.push(reply::id(id));
             }
-            continue;
-        };
-        let idle_enough = pending.owner.is_none()
-            || min_idle == 0
-            || now.wrapping_sub(pending.delivery_time_ms) >= min_idle;
-        if idle_enough {
-            let count = if justid { pending.delivery_count } else { bump(pending.delivery_count) };
-            effects.push(stream.apply_group(GroupEffect::Claimed {
-                group: group.clone(),
-                consumer: consumer.clone(),
-                id,
-                time_ms: now,
-                count,
-                active_ms: now,
-            }));
-            claimed.push(if justid { reply::id(id) } else { reply::entry(entry) });
-            slots -= 1;
-        }
-        match next {
-            Some(n) => from = n,
-            None => break,
+            Step::Claim(id, count, entry) => {
+                effects.push(stream.apply_group(GroupEffect::Claimed {
+                    group: group.clone(),
+                    consumer: consumer.clone(),
+                    id,
+                    time_ms: now,
+                    count,
+                    active_ms: now,
+                }));
+                claimed.push(match entry {
+                    Some(entry) => reply::entry(entry),
+                    None => reply::id(id),
+                });
+            }
         }
     }
     // The cursor: the PEL entry after the last one inspected, 0-0 at the end.

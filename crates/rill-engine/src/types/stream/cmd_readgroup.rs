@@ -452,6 +452,7 @@ fn claim_and_new(
     if let Some(min_idle) = claim {
         let mut picks: Vec<(StreamEntry, i64, u64)> = Vec::new();
         if let Some(g) = stream.group(&req.group) {
+            let mut entries = stream.lookup();
             for (id, pending) in g.pel().claim_order() {
                 let idle = now_ms.wrapping_sub(pending.delivery_time_ms);
                 // Redis compares unsigned: a delivery time in the future counts as idle.
@@ -459,7 +460,7 @@ fn claim_and_new(
                     break;
                 }
                 // Entries whose payload is gone are skipped and left pending.
-                let Some(entry) = stream.get(id) else { continue };
+                let Some(entry) = entries.get(id) else { continue };
                 if !room(picks.len()) || !budget.take(|| reply::entry_wire_bytes(&entry) + 20) {
                     break;
                 }

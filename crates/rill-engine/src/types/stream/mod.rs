@@ -690,7 +690,11 @@ impl Stream {
 
     /// The live entry `id`, if any. O(log K + B).
     pub fn get(&self, id: StreamId) -> Option<StreamEntry> {
-        self.range(id, id, false).next()
+        let (&first, block) = self.blocks.range(..=id).next_back()?;
+        let p = block.find(first, id).filter(|p| !p.deleted)?;
+        let master = block.master(first)?;
+        let names: Vec<Bytes> = master.fields.iter().map(|f| Bytes::copy_from_slice(f)).collect();
+        Some((id, block.decode_at(first, &master, &names, p.offset)?))
     }
 
     /// The first live entry. O(B).
@@ -801,6 +805,69 @@ fn effective_trim_limit(limit: Option<u64>, limits: NodeLimits) -> u64 {
             .max_entries
             .saturating_mul(TRIM_DEFAULT_LIMIT_PER_NODE_ENTRY)
             .min(TRIM_DEFAULT_LIMIT_MAX),
+    }
+}
+
+/// Point lookups over a stream that decode each block once while consecutive lookups stay in
+/// it (claims walk the PEL mostly in ID order): O(B) per block entered, then O(log B) per
+/// lookup in it, instead of O(B) per lookup.
+#[derive(Debug)]
+pub struct EntryLookup<'a> {
+    stream: &'a Stream,
+    cur: Option<LookupBlock<'a>>,
+}
+
+/// The block an [`EntryLookup`] has decoded.
+#[derive(Debug)]
+struct LookupBlock<'a> {
+    first: StreamId,
+    /// First ID of the next block: the decoded block covers `first..next`.
+    next: Option<StreamId>,
+    block: &'a Block,
+    master: Master<'a>,
+    names: Vec<Bytes>,
+    positions: Vec<EntryPos>,
+}
+
+impl Stream {
+    /// A lookup helper for many point reads (see [`EntryLookup`]).
+    pub fn lookup(&self) -> EntryLookup<'_> {
+        EntryLookup { stream: self, cur: None }
+    }
+}
+
+impl<'a> EntryLookup<'a> {
+    fn enter(&mut self, id: StreamId) -> Option<&LookupBlock<'a>> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let covered = self.cur.as_ref().is_some_and(|c| c.first <= id && c.next.is_none_or(|n| id < n));
+        if !covered {
+            let (&first, block) = self.stream.blocks.range(..=id).next_back()?;
+            let next = self.stream.blocks.range((Excluded(first), Unbounded)).next().map(|(k, _)| *k);
+            let master = block.master(first)?;
+            let names = master.fields.iter().map(|f| Bytes::copy_from_slice(f)).collect();
+            let positions = block.positions(first)?;
+            self.cur = Some(LookupBlock { first, next, block, master, names, positions });
+        }
+        self.cur.as_ref()
+    }
+
+    fn position(&mut self, id: StreamId) -> Option<(&LookupBlock<'a>, usize)> {
+        let c = self.enter(id)?;
+        let i = c.positions.binary_search_by_key(&id, |p| p.id).ok()?;
+        let p = c.positions.get(i)?;
+        (!p.deleted).then_some((c, p.offset))
+    }
+
+    /// Whether `id` is a live entry.
+    pub fn contains(&mut self, id: StreamId) -> bool {
+        self.position(id).is_some()
+    }
+
+    /// The live entry `id`, if any.
+    pub fn get(&mut self, id: StreamId) -> Option<StreamEntry> {
+        let (c, offset) = self.position(id)?;
+        let fields = c.block.decode_at(c.first, &c.master, &c.names, offset)?;
+        Some((id, fields))
     }
 }
 
