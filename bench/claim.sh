@@ -31,27 +31,9 @@ source "$(dirname "$0")/lib.sh"
 start rill 7215 "$RILL" --port 7215 --dir "$WORK/rill" --save '' --appendonly no
 start redis 7216 "$REDIS" --port 7216 --bind 127.0.0.1 --save '' --appendonly no
 
-python3 - "$ENTRIES" >"$WORK/fill.resp" <<'PY'
-import sys
-n = int(sys.argv[1])
-out = sys.stdout
-def cmd(*args):
-    out.write(f"*{len(args)}\r\n")
-    for a in args:
-        a = str(a)
-        out.write(f"${len(a.encode())}\r\n{a}\r\n")
-for i in range(1, n + 1):
-    cmd("XADD", "pel", f"{i}-1", "symbol", "NVDA.OQ", "price", "1187.2500", "seq", i)
-cmd("XGROUP", "CREATE", "pel", "g", "0")
-PY
+pel_fill_resp "$ENTRIES" >"$WORK/fill.resp"
 
-fill() { # port
-    taskset -c 1 redis-cli -p "$1" --pipe <"$WORK/fill.resp" >/dev/null
-    for _ in $(seq $(( (ENTRIES + 9999) / 10000 ))); do
-        taskset -c 1 redis-cli -p "$1" XREADGROUP GROUP g c1 COUNT 10000 STREAMS pel '>' >/dev/null
-    done
-}
-for port in 7215 7216; do fill "$port"; done
+for port in 7215 7216; do pel_fill "$port" "$WORK/fill.resp" "$ENTRIES"; done
 sleep 0.2   # every entry is now idle longer than the 50 ms min-idle
 
 run() { # port round -> rps

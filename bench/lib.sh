@@ -17,3 +17,29 @@ start() { # name port cmd... : start pinned to CPU 0, wait for PING
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
     echo "$name did not start" >&2; cat "$WORK/$name.log" >&2; exit 1
 }
+
+# RESP for `redis-cli --pipe`: N tick entries in stream `pel` (IDs 1-1 .. N-1), then group `g`
+# at 0 (bench/pel.sh, bench/claim.sh).
+pel_fill_resp() { # N
+    python3 - "$1" <<'PY'
+import sys
+n = int(sys.argv[1])
+out = sys.stdout
+def cmd(*args):
+    out.write(f"*{len(args)}\r\n")
+    for a in args:
+        a = str(a)
+        out.write(f"${len(a.encode())}\r\n{a}\r\n")
+for i in range(1, n + 1):
+    cmd("XADD", "pel", f"{i}-1", "symbol", "NVDA.OQ", "price", "1187.2500", "seq", i, "ts", 1732950000000 + i)
+cmd("XGROUP", "CREATE", "pel", "g", "0")
+PY
+}
+
+# Load that file into the server on PORT and read every entry into consumer c1's PEL.
+pel_fill() { # PORT FILE N
+    taskset -c 1 redis-cli -p "$1" --pipe <"$2" >/dev/null
+    for _ in $(seq $(( ($3 + 9999) / 10000 ))); do
+        taskset -c 1 redis-cli -p "$1" XREADGROUP GROUP g c1 COUNT 10000 STREAMS pel '>' >/dev/null
+    done
+}

@@ -24,19 +24,7 @@ source "$(dirname "$0")/lib.sh"
 start rill 7213 "$RILL" --port 7213 --dir "$WORK/rill" --save '' --appendonly no
 start redis 7214 "$REDIS" --port 7214 --bind 127.0.0.1 --save '' --appendonly no
 
-python3 - "$ENTRIES" >"$WORK/fill.resp" <<'PY'
-import sys
-n = int(sys.argv[1])
-out = sys.stdout
-def cmd(*args):
-    out.write(f"*{len(args)}\r\n")
-    for a in args:
-        a = str(a)
-        out.write(f"${len(a.encode())}\r\n{a}\r\n")
-for i in range(1, n + 1):
-    cmd("XADD", "pel", f"{i}-1", "symbol", "NVDA.OQ", "price", "1187.2500", "seq", i, "ts", 1732950000000 + i)
-cmd("XGROUP", "CREATE", "pel", "g", "0")
-PY
+pel_fill_resp "$ENTRIES" >"$WORK/fill.resp"
 
 mem() { # port -> "used rss"
     local used pid rss
