@@ -45,12 +45,7 @@ async fn durable(log: &Arc<Log>, offset: u64) -> bool {
     if log.durable().offset >= offset {
         return true;
     }
-    let mut rx = log.subscribe();
-    let reached = match rx.wait_for(|d| d.offset >= offset || d.failed).await {
-        Ok(d) => d.offset >= offset,
-        Err(_) => false,
-    };
-    reached
+    log.wait_durable(offset).await.unwrap_or(false)
 }
 
 fn emit(out: &mut BytesMut, conn: &mut Conn, reply: &Reply) {

@@ -103,6 +103,16 @@ pub struct Log {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Files switched away from by a rotation, not yet fsynced.
     retired: Mutex<Vec<Arc<File>>>,
+    /// `always`: connections waiting for an offset, woken only once it is safe (or the log
+    /// fails), so an fsync round wakes exactly the connections it acknowledges.
+    waiters: Mutex<Waiters>,
+}
+
+/// Waiting connections by (offset, registration number).
+#[derive(Default)]
+struct Waiters {
+    next: u64,
+    by_offset: std::collections::BTreeMap<(u64, u64), tokio::sync::oneshot::Sender<bool>>,
 }
 
 impl std::fmt::Debug for Log {
@@ -145,6 +155,7 @@ impl Log {
             written: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
+            waiters: Mutex::new(Waiters::default()),
         });
         let w = log.clone();
         let writer = std::thread::Builder::new().name("rill-aof-writer".into()).spawn(move || w.writer_loop())?;
@@ -239,9 +250,39 @@ impl Log {
         *g >= seq
     }
 
-    /// A receiver of the durable offset (`always`).
-    pub fn subscribe(&self) -> watch::Receiver<Durable> {
-        self.durable.subscribe()
+    /// `always`: a receiver told `true` once every record up to `offset` is fsynced, `false`
+    /// if the log fails first.
+    pub fn wait_durable(&self, offset: u64) -> tokio::sync::oneshot::Receiver<bool> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut w = lock(&self.waiters);
+        // Checked under the waiters lock, which the writer takes after publishing: either the
+        // offset is already safe here, or the writer's next release sees this waiter.
+        let d = *self.durable.borrow();
+        if d.offset >= offset || d.failed {
+            let _ = tx.send(d.offset >= offset);
+            return rx;
+        }
+        let n = w.next;
+        w.next += 1;
+        w.by_offset.insert((offset, n), tx);
+        rx
+    }
+
+    /// Wake the waiters the durable state answers: those now safe with `true`, all with
+    /// `false` when the log failed.
+    fn release_waiters(&self) {
+        let d = *self.durable.borrow();
+        let mut w = lock(&self.waiters);
+        if d.failed {
+            for (_, tx) in std::mem::take(&mut w.by_offset) {
+                let _ = tx.send(false);
+            }
+            return;
+        }
+        let later = w.by_offset.split_off(&(d.offset.saturating_add(1), 0));
+        for (_, tx) in std::mem::replace(&mut w.by_offset, later) {
+            let _ = tx.send(true);
+        }
     }
 
     /// The durable state now.
@@ -311,6 +352,7 @@ impl Log {
         }
         let offset = self.durable.borrow().offset;
         self.durable.send_replace(Durable { offset, failed: true });
+        self.release_waiters();
     }
 
     fn clear_failed(&self) {
@@ -421,6 +463,7 @@ impl Log {
                 self.clear_failed();
             }
             self.durable.send_replace(Durable { offset: sink.written, failed: false });
+            self.release_waiters();
         }
         let mut sink = lock(&self.sink);
         if let Err(e) = self.drain(&mut sink) {
