@@ -46,19 +46,8 @@ run() { # port round -> rps
 # of claimable entries within a run (claimed ones become claimable again after 50 ms).
 for r in $(seq "$ROUNDS"); do
     if (( r % 2 )); then order="7215 7216"; else order="7216 7215"; fi
-    for port in $order; do echo "claim100 $r $port $(run "$port" "$r")" >>"$WORK/results"; done
+    for port in $order; do echo "xreadgroup_claim $r $port $(run "$port" "$r")" >>"$WORK/results"; done
 done
 pending() { redis-cli -p "$1" XPENDING pel g | head -1; }
 echo "PEL after: rill $(pending 7215), redis $(pending 7216) (both started at $ENTRIES)"
-python3 - "$WORK/results" <<'PY'
-import sys, statistics
-v = {}
-for line in open(sys.argv[1]):
-    test, r, port, rps = line.split()
-    v.setdefault(test, {}).setdefault(r, {})[port] = float(rps)
-for test, rounds in v.items():
-    pairs = [(x["7215"], x["7216"]) for x in rounds.values()]
-    ratios = sorted(a / b for a, b in pairs)
-    print(f"XREADGROUP CLAIM {test:10} rill {statistics.median(a for a, _ in pairs):9.0f} calls/s  redis {statistics.median(b for _, b in pairs):9.0f} calls/s"
-          f"  ratio {statistics.median(ratios):.2f} ({ratios[0]:.2f}..{ratios[-1]:.2f})")
-PY
+ratio_table "$WORK/results" 7215 7216 calls/s

@@ -43,3 +43,21 @@ pel_fill() { # PORT FILE N
         taskset -c 1 redis-cli -p "$1" XREADGROUP GROUP g c1 COUNT 10000 STREAMS pel '>' >/dev/null
     done
 }
+
+# Summarise a results file of "test round port ops" lines: per test, the median ops/s of each
+# server and the median per-round ratio A/B (bench/pel.sh, bench/claim.sh).
+ratio_table() { # FILE PORT_A PORT_B UNIT
+    python3 - "$@" <<'PY'
+import sys, statistics
+path, a, b, unit = sys.argv[1:5]
+v = {}
+for line in open(path):
+    test, r, port, rps = line.split()
+    v.setdefault(test, {}).setdefault(r, {})[port] = float(rps)
+for test, rounds in v.items():
+    pairs = [(x[a], x[b]) for x in rounds.values()]
+    ratios = sorted(p / q for p, q in pairs)
+    print(f"{test:16} rill {statistics.median(p for p, _ in pairs):9.0f} {unit}  redis {statistics.median(q for _, q in pairs):9.0f} {unit}"
+          f"  ratio {statistics.median(ratios):.2f} ({ratios[0]:.2f}..{ratios[-1]:.2f})")
+PY
+}

@@ -68,15 +68,4 @@ for test in xautoclaim xautoclaim_full xclaim; do
         for port in $order; do echo "$test $r $port $(run "$port" "$test")" >>"$WORK/results"; done
     done
 done
-python3 - "$WORK/results" <<'PY'
-import sys, statistics
-v = {}
-for line in open(sys.argv[1]):
-    test, r, port, rps = line.split()
-    v.setdefault(test, {}).setdefault(r, {})[port] = float(rps)
-for test, rounds in v.items():
-    pairs = [(x["7213"], x["7214"]) for x in rounds.values()]
-    ratios = sorted(a / b for a, b in pairs)
-    print(f"{test:16} rill {statistics.median(a for a, _ in pairs):9.0f} ops/s  redis {statistics.median(b for _, b in pairs):9.0f} ops/s"
-          f"  ratio {statistics.median(ratios):.2f} ({ratios[0]:.2f}..{ratios[-1]:.2f})")
-PY
+ratio_table "$WORK/results" 7213 7214 ops/s

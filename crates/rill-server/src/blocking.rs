@@ -13,7 +13,7 @@
 
 use crate::state::State;
 use bytes::Bytes;
-use rill_engine::command::{CommandSpec, Flags, Handler};
+use rill_engine::command::{CommandSpec, Handler};
 use rill_engine::{BlockRequest, CallCtx};
 use rill_resp::Reply;
 use std::collections::{HashMap, VecDeque};
@@ -168,10 +168,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     ctx.recording = st.aof.recording();
     let dirty_before = st.engine.dirty;
     let result = handler(&mut st.engine, &mut ctx, &args);
-    st.collect_effects(&mut ctx.effects);
-    if !ctx.explicit && st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
-        st.aof.push_command(w_db, &args);
-    }
+    st.record_command(&mut ctx.effects, ctx.explicit, dirty_before, spec, w_db, &args);
     // One record per served client; its reply waits for it.
     let offset = st.commit_effects(now_ms);
     if let Some(again) = ctx.block {

@@ -267,10 +267,7 @@ pub fn call(
             ctx.resp3 = conn.proto == Protocol::Resp3;
             ctx.recording = st.aof.recording();
             let result = handler(&mut st.engine, &mut ctx, &args);
-            st.collect_effects(&mut ctx.effects);
-            if !ctx.explicit && st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
-                st.aof.push_command(conn.db, &args);
-            }
+            st.record_command(&mut ctx.effects, ctx.explicit, dirty_before, spec, conn.db, &args);
             match ctx.block.take() {
                 Some(request) if !in_exec => Action::Block { spec, args, request },
                 _ => match result {
@@ -285,10 +282,7 @@ pub fn call(
                 Err(e) => e.into(),
             };
             // FLUSHALL, FLUSHDB, SWAPDB: logged as themselves.
-            st.collect_effects(&mut rill_engine::effect::EffectBuf::default());
-            if st.engine.dirty != dirty_before && spec.flags.has(Flags::WRITE) {
-                st.aof.push_command(conn.db, &args);
-            }
+            st.record_command(&mut Default::default(), false, dirty_before, spec, conn.db, &args);
             action
         }
     };

@@ -149,6 +149,25 @@ impl State {
         self.aof.commit(now_ms)
     }
 
+    /// After a command ran: its explicit effects if it emitted them (`explicit`), otherwise,
+    /// if it is a write that changed the keyspace (`dirty` moved past `dirty_before`), the
+    /// command itself — after the expiry deletions it caused. The one place the logging rule
+    /// of `rill_engine::effect` is applied.
+    pub fn record_command(
+        &mut self,
+        effects: &mut rill_engine::effect::EffectBuf,
+        explicit: bool,
+        dirty_before: u64,
+        spec: &rill_engine::command::CommandSpec,
+        db: usize,
+        args: &[Bytes],
+    ) {
+        self.collect_effects(effects);
+        if !explicit && self.engine.dirty != dirty_before && spec.flags.has(rill_engine::command::Flags::WRITE) {
+            self.aof.push_command(db, args);
+        }
+    }
+
     /// Move the engine's expiry deletions and a command's explicit effects into the current
     /// unit.
     pub fn collect_effects(&mut self, ctx_effects: &mut rill_engine::effect::EffectBuf) {

@@ -96,6 +96,19 @@ fn context_for(config: &EngineConfig, now_ms: i64) -> LoadContext {
     }
 }
 
+/// Put one key read from a snapshot into `engine`, with its expiry.
+fn insert_loaded(engine: &mut Engine, k: rill_engine::rdb::file::LoadedKey, path: &std::path::Path) -> Result<(), String> {
+    if k.db >= engine.dbs.len() {
+        return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, engine.dbs.len()));
+    }
+    let expire = k.entry.expire_at_ms;
+    engine.insert(k.db, k.key.clone(), k.entry.value);
+    if expire.is_some() {
+        engine.set_expire(k.db, &k.key, expire);
+    }
+    Ok(())
+}
+
 /// Rebuild, in a private engine, the state the log files `base` + `incrs` describe (a
 /// compaction reads the files the writer has finished with, so it needs no lock and no copy
 /// of the live keyspace). Any damage in them fails the rebuild.
@@ -107,14 +120,7 @@ pub fn rebuild(base: Option<&std::path::Path>, incrs: &[std::path::PathBuf], con
         let ctx = context_for(&engine.config, now_ms());
         let mut reader = FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
         while let Some(k) = reader.next_key().map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))? {
-            if k.db >= engine.dbs.len() {
-                return Err(format!("{}: key in database {} out of range", path.display(), k.db));
-            }
-            let expire = k.entry.expire_at_ms;
-            engine.insert(k.db, k.key.clone(), k.entry.value);
-            if expire.is_some() {
-                engine.set_expire(k.db, &k.key, expire);
-            }
+            insert_loaded(&mut engine, k, path)?;
         }
     }
     for path in incrs {
@@ -149,14 +155,7 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
         for _ in 0..if delay.is_zero() { 1000 } else { 1 } {
             match reader.next_key() {
                 Ok(Some(k)) => {
-                    if k.db >= st.engine.dbs.len() {
-                        return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, st.engine.dbs.len()));
-                    }
-                    let expire = k.entry.expire_at_ms;
-                    st.engine.insert(k.db, k.key.clone(), k.entry.value);
-                    if expire.is_some() {
-                        st.engine.set_expire(k.db, &k.key, expire);
-                    }
+                    insert_loaded(&mut st.engine, k, path)?;
                     n += 1;
                 }
                 Ok(None) => {
