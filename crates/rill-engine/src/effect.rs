@@ -102,10 +102,8 @@ impl crate::Engine {
         };
         let limits = crate::types::stream::NodeLimits::new(self.config.stream_node_max_entries, self.config.stream_node_max_bytes);
         let (duration, maxsize) = (self.config.stream_idmp_duration_secs, self.config.stream_idmp_maxsize);
-        let mut it = args.into_iter().skip(1);
-        let Some(key) = it.next() else { return Ok(Err("XADD effect without a key")) };
-        let _id = it.next();
-        let fields: Vec<(Bytes, Bytes)> = std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect();
+        let Some(key) = args.get(1) else { return Ok(Err("XADD effect without a key")) };
+        let fields = crate::types::stream::FlatFields(args.get(3..).unwrap_or_default());
         let Some(d) = self.dbs.get_mut(db) else { return Ok(Err("database index out of range")) };
         if !d.keys.contains_key(key.as_ref()) {
             let mut stream = Box::<crate::types::stream::Stream>::default();

@@ -70,11 +70,12 @@ fn run_batch(
     conn.batch_now_ms = now;
     conn.clock = crate::clock::Tick::now();
     let max_bulk = st.hot.max_bulk_len;
+    let mut args = Vec::new();
     loop {
         let limits = Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
-        let args = match parser.parse(inbuf, &limits) {
-            Ok(Some(args)) => args,
-            Ok(None) => return Next::Read,
+        match parser.parse_into(inbuf, &limits, &mut args) {
+            Ok(true) => {}
+            Ok(false) => return Next::Read,
             Err(e) => {
                 if let Some(r) = e.reply() {
                     if let Reply::Error(text) = &r {
@@ -84,8 +85,8 @@ fn run_batch(
                 }
                 return Next::Close;
             }
-        };
-        match dispatch::execute(shared, st, conn, args, now) {
+        }
+        match dispatch::execute(shared, st, conn, &mut args, now) {
             Action::Reply(r) => emit(out, conn, &r),
             Action::Close(r) => {
                 if let Some(r) = r {
@@ -110,7 +111,7 @@ fn run_batch(
 /// Serve one client until it quits, is killed, or the server shuts down.
 pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Arc<Notify>, authenticated: bool) {
     let _ = socket.set_nodelay(true);
-    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: crate::clock::Tick::now(), last_cmd: "", cmds_unpublished: 0, net_in_unpublished: 0, net_out_unpublished: 0, batch_now_ms: now_ms() };
+    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: crate::clock::Tick::now(), last_cmd: "", cmds_unpublished: 0, net_in_unpublished: 0, net_out_unpublished: 0, batch_now_ms: now_ms(), last_lookup: Default::default() };
     let mut parser = RequestParser::new();
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out = BytesMut::with_capacity(READ_CHUNK_BYTES);

@@ -39,6 +39,39 @@ pub struct Conn {
     pub net_out_unpublished: u64,
     /// The time the current batch of requests started, Unix ms.
     pub batch_now_ms: i64,
+    /// The last top-level command resolved, by the name as the client spelled it: pipelines
+    /// mostly repeat one command, and comparing a few bytes is cheaper than a hash lookup.
+    pub last_lookup: LastLookup,
+}
+
+/// A one-entry cache of name → command (containers are never cached: their subcommand
+/// depends on the next argument).
+#[derive(Debug, Default)]
+pub struct LastLookup {
+    name: [u8; 16],
+    len: usize,
+    spec: Option<&'static CommandSpec>,
+}
+
+impl LastLookup {
+    fn resolve(&mut self, table: &rill_engine::command::CommandTable, args: &[Bytes]) -> Lookup {
+        if let (Some(spec), Some(name)) = (self.spec, args.first()) {
+            if self.name.get(..self.len) == Some(&name[..]) {
+                return Lookup::Found(spec);
+            }
+        }
+        match (args.first(), args.first().and_then(|name| table.get(name))) {
+            (Some(name), Some(spec)) if !spec.is_container() => {
+                if let Some(dst) = self.name.get_mut(..name.len()) {
+                    dst.copy_from_slice(name);
+                    self.len = name.len();
+                    self.spec = Some(spec);
+                }
+                Lookup::Found(spec)
+            }
+            _ => table.resolve(args),
+        }
+    }
 }
 
 /// CLIENT REPLY ON|OFF|SKIP.
@@ -127,11 +160,12 @@ fn trunc(b: &[u8], max: usize) -> &[u8] {
     b.get(..max.min(b.len())).unwrap_or(b)
 }
 
-/// Run the pre-checks, queue or execute one request, and count it.
-pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: Vec<Bytes>, now_ms: i64) -> Action {
-    let spec = match shared.table.resolve(&args) {
+/// Run the pre-checks, queue or execute one request, and count it. `args` is taken only by a
+/// request that keeps it (queued in MULTI, blocked); otherwise the caller reuses the vector.
+pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<Bytes>, now_ms: i64) -> Action {
+    let spec = match conn.last_lookup.resolve(&shared.table, args) {
         Lookup::Found(s) => s,
-        Lookup::UnknownCommand => return reject(st, conn, None, unknown_command_error(&args)),
+        Lookup::UnknownCommand => return reject(st, conn, None, unknown_command_error(args)),
         Lookup::UnknownSubcommand(container) => {
             let mut text = b"ERR unknown subcommand '".to_vec();
             text.extend_from_slice(trunc(args.get(1).map(|a| &a[..]).unwrap_or(b""), 128));
@@ -154,7 +188,7 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: Vec<Bytes
         }
         if !runs_inside_multi(spec.name) {
             if let Some(m) = conn.multi.as_mut() {
-                m.queued.push((spec, args));
+                m.queued.push((spec, std::mem::take(args)));
                 let n = m.queued.len() as i64;
                 if let Some(c) = st.clients.get_mut(&conn.id) {
                     c.multi = n;
@@ -242,13 +276,14 @@ pub fn publish_client_info(st: &mut State, conn: &mut Conn, now_ms: i64) {
     conn.net_out_unpublished = 0;
 }
 
-/// Call a command that passed the checks. `in_exec`: inside EXEC, so nothing blocks.
+/// Call a command that passed the checks. `in_exec`: inside EXEC, so nothing blocks. `args`
+/// is taken only if the command blocks.
 pub fn call(
     shared: &Shared,
     st: &mut State,
     conn: &mut Conn,
     spec: &'static CommandSpec,
-    args: Vec<Bytes>,
+    args: &mut Vec<Bytes>,
     now_ms: i64,
     in_exec: bool,
 ) -> Action {
@@ -266,10 +301,16 @@ pub fn call(
             ctx.no_block = in_exec;
             ctx.resp3 = conn.proto == Protocol::Resp3;
             ctx.recording = st.aof.recording();
-            let result = handler(&mut st.engine, &mut ctx, &args);
-            st.record_command(&mut ctx.effects, ctx.explicit, dirty_before, spec, conn.db, &args);
+            if ctx.recording {
+                ctx.effects = st.aof.lend_buf();
+            }
+            let result = handler(&mut st.engine, &mut ctx, args);
+            st.record_command(&mut ctx.effects, ctx.explicit, dirty_before, spec, conn.db, args);
+            if ctx.recording {
+                st.aof.return_buf(std::mem::take(&mut ctx.effects));
+            }
             match ctx.block.take() {
-                Some(request) if !in_exec => Action::Block { spec, args, request },
+                Some(request) if !in_exec => Action::Block { spec, args: std::mem::take(args), request },
                 _ => match result {
                     Ok(r) => Action::Reply(r),
                     Err(e) => e.into(),
@@ -277,12 +318,12 @@ pub fn call(
             }
         }
         Handler::Server | Handler::Container => {
-            let action = match cmd::run(shared, st, conn, spec, &args, now_ms) {
+            let action = match cmd::run(shared, st, conn, spec, args, now_ms) {
                 Ok(a) => a,
                 Err(e) => e.into(),
             };
             // FLUSHALL, FLUSHDB, SWAPDB: logged as themselves.
-            st.record_command(&mut Default::default(), false, dirty_before, spec, conn.db, &args);
+            st.record_command(&mut Default::default(), false, dirty_before, spec, conn.db, args);
             action
         }
     };

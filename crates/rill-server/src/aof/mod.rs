@@ -97,11 +97,27 @@ pub struct Aof {
     /// Effects of the current unit (a command, an EXEC, a served client), encoded, not yet
     /// framed.
     pending: EffectBuf,
+    /// An empty buffer, with the capacity earlier commands grew, for the next command's
+    /// explicit effects: lent out by [`Aof::lend_buf`], so that emitting an effect does not
+    /// allocate.
+    spare: EffectBuf,
     /// Log offset after the last record appended.
     pub appended: u64,
 }
 
 impl Aof {
+    /// An empty effect buffer for a command to write into (give it back with
+    /// [`Aof::return_buf`]).
+    pub fn lend_buf(&mut self) -> EffectBuf {
+        std::mem::take(&mut self.spare)
+    }
+
+    /// Take back a buffer from [`Aof::lend_buf`] (emptied here).
+    pub fn return_buf(&mut self, mut buf: EffectBuf) {
+        buf.clear();
+        self.spare = buf;
+    }
+
     /// Whether effects are being recorded.
     pub fn recording(&self) -> bool {
         self.log.is_some()

@@ -208,8 +208,9 @@ impl Log {
         let end = q.end;
         drop(q);
         // Only `always` hands records to the thread; a busy writer finds them on its next
-        // round without being woken.
-        if self.policy() == FsyncPolicy::Always && self.writer_idle.load(Ordering::Relaxed) {
+        // round without being woken, and an idle one is woken once (by whoever clears the
+        // flag first), not once per record.
+        if self.policy() == FsyncPolicy::Always && self.writer_idle.swap(false, Ordering::Relaxed) {
             self.cv.notify_one();
         }
         end

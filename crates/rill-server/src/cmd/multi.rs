@@ -58,8 +58,8 @@ pub fn exec(c: &mut Call) -> CmdResult {
     // Unwatch before running: the transaction's own writes must not mark it dirty later.
     end_transaction(c);
     let mut replies = Vec::with_capacity(m.queued.len());
-    for (spec, args) in m.queued {
-        let r = match dispatch::call(c.shared, c.st, c.conn, spec, args, c.now_ms, true) {
+    for (spec, mut args) in m.queued {
+        let r = match dispatch::call(c.shared, c.st, c.conn, spec, &mut args, c.now_ms, true) {
             Action::Reply(r) | Action::Close(Some(r)) => r,
             Action::Close(None) => Reply::ok(),
             Action::Block { request, .. } => request.timeout_reply,

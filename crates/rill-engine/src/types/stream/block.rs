@@ -50,6 +50,7 @@ use super::codec::{
     self, classify, get_varint, get_varint_u64, put_varint, unzigzag, zigzag, Scalar,
 };
 use super::id::StreamId;
+use super::Fields;
 use bytes::Bytes;
 
 /// Bits of the head varint used by flags, below the ms delta.
@@ -244,12 +245,12 @@ impl<'a> EntryCursor<'a> {
 
 impl Block {
     /// A block holding one entry, which becomes its master.
-    pub(crate) fn new(id: StreamId, fields: &[(Bytes, Bytes)]) -> Block {
+    pub(crate) fn new<F: Fields + ?Sized>(id: StreamId, fields: &F) -> Block {
         let mut buf = Vec::new();
-        put_field_names(&mut buf, fields.iter().map(|(f, _)| &f[..]), fields.len());
+        put_field_names(&mut buf, fields.pairs().map(|(f, _)| f), fields.pair_count());
         put_varint(&mut buf, FLAG_SAME_FIELDS);
         put_varint(&mut buf, 0);
-        for (_, v) in fields {
+        for (_, v) in fields.pairs() {
             put_value(&mut buf, v, None);
         }
         Block {
@@ -272,11 +273,11 @@ impl Block {
 
     /// Append an entry. `id` must be greater than [`Block::last_id`]; returns false (and
     /// changes nothing) otherwise or if the block cannot be decoded.
-    pub(crate) fn push(
+    pub(crate) fn push<F: Fields + ?Sized>(
         &mut self,
         first: StreamId,
         id: StreamId,
-        fields: &[(Bytes, Bytes)],
+        fields: &F,
     ) -> bool {
         if id <= self.last_id || id < first {
             return false;
@@ -301,22 +302,22 @@ impl Block {
     }
 
     /// Append the encoding of entry `id` to the buffer (see [`Block::push`]).
-    fn push_encoded(
+    fn push_encoded<F: Fields + ?Sized>(
         &mut self,
         first: StreamId,
         id: StreamId,
         ms_delta: u64,
-        fields: &[(Bytes, Bytes)],
+        fields: &F,
     ) -> Option<()> {
         // Pass 1: do the names equal the master field list? Also finds entry 0.
         let mut pos = 0;
         let count = get_varint(&self.buf, &mut pos)?;
-        let mut same = usize::try_from(count).ok() == Some(fields.len());
+        let mut same = usize::try_from(count).ok() == Some(fields.pair_count());
         for i in 0..count {
             let len = usize::try_from(get_varint(&self.buf, &mut pos)?).ok()?;
             let name = take(&self.buf, &mut pos, len)?;
-            let expected = usize::try_from(i).ok().and_then(|i| fields.get(i));
-            same = same && expected.is_some_and(|(f, _)| name == &f[..]);
+            let expected = usize::try_from(i).ok().and_then(|i| fields.pair(i));
+            same = same && expected.is_some_and(|(f, _)| name == f);
         }
         let mut master_pos = pos;
         let (_, master_head) = read_head(&self.buf, &mut master_pos, first)?;
@@ -334,7 +335,7 @@ impl Block {
             // Pass 2: master values are read one by one beside the new ones. The master's
             // bytes stay where they are (we only append), so a raw master value is kept as
             // its place in the buffer and compared there.
-            for (_, v) in fields {
+            for (_, v) in fields.pairs() {
                 let master = match read_value(&self.buf, &mut master_pos)? {
                     Stored::Plain(Scalar::Raw(b)) => {
                         let end = master_pos;
@@ -365,8 +366,8 @@ impl Block {
                 }
             }
         } else {
-            put_field_names(&mut self.buf, fields.iter().map(|(f, _)| &f[..]), fields.len());
-            for (_, v) in fields {
+            put_field_names(&mut self.buf, fields.pairs().map(|(f, _)| f), fields.pair_count());
+            for (_, v) in fields.pairs() {
                 put_value(&mut self.buf, v, None);
             }
         }

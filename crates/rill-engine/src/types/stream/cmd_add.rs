@@ -11,7 +11,7 @@
 //! duplicate check, ID resolution, append, IDMP record, trim, then WATCH and wake-ups).
 
 use super::args::{self, AddTrimArgs, IdmpArg, XaddIdArg};
-use super::{id, idmp, reply, Stream, StreamId, XaddId};
+use super::{id, idmp, reply, FlatFields, Stream, StreamId, XaddId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
@@ -44,16 +44,17 @@ pub(super) const XADD: CommandSpec = CommandSpec {
     ..CommandSpec::DEFAULT
 };
 
-/// A validated XADD.
+/// A validated XADD, borrowing its key and fields from the request.
 #[derive(Debug)]
-struct XaddRequest {
-    key: Bytes,
+struct XaddRequest<'a> {
+    key: &'a Bytes,
     options: AddTrimArgs,
     id: XaddId,
-    fields: Vec<(Bytes, Bytes)>,
+    /// `f1 v1 f2 v2 ...`, an even number of arguments.
+    fields: FlatFields<'a>,
 }
 
-fn parse(args: &[Bytes]) -> Result<XaddRequest, CmdError> {
+fn parse(args: &[Bytes]) -> Result<XaddRequest<'_>, CmdError> {
     let options = args::parse_add_or_trim(args, true)?;
     let field_args = args.get(options.id_pos + 1..).unwrap_or_default();
     if field_args.len() < 2 || field_args.len() % 2 == 1 {
@@ -66,15 +67,8 @@ fn parse(args: &[Bytes]) -> Result<XaddRequest, CmdError> {
         Some(XaddIdArg::Zero) => return Err(id::XADD_ID_ZERO),
         None => return Err(CmdError::arity("xadd")),
     };
-    let fields = field_args
-        .chunks_exact(2)
-        .filter_map(|pair| match pair {
-            [f, v] => Some((f.clone(), v.clone())),
-            _ => None,
-        })
-        .collect();
-    let key = args.get(1).cloned().ok_or_else(|| CmdError::arity("xadd"))?;
-    Ok(XaddRequest { key, options, id, fields })
+    let key = args.get(1).ok_or_else(|| CmdError::arity("xadd"))?;
+    Ok(XaddRequest { key, options, id, fields: FlatFields(field_args) })
 }
 
 fn xadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -90,9 +84,9 @@ enum Outcome {
     Added(StreamId),
 }
 
-fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest, args: &[Bytes]) -> Result<Reply, CmdError> {
+fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest<'_>, args: &[Bytes]) -> Result<Reply, CmdError> {
     let limits = args::node_limits(engine);
-    if args::write_stream(engine, ctx, &req.key)?.is_none() {
+    if args::write_stream(engine, ctx, req.key)?.is_none() {
         if req.options.no_mkstream {
             return Ok(Reply::Null);
         }
@@ -103,7 +97,7 @@ fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest, args: &[Byt
         engine.insert(ctx.db, req.key.clone(), Value::Stream(stream));
     }
     let outcome = {
-        let Some(stream) = args::write_stream(engine, ctx, &req.key)? else {
+        let Some(stream) = args::write_stream(engine, ctx, req.key)? else {
             return Ok(Reply::Null);
         };
         append(stream, &req, ctx, limits)?
@@ -116,8 +110,8 @@ fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest, args: &[Byt
             Ok(reply::id(id))
         }
         Outcome::Added(id) => {
-            engine.modified(ctx.db, &req.key);
-            engine.signal_ready(ctx.db, &req.key);
+            engine.modified(ctx.db, req.key);
+            engine.signal_ready(ctx.db, req.key);
             Ok(reply::id(id))
         }
     }
@@ -125,7 +119,7 @@ fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest, args: &[Byt
 
 fn append(
     stream: &mut Stream,
-    req: &XaddRequest,
+    req: &XaddRequest<'_>,
     ctx: &mut CallCtx,
     limits: super::NodeLimits,
 ) -> Result<Outcome, CmdError> {
@@ -150,13 +144,13 @@ fn append(
     // The effects: this append with its final ID, then its IDMP record (IDMPAUTO's IID
     // spelled out), then the trim.
     if ctx.recording {
-        let mut id_buf = [0u8; 48];
-        let id_text = format_id(new_id, &mut id_buf);
-        let fields = req.fields.iter().flat_map(|(f, v)| [&f[..], &v[..]]);
-        let head: [&[u8]; 3] = [b"XADD", &req.key, id_text];
-        ctx.effects.command(ctx.db, ExactChain { head: head.into_iter(), tail: fields, len: 3 + 2 * req.fields.len() });
+        let mut id_buf = [0u8; reply::ID_MAX_TEXT_BYTES];
+        let id_text = reply::id_text(new_id, &mut id_buf);
+        let fields = req.fields.0.iter().map(|a| &a[..]);
+        let head: [&[u8]; 3] = [b"XADD", req.key, id_text];
+        ctx.effects.command(ctx.db, ExactChain { head: head.into_iter(), tail: fields, len: 3 + req.fields.0.len() });
         if let Some((pid, iid)) = &iid {
-            ctx.effects.command(ctx.db, [&b"XIDMPRECORD"[..], &req.key, pid, iid, id_text].into_iter());
+            ctx.effects.command(ctx.db, [&b"XIDMPRECORD"[..], req.key, pid, iid, id_text].into_iter());
         }
     }
     ctx.explicit();
@@ -164,18 +158,9 @@ fn append(
         stream.idmp.record(&pid, iid, new_id);
     }
     if let Some(trim) = req.options.trim {
-        args::apply_trim(stream, trim, req.options.strategy, limits, ctx, &req.key);
+        args::apply_trim(stream, trim, req.options.strategy, limits, ctx, req.key);
     }
     Ok(Outcome::Added(new_id))
-}
-
-/// `ms-seq` in decimal into `buf`, returning the text.
-fn format_id(id: StreamId, buf: &mut [u8; 48]) -> &[u8] {
-    use std::io::Write;
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{}-{}", id.ms, id.seq);
-    let n = cursor.position() as usize;
-    buf.get(..n).unwrap_or_default()
 }
 
 /// Two iterators chained, with the total length known (the effect encoder writes it first).

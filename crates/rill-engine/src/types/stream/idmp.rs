@@ -220,10 +220,10 @@ impl Idmp {
 /// covers the field bytes, the field length and the value bytes, so `("ab","c")` and
 /// `("a","bc")` differ. The hash is ours (FNV-1a with a final mix), stable across builds,
 /// because IIDs are state that snapshots and replicas carry.
-pub fn auto_iid(fields: &[(Bytes, Bytes)]) -> Bytes {
+pub fn auto_iid<F: super::Fields + ?Sized>(fields: &F) -> Bytes {
     let mut sum: u64 = 0;
     let mut xor: u64 = 0;
-    for (f, v) in fields {
+    for (f, v) in fields.pairs() {
         let mut h = Fnv::new();
         h.write(f);
         h.write(&(f.len() as u64).to_le_bytes());

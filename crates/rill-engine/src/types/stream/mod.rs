@@ -93,6 +93,79 @@ pub const COMMANDS: &[CommandSpec] = &[
 /// XADD (duplicates kept).
 pub type StreamEntry = (StreamId, Vec<(Bytes, Bytes)>);
 
+/// An entry's field/value pairs, however the caller holds them: as pairs (snapshots, tests)
+/// or as the flat `f1 v1 f2 v2 ...` arguments XADD received ([`FlatFields`]), which an append
+/// then reads in place instead of copying them into pairs first.
+pub trait Fields {
+    /// Number of pairs.
+    fn pair_count(&self) -> usize;
+    /// Pair `i`.
+    fn pair(&self, i: usize) -> Option<(&[u8], &[u8])>;
+    /// The pairs in order.
+    fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        (0..self.pair_count()).filter_map(|i| self.pair(i))
+    }
+}
+
+impl Fields for [(Bytes, Bytes)] {
+    fn pair_count(&self) -> usize {
+        self.len()
+    }
+    fn pair(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        self.get(i).map(|(f, v)| (&f[..], &v[..]))
+    }
+    fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.iter().map(|(f, v)| (&f[..], &v[..]))
+    }
+}
+
+impl Fields for Vec<(Bytes, Bytes)> {
+    fn pair_count(&self) -> usize {
+        self.len()
+    }
+    fn pair(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        self.as_slice().pair(i)
+    }
+    fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.as_slice().pairs()
+    }
+}
+
+impl<const N: usize> Fields for [(Bytes, Bytes); N] {
+    fn pair_count(&self) -> usize {
+        N
+    }
+    fn pair(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        self.as_slice().pair(i)
+    }
+    fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.as_slice().pairs()
+    }
+}
+
+/// Field/value pairs as a flat argument list `f1 v1 f2 v2 ...` (a trailing odd argument is
+/// ignored).
+#[derive(Debug, Clone, Copy)]
+pub struct FlatFields<'a>(pub &'a [Bytes]);
+
+impl Fields for FlatFields<'_> {
+    fn pair_count(&self) -> usize {
+        self.0.len() / 2
+    }
+    fn pair(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        match self.0.get(2 * i..2 * i + 2) {
+            Some([f, v]) => Some((&f[..], &v[..])),
+            _ => None,
+        }
+    }
+    fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.0.chunks_exact(2).filter_map(|p| match p {
+            [f, v] => Some((&f[..], &v[..])),
+            _ => None,
+        })
+    }
+}
+
 /// `ERR Elements are too large to be stored`
 pub const ELEMENTS_TOO_LARGE: CmdError = CmdError::full("ERR Elements are too large to be stored");
 /// `ERR The ID specified in XSETID is smaller than current max_deleted_entry_id`
@@ -284,14 +357,14 @@ impl Stream {
     /// O(size of the entry + master entry of the tail block); O(B) once when an append lands
     /// behind a deleted tail entry (possible only after XSETID lowered the last ID) and the
     /// tail block is rewritten without its deleted entries.
-    pub fn append(
+    pub fn append<F: Fields + ?Sized>(
         &mut self,
         id: StreamId,
-        fields: &[(Bytes, Bytes)],
+        fields: &F,
         limits: NodeLimits,
     ) -> Result<StreamId, CmdError> {
         self.check_explicit_id(id)?;
-        let raw_bytes = fields.iter().fold(0u64, |n, (f, v)| {
+        let raw_bytes = fields.pairs().fold(0u64, |n, (f, v)| {
             n.saturating_add(f.len() as u64)
                 .saturating_add(v.len() as u64)
         });

@@ -7,11 +7,10 @@ use bytes::Bytes;
 use rill_resp::Reply;
 
 /// Longest `ms-seq` text: two 20-digit numbers and the dash.
-const ID_MAX_TEXT_BYTES: usize = 2 * codec::U64_MAX_DIGITS + 1;
+pub(super) const ID_MAX_TEXT_BYTES: usize = 2 * codec::U64_MAX_DIGITS + 1;
 
-/// An ID as a bulk string. Formatted on the stack: XADD replies with one per call.
-pub(super) fn id(id: StreamId) -> Reply {
-    let mut text = [0u8; ID_MAX_TEXT_BYTES];
+/// `ms-seq` in decimal, written into `text` on the stack; returns it.
+pub(super) fn id_text(id: StreamId, text: &mut [u8; ID_MAX_TEXT_BYTES]) -> &[u8] {
     let mut digits = [0u8; codec::U64_MAX_DIGITS];
     let ms = codec::u64_digits(id.ms, &mut digits);
     let mut len = ms.len();
@@ -27,7 +26,13 @@ pub(super) fn id(id: StreamId) -> Reply {
         dst.copy_from_slice(seq);
     }
     len += seq.len();
-    Reply::Bulk(Bytes::copy_from_slice(text.get(..len).unwrap_or_default()))
+    text.get(..len).unwrap_or_default()
+}
+
+/// An ID as a bulk string. Formatted on the stack: XADD replies with one per call.
+pub(super) fn id(id: StreamId) -> Reply {
+    let mut text = [0u8; ID_MAX_TEXT_BYTES];
+    Reply::Bulk(Bytes::copy_from_slice(id_text(id, &mut text)))
 }
 
 /// Builds an entries reply (`[[id, [f1, v1, ...]], ...]`) straight from a block cursor's
