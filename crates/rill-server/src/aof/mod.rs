@@ -126,7 +126,14 @@ impl Aof {
     /// Add a command's explicit effects to the current unit.
     pub fn push(&mut self, effects: &mut EffectBuf) {
         if self.log.is_some() && !effects.is_empty() {
-            self.pending.append(effects);
+            if self.pending.is_empty() {
+                // The common case, one command per unit: take its buffer instead of copying
+                // it (the caller keeps the emptied one, with its capacity).
+                std::mem::swap(&mut self.pending, effects);
+                effects.clear();
+            } else {
+                self.pending.append(effects);
+            }
         }
     }
 
