@@ -9,19 +9,33 @@ use rill_engine::effect::{decode_record_shared, Effect};
 pub enum Tail {
     /// After the last whole record.
     Clean,
-    /// A record cut short (or failing its checksum) at the very end: a torn write. `at` is
-    /// where the last whole record ends.
+    /// After the last whole record, only zero bytes to the end of the file: space the
+    /// server had preallocated and not used yet (see the module docs of `aof`). Not damage;
+    /// start-up cuts it off before appending.
+    Padded {
+        /// Where the last whole record ends (the logical end of the log).
+        at: u64,
+        /// Bytes of zeros after it.
+        padding: u64,
+    },
+    /// A record cut short (or failing its checksum) with nothing but zeros after it: a torn
+    /// write. `at` is where the last whole record ends.
     Truncated {
         /// Offset to cut the file back to.
         at: u64,
     },
-    /// A bad record with more data after it.
+    /// A bad record with non-zero bytes after it (a zero length word followed by data
+    /// included).
     Corrupt {
         /// Offset of the bad record.
         at: u64,
         /// What is wrong with it.
         reason: String,
     },
+}
+
+fn all_zero(bytes: &[u8]) -> bool {
+    bytes.iter().all(|&b| b == 0)
 }
 
 /// Iterates over the records of a log file held in memory.
@@ -66,6 +80,12 @@ impl Records {
             self.tail = Some(Tail::Clean);
             return None;
         }
+        // A record's length word is never 0, so on a record this stops within four bytes;
+        // only padding is read to the end.
+        if all_zero(rest) {
+            self.tail = Some(Tail::Padded { at: at as u64, padding: rest.len() as u64 });
+            return None;
+        }
         let Some(header) = rest.get(..RECORD_HEADER) else {
             self.tail = Some(Tail::Truncated { at: at as u64 });
             return None;
@@ -76,6 +96,11 @@ impl Records {
         word.copy_from_slice(header.get(4..8).unwrap_or(&[0; 4]));
         let crc = u32::from_le_bytes(word);
         let end = RECORD_HEADER + len;
+        if len == 0 {
+            // Not padding: non-zero bytes follow (checked above).
+            self.tail = Some(Tail::Corrupt { at: at as u64, reason: "zero record length with data after it".into() });
+            return None;
+        }
         if len > MAX_RECORD {
             self.tail = Some(Tail::Corrupt { at: at as u64, reason: format!("record length {len} is implausible") });
             return None;
@@ -84,7 +109,8 @@ impl Records {
             self.tail = Some(Tail::Truncated { at: at as u64 });
             return None;
         };
-        let last = end == rest.len();
+        // Torn if nothing but padding follows: the crash hit the last record written.
+        let last = rest.get(end..).is_some_and(all_zero);
         let bad = |reason: String| if last { Tail::Truncated { at: at as u64 } } else { Tail::Corrupt { at: at as u64, reason } };
         if crc32fast::hash(body) != crc {
             self.tail = Some(bad("checksum mismatch".into()));
@@ -104,8 +130,9 @@ impl Records {
     }
 }
 
-/// `rill-server --check-log FILE [--fix]`: report on a log file; with `--fix`, cut a torn or
-/// corrupt file back to its last good record. Returns the process exit code.
+/// `rill-server --check-log FILE [--fix]`: report on a log file (zero padding after the last
+/// record is fine); with `--fix`, cut a torn or corrupt file back to its last good record,
+/// and cut padding off. Returns the process exit code.
 pub fn run(args: &[String]) -> i32 {
     let Some(path) = args.first() else {
         eprintln!("Usage: rill-server --check-log <file.incr.rlog> [--fix]");
@@ -132,6 +159,22 @@ pub fn run(args: &[String]) -> i32 {
             println!("{path}: OK, {n} records ({effects} effects), {} bytes", bytes.len());
             0
         }
+        Tail::Padded { at, padding } if !fix => {
+            println!(
+                "{path}: OK, {n} records ({effects} effects), {at} bytes, then {padding} bytes of zero padding (space preallocated by the server that wrote it)"
+            );
+            0
+        }
+        Tail::Padded { at, padding } => match cut(path, at) {
+            Ok(()) => {
+                println!("{path}: OK, {n} records ({effects} effects), {at} bytes; {padding} bytes of zero padding cut off");
+                0
+            }
+            Err(e) => {
+                eprintln!("Cannot truncate {path}: {e}");
+                1
+            }
+        },
         Tail::Truncated { at } | Tail::Corrupt { at, .. } if !fix => {
             let what = match records.tail {
                 Some(Tail::Corrupt { reason, .. }) => format!("corrupt record at offset {at}: {reason}"),
@@ -141,24 +184,24 @@ pub fn run(args: &[String]) -> i32 {
             println!("Run with --fix to cut the file back to offset {good}.");
             1
         }
-        Tail::Truncated { at } | Tail::Corrupt { at, .. } => {
-            let cut = at;
-            let r = std::fs::OpenOptions::new().write(true).open(path).and_then(|f| {
-                f.set_len(cut)?;
-                f.sync_all()
-            });
-            match r {
-                Ok(()) => {
-                    println!("{path}: cut back to offset {cut}: {n} records kept, {} bytes dropped", bytes.len() as u64 - cut);
-                    0
-                }
-                Err(e) => {
-                    eprintln!("Cannot truncate {path}: {e}");
-                    1
-                }
+        Tail::Truncated { at } | Tail::Corrupt { at, .. } => match cut(path, at) {
+            Ok(()) => {
+                println!("{path}: cut back to offset {at}: {n} records kept, {} bytes dropped", bytes.len() as u64 - at);
+                0
             }
-        }
+            Err(e) => {
+                eprintln!("Cannot truncate {path}: {e}");
+                1
+            }
+        },
     }
+}
+
+/// Cut the file at `path` back to `len` bytes, synced.
+fn cut(path: &str, len: u64) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.set_len(len)?;
+    f.sync_all()
 }
 
 #[cfg(test)]
@@ -166,20 +209,8 @@ pub fn run(args: &[String]) -> i32 {
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use rill_engine::effect::encode_record;
 
-    fn file(n: usize) -> (Vec<u8>, Vec<usize>) {
-        let mut out = LOG_MAGIC.to_vec();
-        let mut ends = Vec::new();
-        for i in 0..n {
-            let mut body = Vec::new();
-            let e = Effect::Command { db: 0, args: vec![Bytes::from_static(b"SET"), Bytes::from(format!("k{i}"))] };
-            encode_record(&mut body, i as i64, &[e]);
-            super::super::frame(&mut out, &body);
-            ends.push(out.len());
-        }
-        (out, ends)
-    }
+    use super::super::test_log as file;
 
     fn scan(bytes: &[u8]) -> (usize, Tail) {
         let mut r = Records::new(Bytes::copy_from_slice(bytes));
@@ -232,5 +263,69 @@ mod tests {
         assert!(matches!(scan(&h), (2, Tail::Corrupt { at, .. }) if at == ends[1] as u64));
         assert!(matches!(scan(b"NOTALOGFILE"), (0, Tail::Corrupt { at: 0, .. })));
         assert_eq!(scan(b"RILL"), (0, Tail::Truncated { at: 0 }));
+    }
+
+    fn zeros(n: usize) -> Vec<u8> {
+        vec![0u8; n]
+    }
+
+    #[test]
+    fn zero_padding_after_the_last_record_is_a_clean_end() {
+        let (f, ends) = file(5);
+        // Any amount, down to a length word cut by the end of the file.
+        for pad in [1, 3, 4, 8, 9, 4096, 1 << 20] {
+            let g = [f.clone(), zeros(pad)].concat();
+            assert_eq!(scan(&g), (5, Tail::Padded { at: ends[4] as u64, padding: pad as u64 }), "{pad} bytes of padding");
+        }
+        // A file that holds nothing but its magic and padding.
+        let g = [LOG_MAGIC.to_vec(), zeros(100)].concat();
+        assert_eq!(scan(&g), (0, Tail::Padded { at: LOG_MAGIC.len() as u64, padding: 100 }));
+    }
+
+    #[test]
+    fn a_torn_record_followed_by_zeros_is_a_torn_tail() {
+        let (f, ends) = file(5);
+        // The last record written only in part, the rest of it (and its header) still zeros.
+        for cut in ends[3] + 1..ends[4] {
+            let mut g = f.clone();
+            g[cut..].fill(0);
+            g.extend_from_slice(&zeros(4096));
+            assert_eq!(scan(&g), (4, Tail::Truncated { at: ends[3] as u64 }), "written up to {cut}");
+        }
+        // A length whose body runs past the end of the padding.
+        let g = [f[..ends[3]].to_vec(), vec![0xff, 0xff, 0, 0, 1, 2, 3, 4], zeros(100)].concat();
+        assert_eq!(scan(&g), (4, Tail::Truncated { at: ends[3] as u64 }));
+        // A bad checksum in the last record, then padding.
+        let mut g = [f.clone(), zeros(64)].concat();
+        g[ends[4] - 1] ^= 1;
+        assert_eq!(scan(&g), (4, Tail::Truncated { at: ends[3] as u64 }));
+    }
+
+    #[test]
+    fn a_corrupt_record_before_a_valid_one_is_corruption_even_with_padding() {
+        let (f, ends) = file(5);
+        let mut g = [f.clone(), zeros(4096)].concat();
+        g[ends[1] + 9] ^= 1;
+        assert!(matches!(scan(&g), (2, Tail::Corrupt { at, .. }) if at == ends[1] as u64), "{:?}", scan(&g));
+        // A record cut short in the middle (its tail zeroed), valid records after it.
+        let mut g = [f.clone(), zeros(4096)].concat();
+        g[ends[1] + 12..ends[2]].fill(0);
+        assert!(matches!(scan(&g), (2, Tail::Corrupt { at, .. }) if at == ends[1] as u64), "{:?}", scan(&g));
+    }
+
+    #[test]
+    fn a_zero_length_word_followed_by_data_is_corruption() {
+        let (f, ends) = file(5);
+        // Zeros, then garbage, then zeros again: not padding.
+        let g = [f.clone(), zeros(100), vec![1, 2, 3], zeros(100)].concat();
+        assert!(matches!(scan(&g), (5, Tail::Corrupt { at, .. }) if at == ends[4] as u64), "{:?}", scan(&g));
+        // A zeroed record in the middle of the file: the records after it are not dropped
+        // silently.
+        let mut g = f.clone();
+        g[ends[1]..ends[2]].fill(0);
+        assert!(matches!(scan(&g), (2, Tail::Corrupt { at, .. }) if at == ends[1] as u64), "{:?}", scan(&g));
+        // Just a zero length word and one stray byte at the end.
+        let g = [f.clone(), zeros(8), vec![7]].concat();
+        assert!(matches!(scan(&g), (5, Tail::Corrupt { at, .. }) if at == ends[4] as u64), "{:?}", scan(&g));
     }
 }

@@ -133,7 +133,9 @@ pub fn rebuild(base: Option<&std::path::Path>, incrs: &[std::path::PathBuf], con
             }
         }
         match records.tail {
-            Some(Tail::Clean) | None => {}
+            // Finished files have their padding cut off before this runs; it would end them
+            // cleanly anyway.
+            Some(Tail::Clean | Tail::Padded { .. }) | None => {}
             Some(other) => return Err(format!("{}: {other:?}", path.display())),
         }
     }
@@ -215,48 +217,88 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
             break;
         }
     }
-    let mut len = bytes.len() as u64;
-    match records.tail.clone().unwrap_or(Tail::Clean) {
-        Tail::Clean => {}
+    let load_truncated = shared.lock().config.get("aof-load-truncated") == "yes";
+    let action = settle_tail(&path, &bytes, records.tail.as_ref().unwrap_or(&Tail::Clean), last, load_truncated)?;
+    match action {
+        TailAction::Keep => {}
+        TailAction::DropPadding { at, padding } => {
+            tracing::info!("{}: {padding} bytes of preallocated space after the last record (offset {at}) cut off", path.display());
+        }
+        TailAction::CutTorn { at, torn, padding } => {
+            let padding = if padding > 0 { format!(", then {padding} bytes of zero padding") } else { String::new() };
+            tracing::warn!(
+                "!!! Warning: short read while loading the AOF file {}!!! The last record (at offset {at}, {torn} bytes{padding}) was torn by a crash; the file is cut back to the last whole record",
+                path.display(),
+            );
+        }
+    }
+    let len = match action {
+        TailAction::Keep => bytes.len() as u64,
+        TailAction::DropPadding { at, .. } | TailAction::CutTorn { at, .. } => {
+            cut_back(&path, at).map_err(|e| format!("cannot cut {} back to offset {at}: {e}", path.display()))?;
+            at.max(super::LOG_MAGIC.len() as u64)
+        }
+    };
+    if errors > 0 {
+        tracing::warn!("{}: {errors} effects could not be replayed", path.display());
+    }
+    tracing::info!("Replayed {n} records from {} in {:.3} s", path.display(), started.elapsed().as_secs_f64());
+    Ok((n, len))
+}
+
+/// What start-up does about the way a log file ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TailAction {
+    /// Nothing: the file ends after its last record.
+    Keep,
+    /// Cut off the zero padding after offset `at` (`padding` bytes): the clean end of a file
+    /// the server was writing when it stopped without shutting down.
+    DropPadding { at: u64, padding: u64 },
+    /// Cut back to `at`, dropping a record torn by a crash (`torn` bytes of it were written)
+    /// and any `padding` after it, with a warning.
+    CutTorn { at: u64, torn: u64, padding: u64 },
+}
+
+/// Decide about the end of log file `path` (its contents `bytes`, read up to `tail`): padding
+/// is cut off; a torn record is cut back if `last` (the newest file) and `load_truncated`
+/// (`aof-load-truncated yes`), refused otherwise; corruption is refused.
+fn settle_tail(path: &std::path::Path, bytes: &[u8], tail: &Tail, last: bool, load_truncated: bool) -> Result<TailAction, String> {
+    match *tail {
+        Tail::Clean => Ok(TailAction::Keep),
+        Tail::Padded { at, padding } => Ok(TailAction::DropPadding { at, padding }),
         Tail::Truncated { at } => {
-            let aof_load_truncated = shared.lock().config.get("aof-load-truncated") == "yes";
-            if !last || !aof_load_truncated {
+            if !last || !load_truncated {
                 return Err(format!(
                     "{} ends with a truncated record at offset {at}. Run rill-server --check-log {} --fix (or set aof-load-truncated yes for the newest file)",
                     path.display(),
                     path.display()
                 ));
             }
-            tracing::warn!(
-                "!!! Warning: short read while loading the AOF file {}!!! The last record (at offset {at}, {} bytes) was torn by a crash; the file is cut back to the last whole record",
-                path.display(),
-                len - at
-            );
-            let f = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| e.to_string())?;
-            let keep = at.max(super::LOG_MAGIC.len() as u64);
-            if at < super::LOG_MAGIC.len() as u64 {
-                use std::io::Write;
-                f.set_len(0).map_err(|e| e.to_string())?;
-                (&f).write_all(super::LOG_MAGIC).map_err(|e| e.to_string())?;
-            } else {
-                f.set_len(keep).map_err(|e| e.to_string())?;
-            }
-            f.sync_all().map_err(|e| e.to_string())?;
-            len = keep;
+            // What the crash left of the record, and the padding after it.
+            let after = bytes.get(at as usize..).unwrap_or_default();
+            let torn = after.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1) as u64;
+            Ok(TailAction::CutTorn { at, torn, padding: after.len() as u64 - torn })
         }
-        Tail::Corrupt { at, reason } => {
-            return Err(format!(
-                "Bad file format reading the append only file {}: {reason} at offset {at}. Make a backup of the file, then run rill-server --check-log {} --fix",
-                path.display(),
-                path.display()
-            ));
-        }
+        Tail::Corrupt { at, ref reason } => Err(format!(
+            "Bad file format reading the append only file {}: {reason} at offset {at}. Make a backup of the file, then run rill-server --check-log {} --fix",
+            path.display(),
+            path.display()
+        )),
     }
-    if errors > 0 {
-        tracing::warn!("{}: {errors} effects could not be replayed", path.display());
+}
+
+/// Cut log file `path` back to `at` bytes, synced; a file torn before the end of its magic
+/// gets its magic again.
+fn cut_back(path: &std::path::Path, at: u64) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    if at < super::LOG_MAGIC.len() as u64 {
+        use std::io::Write;
+        f.set_len(0)?;
+        (&f).write_all(super::LOG_MAGIC)?;
+    } else {
+        f.set_len(at)?;
     }
-    tracing::info!("Replayed {n} records from {} in {:.3} s", path.display(), started.elapsed().as_secs_f64());
-    Ok((n, len))
+    f.sync_all()
 }
 
 /// What start-up found.
@@ -334,4 +376,80 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
     files.remove_unlisted();
     let log = Log::start(files, file, seq, len, policy).map_err(|e| format!("cannot start the AOF writer: {e}"))?;
     Ok(Opened { log: Some(log) })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::aof::test_log;
+    use std::path::Path;
+
+    /// Read `bytes` as start-up does and decide about its end.
+    fn settle(bytes: &[u8], last: bool, load_truncated: bool) -> Result<TailAction, String> {
+        let mut records = Records::new(bytes::Bytes::copy_from_slice(bytes));
+        while records.next_record().is_some() {}
+        settle_tail(Path::new("appendonly.aof.1.incr.rlog"), bytes, records.tail.as_ref().unwrap(), last, load_truncated)
+    }
+
+    #[test]
+    fn records_then_padding_load_whole_and_lose_only_the_padding() {
+        let (f, ends) = test_log(5);
+        let padded = [f.clone(), vec![0; 8 << 20]].concat();
+        let want = TailAction::DropPadding { at: ends[4] as u64, padding: 8 << 20 };
+        // Not a torn tail: no warning, and aof-load-truncated no does not refuse it.
+        assert_eq!(settle(&padded, true, true), Ok(want));
+        assert_eq!(settle(&padded, true, false), Ok(want));
+        assert_eq!(settle(&f, true, false), Ok(TailAction::Keep));
+    }
+
+    #[test]
+    fn a_torn_record_before_padding_follows_aof_load_truncated() {
+        let (f, ends) = test_log(5);
+        // The last record's last byte never written: zeros from there to the end. (Its key
+        // ends the record: "k4", so the byte before is not zero.)
+        let mut torn = [f.clone(), vec![0; 4096]].concat();
+        let cut = ends[4] - 1;
+        torn[cut..].fill(0);
+        let want = TailAction::CutTorn { at: ends[3] as u64, torn: (cut - ends[3]) as u64, padding: (torn.len() - cut) as u64 };
+        assert_eq!(settle(&torn, true, true), Ok(want));
+        let err = settle(&torn, true, false).unwrap_err();
+        assert!(err.contains(&format!("truncated record at offset {}", ends[3])), "{err}");
+        // Only the newest file may be cut back.
+        assert!(settle(&torn, false, true).is_err());
+    }
+
+    #[test]
+    fn a_corrupt_record_before_a_valid_one_and_padding_stops_start_up() {
+        let (f, ends) = test_log(5);
+        let mut bad = [f.clone(), vec![0; 4096]].concat();
+        bad[ends[1] + 10] ^= 0x55;
+        for load_truncated in [true, false] {
+            let err = settle(&bad, true, load_truncated).unwrap_err();
+            assert!(err.contains("Bad file format") && err.contains(&format!("at offset {}", ends[1])), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_zero_length_word_then_data_stops_start_up() {
+        let (f, ends) = test_log(5);
+        let bad = [f.clone(), vec![0; 64], b"junk".to_vec(), vec![0; 64]].concat();
+        let err = settle(&bad, true, true).unwrap_err();
+        assert!(err.contains("zero record length") && err.contains(&format!("at offset {}", ends[4])), "{err}");
+    }
+
+    #[test]
+    fn cutting_back_leaves_the_records_and_restores_a_torn_magic() {
+        let dir = std::env::temp_dir().join(format!("rill-load-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("appendonly.aof.1.incr.rlog");
+        let (f, ends) = test_log(3);
+        std::fs::write(&path, [f.clone(), vec![0; 1 << 20]].concat()).unwrap();
+        cut_back(&path, ends[2] as u64).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), f);
+        std::fs::write(&path, b"RILL").unwrap();
+        cut_back(&path, 0).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), crate::aof::LOG_MAGIC);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -18,21 +18,32 @@
 //! # Log file
 //!
 //! ```text
-//! +----------+--------------------------------------------------------------+
-//! | RILLLOG1 | record | record | ...                                         |
-//! +----------+--------------------------------------------------------------+
-//! record := +-----------+-----------+---------------------------------------+
-//!           | len: u32le | crc: u32le | body: len bytes (rill_engine::effect) |
-//!           +-----------+-----------+---------------------------------------+
-//!           crc = CRC-32 (IEEE) of body
+//! +----------+------------------------------------------+---------------------------+
+//! | RILLLOG1 | record | record | ...             record | 0 0 0 0 ... 0 (padding)   |
+//! +----------+------------------------------------------+---------------------------+
+//!                                                       ^ logical end               ^ file length
+//! record := +------------+------------+------------------------------------------+
+//!           | len: u32le | crc: u32le | body: len bytes (rill_engine::effect)     |
+//!           +------------+------------+------------------------------------------+
+//!           crc = CRC-32 (IEEE) of body; len is never 0 (a body starts with its time stamp)
 //! ```
 //!
 //! One record per command, per EXEC (a transaction is all or nothing in the log too), per
-//! blocked client served, per active-expiry sweep. A record cut short at the end of the file
-//! is a torn write (the process or machine died mid-write) and is cut back on load when
-//! `aof-load-truncated yes`; a record that fails its checksum with more data after it is
-//! corruption and stops start-up, naming the offset (`rill-server --check-log FILE [--fix]`
-//! reports and repairs).
+//! blocked client served, per active-expiry sweep.
+//!
+//! **Padding.** Under `appendfsync always` the file being written keeps zero bytes, written
+//! and synced ahead of time, after its last record: the log ends at the
+//! first record position holding a zero length word with only zero bytes from there to the
+//! end of the file. Since a body always starts with its time stamp, no record has length 0,
+//! so that rule is unambiguous. The padding is cut off whenever a file is finished (a
+//! rotation, a clean shutdown) and at start-up before appending, so only the newest file of
+//! a server that did not shut down cleanly has any.
+//!
+//! **Damage.** A record cut short or failing its checksum with nothing but zeros (or the
+//! end of the file) after it is a torn write (the process or machine died mid-write) and is
+//! cut back on load when `aof-load-truncated yes`; a bad record with any non-zero byte after
+//! it, a zero length word included, is corruption and stops start-up, naming the offset
+//! (`rill-server --check-log FILE [--fix]` reports and repairs).
 
 pub mod check;
 pub mod files;
@@ -86,6 +97,22 @@ pub fn frame(out: &mut Vec<u8>, body: &[u8]) {
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
     out.extend_from_slice(body);
+}
+
+/// A log file of `n` records (`SET k<i>` at time `i`) and the offset each record ends at.
+#[cfg(test)]
+pub fn test_log(n: usize) -> (Vec<u8>, Vec<usize>) {
+    use rill_engine::effect::{encode_record, Effect};
+    let mut out = LOG_MAGIC.to_vec();
+    let mut ends = Vec::new();
+    for i in 0..n {
+        let mut body = Vec::new();
+        let e = Effect::Command { db: 0, args: vec![bytes::Bytes::from_static(b"SET"), bytes::Bytes::from(format!("k{i}"))] };
+        encode_record(&mut body, i as i64, &[e]);
+        frame(&mut out, &body);
+        ends.push(out.len());
+    }
+    (out, ends)
 }
 
 /// The part of the log that lives behind the state lock: effects of the command running now,
