@@ -163,7 +163,7 @@ async fn run(config: Config) -> i32 {
             if let Some(log) = &opened.log {
                 let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
                 st.persist.base_file_size = files.base_size();
-                st.persist.rewrite_base_size = files.total_size();
+                st.persist.rewrite_base_size = log.total_size(&files);
             }
             st.aof.log = opened.log;
             tracing::info!("DB loaded from disk, ready to accept connections");

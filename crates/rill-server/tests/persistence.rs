@@ -178,6 +178,27 @@ fn incr_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// Where the records of a log file end: at a zero length word (the padding of a file that
+/// was being written under `appendfsync always`) or at the end of the file.
+fn logical_end(bytes: &[u8]) -> usize {
+    let mut pos = 8;
+    while let Some(word) = bytes.get(pos..pos + 4) {
+        let len = u32::from_le_bytes(word.try_into().unwrap()) as usize;
+        if len == 0 || pos + 8 + len > bytes.len() {
+            break;
+        }
+        pos += 8 + len;
+    }
+    pos
+}
+
+/// A number from `INFO persistence`.
+fn info_field(c: &mut RawClient, name: &str) -> u64 {
+    let info = s(&c.cmd(&["INFO", "persistence"]));
+    let line = info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap_or_else(|| panic!("no {name}:\n{info}"));
+    line.trim().parse().unwrap()
+}
+
 #[test]
 fn kill9_restart_rewrite_and_restart_again_keep_the_same_state() {
     let dir = TempDir::new("rill-persist");
@@ -224,11 +245,14 @@ fn a_torn_tail_is_cut_back_and_a_corrupt_middle_stops_start_up() {
     }
     p.kill9();
     let file = incr_files(dir.path()).pop().unwrap();
-    let good = std::fs::read(&file).unwrap();
+    let padded = std::fs::read(&file).unwrap();
+    let good = padded[..logical_end(&padded)].to_vec();
 
-    // Torn: half a record at the end.
+    // Torn: half a record where the next one starts, then the rest of the padding (if the
+    // server had preallocated any yet), as a crash mid-write leaves it.
     let mut torn = good.clone();
     torn.extend_from_slice(&[40, 0, 0, 0, 1, 2, 3, 4, 5, 6]);
+    torn.resize(torn.len().max(padded.len()), 0);
     std::fs::write(&file, &torn).unwrap();
     // aof-load-truncated no refuses it...
     let err = Proc::try_start(dir.path(), &["--appendonly", "yes", "--aof-load-truncated", "no"]).err().unwrap();
@@ -238,7 +262,10 @@ fn a_torn_tail_is_cut_back_and_a_corrupt_middle_stops_start_up() {
     assert_eq!(s(&p.client().cmd(&["XLEN", "s"])), ":50\r\n");
     assert!(p.log().contains("short read while loading the AOF file"));
     p.kill9();
-    assert_eq!(std::fs::read(&file).unwrap(), good);
+    // The torn record is gone; whatever follows the records is new padding.
+    let after = std::fs::read(&file).unwrap();
+    assert_eq!(&after[..good.len()], &good[..]);
+    assert!(after[good.len()..].iter().all(|&b| b == 0));
 
     // Corrupt: a flipped byte in the middle.
     let mut bad = good.clone();
@@ -258,6 +285,76 @@ fn a_torn_tail_is_cut_back_and_a_corrupt_middle_stops_start_up() {
     let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
     let len: i64 = s(&p.client().cmd(&["XLEN", "s"]))[1..].trim().parse().unwrap();
     assert!(len > 0 && len < 50, "a prefix survives: {len}");
+}
+
+/// Under `always` the file being written has zeros preallocated after its records: a
+/// `kill -9` leaves them, the restart reads through them without a warning, and a clean
+/// SHUTDOWN leaves a file that ends at its last record. INFO counts records only.
+#[test]
+fn always_preallocates_the_log_file_and_a_clean_shutdown_cuts_the_padding() {
+    let dir = TempDir::new("rill-prealloc");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = p.client();
+    for i in 0..200 {
+        c.cmd(&["XADD", "s", "*", "n", &i.to_string()]);
+    }
+    let file = incr_files(dir.path()).pop().unwrap();
+    // The padding is written in the background: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&file).unwrap().len() < 1 << 20 {
+        assert!(Instant::now() < deadline, "no space preallocated after the records");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let reported = info_field(&mut c, "aof_current_size");
+    p.kill9();
+
+    let bytes = std::fs::read(&file).unwrap();
+    let end = logical_end(&bytes);
+    assert!(bytes.len() > end, "{} bytes, records end at {end}", bytes.len());
+    assert!(bytes[end..].iter().all(|&b| b == 0), "only zeros after the records");
+    assert_eq!(reported, end as u64, "aof_current_size counts the records, not the padding");
+    let out = Command::new(BIN).args(["--check-log", file.to_str().unwrap()]).output().unwrap();
+    let text = s(&out.stdout);
+    assert!(out.status.success() && text.contains("200 records") && text.contains(&format!("{} bytes of zero padding", bytes.len() - end)), "{text}");
+    // --fix cuts the padding off (on a copy: the restart below reads the original).
+    let copy = dir.path().join("copy.incr.rlog");
+    std::fs::copy(&file, &copy).unwrap();
+    let out = Command::new(BIN).args(["--check-log", copy.to_str().unwrap(), "--fix"]).output().unwrap();
+    assert!(out.status.success(), "{}", s(&out.stdout));
+    assert_eq!(std::fs::read(&copy).unwrap(), &bytes[..end]);
+
+    let p = Proc::start(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = p.client();
+    assert_eq!(s(&c.cmd(&["XLEN", "s"])), ":200\r\n");
+    let log = p.log();
+    assert!(!log.contains("short read") && !log.contains("Bad file format"), "{log}");
+    for i in 200..300 {
+        c.cmd(&["XADD", "s", "*", "n", &i.to_string()]);
+    }
+    // A rewrite rotates to a new file; the sizes INFO reports still leave the padding out.
+    assert_eq!(c.cmd(&["BGREWRITEAOF"]), b"+Background append only file rewriting started\r\n");
+    wait_info(&mut c, &["aof_rewrites:1"]);
+    for i in 300..400 {
+        c.cmd(&["XADD", "s", "*", "n", &i.to_string()]);
+    }
+    let file = incr_files(dir.path()).pop().unwrap();
+    let base_size = std::fs::metadata(dir.path().join("appendonlydir/appendonly.aof.2.base.rdb")).unwrap().len();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&file).unwrap().len() < 1 << 20 {
+        assert!(Instant::now() < deadline, "no space preallocated in the file after the rewrite");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let reported = info_field(&mut c, "aof_current_size");
+    let _ = c.request(&[b"SHUTDOWN"]);
+    let _ = c.read_reply();
+    let mut p = p;
+    assert!(p.child.wait().unwrap().success());
+
+    let bytes = std::fs::read(&file).unwrap();
+    assert_eq!(logical_end(&bytes), bytes.len(), "a cleanly closed file ends at its last record");
+    assert_eq!(reported, base_size + bytes.len() as u64);
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    assert_eq!(s(&p.client().cmd(&["XLEN", "s"])), ":400\r\n");
 }
 
 #[test]

@@ -131,9 +131,11 @@ impl Files {
         Ok(f)
     }
 
-    /// Open an existing incremental file for appending.
+    /// Open an existing incremental file to append to. Not in append mode: the writer
+    /// writes each record at its offset, into space that may be preallocated past it (on
+    /// Linux, `pwrite` on an `O_APPEND` file writes at the end whatever the offset).
     pub fn open_incr(&self, file: &str) -> io::Result<File> {
-        OpenOptions::new().append(true).open(self.path(file))
+        OpenOptions::new().write(true).open(self.path(file))
     }
 
     /// Remove files of the directory that the manifest no longer names (after a rewrite, or
@@ -152,14 +154,15 @@ impl Files {
         }
     }
 
-    /// Total size of the files the manifest names.
-    pub fn total_size(&self) -> u64 {
+    /// Total size of the files the manifest names, counting the incremental file being
+    /// written, `active`, as `active_len` bytes: its logical end, without the space
+    /// preallocated after it.
+    pub fn total_size(&self, active: &str, active_len: u64) -> u64 {
         self.manifest
             .base
             .iter()
             .chain(self.manifest.incrs.iter())
-            .filter_map(|f| fs::metadata(self.path(f)).ok())
-            .map(|m| m.len())
+            .filter_map(|f| if f == active { Some(active_len) } else { fs::metadata(self.path(f)).ok().map(|m| m.len()) })
             .sum()
     }
 

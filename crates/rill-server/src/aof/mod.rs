@@ -25,14 +25,14 @@
 //! record := +------------+------------+------------------------------------------+
 //!           | len: u32le | crc: u32le | body: len bytes (rill_engine::effect)     |
 //!           +------------+------------+------------------------------------------+
-//!           crc = CRC-32 (IEEE) of body; len is never 0 (a body starts with its time stamp)
+//!           crc = CRC-32 (IEEE) of body; len >= MIN_RECORD_BODY, never 0
 //! ```
 //!
 //! One record per command, per EXEC (a transaction is all or nothing in the log too), per
 //! blocked client served, per active-expiry sweep.
 //!
 //! **Padding.** Under `appendfsync always` the file being written keeps zero bytes, written
-//! and synced ahead of time, after its last record: the log ends at the
+//! and synced ahead of time, after its last record (see `prealloc.rs`): the log ends at the
 //! first record position holding a zero length word with only zero bytes from there to the
 //! end of the file. Since a body always starts with its time stamp, no record has length 0,
 //! so that rule is unambiguous. The padding is cut off whenever a file is finished (a
@@ -49,6 +49,7 @@ pub mod check;
 pub mod files;
 pub mod load;
 pub mod rewrite;
+mod prealloc;
 mod writer;
 
 pub use writer::Log;
@@ -62,17 +63,26 @@ pub const LOG_MAGIC: &[u8; 8] = b"RILLLOG1";
 pub const RECORD_HEADER: usize = 8;
 /// The largest record body accepted on load (a bigger length field is corruption).
 pub const MAX_RECORD: usize = 1 << 31;
+/// The smallest record body: its time stamp (i64) and effect count (a varint, at least one
+/// byte). A zero length word is therefore never a record: it marks padding.
+pub const MIN_RECORD_BODY: usize = 8 + 1;
 
 /// `appendfsync`: when a write reaches the disk, and what a crash can take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsyncPolicy {
     /// A reply is sent only after the fsync that covers its record; writes that arrive while
     /// an fsync runs share the next one (group commit). A process crash or a power loss
-    /// loses no acknowledged write.
+    /// loses no acknowledged write. The file being written is kept preallocated (zeros
+    /// written and synced ahead of its end), so an fsync flushes the new records only and
+    /// not the file's size as well.
     Always,
     /// Records are written to the OS before replies go out and fsynced once a second in the
     /// background. A process crash loses no acknowledged write; a power loss loses about the
-    /// last second (up to two if the disk stalls, after which writes are delayed).
+    /// last second (up to two if the disk stalls, after which writes are delayed). The file
+    /// simply grows (as under `no`): preallocation would save one inode write a second, and
+    /// after a power loss, records written into preallocated space may be on disk without
+    /// earlier ones (the file size no longer orders them), which start-up reports as
+    /// corruption.
     EverySec,
     /// Records are written to the OS before replies go out; the OS decides when they reach
     /// the disk. A process crash loses nothing acknowledged; a power loss loses what the OS

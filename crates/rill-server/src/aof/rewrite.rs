@@ -307,9 +307,7 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
     if !log.wait_rotated(seq, Duration::from_secs(60)) {
         return Err("the writer did not start the new log file".into());
     }
-    for old in log.take_retired() {
-        old.sync_data().map_err(|e| format!("fsync of the previous AOF file: {e}"))?;
-    }
+    log.finish_retired().map_err(|e| format!("finishing the previous AOF file: {e}"))?;
     let snap = match source {
         Source::Copy(snap) => snap,
         Source::Files { base, incrs, config } => {
@@ -333,7 +331,7 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
     files.provisional = false;
     files.write_manifest(Manifest { base: Some(base_name), incrs }).map_err(|e| format!("writing the manifest: {e}"))?;
     files.remove_unlisted();
-    Ok((size, files.total_size(), base_path))
+    Ok((size, log.total_size(&files), base_path))
 }
 
 /// The automatic trigger: the log grew by `auto-aof-rewrite-percentage` over its size after

@@ -17,16 +17,22 @@
 //! than 2 s the writer holds further writes until it finishes (as Redis does), which delays
 //! replies instead of letting unsynced data pile up.
 //!
+//! Under `always` a third thread keeps zeros written and synced ahead of the end of the file
+//! (`prealloc.rs`), so the fsync of a round flushes the new records and not the file's size
+//! too. The writer tracks the log's logical end: sizes, offsets and rotations count records
+//! only, and a finished file is cut to its last record.
+//!
 //! A failed write or fsync (disk full, I/O error) is retried every second after cutting the
 //! file back to its last whole record; meanwhile [`Log::failed`] is set (write commands get
 //! `-MISCONF`) and connections waiting for the failed records are closed without a reply, so
 //! nothing is acknowledged that is not on disk.
 
 use super::files::Files;
+use super::prealloc::Prealloc;
 use super::FsyncPolicy;
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -54,8 +60,11 @@ pub struct LogStatus {
     pub last_error: Option<String>,
     /// Writes delayed by a stuck fsync (`aof_delayed_fsync`).
     pub delayed_fsync: u64,
-    /// Bytes of the current incremental file.
+    /// Bytes of log in the current incremental file: its logical end, not counting
+    /// preallocated space.
     pub incr_size: u64,
+    /// Number of the current incremental file.
+    pub incr_seq: u64,
 }
 
 enum Seg {
@@ -76,6 +85,7 @@ struct Queue {
 /// turns writing the queue).
 struct Sink {
     file: Arc<File>,
+    /// The logical end of the log in `file` (the file may be longer: preallocated zeros).
     file_len: u64,
     written: u64,
 }
@@ -101,8 +111,11 @@ pub struct Log {
     epoch: Instant,
     written: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Files switched away from by a rotation, not yet fsynced.
-    retired: Mutex<Vec<Arc<File>>>,
+    /// Files switched away from by a rotation, with their logical length, not yet cut to it
+    /// and fsynced.
+    retired: Mutex<Vec<(Arc<File>, u64)>>,
+    /// The preallocated space of the current file (`always`).
+    prealloc: Prealloc,
     /// `always`: connections waiting for an offset, woken only once it is safe (or the log
     /// fails), so an fsync round wakes exactly the connections it acknowledges.
     waiters: Mutex<Waiters>,
@@ -134,20 +147,23 @@ fn policy_code(p: FsyncPolicy) -> u8 {
 }
 
 impl Log {
-    /// Start writing to `file` (incremental file `seq`, already open for appending and
-    /// holding `file_len` bytes), with the writer and fsync threads.
+    /// Start writing to `file` (incremental file `seq`, open for writing, not in append
+    /// mode, holding `file_len` bytes of log and no padding), with the writer, fsync and
+    /// preallocation threads.
     pub fn start(files: Files, file: File, seq: u64, file_len: u64, policy: FsyncPolicy) -> io::Result<Arc<Log>> {
         let (durable, _) = watch::channel(Durable::default());
+        let file = Arc::new(file);
         let log = Arc::new(Log {
             q: Mutex::new(Queue::default()),
             cv: Condvar::new(),
             writer_idle: AtomicBool::new(false),
-            sink: Mutex::new(Sink { file: Arc::new(file), file_len, written: 0 }),
+            prealloc: Prealloc::new(file.clone(), file_len),
+            sink: Mutex::new(Sink { file, file_len, written: 0 }),
             durable,
             failed: AtomicBool::new(false),
             policy: AtomicU8::new(policy_code(policy)),
             files: Mutex::new(files),
-            status: Mutex::new(LogStatus { incr_size: file_len, ..LogStatus::default() }),
+            status: Mutex::new(LogStatus { incr_size: file_len, incr_seq: seq, ..LogStatus::default() }),
             rotated: (Mutex::new(seq), Condvar::new()),
             unsynced: AtomicBool::new(false),
             fsync_started_ms: AtomicU64::new(0),
@@ -161,7 +177,12 @@ impl Log {
         let writer = std::thread::Builder::new().name("rill-aof-writer".into()).spawn(move || w.writer_loop())?;
         let s = log.clone();
         let syncer = std::thread::Builder::new().name("rill-aof-fsync".into()).spawn(move || s.fsync_loop())?;
-        lock(&log.threads).extend([writer, syncer]);
+        let e = log.clone();
+        let extender = std::thread::Builder::new().name("rill-aof-prealloc".into()).spawn(move || e.prealloc.run())?;
+        lock(&log.threads).extend([writer, syncer, extender]);
+        if policy == FsyncPolicy::Always {
+            log.prealloc.request();
+        }
         Ok(log)
     }
 
@@ -203,6 +224,8 @@ impl Log {
         if let Some(h) = v.get_mut(start..start + super::RECORD_HEADER) {
             h.copy_from_slice(&header);
         }
+        // A zero length word marks padding (see the format in `aof`): no record is empty.
+        debug_assert!(v.len() - start - super::RECORD_HEADER >= super::MIN_RECORD_BODY, "log record body too short");
         let framed = (v.len() - start) as u64;
         q.end += framed;
         let end = q.end;
@@ -238,9 +261,27 @@ impl Log {
         self.cv.notify_one();
     }
 
-    /// Take the files the writer has switched away from (to fsync them outside its locks).
-    pub fn take_retired(&self) -> Vec<Arc<File>> {
-        std::mem::take(&mut *lock(&self.retired))
+    /// Finish the files the writer has switched away from: cut each to its logical end (a
+    /// finished file holds no padding) and fsync it. Runs outside the writer's locks.
+    pub fn finish_retired(&self) -> io::Result<()> {
+        for (file, len) in std::mem::take(&mut *lock(&self.retired)) {
+            if file.metadata()?.len() > len {
+                file.set_len(len)?;
+            }
+            file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Total size of the log files `files` lists (the manifest), the current incremental
+    /// file counted to its logical end: what INFO and the automatic rewrite call the log's
+    /// size.
+    pub fn total_size(&self, files: &Files) -> u64 {
+        let (seq, len) = {
+            let s = lock(&self.status);
+            (s.incr_seq, s.incr_size)
+        };
+        files.total_size(&files.incr_name(seq), len)
     }
 
     /// Wait until the writer has switched to incremental file `seq` (or `timeout` passes).
@@ -336,6 +377,9 @@ impl Log {
         let threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
         for t in threads {
             let _ = t.join();
+            // The writer, joined first, closes the preallocation, which ends the extender;
+            // should the writer have died instead, the extender must not wait forever.
+            self.prealloc.stop();
         }
     }
 
@@ -394,8 +438,8 @@ impl Log {
     }
 
     fn write_once(&self, sink: &mut Sink, bytes: &[u8]) -> io::Result<()> {
-        let mut f = &*sink.file;
-        match f.write_all(bytes) {
+        let keep_preallocated = self.policy() == FsyncPolicy::Always;
+        match self.prealloc.write(&sink.file, bytes, sink.file_len, keep_preallocated) {
             Ok(()) => {
                 sink.file_len += bytes.len() as u64;
                 sink.written += bytes.len() as u64;
@@ -407,7 +451,7 @@ impl Log {
             Err(e) => {
                 // Cut back to the last whole record so a retry or a restart sees no torn
                 // record in the middle of the file.
-                if let Err(t) = sink.file.set_len(sink.file_len).and_then(|()| f.seek(SeekFrom::End(0)).map(|_| ())) {
+                if let Err(t) = self.prealloc.cut_back(sink.file_len) {
                     tracing::warn!("cannot truncate the AOF file after a failed write: {t}");
                 }
                 Err(e)
@@ -416,10 +460,15 @@ impl Log {
     }
 
     fn rotate_now(&self, sink: &mut Sink, seq: u64, file: Arc<File>) {
-        let old = std::mem::replace(&mut sink.file, file);
-        lock(&self.retired).push(old);
+        let old = std::mem::replace(&mut sink.file, file.clone());
+        lock(&self.retired).push((old, sink.file_len));
         sink.file_len = super::LOG_MAGIC.len() as u64;
-        lock(&self.status).incr_size = sink.file_len;
+        self.prealloc.switch(file, sink.file_len);
+        {
+            let mut status = lock(&self.status);
+            status.incr_size = sink.file_len;
+            status.incr_seq = seq;
+        }
         let (m, cv) = &self.rotated;
         *lock(m) = seq;
         cv.notify_all();
@@ -469,6 +518,13 @@ impl Log {
         let mut sink = lock(&self.sink);
         if let Err(e) = self.drain(&mut sink) {
             tracing::warn!("could not write the AOF file at shutdown: {e}");
+        }
+        // Cut the padding off before the last fsync, which then makes the size durable too.
+        if let Err(e) = self.prealloc.close(sink.file_len) {
+            tracing::warn!("could not cut the preallocated space off the AOF file at shutdown: {e}");
+        }
+        if let Err(e) = self.finish_retired() {
+            tracing::warn!("could not finish the previous AOF file at shutdown: {e}");
         }
         for _ in 0..3 {
             if sink.file.sync_data().is_ok() {
