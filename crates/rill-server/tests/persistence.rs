@@ -548,3 +548,42 @@ fn config_set_appendonly_starts_the_log_from_the_current_data() {
     let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
     assert_same(&picture(&mut p.client()), &before);
 }
+
+#[test]
+fn switching_appendfsync_at_runtime_keeps_answering_and_keeps_every_write() {
+    // Records written through by connections under `everysec` are not covered by an fsync
+    // round when the policy becomes `always`; the replies that then wait for them (CONFIG
+    // SET's own, then every later one) must be released by an fsync, not wait forever.
+    let dir = TempDir::new("rill-persist");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let client = || {
+        let c = p.client();
+        c.set_read_timeout(Duration::from_secs(5));
+        c
+    };
+    // Only writes a connection writes through itself: no expiring keys, whose deletions the
+    // writer thread would write (and so publish as safe) on its own.
+    let writes = |c: &mut RawClient, from: usize| {
+        for i in from..from + 50 {
+            c.cmd(&["XADD", "s", "*", "n", &i.to_string()]);
+            if i % 7 == 0 {
+                c.cmd(&["XREADGROUP", "GROUP", "g", "c1", "COUNT", "3", "STREAMS", "s", ">"]);
+            }
+        }
+    };
+    let mut c = client();
+    c.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    writes(&mut c, 0);
+    drop(c);
+    std::thread::sleep(Duration::from_millis(100));
+    for (policy, from) in [("always", 50), ("no", 100), ("always", 150)] {
+        let mut c = client();
+        let r = c.request(&[b"CONFIG", b"SET", b"appendfsync", policy.as_bytes()]);
+        assert_eq!(r.unwrap(), b"+OK\r\n", "CONFIG SET appendfsync {policy}");
+        writes(&mut c, from);
+    }
+    let before = picture(&mut client());
+    p.kill9();
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    assert_same(&picture(&mut p.client()), &before);
+}

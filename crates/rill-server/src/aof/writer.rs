@@ -478,9 +478,14 @@ impl Log {
         loop {
             {
                 let mut q = lock(&self.q);
-                // Under `always` a failed fsync is retried even with nothing new queued.
-                let retry = || self.failed() && self.policy() == FsyncPolicy::Always;
-                while q.segs.is_empty() && !q.stop && !retry() {
+                // Under `always` a failed fsync is retried even with nothing new queued, and
+                // records written but not yet covered by an fsync (written through by
+                // connections under `everysec`/`no` before CONFIG SET appendfsync always)
+                // get one: replies waiting for them are released by it.
+                let always = || self.policy() == FsyncPolicy::Always;
+                let retry = || self.failed() && always();
+                let behind = || always() && self.durable.borrow().offset < self.written.load(Ordering::Relaxed);
+                while q.segs.is_empty() && !q.stop && !retry() && !behind() {
                     self.writer_idle.store(true, Ordering::Relaxed);
                     q = self.cv.wait_timeout(q, Duration::from_millis(20)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
                 }
