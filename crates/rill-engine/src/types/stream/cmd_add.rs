@@ -80,8 +80,8 @@ fn xadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 enum Outcome {
     /// An IDMP duplicate: the recorded ID, nothing appended.
     Duplicate(StreamId),
-    /// Appended with this ID.
-    Added(StreamId),
+    /// Appended: the reply, the new ID (formatted once, for the reply and the log).
+    Added(Reply),
 }
 
 fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest<'_>, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -109,10 +109,10 @@ fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest<'_>, args: &
             ctx.emit(Effect::Command { db: ctx.db, args: args.to_vec() });
             Ok(reply::id(id))
         }
-        Outcome::Added(id) => {
+        Outcome::Added(reply) => {
             engine.modified(ctx.db, req.key);
             engine.signal_ready(ctx.db, req.key);
-            Ok(reply::id(id))
+            Ok(reply)
         }
     }
 }
@@ -141,11 +141,11 @@ fn append(
     let clock = u64::try_from(now_ms).unwrap_or(0);
     let new_id = stream.resolve_xadd_id(req.id, clock)?;
     stream.append(new_id, &req.fields, limits)?;
+    let mut id_buf = [0u8; reply::ID_MAX_TEXT_BYTES];
+    let id_text = reply::id_text(new_id, &mut id_buf);
     // The effects: this append with its final ID, then its IDMP record (IDMPAUTO's IID
     // spelled out), then the trim.
     if ctx.recording {
-        let mut id_buf = [0u8; reply::ID_MAX_TEXT_BYTES];
-        let id_text = reply::id_text(new_id, &mut id_buf);
         let fields = req.fields.0.iter().map(|a| &a[..]);
         let head: [&[u8]; 3] = [b"XADD", req.key, id_text];
         ctx.effects.command(ctx.db, ExactChain { head: head.into_iter(), tail: fields, len: 3 + req.fields.0.len() });
@@ -160,7 +160,7 @@ fn append(
     if let Some(trim) = req.options.trim {
         args::apply_trim(stream, trim, req.options.strategy, limits, ctx, req.key);
     }
-    Ok(Outcome::Added(new_id))
+    Ok(Outcome::Added(Reply::Bulk(Bytes::copy_from_slice(id_text))))
 }
 
 /// Two iterators chained, with the total length known (the effect encoder writes it first).

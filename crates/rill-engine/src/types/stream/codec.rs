@@ -145,19 +145,19 @@ fn decimal(b: &[u8]) -> Option<Scalar<'_>> {
 pub(crate) const U64_MAX_DIGITS: usize = 20;
 
 /// The decimal digits of `v`, written right-aligned into `buf`; returns them. No allocation
-/// and no `fmt` machinery: replies and block decoding format numbers on every entry.
+/// and no `fmt` machinery (`itoa`, two digits per step): replies and block decoding format
+/// numbers on every entry.
 pub(crate) fn u64_digits(v: u64, buf: &mut [u8; U64_MAX_DIGITS]) -> &[u8] {
-    let mut at = U64_MAX_DIGITS;
-    let mut v = v;
-    for slot in buf.iter_mut().rev() {
-        *slot = b'0' + (v % 10) as u8;
-        at -= 1;
-        v /= 10;
-        if v == 0 {
-            break;
+    let mut text = itoa::Buffer::new();
+    let digits = text.format(v).as_bytes();
+    let at = U64_MAX_DIGITS - digits.len();
+    match buf.get_mut(at..) {
+        Some(dst) => {
+            dst.copy_from_slice(digits);
+            dst
         }
+        None => &[],
     }
-    buf.get(at..).unwrap_or_default()
 }
 
 /// Append the decimal text of `v`.
