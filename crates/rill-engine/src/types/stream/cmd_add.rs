@@ -86,21 +86,23 @@ enum Outcome {
 
 fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest<'_>, args: &[Bytes]) -> Result<Reply, CmdError> {
     let limits = args::node_limits(engine);
-    if args::write_stream(engine, ctx, req.key)?.is_none() {
-        if req.options.no_mkstream {
-            return Ok(Reply::Null);
+    // One key lookup when the stream exists (every append but a stream's first).
+    let outcome = match args::write_stream(engine, ctx, req.key)? {
+        Some(stream) => append(stream, &req, ctx, limits)?,
+        None => {
+            if req.options.no_mkstream {
+                return Ok(Reply::Null);
+            }
+            // Created before the append is attempted, so it stays even if the append fails.
+            let mut stream = Box::<super::Stream>::default();
+            // New streams take their IDMP defaults from `stream-idmp-duration` / `-maxsize`.
+            stream.idmp.configure(Some(engine.config.stream_idmp_duration_secs), Some(engine.config.stream_idmp_maxsize));
+            engine.insert(ctx.db, req.key.clone(), Value::Stream(stream));
+            let Some(stream) = args::write_stream(engine, ctx, req.key)? else {
+                return Ok(Reply::Null);
+            };
+            append(stream, &req, ctx, limits)?
         }
-        // Created before the append is attempted, so it stays even if the append fails.
-        let mut stream = Box::<super::Stream>::default();
-        // New streams take their IDMP defaults from `stream-idmp-duration` / `-maxsize`.
-        stream.idmp.configure(Some(engine.config.stream_idmp_duration_secs), Some(engine.config.stream_idmp_maxsize));
-        engine.insert(ctx.db, req.key.clone(), Value::Stream(stream));
-    }
-    let outcome = {
-        let Some(stream) = args::write_stream(engine, ctx, req.key)? else {
-            return Ok(Reply::Null);
-        };
-        append(stream, &req, ctx, limits)?
     };
     match outcome {
         Outcome::Duplicate(id) => {
