@@ -119,6 +119,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
     let mut net_in: u64 = 0;
     let mut idle_timeout: u64;
     let mut woke: bool;
+    let mut pipelined: bool;
     let mut wait_log: Option<(Arc<Log>, u64)>;
     'outer: loop {
         let next = {
@@ -130,6 +131,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             let parked_before = st.blocked.len();
             let appended_before = st.aof.appended;
             let next = run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out);
+            pipelined = conn.cmds_unpublished > 1;
             // Replies wait for this batch's records, and also for any record before them not
             // yet safe: a reader must not see (and act on) a write a crash could still undo.
             // While the log is failing, reads are served at once (writes are refused then).
@@ -157,6 +159,8 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             // no later than if it had been written first by a few microseconds per waiter.
             tokio::task::yield_now().await;
         }
+        // Waiting for the log (or for woken clients) has already let the others run.
+        let yielded = woke || wait_log.is_some();
         if let Some((log, offset)) = wait_log.take() {
             if !durable(&log, offset).await {
                 // Not on disk: acknowledge nothing. The client sees the connection close.
@@ -164,6 +168,12 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             }
         }
         if !out.is_empty() {
+            if pipelined && !yielded {
+                // A pipelined batch's replies go out after the other connections with
+                // requests ready have run theirs, as Redis writes every reply once per
+                // event-loop turn: a client then finds many replies per wake-up.
+                tokio::task::yield_now().await;
+            }
             if socket.write_all(&out).await.is_err() {
                 break;
             }
