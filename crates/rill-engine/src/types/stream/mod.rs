@@ -456,7 +456,7 @@ impl Stream {
     /// (100 × `max_entries`, 10000 if that is 0, at most 1000000), `Some(0)` = unlimited.
     ///
     /// Trimming never changes `max-deleted-entry-id` or `entries-added`. KEEPREF semantics;
-    /// DELREF/ACKED: see [`Stream::trim_with`].
+    /// DELREF/ACKED: see [`Stream::trim_with_record`].
     /// O(blocks removed × log K) + O(B) for the boundary block.
     pub fn trim_minid(
         &mut self,
@@ -468,7 +468,9 @@ impl Stream {
         self.trim(TrimGoal::MinId(min_id), approx, limit, limits)
     }
 
-    /// Trim with a reference strategy (XADD/XTRIM `KEEPREF | DELREF | ACKED`).
+    /// Trim with a reference strategy (XADD/XTRIM `KEEPREF | DELREF | ACKED`), saying which
+    /// entries went, for the log: a prefix (every live entry below the new first one) or, for
+    /// DELREF/ACKED trimming with groups, a list.
     ///
     /// With KEEPREF this is [`Stream::trim_maxlen`] / [`Stream::trim_minid`]. DELREF and ACKED
     /// must look at entries one by one, so `~` no longer stops at the first block that cannot
@@ -476,29 +478,6 @@ impl Stream {
     /// the total over the LIMIT (Redis 8.2.7+). Without consumer groups nothing is referenced
     /// and there is no reference to drop, so that is plain exact trimming; with groups see
     /// `trim_per_entry`.
-    pub fn trim_with(
-        &mut self,
-        goal: TrimGoal,
-        approx: bool,
-        limit: Option<u64>,
-        strategy: RefStrategy,
-        limits: NodeLimits,
-    ) -> u64 {
-        match strategy {
-            RefStrategy::KeepRef => self.trim(goal, approx, limit, limits),
-            RefStrategy::DelRef | RefStrategy::Acked => {
-                let limit = if approx { effective_trim_limit(limit, limits) } else { 0 };
-                if self.has_groups() {
-                    self.trim_per_entry(goal, limit, strategy).len() as u64
-                } else {
-                    self.trim_inner(goal, false, limit)
-                }
-            }
-        }
-    }
-
-    /// [`Stream::trim_with`], also saying which entries went, for the log: a prefix (every
-    /// live entry below the new first one) or, for DELREF/ACKED trimming with groups, a list.
     pub fn trim_with_record(
         &mut self,
         goal: TrimGoal,
@@ -507,12 +486,18 @@ impl Stream {
         strategy: RefStrategy,
         limits: NodeLimits,
     ) -> TrimRecord {
-        if strategy != RefStrategy::KeepRef && self.has_groups() {
-            let limit = if approx { effective_trim_limit(limit, limits) } else { 0 };
-            let ids = self.trim_per_entry(goal, limit, strategy);
-            return if ids.is_empty() { TrimRecord::Nothing } else { TrimRecord::Ids(ids) };
-        }
-        match self.trim_with(goal, approx, limit, strategy, limits) {
+        let removed = match strategy {
+            RefStrategy::KeepRef => self.trim(goal, approx, limit, limits),
+            RefStrategy::DelRef | RefStrategy::Acked => {
+                let limit = if approx { effective_trim_limit(limit, limits) } else { 0 };
+                if self.has_groups() {
+                    let ids = self.trim_per_entry(goal, limit, strategy);
+                    return if ids.is_empty() { TrimRecord::Nothing } else { TrimRecord::Ids(ids) };
+                }
+                self.trim_inner(goal, false, limit)
+            }
+        };
+        match removed {
             0 => TrimRecord::Nothing,
             n => TrimRecord::Prefix(n),
         }
