@@ -5,8 +5,15 @@
 //! signal keys ready inside the engine; after each command (and after EXEC as a whole) the
 //! server drains those keys and re-runs each parked command in FIFO order under the same lock,
 //! so the first client to block is the first served and a client that loses the race simply
-//! stays parked with its original deadline. A served client's reply travels to its connection
-//! task over a oneshot channel.
+//! stays parked with its original deadline.
+//!
+//! A served client's reply reaches its socket one of two ways. Inside a request batch, when
+//! the reply need not wait for an fsync, it is encoded under the lock and the connection that
+//! ran the batch writes it straight to the served client's socket right after releasing the
+//! lock ([`Delivery`]), as Redis writes every reply from its one loop: no task switch per
+//! served client stands between an XADD and its readers. Otherwise (waiting for `always`
+//! fsync, served by a timer, CLIENT UNBLOCK) the reply travels to the client's own task over
+//! its oneshot channel. Either way the task learns the outcome from that channel.
 //!
 //! Cost: O(k) to park or unpark a client on k keys; serving a ready key costs one command run
 //! per parked client tried.
@@ -16,8 +23,37 @@ use bytes::Bytes;
 use rill_engine::command::{CommandSpec, Handler};
 use rill_engine::{BlockRequest, CallCtx};
 use rill_resp::Reply;
+use bytes::BytesMut;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::oneshot;
+
+/// What a parked client's task learns when it is released.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Write this reply once the log is safe up to the offset.
+    Reply(Reply, u64),
+    /// The reply (`len` bytes) was written to the socket by the connection that served it,
+    /// except `rest`, which the socket did not take and the task must write.
+    Written {
+        /// The unwritten tail.
+        rest: BytesMut,
+        /// Bytes of the whole reply.
+        len: usize,
+    },
+}
+
+/// A served client's reply, encoded, to be written straight to its socket.
+#[derive(Debug)]
+pub struct Delivery {
+    /// The client's socket.
+    pub to: Arc<OwnedWriteHalf>,
+    /// The encoded reply.
+    pub bytes: BytesMut,
+    /// Tells the client's task what was written.
+    pub tx: oneshot::Sender<Outcome>,
+}
 
 /// One parked client.
 #[derive(Debug)]
@@ -31,9 +67,12 @@ pub struct Waiter {
     /// What the client blocked for.
     pub request: BlockRequest,
     /// Where the reply goes.
-    pub tx: oneshot::Sender<(Reply, u64)>,
+    pub tx: oneshot::Sender<Outcome>,
     /// Whether the client speaks RESP3 (some replies change shape, not just encoding).
     pub resp3: bool,
+    /// The client's socket, if a reply may be written to it directly: replies are on, and
+    /// nothing of the client's was waiting to be written when it parked.
+    pub direct: Option<Arc<OwnedWriteHalf>>,
 }
 
 /// Every parked client.
@@ -41,6 +80,11 @@ pub struct Waiter {
 pub struct Blocked {
     waiters: HashMap<u64, Waiter>,
     by_key: HashMap<(usize, Bytes), VecDeque<u64>>,
+    /// While a connection runs a request batch: the replies it must write for the clients its
+    /// commands served, once the log is safe (see [`release_at`]). `None` outside a batch.
+    pub deliveries: Option<Vec<Delivery>>,
+    /// Served clients whose replies went to their own tasks, ever.
+    pub handed_to_tasks: u64,
 }
 
 impl Blocked {
@@ -114,18 +158,58 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
     Some(w)
 }
 
-/// Answer a parked client with `reply` (timeout, CLIENT UNBLOCK). Returns false if it was not
-/// parked.
-/// Answer a parked client (served, timed out, unblocked) with `reply`, to be sent once the log is safe up to `offset`.
-fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) -> bool {
-    match unpark(st, client) {
-        Some(w) => {
-            // The receiver may be gone (client disconnected); nothing to do then.
-            let _ = w.tx.send((reply, offset));
-            true
+/// Answer a served client with `reply`, to be sent once the log is safe up to `offset`.
+///
+/// Inside a batch that collects deliveries, a client whose socket may be written directly
+/// gets its reply written right here if the log is already safe up to `offset` (no log, or no
+/// record of this serving left unwritten): the first reader of an XADD is answered while the
+/// others are still being served. If the record is still to be written to the OS (`everysec`,
+/// `no`), the reply waits in the batch's list until the batch has written the log. If it must
+/// be fsynced first (`always`), or outside a batch, it goes through the client's task.
+fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
+    let Some(w) = unpark(st, client) else { return };
+    let (fsync_first, safe) = match &st.aof.log {
+        Some(log) => (log.policy() == crate::aof::FsyncPolicy::Always, log.safe_offset() >= offset),
+        None => (false, true),
+    };
+    match (w.direct, st.blocked.deliveries.as_mut()) {
+        (Some(to), Some(list)) if !fsync_first => {
+            let mut bytes = BytesMut::new();
+            let proto = if w.resp3 { rill_resp::Protocol::Resp3 } else { rill_resp::Protocol::Resp2 };
+            rill_resp::write_reply(&mut bytes, &reply, proto);
+            st.stats.net_output_bytes += bytes.len() as u64;
+            let delivery = Delivery { to, bytes, tx: w.tx };
+            if safe {
+                deliver_one(delivery);
+            } else {
+                list.push(delivery);
+            }
         }
-        None => false,
+        _ => {
+            st.blocked.handed_to_tasks += 1;
+            // The receiver may be gone (client disconnected); nothing to do then.
+            let _ = w.tx.send(Outcome::Reply(reply, offset));
+        }
     }
+}
+
+/// Write `deliveries` (collected by a batch, see [`Blocked::deliveries`]) to their sockets,
+/// and tell each client's task. The log must already be safe up to every reply's record.
+pub fn deliver(deliveries: &mut Vec<Delivery>) {
+    for d in deliveries.drain(..) {
+        deliver_one(d);
+    }
+}
+
+fn deliver_one(d: Delivery) {
+    let len = d.bytes.len();
+    let mut rest = d.bytes;
+    // A would-block or a failed write leaves the rest to the task, which meets the same
+    // error and closes the connection.
+    if let Ok(n) = d.to.try_write(&rest) {
+        let _ = rest.split_to(n);
+    }
+    let _ = d.tx.send(Outcome::Written { rest, len });
 }
 
 /// Serve parked clients on every key signalled ready, until no key is ready. Called after each
@@ -162,9 +246,11 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let mut ctx = CallCtx::new(w.db, now_ms, client);
     ctx.deadline_override = Some(w.request.deadline_ms);
     ctx.resp3 = w.resp3;
-    let args = w.args.clone();
     let spec = w.spec;
     let w_db = w.db;
+    // Borrowed out of the waiter for the run (the handler needs the state mutably), put back
+    // if the client stays parked.
+    let args = st.blocked.waiters.get_mut(&client).map(|w| std::mem::take(&mut w.args)).unwrap_or_default();
     ctx.recording = st.aof.recording();
     let dirty_before = st.engine.dirty;
     let result = handler(&mut st.engine, &mut ctx, &args);
@@ -174,6 +260,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     if let Some(again) = ctx.block {
         if let Some(w) = st.blocked.waiters.get_mut(&client) {
             w.request.wake_at_ms = again.wake_at_ms;
+            w.args = args;
         }
         return;
     }

@@ -7,7 +7,7 @@
 //! unauthenticated limits).
 
 use crate::aof::Log;
-use crate::blocking::{self, Waiter};
+use crate::blocking::{self, Delivery, Outcome, Waiter};
 use crate::dispatch::{self, Action, Conn, ReplyMode};
 use crate::state::{now_ms, Shared, State};
 use bytes::BytesMut;
@@ -15,7 +15,8 @@ use rill_engine::BlockRequest;
 use rill_resp::{write_reply, Limits, Protocol, Reply, RequestParser};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 
@@ -27,7 +28,19 @@ const INLINE_MAX_BYTES: usize = 64 * 1024;
 enum Next {
     Read,
     Close,
-    Wait(oneshot::Receiver<(rill_resp::Reply, u64)>, BlockRequest),
+    Wait(oneshot::Receiver<Outcome>, BlockRequest),
+}
+
+/// Write all of `buf` to the socket.
+async fn write_all(w: &OwnedWriteHalf, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match w.try_write(buf) {
+            Ok(n) => buf = buf.get(n..).unwrap_or_default(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => w.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Wait until the log is safe up to `offset` (per the fsync policy: fsynced under `always`,
@@ -65,6 +78,7 @@ fn run_batch(
     parser: &mut RequestParser,
     inbuf: &mut BytesMut,
     out: &mut BytesMut,
+    socket: &Arc<OwnedWriteHalf>,
 ) -> Next {
     let now = now_ms();
     conn.batch_now_ms = now;
@@ -97,7 +111,17 @@ fn run_batch(
             Action::Block { spec, args, request } => {
                 let (tx, rx) = oneshot::channel();
                 let args = request.rerun_args.clone().unwrap_or(args);
-                let waiter = Waiter { spec, args, db: conn.db, request: request.clone(), tx, resp3: conn.proto == Protocol::Resp3 };
+                // Nothing may overtake replies still waiting to be written.
+                let direct = (conn.reply_mode == ReplyMode::On && out.is_empty()).then(|| socket.clone());
+                let waiter = Waiter {
+                    spec,
+                    args,
+                    db: conn.db,
+                    request: request.clone(),
+                    tx,
+                    resp3: conn.proto == Protocol::Resp3,
+                    direct,
+                };
                 blocking::park(st, conn.id, waiter);
                 return Next::Wait(rx, request);
             }
@@ -109,8 +133,15 @@ fn run_batch(
 }
 
 /// Serve one client until it quits, is killed, or the server shuts down.
-pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Arc<Notify>, authenticated: bool) {
+pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<Notify>, authenticated: bool) {
     let _ = socket.set_nodelay(true);
+    let (mut socket, writer) = socket.into_split();
+    let writer = Arc::new(writer);
+    let mut deliveries: Vec<Delivery> = Vec::new();
+    // Output bytes not yet added to this connection's counter; the second also not yet to
+    // the server's (replies written directly by another connection were counted by it).
+    let mut net_out: u64 = 0;
+    let mut net_out_uncounted: u64 = 0;
     let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: crate::clock::Tick::now(), last_cmd: "", cmds_unpublished: 0, net_in_unpublished: 0, net_out_unpublished: 0, batch_now_ms: now_ms(), last_lookup: Default::default() };
     let mut parser = RequestParser::new();
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -127,10 +158,16 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
             st.stats.net_input_bytes += net_in;
             conn.net_in_unpublished += net_in;
             net_in = 0;
+            conn.net_out_unpublished += net_out;
+            st.stats.net_output_bytes += net_out_uncounted;
+            net_out = 0;
+            net_out_uncounted = 0;
             idle_timeout = st.hot.idle_timeout_secs;
-            let parked_before = st.blocked.len();
+            let handed_before = st.blocked.handed_to_tasks;
             let appended_before = st.aof.appended;
-            let next = run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out);
+            st.blocked.deliveries = Some(std::mem::take(&mut deliveries));
+            let next = run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out, &writer);
+            deliveries = st.blocked.deliveries.take().unwrap_or_default();
             pipelined = conn.cmds_unpublished > 1;
             // Replies wait for this batch's records, and also for any record before them not
             // yet safe: a reader must not see (and act on) a write a crash could still undo.
@@ -144,8 +181,9 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
                 }
                 _ => None,
             };
-            // Parked clients this batch served (their replies are on the way to their tasks).
-            woke = st.blocked.len() + usize::from(matches!(next, Next::Wait(..))) < parked_before;
+            // Parked clients this batch served whose replies are on the way to their tasks
+            // (the others' replies are written, or in `deliveries` for this task to write).
+            woke = st.blocked.handed_to_tasks != handed_before;
             let n = out.len() as u64;
             st.stats.net_output_bytes += n;
             conn.net_out_unpublished += n;
@@ -163,10 +201,13 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
         let yielded = woke || wait_log.is_some();
         if let Some((log, offset)) = wait_log.take() {
             if !durable(&log, offset).await {
-                // Not on disk: acknowledge nothing. The client sees the connection close.
+                // Not on disk: acknowledge nothing. The client sees the connection close
+                // (and so do the clients in `deliveries`, whose tasks see their channel drop).
                 break;
             }
         }
+        // Served clients first, as Redis writes its readers' replies before the writer's.
+        blocking::deliver(&mut deliveries);
         if !out.is_empty() {
             if pipelined && !yielded {
                 // A pipelined batch's replies go out after the other connections with
@@ -174,7 +215,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
                 // event-loop turn: a client then finds many replies per wake-up.
                 tokio::task::yield_now().await;
             }
-            if socket.write_all(&out).await.is_err() {
+            if write_all(&writer, &out).await.is_err() {
                 break;
             }
             out.clear();
@@ -209,7 +250,14 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
                     };
                     tokio::select! {
                         r = &mut rx => match r {
-                            Ok((r, offset)) => {
+                            Ok(Outcome::Written { rest, len }) => {
+                                net_out += len as u64;
+                                if !rest.is_empty() && write_all(&writer, &rest).await.is_err() {
+                                    break 'outer;
+                                }
+                                continue 'outer;
+                            }
+                            Ok(Outcome::Reply(r, offset)) => {
                                 let log = if offset > 0 { shared.lock().aof.log.clone() } else { None };
                                 if let Some(log) = log {
                                     if !durable(&log, offset).await {
@@ -245,7 +293,9 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, id: u64, kill: Ar
                 };
                 emit(&mut out, &mut conn, &reply);
                 if !out.is_empty() {
-                    if socket.write_all(&out).await.is_err() {
+                    net_out += out.len() as u64;
+                    net_out_uncounted += out.len() as u64;
+                    if write_all(&writer, &out).await.is_err() {
                         break;
                     }
                     out.clear();

@@ -463,6 +463,6 @@ pub fn client_unblock(c: &mut Call) -> CmdResult {
     if r.is_error() {
         c.st.stats.count_error(b"UNBLOCKED");
     }
-    let _ = w.tx.send((r, 0));
+    let _ = w.tx.send(crate::blocking::Outcome::Reply(r, 0));
     Ok(Action::Reply(Reply::Integer(1)))
 }

@@ -43,8 +43,10 @@
 //! its last live entry goes, as Redis does.
 //!
 //! Costs: reading any entry needs the block's master entry and a forward scan to the entry
-//! (there are no back pointers), so locating an entry is O(entries in the block), bounded by
-//! `node_max_entries` / `node_max_bytes`.
+//! (there are no back pointers). Beside the buffer a block keeps the offset of every
+//! [`MARK_EVERY`]th entry, so locating an entry (the first one a range or a group read wants,
+//! which for a reader keeping up is the newest) decodes a few heads to pick a mark and then
+//! scans at most `MARK_EVERY` entries, not the whole block.
 
 use super::codec::{
     self, classify, get_varint, get_varint_u64, put_varint, unzigzag, zigzag, Scalar,
@@ -52,6 +54,9 @@ use super::codec::{
 use super::id::StreamId;
 use super::Fields;
 use bytes::Bytes;
+
+/// Every how many entries (in storage order) a block notes an entry's offset.
+pub const MARK_EVERY: u32 = 16;
 
 /// Bits of the head varint used by flags, below the ms delta.
 pub const HEAD_FLAG_BITS: u32 = 2;
@@ -133,6 +138,9 @@ pub struct Block {
     live: u32,
     /// Entries marked deleted but still in `buf`.
     deleted: u32,
+    /// Offsets of the heads of entries `MARK_EVERY`, `2 * MARK_EVERY`, ... in storage order
+    /// (deleted or not): where a scan for an entry may start instead of entry 0.
+    marks: Vec<u32>,
 }
 
 /// A stored value before master-relative forms are resolved.
@@ -258,6 +266,7 @@ impl Block {
             last_id: id,
             live: 1,
             deleted: 0,
+            marks: Vec::new(),
         }
     }
 
@@ -288,6 +297,7 @@ impl Block {
         let Some(live) = self.live.checked_add(1) else {
             return false;
         };
+        let index = self.live + self.deleted;
         // Encoded straight onto the end of the buffer, reading the master in place (no
         // decoded copy of it, no temporary entry): this runs once per XADD. On any decoding
         // failure the buffer is cut back, so the block is unchanged.
@@ -298,6 +308,11 @@ impl Block {
         }
         self.last_id = id;
         self.live = live;
+        if index.is_multiple_of(MARK_EVERY) {
+            if let Ok(offset) = u32::try_from(old_len) {
+                self.marks.push(offset);
+            }
+        }
         true
     }
 
@@ -394,14 +409,26 @@ impl Block {
         self.last_id
     }
 
-    /// Heap bytes held (buffer capacity).
+    /// Heap bytes held (buffer and marks capacity).
     pub fn heap_bytes(&self) -> usize {
-        self.buf.capacity()
+        self.buf.capacity() + self.marks.capacity() * std::mem::size_of::<u32>()
     }
 
     /// Drop spare capacity; called when the block stops being the tail.
     pub(crate) fn shrink(&mut self) {
         self.buf.shrink_to_fit();
+        self.marks.shrink_to_fit();
+    }
+
+    /// The offset of the last marked entry with an ID ≤ `id`, if any: a scan for `id` (or for
+    /// the first entry after it) may start there. O(log marks) head decodes.
+    fn mark_before(&self, first: StreamId, id: StreamId) -> Option<usize> {
+        let at_or_before = |&m: &u32| {
+            let mut pos = m as usize;
+            read_head(&self.buf, &mut pos, first).is_some_and(|(here, _)| here <= id)
+        };
+        let n = self.marks.partition_point(at_or_before);
+        n.checked_sub(1).and_then(|i| self.marks.get(i)).map(|&m| m as usize)
     }
 
     /// Decode the master field list and the master entry's values.
@@ -454,11 +481,14 @@ impl Block {
         Some(out)
     }
 
-    /// The position of entry `id`, scanning only up to it. O(bytes before it in the block).
+    /// The position of entry `id`, scanning from the last mark before it.
     pub(crate) fn find(&self, first: StreamId, id: StreamId) -> Option<EntryPos> {
         let buf = self.buf.as_slice();
         let mut pos = 0;
         let master_fields = read_field_names(buf, &mut pos)?.len();
+        if let Some(mark) = self.mark_before(first, id) {
+            pos = mark;
+        }
         while pos < buf.len() {
             let offset = pos;
             let (here, head) = read_head(buf, &mut pos, first)?;
@@ -517,15 +547,22 @@ impl Block {
         })
     }
 
+    /// A reader positioned at or before the first entry with an ID ≥ `start` (at most
+    /// [`MARK_EVERY`] entries before it).
+    pub(crate) fn cursor_from(&self, first: StreamId, start: StreamId) -> Option<EntryCursor<'_>> {
+        let mut cursor = self.cursor(first)?;
+        if let Some(mark) = self.mark_before(first, start) {
+            cursor.pos = mark;
+        }
+        Some(cursor)
+    }
+
     /// Mark the live entry `id` deleted. False if there is no such live entry.
     pub(crate) fn mark_deleted(&mut self, first: StreamId, id: StreamId) -> bool {
         if id < first || id > self.last_id {
             return false;
         }
-        let Some(positions) = self.positions(first) else {
-            return false;
-        };
-        match positions.iter().find(|p| p.id == id) {
+        match self.find(first, id) {
             Some(p) if !p.deleted => self.mark_at(p.offset),
             _ => false,
         }
@@ -602,10 +639,14 @@ impl Block {
             return false;
         };
         let live = positions.iter().filter(|p| !p.deleted).count();
+        let marks_ok = self.marks.iter().enumerate().all(|(i, &m)| {
+            positions.get((i + 1) * MARK_EVERY as usize).is_some_and(|p| p.offset == m as usize)
+        }) && positions.len().saturating_sub(1) / MARK_EVERY as usize == self.marks.len();
         let sorted = positions
             .windows(2)
             .all(|w| matches!(w, [a, b] if a.id < b.id));
         master.entries_start > 0
+            && marks_ok
             && positions.first().map(|p| p.id) == Some(first)
             && positions.last().map(|p| p.id) == Some(self.last_id)
             && sorted

@@ -199,7 +199,7 @@ pub(super) fn forward(
         if block.last_id() < start {
             continue;
         }
-        let Some(mut cursor) = block.cursor(first) else { continue };
+        let Some(mut cursor) = block.cursor_from(first, start) else { continue };
         while let Some(p) = cursor.next_entry() {
             if p.id > end || out.len() >= count {
                 return;
@@ -259,8 +259,9 @@ mod tests {
         /// The direct range reader gives exactly what the generic range iterator gives.
         #[test]
         fn range_reply_matches_range_iterator(
-            entries in proptest::collection::vec((1u64..4, 0u64..3, arb_fields(), any::<bool>()), 1..60),
-            node_entries in 1u64..8,
+            entries in proptest::collection::vec((1u64..4, 0u64..3, arb_fields(), any::<bool>()), 1..120),
+            // Small blocks, and blocks long enough for position marks (no limit: one block).
+            node_entries in prop_oneof![1u64..8, 17u64..50, Just(0u64)],
             bounds in (0u64..120, 0u64..4, 0u64..120, 0u64..4),
             count in prop_oneof![Just(usize::MAX), 1usize..12],
             rev in any::<bool>(),

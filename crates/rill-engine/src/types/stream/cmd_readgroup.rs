@@ -408,7 +408,7 @@ fn new_entries(
     let start = last_delivered.next()?;
     let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
     let mut out = reply::EntriesBuilder::with_capacity(count);
-    let mut ids: Vec<StreamId> = Vec::with_capacity(count.min(1024));
+    let mut ids: Vec<StreamId> = Vec::with_capacity(count.min(16));
     cmd_range::forward(stream, start, StreamId::MAX, count, &mut out, |id| {
         // MAXSIZE is not set here, so only MAXCOUNT can refuse.
         let ok = budget.take(|| 0);

@@ -48,9 +48,10 @@ pub(super) struct EntriesBuilder {
 }
 
 impl EntriesBuilder {
-    /// A builder sized for about `entries` entries.
+    /// A builder sized for about `entries` entries (at most 16 up front: a COUNT is a limit,
+    /// and a reader keeping up gets one or two entries, so bigger replies grow as they go).
     pub(super) fn with_capacity(entries: usize) -> EntriesBuilder {
-        let entries = entries.min(1024);
+        let entries = entries.min(16);
         EntriesBuilder {
             text: Vec::with_capacity(entries * 96),
             spans: Vec::with_capacity(entries * 8),

@@ -631,6 +631,10 @@ fn check_same(s: &Stream, m: &Model) -> Result<(), TestCaseError> {
     );
     let all: Vec<StreamEntry> = m.entries.iter().map(|(k, v)| (*k, v.clone())).collect();
     prop_assert_eq!(s.range_vec(StreamId::MIN, StreamId::MAX, None, false), all);
+    // Point reads start from a block's position marks.
+    for (id, fields) in &m.entries {
+        prop_assert_eq!(s.get(*id), Some((*id, fields.clone())));
+    }
     Ok(())
 }
 
