@@ -83,6 +83,8 @@ pub struct Blocked {
     /// While a connection runs a request batch: the replies it must write for the clients its
     /// commands served, once the log is safe (see [`release_at`]). `None` outside a batch.
     pub deliveries: Option<Vec<Delivery>>,
+    /// Whether a reply in `deliveries` must wait until the batch has written the log.
+    pub deliveries_wait_for_log: bool,
     /// Served clients whose replies went to their own tasks, ever.
     pub handed_to_tasks: u64,
 }
@@ -161,11 +163,11 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
 /// Answer a served client with `reply`, to be sent once the log is safe up to `offset`.
 ///
 /// Inside a batch that collects deliveries, a client whose socket may be written directly
-/// gets its reply written right here if the log is already safe up to `offset` (no log, or no
-/// record of this serving left unwritten): the first reader of an XADD is answered while the
-/// others are still being served. If the record is still to be written to the OS (`everysec`,
-/// `no`), the reply waits in the batch's list until the batch has written the log. If it must
-/// be fsynced first (`always`), or outside a batch, it goes through the client's task.
+/// gets a [`Delivery`] in the batch's list, which [`serve_ready`] writes out when it has served
+/// every ready client, if the log is already safe up to every reply in it (no log, or no
+/// record of these servings left unwritten); otherwise (`everysec`, `no`) the list waits
+/// until the batch has written the log. If the reply must be fsynced first (`always`), or
+/// outside a batch, it goes through the client's task.
 fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
     let Some(w) = unpark(st, client) else { return };
     let (fsync_first, safe) = match &st.aof.log {
@@ -178,12 +180,8 @@ fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
             let proto = if w.resp3 { rill_resp::Protocol::Resp3 } else { rill_resp::Protocol::Resp2 };
             rill_resp::write_reply(&mut bytes, &reply, proto);
             st.stats.net_output_bytes += bytes.len() as u64;
-            let delivery = Delivery { to, bytes, tx: w.tx };
-            if safe {
-                deliver_one(delivery);
-            } else {
-                list.push(delivery);
-            }
+            list.push(Delivery { to, bytes, tx: w.tx });
+            st.blocked.deliveries_wait_for_log |= !safe;
         }
         _ => {
             st.blocked.handed_to_tasks += 1;
@@ -219,10 +217,11 @@ pub fn serve_ready(st: &mut State, now_ms: i64) {
         let _ = st.engine.take_ready_keys();
         return;
     }
+    let mut first = true;
     loop {
         let ready = st.engine.take_ready_keys();
         if ready.is_empty() {
-            return;
+            break;
         }
         for key in ready {
             let queue: Vec<u64> = match st.blocked.by_key.get(&key) {
@@ -231,7 +230,25 @@ pub fn serve_ready(st: &mut State, now_ms: i64) {
             };
             for client in queue {
                 try_serve(st, client, now_ms);
+                if first && st.blocked.deliveries.as_ref().is_some_and(|l| !l.is_empty()) {
+                    // The first reply goes out at once: the reader's wake-up (tens of
+                    // microseconds on an idle CPU) overlaps the serving of the others.
+                    first = false;
+                    write_safe_deliveries(st);
+                }
             }
+        }
+    }
+    // The rest in one burst, so that a reader working through its replies finds the next
+    // one already there instead of waiting for it to be served.
+    write_safe_deliveries(st);
+}
+
+/// Write the batch's deliveries now unless one of them waits for the log.
+fn write_safe_deliveries(st: &mut State) {
+    if !st.blocked.deliveries_wait_for_log {
+        if let Some(list) = st.blocked.deliveries.as_mut() {
+            deliver(list);
         }
     }
 }

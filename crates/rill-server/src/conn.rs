@@ -168,6 +168,7 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
             st.blocked.deliveries = Some(std::mem::take(&mut deliveries));
             let next = run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out, &writer);
             deliveries = st.blocked.deliveries.take().unwrap_or_default();
+            st.blocked.deliveries_wait_for_log = false;
             pipelined = conn.cmds_unpublished > 1;
             // Replies wait for this batch's records, and also for any record before them not
             // yet safe: a reader must not see (and act on) a write a crash could still undo.
