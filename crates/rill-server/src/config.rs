@@ -113,6 +113,9 @@ pub const PARAMS: &[Param] = &[
     p("busy-reply-threshold", "5000", Kind::Int(0, i64::MAX), true),
     p("repl-diskless-sync", "yes", Kind::Bool, true),
     p("enable-debug-command", "no", Kind::Enum(&["no", "yes", "local"]), false),
+    // rill's own: how long (at most, in microseconds) the event loop keeps polling after work
+    // before it sleeps; see `poll.rs`. 0: never polls.
+    p("busy-poll-us", "20", Kind::Int(0, 1000), true),
 ];
 
 /// Directives Redis accepts that rill does not implement: accepted at start-up with a warning.

@@ -192,6 +192,7 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
             dispatch::publish_client_info(&mut st, &mut conn, now);
             next
         };
+        crate::poll::report_work();
         if woke {
             // Let the clients this batch unblocked write their replies first: a write here
             // would delay every one of them by a syscall, while this client's own reply is

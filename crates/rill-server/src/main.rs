@@ -10,6 +10,7 @@ mod clock;
 mod cmd;
 mod config;
 mod conn;
+mod poll;
 mod dispatch;
 mod info;
 mod logging;
@@ -178,6 +179,8 @@ async fn run(config: Config) -> i32 {
         }
     }
     tokio::spawn(cron(shared.clone()));
+    poll::set_max_us(u64::try_from(shared.lock().config.get_i64("busy-poll-us")).unwrap_or(0));
+    tokio::spawn(poll::run());
 
     let mut shutdown = shared.shutdown.subscribe();
     let term = async {

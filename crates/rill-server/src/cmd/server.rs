@@ -76,6 +76,7 @@ fn apply(c: &mut Call, name: &str) {
         "stream-idmp-duration" => c.st.engine.config.stream_idmp_duration_secs = cfg.get_i64(name).max(1) as u64,
         "stream-idmp-maxsize" => c.st.engine.config.stream_idmp_maxsize = cfg.get_i64(name).max(1) as u64,
         "loglevel" => crate::logging::set_level(cfg.get(name)),
+        "busy-poll-us" => crate::poll::set_max_us(u64::try_from(cfg.get_i64(name)).unwrap_or(0)),
         "appendfsync" => {
             if let Some(log) = &c.st.aof.log {
                 log.set_policy(crate::aof::FsyncPolicy::parse(cfg.get(name)));
