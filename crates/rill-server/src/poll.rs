@@ -67,6 +67,9 @@ pub async fn run() {
         let max = Duration::from_micros(MAX_US.load(Ordering::Relaxed));
         if window > Duration::ZERO && idle_since.elapsed() < window {
             tokio::task::yield_now().await;
+            // Also give the CPU to any other thread that wants it (the log writer sharing this
+            // core, a neighbour): polling only uses time nobody else needs.
+            std::thread::yield_now();
         } else {
             // Nothing came while polling (or polling is off): wait for the next work.
             let woken = WAKE.notified();
