@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! ChunkedMap<K, V>
-//!   chunks: BTreeMap<K (separator), Vec<(K, V)>>        one directory slot per chunk
+//!   chunks: BTreeMap<K (separator), VecDeque<(K, V)>>   one directory slot per chunk
 //!     1-0   -> [(1-0, v) (2-0, v) ... (128-0, v)]        ≤ CHUNK_LEN pairs, sorted, packed
 //!     129-0 -> [(129-0, v) ... (197-0, v)]
 //!     198-0 -> [(199-0, v)]                              separator ≤ first key (see below)
@@ -23,11 +23,13 @@
 //! arrives.
 //!
 //! Costs for n pairs: lookup O(log n); insert and remove O(log n + CHUNK_LEN) (a binary search,
-//! then a move of at most CHUNK_LEN pairs within one chunk); iteration O(1) per pair.
+//! then a move of at most CHUNK_LEN / 2 pairs within one chunk: a chunk is a ring buffer, so
+//! the shorter side moves, and removing a chunk's first pair — XACK of the oldest pending
+//! entry, the usual case — moves nothing); iteration O(1) per pair.
 //! Random removals merge a chunk that falls below a quarter full into a neighbour, so no chunk
 //! holds fewer than CHUNK_LEN / 4 pairs unless it has no neighbour to merge with.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Most pairs per chunk. 128 keeps an in-chunk move to at most 4 KiB (for 32-byte pairs; a
 /// fraction of a microsecond) while the directory stays under 1 B per pair. (64 measured
@@ -37,7 +39,7 @@ pub const CHUNK_LEN: usize = 128;
 /// A sorted map of small `Copy` keys and values (see the module doc).
 #[derive(Debug, Clone)]
 pub struct ChunkedMap<K, V> {
-    chunks: BTreeMap<K, Vec<(K, V)>>,
+    chunks: BTreeMap<K, VecDeque<(K, V)>>,
     len: usize,
 }
 
@@ -93,7 +95,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     /// Store `value` under `key`, returning the value it replaces. O(log n + CHUNK_LEN).
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         let Some(mut sep) = self.chunk_for(&key) else {
-            self.chunks.insert(key, vec![(key, value)]);
+            self.chunks.insert(key, VecDeque::from([(key, value)]));
             self.len = 1;
             return None;
         };
@@ -118,7 +120,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         } else if pos == CHUNK_LEN {
             // Appending past a full chunk starts the next one, so in-order arrivals leave every
             // chunk full rather than half full.
-            self.chunks.insert(key, vec![(key, value)]);
+            self.chunks.insert(key, VecDeque::from([(key, value)]));
         } else {
             let mut right = chunk.split_off(CHUNK_LEN / 2);
             if pos <= CHUNK_LEN / 2 {
@@ -126,7 +128,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             } else {
                 right.insert(pos - CHUNK_LEN / 2, (key, value));
             }
-            if let Some((first, _)) = right.first() {
+            if let Some((first, _)) = right.front() {
                 self.chunks.insert(*first, right);
             }
         }
@@ -138,7 +140,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         let sep = self.chunk_for(key)?;
         let chunk = self.chunks.get_mut(&sep)?;
         let pos = chunk.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
-        let (_, value) = chunk.remove(pos);
+        let (_, value) = chunk.remove(pos)?;
         self.len -= 1;
         if chunk.is_empty() {
             self.chunks.remove(&sep);
@@ -154,7 +156,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         use std::ops::Bound::{Excluded, Unbounded};
         let next = self.chunks.range((Excluded(sep), Unbounded)).next().map(|(k, c)| (*k, c.len()));
         let prev = self.chunks.range(..sep).next_back().map(|(k, c)| (*k, c.len()));
-        let len = self.chunks.get(&sep).map_or(0, Vec::len);
+        let len = self.chunks.get(&sep).map_or(0, VecDeque::len);
         // Merge into the earlier chunk of the pair; its separator covers both ranges.
         let pair = match (prev, next) {
             (Some((p, plen)), _) if plen + len <= CHUNK_LEN => Some((p, sep)),
@@ -162,9 +164,9 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             _ => None,
         };
         if let Some((keep, gone)) = pair {
-            if let Some(moved) = self.chunks.remove(&gone) {
+            if let Some(mut moved) = self.chunks.remove(&gone) {
                 if let Some(chunk) = self.chunks.get_mut(&keep) {
-                    chunk.extend_from_slice(&moved);
+                    chunk.append(&mut moved);
                 }
             }
         } else if let Some(chunk) = self.chunks.get_mut(&sep) {
@@ -190,18 +192,18 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
 
     /// The smallest pair. O(log n).
     pub fn first(&self) -> Option<(K, V)> {
-        self.chunks.values().next().and_then(|c| c.first().copied())
+        self.chunks.values().next().and_then(|c| c.front().copied())
     }
 
     /// The largest pair. O(log n).
     pub fn last(&self) -> Option<(K, V)> {
-        self.chunks.values().next_back().and_then(|c| c.last().copied())
+        self.chunks.values().next_back().and_then(|c| c.back().copied())
     }
 
     /// Heap bytes held (chunk allocations plus directory slots, not counting the directory's
     /// node headers). O(n / CHUNK_LEN).
     pub fn heap_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<(K, Vec<(K, V)>)>();
+        let slot = std::mem::size_of::<(K, VecDeque<(K, V)>)>();
         self.chunks.values().map(|c| c.capacity() * std::mem::size_of::<(K, V)>() + slot).sum()
     }
 
