@@ -9,21 +9,23 @@
 //!
 //! A served client's reply reaches its socket one of two ways. Inside a request batch, when
 //! the reply need not wait for an fsync, it is encoded under the lock and the connection that
-//! ran the batch writes it straight to the served client's socket right after releasing the
-//! lock ([`Delivery`]), as Redis writes every reply from its one loop: no task switch per
-//! served client stands between an XADD and its readers. Otherwise (waiting for `always`
-//! fsync, served by a timer, CLIENT UNBLOCK) the reply travels to the client's own task over
-//! its oneshot channel. Either way the task learns the outcome from that channel.
+//! ran the batch writes it straight to the served client's socket ([`Delivery`]), as Redis
+//! writes every reply from its one loop: no task switch per served client stands between an
+//! XADD and its readers. If the log is already safe, [`serve_ready`] writes the first reply
+//! as soon as it is served and the others in one burst once all are served; if the serving's
+//! records must first be written to the OS, the batch writes them after its log write.
+//! Otherwise (waiting for an `always` fsync, served by a timer, CLIENT UNBLOCK) the reply
+//! travels to the client's own task over its oneshot channel. Either way the task learns the
+//! outcome from that channel.
 //!
 //! Cost: O(k) to park or unpark a client on k keys; serving a ready key costs one command run
 //! per parked client tried.
 
 use crate::state::State;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use rill_engine::command::{CommandSpec, Handler};
 use rill_engine::{BlockRequest, CallCtx};
 use rill_resp::Reply;
-use bytes::BytesMut;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use tokio::net::tcp::OwnedWriteHalf;

@@ -463,6 +463,7 @@ pub fn client_unblock(c: &mut Call) -> CmdResult {
     if r.is_error() {
         c.st.stats.count_error(b"UNBLOCKED");
     }
+    c.st.blocked.handed_to_tasks += 1;
     let _ = w.tx.send(crate::blocking::Outcome::Reply(r, 0));
     Ok(Action::Reply(Reply::Integer(1)))
 }
