@@ -353,18 +353,32 @@ impl Engine {
     /// Store `value` under `key`, replacing any old value and dropping its expiry.
     /// Does not call [`Engine::modified`]; the handler does.
     pub fn insert(&mut self, db: usize, key: Bytes, value: Value) {
+        self.store(db, &key, Some(key.clone()), value);
+    }
+
+    /// [`Engine::insert`] with the key by reference: it is copied only if it is new (an
+    /// overwrite keeps the stored key, as Redis' overwrite does).
+    pub fn insert_copy(&mut self, db: usize, key: &[u8], value: Value) {
+        self.store(db, key, None, value);
+    }
+
+    fn store(&mut self, db: usize, key: &[u8], owned: Option<Bytes>, value: Value) {
         let d = self.db_mut(db);
-        let mut replaced_stream = false;
-        if let Some(old) = d.keys.insert(key.clone(), Entry { value, expire_at_ms: None }) {
-            replaced_stream = matches!(old.value, Value::Stream(_));
-            if let Some(t) = old.expire_at_ms {
-                d.expiring.remove(&(t, key.clone()));
+        let entry = Entry { value, expire_at_ms: None };
+        let old = match d.keys.get_mut(key) {
+            Some(slot) => std::mem::replace(slot, entry),
+            None => {
+                d.keys.insert(owned.unwrap_or_else(|| Bytes::copy_from_slice(key)), entry);
+                return;
             }
+        };
+        if let Some(t) = old.expire_at_ms {
+            d.expiring.remove(&(t, Bytes::copy_from_slice(key)));
         }
-        if replaced_stream {
+        if matches!(old.value, Value::Stream(_)) {
             // Clients blocked in XREADGROUP on it must learn it is gone (Redis signals a
             // deleted or overwritten key to them).
-            self.signal_ready(db, &key);
+            self.signal_ready(db, key);
         }
     }
 

@@ -441,13 +441,14 @@ fn set_apply(
     value: &[u8],
     req: &SetRequest,
 ) -> Result<Reply, CmdError> {
-    let slot = str_slot(engine, ctx, key, false);
-    let old = match (&slot, req.get) {
-        (StrSlot::OtherType, true) => return Err(CmdError::WRONGTYPE),
-        (StrSlot::Str(b), true) => Reply::Bulk(b.clone()),
-        _ => Reply::Null,
+    // The old value is only copied out when GET asks for it.
+    let (exists, old) = match engine.lookup(ctx.db, key, ctx.now_ms).map(|e| &e.value) {
+        None => (false, Reply::Null),
+        Some(Value::Str(b)) if req.get => (true, Reply::Bulk(b.clone())),
+        Some(Value::Str(_)) => (true, Reply::Null),
+        Some(_) if req.get => return Err(CmdError::WRONGTYPE),
+        Some(_) => (true, Reply::Null),
     };
-    let exists = !matches!(slot, StrSlot::Missing);
     let skip = match req.condition {
         SetCondition::Always => false,
         SetCondition::IfMissing => exists,
@@ -456,12 +457,11 @@ fn set_apply(
     if skip {
         return Ok(if req.get { old } else { Reply::Null });
     }
-    let key_owned = owned(key);
     let value = Value::Str(owned(value));
     if req.keep_ttl {
-        engine.insert_keep_ttl(ctx.db, key_owned, value);
+        engine.insert_keep_ttl(ctx.db, owned(key), value);
     } else {
-        engine.insert(ctx.db, key_owned, value);
+        engine.insert_copy(ctx.db, key, value);
     }
     engine.modified(ctx.db, key);
     if let Some(at) = req.expire_at_ms {
@@ -564,7 +564,7 @@ fn pairs(args: &[Bytes]) -> Result<Vec<(&Bytes, &Bytes)>, CmdError> {
 
 fn mset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     for (key, value) in pairs(args)? {
-        engine.insert(ctx.db, owned(key), Value::Str(owned(value)));
+        engine.insert_copy(ctx.db, key, Value::Str(owned(value)));
         engine.modified(ctx.db, key);
     }
     Ok(Reply::ok())
@@ -578,7 +578,7 @@ fn msetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         }
     }
     for (key, value) in pairs {
-        engine.insert(ctx.db, owned(key), Value::Str(owned(value)));
+        engine.insert_copy(ctx.db, key, Value::Str(owned(value)));
         engine.modified(ctx.db, key);
     }
     Ok(Reply::Integer(1))
