@@ -242,7 +242,7 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
         Kind::Text => Ok(value.to_string()),
         Kind::SavePoints => {
             let parts: Vec<&str> = value.split_whitespace().collect();
-            if parts.len() % 2 != 0 || parts.iter().any(|x| x.parse::<u64>().is_err()) {
+            if !parts.len().is_multiple_of(2) || parts.iter().any(|x| x.parse::<u64>().is_err()) {
                 return Err("Invalid save parameters".into());
             }
             Ok(parts.join(" "))
@@ -452,6 +452,7 @@ fn split_config_line(line: &str) -> Option<Vec<String>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -221,7 +221,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                 line!(
                     out,
                     "cmdstat_{}:calls={},usec={},usec_per_call={per:.2},rejected_calls={},failed_calls={}",
-                    name.replace('|', "|"),
+                    name,
                     s.calls,
                     s.usec,
                     s.rejected,

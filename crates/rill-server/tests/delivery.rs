@@ -81,7 +81,7 @@ fn one_xadd_serves_every_blocked_group_and_each_reader_goes_on() {
         wait_blocked(&mut admin, groups.len());
         let id = bulk(&admin.cmd(&["XADD", "s", "*", "f", "v"]));
         for (r, g) in readers.iter_mut().zip(groups) {
-            assert_eq!(ids(&r.read_reply().unwrap()), [id.clone()], "{label} {g}");
+            assert_eq!(ids(&r.read_reply().unwrap()), std::slice::from_ref(&id), "{label} {g}");
             // The connection goes on as usual after a delivered reply.
             assert_eq!(r.cmd(&["XACK", "s", g, &id]), b":1\r\n", "{label} {g}");
             assert_eq!(r.cmd(&["PING"]), b"+PONG\r\n", "{label} {g}");

@@ -289,6 +289,7 @@ pub fn render_docs(spec: &CommandSpec) -> Reply {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -38,11 +38,17 @@ pub fn config_get(c: &mut Call) -> CmdResult {
 
 /// CONFIG SET name value [name value ...], all or nothing.
 pub fn config_set(c: &mut Call) -> CmdResult {
-    if c.args.len() % 2 != 0 {
+    if !c.args.len().is_multiple_of(2) {
         return Err(CmdError::arity("config|set"));
     }
-    let pairs: Vec<(String, String)> =
-        c.args.get(2..).unwrap_or(&[]).chunks(2).map(|p| (String::from_utf8_lossy(&p[0]).into_owned(), String::from_utf8_lossy(&p[1]).into_owned())).collect();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let pairs: Vec<(String, String)> = c
+        .args
+        .get(2..)
+        .unwrap_or(&[])
+        .chunks_exact(2)
+        .filter_map(|p| Some((text(p.first()?), text(p.get(1)?))))
+        .collect();
     // Validate everything on a copy first, so the call is all or nothing.
     let mut trial = c.st.config.clone();
     let changed = trial.set_many(&pairs).map_err(CmdError::owned)?;

@@ -13,6 +13,8 @@ const fn conn_cmd(name: &'static str, arity: i32, flags: Flags, syntax: &'static
     CommandSpec { name, arity, flags, acl: CONN, group: "connection", summary, since, syntax, ..CommandSpec::DEFAULT }
 }
 
+// One argument per column of the spec table it builds; a struct literal would only rename them.
+#[allow(clippy::too_many_arguments)]
 const fn sub(name: &'static str, arity: i32, flags: Flags, acl: &'static [&'static str], group: &'static str, syntax: &'static str, summary: &'static str, since: &'static str) -> CommandSpec {
     CommandSpec { name, arity, flags, acl, group, summary, since, syntax, complexity: "O(1)", ..CommandSpec::DEFAULT }
 }

@@ -1,4 +1,5 @@
 //! Tests of the generic key commands.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 use crate::types::testkit::*;
 use rill_resp::Reply;
 

@@ -2,6 +2,7 @@
 //! flows of the consumer-groups issue, blocking re-runs, and replay of the effect records.
 //! Expected replies were compared with redis-server 8.2.3 (and the 2026 unstable tree's test
 //! suite for XNACK and CLAIM).
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::cmd_tests::{info_field, show, Harness};
 use super::group::{GroupEffect, EFFECT_LOG};
@@ -67,7 +68,7 @@ fn xgroup_setid_destroy_consumers() {
     let mut h = with_entries(3);
     assert_eq!(h.run("XGROUP SETID s nope 0"), "-NOGROUP No such consumer group 'nope' for key name 's'");
     assert_eq!(h.run("XGROUP SETID s g $ ENTRIESREAD 3"), "+OK");
-    assert_eq!(info_field(&mut h, "XINFO STREAM s FULL", "groups").contains("last-delivered-id=3-0"), true);
+    assert!(info_field(&mut h, "XINFO STREAM s FULL", "groups").contains("last-delivered-id=3-0"));
     assert_eq!(h.run("XGROUP SETID s g - "), "+OK");
     assert_eq!(
         h.run("XGROUP SETID s g 0 ENTRIESREAD"),
@@ -81,7 +82,7 @@ fn xgroup_setid_destroy_consumers() {
     assert_eq!(h.run("XPENDING s g"), "[:0 nil nil nil*]");
     assert_eq!(h.run("XGROUP DESTROY s g"), ":1");
     assert_eq!(h.run("XGROUP DESTROY s g"), ":0");
-    assert_eq!(h.run("XGROUP DESTROY nokey g").starts_with("-ERR The XGROUP subcommand requires"), true);
+    assert!(h.run("XGROUP DESTROY nokey g").starts_with("-ERR The XGROUP subcommand requires"));
     assert!(h.run("XGROUP HELP").starts_with("[+XGROUP <subcommand>"));
     check_invariants(&h, "s");
 }
@@ -111,8 +112,8 @@ fn xreadgroup_new_history_noack() {
 #[test]
 fn xreadgroup_errors() {
     let mut h = with_entries(1);
-    assert_eq!(h.run("XREADGROUP GROUP g alice STREAMS s $").contains("The $ ID is meaningless"), true);
-    assert_eq!(h.run("XREADGROUP GROUP g alice STREAMS s +").contains("The + ID is meaningless"), true);
+    assert!(h.run("XREADGROUP GROUP g alice STREAMS s $").contains("The $ ID is meaningless"));
+    assert!(h.run("XREADGROUP GROUP g alice STREAMS s +").contains("The + ID is meaningless"));
     assert_eq!(h.run("XREADGROUP GROUP nope alice STREAMS s >"), "-NOGROUP No such key 's' or consumer group 'nope' in XREADGROUP with GROUP option");
     assert_eq!(h.run("XREADGROUP COUNT 1 STREAMS s > x y"), "-ERR Missing GROUP option for XREADGROUP");
     assert_eq!(
@@ -124,7 +125,7 @@ fn xreadgroup_errors() {
     h.run("SET str x");
     assert_eq!(h.run("XREADGROUP GROUP g alice STREAMS str >"), "-WRONGTYPE Operation against a key holding the wrong kind of value");
     // Validation of every key happens before anything changes: no consumer was created.
-    assert_eq!(h.run("XREADGROUP GROUP g carol STREAMS s nokey > >").starts_with("-NOGROUP"), true);
+    assert!(h.run("XREADGROUP GROUP g carol STREAMS s nokey > >").starts_with("-NOGROUP"));
     assert_eq!(h.run("XINFO CONSUMERS s g"), "[]");
 }
 
@@ -313,7 +314,7 @@ fn xclaim_options() {
         h.run("XPENDING s g - + 10"),
         "[[1-0 bob :0 :2] [2-0 bob :30 :1] [3-0 bob :101 :7]]"
     );
-    assert_eq!(info_field(&mut h, "XINFO STREAM s FULL", "groups").contains("last-delivered-id=9-0"), true);
+    assert!(info_field(&mut h, "XINFO STREAM s FULL", "groups").contains("last-delivered-id=9-0"));
     // FORCE creates the pending entry; count 1 then +1.
     assert_eq!(h.run("XCLAIM s g carol 0 4-0 FORCE"), "[[4-0 [f v4]]]");
     assert_eq!(h.run("XPENDING s g 4-0 4-0 1"), "[[4-0 carol :0 :2]]");
@@ -364,7 +365,7 @@ fn xnack_modes() {
         h.run("XPENDING s g - + 10"),
         "[[1-0  :-1 :1] [2-0  :-1 :2] [3-0  :-1 :9223372036854775807] [4-0  :-1 :9]]"
     );
-    assert_eq!(h.run("XINFO CONSUMERS s g").contains("pending=:0"), true);
+    assert!(h.run("XINFO CONSUMERS s g").contains("pending=:0"));
     // History never shows released entries.
     assert_eq!(h.run("XREADGROUP GROUP g alice STREAMS s 0"), "[[s []]]");
     h.run("XADD s 5-0 f v5");
@@ -424,7 +425,7 @@ fn xinfo_groups_consumers_full() {
 fn lag_and_entries_read_follow_spec_rules() {
     let mut h = with_entries(5);
     h.run("XREADGROUP GROUP g a COUNT 2 STREAMS s >");
-    assert_eq!(info_field(&mut h, "XINFO STREAM s FULL", "groups").contains("entries-read=:2 lag=:3"), true);
+    assert!(info_field(&mut h, "XINFO STREAM s FULL", "groups").contains("entries-read=:2 lag=:3"));
     // A deletion after the group's position makes lag unknown until the group passes it.
     h.run("XDEL s 4-0");
     assert!(h.run("XINFO GROUPS s").contains("lag=nil"));
