@@ -1,7 +1,7 @@
 //! Server administration that the differential scripts cannot express because it needs
 //! start-up options or watches connections close: requirepass and AUTH/HELLO AUTH, DEBUG with
 //! `enable-debug-command`, CLIENT KILL / CLIENT UNBLOCK ERROR on other connections, the idle
-//! `timeout`, `maxclients`, SHUTDOWN and CONFIG REWRITE. Where Redis behaves the same, the same
+//! `timeout`, `maxclients`, SHUTDOWN, CONFIG REWRITE and rill's `busy-poll-us`. Where Redis behaves the same, the same
 //! sequence runs against Redis 8.2.3 started with the same options and the bytes are compared.
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -222,4 +222,50 @@ fn config_rewrite_writes_the_config_file() {
     let plain = Server::rill();
     let mut c = plain.connect();
     assert_eq!(c.cmd(&["CONFIG", "REWRITE"]), b"-ERR The server is running without a config file\r\n");
+}
+
+#[test]
+fn busy_poll_us_is_read_set_and_bounded_at_run_time() {
+    // rill's own directive (no Redis counterpart): start-up value, CONFIG GET/SET, its bounds,
+    // and a server that keeps answering whether polling is on, off or at its limit.
+    let rill = Server::rill_with(&["--busy-poll-us", "35"]);
+    let mut c = rill.connect();
+    assert_eq!(c.cmd(&["CONFIG", "GET", "busy-poll-us"]), b"*2\r\n$12\r\nbusy-poll-us\r\n$2\r\n35\r\n");
+    for value in ["0", "1000", "20"] {
+        assert_eq!(c.cmd(&["CONFIG", "SET", "busy-poll-us", value]), b"+OK\r\n");
+        for _ in 0..50 {
+            assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+        }
+        sleep(Duration::from_millis(5));
+        assert_eq!(c.cmd(&["SET", "k", value]), b"+OK\r\n");
+        assert_eq!(c.cmd(&["GET", "k"]), format!("${}\r\n{value}\r\n", value.len()).into_bytes());
+    }
+    let err = String::from_utf8(c.cmd(&["CONFIG", "SET", "busy-poll-us", "1001"])).unwrap();
+    assert!(err.starts_with("-ERR CONFIG SET failed (possibly related to argument 'busy-poll-us')"), "{err}");
+    assert!(err.contains("argument must be between 0 and 1000 inclusive"), "{err}");
+    assert_eq!(c.cmd(&["CONFIG", "GET", "busy-poll-us"]), b"*2\r\n$12\r\nbusy-poll-us\r\n$2\r\n20\r\n");
+}
+
+#[test]
+fn an_idle_server_stops_polling() {
+    // Polling after work must end: a server left alone after a burst of requests (which grows
+    // the polling window to its limit) uses next to no CPU. Spinning for the whole second
+    // would show as ~100 ticks; the bound leaves a wide margin for a busy machine.
+    let rill = Server::rill_with(&["--busy-poll-us", "1000"]);
+    let mut c = rill.connect();
+    for _ in 0..2000 {
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    }
+    sleep(Duration::from_millis(200));
+    let ticks = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", rill.pid())).unwrap();
+        // Fields after the command name (which is in parentheses): utime is the 12th, stime the 13th.
+        let rest = stat.rsplit_once(')').unwrap().1;
+        let f: Vec<u64> = rest.split_whitespace().skip(11).take(2).map(|x| x.parse().unwrap()).collect();
+        f[0] + f[1]
+    };
+    let before = ticks();
+    sleep(Duration::from_secs(1));
+    let used = ticks() - before;
+    assert!(used < 20, "an idle server used {used} clock ticks in a second");
 }
