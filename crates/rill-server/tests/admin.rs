@@ -1,8 +1,9 @@
 //! Server administration that the differential scripts cannot express because it needs
 //! start-up options or watches connections close: requirepass and AUTH/HELLO AUTH, DEBUG with
 //! `enable-debug-command`, CLIENT KILL / CLIENT UNBLOCK ERROR on other connections, the idle
-//! `timeout`, `maxclients`, SHUTDOWN, CONFIG REWRITE and rill's `busy-poll-us`. Where Redis behaves the same, the same
-//! sequence runs against Redis 8.2.3 started with the same options and the bytes are compared.
+//! `timeout`, `maxclients`, SHUTDOWN, CONFIG REWRITE and rill's `busy-poll-us`. Where Redis
+//! behaves the same, the same sequence runs against Redis 8.2.3 started with the same options
+//! and the bytes are compared.
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
