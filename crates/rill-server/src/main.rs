@@ -10,10 +10,10 @@ mod clock;
 mod cmd;
 mod config;
 mod conn;
-mod poll;
 mod dispatch;
 mod info;
 mod logging;
+mod poll;
 mod state;
 
 use crate::config::Config;

@@ -42,8 +42,8 @@ fn wait_blocked(admin: &mut RawClient, n: usize) {
     panic!("never saw {want:?}");
 }
 
-/// The entry IDs in an XREADGROUP reply `[[key, [[id, fields], ...]]]` (RESP2).
-fn ids(reply: &[u8]) -> Vec<String> {
+/// The entries `(id, fields)` of an XREADGROUP reply `[[key, [[id, fields], ...]]]` (RESP2).
+fn entries(reply: &[u8]) -> Vec<(String, Value)> {
     let Value::Array(streams) = parse_value(reply).unwrap() else { panic!("not an array: {}", escape(reply)) };
     let mut out = Vec::new();
     for s in streams {
@@ -52,10 +52,30 @@ fn ids(reply: &[u8]) -> Vec<String> {
         for e in entries {
             let Value::Array(e) = e else { panic!() };
             let Value::Bulk(id) = &e[0] else { panic!() };
-            out.push(String::from_utf8(id.clone()).unwrap());
+            out.push((String::from_utf8(id.clone()).unwrap(), e[1].clone()));
         }
     }
     out
+}
+
+/// The entry IDs of an XREADGROUP reply.
+fn ids(reply: &[u8]) -> Vec<String> {
+    entries(reply).into_iter().map(|(id, _)| id).collect()
+}
+
+/// A connection to `server` after creating group `g` on a new stream `s`.
+fn admin_with_group(server: &Server) -> RawClient {
+    let mut admin = server.connect();
+    assert_eq!(admin.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]), b"+OK\r\n");
+    admin
+}
+
+/// Send (without waiting for a reply) a read of new entries of `s` as `consumer` of `g`
+/// that blocks until there is one.
+fn send_blocking_read(reader: &mut RawClient, consumer: &str) {
+    reader
+        .send_command(&[b"XREADGROUP", b"GROUP", b"g", consumer.as_bytes(), b"BLOCK", b"0", b"STREAMS", b"s", b">"])
+        .unwrap();
 }
 
 fn bulk(reply: &[u8]) -> String {
@@ -95,8 +115,7 @@ fn one_xadd_serves_every_blocked_group_and_each_reader_goes_on() {
 fn replies_pipelined_before_a_blocking_read_come_first() {
     for server in servers() {
         let label = server.label();
-        let mut admin = server.connect();
-        assert_eq!(admin.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]), b"+OK\r\n");
+        let mut admin = admin_with_group(&server);
         let mut reader = server.connect();
         // One write: three replies are due before the read blocks.
         let mut batch = Vec::new();
@@ -121,11 +140,10 @@ fn replies_pipelined_before_a_blocking_read_come_first() {
 fn a_blocked_read_under_client_reply_skip_or_off_sends_nothing() {
     for server in servers() {
         let label = server.label();
-        let mut admin = server.connect();
-        assert_eq!(admin.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]), b"+OK\r\n");
+        let mut admin = admin_with_group(&server);
         let mut reader = server.connect();
         reader.send_command(&[b"CLIENT", b"REPLY", b"SKIP"]).unwrap();
-        reader.send_command(&[b"XREADGROUP", b"GROUP", b"g", b"c", b"BLOCK", b"0", b"STREAMS", b"s", b">"]).unwrap();
+        send_blocking_read(&mut reader, "c");
         wait_blocked(&mut admin, 1);
         let first = bulk(&admin.cmd(&["XADD", "s", "*", "f", "1"]));
         wait_blocked(&mut admin, 0);
@@ -133,7 +151,7 @@ fn a_blocked_read_under_client_reply_skip_or_off_sends_nothing() {
         assert_eq!(reader.cmd(&["PING"]), b"+PONG\r\n", "{label}");
 
         reader.send_command(&[b"CLIENT", b"REPLY", b"OFF"]).unwrap();
-        reader.send_command(&[b"XREADGROUP", b"GROUP", b"g", b"c", b"BLOCK", b"0", b"STREAMS", b"s", b">"]).unwrap();
+        send_blocking_read(&mut reader, "c");
         wait_blocked(&mut admin, 1);
         let second = bulk(&admin.cmd(&["XADD", "s", "*", "f", "2"]));
         wait_blocked(&mut admin, 0);
@@ -153,23 +171,18 @@ fn a_reply_bigger_than_the_socket_takes_arrives_whole() {
     let value = vec![b'x'; 64 << 20];
     for server in servers() {
         let label = server.label();
-        let mut admin = server.connect();
-        assert_eq!(admin.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]), b"+OK\r\n");
+        let mut admin = admin_with_group(&server);
         let mut reader = server.connect();
         reader.set_read_timeout(Duration::from_secs(30));
-        reader.send_command(&[b"XREADGROUP", b"GROUP", b"g", b"c", b"BLOCK", b"0", b"STREAMS", b"s", b">"]).unwrap();
+        send_blocking_read(&mut reader, "c");
         wait_blocked(&mut admin, 1);
         let before = net_output(&mut admin);
         let id = bulk(&admin.request(&[b"XADD", b"s", b"*", b"big", &value]).unwrap());
         // Nothing read yet: the reply sits partly in the socket, partly with the server.
         let reply = reader.read_reply().unwrap();
         assert!(reply.len() > value.len(), "{label}");
-        let Value::Array(streams) = parse_value(&reply).unwrap() else { panic!() };
-        let Value::Array(kv) = &streams[0] else { panic!() };
-        let Value::Array(entries) = &kv[1] else { panic!() };
-        let Value::Array(entry) = &entries[0] else { panic!() };
-        assert_eq!(entry[0], Value::Bulk(id.into_bytes()), "{label}");
-        assert_eq!(entry[1], Value::Array(vec![Value::Bulk(b"big".to_vec()), Value::Bulk(value.clone())]), "{label}");
+        let fields = Value::Array(vec![Value::Bulk(b"big".to_vec()), Value::Bulk(value.clone())]);
+        assert!(entries(&reply) == [(id, fields)], "{label}: the entry differs");
         assert_eq!(reader.cmd(&["PING"]), b"+PONG\r\n", "{label}");
         // The server counts the bytes it wrote to the reader.
         assert!(net_output(&mut admin) - before >= reply.len() as u64, "{label}");
@@ -180,12 +193,11 @@ fn a_reply_bigger_than_the_socket_takes_arrives_whole() {
 fn a_reader_that_disconnects_while_blocked_costs_the_writer_nothing() {
     for server in servers() {
         let label = server.label();
-        let mut admin = server.connect();
-        assert_eq!(admin.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]), b"+OK\r\n");
+        let mut admin = admin_with_group(&server);
         let mut gone = server.connect();
-        gone.send_command(&[b"XREADGROUP", b"GROUP", b"g", b"gone", b"BLOCK", b"0", b"STREAMS", b"s", b">"]).unwrap();
+        send_blocking_read(&mut gone, "gone");
         let mut stays = server.connect();
-        stays.send_command(&[b"XREADGROUP", b"GROUP", b"g", b"stays", b"BLOCK", b"0", b"STREAMS", b"s", b">"]).unwrap();
+        send_blocking_read(&mut stays, "stays");
         wait_blocked(&mut admin, 2);
         drop(gone);
         // Whether or not the server noticed the close yet, the XADD is answered and the

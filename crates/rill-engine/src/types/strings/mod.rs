@@ -302,14 +302,10 @@ enum StrSlot {
     OtherType,
 }
 
-/// Look `key` up for a string command (lazy expiry included). Cloning `Bytes` is a refcount.
-fn str_slot(engine: &mut Engine, ctx: &CallCtx, key: &[u8], read: bool) -> StrSlot {
-    let entry = if read {
-        engine.lookup_read(ctx.db, key, ctx.now_ms)
-    } else {
-        engine.lookup(ctx.db, key, ctx.now_ms)
-    };
-    match entry.map(|e| &e.value) {
+/// Look `key` up for a string read (lazy expiry and hit/miss counts included). Cloning
+/// `Bytes` is a refcount.
+fn str_slot(engine: &mut Engine, ctx: &CallCtx, key: &[u8]) -> StrSlot {
+    match engine.lookup_read(ctx.db, key, ctx.now_ms).map(|e| &e.value) {
         None => StrSlot::Missing,
         Some(Value::Str(b)) => StrSlot::Str(b.clone()),
         Some(_) => StrSlot::OtherType,
@@ -318,7 +314,7 @@ fn str_slot(engine: &mut Engine, ctx: &CallCtx, key: &[u8], read: bool) -> StrSl
 
 /// The string at `key`, `None` when missing, WRONGTYPE for another type.
 fn read_str(engine: &mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<Bytes>, CmdError> {
-    match str_slot(engine, ctx, key, true) {
+    match str_slot(engine, ctx, key) {
         StrSlot::Missing => Ok(None),
         StrSlot::Str(b) => Ok(Some(b)),
         StrSlot::OtherType => Err(CmdError::WRONGTYPE),
@@ -545,7 +541,7 @@ fn mget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let out = args
         .iter()
         .skip(1)
-        .map(|key| match str_slot(engine, ctx, key, true) {
+        .map(|key| match str_slot(engine, ctx, key) {
             StrSlot::Str(b) => Reply::Bulk(b),
             _ => Reply::Null,
         })
