@@ -150,7 +150,9 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
             .group(group)
             .and_then(|g| g.pel().get(id))
             .map(|p| (p.owner.is_some(), p.delivery_count, p.delivery_time_ms));
-        let Some(entry) = stream.get(id) else {
+        // JUSTID needs only to know the entry is there, not its fields.
+        let entry = if opts.justid { stream.contains(id).then_some(None) } else { stream.get(id).map(Some) };
+        let Some(entry) = entry else {
             if pending.is_some() {
                 effects.push(stream.apply_group(GroupEffect::Acked { group: group.clone(), id }));
             }
@@ -181,7 +183,10 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
             count,
             active_ms: now,
         }));
-        out.push(if opts.justid { reply::id(id) } else { reply::entry(entry) });
+        out.push(match entry {
+            Some(entry) => reply::entry(entry),
+            None => reply::id(id),
+        });
     }
     engine.dirty += changes(&effects);
     ctx.emit_group(key, effects);

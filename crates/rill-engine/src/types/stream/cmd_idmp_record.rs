@@ -46,7 +46,7 @@ fn xidmprecord(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
         return Err(CmdError::full("ERR idempotent ID must be non-empty"));
     }
     let stream = args::write_stream(engine, ctx, key)?.ok_or(CmdError::NO_SUCH_KEY)?;
-    if stream.get(id).is_none() {
+    if !stream.contains(id) {
         return Err(CmdError::full("ERR No such message in stream"));
     }
     // IIDs past their duration go first, as the background expiry would have dropped them

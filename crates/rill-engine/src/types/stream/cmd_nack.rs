@@ -124,7 +124,7 @@ fn xnack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         let current = match stream.group(group).and_then(|g| g.pel().get(id)) {
             Some(p) => p.delivery_count,
             // FORCE creates a record (count 0) for an existing entry.
-            None if force && stream.get(id).is_some() => 0,
+            None if force && stream.contains(id) => 0,
             None => continue,
         };
         let count = mode.count(current, retry_count);

@@ -326,7 +326,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 let g = stream.group(&req.group)?;
                 g.pel()
                     .claim_order()
-                    .find(|(id, _)| stream.get(*id).is_some())
+                    .find(|(id, _)| stream.contains(*id))
                     .map(|(_, p)| p.delivery_time_ms)
             })
             .min()

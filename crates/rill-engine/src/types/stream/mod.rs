@@ -746,6 +746,16 @@ impl Stream {
             .collect()
     }
 
+    /// Whether `id` is a live entry, without decoding it. O(log K) plus a scan from the
+    /// nearest position mark.
+    pub fn contains(&self, id: StreamId) -> bool {
+        self.blocks
+            .range(..=id)
+            .next_back()
+            .and_then(|(&first, block)| block.find(first, id))
+            .is_some_and(|p| !p.deleted)
+    }
+
     /// The live entry `id`, if any. O(log K + B).
     pub fn get(&self, id: StreamId) -> Option<StreamEntry> {
         let (&first, block) = self.blocks.range(..=id).next_back()?;

@@ -634,7 +634,15 @@ fn check_same(s: &Stream, m: &Model) -> Result<(), TestCaseError> {
     // Point reads start from a block's position marks.
     for (id, fields) in &m.entries {
         prop_assert_eq!(s.get(*id), Some((*id, fields.clone())));
+        prop_assert!(s.contains(*id));
+        // Its neighbours are live exactly when the model has them (deleted ones included).
+        let next = StreamId { ms: id.ms, seq: id.seq.wrapping_add(1) };
+        let prev = StreamId { ms: id.ms, seq: id.seq.wrapping_sub(1) };
+        for other in [next, prev] {
+            prop_assert_eq!(s.contains(other), m.entries.contains_key(&other));
+        }
     }
+    prop_assert_eq!(s.contains(m.max_deleted), m.entries.contains_key(&m.max_deleted));
     Ok(())
 }
 
