@@ -182,6 +182,15 @@ pub(crate) struct Master<'a> {
 /// Reads a block's entries in storage order without allocating per entry: what range reads
 /// use, so that reaching the first entry of a range costs one pass over the entries before it
 /// (heads and values skipped, nothing decoded) instead of a decoded position list.
+/// Receives one entry's fields from [`EntryCursor::fields_at`]: their number first, then each
+/// name and value in order.
+pub(crate) trait FieldSink<'a> {
+    /// The entry has `n` fields.
+    fn count(&mut self, n: usize);
+    /// The next field.
+    fn field(&mut self, name: &'a [u8], value: Scalar<'a>);
+}
+
 #[derive(Debug)]
 pub(crate) struct EntryCursor<'a> {
     buf: &'a [u8],
@@ -220,21 +229,19 @@ impl<'a> EntryCursor<'a> {
     /// Decode the entry whose head is at `offset` (from [`Self::next_entry`]), passing each
     /// field name and value to `emit` in order. `None` if the bytes cannot be decoded (some
     /// fields may have been emitted).
-    pub(crate) fn fields_at(
-        &self,
-        offset: usize,
-        mut emit: impl FnMut(&'a [u8], Scalar<'a>),
-    ) -> Option<()> {
+    pub(crate) fn fields_at(&self, offset: usize, sink: &mut impl FieldSink<'a>) -> Option<()> {
         let buf = self.buf;
         let mut pos = offset;
         let (_, head) = read_head(buf, &mut pos, self.first)?;
         if head & FLAG_SAME_FIELDS != 0 {
+            sink.count(self.master.fields.len());
             for (name, master) in self.master.fields.iter().zip(&self.master.values) {
                 let v = resolve(read_value(buf, &mut pos)?, Some(*master))?;
-                emit(name, v);
+                sink.field(name, v);
             }
         } else {
             let count = get_varint(buf, &mut pos)?;
+            sink.count(usize::try_from(count).ok()?);
             let mut names_pos = pos;
             // Names come first, then the values: walk both with two cursors.
             for _ in 0..count {
@@ -244,7 +251,7 @@ impl<'a> EntryCursor<'a> {
             for _ in 0..count {
                 let len = usize::try_from(get_varint(buf, &mut names_pos)?).ok()?;
                 let name = take(buf, &mut names_pos, len)?;
-                emit(name, resolve(read_value(buf, &mut pos)?, None)?);
+                sink.field(name, resolve(read_value(buf, &mut pos)?, None)?);
             }
         }
         Some(())

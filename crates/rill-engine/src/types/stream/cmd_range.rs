@@ -215,7 +215,7 @@ pub(super) fn forward(
 /// ends the range as it does in [`Stream::range`](super::Stream::range).
 fn emit(out: &mut reply::EntriesBuilder, cursor: &EntryCursor<'_>, p: &EntryPos) -> bool {
     out.begin(p.id);
-    let decoded = cursor.fields_at(p.offset, |name, value| out.field(name, value));
+    let decoded = cursor.fields_at(p.offset, out);
     debug_assert!(decoded.is_some(), "undecodable stream entry");
     if decoded.is_none() {
         out.abandon();

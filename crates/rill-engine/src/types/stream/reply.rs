@@ -1,6 +1,7 @@
 //! Reply shapes shared by the stream commands (spec §2.2): IDs are bulk strings `ms-seq`, an
 //! entry is `[id, [field, value, ...]]` in both protocols.
 
+use super::block::FieldSink;
 use super::codec::{self, Scalar};
 use super::{StreamEntry, StreamId};
 use bytes::Bytes;
@@ -35,86 +36,81 @@ pub(super) fn id(id: StreamId) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(id_text(id, &mut text)))
 }
 
+/// Room kept at the front of an [`EntriesBuilder`]'s buffer for the `*<n>\r\n` header, which
+/// is written last: a marker, up to 20 digits, CRLF.
+const HEADER_ROOM: usize = 1 + codec::U64_MAX_DIGITS + 2;
+
 /// Builds an entries reply (`[[id, [f1, v1, ...]], ...]`) straight from a block cursor's
-/// output. Every ID, name and value text goes into one buffer, and the bulk strings are
-/// slices of it: one allocation for all the text instead of one per string.
-#[derive(Debug, Default)]
+/// output, encoded as RESP in one pass into one buffer: each entry's framing, ID and field
+/// texts are written as they are decoded, and the array header goes into room kept at the
+/// front once the number of entries is known.
+#[derive(Debug)]
 pub(super) struct EntriesBuilder {
-    text: Vec<u8>,
-    /// Name and value texts in order, as ranges of `text`.
-    spans: Vec<(usize, usize)>,
-    /// Per entry: its ID's range in `text` and the index of its first name in `spans`.
-    entries: Vec<((usize, usize), usize)>,
+    out: Vec<u8>,
+    entries: usize,
+    /// Where the current entry starts in `out` (to drop it).
+    entry_start: usize,
+    /// A number value's text, before it is framed.
+    scratch: Vec<u8>,
 }
 
 impl EntriesBuilder {
     /// A builder sized for about `entries` entries (at most 16 up front: a COUNT is a limit,
     /// and a reader keeping up gets one or two entries, so bigger replies grow as they go).
     pub(super) fn with_capacity(entries: usize) -> EntriesBuilder {
-        let entries = entries.min(16);
-        EntriesBuilder {
-            text: Vec::with_capacity(entries * 96),
-            spans: Vec::with_capacity(entries * 8),
-            entries: Vec::with_capacity(entries),
-        }
+        let mut out = Vec::with_capacity(HEADER_ROOM + entries.min(16) * 160);
+        out.resize(HEADER_ROOM, 0);
+        EntriesBuilder { out, entries: 0, entry_start: HEADER_ROOM, scratch: Vec::new() }
     }
 
     /// Entries added so far.
     pub(super) fn len(&self) -> usize {
-        self.entries.len()
+        self.entries
     }
 
-    /// Start an entry; its fields follow with [`Self::field`].
+    /// Start an entry; its field count and fields follow through [`FieldSink`].
     pub(super) fn begin(&mut self, id: StreamId) {
-        let start = self.text.len();
-        codec::put_u64_text(&mut self.text, id.ms);
-        self.text.push(b'-');
-        codec::put_u64_text(&mut self.text, id.seq);
-        self.entries.push(((start, self.text.len()), self.spans.len()));
-    }
-
-    /// One field of the current entry.
-    pub(super) fn field(&mut self, name: &[u8], value: Scalar<'_>) {
-        let start = self.text.len();
-        self.text.extend_from_slice(name);
-        let middle = self.text.len();
-        codec::render(value, &mut self.text);
-        self.spans.push((start, middle));
-        self.spans.push((middle, self.text.len()));
+        self.entry_start = self.out.len();
+        self.entries += 1;
+        let mut text = [0u8; ID_MAX_TEXT_BYTES];
+        self.out.extend_from_slice(b"*2\r\n");
+        put_bulk(&mut self.out, id_text(id, &mut text));
     }
 
     /// Drop the current entry (its decoding failed part-way).
     pub(super) fn abandon(&mut self) {
-        if let Some(((start, _), first_span)) = self.entries.pop() {
-            self.text.truncate(start);
-            self.spans.truncate(first_span);
-        }
+        self.out.truncate(self.entry_start);
+        self.entries -= 1;
     }
 
     /// The reply: the entries array already encoded as RESP ([`Reply::Raw`]; an entry list is
     /// arrays and bulk strings only, the same bytes in RESP2 and RESP3).
-    pub(super) fn finish(self) -> Reply {
-        Reply::Raw(Bytes::from(self.encode()))
+    pub(super) fn finish(mut self) -> Reply {
+        let mut header = Vec::with_capacity(HEADER_ROOM);
+        put_header(&mut header, b'*', self.entries);
+        let start = HEADER_ROOM.saturating_sub(header.len());
+        if let Some(room) = self.out.get_mut(start..HEADER_ROOM) {
+            room.copy_from_slice(&header);
+        }
+        Reply::Raw(Bytes::from(self.out).slice(start..))
+    }
+}
+
+impl<'a> FieldSink<'a> for EntriesBuilder {
+    fn count(&mut self, n: usize) {
+        put_header(&mut self.out, b'*', 2 * n);
     }
 
-    /// The entries array as RESP bytes: `*n`, then per entry `*2 $id *2k $f $v ...`.
-    fn encode(&self) -> Vec<u8> {
-        let text = self.text.as_slice();
-        // Headers and bulk framing add at most ~16 bytes per string.
-        let mut out = Vec::with_capacity(text.len() + 16 * (self.spans.len() + 2 * self.entries.len()) + 16);
-        put_header(&mut out, b'*', self.entries.len());
-        let mut entries = self.entries.iter().peekable();
-        while let Some(&((id_start, id_end), first)) = entries.next() {
-            let last = entries.peek().map_or(self.spans.len(), |&&(_, next)| next);
-            let fields = self.spans.get(first..last).unwrap_or_default();
-            out.extend_from_slice(b"*2\r\n");
-            put_bulk(&mut out, text.get(id_start..id_end).unwrap_or_default());
-            put_header(&mut out, b'*', fields.len());
-            for &(start, end) in fields {
-                put_bulk(&mut out, text.get(start..end).unwrap_or_default());
+    fn field(&mut self, name: &'a [u8], value: Scalar<'a>) {
+        put_bulk(&mut self.out, name);
+        match value {
+            Scalar::Raw(text) => put_bulk(&mut self.out, text),
+            number => {
+                self.scratch.clear();
+                codec::render(number, &mut self.scratch);
+                put_bulk(&mut self.out, &self.scratch);
             }
         }
-        out
     }
 }
 
