@@ -69,20 +69,16 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         self.len == 0
     }
 
-    /// The separator of the chunk that holds (or would hold) `key`; `None` if the map is
-    /// empty. O(log n).
-    fn chunk_for(&self, key: &K) -> Option<K> {
-        self.chunks
-            .range(..=*key)
-            .next_back()
-            .or_else(|| self.chunks.iter().next())
-            .map(|(sep, _)| *sep)
+    /// The chunk that holds `key` if it is stored, with its separator: the last chunk
+    /// filed at or below `key` (a key below every separator is not stored). One descent of
+    /// the directory. O(log n).
+    fn chunk_of(&self, key: &K) -> Option<(K, &VecDeque<(K, V)>)> {
+        self.chunks.range(..=*key).next_back().map(|(sep, chunk)| (*sep, chunk))
     }
 
     /// The value for `key`. O(log n).
     pub fn get(&self, key: &K) -> Option<&V> {
-        let sep = self.chunk_for(key)?;
-        let chunk = self.chunks.get(&sep)?;
+        let (_, chunk) = self.chunk_of(key)?;
         let pos = chunk.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
         chunk.get(pos).map(|(_, v)| v)
     }
@@ -94,19 +90,10 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
 
     /// Store `value` under `key`, returning the value it replaces. O(log n + CHUNK_LEN).
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
-        let Some(mut sep) = self.chunk_for(&key) else {
-            self.chunks.insert(key, VecDeque::from([(key, value)]));
-            self.len = 1;
-            return None;
+        let Some((sep, chunk)) = self.chunks.range_mut(..=key).next_back() else {
+            return self.insert_below_all(key, value);
         };
-        if key < sep {
-            // Below every separator: the first chunk takes it and is re-filed under `key`.
-            if let Some(chunk) = self.chunks.remove(&sep) {
-                self.chunks.insert(key, chunk);
-            }
-            sep = key;
-        }
-        let chunk = self.chunks.get_mut(&sep)?;
+        let sep = *sep;
         let pos = match chunk.binary_search_by(|(k, _)| k.cmp(&key)) {
             Ok(pos) => {
                 let slot = chunk.get_mut(pos)?;
@@ -129,22 +116,47 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
                 right.insert(pos - CHUNK_LEN / 2, (key, value));
             }
             if let Some((first, _)) = right.front() {
-                self.chunks.insert(*first, right);
+                let first = *first;
+                debug_assert!(first > sep);
+                self.chunks.insert(first, right);
             }
+        }
+        None
+    }
+
+    /// [`Self::insert`] of a key below every separator (or into an empty map): the first chunk
+    /// takes it and is re-filed under `key`. Never a replacement: such a key is not stored.
+    fn insert_below_all(&mut self, key: K, value: V) -> Option<V> {
+        let Some(mut first) = self.chunks.pop_first().map(|(_, chunk)| chunk) else {
+            self.chunks.insert(key, VecDeque::from([(key, value)]));
+            self.len = 1;
+            return None;
+        };
+        self.len += 1;
+        if first.len() < CHUNK_LEN {
+            first.push_front((key, value));
+            self.chunks.insert(key, first);
+        } else {
+            // Full: the key starts a chunk of its own in front.
+            if let Some((sep, _)) = first.front() {
+                self.chunks.insert(*sep, first);
+            }
+            self.chunks.insert(key, VecDeque::from([(key, value)]));
         }
         None
     }
 
     /// Remove `key`, returning its value. O(log n + CHUNK_LEN).
     pub fn remove(&mut self, key: &K) -> Option<V> {
-        let sep = self.chunk_for(key)?;
-        let chunk = self.chunks.get_mut(&sep)?;
+        let (sep, chunk) = self.chunks.range_mut(..=*key).next_back()?;
+        let sep = *sep;
         let pos = chunk.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
         let (_, value) = chunk.remove(pos)?;
+        let left = chunk.len();
         self.len -= 1;
-        if chunk.is_empty() {
+        if left == 0 {
             self.chunks.remove(&sep);
-        } else if chunk.len() <= CHUNK_LEN / 4 {
+        } else if left <= CHUNK_LEN / 4 {
             self.merge_small(sep);
         }
         Some(value)
@@ -183,7 +195,8 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
 
     /// Pairs with key ≥ `start`, ascending. O(log n + CHUNK_LEN) to start.
     pub fn iter_from(&self, start: K) -> impl Iterator<Item = (K, V)> + '_ {
-        let sep = self.chunk_for(&start);
+        // From the chunk that would hold `start` (the first one if `start` is below all).
+        let sep = self.chunk_of(&start).map(|(sep, _)| sep).or_else(|| self.chunks.keys().next().copied());
         sep.into_iter()
             .flat_map(move |sep| self.chunks.range(sep..))
             .flat_map(|(_, c)| c.iter().copied())
@@ -268,6 +281,17 @@ mod tests {
             m.insert(k, ());
         }
         // 8 bytes a key, plus the directory and the last chunk's tail.
+        assert!(m.heap_bytes() < 10_000 * 9, "{}", m.heap_bytes());
+    }
+
+    #[test]
+    fn descending_inserts_fill_chunks() {
+        let mut m: ChunkedSet<u64> = ChunkedMap::default();
+        for k in (0..10_000).rev() {
+            m.insert(k, ());
+        }
+        assert!(m.validate());
+        assert!(m.iter().map(|(k, _)| k).eq(0..10_000));
         assert!(m.heap_bytes() < 10_000 * 9, "{}", m.heap_bytes());
     }
 

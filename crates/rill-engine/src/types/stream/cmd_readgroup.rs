@@ -301,7 +301,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             .iter()
             .any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
         engine.dirty += u64::from(created) + u64::from(delivered);
-        ctx.emit_group(key, effects.split_off(before));
+        ctx.emit_group(key, effects.drain(before..));
     }
 
     if !served.is_empty() {

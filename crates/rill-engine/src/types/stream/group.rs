@@ -113,12 +113,19 @@ impl ConsumerGroup {
         })
     }
 
-    /// Give `id` to `consumer` with this time and count (creating the consumer with seen-time
-    /// `time_ms` if needed).
-    fn own(&mut self, id: StreamId, consumer: &Bytes, time_ms: i64, count: u64) {
-        let owner = match self.consumers.get(consumer) {
-            Some(c) => c.owner,
-            None => self.consumer_or_create(&crate::types::owned(consumer), time_ms).owner,
+    /// Give `id` to `consumer` with this time and count, and set the consumer's active-time to
+    /// `active_ms` (creating it with seen-time `time_ms` if needed). One consumer lookup.
+    fn own(&mut self, id: StreamId, consumer: &Bytes, time_ms: i64, count: u64, active_ms: i64) {
+        let owner = match self.consumers.get_mut(consumer) {
+            Some(c) => {
+                c.active_time_ms = active_ms;
+                c.owner
+            }
+            None => {
+                let c = self.consumer_or_create(&crate::types::owned(consumer), time_ms);
+                c.active_time_ms = active_ms;
+                c.owner
+            }
         };
         self.pel.set_owned(id, owner, time_ms, count);
     }
@@ -374,8 +381,7 @@ impl Stream {
                     g.last_delivered_id = *id;
                     g.entries_read = *entries_read;
                     if !*noack {
-                        g.own(*id, consumer, *time_ms, 1);
-                        g.consumer_or_create(consumer, *time_ms).active_time_ms = *time_ms;
+                        g.own(*id, consumer, *time_ms, 1, *time_ms);
                     }
                 }
             }
@@ -386,8 +392,7 @@ impl Stream {
             }
             GroupEffect::Claimed { group, consumer, id, time_ms, count, active_ms } => {
                 if let Some(g) = self.groups.get_mut(group) {
-                    g.own(*id, consumer, *time_ms, *count);
-                    g.consumer_or_create(consumer, *active_ms).active_time_ms = *active_ms;
+                    g.own(*id, consumer, *time_ms, *count, *active_ms);
                 }
             }
             GroupEffect::Nacked { group, id, count } => {

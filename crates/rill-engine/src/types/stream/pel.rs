@@ -316,7 +316,8 @@ impl Pel {
         if self.owner(owner.0).is_none() {
             return false;
         }
-        let existed = self.remove(id);
+        // A new delivery comes after every pending ID: nothing to replace, no lookup needed.
+        let existed = self.by_id.last().is_some_and(|(last, _)| last >= id) && self.remove(id);
         let count = self.store_count(id, delivery_count);
         self.by_id.insert(id, Record { time_or_seq: delivery_time_ms, count, owner: owner.0 });
         self.delivered.insert((delivery_time_ms, id), ());
