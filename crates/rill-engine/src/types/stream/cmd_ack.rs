@@ -8,7 +8,7 @@
 //! Acknowledging is group bookkeeping: it does not invalidate WATCH (spec §8); XACKDEL does
 //! when it deletes an entry.
 
-use super::args;
+use super::{args, reply};
 use super::cmd_delete::parse_ids_args;
 use super::group::GroupEffect;
 use super::{RefStrategy, StreamId};
@@ -73,15 +73,9 @@ fn xack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         .iter()
         .map(|a| args::strict_id(a))
         .collect::<Result<Vec<StreamId>, _>>()?;
-    let mut acked = 0i64;
-    for id in ids {
-        if stream.group(group).is_some_and(|g| g.pel().contains(id)) {
-            stream.apply_group(GroupEffect::Acked { group: group.clone(), id });
-            acked += 1;
-        }
-    }
-    engine.dirty += acked as u64;
-    Ok(Reply::Integer(acked))
+    let acked = stream.ack(group, &ids);
+    engine.dirty += acked;
+    Ok(reply::count(acked))
 }
 
 /// XACKDEL per-ID results.
