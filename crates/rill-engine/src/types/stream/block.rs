@@ -201,6 +201,11 @@ pub(crate) struct EntryCursor<'a> {
 }
 
 impl<'a> EntryCursor<'a> {
+    /// The block's master entry.
+    pub(crate) fn master(&self) -> &Master<'a> {
+        &self.master
+    }
+
     /// The next entry's place and head, its values skipped. `None` at the end of the block
     /// or if the bytes cannot be decoded.
     pub(crate) fn next_entry(&mut self) -> Option<EntryPos> {

@@ -144,20 +144,20 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         }
     }
     touch_consumer(stream, group, consumer, now, &mut effects);
+    // JUSTID replies with IDs; otherwise the entries go straight from the blocks into the reply.
     let mut out = Vec::new();
+    let mut entries_out = reply::EntriesBuilder::with_capacity(ids.len());
     for id in ids {
         let pending = stream
             .group(group)
             .and_then(|g| g.pel().get(id))
             .map(|p| (p.owner.is_some(), p.delivery_count, p.delivery_time_ms));
-        // JUSTID needs only to know the entry is there, not its fields.
-        let entry = if opts.justid { stream.contains(id).then_some(None) } else { stream.get(id).map(Some) };
-        let Some(entry) = entry else {
+        if !stream.contains(id) {
             if pending.is_some() {
                 effects.push(stream.apply_group(GroupEffect::Acked { group: group.clone(), id }));
             }
             continue;
-        };
+        }
         // FORCE makes a missing record: unowned, count 1, then claimed below.
         let (owned, count) = match &pending {
             Some((owned, count, _)) => (*owned, *count),
@@ -183,14 +183,15 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
             count,
             active_ms: now,
         }));
-        out.push(match entry {
-            Some(entry) => reply::entry(entry),
-            None => reply::id(id),
-        });
+        if opts.justid {
+            out.push(reply::id(id));
+        } else {
+            entries_out.push_stored(stream, id);
+        }
     }
     engine.dirty += changes(&effects);
     ctx.emit_group(key, effects);
-    Ok(Reply::Array(out))
+    Ok(if opts.justid { Reply::Array(out) } else { entries_out.finish() })
 }
 
 /// What counts as a change for `rdb_changes_since_last_save`: everything but seen-time.
@@ -256,9 +257,11 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     // a claim changes only its own record, so later decisions do not depend on earlier ones.
     enum Step {
         Deleted(StreamId),
-        Claim(StreamId, u64, Option<super::StreamEntry>),
+        Claim(StreamId, u64),
     }
     let mut steps = Vec::new();
+    // Without JUSTID the claimed entries go straight from the blocks into the reply.
+    let mut entries_out = reply::EntriesBuilder::with_capacity(usize::try_from(count).unwrap_or(usize::MAX));
     let mut last_inspected: Option<StreamId> = None;
     if let Some(g) = stream.group(group) {
         let mut entries = stream.lookup();
@@ -272,21 +275,17 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 break;
             };
             last_inspected = Some(id);
-            let entry = if justid { entries.contains(id).then_some(None) } else { entries.get(id).map(Some) };
-            match entry {
-                None => {
-                    steps.push(Step::Deleted(id));
+            if !entries.contains(id) {
+                steps.push(Step::Deleted(id));
+                slots -= 1;
+            } else {
+                let idle_enough = pending.owner.is_none()
+                    || min_idle == 0
+                    || now.wrapping_sub(pending.delivery_time_ms) >= min_idle;
+                if idle_enough && (justid || entries_out.push_found(&mut entries, id, 0).is_some()) {
+                    let count = if justid { pending.delivery_count } else { bump(pending.delivery_count) };
+                    steps.push(Step::Claim(id, count));
                     slots -= 1;
-                }
-                Some(entry) => {
-                    let idle_enough = pending.owner.is_none()
-                        || min_idle == 0
-                        || now.wrapping_sub(pending.delivery_time_ms) >= min_idle;
-                    if idle_enough {
-                        let count = if justid { pending.delivery_count } else { bump(pending.delivery_count) };
-                        steps.push(Step::Claim(id, count, entry));
-                        slots -= 1;
-                    }
                 }
             }
             if id.next().is_none() {
@@ -302,7 +301,7 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 effects.push(stream.apply_group(GroupEffect::Acked { group: group.clone(), id }));
                 deleted.push(reply::id(id));
             }
-            Step::Claim(id, count, entry) => {
+            Step::Claim(id, count) => {
                 effects.push(stream.apply_group(GroupEffect::Claimed {
                     group: group.clone(),
                     consumer: consumer.clone(),
@@ -311,10 +310,9 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                     count,
                     active_ms: now,
                 }));
-                claimed.push(match entry {
-                    Some(entry) => reply::entry(entry),
-                    None => reply::id(id),
-                });
+                if justid {
+                    claimed.push(reply::id(id));
+                }
             }
         }
     }
@@ -328,5 +326,6 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     };
     engine.dirty += changes(&effects);
     ctx.emit_group(key, effects);
-    Ok(Reply::Array(vec![reply::id(cursor), Reply::Array(claimed), Reply::Array(deleted)]))
+    let claimed = if justid { Reply::Array(claimed) } else { entries_out.finish() };
+    Ok(Reply::Array(vec![reply::id(cursor), claimed, Reply::Array(deleted)]))
 }

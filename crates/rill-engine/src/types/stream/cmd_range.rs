@@ -214,14 +214,7 @@ pub(super) fn forward(
 /// Add one entry to the reply; false (entry dropped) if its bytes cannot be decoded, which
 /// ends the range as it does in [`Stream::range`](super::Stream::range).
 fn emit(out: &mut reply::EntriesBuilder, cursor: &EntryCursor<'_>, p: &EntryPos) -> bool {
-    out.begin(p.id);
-    let decoded = cursor.fields_at(p.offset, out);
-    debug_assert!(decoded.is_some(), "undecodable stream entry");
-    if decoded.is_none() {
-        out.abandon();
-        return false;
-    }
-    true
+    out.push(cursor, p)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use super::cmd_read::{
     TIMEOUT_OUT_OF_RANGE,
 };
 use super::group::{bump, GroupEffect};
-use super::{cmd_range, reply, Stream, StreamEntry, StreamId};
+use super::{cmd_range, reply, Stream, StreamId};
 use crate::command::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::util::parse_i64;
 use crate::{BlockRequest, CallCtx, CmdError, Engine};
@@ -283,10 +283,10 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                         served.push((key.clone(), entries));
                     }
                 } else {
-                    let entries =
-                        claim_and_new(stream, &req, claim, ctx.now_ms, &mut budget, &mut effects);
-                    if !entries.is_empty() {
-                        served.push((key.clone(), Reply::Array(entries)));
+                    if let Some(entries) =
+                        claim_and_new(stream, &req, claim, ctx.now_ms, &mut budget, &mut effects)
+                    {
+                        served.push((key.clone(), entries));
                     }
                 }
             }
@@ -360,34 +360,48 @@ fn history(
             Some(g.pending_ids(g.consumer(&req.consumer)?, Excluded(after)).take(take).collect())
         })
         .unwrap_or_default();
-    let mut out = Vec::with_capacity(ids.len());
+    // Entries are encoded straight from the blocks into one buffer, then handed out as slices
+    // of it; an entry whose payload is gone is `[id, nil]` (protocol-dependent, so a tree).
+    enum Part {
+        Entry(usize, usize),
+        Gone(StreamId),
+    }
+    let mut writer = reply::EntryWriter::default();
+    let mut buf = Vec::new();
+    let mut parts = Vec::with_capacity(ids.len());
     for id in ids {
-        match stream.get(id) {
-            Some(entry) => {
-                if !budget.take(|| reply::entry_wire_bytes(&entry)) {
-                    break;
-                }
-                let count = stream
-                    .group(&req.group)
-                    .and_then(|g| g.pel().get(id))
-                    .map_or(1, |e| bump(e.delivery_count));
-                effects.push(stream.apply_group(GroupEffect::Redelivered {
-                    group: req.group.clone(),
-                    id,
-                    time_ms: now_ms,
-                    count,
-                }));
-                out.push(reply::entry(entry));
+        let start = buf.len();
+        if stream.write_entry(id, 0, &mut writer, &mut buf) {
+            if !budget.take(|| (buf.len() - start) as u64) {
+                buf.truncate(start);
+                break;
             }
-            None => {
-                if !budget.take(|| reply::entry_wire_bytes(&(id, Vec::new()))) {
-                    break;
-                }
-                out.push(Reply::Array(vec![reply::id(id), Reply::NullArray]));
+            let count = stream
+                .group(&req.group)
+                .and_then(|g| g.pel().get(id))
+                .map_or(1, |e| bump(e.delivery_count));
+            effects.push(stream.apply_group(GroupEffect::Redelivered {
+                group: req.group.clone(),
+                id,
+                time_ms: now_ms,
+                count,
+            }));
+            parts.push(Part::Entry(start, buf.len()));
+        } else {
+            if !budget.take(|| reply::entry_wire_bytes(&(id, Vec::new()))) {
+                break;
             }
+            parts.push(Part::Gone(id));
         }
     }
-    out
+    let buf = Bytes::from(buf);
+    parts
+        .into_iter()
+        .map(|part| match part {
+            Part::Entry(start, end) => Reply::Raw(buf.slice(start..end)),
+            Part::Gone(id) => Reply::Array(vec![reply::id(id), Reply::NullArray]),
+        })
+        .collect()
 }
 
 /// A `>` read without CLAIM or MAXSIZE (the usual one): new entries go straight from the
@@ -438,7 +452,8 @@ fn new_entries(
 }
 
 /// A `>` read: with CLAIM, idle pending entries first (4-element replies), then new entries
-/// (4-element with CLAIM, else 2-element), COUNT over both together.
+/// (4-element with CLAIM, else 2-element), COUNT over both together. The entries go straight
+/// from the blocks into a pre-encoded reply; `None` if there are none.
 fn claim_and_new(
     stream: &mut Stream,
     req: &Request,
@@ -446,84 +461,105 @@ fn claim_and_new(
     now_ms: i64,
     budget: &mut Budget,
     effects: &mut Vec<GroupEffect>,
-) -> Vec<Reply> {
+) -> Option<Reply> {
     let room = |n: usize| req.count == 0 || (n as u64) < req.count;
-    let mut out = Vec::new();
+    let mut out = reply::EntriesBuilder::with_capacity(usize::try_from(req.count).unwrap_or(usize::MAX).max(1));
     if let Some(min_idle) = claim {
-        let mut picks: Vec<(StreamEntry, i64, u64)> = Vec::new();
+        // (ID, delivery count before this claim) of each entry added.
+        let mut picks: Vec<(StreamId, u64)> = Vec::new();
         if let Some(g) = stream.group(&req.group) {
             let mut entries = stream.lookup();
             for (id, pending) in g.pel().claim_order() {
                 let idle = now_ms.wrapping_sub(pending.delivery_time_ms);
                 // Redis compares unsigned: a delivery time in the future counts as idle.
-                if (idle as u64) < min_idle {
+                if (idle as u64) < min_idle || !room(picks.len()) {
                     break;
                 }
                 // Entries whose payload is gone are skipped and left pending.
-                let Some(entry) = entries.get(id) else { continue };
-                if !room(picks.len()) || !budget.take(|| reply::entry_wire_bytes(&entry) + 20) {
+                let Some(size) = out.push_found(&mut entries, id, 2) else { continue };
+                // MAXSIZE counts the entry as a 2-element one plus 20 bytes.
+                if !budget.take(|| size as u64 + 20) {
+                    out.pop(size);
                     break;
                 }
-                picks.push((entry, idle, pending.delivery_count));
+                out.int(idle);
+                out.int(i64::try_from(pending.delivery_count).unwrap_or(i64::MAX));
+                picks.push((id, pending.delivery_count));
             }
         }
-        for (entry, idle, count) in picks {
+        for (id, count) in picks {
             effects.push(stream.apply_group(GroupEffect::Claimed {
                 group: req.group.clone(),
                 consumer: req.consumer.clone(),
-                id: entry.0,
+                id,
                 time_ms: now_ms,
                 count: bump(count),
                 active_ms: now_ms,
             }));
-            out.push(claimed_entry(entry, idle, count));
         }
     }
-    if !room(out.len()) {
-        return out;
-    }
-    let Some(last_delivered) = stream.group(&req.group).map(|g| g.last_delivered_id) else {
-        return out;
-    };
-    if stream.last_live_id().is_none_or(|last| last <= last_delivered) {
-        return out;
-    }
-    let Some(start) = last_delivered.next() else { return out };
-    let mut fresh = Vec::new();
-    for entry in stream.range(start, StreamId::MAX, false) {
-        if !room(out.len() + fresh.len()) {
-            break;
-        }
-        let extra = if claim.is_some() { 6 } else { 0 };
-        if !budget.take(|| reply::entry_wire_bytes(&entry) + extra) {
-            break;
-        }
-        fresh.push(entry);
-    }
-    for entry in fresh {
+    let fresh = new_after_claims(stream, req, claim.is_some(), &room, budget, &mut out);
+    for id in fresh {
         let Some(g) = stream.group(&req.group) else { break };
-        let entries_read = stream.entries_read_after(g, entry.0);
+        let entries_read = stream.entries_read_after(g, id);
         effects.push(stream.apply_group(GroupEffect::Delivered {
             group: req.group.clone(),
             consumer: req.consumer.clone(),
-            id: entry.0,
+            id,
             time_ms: now_ms,
             entries_read,
             noack: req.noack,
         }));
-        out.push(if claim.is_some() { claimed_entry(entry, 0, 0) } else { reply::entry(entry) });
     }
-    out
+    (out.len() > 0).then(|| out.finish())
 }
 
-/// `[id, [fields...], idle-ms, delivery-count]`.
-fn claimed_entry(entry: StreamEntry, idle: i64, count: u64) -> Reply {
-    let Reply::Array(mut parts) = reply::entry(entry) else {
-        return Reply::Null;
+/// The new entries [`claim_and_new`] adds after its claims, while `room` and `budget` allow:
+/// 4-element (idle 0, count 0) when `claimed`, else 2-element. Returns their IDs.
+fn new_after_claims(
+    stream: &Stream,
+    req: &Request,
+    claimed: bool,
+    room: &impl Fn(usize) -> bool,
+    budget: &mut Budget,
+    out: &mut reply::EntriesBuilder,
+) -> Vec<StreamId> {
+    let mut ids = Vec::new();
+    let Some(last_delivered) = stream.group(&req.group).map(|g| g.last_delivered_id) else {
+        return ids;
     };
-    parts.push(Reply::Integer(idle));
-    parts.push(reply::count(count));
-    Reply::Array(parts)
+    if stream.last_live_id().is_none_or(|last| last <= last_delivered) {
+        return ids;
+    }
+    let Some(start) = last_delivered.next() else { return ids };
+    let (extra, extra_bytes) = if claimed { (2, 6) } else { (0, 0) };
+    // The block holding `start` is the last one keyed at or before it.
+    let seek = stream.blocks.range(..=start).next_back().map_or(start, |(k, _)| *k);
+    for (&first, block) in stream.blocks.range(seek..) {
+        if block.last_id() < start {
+            continue;
+        }
+        let Some(mut cursor) = block.cursor_from(first, start) else { continue };
+        while let Some(p) = cursor.next_entry() {
+            if p.deleted || p.id < start {
+                continue;
+            }
+            if !room(out.len()) {
+                return ids;
+            }
+            let Some(size) = out.push_extra(&cursor, &p, extra) else { return ids };
+            if !budget.take(|| (size + extra_bytes) as u64) {
+                out.pop(size);
+                return ids;
+            }
+            if claimed {
+                out.int(0);
+                out.int(0);
+            }
+            ids.push(p.id);
+        }
+    }
+    ids
 }
 
 /// RESP3: a map key → entries. RESP2: an array of `[key, entries]` pairs.

@@ -486,7 +486,9 @@ fn flow_reclaim_after_crash_with_dead_letters() {
     let reply = h.call(args);
     let rill_resp::Reply::Array(parts) = reply else { panic!("not an array") };
     assert_eq!(show(&parts[0]), "0-0");
-    let rill_resp::Reply::Array(claimed) = &parts[1] else { panic!() };
+    // The entries come pre-encoded; read them back as a tree.
+    let claimed = super::reply::tree(&parts[1]);
+    let rill_resp::Reply::Array(claimed) = &claimed else { panic!() };
     assert_eq!(claimed.len(), 50);
     assert_eq!(h.run("XPENDING jobs g - + 100 c2").matches(" :2]").count(), 50);
     assert_eq!(h.run("XPENDING jobs g"), "[:50 1-0 50-0 [[c2 50]]]");

@@ -56,7 +56,7 @@ mod tests;
 use crate::command::CommandSpec;
 
 use crate::CmdError;
-use block::{Block, EntryPos, Master};
+use block::{Block, EntryCursor, EntryPos, Master};
 use bytes::Bytes;
 use std::collections::btree_map;
 use std::collections::BTreeMap;
@@ -756,6 +756,16 @@ impl Stream {
             .is_some_and(|p| !p.deleted)
     }
 
+    /// Append the live entry `id` to `out` as RESP (see [`reply::EntryWriter`]); false if
+    /// there is no such live entry. O(log K) plus a scan from the nearest position mark.
+    fn write_entry(&self, id: StreamId, extra: usize, w: &mut reply::EntryWriter, out: &mut Vec<u8>) -> bool {
+        let Some((&first, block)) = self.blocks.range(..=id).next_back() else { return false };
+        match (block.find(first, id), block.cursor(first)) {
+            (Some(p), Some(cursor)) if !p.deleted => w.entry(out, id, extra, &cursor, p.offset),
+            _ => false,
+        }
+    }
+
     /// The live entry `id`, if any. O(log K + B).
     pub fn get(&self, id: StreamId) -> Option<StreamEntry> {
         let (&first, block) = self.blocks.range(..=id).next_back()?;
@@ -892,7 +902,8 @@ struct LookupBlock<'a> {
     /// First ID of the next block: the decoded block covers `first..next`.
     next: Option<StreamId>,
     block: &'a Block,
-    master: Master<'a>,
+    /// Reads the block's entries (its master decoded once).
+    cursor: EntryCursor<'a>,
     names: Vec<Bytes>,
     positions: Vec<EntryPos>,
 }
@@ -911,10 +922,10 @@ impl<'a> EntryLookup<'a> {
         if !covered {
             let (&first, block) = self.stream.blocks.range(..=id).next_back()?;
             let next = self.stream.blocks.range((Excluded(first), Unbounded)).next().map(|(k, _)| *k);
-            let master = block.master(first)?;
-            let names = master.fields.iter().map(|f| Bytes::copy_from_slice(f)).collect();
+            let cursor = block.cursor(first)?;
+            let names = cursor.master().fields.iter().map(|f| Bytes::copy_from_slice(f)).collect();
             let positions = block.positions(first)?;
-            self.cur = Some(LookupBlock { first, next, block, master, names, positions });
+            self.cur = Some(LookupBlock { first, next, block, cursor, names, positions });
         }
         self.cur.as_ref()
     }
@@ -931,10 +942,20 @@ impl<'a> EntryLookup<'a> {
         self.position(id).is_some()
     }
 
+    /// Append the live entry `id` to `out` as RESP, an array of `2 + extra` elements whose
+    /// last `extra` the caller appends (see [`reply::EntryWriter`]). False (nothing written) if
+    /// there is no such live entry.
+    fn write(&mut self, id: StreamId, extra: usize, w: &mut reply::EntryWriter, out: &mut Vec<u8>) -> bool {
+        match self.position(id) {
+            Some((c, offset)) => w.entry(out, id, extra, &c.cursor, offset),
+            None => false,
+        }
+    }
+
     /// The live entry `id`, if any.
     pub fn get(&mut self, id: StreamId) -> Option<StreamEntry> {
         let (c, offset) = self.position(id)?;
-        let fields = c.block.decode_at(c.first, &c.master, &c.names, offset)?;
+        let fields = c.block.decode_at(c.first, c.cursor.master(), &c.names, offset)?;
         Some((id, fields))
     }
 }

@@ -1,9 +1,9 @@
 //! Reply shapes shared by the stream commands (spec §2.2): IDs are bulk strings `ms-seq`, an
 //! entry is `[id, [field, value, ...]]` in both protocols.
 
-use super::block::FieldSink;
+use super::block::{EntryCursor, EntryPos, FieldSink};
 use super::codec::{self, Scalar};
-use super::{StreamEntry, StreamId};
+use super::{EntryLookup, Stream, StreamEntry, StreamId};
 use bytes::Bytes;
 use rill_resp::Reply;
 
@@ -36,22 +36,79 @@ pub(super) fn id(id: StreamId) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(id_text(id, &mut text)))
 }
 
+/// Writes entries as RESP straight from a block cursor: `*<2 + extra>`, the ID, then
+/// `*<2n>` and each field name and value as bulk strings; the caller appends the `extra`
+/// elements (XREADGROUP CLAIM's idle time and delivery count). Keeps a scratch buffer for
+/// number values, so one writer serves many entries without allocating.
+#[derive(Debug, Default)]
+pub(super) struct EntryWriter {
+    scratch: Vec<u8>,
+}
+
+impl EntryWriter {
+    /// Append entry `id` (stored at `offset` of `cursor`'s block) to `out`. False, with `out`
+    /// as it was, if its bytes cannot be decoded.
+    pub(super) fn entry(&mut self, out: &mut Vec<u8>, id: StreamId, extra: usize, cursor: &EntryCursor<'_>, offset: usize) -> bool {
+        let start = out.len();
+        put_header(out, b'*', 2 + extra);
+        let mut text = [0u8; ID_MAX_TEXT_BYTES];
+        put_bulk(out, id_text(id, &mut text));
+        let decoded = cursor.fields_at(offset, &mut RespFields { out, scratch: &mut self.scratch });
+        debug_assert!(decoded.is_some(), "undecodable stream entry");
+        if decoded.is_none() {
+            out.truncate(start);
+            return false;
+        }
+        true
+    }
+}
+
+/// A [`FieldSink`] writing an entry's fields as RESP.
+struct RespFields<'w> {
+    out: &'w mut Vec<u8>,
+    scratch: &'w mut Vec<u8>,
+}
+
+impl<'a> FieldSink<'a> for RespFields<'_> {
+    fn count(&mut self, n: usize) {
+        put_header(self.out, b'*', 2 * n);
+    }
+
+    fn field(&mut self, name: &'a [u8], value: Scalar<'a>) {
+        put_bulk(self.out, name);
+        match value {
+            Scalar::Raw(text) => put_bulk(self.out, text),
+            number => {
+                self.scratch.clear();
+                codec::render(number, self.scratch);
+                put_bulk(self.out, self.scratch);
+            }
+        }
+    }
+}
+
+/// `:<n>\r\n`, an integer element appended after an [`EntryWriter`] entry.
+pub(super) fn put_int(out: &mut Vec<u8>, n: i64) {
+    out.push(b':');
+    if n < 0 {
+        out.push(b'-');
+    }
+    codec::put_u64_text(out, n.unsigned_abs());
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Room kept at the front of an [`EntriesBuilder`]'s buffer for the `*<n>\r\n` header, which
 /// is written last: a marker, up to 20 digits, CRLF.
 const HEADER_ROOM: usize = 1 + codec::U64_MAX_DIGITS + 2;
 
-/// Builds an entries reply (`[[id, [f1, v1, ...]], ...]`) straight from a block cursor's
-/// output, encoded as RESP in one pass into one buffer: each entry's framing, ID and field
-/// texts are written as they are decoded, and the array header goes into room kept at the
-/// front once the number of entries is known.
+/// Builds an entries reply (`[[id, [f1, v1, ...]], ...]`) straight from block cursors, encoded
+/// as RESP in one pass into one buffer (see [`EntryWriter`]); the array header goes into room
+/// kept at the front once the number of entries is known.
 #[derive(Debug)]
 pub(super) struct EntriesBuilder {
     out: Vec<u8>,
     entries: usize,
-    /// Where the current entry starts in `out` (to drop it).
-    entry_start: usize,
-    /// A number value's text, before it is framed.
-    scratch: Vec<u8>,
+    writer: EntryWriter,
 }
 
 impl EntriesBuilder {
@@ -60,7 +117,7 @@ impl EntriesBuilder {
     pub(super) fn with_capacity(entries: usize) -> EntriesBuilder {
         let mut out = Vec::with_capacity(HEADER_ROOM + entries.min(16) * 160);
         out.resize(HEADER_ROOM, 0);
-        EntriesBuilder { out, entries: 0, entry_start: HEADER_ROOM, scratch: Vec::new() }
+        EntriesBuilder { out, entries: 0, writer: EntryWriter::default() }
     }
 
     /// Entries added so far.
@@ -68,19 +125,46 @@ impl EntriesBuilder {
         self.entries
     }
 
-    /// Start an entry; its field count and fields follow through [`FieldSink`].
-    pub(super) fn begin(&mut self, id: StreamId) {
-        self.entry_start = self.out.len();
-        self.entries += 1;
-        let mut text = [0u8; ID_MAX_TEXT_BYTES];
-        self.out.extend_from_slice(b"*2\r\n");
-        put_bulk(&mut self.out, id_text(id, &mut text));
+    /// Add entry `p` of `cursor`'s block; false (nothing added) if its bytes cannot be decoded.
+    pub(super) fn push(&mut self, cursor: &EntryCursor<'_>, p: &EntryPos) -> bool {
+        self.push_extra(cursor, p, 0).is_some()
     }
 
-    /// Drop the current entry (its decoding failed part-way).
-    pub(super) fn abandon(&mut self) {
-        self.out.truncate(self.entry_start);
-        self.entries -= 1;
+    /// Add entry `p` of `cursor`'s block with room for `extra` trailing elements (added with
+    /// [`Self::int`]); its size in bytes so far, `None` (nothing added) if it cannot be decoded.
+    pub(super) fn push_extra(&mut self, cursor: &EntryCursor<'_>, p: &EntryPos, extra: usize) -> Option<usize> {
+        let before = self.out.len();
+        let added = self.writer.entry(&mut self.out, p.id, extra, cursor, p.offset);
+        self.entries += usize::from(added);
+        added.then(|| self.out.len() - before)
+    }
+
+    /// Add the live entry `id` found through `lookup`, as [`Self::push_extra`] does; `None`
+    /// (nothing added) if there is no such live entry.
+    pub(super) fn push_found(&mut self, lookup: &mut EntryLookup<'_>, id: StreamId, extra: usize) -> Option<usize> {
+        let before = self.out.len();
+        let added = lookup.write(id, extra, &mut self.writer, &mut self.out);
+        self.entries += usize::from(added);
+        added.then(|| self.out.len() - before)
+    }
+
+    /// Add the live entry `id` of `stream`, as [`Self::push`] does; false (nothing added) if
+    /// there is no such live entry.
+    pub(super) fn push_stored(&mut self, stream: &Stream, id: StreamId) -> bool {
+        let added = stream.write_entry(id, 0, &mut self.writer, &mut self.out);
+        self.entries += usize::from(added);
+        added
+    }
+
+    /// Take back the last entry added, `size` bytes long (it did not fit a budget).
+    pub(super) fn pop(&mut self, size: usize) {
+        self.out.truncate(self.out.len().saturating_sub(size));
+        self.entries = self.entries.saturating_sub(1);
+    }
+
+    /// Append an integer element to the last entry.
+    pub(super) fn int(&mut self, n: i64) {
+        put_int(&mut self.out, n);
     }
 
     /// The reply: the entries array already encoded as RESP ([`Reply::Raw`]; an entry list is
@@ -93,24 +177,6 @@ impl EntriesBuilder {
             room.copy_from_slice(&header);
         }
         Reply::Raw(Bytes::from(self.out).slice(start..))
-    }
-}
-
-impl<'a> FieldSink<'a> for EntriesBuilder {
-    fn count(&mut self, n: usize) {
-        put_header(&mut self.out, b'*', 2 * n);
-    }
-
-    fn field(&mut self, name: &'a [u8], value: Scalar<'a>) {
-        put_bulk(&mut self.out, name);
-        match value {
-            Scalar::Raw(text) => put_bulk(&mut self.out, text),
-            number => {
-                self.scratch.clear();
-                codec::render(number, &mut self.scratch);
-                put_bulk(&mut self.out, &self.scratch);
-            }
-        }
     }
 }
 
