@@ -188,6 +188,11 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         }
     }
 
+    /// A helper for many lookups in ascending key order (see [`Finder`]).
+    pub fn finder(&self) -> Finder<'_, K, V> {
+        Finder { map: self, cur: None }
+    }
+
     /// Every pair, ascending.
     pub fn iter(&self) -> impl Iterator<Item = (K, V)> + '_ {
         self.chunks.values().flat_map(|c| c.iter().copied())
@@ -240,6 +245,36 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     }
 }
 
+/// Lookups that reuse the chunk of the previous one while keys stay in it: O(log CHUNK_LEN)
+/// each then, O(log n) on entering another chunk. For keys asked in ascending order (a
+/// consumer's pending IDs looked up in the group's PEL), mostly the former.
+#[derive(Debug)]
+pub struct Finder<'m, K, V> {
+    map: &'m ChunkedMap<K, V>,
+    /// The chunk entered last.
+    cur: Option<Entered<'m, K, V>>,
+}
+
+/// A chunk a [`Finder`] entered: its separator, the next chunk's separator (none: the last
+/// chunk), its pairs.
+type Entered<'m, K, V> = (K, Option<K>, &'m VecDeque<(K, V)>);
+
+impl<'m, K: Ord + Copy, V: Copy> Finder<'m, K, V> {
+    /// The value for `key`.
+    pub fn get(&mut self, key: &K) -> Option<&'m V> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let covered = self.cur.is_some_and(|(sep, next, _)| sep <= *key && next.is_none_or(|n| *key < n));
+        if !covered {
+            let (sep, chunk) = self.map.chunks.range(..=*key).next_back()?;
+            let next = self.map.chunks.range((Excluded(*sep), Unbounded)).next().map(|(k, _)| *k);
+            self.cur = Some((*sep, next, chunk));
+        }
+        let (_, _, chunk) = self.cur?;
+        let pos = chunk.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+        chunk.get(pos).map(|(_, v)| v)
+    }
+}
+
 /// A sorted set on [`ChunkedMap`].
 pub type ChunkedSet<K> = ChunkedMap<K, ()>;
 
@@ -266,8 +301,10 @@ mod tests {
             for start in [0, 7, 150, 299, 300] {
                 prop_assert!(m.iter_from(start).eq(model.range(start..).map(|(k, v)| (*k, *v))));
             }
+            let mut finder = m.finder();
             for k in 0..300 {
                 prop_assert_eq!(m.get(&k), model.get(&k));
+                prop_assert_eq!(finder.get(&k), model.get(&k));
             }
             prop_assert_eq!(m.first(), model.first_key_value().map(|(k, v)| (*k, *v)));
             prop_assert_eq!(m.last(), model.last_key_value().map(|(k, v)| (*k, *v)));

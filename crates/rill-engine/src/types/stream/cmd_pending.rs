@@ -110,35 +110,48 @@ fn xpending(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
             Reply::Array(owners),
         ]));
     };
+    // Rows `[id, consumer, idle, count]` are encoded straight into the reply.
     let now = ctx.now_ms;
-    let row = |id: StreamId, e: PendingEntry| -> Option<Reply> {
+    let take = usize::try_from(range.count).unwrap_or(usize::MAX);
+    let mut rows = reply::RawArray::with_capacity(take.min(100) * 64);
+    let row = |rows: &mut reply::RawArray, id: StreamId, e: PendingEntry| {
         let idle = match &e.owner {
             Some(_) => (now - e.delivery_time_ms).max(0),
             None => -1,
         };
         if e.owner.is_some() && range.min_idle > 0 && idle < range.min_idle {
-            return None;
+            return;
         }
-        Some(Reply::Array(vec![
-            reply::id(id),
-            Reply::Bulk(e.owner.cloned().unwrap_or_default()),
-            Reply::Integer(idle),
-            reply::count(e.delivery_count),
-        ]))
+        let out = rows.buf();
+        reply::put_header(out, b'*', 4);
+        reply::put_id(out, id);
+        reply::put_bulk(out, e.owner.map(|o| o.as_ref()).unwrap_or_default());
+        reply::put_int(out, idle);
+        reply::put_int(out, i64::try_from(e.delivery_count).unwrap_or(i64::MAX));
+        rows.added();
     };
-    let take = usize::try_from(range.count).unwrap_or(usize::MAX);
-    let rows: Vec<Reply> = match &range.consumer {
-        None => group.pel().range(range.start, range.end).filter_map(|(id, e)| row(id, e)).take(take).collect(),
-        Some(name) => match group.consumer(name) {
-            None => Vec::new(),
-            Some(c) if range.start <= range.end => group
-                .pending_ids(c, Bound::Included(range.start))
-                .take_while(|id| *id <= range.end)
-                .filter_map(|id| group.pel().get(id).and_then(|e| row(id, e)))
-                .take(take)
-                .collect(),
-            Some(_) => Vec::new(),
-        },
-    };
-    Ok(Reply::Array(rows))
+    match &range.consumer {
+        None => {
+            for (id, e) in group.pel().range(range.start, range.end) {
+                if rows.len() >= take {
+                    break;
+                }
+                row(&mut rows, id, e);
+            }
+        }
+        Some(name) => {
+            if let Some(c) = group.consumer(name).filter(|_| range.start <= range.end) {
+                let mut find = group.pel().finder();
+                for id in group.pending_ids(c, Bound::Included(range.start)).take_while(|id| *id <= range.end) {
+                    if rows.len() >= take {
+                        break;
+                    }
+                    if let Some(e) = find(id) {
+                        row(&mut rows, id, e);
+                    }
+                }
+            }
+        }
+    }
+    Ok(rows.finish())
 }

@@ -202,6 +202,13 @@ impl Pel {
         self.by_id.get(&id).map(|r| self.view(id, *r))
     }
 
+    /// Lookups of IDs in ascending order, cheaper than [`Self::get`] each while they stay
+    /// close (see [`super::chunked::Finder`]).
+    pub fn finder<'p>(&'p self) -> impl FnMut(StreamId) -> Option<PendingEntry<'p>> + 'p {
+        let mut by_id = self.by_id.finder();
+        move |id| by_id.get(&id).map(|r| self.view(id, *r))
+    }
+
     /// Whether `id` is pending. O(log n).
     pub fn contains(&self, id: StreamId) -> bool {
         self.by_id.contains_key(&id)

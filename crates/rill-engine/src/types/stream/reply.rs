@@ -51,8 +51,7 @@ impl EntryWriter {
     pub(super) fn entry(&mut self, out: &mut Vec<u8>, id: StreamId, extra: usize, cursor: &EntryCursor<'_>, offset: usize) -> bool {
         let start = out.len();
         put_header(out, b'*', 2 + extra);
-        let mut text = [0u8; ID_MAX_TEXT_BYTES];
-        put_bulk(out, id_text(id, &mut text));
+        put_id(out, id);
         let decoded = cursor.fields_at(offset, &mut RespFields { out, scratch: &mut self.scratch });
         debug_assert!(decoded.is_some(), "undecodable stream entry");
         if decoded.is_none() {
@@ -97,17 +96,66 @@ pub(super) fn put_int(out: &mut Vec<u8>, n: i64) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Room kept at the front of an [`EntriesBuilder`]'s buffer for the `*<n>\r\n` header, which
-/// is written last: a marker, up to 20 digits, CRLF.
+/// Room kept at the front of a [`RawArray`]'s buffer for the `*<n>\r\n` header, which is
+/// written last: a marker, up to 20 digits, CRLF.
 const HEADER_ROOM: usize = 1 + codec::U64_MAX_DIGITS + 2;
 
-/// Builds an entries reply (`[[id, [f1, v1, ...]], ...]`) straight from block cursors, encoded
-/// as RESP in one pass into one buffer (see [`EntryWriter`]); the array header goes into room
-/// kept at the front once the number of entries is known.
+/// An array reply encoded as RESP while it is built, into one buffer, for elements that are
+/// the same bytes in RESP2 and RESP3 (arrays, bulk strings, integers): the array header goes
+/// into room kept at the front once the number of elements is known.
+#[derive(Debug)]
+pub(super) struct RawArray {
+    out: Vec<u8>,
+    len: usize,
+}
+
+impl RawArray {
+    /// An empty array with room for about `bytes` bytes of elements.
+    pub(super) fn with_capacity(bytes: usize) -> RawArray {
+        let mut out = Vec::with_capacity(HEADER_ROOM + bytes);
+        out.resize(HEADER_ROOM, 0);
+        RawArray { out, len: 0 }
+    }
+
+    /// Elements so far.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The buffer the next element's bytes go into (then call [`Self::added`]).
+    pub(super) fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.out
+    }
+
+    /// One more element was written into [`Self::buf`].
+    pub(super) fn added(&mut self) {
+        self.len += 1;
+    }
+
+    /// Take back the last element, `size` bytes long.
+    pub(super) fn pop(&mut self, size: usize) {
+        self.out.truncate(self.out.len().saturating_sub(size).max(HEADER_ROOM));
+        self.len = self.len.saturating_sub(1);
+    }
+
+    /// The reply ([`Reply::Raw`]).
+    pub(super) fn finish(mut self) -> Reply {
+        let mut header = Vec::with_capacity(HEADER_ROOM);
+        put_header(&mut header, b'*', self.len);
+        let start = HEADER_ROOM.saturating_sub(header.len());
+        if let Some(room) = self.out.get_mut(start..HEADER_ROOM) {
+            room.copy_from_slice(&header);
+        }
+        Reply::Raw(Bytes::from(self.out).slice(start..))
+    }
+}
+
+/// Builds an entries reply (`[[id, [f1, v1, ...]], ...]`) straight from block cursors (see
+/// [`EntryWriter`]) into a [`RawArray`]: an entry list is arrays and bulk strings only (plus
+/// integers with CLAIM), the same bytes in RESP2 and RESP3.
 #[derive(Debug)]
 pub(super) struct EntriesBuilder {
-    out: Vec<u8>,
-    entries: usize,
+    list: RawArray,
     writer: EntryWriter,
 }
 
@@ -115,14 +163,12 @@ impl EntriesBuilder {
     /// A builder sized for about `entries` entries (at most 16 up front: a COUNT is a limit,
     /// and a reader keeping up gets one or two entries, so bigger replies grow as they go).
     pub(super) fn with_capacity(entries: usize) -> EntriesBuilder {
-        let mut out = Vec::with_capacity(HEADER_ROOM + entries.min(16) * 160);
-        out.resize(HEADER_ROOM, 0);
-        EntriesBuilder { out, entries: 0, writer: EntryWriter::default() }
+        EntriesBuilder { list: RawArray::with_capacity(entries.min(16) * 160), writer: EntryWriter::default() }
     }
 
     /// Entries added so far.
     pub(super) fn len(&self) -> usize {
-        self.entries
+        self.list.len()
     }
 
     /// Add entry `p` of `cursor`'s block; false (nothing added) if its bytes cannot be decoded.
@@ -133,55 +179,59 @@ impl EntriesBuilder {
     /// Add entry `p` of `cursor`'s block with room for `extra` trailing elements (added with
     /// [`Self::int`]); its size in bytes so far, `None` (nothing added) if it cannot be decoded.
     pub(super) fn push_extra(&mut self, cursor: &EntryCursor<'_>, p: &EntryPos, extra: usize) -> Option<usize> {
-        let before = self.out.len();
-        let added = self.writer.entry(&mut self.out, p.id, extra, cursor, p.offset);
-        self.entries += usize::from(added);
-        added.then(|| self.out.len() - before)
+        let before = self.list.buf().len();
+        let added = self.writer.entry(self.list.buf(), p.id, extra, cursor, p.offset);
+        self.counted(added, before)
     }
 
     /// Add the live entry `id` found through `lookup`, as [`Self::push_extra`] does; `None`
     /// (nothing added) if there is no such live entry.
     pub(super) fn push_found(&mut self, lookup: &mut EntryLookup<'_>, id: StreamId, extra: usize) -> Option<usize> {
-        let before = self.out.len();
-        let added = lookup.write(id, extra, &mut self.writer, &mut self.out);
-        self.entries += usize::from(added);
-        added.then(|| self.out.len() - before)
+        let before = self.list.buf().len();
+        let added = lookup.write(id, extra, &mut self.writer, self.list.buf());
+        self.counted(added, before)
     }
 
     /// Add the live entry `id` of `stream`, as [`Self::push`] does; false (nothing added) if
     /// there is no such live entry.
     pub(super) fn push_stored(&mut self, stream: &Stream, id: StreamId) -> bool {
-        let added = stream.write_entry(id, 0, &mut self.writer, &mut self.out);
-        self.entries += usize::from(added);
-        added
+        let before = self.list.buf().len();
+        let added = stream.write_entry(id, 0, &mut self.writer, self.list.buf());
+        self.counted(added, before).is_some()
+    }
+
+    fn counted(&mut self, added: bool, before: usize) -> Option<usize> {
+        if !added {
+            return None;
+        }
+        self.list.added();
+        Some(self.list.buf().len() - before)
     }
 
     /// Take back the last entry added, `size` bytes long (it did not fit a budget).
     pub(super) fn pop(&mut self, size: usize) {
-        self.out.truncate(self.out.len().saturating_sub(size));
-        self.entries = self.entries.saturating_sub(1);
+        self.list.pop(size);
     }
 
     /// Append an integer element to the last entry.
     pub(super) fn int(&mut self, n: i64) {
-        put_int(&mut self.out, n);
+        put_int(self.list.buf(), n);
     }
 
-    /// The reply: the entries array already encoded as RESP ([`Reply::Raw`]; an entry list is
-    /// arrays and bulk strings only, the same bytes in RESP2 and RESP3).
-    pub(super) fn finish(mut self) -> Reply {
-        let mut header = Vec::with_capacity(HEADER_ROOM);
-        put_header(&mut header, b'*', self.entries);
-        let start = HEADER_ROOM.saturating_sub(header.len());
-        if let Some(room) = self.out.get_mut(start..HEADER_ROOM) {
-            room.copy_from_slice(&header);
-        }
-        Reply::Raw(Bytes::from(self.out).slice(start..))
+    /// The reply: the entries array already encoded as RESP ([`Reply::Raw`]).
+    pub(super) fn finish(self) -> Reply {
+        self.list.finish()
     }
 }
 
+/// `ms-seq` as a bulk string.
+pub(super) fn put_id(out: &mut Vec<u8>, id: StreamId) {
+    let mut text = [0u8; ID_MAX_TEXT_BYTES];
+    put_bulk(out, id_text(id, &mut text));
+}
+
 /// `<marker><n>\r\n`.
-fn put_header(out: &mut Vec<u8>, marker: u8, n: usize) {
+pub(super) fn put_header(out: &mut Vec<u8>, marker: u8, n: usize) {
     out.push(marker);
     if n < 10 {
         out.push(b'0' + n as u8);
@@ -192,7 +242,7 @@ fn put_header(out: &mut Vec<u8>, marker: u8, n: usize) {
 }
 
 /// `$<len>\r\n<bytes>\r\n`.
-fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(super) fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
     put_header(out, b'$', bytes.len());
     out.extend_from_slice(bytes);
     out.extend_from_slice(b"\r\n");
