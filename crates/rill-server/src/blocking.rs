@@ -18,15 +18,15 @@
 //! travels to the client's own task over its oneshot channel. Either way the task learns the
 //! outcome from that channel.
 //!
-//! Cost: O(k) to park or unpark a client on k keys; serving a ready key costs one command run
-//! per parked client tried.
+//! Cost: O(k log n) to park or unpark a client on k keys with n clients parked on each;
+//! serving a ready key costs one command run per parked client tried.
 
 use crate::state::State;
 use bytes::{Bytes, BytesMut};
 use rill_engine::command::{CommandSpec, Handler};
 use rill_engine::{BlockRequest, CallCtx};
 use rill_resp::Reply;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::oneshot;
@@ -80,8 +80,13 @@ pub struct Waiter {
 /// Every parked client.
 #[derive(Debug, Default)]
 pub struct Blocked {
-    waiters: HashMap<u64, Waiter>,
-    by_key: HashMap<(usize, Bytes), VecDeque<u64>>,
+    /// Per client: its parked command and its park sequence number.
+    waiters: HashMap<u64, (Waiter, u64)>,
+    /// Per key: the clients parked on it by park sequence number, so FIFO order, and O(log n)
+    /// to take one out wherever it is.
+    by_key: HashMap<(usize, Bytes), BTreeMap<u64, u64>>,
+    /// The next park sequence number.
+    next_seq: u64,
     /// While a connection runs a request batch: the replies it must write for the clients its
     /// commands served, once the log is safe (see [`release_at`]). `None` outside a batch.
     pub deliveries: Option<Vec<Delivery>>,
@@ -112,42 +117,46 @@ impl Blocked {
     pub fn nokey_key_count(&self) -> usize {
         self.by_key
             .values()
-            .filter(|q| q.iter().any(|c| self.waiters.get(c).is_some_and(|w| w.spec.name == "xreadgroup")))
+            .filter(|q| q.values().any(|c| self.waiters.get(c).is_some_and(|(w, _)| w.spec.name == "xreadgroup")))
             .count()
     }
 
     /// When `client`'s parked command wants to be re-run without a signal (XREADGROUP CLAIM).
     pub fn wake_at(&self, client: u64) -> Option<i64> {
-        self.waiters.get(&client).and_then(|w| w.request.wake_at_ms)
+        self.waiters.get(&client).and_then(|(w, _)| w.request.wake_at_ms)
     }
 }
 
-/// Park `client`.
+/// Park `client`. A key listed twice (`BLPOP k k 0`) queues it once.
 pub fn park(st: &mut State, client: u64, waiter: Waiter) {
+    let seq = st.blocked.next_seq;
+    st.blocked.next_seq += 1;
     for key in &waiter.request.keys {
         let k = (waiter.db, key.clone());
         let q = st.blocked.by_key.entry(k.clone()).or_default();
-        if !q.contains(&client) {
-            q.push_back(client);
+        if q.insert(seq, client).is_none() {
             *st.engine.blocking_keys.entry(k).or_default() += 1;
         }
     }
     if let Some(c) = st.clients.get_mut(&client) {
         c.blocked = true;
     }
-    st.blocked.waiters.insert(client, waiter);
+    st.blocked.waiters.insert(client, (waiter, seq));
 }
 
-/// Unpark `client`, returning its waiter (None if it was not parked).
+/// Unpark `client`, returning its waiter (None if it was not parked). O(k log n) for k keys
+/// with n clients parked on each.
 pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
-    let w = st.blocked.waiters.remove(&client)?;
+    let (w, seq) = st.blocked.waiters.remove(&client)?;
     for key in &w.request.keys {
         let k = (w.db, key.clone());
-        if let Some(q) = st.blocked.by_key.get_mut(&k) {
-            q.retain(|c| *c != client);
-            if q.is_empty() {
-                st.blocked.by_key.remove(&k);
-            }
+        let Some(q) = st.blocked.by_key.get_mut(&k) else { continue };
+        // Counted once per key, however often the key is listed.
+        if q.remove(&seq).is_none() {
+            continue;
+        }
+        if q.is_empty() {
+            st.blocked.by_key.remove(&k);
         }
         if let Some(n) = st.engine.blocking_keys.get_mut(&k) {
             *n -= 1;
@@ -227,7 +236,7 @@ pub fn serve_ready(st: &mut State, now_ms: i64) {
         }
         for key in ready {
             let queue: Vec<u64> = match st.blocked.by_key.get(&key) {
-                Some(q) => q.iter().copied().collect(),
+                Some(q) => q.values().copied().collect(),
                 None => continue,
             };
             for client in queue {
@@ -260,7 +269,7 @@ fn write_safe_deliveries(st: &mut State) {
 /// The call was counted when the command first ran, so a re-run adds no call, only a failure
 /// if it ends in an error (as Redis counts a blocked command once).
 pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
-    let Some(w) = st.blocked.waiters.get(&client) else { return };
+    let Some((w, _)) = st.blocked.waiters.get(&client) else { return };
     let Handler::Engine(handler) = w.spec.handler else { return };
     let mut ctx = CallCtx::new(w.db, now_ms, client);
     ctx.deadline_override = Some(w.request.deadline_ms);
@@ -269,7 +278,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let w_db = w.db;
     // Borrowed out of the waiter for the run (the handler needs the state mutably), put back
     // if the client stays parked.
-    let args = st.blocked.waiters.get_mut(&client).map(|w| std::mem::take(&mut w.args)).unwrap_or_default();
+    let args = st.blocked.waiters.get_mut(&client).map(|(w, _)| std::mem::take(&mut w.args)).unwrap_or_default();
     ctx.recording = st.aof.recording();
     let dirty_before = st.engine.dirty;
     let result = handler(&mut st.engine, &mut ctx, &args);
@@ -277,7 +286,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     // One record per served client; its reply waits for it.
     let offset = st.commit_effects(now_ms);
     if let Some(again) = ctx.block {
-        if let Some(w) = st.blocked.waiters.get_mut(&client) {
+        if let Some((w, _)) = st.blocked.waiters.get_mut(&client) {
             w.request.wake_at_ms = again.wake_at_ms;
             w.args = args;
         }
