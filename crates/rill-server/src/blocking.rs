@@ -117,7 +117,9 @@ impl Blocked {
     pub fn nokey_key_count(&self) -> usize {
         self.by_key
             .values()
-            .filter(|q| q.values().any(|c| self.waiters.get(c).is_some_and(|(w, _)| w.spec.name == "xreadgroup")))
+            .filter(|q| {
+                q.values().any(|c| self.waiters.get(c).is_some_and(|(w, _)| w.spec.name == "xreadgroup"))
+            })
             .count()
     }
 
@@ -278,7 +280,8 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let w_db = w.db;
     // Borrowed out of the waiter for the run (the handler needs the state mutably), put back
     // if the client stays parked.
-    let args = st.blocked.waiters.get_mut(&client).map(|(w, _)| std::mem::take(&mut w.args)).unwrap_or_default();
+    let args =
+        st.blocked.waiters.get_mut(&client).map(|(w, _)| std::mem::take(&mut w.args)).unwrap_or_default();
     ctx.recording = st.aof.recording();
     let dirty_before = st.engine.dirty;
     let result = handler(&mut st.engine, &mut ctx, &args);

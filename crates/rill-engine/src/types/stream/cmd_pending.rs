@@ -142,7 +142,8 @@ fn xpending(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
         Some(name) => {
             if let Some(c) = group.consumer(name).filter(|_| range.start <= range.end) {
                 let mut find = group.pel().finder();
-                for id in group.pending_ids(c, Bound::Included(range.start)).take_while(|id| *id <= range.end) {
+                let ids = group.pending_ids(c, Bound::Included(range.start)).take_while(|id| *id <= range.end);
+                for id in ids {
                     if rows.len() >= take {
                         break;
                     }

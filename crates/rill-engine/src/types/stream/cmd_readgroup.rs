@@ -463,7 +463,8 @@ fn claim_and_new(
     effects: &mut Vec<GroupEffect>,
 ) -> Option<Reply> {
     let room = |n: usize| req.count == 0 || (n as u64) < req.count;
-    let mut out = reply::EntriesBuilder::with_capacity(usize::try_from(req.count).unwrap_or(usize::MAX).max(1));
+    let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
+    let mut out = reply::EntriesBuilder::with_capacity(count);
     if let Some(min_idle) = claim {
         // (ID, delivery count before this claim) of each entry added.
         let mut picks: Vec<(StreamId, u64)> = Vec::new();

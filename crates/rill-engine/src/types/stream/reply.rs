@@ -48,7 +48,14 @@ pub(super) struct EntryWriter {
 impl EntryWriter {
     /// Append entry `id` (stored at `offset` of `cursor`'s block) to `out`. False, with `out`
     /// as it was, if its bytes cannot be decoded.
-    pub(super) fn entry(&mut self, out: &mut Vec<u8>, id: StreamId, extra: usize, cursor: &EntryCursor<'_>, offset: usize) -> bool {
+    pub(super) fn entry(
+        &mut self,
+        out: &mut Vec<u8>,
+        id: StreamId,
+        extra: usize,
+        cursor: &EntryCursor<'_>,
+        offset: usize,
+    ) -> bool {
         let start = out.len();
         put_header(out, b'*', 2 + extra);
         put_id(out, id);
@@ -163,7 +170,8 @@ impl EntriesBuilder {
     /// A builder sized for about `entries` entries (at most 16 up front: a COUNT is a limit,
     /// and a reader keeping up gets one or two entries, so bigger replies grow as they go).
     pub(super) fn with_capacity(entries: usize) -> EntriesBuilder {
-        EntriesBuilder { list: RawArray::with_capacity(entries.min(16) * 160), writer: EntryWriter::default() }
+        let list = RawArray::with_capacity(entries.min(16) * 160);
+        EntriesBuilder { list, writer: EntryWriter::default() }
     }
 
     /// Entries added so far.
@@ -178,7 +186,12 @@ impl EntriesBuilder {
 
     /// Add entry `p` of `cursor`'s block with room for `extra` trailing elements (added with
     /// [`Self::int`]); its size in bytes so far, `None` (nothing added) if it cannot be decoded.
-    pub(super) fn push_extra(&mut self, cursor: &EntryCursor<'_>, p: &EntryPos, extra: usize) -> Option<usize> {
+    pub(super) fn push_extra(
+        &mut self,
+        cursor: &EntryCursor<'_>,
+        p: &EntryPos,
+        extra: usize,
+    ) -> Option<usize> {
         let before = self.list.buf().len();
         let added = self.writer.entry(self.list.buf(), p.id, extra, cursor, p.offset);
         self.counted(added, before)
@@ -186,7 +199,12 @@ impl EntriesBuilder {
 
     /// Add the live entry `id` found through `lookup`, as [`Self::push_extra`] does; `None`
     /// (nothing added) if there is no such live entry.
-    pub(super) fn push_found(&mut self, lookup: &mut EntryLookup<'_>, id: StreamId, extra: usize) -> Option<usize> {
+    pub(super) fn push_found(
+        &mut self,
+        lookup: &mut EntryLookup<'_>,
+        id: StreamId,
+        extra: usize,
+    ) -> Option<usize> {
         let before = self.list.buf().len();
         let added = lookup.write(id, extra, &mut self.writer, self.list.buf());
         self.counted(added, before)
