@@ -190,9 +190,10 @@ fn summary(s: &Stream) -> Reply {
 
 fn full_info(s: &Stream, count: u64) -> Reply {
     let take = if count == 0 { None } else { usize::try_from(count).ok() };
-    let entries = s.range_vec(super::StreamId::MIN, super::StreamId::MAX, take, false);
+    let (min, max) = (super::StreamId::MIN, super::StreamId::MAX);
+    let entries = super::cmd_range::range_reply(s, min, max, take.unwrap_or(usize::MAX), false);
     let mut m = common_fields(s);
-    m.push((reply::name("entries"), reply::entries(entries)));
+    m.push((reply::name("entries"), entries));
     let groups = s.groups().iter().map(|(name, g)| full_group(s, name, g, take)).collect();
     m.push((reply::name("groups"), Reply::Array(groups)));
     Reply::Map(m)

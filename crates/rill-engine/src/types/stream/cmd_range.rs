@@ -144,7 +144,13 @@ fn range_command(
 /// blocks: each block's master is decoded once, entries before the range are skipped without
 /// decoding their values, and the reply's strings share one buffer. Same result as
 /// [`Stream::range`](super::Stream::range) collected through [`reply::entries`].
-fn range_reply(stream: &super::Stream, start: StreamId, end: StreamId, count: usize, rev: bool) -> Reply {
+pub(super) fn range_reply(
+    stream: &super::Stream,
+    start: StreamId,
+    end: StreamId,
+    count: usize,
+    rev: bool,
+) -> Reply {
     let mut out = reply::EntriesBuilder::with_capacity(count);
     if start > end {
         return out.finish();
@@ -174,21 +180,22 @@ fn range_reply(stream: &super::Stream, start: StreamId, end: StreamId, count: us
             }
         }
     } else {
-        forward(stream, start, end, count, &mut out, |_| true);
+        forward(stream, start, end, count, &mut out, |_, _| true);
     }
     out.finish()
 }
 
 /// Live entries with `start ≤ ID ≤ end`, ascending, into `out` until it holds `count` entries
-/// or `admit` (asked before each entry is added) says no. Each block's master is decoded once
-/// and entries before `start` are stepped over without decoding their values.
+/// or `admit` says no. `admit` is asked after each entry is added, with its ID and its size in
+/// bytes; an entry it refuses is taken back out. Each block's master is decoded once and
+/// entries before `start` are stepped over without decoding their values.
 pub(super) fn forward(
     stream: &super::Stream,
     start: StreamId,
     end: StreamId,
     count: usize,
     out: &mut reply::EntriesBuilder,
-    mut admit: impl FnMut(StreamId) -> bool,
+    mut admit: impl FnMut(StreamId, usize) -> bool,
 ) {
     if start > end {
         return;
@@ -204,7 +211,13 @@ pub(super) fn forward(
             if p.id > end || out.len() >= count {
                 return;
             }
-            if !p.deleted && p.id >= start && (!admit(p.id) || !emit(out, &cursor, &p)) {
+            if p.deleted || p.id < start {
+                continue;
+            }
+            // An entry that cannot be decoded ends the range, as in `emit`.
+            let Some(size) = out.push_extra(&cursor, &p, 0) else { return };
+            if !admit(p.id, size) {
+                out.pop(size);
                 return;
             }
         }

@@ -57,6 +57,43 @@ pub(super) const MAXCOUNT_BELOW_COUNT: CmdError =
     CmdError::full("ERR MAXCOUNT must be greater than or equal to COUNT");
 pub(super) const MAXSIZE_NOT_POSITIVE: CmdError = CmdError::full("ERR MAXSIZE must be a positive integer");
 
+/// The cumulative MAXCOUNT / MAXSIZE caps over one XREAD or XREADGROUP reply.
+#[derive(Debug)]
+pub(super) struct Budget {
+    max_count: Option<u64>,
+    max_size: Option<u64>,
+    entries: u64,
+    bytes: u64,
+    /// Set once an entry was refused: later streams get nothing.
+    spent: bool,
+}
+
+impl Budget {
+    /// No entry taken yet.
+    pub(super) fn new(max_count: Option<u64>, max_size: Option<u64>) -> Budget {
+        Budget { max_count, max_size, entries: 0, bytes: 0, spent: false }
+    }
+
+    /// Whether one more entry of `size` bytes (RESP, as sent) fits; counts it if so.
+    pub(super) fn take(&mut self, size: impl FnOnce() -> u64) -> bool {
+        if self.spent || self.max_count.is_some_and(|max| self.entries >= max) {
+            self.spent = true;
+            return false;
+        }
+        if let Some(max) = self.max_size {
+            let size = size();
+            // The first entry of the reply always goes out.
+            if self.entries > 0 && self.bytes.saturating_add(size) > max {
+                self.spent = true;
+                return false;
+            }
+            self.bytes = self.bytes.saturating_add(size);
+        }
+        self.entries += 1;
+        true
+    }
+}
+
 /// A validated XREAD, before the keys are looked at.
 #[derive(Debug)]
 struct XreadRequest {
@@ -224,10 +261,9 @@ fn serve(
     from: &[StreamId],
 ) -> Result<Vec<(Bytes, Reply)>, CmdError> {
     let mut out = Vec::new();
-    let mut total_entries: u64 = 0;
-    let mut total_bytes: u64 = 0;
-    'streams: for (key, after) in keys.iter().zip(from) {
-        if req.max_count.is_some_and(|max| total_entries >= max) {
+    let mut budget = Budget::new(req.max_count, req.max_size);
+    for (key, after) in keys.iter().zip(from) {
+        if budget.spent {
             break;
         }
         let Ok(Some(stream)) = args::read_stream(engine, ctx, key) else { continue };
@@ -238,47 +274,15 @@ fn serve(
             continue;
         }
         let Some(start) = after.next() else { continue };
-        if req.max_size.is_none() {
-            // Straight from the blocks into a pre-encoded reply (see `cmd_range::forward`).
-            let count = if req.count == 0 {
-                usize::MAX
-            } else {
-                usize::try_from(req.count).unwrap_or(usize::MAX)
-            };
-            let mut entries = reply::EntriesBuilder::with_capacity(count);
-            cmd_range::forward(stream, start, StreamId::MAX, count, &mut entries, |_| {
-                let room = req.max_count.is_none_or(|max| total_entries < max);
-                total_entries += u64::from(room);
-                room
-            });
-            if entries.len() > 0 {
-                out.push((key.clone(), entries.finish()));
-            }
-            continue;
-        }
-        let mut entries = Vec::new();
-        for entry in stream.range(start, StreamId::MAX, false) {
-            if req.count != 0 && entries.len() as u64 >= req.count {
-                break;
-            }
-            if req.max_count.is_some_and(|max| total_entries >= max) {
-                break;
-            }
-            if let Some(max) = req.max_size {
-                let size = reply::entry_wire_bytes(&entry);
-                if total_entries > 0 && total_bytes.saturating_add(size) > max {
-                    if !entries.is_empty() {
-                        out.push((key.clone(), reply::entries(entries)));
-                    }
-                    break 'streams;
-                }
-                total_bytes = total_bytes.saturating_add(size);
-            }
-            total_entries += 1;
-            entries.push(entry);
-        }
-        if !entries.is_empty() {
-            out.push((key.clone(), reply::entries(entries)));
+        // Straight from the blocks into a pre-encoded reply (see `cmd_range::forward`).
+        let count =
+            if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
+        let mut entries = reply::EntriesBuilder::with_capacity(count);
+        cmd_range::forward(stream, start, StreamId::MAX, count, &mut entries, |_, size| {
+            budget.take(|| size as u64)
+        });
+        if entries.len() > 0 {
+            out.push((key.clone(), entries.finish()));
         }
     }
     Ok(out)

@@ -23,7 +23,7 @@
 
 use super::args::{self, is};
 use super::cmd_read::{
-    MAXCOUNT_BELOW_COUNT, MAXCOUNT_NOT_POSITIVE, MAXSIZE_NOT_POSITIVE, TIMEOUT_NOT_INTEGER,
+    Budget, MAXCOUNT_BELOW_COUNT, MAXCOUNT_NOT_POSITIVE, MAXSIZE_NOT_POSITIVE, TIMEOUT_NOT_INTEGER,
     TIMEOUT_OUT_OF_RANGE,
 };
 use super::group::{bump, GroupEffect};
@@ -181,38 +181,6 @@ fn meaningless(symbol: &str) -> CmdError {
     ))
 }
 
-/// The cumulative MAXCOUNT / MAXSIZE caps over one reply.
-#[derive(Debug)]
-struct Budget {
-    max_count: Option<u64>,
-    max_size: Option<u64>,
-    entries: u64,
-    bytes: u64,
-    /// Set once an entry was refused: later streams get nothing.
-    spent: bool,
-}
-
-impl Budget {
-    /// Whether one more entry of `size` bytes fits; counts it if so.
-    fn take(&mut self, size: impl FnOnce() -> u64) -> bool {
-        if self.spent || self.max_count.is_some_and(|max| self.entries >= max) {
-            self.spent = true;
-            return false;
-        }
-        if let Some(max) = self.max_size {
-            let size = size();
-            // The first entry of the reply always goes out.
-            if self.entries > 0 && self.bytes.saturating_add(size) > max {
-                self.spent = true;
-                return false;
-            }
-            self.bytes = self.bytes.saturating_add(size);
-        }
-        self.entries += 1;
-        true
-    }
-}
-
 fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let req = parse(args)?;
     let deadline = match req.block_ms {
@@ -241,13 +209,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         });
     }
 
-    let mut budget = Budget {
-        max_count: req.max_count,
-        max_size: req.max_size,
-        entries: 0,
-        bytes: 0,
-        spent: false,
-    };
+    let mut budget = Budget::new(req.max_count, req.max_size);
     let mut claim = req.claim;
     let mut served: Vec<(Bytes, Reply)> = Vec::new();
     let mut effects = Vec::new();
@@ -276,7 +238,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 served.push((key.clone(), Reply::Array(entries)));
             }
             ReadKind::New => {
-                if claim.is_none() && req.max_size.is_none() {
+                if claim.is_none() {
                     if let Some(entries) =
                         new_entries(stream, &req, ctx.now_ms, &mut budget, &mut effects)
                     {
@@ -404,7 +366,7 @@ fn history(
         .collect()
 }
 
-/// A `>` read without CLAIM or MAXSIZE (the usual one): new entries go straight from the
+/// A `>` read without CLAIM (the usual one): new entries go straight from the
 /// blocks into a pre-encoded reply (see [`cmd_range::forward`]), then each is delivered.
 /// `None` if there is nothing new.
 fn new_entries(
@@ -423,9 +385,8 @@ fn new_entries(
     let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
     let mut out = reply::EntriesBuilder::with_capacity(count);
     let mut ids: Vec<StreamId> = Vec::with_capacity(count.min(16));
-    cmd_range::forward(stream, start, StreamId::MAX, count, &mut out, |id| {
-        // MAXSIZE is not set here, so only MAXCOUNT can refuse.
-        let ok = budget.take(|| 0);
+    cmd_range::forward(stream, start, StreamId::MAX, count, &mut out, |id, size| {
+        let ok = budget.take(|| size as u64);
         if ok {
             ids.push(id);
         }

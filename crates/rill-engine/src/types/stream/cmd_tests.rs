@@ -520,6 +520,41 @@ fn xread_maxcount_and_maxsize() {
 }
 
 #[test]
+fn xreadgroup_maxcount_and_maxsize() {
+    let mut h = Harness::new();
+    for i in 1..=3 {
+        h.run(&format!("XADD a {i}-0 f {i}"));
+        h.run(&format!("XADD b {i}-0 f {i}"));
+    }
+    h.run("XGROUP CREATE a g 0");
+    h.run("XGROUP CREATE b g 0");
+    // Streams fill in argument order; an entry left out is neither sent nor pending, and the
+    // group's last-delivered-id stays before it.
+    assert_eq!(
+        h.run("XREADGROUP GROUP g c MAXCOUNT 4 STREAMS a b > >"),
+        "[[a [[1-0 [f 1]] [2-0 [f 2]] [3-0 [f 3]]]] [b [[1-0 [f 1]]]]]"
+    );
+    assert_eq!(h.run("XPENDING b g"), "[:1 1-0 1-0 [[c 1]]]");
+    assert!(h.run("XINFO GROUPS b").contains("last-delivered-id=1-0 entries-read=:1 lag=:2"));
+    assert_eq!(h.run("XREADGROUP GROUP g c STREAMS b >"), "[[b [[2-0 [f 2]] [3-0 [f 3]]]]]");
+    // MAXSIZE: each entry is 31 bytes in RESP2; the first of the reply always goes out.
+    h.run("XGROUP SETID a g 0");
+    h.run("XGROUP SETID b g 0");
+    h.run("XACK a g 1-0 2-0 3-0");
+    h.run("XACK b g 1-0 2-0 3-0");
+    assert_eq!(h.run("XREADGROUP GROUP g c MAXSIZE 1 STREAMS a b > >"), "[[a [[1-0 [f 1]]]]]");
+    assert_eq!(h.run("XREADGROUP GROUP g c MAXSIZE 62 STREAMS a b > >"), "[[a [[2-0 [f 2]] [3-0 [f 3]]]]]");
+    assert_eq!(h.run("XREADGROUP GROUP g c MAXSIZE 61 COUNT 1 STREAMS b >"), "[[b [[1-0 [f 1]]]]]");
+    assert_eq!(h.run("XPENDING a g"), "[:3 1-0 3-0 [[c 3]]]");
+    assert_eq!(h.run("XPENDING b g"), "[:1 1-0 1-0 [[c 1]]]");
+    // History reads honour the caps too, and only what was sent counts as re-delivered.
+    h.now_ms += 7;
+    assert_eq!(h.run("XREADGROUP GROUP g c MAXCOUNT 2 STREAMS a 0"), "[[a [[1-0 [f 1]] [2-0 [f 2]]]]]");
+    assert_eq!(h.run("XPENDING a g - + 10"), "[[1-0 c :0 :2] [2-0 c :0 :2] [3-0 c :7 :1]]");
+    assert_eq!(h.run("XREADGROUP GROUP g c MAXSIZE 40 STREAMS a 0"), "[[a [[1-0 [f 1]]]]]");
+}
+
+#[test]
 fn xread_blocks_with_resolved_ids() {
     let mut h = Harness::new();
     h.run("XADD a 5-0 f 1");
