@@ -208,6 +208,20 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             .skip_while(move |(k, _)| *k < start)
     }
 
+    /// The largest pair with a key below `bound`. O(log n).
+    pub fn last_below(&self, bound: &K) -> Option<(K, V)> {
+        // The last chunk that starts below `bound` holds the answer, unless every key left in it
+        // is at or above `bound` (its separator may lie below its first key): then the chunk
+        // before it does.
+        for (_, chunk) in self.chunks.range(..*bound).rev() {
+            let below = chunk.partition_point(|(k, _)| k < bound);
+            if below > 0 {
+                return chunk.get(below - 1).copied();
+            }
+        }
+        None
+    }
+
     /// The smallest pair. O(log n).
     pub fn first(&self) -> Option<(K, V)> {
         self.chunks.values().next().and_then(|c| c.front().copied())
@@ -308,6 +322,9 @@ mod tests {
             }
             prop_assert_eq!(m.first(), model.first_key_value().map(|(k, v)| (*k, *v)));
             prop_assert_eq!(m.last(), model.last_key_value().map(|(k, v)| (*k, *v)));
+            for k in [0, 1, 7, 150, 151, 299, 300] {
+                prop_assert_eq!(m.last_below(&k), model.range(..k).next_back().map(|(k, v)| (*k, *v)));
+            }
         }
     }
 

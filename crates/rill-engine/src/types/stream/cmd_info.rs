@@ -203,7 +203,7 @@ fn full_info(s: &Stream, count: u64) -> Reply {
 fn read_and_lag(s: &Stream, g: &ConsumerGroup) -> [(Reply, Reply); 2] {
     [
         (reply::name("entries-read"), g.entries_read.map_or(Reply::Null, reply::count)),
-        (reply::name("lag"), s.lag(g).map_or(Reply::Null, reply::count)),
+        (reply::name("lag"), s.lag(g).map_or(Reply::Null, Reply::Integer)),
     ]
 }
 

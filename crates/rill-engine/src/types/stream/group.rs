@@ -475,22 +475,28 @@ impl Stream {
         }
     }
 
-    /// Entries not yet delivered to `group`, when it can be known (XINFO `lag`).
-    pub fn lag(&self, group: &ConsumerGroup) -> Option<u64> {
+    /// Entries not yet delivered to `group`, when it can be known (XINFO `lag`). Negative when
+    /// the group's entries-read is ahead of the stream's entries-added, as XGROUP SETID ...
+    /// ENTRIESREAD can leave it: Redis reports the difference as it is.
+    pub fn lag(&self, group: &ConsumerGroup) -> Option<i64> {
         let added = self.entries_added;
         if added == 0 || self.length == 0 {
             return Some(0);
         }
         let ld = group.last_delivered_id;
         if ld < self.first_id && self.max_deleted_entry_id < self.first_id {
-            return Some(self.length);
+            return Some(i64::try_from(self.length).unwrap_or(i64::MAX));
         }
+        let diff = |read: u64| {
+            let (added, read) = (i128::from(added), i128::from(read));
+            i64::try_from(added - read).unwrap_or(if added > read { i64::MAX } else { i64::MIN })
+        };
         if let Some(er) = group.entries_read {
             if !self.tombstone_from(ld) {
-                return Some(added.saturating_sub(er));
+                return Some(diff(er));
             }
         }
-        self.estimate_entries_read(ld).map(|e| added.saturating_sub(e))
+        self.estimate_entries_read(ld).map(diff)
     }
 
     /// Check every group's invariants (tests; later the snapshot loader).

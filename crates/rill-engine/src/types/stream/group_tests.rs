@@ -231,12 +231,17 @@ fn xreadgroup_claim_serves_nack_zone_then_idle_then_new() {
     // Blocking asks to be woken when the oldest entry becomes claimable.
     h.run("XREADGROUP GROUP g carol BLOCK 0 CLAIM 100 STREAMS s >");
     assert_eq!(h.blocked.as_ref().and_then(|b| b.wake_at_ms), Some(h.now_ms + 100));
-    // COUNT covers claimed and new together.
+    // COUNT covers claimed and new together. Bob's four entries share one delivery time:
+    // they are claimed in the order bob got them (2-0 first), not by ID.
     h.now_ms += 200;
     h.run("XADD s 5-0 f v5");
     assert_eq!(
         h.run("XREADGROUP GROUP g carol COUNT 1 CLAIM 100 STREAMS s >"),
-        "[[s [[1-0 [f v1] :200 :2]]]]"
+        "[[s [[2-0 [f v2] :200 :2]]]]"
+    );
+    assert_eq!(
+        h.run("XREADGROUP GROUP g carol COUNT 4 CLAIM 100 STREAMS s >"),
+        "[[s [[1-0 [f v1] :200 :2] [3-0 [f v3] :200 :2] [4-0 [f v4] :200 :1] [5-0 [f v5] :0 :0]]]]"
     );
     check_invariants(&h, "s");
 }

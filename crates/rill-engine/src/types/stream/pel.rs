@@ -37,9 +37,13 @@
 //! Claim order: the XNACK zone comes first, in the order XNACK released its entries (`seq` is a
 //! per-PEL counter bumped by every release, so re-NACKing moves an entry to the end of the
 //! zone; a released record keeps its `seq` in the time field, as its delivery time is 0 by
-//! definition). Then owned entries by last delivery time, ties by ID (Redis keeps a list and
-//! appends on every delivery; an explicit `XCLAIM ... TIME` in the past is placed by its time
-//! here rather than at the tail).
+//! definition). Then owned entries by last delivery time, and entries delivered in the same
+//! millisecond in the order they were delivered, as in Redis (which keeps a list, appends on
+//! every delivery and puts an `XCLAIM ... TIME` in the past after the entries of that time).
+//! An owned record's time field is therefore an order key, `time × 2^16 + tie`, where `tie`
+//! counts up within the millisecond; past 65 535 deliveries in one millisecond to one group
+//! the tie stays at its maximum and those entries fall back to ID order. A PEL rebuilt from
+//! a snapshot gets its ties in ID order, as Redis' does after loading an RDB file.
 //!
 //! Costs for a PEL of n entries: lookup O(log n); every change (deliver, claim, release,
 //! acknowledge) is one remove and one insert in `by_id`, in one claim-order index and in at
@@ -94,10 +98,19 @@ const RELEASED: u32 = u32::MAX;
 /// The record's count field for a count kept in `spilled_counts`.
 pub const COUNT_SPILLED: u32 = u32::MAX;
 
+/// Bits of an owned record's order key below its delivery time (see the module doc).
+const TIE_BITS: u32 = 16;
+/// The largest tie within one millisecond.
+const TIE_MAX: i64 = (1 << TIE_BITS) - 1;
+/// Delivery times the order key can hold, ± (about 2 200 years around 1970); others are
+/// clamped (commands never produce them: XCLAIM TIME/IDLE clamp to [0, now]).
+const TIME_LIMIT: i64 = i64::MAX >> (TIE_BITS + 1);
+
 /// The stored form of a pending entry: 16 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Record {
-    /// Owned: last delivery time, Unix ms. Released: the XNACK release sequence (as bits).
+    /// Owned: the order key, last delivery time (Unix ms) × 2^16 + tie (see the module doc).
+    /// Released: the XNACK release sequence (as bits).
     time_or_seq: i64,
     /// Delivery count, or [`COUNT_SPILLED`].
     count: u32,
@@ -118,9 +131,11 @@ struct Owner {
 pub struct Pel {
     /// Every pending entry by ID.
     by_id: ChunkedMap<StreamId, Record>,
-    /// Owned entries by (last delivery time, ID). Invariant: `(t, id)` is here iff
-    /// `by_id[id]` is owned with time `t`.
+    /// Owned entries by (order key, ID). Invariant: `(k, id)` is here iff `by_id[id]` is
+    /// owned with order key `k`.
     delivered: ChunkedSet<(i64, StreamId)>,
+    /// The last order key handed out: the largest of its millisecond.
+    last_key: Option<i64>,
     /// Released entries by (release sequence, ID): the XNACK zone. Invariant: `(s, id)` is
     /// here iff `by_id[id]` is released with sequence `s`.
     nack_zone: ChunkedSet<(u64, StreamId)>,
@@ -190,7 +205,7 @@ impl Pel {
         } else {
             PendingEntry {
                 owner: self.owner(r.owner).map(|o| &o.name),
-                delivery_time_ms: r.time_or_seq,
+                delivery_time_ms: r.time_or_seq >> TIE_BITS,
                 delivery_count,
                 order: ClaimOrder::Delivered(r.time_or_seq),
             }
@@ -326,12 +341,33 @@ impl Pel {
         // A new delivery comes after every pending ID: nothing to replace, no lookup needed.
         let existed = self.by_id.last().is_some_and(|(last, _)| last >= id) && self.remove(id);
         let count = self.store_count(id, delivery_count);
-        self.by_id.insert(id, Record { time_or_seq: delivery_time_ms, count, owner: owner.0 });
-        self.delivered.insert((delivery_time_ms, id), ());
+        let key = self.order_key(delivery_time_ms);
+        self.by_id.insert(id, Record { time_or_seq: key, count, owner: owner.0 });
+        self.delivered.insert((key, id), ());
         if let Some(o) = self.owner_mut(owner.0) {
             o.ids.insert(id, ());
         }
         existed
+    }
+
+    /// The order key for a delivery at `time_ms`: after every entry delivered in that
+    /// millisecond so far. O(1) while deliveries stay in one millisecond, O(log n) for the first
+    /// one of a millisecond.
+    fn order_key(&mut self, time_ms: i64) -> i64 {
+        let time_ms = time_ms.clamp(-TIME_LIMIT, TIME_LIMIT);
+        let base = time_ms << TIE_BITS;
+        let next = match self.last_key {
+            Some(last) if last >> TIE_BITS == time_ms => last + 1,
+            // The largest key of this millisecond still pending, if any (keys of a millisecond
+            // are only handed out here, so while `last_key` stays in it, it is the largest).
+            _ => match self.delivered.last_below(&(base + TIE_MAX + 1, StreamId::MIN)) {
+                Some(((key, _), ())) if key >= base => key + 1,
+                _ => base,
+            },
+        };
+        let key = next.min(base + TIE_MAX);
+        self.last_key = Some(key);
+        key
     }
 
     /// Release `id` to the end of the XNACK zone with this count (no owner, time 0), creating

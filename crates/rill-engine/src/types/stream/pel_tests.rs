@@ -41,8 +41,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The model: a plain map to (owner, time, count, release sequence if released).
-type Model = BTreeMap<u64, (Option<u8>, i64, u64, Option<u64>)>;
+/// The model: a plain map to (owner, time, count, release sequence if released, delivery
+/// sequence: when it was last owned or touched, which orders entries of the same time).
+type Model = BTreeMap<u64, (Option<u8>, i64, u64, Option<u64>, u64)>;
 
 fn owner_name(o: u8) -> Bytes {
     Bytes::from(format!("c{o}"))
@@ -56,17 +57,19 @@ proptest! {
         let mut slots: BTreeMap<u8, OwnerId> = BTreeMap::new();
         let mut model: Model = BTreeMap::new();
         let mut seq = 0u64;
+        let mut delivered = 0u64;
         for op in ops {
+            delivered += 1;
             match op {
                 Op::Own { id, owner, time, count } => {
                     let slot = *slots.entry(owner).or_insert_with(|| pel.add_owner(owner_name(owner)));
                     let replaced = pel.set_owned(StreamId::new(id, 0), slot, time, count);
                     prop_assert_eq!(replaced, model.contains_key(&id));
-                    model.insert(id, (Some(owner), time, count.min(DELIVERY_COUNT_MAX), None));
+                    model.insert(id, (Some(owner), time, count.min(DELIVERY_COUNT_MAX), None, delivered));
                 }
                 Op::Nack { id, count } => {
                     pel.set_nacked(StreamId::new(id, 0), count);
-                    model.insert(id, (None, 0, count.min(DELIVERY_COUNT_MAX), Some(seq)));
+                    model.insert(id, (None, 0, count.min(DELIVERY_COUNT_MAX), Some(seq), 0));
                     seq += 1;
                 }
                 Op::Touch { id, time, count } => {
@@ -76,6 +79,7 @@ proptest! {
                     if let Some(e) = model.get_mut(&id).filter(|e| e.0.is_some()) {
                         e.1 = time;
                         e.2 = count.min(DELIVERY_COUNT_MAX);
+                        e.4 = delivered;
                     }
                 }
                 Op::Remove { id } => {
@@ -98,19 +102,20 @@ proptest! {
             .collect();
         let expect: Vec<(u64, Option<Bytes>, i64, u64)> = model
             .iter()
-            .map(|(id, (o, t, c, _))| (*id, o.map(owner_name), *t, *c))
+            .map(|(id, (o, t, c, _, _))| (*id, o.map(owner_name), *t, *c))
             .collect();
         prop_assert_eq!(by_id, expect);
         let mid: Vec<u64> = pel.range(StreamId::new(100, 0), StreamId::new(200, 0)).map(|(id, _)| id.ms).collect();
         prop_assert_eq!(mid, model.range(100..=200).map(|(id, _)| *id).collect::<Vec<_>>());
         prop_assert_eq!(pel.bounds().map(|(a, b)| (a.ms, b.ms)),
             model.keys().next().and_then(|a| Some((*a, *model.keys().next_back()?))));
-        // Claim order: released first in release order, then by (time, id).
-        let mut order: Vec<((u8, u64, i64), u64)> = model
+        // Claim order: released first in release order, then by time, entries of the same time
+        // in the order they were delivered.
+        let mut order: Vec<((u8, u64, i64, u64), u64)> = model
             .iter()
-            .map(|(id, (_, t, _, s))| match s {
-                Some(s) => ((0, *s, 0), *id),
-                None => ((1, 0, *t), *id),
+            .map(|(id, (_, t, _, s, d))| match s {
+                Some(s) => ((0, *s, 0, 0), *id),
+                None => ((1, 0, *t, *d), *id),
             })
             .collect();
         order.sort();
@@ -185,6 +190,39 @@ proptest! {
 }
 
 /// Claiming from the head of a large PEL touches only what it claims.
+#[test]
+fn same_time_deliveries_keep_their_order() {
+    let mut pel = Pel::default();
+    let a = pel.add_owner(owner_name(0));
+    let id = |n: u64| StreamId::new(n, 0);
+    let order = |pel: &Pel| pel.claim_order().map(|(id, _)| id.ms).collect::<Vec<_>>();
+    pel.set_owned(id(3), a, 10, 1);
+    pel.set_owned(id(1), a, 10, 1);
+    pel.set_owned(id(2), a, 20, 1);
+    // A delivery in the past goes after the entries of its time, as Redis' sorted insert does.
+    pel.set_owned(id(0), a, 10, 1);
+    assert_eq!(order(&pel), [3, 1, 0, 2]);
+    // Re-delivering moves an entry to the end of its new time.
+    pel.touch(id(3), 20, 2);
+    assert_eq!(order(&pel), [1, 0, 2, 3]);
+    assert_eq!(pel.get(id(3)).map(|e| e.delivery_time_ms), Some(20));
+    assert!(pel.validate());
+
+    // Past 2^16 deliveries in one millisecond the rest fall back to ID order.
+    let mut pel = Pel::default();
+    let a = pel.add_owner(owner_name(0));
+    for n in (0..70_000u64).rev() {
+        pel.set_owned(id(n), a, 1_700_000_000_000, 1);
+    }
+    assert!(pel.validate());
+    let got = order(&pel);
+    assert_eq!(got.len(), 70_000);
+    let (distinct, shared) = got.split_at(65_535);
+    assert!(distinct.iter().copied().eq((70_000 - 65_535..70_000).rev()));
+    assert!(shared.iter().copied().eq(0..70_000 - 65_535));
+    assert!(pel.iter().all(|(_, e)| e.delivery_time_ms == 1_700_000_000_000));
+}
+
 #[test]
 fn claim_order_scales() {
     let mut pel = Pel::default();
