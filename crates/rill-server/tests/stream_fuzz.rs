@@ -16,6 +16,9 @@
 //! `RILL_FUZZ_REDIS=/path/to/redis-server` compares with that (newer) server instead, DESTROY
 //! included.
 //!
+//! Now and then a key is swapped between the servers: each one's DUMP is RESTOREd into the
+//! other, so each must read the other's serialisation of whatever state was reached.
+//!
 //! A failing sequence is shrunk to a short one and printed with both servers' replies.
 //! `RILL_FUZZ_CASES=N` runs N sequences (default 150); `RILL_FUZZ_SEED` picks the seed.
 
@@ -24,7 +27,7 @@
 mod common;
 
 use common::{parse_value, ReferenceServer, Server, ServerKind, Value};
-use std::path::Path;
+use std::path::PathBuf;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
@@ -338,6 +341,8 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
             Just(words(&["TYPE", &k])),
         ]
     });
+    // Each server's DUMP of a key restored into the other (see `swap`).
+    let swap = pick(KEYS).prop_map(|k| words(&[SWAP, &k]));
     prop_oneof![
         10 => xadd,
         2 => xdel,
@@ -357,7 +362,28 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
         1 => consumers,
         1 => setid_stream,
         1 => other,
+        1 => swap,
     ]
+}
+
+/// The pseudo-command of [`swap`].
+const SWAP: &str = "@swap";
+
+/// DUMP `key` on both servers, then RESTORE (REPLACE) each payload into the other server: rill
+/// must read Redis' serialisation of every state the sequences reach, and Redis rill's. The
+/// results (RESTORE's reply, or DUMP's nil for a missing key) are compared as for any command,
+/// and every later command runs on the swapped values.
+fn swap(rill: &mut common::RawClient, redis: &mut common::RawClient, key: &str) -> (Value, Value) {
+    let dump = |c: &mut common::RawClient| parse_value(&c.cmd(&["DUMP", key])).unwrap();
+    let (from_rill, from_redis) = (dump(rill), dump(redis));
+    let restore = |c: &mut common::RawClient, payload: &Value| match payload {
+        Value::Bulk(p) => {
+            let args: [&[u8]; 5] = [b"RESTORE", key.as_bytes(), b"0", p, b"REPLACE"];
+            parse_value(&c.request(&args).unwrap()).unwrap()
+        }
+        other => other.clone(),
+    };
+    (restore(rill, &from_redis), restore(redis, &from_rill))
 }
 
 /// A start that gives the random commands something to work on: a few entries in each key and
@@ -533,12 +559,13 @@ fn random_stream_and_group_sequences_match_redis() {
     // A newer Redis to compare with instead of 8.2.3 (see the module doc).
     let newer = std::env::var("RILL_FUZZ_REDIS").ok().filter(|p| !p.is_empty());
     let redis = match &newer {
-        Some(path) => Server::start(ServerKind::Redis(ReferenceServer::Redis8), Path::new(path), &[]),
-        None => match Server::reference(ReferenceServer::Redis8) {
-            Some(server) => server,
+        Some(path) => PathBuf::from(path),
+        None => match ReferenceServer::Redis8.require() {
+            Some(path) => path,
             None => return,
         },
     };
+    let redis = Server::start(ServerKind::Redis(ReferenceServer::Redis8), &redis, &[]);
     let rill = Server::rill();
     // The runner takes a `Fn`: the connections sit in a RefCell.
     // Index 0: RESP2 connections, 1: RESP3 (same servers).
@@ -571,6 +598,11 @@ fn random_stream_and_group_sequences_match_redis() {
         for cmd in prelude.iter().chain(&random) {
             let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
             let [a, b] = &mut *clients;
+            if cmd[0] == SWAP {
+                let (ra, rb) = swap(a, b, &cmd[1]);
+                prop_assert!(ra == rb, "DUMP/RESTORE swap of {}\n  rill:  {}\n  redis: {}", cmd[1], ra, rb);
+                continue;
+            }
             let ra = normalise(cmd, parse_value(&a.request(&args).unwrap()).unwrap());
             let rb = normalise(cmd, parse_value(&b.request(&args).unwrap()).unwrap());
             let proto = if resp3 { "RESP3" } else { "RESP2" };
