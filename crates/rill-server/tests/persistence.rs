@@ -5,78 +5,12 @@
 
 mod common;
 
-use common::{free_port, RawClient, TempDir, Value};
+use common::{free_port, Proc, RawClient, TempDir, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rill-server");
-
-/// A rill-server process on a directory that outlives it (so it can be restarted there).
-struct Proc {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Proc {
-    fn start(dir: &Path, extra: &[&str]) -> Proc {
-        Proc::try_start(dir, extra).unwrap_or_else(|log| panic!("rill-server did not start:\n{log}"))
-    }
-
-    /// Start and wait until loading is over; `Err(log)` if the process exits first.
-    fn try_start(dir: &Path, extra: &[&str]) -> Result<Proc, String> {
-        let port = free_port();
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
-        let port_s = port.to_string();
-        let mut args = vec!["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir.to_str().unwrap(), "--save", ""];
-        args.extend_from_slice(extra);
-        let child = Command::new(BIN)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut p = Proc { child, port, dir: dir.to_path_buf() };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(_)) = p.child.try_wait() {
-                return Err(p.log());
-            }
-            if let Ok(mut c) = RawClient::try_connect(port) {
-                if let Ok(r) = c.request(&[b"PING"]) {
-                    if r == b"+PONG\r\n" {
-                        return Ok(p);
-                    }
-                }
-            }
-            assert!(Instant::now() < deadline, "no PONG within 30 s:\n{}", p.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn client(&self) -> RawClient {
-        RawClient::connect(self.port)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
-    }
-
-    /// `kill -9`.
-    fn kill9(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn s(v: &[u8]) -> String {
     String::from_utf8_lossy(v).into_owned()
@@ -586,4 +520,28 @@ fn switching_appendfsync_at_runtime_keeps_answering_and_keeps_every_write() {
     p.kill9();
     let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
     assert_same(&picture(&mut p.client()), &before);
+}
+
+/// XGROUP SETID ... ENTRIESREAD can put a group's entries-read above the stream's entries-added
+/// (then XINFO shows a negative lag, as in Redis). The compacted log holds that state and a
+/// restart must load it, not call it corrupt and refuse to start.
+#[test]
+fn a_group_read_past_entries_added_survives_compaction_and_restart() {
+    let dir = TempDir::new("rill-entries-read");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = p.client();
+    c.cmd(&["XADD", "s", "1-0", "f", "1"]);
+    c.cmd(&["XADD", "s", "2-0", "f", "2"]);
+    c.cmd(&["XGROUP", "CREATE", "s", "g", "$"]);
+    c.cmd(&["XGROUP", "SETID", "s", "g", "1-0", "ENTRIESREAD", "2"]);
+    c.cmd(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]);
+    let groups = s(&c.cmd(&["XINFO", "GROUPS", "s"]));
+    assert!(groups.contains("$12\r\nentries-read\r\n:3\r\n$3\r\nlag\r\n:-1\r\n"), "{groups}");
+    assert_eq!(c.cmd(&["BGREWRITEAOF"]), b"+Background append only file rewriting started\r\n");
+    wait_info(&mut c, &["aof_rewrites:1", "aof_rewrite_in_progress:0"]);
+    let before = picture(&mut c);
+    p.kill9();
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    assert_same(&picture(&mut p.client()), &before);
+    assert_eq!(s(&p.client().cmd(&["XINFO", "GROUPS", "s"])), groups);
 }

@@ -424,7 +424,7 @@ fn normalise(cmd: &[String], v: Value) -> Value {
             ),
             other => other,
         },
-        ("XINFO", Some("CONSUMERS")) => map_each(v, &["idle", "inactive"]),
+        ("XINFO", Some("CONSUMERS")) => each(v, |c| blank_times(c, &["idle", "inactive"])),
         // With CLAIM, entries are [id, fields, idle, deliveries].
         ("XREADGROUP", _) if upper_all(cmd).iter().any(|a| a == "CLAIM") => claim_idle(v),
         ("XINFO", Some("STREAM")) => full_times(drop_fields(
@@ -465,7 +465,7 @@ fn full_times(v: Value) -> Value {
         }
     };
     let consumer = move |c: Value| {
-        with_field(drop_fields(c, &["seen-time", "active-time"]), "pending", blank_row(1))
+        with_field(blank_times(c, &["seen-time", "active-time"]), "pending", blank_row(1))
     };
     let group = move |g: Value| {
         // `nacked-count` comes with XNACK (after 8.2).
@@ -529,9 +529,11 @@ fn claim_idle(v: Value) -> Value {
     }
 }
 
-/// Each map of an array with `fields` removed.
-fn map_each(v: Value, fields: &[&str]) -> Value {
-    each(v, |m| drop_fields(m, fields))
+/// A map with the clock readings in `fields` set to 0, except -1 ("never"), which is kept.
+fn blank_times(v: Value, fields: &[&str]) -> Value {
+    fields.iter().fold(v, |v, f| {
+        with_field(v, f, |t| if t == Value::Int(-1) { t } else { Value::Int(0) })
+    })
 }
 
 /// A RESP2 flat key/value array or a RESP3 map without `fields`.
@@ -582,9 +584,7 @@ fn random_stream_and_group_sequences_match_redis() {
         c.cmd(&["HELLO", "3"]);
     }
     let cases = std::env::var("RILL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
-    let seed: u64 = std::env::var("RILL_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_0001);
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let (seed, seed_bytes) = seed();
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
@@ -612,5 +612,121 @@ fn random_stream_and_group_sequences_match_redis() {
     });
     if let Err(e) = result {
         panic!("rill and Redis 8.2.3 differ (seed {seed}): {e}");
+    }
+}
+
+/// What a client can observe of the stream keys, to compare before and after a restart: each
+/// key's type and XINFO STREAM FULL (every entry, group, pending record with its delivery time
+/// and count, and consumer with its seen and active times, all exact; not the node counts, as a
+/// snapshot packs the entries into new nodes), XINFO GROUPS, and each group's XINFO CONSUMERS
+/// (idle times, which move with the clock, blanked).
+fn picture(c: &mut common::RawClient) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut ask = |c: &mut common::RawClient, cmd: Vec<String>| {
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let v = parse_value(&c.cmd(&args)).unwrap();
+        let v = match cmd[1].as_str() {
+            "CONSUMERS" => normalise(&cmd, v),
+            // A snapshot packs the entries into new nodes.
+            "STREAM" => drop_fields(v, &["radix-tree-keys", "radix-tree-nodes"]),
+            _ => v,
+        };
+        out.push((cmd.join(" "), v.clone()));
+        v
+    };
+    for key in KEYS {
+        ask(c, words(&["TYPE", key]));
+        ask(c, words(&["XINFO", "STREAM", key, "FULL", "COUNT", "0"]));
+        if let Value::Array(groups) = ask(c, words(&["XINFO", "GROUPS", key])) {
+            for g in groups {
+                if let Some(name) = g.get("name").and_then(Value::as_bytes) {
+                    let name = String::from_utf8_lossy(name).into_owned();
+                    ask(c, words(&["XINFO", "CONSUMERS", key, &name]));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Random sequences against rill with the log on (`appendfsync always`), sometimes compacted
+/// halfway: after `kill -9` and a restart in the same directory the state is what it was.
+#[test]
+fn random_sequences_survive_kill9_and_compaction() {
+    let dir = common::TempDir::new("rill-fuzz-restart");
+    let args = ["--appendonly", "yes", "--appendfsync", "always", "--stream-node-max-entries", "4"];
+    let proc = std::cell::RefCell::new(Some(common::Proc::start(dir.path(), &args)));
+    let cases = std::env::var("RILL_FUZZ_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let (seed, seed_bytes) = seed();
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    let strategy = (
+        prelude(),
+        proptest::collection::vec((command(true), proptest::bool::weighted(0.1)), 1..40),
+        any::<Option<u8>>(),
+    );
+    let result = runner.run(&strategy, |(prelude, random, rewrite_at)| {
+        let mut slot = proc.borrow_mut();
+        let p = slot.take().unwrap();
+        let mut c = p.client();
+        c.cmd(&["FLUSHALL"]);
+        let rewrite_at = rewrite_at.map(|n| usize::from(n) % (prelude.len() + random.len()));
+        // Now and then a pause, so times recorded by different commands differ.
+        let steps = prelude.iter().map(|cmd| (cmd, false)).chain(random.iter().map(|(cmd, p)| (cmd, *p)));
+        for (i, (cmd, pause)) in steps.enumerate() {
+            if cmd[0] != SWAP {
+                let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+                c.request(&args).unwrap();
+            }
+            if pause {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            if Some(i) == rewrite_at {
+                rewrite(&mut c);
+            }
+        }
+        let before = picture(&mut c);
+        p.kill9();
+        let p = common::Proc::start(dir.path(), &args);
+        let after = picture(&mut p.client());
+        *slot = Some(p);
+        for ((what, b), (_, a)) in before.iter().zip(&after) {
+            prop_assert!(a == b, "{what} after the restart\n  before: {b}\n  after:  {a}");
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("state changed across a restart (seed {seed}): {e}");
+    }
+}
+
+/// `RILL_FUZZ_SEED` (or a fixed default), and the generator's seed made from it.
+fn seed() -> (u64, [u8; 32]) {
+    let seed: u64 = std::env::var("RILL_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_0001);
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    (seed, bytes)
+}
+
+/// BGREWRITEAOF, waiting until it is done.
+fn rewrite(c: &mut common::RawClient) {
+    let count = |c: &mut common::RawClient| {
+        let info = String::from_utf8_lossy(&c.cmd(&["INFO", "persistence"])).into_owned();
+        let field = |name: &str| {
+            info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string()).unwrap_or_default()
+        };
+        (field("aof_rewrites:"), field("aof_rewrite_in_progress:"))
+    };
+    let (done_before, _) = count(c);
+    c.cmd(&["BGREWRITEAOF"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (done, running) = count(c);
+        if done != done_before && running == "0" {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "BGREWRITEAOF did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }

@@ -163,6 +163,73 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A rill-server process on a directory that outlives it (so it can be restarted there).
+pub struct Proc {
+    pub child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Proc {
+    pub fn start(dir: &Path, extra: &[&str]) -> Proc {
+        Proc::try_start(dir, extra).unwrap_or_else(|log| panic!("rill-server did not start:\n{log}"))
+    }
+
+    /// Start and wait until loading is over; `Err(log)` if the process exits first.
+    pub fn try_start(dir: &Path, extra: &[&str]) -> Result<Proc, String> {
+        let port = free_port();
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
+        let port_s = port.to_string();
+        let mut args = vec!["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir.to_str().unwrap(), "--save", ""];
+        args.extend_from_slice(extra);
+        let child = Command::new(env!("CARGO_BIN_EXE_rill-server"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut p = Proc { child, port, dir: dir.to_path_buf() };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(_)) = p.child.try_wait() {
+                return Err(p.log());
+            }
+            if let Ok(mut c) = RawClient::try_connect(port) {
+                if let Ok(r) = c.request(&[b"PING"]) {
+                    if r == b"+PONG\r\n" {
+                        return Ok(p);
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no PONG within 30 s:\n{}", p.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn client(&self) -> RawClient {
+        RawClient::connect(self.port)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// `kill -9`.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A running server process, killed on drop.
 #[derive(Debug)]
 pub struct Server {
