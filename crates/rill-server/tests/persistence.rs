@@ -545,3 +545,23 @@ fn a_group_read_past_entries_added_survives_compaction_and_restart() {
     assert_same(&picture(&mut p.client()), &before);
     assert_eq!(s(&p.client().cmd(&["XINFO", "GROUPS", "s"])), groups);
 }
+
+/// XDELEX ... DELREF of an entry already trimmed away deletes nothing (reply -1) but drops the
+/// groups' pending references to it: that change is logged too, so a restart does not bring
+/// the references back.
+#[test]
+fn xdelex_delref_of_a_trimmed_entry_survives_a_restart() {
+    let dir = TempDir::new("rill-delref");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = p.client();
+    c.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    c.cmd(&["XADD", "s", "5-0", "f", "v"]);
+    c.cmd(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]);
+    assert_eq!(c.cmd(&["XTRIM", "s", "MINID", "6"]), b":1\r\n");
+    assert_eq!(c.cmd(&["XDELEX", "s", "DELREF", "IDS", "1", "5-0"]), b"*1\r\n:-1\r\n");
+    assert_eq!(c.cmd(&["XPENDING", "s", "g"]), b"*4\r\n:0\r\n$-1\r\n$-1\r\n*-1\r\n");
+    let before = picture(&mut c);
+    p.kill9();
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    assert_same(&picture(&mut p.client()), &before);
+}

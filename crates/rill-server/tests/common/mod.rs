@@ -181,7 +181,8 @@ impl Proc {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
         let port_s = port.to_string();
-        let mut args = vec!["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir.to_str().unwrap(), "--save", ""];
+        let dir_s = dir.to_str().unwrap();
+        let mut args = vec!["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir_s, "--save", ""];
         args.extend_from_slice(extra);
         let child = Command::new(env!("CARGO_BIN_EXE_rill-server"))
             .args(&args)

@@ -140,26 +140,39 @@ fn xdelex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     let Some(stream) = args::write_stream(engine, ctx, key)? else {
         return Ok(Reply::Array(vec![Reply::Integer(XDELEX_NOT_FOUND); opts.count]));
     };
-    let results: Vec<i64> = ids.iter().map(|id| delete_one(stream, *id, opts.strategy)).collect();
+    let mut refs_dropped = false;
+    let results: Vec<i64> = ids
+        .iter()
+        .map(|id| {
+            let (result, dropped) = delete_one(stream, *id, opts.strategy);
+            refs_dropped |= dropped;
+            result
+        })
+        .collect();
     if results.contains(&XDELEX_DELETED) {
         engine.modified(ctx.db, key);
+    } else if refs_dropped {
+        // DELREF dropped pending references of entries already gone: no entry was deleted
+        // (Redis neither signals the key nor counts a change), but the group state changed
+        // and must reach the log and replicas. (Redis propagates nothing here, so its log
+        // brings the references back on restart.)
+        engine.dirty += 1;
     }
     Ok(Reply::Array(results.into_iter().map(Reply::Integer).collect()))
 }
 
-/// One XDELEX ID under a strategy: 1 deleted, −1 no such entry, 2 kept (still referenced).
-pub(super) fn delete_one(stream: &mut Stream, id: StreamId, strategy: RefStrategy) -> i64 {
+/// One XDELEX ID under a strategy: 1 deleted, −1 no such entry, 2 kept (still referenced);
+/// and whether pending references to it were dropped (DELREF).
+pub(super) fn delete_one(stream: &mut Stream, id: StreamId, strategy: RefStrategy) -> (i64, bool) {
+    let mut dropped = false;
     match strategy {
-        RefStrategy::Acked if stream.is_referenced(id) => return XDELEX_STILL_REFERENCED,
+        RefStrategy::Acked if stream.is_referenced(id) => return (XDELEX_STILL_REFERENCED, false),
         // DELREF drops every group's PEL reference first, even for a missing entry.
         RefStrategy::DelRef => {
-            stream.drop_references(id);
+            dropped = !stream.drop_references(id).is_empty();
         }
         RefStrategy::Acked | RefStrategy::KeepRef => {}
     }
-    if stream.delete(id) {
-        XDELEX_DELETED
-    } else {
-        XDELEX_NOT_FOUND
-    }
+    let result = if stream.delete(id) { XDELEX_DELETED } else { XDELEX_NOT_FOUND };
+    (result, dropped)
 }
