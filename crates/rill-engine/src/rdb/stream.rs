@@ -339,7 +339,9 @@ fn append_node(s: &mut Stream, master: StreamId, lp: &[u8], limits: NodeLimits) 
     let mut next = || it.next().ok_or(corrupt("stream node truncated"));
     let live = next()?.int()?;
     let deleted = next()?.int()?;
-    if live <= 0 || deleted < 0 {
+    // A node whose entries are all deleted is legal: Redis leaves one behind when an exact
+    // trim removes the live rest of a node holding deleted entries, and DUMPs it as it is.
+    if live < 0 || deleted < 0 {
         return Err(corrupt("stream node entry counts"));
     }
     let field_count = usize::try_from(next()?.int()?).map_err(|_| corrupt("stream node field count"))?;
