@@ -383,7 +383,14 @@ fn swap(rill: &mut common::RawClient, redis: &mut common::RawClient, key: &str) 
         }
         other => other.clone(),
     };
-    (restore(rill, &from_redis), restore(redis, &from_rill))
+    let into_redis = restore(redis, &from_rill);
+    if matches!(into_redis, Value::Error(_)) && matches!(restore(redis, &from_redis), Value::Error(_)) {
+        // Redis cannot load its own DUMP of this state either (newer Redis refuses an
+        // entries-read above entries-added, which its commands produce): no swap, nothing
+        // changed on either side.
+        return (Value::Nil, Value::Nil);
+    }
+    (restore(rill, &from_redis), into_redis)
 }
 
 /// A start that gives the random commands something to work on: a few entries in each key and
