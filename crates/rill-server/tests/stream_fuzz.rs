@@ -19,8 +19,16 @@
 //! Now and then a key is swapped between the servers: each one's DUMP is RESTOREd into the
 //! other, so each must read the other's serialisation of whatever state was reached.
 //!
+//! Blocking reads (XREAD, XREADGROUP, with CLAIM against a newer Redis) are parked on side
+//! connections; the main connection's writes wake them or not, and CLIENT UNBLOCK at a later
+//! point tells whether each was still blocked and releases it; what each side got is compared.
+//!
+//! A second test runs random sequences against rill alone with the log on, compacts the log
+//! halfway now and then, kills the server with -9 and restarts it: the state must be the same.
+//!
 //! A failing sequence is shrunk to a short one and printed with both servers' replies.
-//! `RILL_FUZZ_CASES=N` runs N sequences (default 150); `RILL_FUZZ_SEED` picks the seed.
+//! `RILL_FUZZ_CASES=N` runs N sequences (default 150), `RILL_FUZZ_RESTARTS=N` N restart cases
+//! (default 25); `RILL_FUZZ_SEED` picks the seed.
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -341,6 +349,30 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
             Just(words(&["TYPE", &k])),
         ]
     });
+    // A blocking read parked on a side connection, and its end (see `BLOCK`).
+    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..4)
+        .prop_map(move |(i, g, c, k, count, kind)| {
+            let mut a = words(&[BLOCK, &i.to_string()]);
+            let count = count.map(|n| words(&["COUNT", &n.to_string()])).unwrap_or_default();
+            if kind == 0 {
+                a.extend(words(&["XREAD"]));
+                a.extend(count);
+                a.extend(words(&["BLOCK", "0", "STREAMS", &k, "$"]));
+            } else {
+                a.extend(words(&["XREADGROUP", "GROUP", &g, &c]));
+                a.extend(count);
+                // A min-idle no pending entry reaches during a test (except released ones, whose
+                // delivery time is 0): the claim timer never fires, so only the writes that
+                // signal the key wake the reader, at the same point on both servers. (With a
+                // small min-idle the re-check follows each server's millisecond ticks.)
+                if kind == 2 && newer {
+                    a.extend(words(&["CLAIM", "100000000"]));
+                }
+                a.extend(words(&["BLOCK", "0", "STREAMS", &k, ">"]));
+            }
+            a
+        });
+    let await_ = (0..2u8).prop_map(|i| words(&[AWAIT, &i.to_string()]));
     // Each server's DUMP of a key restored into the other (see `swap`).
     let swap = pick(KEYS).prop_map(|k| words(&[SWAP, &k]));
     prop_oneof![
@@ -363,11 +395,19 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
         1 => setid_stream,
         1 => other,
         1 => swap,
+        2 => block,
+        1 => await_,
     ]
 }
 
 /// The pseudo-command of [`swap`].
 const SWAP: &str = "@swap";
+/// `@block i CMD...`: send the blocking CMD on side connection `i` (0 or 1) of both servers
+/// (nothing if one is already parked there); [`AWAIT`] `i`, or the end of the sequence, ends
+/// it with CLIENT UNBLOCK and compares what each side got.
+const BLOCK: &str = "@block";
+/// `@await i`: see [`BLOCK`].
+const AWAIT: &str = "@await";
 
 /// DUMP `key` on both servers, then RESTORE (REPLACE) each payload into the other server: rill
 /// must read Redis' serialisation of every state the sequences reach, and Redis rill's. The
@@ -576,20 +616,12 @@ fn random_stream_and_group_sequences_match_redis() {
     };
     let redis = Server::start(ServerKind::Redis(ReferenceServer::Redis8), &redis, &[]);
     let rill = Server::rill();
-    // The runner takes a `Fn`: the connections sit in a RefCell.
-    // Index 0: RESP2 connections, 1: RESP3 (same servers).
-    let clients = std::cell::RefCell::new([
-        [rill.connect(), redis.connect()],
-        [rill.connect(), redis.connect()],
+    // The runner takes a `Fn`: the connections sit in a RefCell. Index 0: RESP2, 1: RESP3
+    // (on the main connections; side connections speak RESP2).
+    let sessions = std::cell::RefCell::new([
+        Session::open(&rill, &redis, false),
+        Session::open(&rill, &redis, true),
     ]);
-    for pair in clients.borrow_mut().iter_mut() {
-        for c in pair.iter_mut() {
-            c.cmd(&["CONFIG", "SET", "stream-node-max-entries", "4"]);
-        }
-    }
-    for c in clients.borrow_mut()[1].iter_mut() {
-        c.cmd(&["HELLO", "3"]);
-    }
     let cases = std::env::var("RILL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
     let (seed, seed_bytes) = seed();
     let config = Config { cases, failure_persistence: None, ..Config::default() };
@@ -597,11 +629,9 @@ fn random_stream_and_group_sequences_match_redis() {
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
     let strategy = (any::<bool>(), prelude(), proptest::collection::vec(command(newer.is_some()), 1..40));
     let result = runner.run(&strategy, |(resp3, prelude, random)| {
-        let mut all = clients.borrow_mut();
-        let clients = &mut all[usize::from(resp3)];
+        let mut all = sessions.borrow_mut();
         let cmds: Vec<Vec<String>> = prelude.into_iter().chain(random).collect();
-        let [a, b] = &mut *clients;
-        let diff = run_both(a, b, &cmds, resp3);
+        let diff = run_both(&mut all[usize::from(resp3)], &cmds, resp3);
         prop_assert!(diff.is_none(), "{}", diff.unwrap_or_default());
         Ok(())
     });
@@ -610,32 +640,125 @@ fn random_stream_and_group_sequences_match_redis() {
     }
 }
 
+/// Connections to both servers: rill's, then Redis'.
+type Pair = [common::RawClient; 2];
+
+/// A second connection to each server for blocking reads (see [`BLOCK`]), with each server's
+/// client id (for CLIENT UNBLOCK) and the command parked on it, if any.
+struct Side {
+    conns: Pair,
+    ids: [String; 2],
+    pending: Option<Vec<String>>,
+}
+
+/// The connections one sequence runs on: the main pair, and two side pairs.
+struct Session {
+    main: Pair,
+    sides: [Side; 2],
+}
+
+impl Session {
+    fn open(rill: &Server, redis: &Server, resp3: bool) -> Session {
+        let pair = || [rill.connect(), redis.connect()];
+        let mut main = pair();
+        for c in main.iter_mut() {
+            c.cmd(&["CONFIG", "SET", "stream-node-max-entries", "4"]);
+            if resp3 {
+                c.cmd(&["HELLO", "3"]);
+            }
+        }
+        let side = || {
+            let mut conns = pair();
+            let ids = conns.each_mut().map(|c| match parse_value(&c.cmd(&["CLIENT", "ID"])).unwrap() {
+                Value::Int(id) => id.to_string(),
+                other => panic!("CLIENT ID: {other}"),
+            });
+            Side { conns, ids, pending: None }
+        };
+        Session { main, sides: [side(), side()] }
+    }
+}
+
+/// Send `cmd` on side `i` of both servers and wait until each server has taken it (served it
+/// or parked the client), so the main connection's next command comes after it.
+fn park(s: &mut Session, i: usize, cmd: Vec<String>) {
+    let side = &mut s.sides[i];
+    if side.pending.is_some() {
+        return;
+    }
+    let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+    for k in 0..2 {
+        side.conns[k].cmd(&["PING"]);
+        side.conns[k].send_command(&args).unwrap();
+        // Until CLIENT LIST shows the side's last command is no longer the PING.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let list = s.main[k].cmd(&["CLIENT", "LIST", "ID", &side.ids[k]]);
+            let list = String::from_utf8_lossy(&list).into_owned();
+            if !list.contains(" cmd=ping ") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "side command never ran: {list}");
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+    side.pending = Some(cmd);
+}
+
+/// End the command parked on side `i`: CLIENT UNBLOCK it on both servers (its reply tells
+/// whether it was still blocked), then read what the side got. Both pairs of replies are
+/// compared; the first difference, described, if any.
+fn unpark(s: &mut Session, i: usize) -> Option<String> {
+    let cmd = s.sides[i].pending.take()?;
+    let unblock: Vec<Value> = (0..2)
+        .map(|k| parse_value(&s.main[k].cmd(&["CLIENT", "UNBLOCK", &s.sides[i].ids[k]])).unwrap())
+        .collect();
+    let got: Vec<Value> = (0..2)
+        .map(|k| normalise(&cmd, parse_value(&s.sides[i].conns[k].read_reply().unwrap()).unwrap()))
+        .collect();
+    let what = format!("side {i}: {}", cmd.join(" "));
+    if unblock[0] != unblock[1] {
+        let (a, b) = (&unblock[0], &unblock[1]);
+        return Some(format!("{what}: still blocked?\n  rill:  {a}\n  redis: {b}"));
+    }
+    (got[0] != got[1]).then(|| format!("{what}\n  rill:  {}\n  redis: {}", got[0], got[1]))
+}
+
 /// Run `cmds` on both servers (from an empty keyspace), comparing replies; the first
 /// difference, described, if any.
-fn run_both(
-    rill: &mut common::RawClient,
-    redis: &mut common::RawClient,
-    cmds: &[Vec<String>],
-    resp3: bool,
-) -> Option<String> {
-    for c in [&mut *rill, &mut *redis] {
+fn run_both(s: &mut Session, cmds: &[Vec<String>], resp3: bool) -> Option<String> {
+    for c in s.main.iter_mut() {
         c.cmd(&["FLUSHALL"]);
     }
     let proto = if resp3 { "RESP3" } else { "RESP2" };
     for cmd in cmds {
-        let (ra, rb) = if cmd[0] == SWAP {
-            swap(rill, redis, &cmd[1])
-        } else {
-            let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
-            let ra = normalise(cmd, parse_value(&rill.request(&args).unwrap()).unwrap());
-            let rb = normalise(cmd, parse_value(&redis.request(&args).unwrap()).unwrap());
-            (ra, rb)
+        let side = || cmd.get(1).and_then(|i| i.parse::<usize>().ok()).unwrap_or(0) % 2;
+        let (ra, rb) = match cmd[0].as_str() {
+            SWAP => {
+                let [a, b] = &mut s.main;
+                swap(a, b, &cmd[1])
+            }
+            BLOCK => {
+                park(s, side(), cmd[2..].to_vec());
+                continue;
+            }
+            AWAIT => match unpark(s, side()) {
+                Some(diff) => return Some(diff),
+                None => continue,
+            },
+            _ => {
+                let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+                let [a, b] = &mut s.main;
+                let ra = normalise(cmd, parse_value(&a.request(&args).unwrap()).unwrap());
+                let rb = normalise(cmd, parse_value(&b.request(&args).unwrap()).unwrap());
+                (ra, rb)
+            }
         };
         if ra != rb {
             return Some(format!("{} ({proto})\n  rill:  {ra}\n  redis: {rb}", cmd.join(" ")));
         }
     }
-    None
+    (0..2).find_map(|i| unpark(s, i))
 }
 
 /// Sequences the random test once found differences in (fixed since), kept as plain cases.
@@ -643,10 +766,7 @@ fn run_both(
 fn sequences_that_once_differed_match_redis() {
     let Some(redis) = Server::reference(ReferenceServer::Redis8) else { return };
     let rill = Server::rill();
-    let (mut a, mut b) = (rill.connect(), redis.connect());
-    for c in [&mut a, &mut b] {
-        c.cmd(&["CONFIG", "SET", "stream-node-max-entries", "4"]);
-    }
+    let mut session = Session::open(&rill, &redis, false);
     let cases: &[&[&str]] = &[
         // An ENTRIESREAD ahead of entries-added: lag goes negative.
         &[
@@ -677,7 +797,7 @@ fn sequences_that_once_differed_match_redis() {
     for case in cases {
         let cmds: Vec<Vec<String>> =
             case.iter().map(|line| line.split(' ').map(str::to_string).collect()).collect();
-        if let Some(diff) = run_both(&mut a, &mut b, &cmds, false) {
+        if let Some(diff) = run_both(&mut session, &cmds, false) {
             panic!("{diff}");
         }
     }
@@ -743,7 +863,7 @@ fn random_sequences_survive_kill9_and_compaction() {
         // Now and then a pause, so times recorded by different commands differ.
         let steps = prelude.iter().map(|cmd| (cmd, false)).chain(random.iter().map(|(cmd, p)| (cmd, *p)));
         for (i, (cmd, pause)) in steps.enumerate() {
-            if cmd[0] != SWAP {
+            if !cmd[0].starts_with('@') {
                 let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
                 c.request(&args).unwrap();
             }
