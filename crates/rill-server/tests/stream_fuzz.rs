@@ -22,6 +22,8 @@
 //! Blocking reads (XREAD, XREADGROUP, with CLAIM against a newer Redis) are parked on side
 //! connections; the main connection's writes wake them or not, and CLIENT UNBLOCK at a later
 //! point tells whether each was still blocked and releases it; what each side got is compared.
+//! Some commands run on another connection while the main one WATCHes both keys: whether the
+//! main one's EXEC then fails is compared too.
 //!
 //! A second test runs random sequences against rill alone with the log on, compacts the log
 //! halfway now and then, kills the server with -9 and restarts it: the state must be the same.
@@ -141,9 +143,53 @@ fn words(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
 }
 
+/// One step of a sequence: mostly a [`plain`] command, sometimes a pseudo-command (see
+/// [`SWAP`], [`BLOCK`], [`WATCHED`]).
+fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
+    // A blocking read parked on a side connection, and its end (see `BLOCK`).
+    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..4)
+        .prop_map(move |(i, g, c, k, count, kind)| {
+            let mut a = words(&[BLOCK, &i.to_string()]);
+            let count = count.map(|n| words(&["COUNT", &n.to_string()])).unwrap_or_default();
+            if kind == 0 {
+                a.extend(words(&["XREAD"]));
+                a.extend(count);
+                a.extend(words(&["BLOCK", "0", "STREAMS", &k, "$"]));
+            } else {
+                a.extend(words(&["XREADGROUP", "GROUP", &g, &c]));
+                a.extend(count);
+                // A min-idle no pending entry reaches during a test (except released ones, whose
+                // delivery time is 0): the claim timer never fires, so only the writes that
+                // signal the key wake the reader, at the same point on both servers. (With a
+                // small min-idle the re-check follows each server's millisecond ticks.)
+                if kind == 2 && newer {
+                    a.extend(words(&["CLAIM", "100000000"]));
+                }
+                a.extend(words(&["BLOCK", "0", "STREAMS", &k, ">"]));
+            }
+            a
+        });
+    let await_ = (0..2u8).prop_map(|i| words(&[AWAIT, &i.to_string()]));
+    // Each server's DUMP of a key restored into the other (see `swap`).
+    let swap = pick(KEYS).prop_map(|k| words(&[SWAP, &k]));
+    // A command run by another client while both keys are watched (see `WATCHED`).
+    let watched = plain(newer).prop_map(|cmd| {
+        let mut a = words(&[WATCHED]);
+        a.extend(cmd);
+        a
+    });
+    prop_oneof![
+        50 => plain(newer),
+        1 => swap,
+        2 => block,
+        1 => await_,
+        2 => watched,
+    ]
+}
+
 /// One command, as its arguments. `newer`: the reference is newer than 8.2.3, so XGROUP
 /// DESTROY (see the module doc), XNACK and XREADGROUP CLAIM are included.
-fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
+fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
     let xadd = (pick(KEYS), any::<bool>(), proptest::option::of(trim()), add_id(), fields()).prop_map(
         |(k, nomk, trim, id, fields)| {
             let mut a = words(&["XADD", &k]);
@@ -349,32 +395,6 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
             Just(words(&["TYPE", &k])),
         ]
     });
-    // A blocking read parked on a side connection, and its end (see `BLOCK`).
-    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..4)
-        .prop_map(move |(i, g, c, k, count, kind)| {
-            let mut a = words(&[BLOCK, &i.to_string()]);
-            let count = count.map(|n| words(&["COUNT", &n.to_string()])).unwrap_or_default();
-            if kind == 0 {
-                a.extend(words(&["XREAD"]));
-                a.extend(count);
-                a.extend(words(&["BLOCK", "0", "STREAMS", &k, "$"]));
-            } else {
-                a.extend(words(&["XREADGROUP", "GROUP", &g, &c]));
-                a.extend(count);
-                // A min-idle no pending entry reaches during a test (except released ones, whose
-                // delivery time is 0): the claim timer never fires, so only the writes that
-                // signal the key wake the reader, at the same point on both servers. (With a
-                // small min-idle the re-check follows each server's millisecond ticks.)
-                if kind == 2 && newer {
-                    a.extend(words(&["CLAIM", "100000000"]));
-                }
-                a.extend(words(&["BLOCK", "0", "STREAMS", &k, ">"]));
-            }
-            a
-        });
-    let await_ = (0..2u8).prop_map(|i| words(&[AWAIT, &i.to_string()]));
-    // Each server's DUMP of a key restored into the other (see `swap`).
-    let swap = pick(KEYS).prop_map(|k| words(&[SWAP, &k]));
     prop_oneof![
         10 => xadd,
         2 => xdel,
@@ -394,9 +414,6 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
         1 => consumers,
         1 => setid_stream,
         1 => other,
-        1 => swap,
-        2 => block,
-        1 => await_,
     ]
 }
 
@@ -408,6 +425,10 @@ const SWAP: &str = "@swap";
 const BLOCK: &str = "@block";
 /// `@await i`: see [`BLOCK`].
 const AWAIT: &str = "@await";
+/// `@watched CMD...`: WATCH both keys on the main connection, run CMD on another connection,
+/// then MULTI / PING / EXEC on the main one: EXEC's reply (nil if CMD touched a watched key)
+/// and CMD's are compared, so each command invalidates WATCH exactly when Redis' does.
+const WATCHED: &str = "@watched";
 
 /// DUMP `key` on both servers, then RESTORE (REPLACE) each payload into the other server: rill
 /// must read Redis' serialisation of every state the sequences reach, and Redis rill's. The
@@ -651,10 +672,12 @@ struct Side {
     pending: Option<Vec<String>>,
 }
 
-/// The connections one sequence runs on: the main pair, and two side pairs.
+/// The connections one sequence runs on: the main pair, two side pairs, and another pair for
+/// [`WATCHED`].
 struct Session {
     main: Pair,
     sides: [Side; 2],
+    other: Pair,
 }
 
 impl Session {
@@ -675,7 +698,7 @@ impl Session {
             });
             Side { conns, ids, pending: None }
         };
-        Session { main, sides: [side(), side()] }
+        Session { main, sides: [side(), side()], other: pair() }
     }
 }
 
@@ -724,6 +747,24 @@ fn unpark(s: &mut Session, i: usize) -> Option<String> {
     (got[0] != got[1]).then(|| format!("{what}\n  rill:  {}\n  redis: {}", got[0], got[1]))
 }
 
+/// See [`WATCHED`]; the first difference, described, if any.
+fn watched(s: &mut Session, cmd: &[String]) -> Option<String> {
+    let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+    let mut got: Vec<(Value, Value)> = Vec::new();
+    for k in 0..2 {
+        let mut watch = vec!["WATCH"];
+        watch.extend(KEYS);
+        s.main[k].cmd(&watch);
+        let reply = normalise(cmd, parse_value(&s.other[k].request(&args).unwrap()).unwrap());
+        s.main[k].cmd(&["MULTI"]);
+        s.main[k].cmd(&["PING"]);
+        let exec = parse_value(&s.main[k].cmd(&["EXEC"])).unwrap();
+        got.push((reply, exec));
+    }
+    let (a, b) = (&got[0], &got[1]);
+    (a != b).then(|| format!("reply, EXEC after it\n  rill:  {}, {}\n  redis: {}, {}", a.0, a.1, b.0, b.1))
+}
+
 /// Run `cmds` on both servers (from an empty keyspace), comparing replies; the first
 /// difference, described, if any.
 fn run_both(s: &mut Session, cmds: &[Vec<String>], resp3: bool) -> Option<String> {
@@ -744,6 +785,10 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], resp3: bool) -> Option<String
             }
             AWAIT => match unpark(s, side()) {
                 Some(diff) => return Some(diff),
+                None => continue,
+            },
+            WATCHED => match watched(s, &cmd[1..]) {
+                Some(diff) => return Some(format!("{} ({proto}): {diff}", cmd.join(" "))),
                 None => continue,
             },
             _ => {
@@ -863,6 +908,8 @@ fn random_sequences_survive_kill9_and_compaction() {
         // Now and then a pause, so times recorded by different commands differ.
         let steps = prelude.iter().map(|cmd| (cmd, false)).chain(random.iter().map(|(cmd, p)| (cmd, *p)));
         for (i, (cmd, pause)) in steps.enumerate() {
+            // Of the pseudo-commands only WATCHED's command matters here: it is a write.
+            let cmd = if cmd[0] == WATCHED { &cmd[1..] } else { &cmd[..] };
             if !cmd[0].starts_with('@') {
                 let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
                 c.request(&args).unwrap();
