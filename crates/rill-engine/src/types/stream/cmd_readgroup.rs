@@ -35,6 +35,10 @@ use bytes::Bytes;
 use rill_resp::Reply;
 use std::ops::Bound::Excluded;
 
+/// How often a blocked `XREADGROUP ... CLAIM` with nothing pending re-checks at most, for
+/// changes that signal nothing (Redis re-checks on its event loop, every 100 ms when idle).
+const CLAIM_RECHECK_MS: i64 = 100;
+
 /// `XREADGROUP`.
 pub(super) const XREADGROUP: CommandSpec = CommandSpec {
     name: "xreadgroup",
@@ -263,6 +267,9 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             .iter()
             .any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
         engine.dirty += u64::from(created) + u64::from(delivered);
+        if delivered {
+            engine.signal_claim_waiters(ctx.db, key);
+        }
         ctx.emit_group(key, effects.drain(before..));
     }
 
@@ -279,7 +286,11 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         }
     }
     // With CLAIM, ask to be re-run when the oldest pending entry (of any listed stream) will
-    // be idle enough, or after min-idle from now if nothing is pending (Redis' claim timer).
+    // be idle enough. If nothing is pending, a delivery or claim on a listed key wakes the
+    // client (`signal_claim_waiters`) and it sets its timer then; the timer after min-idle
+    // from now (Redis' claim timer) is kept for changes that signal nothing (XGROUP SETID back
+    // makes entries new again), but no sooner than `CLAIM_RECHECK_MS`, so a small min-idle
+    // does not make the server re-run the client every millisecond.
     let wake_at_ms = claim.map(|min_idle| {
         let oldest = keys
             .iter()
@@ -291,9 +302,17 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                     .find(|(id, _)| stream.contains(*id))
                     .map(|(_, p)| p.delivery_time_ms)
             })
-            .min()
-            .unwrap_or(ctx.now_ms);
-        oldest.saturating_add(i64::try_from(min_idle).unwrap_or(i64::MAX))
+            .min();
+        let min_idle = i64::try_from(min_idle).unwrap_or(i64::MAX);
+        match oldest {
+            Some(t) => t.saturating_add(min_idle),
+            // Rounded up to a whole re-check period, so the re-checks of many such readers
+            // fall together (one wake-up of the server, not one each).
+            None => {
+                let at = ctx.now_ms.saturating_add(min_idle.max(CLAIM_RECHECK_MS));
+                at.saturating_add(CLAIM_RECHECK_MS - 1) / CLAIM_RECHECK_MS * CLAIM_RECHECK_MS
+            }
+        }
     });
     ctx.block = Some(BlockRequest {
         keys: block_keys,
