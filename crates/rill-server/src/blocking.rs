@@ -133,15 +133,10 @@ impl Blocked {
 pub fn park(st: &mut State, client: u64, waiter: Waiter) {
     let seq = st.blocked.next_seq;
     st.blocked.next_seq += 1;
-    // XREADGROUP CLAIM (the one command with a claim timer) also waits for new deliveries.
-    let claim = waiter.request.wake_at_ms.is_some();
     for key in &waiter.request.keys {
         let k = (waiter.db, key.clone());
         let q = st.blocked.by_key.entry(k.clone()).or_default();
         if q.insert(seq, client).is_none() {
-            if claim {
-                *st.engine.claim_waiting_keys.entry(k.clone()).or_default() += 1;
-            }
             *st.engine.blocking_keys.entry(k).or_default() += 1;
         }
     }
@@ -164,14 +159,6 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
         }
         if q.is_empty() {
             st.blocked.by_key.remove(&k);
-        }
-        if w.request.wake_at_ms.is_some() {
-            if let Some(n) = st.engine.claim_waiting_keys.get_mut(&k) {
-                *n -= 1;
-                if *n == 0 {
-                    st.engine.claim_waiting_keys.remove(&k);
-                }
-            }
         }
         if let Some(n) = st.engine.blocking_keys.get_mut(&k) {
             *n -= 1;

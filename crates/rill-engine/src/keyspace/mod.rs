@@ -240,10 +240,6 @@ pub struct Engine {
     /// Keys some client is blocked on, with how many clients wait on each. Maintained by the
     /// server; read by [`Engine::signal_ready`].
     pub blocking_keys: HashMap<(usize, Bytes), usize>,
-    /// Of those, keys an `XREADGROUP ... CLAIM` client is blocked on, with how many: a new
-    /// delivery on such a key signals it ([`Engine::signal_claim_waiters`]). Maintained by the
-    /// server.
-    pub claim_waiting_keys: HashMap<(usize, Bytes), usize>,
     /// Keys signalled ready since the server last drained them, in signal order, no repeats.
     pub ready_keys: Vec<(usize, Bytes)>,
     ready_set: HashSet<(usize, Bytes)>,
@@ -275,7 +271,6 @@ impl Engine {
             config,
             watch: WatchedKeys::default(),
             blocking_keys: HashMap::new(),
-            claim_waiting_keys: HashMap::new(),
             ready_keys: Vec::new(),
             ready_set: HashSet::new(),
             dirty: 0,
@@ -448,18 +443,6 @@ impl Engine {
         if self.blocking_keys.contains_key(&probe) && self.ready_set.insert(probe.clone()) {
             self.ready_keys.push(probe);
         }
-    }
-
-    /// Record that entries of the stream at `key` were just delivered or claimed: a blocked
-    /// `XREADGROUP ... CLAIM` client on it re-runs and sets its claim timer by the new pending
-    /// entries (it could otherwise only poll for them). Cheap when no such client waits.
-    pub fn signal_claim_waiters(&mut self, db: usize, key: &Bytes) {
-        let waiting = !self.claim_waiting_keys.is_empty()
-            && self.claim_waiting_keys.contains_key(&(db, key.clone()));
-        if !waiting {
-            return;
-        }
-        self.signal_ready(db, key);
     }
 
     /// Take the keys signalled ready since the last call, in signal order.

@@ -190,10 +190,6 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         }
     }
     engine.dirty += changes(&effects);
-    if effects.iter().any(|e| matches!(e, GroupEffect::Claimed { .. })) {
-        // Claimed entries have new delivery times: a blocked CLAIM reader resets its timer.
-        engine.signal_claim_waiters(ctx.db, key);
-    }
     ctx.emit_group(key, effects);
     Ok(if opts.justid { Reply::Array(out) } else { entries_out.finish() })
 }
@@ -329,10 +325,6 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         None => StreamId::MIN,
     };
     engine.dirty += changes(&effects);
-    if effects.iter().any(|e| matches!(e, GroupEffect::Claimed { .. })) {
-        // Claimed entries have new delivery times: a blocked CLAIM reader resets its timer.
-        engine.signal_claim_waiters(ctx.db, key);
-    }
     ctx.emit_group(key, effects);
     let claimed = if justid { Reply::Array(claimed) } else { entries_out.finish() };
     Ok(Reply::Array(vec![reply::id(cursor), claimed, Reply::Array(deleted)]))

@@ -35,8 +35,8 @@ use bytes::Bytes;
 use rill_resp::Reply;
 use std::ops::Bound::Excluded;
 
-/// How often a blocked `XREADGROUP ... CLAIM` with nothing pending re-checks at most, for
-/// changes that signal nothing (Redis re-checks on its event loop, every 100 ms when idle).
+/// How often a blocked `XREADGROUP ... CLAIM` with nothing pending re-checks at most (Redis
+/// re-checks on its event loop, which turns every 100 ms when the server is idle).
 const CLAIM_RECHECK_MS: i64 = 100;
 
 /// `XREADGROUP`.
@@ -267,9 +267,6 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             .iter()
             .any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
         engine.dirty += u64::from(created) + u64::from(delivered);
-        if delivered {
-            engine.signal_claim_waiters(ctx.db, key);
-        }
         ctx.emit_group(key, effects.drain(before..));
     }
 
@@ -286,11 +283,10 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         }
     }
     // With CLAIM, ask to be re-run when the oldest pending entry (of any listed stream) will
-    // be idle enough. If nothing is pending, a delivery or claim on a listed key wakes the
-    // client (`signal_claim_waiters`) and it sets its timer then; the timer after min-idle
-    // from now (Redis' claim timer) is kept for changes that signal nothing (XGROUP SETID back
-    // makes entries new again), but no sooner than `CLAIM_RECHECK_MS`, so a small min-idle
-    // does not make the server re-run the client every millisecond.
+    // be idle enough. If nothing is pending, re-check after min-idle from now (Redis' claim
+    // timer: an entry delivered meanwhile may be claimable by then, and nothing signals it),
+    // but no sooner than `CLAIM_RECHECK_MS`, so a small min-idle does not make the server
+    // re-run the client every millisecond.
     let wake_at_ms = claim.map(|min_idle| {
         let oldest = keys
             .iter()
