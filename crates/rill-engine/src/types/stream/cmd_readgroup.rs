@@ -242,18 +242,14 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 served.push((key.clone(), Reply::Array(entries)));
             }
             ReadKind::New => {
-                if claim.is_none() {
-                    if let Some(entries) =
-                        new_entries(stream, &req, ctx.now_ms, &mut budget, &mut effects)
-                    {
-                        served.push((key.clone(), entries));
+                let entries = match claim {
+                    None => new_entries(stream, &req, ctx.now_ms, &mut budget, &mut effects),
+                    Some(min_idle) => {
+                        claim_and_new(stream, &req, min_idle, ctx.now_ms, &mut budget, &mut effects)
                     }
-                } else {
-                    if let Some(entries) =
-                        claim_and_new(stream, &req, claim, ctx.now_ms, &mut budget, &mut effects)
-                    {
-                        served.push((key.clone(), entries));
-                    }
+                };
+                if let Some(entries) = entries {
+                    served.push((key.clone(), entries));
                 }
             }
         }
@@ -427,13 +423,13 @@ fn new_entries(
     Some(out.finish())
 }
 
-/// A `>` read: with CLAIM, idle pending entries first (4-element replies), then new entries
-/// (4-element with CLAIM, else 2-element), COUNT over both together. The entries go straight
-/// from the blocks into a pre-encoded reply; `None` if there are none.
+/// A `>` read with CLAIM: pending entries idle for `min_idle` ms first, then new entries, all
+/// 4-element, COUNT over both together. The entries go straight from the blocks into a
+/// pre-encoded reply; `None` if there are none.
 fn claim_and_new(
     stream: &mut Stream,
     req: &Request,
-    claim: Option<u64>,
+    min_idle: u64,
     now_ms: i64,
     budget: &mut Budget,
     effects: &mut Vec<GroupEffect>,
@@ -441,41 +437,39 @@ fn claim_and_new(
     let room = |n: usize| req.count == 0 || (n as u64) < req.count;
     let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
     let mut out = reply::EntriesBuilder::with_capacity(count);
-    if let Some(min_idle) = claim {
-        // (ID, delivery count before this claim) of each entry added.
-        let mut picks: Vec<(StreamId, u64)> = Vec::new();
-        if let Some(g) = stream.group(&req.group) {
-            let mut entries = stream.lookup();
-            for (id, pending) in g.pel().claim_order() {
-                let idle = now_ms.wrapping_sub(pending.delivery_time_ms);
-                // Redis compares unsigned: a delivery time in the future counts as idle.
-                if (idle as u64) < min_idle || !room(picks.len()) {
-                    break;
-                }
-                // Entries whose payload is gone are skipped and left pending.
-                let Some(size) = out.push_found(&mut entries, id, 2) else { continue };
-                // MAXSIZE counts the entry as a 2-element one plus 20 bytes.
-                if !budget.take(|| size as u64 + 20) {
-                    out.pop(size);
-                    break;
-                }
-                out.int(idle);
-                out.int(i64::try_from(pending.delivery_count).unwrap_or(i64::MAX));
-                picks.push((id, pending.delivery_count));
+    // (ID, delivery count before this claim) of each entry added.
+    let mut picks: Vec<(StreamId, u64)> = Vec::new();
+    if let Some(g) = stream.group(&req.group) {
+        let mut entries = stream.lookup();
+        for (id, pending) in g.pel().claim_order() {
+            let idle = now_ms.wrapping_sub(pending.delivery_time_ms);
+            // Redis compares unsigned: a delivery time in the future counts as idle.
+            if (idle as u64) < min_idle || !room(picks.len()) {
+                break;
             }
-        }
-        for (id, count) in picks {
-            effects.push(stream.apply_group(GroupEffect::Claimed {
-                group: req.group.clone(),
-                consumer: req.consumer.clone(),
-                id,
-                time_ms: now_ms,
-                count: bump(count),
-                active_ms: now_ms,
-            }));
+            // Entries whose payload is gone are skipped and left pending.
+            let Some(size) = out.push_found(&mut entries, id, 2) else { continue };
+            // MAXSIZE counts the entry as a 2-element one plus 20 bytes.
+            if !budget.take(|| size as u64 + 20) {
+                out.pop(size);
+                break;
+            }
+            out.int(idle);
+            out.int(i64::try_from(pending.delivery_count).unwrap_or(i64::MAX));
+            picks.push((id, pending.delivery_count));
         }
     }
-    let fresh = new_after_claims(stream, req, claim.is_some(), &room, budget, &mut out);
+    for (id, count) in picks {
+        effects.push(stream.apply_group(GroupEffect::Claimed {
+            group: req.group.clone(),
+            consumer: req.consumer.clone(),
+            id,
+            time_ms: now_ms,
+            count: bump(count),
+            active_ms: now_ms,
+        }));
+    }
+    let fresh = new_after_claims(stream, req, &room, budget, &mut out);
     for id in fresh {
         let Some(g) = stream.group(&req.group) else { break };
         let entries_read = stream.entries_read_after(g, id);
@@ -492,11 +486,10 @@ fn claim_and_new(
 }
 
 /// The new entries [`claim_and_new`] adds after its claims, while `room` and `budget` allow:
-/// 4-element (idle 0, count 0) when `claimed`, else 2-element. Returns their IDs.
+/// 4-element (idle 0, count 0). Returns their IDs.
 fn new_after_claims(
     stream: &Stream,
     req: &Request,
-    claimed: bool,
     room: &impl Fn(usize) -> bool,
     budget: &mut Budget,
     out: &mut reply::EntriesBuilder,
@@ -509,7 +502,6 @@ fn new_after_claims(
         return ids;
     }
     let Some(start) = last_delivered.next() else { return ids };
-    let (extra, extra_bytes) = if claimed { (2, 6) } else { (0, 0) };
     // The block holding `start` is the last one keyed at or before it.
     let seek = stream.blocks.range(..=start).next_back().map_or(start, |(k, _)| *k);
     for (&first, block) in stream.blocks.range(seek..) {
@@ -524,15 +516,14 @@ fn new_after_claims(
             if !room(out.len()) {
                 return ids;
             }
-            let Some(size) = out.push_extra(&cursor, &p, extra) else { return ids };
-            if !budget.take(|| (size + extra_bytes) as u64) {
+            let Some(size) = out.push_extra(&cursor, &p, 2) else { return ids };
+            // MAXSIZE counts the two trailing integers as 6 bytes.
+            if !budget.take(|| (size + 6) as u64) {
                 out.pop(size);
                 return ids;
             }
-            if claimed {
-                out.int(0);
-                out.int(0);
-            }
+            out.int(0);
+            out.int(0);
             ids.push(p.id);
         }
     }
