@@ -214,54 +214,34 @@ impl Idmp {
     }
 }
 
-/// The IID `IDMPAUTO` derives from an entry's field/value pairs: independent of the pairs'
-/// order (each pair is hashed alone, then the hashes are combined by a wrapping sum and an
-/// xor), while different names, values or pair counts give different IIDs. Each pair hash
-/// covers the field bytes, the field length and the value bytes, so `("ab","c")` and
-/// `("a","bc")` differ. The hash is ours (FNV-1a with a final mix), stable across builds,
-/// because IIDs are state that snapshots and replicas carry.
+/// The IID `IDMPAUTO` derives from an entry's field/value pairs, byte for byte the one Redis
+/// derives, so that IIDs moved between the two (DUMP/RESTORE, a migration) keep matching the
+/// messages they were made from. Each pair is hashed alone with XXH3-128 over the field bytes,
+/// the field length (a 64-bit little-endian integer) and the value bytes; the pair hashes are
+/// combined, independently of the pairs' order, by wrapping sums and xors of their two halves,
+/// each sum then mixed with the other half's xor rotated left by one bit. The IID is the low
+/// half then the high half, little-endian. Different names, values or pair counts give
+/// different IIDs; the length keeps `("ab","c")` and `("a","bc")` apart.
 pub fn auto_iid<F: super::Fields + ?Sized>(fields: &F) -> Bytes {
-    let mut sum: u64 = 0;
-    let mut xor: u64 = 0;
+    let (mut sum_lo, mut sum_hi, mut xor_lo, mut xor_hi) = (0u64, 0u64, 0u64, 0u64);
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
     for (f, v) in fields.pairs() {
-        let mut h = Fnv::new();
-        h.write(f);
-        h.write(&(f.len() as u64).to_le_bytes());
-        h.write(v);
-        let pair = mix(h.0);
-        sum = sum.wrapping_add(pair);
-        xor ^= pair;
+        h.reset();
+        h.update(f);
+        h.update(&(f.len() as u64).to_le_bytes());
+        h.update(v);
+        let pair = h.digest128();
+        // The halves of a 128-bit value.
+        let (lo, hi) = (pair as u64, (pair >> 64) as u64);
+        sum_lo = sum_lo.wrapping_add(lo);
+        sum_hi = sum_hi.wrapping_add(hi);
+        xor_lo ^= lo;
+        xor_hi ^= hi;
     }
     let mut out = Vec::with_capacity(AUTO_IID_BYTES);
-    out.extend_from_slice(&sum.to_le_bytes());
-    out.extend_from_slice(&xor.to_le_bytes());
+    out.extend_from_slice(&(sum_lo ^ xor_hi.rotate_left(1)).to_le_bytes());
+    out.extend_from_slice(&(sum_hi ^ xor_lo.rotate_left(1)).to_le_bytes());
     Bytes::from(out)
-}
-
-/// 64-bit FNV-1a.
-struct Fnv(u64);
-
-impl Fnv {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-    fn new() -> Fnv {
-        Fnv(Self::OFFSET_BASIS)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(Self::PRIME);
-        }
-    }
-}
-
-/// The splitmix64 finaliser: spreads FNV's weak high bits before the sum/xor combination.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -285,6 +265,19 @@ mod tests {
             auto_iid(&[(b("x"), b("1")), (b("x"), b("1")), (b("x"), b("1")), (b("x"), b("1"))])
         );
         assert_eq!(a.len(), AUTO_IID_BYTES);
+    }
+
+    /// IIDs read from the DUMP of a Redis 8.8 stream after `XADD key IDMPAUTO p * ...`: the
+    /// derivation must match Redis's byte for byte (a RESTOREd IID must still catch a retry).
+    #[test]
+    fn auto_iid_matches_redis() {
+        let hex = |iid: Bytes| iid.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(hex(auto_iid(&[(b("f"), b("v"))])), "6e95729ee727f0814aedffba55730079");
+        assert_eq!(hex(auto_iid(&[(b("field"), b(""))])), "9d0899c463e3e6243812ff469716786e");
+        assert_eq!(
+            hex(auto_iid(&[(b("f"), b("v")), (b("a"), b("12345"))])),
+            "1fd53a7f28de3df572e21c546e2d9589"
+        );
     }
 
     #[test]
