@@ -14,11 +14,15 @@
 //! when deciding whether an entry is referenced (XTRIM/XDELEX ... ACKED keep an entry only the
 //! destroyed group had not read), which later Redis fixed and rill does not reproduce.
 //! `RILL_FUZZ_REDIS=/path/to/redis-server` compares with that (newer) server instead, DESTROY
-//! included. There a rare run can differ by timing alone: pending entries delivered in one
-//! millisecond keep their delivery order, but neither server's DUMP records it (a restored PEL
-//! orders them by ID), so after a swap the claim order XREADGROUP ... CLAIM shows depends on
-//! whether the deliveries fell in one millisecond on each server. Against 8.2.3 (no CLAIM)
-//! claim order is not observable.
+//! included, and idempotent production too: XADD with IDMP / IDMPAUTO and XCFGSET on a third
+//! key, whose IDs come from the clock and are compared as tokens (see `Session::tokens`); a
+//! swap of that key checks that each server's IIDs, IDMPAUTO's included, still catch retries
+//! in the other. The restart test below always includes them. Against a newer Redis a rare
+//! run can differ by timing alone: pending entries delivered in one millisecond keep their
+//! delivery order, but neither server's DUMP records it (a restored PEL orders them by ID), so
+//! after a swap the claim order XREADGROUP ... CLAIM shows depends on whether the deliveries
+//! fell in one millisecond on each server. Against 8.2.3 (no CLAIM) claim order is not
+//! observable.
 //!
 //! Now and then a key is swapped between the servers: each one's DUMP is RESTOREd into the
 //! other, so each must read the other's serialisation of whatever state was reached.
@@ -41,11 +45,14 @@
 mod common;
 
 use common::{parse_value, ReferenceServer, Server, ServerKind, Value};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 const KEYS: &[&str] = &["s1", "s2"];
+/// The key of the idempotent-production commands (see [`idmp`]): its IDs come from the clock.
+const IKEY: &str = "i1";
 const GROUPS: &[&str] = &["g1", "g2", "g3"];
 const CONSUMERS: &[&str] = &["c1", "c2", "c3"];
 
@@ -175,7 +182,7 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
         });
     let await_ = (0..2u8).prop_map(|i| words(&[AWAIT, &i.to_string()]));
     // Each server's DUMP of a key restored into the other (see `swap`).
-    let swap = pick(KEYS).prop_map(|k| words(&[SWAP, &k]));
+    let swap = pick(if newer { &["s1", "s2", IKEY] } else { KEYS }).prop_map(|k| words(&[SWAP, &k]));
     // A command run by another client while both keys are watched (see `WATCHED`).
     let watched = plain(newer).prop_map(|cmd| {
         let mut a = words(&[WATCHED]);
@@ -409,7 +416,7 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
             Just(words(&["TYPE", &k])),
         ]
     });
-    prop_oneof![
+    let base = prop_oneof![
         10 => xadd,
         2 => xdel,
         2 => xtrim,
@@ -428,6 +435,78 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
         1 => consumers,
         1 => setid_stream,
         1 => other,
+    ];
+    // Redis 8.2 has no IDMP.
+    if newer {
+        prop_oneof![53 => base, 12 => idmp()].boxed()
+    } else {
+        base.boxed()
+    }
+}
+
+/// Idempotent production on [`IKEY`] (Redis 8.6+): XADD with IDMP or IDMPAUTO (and without),
+/// always with `*` (IDMP takes no other ID), so the IDs come from each server's clock and are
+/// compared as tokens (see [`Session::tokens`]); XCFGSET with valid and invalid settings (a
+/// duration long enough that no IID expires during a test); and reads, trims and group reads of
+/// the key. Contents repeat often (two producers, four IIDs, [`fields`]), so duplicates, which
+/// IDMPAUTO finds by content, are common; a small IDMP-MAXSIZE makes evictions common too.
+fn idmp() -> impl Strategy<Value = Vec<String>> {
+    let pid = prop_oneof![8 => pick(&["p1", "p2"]), 1 => Just(String::new())];
+    let iid = prop_oneof![8 => pick(&["a", "b", "c", "d"]), 1 => Just(String::new())];
+    let mode = prop_oneof![
+        1 => Just(None),
+        3 => (pid.clone(), iid).prop_map(|(p, i)| Some(vec!["IDMP".to_string(), p, i])),
+        3 => pid.prop_map(|p| Some(vec!["IDMPAUTO".to_string(), p])),
+    ];
+    let add_id = prop_oneof![12 => Just("*".to_string()), 1 => Just("5-*".to_string()), 1 => id()];
+    let xadd = (any::<bool>(), mode, proptest::option::of(0u64..4), add_id, fields()).prop_map(
+        |(nomk, mode, maxlen, id, fields)| {
+            let mut a = words(&["XADD", IKEY]);
+            if nomk {
+                a.push("NOMKSTREAM".into());
+            }
+            a.extend(mode.unwrap_or_default());
+            if let Some(n) = maxlen {
+                a.extend(words(&["MAXLEN", &n.to_string()]));
+            }
+            a.push(id);
+            a.extend(fields);
+            a
+        },
+    );
+    let duration = pick(&["100", "200", "86400", "0", "86401", "x"]);
+    let size = pick(&["1", "2", "3", "100", "0", "10001"]);
+    let option = prop_oneof![
+        duration.prop_map(|d| vec!["IDMP-DURATION".to_string(), d]),
+        size.prop_map(|n| vec!["IDMP-MAXSIZE".to_string(), n]),
+        Just(vec!["IDMP-MAXSIZE".to_string()]),
+    ];
+    let cfgset = proptest::collection::vec(option, 0..3).prop_map(|opts| {
+        let mut a = words(&["XCFGSET", IKEY]);
+        a.extend(opts.into_iter().flatten());
+        a
+    });
+    let other = (0..9, pick(GROUPS), pick(CONSUMERS), 1u64..4).prop_map(|(op, g, c, n)| {
+        let n = n.to_string();
+        match op {
+            0 => words(&["XINFO", "STREAM", IKEY]),
+            1 => words(&["XINFO", "STREAM", IKEY, "FULL"]),
+            2 => words(&["XRANGE", IKEY, "-", "+"]),
+            3 => words(&["XTRIM", IKEY, "MAXLEN", &n]),
+            4 => words(&["XGROUP", "CREATE", IKEY, &g, "0", "MKSTREAM"]),
+            5 => words(&["XREADGROUP", "GROUP", &g, &c, "COUNT", &n, "STREAMS", IKEY, ">"]),
+            6 => words(&["XAUTOCLAIM", IKEY, &g, &c, "0", "0-0", "COUNT", &n]),
+            7 => words(&["XPENDING", IKEY, &g, "-", "+", "10"]),
+            // Not DEL: a stream made again in the same millisecond reuses an ID string of the
+            // deleted one on one server and maybe not on the other, which tokens cannot tell
+            // from a real difference.
+            _ => words(&["XREVRANGE", IKEY, "+", "-", "COUNT", &n]),
+        }
+    });
+    prop_oneof![
+        6 => xadd,
+        2 => cfgset,
+        4 => other,
     ]
 }
 
@@ -472,8 +551,9 @@ fn swap(rill: &mut common::RawClient, redis: &mut common::RawClient, key: &str) 
 }
 
 /// A start that gives the random commands something to work on: a few entries in each key and
-/// one to three groups on each, created at `0`, `$` or an ID.
-fn prelude() -> impl Strategy<Value = Vec<Vec<String>>> {
+/// one to three groups on each, created at `0`, `$` or an ID; with `newer`, also a few XADDs
+/// with IDMP or IDMPAUTO to [`IKEY`] (some of them duplicates).
+fn prelude(newer: bool) -> impl Strategy<Value = Vec<Vec<String>>> {
     let key = |k: &'static str| {
         (0u64..8, proptest::collection::vec(group_id(), 1..=3)).prop_map(move |(n, starts)| {
             let mut cmds: Vec<Vec<String>> =
@@ -484,14 +564,25 @@ fn prelude() -> impl Strategy<Value = Vec<Vec<String>>> {
             cmds
         })
     };
-    (key("s1"), key("s2")).prop_map(|(mut a, b)| {
+    let producer = (pick(&["p1", "p2"]), pick(&["a", "b"]), any::<bool>(), pick(&["1", "2"])).prop_map(
+        |(p, iid, auto, v)| {
+            let mode = if auto { words(&["IDMPAUTO", &p]) } else { words(&["IDMP", &p, &iid]) };
+            let mut a = words(&["XADD", IKEY]);
+            a.extend(mode);
+            a.extend(words(&["*", "f", &v]));
+            a
+        },
+    );
+    let idmp = proptest::collection::vec(producer, 0..if newer { 6 } else { 1 });
+    (key("s1"), key("s2"), idmp).prop_map(|(mut a, b, c)| {
         a.extend(b);
+        a.extend(c);
         a
     })
 }
 
 /// Blank what depends on the clock or on the node layout (see the module doc).
-fn normalise(cmd: &[String], v: Value) -> Value {
+fn normalise(cmd: &[String], v: Value, newer: bool) -> Value {
     let upper: Vec<String> = cmd.iter().take(2).map(|s| s.to_ascii_uppercase()).collect();
     match (upper[0].as_str(), upper.get(1).map(String::as_str)) {
         // Extended XPENDING rows: [id, consumer, idle, deliveries].
@@ -512,19 +603,21 @@ fn normalise(cmd: &[String], v: Value) -> Value {
         ("XINFO", Some("CONSUMERS")) => each(v, |c| blank_times(c, &["idle", "inactive"])),
         // With CLAIM, entries are [id, fields, idle, deliveries].
         ("XREADGROUP", _) if upper_all(cmd).iter().any(|a| a == "CLAIM") => claim_idle(v),
-        ("XINFO", Some("STREAM")) => full_times(drop_fields(
-            v,
-            &[
-                "radix-tree-keys",
-                "radix-tree-nodes",
-                "idmp-duration",
-                "idmp-maxsize",
-                "pids-tracked",
-                "iids-tracked",
-                "iids-added",
-                "iids-duplicates",
-            ],
-        )),
+        ("XINFO", Some("STREAM")) => {
+            let idmp: &[&str] = if newer {
+                &[]
+            } else {
+                &[
+                    "idmp-duration",
+                    "idmp-maxsize",
+                    "pids-tracked",
+                    "iids-tracked",
+                    "iids-added",
+                    "iids-duplicates",
+                ]
+            };
+            full_times(drop_fields(drop_fields(v, &["radix-tree-keys", "radix-tree-nodes"]), idmp))
+        }
         _ => v,
     }
 }
@@ -657,15 +750,16 @@ fn random_stream_and_group_sequences_match_redis() {
     // The runner takes a `Fn`: the connections sit in a RefCell. Index 0: RESP2, 1: RESP3
     // (on the main connections; side connections speak RESP2).
     let sessions = std::cell::RefCell::new([
-        Session::open(&rill, &redis, false),
-        Session::open(&rill, &redis, true),
+        Session::open(&rill, &redis, false, newer.is_some()),
+        Session::open(&rill, &redis, true, newer.is_some()),
     ]);
     let cases = std::env::var("RILL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
     let (seed, seed_bytes) = seed();
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
-    let strategy = (any::<bool>(), prelude(), proptest::collection::vec(command(newer.is_some()), 1..40));
+    let strategy =
+        (any::<bool>(), prelude(newer.is_some()), proptest::collection::vec(command(newer.is_some()), 1..40));
     let result = runner.run(&strategy, |(resp3, prelude, random)| {
         let mut all = sessions.borrow_mut();
         let cmds: Vec<Vec<String>> = prelude.into_iter().chain(random).collect();
@@ -695,10 +789,14 @@ struct Session {
     main: Pair,
     sides: [Side; 2],
     other: Pair,
+    /// Per server, the IDs it took from its clock, each with its token (see [`Session::tokens`]).
+    clock_ids: [HashMap<Vec<u8>, usize>; 2],
+    /// The reference is newer than 8.2.3 (it has IDMP; see [`plain`]).
+    newer: bool,
 }
 
 impl Session {
-    fn open(rill: &Server, redis: &Server, resp3: bool) -> Session {
+    fn open(rill: &Server, redis: &Server, resp3: bool, newer: bool) -> Session {
         let pair = || [rill.connect(), redis.connect()];
         let mut main = pair();
         for c in main.iter_mut() {
@@ -715,7 +813,39 @@ impl Session {
             });
             Side { conns, ids, pending: None }
         };
-        Session { main, sides: [side(), side()], other: pair() }
+        Session { main, sides: [side(), side()], other: pair(), clock_ids: Default::default(), newer }
+    }
+
+    /// Server `k`'s reply with every ID taken from the clock (`*` on [`IKEY`]; its millisecond
+    /// part has 13 digits) replaced by `T<n>`, its rank among such IDs in order of first
+    /// appearance in that server's replies. The two servers' clocks give different IDs, but
+    /// if they behave alike the same entries appear at the same places in both, so the tokens
+    /// agree. After a swap each server holds the other's IDs, so the tables start afresh.
+    fn tokens(&mut self, k: usize, v: Value) -> Value {
+        let table = &mut self.clock_ids[k];
+        let mut token = |b: &[u8]| -> Option<String> {
+            let (ms, seq) = std::str::from_utf8(b).ok()?.split_once('-')?;
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+            if ms.len() < 13 || !digits(ms) || !digits(seq) {
+                return None;
+            }
+            let next = table.len();
+            Some(format!("T{}", *table.entry(b.to_vec()).or_insert(next)))
+        };
+        fn walk(v: Value, token: &mut dyn FnMut(&[u8]) -> Option<String>) -> Value {
+            match v {
+                Value::Bulk(b) => token(&b).map_or(Value::Bulk(b), |t| Value::Bulk(t.into_bytes())),
+                Value::Simple(s) => token(s.as_bytes()).map_or(Value::Simple(s), Value::Simple),
+                Value::Array(items) => Value::Array(items.into_iter().map(|v| walk(v, token)).collect()),
+                Value::Set(items) => Value::Set(items.into_iter().map(|v| walk(v, token)).collect()),
+                Value::Push(items) => Value::Push(items.into_iter().map(|v| walk(v, token)).collect()),
+                Value::Map(pairs) => {
+                    Value::Map(pairs.into_iter().map(|(a, b)| (walk(a, token), walk(b, token))).collect())
+                }
+                other => other,
+            }
+        }
+        walk(v, &mut token)
     }
 }
 
@@ -753,9 +883,11 @@ fn unpark(s: &mut Session, i: usize) -> Option<String> {
     let unblock: Vec<Value> = (0..2)
         .map(|k| parse_value(&s.main[k].cmd(&["CLIENT", "UNBLOCK", &s.sides[i].ids[k]])).unwrap())
         .collect();
-    let got: Vec<Value> = (0..2)
-        .map(|k| normalise(&cmd, parse_value(&s.sides[i].conns[k].read_reply().unwrap()).unwrap()))
-        .collect();
+    let mut got: Vec<Value> = Vec::new();
+    for k in 0..2 {
+        let v = normalise(&cmd, parse_value(&s.sides[i].conns[k].read_reply().unwrap()).unwrap(), s.newer);
+        got.push(s.tokens(k, v));
+    }
     let what = format!("side {i}: {}", cmd.join(" "));
     if unblock[0] != unblock[1] {
         let (a, b) = (&unblock[0], &unblock[1]);
@@ -787,12 +919,12 @@ fn transaction(s: &mut Session, rest: &[String]) -> Option<String> {
         }
         // EXEC's replies one by one, each blanked as its command's own reply would be.
         let exec = match parse_value(&s.main[k].cmd(&["EXEC"])).unwrap() {
-            Value::Array(items) if items.len() == cmds.len() => {
-                Value::Array(items.into_iter().zip(&cmds).map(|(v, cmd)| normalise(cmd, v)).collect())
-            }
+            Value::Array(items) if items.len() == cmds.len() => Value::Array(
+                items.into_iter().zip(&cmds).map(|(v, cmd)| normalise(cmd, v, s.newer)).collect(),
+            ),
             other => other,
         };
-        replies.push(exec);
+        replies.push(s.tokens(k, exec));
     }
     let (a, b) = (&got[0], &got[1]);
     let show = |v: &Vec<Value>| v.iter().map(Value::to_string).collect::<Vec<_>>().join(", ");
@@ -806,8 +938,10 @@ fn watched(s: &mut Session, cmd: &[String]) -> Option<String> {
     for k in 0..2 {
         let mut watch = vec!["WATCH"];
         watch.extend(KEYS);
+        watch.push(IKEY);
         s.main[k].cmd(&watch);
-        let reply = normalise(cmd, parse_value(&s.other[k].request(&args).unwrap()).unwrap());
+        let reply = normalise(cmd, parse_value(&s.other[k].request(&args).unwrap()).unwrap(), s.newer);
+        let reply = s.tokens(k, reply);
         s.main[k].cmd(&["MULTI"]);
         s.main[k].cmd(&["PING"]);
         let exec = parse_value(&s.main[k].cmd(&["EXEC"])).unwrap();
@@ -823,13 +957,16 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], resp3: bool) -> Option<String
     for c in s.main.iter_mut() {
         c.cmd(&["FLUSHALL"]);
     }
+    s.clock_ids = Default::default();
     let proto = if resp3 { "RESP3" } else { "RESP2" };
     for cmd in cmds {
         let side = || cmd.get(1).and_then(|i| i.parse::<usize>().ok()).unwrap_or(0) % 2;
         let (ra, rb) = match cmd[0].as_str() {
             SWAP => {
                 let [a, b] = &mut s.main;
-                swap(a, b, &cmd[1])
+                let replies = swap(a, b, &cmd[1]);
+                s.clock_ids = Default::default();
+                replies
             }
             BLOCK => {
                 park(s, side(), cmd[2..].to_vec());
@@ -850,9 +987,9 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], resp3: bool) -> Option<String
             _ => {
                 let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
                 let [a, b] = &mut s.main;
-                let ra = normalise(cmd, parse_value(&a.request(&args).unwrap()).unwrap());
-                let rb = normalise(cmd, parse_value(&b.request(&args).unwrap()).unwrap());
-                (ra, rb)
+                let ra = normalise(cmd, parse_value(&a.request(&args).unwrap()).unwrap(), s.newer);
+                let rb = normalise(cmd, parse_value(&b.request(&args).unwrap()).unwrap(), s.newer);
+                (s.tokens(0, ra), s.tokens(1, rb))
             }
         };
         if ra != rb {
@@ -867,7 +1004,7 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], resp3: bool) -> Option<String
 fn sequences_that_once_differed_match_redis() {
     let Some(redis) = Server::reference(ReferenceServer::Redis8) else { return };
     let rill = Server::rill();
-    let mut session = Session::open(&rill, &redis, false);
+    let mut session = Session::open(&rill, &redis, false, false);
     let cases: &[&[&str]] = &[
         // An ENTRIESREAD ahead of entries-added: lag goes negative.
         &[
@@ -915,7 +1052,7 @@ fn picture(c: &mut common::RawClient) -> Vec<(String, Value)> {
         let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
         let v = parse_value(&c.cmd(&args)).unwrap();
         let v = match cmd[1].as_str() {
-            "CONSUMERS" => normalise(&cmd, v),
+            "CONSUMERS" => normalise(&cmd, v, true),
             // A snapshot packs the entries into new nodes.
             "STREAM" => drop_fields(v, &["radix-tree-keys", "radix-tree-nodes"]),
             _ => v,
@@ -923,7 +1060,7 @@ fn picture(c: &mut common::RawClient) -> Vec<(String, Value)> {
         out.push((cmd.join(" "), v.clone()));
         v
     };
-    for key in KEYS {
+    for key in KEYS.iter().chain([&IKEY]) {
         ask(c, words(&["TYPE", key]));
         ask(c, words(&["XINFO", "STREAM", key, "FULL", "COUNT", "0"]));
         if let Value::Array(groups) = ask(c, words(&["XINFO", "GROUPS", key])) {
@@ -951,7 +1088,7 @@ fn random_sequences_survive_kill9_and_compaction() {
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
     let strategy = (
-        prelude(),
+        prelude(true),
         proptest::collection::vec((command(true), proptest::bool::weighted(0.1)), 1..40),
         any::<Option<u8>>(),
     );
