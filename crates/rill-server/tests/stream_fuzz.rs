@@ -383,7 +383,8 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
                 1 => words(&["XREVRANGE", &k, &end, &start]),
                 2 => return words(&["XLEN", &k]),
                 3 => {
-                    let after = if start == "-" || start == "+" { "0" } else { &start };
+                    // `+`: the last entry (7.4+).
+                    let after = if start == "-" { "0" } else { &start };
                     words(&["XREAD", "STREAMS", &k, after])
                 }
                 4 => return words(&["XINFO", "GROUPS", &k]),
