@@ -30,7 +30,7 @@
 //! Blocking reads (XREAD, XREADGROUP, with CLAIM against a newer Redis) are parked on side
 //! connections; the main connection's writes wake them or not, and CLIENT UNBLOCK at a later
 //! point tells whether each was still blocked and releases it; what each side got is compared.
-//! Some commands run on another connection while the main one WATCHes both keys: whether the
+//! Some commands run on another connection while the main one WATCHes every key: whether the
 //! main one's EXEC then fails is compared too. Some run in MULTI / EXEC.
 //!
 //! A second test runs random sequences against rill alone with the log on, compacts the log
@@ -183,7 +183,7 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
     let await_ = (0..2u8).prop_map(|i| words(&[AWAIT, &i.to_string()]));
     // Each server's DUMP of a key restored into the other (see `swap`).
     let swap = pick(if newer { &["s1", "s2", IKEY] } else { KEYS }).prop_map(|k| words(&[SWAP, &k]));
-    // A command run by another client while both keys are watched (see `WATCHED`).
+    // A command run by another client while every key is watched (see `WATCHED`).
     let watched = plain(newer).prop_map(|cmd| {
         let mut a = words(&[WATCHED]);
         a.extend(cmd);
@@ -522,7 +522,7 @@ const AWAIT: &str = "@await";
 /// `@multi n1 CMD1... n2 CMD2...`: the commands (of n1, n2 ... arguments) in MULTI / EXEC on
 /// the main connection; every reply, EXEC's included, is compared.
 const MULTI: &str = "@multi";
-/// `@watched CMD...`: WATCH both keys on the main connection, run CMD on another connection,
+/// `@watched CMD...`: WATCH every key on the main connection, run CMD on another connection,
 /// then MULTI / PING / EXEC on the main one: EXEC's reply (nil if CMD touched a watched key)
 /// and CMD's are compared, so each command invalidates WATCH exactly when Redis' does.
 const WATCHED: &str = "@watched";
