@@ -2,7 +2,8 @@
 //! named.
 //!
 //! Redis behaviours we match on purpose:
-//! - The argument shape is checked before the key: `FIELDS` must come right after the key
+//! - A key of another type is refused first (WRONGTYPE); then the argument shape is checked,
+//!   missing key or not: `FIELDS` must come right after the key
 //!   (`ERR Mandatory argument FIELDS is missing or not at the right position`), `numfields`
 //!   must be a positive integer (`ERR Number of fields must be a positive integer`) equal to
 //!   the number of fields that follow (``ERR The `numfields` parameter must match the number
@@ -57,8 +58,9 @@ fn parse_fields(args: &[Bytes]) -> Result<&[Bytes], CmdError> {
 
 fn hgetdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
+    let missing = read_hash(engine, ctx, key)?.is_none();
     let fields = parse_fields(args)?;
-    if read_hash(engine, ctx, key)?.is_none() {
+    if missing {
         return Ok(Reply::Array(fields.iter().map(|_| Reply::Null).collect()));
     }
     let Some(Value::Hash(hash)) = engine
@@ -113,21 +115,22 @@ mod tests {
         h.run(&["SET", "str", "v"]);
         let positive = err("ERR Number of fields must be a positive integer");
         let mismatch = err("ERR The `numfields` parameter must match the number of arguments");
-        assert_eq!(h.run(&["HGETDEL", "str", "FIELDS", "0", "a"]), positive);
-        assert_eq!(h.run(&["HGETDEL", "str", "FIELDS", "+1", "a"]), positive);
-        assert_eq!(h.run(&["HGETDEL", "str", "FIELDS", "2", "a"]), mismatch);
+        assert_eq!(h.run(&["HGETDEL", "missing", "FIELDS", "0", "a"]), positive);
+        assert_eq!(h.run(&["HGETDEL", "missing", "FIELDS", "+1", "a"]), positive);
+        assert_eq!(h.run(&["HGETDEL", "missing", "FIELDS", "2", "a"]), mismatch);
         assert_eq!(
-            h.run(&["HGETDEL", "str", "FIELDS", "9223372036854775807", "a"]),
+            h.run(&["HGETDEL", "missing", "FIELDS", "9223372036854775807", "a"]),
             mismatch
         );
         assert_eq!(
-            h.run(&["HGETDEL", "str", "FOO", "1", "a"]),
+            h.run(&["HGETDEL", "missing", "FOO", "1", "a"]),
             err("ERR Mandatory argument FIELDS is missing or not at the right position")
         );
-        assert_eq!(
-            h.run(&["HGETDEL", "str", "FIELDS", "1", "a"]),
-            err("WRONGTYPE Operation against a key holding the wrong kind of value")
-        );
+        // A key of another type is refused before the arguments are looked at, as Redis does.
+        let wrongtype = err("WRONGTYPE Operation against a key holding the wrong kind of value");
+        assert_eq!(h.run(&["HGETDEL", "str", "FIELDS", "1", "a"]), wrongtype);
+        assert_eq!(h.run(&["HGETDEL", "str", "FIELDS", "2", "a"]), wrongtype);
+        assert_eq!(h.run(&["HGETDEL", "str", "FOO", "1", "a"]), wrongtype);
         assert_eq!(
             h.run(&["HGETDEL", "str", "FIELDS", "0"]),
             err("ERR wrong number of arguments for 'hgetdel' command")

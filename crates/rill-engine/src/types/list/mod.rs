@@ -487,16 +487,18 @@ fn position(index: i64, len: usize) -> Option<usize> {
 
 fn lindex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
+    // The key before the index, as Redis: a missing key is nil whatever the index says.
+    let Some(list) = read_list(engine, ctx, key)? else { return Ok(Reply::Null) };
     let index = int_arg(arg(args, 2)?)?;
-    let list = read_list(engine, ctx, key)?;
-    let value = list.and_then(|l| l.get(position(index, l.len())?)).cloned();
+    let value = position(index, list.len()).and_then(|i| list.get(i)).cloned();
     Ok(value.map_or(Reply::Null, Reply::Bulk))
 }
 
 fn lset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, element) = (arg(args, 1)?, arg(args, 3)?);
-    let index = int_arg(arg(args, 2)?)?;
+    // The key before the index, as Redis.
     let list = existing_list(engine, ctx, key)?.ok_or(CmdError::NO_SUCH_KEY)?;
+    let index = int_arg(arg(args, 2)?)?;
     let slot = position(index, list.len())
         .and_then(|i| list.get_mut(i))
         .ok_or(CmdError::full("ERR index out of range"))?;
