@@ -235,16 +235,8 @@ fn normalise(cmd: &[String], v: Value) -> Value {
 
 /// DUMP `key` on both servers and RESTORE each payload into the other (REPLACE); the replies.
 fn swap(rill: &mut common::RawClient, redis: &mut common::RawClient, key: &str) -> (Value, Value) {
-    let dump = |c: &mut common::RawClient| parse_value(&c.cmd(&["DUMP", key])).unwrap();
-    let (from_rill, from_redis) = (dump(rill), dump(redis));
-    let restore = |c: &mut common::RawClient, payload: &Value| match payload {
-        Value::Bulk(p) => {
-            let args: [&[u8]; 5] = [b"RESTORE", key.as_bytes(), b"0", p, b"REPLACE"];
-            parse_value(&c.request(&args).unwrap()).unwrap()
-        }
-        other => other.clone(),
-    };
-    (restore(rill, &from_redis), restore(redis, &from_rill))
+    let (from_rill, from_redis) = (rill.cmd_value(&["DUMP", key]), redis.cmd_value(&["DUMP", key]));
+    (rill.restore_dump(key, &from_redis), redis.restore_dump(key, &from_rill))
 }
 
 /// Run `cmds` on both servers from an empty keyspace; the first difference, described.

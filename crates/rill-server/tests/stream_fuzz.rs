@@ -532,23 +532,16 @@ const WATCHED: &str = "@watched";
 /// results (RESTORE's reply, or DUMP's nil for a missing key) are compared as for any command,
 /// and every later command runs on the swapped values.
 fn swap(rill: &mut common::RawClient, redis: &mut common::RawClient, key: &str) -> (Value, Value) {
-    let dump = |c: &mut common::RawClient| parse_value(&c.cmd(&["DUMP", key])).unwrap();
-    let (from_rill, from_redis) = (dump(rill), dump(redis));
-    let restore = |c: &mut common::RawClient, payload: &Value| match payload {
-        Value::Bulk(p) => {
-            let args: [&[u8]; 5] = [b"RESTORE", key.as_bytes(), b"0", p, b"REPLACE"];
-            parse_value(&c.request(&args).unwrap()).unwrap()
-        }
-        other => other.clone(),
-    };
-    let into_redis = restore(redis, &from_rill);
-    if matches!(into_redis, Value::Error(_)) && matches!(restore(redis, &from_redis), Value::Error(_)) {
+    let (from_rill, from_redis) = (rill.cmd_value(&["DUMP", key]), redis.cmd_value(&["DUMP", key]));
+    let into_redis = redis.restore_dump(key, &from_rill);
+    let refused = |v: &Value| matches!(v, Value::Error(_));
+    if refused(&into_redis) && refused(&redis.restore_dump(key, &from_redis)) {
         // Redis cannot load its own DUMP of this state either (newer Redis refuses an
         // entries-read above entries-added, which its commands produce): no swap, nothing
         // changed on either side.
         return (Value::Nil, Value::Nil);
     }
-    (restore(rill, &from_redis), into_redis)
+    (rill.restore_dump(key, &from_redis), into_redis)
 }
 
 /// A start that gives the random commands something to work on: a few entries in each key and

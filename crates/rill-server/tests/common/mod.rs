@@ -498,6 +498,18 @@ impl RawClient {
         parse_value(&self.cmd(args)).unwrap()
     }
 
+    /// `RESTORE key 0 payload REPLACE` of a DUMP reply, parsed; a DUMP reply that is no payload
+    /// (nil for a missing key) is returned as it is.
+    pub fn restore_dump(&mut self, key: &str, dump: &Value) -> Value {
+        match dump {
+            Value::Bulk(p) => {
+                let args: [&[u8]; 5] = [b"RESTORE", key.as_bytes(), b"0", p, b"REPLACE"];
+                parse_value(&self.request(&args).unwrap()).unwrap()
+            }
+            other => other.clone(),
+        }
+    }
+
     /// Reads exactly one complete reply (RESP2 or RESP3) and returns its bytes.
     pub fn read_reply(&mut self) -> io::Result<Vec<u8>> {
         loop {
