@@ -616,11 +616,12 @@ fn decrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 
 fn incrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let incr = parse_f64(arg(args, 2)?).ok_or(CmdError::NOT_FLOAT)?;
+    // The key (its type, then its value) before the increment, as Redis.
     let current = match read_str(engine, ctx, key)? {
         None => 0.0,
         Some(b) => parse_f64(&b).ok_or(CmdError::NOT_FLOAT)?,
     };
+    let incr = parse_f64(arg(args, 2)?).ok_or(CmdError::NOT_FLOAT)?;
     let new = current + incr;
     if !new.is_finite() {
         return Err(CmdError::full("ERR increment would produce NaN or Infinity"));
