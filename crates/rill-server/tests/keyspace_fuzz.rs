@@ -1,13 +1,17 @@
-//! Randomised differential test of the list and hash commands: proptest generates command
-//! sequences over two list keys and two hash keys (every command also lands on a key of the
-//! other type now and then, so WRONGTYPE paths run too), and each sequence runs against rill
-//! and Redis 8.2.3 (from `FLUSHALL`), every reply compared as RESP.
+//! Randomised differential test of the list, hash, set, string and key commands: proptest
+//! generates command sequences over two keys of each type (every command also lands on a key
+//! of another type now and then, so WRONGTYPE paths run too), and each sequence runs against
+//! rill and Redis 8.2.3 (from `FLUSHALL`), every reply compared as RESP.
 //!
-//! Values come from a small set, so pivots, LREM/LPOS targets and duplicate fields hit, and
-//! include integers, floats, the empty string and a value longer than `hash-max-listpack-value`
-//! (64); both servers run with `hash-max-listpack-entries 4` and `list-max-listpack-size 4`, so
+//! Values come from a small set, so pivots, LREM/LPOS targets, duplicate fields and members
+//! hit, and include integers, floats, the empty string and a value longer than the listpack
+//! value limit (64); both servers run with small `hash-max-listpack-entries`,
+//! `list-max-listpack-size`, `set-max-intset-entries` and `set-max-listpack-entries` (4), so
 //! sequences cross the encoding conversions. Replies whose order Redis leaves unspecified
-//! (HGETALL, HKEYS, HVALS, HGETDEL's missing-key form aside) are sorted before comparing.
+//! (HGETALL, HKEYS, HVALS, SMEMBERS, SINTER/SUNION/SDIFF, SPOP with a count) are sorted, and
+//! TTL/PTTL keep only whether a time is set. Randomness is left out: SPOP only with counts
+//! that take every member, no SRANDMEMBER/HRANDFIELD. Float increments stay exact in both
+//! servers (Redis adds in long double, rill in f64: a documented difference).
 //!
 //! Now and then a key is swapped between the servers by DUMP / RESTORE (each reads the other's
 //! serialisation of whatever encoding was reached), and some steps run in MULTI / EXEC. Both
@@ -24,6 +28,9 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 const LISTS: &[&str] = &["l1", "l2"];
 const HASHES: &[&str] = &["h1", "h2"];
+const SETS: &[&str] = &["s1", "s2"];
+const STRINGS: &[&str] = &["k1", "k2"];
+const ALL: &[&str] = &["l1", "l2", "h1", "h2", "s1", "s2", "k1", "k2"];
 const LONG: &str = "a value longer than sixty-four bytes, so a small hash must leave listpack";
 
 fn pick(list: &'static [&'static str]) -> impl Strategy<Value = String> {
@@ -49,6 +56,25 @@ fn list_key() -> impl Strategy<Value = String> {
 /// A hash key mostly, a list key sometimes (a type error).
 fn hash_key() -> impl Strategy<Value = String> {
     prop_oneof![9 => pick(HASHES), 1 => pick(LISTS)]
+}
+
+/// A set key mostly, another sometimes (a type error).
+fn set_key() -> impl Strategy<Value = String> {
+    prop_oneof![9 => pick(SETS), 1 => pick(ALL)]
+}
+
+/// A string key mostly, another sometimes (a type error).
+fn string_key() -> impl Strategy<Value = String> {
+    prop_oneof![9 => pick(STRINGS), 1 => pick(ALL)]
+}
+
+/// A set member: small integers (an intset) mostly, words sometimes.
+fn member() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => pick(&["1", "2", "3", "-4", "10"]),
+        2 => pick(&["a", "b", "c"]),
+        1 => Just(LONG.to_string()),
+    ]
 }
 
 fn index() -> impl Strategy<Value = String> {
@@ -181,22 +207,137 @@ fn hash_command() -> impl Strategy<Value = Vec<String>> {
     ]
 }
 
+fn set_command() -> impl Strategy<Value = Vec<String>> {
+    let members = || proptest::collection::vec(member(), 1..4);
+    let add_rem = (pick(&["SADD", "SREM", "SMISMEMBER"]), set_key(), members()).prop_map(|(c, k, ms)| {
+        let mut a = words(&[&c, &k]);
+        a.extend(ms);
+        a
+    });
+    let one = (pick(&["SISMEMBER"]), set_key(), member()).prop_map(|(c, k, m)| words(&[&c, &k, &m]));
+    let whole = (pick(&["SCARD", "SMEMBERS"]), set_key()).prop_map(|(c, k)| words(&[&c, &k]));
+    let smove = (set_key(), set_key(), member()).prop_map(|(a, b, m)| words(&["SMOVE", &a, &b, &m]));
+    let algebra = (pick(&["SINTER", "SUNION", "SDIFF"]), set_key(), set_key(), any::<bool>())
+        .prop_map(|(c, a, b, missing)| {
+            let mut v = words(&[&c, &a, &b]);
+            if missing {
+                v.push("nokey".into());
+            }
+            v
+        });
+    let store = (pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]), set_key(), set_key(), set_key())
+        .prop_map(|(c, d, a, b)| words(&[&c, &d, &a, &b]));
+    let card = (set_key(), set_key(), proptest::option::of(pick(&["0", "1", "2", "-1", "x"])))
+        .prop_map(|(a, b, limit)| {
+            let mut v = words(&["SINTERCARD", "2", &a, &b]);
+            if let Some(l) = limit {
+                v.extend(words(&["LIMIT", &l]));
+            }
+            v
+        });
+    // Only counts that take every member: which members a smaller SPOP takes is random.
+    let spop = (set_key(), pick(&["100", "0", "-1"])).prop_map(|(k, n)| words(&["SPOP", &k, &n]));
+    prop_oneof![
+        6 => add_rem,
+        2 => one,
+        3 => whole,
+        2 => smove,
+        3 => algebra,
+        2 => store,
+        2 => card,
+        1 => spop,
+    ]
+}
+
+fn string_command() -> impl Strategy<Value = Vec<String>> {
+    let option = proptest::option::of(pick(&["NX", "XX"]));
+    let ttl = proptest::option::of(pick(&["KEEPTTL", "EX", "PX"]));
+    let set = (string_key(), value(), option, any::<bool>(), ttl).prop_map(|(k, v, cond, get, ttl)| {
+        let mut a = words(&["SET", &k, &v]);
+        a.extend(cond);
+        if get {
+            a.push("GET".into());
+        }
+        match ttl.as_deref() {
+            Some("EX") => a.extend(words(&["EX", "1000"])),
+            Some("PX") => a.extend(words(&["PX", "1500000"])),
+            Some(other) => a.push(other.into()),
+            None => {}
+        }
+        a
+    });
+    let read = (pick(&["GET", "GETDEL", "STRLEN", "INCR", "DECR"]), string_key())
+        .prop_map(|(c, k)| words(&[&c, &k]));
+    let write = (pick(&["GETSET", "APPEND", "SETNX", "INCRBY", "DECRBY"]), string_key(), value())
+        .prop_map(|(c, k, v)| words(&[&c, &k, &v]));
+    // Float increments that keep every sum exact in both servers (see `hash_command`).
+    let float = (string_key(), pick(&["1.5", "-0.25", "x", "inf", "1e3"]))
+        .prop_map(|(k, n)| words(&["INCRBYFLOAT", &k, &n]));
+    let range = (string_key(), index(), index()).prop_map(|(k, a, b)| words(&["GETRANGE", &k, &a, &b]));
+    let setrange = (string_key(), pick(&["0", "2", "9", "-1", "x", "536870912"]), value())
+        .prop_map(|(k, o, v)| words(&["SETRANGE", &k, &o, &v]));
+    let multi = (pick(&["MSET", "MSETNX"]), string_key(), value(), string_key(), value())
+        .prop_map(|(c, a, va, b, vb)| words(&[&c, &a, &va, &b, &vb]));
+    let mget = (string_key(), string_key()).prop_map(|(a, b)| words(&["MGET", &a, &b, "nokey"]));
+    let getex = (string_key(), proptest::option::of(pick(&["PERSIST", "EX"])))
+        .prop_map(|(k, o)| match o.as_deref() {
+            Some("EX") => words(&["GETEX", &k, "EX", "1200"]),
+            Some(p) => words(&["GETEX", &k, p]),
+            None => words(&["GETEX", &k]),
+        });
+    prop_oneof![
+        4 => set,
+        3 => read,
+        3 => write,
+        1 => float,
+        2 => range,
+        2 => setrange,
+        2 => multi,
+        1 => mget,
+        1 => getex,
+    ]
+}
+
+/// Key commands over every key (times in TTL replies are blanked; see [`normalise`]).
+fn key_command() -> impl Strategy<Value = Vec<String>> {
+    let one = (pick(&["DEL", "UNLINK", "TYPE", "EXISTS", "TTL", "PTTL", "PERSIST", "TOUCH"]), pick(ALL))
+        .prop_map(|(c, k)| words(&[&c, &k]));
+    let two = (pick(&["RENAME", "RENAMENX", "COPY"]), pick(ALL), pick(ALL), any::<bool>())
+        .prop_map(|(c, a, b, replace)| {
+            let mut v = words(&[&c, &a, &b]);
+            if replace && c == "COPY" {
+                v.push("REPLACE".into());
+            }
+            v
+        });
+    // Every way to set a time gives a different one (SET EX 1000 s, PX 1500 s, GETEX 1200 s,
+    // EXPIRE 500 or 2000 s), so GT / LT never compare two times set a millisecond apart.
+    let expire = (pick(ALL), proptest::option::of(pick(&["NX", "XX", "GT", "LT"])), pick(&["500", "2000"]))
+        .prop_map(|(k, cond, secs)| {
+            let mut v = words(&["EXPIRE", &k, &secs]);
+            v.extend(cond);
+            v
+        });
+    prop_oneof![4 => one, 2 => two, 1 => expire]
+}
+
 /// The pseudo-command that swaps a key between the servers (see [`swap`]).
 const SWAP: &str = "@swap";
 /// `@multi n1 CMD1... n2 CMD2...`: the commands in MULTI / EXEC.
 const MULTI: &str = "@multi";
 
 fn plain() -> impl Strategy<Value = Vec<String>> {
-    let other = (pick(&["l1", "l2", "h1", "h2"]), 0..3).prop_map(|(k, op)| match op {
-        0 => words(&["DEL", &k]),
-        1 => words(&["TYPE", &k]),
-        _ => words(&["EXISTS", &k]),
-    });
-    prop_oneof![10 => list_command(), 10 => hash_command(), 1 => other]
+    prop_oneof![
+        10 => list_command(),
+        10 => hash_command(),
+        10 => set_command(),
+        10 => string_command(),
+        4 => key_command(),
+    ]
 }
 
 fn command() -> impl Strategy<Value = Vec<String>> {
-    let swap = pick(&["l1", "l2", "h1", "h2"]).prop_map(|k| words(&[SWAP, &k]));
+    let swap = pick(ALL).prop_map(|k| words(&[SWAP, &k]));
     let multi = proptest::collection::vec(plain(), 1..4).prop_map(|cmds| {
         let mut a = words(&[MULTI]);
         for cmd in cmds {
@@ -212,10 +353,17 @@ fn command() -> impl Strategy<Value = Vec<String>> {
 fn normalise(cmd: &[String], v: Value) -> Value {
     let key = |v: &Value| v.to_string();
     match (cmd[0].to_ascii_uppercase().as_str(), v) {
-        ("HKEYS" | "HVALS", Value::Array(mut items)) => {
+        ("HKEYS" | "HVALS" | "SMEMBERS" | "SINTER" | "SUNION" | "SDIFF" | "SPOP", Value::Array(mut items)) =>
+        {
             items.sort_by_key(key);
             Value::Array(items)
         }
+        ("SMEMBERS" | "SINTER" | "SUNION" | "SDIFF" | "SPOP", Value::Set(mut items)) => {
+            items.sort_by_key(key);
+            Value::Set(items)
+        }
+        // Remaining time moves with the clock: only whether there is one is compared.
+        ("TTL" | "PTTL", Value::Int(n)) if n > 0 => Value::Int(1),
         ("HGETALL", Value::Array(items)) => {
             let mut pairs: Vec<(Value, Value)> = Vec::new();
             let mut it = items.into_iter();
@@ -299,6 +447,8 @@ fn random_list_and_hash_sequences_match_redis() {
         for c in conns.iter_mut() {
             c.cmd(&["CONFIG", "SET", "hash-max-listpack-entries", "4"]);
             c.cmd(&["CONFIG", "SET", "list-max-listpack-size", "4"]);
+            c.cmd(&["CONFIG", "SET", "set-max-intset-entries", "4"]);
+            c.cmd(&["CONFIG", "SET", "set-max-listpack-entries", "4"]);
             if resp3 {
                 c.cmd(&["HELLO", "3"]);
             }
