@@ -242,6 +242,20 @@ pub fn serve_ready(st: &mut State, now_ms: i64) {
                 None => continue,
             };
             for client in queue {
+                // As Redis, a parked client is re-run only if the key holds the type it waits
+                // for (looked at again for each client: serving one may have emptied it);
+                // XREADGROUP also when the key is gone or changed type (it then answers
+                // NOGROUP or WRONGTYPE). A BLPOP whose key became a hash stays parked.
+                let holds = st.engine.lookup(key.0, &key.1, now_ms).map(|e| e.value.type_name());
+                let serve = match st.blocked.waiters.get(&client).map(|(w, _)| w.spec.name) {
+                    Some("xreadgroup") => true,
+                    Some("xread") => holds == Some("stream"),
+                    Some(_) => holds == Some("list"),
+                    None => false,
+                };
+                if !serve {
+                    continue;
+                }
                 try_serve(st, client, now_ms);
                 if first && st.blocked.deliveries.as_ref().is_some_and(|l| !l.is_empty()) {
                     // The first reply goes out at once: the reader's wake-up (tens of

@@ -413,15 +413,11 @@ fn blocking_pop(
     let keys = args.get(1..args.len().saturating_sub(1)).unwrap_or(&[]);
     let timeout = arg(args, args.len().saturating_sub(1).max(2))?;
     let deadline = parse_timeout(timeout, ctx.now_ms)?;
-    // A re-run (woken by a signal on one of the keys) treats a key that now holds another
-    // type as missing: Redis only serves a blocked client from a key of the type it waits for.
-    let rerun = ctx.deadline_override.is_some();
+    // A re-run is the whole command again, as in Redis: the server re-runs a parked client
+    // only when a key it waits on holds a list, and then a key before it that now holds
+    // another type is WRONGTYPE.
     for key in keys {
-        let list = match existing_list(engine, ctx, key) {
-            Err(e) if rerun && e == CmdError::WRONGTYPE => None,
-            other => other?,
-        };
-        let Some(list) = list else { continue };
+        let Some(list) = existing_list(engine, ctx, key)? else { continue };
         let Some(value) = pop_end(list, end) else { continue };
         let now_empty = list.is_empty();
         after_removal(engine, ctx, key, now_empty);

@@ -194,16 +194,13 @@ fn xread(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let keys = args.get(req.streams_at..req.streams_at + req.streams).unwrap_or_default();
     let id_args = args.get(req.streams_at + req.streams..).unwrap_or_default();
 
-    // Type-check each key and resolve its ID (serve entries after it), in argument order.
-    // A re-run (the server passes the deadline back) treats a key that is no longer a stream
-    // as missing: Redis leaves such a client blocked instead of failing it.
-    let rerun = ctx.deadline_override.is_some();
+    // Type-check each key and resolve its ID (serve entries after it), in argument order. A
+    // re-run is the whole command again, as in Redis: the server re-runs a parked XREAD only
+    // when a key it waits on holds a stream (a key turned into another type leaves it parked),
+    // and then any key that now holds another type is WRONGTYPE.
     let mut from = Vec::with_capacity(req.streams);
     for (key, id_arg) in keys.iter().zip(id_args) {
-        let stream = match args::read_stream(engine, ctx, key) {
-            Err(e) if rerun && e == CmdError::WRONGTYPE => None,
-            other => other?,
-        };
+        let stream = args::read_stream(engine, ctx, key)?;
         let after = match id_arg.as_ref() {
             b"$" => stream.map_or(StreamId::MIN, |s| s.last_generated_id()),
             // `+`: just below the last live entry, so exactly that entry is served whatever
