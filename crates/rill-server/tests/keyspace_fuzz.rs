@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::{parse_value, ReferenceServer, Server, Value};
+use common::{parse_value, ReferenceServer, Server, Side, Value};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
@@ -325,6 +325,11 @@ fn key_command() -> impl Strategy<Value = Vec<String>> {
 const SWAP: &str = "@swap";
 /// `@multi n1 CMD1... n2 CMD2...`: the commands in MULTI / EXEC.
 const MULTI: &str = "@multi";
+/// `@block i CMD...`: the blocking CMD sent on side connection `i` of both servers (see
+/// [`Side`]); `@await i`, or the end of the sequence, ends it and compares what each got.
+const BLOCK: &str = "@block";
+/// See [`BLOCK`].
+const AWAIT: &str = "@await";
 
 fn plain() -> impl Strategy<Value = Vec<String>> {
     prop_oneof![
@@ -346,7 +351,19 @@ fn command() -> impl Strategy<Value = Vec<String>> {
         }
         a
     });
-    prop_oneof![30 => plain(), 2 => swap, 2 => multi]
+    // Blocking pops and moves, woken (or not) by the main connection's later commands.
+    let block = (0..2u8, 0..4, list_key(), list_key(), side(), side()).prop_map(|(i, op, a, b, from, to)| {
+        let mut v = words(&[BLOCK, &i.to_string()]);
+        v.extend(match op {
+            0 => words(&["BLPOP", &a, &b, "0"]),
+            1 => words(&["BRPOP", &a, "0"]),
+            2 => words(&["BLMOVE", &a, &b, &from, &to, "0"]),
+            _ => words(&["BRPOPLPUSH", &a, &b, "0"]),
+        });
+        v
+    });
+    let await_ = (0..2u8).prop_map(|i| words(&[AWAIT, &i.to_string()]));
+    prop_oneof![30 => plain(), 2 => swap, 2 => multi, 3 => block, 2 => await_]
 }
 
 /// Replies whose order Redis does not specify, sorted; others as they are.
@@ -388,11 +405,41 @@ fn swap(rill: &mut common::RawClient, redis: &mut common::RawClient, key: &str) 
 }
 
 /// Run `cmds` on both servers from an empty keyspace; the first difference, described.
-fn run_both(conns: &mut [common::RawClient; 2], cmds: &[Vec<String>], proto: &str) -> Option<String> {
-    for c in conns.iter_mut() {
+/// The main connections (rill's, Redis') and two [`Side`]s.
+struct Session {
+    main: [common::RawClient; 2],
+    sides: [Side; 2],
+}
+
+/// End the command parked on side `i`, if any; the difference between the servers, if any.
+fn unpark(s: &mut Session, i: usize) -> Option<String> {
+    let (cmd, unblock, got) = s.sides[i].unpark(&mut s.main)?;
+    let what = format!("side {i}: {}", cmd.join(" "));
+    if unblock[0] != unblock[1] {
+        let (a, b) = (&unblock[0], &unblock[1]);
+        return Some(format!("{what}: still blocked?\n  rill:  {a}\n  redis: {b}"));
+    }
+    (got[0] != got[1]).then(|| format!("{what}\n  rill:  {}\n  redis: {}", got[0], got[1]))
+}
+
+fn run_both(s: &mut Session, cmds: &[Vec<String>], proto: &str) -> Option<String> {
+    for c in s.main.iter_mut() {
         c.cmd(&["FLUSHALL"]);
     }
     for cmd in cmds {
+        let i = cmd.get(1).and_then(|i| i.parse::<usize>().ok()).unwrap_or(0) % 2;
+        match cmd[0].as_str() {
+            BLOCK => {
+                s.sides[i].park(&mut s.main, cmd[2..].to_vec());
+                continue;
+            }
+            AWAIT => match unpark(s, i) {
+                Some(diff) => return Some(format!("{diff} ({proto})")),
+                None => continue,
+            },
+            _ => {}
+        }
+        let conns = &mut s.main;
         let run = |c: &mut common::RawClient, cmd: &[String]| {
             let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
             normalise(cmd, parse_value(&c.request(&args).unwrap()).unwrap())
@@ -435,7 +482,7 @@ fn run_both(conns: &mut [common::RawClient; 2], cmds: &[Vec<String>], proto: &st
             return Some(format!("{} ({proto})\n  rill:  {a}\n  redis: {b}", cmd.join(" ")));
         }
     }
-    None
+    (0..2).find_map(|i| unpark(s, i)).map(|diff| format!("{diff} ({proto})"))
 }
 
 #[test]
@@ -443,8 +490,8 @@ fn random_list_and_hash_sequences_match_redis() {
     let Some(redis) = Server::reference(ReferenceServer::Redis8) else { return };
     let rill = Server::rill();
     let open = |resp3: bool| {
-        let mut conns = [rill.connect(), redis.connect()];
-        for c in conns.iter_mut() {
+        let mut main = [rill.connect(), redis.connect()];
+        for c in main.iter_mut() {
             c.cmd(&["CONFIG", "SET", "hash-max-listpack-entries", "4"]);
             c.cmd(&["CONFIG", "SET", "list-max-listpack-size", "4"]);
             c.cmd(&["CONFIG", "SET", "set-max-intset-entries", "4"]);
@@ -453,7 +500,7 @@ fn random_list_and_hash_sequences_match_redis() {
                 c.cmd(&["HELLO", "3"]);
             }
         }
-        conns
+        Session { main, sides: [Side::open(&rill, &redis), Side::open(&rill, &redis)] }
     };
     let conns = std::cell::RefCell::new([open(false), open(true)]);
     let cases = std::env::var("RILL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(200);

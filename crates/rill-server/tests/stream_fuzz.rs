@@ -44,7 +44,7 @@
 
 mod common;
 
-use common::{parse_value, ReferenceServer, Server, ServerKind, Value};
+use common::{parse_value, ReferenceServer, Server, ServerKind, Side, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use proptest::prelude::*;
@@ -158,14 +158,19 @@ fn words(parts: &[&str]) -> Vec<String> {
 /// [`SWAP`], [`BLOCK`], [`WATCHED`]).
 fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
     // A blocking read parked on a side connection, and its end (see `BLOCK`).
-    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..4)
+    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..5)
         .prop_map(move |(i, g, c, k, count, kind)| {
             let mut a = words(&[BLOCK, &i.to_string()]);
             let count = count.map(|n| words(&["COUNT", &n.to_string()])).unwrap_or_default();
-            if kind == 0 {
+            if kind == 0 || kind == 4 {
                 a.extend(words(&["XREAD"]));
                 a.extend(count);
-                a.extend(words(&["BLOCK", "0", "STREAMS", &k, "$"]));
+                // Both keys now and then: woken by one, the whole command runs again.
+                if kind == 4 {
+                    a.extend(words(&["BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"]));
+                } else {
+                    a.extend(words(&["BLOCK", "0", "STREAMS", &k, "$"]));
+                }
             } else {
                 a.extend(words(&["XREADGROUP", "GROUP", &g, &c]));
                 a.extend(count);
@@ -769,14 +774,6 @@ fn random_stream_and_group_sequences_match_redis() {
 /// Connections to both servers: rill's, then Redis'.
 type Pair = [common::RawClient; 2];
 
-/// A second connection to each server for blocking reads (see [`BLOCK`]), with each server's
-/// client id (for CLIENT UNBLOCK) and the command parked on it, if any.
-struct Side {
-    conns: Pair,
-    ids: [String; 2],
-    pending: Option<Vec<String>>,
-}
-
 /// The connections one sequence runs on: the main pair, two side pairs, and another pair for
 /// [`WATCHED`].
 struct Session {
@@ -799,14 +796,7 @@ impl Session {
                 c.cmd(&["HELLO", "3"]);
             }
         }
-        let side = || {
-            let mut conns = pair();
-            let ids = conns.each_mut().map(|c| match parse_value(&c.cmd(&["CLIENT", "ID"])).unwrap() {
-                Value::Int(id) => id.to_string(),
-                other => panic!("CLIENT ID: {other}"),
-            });
-            Side { conns, ids, pending: None }
-        };
+        let side = || Side::open(rill, redis);
         Session { main, sides: [side(), side()], other: pair(), clock_ids: Default::default(), newer }
     }
 
@@ -843,51 +833,21 @@ impl Session {
     }
 }
 
-/// Send `cmd` on side `i` of both servers and wait until each server has taken it (served it
-/// or parked the client), so the main connection's next command comes after it.
-fn park(s: &mut Session, i: usize, cmd: Vec<String>) {
-    let side = &mut s.sides[i];
-    if side.pending.is_some() {
-        return;
-    }
-    let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
-    for k in 0..2 {
-        side.conns[k].cmd(&["PING"]);
-        side.conns[k].send_command(&args).unwrap();
-        // Until CLIENT LIST shows the side's last command is no longer the PING.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let list = s.main[k].cmd(&["CLIENT", "LIST", "ID", &side.ids[k]]);
-            let list = String::from_utf8_lossy(&list).into_owned();
-            if !list.contains(" cmd=ping ") {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "side command never ran: {list}");
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-    }
-    side.pending = Some(cmd);
-}
-
-/// End the command parked on side `i`: CLIENT UNBLOCK it on both servers (its reply tells
-/// whether it was still blocked), then read what the side got. Both pairs of replies are
-/// compared; the first difference, described, if any.
+/// End the command parked on side `i` (see [`Side::unpark`]) and compare what each server's
+/// side got; the first difference, described, if any.
 fn unpark(s: &mut Session, i: usize) -> Option<String> {
-    let cmd = s.sides[i].pending.take()?;
-    let unblock: Vec<Value> = (0..2)
-        .map(|k| parse_value(&s.main[k].cmd(&["CLIENT", "UNBLOCK", &s.sides[i].ids[k]])).unwrap())
-        .collect();
-    let mut got: Vec<Value> = Vec::new();
-    for k in 0..2 {
-        let v = normalise(&cmd, parse_value(&s.sides[i].conns[k].read_reply().unwrap()).unwrap(), s.newer);
-        got.push(s.tokens(k, v));
+    let (cmd, unblock, got) = s.sides[i].unpark(&mut s.main)?;
+    let mut seen: Vec<Value> = Vec::new();
+    for (k, v) in got.into_iter().enumerate() {
+        let v = normalise(&cmd, v, s.newer);
+        seen.push(s.tokens(k, v));
     }
     let what = format!("side {i}: {}", cmd.join(" "));
     if unblock[0] != unblock[1] {
         let (a, b) = (&unblock[0], &unblock[1]);
         return Some(format!("{what}: still blocked?\n  rill:  {a}\n  redis: {b}"));
     }
-    (got[0] != got[1]).then(|| format!("{what}\n  rill:  {}\n  redis: {}", got[0], got[1]))
+    (seen[0] != seen[1]).then(|| format!("{what}\n  rill:  {}\n  redis: {}", seen[0], seen[1]))
 }
 
 /// The commands of a [`MULTI`] step.
@@ -963,7 +923,7 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], resp3: bool) -> Option<String
                 replies
             }
             BLOCK => {
-                park(s, side(), cmd[2..].to_vec());
+                s.sides[side()].park(&mut s.main, cmd[2..].to_vec());
                 continue;
             }
             AWAIT => match unpark(s, side()) {

@@ -823,6 +823,65 @@ pub fn split_aggregate(frame: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
     Some((frame[..line_end + 2].to_vec(), elems))
 }
 
+/// A side connection to each of two servers (rill's first) for a blocking command, as the
+/// differential fuzz tests use them: the command is sent to both and left parked, the main
+/// connections' later commands wake it or not, and [`Side::unpark`] ends it with CLIENT
+/// UNBLOCK (whose reply tells whether it was still blocked) and reads what it got.
+pub struct Side {
+    conns: [RawClient; 2],
+    ids: [String; 2],
+    pending: Option<Vec<String>>,
+}
+
+impl Side {
+    /// New connections to `a` and `b`.
+    pub fn open(a: &Server, b: &Server) -> Side {
+        let mut conns = [a.connect(), b.connect()];
+        let ids = conns.each_mut().map(|c| match parse_value(&c.cmd(&["CLIENT", "ID"])).unwrap() {
+            Value::Int(id) => id.to_string(),
+            other => panic!("CLIENT ID: {other}"),
+        });
+        Side { conns, ids, pending: None }
+    }
+
+    /// Send `cmd` on both side connections (nothing if a command is already parked here) and
+    /// wait until each server has taken it (served it or parked the client), watching through
+    /// `main`, so the main connections' next commands come after it.
+    pub fn park(&mut self, main: &mut [RawClient; 2], cmd: Vec<String>) {
+        if self.pending.is_some() {
+            return;
+        }
+        let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+        for ((side, id), main) in self.conns.iter_mut().zip(&self.ids).zip(main.iter_mut()) {
+            side.cmd(&["PING"]);
+            side.send_command(&args).unwrap();
+            // Until CLIENT LIST shows the side's last command is no longer the PING.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                let list = main.cmd(&["CLIENT", "LIST", "ID", id]);
+                let list = String::from_utf8_lossy(&list).into_owned();
+                if !list.contains(" cmd=ping ") {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "side command never ran: {list}");
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+        self.pending = Some(cmd);
+    }
+
+    /// End the parked command, if any: the command, CLIENT UNBLOCK's reply on each server, and
+    /// what each side connection got.
+    pub fn unpark(&mut self, main: &mut [RawClient; 2]) -> Option<(Vec<String>, [Value; 2], [Value; 2])> {
+        let cmd = self.pending.take()?;
+        let [a, b] = main;
+        let unblock = [(a, &self.ids[0]), (b, &self.ids[1])]
+            .map(|(c, id)| parse_value(&c.cmd(&["CLIENT", "UNBLOCK", id])).unwrap());
+        let got = self.conns.each_mut().map(|c| parse_value(&c.read_reply().unwrap()).unwrap());
+        Some((cmd, unblock, got))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -841,3 +900,4 @@ mod tests {
         assert_eq!(frame_len(b"=7\r\ntxt:abc\r\n+x").unwrap(), Some(13));
     }
 }
+
