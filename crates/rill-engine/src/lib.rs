@@ -23,4 +23,4 @@ pub mod types;
 pub mod util;
 
 pub use error::CmdError;
-pub use keyspace::{BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, Value};
+pub use keyspace::{BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, Value, WakeOn};

@@ -24,7 +24,7 @@
 use crate::state::State;
 use bytes::{Bytes, BytesMut};
 use rill_engine::command::{CommandSpec, Handler};
-use rill_engine::{BlockRequest, CallCtx};
+use rill_engine::{BlockRequest, CallCtx, WakeOn};
 use rill_resp::Reply;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -118,7 +118,9 @@ impl Blocked {
         self.by_key
             .values()
             .filter(|q| {
-                q.values().any(|c| self.waiters.get(c).is_some_and(|(w, _)| w.spec.name == "xreadgroup"))
+                q.values().any(|c| {
+                    self.waiters.get(c).is_some_and(|(w, _)| w.request.wakes_on == WakeOn::AnyChange)
+                })
             })
             .count()
     }
@@ -242,18 +244,13 @@ pub fn serve_ready(st: &mut State, now_ms: i64) {
                 None => continue,
             };
             for client in queue {
-                // As Redis, a parked client is re-run only if the key holds the type it waits
-                // for (looked at again for each client: serving one may have emptied it);
-                // XREADGROUP also when the key is gone or changed type (it then answers
-                // NOGROUP or WRONGTYPE). A BLPOP whose key became a hash stays parked.
+                // As Redis, a parked client is re-run only if the key holds what it waits for
+                // (looked at again for each client: serving one may have emptied the key). A
+                // BLPOP whose key became a hash stays parked.
                 let holds = st.engine.lookup(key.0, &key.1, now_ms).map(|e| e.value.type_name());
-                let serve = match st.blocked.waiters.get(&client).map(|(w, _)| w.spec.name) {
-                    Some("xreadgroup") => true,
-                    Some("xread") => holds == Some("stream"),
-                    Some(_) => holds == Some("list"),
-                    None => false,
-                };
-                if !serve {
+                let waiter = st.blocked.waiters.get(&client);
+                let wakes = waiter.is_some_and(|(w, _)| w.request.wakes_on.wakes(holds));
+                if !wakes {
                     continue;
                 }
                 try_serve(st, client, now_ms);

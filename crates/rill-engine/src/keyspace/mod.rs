@@ -134,13 +134,41 @@ impl Default for EngineConfig {
     }
 }
 
+/// Which value, on a signalled key, makes the server re-run a parked command (as Redis decides
+/// whether to wake a blocked client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WakeOn {
+    /// A list (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH): a key turned into another type leaves the
+    /// client parked.
+    List,
+    /// A stream (XREAD).
+    Stream,
+    /// Any change: a stream, or the key gone or of another type (XREADGROUP, which then
+    /// answers NOGROUP or WRONGTYPE).
+    AnyChange,
+}
+
+impl WakeOn {
+    /// Whether a key now holding a value of `type_name` (`TYPE`'s name; `None`: no key) wakes
+    /// the client.
+    pub fn wakes(self, type_name: Option<&str>) -> bool {
+        match self {
+            WakeOn::List => type_name == Some("list"),
+            WakeOn::Stream => type_name == Some("stream"),
+            WakeOn::AnyChange => true,
+        }
+    }
+}
+
 /// What a blocking command asks for when it cannot be served now. The server parks the client
-/// on `keys` and re-runs the same command when one of them is signalled ready, or replies
-/// `timeout_reply` once the deadline passes.
+/// on `keys` and re-runs the whole command when one of them is signalled ready and holds what
+/// `wakes_on` says, or replies `timeout_reply` once the deadline passes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockRequest {
     /// Keys (in the client's database) whose readiness wakes the client.
     pub keys: Vec<Bytes>,
+    /// Which value on a signalled key wakes the client.
+    pub wakes_on: WakeOn,
     /// Absolute deadline in Unix ms; `None` blocks forever (timeout 0).
     pub deadline_ms: Option<i64>,
     /// What the client gets when the deadline passes.

@@ -32,7 +32,7 @@ mod search;
 use super::{arg, delete_key, owned};
 use crate::command::{key_at, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::util::{int_arg, parse_f64, parse_i64};
-use crate::{BlockRequest, CallCtx, CmdError, Engine, Value};
+use crate::{BlockRequest, CallCtx, CmdError, Engine, Value, WakeOn};
 use bytes::Bytes;
 use rill_resp::Reply;
 use std::collections::VecDeque;
@@ -426,6 +426,7 @@ fn blocking_pop(
     if !ctx.no_block {
         ctx.block = Some(BlockRequest {
             keys: keys.to_vec(),
+            wakes_on: WakeOn::List,
             deadline_ms: ctx.deadline_override.unwrap_or(deadline),
             timeout_reply: Reply::NullArray,
             rerun_args: None,
@@ -557,7 +558,7 @@ fn ltrim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
 #[cfg(test)]
 mod tests {
     use crate::types::testkit::*;
-    use crate::BlockRequest;
+    use crate::{BlockRequest, WakeOn};
     use bytes::Bytes;
     use rill_resp::Reply;
 
@@ -673,6 +674,7 @@ mod tests {
             ctx.block,
             Some(BlockRequest {
                 keys: vec![Bytes::from("a"), Bytes::from("b")],
+                wakes_on: WakeOn::List,
                 deadline_ms: Some(h.now_ms + 1500),
                 timeout_reply: Reply::NullArray,
                 rerun_args: None,

@@ -15,7 +15,7 @@
 use super::{after_removal, existing_list, parse_timeout, pop_end, End, List, LIST_CMD};
 use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
 use crate::types::{arg, is_token, owned};
-use crate::{BlockRequest, CallCtx, CmdError, Engine, Value};
+use crate::{BlockRequest, CallCtx, CmdError, Engine, Value, WakeOn};
 use bytes::Bytes;
 use rill_resp::Reply;
 
@@ -165,6 +165,7 @@ fn blocking_move(
     if !ctx.no_block {
         ctx.block = Some(BlockRequest {
             keys: vec![owned(source)],
+            wakes_on: WakeOn::List,
             deadline_ms: ctx.deadline_override.unwrap_or(deadline),
             timeout_reply: Reply::NullArray,
             rerun_args: None,
@@ -189,7 +190,7 @@ fn brpoplpush(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
 #[cfg(test)]
 mod tests {
     use crate::types::testkit::*;
-    use crate::BlockRequest;
+    use crate::{BlockRequest, WakeOn};
     use bytes::Bytes;
     use rill_resp::Reply;
 
@@ -277,6 +278,7 @@ mod tests {
             ctx.block,
             Some(BlockRequest {
                 keys: vec![Bytes::from("src")],
+                wakes_on: WakeOn::List,
                 deadline_ms: Some(h.now_ms + 2000),
                 timeout_reply: Reply::NullArray,
                 rerun_args: None,

@@ -16,7 +16,7 @@ use super::args::{self, is};
 use super::{cmd_range, reply, StreamId};
 use crate::command::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::util::parse_i64;
-use crate::{BlockRequest, CallCtx, CmdError, Engine};
+use crate::{BlockRequest, CallCtx, CmdError, Engine, WakeOn};
 use bytes::Bytes;
 use rill_resp::Reply;
 
@@ -241,6 +241,7 @@ fn xread(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     }
     ctx.block = Some(BlockRequest {
         keys: block_keys,
+        wakes_on: WakeOn::Stream,
         deadline_ms,
         timeout_reply: Reply::NullArray,
         rerun_args: Some(rerun),

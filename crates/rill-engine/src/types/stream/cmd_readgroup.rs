@@ -30,7 +30,7 @@ use super::group::{bump, GroupEffect};
 use super::{cmd_range, reply, Stream, StreamId};
 use crate::command::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::util::parse_i64;
-use crate::{BlockRequest, CallCtx, CmdError, Engine};
+use crate::{BlockRequest, CallCtx, CmdError, Engine, WakeOn};
 use bytes::Bytes;
 use rill_resp::Reply;
 use std::ops::Bound::Excluded;
@@ -308,6 +308,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     });
     ctx.block = Some(BlockRequest {
         keys: block_keys,
+        wakes_on: WakeOn::AnyChange,
         deadline_ms: ctx.deadline_override.unwrap_or(deadline),
         timeout_reply: Reply::NullArray,
         rerun_args: None,
