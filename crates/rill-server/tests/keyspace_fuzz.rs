@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::{parse_value, ReferenceServer, Server, Side, Value};
+use common::{multi_commands, parse_value, ReferenceServer, Server, Side, Value};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
@@ -450,13 +450,7 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], proto: &str) -> Option<String
                 swap(a, b, &cmd[1])
             }
             MULTI => {
-                let mut rest = &cmd[1..];
-                let mut parts: Vec<&[String]> = Vec::new();
-                while let Some((n, tail)) = rest.split_first() {
-                    let n: usize = n.parse().unwrap();
-                    parts.push(&tail[..n]);
-                    rest = &tail[n..];
-                }
+                let parts = multi_commands(&cmd[1..]);
                 let mut got = Vec::new();
                 for c in conns.iter_mut() {
                     c.cmd(&["MULTI"]);
@@ -486,7 +480,7 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], proto: &str) -> Option<String
 }
 
 #[test]
-fn random_list_and_hash_sequences_match_redis() {
+fn random_keyspace_sequences_match_redis() {
     let Some(redis) = Server::reference(ReferenceServer::Redis8) else { return };
     let rill = Server::rill();
     let open = |resp3: bool| {

@@ -44,7 +44,7 @@
 
 mod common;
 
-use common::{parse_value, ReferenceServer, Server, ServerKind, Side, Value};
+use common::{multi_commands, parse_value, ReferenceServer, Server, ServerKind, Side, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use proptest::prelude::*;
@@ -848,17 +848,6 @@ fn unpark(s: &mut Session, i: usize) -> Option<String> {
         return Some(format!("{what}: still blocked?\n  rill:  {a}\n  redis: {b}"));
     }
     (seen[0] != seen[1]).then(|| format!("{what}\n  rill:  {}\n  redis: {}", seen[0], seen[1]))
-}
-
-/// The commands of a [`MULTI`] step.
-fn multi_commands(mut rest: &[String]) -> Vec<&[String]> {
-    let mut cmds = Vec::new();
-    while let Some((n, tail)) = rest.split_first() {
-        let n: usize = n.parse().unwrap();
-        cmds.push(&tail[..n]);
-        rest = &tail[n..];
-    }
-    cmds
 }
 
 /// See [`MULTI`]; the first difference, described, if any.

@@ -823,6 +823,18 @@ pub fn split_aggregate(frame: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
     Some((frame[..line_end + 2].to_vec(), elems))
 }
 
+/// The commands of a fuzz test's MULTI step, `n1 CMD1... n2 CMD2...` (each preceded by its
+/// number of arguments).
+pub fn multi_commands(mut rest: &[String]) -> Vec<&[String]> {
+    let mut cmds = Vec::new();
+    while let Some((n, tail)) = rest.split_first() {
+        let n: usize = n.parse().unwrap();
+        cmds.push(&tail[..n]);
+        rest = &tail[n..];
+    }
+    cmds
+}
+
 /// A side connection to each of two servers (rill's first) for a blocking command, as the
 /// differential fuzz tests use them: the command is sent to both and left parked, the main
 /// connections' later commands wake it or not, and [`Side::unpark`] ends it with CLIENT
