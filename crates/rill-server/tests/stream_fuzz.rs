@@ -27,9 +27,10 @@
 //! Now and then a key is swapped between the servers: each one's DUMP is RESTOREd into the
 //! other, so each must read the other's serialisation of whatever state was reached.
 //!
-//! Blocking reads (XREAD, XREADGROUP, with CLAIM against a newer Redis) are parked on side
-//! connections; the main connection's writes wake them or not, and CLIENT UNBLOCK at a later
-//! point tells whether each was still blocked and releases it; what each side got is compared.
+//! Blocking reads (XREAD, XREADGROUP, with CLAIM against a newer Redis, some over both keys)
+//! are parked on side connections; the main connection's writes wake them or not, and CLIENT
+//! UNBLOCK at a later point tells whether each was still blocked and releases it; what each
+//! side got is compared.
 //! Some commands run on another connection while the main one WATCHes every key: whether the
 //! main one's EXEC then fails is compared too. Some run in MULTI / EXEC.
 //!
@@ -158,7 +159,7 @@ fn words(parts: &[&str]) -> Vec<String> {
 /// [`SWAP`], [`BLOCK`], [`WATCHED`]).
 fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
     // A blocking read parked on a side connection, and its end (see `BLOCK`).
-    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..5)
+    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..6)
         .prop_map(move |(i, g, c, k, count, kind)| {
             let mut a = words(&[BLOCK, &i.to_string()]);
             let count = count.map(|n| words(&["COUNT", &n.to_string()])).unwrap_or_default();
@@ -181,7 +182,13 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
                 if kind == 2 && newer {
                     a.extend(words(&["CLAIM", "100000000"]));
                 }
-                a.extend(words(&["BLOCK", "0", "STREAMS", &k, ">"]));
+                // Both keys now and then: parked until either gets an entry (or loses the
+                // group), then the whole command runs again over both.
+                if kind == 5 {
+                    a.extend(words(&["BLOCK", "0", "STREAMS", "s1", "s2", ">", ">"]));
+                } else {
+                    a.extend(words(&["BLOCK", "0", "STREAMS", &k, ">"]));
+                }
             }
             a
         });
