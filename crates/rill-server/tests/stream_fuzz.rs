@@ -1074,7 +1074,7 @@ fn random_sequences_survive_kill9_and_compaction() {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
             if Some(i) == rewrite_at {
-                rewrite(&mut c);
+                c.rewrite_log();
             }
         }
         let before = picture(&mut c);
@@ -1098,26 +1098,4 @@ fn seed() -> (u64, [u8; 32]) {
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     (seed, bytes)
-}
-
-/// BGREWRITEAOF, waiting until it is done.
-fn rewrite(c: &mut common::RawClient) {
-    let count = |c: &mut common::RawClient| {
-        let info = String::from_utf8_lossy(&c.cmd(&["INFO", "persistence"])).into_owned();
-        let field = |name: &str| {
-            info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string()).unwrap_or_default()
-        };
-        (field("aof_rewrites:"), field("aof_rewrite_in_progress:"))
-    };
-    let (done_before, _) = count(c);
-    c.cmd(&["BGREWRITEAOF"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let (done, running) = count(c);
-        if done != done_before && running == "0" {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "BGREWRITEAOF did not finish");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
 }

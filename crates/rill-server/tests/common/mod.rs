@@ -510,6 +510,29 @@ impl RawClient {
         }
     }
 
+    /// BGREWRITEAOF, waiting until it is done.
+    pub fn rewrite_log(&mut self) {
+        fn count(c: &mut RawClient) -> (String, String) {
+            let info = String::from_utf8_lossy(&c.cmd(&["INFO", "persistence"])).into_owned();
+            let field = |name: &str| {
+                let line = info.lines().find_map(|l| l.strip_prefix(name));
+                line.map(|v| v.trim().to_string()).unwrap_or_default()
+            };
+            (field("aof_rewrites:"), field("aof_rewrite_in_progress:"))
+        }
+        let (done_before, _) = count(self);
+        self.cmd(&["BGREWRITEAOF"]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let (done, running) = count(self);
+            if done != done_before && running == "0" {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "BGREWRITEAOF did not finish");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     /// Reads exactly one complete reply (RESP2 or RESP3) and returns its bytes.
     pub fn read_reply(&mut self) -> io::Result<Vec<u8>> {
         loop {
