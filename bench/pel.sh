@@ -45,7 +45,7 @@ for port in 7213 7214; do
     read -r u1 r1 < <(mem "$port")
     pending=$(redis-cli -p "$port" XPENDING pel g | head -1)
     [[ $pending == "$ENTRIES" ]] || { echo "port $port: pending=$pending, expected $ENTRIES" >&2; exit 1; }
-    PER[$port]="$(( (u1 - u0) / ENTRIES )) $(( (r1 - r0) / ENTRIES ))"
+    PER[$port]=$(awk -v u=$(( u1 - u0 )) -v r=$(( r1 - r0 )) -v n="$ENTRIES" 'BEGIN { printf "%.1f %.1f", u / n, r / n }')
 done
 read -r ua ra <<<"${PER[7213]}"; read -r ub rb <<<"${PER[7214]}"
 echo "PEL of $ENTRIES entries, bytes per pending entry: rill used_memory $ua RSS $ra | redis used_memory $ub RSS $rb"

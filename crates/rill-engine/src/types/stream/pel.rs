@@ -21,10 +21,10 @@
 //!   spilled_counts: BTreeMap<StreamId, u64>           counts that do not fit in a u32
 //! ```
 //!
-//! Every index is a [`ChunkedMap`] (sorted vectors of at most 128 pairs under a B-tree
+//! Every index is a [`ChunkedMap`] (sorted vectors of at most 256 pairs under a B-tree
 //! directory), which packs pairs that arrive in key order (new deliveries by ID, claims by time)
 //! with no slack. A pending entry owned by a consumer costs 32 B in `by_id`, 24 B in
-//! `delivered` and 16 B in its owner's set: 72 B plus about 2 B of directory, where std
+//! `delivered` and 16 B in its owner's set: 72 B plus about 1 B of directory, where std
 //! B-trees filled in key order cost about 61 B per 32-byte pair. A released entry costs 32 +
 //! 24 B.
 //!
@@ -47,7 +47,7 @@
 //!
 //! Costs for a PEL of n entries: lookup O(log n); every change (deliver, claim, release,
 //! acknowledge) is one remove and one insert in `by_id`, in one claim-order index and in at
-//! most two owner sets, each O(log n + 128). Claiming k entries for `XREADGROUP ... CLAIM` costs
+//! most two owner sets, each O(log n + 256). Claiming k entries for `XREADGROUP ... CLAIM` costs
 //! O(k log n); finding where to start costs O(log n). A consumer's own entries after an ID:
 //! O(log P) to start for P owned, then O(log n) per entry to read its record.
 
@@ -425,7 +425,7 @@ impl Pel {
         }
     }
 
-    /// Heap bytes held by the indexes (directory node headers not counted). O(n / 128).
+    /// Heap bytes held by the indexes (directory node headers not counted). O(n / 256).
     pub fn heap_bytes(&self) -> usize {
         self.by_id.heap_bytes()
             + self.delivered.heap_bytes()
