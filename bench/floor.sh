@@ -16,21 +16,9 @@ set -euo pipefail
 ROUNDS=5
 SECS=4
 REDIS=${REDIS:-redis-server}
-while [[ $# -gt 0 ]]; do
-    case $1 in
-        --rounds) ROUNDS=$2; shift 2 ;;
-        --secs) SECS=$2; shift 2 ;;
-        --redis) REDIS=$2; shift 2 ;;
-        *) echo "unknown option $1" >&2; exit 2 ;;
-    esac
-done
 source "$(dirname "$0")/lib.sh"
-CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rill-bench}
-LOADGEN=${LOADGEN:-$CACHE/target/release/loadgen}
-if [[ ! -x $LOADGEN ]]; then
-    CARGO_TARGET_DIR="$CACHE/target" cargo build --release -q \
-        --manifest-path "$ROOT/../shared/bench/loadgen/Cargo.toml"
-fi
+fanout_options "$@"
+need_loadgen
 CARGO_TARGET_DIR="$CACHE/floor-target" cargo build --release -q --manifest-path "$ROOT/bench/floor/Cargo.toml"
 FLOOR=$CACHE/floor-target/release/fanout-floor
 

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by bench/basic.sh and bench/pel.sh: build rill-server --release, a scratch dir, and
+# Shared by the bench/ scripts: build rill-server --release, a scratch dir, and
 # servers started pinned to CPU 0 that are killed (by pid) when the script exits. Source it.
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 (cd "$ROOT" && cargo build --release -q -p rill-server)
@@ -60,4 +60,28 @@ for test, rounds in v.items():
     print(f"{test:16} rill {statistics.median(p for p, _ in pairs):9.0f} {unit}  redis {statistics.median(q for _, q in pairs):9.0f} {unit}"
           f"  ratio {statistics.median(ratios):.2f} ({ratios[0]:.2f}..{ratios[-1]:.2f})")
 PY
+}
+
+# The shared harness's loadgen (../shared/bench/loadgen), built on first use where that harness
+# keeps it; sets LOADGEN (bench/neighbour.sh, bench/floor.sh).
+CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rill-bench}
+need_loadgen() {
+    LOADGEN=${LOADGEN:-$CACHE/target/release/loadgen}
+    if [[ ! -x $LOADGEN ]]; then
+        CARGO_TARGET_DIR="$CACHE/target" cargo build --release -q \
+            --manifest-path "$ROOT/../shared/bench/loadgen/Cargo.toml"
+    fi
+}
+
+# Options of the fan-out latency scripts: --rounds R, --secs S, --redis PATH; sets ROUNDS, SECS
+# and REDIS (defaults as set before the call).
+fanout_options() {
+    while [[ $# -gt 0 ]]; do
+        case $1 in
+            --rounds) ROUNDS=$2; shift 2 ;;
+            --secs) SECS=$2; shift 2 ;;
+            --redis) REDIS=$2; shift 2 ;;
+            *) echo "unknown option $1" >&2; exit 2 ;;
+        esac
+    done
 }

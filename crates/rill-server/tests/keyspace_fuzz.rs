@@ -583,17 +583,7 @@ fn random_keyspace_sequences_survive_kill9_and_compaction() {
                 _ => vec![&cmd[..]],
             };
             // A transaction is logged as one unit: run it as one here too.
-            let transaction = cmd[0] == MULTI;
-            if transaction {
-                c.cmd(&["MULTI"]);
-            }
-            for cmd in run {
-                let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
-                c.request(&args).unwrap();
-            }
-            if transaction {
-                c.cmd(&["EXEC"]);
-            }
+            c.run_all(&run, cmd[0] == MULTI);
             if Some(i) == rewrite_at {
                 c.rewrite_log();
             }

@@ -1059,17 +1059,7 @@ fn random_sequences_survive_kill9_and_compaction() {
                 _ => vec![&cmd[..]],
             };
             // A transaction is logged as one unit: run it as one here too.
-            let transaction = cmd[0] == MULTI;
-            if transaction {
-                c.cmd(&["MULTI"]);
-            }
-            for cmd in run {
-                let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
-                c.request(&args).unwrap();
-            }
-            if transaction {
-                c.cmd(&["EXEC"]);
-            }
+            c.run_all(&run, cmd[0] == MULTI);
             if pause {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }

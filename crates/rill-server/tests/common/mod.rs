@@ -510,6 +510,21 @@ impl RawClient {
         }
     }
 
+    /// Send each command and read its reply; inside MULTI / EXEC if `transaction` (the
+    /// replies are not looked at: the restart tests compare the state afterwards).
+    pub fn run_all(&mut self, cmds: &[&[String]], transaction: bool) {
+        if transaction {
+            self.cmd(&["MULTI"]);
+        }
+        for cmd in cmds {
+            let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+            self.request(&args).unwrap();
+        }
+        if transaction {
+            self.cmd(&["EXEC"]);
+        }
+    }
+
     /// BGREWRITEAOF, waiting until it is done.
     pub fn rewrite_log(&mut self) {
         fn count(c: &mut RawClient) -> (String, String) {
