@@ -523,7 +523,7 @@ fn random_keyspace_sequences_match_redis() {
 /// What the restart test compares, per key: its type, expiry time (absolute, so exact) and
 /// contents (unordered ones sorted). Not the encoding: reloading may pick a more compact one
 /// for a value that shrank, as Redis's does.
-fn picture(c: &mut common::RawClient) -> Vec<(String, Value)> {
+fn picture(c: &mut common::RawClient) -> common::Picture {
     let mut out = Vec::new();
     for key in ALL {
         let mut ask = |cmd: &[&str]| {
@@ -588,15 +588,9 @@ fn random_keyspace_sequences_survive_kill9_and_compaction() {
                 c.rewrite_log();
             }
         }
-        let before = picture(&mut c);
-        p.kill9();
-        let p = common::Proc::start(dir.path(), &args);
-        let after = picture(&mut p.client());
+        let (p, diff) = common::kill9_and_compare(p, &mut c, dir.path(), &args, picture);
         *slot = Some(p);
-        prop_assert!(before.len() == after.len(), "keys before: {before:?}\nafter: {after:?}");
-        for ((what, b), (_, a)) in before.iter().zip(&after) {
-            prop_assert!(a == b, "{what} after the restart\n  before: {b}\n  after:  {a}");
-        }
+        prop_assert!(diff.is_none(), "{}", diff.unwrap_or_default());
         Ok(())
     });
     if let Err(e) = result {

@@ -996,7 +996,7 @@ fn sequences_that_once_differed_match_redis() {
 /// and count, and consumer with its seen and active times, all exact; not the node counts, as a
 /// snapshot packs the entries into new nodes), XINFO GROUPS, and each group's XINFO CONSUMERS
 /// (idle times, which move with the clock, blanked).
-fn picture(c: &mut common::RawClient) -> Vec<(String, Value)> {
+fn picture(c: &mut common::RawClient) -> common::Picture {
     let mut out = Vec::new();
     let mut ask = |c: &mut common::RawClient, cmd: Vec<String>| {
         let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
@@ -1067,14 +1067,9 @@ fn random_sequences_survive_kill9_and_compaction() {
                 c.rewrite_log();
             }
         }
-        let before = picture(&mut c);
-        p.kill9();
-        let p = common::Proc::start(dir.path(), &args);
-        let after = picture(&mut p.client());
+        let (p, diff) = common::kill9_and_compare(p, &mut c, dir.path(), &args, picture);
         *slot = Some(p);
-        for ((what, b), (_, a)) in before.iter().zip(&after) {
-            prop_assert!(a == b, "{what} after the restart\n  before: {b}\n  after:  {a}");
-        }
+        prop_assert!(diff.is_none(), "{}", diff.unwrap_or_default());
         Ok(())
     });
     if let Err(e) = result {

@@ -224,6 +224,32 @@ impl Proc {
     }
 }
 
+/// What a restart test compares: pairs of (command, reply) read from the server.
+pub type Picture = Vec<(String, Value)>;
+
+/// Take `look`'s picture through `c`, kill `p` with -9, start rill again in `dir` with `args`
+/// and take the picture again: the new server, and the first difference, described, if any.
+pub fn kill9_and_compare(
+    p: Proc,
+    c: &mut RawClient,
+    dir: &Path,
+    args: &[&str],
+    look: fn(&mut RawClient) -> Picture,
+) -> (Proc, Option<String>) {
+    let before = look(c);
+    p.kill9();
+    let p = Proc::start(dir, args);
+    let after = look(&mut p.client());
+    let diff = if before.len() != after.len() {
+        Some(format!("a different picture after the restart\n  before: {before:?}\n  after:  {after:?}"))
+    } else {
+        before.iter().zip(&after).find(|(b, a)| a != b).map(|((what, b), (_, a))| {
+            format!("{what} after the restart\n  before: {b}\n  after:  {a}")
+        })
+    };
+    (p, diff)
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
