@@ -18,6 +18,7 @@ mod effect_tests;
 pub mod error;
 pub mod glob;
 pub mod keyspace;
+pub mod long_double;
 pub mod rdb;
 pub mod types;
 pub mod util;

@@ -82,15 +82,6 @@ pub(crate) fn negatable_int_arg(raw: &[u8]) -> Result<i64, CmdError> {
     }
 }
 
-/// The text INCRBYFLOAT / HINCRBYFLOAT store and reply: plain decimal notation, never an
-/// exponent, without trailing zeros, `-0` as `0`. Redis formats a C `long double` with up to 17
-/// fraction digits and trims zeros; we hold an `f64` and print its shortest round-trip form,
-/// which gives the same text for every value an `f64` represents within 17 significant digits.
-pub(crate) fn format_double(v: f64) -> Bytes {
-    let v = if v == 0.0 { 0.0 } else { v };
-    Bytes::from(format!("{v}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::families;

@@ -14,14 +14,15 @@
 //!   produce NaN or Infinity`.
 //! - Deleting the last field deletes the key.
 //!
-//! HINCRBYFLOAT computes in `f64`; see `strings` for how that differs from Redis' long double.
+//! HINCRBYFLOAT computes in Redis' 80-bit `long double` ([`crate::long_double`]).
 
 mod getdel;
 mod random;
 
-use super::{arg, arity_error, delete_key, format_double, owned};
+use super::{arg, arity_error, delete_key, owned};
 use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
-use crate::util::{int_arg, parse_f64, parse_i64};
+use crate::long_double::LongDouble;
+use crate::util::{int_arg, parse_i64};
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -328,19 +329,16 @@ fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
 
 fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
-    let incr = parse_f64(arg(args, 3)?).ok_or(CmdError::NOT_FLOAT)?;
+    let incr = LongDouble::parse(arg(args, 3)?).ok_or(CmdError::NOT_FLOAT)?;
     if !incr.is_finite() {
         return Err(CmdError::full("ERR value is NaN or Infinity"));
     }
     let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get(field)) {
-        None => 0.0,
-        Some(v) => parse_f64(v).ok_or(CmdError::full("ERR hash value is not a float"))?,
+        None => LongDouble::ZERO,
+        Some(v) => LongDouble::parse(v).ok_or(CmdError::full("ERR hash value is not a float"))?,
     };
-    let new = current + incr;
-    if !new.is_finite() {
-        return Err(CmdError::full("ERR increment would produce NaN or Infinity"));
-    }
-    let text = format_double(new);
+    let new = current.checked_add(incr).ok_or(CmdError::full("ERR increment would produce NaN or Infinity"))?;
+    let text = new.to_text();
     write_hash(engine, ctx, key)?.insert(owned(field), text.clone());
     engine.modified(ctx.db, key);
     Ok(Reply::Bulk(text))
