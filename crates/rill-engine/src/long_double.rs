@@ -65,6 +65,22 @@ impl LongDouble {
         sum.is_finite().then_some(LongDouble(sum))
     }
 
+    /// A blocking command's timeout of `self` seconds in whole milliseconds, as Redis computes
+    /// it: `self` × 1000 in long double (so `-0.001` s, just above -1 ms there, rounds up to 0
+    /// while `-0.002` s stays negative), `None` above `i64::MAX`, else rounded up; below
+    /// `i64::MIN` (or minus infinity) it is `i64::MIN`, as the x86 conversion gives.
+    pub fn seconds_to_ms_ceil(self) -> Option<i64> {
+        let thousand = X87DoubleExtended::from_u128(1000).value;
+        let ms = self.0.mul_r(thousand, Round::NearestTiesToEven).value;
+        // i64::MAX is exact in a 64-bit significand.
+        let limit = X87DoubleExtended::from_u128(i64::MAX as u128).value;
+        if ms > limit {
+            return None;
+        }
+        let up = ms.round_to_integral(Round::TowardPositive).value;
+        Some(up.to_i128(64).value as i64)
+    }
+
     pub fn is_finite(self) -> bool {
         self.0.is_finite()
     }
@@ -261,6 +277,19 @@ mod tests {
         // 5 119 characters are read, 5 120 are not (as Redis 7.0.15 and 8.2.3).
         assert!(ok(&format!("{}1", "0".repeat(MAX_CHARS - 2))));
         assert!(!ok(&format!("{}1", "0".repeat(MAX_CHARS - 1))));
+    }
+
+    #[test]
+    fn timeouts_round_up_in_long_double() {
+        let ms = |s: &str| LongDouble::parse(s.as_bytes()).and_then(LongDouble::seconds_to_ms_ceil);
+        assert_eq!(ms("-0.001"), Some(0));
+        assert_eq!(ms("-0.002"), Some(-1));
+        assert_eq!(ms("0x1p-20"), Some(1));
+        assert_eq!(ms("1.5"), Some(1500));
+        assert_eq!(ms("-inf"), Some(i64::MIN));
+        assert_eq!(ms("inf"), None);
+        assert_eq!(ms("9223372036854775.807"), Some(i64::MAX));
+        assert_eq!(ms("9223372036854775.808"), None);
     }
 
     #[test]

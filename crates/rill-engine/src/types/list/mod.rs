@@ -31,7 +31,8 @@ mod search;
 
 use super::{arg, delete_key, owned};
 use crate::command::{key_at, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
-use crate::util::{int_arg, parse_f64, parse_i64};
+use crate::long_double::LongDouble;
+use crate::util::{int_arg, parse_i64};
 use crate::{BlockRequest, CallCtx, CmdError, Engine, Value, WakeOn};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -385,19 +386,15 @@ fn rpop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     pop_generic(engine, ctx, args, End::Tail)
 }
 
-/// A blocking pop's timeout as an absolute deadline in ms; `None` waits forever.
+/// A blocking pop's timeout (seconds, read as Redis reads a `long double`) as an absolute
+/// deadline in ms; `None` waits forever.
 fn parse_timeout(raw: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
-    let secs = parse_f64(raw).ok_or(CmdError::TIMEOUT_NOT_FLOAT)?;
-    if secs < 0.0 {
+    let secs = LongDouble::parse(raw).ok_or(CmdError::TIMEOUT_NOT_FLOAT)?;
+    let out_of_range = || CmdError::full("ERR timeout is out of range");
+    let ms = secs.seconds_to_ms_ceil().ok_or_else(out_of_range)?;
+    if ms < 0 {
         return Err(CmdError::TIMEOUT_NEGATIVE);
     }
-    let out_of_range = || CmdError::full("ERR timeout is out of range");
-    let ms = (secs * 1000.0).ceil();
-    // i64::MAX as f64 rounds up to 2^63, so `>=` keeps the cast below in range.
-    if ms >= i64::MAX as f64 {
-        return Err(out_of_range());
-    }
-    let ms = ms as i64;
     if ms == 0 {
         return Ok(None);
     }
