@@ -298,13 +298,19 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Keys of the model test: enough for several chunks, so they split and merge.
+    const KEYS: u32 = CHUNK_LEN as u32 * 4;
+
     proptest! {
         #[test]
-        fn matches_btreemap(ops in proptest::collection::vec((any::<bool>(), 0..300u32, any::<u8>()), 0..2000)) {
+        fn matches_btreemap(ops in proptest::collection::vec((0..4u8, 0..KEYS, any::<u8>()), 0..6000)) {
             let mut m: ChunkedMap<u32, u8> = ChunkedMap::default();
             let mut model = BTreeMap::new();
-            for (ins, k, v) in ops {
-                if ins {
+            let half = ops.len() / 2;
+            for (i, (op, k, v)) in ops.into_iter().enumerate() {
+                // Three inserts to a removal in the first half, so the map fills several chunks;
+                // the reverse in the second, so chunks shrink and merge.
+                if (i < half && op < 3) || (i >= half && op < 1) {
                     prop_assert_eq!(m.insert(k, v), model.insert(k, v));
                 } else {
                     prop_assert_eq!(m.remove(&k), model.remove(&k));
@@ -313,17 +319,17 @@ mod tests {
             }
             prop_assert_eq!(m.len(), model.len());
             prop_assert!(m.iter().eq(model.iter().map(|(k, v)| (*k, *v))));
-            for start in [0, 7, 150, 299, 300] {
+            for start in [0, 7, 150, KEYS / 2 + 1, KEYS - 1, KEYS] {
                 prop_assert!(m.iter_from(start).eq(model.range(start..).map(|(k, v)| (*k, *v))));
             }
             let mut finder = m.finder();
-            for k in 0..300 {
+            for k in 0..=KEYS {
                 prop_assert_eq!(m.get(&k), model.get(&k));
                 prop_assert_eq!(finder.get(&k), model.get(&k));
             }
             prop_assert_eq!(m.first(), model.first_key_value().map(|(k, v)| (*k, *v)));
             prop_assert_eq!(m.last(), model.last_key_value().map(|(k, v)| (*k, *v)));
-            for k in [0, 1, 7, 150, 151, 299, 300] {
+            for k in [0, 1, 7, 150, 151, KEYS / 2, KEYS - 1, KEYS] {
                 prop_assert_eq!(m.last_below(&k), model.range(..k).next_back().map(|(k, v)| (*k, *v)));
             }
         }

@@ -2,6 +2,7 @@
 //! effect sequences against plain maps.
 
 use super::group::{ConsumerGroup, GroupEffect};
+use super::chunked::CHUNK_LEN;
 use super::pel::{ClaimOrder, OwnerId, Pel, DELIVERY_COUNT_MAX};
 use super::{Stream, StreamId};
 use bytes::Bytes;
@@ -30,13 +31,16 @@ fn count() -> impl Strategy<Value = u64> {
     ]
 }
 
+/// IDs the model test draws from: enough for the indexes to hold several chunks each.
+const IDS: u64 = CHUNK_LEN as u64 * 3;
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0..300u64, 0..3u8, 0..20i64, count())
+        6 => (0..IDS, 0..3u8, 0..20i64, count())
             .prop_map(|(id, owner, time, count)| Op::Own { id, owner, time, count }),
-        2 => (0..300u64, count()).prop_map(|(id, count)| Op::Nack { id, count }),
-        2 => (0..300u64, 0..20i64, count()).prop_map(|(id, time, count)| Op::Touch { id, time, count }),
-        3 => (0..300u64).prop_map(|id| Op::Remove { id }),
+        2 => (0..IDS, count()).prop_map(|(id, count)| Op::Nack { id, count }),
+        2 => (0..IDS, 0..20i64, count()).prop_map(|(id, time, count)| Op::Touch { id, time, count }),
+        3 => (0..IDS).prop_map(|id| Op::Remove { id }),
         1 => (0..3u8).prop_map(|owner| Op::DropOwner { owner }),
     ]
 }
@@ -52,7 +56,7 @@ fn owner_name(o: u8) -> Bytes {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
     #[test]
-    fn pel_matches_model(ops in proptest::collection::vec(op(), 0..600)) {
+    fn pel_matches_model(ops in proptest::collection::vec(op(), 0..1500)) {
         let mut pel = Pel::default();
         let mut slots: BTreeMap<u8, OwnerId> = BTreeMap::new();
         let mut model: Model = BTreeMap::new();
