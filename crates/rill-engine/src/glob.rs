@@ -1,107 +1,136 @@
 //! Redis-style glob matching (`KEYS`, `SCAN MATCH`, `CONFIG GET`, `COMMAND LIST PATTERN`):
-//! `*`, `?`, `[abc]`, `[^a]`, `[a-z]`, and `\` escapes.
+//! `*`, `?`, `[abc]`, `[^a]`, `[a-z]`, and `\` escapes, with Redis' edge cases:
+//!
+//! - A class runs to its `]` or to the end of the pattern; `x-y` is a range whatever `y` is
+//!   (`[A-]` is the range `A` to `]`, so the class has no end), reversed ranges are swapped, and
+//!   a `\` escape inside a class compares exactly even when case is folded.
+//! - A `\` at the very end of the pattern is a literal backslash.
+//! - `*` never matches at the end of the string: `*` alone does not match the empty string
+//!   (KEYS and SCAN treat the pattern `*` as "everything" before matching).
+//!
+//! Time: a `*` tries each position of the rest of the string, but once the pattern after one
+//! `*` has failed at every position, no longer match for an earlier `*` can help (it would
+//! leave less string for the same rest), so the whole match fails there, as in Redis. That
+//! keeps patterns such as `a*a*a*a*a*a*a*a*a*a*a*a*b` polynomial, where plain backtracking
+//! took hours on a 40-byte key and stopped the server. And as in Redis, a match that needs
+//! more than 1 000 nested `*` fails.
 
 /// Whether `s` matches `pattern`. `nocase` folds ASCII case.
 pub fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
-    glob_inner(pattern, s, nocase, 0)
+    matches!(match_from(pattern, s, nocase, 0), Outcome::Match)
 }
 
-fn lc(c: u8, nocase: bool) -> u8 {
+/// How deep `*` may nest before a match fails.
+const MAX_NESTING: u32 = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Match,
+    /// No match from here; an enclosing `*` may try its next position.
+    NoMatch,
+    /// No match, and no enclosing `*` can find one either (see the module doc).
+    GiveUp,
+}
+
+fn same(a: u8, b: u8, nocase: bool) -> bool {
     if nocase {
-        c.to_ascii_lowercase()
+        a.eq_ignore_ascii_case(&b)
     } else {
-        c
+        a == b
     }
 }
 
-fn glob_inner(mut p: &[u8], mut s: &[u8], nocase: bool, depth: u32) -> bool {
-    if depth > 1000 {
-        return false;
+fn match_from(mut p: &[u8], mut s: &[u8], nocase: bool, nesting: u32) -> Outcome {
+    if nesting > MAX_NESTING {
+        return Outcome::NoMatch;
     }
-    while let Some((&pc, prest)) = p.split_first() {
+    while let (Some(&pc), Some(&sc)) = (p.first(), s.first()) {
         match pc {
             b'*' => {
-                let mut rest = prest;
-                while let Some((b'*', r)) = rest.split_first() {
-                    rest = r;
-                }
+                // A run of stars is one star.
+                let rest = p.iter().position(|&c| c != b'*').map_or(&[][..], |i| &p[i..]);
                 if rest.is_empty() {
-                    return true;
+                    return Outcome::Match;
                 }
-                for i in 0..=s.len() {
-                    if glob_inner(rest, s.get(i..).unwrap_or(&[]), nocase, depth + 1) {
-                        return true;
+                for start in 0..s.len() {
+                    match match_from(rest, &s[start..], nocase, nesting + 1) {
+                        Outcome::NoMatch => {}
+                        done => return done,
                     }
                 }
-                return false;
+                return Outcome::GiveUp;
             }
-            b'?' => {
-                let Some((_, srest)) = s.split_first() else { return false };
-                s = srest;
-                p = prest;
-            }
+            b'?' => p = &p[1..],
             b'[' => {
-                let Some((&sc, srest)) = s.split_first() else { return false };
-                let mut q = prest;
-                let not = matches!(q.first(), Some(b'^'));
-                if not {
-                    q = q.get(1..).unwrap_or(&[]);
+                let (matched, after) = class(&p[1..], sc, nocase);
+                if !matched {
+                    return Outcome::NoMatch;
                 }
-                let mut matched = false;
-                loop {
-                    match q {
-                        [] => break,
-                        [b']', ..] => {
-                            q = q.get(1..).unwrap_or(&[]);
-                            break;
-                        }
-                        [b'\\', c, ..] => {
-                            if lc(*c, nocase) == lc(sc, nocase) {
-                                matched = true;
-                            }
-                            q = q.get(2..).unwrap_or(&[]);
-                        }
-                        [a, b'-', b, ..] if *b != b']' => {
-                            let (lo, hi) = if a <= b { (*a, *b) } else { (*b, *a) };
-                            let c = lc(sc, nocase);
-                            if (lc(lo, nocase)..=lc(hi, nocase)).contains(&c) {
-                                matched = true;
-                            }
-                            q = q.get(3..).unwrap_or(&[]);
-                        }
-                        [c, ..] => {
-                            if lc(*c, nocase) == lc(sc, nocase) {
-                                matched = true;
-                            }
-                            q = q.get(1..).unwrap_or(&[]);
-                        }
-                    }
-                }
-                if matched == not {
-                    return false;
-                }
-                p = q;
-                s = srest;
+                p = after;
             }
-            b'\\' if !prest.is_empty() => {
-                let Some((&sc, srest)) = s.split_first() else { return false };
-                if lc(prest.first().copied().unwrap_or(0), nocase) != lc(sc, nocase) {
-                    return false;
+            b'\\' if p.len() >= 2 => {
+                if !same(p[1], sc, nocase) {
+                    return Outcome::NoMatch;
                 }
-                p = prest.get(1..).unwrap_or(&[]);
-                s = srest;
+                p = &p[2..];
             }
-            c => {
-                let Some((&sc, srest)) = s.split_first() else { return false };
-                if lc(c, nocase) != lc(sc, nocase) {
-                    return false;
+            _ => {
+                if !same(pc, sc, nocase) {
+                    return Outcome::NoMatch;
                 }
-                p = prest;
-                s = srest;
+                p = &p[1..];
+            }
+        }
+        s = &s[1..];
+        if s.is_empty() {
+            // Stars left over match the empty rest.
+            let stars = p.iter().take_while(|&&c| c == b'*').count();
+            p = &p[stars..];
+        }
+    }
+    if p.is_empty() && s.is_empty() {
+        Outcome::Match
+    } else {
+        Outcome::NoMatch
+    }
+}
+
+/// Match `c` against the class whose body starts at `p` (just after `[`): whether it is in the
+/// class (negated by a leading `^`), and the pattern after the class.
+fn class(mut p: &[u8], c: u8, nocase: bool) -> (bool, &[u8]) {
+    let negated = p.first() == Some(&b'^');
+    if negated {
+        p = &p[1..];
+    }
+    let mut found = false;
+    loop {
+        match p {
+            // The end of the pattern ends an unterminated class.
+            [] => break,
+            [b'\\', escaped, rest @ ..] => {
+                found |= *escaped == c;
+                p = rest;
+            }
+            [b']', rest @ ..] => {
+                p = rest;
+                break;
+            }
+            [from, b'-', to, rest @ ..] => {
+                let (mut lo, mut hi) = if from <= to { (*from, *to) } else { (*to, *from) };
+                let mut c = c;
+                if nocase {
+                    (lo, hi, c) = (lo.to_ascii_lowercase(), hi.to_ascii_lowercase(), c.to_ascii_lowercase());
+                }
+                found |= (lo..=hi).contains(&c);
+                p = rest;
+            }
+            [x, rest @ ..] => {
+                found |= same(*x, c, nocase);
+                p = rest;
             }
         }
     }
-    s.is_empty()
+    (found != negated, p)
 }
 
 #[cfg(test)]
@@ -110,7 +139,6 @@ mod tests {
 
     #[test]
     fn globs() {
-        assert!(glob_match(b"*", b"", false));
         assert!(glob_match(b"h?llo", b"hello", false));
         assert!(glob_match(b"h*llo", b"heeeello", false));
         assert!(glob_match(b"h[ae]llo", b"hallo", false));
@@ -120,5 +148,36 @@ mod tests {
         assert!(!glob_match(b"h\\*llo", b"hello", false));
         assert!(glob_match(b"stream-node-*", b"stream-node-max-bytes", false));
         assert!(glob_match(b"MAXMEMORY", b"maxmemory", true));
+    }
+
+    /// Cases where Redis 8.2.3's KEYS differs from textbook globbing.
+    #[test]
+    fn redis_edge_cases() {
+        // `*` does not match at the end of the string.
+        assert!(!glob_match(b"*", b"", false));
+        assert!(!glob_match(b"**", b"", false));
+        assert!(glob_match(b"a*", b"a", false));
+        assert!(glob_match(b"a**", b"a", false));
+        // A range may end in `]`; the class then runs to the end of the pattern.
+        assert!(glob_match(b"[A-]", b"\\", false));
+        assert!(glob_match(b"[*^-][\\", b"\\", false));
+        // Reversed ranges are swapped.
+        assert!(glob_match(b"[z-a]", b"m", false));
+        // A trailing backslash is a literal.
+        assert!(glob_match(b"a\\", b"a\\", false));
+        // Escapes in a class compare exactly, even with case folded.
+        assert!(!glob_match(b"[\\A]", b"a", true));
+        assert!(glob_match(b"[A]", b"a", true));
+    }
+
+    #[test]
+    fn nested_stars_stay_fast_and_limited() {
+        let key = [b'a'; 40];
+        let pattern = b"a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b";
+        assert!(!glob_match(pattern, &key, false));
+        // Redis gives up past 1 000 nested stars.
+        let long = vec![b'a'; 50_000];
+        assert!(!glob_match(&b"*?".repeat(50_000), &long, false));
+        assert!(glob_match(&b"*?".repeat(500), &long[..500], false));
     }
 }

@@ -186,7 +186,19 @@ impl Default for Config {
     }
 }
 
+/// Old names Redis still accepts for parameters (alias, parameter). CONFIG GET lists them as
+/// names of their own when a pattern matches them; everything else treats them as the parameter.
+const ALIASES: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+];
+
+/// The parameter `name` (or an alias of it) names.
 fn param(name: &str) -> Option<&'static Param> {
+    let name = ALIASES.iter().find(|(alias, _)| alias.eq_ignore_ascii_case(name)).map_or(name, |(_, p)| *p);
     PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
 }
 
@@ -341,12 +353,25 @@ impl Config {
     /// `CONFIG GET`: every (name, value) whose name matches one of the glob patterns.
     pub fn matching(&self, patterns: &[&[u8]]) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
+        let aliases = ALIASES.iter().filter_map(|(alias, p)| Some((*alias, self.values.get(p)?)));
+        let named: Vec<(&str, &String)> = self.values.iter().map(|(n, v)| (*n, v)).chain(aliases).collect();
         for pat in patterns {
-            for (name, value) in &self.values {
+            // A name without wildcards is looked up (in any case) and answered under the name
+            // as given, as Redis does. A name already answered (in any case) is not repeated.
+            if !pat.iter().any(|c| matches!(c, b'*' | b'?' | b'[')) {
+                let given = String::from_utf8_lossy(pat).into_owned();
+                if let Some(value) = param(&given).and_then(|p| self.values.get(p.name)) {
+                    if !out.iter().any(|(n, _)| n.eq_ignore_ascii_case(&given)) {
+                        out.push((given, value.clone()));
+                    }
+                }
+                continue;
+            }
+            for (name, value) in &named {
                 if rill_engine::glob::glob_match(pat, name.as_bytes(), true)
-                    && !out.iter().any(|(n, _)| n == name)
+                    && !out.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
                 {
-                    out.push((name.to_string(), value.clone()));
+                    out.push((name.to_string(), (*value).clone()));
                 }
             }
         }
@@ -356,18 +381,20 @@ impl Config {
     /// `CONFIG SET` of several pairs, all or nothing. The error text is Redis'.
     pub fn set_many(&mut self, pairs: &[(String, String)]) -> Result<Vec<&'static str>, String> {
         let mut staged: Vec<(&'static str, String)> = Vec::new();
-        for (name, value) in pairs {
+        for (i, (name, value)) in pairs.iter().enumerate() {
             let Some(p) = param(name).filter(|p| p.mutable) else {
                 return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
             };
-            if staged.iter().any(|(n, _)| *n == p.name) {
+            // A name given twice is refused; a parameter and its alias are set in turn, as Redis.
+            if pairs.iter().take(i).any(|(n, _)| n.eq_ignore_ascii_case(name)) {
                 return Err(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"));
             }
             let v = canonical(p, value)
                 .map_err(|r| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {r}"))?;
             staged.push((p.name, v));
         }
-        let names = staged.iter().map(|(n, _)| *n).collect();
+        let mut names: Vec<&'static str> = staged.iter().map(|(n, _)| *n).collect();
+        names.dedup();
         for (n, v) in staged {
             self.values.insert(n, v);
         }

@@ -408,7 +408,8 @@ fn parse_scan(args: &[Bytes]) -> Result<ScanRequest<'_>, CmdError> {
     while let Some(opt) = args.get(i) {
         let value = args.get(i + 1).ok_or(CmdError::SYNTAX)?;
         if is_token(opt, "MATCH") {
-            req.pattern = Some(value);
+            // `*` is no filter at all (it would not match an empty key name; see glob).
+            req.pattern = (value.as_ref() != b"*").then_some(value);
         } else if is_token(opt, "COUNT") {
             let n = int_arg(value)?;
             if n < 1 {
