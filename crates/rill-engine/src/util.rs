@@ -35,8 +35,9 @@ pub fn int_arg(b: &[u8]) -> Result<i64, CmdError> {
     parse_i64(b).ok_or(CmdError::NOT_INTEGER)
 }
 
-/// Parse a float the way Redis' `string2ld`/`strtod` does for command arguments: accepts
-/// `inf`, `+inf`, `-inf`; rejects `nan`, empty and trailing garbage and leading spaces.
+/// Parse a float roughly as C's `strtod` does (no hexadecimal): accepts `inf`, `+inf`, `-inf`;
+/// rejects `nan`, empty and trailing garbage and leading spaces. Arguments Redis reads as a
+/// `long double` (INCRBYFLOAT, blocking timeouts) go through [`crate::long_double`] instead.
 pub fn parse_f64(b: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(b).ok()?;
     if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {

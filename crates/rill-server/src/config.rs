@@ -393,8 +393,13 @@ impl Config {
                 .map_err(|r| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {r}"))?;
             staged.push((p.name, v));
         }
-        let mut names: Vec<&'static str> = staged.iter().map(|(n, _)| *n).collect();
-        names.dedup();
+        // Each parameter once, even when it was also set under an alias.
+        let mut names: Vec<&'static str> = Vec::new();
+        for (n, _) in &staged {
+            if !names.contains(n) {
+                names.push(n);
+            }
+        }
         for (n, v) in staged {
             self.values.insert(n, v);
         }
@@ -514,5 +519,20 @@ mod tests {
         assert!(r.unwrap_err().starts_with("ERR CONFIG SET failed (possibly related to argument 'hz')"));
         assert_eq!(c.get("maxmemory"), "0");
         assert_eq!(c.matching(&[b"stream-node-*"]).len(), 2);
+    }
+
+    #[test]
+    fn aliases_set_their_parameter_in_turn() {
+        let mut c = Config::default();
+        let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+        let set =
+            [pair("hash-max-listpack-entries", "5"), pair("hz", "6"), pair("hash-max-ziplist-entries", "7")];
+        assert_eq!(c.set_many(&set).unwrap(), vec!["hash-max-listpack-entries", "hz"]);
+        assert_eq!(c.get("hash-max-listpack-entries"), "7");
+        let twice = c.set_many(&[pair("hz", "5"), pair("HZ", "6")]);
+        assert!(twice.unwrap_err().ends_with("duplicate parameter"));
+        let got = c.matching(&[b"HASH-MAX-ZIPLIST-ENTRIES", b"hash-max-*-entries"]);
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["HASH-MAX-ZIPLIST-ENTRIES", "hash-max-listpack-entries"]);
     }
 }
