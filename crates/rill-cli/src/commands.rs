@@ -21,40 +21,20 @@ pub fn dlq_name(stream: &str, explicit: Option<String>) -> Result<String> {
 }
 
 fn fields_inline(fields: &[(Vec<u8>, Vec<u8>)]) -> String {
-    fields
-        .iter()
-        .map(|(f, v)| format!("{}={}", lossy(f), lossy(v)))
-        .collect::<Vec<_>>()
-        .join(" ")
+    fields.iter().map(|(f, v)| format!("{}={}", lossy(f), lossy(v))).collect::<Vec<_>>().join(" ")
 }
 
 // --- pending ----------------------------------------------------------------------------------
 
-pub async fn pending(
-    conn: &mut Connection,
-    stream: &str,
-    group: &str,
-    count: usize,
-    json: bool,
-) -> Result<()> {
+pub async fn pending(conn: &mut Connection, stream: &str, group: &str, count: usize, json: bool) -> Result<()> {
     let report = ops::pending(conn, stream, group, count).await?;
     if json {
         let doc = Json::obj([
             ("stream", Json::str(stream)),
             ("group", Json::str(group)),
             ("pending", Json::uint(report.summary.count)),
-            (
-                "smallest",
-                report
-                    .summary
-                    .smallest
-                    .clone()
-                    .map_or(Json::Null, Json::Str),
-            ),
-            (
-                "largest",
-                report.summary.largest.clone().map_or(Json::Null, Json::Str),
-            ),
+            ("smallest", report.summary.smallest.clone().map_or(Json::Null, Json::Str)),
+            ("largest", report.summary.largest.clone().map_or(Json::Null, Json::Str)),
             (
                 "consumers",
                 Json::Array(
@@ -121,25 +101,13 @@ pub fn pending_text(stream: &str, group: &str, report: &ops::PendingReport) -> S
     if !report.entries.is_empty() {
         let mut t = Table::new(["id", "consumer", "idle", "deliveries"]);
         for e in &report.entries {
-            let consumer = if e.consumer.is_empty() {
-                "(returned)".to_owned()
-            } else {
-                e.consumer.clone()
-            };
-            t.row(vec![
-                e.id.clone(),
-                consumer,
-                human_ms(e.idle_ms),
-                e.deliveries.to_string(),
-            ]);
+            let consumer = if e.consumer.is_empty() { "(returned)".to_owned() } else { e.consumer.clone() };
+            t.row(vec![e.id.clone(), consumer, human_ms(e.idle_ms), e.deliveries.to_string()]);
         }
         out.push('\n');
         out.push_str(&t.render());
         if (report.entries.len() as u64) < s.count {
-            out.push_str(&format!(
-                "... {} more (use --count)\n",
-                s.count - report.entries.len() as u64
-            ));
+            out.push_str(&format!("... {} more (use --count)\n", s.count - report.entries.len() as u64));
         }
     }
     out
@@ -185,14 +153,7 @@ pub fn groups_text(stream: &str, length: u64, groups: &[ops::GroupInfo]) -> Stri
     if groups.is_empty() {
         return out;
     }
-    let mut t = Table::new([
-        "group",
-        "consumers",
-        "pending",
-        "lag",
-        "last-delivered",
-        "entries-read",
-    ]);
+    let mut t = Table::new(["group", "consumers", "pending", "lag", "last-delivered", "entries-read"]);
     for g in groups {
         let opt = |v: Option<i64>| v.map_or("?".to_owned(), |n| n.to_string());
         t.row(vec![
@@ -212,26 +173,10 @@ pub fn groups_text(stream: &str, length: u64, groups: &[ops::GroupInfo]) -> Stri
 // --- tail -------------------------------------------------------------------------------------
 
 /// Where an entry stands in a group.
-async fn group_status(
-    conn: &mut Connection,
-    stream: &str,
-    group: &str,
-    id: &str,
-) -> Result<(String, Json)> {
-    let v: Value = redis::cmd("XPENDING")
-        .arg(stream)
-        .arg(group)
-        .arg(id)
-        .arg(id)
-        .arg(1)
-        .query_async(conn)
-        .await?;
+async fn group_status(conn: &mut Connection, stream: &str, group: &str, id: &str) -> Result<(String, Json)> {
+    let v: Value = redis::cmd("XPENDING").arg(stream).arg(group).arg(id).arg(id).arg(1).query_async(conn).await?;
     if let Some(p) = rill_worker::reply::pending_entries(&v)?.into_iter().next() {
-        let who = if p.consumer.is_empty() {
-            "(returned)".to_owned()
-        } else {
-            p.consumer.clone()
-        };
+        let who = if p.consumer.is_empty() { "(returned)".to_owned() } else { p.consumer.clone() };
         let text = format!("pending: {who}, {} deliveries", p.deliveries);
         let json = Json::obj([
             ("state", Json::str("pending")),
@@ -242,10 +187,7 @@ async fn group_status(
     }
     let groups = ops::groups(conn, stream).await?;
     let Some(g) = groups.iter().find(|g| g.name == group) else {
-        return Ok((
-            "no such group".to_owned(),
-            Json::obj([("state", Json::str("no-group"))]),
-        ));
+        return Ok(("no such group".to_owned(), Json::obj([("state", Json::str("no-group"))])));
     };
     let delivered = crate::demo::id_le(id, &g.last_delivered_id);
     let state = if delivered { "acked" } else { "not delivered" };
@@ -279,15 +221,7 @@ pub async fn tail(
             cursor = last.id.clone();
         }
         for e in entries {
-            print_tail(
-                &mut conn,
-                stream,
-                group,
-                &e.id,
-                &e.fields.unwrap_or_default(),
-                json,
-            )
-            .await?;
+            print_tail(&mut conn, stream, group, &e.id, &e.fields.unwrap_or_default(), json).await?;
             printed += 1;
             if limit.is_some_and(|l| printed >= l) {
                 return Ok(());
@@ -307,15 +241,7 @@ pub async fn tail(
             .await?;
         for e in read_reply(&v, stream, "XREAD")? {
             cursor = e.id.clone();
-            print_tail(
-                &mut conn,
-                stream,
-                group,
-                &e.id,
-                &e.fields.unwrap_or_default(),
-                json,
-            )
-            .await?;
+            print_tail(&mut conn, stream, group, &e.id, &e.fields.unwrap_or_default(), json).await?;
             printed += 1;
             if limit.is_some_and(|l| printed >= l) {
                 return Ok(());
@@ -337,10 +263,7 @@ async fn print_tail(
         None => None,
     };
     if json {
-        let mut pairs = vec![
-            ("id".to_owned(), Json::str(id)),
-            ("fields".to_owned(), Json::fields(fields)),
-        ];
+        let mut pairs = vec![("id".to_owned(), Json::str(id)), ("fields".to_owned(), Json::fields(fields))];
         if let Some((_, j)) = status {
             pairs.push(("group".to_owned(), j));
         }
@@ -383,22 +306,14 @@ pub fn dlq_table(letters: &[DeadLetter]) -> String {
     t.render()
 }
 
-pub async fn dlq_list(
-    conn: &mut Connection,
-    dlq_stream: &str,
-    count: usize,
-    json: bool,
-) -> Result<()> {
+pub async fn dlq_list(conn: &mut Connection, dlq_stream: &str, count: usize, json: bool) -> Result<()> {
     let letters = dlq::list(conn, dlq_stream, "-", count).await?;
     let total = ops::length(conn, dlq_stream).await?;
     if json {
         let doc = Json::obj([
             ("dlq", Json::str(dlq_stream)),
             ("length", Json::uint(total)),
-            (
-                "letters",
-                Json::Array(letters.iter().map(letter_json).collect()),
-            ),
+            ("letters", Json::Array(letters.iter().map(letter_json).collect())),
         ]);
         println!("{}", doc.render());
         return Ok(());
@@ -434,11 +349,7 @@ pub async fn dlq_show(conn: &mut Connection, dlq_stream: &str, id: &str, json: b
 }
 
 /// Collects the letters to act on: the given IDs, or every letter.
-async fn letters(
-    conn: &mut Connection,
-    dlq_stream: &str,
-    ids: &[String],
-) -> Result<Vec<DeadLetter>> {
+async fn letters(conn: &mut Connection, dlq_stream: &str, ids: &[String]) -> Result<Vec<DeadLetter>> {
     if ids.is_empty() {
         let mut all = Vec::new();
         let mut start = "-".to_owned();
@@ -469,9 +380,7 @@ fn progress(len: usize, json: bool, verb: &str) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(len as u64);
-    if let Ok(style) =
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
-    {
+    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})") {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_message(verb.to_owned());
@@ -479,12 +388,7 @@ fn progress(len: usize, json: bool, verb: &str) -> ProgressBar {
     bar
 }
 
-pub async fn dlq_replay(
-    conn: &mut Connection,
-    dlq_stream: &str,
-    ids: &[String],
-    json: bool,
-) -> Result<()> {
+pub async fn dlq_replay(conn: &mut Connection, dlq_stream: &str, ids: &[String], json: bool) -> Result<()> {
     let letters = letters(conn, dlq_stream, ids).await?;
     let bar = progress(letters.len(), json, "replaying");
     let mut replayed = Vec::with_capacity(letters.len());
@@ -520,52 +424,27 @@ pub async fn dlq_replay(
                         .collect(),
                 ),
             ),
-            (
-                "error",
-                failure
-                    .as_ref()
-                    .map_or(Json::Null, |e| Json::str(e.to_string())),
-            ),
+            ("error", failure.as_ref().map_or(Json::Null, |e| Json::str(e.to_string()))),
         ]);
         println!("{}", doc.render());
     } else {
         for (old, stream, new) in &replayed {
             println!("{old} -> {stream} {new}");
         }
-        println!(
-            "replayed {} of {} dead letters",
-            replayed.len(),
-            letters.len()
-        );
+        println!("replayed {} of {} dead letters", replayed.len(), letters.len());
     }
     match failure {
-        Some(e) => Err(format!(
-            "replay stopped: {e} (that dead letter and the rest are still in {dlq_stream})"
-        )
-        .into()),
+        Some(e) => Err(format!("replay stopped: {e} (that dead letter and the rest are still in {dlq_stream})").into()),
         None => Ok(()),
     }
 }
 
-pub async fn dlq_purge(
-    conn: &mut Connection,
-    dlq_stream: &str,
-    ids: &[String],
-    all: bool,
-    json: bool,
-) -> Result<()> {
+pub async fn dlq_purge(conn: &mut Connection, dlq_stream: &str, ids: &[String], all: bool, json: bool) -> Result<()> {
     if ids.is_empty() && !all {
         return Err("name the dead letters to purge, or pass --all".into());
     }
-    let ids: Vec<String> = if all {
-        letters(conn, dlq_stream, &[])
-            .await?
-            .into_iter()
-            .map(|l| l.id)
-            .collect()
-    } else {
-        ids.to_vec()
-    };
+    let ids: Vec<String> =
+        if all { letters(conn, dlq_stream, &[]).await?.into_iter().map(|l| l.id).collect() } else { ids.to_vec() };
     let bar = progress(ids.len(), json, "purging");
     let mut deleted = 0;
     for chunk in ids.chunks(500) {
@@ -574,14 +453,7 @@ pub async fn dlq_purge(
     }
     bar.finish_and_clear();
     if json {
-        println!(
-            "{}",
-            Json::obj([
-                ("dlq", Json::str(dlq_stream)),
-                ("deleted", Json::uint(deleted))
-            ])
-            .render()
-        );
+        println!("{}", Json::obj([("dlq", Json::str(dlq_stream)), ("deleted", Json::uint(deleted))]).render());
     } else {
         println!("deleted {deleted} dead letters from {dlq_stream}");
     }

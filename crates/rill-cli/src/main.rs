@@ -12,11 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use rill_worker::{Connection, Target, WorkerError};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "rill",
-    version,
-    about = "Inspect and repair Redis Streams consumer groups"
-)]
+#[command(name = "rill", version, about = "Inspect and repair Redis Streams consumer groups")]
 struct Cli {
     #[command(flatten)]
     global: Global,
@@ -146,11 +142,7 @@ enum DemoKind {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("rill: cannot start the async runtime: {e}");
@@ -169,29 +161,12 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     let g = &cli.global;
     match cli.command {
-        Command::Pending {
-            stream,
-            group,
-            count,
-        } => commands::pending(&mut g.connect().await?, &stream, &group, count, g.json).await?,
-        Command::Groups { stream } => {
-            commands::groups(&mut g.connect().await?, &stream, g.json).await?
+        Command::Pending { stream, group, count } => {
+            commands::pending(&mut g.connect().await?, &stream, &group, count, g.json).await?
         }
-        Command::Tail {
-            stream,
-            group,
-            history,
-            limit,
-        } => {
-            commands::tail(
-                &g.target(),
-                &stream,
-                group.as_deref(),
-                history,
-                limit,
-                g.json,
-            )
-            .await?
+        Command::Groups { stream } => commands::groups(&mut g.connect().await?, &stream, g.json).await?,
+        Command::Tail { stream, group, history, limit } => {
+            commands::tail(&g.target(), &stream, group.as_deref(), history, limit, g.json).await?
         }
         Command::Dlq { action } => {
             let mut conn = g.connect().await?;
@@ -208,12 +183,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                     let dlq = commands::dlq_name(&stream, dlq)?;
                     commands::dlq_replay(&mut conn, &dlq, &ids, g.json).await?
                 }
-                DlqAction::Purge {
-                    stream,
-                    ids,
-                    all,
-                    dlq,
-                } => {
+                DlqAction::Purge { stream, ids, all, dlq } => {
                     let dlq = commands::dlq_name(&stream, dlq)?;
                     commands::dlq_purge(&mut conn, &dlq, &ids, all, g.json).await?
                 }

@@ -32,12 +32,7 @@ impl Json {
 
     /// Field/value pairs as an object (bytes shown lossily as UTF-8).
     pub fn fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Json {
-        Json::Object(
-            fields
-                .iter()
-                .map(|(f, v)| (lossy(f), Json::Str(lossy(v))))
-                .collect(),
-        )
+        Json::Object(fields.iter().map(|(f, v)| (lossy(f), Json::Str(lossy(v)))).collect())
     }
 
     pub fn render(&self) -> String {
@@ -110,10 +105,7 @@ pub struct Table {
 
 impl Table {
     pub fn new<const N: usize>(headers: [&str; N]) -> Table {
-        Table {
-            headers: headers.iter().map(|h| (*h).to_owned()).collect(),
-            rows: Vec::new(),
-        }
+        Table { headers: headers.iter().map(|h| (*h).to_owned()).collect(), rows: Vec::new() }
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
@@ -168,10 +160,7 @@ mod tests {
 
     #[test]
     fn json_escapes() {
-        let j = Json::obj([
-            ("a", Json::str("x\"y\n")),
-            ("b", Json::Array(vec![Json::Int(1), Json::Null])),
-        ]);
+        let j = Json::obj([("a", Json::str("x\"y\n")), ("b", Json::Array(vec![Json::Int(1), Json::Null]))]);
         assert_eq!(j.render(), r#"{"a":"x\"y\n","b":[1,null]}"#);
     }
 

@@ -11,11 +11,7 @@ use std::process::{Command, Stdio};
 use common::{redis_cli, Kind, Server};
 
 fn rill(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rill"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rill")).args(args).stdin(Stdio::null()).output().unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -37,11 +33,7 @@ fn assert_ticker_story(stdout: &str) {
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
-    assert_eq!(
-        stdout.matches("delivery limit 3 reached").count(),
-        9,
-        "{stdout}"
-    );
+    assert_eq!(stdout.matches("delivery limit 3 reached").count(), 9, "{stdout}");
 }
 
 #[test]
@@ -94,18 +86,10 @@ fn demo_orders_against_redis() {
 fn setup(server: &Server) {
     let p = server.port;
     for i in 0..3 {
-        redis_cli(
-            p,
-            &["XADD", "{s}", &format!("{}-0", i + 1), "n", &i.to_string()],
-        )
-        .unwrap();
+        redis_cli(p, &["XADD", "{s}", &format!("{}-0", i + 1), "n", &i.to_string()]).unwrap();
     }
     redis_cli(p, &["XGROUP", "CREATE", "{s}", "g", "0"]).unwrap();
-    redis_cli(
-        p,
-        &["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", ">"],
-    )
-    .unwrap();
+    redis_cli(p, &["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", ">"]).unwrap();
     redis_cli(
         p,
         &[
@@ -149,24 +133,13 @@ fn operator_commands(kind: Kind) {
     assert!(text.contains("{s} / g: 3 pending (1-0 .. 3-0)"), "{text}");
     assert!(text.contains("c1        3"), "{text}");
     let json = run(&["--json", "pending", "{s}", "g"]);
-    assert!(
-        json.starts_with(
-            r#"{"stream":"{s}","group":"g","pending":3,"smallest":"1-0","largest":"3-0""#
-        ),
-        "{json}"
-    );
-    assert!(
-        json.contains(r#""consumer":"c1""#) && json.contains(r#""deliveries":1"#),
-        "{json}"
-    );
+    assert!(json.starts_with(r#"{"stream":"{s}","group":"g","pending":3,"smallest":"1-0","largest":"3-0""#), "{json}");
+    assert!(json.contains(r#""consumer":"c1""#) && json.contains(r#""deliveries":1"#), "{json}");
 
     let text = run(&["groups", "{s}"]);
     assert!(text.contains("{s}: 3 entries, 1 groups"), "{text}");
     let json = run(&["--json", "groups", "{s}"]);
-    assert!(
-        json.contains(r#""name":"g","consumers":1,"pending":3,"lag":0,"last_delivered_id":"3-0""#),
-        "{json}"
-    );
+    assert!(json.contains(r#""name":"g","consumers":1,"pending":3,"lag":0,"last_delivered_id":"3-0""#), "{json}");
 
     let text = run(&["dlq", "list", "{s}"]);
     assert!(text.contains("{s}:dlq: 1 dead letters"), "{text}");
@@ -177,27 +150,19 @@ fn operator_commands(kind: Kind) {
         r#"{"id":"9-0","source_stream":"{s}","source_id":"7-0","group":"g","consumer":"c1","deliveries":5,"reason":"boom","fields":{"n":"7","note":"two words"}}"#
     );
 
-    let json = run(&[
-        "--json",
-        "tail",
-        "{s}",
-        "--group",
-        "g",
-        "--history",
-        "2",
-        "--limit",
-        "2",
-    ]);
+    let json = run(&["--json", "tail", "{s}", "--group", "g", "--history", "2", "--limit", "2"]);
     let lines: Vec<&str> = json.lines().collect();
     assert_eq!(lines.len(), 2, "{json}");
-    assert!(lines[0].starts_with(r#"{"id":"2-0","fields":{"n":"1"},"group":{"state":"pending","consumer":"c1","deliveries":1}}"#), "{json}");
+    assert!(
+        lines[0].starts_with(
+            r#"{"id":"2-0","fields":{"n":"1"},"group":{"state":"pending","consumer":"c1","deliveries":1}}"#
+        ),
+        "{json}"
+    );
 
     let text = run(&["dlq", "replay", "{s}"]);
     assert!(text.contains("replayed 1 of 1 dead letters"), "{text}");
-    assert_eq!(
-        redis_cli(server.port, &["XLEN", "{s}:dlq"]).unwrap().trim(),
-        "0"
-    );
+    assert_eq!(redis_cli(server.port, &["XLEN", "{s}:dlq"]).unwrap().trim(), "0");
     let last = redis_cli(server.port, &["XREVRANGE", "{s}", "+", "-", "COUNT", "1"]).unwrap();
     assert!(last.contains("two words"), "{last}");
 

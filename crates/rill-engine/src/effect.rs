@@ -92,7 +92,9 @@ impl crate::Engine {
     /// are not that form (the caller then runs the command normally).
     pub fn replay_xadd(&mut self, db: usize, args: Vec<Bytes>) -> Result<Result<(), &'static str>, Vec<Bytes>> {
         let id = match args.as_slice() {
-            [name, _, id, rest @ ..] if name.eq_ignore_ascii_case(b"XADD") && !rest.is_empty() && rest.len() % 2 == 0 => {
+            [name, _, id, rest @ ..]
+                if name.eq_ignore_ascii_case(b"XADD") && !rest.is_empty() && rest.len() % 2 == 0 =>
+            {
                 match parse_plain_id(id) {
                     Some(id) => id,
                     None => return Err(args),
@@ -100,7 +102,10 @@ impl crate::Engine {
             }
             _ => return Err(args),
         };
-        let limits = crate::types::stream::NodeLimits::new(self.config.stream_node_max_entries, self.config.stream_node_max_bytes);
+        let limits = crate::types::stream::NodeLimits::new(
+            self.config.stream_node_max_entries,
+            self.config.stream_node_max_bytes,
+        );
         let (duration, maxsize) = (self.config.stream_idmp_duration_secs, self.config.stream_idmp_maxsize);
         let Some(key) = args.get(1) else { return Ok(Err("XADD effect without a key")) };
         let fields = crate::types::stream::FlatFields(args.get(3..).unwrap_or_default());
@@ -599,13 +604,22 @@ mod tests {
             (bytes(), id(), any::<Option<u64>>())
                 .prop_map(|(group, last_id, entries_read)| GroupEffect::GroupCreated { group, last_id, entries_read }),
             bytes().prop_map(|group| GroupEffect::GroupDestroyed { group }),
-            (bytes(), id(), any::<Option<u64>>())
-                .prop_map(|(group, last_id, entries_read)| GroupEffect::SetId { group, last_id, entries_read }),
+            (bytes(), id(), any::<Option<u64>>()).prop_map(|(group, last_id, entries_read)| GroupEffect::SetId {
+                group,
+                last_id,
+                entries_read
+            }),
             (bytes(), id()).prop_map(|(group, last_id)| GroupEffect::LastIdRaised { group, last_id }),
-            (bytes(), bytes(), any::<i64>())
-                .prop_map(|(group, consumer, time_ms)| GroupEffect::ConsumerCreated { group, consumer, time_ms }),
-            (bytes(), bytes(), any::<i64>())
-                .prop_map(|(group, consumer, time_ms)| GroupEffect::ConsumerSeen { group, consumer, time_ms }),
+            (bytes(), bytes(), any::<i64>()).prop_map(|(group, consumer, time_ms)| GroupEffect::ConsumerCreated {
+                group,
+                consumer,
+                time_ms
+            }),
+            (bytes(), bytes(), any::<i64>()).prop_map(|(group, consumer, time_ms)| GroupEffect::ConsumerSeen {
+                group,
+                consumer,
+                time_ms
+            }),
             (bytes(), bytes()).prop_map(|(group, consumer)| GroupEffect::ConsumerDeleted { group, consumer }),
             (bytes(), bytes(), id(), any::<i64>(), any::<Option<u64>>(), any::<bool>()).prop_map(
                 |(group, consumer, id, time_ms, entries_read, noack)| GroupEffect::Delivered {

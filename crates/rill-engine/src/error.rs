@@ -31,8 +31,7 @@ impl CmdError {
     /// `ERR syntax error`
     pub const SYNTAX: CmdError = CmdError::full("ERR syntax error");
     /// `WRONGTYPE Operation against a key holding the wrong kind of value`
-    pub const WRONGTYPE: CmdError =
-        CmdError::full("WRONGTYPE Operation against a key holding the wrong kind of value");
+    pub const WRONGTYPE: CmdError = CmdError::full("WRONGTYPE Operation against a key holding the wrong kind of value");
     /// `ERR value is not an integer or out of range`
     pub const NOT_INTEGER: CmdError = CmdError::full("ERR value is not an integer or out of range");
     /// `ERR value is not a valid float`
@@ -40,8 +39,7 @@ impl CmdError {
     /// `ERR no such key`
     pub const NO_SUCH_KEY: CmdError = CmdError::full("ERR no such key");
     /// `ERR timeout is not a float or out of range`
-    pub const TIMEOUT_NOT_FLOAT: CmdError =
-        CmdError::full("ERR timeout is not a float or out of range");
+    pub const TIMEOUT_NOT_FLOAT: CmdError = CmdError::full("ERR timeout is not a float or out of range");
     /// `ERR timeout is negative`
     pub const TIMEOUT_NEGATIVE: CmdError = CmdError::full("ERR timeout is negative");
 

@@ -184,10 +184,8 @@ fn exponent_value(text: &[u8]) -> Option<i64> {
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let magnitude = digits
-        .iter()
-        .try_fold(0i64, |n, d| n.checked_mul(10)?.checked_add(i64::from(d - b'0')))
-        .unwrap_or(i64::MAX);
+    let magnitude =
+        digits.iter().try_fold(0i64, |n, d| n.checked_mul(10)?.checked_add(i64::from(d - b'0'))).unwrap_or(i64::MAX);
     let clamped = magnitude.min(EXPONENT_CLAMP);
     Some(if negative { -clamped } else { clamped })
 }

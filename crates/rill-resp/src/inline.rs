@@ -40,10 +40,7 @@ pub(crate) fn split_inline(line: &Bytes) -> Result<Vec<Bytes>, ProtocolError> {
         }
         let start = pos;
         // Fast path: a plain word is a slice of the line.
-        while bytes
-            .get(pos)
-            .is_some_and(|&b| !ends_unquoted_word(b) && b != b'"' && b != b'\'')
-        {
+        while bytes.get(pos).is_some_and(|&b| !ends_unquoted_word(b) && b != b'"' && b != b'\'') {
             pos += 1;
         }
         match bytes.get(pos) {

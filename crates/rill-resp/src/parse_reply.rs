@@ -128,8 +128,7 @@ impl ReplyReader<'_> {
     fn payload(&self, pos: usize, len: usize) -> Step<&[u8]> {
         let end = pos.checked_add(len).ok_or("length overflows")?;
         let after = end.checked_add(2).ok_or("length overflows")?;
-        let (Some(payload), Some(terminator)) = (self.buf.get(pos..end), self.buf.get(end..after))
-        else {
+        let (Some(payload), Some(terminator)) = (self.buf.get(pos..end), self.buf.get(end..after)) else {
             return Ok(None);
         };
         if terminator != b"\r\n" {
@@ -166,10 +165,7 @@ fn blob(marker: u8, payload: &[u8]) -> Result<Reply, String> {
         b'$' => Reply::Bulk(Bytes::copy_from_slice(payload)),
         b'!' => Reply::Error(Bytes::copy_from_slice(payload)),
         _ => match payload {
-            [a, b, c, b':', text @ ..] => Reply::Verbatim {
-                format: [*a, *b, *c],
-                text: Bytes::copy_from_slice(text),
-            },
+            [a, b, c, b':', text @ ..] => Reply::Verbatim { format: [*a, *b, *c], text: Bytes::copy_from_slice(text) },
             _ => return Err("verbatim string without a 3-byte format and ':'".to_string()),
         },
     })
@@ -186,9 +182,7 @@ fn integer(text: &[u8]) -> Result<i64, String> {
 fn length(text: &[u8]) -> Result<Option<usize>, String> {
     match integer(text)? {
         -1 => Ok(None),
-        n => usize::try_from(n)
-            .map(Some)
-            .map_err(|_| format!("bad length {n}")),
+        n => usize::try_from(n).map(Some).map_err(|_| format!("bad length {n}")),
     }
 }
 

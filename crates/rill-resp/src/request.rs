@@ -74,11 +74,7 @@ pub struct Limits {
 impl Default for Limits {
     /// Redis' defaults, for a server without a password (so already authenticated).
     fn default() -> Self {
-        Limits {
-            max_bulk_len: DEFAULT_MAX_BULK_BYTES,
-            max_inline_len: DEFAULT_MAX_INLINE_BYTES,
-            authenticated: true,
-        }
+        Limits { max_bulk_len: DEFAULT_MAX_BULK_BYTES, max_inline_len: DEFAULT_MAX_INLINE_BYTES, authenticated: true }
     }
 }
 
@@ -125,10 +121,7 @@ impl ProtocolError {
             ProtocolError::UnauthenticatedMultibulkLength => "unauthenticated multibulk length",
             ProtocolError::TooBigBulkCount => "too big bulk count string",
             ProtocolError::ExpectedBulk { got } => {
-                return Some(format!(
-                    "ERR Protocol error: expected '$', got '{}'",
-                    char::from(*got)
-                ))
+                return Some(format!("ERR Protocol error: expected '$', got '{}'", char::from(*got)))
             }
             ProtocolError::InvalidBulkLength => "invalid bulk length",
             ProtocolError::UnauthenticatedBulkLength => "unauthenticated bulk length",
@@ -194,11 +187,7 @@ impl RequestParser {
     /// needed. Requests that produce nothing (`*0`, `*-1`, blank inline lines) are consumed and
     /// skipped. Bytes of an incomplete request may be moved into the parser, never more than
     /// that request's own bytes.
-    pub fn parse(
-        &mut self,
-        buf: &mut BytesMut,
-        limits: &Limits,
-    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    pub fn parse(&mut self, buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>>, ProtocolError> {
         let mut args = Vec::new();
         Ok(self.parse_into(buf, limits, &mut args)?.then_some(args))
     }
@@ -309,16 +298,8 @@ impl RequestParser {
     }
 
     /// Reads a `*<count>\r\n` line. `Some(0)` stands for every count <= 0 (skip the request).
-    fn read_multibulk_count(
-        &mut self,
-        buf: &mut BytesMut,
-        limits: &Limits,
-    ) -> Result<Option<usize>, ProtocolError> {
-        let Some(digits) = self.read_number_line(
-            buf,
-            limits.max_inline_len,
-            ProtocolError::TooBigMultibulkCount,
-        )?
+    fn read_multibulk_count(&mut self, buf: &mut BytesMut, limits: &Limits) -> Result<Option<usize>, ProtocolError> {
+        let Some(digits) = self.read_number_line(buf, limits.max_inline_len, ProtocolError::TooBigMultibulkCount)?
         else {
             return Ok(None);
         };
@@ -335,14 +316,8 @@ impl RequestParser {
     }
 
     /// Reads a `$<len>\r\n` line and checks the length against the limits.
-    fn read_bulk_len(
-        &mut self,
-        buf: &mut BytesMut,
-        limits: &Limits,
-    ) -> Result<Option<usize>, ProtocolError> {
-        let Some(digits) =
-            self.read_number_line(buf, limits.max_inline_len, ProtocolError::TooBigBulkCount)?
-        else {
+    fn read_bulk_len(&mut self, buf: &mut BytesMut, limits: &Limits) -> Result<Option<usize>, ProtocolError> {
+        let Some(digits) = self.read_number_line(buf, limits.max_inline_len, ProtocolError::TooBigBulkCount)? else {
             return Ok(None);
         };
         match buf.first() {
@@ -377,10 +352,7 @@ impl RequestParser {
         if buf.len() < cr + 2 {
             return Ok(None);
         }
-        Ok(Some(NumberText {
-            text: buf.get(1..cr).unwrap_or_default(),
-            end: cr + 2,
-        }))
+        Ok(Some(NumberText { text: buf.get(1..cr).unwrap_or_default(), end: cr + 2 }))
     }
 
     fn consume_line(&mut self, buf: &mut BytesMut, len: usize) {
@@ -389,17 +361,9 @@ impl RequestParser {
     }
 
     /// Reads one inline line and splits it into arguments (possibly none).
-    fn read_inline(
-        &mut self,
-        buf: &mut BytesMut,
-        limits: &Limits,
-    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-        let Some(newline) = self.find_line_end(
-            buf,
-            b'\n',
-            limits.max_inline_len,
-            ProtocolError::TooBigInlineRequest,
-        )?
+    fn read_inline(&mut self, buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        let Some(newline) =
+            self.find_line_end(buf, b'\n', limits.max_inline_len, ProtocolError::TooBigInlineRequest)?
         else {
             return Ok(None);
         };
@@ -448,9 +412,7 @@ fn whole_multibulk_spans(bytes: &[u8], limits: &Limits) -> Option<(usize, Spans)
             return None;
         }
         let (len, start) = plain_number_line(bytes, pos + 1, max_line)?;
-        if len > limits.max_bulk_len
-            || (!limits.authenticated && len as u64 > UNAUTHENTICATED_MAX_BULK_BYTES as u64)
-        {
+        if len > limits.max_bulk_len || (!limits.authenticated && len as u64 > UNAUTHENTICATED_MAX_BULK_BYTES as u64) {
             return None;
         }
         let end = start + len;
@@ -508,9 +470,7 @@ impl std::ops::Deref for NumberText<'_> {
 /// Rejects the HTTP requests Redis treats as an attack; passes every other request through.
 fn checked_request(args: &[Bytes]) -> Result<(), ProtocolError> {
     match args.first() {
-        Some(first)
-            if first.eq_ignore_ascii_case(b"post") || first.eq_ignore_ascii_case(b"host:") =>
-        {
+        Some(first) if first.eq_ignore_ascii_case(b"post") || first.eq_ignore_ascii_case(b"host:") => {
             Err(ProtocolError::CrossProtocolRequest)
         }
         _ => Ok(()),
@@ -539,9 +499,7 @@ pub(crate) fn parse_redis_integer(text: &[u8]) -> Option<i64> {
         if !digit.is_ascii_digit() {
             return None;
         }
-        magnitude = magnitude
-            .checked_mul(10)?
-            .checked_add(u64::from(digit - b'0'))?;
+        magnitude = magnitude.checked_mul(10)?.checked_add(u64::from(digit - b'0'))?;
     }
     if negative {
         0i64.checked_sub_unsigned(magnitude)

@@ -141,10 +141,7 @@ fn write_line(out: &mut BytesMut, marker: u8, text: &[u8]) {
     if memchr::memchr2(b'\r', b'\n', text).is_none() {
         out.extend_from_slice(text);
     } else {
-        out.extend(
-            text.iter()
-                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-        );
+        out.extend(text.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -155,13 +152,7 @@ fn write_length_header(out: &mut BytesMut, marker: u8, n: usize) {
     // counts go out as one small copy.
     match n {
         0..=9 => out.extend_from_slice(&[marker, b'0' + n as u8, b'\r', b'\n']),
-        10..=99 => out.extend_from_slice(&[
-            marker,
-            b'0' + (n / 10) as u8,
-            b'0' + (n % 10) as u8,
-            b'\r',
-            b'\n',
-        ]),
+        10..=99 => out.extend_from_slice(&[marker, b'0' + (n / 10) as u8, b'0' + (n % 10) as u8, b'\r', b'\n']),
         _ => {
             let digits = DecimalText::unsigned(n as u64);
             out.reserve(digits.len + 3);
@@ -194,10 +185,7 @@ struct DecimalText {
 
 impl DecimalText {
     fn unsigned(mut n: u64) -> DecimalText {
-        let mut text = DecimalText {
-            bytes: [0; 20],
-            len: 0,
-        };
+        let mut text = DecimalText { bytes: [0; 20], len: 0 };
         loop {
             text.push_front(b'0' + (n % 10) as u8);
             n /= 10;
@@ -224,9 +212,7 @@ impl DecimalText {
     }
 
     fn as_bytes(&self) -> &[u8] {
-        self.bytes
-            .get(self.bytes.len() - self.len..)
-            .unwrap_or_default()
+        self.bytes.get(self.bytes.len() - self.len..).unwrap_or_default()
     }
 }
 
@@ -238,10 +224,7 @@ struct StackText<const N: usize> {
 
 impl<const N: usize> StackText<N> {
     fn new() -> Self {
-        StackText {
-            bytes: [0; N],
-            len: 0,
-        }
+        StackText { bytes: [0; N], len: 0 }
     }
 
     fn as_bytes(&self) -> &[u8] {
@@ -290,11 +273,7 @@ impl DoubleText {
         } else if value.is_infinite() {
             text.push(if value > 0.0 { b"inf" } else { b"-inf" });
         } else if value == 0.0 {
-            text.push(if value.is_sign_negative() {
-                b"-0"
-            } else {
-                b"0"
-            });
+            text.push(if value.is_sign_negative() { b"-0" } else { b"0" });
         } else if value.fract() == 0.0 && value.abs() <= INTEGRAL_DOUBLE_LIMIT {
             // Exact: the value is integral and well inside i64.
             text.push(DecimalText::signed(value as i64).as_bytes());

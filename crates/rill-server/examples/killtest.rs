@@ -116,15 +116,9 @@ fn run(args: &[String]) -> ExitCode {
             "--read-count" => num().map(|n| cfg.read_count = n as usize).is_some(),
             "--value-bytes" => num().map(|n| cfg.value_bytes = n as usize).is_some(),
             "--max-rate" => num().map(|n| cfg.max_rate = n).is_some(),
-            "--warmup-ms" => num()
-                .map(|n| cfg.warmup = Duration::from_millis(n))
-                .is_some(),
-            "--kill-window-ms" => num()
-                .map(|n| cfg.kill_window = Duration::from_millis(n))
-                .is_some(),
-            "--max-loss-ms" => num()
-                .map(|n| cfg.max_loss = Duration::from_millis(n))
-                .is_some(),
+            "--warmup-ms" => num().map(|n| cfg.warmup = Duration::from_millis(n)).is_some(),
+            "--kill-window-ms" => num().map(|n| cfg.kill_window = Duration::from_millis(n)).is_some(),
+            "--max-loss-ms" => num().map(|n| cfg.max_loss = Duration::from_millis(n)).is_some(),
             _ => false,
         };
         if !ok {
@@ -136,26 +130,15 @@ fn run(args: &[String]) -> ExitCode {
         return usage();
     };
     let flavor = flavor.unwrap_or_else(|| {
-        if binary
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().contains("redis"))
-        {
+        if binary.file_name().is_some_and(|n| n.to_string_lossy().contains("redis")) {
             Flavor::Redis
         } else {
             Flavor::Rill
         }
     });
-    let spec = ServerSpec {
-        flavor,
-        binary,
-        fsync,
-        appendonly: true,
-        extra,
-    };
+    let spec = ServerSpec { flavor, binary, fsync, appendonly: true, extra };
     let temp = work.is_none();
-    let work = work.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("rill-killtest-{}", std::process::id()))
-    });
+    let work = work.unwrap_or_else(|| std::env::temp_dir().join(format!("rill-killtest-{}", std::process::id())));
     if std::fs::read_dir(&work).is_ok_and(|mut d| d.next().is_some()) {
         eprintln!("--work {} is not empty", work.display());
         return ExitCode::from(2);
@@ -172,26 +155,15 @@ fn run(args: &[String]) -> ExitCode {
                 .iter()
                 .filter_map(|r| r.stats.loss_span)
                 .max()
-                .map(|d| {
-                    format!(
-                        ", oldest lost ack {:.0} ms before its kill",
-                        d.as_secs_f64() * 1e3
-                    )
-                })
+                .map(|d| format!(", oldest lost ack {:.0} ms before its kill", d.as_secs_f64() * 1e3))
                 .unwrap_or_default();
-            println!(
-                "PASS {}: {} rounds, {acked} XADDs acknowledged, {lost} lost{worst}",
-                spec.label(),
-                reports.len()
-            );
+            println!("PASS {}: {} rounds, {acked} XADDs acknowledged, {lost} lost{worst}", spec.label(), reports.len());
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("{e}");
             let first = e.lines().next().unwrap_or_default();
-            let first = first
-                .strip_prefix(&format!("{}: ", spec.label()))
-                .unwrap_or(first);
+            let first = first.strip_prefix(&format!("{}: ", spec.label())).unwrap_or(first);
             println!("FAIL {}: {first}", spec.label());
             ExitCode::FAILURE
         }

@@ -118,9 +118,7 @@ impl Blocked {
         self.by_key
             .values()
             .filter(|q| {
-                q.values().any(|c| {
-                    self.waiters.get(c).is_some_and(|(w, _)| w.request.wakes_on == WakeOn::AnyChange)
-                })
+                q.values().any(|c| self.waiters.get(c).is_some_and(|(w, _)| w.request.wakes_on == WakeOn::AnyChange))
             })
             .count()
     }
@@ -291,8 +289,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let w_db = w.db;
     // Borrowed out of the waiter for the run (the handler needs the state mutably), put back
     // if the client stays parked.
-    let args =
-        st.blocked.waiters.get_mut(&client).map(|(w, _)| std::mem::take(&mut w.args)).unwrap_or_default();
+    let args = st.blocked.waiters.get_mut(&client).map(|(w, _)| std::mem::take(&mut w.args)).unwrap_or_default();
     ctx.recording = st.aof.recording();
     let dirty_before = st.engine.dirty;
     let result = handler(&mut st.engine, &mut ctx, &args);

@@ -86,7 +86,8 @@ fn run_batch(
     let max_bulk = st.hot.max_bulk_len;
     let mut args = Vec::new();
     loop {
-        let limits = Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
+        let limits =
+            Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
         match parser.parse_into(inbuf, &limits, &mut args) {
             Ok(true) => {}
             Ok(false) => return Next::Read,
@@ -142,7 +143,21 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
     // the server's (replies written directly by another connection were counted by it).
     let mut net_out: u64 = 0;
     let mut net_out_uncounted: u64 = 0;
-    let mut conn = Conn { id, db: 0, proto: Protocol::Resp2, authenticated, multi: None, reply_mode: ReplyMode::On, clock: crate::clock::Tick::now(), last_cmd: "", cmds_unpublished: 0, net_in_unpublished: 0, net_out_unpublished: 0, batch_now_ms: now_ms(), last_lookup: Default::default() };
+    let mut conn = Conn {
+        id,
+        db: 0,
+        proto: Protocol::Resp2,
+        authenticated,
+        multi: None,
+        reply_mode: ReplyMode::On,
+        clock: crate::clock::Tick::now(),
+        last_cmd: "",
+        cmds_unpublished: 0,
+        net_in_unpublished: 0,
+        net_out_unpublished: 0,
+        batch_now_ms: now_ms(),
+        last_lookup: Default::default(),
+    };
     let mut parser = RequestParser::new();
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut out = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -175,8 +190,7 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
             // While the log is failing, reads are served at once (writes are refused then).
             wait_log = match &st.aof.log {
                 Some(log)
-                    if st.aof.appended != appended_before
-                        || (!log.failed() && st.aof.appended > log.safe_offset()) =>
+                    if st.aof.appended != appended_before || (!log.failed() && st.aof.appended > log.safe_offset()) =>
                 {
                     Some((log.clone(), st.aof.appended))
                 }
@@ -228,12 +242,11 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
         match next {
             Next::Close => break,
             Next::Wait(mut rx, request) => {
-                let deadline = request.deadline_ms.map(|d| {
-                    tokio::time::Instant::now() + Duration::from_millis((d - now_ms()).max(0) as u64)
-                });
-                let to_instant = |ms: i64| {
-                    tokio::time::Instant::now() + Duration::from_millis((ms - now_ms()).max(0) as u64)
-                };
+                let deadline = request
+                    .deadline_ms
+                    .map(|d| tokio::time::Instant::now() + Duration::from_millis((d - now_ms()).max(0) as u64));
+                let to_instant =
+                    |ms: i64| tokio::time::Instant::now() + Duration::from_millis((ms - now_ms()).max(0) as u64);
                 let mut wake = request.wake_at_ms.map(to_instant);
                 let reply = loop {
                     let sleep = async {

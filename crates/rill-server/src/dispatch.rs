@@ -3,13 +3,13 @@
 //! queueing, and the call itself.
 
 use crate::blocking;
+use crate::clock::Tick;
 use crate::cmd;
 use crate::state::{Shared, State};
 use bytes::Bytes;
 use rill_engine::command::{CommandSpec, Flags, Handler, Lookup};
 use rill_engine::{BlockRequest, CallCtx, CmdError};
 use rill_resp::{Protocol, Reply};
-use crate::clock::Tick;
 
 /// Per-connection state that only the connection's own task touches.
 #[derive(Debug)]
@@ -184,7 +184,12 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     }
     if conn.multi.is_some() {
         if spec.flags.has(Flags::NO_MULTI) {
-            return reject(st, conn, Some(spec), CmdError::full("ERR Command not allowed inside a transaction").to_reply());
+            return reject(
+                st,
+                conn,
+                Some(spec),
+                CmdError::full("ERR Command not allowed inside a transaction").to_reply(),
+            );
         }
         if !runs_inside_multi(spec.name) {
             if let Some(m) = conn.multi.as_mut() {

@@ -7,7 +7,16 @@ use crate::state::{Shared, State};
 use std::fmt::Write as _;
 
 const DEFAULT: &[&str] = &[
-    "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster",
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
     "keyspace",
 ];
 const ALL_EXTRA: &[&str] = &["commandstats"];

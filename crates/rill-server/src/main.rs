@@ -40,7 +40,9 @@ fn run_id() -> String {
     let mut out = String::new();
     while out.len() < 40 {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        h.write_u128(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
+        );
         h.write_u32(std::process::id());
         out.push_str(&format!("{:016x}", h.finish()));
     }
@@ -76,7 +78,9 @@ fn main() {
     };
     logging::init(config.get("loglevel"), config.get("logfile"));
     for name in &config.ignored {
-        tracing::warn!("directive '{name}' is accepted for compatibility with redis.conf but not implemented by rill; ignored");
+        tracing::warn!(
+            "directive '{name}' is accepted for compatibility with redis.conf but not implemented by rill; ignored"
+        );
     }
     if config.get("daemonize") == "yes" {
         tracing::warn!("daemonize yes is not supported; running in the foreground");
@@ -143,7 +147,13 @@ async fn run(config: Config) -> i32 {
         last_save_unix: now_ms() / 1000,
         active_expire: true,
         aof: Default::default(),
-        persist: aof::rewrite::Persist { loading: true, last_rewrite_ok: true, last_bgsave_ok: true, last_rewrite_secs: -1, ..Default::default() },
+        persist: aof::rewrite::Persist {
+            loading: true,
+            last_rewrite_ok: true,
+            last_bgsave_ok: true,
+            last_rewrite_secs: -1,
+            ..Default::default()
+        },
     };
     let shared = Shared::new(state, table, port, run_id()).into_arc();
     shared.lock().engine.loading = true;
@@ -218,7 +228,10 @@ fn finish_persistence(shared: &Arc<Shared>) {
         }
         None => {
             let mut st = shared.lock();
-            if (!st.config.get("save").trim().is_empty() || st.persist.force_shutdown_save) && !st.persist.loading && !st.persist.skip_shutdown_save {
+            if (!st.config.get("save").trim().is_empty() || st.persist.force_shutdown_save)
+                && !st.persist.loading
+                && !st.persist.skip_shutdown_save
+            {
                 tracing::info!("Saving the final RDB snapshot before exiting.");
                 let _ = aof::rewrite::save(&mut st);
             }

@@ -28,19 +28,9 @@ fn sync_roundtrip(resp3: bool) {
     let missing: Option<String> = redis::cmd("GET").arg("nope").query(&mut con).unwrap();
     assert_eq!(missing, None);
 
-    let _: () = redis::cmd("HSET")
-        .arg("h")
-        .arg("a")
-        .arg(1)
-        .arg("b")
-        .arg(2)
-        .query(&mut con)
-        .unwrap();
+    let _: () = redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).query(&mut con).unwrap();
     let all: HashMap<String, i64> = redis::cmd("HGETALL").arg("h").query(&mut con).unwrap();
-    assert_eq!(
-        all,
-        HashMap::from([("a".to_owned(), 1), ("b".to_owned(), 2)])
-    );
+    assert_eq!(all, HashMap::from([("a".to_owned(), 1), ("b".to_owned(), 2)]));
 
     // MULTI/EXEC through an atomic pipeline.
     let (n, s): (i64, String) = redis::pipe()
@@ -62,10 +52,7 @@ fn sync_roundtrip(resp3: bool) {
     assert_eq!((n, s.as_str()), (41, "x"));
 
     // Errors keep their code.
-    let err = redis::cmd("INCR")
-        .arg("h")
-        .query::<i64>(&mut con)
-        .unwrap_err();
+    let err = redis::cmd("INCR").arg("h").query::<i64>(&mut con).unwrap_err();
     assert_eq!(err.code(), Some("WRONGTYPE"), "{err}");
 
     let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
@@ -93,22 +80,12 @@ async fn async_multiplexed_pipelining() {
         let futures = (0..200).map(|_| {
             let mut con = con.clone();
             let key = key.clone();
-            async move {
-                redis::cmd("INCR")
-                    .arg(&key)
-                    .query_async::<i64>(&mut con)
-                    .await
-                    .unwrap()
-            }
+            async move { redis::cmd("INCR").arg(&key).query_async::<i64>(&mut con).await.unwrap() }
         });
         let mut values: Vec<i64> = futures_join(futures).await;
         values.sort_unstable();
         assert_eq!(values, (1..=200).collect::<Vec<_>>());
-        let total: i64 = redis::cmd("GET")
-            .arg(&key)
-            .query_async(&mut con)
-            .await
-            .unwrap();
+        let total: i64 = redis::cmd("GET").arg(&key).query_async(&mut con).await.unwrap();
         assert_eq!(total, 200);
     }
 }
@@ -131,17 +108,10 @@ fn raw_client_sees_resp3_types() {
     let mut c = server.connect();
     let hello = c.cmd_value(&["HELLO", "3"]);
     assert_eq!(hello.get("proto"), Some(&common::Value::Int(3)), "{hello}");
-    assert_eq!(
-        hello.get("server"),
-        Some(&common::Value::Bulk(b"redis".to_vec())),
-        "{hello}"
-    );
+    assert_eq!(hello.get("server"), Some(&common::Value::Bulk(b"redis".to_vec())), "{hello}");
     assert_eq!(escape(&c.cmd(&["GET", "missing"])), escape(b"_\r\n"));
     assert_eq!(escape(&c.cmd(&["HSET", "h", "f", "v"])), escape(b":1\r\n"));
-    assert_eq!(
-        escape(&c.cmd(&["HGETALL", "h"])),
-        escape(b"%1\r\n$1\r\nf\r\n$1\r\nv\r\n")
-    );
+    assert_eq!(escape(&c.cmd(&["HGETALL", "h"])), escape(b"%1\r\n$1\r\nf\r\n$1\r\nv\r\n"));
     let info = c.cmd_value(&["INFO", "server"]);
     assert!(
         matches!(&info, common::Value::Verbatim(f, body) if f == "txt" && body.starts_with(b"# Server\r\n")),

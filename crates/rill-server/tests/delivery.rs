@@ -96,7 +96,20 @@ fn one_xadd_serves_every_blocked_group_and_each_reader_goes_on() {
         }
         let mut readers: Vec<RawClient> = groups.iter().map(|_| server.connect()).collect();
         for (r, g) in readers.iter_mut().zip(groups) {
-            r.send_command(&[b"XREADGROUP", b"GROUP", g.as_bytes(), b"c", b"COUNT", b"10", b"BLOCK", b"0", b"STREAMS", b"s", b">"]).unwrap();
+            r.send_command(&[
+                b"XREADGROUP",
+                b"GROUP",
+                g.as_bytes(),
+                b"c",
+                b"COUNT",
+                b"10",
+                b"BLOCK",
+                b"0",
+                b"STREAMS",
+                b"s",
+                b">",
+            ])
+            .unwrap();
         }
         wait_blocked(&mut admin, groups.len());
         let id = bulk(&admin.cmd(&["XADD", "s", "*", "f", "v"]));
@@ -211,10 +224,5 @@ fn a_reader_that_disconnects_while_blocked_costs_the_writer_nothing() {
 
 fn net_output(admin: &mut RawClient) -> u64 {
     let info = String::from_utf8(admin.cmd(&["INFO", "stats"])).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_net_output_bytes:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    info.lines().find_map(|l| l.strip_prefix("total_net_output_bytes:")).unwrap().trim().parse().unwrap()
 }

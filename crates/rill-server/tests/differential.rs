@@ -61,10 +61,7 @@ use std::time::Duration;
 const MAX_REPORTED_PER_SCRIPT: usize = 15;
 
 fn max_reported() -> usize {
-    std::env::var("RILL_DIFF_MAX")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(MAX_REPORTED_PER_SCRIPT)
+    std::env::var("RILL_DIFF_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(MAX_REPORTED_PER_SCRIPT)
 }
 
 #[derive(Debug, Default, Clone)]
@@ -94,9 +91,7 @@ impl Modifiers {
             "@nowait" => self.nowait = true,
             "@noreply" => self.noreply = true,
             _ => match name.strip_prefix("@ignore-fields=") {
-                Some(list) => self
-                    .ignore_fields
-                    .extend(list.split(',').map(|f| f.as_bytes().to_vec())),
+                Some(list) => self.ignore_fields.extend(list.split(',').map(|f| f.as_bytes().to_vec())),
                 None => return false,
             },
         }
@@ -143,11 +138,7 @@ fn parse_script(source: &str) -> Result<Vec<Line>, String> {
         }
         let err = |msg: String| format!("line {number}: {msg}: {text}");
         let words = split_args(text).map_err(err)?;
-        let word = |i: usize| {
-            words
-                .get(i)
-                .map(|w| String::from_utf8_lossy(w).into_owned())
-        };
+        let word = |i: usize| words.get(i).map(|w| String::from_utf8_lossy(w).into_owned());
         let first = word(0).unwrap_or_default();
         let step = if first.starts_with('@') && !pending.clone().apply(&first) {
             let arg = word(1);
@@ -155,9 +146,7 @@ fn parse_script(source: &str) -> Result<Vec<Line>, String> {
                 ("@conn", Some(name)) => Step::Conn(name),
                 ("@resp3", None) => Step::Hello(3),
                 ("@resp2", None) => Step::Hello(2),
-                ("@sleep", Some(ms)) => {
-                    Step::Sleep(ms.parse().map_err(|_| err("bad @sleep".into()))?)
-                }
+                ("@sleep", Some(ms)) => Step::Sleep(ms.parse().map_err(|_| err("bad @sleep".into()))?),
                 ("@await", None) => Step::Await,
                 _ => return Err(err("unknown directive or wrong arguments".into())),
             };
@@ -186,11 +175,7 @@ fn parse_script(source: &str) -> Result<Vec<Line>, String> {
             }
             Step::Command { args, mods }
         };
-        lines.push(Line {
-            number,
-            text: text.to_owned(),
-            step,
-        });
+        lines.push(Line { number, text: text.to_owned(), step });
     }
     if !pending.is_empty() {
         return Err("modifiers at the end of the script apply to no command".into());
@@ -219,9 +204,7 @@ fn split_args(line: &str) -> Result<Vec<Vec<u8>>, String> {
                 match c {
                     None => return Err("unbalanced double quote".into()),
                     Some(b'\\') if bytes.get(i + 1) == Some(&b'x') => {
-                        let hex = bytes
-                            .get(i + 2..i + 4)
-                            .and_then(|h| std::str::from_utf8(h).ok());
+                        let hex = bytes.get(i + 2..i + 4).and_then(|h| std::str::from_utf8(h).ok());
                         match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
                             Some(b) => {
                                 arg.push(b);
@@ -317,10 +300,7 @@ impl<'a> Session<'a> {
 
 impl Conn {
     fn send(&mut self, args: &[&[u8]]) -> Result<(), Vec<u8>> {
-        let client = self
-            .client
-            .as_mut()
-            .map_err(|e| format!("<{e}>").into_bytes())?;
+        let client = self.client.as_mut().map_err(|e| format!("<{e}>").into_bytes())?;
         if let Err(e) = client.send_command(args) {
             self.client = Err(format!("connection broken earlier: {e}"));
             return Err(format!("<I/O error on send: {e}>").into_bytes());
@@ -359,18 +339,11 @@ fn normalise(reply: &[u8], mods: &Modifiers) -> Vec<u8> {
                 })
                 .map(|kv| kv.concat())
                 .collect();
-            let count = if header.first() == Some(&b'%') {
-                kept.len()
-            } else {
-                kept.len() * 2
-            };
+            let count = if header.first() == Some(&b'%') { kept.len() } else { kept.len() * 2 };
             let mut out = vec![header[0]];
             out.extend(format!("{count}\r\n").into_bytes());
             out.extend(kept.concat());
-            let rest = Modifiers {
-                ignore_fields: Vec::new(),
-                ..mods.clone()
-            };
+            let rest = Modifiers { ignore_fields: Vec::new(), ..mods.clone() };
             return normalise(&out, &rest);
         }
     }
@@ -378,17 +351,9 @@ fn normalise(reply: &[u8], mods: &Modifiers) -> Vec<u8> {
         if let Some((header, elems)) = split_aggregate(reply) {
             let pairwise = mods.sort_pairs || header.first() == Some(&b'%');
             // Nested aggregates are sorted too: SCAN's `[cursor, [keys...]]`.
-            let nested = Modifiers {
-                sort: true,
-                sort_pairs: false,
-                ..Default::default()
-            };
+            let nested = Modifiers { sort: true, sort_pairs: false, ..Default::default() };
             let elems: Vec<Vec<u8>> = elems.iter().map(|e| normalise(e, &nested)).collect();
-            let mut groups: Vec<Vec<u8>> = if pairwise {
-                elems.chunks(2).map(|c| c.concat()).collect()
-            } else {
-                elems
-            };
+            let mut groups: Vec<Vec<u8>> = if pairwise { elems.chunks(2).map(|c| c.concat()).collect() } else { elems };
             groups.sort();
             let mut out = header;
             for g in groups {
@@ -418,11 +383,7 @@ impl Report {
         if self.failures > max_reported() {
             return;
         }
-        let _ = writeln!(
-            self.text,
-            "\n{script}:{}: {}\n  {what}",
-            line.number, line.text
-        );
+        let _ = writeln!(self.text, "\n{script}:{}: {}\n  {what}", line.number, line.text);
         for (label, reply) in sides {
             let _ = writeln!(self.text, "  {label:>14}: {}", describe(reply));
         }
@@ -432,27 +393,14 @@ impl Report {
 fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Report {
     let source = std::fs::read_to_string(path).unwrap();
     let lines = parse_script(&source).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let mut report = Report {
-        failures: 0,
-        text: String::new(),
-    };
+    let mut report = Report { failures: 0, text: String::new() };
 
     for target in targets {
         let mut c = target.server.connect();
         let reply = c.cmd(&["FLUSHALL"]);
-        assert_eq!(
-            reply, b"+OK\r\n",
-            "FLUSHALL on {} before {name}",
-            target.label
-        );
+        assert_eq!(reply, b"+OK\r\n", "FLUSHALL on {} before {name}", target.label);
     }
-    let mut sessions: Vec<Session> = targets
-        .iter()
-        .map(|target| Session {
-            target,
-            conns: HashMap::new(),
-        })
-        .collect();
+    let mut sessions: Vec<Session> = targets.iter().map(|target| Session { target, conns: HashMap::new() }).collect();
     let mut current = String::from("default");
     let by_number: HashMap<usize, &Line> = lines.iter().map(|l| (l.number, l)).collect();
 
@@ -473,10 +421,7 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
                 }
                 let expected = if *version == 3 { b'%' } else { b'*' };
                 if replies.iter().any(|(_, r)| r.first() != Some(&expected)) {
-                    let sides: Vec<(&str, &[u8])> = replies
-                        .iter()
-                        .map(|(l, r)| (l.as_str(), r.as_slice()))
-                        .collect();
+                    let sides: Vec<(&str, &[u8])> = replies.iter().map(|(l, r)| (l.as_str(), r.as_slice())).collect();
                     report.mismatch(name, line, "HELLO did not reply with a map", &sides);
                 }
             }
@@ -523,15 +468,10 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
                     }
                 }
                 let origin = origin.unwrap_or_else(|| {
-                    panic!(
-                        "{name}:{}: @await with nothing pending on @conn {current}",
-                        line.number
-                    )
+                    panic!("{name}:{}: @await with nothing pending on @conn {current}", line.number)
                 });
                 let sent = by_number[&origin];
-                let Step::Command { mods, .. } = &sent.step else {
-                    unreachable!()
-                };
+                let Step::Command { mods, .. } = &sent.step else { unreachable!() };
                 if verbose {
                     print_verbose(name, sent, &sessions, &replies);
                 }
@@ -578,50 +518,29 @@ fn compare(
     if mods.ignore {
         return;
     }
-    let labelled: Vec<(&Target, &Vec<u8>)> = sessions
-        .iter()
-        .zip(replies)
-        .filter_map(|(s, r)| r.as_ref().map(|r| (s.target, r)))
-        .collect();
-    let Some(&(subject, subject_reply)) = labelled
-        .first()
-        .filter(|(t, _)| std::ptr::eq(*t, sessions[0].target))
-    else {
+    let labelled: Vec<(&Target, &Vec<u8>)> =
+        sessions.iter().zip(replies).filter_map(|(s, r)| r.as_ref().map(|r| (s.target, r))).collect();
+    let Some(&(subject, subject_reply)) = labelled.first().filter(|(t, _)| std::ptr::eq(*t, sessions[0].target)) else {
         return;
     };
-    let reference = labelled
-        .iter()
-        .skip(1)
-        .find(|(t, _)| !t.is_7_0)
-        .or_else(|| labelled.get(1));
+    let reference = labelled.iter().skip(1).find(|(t, _)| !t.is_7_0).or_else(|| labelled.get(1));
     if let Some(&(reference, reference_reply)) = reference {
         if normalise(subject_reply, mods) != normalise(reference_reply, mods) {
             report.mismatch(
                 script,
                 line,
                 &format!("{} differs from {}", subject.label, reference.label),
-                &[
-                    (&subject.label, subject_reply),
-                    (&reference.label, reference_reply),
-                ],
+                &[(&subject.label, subject_reply), (&reference.label, reference_reply)],
             );
         }
         // Script validity: the two reference versions must agree unless the line says otherwise.
         for &(other, other_reply) in labelled.iter().skip(1) {
-            if !std::ptr::eq(other, reference)
-                && normalise(other_reply, mods) != normalise(reference_reply, mods)
-            {
+            if !std::ptr::eq(other, reference) && normalise(other_reply, mods) != normalise(reference_reply, mods) {
                 report.mismatch(
                     script,
                     line,
-                    &format!(
-                        "{} differs from {}: mark the line @skip-7.0",
-                        other.label, reference.label
-                    ),
-                    &[
-                        (&other.label, other_reply),
-                        (&reference.label, reference_reply),
-                    ],
+                    &format!("{} differs from {}: mark the line @skip-7.0", other.label, reference.label),
+                    &[(&other.label, other_reply), (&reference.label, reference_reply)],
                 );
             }
         }
@@ -630,12 +549,9 @@ fn compare(
 
 fn scripts() -> Vec<(String, PathBuf)> {
     let dir = common::repo_root().join("tests/diff");
-    let only: Option<Vec<String>> = std::env::var("RILL_DIFF_ONLY").ok().map(|s| {
-        s.split(',')
-            .map(|x| x.trim().to_owned())
-            .filter(|x| !x.is_empty())
-            .collect()
-    });
+    let only: Option<Vec<String>> = std::env::var("RILL_DIFF_ONLY")
+        .ok()
+        .map(|s| s.split(',').map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).collect());
     let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .flatten()
@@ -655,29 +571,17 @@ fn differential_scripts() {
 
     let subject = if selftest {
         match Server::reference(ReferenceServer::Redis7) {
-            Some(server) => Target {
-                label: "7.0 (as rill)".into(),
-                server,
-                is_7_0: true,
-            },
+            Some(server) => Target { label: "7.0 (as rill)".into(), server, is_7_0: true },
             None => return,
         }
     } else {
-        Target {
-            label: "rill".into(),
-            server: Server::rill(),
-            is_7_0: false,
-        }
+        Target { label: "rill".into(), server: Server::rill(), is_7_0: false }
     };
     let mut targets = vec![subject];
     for which in [ReferenceServer::Redis8, ReferenceServer::Redis7] {
         if let Some(server) = Server::reference(which) {
             let label = which.label().to_owned();
-            targets.push(Target {
-                label,
-                server,
-                is_7_0: which == ReferenceServer::Redis7,
-            });
+            targets.push(Target { label, server, is_7_0: which == ReferenceServer::Redis7 });
         }
     }
     if targets.len() == 1 {
@@ -692,20 +596,12 @@ fn differential_scripts() {
     for (name, path) in &all {
         let script = format!("tests/diff/{name}.redis");
         if !targets[0].server.is_running() {
-            panic!(
-                "{} exited before {script}; its log:\n{}\n{output}",
-                targets[0].label,
-                targets[0].server.log()
-            );
+            panic!("{} exited before {script}; its log:\n{}\n{output}", targets[0].label, targets[0].server.log());
         }
         let report = run_script(&script, path, &targets, verbose);
         println!(
             "{script}: {}",
-            if report.failures == 0 {
-                "ok".into()
-            } else {
-                format!("{} mismatches", report.failures)
-            }
+            if report.failures == 0 { "ok".into() } else { format!("{} mismatches", report.failures) }
         );
         if report.failures > 0 {
             failed.push(script);
@@ -713,12 +609,7 @@ fn differential_scripts() {
         }
     }
     if !failed.is_empty() {
-        panic!(
-            "\n{output}\n\ndifferential: {} of {} scripts failed: {}\n",
-            failed.len(),
-            all.len(),
-            failed.join(", ")
-        );
+        panic!("\n{output}\n\ndifferential: {} of {} scripts failed: {}\n", failed.len(), all.len(), failed.join(", "));
     }
 }
 
@@ -730,21 +621,11 @@ fn script_parser() {
     .unwrap();
     assert_eq!(lines.len(), 7);
     assert!(matches!(&lines[0].step, Step::Conn(n) if n == "b"));
-    assert!(
-        matches!(&lines[1].step, Step::Command { mods, args } if mods.sort && args[0] == b"KEYS")
-    );
+    assert!(matches!(&lines[1].step, Step::Command { mods, args } if mods.sort && args[0] == b"KEYS"));
     match &lines[2].step {
         Step::Command { args, mods } => {
             assert!(mods.ignore && mods.skip_7_0 && !mods.sort);
-            assert_eq!(
-                args,
-                &vec![
-                    b"SET".to_vec(),
-                    b"a b".to_vec(),
-                    b"c'd".to_vec(),
-                    b"A\n".to_vec()
-                ]
-            );
+            assert_eq!(args, &vec![b"SET".to_vec(), b"a b".to_vec(), b"c'd".to_vec(), b"A\n".to_vec()]);
         }
         other => panic!("{other:?}"),
     }
@@ -759,28 +640,16 @@ fn script_parser() {
 
 #[test]
 fn normalise_sorts() {
-    let sorted = normalise(
-        b"*2\r\n$1\r\nb\r\n$1\r\na\r\n",
-        &Modifiers {
-            sort: true,
-            ..Default::default()
-        },
-    );
+    let sorted = normalise(b"*2\r\n$1\r\nb\r\n$1\r\na\r\n", &Modifiers { sort: true, ..Default::default() });
     assert_eq!(sorted, b"*2\r\n$1\r\na\r\n$1\r\nb\r\n");
     let pairs = normalise(
         b"*4\r\n$1\r\nb\r\n$1\r\n1\r\n$1\r\na\r\n$1\r\n2\r\n",
-        &Modifiers {
-            sort_pairs: true,
-            ..Default::default()
-        },
+        &Modifiers { sort_pairs: true, ..Default::default() },
     );
     assert_eq!(pairs, b"*4\r\n$1\r\na\r\n$1\r\n2\r\n$1\r\nb\r\n$1\r\n1\r\n");
     let mut mods = Modifiers::default();
     assert!(mods.apply("@ignore-fields=id,version"));
-    let map = normalise(
-        b"%3\r\n+id\r\n:7\r\n+proto\r\n:3\r\n+version\r\n$1\r\n8\r\n",
-        &mods,
-    );
+    let map = normalise(b"%3\r\n+id\r\n:7\r\n+proto\r\n:3\r\n+version\r\n$1\r\n8\r\n", &mods);
     assert_eq!(map, b"%1\r\n+proto\r\n:3\r\n");
     let flat = normalise(b"*4\r\n+id\r\n:7\r\n+proto\r\n:2\r\n", &mods);
     assert_eq!(flat, b"*2\r\n+proto\r\n:2\r\n");

@@ -98,10 +98,7 @@ fn harness_detects_a_cut_log_tail_on_redis7() {
         return;
     };
     let err = run_expecting_failure(&spec, Some(cut_log_tail));
-    assert!(
-        err.contains("acknowledged XADD missing"),
-        "unexpected failure: {err}"
-    );
+    assert!(err.contains("acknowledged XADD missing"), "unexpected failure: {err}");
 }
 
 fn run_expecting_failure(spec: &ServerSpec, tamper: Option<fn(&Path)>) -> String {

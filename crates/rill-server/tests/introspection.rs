@@ -9,17 +9,8 @@ mod common;
 
 use common::{ReferenceServer, Server, Value};
 
-const ARGUMENT_TYPES: &[&str] = &[
-    "string",
-    "integer",
-    "double",
-    "key",
-    "pattern",
-    "unix-time",
-    "pure-token",
-    "oneof",
-    "block",
-];
+const ARGUMENT_TYPES: &[&str] =
+    &["string", "integer", "double", "key", "pattern", "unix-time", "pure-token", "oneof", "block"];
 
 fn bulk(v: &Value, what: &str) -> String {
     match v {
@@ -32,9 +23,7 @@ fn bulk(v: &Value, what: &str) -> String {
 fn entries<'a>(v: &'a Value, what: &str) -> Vec<(&'a Value, &'a Value)> {
     match v {
         Value::Map(pairs) => pairs.iter().map(|(k, v)| (k, v)).collect(),
-        Value::Array(items) if items.len() % 2 == 0 => {
-            items.chunks(2).map(|kv| (&kv[0], &kv[1])).collect()
-        }
+        Value::Array(items) if items.len() % 2 == 0 => items.chunks(2).map(|kv| (&kv[0], &kv[1])).collect(),
         other => panic!("{what}: expected a map, got {other}"),
     }
 }
@@ -56,10 +45,7 @@ fn check_argument(arg: &Value, path: &str) {
             "flags" => match v {
                 Value::Array(items) | Value::Set(items) => {
                     for f in items {
-                        assert!(
-                            matches!(f, Value::Simple(_)),
-                            "{path}.flags: redis-cli needs simple strings, got {f}"
-                        );
+                        assert!(matches!(f, Value::Simple(_)), "{path}.flags: redis-cli needs simple strings, got {f}");
                     }
                 }
                 other => panic!("{path}.flags: {other}"),
@@ -88,16 +74,12 @@ fn check_doc(name: &str, doc: &Value) {
         let key = bulk(k, name);
         let path = format!("{name}.{key}");
         match key.as_str() {
-            "summary" | "since" | "group" | "complexity" | "module" | "deprecated_since"
-            | "replaced_by" => {
+            "summary" | "since" | "group" | "complexity" | "module" | "deprecated_since" | "replaced_by" => {
                 bulk(v, &path);
             }
             "doc_flags" => match v {
                 Value::Array(items) | Value::Set(items) => {
-                    assert!(
-                        items.iter().all(|f| matches!(f, Value::Simple(_))),
-                        "{path}: {v}"
-                    )
+                    assert!(items.iter().all(|f| matches!(f, Value::Simple(_))), "{path}: {v}")
                 }
                 other => panic!("{path}: {other}"),
             },
@@ -128,35 +110,20 @@ fn check_server(server: &Server) {
         }
         let docs = c.cmd_value(&["COMMAND", "DOCS"]);
         let docs = entries(&docs, "COMMAND DOCS");
-        assert!(
-            docs.len() > 20,
-            "COMMAND DOCS lists only {} commands",
-            docs.len()
-        );
+        assert!(docs.len() > 20, "COMMAND DOCS lists only {} commands", docs.len());
         for (name, doc) in &docs {
             check_doc(&bulk(name, "command name"), doc);
         }
         let names: Vec<String> = docs.iter().map(|(n, _)| bulk(n, "name")).collect();
-        for needed in [
-            "get", "set", "ping", "hello", "client", "multi", "exec", "info", "xadd",
-        ] {
-            assert!(
-                names.iter().any(|n| n == needed),
-                "COMMAND DOCS lacks {needed}"
-            );
+        for needed in ["get", "set", "ping", "hello", "client", "multi", "exec", "info", "xadd"] {
+            assert!(names.iter().any(|n| n == needed), "COMMAND DOCS lacks {needed}");
         }
 
-        let Value::Int(count) = c.cmd_value(&["COMMAND", "COUNT"]) else {
-            panic!("COMMAND COUNT")
-        };
-        let Value::Array(all) = c.cmd_value(&["COMMAND"]) else {
-            panic!("COMMAND")
-        };
+        let Value::Int(count) = c.cmd_value(&["COMMAND", "COUNT"]) else { panic!("COMMAND COUNT") };
+        let Value::Array(all) = c.cmd_value(&["COMMAND"]) else { panic!("COMMAND") };
         assert_eq!(all.len() as i64, count, "COMMAND COUNT vs COMMAND");
         for info in &all {
-            let Value::Array(fields) = info else {
-                panic!("command info {info}")
-            };
+            let Value::Array(fields) = info else { panic!("command info {info}") };
             assert_eq!(fields.len(), 10, "command info has 10 fields: {info}");
             bulk(&fields[0], "command name");
             assert!(matches!(fields[1], Value::Int(_)), "arity: {info}");
@@ -165,24 +132,13 @@ fn check_server(server: &Server) {
             assert!(matches!(fields[5], Value::Int(_)), "step: {info}");
         }
         let info = c.cmd_value(&["COMMAND", "INFO", "get", "nosuchcommand", "XADD"]);
-        let Value::Array(items) = &info else {
-            panic!("COMMAND INFO: {info}")
-        };
+        let Value::Array(items) = &info else { panic!("COMMAND INFO: {info}") };
         assert_eq!(items.len(), 3, "{info}");
-        assert_eq!(
-            items[1],
-            Value::Nil,
-            "unknown command in COMMAND INFO: {info}"
-        );
-        let Value::Array(get) = &items[0] else {
-            panic!("{info}")
-        };
+        assert_eq!(items[1], Value::Nil, "unknown command in COMMAND INFO: {info}");
+        let Value::Array(get) = &items[0] else { panic!("{info}") };
         assert_eq!(get[0], Value::Bulk(b"get".to_vec()));
         assert_eq!(get[1], Value::Int(2));
-        assert_eq!(
-            (&get[3], &get[4], &get[5]),
-            (&Value::Int(1), &Value::Int(1), &Value::Int(1))
-        );
+        assert_eq!((&get[3], &get[4], &get[5]), (&Value::Int(1), &Value::Int(1), &Value::Int(1)));
     }
 }
 

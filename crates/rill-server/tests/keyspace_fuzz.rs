@@ -96,16 +96,16 @@ fn side() -> impl Strategy<Value = String> {
 
 fn list_command() -> impl Strategy<Value = Vec<String>> {
     let values = proptest::collection::vec(value(), 1..4);
-    let push = (pick(&["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]), list_key(), values)
-        .prop_map(|(c, k, vs)| {
-            let mut a = words(&[&c, &k]);
-            a.extend(vs);
-            a
-        });
-    let pop = (pick(&["LPOP", "RPOP"]), list_key(), proptest::option::of(prop_oneof![
-        (0u64..5).prop_map(|n| n.to_string()),
-        Just("-1".to_string()),
-    ]))
+    let push = (pick(&["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]), list_key(), values).prop_map(|(c, k, vs)| {
+        let mut a = words(&[&c, &k]);
+        a.extend(vs);
+        a
+    });
+    let pop = (
+        pick(&["LPOP", "RPOP"]),
+        list_key(),
+        proptest::option::of(prop_oneof![(0u64..5).prop_map(|n| n.to_string()), Just("-1".to_string()),]),
+    )
         .prop_map(|(c, k, n)| {
             let mut a = words(&[&c, &k]);
             a.extend(n);
@@ -187,22 +187,21 @@ fn hash_command() -> impl Strategy<Value = Vec<String>> {
         a.extend(fs);
         a
     });
-    let one = (pick(&["HGET", "HEXISTS", "HSTRLEN"]), hash_key(), field())
-        .prop_map(|(c, k, f)| words(&[&c, &k, &f]));
+    let one = (pick(&["HGET", "HEXISTS", "HSTRLEN"]), hash_key(), field()).prop_map(|(c, k, f)| words(&[&c, &k, &f]));
     let setnx = (hash_key(), field(), value()).prop_map(|(k, f, v)| words(&["HSETNX", &k, &f, &v]));
     // Overflow needs huge counts, which only field `j` gets.
-    let incr = (hash_key(), field(), pick(&["1", "-3", "x"]), proptest::option::of(any::<bool>()))
-        .prop_map(|(k, f, n, huge)| match huge {
+    let incr = (hash_key(), field(), pick(&["1", "-3", "x"]), proptest::option::of(any::<bool>())).prop_map(
+        |(k, f, n, huge)| match huge {
             Some(up) => {
                 let n = if up { "9223372036854775807" } else { "-9223372036854775808" };
                 words(&["HINCRBY", &k, "j", n])
             }
             None => words(&["HINCRBY", &k, &f, &n]),
-        });
-    let incr_float = (hash_key(), field(), float_increment())
-        .prop_map(|(k, f, n)| words(&["HINCRBYFLOAT", &k, &f, &n]));
-    let whole =
-        (pick(&["HGETALL", "HKEYS", "HVALS", "HLEN"]), hash_key()).prop_map(|(c, k)| words(&[&c, &k]));
+        },
+    );
+    let incr_float =
+        (hash_key(), field(), float_increment()).prop_map(|(k, f, n)| words(&["HINCRBYFLOAT", &k, &f, &n]));
+    let whole = (pick(&["HGETALL", "HKEYS", "HVALS", "HLEN"]), hash_key()).prop_map(|(c, k)| words(&[&c, &k]));
     prop_oneof![
         6 => hset,
         3 => multi_field,
@@ -225,8 +224,8 @@ fn set_command() -> impl Strategy<Value = Vec<String>> {
     let one = (pick(&["SISMEMBER"]), set_key(), member()).prop_map(|(c, k, m)| words(&[&c, &k, &m]));
     let whole = (pick(&["SCARD", "SMEMBERS"]), set_key()).prop_map(|(c, k)| words(&[&c, &k]));
     let smove = (set_key(), set_key(), member()).prop_map(|(a, b, m)| words(&["SMOVE", &a, &b, &m]));
-    let algebra = (pick(&["SINTER", "SUNION", "SDIFF"]), set_key(), set_key(), any::<bool>())
-        .prop_map(|(c, a, b, missing)| {
+    let algebra =
+        (pick(&["SINTER", "SUNION", "SDIFF"]), set_key(), set_key(), any::<bool>()).prop_map(|(c, a, b, missing)| {
             let mut v = words(&[&c, &a, &b]);
             if missing {
                 v.push("nokey".into());
@@ -235,8 +234,8 @@ fn set_command() -> impl Strategy<Value = Vec<String>> {
         });
     let store = (pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]), set_key(), set_key(), set_key())
         .prop_map(|(c, d, a, b)| words(&[&c, &d, &a, &b]));
-    let card = (set_key(), set_key(), proptest::option::of(pick(&["0", "1", "2", "-1", "x"])))
-        .prop_map(|(a, b, limit)| {
+    let card =
+        (set_key(), set_key(), proptest::option::of(pick(&["0", "1", "2", "-1", "x"]))).prop_map(|(a, b, limit)| {
             let mut v = words(&["SINTERCARD", "2", &a, &b]);
             if let Some(l) = limit {
                 v.extend(words(&["LIMIT", &l]));
@@ -274,24 +273,21 @@ fn string_command() -> impl Strategy<Value = Vec<String>> {
         }
         a
     });
-    let read = (pick(&["GET", "GETDEL", "STRLEN", "INCR", "DECR"]), string_key())
-        .prop_map(|(c, k)| words(&[&c, &k]));
+    let read = (pick(&["GET", "GETDEL", "STRLEN", "INCR", "DECR"]), string_key()).prop_map(|(c, k)| words(&[&c, &k]));
     let write = (pick(&["GETSET", "APPEND", "SETNX", "INCRBY", "DECRBY"]), string_key(), value())
         .prop_map(|(c, k, v)| words(&[&c, &k, &v]));
-    let float = (string_key(), float_increment())
-        .prop_map(|(k, n)| words(&["INCRBYFLOAT", &k, &n]));
+    let float = (string_key(), float_increment()).prop_map(|(k, n)| words(&["INCRBYFLOAT", &k, &n]));
     let range = (string_key(), index(), index()).prop_map(|(k, a, b)| words(&["GETRANGE", &k, &a, &b]));
     let setrange = (string_key(), pick(&["0", "2", "9", "-1", "x", "536870912"]), value())
         .prop_map(|(k, o, v)| words(&["SETRANGE", &k, &o, &v]));
     let multi = (pick(&["MSET", "MSETNX"]), string_key(), value(), string_key(), value())
         .prop_map(|(c, a, va, b, vb)| words(&[&c, &a, &va, &b, &vb]));
     let mget = (string_key(), string_key()).prop_map(|(a, b)| words(&["MGET", &a, &b, "nokey"]));
-    let getex = (string_key(), proptest::option::of(pick(&["PERSIST", "EX"])))
-        .prop_map(|(k, o)| match o.as_deref() {
-            Some("EX") => words(&["GETEX", &k, "EX", "1200"]),
-            Some(p) => words(&["GETEX", &k, p]),
-            None => words(&["GETEX", &k]),
-        });
+    let getex = (string_key(), proptest::option::of(pick(&["PERSIST", "EX"]))).prop_map(|(k, o)| match o.as_deref() {
+        Some("EX") => words(&["GETEX", &k, "EX", "1200"]),
+        Some(p) => words(&["GETEX", &k, p]),
+        None => words(&["GETEX", &k]),
+    });
     prop_oneof![
         4 => set,
         3 => read,
@@ -309,8 +305,8 @@ fn string_command() -> impl Strategy<Value = Vec<String>> {
 fn key_command() -> impl Strategy<Value = Vec<String>> {
     let one = (pick(&["DEL", "UNLINK", "TYPE", "EXISTS", "TTL", "PTTL", "PERSIST", "TOUCH"]), pick(ALL))
         .prop_map(|(c, k)| words(&[&c, &k]));
-    let two = (pick(&["RENAME", "RENAMENX", "COPY"]), pick(ALL), pick(ALL), any::<bool>())
-        .prop_map(|(c, a, b, replace)| {
+    let two =
+        (pick(&["RENAME", "RENAMENX", "COPY"]), pick(ALL), pick(ALL), any::<bool>()).prop_map(|(c, a, b, replace)| {
             let mut v = words(&[&c, &a, &b]);
             if replace && c == "COPY" {
                 v.push("REPLACE".into());
@@ -319,12 +315,13 @@ fn key_command() -> impl Strategy<Value = Vec<String>> {
         });
     // Every way to set a time gives a different one (SET EX 1000 s, PX 1500 s, GETEX 1200 s,
     // EXPIRE 500 or 2000 s), so GT / LT never compare two times set a millisecond apart.
-    let expire = (pick(ALL), proptest::option::of(pick(&["NX", "XX", "GT", "LT"])), pick(&["500", "2000"]))
-        .prop_map(|(k, cond, secs)| {
+    let expire = (pick(ALL), proptest::option::of(pick(&["NX", "XX", "GT", "LT"])), pick(&["500", "2000"])).prop_map(
+        |(k, cond, secs)| {
             let mut v = words(&["EXPIRE", &k, &secs]);
             v.extend(cond);
             v
-        });
+        },
+    );
     prop_oneof![4 => one, 2 => two, 1 => expire]
 }
 
@@ -377,8 +374,7 @@ fn command() -> impl Strategy<Value = Vec<String>> {
 fn normalise(cmd: &[String], v: Value) -> Value {
     let key = |v: &Value| v.to_string();
     match (cmd[0].to_ascii_uppercase().as_str(), v) {
-        ("HKEYS" | "HVALS" | "SMEMBERS" | "SINTER" | "SUNION" | "SDIFF" | "SPOP", Value::Array(mut items)) =>
-        {
+        ("HKEYS" | "HVALS" | "SMEMBERS" | "SINTER" | "SUNION" | "SDIFF" | "SPOP", Value::Array(mut items)) => {
             items.sort_by_key(key);
             Value::Array(items)
         }
@@ -463,9 +459,9 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], proto: &str) -> Option<String
                     c.cmd(&["MULTI"]);
                     let mut replies: Vec<Value> = parts.iter().map(|p| run(c, p)).collect();
                     let exec = match parse_value(&c.cmd(&["EXEC"])).unwrap() {
-                        Value::Array(items) if items.len() == parts.len() => Value::Array(
-                            items.into_iter().zip(&parts).map(|(v, p)| normalise(p, v)).collect(),
-                        ),
+                        Value::Array(items) if items.len() == parts.len() => {
+                            Value::Array(items.into_iter().zip(&parts).map(|(v, p)| normalise(p, v)).collect())
+                        }
                         other => other,
                     };
                     replies.push(exec);
@@ -556,9 +552,18 @@ fn picture(c: &mut common::RawClient) -> common::Picture {
 fn random_keyspace_sequences_survive_kill9_and_compaction() {
     let dir = common::TempDir::new("rill-keyspace-restart");
     let args = [
-        "--appendonly", "yes", "--appendfsync", "always",
-        "--hash-max-listpack-entries", "4", "--list-max-listpack-size", "4",
-        "--set-max-intset-entries", "4", "--set-max-listpack-entries", "4",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--hash-max-listpack-entries",
+        "4",
+        "--list-max-listpack-size",
+        "4",
+        "--set-max-intset-entries",
+        "4",
+        "--set-max-listpack-entries",
+        "4",
     ];
     let proc = std::cell::RefCell::new(Some(common::Proc::start(dir.path(), &args)));
     let cases = std::env::var("RILL_FUZZ_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);

@@ -129,7 +129,8 @@ fn logical_end(bytes: &[u8]) -> usize {
 /// A number from `INFO persistence`.
 fn info_field(c: &mut RawClient, name: &str) -> u64 {
     let info = s(&c.cmd(&["INFO", "persistence"]));
-    let line = info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap_or_else(|| panic!("no {name}:\n{info}"));
+    let line =
+        info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap_or_else(|| panic!("no {name}:\n{info}"));
     line.trim().parse().unwrap()
 }
 
@@ -249,7 +250,12 @@ fn always_preallocates_the_log_file_and_a_clean_shutdown_cuts_the_padding() {
     assert_eq!(reported, end as u64, "aof_current_size counts the records, not the padding");
     let out = Command::new(BIN).args(["--check-log", file.to_str().unwrap()]).output().unwrap();
     let text = s(&out.stdout);
-    assert!(out.status.success() && text.contains("200 records") && text.contains(&format!("{} bytes of zero padding", bytes.len() - end)), "{text}");
+    assert!(
+        out.status.success()
+            && text.contains("200 records")
+            && text.contains(&format!("{} bytes of zero padding", bytes.len() - end)),
+        "{text}"
+    );
     // --fix cuts the padding off (on a copy: the restart below reads the original).
     let copy = dir.path().join("copy.incr.rlog");
     std::fs::copy(&file, &copy).unwrap();

@@ -40,11 +40,7 @@ fn exchange(server: &Server, case: &Case) -> (Vec<u8>, bool) {
 }
 
 fn show(reply: &(Vec<u8>, bool)) -> String {
-    format!(
-        "\"{}\" ({})",
-        escape(&reply.0),
-        if reply.1 { "closed" } else { "still open" }
-    )
+    format!("\"{}\" ({})", escape(&reply.0), if reply.1 { "closed" } else { "still open" })
 }
 
 fn check(name: &str, case: Case) {
@@ -54,12 +50,7 @@ fn check(name: &str, case: Case) {
     // A bystander connected before the bad input must keep being served. Only connection-level
     // commands here, so these tests don't depend on the data types.
     let mut bystander = rill.connect();
-    expect(
-        &mut bystander,
-        &["CLIENT", "SETNAME", "bystander"],
-        b"+OK\r\n",
-        name,
-    );
+    expect(&mut bystander, &["CLIENT", "SETNAME", "bystander"], b"+OK\r\n", name);
 
     let expected = (case.expected.to_vec(), case.expect_closed);
     if let Some(reference) = &reference {
@@ -72,22 +63,11 @@ fn check(name: &str, case: Case) {
         );
     }
     let got = exchange(&rill, &case);
-    assert!(
-        got == expected,
-        "{name}: {} answered {}, redis answers {}",
-        rill.label(),
-        show(&got),
-        show(&expected)
-    );
+    assert!(got == expected, "{name}: {} answered {}, redis answers {}", rill.label(), show(&got), show(&expected));
 
     assert!(rill.is_running(), "{name}: server exited\n{}", rill.log());
     expect(&mut bystander, &["PING"], b"+PONG\r\n", name);
-    expect(
-        &mut bystander,
-        &["CLIENT", "GETNAME"],
-        b"$9\r\nbystander\r\n",
-        name,
-    );
+    expect(&mut bystander, &["CLIENT", "GETNAME"], b"$9\r\nbystander\r\n", name);
     let mut fresh: RawClient = rill.connect();
     expect(&mut fresh, &["PING"], b"+PONG\r\n", name);
 }
@@ -103,12 +83,7 @@ fn expect(client: &mut RawClient, args: &[&str], expected: &[u8], case: &str) {
 }
 
 fn case(input: &[u8], expected: &'static [u8], expect_closed: bool) -> Case {
-    Case {
-        input: input.to_vec(),
-        hang_up: false,
-        expected,
-        expect_closed,
-    }
+    Case { input: input.to_vec(), hang_up: false, expected, expect_closed }
 }
 
 #[test]
@@ -125,118 +100,54 @@ fn garbage_inline_bytes_are_an_unknown_command() {
 
 #[test]
 fn non_numeric_multibulk_count() {
-    check(
-        "*abc",
-        case(
-            b"*abc\r\n",
-            b"-ERR Protocol error: invalid multibulk length\r\n",
-            true,
-        ),
-    );
+    check("*abc", case(b"*abc\r\n", b"-ERR Protocol error: invalid multibulk length\r\n", true));
 }
 
 #[test]
 fn multibulk_count_out_of_range() {
-    check(
-        "*99999999999",
-        case(
-            b"*99999999999\r\n",
-            b"-ERR Protocol error: invalid multibulk length\r\n",
-            true,
-        ),
-    );
+    check("*99999999999", case(b"*99999999999\r\n", b"-ERR Protocol error: invalid multibulk length\r\n", true));
 }
 
 #[test]
 fn missing_dollar() {
-    check(
-        "*1 then x",
-        case(
-            b"*1\r\nx\r\n",
-            b"-ERR Protocol error: expected '$', got 'x'\r\n",
-            true,
-        ),
-    );
+    check("*1 then x", case(b"*1\r\nx\r\n", b"-ERR Protocol error: expected '$', got 'x'\r\n", true));
 }
 
 #[test]
 fn unbalanced_inline_quote() {
-    check(
-        "unbalanced quote",
-        case(
-            b"SET \"abc\r\n",
-            b"-ERR Protocol error: unbalanced quotes in request\r\n",
-            true,
-        ),
-    );
+    check("unbalanced quote", case(b"SET \"abc\r\n", b"-ERR Protocol error: unbalanced quotes in request\r\n", true));
 }
 
 #[test]
 fn closing_quote_glued_to_text() {
-    check(
-        "closing quote",
-        case(
-            b"SET \"a\"b c\r\n",
-            b"-ERR Protocol error: unbalanced quotes in request\r\n",
-            true,
-        ),
-    );
+    check("closing quote", case(b"SET \"a\"b c\r\n", b"-ERR Protocol error: unbalanced quotes in request\r\n", true));
 }
 
 #[test]
 fn negative_and_zero_multibulk_counts_are_skipped() {
-    check(
-        "*-5",
-        case(b"*-5\r\n*0\r\n*1\r\n$4\r\nPING\r\n", b"+PONG\r\n", false),
-    );
+    check("*-5", case(b"*-5\r\n*0\r\n*1\r\n$4\r\nPING\r\n", b"+PONG\r\n", false));
 }
 
 #[test]
 fn huge_bulk_length() {
-    check(
-        "$999999999999",
-        case(
-            b"*1\r\n$999999999999\r\n",
-            b"-ERR Protocol error: invalid bulk length\r\n",
-            true,
-        ),
-    );
+    check("$999999999999", case(b"*1\r\n$999999999999\r\n", b"-ERR Protocol error: invalid bulk length\r\n", true));
 }
 
 #[test]
 fn bulk_length_above_proto_max_bulk_len() {
-    check(
-        "$536870913",
-        case(
-            b"*1\r\n$536870913\r\n",
-            b"-ERR Protocol error: invalid bulk length\r\n",
-            true,
-        ),
-    );
+    check("$536870913", case(b"*1\r\n$536870913\r\n", b"-ERR Protocol error: invalid bulk length\r\n", true));
 }
 
 #[test]
 fn negative_bulk_length() {
-    check(
-        "$-5",
-        case(
-            b"*1\r\n$-5\r\n",
-            b"-ERR Protocol error: invalid bulk length\r\n",
-            true,
-        ),
-    );
+    check("$-5", case(b"*1\r\n$-5\r\n", b"-ERR Protocol error: invalid bulk length\r\n", true));
 }
 
 #[test]
 fn client_disconnects_mid_frame() {
     check(
         "mid-frame hang-up",
-        Case {
-            input: b"*2\r\n$3\r\nGET\r\n$5\r\nab".to_vec(),
-            hang_up: true,
-            expected: b"",
-            expect_closed: true,
-        },
+        Case { input: b"*2\r\n$3\r\nGET\r\n$5\r\nab".to_vec(), hang_up: true, expected: b"", expect_closed: true },
     );
 }
 
@@ -288,22 +199,12 @@ fn huge_bulk_count_line() {
 
 #[test]
 fn empty_inline_lines_are_ignored() {
-    check(
-        "empty lines",
-        case(b"\r\n\n\r\nPING\r\n", b"+PONG\r\n", false),
-    );
+    check("empty lines", case(b"\r\n\n\r\nPING\r\n", b"+PONG\r\n", false));
 }
 
 #[test]
 fn inline_commands_with_escapes() {
-    check(
-        "inline escapes",
-        case(
-            b"ECHO \"a\\x41\\n\"\nPING\n",
-            b"$3\r\naA\n\r\n+PONG\r\n",
-            false,
-        ),
-    );
+    check("inline escapes", case(b"ECHO \"a\\x41\\n\"\nPING\n", b"$3\r\naA\n\r\n+PONG\r\n", false));
 }
 
 #[test]

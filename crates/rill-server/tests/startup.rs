@@ -11,11 +11,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn version_flag_prints_and_exits() {
     let (_, binary) = Server::subject_binary();
-    let out = Command::new(&binary)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = Command::new(&binary).arg("--version").stdin(Stdio::null()).output().unwrap();
     assert!(out.status.success(), "{:?}", out);
     assert!(!out.stdout.is_empty(), "--version printed nothing");
 }
@@ -26,22 +22,12 @@ fn config_file_then_overrides() {
     let dir = TempDir::new("rill-test-conf");
     let conf = dir.path().join("test.conf");
     // `port 1` must be overridden by --port; `databases 4` must take effect.
-    std::fs::write(
-        &conf,
-        "# a comment\nport 1\ndatabases 4\n\nloglevel notice\n",
-    )
-    .unwrap();
+    std::fs::write(&conf, "# a comment\nport 1\ndatabases 4\n\nloglevel notice\n").unwrap();
     let server = Server::start_with_config(kind, &binary, Some(&conf), &[]);
     let mut c = server.connect();
     assert_eq!(escape(&c.cmd(&["SELECT", "3"])), escape(b"+OK\r\n"));
-    assert_eq!(
-        escape(&c.cmd(&["SELECT", "4"])),
-        escape(b"-ERR DB index is out of range\r\n")
-    );
-    assert_eq!(
-        escape(&c.cmd(&["CONFIG", "GET", "databases"])),
-        escape(b"*2\r\n$9\r\ndatabases\r\n$1\r\n4\r\n")
-    );
+    assert_eq!(escape(&c.cmd(&["SELECT", "4"])), escape(b"-ERR DB index is out of range\r\n"));
+    assert_eq!(escape(&c.cmd(&["CONFIG", "GET", "databases"])), escape(b"*2\r\n$9\r\ndatabases\r\n$1\r\n4\r\n"));
     let port = server.port.to_string();
     assert_eq!(
         c.cmd(&["CONFIG", "GET", "port"]),
@@ -54,18 +40,8 @@ fn bad_option_fails_at_start() {
     let (_, binary) = Server::subject_binary();
     let dir = TempDir::new("rill-test-badopt");
     let mut child = Command::new(&binary)
-        .args([
-            "--port",
-            &common::free_port().to_string(),
-            "--bind",
-            "127.0.0.1",
-        ])
-        .args([
-            "--dir",
-            dir.path().to_str().unwrap(),
-            "--no-such-option",
-            "1",
-        ])
+        .args(["--port", &common::free_port().to_string(), "--bind", "127.0.0.1"])
+        .args(["--dir", dir.path().to_str().unwrap(), "--no-such-option", "1"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -86,18 +62,11 @@ fn sigterm_shuts_down_cleanly() {
     let mut c = server.connect();
     assert_eq!(escape(&c.cmd(&["PING"])), escape(b"+PONG\r\n"));
     // Signal only our own child, by pid.
-    let status = Command::new("kill")
-        .args(["-TERM", &server.pid().to_string()])
-        .status()
-        .unwrap();
+    let status = Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
     assert!(status.success());
     let deadline = Instant::now() + Duration::from_secs(10);
     while server.is_running() {
-        assert!(
-            Instant::now() < deadline,
-            "still running 10 s after SIGTERM\n{}",
-            server.log()
-        );
+        assert!(Instant::now() < deadline, "still running 10 s after SIGTERM\n{}", server.log());
         std::thread::sleep(Duration::from_millis(20));
     }
     // The client sees the connection closed.
@@ -105,10 +74,7 @@ fn sigterm_shuts_down_cleanly() {
     assert!(closed, "connection still open after shutdown");
 }
 
-fn wait_exit(
-    child: &mut std::process::Child,
-    timeout: Duration,
-) -> Option<std::process::ExitStatus> {
+fn wait_exit(child: &mut std::process::Child, timeout: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if let Some(status) = child.try_wait().unwrap() {

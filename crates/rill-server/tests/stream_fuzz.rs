@@ -46,10 +46,10 @@
 mod common;
 
 use common::{multi_commands, parse_value, ReferenceServer, Server, ServerKind, Side, Value};
-use std::collections::HashMap;
-use std::path::PathBuf;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use std::collections::HashMap;
+use std::path::PathBuf;
 
 const KEYS: &[&str] = &["s1", "s2"];
 /// The key of the idempotent-production commands (see [`idmp`]): its IDs come from the clock.
@@ -82,9 +82,7 @@ fn fields() -> impl Strategy<Value = Vec<String>> {
         Just("v".to_string()),
         Just(String::new()),
         (-1000i64..1000).prop_map(|n| n.to_string()),
-        proptest::sample::select(
-            &["007", "-0", "+1", "1.5", "9223372036854775807", "9223372036854775808"][..],
-        )
+        proptest::sample::select(&["007", "-0", "+1", "1.5", "9223372036854775807", "9223372036854775808"][..],)
             .prop_map(str::to_string),
         "[a-z ]{0,12}",
     ];
@@ -95,9 +93,8 @@ fn fields() -> impl Strategy<Value = Vec<String>> {
         1 => Just(vec!["f", "f"]),
     ];
     names.prop_flat_map(move |names| {
-        proptest::collection::vec(value.clone(), names.len()).prop_map(move |values| {
-            names.iter().zip(values).flat_map(|(n, v)| [n.to_string(), v]).collect()
-        })
+        proptest::collection::vec(value.clone(), names.len())
+            .prop_map(move |values| names.iter().zip(values).flat_map(|(n, v)| [n.to_string(), v]).collect())
     })
 }
 
@@ -125,11 +122,7 @@ fn refs() -> impl Strategy<Value = Option<String>> {
 fn trim(newer: bool) -> impl Strategy<Value = Vec<String>> {
     (any::<bool>(), 0u64..8, 0..3, proptest::option::of(0u64..6), refs()).prop_map(
         move |(maxlen, n, op, limit, policy)| {
-            let mut a = if maxlen {
-                words(&["MAXLEN"])
-            } else {
-                words(&["MINID"])
-            };
+            let mut a = if maxlen { words(&["MAXLEN"]) } else { words(&["MINID"]) };
             match op {
                 1 => a.push("=".into()),
                 2 => a.push("~".into()),
@@ -159,8 +152,8 @@ fn words(parts: &[&str]) -> Vec<String> {
 /// [`SWAP`], [`BLOCK`], [`WATCHED`]).
 fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
     // A blocking read parked on a side connection, and its end (see `BLOCK`).
-    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..6)
-        .prop_map(move |(i, g, c, k, count, kind)| {
+    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..6).prop_map(
+        move |(i, g, c, k, count, kind)| {
             let mut a = words(&[BLOCK, &i.to_string()]);
             let count = count.map(|n| words(&["COUNT", &n.to_string()])).unwrap_or_default();
             if kind == 0 || kind == 4 {
@@ -191,7 +184,8 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
                 }
             }
             a
-        });
+        },
+    );
     let await_ = (0..2u8).prop_map(|i| words(&[AWAIT, &i.to_string()]));
     // Each server's DUMP of a key restored into the other (see `swap`).
     let swap = pick(if newer { &["s1", "s2", IKEY] } else { KEYS }).prop_map(|k| words(&[SWAP, &k]));
@@ -259,8 +253,8 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
         a.extend(ids);
         a
     });
-    let create = (pick(KEYS), pick(GROUPS), group_id(), any::<bool>(), proptest::option::of(0u64..8))
-        .prop_map(|(k, g, id, mk, read)| {
+    let create = (pick(KEYS), pick(GROUPS), group_id(), any::<bool>(), proptest::option::of(0u64..8)).prop_map(
+        |(k, g, id, mk, read)| {
             let mut a = words(&["XGROUP", "CREATE", &k, &g, &id]);
             if mk {
                 a.push("MKSTREAM".into());
@@ -269,23 +263,21 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
                 a.extend(words(&["ENTRIESREAD", &n.to_string()]));
             }
             a
-        });
-    let setid = (pick(KEYS), pick(GROUPS), group_id(), proptest::option::of(0u64..8)).prop_map(
-        |(k, g, id, read)| {
-            let mut a = words(&["XGROUP", "SETID", &k, &g, &id]);
-            if let Some(n) = read {
-                a.extend(words(&["ENTRIESREAD", &n.to_string()]));
-            }
-            a
         },
     );
+    let setid = (pick(KEYS), pick(GROUPS), group_id(), proptest::option::of(0u64..8)).prop_map(|(k, g, id, read)| {
+        let mut a = words(&["XGROUP", "SETID", &k, &g, &id]);
+        if let Some(n) = read {
+            a.extend(words(&["ENTRIESREAD", &n.to_string()]));
+        }
+        a
+    });
     let first = if newer { 0 } else { 1 };
-    let group_admin =
-        (pick(KEYS), pick(GROUPS), pick(CONSUMERS), first..3).prop_map(|(k, g, c, op)| match op {
-            0 => words(&["XGROUP", "DESTROY", &k, &g]),
-            1 => words(&["XGROUP", "CREATECONSUMER", &k, &g, &c]),
-            _ => words(&["XGROUP", "DELCONSUMER", &k, &g, &c]),
-        });
+    let group_admin = (pick(KEYS), pick(GROUPS), pick(CONSUMERS), first..3).prop_map(|(k, g, c, op)| match op {
+        0 => words(&["XGROUP", "DESTROY", &k, &g]),
+        1 => words(&["XGROUP", "CREATECONSUMER", &k, &g, &c]),
+        _ => words(&["XGROUP", "DELCONSUMER", &k, &g, &c]),
+    });
     let read_id = prop_oneof![4 => Just(">".to_string()), 1 => Just("0".to_string()), 1 => id()];
     let readgroup = (
         pick(GROUPS),
@@ -316,8 +308,8 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
             a
         });
     let mode = pick(&["SILENT", "FAIL", "FATAL"]);
-    let xnack = (pick(KEYS), pick(GROUPS), mode, ids(3), proptest::option::of(0u64..4), any::<bool>())
-        .prop_map(move |(k, g, mode, ids, retry, force)| {
+    let xnack = (pick(KEYS), pick(GROUPS), mode, ids(3), proptest::option::of(0u64..4), any::<bool>()).prop_map(
+        move |(k, g, mode, ids, retry, force)| {
             if !newer {
                 // Redis 8.2 has no XNACK.
                 return words(&["XPENDING", &k, &g]);
@@ -331,15 +323,16 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
                 a.push("FORCE".into());
             }
             a
-        });
+        },
+    );
     let xack = (pick(KEYS), pick(GROUPS), ids(3)).prop_map(|(k, g, ids)| {
         let mut a = words(&["XACK", &k, &g]);
         a.extend(ids);
         a
     });
     let range = proptest::option::of((bound(), bound(), 1u64..6));
-    let pending = (pick(KEYS), pick(GROUPS), range, proptest::option::of(pick(CONSUMERS)))
-        .prop_map(|(k, g, range, c)| {
+    let pending =
+        (pick(KEYS), pick(GROUPS), range, proptest::option::of(pick(CONSUMERS))).prop_map(|(k, g, range, c)| {
             let mut a = words(&["XPENDING", &k, &g]);
             if let Some((start, end, n)) = range {
                 a.extend([start, end, n.to_string()]);
@@ -376,8 +369,8 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
             a
         });
     let count = proptest::option::of(1u64..4);
-    let autoclaim = (pick(KEYS), pick(GROUPS), pick(CONSUMERS), bound(), count, any::<bool>())
-        .prop_map(|(k, g, c, start, count, justid)| {
+    let autoclaim = (pick(KEYS), pick(GROUPS), pick(CONSUMERS), bound(), count, any::<bool>()).prop_map(
+        |(k, g, c, start, count, justid)| {
             let start = if start == "+" { "0".to_string() } else { start };
             let mut a = words(&["XAUTOCLAIM", &k, &g, &c, "0", &start]);
             if let Some(n) = count {
@@ -387,9 +380,10 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
                 a.push("JUSTID".into());
             }
             a
-        });
-    let reads = (pick(KEYS), bound(), bound(), proptest::option::of(0u64..4), 0..7).prop_map(
-        |(k, start, end, count, op)| {
+        },
+    );
+    let reads =
+        (pick(KEYS), bound(), bound(), proptest::option::of(0u64..4), 0..7).prop_map(|(k, start, end, count, op)| {
             let mut a = match op {
                 0 => words(&["XRANGE", &k, &start, &end]),
                 1 => words(&["XREVRANGE", &k, &end, &start]),
@@ -411,23 +405,17 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
                 }
             }
             a
-        },
-    );
-    let consumers = (pick(KEYS), pick(GROUPS)).prop_map(|(k, g)| words(&["XINFO", "CONSUMERS", &k, &g]));
-    let setid_stream = (pick(KEYS), id(), proptest::option::of((0u64..20, id())))
-        .prop_map(|(k, id, extra)| {
-            let mut a = words(&["XSETID", &k, &id]);
-            if let Some((added, maxdel)) = extra {
-                a.extend(words(&["ENTRIESADDED", &added.to_string(), "MAXDELETEDID", &maxdel]));
-            }
-            a
         });
+    let consumers = (pick(KEYS), pick(GROUPS)).prop_map(|(k, g)| words(&["XINFO", "CONSUMERS", &k, &g]));
+    let setid_stream = (pick(KEYS), id(), proptest::option::of((0u64..20, id()))).prop_map(|(k, id, extra)| {
+        let mut a = words(&["XSETID", &k, &id]);
+        if let Some((added, maxdel)) = extra {
+            a.extend(words(&["ENTRIESADDED", &added.to_string(), "MAXDELETEDID", &maxdel]));
+        }
+        a
+    });
     let other = pick(KEYS).prop_flat_map(|k| {
-        prop_oneof![
-            Just(words(&["DEL", &k])),
-            Just(words(&["SET", &k, "x"])),
-            Just(words(&["TYPE", &k])),
-        ]
+        prop_oneof![Just(words(&["DEL", &k])), Just(words(&["SET", &k, "x"])), Just(words(&["TYPE", &k])),]
     });
     let base = prop_oneof![
         10 => xadd,
@@ -570,15 +558,14 @@ fn prelude(newer: bool) -> impl Strategy<Value = Vec<Vec<String>>> {
             cmds
         })
     };
-    let producer = (pick(&["p1", "p2"]), pick(&["a", "b"]), any::<bool>(), pick(&["1", "2"])).prop_map(
-        |(p, iid, auto, v)| {
+    let producer =
+        (pick(&["p1", "p2"]), pick(&["a", "b"]), any::<bool>(), pick(&["1", "2"])).prop_map(|(p, iid, auto, v)| {
             let mode = if auto { words(&["IDMPAUTO", &p]) } else { words(&["IDMP", &p, &iid]) };
             let mut a = words(&["XADD", IKEY]);
             a.extend(mode);
             a.extend(words(&["*", "f", &v]));
             a
-        },
-    );
+        });
     let idmp = proptest::collection::vec(producer, 0..if newer { 6 } else { 1 });
     (key("s1"), key("s2"), idmp).prop_map(|(mut a, b, c)| {
         a.extend(b);
@@ -613,14 +600,7 @@ fn normalise(cmd: &[String], v: Value, newer: bool) -> Value {
             let idmp: &[&str] = if newer {
                 &[]
             } else {
-                &[
-                    "idmp-duration",
-                    "idmp-maxsize",
-                    "pids-tracked",
-                    "iids-tracked",
-                    "iids-added",
-                    "iids-duplicates",
-                ]
+                &["idmp-duration", "idmp-maxsize", "pids-tracked", "iids-tracked", "iids-added", "iids-duplicates"]
             };
             full_times(drop_fields(drop_fields(v, &["radix-tree-keys", "radix-tree-nodes"]), idmp))
         }
@@ -648,9 +628,7 @@ fn full_times(v: Value) -> Value {
             other => other,
         }
     };
-    let consumer = move |c: Value| {
-        with_field(blank_times(c, &["seen-time", "active-time"]), "pending", blank_row(1))
-    };
+    let consumer = move |c: Value| with_field(blank_times(c, &["seen-time", "active-time"]), "pending", blank_row(1));
     let group = move |g: Value| {
         // `nacked-count` comes with XNACK (after 8.2).
         let g = with_field(drop_fields(g, &["nacked-count"]), "pending", blank_row(2));
@@ -715,9 +693,7 @@ fn claim_idle(v: Value) -> Value {
 
 /// A map with the clock readings in `fields` set to 0, except -1 ("never"), which is kept.
 fn blank_times(v: Value, fields: &[&str]) -> Value {
-    fields.iter().fold(v, |v, f| {
-        with_field(v, f, |t| if t == Value::Int(-1) { t } else { Value::Int(0) })
-    })
+    fields.iter().fold(v, |v, f| with_field(v, f, |t| if t == Value::Int(-1) { t } else { Value::Int(0) }))
 }
 
 /// A RESP2 flat key/value array or a RESP3 map without `fields`.
@@ -762,8 +738,7 @@ fn random_stream_and_group_sequences_match_redis() {
     let cases = std::env::var("RILL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
     let (seed, seed_bytes) = seed();
     let config = Config { cases, failure_persistence: None, ..Config::default() };
-    let mut runner =
-        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
     let strategy =
         (any::<bool>(), prelude(newer.is_some()), proptest::collection::vec(command(newer.is_some()), 1..40));
     let result = runner.run(&strategy, |(resp3, prelude, random)| {
@@ -869,9 +844,9 @@ fn transaction(s: &mut Session, rest: &[String]) -> Option<String> {
         }
         // EXEC's replies one by one, each blanked as its command's own reply would be.
         let exec = match parse_value(&s.main[k].cmd(&["EXEC"])).unwrap() {
-            Value::Array(items) if items.len() == cmds.len() => Value::Array(
-                items.into_iter().zip(&cmds).map(|(v, cmd)| normalise(cmd, v, s.newer)).collect(),
-            ),
+            Value::Array(items) if items.len() == cmds.len() => {
+                Value::Array(items.into_iter().zip(&cmds).map(|(v, cmd)| normalise(cmd, v, s.newer)).collect())
+            }
             other => other,
         };
         replies.push(s.tokens(k, exec));
@@ -983,8 +958,7 @@ fn sequences_that_once_differed_match_redis() {
         ],
     ];
     for case in cases {
-        let cmds: Vec<Vec<String>> =
-            case.iter().map(|line| line.split(' ').map(str::to_string).collect()).collect();
+        let cmds: Vec<Vec<String>> = case.iter().map(|line| line.split(' ').map(str::to_string).collect()).collect();
         if let Some(diff) = run_both(&mut session, &cmds, false) {
             panic!("{diff}");
         }
@@ -1035,8 +1009,7 @@ fn random_sequences_survive_kill9_and_compaction() {
     let cases = std::env::var("RILL_FUZZ_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let (seed, seed_bytes) = seed();
-    let mut runner =
-        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
     let strategy = (
         prelude(true),
         proptest::collection::vec((command(true), proptest::bool::weighted(0.1)), 1..40),

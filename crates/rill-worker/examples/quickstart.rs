@@ -16,10 +16,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         charge(amount).await.map_err(HandlerError::retry) // retried, then dead-lettered
     })?;
     let report = worker.run_until_signal().await?; // SIGTERM/Ctrl-C: finish in-flight, hand back the rest
-    println!(
-        "handled {}, dead-lettered {}",
-        report.handled, report.dead_lettered
-    );
+    println!("handled {}, dead-lettered {}", report.handled, report.dead_lettered);
     Ok(())
 }
 

@@ -16,24 +16,14 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
-    let url = args
-        .next()
-        .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
-    let entries: u64 = args
-        .next()
-        .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(200_000);
+    let url = args.next().unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
+    let entries: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200_000);
     let workers: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(4);
     let target = Target::Single(url);
     let stream = "{bench}";
 
     let mut conn = target.connect(None).await?;
-    redis::cmd("DEL")
-        .arg(stream)
-        .arg("{bench}:dlq")
-        .query_async::<i64>(&mut conn)
-        .await?;
+    redis::cmd("DEL").arg(stream).arg("{bench}:dlq").query_async::<i64>(&mut conn).await?;
     redis::cmd("XGROUP")
         .arg("CREATE")
         .arg(stream)
@@ -80,12 +70,7 @@ async fn main() -> Result<()> {
         }
         Ok::<(), redis::RedisError>(())
     });
-    let handled = || {
-        stats
-            .iter()
-            .map(|s| s.handled.load(Ordering::Relaxed))
-            .sum::<u64>()
-    };
+    let handled = || stats.iter().map(|s| s.handled.load(Ordering::Relaxed)).sum::<u64>();
     let deadline = Instant::now() + Duration::from_secs(600);
     while handled() < entries {
         if Instant::now() > deadline {

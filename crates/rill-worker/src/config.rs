@@ -125,25 +125,17 @@ impl WorkerConfig {
     /// Checks the settings before anything touches the server.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.batch_size == 0 {
-            return Err(ConfigError::OutOfRange {
-                what: "batch_size must be at least 1",
-            });
+            return Err(ConfigError::OutOfRange { what: "batch_size must be at least 1" });
         }
         if self.concurrency == 0 {
-            return Err(ConfigError::OutOfRange {
-                what: "concurrency must be at least 1",
-            });
+            return Err(ConfigError::OutOfRange { what: "concurrency must be at least 1" });
         }
         if self.delivery_limit == 0 {
-            return Err(ConfigError::OutOfRange {
-                what: "delivery_limit must be at least 1",
-            });
+            return Err(ConfigError::OutOfRange { what: "delivery_limit must be at least 1" });
         }
         if self.block.is_zero() {
             // BLOCK 0 means "forever": the worker could then never notice a shutdown.
-            return Err(ConfigError::OutOfRange {
-                what: "block must be at least 1 ms",
-            });
+            return Err(ConfigError::OutOfRange { what: "block must be at least 1 ms" });
         }
         if keys::hashed_part(&self.dead_letter_stream) != keys::hashed_part(&self.stream) {
             return Err(ConfigError::DeadLetterSlotMismatch {

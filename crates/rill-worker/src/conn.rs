@@ -27,14 +27,10 @@ pub enum Target {
 
 impl Target {
     /// Opens a connection. `response_timeout` of `None` waits for replies indefinitely.
-    pub async fn connect(
-        &self,
-        response_timeout: Option<Duration>,
-    ) -> Result<Connection, WorkerError> {
+    pub async fn connect(&self, response_timeout: Option<Duration>) -> Result<Connection, WorkerError> {
         match self {
             Target::Single(url) => {
-                let client =
-                    redis::Client::open(url.as_str()).map_err(WorkerError::redis("open URL"))?;
+                let client = redis::Client::open(url.as_str()).map_err(WorkerError::redis("open URL"))?;
                 let config = AsyncConnectionConfig::new()
                     .set_response_timeout(response_timeout)
                     .set_connection_timeout(Some(Duration::from_secs(5)));
@@ -47,16 +43,12 @@ impl Target {
             Target::Cluster(nodes) => {
                 // The cluster client always wants a bound; a day stands in for "none".
                 let timeout = response_timeout.unwrap_or(Duration::from_secs(86_400));
-                let client =
-                    redis::cluster::ClusterClient::builder(nodes.iter().map(String::as_str))
-                        .response_timeout(timeout)
-                        .connection_timeout(Duration::from_secs(5))
-                        .build()
-                        .map_err(WorkerError::redis("open cluster URLs"))?;
-                let conn = client
-                    .get_async_connection()
-                    .await
-                    .map_err(WorkerError::redis("connect to cluster"))?;
+                let client = redis::cluster::ClusterClient::builder(nodes.iter().map(String::as_str))
+                    .response_timeout(timeout)
+                    .connection_timeout(Duration::from_secs(5))
+                    .build()
+                    .map_err(WorkerError::redis("open cluster URLs"))?;
+                let conn = client.get_async_connection().await.map_err(WorkerError::redis("connect to cluster"))?;
                 Ok(Connection::Cluster(conn))
             }
         }

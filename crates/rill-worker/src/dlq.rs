@@ -36,14 +36,7 @@ pub mod field {
     pub const DELIVERIES: &str = "rill-deliveries";
     pub const REASON: &str = "rill-reason";
     /// All of them, in order.
-    pub const ALL: [&str; 6] = [
-        SOURCE_STREAM,
-        SOURCE_ID,
-        GROUP,
-        CONSUMER,
-        DELIVERIES,
-        REASON,
-    ];
+    pub const ALL: [&str; 6] = [SOURCE_STREAM, SOURCE_ID, GROUP, CONSUMER, DELIVERIES, REASON];
 }
 
 /// One entry of a dead-letter stream, split into original fields and provenance.
@@ -68,16 +61,12 @@ impl DeadLetter {
         let mut fields = raw.fields?;
         let split = fields.len().checked_sub(field::ALL.len())?;
         let provenance = fields.split_off(split);
-        let names_match = provenance
-            .iter()
-            .zip(field::ALL)
-            .all(|((name, _), expected)| name.as_slice() == expected.as_bytes());
+        let names_match =
+            provenance.iter().zip(field::ALL).all(|((name, _), expected)| name.as_slice() == expected.as_bytes());
         if !names_match {
             return None;
         }
-        let mut values = provenance
-            .into_iter()
-            .map(|(_, v)| String::from_utf8_lossy(&v).into_owned());
+        let mut values = provenance.into_iter().map(|(_, v)| String::from_utf8_lossy(&v).into_owned());
         let mut next = || values.next().unwrap_or_default();
         Some(DeadLetter {
             id: raw.id,
@@ -117,14 +106,7 @@ pub async fn move_to_dead_letter(
         xadd.arg(f.as_slice()).arg(v.as_slice());
     }
     let deliveries = p.deliveries.to_string();
-    let values = [
-        p.stream,
-        p.id,
-        p.group,
-        p.consumer,
-        deliveries.as_str(),
-        p.reason,
-    ];
+    let values = [p.stream, p.id, p.group, p.consumer, deliveries.as_str(), p.reason];
     for (name, value) in field::ALL.iter().zip(values) {
         xadd.arg(*name).arg(value);
     }
@@ -139,14 +121,11 @@ pub async fn move_to_dead_letter(
         .map_err(WorkerError::redis("dead-letter MULTI"))?;
     match replies.as_slice() {
         [id, acked] => {
-            let id = crate::reply::as_string(id)
-                .ok_or_else(|| WorkerError::reply("dead-letter MULTI", "XADD reply"))?;
+            let id =
+                crate::reply::as_string(id).ok_or_else(|| WorkerError::reply("dead-letter MULTI", "XADD reply"))?;
             Ok((id, crate::reply::as_int(acked) == Some(1)))
         }
-        _ => Err(WorkerError::reply(
-            "dead-letter MULTI",
-            "EXEC did not return two replies",
-        )),
+        _ => Err(WorkerError::reply("dead-letter MULTI", "EXEC did not return two replies")),
     }
 }
 
@@ -167,18 +146,11 @@ pub async fn list(
         .query_async(conn)
         .await
         .map_err(WorkerError::redis("XRANGE dead letters"))?;
-    Ok(entry_list(&v, "XRANGE")?
-        .into_iter()
-        .filter_map(DeadLetter::from_raw)
-        .collect())
+    Ok(entry_list(&v, "XRANGE")?.into_iter().filter_map(DeadLetter::from_raw).collect())
 }
 
 /// One dead letter by ID.
-pub async fn get(
-    conn: &mut Connection,
-    dead_letter_stream: &str,
-    id: &str,
-) -> Result<Option<DeadLetter>, WorkerError> {
+pub async fn get(conn: &mut Connection, dead_letter_stream: &str, id: &str) -> Result<Option<DeadLetter>, WorkerError> {
     let v: Value = redis::cmd("XRANGE")
         .arg(dead_letter_stream)
         .arg(id)
@@ -186,10 +158,7 @@ pub async fn get(
         .query_async(conn)
         .await
         .map_err(WorkerError::redis("XRANGE dead letter"))?;
-    Ok(entry_list(&v, "XRANGE")?
-        .into_iter()
-        .next()
-        .and_then(DeadLetter::from_raw))
+    Ok(entry_list(&v, "XRANGE")?.into_iter().next().and_then(DeadLetter::from_raw))
 }
 
 /// Re-adds the original fields to the source stream, then deletes the dead letter. Returns the
@@ -204,10 +173,7 @@ pub async fn replay(
     for (f, v) in &letter.fields {
         xadd.arg(f.as_slice()).arg(v.as_slice());
     }
-    let new_id: String = xadd
-        .query_async(conn)
-        .await
-        .map_err(WorkerError::redis("XADD replayed entry"))?;
+    let new_id: String = xadd.query_async(conn).await.map_err(WorkerError::redis("XADD replayed entry"))?;
     redis::cmd("XDEL")
         .arg(dead_letter_stream)
         .arg(&letter.id)
@@ -218,11 +184,7 @@ pub async fn replay(
 }
 
 /// Deletes dead letters by ID; returns how many existed.
-pub async fn purge(
-    conn: &mut Connection,
-    dead_letter_stream: &str,
-    ids: &[String],
-) -> Result<u64, WorkerError> {
+pub async fn purge(conn: &mut Connection, dead_letter_stream: &str, ids: &[String]) -> Result<u64, WorkerError> {
     if ids.is_empty() {
         return Ok(0);
     }
@@ -250,21 +212,12 @@ mod tests {
         for (name, value) in field::ALL.iter().zip(["{o}", "1-0", "g", "c", "3", "boom"]) {
             fields.push(pair(name, value));
         }
-        let letter = DeadLetter::from_raw(RawEntry {
-            id: "9-0".into(),
-            fields: Some(fields),
-            claimed: None,
-        })
-        .unwrap();
+        let letter = DeadLetter::from_raw(RawEntry { id: "9-0".into(), fields: Some(fields), claimed: None }).unwrap();
         assert_eq!(letter.fields, original);
         assert_eq!(letter.source_stream, "{o}");
         assert_eq!(letter.deliveries, 3);
         assert_eq!(letter.reason, "boom");
-        let foreign = RawEntry {
-            id: "1-0".into(),
-            fields: Some(vec![pair("a", "1")]),
-            claimed: None,
-        };
+        let foreign = RawEntry { id: "1-0".into(), fields: Some(vec![pair("a", "1")]), claimed: None };
         assert!(DeadLetter::from_raw(foreign).is_none());
     }
 }

@@ -22,10 +22,7 @@ impl fmt::Display for ConfigError {
                 "stream name {stream:?} has braces but no hash tag; name the dead-letter stream \
                  explicitly, or use a tagged name such as {{orders}}"
             ),
-            ConfigError::DeadLetterSlotMismatch {
-                stream,
-                dead_letter,
-            } => write!(
+            ConfigError::DeadLetterSlotMismatch { stream, dead_letter } => write!(
                 f,
                 "dead-letter stream {dead_letter:?} does not share a hash tag with {stream:?}; \
                  the dead-letter MULTI would fail on a cluster (use e.g. {{orders}} and \
@@ -44,15 +41,9 @@ pub enum WorkerError {
     /// The configuration was refused before connecting.
     Config(ConfigError),
     /// The server (or the connection to it) failed a command; `context` says which step.
-    Redis {
-        context: &'static str,
-        source: redis::RedisError,
-    },
+    Redis { context: &'static str, source: redis::RedisError },
     /// A reply did not have the shape its command documents.
-    UnexpectedReply {
-        context: &'static str,
-        detail: String,
-    },
+    UnexpectedReply { context: &'static str, detail: String },
 }
 
 impl WorkerError {
@@ -61,10 +52,7 @@ impl WorkerError {
     }
 
     pub(crate) fn reply(context: &'static str, detail: impl Into<String>) -> WorkerError {
-        WorkerError::UnexpectedReply {
-            context,
-            detail: detail.into(),
-        }
+        WorkerError::UnexpectedReply { context, detail: detail.into() }
     }
 
     /// The server error code (`NOGROUP`, `BUSYGROUP`, ...) when the server refused a command.

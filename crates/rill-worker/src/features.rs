@@ -22,10 +22,7 @@ pub struct ServerFeatures {
 
 impl ServerFeatures {
     /// Only what Redis 7 has: XAUTOCLAIM sweeps, no XNACK.
-    pub const LEGACY: ServerFeatures = ServerFeatures {
-        claim_on_read: false,
-        xnack: false,
-    };
+    pub const LEGACY: ServerFeatures = ServerFeatures { claim_on_read: false, xnack: false };
 
     /// Asks the server. A server that refuses `COMMAND DOCS` (Redis < 7) has neither feature.
     pub async fn detect(conn: &mut Connection) -> ServerFeatures {
@@ -34,9 +31,7 @@ impl ServerFeatures {
             .arg("XNACK")
             .query_async::<Value>(conn)
             .await
-            .map(|v| {
-                as_array(&v).is_some_and(|items| items.iter().any(|i| !matches!(i, Value::Nil)))
-            })
+            .map(|v| as_array(&v).is_some_and(|items| items.iter().any(|i| !matches!(i, Value::Nil))))
             .unwrap_or(false);
         let claim_on_read = redis::cmd("COMMAND")
             .arg("DOCS")
@@ -45,10 +40,7 @@ impl ServerFeatures {
             .await
             .map(|v| contains_token(&v, b"CLAIM"))
             .unwrap_or(false);
-        ServerFeatures {
-            claim_on_read,
-            xnack,
-        }
+        ServerFeatures { claim_on_read, xnack }
     }
 }
 
@@ -59,9 +51,7 @@ fn contains_token(v: &Value, token: &[u8]) -> bool {
     }
     match v {
         Value::Array(items) | Value::Set(items) => items.iter().any(|i| contains_token(i, token)),
-        Value::Map(pairs) => pairs
-            .iter()
-            .any(|(k, v)| contains_token(k, token) || contains_token(v, token)),
+        Value::Map(pairs) => pairs.iter().any(|(k, v)| contains_token(k, token) || contains_token(v, token)),
         _ => false,
     }
 }

@@ -36,9 +36,7 @@ pub fn derived_key(stream: &str, suffix: &str) -> Result<String, ConfigError> {
         return Ok(format!("{stream}:{suffix}"));
     }
     if stream.contains(['{', '}']) {
-        return Err(ConfigError::UntaggableStreamName {
-            stream: stream.to_owned(),
-        });
+        return Err(ConfigError::UntaggableStreamName { stream: stream.to_owned() });
     }
     Ok(format!("{{{stream}}}:{suffix}"))
 }
@@ -75,14 +73,8 @@ mod tests {
             let dlq = default_dead_letter_stream(stream).expect("taggable");
             assert_eq!(hashed_part(&dlq), hashed_part(stream), "{stream} -> {dlq}");
         }
-        assert_eq!(
-            default_dead_letter_stream("{orders}").ok().as_deref(),
-            Some("{orders}:dlq")
-        );
-        assert_eq!(
-            default_dead_letter_stream("orders").ok().as_deref(),
-            Some("{orders}:dlq")
-        );
+        assert_eq!(default_dead_letter_stream("{orders}").ok().as_deref(), Some("{orders}:dlq"));
+        assert_eq!(default_dead_letter_stream("orders").ok().as_deref(), Some("{orders}:dlq"));
     }
 
     #[test]

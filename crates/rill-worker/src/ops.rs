@@ -4,9 +4,7 @@ use redis::Value;
 
 use crate::conn::Connection;
 use crate::error::WorkerError;
-use crate::reply::{
-    as_array, as_int, as_string, map_get, map_pairs, pending_entries, pending_summary,
-};
+use crate::reply::{as_array, as_int, as_string, map_get, map_pairs, pending_entries, pending_summary};
 pub use crate::reply::{PendingEntry, PendingSummary};
 
 /// One consumer of a group, from XINFO CONSUMERS.
@@ -69,19 +67,11 @@ pub async fn pending(
     let mut entries = pending_entries(&rows)?;
     entries.sort_by_key(|e| (e.idle_ms >= 0, std::cmp::Reverse(e.idle_ms)));
     let consumers = consumers(conn, stream, group).await?;
-    Ok(PendingReport {
-        summary,
-        consumers,
-        entries,
-    })
+    Ok(PendingReport { summary, consumers, entries })
 }
 
 /// XINFO CONSUMERS.
-pub async fn consumers(
-    conn: &mut Connection,
-    stream: &str,
-    group: &str,
-) -> Result<Vec<ConsumerInfo>, WorkerError> {
+pub async fn consumers(conn: &mut Connection, stream: &str, group: &str) -> Result<Vec<ConsumerInfo>, WorkerError> {
     let v: Value = redis::cmd("XINFO")
         .arg("CONSUMERS")
         .arg(stream)
@@ -121,9 +111,7 @@ pub async fn groups(conn: &mut Connection, stream: &str) -> Result<Vec<GroupInfo
                 name: as_string(map_get(&m, "name")?)?,
                 consumers: u64::try_from(as_int(map_get(&m, "consumers")?)?).ok()?,
                 pending: u64::try_from(as_int(map_get(&m, "pending")?)?).ok()?,
-                last_delivered_id: map_get(&m, "last-delivered-id")
-                    .and_then(as_string)
-                    .unwrap_or_default(),
+                last_delivered_id: map_get(&m, "last-delivered-id").and_then(as_string).unwrap_or_default(),
                 entries_read: map_get(&m, "entries-read").and_then(as_int),
                 lag: map_get(&m, "lag").and_then(as_int),
             })
@@ -133,21 +121,14 @@ pub async fn groups(conn: &mut Connection, stream: &str) -> Result<Vec<GroupInfo
 
 /// XLEN.
 pub async fn length(conn: &mut Connection, stream: &str) -> Result<u64, WorkerError> {
-    redis::cmd("XLEN")
-        .arg(stream)
-        .query_async(conn)
-        .await
-        .map_err(WorkerError::redis("XLEN"))
+    redis::cmd("XLEN").arg(stream).query_async(conn).await.map_err(WorkerError::redis("XLEN"))
 }
 
 /// The highest ID below which every group has read and acked everything: the minimum, over
 /// all groups, of the oldest pending ID and the last-delivered ID. `XTRIM key MINID <id>`
 /// (or `MINID ~ <id>`) then drops only entries no group still needs. `None` when the stream
 /// has no groups (nothing says what is safe).
-pub async fn safe_trim_id(
-    conn: &mut Connection,
-    stream: &str,
-) -> Result<Option<String>, WorkerError> {
+pub async fn safe_trim_id(conn: &mut Connection, stream: &str) -> Result<Option<String>, WorkerError> {
     let groups = groups(conn, stream).await?;
     let mut safe: Option<(u64, u64)> = None;
     for g in &groups {

@@ -32,10 +32,7 @@ pub struct Entry {
 impl Entry {
     /// The value of the first field called `name`.
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.fields
-            .iter()
-            .find(|(f, _)| f.as_slice() == name.as_bytes())
-            .map(|(_, v)| v.as_slice())
+        self.fields.iter().find(|(f, _)| f.as_slice() == name.as_bytes()).map(|(_, v)| v.as_slice())
     }
 
     /// The value of `name` when it is UTF-8.
@@ -100,19 +97,14 @@ pub(crate) fn as_array(v: &Value) -> Option<&[Value]> {
 pub(crate) fn as_int(v: &Value) -> Option<i64> {
     match v {
         Value::Int(i) => Some(*i),
-        other => as_bytes(other)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .and_then(|s| s.parse().ok()),
+        other => as_bytes(other).and_then(|b| std::str::from_utf8(b).ok()).and_then(|s| s.parse().ok()),
     }
 }
 
 /// Key/value pairs of a map reply: a RESP3 map, or the flat array RESP2 sends instead.
 pub fn map_pairs(v: &Value) -> Vec<(String, &Value)> {
     match v {
-        Value::Map(pairs) => pairs
-            .iter()
-            .filter_map(|(k, v)| Some((as_string(k)?, v)))
-            .collect(),
+        Value::Map(pairs) => pairs.iter().filter_map(|(k, v)| Some((as_string(k)?, v))).collect(),
         Value::Array(items) => items
             .chunks(2)
             .filter_map(|pair| match pair {
@@ -150,23 +142,14 @@ fn raw_entry(v: &Value, context: &'static str) -> Result<RawEntry, WorkerError> 
             let count = as_int(count).ok_or_else(|| WorkerError::reply(context, "count"))?;
             (id, fields, Some((idle, u64::try_from(count).unwrap_or(0))))
         }
-        _ => {
-            return Err(WorkerError::reply(
-                context,
-                "entry has neither 2 nor 4 elements",
-            ))
-        }
+        _ => return Err(WorkerError::reply(context, "entry has neither 2 nor 4 elements")),
     };
     let id = as_string(id).ok_or_else(|| WorkerError::reply(context, "entry ID"))?;
     let fields = match fields {
         Value::Nil => None,
         other => Some(field_pairs(other).ok_or_else(|| WorkerError::reply(context, "fields"))?),
     };
-    Ok(RawEntry {
-        id,
-        fields,
-        claimed,
-    })
+    Ok(RawEntry { id, fields, claimed })
 }
 
 /// The entries of an entry list (XRANGE, XCLAIM, one stream of XREAD).
@@ -182,11 +165,7 @@ pub fn entry_list(v: &Value, context: &'static str) -> Result<Vec<RawEntry>, Wor
 }
 
 /// The entries of `stream` in an XREAD/XREADGROUP reply (nil → none).
-pub fn read_reply(
-    v: &Value,
-    stream: &str,
-    context: &'static str,
-) -> Result<Vec<RawEntry>, WorkerError> {
+pub fn read_reply(v: &Value, stream: &str, context: &'static str) -> Result<Vec<RawEntry>, WorkerError> {
     match v {
         Value::Nil => Ok(Vec::new()),
         Value::Map(pairs) => {
@@ -223,10 +202,7 @@ pub fn autoclaim_reply(v: &Value) -> Result<(String, Vec<RawEntry>, Vec<String>)
     };
     let cursor = as_string(cursor).ok_or_else(|| WorkerError::reply(CONTEXT, "cursor"))?;
     let entries = entry_list(claimed, CONTEXT)?;
-    let deleted = deleted
-        .and_then(as_array)
-        .map(|ids| ids.iter().filter_map(as_string).collect())
-        .unwrap_or_default();
+    let deleted = deleted.and_then(as_array).map(|ids| ids.iter().filter_map(as_string).collect()).unwrap_or_default();
     Ok((cursor, entries, deleted))
 }
 
@@ -244,10 +220,7 @@ pub fn pending_entries(v: &Value) -> Result<Vec<PendingEntry>, WorkerError> {
                     .and_then(|c| u64::try_from(c).ok())
                     .ok_or_else(|| WorkerError::reply(CONTEXT, "count"))?,
             }),
-            _ => Err(WorkerError::reply(
-                CONTEXT,
-                "row is not [id, consumer, idle, count]",
-            )),
+            _ => Err(WorkerError::reply(CONTEXT, "row is not [id, consumer, idle, count]")),
         })
         .collect()
 }
@@ -258,9 +231,8 @@ pub fn pending_summary(v: &Value) -> Result<PendingSummary, WorkerError> {
     let Some([count, smallest, largest, consumers]) = as_array(v) else {
         return Err(WorkerError::reply(CONTEXT, "not a 4-element array"));
     };
-    let count = as_int(count)
-        .and_then(|c| u64::try_from(c).ok())
-        .ok_or_else(|| WorkerError::reply(CONTEXT, "count"))?;
+    let count =
+        as_int(count).and_then(|c| u64::try_from(c).ok()).ok_or_else(|| WorkerError::reply(CONTEXT, "count"))?;
     let consumers = as_array(consumers)
         .unwrap_or_default()
         .iter()
@@ -269,12 +241,7 @@ pub fn pending_summary(v: &Value) -> Result<PendingSummary, WorkerError> {
             _ => None,
         })
         .collect();
-    Ok(PendingSummary {
-        count,
-        smallest: as_string(smallest),
-        largest: as_string(largest),
-        consumers,
-    })
+    Ok(PendingSummary { count, smallest: as_string(smallest), largest: as_string(largest), consumers })
 }
 
 #[cfg(test)]
@@ -290,22 +257,13 @@ mod tests {
     fn xreadgroup_shapes() {
         let entry = Value::Array(vec![bulk("1-0"), Value::Array(vec![bulk("a"), bulk("1")])]);
         let ghost = Value::Array(vec![bulk("2-0"), Value::Nil]);
-        let claimed = Value::Array(vec![
-            bulk("3-0"),
-            Value::Array(vec![bulk("b"), bulk("2")]),
-            Value::Int(70),
-            Value::Int(1),
-        ]);
-        let resp2 = Value::Array(vec![Value::Array(vec![
-            bulk("s"),
-            Value::Array(vec![entry.clone(), ghost, claimed]),
-        ])]);
+        let claimed =
+            Value::Array(vec![bulk("3-0"), Value::Array(vec![bulk("b"), bulk("2")]), Value::Int(70), Value::Int(1)]);
+        let resp2 =
+            Value::Array(vec![Value::Array(vec![bulk("s"), Value::Array(vec![entry.clone(), ghost, claimed])])]);
         let got = read_reply(&resp2, "s", "t").unwrap();
         assert_eq!(got.len(), 3);
-        assert_eq!(
-            got[0].fields.as_ref().unwrap()[0],
-            (b"a".to_vec(), b"1".to_vec())
-        );
+        assert_eq!(got[0].fields.as_ref().unwrap()[0], (b"a".to_vec(), b"1".to_vec()));
         assert_eq!(got[1].fields, None);
         assert_eq!(got[2].claimed, Some((70, 1)));
         let resp3 = Value::Map(vec![(bulk("s"), Value::Array(vec![entry]))]);

@@ -62,17 +62,11 @@ pub struct HandlerError {
 
 impl HandlerError {
     pub fn retry(reason: impl Into<String>) -> HandlerError {
-        HandlerError {
-            action: FailureAction::Retry,
-            reason: reason.into(),
-        }
+        HandlerError { action: FailureAction::Retry, reason: reason.into() }
     }
 
     pub fn dead_letter(reason: impl Into<String>) -> HandlerError {
-        HandlerError {
-            action: FailureAction::DeadLetter,
-            reason: reason.into(),
-        }
+        HandlerError { action: FailureAction::DeadLetter, reason: reason.into() }
     }
 }
 
@@ -291,11 +285,7 @@ impl<H: Handler> Run<H> {
         if self.target.is_cluster() {
             return None;
         }
-        redis::cmd("CLIENT")
-            .arg("ID")
-            .query_async::<i64>(&mut self.reader)
-            .await
-            .ok()
+        redis::cmd("CLIENT").arg("ID").query_async::<i64>(&mut self.reader).await.ok()
     }
 
     /// XGROUP CREATE ... MKSTREAM; an existing group (BUSYGROUP) is fine.
@@ -312,10 +302,7 @@ impl<H: Handler> Run<H> {
         match result {
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
-            Err(e) => Err(WorkerError::Redis {
-                context: "XGROUP CREATE",
-                source: e,
-            }),
+            Err(e) => Err(WorkerError::Redis { context: "XGROUP CREATE", source: e }),
         }
     }
 
@@ -422,10 +409,7 @@ impl<H: Handler> Run<H> {
             return Ok(());
         }
         let features = self.shared.features;
-        if !features.claim_on_read
-            && self.sweep_cursor.is_none()
-            && Instant::now() >= self.next_sweep
-        {
+        if !features.claim_on_read && self.sweep_cursor.is_none() && Instant::now() >= self.next_sweep {
             self.sweep_cursor = Some("0-0".to_owned());
         }
         if let Some(cursor) = self.sweep_cursor.clone() {
@@ -451,10 +435,7 @@ impl<H: Handler> Run<H> {
 
     /// `XREADGROUP GROUP g c COUNT n STREAMS s <cursor>`: this consumer's own pending entries,
     /// and the cursor of the next page (`None` once the history is drained).
-    async fn read_history(
-        &mut self,
-        cursor: &str,
-    ) -> Result<(Vec<Entry>, Option<String>), WorkerError> {
+    async fn read_history(&mut self, cursor: &str) -> Result<(Vec<Entry>, Option<String>), WorkerError> {
         let c = Arc::clone(&self.shared.config);
         let v: Value = redis::cmd("XREADGROUP")
             .arg("GROUP")
@@ -472,14 +453,10 @@ impl<H: Handler> Run<H> {
         let next = raw.last().map(|e| e.id.clone());
         // The read itself counted a delivery; XPENDING tells the totals. A deleted payload
         // ([id, nil]) cannot be handled: ack it so it stops haunting the PEL.
-        let (live, ghosts): (Vec<RawEntry>, Vec<RawEntry>) =
-            raw.into_iter().partition(|e| e.fields.is_some());
+        let (live, ghosts): (Vec<RawEntry>, Vec<RawEntry>) = raw.into_iter().partition(|e| e.fields.is_some());
         if !ghosts.is_empty() {
             let ids: Vec<&str> = ghosts.iter().map(|e| e.id.as_str()).collect();
-            tracing::warn!(
-                count = ids.len(),
-                "acking pending entries whose payload was deleted"
-            );
+            tracing::warn!(count = ids.len(), "acking pending entries whose payload was deleted");
             redis::cmd("XACK")
                 .arg(&c.stream)
                 .arg(&c.group)
@@ -507,10 +484,7 @@ impl<H: Handler> Run<H> {
             .map_err(WorkerError::redis("XAUTOCLAIM"))?;
         let (next, raw, deleted) = reply::autoclaim_reply(&v)?;
         if !deleted.is_empty() {
-            tracing::warn!(
-                count = deleted.len(),
-                "XAUTOCLAIM dropped pending entries whose payload was deleted"
-            );
+            tracing::warn!(count = deleted.len(), "XAUTOCLAIM dropped pending entries whose payload was deleted");
         }
         let live: Vec<RawEntry> = raw.into_iter().filter(|e| e.fields.is_some()).collect();
         if !live.is_empty() {
@@ -563,18 +537,10 @@ impl<H: Handler> Run<H> {
             if before > 0 {
                 reclaimed += 1;
             }
-            entries.push(Entry {
-                stream: c.stream.clone(),
-                id: e.id,
-                fields,
-                deliveries: before.saturating_add(1),
-            });
+            entries.push(Entry { stream: c.stream.clone(), id: e.id, fields, deliveries: before.saturating_add(1) });
         }
         if reclaimed > 0 {
-            tracing::info!(
-                count = reclaimed,
-                "reclaimed idle entries (XREADGROUP CLAIM)"
-            );
+            tracing::info!(count = reclaimed, "reclaimed idle entries (XREADGROUP CLAIM)");
             bump(&self.stats.reclaimed, reclaimed);
             m::reclaimed(&c, reclaimed);
         }
@@ -583,40 +549,24 @@ impl<H: Handler> Run<H> {
 
     /// Looks up delivery counts with one `XPENDING s g id id 1` per entry (pipelined);
     /// entries no longer pending for this consumer are dropped.
-    async fn with_delivery_counts(
-        &mut self,
-        raw: Vec<RawEntry>,
-    ) -> Result<Vec<Entry>, WorkerError> {
+    async fn with_delivery_counts(&mut self, raw: Vec<RawEntry>) -> Result<Vec<Entry>, WorkerError> {
         if raw.is_empty() {
             return Ok(Vec::new());
         }
         let c = Arc::clone(&self.shared.config);
         let mut pipe = redis::pipe();
         for e in &raw {
-            pipe.cmd("XPENDING")
-                .arg(&c.stream)
-                .arg(&c.group)
-                .arg(&e.id)
-                .arg(&e.id)
-                .arg(1)
-                .arg(&c.consumer);
+            pipe.cmd("XPENDING").arg(&c.stream).arg(&c.group).arg(&e.id).arg(&e.id).arg(1).arg(&c.consumer);
         }
-        let replies: Vec<Value> = pipe
-            .query_async(&mut self.commands)
-            .await
-            .map_err(WorkerError::redis("XPENDING delivery counts"))?;
+        let replies: Vec<Value> =
+            pipe.query_async(&mut self.commands).await.map_err(WorkerError::redis("XPENDING delivery counts"))?;
         let mut out = Vec::with_capacity(raw.len());
         for (e, v) in raw.into_iter().zip(replies) {
             let Some(row) = reply::pending_entries(&v)?.into_iter().next() else {
                 continue;
             };
             if let Some(fields) = e.fields {
-                out.push(Entry {
-                    stream: c.stream.clone(),
-                    id: e.id,
-                    fields,
-                    deliveries: row.deliveries,
-                });
+                out.push(Entry { stream: c.stream.clone(), id: e.id, fields, deliveries: row.deliveries });
             }
         }
         Ok(out)
@@ -628,20 +578,13 @@ impl<H: Handler> Run<H> {
         if !unstarted.is_empty() && self.shared.features.xnack {
             let c = Arc::clone(&self.shared.config);
             let mut cmd = redis::cmd("XNACK");
-            cmd.arg(&c.stream)
-                .arg(&c.group)
-                .arg("SILENT")
-                .arg("IDS")
-                .arg(unstarted.len());
+            cmd.arg(&c.stream).arg(&c.group).arg("SILENT").arg("IDS").arg(unstarted.len());
             for e in &unstarted {
                 cmd.arg(&e.id);
             }
             match cmd.query_async::<u64>(&mut self.commands).await {
                 Ok(n) => {
-                    tracing::info!(
-                        count = n,
-                        "returned unstarted entries to the group (XNACK SILENT)"
-                    );
+                    tracing::info!(count = n, "returned unstarted entries to the group (XNACK SILENT)");
                     bump(&self.stats.returned, n);
                 }
                 Err(e) => {
@@ -688,11 +631,7 @@ async fn process<H: Handler>(shared: &Shared<H>, mut conn: Connection, entry: En
     }
     let guard_key = c.idempotency_ttl.and_then(|_| c.guard_key(&entry.id).ok());
     if let Some(key) = &guard_key {
-        match redis::cmd("EXISTS")
-            .arg(key)
-            .query_async::<i64>(&mut conn)
-            .await
-        {
+        match redis::cmd("EXISTS").arg(key).query_async::<i64>(&mut conn).await {
             Ok(1) => {
                 tracing::debug!(id = %entry.id, "already handled (idempotency guard); acking");
                 if ack(c, &mut conn, &entry.id, None).await.is_ok() {
@@ -727,14 +666,9 @@ async fn process<H: Handler>(shared: &Shared<H>, mut conn: Connection, entry: En
             bump(&stats.failed, 1);
             m::failed(c);
             match err.action {
-                FailureAction::DeadLetter => {
-                    dead_letter(shared, &mut conn, &entry, &err.reason).await
-                }
+                FailureAction::DeadLetter => dead_letter(shared, &mut conn, &entry, &err.reason).await,
                 FailureAction::Retry if entry.deliveries >= c.delivery_limit => {
-                    let reason = format!(
-                        "delivery limit {} reached; last error: {}",
-                        c.delivery_limit, err.reason
-                    );
+                    let reason = format!("delivery limit {} reached; last error: {}", c.delivery_limit, err.reason);
                     dead_letter(shared, &mut conn, &entry, &reason).await;
                 }
                 FailureAction::Retry => {
@@ -771,28 +705,12 @@ async fn ack(
     match (guard_key, c.idempotency_ttl) {
         (Some(key), Some(ttl)) => {
             let mut set = redis::cmd("SET");
-            set.arg(key)
-                .arg(1)
-                .arg("NX")
-                .arg("PX")
-                .arg(millis(ttl).max(1));
+            set.arg(key).arg(1).arg("NX").arg("PX").arg(millis(ttl).max(1));
             let mut xack = redis::cmd("XACK");
             xack.arg(&c.stream).arg(&c.group).arg(id);
-            redis::pipe()
-                .atomic()
-                .add_command(set)
-                .add_command(xack)
-                .query_async::<Value>(conn)
-                .await
-                .map(|_| ())
+            redis::pipe().atomic().add_command(set).add_command(xack).query_async::<Value>(conn).await.map(|_| ())
         }
-        _ => redis::cmd("XACK")
-            .arg(&c.stream)
-            .arg(&c.group)
-            .arg(id)
-            .query_async::<i64>(conn)
-            .await
-            .map(|_| ()),
+        _ => redis::cmd("XACK").arg(&c.stream).arg(&c.group).arg(id).query_async::<i64>(conn).await.map(|_| ()),
     }
 }
 

@@ -18,26 +18,12 @@ async fn worker_runs_unchanged_on_a_cluster() {
     // Derived keys share the stream's slot.
     for stream in ["{orders}", "orders", "{crash}", "{poison}"] {
         let dlq = keys::default_dead_letter_stream(stream).unwrap();
-        assert_eq!(
-            cluster.keyslot(stream),
-            cluster.keyslot(&dlq),
-            "{stream} vs {dlq}"
-        );
-        let guard = WorkerConfig::new(stream, "g", "c")
-            .unwrap()
-            .guard_key("1-0")
-            .unwrap();
-        assert_eq!(
-            cluster.keyslot(stream),
-            cluster.keyslot(&guard),
-            "{stream} vs {guard}"
-        );
+        assert_eq!(cluster.keyslot(stream), cluster.keyslot(&dlq), "{stream} vs {dlq}");
+        let guard = WorkerConfig::new(stream, "g", "c").unwrap().guard_key("1-0").unwrap();
+        assert_eq!(cluster.keyslot(stream), cluster.keyslot(&guard), "{stream} vs {guard}");
     }
     // The scenarios' streams are spread over more than one node.
-    let slots: Vec<u16> = ["{crash}", "{poison}", "{replay}", "{crashes}"]
-        .iter()
-        .map(|k| cluster.keyslot(k))
-        .collect();
+    let slots: Vec<u16> = ["{crash}", "{poison}", "{replay}", "{crashes}"].iter().map(|k| cluster.keyslot(k)).collect();
     assert!(slots.iter().any(|s| *s != slots[0]));
 
     scenarios::crash_and_rescue(target.clone(), FeatureMode::Detect).await;

@@ -30,20 +30,10 @@ impl EmbeddedServer {
                 .and_then(|l| l.local_addr())
                 .map_err(|e| format!("no free port: {e}"))?
                 .port();
-            let dir =
-                std::env::temp_dir().join(format!("rill-demo-{}-{attempt}", std::process::id()));
+            let dir = std::env::temp_dir().join(format!("rill-demo-{}-{attempt}", std::process::id()));
             std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             let child = Command::new(&binary)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
                 .arg("--dir")
                 .arg(&dir)
                 .stdin(Stdio::null())
@@ -93,18 +83,13 @@ impl Drop for EmbeddedServer {
 
 fn find_server() -> Option<PathBuf> {
     let name = format!("rill-server{}", std::env::consts::EXE_SUFFIX);
-    if let Some(dir) = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(PathBuf::from))
-    {
+    if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(PathBuf::from)) {
         let beside = dir.join(&name);
         if beside.is_file() {
             return Some(beside);
         }
     }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(&name))
-        .find(|p| p.is_file())
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(&name)).find(|p| p.is_file())
 }
 
 /// `a <= b` for `<ms>-<seq>` IDs.

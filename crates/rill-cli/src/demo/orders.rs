@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use redis::Value;
 use rill_worker::{
-    dlq, ops, CancellationToken, Connection, Entry, HandlerError, Target, Worker, WorkerConfig,
-    WorkerError, WorkerReport,
+    dlq, ops, CancellationToken, Connection, Entry, HandlerError, Target, Worker, WorkerConfig, WorkerError,
+    WorkerReport,
 };
 use tokio::task::JoinHandle;
 
@@ -71,40 +71,25 @@ fn start(target: &Target, name: &str, store: &Connection) -> Result<Running> {
     let token = CancellationToken::new();
     let join = tokio::spawn(worker.run(token.clone()));
     println!("   {name} started");
-    Ok(Running {
-        name: name.to_owned(),
-        token,
-        join,
-    })
+    Ok(Running { name: name.to_owned(), token, join })
 }
 
 async fn crash(w: Running) {
     w.join.abort();
     let _ = w.join.await;
-    println!(
-        "   {} CRASHED (process gone, its pending entries stay in the PEL)",
-        w.name
-    );
+    println!("   {} CRASHED (process gone, its pending entries stay in the PEL)", w.name);
 }
 
 async fn caught_up(conn: &Connection, expect_dead: u64) -> bool {
     let mut c = conn.clone();
     let groups = ops::groups(&mut c, STREAM).await.unwrap_or_default();
     let dead = ops::length(&mut c, DLQ).await.unwrap_or(0);
-    groups
-        .iter()
-        .any(|g| g.name == GROUP && g.pending == 0 && g.lag.unwrap_or(1) == 0)
-        && dead >= expect_dead
+    groups.iter().any(|g| g.name == GROUP && g.pending == 0 && g.lag.unwrap_or(1) == 0) && dead >= expect_dead
 }
 
 pub async fn run(target: &Target, seed: u64) -> Result<()> {
     let mut conn = target.connect(None).await?;
-    let _: Value = redis::cmd("DEL")
-        .arg(STREAM)
-        .arg(DLQ)
-        .arg(FULFILLED)
-        .query_async(&mut conn)
-        .await?;
+    let _: Value = redis::cmd("DEL").arg(STREAM).arg(DLQ).arg(FULFILLED).query_async(&mut conn).await?;
     let _: Value = redis::cmd("XGROUP")
         .arg("CREATE")
         .arg(STREAM)
@@ -116,25 +101,14 @@ pub async fn run(target: &Target, seed: u64) -> Result<()> {
     let mut rng = Rng(seed);
 
     println!("== 1. workers join group {GROUP} on {STREAM} (delivery limit {DELIVERY_LIMIT}, min-idle 1s)");
-    let mut workers = vec![
-        start(target, "w1", &conn)?,
-        start(target, "w2", &conn)?,
-        start(target, "w3", &conn)?,
-    ];
+    let mut workers = vec![start(target, "w1", &conn)?, start(target, "w2", &conn)?, start(target, "w3", &conn)?];
     println!();
 
-    println!(
-        "== 2. the shop writes {} orders in {WAVES} waves: XADD {STREAM} MAXLEN ~ {CAP} * ...",
-        WAVES * WAVE
-    );
+    println!("== 2. the shop writes {} orders in {WAVES} waves: XADD {STREAM} MAXLEN ~ {CAP} * ...", WAVES * WAVE);
     for wave in 0..WAVES {
         let mut pipe = redis::pipe();
         for i in wave * WAVE..(wave + 1) * WAVE {
-            let sku = if i == POISON_ORDER {
-                "POISON".to_owned()
-            } else {
-                format!("SKU-{}", rng.below(40))
-            };
+            let sku = if i == POISON_ORDER { "POISON".to_owned() } else { format!("SKU-{}", rng.below(40)) };
             pipe.cmd("XADD")
                 .arg(STREAM)
                 .arg("MAXLEN")
@@ -152,10 +126,7 @@ pub async fn run(target: &Target, seed: u64) -> Result<()> {
         }
         let _: Vec<String> = pipe.query_async(&mut conn).await?;
         let len = ops::length(&mut conn, STREAM).await?;
-        println!(
-            "   wave {}: {WAVE} orders written; stream length now {len}",
-            wave + 1
-        );
+        println!("   wave {}: {WAVE} orders written; stream length now {len}", wave + 1);
 
         match wave {
             0 => {
@@ -196,10 +167,7 @@ pub async fn run(target: &Target, seed: u64) -> Result<()> {
             r.handled, r.reclaimed, r.dead_lettered
         );
     }
-    let fulfilled: u64 = redis::cmd("SCARD")
-        .arg(FULFILLED)
-        .query_async(&mut conn)
-        .await?;
+    let fulfilled: u64 = redis::cmd("SCARD").arg(FULFILLED).query_async(&mut conn).await?;
     println!(
         "   fulfilled orders: {fulfilled} of {} (every order but the poison one; handlers are idempotent, \
          so a re-run after a crash changes nothing)",
@@ -210,9 +178,7 @@ pub async fn run(target: &Target, seed: u64) -> Result<()> {
     println!("{}", indent(&dlq_table(&letters)));
 
     let before = ops::length(&mut conn, STREAM).await?;
-    let safe = ops::safe_trim_id(&mut conn, STREAM)
-        .await?
-        .unwrap_or_default();
+    let safe = ops::safe_trim_id(&mut conn, STREAM).await?.unwrap_or_default();
     let trimmed = ops::trim_acked(&mut conn, STREAM).await?;
     println!(
         "\n   XTRIM {STREAM} MINID ~ {safe} (the group's safe point): {before} -> {} entries ({trimmed} trimmed)",
@@ -228,14 +194,5 @@ pub async fn run(target: &Target, seed: u64) -> Result<()> {
 }
 
 fn indent(text: &str) -> String {
-    text.lines()
-        .map(|l| {
-            if l.is_empty() {
-                String::new()
-            } else {
-                format!("   {l}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    text.lines().map(|l| if l.is_empty() { String::new() } else { format!("   {l}") }).collect::<Vec<_>>().join("\n")
 }

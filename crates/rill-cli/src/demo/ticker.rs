@@ -53,9 +53,7 @@ pub fn simulate(seed: u64, n: usize) -> Vec<Tick> {
     let mut ticks = Vec::with_capacity(n);
     for i in 0..n {
         let k = rng.below(SYMBOLS.len() as u64) as usize;
-        let (Some(price), Some(seq), Some((symbol, _))) =
-            (prices.get_mut(k), seqs.get_mut(k), SYMBOLS.get(k))
-        else {
+        let (Some(price), Some(seq), Some((symbol, _))) = (prices.get_mut(k), seqs.get_mut(k), SYMBOLS.get(k)) else {
             continue;
         };
         // ±1 % in basis points.
@@ -63,12 +61,7 @@ pub fn simulate(seed: u64, n: usize) -> Vec<Tick> {
         let delta = (*price as i64 * move_bp) / 10_000;
         *price = (*price as i64 + delta).max(1) as u64;
         *seq += 1;
-        ticks.push(Tick {
-            symbol,
-            price_cents: *price,
-            seq: *seq,
-            ts_ms: 1_767_225_600_000 + i as u64 * 250,
-        });
+        ticks.push(Tick { symbol, price_cents: *price, seq: *seq, ts_ms: 1_767_225_600_000 + i as u64 * 250 });
     }
     ticks
 }
@@ -79,16 +72,9 @@ fn price(cents: u64) -> String {
 
 pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::Error>> {
     let mut conn = target.connect(None).await?;
-    let _: Value = redis::cmd("DEL")
-        .arg(STREAM)
-        .arg(DLQ)
-        .query_async(&mut conn)
-        .await?;
+    let _: Value = redis::cmd("DEL").arg(STREAM).arg(DLQ).query_async(&mut conn).await?;
 
-    println!(
-        "== 1. market simulator (seed {seed}): {TICKS} ticks for {} symbols -> {STREAM}",
-        SYMBOLS.len()
-    );
+    println!("== 1. market simulator (seed {seed}): {TICKS} ticks for {} symbols -> {STREAM}", SYMBOLS.len());
     let ticks = simulate(seed, TICKS);
     let mut pipe = redis::pipe();
     for t in &ticks {
@@ -106,27 +92,13 @@ pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::E
     }
     let ids: Vec<String> = pipe.query_async(&mut conn).await?;
     for (id, t) in ids.iter().zip(&ticks).take(5) {
-        println!(
-            "   {id}  {:<5} {:>8}  seq {}",
-            t.symbol,
-            price(t.price_cents),
-            t.seq
-        );
+        println!("   {id}  {:<5} {:>8}  seq {}", t.symbol, price(t.price_cents), t.seq);
     }
     let poison = ticks.iter().filter(|t| t.seq == POISON_SEQ).count();
-    println!(
-        "   ... {} more; {poison} ticks have seq {POISON_SEQ} (poison)\n",
-        TICKS.saturating_sub(5)
-    );
+    println!("   ... {} more; {poison} ticks have seq {POISON_SEQ} (poison)\n", TICKS.saturating_sub(5));
 
     println!("== 2. consumer pod-crash joins group {GROUP}, reads all {TICKS} ticks, and dies before acking");
-    let _: Value = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(STREAM)
-        .arg(GROUP)
-        .arg("0")
-        .query_async(&mut conn)
-        .await?;
+    let _: Value = redis::cmd("XGROUP").arg("CREATE").arg(STREAM).arg(GROUP).arg("0").query_async(&mut conn).await?;
     let v: Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg(GROUP)
@@ -160,13 +132,8 @@ pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::E
         let symbol = e.get_str("symbol").unwrap_or("?").to_owned();
         let seq = e.get_str("seq").unwrap_or("?").to_owned();
         if seq == POISON_SEQ.to_string() {
-            println!(
-                "   pod-rescue  {}  {symbol:<5} seq {seq}: poison, fails (delivery {})",
-                e.id, e.deliveries
-            );
-            return Err(HandlerError::retry(format!(
-                "cannot price {symbol} tick seq {seq}"
-            )));
+            println!("   pod-rescue  {}  {symbol:<5} seq {seq}: poison, fails (delivery {})", e.id, e.deliveries);
+            return Err(HandlerError::retry(format!("cannot price {symbol} tick seq {seq}")));
         }
         println!(
             "   pod-rescue  {}  {symbol:<5} seq {seq} @ {} handled (delivery {})",
@@ -181,10 +148,7 @@ pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::E
     let done = wait_until(Duration::from_secs(60), || {
         let mut c = conn.clone();
         async move {
-            let pending = ops::pending(&mut c, STREAM, GROUP, 0)
-                .await
-                .map(|r| r.summary.count)
-                .unwrap_or(1);
+            let pending = ops::pending(&mut c, STREAM, GROUP, 0).await.map(|r| r.summary.count).unwrap_or(1);
             let dead = ops::length(&mut c, DLQ).await.unwrap_or(0);
             pending == 0 && dead == poison as u64
         }
@@ -204,25 +168,13 @@ pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::E
     let report = ops::pending(&mut conn, STREAM, GROUP, 5).await?;
     println!("{}", indent(&pending_text(STREAM, GROUP, &report)));
     let letters = dlq::list(&mut conn, DLQ, "-", 100).await?;
-    println!(
-        "   dead letters in {DLQ} (rill dlq list {STREAM}): {}",
-        letters.len()
-    );
+    println!("   dead letters in {DLQ} (rill dlq list {STREAM}): {}", letters.len());
     println!("{}", indent(&dlq_table(&letters)));
     Ok(())
 }
 
 fn indent(text: &str) -> String {
-    text.lines()
-        .map(|l| {
-            if l.is_empty() {
-                String::new()
-            } else {
-                format!("   {l}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    text.lines().map(|l| if l.is_empty() { String::new() } else { format!("   {l}") }).collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]

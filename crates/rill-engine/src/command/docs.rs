@@ -139,9 +139,7 @@ impl Parser {
             return collapse(seq, label);
         }
         let args: Vec<DocArg> = alts.into_iter().map(|s| collapse(s, None)).collect();
-        let name = label.unwrap_or_else(|| {
-            args.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join("-")
-        });
+        let name = label.unwrap_or_else(|| args.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join("-"));
         DocArg { name, kind: "oneof".into(), args, ..DocArg::default() }
     }
 
@@ -218,9 +216,7 @@ fn collapse(mut seq: Vec<DocArg>, label: Option<String>) -> DocArg {
         }
         return a;
     }
-    let name = label.unwrap_or_else(|| {
-        seq.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join("-")
-    });
+    let name = label.unwrap_or_else(|| seq.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join("-"));
     DocArg { name, kind: "block".into(), args: seq, ..DocArg::default() }
 }
 
@@ -295,9 +291,8 @@ mod tests {
 
     #[test]
     fn set_syntax() {
-        let args = parse_syntax(
-            "key:key value [NX | XX] [GET] [EX seconds:integer | PX milliseconds:integer | KEEPTTL]",
-        );
+        let args =
+            parse_syntax("key:key value [NX | XX] [GET] [EX seconds:integer | PX milliseconds:integer | KEEPTTL]");
         assert_eq!(args.len(), 5);
         assert_eq!(args[0].kind, "key");
         assert_eq!(args[0].key_spec_index, Some(0));
@@ -320,6 +315,9 @@ mod tests {
         let labelled = parse_syntax("condition@[NX | XX]");
         assert_eq!(labelled[0].name, "condition");
         let ids = parse_syntax("ids@IDS (numids:integer id ...)");
-        assert_eq!((ids[0].name.as_str(), ids[0].kind.as_str(), ids[0].token.as_deref()), ("ids", "block", Some("IDS")));
+        assert_eq!(
+            (ids[0].name.as_str(), ids[0].kind.as_str(), ids[0].token.as_deref()),
+            ("ids", "block", Some("IDS"))
+        );
     }
 }

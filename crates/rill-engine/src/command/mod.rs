@@ -335,18 +335,10 @@ impl CommandSpec {
 
 /// A key spec for the common "one key at index `i`" case with the given flags.
 pub const fn key_at(index: i32, flags: &'static [&'static str]) -> KeySpec {
-    KeySpec {
-        flags,
-        begin: BeginSearch::Index(index),
-        find: FindKeys::Range { lastkey: 0, keystep: 1, limit: 0 },
-    }
+    KeySpec { flags, begin: BeginSearch::Index(index), find: FindKeys::Range { lastkey: 0, keystep: 1, limit: 0 } }
 }
 
 /// A key spec for "keys from index `i` to the last argument, every `step`".
 pub const fn keys_from(index: i32, step: i32, flags: &'static [&'static str]) -> KeySpec {
-    KeySpec {
-        flags,
-        begin: BeginSearch::Index(index),
-        find: FindKeys::Range { lastkey: -1, keystep: step, limit: 0 },
-    }
+    KeySpec { flags, begin: BeginSearch::Index(index), find: FindKeys::Range { lastkey: -1, keystep: step, limit: 0 } }
 }

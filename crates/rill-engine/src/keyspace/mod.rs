@@ -229,7 +229,11 @@ impl CallCtx {
     }
 
     /// Record consumer-group effects on the stream at `key`.
-    pub fn emit_group(&mut self, key: &Bytes, effects: impl IntoIterator<Item = crate::types::stream::group::GroupEffect>) {
+    pub fn emit_group(
+        &mut self,
+        key: &Bytes,
+        effects: impl IntoIterator<Item = crate::types::stream::group::GroupEffect>,
+    ) {
         self.explicit = true;
         if !self.recording {
             return;
@@ -358,10 +362,7 @@ impl Engine {
         make: impl FnOnce() -> Value,
     ) -> &mut Entry {
         self.expire_if_needed(db, key, now_ms);
-        self.db_mut(db)
-            .keys
-            .entry(key.clone())
-            .or_insert_with(|| Entry { value: make(), expire_at_ms: None })
+        self.db_mut(db).keys.entry(key.clone()).or_insert_with(|| Entry { value: make(), expire_at_ms: None })
     }
 
     /// The next number of the engine's pseudo-random sequence (splitmix64).
@@ -516,12 +517,8 @@ impl Engine {
         }
         self.dbs.swap(a, b);
         // Clients blocked on keys of either database may now be served.
-        let blocked: Vec<(usize, Bytes)> = self
-            .blocking_keys
-            .keys()
-            .filter(|(d, _)| *d == a || *d == b)
-            .cloned()
-            .collect();
+        let blocked: Vec<(usize, Bytes)> =
+            self.blocking_keys.keys().filter(|(d, _)| *d == a || *d == b).cloned().collect();
         for (d, k) in blocked {
             self.signal_ready(d, &k);
         }

@@ -48,9 +48,7 @@ pub fn ziplist(zl: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
     let mut out = Vec::new();
     let mut pos = ZIPLIST_HEADER_BYTES;
     let at = |i: usize| zl.get(i).copied().ok_or(corrupt("ziplist: truncated entry"));
-    let slice = |from: usize, len: usize| {
-        zl.get(from..from.checked_add(len)?).ok_or(()).ok()
-    };
+    let slice = |from: usize, len: usize| zl.get(from..from.checked_add(len)?).ok_or(()).ok();
     loop {
         let first = at(pos)?;
         if first == END {

@@ -233,7 +233,22 @@ mod tests {
 
     #[test]
     fn every_encoding_round_trips() {
-        let ints = [0, 127, 128, -1, -4096, 4095, 4096, -32768, 32767, 8_388_607, -8_388_608, i32::MAX as i64, i64::MIN, i64::MAX];
+        let ints = [
+            0,
+            127,
+            128,
+            -1,
+            -4096,
+            4095,
+            4096,
+            -32768,
+            32767,
+            8_388_607,
+            -8_388_608,
+            i32::MAX as i64,
+            i64::MIN,
+            i64::MAX,
+        ];
         let long = vec![b'x'; 5000];
         let mid = vec![b'y'; 300];
         let mut b = Builder::default();

@@ -139,10 +139,8 @@ pub fn verify_footer(payload: &[u8]) -> Result<&[u8], RdbError> {
     let split = payload.len().checked_sub(FOOTER_BYTES).ok_or(RdbError::VersionOrChecksum)?;
     let (body_and_version, crc) = payload.split_at(split + 2);
     let version_bytes = body_and_version.get(split..).unwrap_or_default();
-    let version = u16::from_le_bytes([
-        version_bytes.first().copied().unwrap_or(0),
-        version_bytes.get(1).copied().unwrap_or(0),
-    ]);
+    let version =
+        u16::from_le_bytes([version_bytes.first().copied().unwrap_or(0), version_bytes.get(1).copied().unwrap_or(0)]);
     if version > RDB_VERSION {
         return Err(RdbError::VersionOrChecksum);
     }
@@ -228,8 +226,7 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
             let nodes = r.count()?;
             let mut items = VecDeque::new();
             for _ in 0..nodes {
-                let container =
-                    if rdb_type == types::LIST_QUICKLIST { QUICKLIST_NODE_PACKED } else { r.length()? };
+                let container = if rdb_type == types::LIST_QUICKLIST { QUICKLIST_NODE_PACKED } else { r.length()? };
                 let node = r.string()?;
                 match (rdb_type, container) {
                     (types::LIST_QUICKLIST, _) => {

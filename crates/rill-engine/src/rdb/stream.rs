@@ -32,7 +32,6 @@
 //! in rill's own blocks with this server's node limits), then restores the metadata, groups
 //! and IDMP state through the stream's snapshot constructors.
 
-use std::ops::Bound;
 use super::io::{id_to_raw, Reader, Writer};
 use super::listpack;
 use super::{LoadContext, RdbError};
@@ -41,6 +40,7 @@ use crate::types::stream::idmp::{self, Idmp};
 use crate::types::stream::pel::ClaimOrder;
 use crate::types::stream::{NodeLimits, Stream, StreamEntry, StreamId};
 use bytes::Bytes;
+use std::ops::Bound;
 
 /// Redis 5.0 streams: no first ID, tombstone or entries-added, no entries-read.
 pub const TYPE_STREAM_V1: u8 = 15;
@@ -70,9 +70,10 @@ pub fn type_for(s: &Stream) -> u8 {
         || idmp.pids_tracked() > 0
         || idmp.iids_added() > 0
         || idmp.iids_duplicates() > 0;
-    let released = s.groups().values().any(|g| {
-        g.pel().claim_order().next().is_some_and(|(_, e)| matches!(e.claim_order(), ClaimOrder::Nacked(_)))
-    });
+    let released = s
+        .groups()
+        .values()
+        .any(|g| g.pel().claim_order().next().is_some_and(|(_, e)| matches!(e.claim_order(), ClaimOrder::Nacked(_))));
     if idmp_state || released {
         TYPE_STREAM_V5
     } else {
@@ -139,7 +140,8 @@ pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_
         let idmp = &s.idmp;
         w.length(idmp.duration_secs());
         w.length(idmp.max_size());
-        let cutoff = now_ms.saturating_sub(i64::try_from(idmp.duration_secs().saturating_mul(1000)).unwrap_or(i64::MAX));
+        let cutoff =
+            now_ms.saturating_sub(i64::try_from(idmp.duration_secs().saturating_mul(1000)).unwrap_or(i64::MAX));
         let producers: Vec<(&Bytes, Vec<&(Bytes, StreamId)>)> = idmp
             .producers()
             .map(|(pid, iids)| (pid, iids.filter(|(_, id)| i128::from(id.ms) > i128::from(cutoff)).collect()))
@@ -164,11 +166,7 @@ fn split_nodes(entries: impl Iterator<Item = StreamEntry>, limits: NodeLimits) -
     let mut nodes: Vec<Vec<StreamEntry>> = Vec::new();
     let mut node_bytes = 0usize;
     for entry in entries {
-        let entry_bytes = entry
-            .1
-            .iter()
-            .map(|(f, v)| f.len() + v.len() + 2 * ELEMENT_OVERHEAD_BYTES)
-            .sum::<usize>();
+        let entry_bytes = entry.1.iter().map(|(f, v)| f.len() + v.len() + 2 * ELEMENT_OVERHEAD_BYTES).sum::<usize>();
         let full = match nodes.last() {
             None => true,
             Some(node) => {
@@ -190,7 +188,8 @@ fn split_nodes(entries: impl Iterator<Item = StreamEntry>, limits: NodeLimits) -
 
 /// One node's listpack; the first entry's fields become the master fields.
 fn node_listpack(master: StreamId, entries: &[StreamEntry]) -> Vec<u8> {
-    let master_fields: Vec<&Bytes> = entries.first().map(|(_, f)| f.iter().map(|(k, _)| k).collect()).unwrap_or_default();
+    let master_fields: Vec<&Bytes> =
+        entries.first().map(|(_, f)| f.iter().map(|(k, _)| k).collect()).unwrap_or_default();
     let mut lp = listpack::Builder::default();
     lp.push_int(entries.len() as i64);
     lp.push_int(0);
@@ -383,8 +382,7 @@ fn append_node(s: &mut Stream, master: StreamId, lp: &[u8], limits: NodeLimits) 
             continue;
         }
         seen_live += 1;
-        s.append(StreamId::new(ms, seq), &fields, limits)
-            .map_err(|_| corrupt("stream entries out of order"))?;
+        s.append(StreamId::new(ms, seq), &fields, limits).map_err(|_| corrupt("stream entries out of order"))?;
     }
     if seen_live != live || seen_deleted != deleted || next().is_ok() {
         return Err(corrupt("stream node counts differ from its entries"));

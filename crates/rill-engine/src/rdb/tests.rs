@@ -7,19 +7,11 @@ use crate::types::stream::{Stream, StreamId};
 use proptest::prelude::*;
 
 fn ctx() -> LoadContext {
-    LoadContext {
-        limits: NodeLimits::new(100, 4096),
-        idmp_duration_secs: 100,
-        idmp_max_size: 100,
-        now_ms: 0,
-    }
+    LoadContext { limits: NodeLimits::new(100, 4096), idmp_duration_secs: 100, idmp_max_size: 100, now_ms: 0 }
 }
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2).unwrap(), 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2).unwrap(), 16).unwrap()).collect()
 }
 
 fn b(s: &str) -> Bytes {
@@ -82,8 +74,30 @@ fn restores_payloads_from_redis() {
     let big_set: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
     let big_hash: HashMap<Bytes, Bytes> = (0..200).map(|i| (b(&format!("f{i}")), b(&format!("v{i}")))).collect();
     for vectors in [
-        [R8_2_3_STR_INT, R8_2_3_STR_RAW, R8_2_3_STR_LZF, R8_2_3_LIST, R8_2_3_SET_INT, R8_2_3_SET_STR, R8_2_3_SET_BIG, R8_2_3_HASH, R8_2_3_HASH_BIG, R8_2_3_STREAM],
-        [R7_0_15_STR_INT, R7_0_15_STR_RAW, R7_0_15_STR_LZF, R7_0_15_LIST, R7_0_15_SET_INT, R7_0_15_SET_STR, R7_0_15_SET_BIG, R7_0_15_HASH, R7_0_15_HASH_BIG, R7_0_15_STREAM],
+        [
+            R8_2_3_STR_INT,
+            R8_2_3_STR_RAW,
+            R8_2_3_STR_LZF,
+            R8_2_3_LIST,
+            R8_2_3_SET_INT,
+            R8_2_3_SET_STR,
+            R8_2_3_SET_BIG,
+            R8_2_3_HASH,
+            R8_2_3_HASH_BIG,
+            R8_2_3_STREAM,
+        ],
+        [
+            R7_0_15_STR_INT,
+            R7_0_15_STR_RAW,
+            R7_0_15_STR_LZF,
+            R7_0_15_LIST,
+            R7_0_15_SET_INT,
+            R7_0_15_SET_STR,
+            R7_0_15_SET_BIG,
+            R7_0_15_HASH,
+            R7_0_15_HASH_BIG,
+            R7_0_15_STREAM,
+        ],
     ] {
         let got: Vec<Value> = vectors.iter().map(|h| restore(&hex(h), &ctx()).unwrap()).collect();
         assert_eq!(got[0], Value::Str(b("12345")));
@@ -311,7 +325,11 @@ proptest! {
 fn stream_view(s: &Stream) -> String {
     let mut out = format!(
         "len {} last {} maxdel {} added {} first {}\n",
-        s.len(), s.last_generated_id(), s.max_deleted_entry_id(), s.entries_added(), s.first_id()
+        s.len(),
+        s.last_generated_id(),
+        s.max_deleted_entry_id(),
+        s.entries_added(),
+        s.first_id()
     );
     for e in s.range(StreamId::MIN, StreamId::MAX, false) {
         out += &format!("{e:?}\n");
@@ -329,7 +347,12 @@ fn stream_view(s: &Stream) -> String {
     let i = &s.idmp;
     out += &format!(
         "idmp {} {} {} {} {} {}\n",
-        i.duration_secs(), i.max_size(), i.pids_tracked(), i.iids_tracked(), i.iids_added(), i.iids_duplicates()
+        i.duration_secs(),
+        i.max_size(),
+        i.pids_tracked(),
+        i.iids_tracked(),
+        i.iids_added(),
+        i.iids_duplicates()
     );
     for (pid, iids) in i.producers() {
         out += &format!("  producer {pid:?} {:?}\n", iids.collect::<Vec<_>>());
@@ -340,9 +363,7 @@ fn stream_view(s: &Stream) -> String {
 /// A stream built by a random mix of appends, deletions, group effects and IDMP records.
 fn stream() -> impl Strategy<Value = Stream> {
     let entry = (1u64..4, prop::collection::vec((prop::sample::select(vec!["a", "b", "10"]), element()), 1..4));
-    let op = prop_oneof![
-        0u8..8,
-    ];
+    let op = prop_oneof![0u8..8,];
     (prop::collection::vec(entry, 0..150), prop::collection::vec((op, any::<u16>(), 0u8..3), 0..60), any::<bool>())
         .prop_map(|(entries, ops, configure)| {
             let mut s = Stream::new();
@@ -365,13 +386,23 @@ fn stream() -> impl Strategy<Value = Stream> {
                 let effect = match op {
                     0 => GroupEffect::GroupCreated { group: group(g), last_id: StreamId::MIN, entries_read: Some(0) },
                     1 => GroupEffect::Delivered {
-                        group: group(g), consumer: consumer(n), id, time_ms: time,
+                        group: group(g),
+                        consumer: consumer(n),
+                        id,
+                        time_ms: time,
                         // Sometimes above entries-added: XGROUP SETID ... ENTRIESREAD n and reads
                         // reach that, and such a stream must load back as it was saved.
                         entries_read: if n % 5 == 0 { None } else { Some(u64::from(n) % (s.entries_added() + 3)) },
                         noack: false,
                     },
-                    2 => GroupEffect::Claimed { group: group(g), consumer: consumer(n / 3), id, time_ms: time, count: u64::from(n), active_ms: time },
+                    2 => GroupEffect::Claimed {
+                        group: group(g),
+                        consumer: consumer(n / 3),
+                        id,
+                        time_ms: time,
+                        count: u64::from(n),
+                        active_ms: time,
+                    },
                     3 => GroupEffect::Nacked { group: group(g), id, count: u64::from(n) % 4 },
                     4 => GroupEffect::Acked { group: group(g), id },
                     5 => GroupEffect::ConsumerCreated { group: group(g), consumer: consumer(n), time_ms: time },

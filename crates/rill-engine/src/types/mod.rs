@@ -30,7 +30,15 @@ pub mod stream;
 
 /// Every engine command family, for the command table.
 pub fn families() -> Vec<&'static [CommandSpec]> {
-    vec![keys::COMMANDS, dump::COMMANDS, strings::COMMANDS, hash::COMMANDS, list::COMMANDS, set::COMMANDS, stream::COMMANDS]
+    vec![
+        keys::COMMANDS,
+        dump::COMMANDS,
+        strings::COMMANDS,
+        hash::COMMANDS,
+        list::COMMANDS,
+        set::COMMANDS,
+        stream::COMMANDS,
+    ]
 }
 
 /// Argument `i` (0 = the command name). A missing argument can only mean the table's arity was

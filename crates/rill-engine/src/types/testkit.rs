@@ -104,4 +104,3 @@ pub(crate) fn sorted_strings(r: &Reply) -> Vec<String> {
     out.sort();
     out
 }
-

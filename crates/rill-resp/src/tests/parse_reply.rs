@@ -24,48 +24,26 @@ fn every_type() {
     assert_eq!(parse_one(b",1e+19\r\n"), Reply::Double(1e19));
     assert_eq!(parse_one(b",-inf\r\n"), Reply::Double(f64::NEG_INFINITY));
     assert!(matches!(parse_one(b",nan\r\n"), Reply::Double(d) if d.is_nan()));
-    assert_eq!(
-        parse_one(b"(-123\r\n"),
-        Reply::BigNumber(Bytes::from_static(b"-123"))
-    );
+    assert_eq!(parse_one(b"(-123\r\n"), Reply::BigNumber(Bytes::from_static(b"-123")));
     assert_eq!(
         parse_one(b"=8\r\nmkd:# hi\r\n"),
-        Reply::Verbatim {
-            format: *b"mkd",
-            text: Bytes::from_static(b"# hi")
-        }
+        Reply::Verbatim { format: *b"mkd", text: Bytes::from_static(b"# hi") }
     );
-    assert_eq!(
-        parse_one(b"!8\r\nERR a\r\nb\r\n"),
-        Reply::Error(Bytes::from_static(b"ERR a\r\nb"))
-    );
+    assert_eq!(parse_one(b"!8\r\nERR a\r\nb\r\n"), Reply::Error(Bytes::from_static(b"ERR a\r\nb")));
     assert_eq!(
         parse_one(b"*3\r\n:1\r\n~1\r\n+a\r\n>1\r\n_\r\n"),
-        Reply::Array(vec![
-            Reply::Integer(1),
-            Reply::Set(vec![Reply::simple("a")]),
-            Reply::Push(vec![Reply::Null])
-        ])
+        Reply::Array(vec![Reply::Integer(1), Reply::Set(vec![Reply::simple("a")]), Reply::Push(vec![Reply::Null])])
     );
-    assert_eq!(
-        parse_one(b"%1\r\n+k\r\n:2\r\n"),
-        Reply::Map(vec![(Reply::simple("k"), Reply::Integer(2))])
-    );
+    assert_eq!(parse_one(b"%1\r\n+k\r\n:2\r\n"), Reply::Map(vec![(Reply::simple("k"), Reply::Integer(2))]));
     assert_eq!(
         parse_one(b"|1\r\n+a\r\n+b\r\n:5\r\n"),
-        Reply::Attribute(
-            vec![(Reply::simple("a"), Reply::simple("b"))],
-            Box::new(Reply::Integer(5))
-        )
+        Reply::Attribute(vec![(Reply::simple("a"), Reply::simple("b"))], Box::new(Reply::Integer(5)))
     );
 }
 
 #[test]
 fn only_the_first_reply_is_taken() {
-    assert_eq!(
-        parse_reply(b"+A\r\n+B\r\n").unwrap(),
-        Some((Reply::simple("A"), 4))
-    );
+    assert_eq!(parse_reply(b"+A\r\n+B\r\n").unwrap(), Some((Reply::simple("A"), 4)));
 }
 
 #[test]
@@ -93,11 +71,7 @@ fn malformed_replies_are_errors() {
         b"_x\r\n",
         b"~-1\r\n",
     ] {
-        assert!(
-            parse_reply(bad).is_err(),
-            "{:?}",
-            String::from_utf8_lossy(bad)
-        );
+        assert!(parse_reply(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
     }
 }
 

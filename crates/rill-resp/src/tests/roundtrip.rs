@@ -11,17 +11,7 @@ use crate::{parse_reply, write_reply, write_request, Limits, Protocol, Reply};
 fn arg() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         vec(any::<u8>(), 0..12),
-        vec(
-            prop_oneof![
-                Just(b'\r'),
-                Just(b'\n'),
-                Just(b'*'),
-                Just(b'$'),
-                Just(b'"'),
-                any::<u8>()
-            ],
-            0..40
-        ),
+        vec(prop_oneof![Just(b'\r'), Just(b'\n'), Just(b'*'), Just(b'$'), Just(b'"'), any::<u8>()], 0..40),
         vec(any::<u8>(), 0..3000),
     ]
 }
@@ -144,11 +134,7 @@ fn protocol_piece() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn text_without_line_breaks() -> impl Strategy<Value = Bytes> {
-    vec(
-        any::<u8>().prop_filter("no CR/LF", |b| *b != b'\r' && *b != b'\n'),
-        0..16,
-    )
-    .prop_map(Bytes::from)
+    vec(any::<u8>().prop_filter("no CR/LF", |b| *b != b'\r' && *b != b'\n'), 0..16).prop_map(Bytes::from)
 }
 
 fn reply_tree() -> impl Strategy<Value = Reply> {
@@ -162,10 +148,8 @@ fn reply_tree() -> impl Strategy<Value = Reply> {
         any::<f64>().prop_map(Reply::Double),
         any::<bool>().prop_map(Reply::Boolean),
         "-?[1-9][0-9]{0,40}".prop_map(|d| Reply::BigNumber(Bytes::from(d))),
-        (any::<[u8; 3]>(), vec(any::<u8>(), 0..32)).prop_map(|(format, text)| Reply::Verbatim {
-            format,
-            text: Bytes::from(text)
-        }),
+        (any::<[u8; 3]>(), vec(any::<u8>(), 0..32))
+            .prop_map(|(format, text)| Reply::Verbatim { format, text: Bytes::from(text) }),
     ];
     leaf.prop_recursive(4, 64, 6, |inner| {
         let pairs = vec((inner.clone(), inner.clone()), 0..4);
@@ -190,12 +174,9 @@ fn as_resp3_reads(reply: &Reply) -> Reply {
 /// What a RESP2 reader sees after the writer's degradations.
 fn as_resp2_reads(reply: &Reply) -> Reply {
     match reply {
-        Reply::Map(pairs) => Reply::Array(
-            pairs
-                .iter()
-                .flat_map(|(k, v)| [as_resp2_reads(k), as_resp2_reads(v)])
-                .collect(),
-        ),
+        Reply::Map(pairs) => {
+            Reply::Array(pairs.iter().flat_map(|(k, v)| [as_resp2_reads(k), as_resp2_reads(v)]).collect())
+        }
         Reply::Set(items) | Reply::Push(items) | Reply::Array(items) => {
             Reply::Array(items.iter().map(as_resp2_reads).collect())
         }
@@ -214,11 +195,7 @@ fn map_tree(reply: &Reply, f: &dyn Fn(&Reply) -> Option<Reply>) -> Reply {
         return replaced;
     }
     let items = |v: &[Reply]| v.iter().map(|r| map_tree(r, f)).collect::<Vec<_>>();
-    let pairs = |v: &[(Reply, Reply)]| {
-        v.iter()
-            .map(|(k, x)| (map_tree(k, f), map_tree(x, f)))
-            .collect::<Vec<_>>()
-    };
+    let pairs = |v: &[(Reply, Reply)]| v.iter().map(|(k, x)| (map_tree(k, f), map_tree(x, f))).collect::<Vec<_>>();
     match reply {
         Reply::Array(v) => Reply::Array(items(v)),
         Reply::Set(v) => Reply::Set(items(v)),
@@ -232,21 +209,15 @@ fn map_tree(reply: &Reply, f: &dyn Fn(&Reply) -> Option<Reply>) -> Reply {
 /// Structural equality where doubles must be bit-identical (so `-0` stays `-0`) and any NaN
 /// equals any NaN (RESP has one `nan`).
 fn same(a: &Reply, b: &Reply) -> bool {
-    let all =
-        |x: &[Reply], y: &[Reply]| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q));
+    let all = |x: &[Reply], y: &[Reply]| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q));
     let all_pairs = |x: &[(Reply, Reply)], y: &[(Reply, Reply)]| {
-        x.len() == y.len()
-            && x.iter()
-                .zip(y)
-                .all(|((k1, v1), (k2, v2))| same(k1, k2) && same(v1, v2))
+        x.len() == y.len() && x.iter().zip(y).all(|((k1, v1), (k2, v2))| same(k1, k2) && same(v1, v2))
     };
     match (a, b) {
-        (Reply::Double(x), Reply::Double(y)) => {
-            x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+        (Reply::Double(x), Reply::Double(y)) => x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+        (Reply::Array(x), Reply::Array(y)) | (Reply::Set(x), Reply::Set(y)) | (Reply::Push(x), Reply::Push(y)) => {
+            all(x, y)
         }
-        (Reply::Array(x), Reply::Array(y))
-        | (Reply::Set(x), Reply::Set(y))
-        | (Reply::Push(x), Reply::Push(y)) => all(x, y),
         (Reply::Map(x), Reply::Map(y)) => all_pairs(x, y),
         (Reply::Attribute(x, i), Reply::Attribute(y, j)) => all_pairs(x, y) && same(i, j),
         _ => a == b,

@@ -22,16 +22,8 @@ fn scalars() {
     check(Reply::error("ERR bad"), b"-ERR bad\r\n", b"-ERR bad\r\n");
     check(Reply::Integer(0), b":0\r\n", b":0\r\n");
     check(Reply::Integer(-42), b":-42\r\n", b":-42\r\n");
-    check(
-        Reply::Integer(i64::MIN),
-        b":-9223372036854775808\r\n",
-        b":-9223372036854775808\r\n",
-    );
-    check(
-        Reply::Integer(i64::MAX),
-        b":9223372036854775807\r\n",
-        b":9223372036854775807\r\n",
-    );
+    check(Reply::Integer(i64::MIN), b":-9223372036854775808\r\n", b":-9223372036854775808\r\n");
+    check(Reply::Integer(i64::MAX), b":9223372036854775807\r\n", b":9223372036854775807\r\n");
     check(Reply::bulk("hello"), b"$5\r\nhello\r\n", b"$5\r\nhello\r\n");
     check(Reply::bulk(""), b"$0\r\n\r\n", b"$0\r\n\r\n");
     check(Reply::Null, b"$-1\r\n", b"_\r\n");
@@ -39,21 +31,14 @@ fn scalars() {
     check(Reply::Boolean(true), b":1\r\n", b"#t\r\n");
     check(Reply::Boolean(false), b":0\r\n", b"#f\r\n");
     check(Reply::Double(3.25), b"$4\r\n3.25\r\n", b",3.25\r\n");
-    check(
-        Reply::Double(f64::NEG_INFINITY),
-        b"$4\r\n-inf\r\n",
-        b",-inf\r\n",
-    );
+    check(Reply::Double(f64::NEG_INFINITY), b"$4\r\n-inf\r\n", b",-inf\r\n");
     check(
         Reply::BigNumber(Bytes::from_static(b"12345678901234567890")),
         b"$20\r\n12345678901234567890\r\n",
         b"(12345678901234567890\r\n",
     );
     check(
-        Reply::Verbatim {
-            format: *b"txt",
-            text: Bytes::from_static(b"hello"),
-        },
+        Reply::Verbatim { format: *b"txt", text: Bytes::from_static(b"hello") },
         b"$5\r\nhello\r\n",
         b"=9\r\ntxt:hello\r\n",
     );
@@ -61,55 +46,22 @@ fn scalars() {
 
 #[test]
 fn line_breaks_in_simple_and_error_become_spaces() {
-    check(
-        Reply::error("ERR a\r\nb\nc"),
-        b"-ERR a  b c\r\n",
-        b"-ERR a  b c\r\n",
-    );
+    check(Reply::error("ERR a\r\nb\nc"), b"-ERR a  b c\r\n", b"-ERR a  b c\r\n");
     check(Reply::simple("a\rb"), b"+a b\r\n", b"+a b\r\n");
 }
 
 #[test]
 fn aggregates() {
     check(Reply::Array(vec![]), b"*0\r\n", b"*0\r\n");
-    check(
-        Reply::Array(vec![Reply::Integer(1), Reply::Null]),
-        b"*2\r\n:1\r\n$-1\r\n",
-        b"*2\r\n:1\r\n_\r\n",
-    );
-    let map = Reply::Map(vec![
-        (Reply::bulk("a"), Reply::Integer(1)),
-        (Reply::bulk("b"), Reply::Boolean(true)),
-    ]);
-    check(
-        map,
-        b"*4\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n:1\r\n",
-        b"%2\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n#t\r\n",
-    );
-    check(
-        Reply::Set(vec![Reply::bulk("x")]),
-        b"*1\r\n$1\r\nx\r\n",
-        b"~1\r\n$1\r\nx\r\n",
-    );
-    check(
-        Reply::Push(vec![Reply::bulk("message")]),
-        b"*1\r\n$7\r\nmessage\r\n",
-        b">1\r\n$7\r\nmessage\r\n",
-    );
-    let attribute = Reply::Attribute(
-        vec![(Reply::simple("ttl"), Reply::Integer(3))],
-        Box::new(Reply::ok()),
-    );
+    check(Reply::Array(vec![Reply::Integer(1), Reply::Null]), b"*2\r\n:1\r\n$-1\r\n", b"*2\r\n:1\r\n_\r\n");
+    let map = Reply::Map(vec![(Reply::bulk("a"), Reply::Integer(1)), (Reply::bulk("b"), Reply::Boolean(true))]);
+    check(map, b"*4\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n:1\r\n", b"%2\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n#t\r\n");
+    check(Reply::Set(vec![Reply::bulk("x")]), b"*1\r\n$1\r\nx\r\n", b"~1\r\n$1\r\nx\r\n");
+    check(Reply::Push(vec![Reply::bulk("message")]), b"*1\r\n$7\r\nmessage\r\n", b">1\r\n$7\r\nmessage\r\n");
+    let attribute = Reply::Attribute(vec![(Reply::simple("ttl"), Reply::Integer(3))], Box::new(Reply::ok()));
     check(attribute, b"+OK\r\n", b"|1\r\n+ttl\r\n:3\r\n+OK\r\n");
-    let nested = Reply::Array(vec![Reply::Map(vec![(
-        Reply::simple("k"),
-        Reply::Set(vec![]),
-    )])]);
-    check(
-        nested,
-        b"*1\r\n*2\r\n+k\r\n*0\r\n",
-        b"*1\r\n%1\r\n+k\r\n~0\r\n",
-    );
+    let nested = Reply::Array(vec![Reply::Map(vec![(Reply::simple("k"), Reply::Set(vec![]))])]);
+    check(nested, b"*1\r\n*2\r\n+k\r\n*0\r\n", b"*1\r\n%1\r\n+k\r\n~0\r\n");
 }
 
 #[test]

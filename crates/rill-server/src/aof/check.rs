@@ -111,7 +111,13 @@ impl Records {
         };
         // Torn if nothing but padding follows: the crash hit the last record written.
         let last = rest.get(end..).is_some_and(all_zero);
-        let bad = |reason: String| if last { Tail::Truncated { at: at as u64 } } else { Tail::Corrupt { at: at as u64, reason } };
+        let bad = |reason: String| {
+            if last {
+                Tail::Truncated { at: at as u64 }
+            } else {
+                Tail::Corrupt { at: at as u64, reason }
+            }
+        };
         if crc32fast::hash(body) != crc {
             self.tail = Some(bad("checksum mismatch".into()));
             return None;
@@ -165,28 +171,36 @@ pub fn run(args: &[String]) -> i32 {
             );
             0
         }
-        Tail::Padded { at, padding } => match cut(path, at) {
-            Ok(()) => {
-                println!("{path}: OK, {n} records ({effects} effects), {at} bytes; {padding} bytes of zero padding cut off");
-                0
+        Tail::Padded { at, padding } => {
+            match cut(path, at) {
+                Ok(()) => {
+                    println!("{path}: OK, {n} records ({effects} effects), {at} bytes; {padding} bytes of zero padding cut off");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("Cannot truncate {path}: {e}");
+                    1
+                }
             }
-            Err(e) => {
-                eprintln!("Cannot truncate {path}: {e}");
-                1
-            }
-        },
+        }
         Tail::Truncated { at } | Tail::Corrupt { at, .. } if !fix => {
             let what = match records.tail {
                 Some(Tail::Corrupt { reason, .. }) => format!("corrupt record at offset {at}: {reason}"),
                 _ => format!("truncated record at offset {at} (a torn write)"),
             };
-            println!("{path}: {what}; {n} good records end at offset {good}, {} bytes after it", bytes.len() as u64 - good);
+            println!(
+                "{path}: {what}; {n} good records end at offset {good}, {} bytes after it",
+                bytes.len() as u64 - good
+            );
             println!("Run with --fix to cut the file back to offset {good}.");
             1
         }
         Tail::Truncated { at } | Tail::Corrupt { at, .. } => match cut(path, at) {
             Ok(()) => {
-                println!("{path}: cut back to offset {at}: {n} records kept, {} bytes dropped", bytes.len() as u64 - at);
+                println!(
+                    "{path}: cut back to offset {at}: {n} records kept, {} bytes dropped",
+                    bytes.len() as u64 - at
+                );
                 0
             }
             Err(e) => {
@@ -275,7 +289,11 @@ mod tests {
         // Any amount, down to a length word cut by the end of the file.
         for pad in [1, 3, 4, 8, 9, 4096, 1 << 20] {
             let g = [f.clone(), zeros(pad)].concat();
-            assert_eq!(scan(&g), (5, Tail::Padded { at: ends[4] as u64, padding: pad as u64 }), "{pad} bytes of padding");
+            assert_eq!(
+                scan(&g),
+                (5, Tail::Padded { at: ends[4] as u64, padding: pad as u64 }),
+                "{pad} bytes of padding"
+            );
         }
         // A file that holds nothing but its magic and padding.
         let g = [LOG_MAGIC.to_vec(), zeros(100)].concat();

@@ -87,9 +87,7 @@ impl Files {
             match line.split_once(' ') {
                 Some(("base", f)) if m.base.is_none() && m.incrs.is_empty() => m.base = Some(f.to_string()),
                 Some(("incr", f)) => m.incrs.push(f.to_string()),
-                _ => {
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("bad manifest line '{line}'")))
-                }
+                _ => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("bad manifest line '{line}'"))),
             }
         }
         self.manifest = m.clone();
@@ -162,7 +160,9 @@ impl Files {
             .base
             .iter()
             .chain(self.manifest.incrs.iter())
-            .filter_map(|f| if f == active { Some(active_len) } else { fs::metadata(self.path(f)).ok().map(|m| m.len()) })
+            .filter_map(
+                |f| if f == active { Some(active_len) } else { fs::metadata(self.path(f)).ok().map(|m| m.len()) },
+            )
             .sum()
     }
 

@@ -89,7 +89,10 @@ pub fn load_context(st: &State, now_ms: i64) -> LoadContext {
 
 fn context_for(config: &EngineConfig, now_ms: i64) -> LoadContext {
     LoadContext {
-        limits: rill_engine::types::stream::NodeLimits::new(config.stream_node_max_entries, config.stream_node_max_bytes),
+        limits: rill_engine::types::stream::NodeLimits::new(
+            config.stream_node_max_entries,
+            config.stream_node_max_bytes,
+        ),
         idmp_duration_secs: config.stream_idmp_duration_secs,
         idmp_max_size: config.stream_idmp_maxsize,
         now_ms,
@@ -97,7 +100,11 @@ fn context_for(config: &EngineConfig, now_ms: i64) -> LoadContext {
 }
 
 /// Put one key read from a snapshot into `engine`, with its expiry.
-fn insert_loaded(engine: &mut Engine, k: rill_engine::rdb::file::LoadedKey, path: &std::path::Path) -> Result<(), String> {
+fn insert_loaded(
+    engine: &mut Engine,
+    k: rill_engine::rdb::file::LoadedKey,
+    path: &std::path::Path,
+) -> Result<(), String> {
     if k.db >= engine.dbs.len() {
         return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, engine.dbs.len()));
     }
@@ -112,19 +119,26 @@ fn insert_loaded(engine: &mut Engine, k: rill_engine::rdb::file::LoadedKey, path
 /// Rebuild, in a private engine, the state the log files `base` + `incrs` describe (a
 /// compaction reads the files the writer has finished with, so it needs no lock and no copy
 /// of the live keyspace). Any damage in them fails the rebuild.
-pub fn rebuild(base: Option<&std::path::Path>, incrs: &[std::path::PathBuf], config: EngineConfig, table: &CommandTable) -> Result<Engine, String> {
+pub fn rebuild(
+    base: Option<&std::path::Path>,
+    incrs: &[std::path::PathBuf],
+    config: EngineConfig,
+    table: &CommandTable,
+) -> Result<Engine, String> {
     let mut engine = Engine::new(config);
     engine.loading = true;
     if let Some(path) = base {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let ctx = context_for(&engine.config, now_ms());
-        let mut reader = FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
+        let mut reader =
+            FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
         while let Some(k) = reader.next_key().map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))? {
             insert_loaded(&mut engine, k, path)?;
         }
     }
     for path in incrs {
-        let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?);
+        let bytes =
+            bytes::Bytes::from(std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?);
         let mut records = Records::new(bytes);
         while let Some((_, time, effects)) = records.next_record() {
             for e in effects {
@@ -161,7 +175,11 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
                     n += 1;
                 }
                 Ok(None) => {
-                    tracing::info!("Loaded {n} keys from {} in {:.3} s", path.display(), started.elapsed().as_secs_f64());
+                    tracing::info!(
+                        "Loaded {n} keys from {} in {:.3} s",
+                        path.display(),
+                        started.elapsed().as_secs_f64()
+                    );
                     return Ok(n);
                 }
                 Err(e) => return Err(format!("{}: bad snapshot at offset {}: {e:?}", path.display(), reader.offset())),
@@ -222,7 +240,10 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
     match action {
         TailAction::Keep => {}
         TailAction::DropPadding { at, padding } => {
-            tracing::info!("{}: {padding} bytes of preallocated space after the last record (offset {at}) cut off", path.display());
+            tracing::info!(
+                "{}: {padding} bytes of preallocated space after the last record (offset {at}) cut off",
+                path.display()
+            );
         }
         TailAction::CutTorn { at, torn, padding } => {
             let padding = if padding > 0 { format!(", then {padding} bytes of zero padding") } else { String::new() };
@@ -262,7 +283,13 @@ enum TailAction {
 /// Decide about the end of log file `path` (its contents `bytes`, read up to `tail`): padding
 /// is cut off; a torn record is cut back if `last` (the newest file) and `load_truncated`
 /// (`aof-load-truncated yes`), refused otherwise; corruption is refused.
-fn settle_tail(path: &std::path::Path, bytes: &[u8], tail: &Tail, last: bool, load_truncated: bool) -> Result<TailAction, String> {
+fn settle_tail(
+    path: &std::path::Path,
+    bytes: &[u8],
+    tail: &Tail,
+    last: bool,
+    load_truncated: bool,
+) -> Result<TailAction, String> {
     match *tail {
         Tail::Clean => Ok(TailAction::Keep),
         Tail::Padded { at, padding } => Ok(TailAction::DropPadding { at, padding }),
@@ -389,7 +416,13 @@ mod tests {
     fn settle(bytes: &[u8], last: bool, load_truncated: bool) -> Result<TailAction, String> {
         let mut records = Records::new(bytes::Bytes::copy_from_slice(bytes));
         while records.next_record().is_some() {}
-        settle_tail(Path::new("appendonly.aof.1.incr.rlog"), bytes, records.tail.as_ref().unwrap(), last, load_truncated)
+        settle_tail(
+            Path::new("appendonly.aof.1.incr.rlog"),
+            bytes,
+            records.tail.as_ref().unwrap(),
+            last,
+            load_truncated,
+        )
     }
 
     #[test]
@@ -411,7 +444,11 @@ mod tests {
         let mut torn = [f.clone(), vec![0; 4096]].concat();
         let cut = ends[4] - 1;
         torn[cut..].fill(0);
-        let want = TailAction::CutTorn { at: ends[3] as u64, torn: (cut - ends[3]) as u64, padding: (torn.len() - cut) as u64 };
+        let want = TailAction::CutTorn {
+            at: ends[3] as u64,
+            torn: (cut - ends[3]) as u64,
+            padding: (torn.len() - cut) as u64,
+        };
         assert_eq!(settle(&torn, true, true), Ok(want));
         let err = settle(&torn, true, false).unwrap_err();
         assert!(err.contains(&format!("truncated record at offset {}", ends[3])), "{err}");

@@ -48,8 +48,8 @@
 pub mod check;
 pub mod files;
 pub mod load;
-pub mod rewrite;
 mod prealloc;
+pub mod rewrite;
 mod writer;
 
 pub use writer::Log;
@@ -117,7 +117,10 @@ pub fn test_log(n: usize) -> (Vec<u8>, Vec<usize>) {
     let mut ends = Vec::new();
     for i in 0..n {
         let mut body = Vec::new();
-        let e = Effect::Command { db: 0, args: vec![bytes::Bytes::from_static(b"SET"), bytes::Bytes::from(format!("k{i}"))] };
+        let e = Effect::Command {
+            db: 0,
+            args: vec![bytes::Bytes::from_static(b"SET"), bytes::Bytes::from(format!("k{i}"))],
+        };
         encode_record(&mut body, i as i64, &[e]);
         frame(&mut out, &body);
         ends.push(out.len());
@@ -207,7 +210,11 @@ impl Aof {
 
 /// CONFIG SET appendonly: turning the log on starts a new log file and a rewrite that
 /// snapshots the current data as its base; turning it off writes out and closes the log.
-pub fn set_appendonly(shared: &Arc<crate::state::Shared>, st: &mut crate::state::State, on: bool) -> Result<(), String> {
+pub fn set_appendonly(
+    shared: &Arc<crate::state::Shared>,
+    st: &mut crate::state::State,
+    on: bool,
+) -> Result<(), String> {
     match (&st.aof.log, on) {
         (Some(_), true) | (None, false) => Ok(()),
         (Some(log), false) => {
@@ -227,7 +234,9 @@ pub fn set_appendonly(shared: &Arc<crate::state::Shared>, st: &mut crate::state:
             files.remove_unlisted();
             files.provisional = true;
             let file = files.create_incr(seq).map_err(|e| e.to_string())?;
-            files.write_manifest(files::Manifest { base: None, incrs: vec![files.incr_name(seq)] }).map_err(|e| e.to_string())?;
+            files
+                .write_manifest(files::Manifest { base: None, incrs: vec![files.incr_name(seq)] })
+                .map_err(|e| e.to_string())?;
             let policy = FsyncPolicy::parse(st.config.get("appendfsync"));
             let log = Log::start(files, file, seq, LOG_MAGIC.len() as u64, policy).map_err(|e| e.to_string())?;
             st.aof.log = Some(log);

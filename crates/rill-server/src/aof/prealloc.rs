@@ -143,7 +143,8 @@ impl Prealloc {
             write_at(file, bytes, pos)?;
             r.len = r.len.max(end);
         }
-        if keep && PREALLOCATE && self.synced_end.load(Ordering::Acquire).saturating_sub(end) < PREALLOC_LOW_WATER_BYTES {
+        if keep && PREALLOCATE && self.synced_end.load(Ordering::Acquire).saturating_sub(end) < PREALLOC_LOW_WATER_BYTES
+        {
             self.request();
         }
         Ok(())

@@ -329,7 +329,9 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
         return Err("the new log file is missing from the manifest".into());
     }
     files.provisional = false;
-    files.write_manifest(Manifest { base: Some(base_name), incrs }).map_err(|e| format!("writing the manifest: {e}"))?;
+    files
+        .write_manifest(Manifest { base: Some(base_name), incrs })
+        .map_err(|e| format!("writing the manifest: {e}"))?;
     files.remove_unlisted();
     Ok((size, log.total_size(&files), base_path))
 }

@@ -487,7 +487,11 @@ impl Log {
                 let behind = || always() && self.durable.borrow().offset < self.written.load(Ordering::Relaxed);
                 while q.segs.is_empty() && !q.stop && !retry() && !behind() {
                     self.writer_idle.store(true, Ordering::Relaxed);
-                    q = self.cv.wait_timeout(q, Duration::from_millis(20)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                    q = self
+                        .cv
+                        .wait_timeout(q, Duration::from_millis(20))
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|p| p.into_inner().0);
                 }
                 self.writer_idle.store(false, Ordering::Relaxed);
                 if q.segs.is_empty() && q.stop {

@@ -98,9 +98,9 @@ pub fn hello(c: &mut Call) -> CmdResult {
     let mut proto = None;
     let mut i = 1;
     if let Some(v) = c.args.get(1) {
-        let n = parse_i64(v).filter(|n| i32::try_from(*n).is_ok()).ok_or(CmdError::full(
-            "ERR Protocol version is not an integer or out of range",
-        ))?;
+        let n = parse_i64(v)
+            .filter(|n| i32::try_from(*n).is_ok())
+            .ok_or(CmdError::full("ERR Protocol version is not an integer or out of range"))?;
         if n != 2 && n != 3 {
             return Err(CmdError::full("NOPROTO unsupported protocol version"));
         }
@@ -377,19 +377,18 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
     }
     let now = c.now_ms;
     let me = c.conn.id;
-    let victims: Vec<u64> = c
-        .st
-        .clients
-        .values()
-        .filter(|ci| !ci.killed)
-        .filter(|ci| id.is_none_or(|x| ci.id == x))
-        .filter(|ci| addr.as_ref().is_none_or(|a| &ci.addr == a))
-        .filter(|ci| laddr.as_ref().is_none_or(|a| &ci.laddr == a))
-        .filter(|_| user.as_ref().is_none_or(|u| u == "default"))
-        .filter(|ci| maxage.is_none_or(|m| (now - ci.created_ms) / 1000 >= m))
-        .filter(|ci| !(skipme && ci.id == me))
-        .map(|ci| ci.id)
-        .collect();
+    let victims: Vec<u64> =
+        c.st.clients
+            .values()
+            .filter(|ci| !ci.killed)
+            .filter(|ci| id.is_none_or(|x| ci.id == x))
+            .filter(|ci| addr.as_ref().is_none_or(|a| &ci.addr == a))
+            .filter(|ci| laddr.as_ref().is_none_or(|a| &ci.laddr == a))
+            .filter(|_| user.as_ref().is_none_or(|u| u == "default"))
+            .filter(|ci| maxage.is_none_or(|m| (now - ci.created_ms) / 1000 >= m))
+            .filter(|ci| !(skipme && ci.id == me))
+            .map(|ci| ci.id)
+            .collect();
     for v in &victims {
         kill(c, *v);
     }

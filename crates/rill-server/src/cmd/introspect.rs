@@ -38,7 +38,9 @@ fn map(pairs: Vec<(&str, Reply)>) -> Reply {
 
 fn key_spec(spec: &rill_engine::command::KeySpec) -> Reply {
     let begin = match spec.begin {
-        BeginSearch::Index(i) => map(vec![("type", bulk("index")), ("spec", map(vec![("index", Reply::Integer(i.into()))]))]),
+        BeginSearch::Index(i) => {
+            map(vec![("type", bulk("index")), ("spec", map(vec![("index", Reply::Integer(i.into()))]))])
+        }
         BeginSearch::Keyword { keyword, startfrom } => map(vec![
             ("type", bulk("keyword")),
             ("spec", map(vec![("keyword", bulk(keyword)), ("startfrom", Reply::Integer(startfrom.into()))])),
@@ -75,7 +77,13 @@ fn key_spec(spec: &rill_engine::command::KeySpec) -> Reply {
             Reply::Set(
                 spec.flags
                     .iter()
-                    .map(|f| if matches!(*f, "RO" | "RW" | "OW" | "RM") { simple(f) } else { simple(&f.to_ascii_lowercase()) })
+                    .map(|f| {
+                        if matches!(*f, "RO" | "RW" | "OW" | "RM") {
+                            simple(f)
+                        } else {
+                            simple(&f.to_ascii_lowercase())
+                        }
+                    })
                     .collect(),
             ),
         ),
@@ -145,7 +153,9 @@ pub fn command_list(c: &mut Call) -> CmdResult {
                 "module" => names.clear(),
                 "aclcat" => {
                     let want = format!("@{}", String::from_utf8_lossy(&val).to_ascii_lowercase());
-                    names.retain(|n| c.shared.table.get_full(n.as_bytes()).is_some_and(|s| s.acl.contains(&want.as_str())));
+                    names.retain(|n| {
+                        c.shared.table.get_full(n.as_bytes()).is_some_and(|s| s.acl.contains(&want.as_str()))
+                    });
                 }
                 "pattern" => names.retain(|n| glob_match(&val, n.as_bytes(), true)),
                 _ => return Err(syntax()),

@@ -55,7 +55,14 @@ pub fn ok() -> CmdResult {
 }
 
 /// Run the server command `spec`.
-pub fn run(shared: &Shared, st: &mut State, conn: &mut Conn, spec: &'static CommandSpec, args: &[Bytes], now_ms: i64) -> CmdResult {
+pub fn run(
+    shared: &Shared,
+    st: &mut State,
+    conn: &mut Conn,
+    spec: &'static CommandSpec,
+    args: &[Bytes],
+    now_ms: i64,
+) -> CmdResult {
     let mut c = Call { shared, st, conn, args, now_ms };
     match spec.name {
         "ping" => connection::ping(&mut c),

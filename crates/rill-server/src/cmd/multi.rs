@@ -37,9 +37,11 @@ fn watch_broken(c: &mut Call) -> bool {
     }
     let now = c.now_ms;
     let engine = &c.st.engine;
-    engine.watch.keys_of(id).iter().any(|(db, key, expired_then)| {
-        !expired_then && engine.db(*db).get_raw(key).is_some_and(|e| e.is_expired(now))
-    })
+    engine
+        .watch
+        .keys_of(id)
+        .iter()
+        .any(|(db, key, expired_then)| !expired_then && engine.db(*db).get_raw(key).is_some_and(|e| e.is_expired(now)))
 }
 
 /// EXEC

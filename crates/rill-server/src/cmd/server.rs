@@ -23,7 +23,8 @@ pub const CONFIG_HELP: &[&str] = &[
 
 /// INFO [section ...]
 pub fn info(c: &mut Call) -> CmdResult {
-    let sections: Vec<String> = c.args.iter().skip(1).map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
+    let sections: Vec<String> =
+        c.args.iter().skip(1).map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).collect();
     let text = info::render(c.shared, c.st, &sections, c.now_ms);
     reply(Reply::Verbatim { format: *b"txt", text: Bytes::from(text) })
 }
@@ -59,7 +60,9 @@ pub fn config_set(c: &mut Call) -> CmdResult {
             // Redis prints strerror() alone: drop Rust's " (os error N)" suffix.
             let text = e.to_string();
             let reason = text.split(" (os error").next().unwrap_or(&text);
-            return Err(CmdError::owned(format!("ERR CONFIG SET failed (possibly related to argument 'dir') - {reason}")));
+            return Err(CmdError::owned(format!(
+                "ERR CONFIG SET failed (possibly related to argument 'dir') - {reason}"
+            )));
         }
         if let Ok(abs) = std::env::current_dir() {
             let _ = trial.set_startup("dir", &abs.display().to_string());

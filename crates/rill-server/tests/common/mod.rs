@@ -77,10 +77,7 @@ impl ReferenceServer {
         match self.binary() {
             Some(path) => Some(path),
             None if skip_reference() => {
-                eprintln!(
-                    "warning: {} not installed; skipped (RILL_SKIP_REFERENCE=1)",
-                    self.label()
-                );
+                eprintln!("warning: {} not installed; skipped (RILL_SKIP_REFERENCE=1)", self.label());
                 None
             }
             None => panic!(
@@ -104,10 +101,7 @@ pub fn selftest() -> bool {
 
 /// The repository root (two levels above this crate's manifest).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
 fn find_file(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
@@ -122,10 +116,7 @@ fn find_file(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
     if depth == 0 {
         return None;
     }
-    entries
-        .iter()
-        .filter(|e| e.path().is_dir())
-        .find_map(|e| find_file(&e.path(), name, depth - 1))
+    entries.iter().filter(|e| e.path().is_dir()).find_map(|e| find_file(&e.path(), name, depth - 1))
 }
 
 /// A temporary directory removed on drop (no dependency on the `tempfile` crate).
@@ -156,11 +147,7 @@ impl Drop for TempDir {
 /// A port that was free a moment ago. The server binds it right after, and [`Server::start`]
 /// retries with another port if it loses the race.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A rill-server process on a directory that outlives it (so it can be restarted there).
@@ -178,8 +165,7 @@ impl Proc {
     /// Start and wait until loading is over; `Err(log)` if the process exits first.
     pub fn try_start(dir: &Path, extra: &[&str]) -> Result<Proc, String> {
         let port = free_port();
-        let log =
-            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
         let port_s = port.to_string();
         let dir_s = dir.to_str().unwrap();
         let mut args = vec!["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir_s, "--save", ""];
@@ -243,9 +229,11 @@ pub fn kill9_and_compare(
     let diff = if before.len() != after.len() {
         Some(format!("a different picture after the restart\n  before: {before:?}\n  after:  {after:?}"))
     } else {
-        before.iter().zip(&after).find(|(b, a)| a != b).map(|((what, b), (_, a))| {
-            format!("{what} after the restart\n  before: {b}\n  after:  {a}")
-        })
+        before
+            .iter()
+            .zip(&after)
+            .find(|(b, a)| a != b)
+            .map(|((what, b), (_, a))| format!("{what} after the restart\n  before: {b}\n  after:  {a}"))
     };
     (p, diff)
 }
@@ -269,19 +257,14 @@ pub struct Server {
 impl Server {
     /// Starts `rill-server` (the binary Cargo built for this test run).
     pub fn rill() -> Server {
-        Server::start(
-            ServerKind::Rill,
-            Path::new(env!("CARGO_BIN_EXE_rill-server")),
-            &[],
-        )
+        Server::start(ServerKind::Rill, Path::new(env!("CARGO_BIN_EXE_rill-server")), &[])
     }
 
     /// The server under test: rill, or Redis 7.0.15 when `RILL_DIFF_SELFTEST=1` (to validate
     /// the tests themselves against the reference).
     pub fn subject() -> Server {
         if selftest() {
-            Server::reference(ReferenceServer::Redis7)
-                .expect("RILL_DIFF_SELFTEST=1 needs redis 7.0.15")
+            Server::reference(ReferenceServer::Redis7).expect("RILL_DIFF_SELFTEST=1 needs redis 7.0.15")
         } else {
             Server::rill()
         }
@@ -289,11 +272,7 @@ impl Server {
 
     /// Starts `rill-server` with extra arguments after the standard ones.
     pub fn rill_with(extra: &[&str]) -> Server {
-        Server::start(
-            ServerKind::Rill,
-            Path::new(env!("CARGO_BIN_EXE_rill-server")),
-            extra,
-        )
+        Server::start(ServerKind::Rill, Path::new(env!("CARGO_BIN_EXE_rill-server")), extra)
     }
 
     /// Starts a reference server; `None` if it is missing and `RILL_SKIP_REFERENCE=1`.
@@ -306,17 +285,9 @@ impl Server {
     pub fn subject_binary() -> (ServerKind, PathBuf) {
         if selftest() {
             let which = ReferenceServer::Redis7;
-            (
-                ServerKind::Redis(which),
-                which
-                    .require()
-                    .expect("RILL_DIFF_SELFTEST=1 needs redis 7.0.15"),
-            )
+            (ServerKind::Redis(which), which.require().expect("RILL_DIFF_SELFTEST=1 needs redis 7.0.15"))
         } else {
-            (
-                ServerKind::Rill,
-                PathBuf::from(env!("CARGO_BIN_EXE_rill-server")),
-            )
+            (ServerKind::Rill, PathBuf::from(env!("CARGO_BIN_EXE_rill-server")))
         }
     }
 
@@ -327,12 +298,7 @@ impl Server {
 
     /// Like [`Server::start`], with a config file as the first argument (the command-line
     /// options after it override it, as with redis-server).
-    pub fn start_with_config(
-        kind: ServerKind,
-        binary: &Path,
-        config: Option<&Path>,
-        extra: &[&str],
-    ) -> Server {
+    pub fn start_with_config(kind: ServerKind, binary: &Path, config: Option<&Path>, extra: &[&str]) -> Server {
         let mut last_log = String::new();
         for _attempt in 0..3 {
             let port = free_port();
@@ -357,14 +323,7 @@ impl Server {
                 "no",
             ]);
             if matches!(kind, ServerKind::Redis(_)) {
-                args.extend([
-                    "--daemonize",
-                    "no",
-                    "--protected-mode",
-                    "yes",
-                    "--logfile",
-                    "",
-                ]);
+                args.extend(["--daemonize", "no", "--protected-mode", "yes", "--logfile", ""]);
             }
             args.extend_from_slice(extra);
             let child = Command::new(binary)
@@ -374,28 +333,19 @@ impl Server {
                 .stderr(log)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-            let mut server = Server {
-                kind,
-                port,
-                child,
-                dir,
-            };
+            let mut server = Server { kind, port, child, dir };
             match server.wait_ready() {
                 Ok(()) => return server,
                 Err(e) => {
                     last_log = format!(
                         "{e}\n--- server log ---\n{}",
-                        std::fs::read_to_string(server.dir.path().join("server.log"))
-                            .unwrap_or_default()
+                        std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default()
                     );
                     // Drop kills the child; try another port (it may have lost the race).
                 }
             }
         }
-        panic!(
-            "{} did not start on 127.0.0.1: {last_log}",
-            binary.display()
-        );
+        panic!("{} did not start on 127.0.0.1: {last_log}", binary.display());
     }
 
     fn wait_ready(&mut self) -> Result<(), String> {
@@ -486,10 +436,7 @@ impl RawClient {
         let stream = TcpStream::connect(("127.0.0.1", port))?;
         stream.set_read_timeout(Some(READ_TIMEOUT))?;
         stream.set_nodelay(true)?;
-        Ok(RawClient {
-            stream,
-            buf: Vec::new(),
-        })
+        Ok(RawClient { stream, buf: Vec::new() })
     }
 
     pub fn set_read_timeout(&self, timeout: Duration) {
@@ -515,8 +462,7 @@ impl RawClient {
     /// Like [`RawClient::request`] with string arguments, panicking on I/O errors.
     pub fn cmd(&mut self, args: &[&str]) -> Vec<u8> {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        self.request(&args)
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        self.request(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
     /// Like [`RawClient::cmd`], parsed.
@@ -581,10 +527,7 @@ impl RawClient {
                 Ok(Some(n)) => return Ok(self.buf.drain(..n).collect()),
                 Ok(None) => {}
                 Err(e) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("{e} in {}", escape(&self.buf)),
-                    ))
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{e} in {}", escape(&self.buf))))
                 }
             }
             let mut chunk = [0u8; 16 * 1024];
@@ -687,14 +630,10 @@ impl Value {
     /// Looks up `key` in a RESP3 map or a RESP2 flat key/value array.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {
-            Value::Map(pairs) => pairs
-                .iter()
-                .find(|(k, _)| k.as_bytes() == Some(key.as_bytes()))
-                .map(|(_, v)| v),
-            Value::Array(items) => items
-                .chunks(2)
-                .find(|kv| kv[0].as_bytes() == Some(key.as_bytes()))
-                .and_then(|kv| kv.get(1)),
+            Value::Map(pairs) => pairs.iter().find(|(k, _)| k.as_bytes() == Some(key.as_bytes())).map(|(_, v)| v),
+            Value::Array(items) => {
+                items.chunks(2).find(|kv| kv[0].as_bytes() == Some(key.as_bytes())).and_then(|kv| kv.get(1))
+            }
             _ => None,
         }
     }
@@ -761,13 +700,9 @@ fn parse_at(buf: &[u8], pos: usize) -> Result<Option<(Value, usize)>, String> {
     let Some(&tag) = buf.get(pos) else {
         return Ok(None);
     };
-    let line = std::str::from_utf8(&buf[pos + 1..line_end])
-        .map_err(|_| format!("non-UTF-8 header line at {pos}"))?;
+    let line = std::str::from_utf8(&buf[pos + 1..line_end]).map_err(|_| format!("non-UTF-8 header line at {pos}"))?;
     let next = line_end + 2;
-    let int = |s: &str| {
-        s.parse::<i64>()
-            .map_err(|_| format!("bad length {s:?} after {:?}", tag as char))
-    };
+    let int = |s: &str| s.parse::<i64>().map_err(|_| format!("bad length {s:?} after {:?}", tag as char));
     let value = match tag {
         b'+' => (Value::Simple(line.to_owned()), next),
         b'-' => (Value::Error(line.to_owned()), next),
@@ -793,8 +728,7 @@ fn parse_at(buf: &[u8], pos: usize) -> Result<Option<(Value, usize)>, String> {
                 b'$' => Value::Bulk(payload),
                 b'!' => Value::Error(String::from_utf8_lossy(&payload).into_owned()),
                 _ => {
-                    let fmt_ =
-                        String::from_utf8_lossy(payload.get(..3).unwrap_or(b"")).into_owned();
+                    let fmt_ = String::from_utf8_lossy(payload.get(..3).unwrap_or(b"")).into_owned();
                     Value::Verbatim(fmt_, payload.get(4..).unwrap_or(b"").to_vec())
                 }
             };
@@ -805,11 +739,7 @@ fn parse_at(buf: &[u8], pos: usize) -> Result<Option<(Value, usize)>, String> {
             if len < 0 {
                 return Ok(Some((Value::Nil, next)));
             }
-            let count = if matches!(tag, b'%' | b'|') {
-                len as usize * 2
-            } else {
-                len as usize
-            };
+            let count = if matches!(tag, b'%' | b'|') { len as usize * 2 } else { len as usize };
             let mut items = Vec::with_capacity(count.min(1024));
             let mut at = next;
             for _ in 0..count {
@@ -831,12 +761,7 @@ fn parse_at(buf: &[u8], pos: usize) -> Result<Option<(Value, usize)>, String> {
                 },
             }
         }
-        other => {
-            return Err(format!(
-                "unknown reply type byte {:?} at {pos}",
-                other as char
-            ))
-        }
+        other => return Err(format!("unknown reply type byte {:?} at {pos}", other as char)),
     };
     Ok(Some(value))
 }
@@ -851,10 +776,7 @@ fn pairs(items: Vec<Value>) -> Vec<(Value, Value)> {
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    buf.get(from..)?
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .map(|i| from + i)
+    buf.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|i| from + i)
 }
 
 /// Splits a RESP3/RESP2 aggregate frame into its header line and the raw bytes of each
@@ -865,18 +787,11 @@ pub fn split_aggregate(frame: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
         return None;
     }
     let line_end = find_crlf(frame, 0)?;
-    let len: i64 = std::str::from_utf8(&frame[1..line_end])
-        .ok()?
-        .parse()
-        .ok()?;
+    let len: i64 = std::str::from_utf8(&frame[1..line_end]).ok()?.parse().ok()?;
     if len < 0 {
         return None;
     }
-    let count = if tag == b'%' {
-        len as usize * 2
-    } else {
-        len as usize
-    };
+    let count = if tag == b'%' { len as usize * 2 } else { len as usize };
     let mut at = line_end + 2;
     let mut elems = Vec::with_capacity(count);
     for _ in 0..count {
@@ -976,4 +891,3 @@ mod tests {
         assert_eq!(frame_len(b"=7\r\ntxt:abc\r\n+x").unwrap(), Some(13));
     }
 }
-

@@ -25,20 +25,14 @@ impl StreamId {
     pub fn parse(bytes: &[u8]) -> Option<StreamId> {
         let s = std::str::from_utf8(bytes).ok()?;
         let (ms, seq) = s.split_once('-')?;
-        Some(StreamId {
-            ms: ms.parse().ok()?,
-            seq: seq.parse().ok()?,
-        })
+        Some(StreamId { ms: ms.parse().ok()?, seq: seq.parse().ok()? })
     }
 
     /// The smallest ID greater than this one (for resuming range scans).
     pub fn next(self) -> StreamId {
         match self.seq.checked_add(1) {
             Some(seq) => StreamId { ms: self.ms, seq },
-            None => StreamId {
-                ms: self.ms + 1,
-                seq: 0,
-            },
+            None => StreamId { ms: self.ms + 1, seq: 0 },
         }
     }
 }
@@ -62,35 +56,20 @@ pub fn entry_fields(producer: u32, seq: u64, value_bytes: usize) -> [Vec<u8>; 6]
         v.extend_from_slice(format!("{x:016x}").as_bytes());
     }
     v.truncate(value_bytes);
-    [
-        b"p".to_vec(),
-        producer.to_string().into_bytes(),
-        b"s".to_vec(),
-        seq.to_string().into_bytes(),
-        b"v".to_vec(),
-        v,
-    ]
+    [b"p".to_vec(), producer.to_string().into_bytes(), b"s".to_vec(), seq.to_string().into_bytes(), b"v".to_vec(), v]
 }
 
 /// Checks that `fields` (a flat field/value array from XRANGE or XREADGROUP) is exactly what
 /// some producer wrote; returns that producer and seq.
 pub fn check_fields(fields: &Reply, value_bytes: usize) -> Result<(u32, u64), String> {
-    let items = fields
-        .as_array()
-        .ok_or_else(|| format!("fields not an array: {fields}"))?;
+    let items = fields.as_array().ok_or_else(|| format!("fields not an array: {fields}"))?;
     let text = |i: usize| items.get(i).and_then(Reply::as_str);
-    let producer: u32 = text(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("no producer in {fields}"))?;
-    let seq: u64 = text(3)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("no seq in {fields}"))?;
+    let producer: u32 = text(1).and_then(|s| s.parse().ok()).ok_or_else(|| format!("no producer in {fields}"))?;
+    let seq: u64 = text(3).and_then(|s| s.parse().ok()).ok_or_else(|| format!("no seq in {fields}"))?;
     let expected = entry_fields(producer, seq, value_bytes);
     let got: Vec<&[u8]> = items.iter().filter_map(Reply::as_bytes).collect();
     if items.len() != expected.len() || got.iter().zip(&expected).any(|(g, e)| *g != e.as_slice()) {
-        return Err(format!(
-            "fields differ from what producer {producer} wrote as seq {seq}: {fields}"
-        ));
+        return Err(format!("fields differ from what producer {producer} wrote as seq {seq}: {fields}"));
     }
     Ok((producer, seq))
 }
@@ -145,10 +124,7 @@ pub struct LoadParams {
 
 /// Pipelines XADD in batches of `window` until the connection fails.
 pub fn run_producer(p: LoadParams, producer: u32) -> ProducerLog {
-    let mut log = ProducerLog {
-        producer,
-        ..ProducerLog::default()
-    };
+    let mut log = ProducerLog { producer, ..ProducerLog::default() };
     let mut conn = match Conn::connect(p.port, LOAD_READ_TIMEOUT) {
         Ok(c) => c,
         Err(e) => {
@@ -160,8 +136,7 @@ pub fn run_producer(p: LoadParams, producer: u32) -> ProducerLog {
     let started = Instant::now();
     while !p.stop.load(Ordering::Relaxed) {
         if p.rate_per_producer > 0 {
-            let due =
-                started + Duration::from_secs_f64(log.sent as f64 / p.rate_per_producer as f64);
+            let due = started + Duration::from_secs_f64(log.sent as f64 / p.rate_per_producer as f64);
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
         }
         batch.clear();
@@ -182,8 +157,7 @@ pub fn run_producer(p: LoadParams, producer: u32) -> ProducerLog {
                 Ok(Reply::Bulk(id)) => match StreamId::parse(&id) {
                     Some(id) => log.acked.push((id, Instant::now())),
                     None => {
-                        log.failure =
-                            Some(format!("XADD returned {:?}", String::from_utf8_lossy(&id)));
+                        log.failure = Some(format!("XADD returned {:?}", String::from_utf8_lossy(&id)));
                         return log;
                     }
                 },
@@ -204,10 +178,7 @@ pub fn run_producer(p: LoadParams, producer: u32) -> ProducerLog {
 /// Loops XREADGROUP `>` then XACK of a random subset of what this consumer holds; about one
 /// delivery in five is never acknowledged, so the PEL grows through the round.
 pub fn run_consumer(p: LoadParams, name: String, mut rng: Rng) -> ConsumerLog {
-    let mut log = ConsumerLog {
-        name: name.clone(),
-        ..ConsumerLog::default()
-    };
+    let mut log = ConsumerLog { name: name.clone(), ..ConsumerLog::default() };
     let mut conn = match Conn::connect(p.port, LOAD_READ_TIMEOUT) {
         Ok(c) => c,
         Err(e) => {
@@ -220,17 +191,7 @@ pub fn run_consumer(p: LoadParams, name: String, mut rng: Rng) -> ConsumerLog {
     let mut holding: Vec<StreamId> = Vec::new();
     while !p.stop.load(Ordering::Relaxed) {
         log.read_in_flight = true;
-        let reply = conn.call(&[
-            "XREADGROUP",
-            "GROUP",
-            &p.group,
-            &name,
-            "COUNT",
-            &count,
-            "STREAMS",
-            &p.key,
-            ">",
-        ]);
+        let reply = conn.call(&["XREADGROUP", "GROUP", &p.group, &name, "COUNT", &count, "STREAMS", &p.key, ">"]);
         let entries = match reply {
             Ok(Reply::Nil) => Vec::new(),
             Ok(reply) => match delivered_entries(&reply, p.value_bytes) {
@@ -256,18 +217,13 @@ pub fn run_consumer(p: LoadParams, name: String, mut rng: Rng) -> ConsumerLog {
         if entries.is_empty() {
             std::thread::sleep(Duration::from_millis(1));
         }
-        let (ack, keep): (Vec<StreamId>, Vec<StreamId>) =
-            holding.iter().partition(|_| rng.below(2) == 0);
+        let (ack, keep): (Vec<StreamId>, Vec<StreamId>) = holding.iter().partition(|_| rng.below(2) == 0);
         holding = keep;
         if ack.is_empty() {
             continue;
         }
         log.acks_in_flight = ack.clone();
-        let mut args = vec![
-            b"XACK".to_vec(),
-            p.key.clone().into_bytes(),
-            p.group.clone().into_bytes(),
-        ];
+        let mut args = vec![b"XACK".to_vec(), p.key.clone().into_bytes(), p.group.clone().into_bytes()];
         args.extend(ack.iter().map(|id| id.to_string().into_bytes()));
         match conn.call(&args) {
             Ok(Reply::Int(n)) if n == ack.len() as i64 => {
@@ -306,11 +262,8 @@ fn delivered_entries(reply: &Reply, value_bytes: usize) -> Result<Vec<StreamId>,
                 .and_then(Reply::as_bytes)
                 .and_then(StreamId::parse)
                 .ok_or_else(|| format!("XREADGROUP entry {entry}"))?;
-            let fields = parts
-                .get(1)
-                .ok_or_else(|| format!("XREADGROUP entry {entry}"))?;
-            check_fields(fields, value_bytes)
-                .map_err(|e| format!("XREADGROUP delivered {id}: {e}"))?;
+            let fields = parts.get(1).ok_or_else(|| format!("XREADGROUP entry {entry}"))?;
+            check_fields(fields, value_bytes).map_err(|e| format!("XREADGROUP delivered {id}: {e}"))?;
             Ok(id)
         })
         .collect()

@@ -62,12 +62,7 @@ pub fn seed_from_env() -> u64 {
     std::env::var("RILL_KILLTEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        })
+        .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1))
 }
 
 /// The shape of one kill-test run.
@@ -187,9 +182,7 @@ fn digest(conn: &mut Conn, key: &str, group: &str) -> Result<Digest, String> {
         other => return Err(format!("XPENDING summary {other:?}")),
     };
     let edge = |conn: &mut Conn, cmd: &str, a: &str, b: &str| -> Result<Option<StreamId>, String> {
-        let r = conn
-            .call(&[cmd, key, a, b, "COUNT", "1"])
-            .map_err(|e| e.to_string())?;
+        let r = conn.call(&[cmd, key, a, b, "COUNT", "1"]).map_err(|e| e.to_string())?;
         Ok(r.as_array()
             .and_then(|a| a.first())
             .and_then(Reply::as_array)
@@ -225,15 +218,8 @@ pub fn run(spec: &ServerSpec, cfg: &Config, work: &Path) -> Result<Vec<RoundRepo
     if spec.appendonly {
         // As Redis: `appendonly yes` shows as aof_enabled:1 (a server that ignores the option
         // fails here rather than with a puzzling loss after the first kill).
-        let info = connect(&server)?
-            .call(&["INFO", "persistence"])
-            .map_err(|e| e.to_string())?;
-        if !info
-            .as_str()
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.trim_end() == "aof_enabled:1")
-        {
+        let info = connect(&server)?.call(&["INFO", "persistence"]).map_err(|e| e.to_string())?;
+        if !info.as_str().unwrap_or_default().lines().any(|l| l.trim_end() == "aof_enabled:1") {
             return Err(format!(
                 "{}: started with appendonly yes, but INFO persistence does not say aof_enabled:1:\n{}",
                 spec.label(),
@@ -256,11 +242,9 @@ pub fn run(spec: &ServerSpec, cfg: &Config, work: &Path) -> Result<Vec<RoundRepo
         // Under everysec the previous round's probes and this XGROUP CREATE must be older
         // than the loss window at the kill, or they could legitimately be lost.
         let warmup = cfg.warmup.max(allowed_loss + Duration::from_millis(500));
-        let kill_after =
-            warmup + Duration::from_millis(rng.below(cfg.kill_window.as_millis() as u64 + 1));
+        let kill_after = warmup + Duration::from_millis(rng.below(cfg.kill_window.as_millis() as u64 + 1));
 
-        let (log, killed_after) =
-            load_and_kill(&mut server, cfg, &key, group, kill_after, &mut rng)?;
+        let (log, killed_after) = load_and_kill(&mut server, cfg, &key, group, kill_after, &mut rng)?;
         if let Some(tamper) = cfg.tamper {
             tamper(&dir);
         }
@@ -272,17 +256,9 @@ pub fn run(spec: &ServerSpec, cfg: &Config, work: &Path) -> Result<Vec<RoundRepo
         let mut f = Failures::default();
         for p in &log.producers {
             if let Some(e) = &p.failure {
-                f.add(
-                    "unexpected reply during load",
-                    format!("producer {}: {e}", p.producer),
-                );
+                f.add("unexpected reply during load", format!("producer {}: {e}", p.producer));
             }
-            check_ended_by_kill(
-                &p.ended,
-                log.killed_at,
-                &format!("producer {}", p.producer),
-                &mut f,
-            );
+            check_ended_by_kill(&p.ended, log.killed_at, &format!("producer {}", p.producer), &mut f);
         }
         for c in &log.consumers {
             if let Some(e) = &c.failure {
@@ -291,17 +267,16 @@ pub fn run(spec: &ServerSpec, cfg: &Config, work: &Path) -> Result<Vec<RoundRepo
             check_ended_by_kill(&c.ended, log.killed_at, &c.name, &mut f);
         }
         let mut bad = Vec::new();
-        let rec =
-            verify::read_back(&mut conn, &key, group, cfg.value_bytes, &mut bad).map_err(|e| {
-                let acked: usize = log.producers.iter().map(|p| p.acked.len()).sum();
-                format!(
-                    "{} round {round} (seed {}): reading back {key} after the restart: {e}\n\
+        let rec = verify::read_back(&mut conn, &key, group, cfg.value_bytes, &mut bad).map_err(|e| {
+            let acked: usize = log.producers.iter().map(|p| p.acked.len()).sum();
+            format!(
+                "{} round {round} (seed {}): reading back {key} after the restart: {e}\n\
                  ({acked} XADDs to it had been acknowledged before the kill)\nserver log tail:\n{}",
-                    spec.label(),
-                    cfg.seed,
-                    process::log_tail(&dir)
-                )
-            })?;
+                spec.label(),
+                cfg.seed,
+                process::log_tail(&dir)
+            )
+        })?;
         for b in bad {
             f.add("entry with wrong fields", b);
         }
@@ -309,21 +284,12 @@ pub fn run(spec: &ServerSpec, cfg: &Config, work: &Path) -> Result<Vec<RoundRepo
         for (k, d) in &digests {
             match digest(&mut conn, k, group) {
                 Ok(now) if now == *d => {}
-                Ok(now) => f.add(
-                    "an earlier round's stream changed",
-                    format!("{k}: was {d:?}, now {now:?}"),
-                ),
+                Ok(now) => f.add("an earlier round's stream changed", format!("{k}: was {d:?}, now {now:?}")),
                 Err(e) => f.add("an earlier round's stream changed", format!("{k}: {e}")),
             }
         }
         probe(&mut conn, &key, group, &rec, &mut f);
-        let report = RoundReport {
-            round,
-            killed_after,
-            restart,
-            verify: started.elapsed(),
-            stats,
-        };
+        let report = RoundReport { round, killed_after, restart, verify: started.elapsed(), stats };
         println!("{}", report.line());
         if !f.is_empty() {
             return Err(format!(
@@ -347,12 +313,7 @@ fn connect(server: &ServerProcess) -> Result<Conn, String> {
 }
 
 /// Load threads may only lose their connection because of the kill.
-fn check_ended_by_kill(
-    ended: &Option<(String, Instant)>,
-    killed_at: Instant,
-    who: &str,
-    f: &mut Failures,
-) {
+fn check_ended_by_kill(ended: &Option<(String, Instant)>, killed_at: Instant, who: &str, f: &mut Failures) {
     if let Some((e, at)) = ended {
         if *at < killed_at {
             f.add("connection lost before the kill", format!("{who}: {e}"));
@@ -400,23 +361,9 @@ fn load_and_kill(
     let killed_after = killed_at - started;
     // The threads end on their own (their connections fail); stop is a backstop.
     stop.store(true, Ordering::Relaxed);
-    let producers = producers
-        .into_iter()
-        .map(join)
-        .collect::<Result<Vec<_>, _>>()?;
-    let consumers = consumers
-        .into_iter()
-        .map(join)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((
-        RoundLog {
-            producers,
-            consumers,
-            killed_at,
-            read_count: cfg.read_count,
-        },
-        killed_after,
-    ))
+    let producers = producers.into_iter().map(join).collect::<Result<Vec<_>, _>>()?;
+    let consumers = consumers.into_iter().map(join).collect::<Result<Vec<_>, _>>()?;
+    Ok((RoundLog { producers, consumers, killed_at, read_count: cfg.read_count }, killed_after))
 }
 
 fn join<T>(handle: std::thread::JoinHandle<T>) -> Result<T, String> {
@@ -431,31 +378,13 @@ fn probe(conn: &mut Conn, key: &str, group: &str, rec: &verify::Recovered, f: &m
             Some(id) if id > rec.last_generated => {}
             _ => f.add(
                 "XADD after restart did not go past last-generated-id",
-                format!(
-                    "{} after {}",
-                    String::from_utf8_lossy(&id),
-                    rec.last_generated
-                ),
+                format!("{} after {}", String::from_utf8_lossy(&id), rec.last_generated),
             ),
         },
         other => f.add("XADD after restart", format!("{other:?}")),
     }
-    let expected = rec
-        .entries
-        .range(rec.group_last_delivered.next()..)
-        .next()
-        .map(|(id, _)| *id);
-    match conn.call(&[
-        "XREADGROUP",
-        "GROUP",
-        group,
-        "probe",
-        "COUNT",
-        "1",
-        "STREAMS",
-        key,
-        ">",
-    ]) {
+    let expected = rec.entries.range(rec.group_last_delivered.next()..).next().map(|(id, _)| *id);
+    match conn.call(&["XREADGROUP", "GROUP", group, "probe", "COUNT", "1", "STREAMS", key, ">"]) {
         Ok(reply) => {
             let got = reply
                 .as_array()
@@ -476,10 +405,7 @@ fn probe(conn: &mut Conn, key: &str, group: &str, rec: &verify::Recovered, f: &m
             if !resumed {
                 f.add(
                     "XREADGROUP > after restart did not resume after last-delivered-id",
-                    format!(
-                        "got {got:?}, expected {expected:?} (last-delivered-id {})",
-                        rec.group_last_delivered
-                    ),
+                    format!("got {got:?}, expected {expected:?} (last-delivered-id {})", rec.group_last_delivered),
                 );
             }
         }

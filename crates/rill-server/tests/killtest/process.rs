@@ -59,11 +59,7 @@ pub struct ServerSpec {
 
 impl ServerSpec {
     pub fn label(&self) -> String {
-        let name = self
-            .binary
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = self.binary.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         format!("{name} appendfsync {}", self.fsync.name())
     }
 
@@ -97,11 +93,7 @@ impl ServerSpec {
     /// Starts the server in `dir` on `port` (a free one if `None`) and waits until it is ready.
     /// Returns the process and how long it took to become ready. The server's output is
     /// appended to `server.log` next to `dir`, so it survives restarts.
-    pub fn start(
-        &self,
-        dir: &Path,
-        port: Option<u16>,
-    ) -> Result<(ServerProcess, Duration), String> {
+    pub fn start(&self, dir: &Path, port: Option<u16>) -> Result<(ServerProcess, Duration), String> {
         let mut last = String::new();
         // The same port after a kill -9 is normally free at once; retry on another one if a
         // concurrent test grabbed it in between.
@@ -133,10 +125,7 @@ impl ServerSpec {
                 }
             }
         }
-        Err(format!(
-            "{} did not become ready: {last}",
-            self.binary.display()
-        ))
+        Err(format!("{} did not become ready: {last}", self.binary.display()))
     }
 }
 
@@ -155,10 +144,7 @@ pub fn log_tail(dir: &Path) -> String {
 
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
 }
 
 /// A running server, SIGKILLed when dropped.
@@ -216,9 +202,7 @@ pub fn ready_once(port: u16) -> Result<(), String> {
         Reply::Simple(s) if s == "PONG" => {}
         other => return Err(format!("PING: {other}")),
     }
-    let info = conn
-        .call(&["INFO", "persistence"])
-        .map_err(|e| e.to_string())?;
+    let info = conn.call(&["INFO", "persistence"]).map_err(|e| e.to_string())?;
     let text = info.as_str().unwrap_or_default();
     if text.lines().any(|l| l.trim_end() == "loading:0") {
         Ok(())

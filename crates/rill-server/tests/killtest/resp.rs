@@ -95,11 +95,7 @@ impl Conn {
         let stream = TcpStream::connect(("127.0.0.1", port))?;
         stream.set_read_timeout(Some(read_timeout))?;
         stream.set_nodelay(true)?;
-        Ok(Conn {
-            stream,
-            buf: Vec::with_capacity(64 * 1024),
-            pos: 0,
-        })
+        Ok(Conn { stream, buf: Vec::with_capacity(64 * 1024), pos: 0 })
     }
 
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -128,13 +124,9 @@ impl Conn {
             let mut chunk = [0u8; 64 * 1024];
             let n = self.stream.read(&mut chunk)?;
             if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed by the server",
-                ));
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed by the server"));
             }
-            self.buf
-                .extend_from_slice(chunk.get(..n).unwrap_or_default());
+            self.buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
         }
     }
 
@@ -159,10 +151,7 @@ fn parse(buf: &[u8], pos: usize) -> Result<Option<(Reply, usize)>, String> {
     let line = std::str::from_utf8(rest.get(1..eol).unwrap_or_default())
         .map_err(|_| format!("non-UTF-8 header line at {pos}"))?;
     let next = pos + eol + 2;
-    let int = || {
-        line.parse::<i64>()
-            .map_err(|_| format!("bad integer {line:?} at {pos}"))
-    };
+    let int = || line.parse::<i64>().map_err(|_| format!("bad integer {line:?} at {pos}"));
     let reply = match rest.first() {
         Some(b'+') => (Reply::Simple(line.to_owned()), next),
         Some(b'-') => (Reply::Error(line.to_owned()), next),
@@ -177,10 +166,7 @@ fn parse(buf: &[u8], pos: usize) -> Result<Option<(Reply, usize)>, String> {
                 Some(b"\r\n") => {}
                 Some(_) => return Err(format!("bulk of length {len} not followed by CRLF")),
             }
-            (
-                Reply::Bulk(buf.get(next..end).unwrap_or_default().to_vec()),
-                end + 2,
-            )
+            (Reply::Bulk(buf.get(next..end).unwrap_or_default().to_vec()), end + 2)
         }
         Some(b'*') => {
             let Ok(len) = usize::try_from(int()?) else {
@@ -197,12 +183,7 @@ fn parse(buf: &[u8], pos: usize) -> Result<Option<(Reply, usize)>, String> {
             }
             (Reply::Array(items), at)
         }
-        Some(other) => {
-            return Err(format!(
-                "unexpected reply type {:?} at {pos}",
-                *other as char
-            ))
-        }
+        Some(other) => return Err(format!("unexpected reply type {:?} at {pos}", *other as char)),
         None => return Ok(None),
     };
     Ok(Some(reply))

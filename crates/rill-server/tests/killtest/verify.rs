@@ -38,9 +38,7 @@ pub struct Recovered {
 }
 
 fn cmd<A: AsRef<[u8]>>(conn: &mut Conn, args: &[A]) -> Result<Reply, String> {
-    let reply = conn
-        .call(args)
-        .map_err(|e| format!("{}: {e}", show(args)))?;
+    let reply = conn.call(args).map_err(|e| format!("{}: {e}", show(args)))?;
     if let Reply::Error(e) = &reply {
         return Err(format!("{}: {e}", show(args)));
     }
@@ -48,19 +46,11 @@ fn cmd<A: AsRef<[u8]>>(conn: &mut Conn, args: &[A]) -> Result<Reply, String> {
 }
 
 fn show<A: AsRef<[u8]>>(args: &[A]) -> String {
-    args.iter()
-        .take(6)
-        .map(|a| String::from_utf8_lossy(a.as_ref()).into_owned())
-        .collect::<Vec<_>>()
-        .join(" ")
+    args.iter().take(6).map(|a| String::from_utf8_lossy(a.as_ref()).into_owned()).collect::<Vec<_>>().join(" ")
 }
 
 fn id_field(reply: &Reply, key: &str) -> Result<StreamId, String> {
-    reply
-        .field(key)
-        .and_then(Reply::as_bytes)
-        .and_then(StreamId::parse)
-        .ok_or_else(|| format!("no {key} in {reply}"))
+    reply.field(key).and_then(Reply::as_bytes).and_then(StreamId::parse).ok_or_else(|| format!("no {key} in {reply}"))
 }
 
 /// `last-generated-id` (XINFO STREAM) and the group's `last-delivered-id` (XINFO GROUPS).
@@ -87,11 +77,7 @@ pub fn read_back(
     bad: &mut Vec<String>,
 ) -> Result<Recovered, String> {
     let (last_generated, group_last_delivered) = stream_ids(conn, key, group)?;
-    let mut rec = Recovered {
-        last_generated,
-        group_last_delivered,
-        ..Recovered::default()
-    };
+    let mut rec = Recovered { last_generated, group_last_delivered, ..Recovered::default() };
     let chunk = SCAN_CHUNK.to_string();
     let mut start = String::from("-");
     loop {
@@ -105,11 +91,7 @@ pub fn read_back(
                 .and_then(Reply::as_bytes)
                 .and_then(StreamId::parse)
                 .ok_or_else(|| format!("XRANGE entry {item}"))?;
-            match parts
-                .get(1)
-                .ok_or_else(|| "no fields".to_owned())
-                .and_then(|f| check_fields(f, value_bytes))
-            {
+            match parts.get(1).ok_or_else(|| "no fields".to_owned()).and_then(|f| check_fields(f, value_bytes)) {
                 Ok(ps) => {
                     rec.entries.insert(id, ps);
                 }
@@ -129,10 +111,7 @@ pub fn read_back(
         let mut last = None;
         for item in items {
             let parts = item.as_array().unwrap_or_default();
-            let id = parts
-                .first()
-                .and_then(Reply::as_bytes)
-                .and_then(StreamId::parse);
+            let id = parts.first().and_then(Reply::as_bytes).and_then(StreamId::parse);
             let owner = parts.get(1).and_then(Reply::as_str);
             let count = match parts.get(3) {
                 Some(Reply::Int(n)) => Some(*n),
@@ -215,20 +194,13 @@ pub struct RoundLog {
 /// `always`: an acknowledged fact may be missing only if acknowledged less than
 /// `allowed_loss` before the kill.
 pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Failures) -> Stats {
-    let mut stats = Stats {
-        recovered_entries: rec.entries.len(),
-        pel: rec.pel.len(),
-        ..Stats::default()
-    };
+    let mut stats = Stats { recovered_entries: rec.entries.len(), pel: rec.pel.len(), ..Stats::default() };
     let mut oldest_lost: Option<Instant> = None;
     let mut lost = |at: Instant, kind: &str, example: String, f: &mut Failures| {
         oldest_lost = Some(oldest_lost.map_or(at, |o: Instant| o.min(at)));
         let age = log.killed_at.saturating_duration_since(at);
         if age >= allowed_loss {
-            f.add(
-                kind,
-                format!("{example}, acknowledged {age:?} before the kill"),
-            );
+            f.add(kind, format!("{example}, acknowledged {age:?} before the kill"));
         }
     };
 
@@ -258,12 +230,7 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
         if present.len() as u64 > pl.sent {
             f.add(
                 "more entries than were sent",
-                format!(
-                    "producer {}: {} recovered, {} sent",
-                    pl.producer,
-                    present.len(),
-                    pl.sent
-                ),
+                format!("producer {}: {} recovered, {} sent", pl.producer, present.len(), pl.sent),
             );
         }
         for (seq, &(id, at)) in pl.acked.iter().enumerate() {
@@ -271,19 +238,11 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
                 Some(&(got, _)) if got == id => {}
                 Some(&(got, _)) => f.add(
                     "entry recovered under another ID than XADD returned",
-                    format!(
-                        "producer {} seq {seq}: XADD returned {id}, recovered {got}",
-                        pl.producer
-                    ),
+                    format!("producer {} seq {seq}: XADD returned {id}, recovered {got}", pl.producer),
                 ),
                 None => {
                     stats.lost_adds += 1;
-                    lost(
-                        at,
-                        "acknowledged XADD missing",
-                        format!("{id} (producer {} seq {seq})", pl.producer),
-                        f,
-                    );
+                    lost(at, "acknowledged XADD missing", format!("{id} (producer {} seq {seq})", pl.producer), f);
                     if id <= max_present {
                         f.add(
                             "missing XADD older than a recovered one (not a prefix)",
@@ -295,10 +254,7 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
         }
     }
     if rec.last_generated < max_present {
-        f.add(
-            "last-generated-id below the last entry",
-            format!("{} < {max_present}", rec.last_generated),
-        );
+        f.add("last-generated-id below the last entry", format!("{} < {max_present}", rec.last_generated));
     }
 
     // --- the group ---------------------------------------------------------------------------
@@ -316,16 +272,10 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
             );
         }
         if *id > rec.last_generated {
-            f.add(
-                "PEL entry past the stream's last-generated-id",
-                format!("{id} ({owner}) > {}", rec.last_generated),
-            );
+            f.add("PEL entry past the stream's last-generated-id", format!("{id} ({owner}) > {}", rec.last_generated));
         }
         if !rec.entries.contains_key(id) {
-            f.add(
-                "PEL entry for a missing stream entry",
-                format!("{id} ({owner})"),
-            );
+            f.add("PEL entry for a missing stream entry", format!("{id} ({owner})"));
         }
     }
 
@@ -339,10 +289,7 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
         stats.acks += c.acked.len();
         for &(id, at) in &c.delivered {
             if let Some((other, _)) = delivered.insert(id, (&c.name, at)) {
-                f.add(
-                    "entry delivered twice by XREADGROUP >",
-                    format!("{id} to {other} and {}", c.name),
-                );
+                f.add("entry delivered twice by XREADGROUP >", format!("{id} to {other} and {}", c.name));
             }
             let m = max_delivered.entry(&c.name).or_default();
             *m = (*m).max(id);
@@ -356,10 +303,7 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
     }
     let max_confirmed = max_delivered.values().max().copied().unwrap_or_default();
     if rec.group_last_delivered < max_confirmed {
-        let at = delivered
-            .get(&max_confirmed)
-            .map(|d| d.1)
-            .unwrap_or(log.killed_at);
+        let at = delivered.get(&max_confirmed).map(|d| d.1).unwrap_or(log.killed_at);
         lost(
             at,
             "group last-delivered-id below a delivered entry",
@@ -371,12 +315,7 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
         let in_pel = rec.pel.get(&id);
         if !rec.entries.contains_key(&id) {
             // Its XADD was lost too (only allowed under everysec, and then it cannot be pending).
-            lost(
-                delivered_at,
-                "delivered entry missing from the stream",
-                format!("{id} ({consumer})"),
-                f,
-            );
+            lost(delivered_at, "delivered entry missing from the stream", format!("{id} ({consumer})"), f);
             continue;
         }
         if let Some((owner, count)) = in_pel {
@@ -396,21 +335,11 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
         match (acked.get(&id), in_pel) {
             (Some(&at), Some(_)) => {
                 stats.lost_group_facts += 1;
-                lost(
-                    at,
-                    "acknowledged XACK not reflected: entry still pending",
-                    format!("{id} ({consumer})"),
-                    f,
-                );
+                lost(at, "acknowledged XACK not reflected: entry still pending", format!("{id} ({consumer})"), f);
             }
             (None, None) => {
                 stats.lost_group_facts += 1;
-                lost(
-                    delivered_at,
-                    "acknowledged delivery not in the PEL",
-                    format!("{id} ({consumer})"),
-                    f,
-                );
+                lost(delivered_at, "acknowledged delivery not in the PEL", format!("{id} ({consumer})"), f);
             }
             _ => {}
         }
@@ -421,10 +350,7 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
             continue;
         }
         let Some(c) = log.consumers.iter().find(|c| c.name == *owner) else {
-            f.add(
-                "PEL entry owned by an unknown consumer",
-                format!("{id} ({owner})"),
-            );
+            f.add("PEL entry owned by an unknown consumer", format!("{id} ({owner})"));
             continue;
         };
         let after_last_seen = !matches!(max_delivered.get(owner.as_str()), Some(m) if id <= m);

@@ -61,10 +61,7 @@ pub fn rill_server_binary() -> PathBuf {
 
 pub fn redis_server_binary() -> PathBuf {
     let path = PathBuf::from("/usr/bin/redis-server");
-    assert!(
-        path.is_file(),
-        "Debian's redis-server is missing: run scripts/install-deps.sh"
-    );
+    assert!(path.is_file(), "Debian's redis-server is missing: run scripts/install-deps.sh");
     path
 }
 
@@ -75,11 +72,7 @@ fn port_is_free(port: u16) -> bool {
 /// A free port; with `bus`, port + 10000 (the cluster bus) is free as well.
 pub fn free_port(bus: bool) -> u16 {
     loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         if !bus {
             return port;
         }
@@ -125,18 +118,8 @@ impl Server {
             let port = free_port(extra.contains(&"--cluster-enabled"));
             let port_arg = port.to_string();
             let dir_arg = dir.path().to_str().unwrap().to_owned();
-            let mut args = vec![
-                "--port",
-                &port_arg,
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                &dir_arg,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ];
+            let mut args =
+                vec!["--port", &port_arg, "--bind", "127.0.0.1", "--dir", &dir_arg, "--save", "", "--appendonly", "no"];
             if kind == Kind::Redis {
                 args.extend(["--daemonize", "no", "--logfile", "server.log"]);
             }
@@ -150,12 +133,7 @@ impl Server {
                 .stderr(log)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-            let mut server = Server {
-                kind,
-                port,
-                child,
-                dir,
-            };
+            let mut server = Server { kind, port, child, dir };
             match server.wait_ready() {
                 Ok(()) => return server,
                 Err(e) => last_error = e,
@@ -208,9 +186,7 @@ pub fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
         .stderr(Stdio::null())
         .output()
         .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A 3-primary Redis Cluster of Debian redis-server processes; every node is killed on drop.
@@ -238,10 +214,7 @@ impl Cluster {
                     )
                 })
                 .collect();
-            let addrs: Vec<String> = nodes
-                .iter()
-                .map(|n| format!("127.0.0.1:{}", n.port))
-                .collect();
+            let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
             let out = Command::new("redis-cli")
                 .arg("--cluster")
                 .arg("create")
@@ -266,10 +239,10 @@ impl Cluster {
     fn wait_ok(&self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            let all_ok = self.nodes.iter().all(|n| {
-                redis_cli(n.port, &["CLUSTER", "INFO"])
-                    .is_some_and(|info| info.contains("cluster_state:ok"))
-            });
+            let all_ok = self
+                .nodes
+                .iter()
+                .all(|n| redis_cli(n.port, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok")));
             if all_ok {
                 return true;
             }
@@ -284,10 +257,6 @@ impl Cluster {
 
     /// CLUSTER KEYSLOT asked of the first node.
     pub fn keyslot(&self, key: &str) -> u16 {
-        redis_cli(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key])
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
+        redis_cli(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key]).unwrap().trim().parse().unwrap()
     }
 }

@@ -15,8 +15,8 @@ use redis::Value;
 use rill_worker::dlq;
 use rill_worker::reply::{read_reply, Entry};
 use rill_worker::{
-    CancellationToken, Connection, FeatureMode, HandlerError, Target, Worker, WorkerConfig,
-    WorkerError, WorkerReport, WorkerStats,
+    CancellationToken, Connection, FeatureMode, HandlerError, Target, Worker, WorkerConfig, WorkerError, WorkerReport,
+    WorkerStats,
 };
 use tokio::task::JoinHandle;
 
@@ -54,12 +54,7 @@ pub async fn create_group(conn: &mut Connection, stream: &str, group: &str) {
 }
 
 /// A consumer that reads everything new and then "dies" without acking.
-pub async fn read_and_die(
-    conn: &mut Connection,
-    stream: &str,
-    group: &str,
-    consumer: &str,
-) -> usize {
+pub async fn read_and_die(conn: &mut Connection, stream: &str, group: &str, consumer: &str) -> usize {
     let v: Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg(group)
@@ -76,11 +71,7 @@ pub async fn read_and_die(
 }
 
 pub async fn pending_count(conn: &mut Connection, stream: &str, group: &str) -> u64 {
-    rill_worker::ops::pending(conn, stream, group, 0)
-        .await
-        .unwrap()
-        .summary
-        .count
+    rill_worker::ops::pending(conn, stream, group, 0).await.unwrap().summary.count
 }
 
 pub async fn xlen(conn: &mut Connection, stream: &str) -> u64 {
@@ -98,10 +89,7 @@ where
         if check().await {
             return;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -126,11 +114,7 @@ impl Running {
     }
 }
 
-pub fn spawn<H: rill_worker::Handler>(
-    target: &Target,
-    config: WorkerConfig,
-    handler: H,
-) -> Running {
+pub fn spawn<H: rill_worker::Handler>(target: &Target, config: WorkerConfig, handler: H) -> Running {
     let worker = Worker::new(target.clone(), config, handler).unwrap();
     let stats = worker.stats();
     let token = CancellationToken::new();
@@ -163,20 +147,10 @@ impl Seen {
         self.0.lock().unwrap().keys().cloned().collect()
     }
     pub fn counts(&self) -> BTreeMap<String, u64> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, (n, _))| (k.clone(), *n))
-            .collect()
+        self.0.lock().unwrap().iter().map(|(k, (n, _))| (k.clone(), *n)).collect()
     }
     pub fn entries(&self) -> Vec<Entry> {
-        self.0
-            .lock()
-            .unwrap()
-            .values()
-            .map(|(_, e)| e.clone())
-            .collect()
+        self.0.lock().unwrap().values().map(|(_, e)| e.clone()).collect()
     }
     pub fn len(&self) -> usize {
         self.0.lock().unwrap().len()
@@ -192,29 +166,20 @@ pub async fn crash_and_rescue(target: Target, mode: FeatureMode) {
     let stream = "{crash}";
     let mut conn = connect(&target).await;
     create_group(&mut conn, stream, "g").await;
-    let ids: BTreeSet<String> = produce(&mut conn, stream, 0..20, |_| vec![])
-        .await
-        .into_iter()
-        .collect();
+    let ids: BTreeSet<String> = produce(&mut conn, stream, 0..20, |_| vec![]).await.into_iter().collect();
     assert_eq!(read_and_die(&mut conn, stream, "g", "pod-crash").await, 20);
-    let report = rill_worker::ops::pending(&mut conn, stream, "g", 100)
-        .await
-        .unwrap();
+    let report = rill_worker::ops::pending(&mut conn, stream, "g", 100).await.unwrap();
     assert_eq!(report.summary.consumers, vec![("pod-crash".to_owned(), 20)]);
 
     let seen = Seen::default();
     let s = seen.clone();
-    let w = spawn(
-        &target,
-        config(stream, "pod-rescue", mode),
-        move |e: Entry| {
-            let s = s.clone();
-            async move {
-                s.record(&e);
-                Ok(())
-            }
-        },
-    );
+    let w = spawn(&target, config(stream, "pod-rescue", mode), move |e: Entry| {
+        let s = s.clone();
+        async move {
+            s.record(&e);
+            Ok(())
+        }
+    });
     wait_for(15, "pod-rescue to drain the PEL", || {
         let mut c = conn.clone();
         async move { pending_count(&mut c, stream, "g").await == 0 }
@@ -222,15 +187,8 @@ pub async fn crash_and_rescue(target: Target, mode: FeatureMode) {
     .await;
     let report = w.stop().await;
     assert_eq!(seen.ids(), ids);
-    assert!(
-        seen.counts().values().all(|&n| n == 1),
-        "{:?}",
-        seen.counts()
-    );
-    assert!(
-        seen.entries().iter().all(|e| e.deliveries == 2),
-        "one read by pod-crash, one by pod-rescue"
-    );
+    assert!(seen.counts().values().all(|&n| n == 1), "{:?}", seen.counts());
+    assert!(seen.entries().iter().all(|e| e.deliveries == 2), "one read by pod-crash, one by pod-rescue");
     assert_eq!(report.handled, 20);
     assert_eq!(report.reclaimed, 20);
 }
@@ -241,10 +199,7 @@ pub async fn restart_drains_history(target: Target, mode: FeatureMode) {
     let stream = "{restart}";
     let mut conn = connect(&target).await;
     create_group(&mut conn, stream, "g").await;
-    let ids: BTreeSet<String> = produce(&mut conn, stream, 0..10, |_| vec![])
-        .await
-        .into_iter()
-        .collect();
+    let ids: BTreeSet<String> = produce(&mut conn, stream, 0..10, |_| vec![]).await.into_iter().collect();
     assert_eq!(read_and_die(&mut conn, stream, "g", "w1").await, 10);
 
     let seen = Seen::default();
@@ -277,16 +232,9 @@ pub async fn poison_to_dlq_exactly_once(target: Target, mode: FeatureMode) {
     let stream = "{poison}";
     let dlq_stream = "{poison}:dlq";
     let mut conn = connect(&target).await;
-    let ids = produce(&mut conn, stream, 0..30, |i| {
-        vec![("sku", format!("sku-{i}"))]
-    })
-    .await;
-    let poison: BTreeSet<String> = ids
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| i % 10 == 3 || *i == 17)
-        .map(|(_, id)| id.clone())
-        .collect();
+    let ids = produce(&mut conn, stream, 0..30, |i| vec![("sku", format!("sku-{i}"))]).await;
+    let poison: BTreeSet<String> =
+        ids.iter().enumerate().filter(|(i, _)| i % 10 == 3 || *i == 17).map(|(_, id)| id.clone()).collect();
 
     let seen = Seen::default();
     let handler = |seen: Seen| {
@@ -305,26 +253,12 @@ pub async fn poison_to_dlq_exactly_once(target: Target, mode: FeatureMode) {
             }
         }
     };
-    let w1 = spawn(
-        &target,
-        config(stream, "w1", mode).with_delivery_limit(3),
-        handler(seen.clone()),
-    );
-    let w2 = spawn(
-        &target,
-        config(stream, "w2", mode).with_delivery_limit(3),
-        handler(seen.clone()),
-    );
-    wait_for(
-        20,
-        "3 poison + 1 fatal dead letters and an empty PEL",
-        || {
-            let mut c = conn.clone();
-            async move {
-                xlen(&mut c, dlq_stream).await == 4 && pending_count(&mut c, stream, "g").await == 0
-            }
-        },
-    )
+    let w1 = spawn(&target, config(stream, "w1", mode).with_delivery_limit(3), handler(seen.clone()));
+    let w2 = spawn(&target, config(stream, "w2", mode).with_delivery_limit(3), handler(seen.clone()));
+    wait_for(20, "3 poison + 1 fatal dead letters and an empty PEL", || {
+        let mut c = conn.clone();
+        async move { xlen(&mut c, dlq_stream).await == 4 && pending_count(&mut c, stream, "g").await == 0 }
+    })
     .await;
     // Let any duplicate show up before looking.
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -341,16 +275,10 @@ pub async fn poison_to_dlq_exactly_once(target: Target, mode: FeatureMode) {
     for l in &letters {
         assert_eq!(l.source_stream, stream);
         assert_eq!(l.group, "g");
-        let n: usize = String::from_utf8(l.fields[0].1.clone())
-            .unwrap()
-            .parse()
-            .unwrap();
+        let n: usize = String::from_utf8(l.fields[0].1.clone()).unwrap().parse().unwrap();
         assert_eq!(
             l.fields,
-            vec![
-                (b"n".to_vec(), n.to_string().into_bytes()),
-                (b"sku".to_vec(), format!("sku-{n}").into_bytes())
-            ]
+            vec![(b"n".to_vec(), n.to_string().into_bytes()), (b"sku".to_vec(), format!("sku-{n}").into_bytes())]
         );
         if n == 17 {
             assert_eq!(l.deliveries, 1);
@@ -368,10 +296,7 @@ pub async fn poison_to_dlq_exactly_once(target: Target, mode: FeatureMode) {
 pub async fn shutdown_without_loss(target: Target, mode: FeatureMode, seed: u64) {
     let stream = "{shutdown}";
     let mut conn = connect(&target).await;
-    let mut ids: BTreeSet<String> = produce(&mut conn, stream, 0..300, |_| vec![])
-        .await
-        .into_iter()
-        .collect();
+    let mut ids: BTreeSet<String> = produce(&mut conn, stream, 0..300, |_| vec![]).await.into_iter().collect();
     let seen = Seen::default();
     let mut rng = Rng(seed);
     let handler = |seen: Seen, conn: Connection| {
@@ -395,16 +320,11 @@ pub async fn shutdown_without_loss(target: Target, mode: FeatureMode, seed: u64)
     };
     // min-idle far above a handler: nobody steals live work, so nothing can run twice.
     let cfg = |name: &str| {
-        config(stream, name, mode)
-            .with_min_idle(Duration::from_secs(60))
-            .with_concurrency(3)
-            .with_batch_size(8)
+        config(stream, name, mode).with_min_idle(Duration::from_secs(60)).with_concurrency(3).with_batch_size(8)
     };
     let names = ["a", "b"];
-    let mut workers: Vec<Running> = names
-        .iter()
-        .map(|n| spawn(&target, cfg(n), handler(seen.clone(), conn.clone())))
-        .collect();
+    let mut workers: Vec<Running> =
+        names.iter().map(|n| spawn(&target, cfg(n), handler(seen.clone(), conn.clone()))).collect();
     let mut produced = 300;
     for kill in 0..5 {
         tokio::time::sleep(Duration::from_millis(30 + rng.below(150))).await;
@@ -414,14 +334,7 @@ pub async fn shutdown_without_loss(target: Target, mode: FeatureMode, seed: u64)
         let victim = rng.below(2) as usize;
         let report = workers.swap_remove(victim).stop().await;
         eprintln!("kill {kill}: worker {} stopped: {report:?}", names[victim]);
-        workers.insert(
-            victim,
-            spawn(
-                &target,
-                cfg(names[victim]),
-                handler(seen.clone(), conn.clone()),
-            ),
-        );
+        workers.insert(victim, spawn(&target, cfg(names[victim]), handler(seen.clone(), conn.clone())));
     }
     wait_for(20, "every entry handled", || {
         let seen = seen.clone();
@@ -436,11 +349,7 @@ pub async fn shutdown_without_loss(target: Target, mode: FeatureMode, seed: u64)
     assert_eq!(seen.ids(), ids);
     let twice: Vec<_> = seen.counts().into_iter().filter(|(_, n)| *n != 1).collect();
     assert!(twice.is_empty(), "handled more than once: {twice:?}");
-    let effects: u64 = redis::cmd("HLEN")
-        .arg("{shutdown}:effects")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let effects: u64 = redis::cmd("HLEN").arg("{shutdown}:effects").query_async(&mut conn).await.unwrap();
     assert_eq!(effects, ids.len() as u64);
 }
 
@@ -449,10 +358,7 @@ pub async fn shutdown_without_loss(target: Target, mode: FeatureMode, seed: u64)
 pub async fn crashes_lose_nothing(target: Target, mode: FeatureMode, seed: u64) {
     let stream = "{crashes}";
     let mut conn = connect(&target).await;
-    let ids: BTreeSet<String> = produce(&mut conn, stream, 0..300, |_| vec![])
-        .await
-        .into_iter()
-        .collect();
+    let ids: BTreeSet<String> = produce(&mut conn, stream, 0..300, |_| vec![]).await.into_iter().collect();
     let seen = Seen::default();
     let mut rng = Rng(seed);
     let handler = |seen: Seen, conn: Connection| {
@@ -479,27 +385,13 @@ pub async fn crashes_lose_nothing(target: Target, mode: FeatureMode, seed: u64) 
             .with_idempotency_ttl(Duration::from_secs(60))
             .with_batch_size(8)
     };
-    let mut workers: Vec<Running> = (0..2)
-        .map(|i| {
-            spawn(
-                &target,
-                cfg(format!("w{i}")),
-                handler(seen.clone(), conn.clone()),
-            )
-        })
-        .collect();
+    let mut workers: Vec<Running> =
+        (0..2).map(|i| spawn(&target, cfg(format!("w{i}")), handler(seen.clone(), conn.clone()))).collect();
     for kill in 0..5 {
         tokio::time::sleep(Duration::from_millis(20 + rng.below(100))).await;
         let victim = rng.below(2) as usize;
         workers.swap_remove(victim).kill().await;
-        workers.insert(
-            victim,
-            spawn(
-                &target,
-                cfg(format!("w{}", 2 + kill)),
-                handler(seen.clone(), conn.clone()),
-            ),
-        );
+        workers.insert(victim, spawn(&target, cfg(format!("w{}", 2 + kill)), handler(seen.clone(), conn.clone())));
     }
     wait_for(30, "every entry handled after crashes", || {
         let seen = seen.clone();
@@ -512,11 +404,7 @@ pub async fn crashes_lose_nothing(target: Target, mode: FeatureMode, seed: u64) 
         w.stop().await;
     }
     assert_eq!(seen.ids(), ids);
-    let effects: u64 = redis::cmd("HLEN")
-        .arg("{crashes}:effects")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let effects: u64 = redis::cmd("HLEN").arg("{crashes}:effects").query_async(&mut conn).await.unwrap();
     assert_eq!(effects, ids.len() as u64);
 }
 
@@ -525,10 +413,7 @@ pub async fn replay_from_dlq(target: Target, mode: FeatureMode) {
     let stream = "{replay}";
     let dlq_stream = "{replay}:dlq";
     let mut conn = connect(&target).await;
-    produce(&mut conn, stream, 0..5, |i| {
-        vec![("payload", format!("p{i}"))]
-    })
-    .await;
+    produce(&mut conn, stream, 0..5, |i| vec![("payload", format!("p{i}"))]).await;
     let fixed = Arc::new(AtomicBool::new(false));
     let seen = Seen::default();
     let (f, s) = (Arc::clone(&fixed), seen.clone());
@@ -561,18 +446,10 @@ pub async fn replay_from_dlq(target: Target, mode: FeatureMode) {
     })
     .await;
     w.stop().await;
-    let mut payloads: Vec<String> = seen
-        .entries()
-        .iter()
-        .map(|e| e.get_str("payload").unwrap().to_owned())
-        .collect();
+    let mut payloads: Vec<String> = seen.entries().iter().map(|e| e.get_str("payload").unwrap().to_owned()).collect();
     payloads.sort();
     assert_eq!(payloads, ["p0", "p1", "p2", "p3", "p4"]);
-    assert_eq!(
-        xlen(&mut conn, stream).await,
-        10,
-        "originals stay, replays are new entries"
-    );
+    assert_eq!(xlen(&mut conn, stream).await, 10, "originals stay, replays are new entries");
 }
 
 /// The group is destroyed under a running worker: it creates it again, says so, and goes on.
@@ -591,30 +468,20 @@ pub async fn recovers_from_nogroup(target: Target, mode: FeatureMode) {
         .unwrap();
     let seen = Seen::default();
     let s = seen.clone();
-    let w = spawn(
-        &target,
-        config(stream, "w", mode).with_group_start("$"),
-        move |e: Entry| {
-            let s = s.clone();
-            async move {
-                s.record(&e);
-                Ok(())
-            }
-        },
-    );
+    let w = spawn(&target, config(stream, "w", mode).with_group_start("$"), move |e: Entry| {
+        let s = s.clone();
+        async move {
+            s.record(&e);
+            Ok(())
+        }
+    });
     produce(&mut conn, stream, 0..3, |_| vec![]).await;
     wait_for(10, "first entries", || {
         let s = seen.clone();
         async move { s.len() == 3 }
     })
     .await;
-    let destroyed: i64 = redis::cmd("XGROUP")
-        .arg("DESTROY")
-        .arg(stream)
-        .arg("g")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let destroyed: i64 = redis::cmd("XGROUP").arg("DESTROY").arg(stream).arg("g").query_async(&mut conn).await.unwrap();
     assert_eq!(destroyed, 1);
     wait_for(10, "the group to be recreated", || {
         let stats = Arc::clone(&w.stats);

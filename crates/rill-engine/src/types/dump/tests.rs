@@ -18,10 +18,7 @@ fn round_trip_and_errors_in_redis_order() {
     assert_eq!(h.run_bytes(&[b"RESTORE", b"l", b"-1", b"junk"]), err("BUSYKEY Target key name already exists."));
     assert_eq!(h.run_bytes(&[b"RESTORE", b"n", b"-1", b"junk"]), err("ERR Invalid TTL value, must be >= 0"));
     assert_eq!(h.run_bytes(&[b"RESTORE", b"n", b"x", b"junk"]), err("ERR value is not an integer or out of range"));
-    assert_eq!(
-        h.run_bytes(&[b"RESTORE", b"n", b"0", b"junk"]),
-        err("ERR DUMP payload version or checksum are wrong")
-    );
+    assert_eq!(h.run_bytes(&[b"RESTORE", b"n", b"0", b"junk"]), err("ERR DUMP payload version or checksum are wrong"));
     assert_eq!(h.run_bytes(&[b"RESTORE", b"n", b"0", &payload, b"BOGUS"]), err("ERR syntax error"));
     assert_eq!(
         h.run_bytes(&[b"RESTORE", b"n", b"0", &payload, b"IDLETIME", b"1", b"FREQ", b"2"]),

@@ -38,20 +38,14 @@ pub const HGETDEL: CommandSpec = CommandSpec {
 /// The fields named after `FIELDS numfields`.
 fn parse_fields(args: &[Bytes]) -> Result<&[Bytes], CmdError> {
     if !is_token(arg(args, 2)?, "FIELDS") {
-        return Err(CmdError::full(
-            "ERR Mandatory argument FIELDS is missing or not at the right position",
-        ));
+        return Err(CmdError::full("ERR Mandatory argument FIELDS is missing or not at the right position"));
     }
     let numfields = parse_i64(arg(args, 3)?)
         .filter(|n| *n > 0)
-        .ok_or(CmdError::full(
-            "ERR Number of fields must be a positive integer",
-        ))?;
+        .ok_or(CmdError::full("ERR Number of fields must be a positive integer"))?;
     let fields = args.get(4..).unwrap_or(&[]);
     if usize::try_from(numfields).ok() != Some(fields.len()) {
-        return Err(CmdError::full(
-            "ERR The `numfields` parameter must match the number of arguments",
-        ));
+        return Err(CmdError::full("ERR The `numfields` parameter must match the number of arguments"));
     }
     Ok(fields)
 }
@@ -63,10 +57,7 @@ fn hgetdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     if missing {
         return Ok(Reply::Array(fields.iter().map(|_| Reply::Null).collect()));
     }
-    let Some(Value::Hash(hash)) = engine
-        .lookup_mut(ctx.db, key, ctx.now_ms)
-        .map(|e| &mut e.value)
-    else {
+    let Some(Value::Hash(hash)) = engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) else {
         return Err(CmdError::WRONGTYPE);
     };
     let values: Vec<Option<Bytes>> = fields.iter().map(|f| hash.remove(&f[..])).collect();
@@ -76,12 +67,7 @@ fn hgetdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     } else if values.iter().any(Option::is_some) {
         engine.modified(ctx.db, key);
     }
-    Ok(Reply::Array(
-        values
-            .into_iter()
-            .map(|v| v.map_or(Reply::Null, Reply::Bulk))
-            .collect(),
-    ))
+    Ok(Reply::Array(values.into_iter().map(|v| v.map_or(Reply::Null, Reply::Bulk)).collect()))
 }
 
 #[cfg(test)]
@@ -97,15 +83,9 @@ mod tests {
             Reply::Array(vec![Reply::Null, Reply::Null])
         );
         h.run(&["HSET", "h", "a", "1", "b", "2"]);
-        assert_eq!(
-            h.run(&["HGETDEL", "h", "fields", "2", "a", "a"]),
-            Reply::Array(vec![bulk("1"), Reply::Null])
-        );
+        assert_eq!(h.run(&["HGETDEL", "h", "fields", "2", "a", "a"]), Reply::Array(vec![bulk("1"), Reply::Null]));
         assert_eq!(h.run(&["HLEN", "h"]), int(1));
-        assert_eq!(
-            h.run(&["HGETDEL", "h", "FIELDS", "1", "b"]),
-            Reply::Array(vec![bulk("2")])
-        );
+        assert_eq!(h.run(&["HGETDEL", "h", "FIELDS", "1", "b"]), Reply::Array(vec![bulk("2")]));
         assert_eq!(h.run(&["EXISTS", "h"]), int(0));
     }
 
@@ -118,10 +98,7 @@ mod tests {
         assert_eq!(h.run(&["HGETDEL", "missing", "FIELDS", "0", "a"]), positive);
         assert_eq!(h.run(&["HGETDEL", "missing", "FIELDS", "+1", "a"]), positive);
         assert_eq!(h.run(&["HGETDEL", "missing", "FIELDS", "2", "a"]), mismatch);
-        assert_eq!(
-            h.run(&["HGETDEL", "missing", "FIELDS", "9223372036854775807", "a"]),
-            mismatch
-        );
+        assert_eq!(h.run(&["HGETDEL", "missing", "FIELDS", "9223372036854775807", "a"]), mismatch);
         assert_eq!(
             h.run(&["HGETDEL", "missing", "FOO", "1", "a"]),
             err("ERR Mandatory argument FIELDS is missing or not at the right position")

@@ -37,14 +37,8 @@ const WRITE_DENYOOM_FAST: Flags = Flags::WRITE.and(Flags::DENYOOM).and(Flags::FA
 const READ_FAST: Flags = Flags::READONLY.and(Flags::FAST);
 
 /// A hash command on the key at index 1.
-const HASH_CMD: CommandSpec = CommandSpec {
-    first_key: 1,
-    last_key: 1,
-    step: 1,
-    group: "hash",
-    since: "2.0.0",
-    ..CommandSpec::DEFAULT
-};
+const HASH_CMD: CommandSpec =
+    CommandSpec { first_key: 1, last_key: 1, step: 1, group: "hash", since: "2.0.0", ..CommandSpec::DEFAULT };
 
 /// The hash commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -222,11 +216,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 // Typed access
 
 /// The hash at `key` for reading; `None` when missing, WRONGTYPE for another type.
-fn read_hash<'e>(
-    engine: &'e mut Engine,
-    ctx: &CallCtx,
-    key: &[u8],
-) -> Result<Option<&'e Hash>, CmdError> {
+fn read_hash<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<&'e Hash>, CmdError> {
     match engine.lookup_read(ctx.db, key, ctx.now_ms).map(|e| &e.value) {
         None => Ok(None),
         Some(Value::Hash(h)) => Ok(Some(h)),
@@ -236,11 +226,7 @@ fn read_hash<'e>(
 
 /// The hash at `key` for writing, created empty when missing; WRONGTYPE (and nothing created)
 /// for another type. The caller must leave it non-empty or delete it.
-fn write_hash<'e>(
-    engine: &'e mut Engine,
-    ctx: &CallCtx,
-    key: &Bytes,
-) -> Result<&'e mut Hash, CmdError> {
+fn write_hash<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &Bytes) -> Result<&'e mut Hash, CmdError> {
     let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Hash(HashMap::new()));
     match &mut entry.value {
         Value::Hash(h) => Ok(h),
@@ -295,15 +281,14 @@ fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 
 fn hdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let (removed, now_empty) =
-        match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
-            None => return Ok(Reply::Integer(0)),
-            Some(Value::Hash(h)) => {
-                let removed = args.iter().skip(2).filter(|f| h.remove(&f[..]).is_some()).count();
-                (removed, h.is_empty())
-            }
-            Some(_) => return Err(CmdError::WRONGTYPE),
-        };
+    let (removed, now_empty) = match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
+        None => return Ok(Reply::Integer(0)),
+        Some(Value::Hash(h)) => {
+            let removed = args.iter().skip(2).filter(|f| h.remove(&f[..]).is_some()).count();
+            (removed, h.is_empty())
+        }
+        Some(_) => return Err(CmdError::WRONGTYPE),
+    };
     if now_empty {
         delete_key(engine, ctx.db, key);
     } else if removed > 0 {
@@ -319,9 +304,7 @@ fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         None => 0,
         Some(v) => parse_i64(v).ok_or(CmdError::full("ERR hash value is not an integer"))?,
     };
-    let new = current
-        .checked_add(incr)
-        .ok_or(CmdError::full("ERR increment or decrement would overflow"))?;
+    let new = current.checked_add(incr).ok_or(CmdError::full("ERR increment or decrement would overflow"))?;
     write_hash(engine, ctx, key)?.insert(owned(field), Bytes::from(new.to_string()));
     engine.modified(ctx.db, key);
     Ok(Reply::Integer(new))
@@ -356,36 +339,25 @@ fn hget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 fn hmget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let hash = read_hash(engine, ctx, key)?;
-    let out = args
-        .iter()
-        .skip(2)
-        .map(|f| hash.and_then(|h| h.get(f)).cloned().map_or(Reply::Null, Reply::Bulk))
-        .collect();
+    let out =
+        args.iter().skip(2).map(|f| hash.and_then(|h| h.get(f)).cloned().map_or(Reply::Null, Reply::Bulk)).collect();
     Ok(Reply::Array(out))
 }
 
 fn hgetall(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
-    let out = hash
-        .into_iter()
-        .flatten()
-        .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
-        .collect();
+    let out = hash.into_iter().flatten().map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone()))).collect();
     Ok(Reply::Map(out))
 }
 
 fn hkeys(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
-    Ok(Reply::Array(
-        hash.into_iter().flat_map(|h| h.keys()).map(|f| Reply::Bulk(f.clone())).collect(),
-    ))
+    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.keys()).map(|f| Reply::Bulk(f.clone())).collect()))
 }
 
 fn hvals(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
-    Ok(Reply::Array(
-        hash.into_iter().flat_map(|h| h.values()).map(|v| Reply::Bulk(v.clone())).collect(),
-    ))
+    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.values()).map(|v| Reply::Bulk(v.clone())).collect()))
 }
 
 fn hlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -415,18 +387,9 @@ mod tests {
     #[test]
     fn set_get_and_arity() {
         let mut h = Harness::new();
-        assert_eq!(
-            h.run(&["HSET", "h", "a"]),
-            err("ERR wrong number of arguments for 'hset' command")
-        );
-        assert_eq!(
-            h.run(&["HSET", "h", "a", "1", "b"]),
-            err("ERR wrong number of arguments for 'hset' command")
-        );
-        assert_eq!(
-            h.run(&["HMSET", "h", "a", "1", "b"]),
-            err("ERR wrong number of arguments for 'hmset' command")
-        );
+        assert_eq!(h.run(&["HSET", "h", "a"]), err("ERR wrong number of arguments for 'hset' command"));
+        assert_eq!(h.run(&["HSET", "h", "a", "1", "b"]), err("ERR wrong number of arguments for 'hset' command"));
+        assert_eq!(h.run(&["HMSET", "h", "a", "1", "b"]), err("ERR wrong number of arguments for 'hmset' command"));
         assert_eq!(h.run(&["EXISTS", "h"]), int(0));
         assert_eq!(h.run(&["HSET", "h", "a", "1", "b", "2", "a", "3"]), int(2));
         assert_eq!(h.run(&["HGET", "h", "a"]), bulk("3"));
@@ -440,10 +403,7 @@ mod tests {
         assert_eq!(h.run(&["HSTRLEN", "h", "z"]), int(0));
         assert_eq!(h.run(&["HSTRLEN", "nope", "z"]), int(0));
         assert_eq!(h.run(&["HMGET", "h", "a", "z"]), Reply::Array(vec![bulk("3"), Reply::Null]));
-        assert_eq!(
-            h.run(&["HMGET", "nope", "a", "b"]),
-            Reply::Array(vec![Reply::Null, Reply::Null])
-        );
+        assert_eq!(h.run(&["HMGET", "nope", "a", "b"]), Reply::Array(vec![Reply::Null, Reply::Null]));
         assert_eq!(sorted_strings(&h.run(&["HKEYS", "h"])), ["a", "b", "c", "d"]);
         assert_eq!(sorted_strings(&h.run(&["HVALS", "h"])), ["2", "3", "9", "x"]);
         let Reply::Map(pairs) = h.run(&["HGETALL", "h"]) else { panic!("map") };
@@ -475,26 +435,17 @@ mod tests {
             h.run(&["HINCRBY", "h", "n", "9223372036854775807"]),
             err("ERR increment or decrement would overflow")
         );
-        assert_eq!(
-            h.run(&["HINCRBY", "h", "n", "x"]),
-            err("ERR value is not an integer or out of range")
-        );
+        assert_eq!(h.run(&["HINCRBY", "h", "n", "x"]), err("ERR value is not an integer or out of range"));
         h.run(&["HSET", "h", "s", "xx", "sp", " 1"]);
         assert_eq!(h.run(&["HINCRBY", "h", "s", "1"]), err("ERR hash value is not an integer"));
         assert_eq!(h.run(&["HINCRBY", "h", "sp", "1"]), err("ERR hash value is not an integer"));
         assert_eq!(h.run(&["HINCRBYFLOAT", "h", "s", "1"]), err("ERR hash value is not a float"));
         assert_eq!(h.run(&["HINCRBYFLOAT", "h", "n", "1.5"]), bulk("6.5"));
         assert_eq!(h.run(&["HINCRBYFLOAT", "h", "m", "inf"]), err("ERR value is NaN or Infinity"));
-        assert_eq!(
-            h.run(&["HINCRBYFLOAT", "h", "m", "abc"]),
-            err("ERR value is not a valid float")
-        );
+        assert_eq!(h.run(&["HINCRBYFLOAT", "h", "m", "abc"]), err("ERR value is not a valid float"));
         assert_eq!(h.run(&["HEXISTS", "h", "m"]), int(0));
         // Failed increments on a missing key create nothing.
-        assert_eq!(
-            h.run(&["HINCRBYFLOAT", "new", "m", "abc"]),
-            err("ERR value is not a valid float")
-        );
+        assert_eq!(h.run(&["HINCRBYFLOAT", "new", "m", "abc"]), err("ERR value is not a valid float"));
         assert_eq!(h.run(&["EXISTS", "new"]), int(0));
     }
 

@@ -52,24 +52,15 @@ fn hrandfield(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         return Err(CmdError::full("ERR value is out of range"));
     }
     let Some(hash) = read_hash(engine, ctx, key)? else {
-        return Ok(if count.is_some() {
-            Reply::Array(vec![])
-        } else {
-            Reply::Null
-        });
+        return Ok(if count.is_some() { Reply::Array(vec![]) } else { Reply::Null });
     };
-    let mut entries: Vec<(Bytes, Bytes)> =
-        hash.iter().map(|(f, v)| (f.clone(), v.clone())).collect();
+    let mut entries: Vec<(Bytes, Bytes)> = hash.iter().map(|(f, v)| (f.clone(), v.clone())).collect();
     let Some(count) = count else {
         let i = random_index(engine, entries.len().max(1));
-        return Ok(entries
-            .get(i)
-            .map_or(Reply::Null, |(f, _)| Reply::Bulk(f.clone())));
+        return Ok(entries.get(i).map_or(Reply::Null, |(f, _)| Reply::Bulk(f.clone())));
     };
     let picked: Vec<(Bytes, Bytes)> = if count >= 0 {
-        let n = usize::try_from(count)
-            .unwrap_or(usize::MAX)
-            .min(entries.len());
+        let n = usize::try_from(count).unwrap_or(usize::MAX).min(entries.len());
         choose_front(engine, &mut entries, n);
         entries.truncate(n);
         entries
@@ -85,15 +76,9 @@ fn hrandfield(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let out = if !with_values {
         picked.into_iter().map(|(f, _)| Reply::Bulk(f)).collect()
     } else if ctx.resp3 {
-        picked
-            .into_iter()
-            .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f), Reply::Bulk(v)]))
-            .collect()
+        picked.into_iter().map(|(f, v)| Reply::Array(vec![Reply::Bulk(f), Reply::Bulk(v)])).collect()
     } else {
-        picked
-            .into_iter()
-            .flat_map(|(f, v)| [Reply::Bulk(f), Reply::Bulk(v)])
-            .collect()
+        picked.into_iter().flat_map(|(f, v)| [Reply::Bulk(f), Reply::Bulk(v)]).collect()
     };
     Ok(Reply::Array(out))
 }
@@ -107,39 +92,22 @@ mod tests {
     fn hrandfield_shapes() {
         let mut h = Harness::new();
         assert_eq!(h.run(&["HRANDFIELD", "missing"]), Reply::Null);
-        assert_eq!(
-            h.run(&["HRANDFIELD", "missing", "2", "WITHVALUES"]),
-            Reply::Array(vec![])
-        );
+        assert_eq!(h.run(&["HRANDFIELD", "missing", "2", "WITHVALUES"]), Reply::Array(vec![]));
         h.run(&["HSET", "h", "a", "1", "b", "2"]);
         assert!(matches!(h.run(&["HRANDFIELD", "h"]), Reply::Bulk(_)));
-        assert_eq!(
-            h.run(&["HRANDFIELD", "h", "0", "WITHVALUES"]),
-            Reply::Array(vec![])
-        );
-        assert_eq!(
-            sorted_strings(&h.run(&["HRANDFIELD", "h", "5"])),
-            ["a", "b"]
-        );
-        assert_eq!(
-            sorted_strings(&h.run(&["HRANDFIELD", "h", "5", "withvalues"])),
-            ["1", "2", "a", "b"]
-        );
-        let Reply::Array(picks) = h.run(&["HRANDFIELD", "h", "-5"]) else {
-            panic!("array")
-        };
+        assert_eq!(h.run(&["HRANDFIELD", "h", "0", "WITHVALUES"]), Reply::Array(vec![]));
+        assert_eq!(sorted_strings(&h.run(&["HRANDFIELD", "h", "5"])), ["a", "b"]);
+        assert_eq!(sorted_strings(&h.run(&["HRANDFIELD", "h", "5", "withvalues"])), ["1", "2", "a", "b"]);
+        let Reply::Array(picks) = h.run(&["HRANDFIELD", "h", "-5"]) else { panic!("array") };
         assert_eq!(picks.len(), 5);
         // RESP3: pairs.
         let mut ctx = h.ctx();
         ctx.resp3 = true;
-        let Reply::Array(pairs) = h.run_ctx(&mut ctx, &["HRANDFIELD", "h", "-3", "WITHVALUES"])
-        else {
+        let Reply::Array(pairs) = h.run_ctx(&mut ctx, &["HRANDFIELD", "h", "-3", "WITHVALUES"]) else {
             panic!("array")
         };
         assert_eq!(pairs.len(), 3);
-        assert!(pairs
-            .iter()
-            .all(|p| matches!(p, Reply::Array(kv) if kv.len() == 2)));
+        assert!(pairs.iter().all(|p| matches!(p, Reply::Array(kv) if kv.len() == 2)));
     }
 
     #[test]
@@ -149,21 +117,10 @@ mod tests {
         let not_int = err("ERR value is not an integer or out of range");
         assert_eq!(h.run(&["HRANDFIELD", "str", "x"]), not_int);
         assert_eq!(h.run(&["HRANDFIELD", "missing", "x", "FOO"]), not_int);
+        assert_eq!(h.run(&["HRANDFIELD", "missing", "1", "FOO"]), err("ERR syntax error"));
+        assert_eq!(h.run(&["HRANDFIELD", "missing", "1", "WITHVALUES", "x"]), err("ERR syntax error"));
         assert_eq!(
-            h.run(&["HRANDFIELD", "missing", "1", "FOO"]),
-            err("ERR syntax error")
-        );
-        assert_eq!(
-            h.run(&["HRANDFIELD", "missing", "1", "WITHVALUES", "x"]),
-            err("ERR syntax error")
-        );
-        assert_eq!(
-            h.run(&[
-                "HRANDFIELD",
-                "missing",
-                "-4611686018427387904",
-                "WITHVALUES"
-            ]),
+            h.run(&["HRANDFIELD", "missing", "-4611686018427387904", "WITHVALUES"]),
             err("ERR value is out of range")
         );
         assert_eq!(

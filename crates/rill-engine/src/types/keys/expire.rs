@@ -44,16 +44,11 @@ fn parse_expire_condition(opts: &[Bytes]) -> Result<ExpireCondition, CmdError> {
         } else if is_token(opt, "LT") {
             lt = true;
         } else {
-            return Err(CmdError::owned(format!(
-                "ERR Unsupported option {}",
-                String::from_utf8_lossy(opt)
-            )));
+            return Err(CmdError::owned(format!("ERR Unsupported option {}", String::from_utf8_lossy(opt))));
         }
     }
     if nx && (xx || gt || lt) {
-        return Err(CmdError::full(
-            "ERR NX and XX, GT or LT options at the same time are not compatible",
-        ));
+        return Err(CmdError::full("ERR NX and XX, GT or LT options at the same time are not compatible"));
     }
     if gt && lt {
         return Err(CmdError::full("ERR GT and LT options at the same time are not compatible"));
@@ -80,12 +75,7 @@ fn expire_time_ms(form: ExpireForm, raw: i64, now_ms: i64) -> Result<i64, CmdErr
     Ok(when)
 }
 
-fn expire_generic(
-    engine: &mut Engine,
-    ctx: &mut CallCtx,
-    args: &[Bytes],
-    form: ExpireForm,
-) -> Result<Reply, CmdError> {
+fn expire_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], form: ExpireForm) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let condition = parse_expire_condition(args.get(3..).unwrap_or(&[]))?;
     let when = expire_time_ms(form, int_arg(arg(args, 2)?)?, ctx.now_ms)?;

@@ -167,8 +167,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         step: 1,
         acl: &["@keyspace", "@write", "@slow"],
         key_specs: &[key_at(1, RO_ACCESS), key_at(2, &["OW", "UPDATE"])],
-        summary:
-            "Duplicates a key's value and TTL under another name, possibly in another database.",
+        summary: "Duplicates a key's value and TTL under another name, possibly in another database.",
         since: "6.2.0",
         complexity: "O(M) in the size of the copied value.",
         syntax: "source:key destination:key [DB destination-db:integer] [REPLACE]",
@@ -499,12 +498,7 @@ fn renamenx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
     rename_generic(engine, ctx, args, true)
 }
 
-fn rename_generic(
-    engine: &mut Engine,
-    ctx: &mut CallCtx,
-    args: &[Bytes],
-    nx: bool,
-) -> Result<Reply, CmdError> {
+fn rename_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], nx: bool) -> Result<Reply, CmdError> {
     let (src, dst) = (arg(args, 1)?, arg(args, 2)?);
     let (db, now) = (ctx.db, ctx.now_ms);
     if engine.lookup(db, src, now).is_none() {
@@ -545,8 +539,7 @@ fn parse_copy(engine: &Engine, ctx: &CallCtx, args: &[Bytes]) -> Result<CopyRequ
         } else if is_token(opt, "DB") {
             let v = args.get(i + 1).ok_or(CmdError::SYNTAX)?;
             // Redis reads the index as a C int.
-            dest_db =
-                parse_i64(v).filter(|n| i32::try_from(*n).is_ok()).ok_or(CmdError::NOT_INTEGER)?;
+            dest_db = parse_i64(v).filter(|n| i32::try_from(*n).is_ok()).ok_or(CmdError::NOT_INTEGER)?;
             i += 2;
         } else {
             return Err(CmdError::SYNTAX);

@@ -71,10 +71,7 @@ fn scan_errors() {
     assert_eq!(h.run(&["SCAN", "abc"]), err("ERR invalid cursor"));
     assert_eq!(h.run(&["SCAN", "18446744073709551616"]), err("ERR invalid cursor"));
     assert_eq!(h.run(&["SCAN", "0", "COUNT", "0"]), err("ERR syntax error"));
-    assert_eq!(
-        h.run(&["SCAN", "0", "COUNT", "x"]),
-        err("ERR value is not an integer or out of range")
-    );
+    assert_eq!(h.run(&["SCAN", "0", "COUNT", "x"]), err("ERR value is not an integer or out of range"));
     assert_eq!(h.run(&["SCAN", "0", "MATCH"]), err("ERR syntax error"));
     assert_eq!(h.run(&["SCAN", "0", "FOO", "bar"]), err("ERR syntax error"));
     // Redis 8: a canonical negative integer is refused; other text goes through strtoull.
@@ -127,22 +124,13 @@ fn copy_within_and_across_databases() {
     assert_eq!(h.run(&["PTTL", "dst"]), int(5000));
     assert_eq!(h.run(&["COPY", "src", "dst"]), int(0));
     assert_eq!(h.run(&["COPY", "src", "dst", "REPLACE"]), int(1));
-    assert_eq!(
-        h.run(&["COPY", "src", "src"]),
-        err("ERR source and destination objects are the same")
-    );
-    assert_eq!(
-        h.run(&["COPY", "nope", "nope"]),
-        err("ERR source and destination objects are the same")
-    );
+    assert_eq!(h.run(&["COPY", "src", "src"]), err("ERR source and destination objects are the same"));
+    assert_eq!(h.run(&["COPY", "nope", "nope"]), err("ERR source and destination objects are the same"));
     assert_eq!(h.run(&["COPY", "src", "src", "DB", "3"]), int(1));
     assert_eq!(h.run(&["COPY", "nope", "x"]), int(0));
     assert_eq!(h.run(&["COPY", "src", "x", "DB", "16"]), err("ERR DB index is out of range"));
     assert_eq!(h.run(&["COPY", "src", "x", "DB", "-1"]), err("ERR DB index is out of range"));
-    assert_eq!(
-        h.run(&["COPY", "src", "x", "DB", "z"]),
-        err("ERR value is not an integer or out of range")
-    );
+    assert_eq!(h.run(&["COPY", "src", "x", "DB", "z"]), err("ERR value is not an integer or out of range"));
     assert_eq!(h.run(&["COPY", "src", "x", "DB"]), err("ERR syntax error"));
     assert_eq!(h.run(&["COPY", "src", "x", "FOO"]), err("ERR syntax error"));
     h.db = 3;
@@ -179,10 +167,7 @@ fn expire_options_and_errors() {
     assert_eq!(h.run(&["EXPIRE", "k", "10", "foo"]), err("ERR Unsupported option foo"));
     // Options are checked before the number.
     assert_eq!(h.run(&["EXPIRE", "k", "abc", "foo"]), err("ERR Unsupported option foo"));
-    assert_eq!(
-        h.run(&["EXPIRE", "k", "abc"]),
-        err("ERR value is not an integer or out of range")
-    );
+    assert_eq!(h.run(&["EXPIRE", "k", "abc"]), err("ERR value is not an integer or out of range"));
     for (cmd, n) in [
         ("EXPIRE", "9223372036854775"),
         ("PEXPIRE", "9223372036854775807"),
@@ -199,12 +184,7 @@ fn expire_options_and_errors() {
 #[test]
 fn expire_in_the_past_deletes() {
     let mut h = Harness::new();
-    for cmd in [
-        ["EXPIRE", "k", "0"],
-        ["PEXPIRE", "k", "-5"],
-        ["EXPIREAT", "k", "1"],
-        ["PEXPIREAT", "k", "1"],
-    ] {
+    for cmd in [["EXPIRE", "k", "0"], ["PEXPIRE", "k", "-5"], ["EXPIREAT", "k", "1"], ["PEXPIREAT", "k", "1"]] {
         h.run(&["SET", "k", "v"]);
         assert_eq!(h.run(&cmd), int(1), "{cmd:?}");
         assert_eq!(h.run(&["EXISTS", "k"]), int(0));

@@ -54,8 +54,7 @@ const BLOCKING_KEYS: &[KeySpec] = &[KeySpec {
 }];
 
 /// A list command on the key at index 1.
-const LIST_CMD: CommandSpec =
-    CommandSpec { first_key: 1, last_key: 1, step: 1, group: "list", ..CommandSpec::DEFAULT };
+const LIST_CMD: CommandSpec = CommandSpec { first_key: 1, last_key: 1, step: 1, group: "list", ..CommandSpec::DEFAULT };
 
 /// The list commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -184,8 +183,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: Flags::WRITE,
         acl: &["@write", "@list", "@slow"],
         key_specs: RW_DELETE,
-        summary:
-            "Removes occurrences of an element: the first `count` (>0), the last (<0) or all (0).",
+        summary: "Removes occurrences of an element: the first `count` (>0), the last (<0) or all (0).",
         complexity: "O(N) in the length of the list.",
         syntax: "key:key count:integer element",
         handler: Handler::Engine(lrem),
@@ -210,8 +208,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         last_key: -2,
         acl: &["@write", "@list", "@slow", "@blocking"],
         key_specs: BLOCKING_KEYS,
-        summary:
-            "Pops the head of the first non-empty list among the keys, waiting for one if none.",
+        summary: "Pops the head of the first non-empty list among the keys, waiting for one if none.",
         since: "2.0.0",
         complexity: "O(N) in the number of keys.",
         syntax: "key:key ... timeout:double",
@@ -225,8 +222,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         last_key: -2,
         acl: &["@write", "@list", "@slow", "@blocking"],
         key_specs: BLOCKING_KEYS,
-        summary:
-            "Pops the tail of the first non-empty list among the keys, waiting for one if none.",
+        summary: "Pops the tail of the first non-empty list among the keys, waiting for one if none.",
         since: "2.0.0",
         complexity: "O(N) in the number of keys.",
         syntax: "key:key ... timeout:double",
@@ -245,11 +241,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 // Typed access
 
 /// The list at `key` for reading; `None` when missing, WRONGTYPE for another type.
-fn read_list<'e>(
-    engine: &'e mut Engine,
-    ctx: &CallCtx,
-    key: &[u8],
-) -> Result<Option<&'e List>, CmdError> {
+fn read_list<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<&'e List>, CmdError> {
     match engine.lookup_read(ctx.db, key, ctx.now_ms).map(|e| &e.value) {
         None => Ok(None),
         Some(Value::List(l)) => Ok(Some(l)),
@@ -258,11 +250,7 @@ fn read_list<'e>(
 }
 
 /// The list at `key` for changing in place; `None` when missing, WRONGTYPE for another type.
-fn existing_list<'e>(
-    engine: &'e mut Engine,
-    ctx: &CallCtx,
-    key: &[u8],
-) -> Result<Option<&'e mut List>, CmdError> {
+fn existing_list<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<&'e mut List>, CmdError> {
     match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
         None => Ok(None),
         Some(Value::List(l)) => Ok(Some(l)),
@@ -347,12 +335,7 @@ fn rpushx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 // ---------------------------------------------------------------------------------------------
 // Pops
 
-fn pop_generic(
-    engine: &mut Engine,
-    ctx: &CallCtx,
-    args: &[Bytes],
-    end: End,
-) -> Result<Reply, CmdError> {
+fn pop_generic(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], end: End) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let count = match args.get(2) {
         None => None,
@@ -401,12 +384,7 @@ fn parse_timeout(raw: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
     now_ms.checked_add(ms).map(Some).ok_or_else(out_of_range)
 }
 
-fn blocking_pop(
-    engine: &mut Engine,
-    ctx: &mut CallCtx,
-    args: &[Bytes],
-    end: End,
-) -> Result<Reply, CmdError> {
+fn blocking_pop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], end: End) -> Result<Reply, CmdError> {
     let keys = args.get(1..args.len().saturating_sub(1)).unwrap_or(&[]);
     let timeout = arg(args, args.len().saturating_sub(1).max(2))?;
     let deadline = parse_timeout(timeout, ctx.now_ms)?;
@@ -493,9 +471,8 @@ fn lset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     // The key before the index, as Redis.
     let list = existing_list(engine, ctx, key)?.ok_or(CmdError::NO_SUCH_KEY)?;
     let index = int_arg(arg(args, 2)?)?;
-    let slot = position(index, list.len())
-        .and_then(|i| list.get_mut(i))
-        .ok_or(CmdError::full("ERR index out of range"))?;
+    let slot =
+        position(index, list.len()).and_then(|i| list.get_mut(i)).ok_or(CmdError::full("ERR index out of range"))?;
     *slot = owned(element);
     engine.modified(ctx.db, key);
     Ok(Reply::ok())
@@ -505,11 +482,7 @@ fn lrem(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let (key, element) = (arg(args, 1)?, arg(args, 3)?);
     let count = int_arg(arg(args, 2)?)?;
     let Some(list) = existing_list(engine, ctx, key)? else { return Ok(Reply::Integer(0)) };
-    let limit = if count == 0 {
-        usize::MAX
-    } else {
-        usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX)
-    };
+    let limit = if count == 0 { usize::MAX } else { usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX) };
     let mut removed = 0usize;
     if count >= 0 {
         list.retain(|e| {
@@ -572,10 +545,7 @@ mod tests {
         assert_eq!(h.run(&["LRANGE", "l", "0", "-1"]), bulks(&["y", "x", "a", "b", "c"]));
         assert_eq!(h.run(&["LPOP", "l", "0"]), Reply::Array(vec![]));
         assert_eq!(h.run(&["LPOP", "l", "-1"]), err("ERR value is out of range, must be positive"));
-        assert_eq!(
-            h.run(&["LPOP", "l", "abc"]),
-            err("ERR value is out of range, must be positive")
-        );
+        assert_eq!(h.run(&["LPOP", "l", "abc"]), err("ERR value is out of range, must be positive"));
         assert_eq!(h.run(&["LPOP", "l"]), bulk("y"));
         assert_eq!(h.run(&["RPOP", "l", "2"]), bulks(&["c", "b"]));
         assert_eq!(h.run(&["LPOP", "l", "5"]), bulks(&["x", "a"]));
@@ -600,10 +570,7 @@ mod tests {
         assert_eq!(h.run(&["LINDEX", "l", "-1"]), bulk("e"));
         assert_eq!(h.run(&["LINDEX", "l", "10"]), Reply::Null);
         assert_eq!(h.run(&["LINDEX", "l", "-6"]), Reply::Null);
-        assert_eq!(
-            h.run(&["LINDEX", "l", "x"]),
-            err("ERR value is not an integer or out of range")
-        );
+        assert_eq!(h.run(&["LINDEX", "l", "x"]), err("ERR value is not an integer or out of range"));
         assert_eq!(h.run(&["LSET", "l", "10", "x"]), err("ERR index out of range"));
         assert_eq!(h.run(&["LSET", "nope", "0", "x"]), err("ERR no such key"));
         assert_eq!(h.run(&["LSET", "l", "-1", "Z"]), ok());
@@ -621,10 +588,7 @@ mod tests {
         assert_eq!(h.run(&["LRANGE", "l", "0", "-1"]), bulks(&["b", "c", "a", "a"]));
         assert_eq!(h.run(&["LREM", "l", "0", "a"]), int(2));
         assert_eq!(h.run(&["LREM", "nope", "0", "a"]), int(0));
-        assert_eq!(
-            h.run(&["LREM", "l", "x", "a"]),
-            err("ERR value is not an integer or out of range")
-        );
+        assert_eq!(h.run(&["LREM", "l", "x", "a"]), err("ERR value is not an integer or out of range"));
         h.run(&["RPUSH", "t", "a", "b", "c", "d", "e"]);
         assert_eq!(h.run(&["LTRIM", "t", "1", "-2"]), ok());
         assert_eq!(h.run(&["LRANGE", "t", "0", "-1"]), bulks(&["b", "c", "d"]));
@@ -703,14 +667,8 @@ mod tests {
     fn blocking_timeout_errors() {
         let mut h = Harness::new();
         h.run(&["SET", "s", "v"]);
-        assert_eq!(
-            h.run(&["BLPOP", "a", "abc"]),
-            err("ERR timeout is not a float or out of range")
-        );
-        assert_eq!(
-            h.run(&["BLPOP", "a", "nan"]),
-            err("ERR timeout is not a float or out of range")
-        );
+        assert_eq!(h.run(&["BLPOP", "a", "abc"]), err("ERR timeout is not a float or out of range"));
+        assert_eq!(h.run(&["BLPOP", "a", "nan"]), err("ERR timeout is not a float or out of range"));
         assert_eq!(h.run(&["BLPOP", "a", "1 "]), err("ERR timeout is not a float or out of range"));
         assert_eq!(h.run(&["BLPOP", "a", "-1"]), err("ERR timeout is negative"));
         assert_eq!(h.run(&["BLPOP", "a", "-inf"]), err("ERR timeout is negative"));

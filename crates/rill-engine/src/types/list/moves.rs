@@ -20,10 +20,7 @@ use bytes::Bytes;
 use rill_resp::Reply;
 
 /// Source (popped from) then destination (pushed to).
-const MOVE_KEYS: &[KeySpec] = &[
-    key_at(1, &["RW", "ACCESS", "DELETE"]),
-    key_at(2, &["RW", "INSERT"]),
-];
+const MOVE_KEYS: &[KeySpec] = &[key_at(1, &["RW", "ACCESS", "DELETE"]), key_at(2, &["RW", "INSERT"])];
 
 /// A command moving from the key at 1 to the key at 2.
 const MOVE_CMD: CommandSpec = CommandSpec {
@@ -117,8 +114,7 @@ fn move_element(
         return Ok(None);
     };
     // When source == destination the list is pushed back into before its emptiness is judged.
-    let entry =
-        engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::List(List::new()));
+    let entry = engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::List(List::new()));
     let Value::List(target) = &mut entry.value else {
         return Err(CmdError::WRONGTYPE);
     };
@@ -211,10 +207,7 @@ mod tests {
         assert_eq!(h.run(&["RPOPLPUSH", "l", "d"]), bulk("b"));
         assert_eq!(h.run(&["EXISTS", "l"]), int(0));
         assert_eq!(h.run(&["LRANGE", "d", "0", "-1"]), bulks(&["b", "a", "c"]));
-        assert_eq!(
-            h.run(&["LMOVE", "missing", "d", "LEFT", "LEFT"]),
-            Reply::Null
-        );
+        assert_eq!(h.run(&["LMOVE", "missing", "d", "LEFT", "LEFT"]), Reply::Null);
         assert_eq!(h.run(&["RPOPLPUSH", "missing", "d"]), Reply::Null);
     }
 
@@ -223,38 +216,17 @@ mod tests {
         let mut h = Harness::new();
         h.run(&["RPUSH", "l", "a"]);
         h.run(&["SET", "s", "v"]);
-        assert_eq!(
-            h.run(&["LMOVE", "l", "d", "LEFT", "UP"]),
-            err("ERR syntax error")
-        );
-        assert_eq!(
-            h.run(&["LMOVE", "s", "d", "UP", "LEFT"]),
-            err("ERR syntax error")
-        );
+        assert_eq!(h.run(&["LMOVE", "l", "d", "LEFT", "UP"]), err("ERR syntax error"));
+        assert_eq!(h.run(&["LMOVE", "s", "d", "UP", "LEFT"]), err("ERR syntax error"));
         assert_eq!(h.run(&["LMOVE", "l", "s", "LEFT", "RIGHT"]), err(WRONGTYPE));
         assert_eq!(h.run(&["LMOVE", "s", "l", "LEFT", "RIGHT"]), err(WRONGTYPE));
         // A missing source wins over a destination of another type.
-        assert_eq!(
-            h.run(&["LMOVE", "missing", "s", "LEFT", "RIGHT"]),
-            Reply::Null
-        );
+        assert_eq!(h.run(&["LMOVE", "missing", "s", "LEFT", "RIGHT"]), Reply::Null);
         assert_eq!(h.run(&["LRANGE", "l", "0", "-1"]), bulks(&["a"]));
-        assert_eq!(
-            h.run(&["BLMOVE", "l", "d", "UP", "LEFT", "abc"]),
-            err("ERR syntax error")
-        );
-        assert_eq!(
-            h.run(&["BLMOVE", "l", "d", "LEFT", "LEFT", "-1"]),
-            err("ERR timeout is negative")
-        );
-        assert_eq!(
-            h.run(&["BRPOPLPUSH", "l", "d", "abc"]),
-            err("ERR timeout is not a float or out of range")
-        );
-        assert_eq!(
-            h.run(&["BLMOVE", "s", "d", "LEFT", "LEFT", "0"]),
-            err(WRONGTYPE)
-        );
+        assert_eq!(h.run(&["BLMOVE", "l", "d", "UP", "LEFT", "abc"]), err("ERR syntax error"));
+        assert_eq!(h.run(&["BLMOVE", "l", "d", "LEFT", "LEFT", "-1"]), err("ERR timeout is negative"));
+        assert_eq!(h.run(&["BRPOPLPUSH", "l", "d", "abc"]), err("ERR timeout is not a float or out of range"));
+        assert_eq!(h.run(&["BLMOVE", "s", "d", "LEFT", "LEFT", "0"]), err(WRONGTYPE));
         assert_eq!(h.run(&["LLEN", "l"]), int(1));
     }
 
@@ -263,17 +235,11 @@ mod tests {
         let mut h = Harness::new();
         h.run(&["RPUSH", "src", "x"]);
         h.engine.blocking_keys.insert((0, Bytes::from("dst")), 1);
-        assert_eq!(
-            h.run(&["BLMOVE", "src", "dst", "LEFT", "RIGHT", "0"]),
-            bulk("x")
-        );
+        assert_eq!(h.run(&["BLMOVE", "src", "dst", "LEFT", "RIGHT", "0"]), bulk("x"));
         assert_eq!(h.engine.take_ready_keys(), vec![(0, Bytes::from("dst"))]);
 
         let mut ctx = h.ctx();
-        assert_eq!(
-            h.run_ctx(&mut ctx, &["BRPOPLPUSH", "src", "dst", "2"]),
-            Reply::Null
-        );
+        assert_eq!(h.run_ctx(&mut ctx, &["BRPOPLPUSH", "src", "dst", "2"]), Reply::Null);
         assert_eq!(
             ctx.block,
             Some(BlockRequest {
@@ -288,10 +254,7 @@ mod tests {
         // Inside MULTI: a nil bulk at once.
         let mut ctx = h.ctx();
         ctx.no_block = true;
-        assert_eq!(
-            h.run_ctx(&mut ctx, &["BLMOVE", "src", "dst", "LEFT", "LEFT", "0"]),
-            Reply::Null
-        );
+        assert_eq!(h.run_ctx(&mut ctx, &["BLMOVE", "src", "dst", "LEFT", "LEFT", "0"]), Reply::Null);
         assert!(ctx.block.is_none());
     }
 }

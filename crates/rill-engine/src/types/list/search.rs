@@ -83,16 +83,9 @@ struct LposRequest {
 }
 
 fn parse_lpos(args: &[Bytes]) -> Result<LposRequest, CmdError> {
-    let mut req = LposRequest {
-        rank: 1,
-        count: None,
-        max_len: 0,
-    };
-    let non_negative = |raw: &[u8], what: &'static str| {
-        parse_i64(raw)
-            .and_then(|n| u64::try_from(n).ok())
-            .ok_or(CmdError::full(what))
-    };
+    let mut req = LposRequest { rank: 1, count: None, max_len: 0 };
+    let non_negative =
+        |raw: &[u8], what: &'static str| parse_i64(raw).and_then(|n| u64::try_from(n).ok()).ok_or(CmdError::full(what));
     let mut i = 3;
     while let Some(opt) = args.get(i) {
         let Some(value) = args.get(i + 1) else {
@@ -136,32 +129,19 @@ fn lpos(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         Ok(0) | Err(_) => len,
         Ok(n) => n.min(len),
     };
-    let indexes: Box<dyn Iterator<Item = usize>> = if req.rank > 0 {
-        Box::new(0..compared)
-    } else {
-        Box::new((len - compared..len).rev())
-    };
+    let indexes: Box<dyn Iterator<Item = usize>> =
+        if req.rank > 0 { Box::new(0..compared) } else { Box::new((len - compared..len).rev()) };
     let skip = usize::try_from(req.rank.unsigned_abs() - 1).unwrap_or(usize::MAX);
     let wanted = match req.count {
         None => 1,
         Some(0) => usize::MAX,
         Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
     };
-    let positions: Vec<usize> = indexes
-        .filter(|&i| list.get(i).is_some_and(|e| e == element))
-        .skip(skip)
-        .take(wanted)
-        .collect();
+    let positions: Vec<usize> =
+        indexes.filter(|&i| list.get(i).is_some_and(|e| e == element)).skip(skip).take(wanted).collect();
     Ok(match req.count {
-        Some(_) => Reply::Array(
-            positions
-                .into_iter()
-                .map(|p| Reply::Integer(p as i64))
-                .collect(),
-        ),
-        None => positions
-            .first()
-            .map_or(Reply::Null, |&p| Reply::Integer(p as i64)),
+        Some(_) => Reply::Array(positions.into_iter().map(|p| Reply::Integer(p as i64)).collect()),
+        None => positions.first().map_or(Reply::Null, |&p| Reply::Integer(p as i64)),
     })
 }
 
@@ -180,18 +160,12 @@ mod tests {
         h.run(&["RPUSH", "l", "a", "b", "a"]);
         assert_eq!(h.run(&["LINSERT", "l", "BEFORE", "a", "X"]), int(4));
         assert_eq!(h.run(&["LINSERT", "l", "after", "a", "Y"]), int(5));
-        assert_eq!(
-            h.run(&["LRANGE", "l", "0", "-1"]),
-            bulks(&["X", "a", "Y", "b", "a"])
-        );
+        assert_eq!(h.run(&["LRANGE", "l", "0", "-1"]), bulks(&["X", "a", "Y", "b", "a"]));
         assert_eq!(h.run(&["LINSERT", "l", "AFTER", "zz", "Y"]), int(-1));
         assert_eq!(h.run(&["LINSERT", "missing", "AFTER", "a", "Y"]), int(0));
         assert_eq!(h.run(&["EXISTS", "missing"]), int(0));
         h.run(&["SET", "s", "v"]);
-        assert_eq!(
-            h.run(&["LINSERT", "s", "MIDDLE", "a", "b"]),
-            err("ERR syntax error")
-        );
+        assert_eq!(h.run(&["LINSERT", "s", "MIDDLE", "a", "b"]), err("ERR syntax error"));
         assert_eq!(
             h.run(&["LINSERT", "s", "BEFORE", "a", "b"]),
             err("WRONGTYPE Operation against a key holding the wrong kind of value")
@@ -206,23 +180,11 @@ mod tests {
         assert_eq!(h.run(&["LPOS", "l", "b", "RANK", "-1"]), int(3));
         assert_eq!(h.run(&["LPOS", "l", "b", "RANK", "3"]), Reply::Null);
         assert_eq!(h.run(&["LPOS", "l", "b", "COUNT", "0"]), ints(&[1, 3]));
-        assert_eq!(
-            h.run(&["LPOS", "l", "b", "COUNT", "0", "RANK", "-1"]),
-            ints(&[3, 1])
-        );
-        assert_eq!(
-            h.run(&["LPOS", "l", "b", "RANK", "-2", "COUNT", "5"]),
-            ints(&[1])
-        );
+        assert_eq!(h.run(&["LPOS", "l", "b", "COUNT", "0", "RANK", "-1"]), ints(&[3, 1]));
+        assert_eq!(h.run(&["LPOS", "l", "b", "RANK", "-2", "COUNT", "5"]), ints(&[1]));
         assert_eq!(h.run(&["LPOS", "l", "b", "MAXLEN", "1"]), Reply::Null);
-        assert_eq!(
-            h.run(&["LPOS", "l", "b", "MAXLEN", "2", "COUNT", "0"]),
-            ints(&[1])
-        );
-        assert_eq!(
-            h.run(&["LPOS", "l", "b", "RANK", "-1", "MAXLEN", "1"]),
-            int(3)
-        );
+        assert_eq!(h.run(&["LPOS", "l", "b", "MAXLEN", "2", "COUNT", "0"]), ints(&[1]));
+        assert_eq!(h.run(&["LPOS", "l", "b", "RANK", "-1", "MAXLEN", "1"]), int(3));
         assert_eq!(h.run(&["LPOS", "l", "zz"]), Reply::Null);
         assert_eq!(h.run(&["LPOS", "l", "zz", "COUNT", "2"]), ints(&[]));
         assert_eq!(h.run(&["LPOS", "missing", "zz"]), Reply::Null);
@@ -240,19 +202,10 @@ mod tests {
             h.run(&["LPOS", "s", "b", "RANK", "-9223372036854775808"]),
             err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
         );
-        assert_eq!(
-            h.run(&["LPOS", "s", "b", "COUNT", "x"]),
-            err("ERR COUNT can't be negative")
-        );
-        assert_eq!(
-            h.run(&["LPOS", "s", "b", "MAXLEN", "-1"]),
-            err("ERR MAXLEN can't be negative")
-        );
+        assert_eq!(h.run(&["LPOS", "s", "b", "COUNT", "x"]), err("ERR COUNT can't be negative"));
+        assert_eq!(h.run(&["LPOS", "s", "b", "MAXLEN", "-1"]), err("ERR MAXLEN can't be negative"));
         assert_eq!(h.run(&["LPOS", "s", "b", "RANK"]), err("ERR syntax error"));
-        assert_eq!(
-            h.run(&["LPOS", "s", "b", "FOO", "1"]),
-            err("ERR syntax error")
-        );
+        assert_eq!(h.run(&["LPOS", "s", "b", "FOO", "1"]), err("ERR syntax error"));
         assert_eq!(
             h.run(&["LPOS", "s", "b"]),
             err("WRONGTYPE Operation against a key holding the wrong kind of value")

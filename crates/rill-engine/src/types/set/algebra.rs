@@ -17,9 +17,7 @@
 //!   destination only reports membership; a member not in the source changes nothing.
 
 use super::{read_set, Set, SET_CMD};
-use crate::command::{
-    key_at, keys_from, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec,
-};
+use crate::command::{key_at, keys_from, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::types::{arg, delete_key, is_token};
 use crate::util::parse_i64;
 use crate::{CallCtx, CmdError, Engine, Value};
@@ -44,10 +42,7 @@ const STORE_ALGEBRA: CommandSpec = CommandSpec {
     flags: Flags::WRITE.and(Flags::DENYOOM),
     last_key: -1,
     acl: &["@write", "@set", "@slow"],
-    key_specs: &[
-        key_at(1, &["OW", "UPDATE"]),
-        keys_from(2, 1, &["RO", "ACCESS"]),
-    ],
+    key_specs: &[key_at(1, &["OW", "UPDATE"]), keys_from(2, 1, &["RO", "ACCESS"])],
     syntax: "destination:key key:key ...",
     ..SET_CMD
 };
@@ -118,11 +113,7 @@ pub const SINTERCARD: CommandSpec = CommandSpec {
     key_specs: &[KeySpec {
         flags: &["RO", "ACCESS"],
         begin: BeginSearch::Index(1),
-        find: FindKeys::Keynum {
-            keynumidx: 0,
-            firstkey: 1,
-            keystep: 1,
-        },
+        find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
     }],
     summary: "Counts the members of the intersection of sets, optionally stopping at a limit.",
     since: "7.0.0",
@@ -139,10 +130,7 @@ pub const SMOVE: CommandSpec = CommandSpec {
     flags: Flags::WRITE.and(Flags::FAST),
     last_key: 2,
     acl: &["@write", "@set", "@fast"],
-    key_specs: &[
-        key_at(1, &["RW", "ACCESS", "DELETE"]),
-        key_at(2, &["RW", "INSERT"]),
-    ],
+    key_specs: &[key_at(1, &["RW", "ACCESS", "DELETE"]), key_at(2, &["RW", "INSERT"])],
     summary: "Moves a member from one set to another.",
     syntax: "source:key destination:key member",
     handler: Handler::Engine(smove),
@@ -179,12 +167,7 @@ fn borrow_sets<'e>(engine: &'e Engine, ctx: &CallCtx, keys: &[Bytes]) -> Vec<Opt
 }
 
 /// The result of `op` over the sets at `keys`, every key type-checked first.
-fn compute(
-    engine: &mut Engine,
-    ctx: &CallCtx,
-    op: SetOp,
-    keys: &[Bytes],
-) -> Result<Vec<Bytes>, CmdError> {
+fn compute(engine: &mut Engine, ctx: &CallCtx, op: SetOp, keys: &[Bytes]) -> Result<Vec<Bytes>, CmdError> {
     check_sets(engine, ctx, keys)?;
     let sets = borrow_sets(engine, ctx, keys);
     Ok(match op {
@@ -196,11 +179,7 @@ fn compute(
             let Some((smallest, others)) = present.split_first() else {
                 return Ok(vec![]);
             };
-            smallest
-                .iter()
-                .filter(|m| others.iter().all(|s| s.contains(*m)))
-                .cloned()
-                .collect()
+            smallest.iter().filter(|m| others.iter().all(|s| s.contains(*m))).cloned().collect()
         }
         SetOp::Union => {
             let mut out = Set::new();
@@ -215,42 +194,24 @@ fn compute(
                 return Ok(vec![]);
             };
             let others: Vec<&Set> = sets.flatten().collect();
-            first
-                .iter()
-                .filter(|m| !others.iter().any(|s| s.contains(*m)))
-                .cloned()
-                .collect()
+            first.iter().filter(|m| !others.iter().any(|s| s.contains(*m))).cloned().collect()
         }
     })
 }
 
-fn read_op(
-    engine: &mut Engine,
-    ctx: &CallCtx,
-    args: &[Bytes],
-    op: SetOp,
-) -> Result<Reply, CmdError> {
+fn read_op(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], op: SetOp) -> Result<Reply, CmdError> {
     let members = compute(engine, ctx, op, args.get(1..).unwrap_or(&[]))?;
     Ok(Reply::Set(members.into_iter().map(Reply::Bulk).collect()))
 }
 
-fn store_op(
-    engine: &mut Engine,
-    ctx: &CallCtx,
-    args: &[Bytes],
-    op: SetOp,
-) -> Result<Reply, CmdError> {
+fn store_op(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], op: SetOp) -> Result<Reply, CmdError> {
     let destination = arg(args, 1)?;
     let members = compute(engine, ctx, op, args.get(2..).unwrap_or(&[]))?;
     let len = members.len();
     if members.is_empty() {
         delete_key(engine, ctx.db, destination);
     } else {
-        engine.insert(
-            ctx.db,
-            crate::types::owned(destination),
-            Value::Set(members.into_iter().collect()),
-        );
+        engine.insert(ctx.db, crate::types::owned(destination), Value::Set(members.into_iter().collect()));
         engine.modified(ctx.db, destination);
     }
     Ok(Reply::Integer(len as i64))
@@ -285,16 +246,13 @@ fn sdiffstore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
 
 /// A parsed SINTERCARD: the keys and the limit (`usize::MAX` for none).
 fn parse_sintercard(args: &[Bytes]) -> Result<(&[Bytes], usize), CmdError> {
-    let numkeys = parse_i64(arg(args, 1)?)
-        .filter(|n| *n > 0)
-        .ok_or(CmdError::full("ERR numkeys should be greater than 0"))?;
+    let numkeys =
+        parse_i64(arg(args, 1)?).filter(|n| *n > 0).ok_or(CmdError::full("ERR numkeys should be greater than 0"))?;
     let rest = args.get(2..).unwrap_or(&[]);
     let numkeys = usize::try_from(numkeys)
         .ok()
         .filter(|n| *n <= rest.len())
-        .ok_or(CmdError::full(
-            "ERR Number of keys can't be greater than number of args",
-        ))?;
+        .ok_or(CmdError::full("ERR Number of keys can't be greater than number of args"))?;
     let (keys, options) = rest.split_at(numkeys);
     let mut limit = usize::MAX;
     let mut i = 0;
@@ -319,21 +277,14 @@ fn parse_sintercard(args: &[Bytes]) -> Result<(&[Bytes], usize), CmdError> {
 fn sintercard(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (keys, limit) = parse_sintercard(args)?;
     check_sets(engine, ctx, keys)?;
-    let Some(mut sets) = borrow_sets(engine, ctx, keys)
-        .into_iter()
-        .collect::<Option<Vec<_>>>()
-    else {
+    let Some(mut sets) = borrow_sets(engine, ctx, keys).into_iter().collect::<Option<Vec<_>>>() else {
         return Ok(Reply::Integer(0));
     };
     sets.sort_by_key(|s| s.len());
     let Some((smallest, others)) = sets.split_first() else {
         return Ok(Reply::Integer(0));
     };
-    let count = smallest
-        .iter()
-        .filter(|m| others.iter().all(|s| s.contains(*m)))
-        .take(limit)
-        .count();
+    let count = smallest.iter().filter(|m| others.iter().all(|s| s.contains(*m))).take(limit).count();
     Ok(Reply::Integer(count as i64))
 }
 
@@ -350,10 +301,7 @@ fn smove(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     if source == destination || !present {
         return Ok(Reply::Integer(i64::from(present)));
     }
-    let now_empty = match engine
-        .lookup_mut(ctx.db, source, ctx.now_ms)
-        .map(|e| &mut e.value)
-    {
+    let now_empty = match engine.lookup_mut(ctx.db, source, ctx.now_ms).map(|e| &mut e.value) {
         Some(Value::Set(s)) => {
             s.remove(&member[..]);
             s.is_empty()
@@ -392,10 +340,7 @@ mod tests {
         h.run(&["SADD", "s", "a", "b", "c"]);
         h.run(&["SADD", "t", "c", "d"]);
         assert_eq!(sorted(&mut h, &["SINTER", "s", "t"]), ["c"]);
-        assert_eq!(
-            sorted(&mut h, &["SUNION", "s", "t", "missing"]),
-            ["a", "b", "c", "d"]
-        );
+        assert_eq!(sorted(&mut h, &["SUNION", "s", "t", "missing"]), ["a", "b", "c", "d"]);
         assert_eq!(sorted(&mut h, &["SDIFF", "s", "t", "missing"]), ["a", "b"]);
         assert!(sorted(&mut h, &["SINTER", "s", "missing"]).is_empty());
         assert!(sorted(&mut h, &["SDIFF", "missing", "s"]).is_empty());
@@ -442,23 +387,11 @@ mod tests {
             h.run(&["SINTERCARD", "3", "s", "t"]),
             err("ERR Number of keys can't be greater than number of args")
         );
-        assert_eq!(
-            h.run(&["SINTERCARD", "2", "s", "t", "LIMIT", "-1"]),
-            err("ERR LIMIT can't be negative")
-        );
-        assert_eq!(
-            h.run(&["SINTERCARD", "2", "s", "t", "LIMIT"]),
-            err("ERR syntax error")
-        );
-        assert_eq!(
-            h.run(&["SINTERCARD", "1", "s", "t"]),
-            err("ERR syntax error")
-        );
+        assert_eq!(h.run(&["SINTERCARD", "2", "s", "t", "LIMIT", "-1"]), err("ERR LIMIT can't be negative"));
+        assert_eq!(h.run(&["SINTERCARD", "2", "s", "t", "LIMIT"]), err("ERR syntax error"));
+        assert_eq!(h.run(&["SINTERCARD", "1", "s", "t"]), err("ERR syntax error"));
         h.run(&["SET", "str", "v"]);
-        assert_eq!(
-            h.run(&["SINTERCARD", "2", "missing", "str"]),
-            err(WRONGTYPE)
-        );
+        assert_eq!(h.run(&["SINTERCARD", "2", "missing", "str"]), err(WRONGTYPE));
     }
 
     #[test]

@@ -24,8 +24,7 @@ use std::collections::HashSet;
 type Set = HashSet<Bytes>;
 
 /// A set command on the key at index 1.
-const SET_CMD: CommandSpec =
-    CommandSpec { first_key: 1, last_key: 1, step: 1, group: "set", ..CommandSpec::DEFAULT };
+const SET_CMD: CommandSpec = CommandSpec { first_key: 1, last_key: 1, step: 1, group: "set", ..CommandSpec::DEFAULT };
 
 /// The set commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -114,11 +113,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 /// The set at `key` for reading; `None` when missing, WRONGTYPE for another type.
-fn read_set<'e>(
-    engine: &'e mut Engine,
-    ctx: &CallCtx,
-    key: &[u8],
-) -> Result<Option<&'e Set>, CmdError> {
+fn read_set<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<&'e Set>, CmdError> {
     match engine.lookup_read(ctx.db, key, ctx.now_ms).map(|e| &e.value) {
         None => Ok(None),
         Some(Value::Set(s)) => Ok(Some(s)),
@@ -139,15 +134,14 @@ fn sadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 
 fn srem(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let (removed, now_empty) =
-        match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
-            None => return Ok(Reply::Integer(0)),
-            Some(Value::Set(set)) => {
-                let removed = args.iter().skip(2).filter(|m| set.remove(&m[..])).count();
-                (removed, set.is_empty())
-            }
-            Some(_) => return Err(CmdError::WRONGTYPE),
-        };
+    let (removed, now_empty) = match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
+        None => return Ok(Reply::Integer(0)),
+        Some(Value::Set(set)) => {
+            let removed = args.iter().skip(2).filter(|m| set.remove(&m[..])).count();
+            (removed, set.is_empty())
+        }
+        Some(_) => return Err(CmdError::WRONGTYPE),
+    };
     if now_empty {
         delete_key(engine, ctx.db, key);
     } else if removed > 0 {
@@ -169,11 +163,7 @@ fn sismember(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<R
 
 fn smismember(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let set = read_set(engine, ctx, arg(args, 1)?)?;
-    let out = args
-        .iter()
-        .skip(2)
-        .map(|m| Reply::Integer(i64::from(set.is_some_and(|s| s.contains(&m[..])))))
-        .collect();
+    let out = args.iter().skip(2).map(|m| Reply::Integer(i64::from(set.is_some_and(|s| s.contains(&m[..]))))).collect();
     Ok(Reply::Array(out))
 }
 

@@ -55,11 +55,7 @@ pub const SRANDMEMBER: CommandSpec = CommandSpec {
 };
 
 /// Copies of the handles of the set's members (a refcount each) and how many to draw.
-fn members_of(
-    engine: &mut Engine,
-    ctx: &CallCtx,
-    key: &[u8],
-) -> Result<Option<Vec<Bytes>>, CmdError> {
+fn members_of(engine: &mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<Vec<Bytes>>, CmdError> {
     Ok(read_set(engine, ctx, key)?.map(|s| s.iter().cloned().collect()))
 }
 
@@ -84,16 +80,14 @@ fn spop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     }
     let count = match args.get(2) {
         None => None,
-        Some(raw) => Some(parse_i64(raw).and_then(|n| usize::try_from(n).ok()).ok_or(
-            CmdError::full("ERR value is out of range, must be positive"),
-        )?),
+        Some(raw) => Some(
+            parse_i64(raw)
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or(CmdError::full("ERR value is out of range, must be positive"))?,
+        ),
     };
     let Some(mut members) = members_of(engine, ctx, key)? else {
-        return Ok(if count.is_some() {
-            Reply::Set(vec![])
-        } else {
-            Reply::Null
-        });
+        return Ok(if count.is_some() { Reply::Set(vec![]) } else { Reply::Null });
     };
     let n = count.unwrap_or(1).min(members.len());
     if n == 0 {
@@ -101,10 +95,7 @@ fn spop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     }
     choose_front(engine, &mut members, n);
     members.truncate(n);
-    let now_empty = match engine
-        .lookup_mut(ctx.db, key, ctx.now_ms)
-        .map(|e| &mut e.value)
-    {
+    let now_empty = match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
         Some(Value::Set(set)) => {
             for m in &members {
                 set.remove(m);
@@ -137,20 +128,14 @@ fn srandmember(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
     }
     let count = args.get(2).map(|raw| negatable_int_arg(raw)).transpose()?;
     let Some(mut members) = members_of(engine, ctx, key)? else {
-        return Ok(if count.is_some() {
-            Reply::Array(vec![])
-        } else {
-            Reply::Null
-        });
+        return Ok(if count.is_some() { Reply::Array(vec![]) } else { Reply::Null });
     };
     let Some(count) = count else {
         let i = random_index(engine, members.len().max(1));
         return Ok(members.get(i).cloned().map_or(Reply::Null, Reply::Bulk));
     };
     if count >= 0 {
-        let n = usize::try_from(count)
-            .unwrap_or(usize::MAX)
-            .min(members.len());
+        let n = usize::try_from(count).unwrap_or(usize::MAX).min(members.len());
         choose_front(engine, &mut members, n);
         members.truncate(n);
         return Ok(Reply::Array(members.into_iter().map(Reply::Bulk).collect()));
@@ -200,10 +185,7 @@ mod tests {
     fn srandmember_counts() {
         let mut h = Harness::new();
         assert_eq!(h.run(&["SRANDMEMBER", "missing"]), Reply::Null);
-        assert_eq!(
-            h.run(&["SRANDMEMBER", "missing", "-3"]),
-            Reply::Array(vec![])
-        );
+        assert_eq!(h.run(&["SRANDMEMBER", "missing", "-3"]), Reply::Array(vec![]));
         h.run(&["SADD", "s", "a", "b", "c"]);
         assert!(matches!(h.run(&["SRANDMEMBER", "s"]), Reply::Bulk(_)));
         assert_eq!(h.run(&["SRANDMEMBER", "s", "0"]), Reply::Array(vec![]));
@@ -211,24 +193,15 @@ mod tests {
         let mut names = sorted_strings(&two);
         names.dedup();
         assert_eq!(names.len(), 2);
-        assert_eq!(
-            sorted_strings(&h.run(&["SRANDMEMBER", "s", "10"])),
-            ["a", "b", "c"]
-        );
+        assert_eq!(sorted_strings(&h.run(&["SRANDMEMBER", "s", "10"])), ["a", "b", "c"]);
         assert_eq!(len(&h.run(&["SRANDMEMBER", "s", "-7"])), 7);
         assert_eq!(h.run(&["SCARD", "s"]), int(3));
         assert_eq!(
             h.run(&["SRANDMEMBER", "s", "-9223372036854775808"]),
             err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
         );
-        assert_eq!(
-            h.run(&["SRANDMEMBER", "s", "x"]),
-            err("ERR value is not an integer or out of range")
-        );
-        assert_eq!(
-            h.run(&["SRANDMEMBER", "s", "1", "2"]),
-            err("ERR syntax error")
-        );
+        assert_eq!(h.run(&["SRANDMEMBER", "s", "x"]), err("ERR value is not an integer or out of range"));
+        assert_eq!(h.run(&["SRANDMEMBER", "s", "1", "2"]), err("ERR syntax error"));
         h.run(&["SET", "str", "v"]);
         assert_eq!(
             h.run(&["SRANDMEMBER", "str", "0"]),

@@ -18,15 +18,13 @@ const MAXLEN_NEGATIVE: CmdError = CmdError::full("ERR The MAXLEN argument must b
 /// `ERR The LIMIT argument must be >= 0.`
 const LIMIT_NEGATIVE: CmdError = CmdError::full("ERR The LIMIT argument must be >= 0.");
 /// `ERR syntax error, IDMP/IDMPAUTO specified multiple times`
-const IDMP_TWICE: CmdError =
-    CmdError::full("ERR syntax error, IDMP/IDMPAUTO specified multiple times");
+const IDMP_TWICE: CmdError = CmdError::full("ERR syntax error, IDMP/IDMPAUTO specified multiple times");
 /// `ERR syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs`
 const IDMP_NEEDS_AUTO_ID: CmdError =
     CmdError::full("ERR syntax error, IDMP/IDMPAUTO can be used only with auto-generated IDs");
 /// `ERR syntax error, LIMIT cannot be used without specifying a trimming strategy`
-const LIMIT_WITHOUT_STRATEGY: CmdError = CmdError::full(
-    "ERR syntax error, LIMIT cannot be used without specifying a trimming strategy",
-);
+const LIMIT_WITHOUT_STRATEGY: CmdError =
+    CmdError::full("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy");
 /// `ERR syntax error, LIMIT cannot be used without the special ~ option`
 const LIMIT_WITHOUT_APPROX: CmdError =
     CmdError::full("ERR syntax error, LIMIT cannot be used without the special ~ option");
@@ -202,9 +200,7 @@ pub(super) fn parse_add_or_trim(args: &[Bytes], xadd: bool) -> Result<AddTrimArg
             }
             let pid = args.get(i + 1).cloned().unwrap_or_default();
             if pid.is_empty() {
-                return Err(CmdError::full(
-                    "ERR syntax error, IDMPAUTO requires a non-empty producer ID",
-                ));
+                return Err(CmdError::full("ERR syntax error, IDMPAUTO requires a non-empty producer ID"));
             }
             out.idmp = Some(IdmpArg::Auto { pid });
             i += 1;
@@ -218,9 +214,7 @@ pub(super) fn parse_add_or_trim(args: &[Bytes], xadd: bool) -> Result<AddTrimArg
                 return Err(CmdError::full("ERR syntax error, IDMP requires a non-empty producer ID"));
             }
             if iid.is_empty() {
-                return Err(CmdError::full(
-                    "ERR syntax error, IDMP requires a non-empty idempotent ID",
-                ));
+                return Err(CmdError::full("ERR syntax error, IDMP requires a non-empty idempotent ID"));
             }
             out.idmp = Some(IdmpArg::Explicit { pid, iid });
             i += 2;
@@ -309,20 +303,12 @@ pub(super) fn text(arg: &[u8]) -> String {
 /// `NOGROUP No such key '<key>' or consumer group '<group>'` (XPENDING, XCLAIM, XAUTOCLAIM,
 /// XNACK).
 pub(super) fn no_key_or_group(key: &[u8], group: &[u8]) -> CmdError {
-    CmdError::owned(format!(
-        "NOGROUP No such key '{}' or consumer group '{}'",
-        text(key),
-        text(group)
-    ))
+    CmdError::owned(format!("NOGROUP No such key '{}' or consumer group '{}'", text(key), text(group)))
 }
 
 /// `NOGROUP No such consumer group '<group>' for key name '<key>'` (XGROUP, XINFO CONSUMERS).
 pub(super) fn no_group_for_key(key: &[u8], group: &[u8]) -> CmdError {
-    CmdError::owned(format!(
-        "NOGROUP No such consumer group '{}' for key name '{}'",
-        text(group),
-        text(key)
-    ))
+    CmdError::owned(format!("NOGROUP No such consumer group '{}' for key name '{}'", text(group), text(key)))
 }
 
 /// The stream at `key` holding `group`, for writing: WRONGTYPE for another type, `missing`

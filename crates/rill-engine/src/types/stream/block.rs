@@ -48,9 +48,7 @@
 //! which for a reader keeping up is the newest) decodes a few heads to pick a mark and then
 //! scans at most `MARK_EVERY` entries, not the whole block.
 
-use super::codec::{
-    self, classify, get_varint, get_varint_u64, put_varint, unzigzag, zigzag, Scalar,
-};
+use super::codec::{self, classify, get_varint, get_varint_u64, put_varint, unzigzag, zigzag, Scalar};
 use super::id::StreamId;
 use super::Fields;
 use bytes::Bytes;
@@ -118,10 +116,7 @@ impl NodeLimits {
 
 impl Default for NodeLimits {
     fn default() -> Self {
-        NodeLimits {
-            max_entries: DEFAULT_NODE_MAX_ENTRIES,
-            max_bytes: DEFAULT_NODE_MAX_BYTES,
-        }
+        NodeLimits { max_entries: DEFAULT_NODE_MAX_ENTRIES, max_bytes: DEFAULT_NODE_MAX_BYTES }
     }
 }
 
@@ -215,20 +210,13 @@ impl<'a> EntryCursor<'a> {
         let offset = self.pos;
         let mut pos = self.pos;
         let (id, head) = read_head(self.buf, &mut pos, self.first)?;
-        let n = if head & FLAG_SAME_FIELDS != 0 {
-            self.master.fields.len()
-        } else {
-            skip_field_names(self.buf, &mut pos)?
-        };
+        let n =
+            if head & FLAG_SAME_FIELDS != 0 { self.master.fields.len() } else { skip_field_names(self.buf, &mut pos)? };
         for _ in 0..n {
             skip_value(self.buf, &mut pos)?;
         }
         self.pos = pos;
-        Some(EntryPos {
-            id,
-            deleted: head & FLAG_DELETED != 0,
-            offset,
-        })
+        Some(EntryPos { id, deleted: head & FLAG_DELETED != 0, offset })
     }
 
     /// Decode the entry whose head is at `offset` (from [`Self::next_entry`]), passing each
@@ -273,13 +261,7 @@ impl Block {
         for (_, v) in fields.pairs() {
             put_value(&mut buf, v, None);
         }
-        Block {
-            buf,
-            last_id: id,
-            live: 1,
-            deleted: 0,
-            marks: Vec::new(),
-        }
+        Block { buf, last_id: id, live: 1, deleted: 0, marks: Vec::new() }
     }
 
     /// Whether an entry with `raw_bytes` of field and value data may still go into this block
@@ -294,12 +276,7 @@ impl Block {
 
     /// Append an entry. `id` must be greater than [`Block::last_id`]; returns false (and
     /// changes nothing) otherwise or if the block cannot be decoded.
-    pub(crate) fn push<F: Fields + ?Sized>(
-        &mut self,
-        first: StreamId,
-        id: StreamId,
-        fields: &F,
-    ) -> bool {
+    pub(crate) fn push<F: Fields + ?Sized>(&mut self, first: StreamId, id: StreamId, fields: &F) -> bool {
         if id <= self.last_id || id < first {
             return false;
         }
@@ -351,13 +328,9 @@ impl Block {
         if master_head & FLAG_SAME_FIELDS == 0 {
             return None;
         }
-        let head =
-            (u128::from(ms_delta) << HEAD_FLAG_BITS) | if same { FLAG_SAME_FIELDS } else { 0 };
+        let head = (u128::from(ms_delta) << HEAD_FLAG_BITS) | if same { FLAG_SAME_FIELDS } else { 0 };
         put_varint(&mut self.buf, head);
-        put_varint(
-            &mut self.buf,
-            u128::from(zigzag(id.seq.wrapping_sub(first.seq) as i64)),
-        );
+        put_varint(&mut self.buf, u128::from(zigzag(id.seq.wrapping_sub(first.seq) as i64)));
         if same {
             // Pass 2: master values are read one by one beside the new ones. The master's
             // bytes stay where they are (we only append), so a raw master value is kept as
@@ -369,16 +342,12 @@ impl Block {
                         MasterValue::Raw { start: end - b.len(), end }
                     }
                     Stored::Plain(Scalar::Int(m)) => MasterValue::Int(m),
-                    Stored::Plain(Scalar::Decimal { mantissa, scale }) => {
-                        MasterValue::Decimal { mantissa, scale }
-                    }
+                    Stored::Plain(Scalar::Decimal { mantissa, scale }) => MasterValue::Decimal { mantissa, scale },
                     _ => return None,
                 };
                 let scalar = classify(v);
                 let (is_same, numeric) = match (master, scalar) {
-                    (MasterValue::Raw { start, end }, Scalar::Raw(b)) => {
-                        (self.buf.get(start..end) == Some(b), None)
-                    }
+                    (MasterValue::Raw { start, end }, Scalar::Raw(b)) => (self.buf.get(start..end) == Some(b), None),
                     (MasterValue::Raw { .. }, _) => (false, None),
                     (MasterValue::Int(m), _) => (scalar == Scalar::Int(m), Some(Scalar::Int(m))),
                     (MasterValue::Decimal { mantissa, scale }, _) => {
@@ -460,11 +429,7 @@ impl Block {
                 _ => return None,
             }
         }
-        Some(Master {
-            fields,
-            values,
-            entries_start,
-        })
+        Some(Master { fields, values, entries_start })
     }
 
     /// Every entry's position, in storage (= ID) order. O(bytes in the block).
@@ -476,19 +441,11 @@ impl Block {
         while pos < buf.len() {
             let offset = pos;
             let (id, head) = read_head(buf, &mut pos, first)?;
-            let n = if head & FLAG_SAME_FIELDS != 0 {
-                master_fields
-            } else {
-                read_field_names(buf, &mut pos)?.len()
-            };
+            let n = if head & FLAG_SAME_FIELDS != 0 { master_fields } else { read_field_names(buf, &mut pos)?.len() };
             for _ in 0..n {
                 read_value(buf, &mut pos)?;
             }
-            out.push(EntryPos {
-                id,
-                deleted: head & FLAG_DELETED != 0,
-                offset,
-            });
+            out.push(EntryPos { id, deleted: head & FLAG_DELETED != 0, offset });
         }
         Some(out)
     }
@@ -551,12 +508,7 @@ impl Block {
     /// reads. `None` if the block cannot be decoded.
     pub(crate) fn cursor(&self, first: StreamId) -> Option<EntryCursor<'_>> {
         let master = self.master(first)?;
-        Some(EntryCursor {
-            buf: &self.buf,
-            first,
-            pos: master.entries_start,
-            master,
-        })
+        Some(EntryCursor { buf: &self.buf, first, pos: master.entries_start, master })
     }
 
     /// A reader positioned at or before the first entry with an ID ≥ `start` (at most
@@ -582,11 +534,7 @@ impl Block {
 
     /// Mark live entries deleted from the front while `take(id)` says so; stops at the first
     /// live entry it refuses. Returns how many were marked.
-    pub(crate) fn delete_front_while(
-        &mut self,
-        first: StreamId,
-        mut take: impl FnMut(StreamId) -> bool,
-    ) -> u64 {
+    pub(crate) fn delete_front_while(&mut self, first: StreamId, mut take: impl FnMut(StreamId) -> bool) -> u64 {
         let Some(positions) = self.positions(first) else {
             return 0;
         };
@@ -616,11 +564,7 @@ impl Block {
     /// its key. `None` if nothing is live. O(bytes in the block).
     pub(crate) fn rewrite_live(&self, first: StreamId) -> Option<(StreamId, Block)> {
         let master = self.master(first)?;
-        let names: Vec<Bytes> = master
-            .fields
-            .iter()
-            .map(|f| Bytes::copy_from_slice(f))
-            .collect();
+        let names: Vec<Bytes> = master.fields.iter().map(|f| Bytes::copy_from_slice(f)).collect();
         let mut out: Option<(StreamId, Block)> = None;
         for p in self.positions(first)?.into_iter().filter(|p| !p.deleted) {
             let fields = self.decode_at(first, &master, &names, p.offset)?;
@@ -642,21 +586,18 @@ impl Block {
         let Some(master) = self.master(first) else {
             return false;
         };
-        let names: Vec<Bytes> = master
-            .fields
-            .iter()
-            .map(|f| Bytes::copy_from_slice(f))
-            .collect();
+        let names: Vec<Bytes> = master.fields.iter().map(|f| Bytes::copy_from_slice(f)).collect();
         let Some(positions) = self.positions(first) else {
             return false;
         };
         let live = positions.iter().filter(|p| !p.deleted).count();
-        let marks_ok = self.marks.iter().enumerate().all(|(i, &m)| {
-            positions.get((i + 1) * MARK_EVERY as usize).is_some_and(|p| p.offset == m as usize)
-        }) && positions.len().saturating_sub(1) / MARK_EVERY as usize == self.marks.len();
-        let sorted = positions
-            .windows(2)
-            .all(|w| matches!(w, [a, b] if a.id < b.id));
+        let marks_ok = self
+            .marks
+            .iter()
+            .enumerate()
+            .all(|(i, &m)| positions.get((i + 1) * MARK_EVERY as usize).is_some_and(|p| p.offset == m as usize))
+            && positions.len().saturating_sub(1) / MARK_EVERY as usize == self.marks.len();
+        let sorted = positions.windows(2).all(|w| matches!(w, [a, b] if a.id < b.id));
         master.entries_start > 0
             && marks_ok
             && positions.first().map(|p| p.id) == Some(first)
@@ -664,9 +605,7 @@ impl Block {
             && sorted
             && live == self.live as usize
             && positions.len() - live == self.deleted as usize
-            && positions
-                .iter()
-                .all(|p| self.decode_at(first, &master, &names, p.offset).is_some())
+            && positions.iter().all(|p| self.decode_at(first, &master, &names, p.offset).is_some())
     }
 }
 
@@ -723,17 +662,11 @@ fn put_scalar(buf: &mut Vec<u8>, scalar: Scalar<'_>, master: Option<Scalar<'_>>)
             let scale_bits = scale & TAG_SCALE_MASK;
             let absolute = zigzag(mantissa);
             let delta = match master {
-                Some(Scalar::Decimal {
-                    mantissa: m,
-                    scale: s,
-                }) if s == scale => Some(zigzag(mantissa.wrapping_sub(m))),
+                Some(Scalar::Decimal { mantissa: m, scale: s }) if s == scale => Some(zigzag(mantissa.wrapping_sub(m))),
                 _ => None,
             };
             match delta {
-                Some(d)
-                    if codec::varint_len(u128::from(d))
-                        < codec::varint_len(u128::from(absolute)) =>
-                {
+                Some(d) if codec::varint_len(u128::from(d)) < codec::varint_len(u128::from(absolute)) => {
                     put_number(buf, TAG_DEC_DELTA | scale_bits, None, d);
                 }
                 _ => put_number(buf, TAG_DEC | scale_bits, None, absolute),
@@ -797,10 +730,7 @@ fn read_head(buf: &[u8], pos: &mut usize, first: StreamId) -> Option<(StreamId, 
     let head = get_varint(buf, pos)?;
     let ms_delta = u64::try_from(head >> HEAD_FLAG_BITS).ok()?;
     let seq_delta = unzigzag(get_varint_u64(buf, pos)?);
-    let id = StreamId {
-        ms: first.ms.checked_add(ms_delta)?,
-        seq: first.seq.wrapping_add(seq_delta as u64),
-    };
+    let id = StreamId { ms: first.ms.checked_add(ms_delta)?, seq: first.seq.wrapping_add(seq_delta as u64) };
     Some((id, head))
 }
 
@@ -820,10 +750,7 @@ fn read_value<'a>(buf: &'a [u8], pos: &mut usize) -> Option<Stored<'a>> {
             mantissa: unzigzag(get_varint_u64(buf, pos)?),
             scale: tag & TAG_SCALE_MASK,
         }),
-        0x61..=0x6F => Stored::DecDelta {
-            delta: unzigzag(get_varint_u64(buf, pos)?),
-            scale: tag & TAG_SCALE_MASK,
-        },
+        0x61..=0x6F => Stored::DecDelta { delta: unzigzag(get_varint_u64(buf, pos)?), scale: tag & TAG_SCALE_MASK },
         0x80..=0xBF => Stored::Plain(Scalar::Int(unzigzag(u64::from(tag & TAG_TINY_MASK)))),
         0xC0..=0xFF => Stored::IntDelta(unzigzag(u64::from(tag & TAG_TINY_MASK))),
         _ => return None,
@@ -856,13 +783,8 @@ fn resolve<'a>(stored: Stored<'a>, master: Option<Scalar<'a>>) -> Option<Scalar<
         (Stored::Plain(s), _) => Some(s),
         (Stored::Same, Some(m)) => Some(m),
         (Stored::IntDelta(d), Some(Scalar::Int(m))) => Some(Scalar::Int(m.wrapping_add(d))),
-        (Stored::DecDelta { delta, scale }, Some(Scalar::Decimal { mantissa, scale: s }))
-            if s == scale =>
-        {
-            Some(Scalar::Decimal {
-                mantissa: mantissa.wrapping_add(delta),
-                scale,
-            })
+        (Stored::DecDelta { delta, scale }, Some(Scalar::Decimal { mantissa, scale: s })) if s == scale => {
+            Some(Scalar::Decimal { mantissa: mantissa.wrapping_add(delta), scale })
         }
         _ => None,
     }

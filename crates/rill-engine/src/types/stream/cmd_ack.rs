@@ -8,9 +8,9 @@
 //! Acknowledging is group bookkeeping: it does not invalidate WATCH (spec §8); XACKDEL does
 //! when it deletes an entry.
 
-use super::{args, reply};
 use super::cmd_delete::parse_ids_args;
 use super::group::GroupEffect;
+use super::{args, reply};
 use super::{RefStrategy, StreamId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::{CallCtx, CmdError, Engine};
@@ -67,12 +67,8 @@ fn xack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     if stream.group(group).is_none() {
         return Ok(Reply::Integer(0));
     }
-    let ids = args
-        .get(3..)
-        .unwrap_or_default()
-        .iter()
-        .map(|a| args::strict_id(a))
-        .collect::<Result<Vec<StreamId>, _>>()?;
+    let ids =
+        args.get(3..).unwrap_or_default().iter().map(|a| args::strict_id(a)).collect::<Result<Vec<StreamId>, _>>()?;
     let acked = stream.ack(group, &ids);
     engine.dirty += acked;
     Ok(reply::count(acked))

@@ -13,9 +13,9 @@
 use super::args::{self, AddTrimArgs, IdmpArg, XaddIdArg};
 use super::{id, idmp, reply, FlatFields, Stream, StreamId, XaddId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::effect::Effect;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
-use crate::effect::Effect;
 use rill_resp::Reply;
 
 /// `XADD`.
@@ -96,7 +96,9 @@ fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest<'_>, args: &
             // Created before the append is attempted, so it stays even if the append fails.
             let mut stream = Box::<super::Stream>::default();
             // New streams take their IDMP defaults from `stream-idmp-duration` / `-maxsize`.
-            stream.idmp.configure(Some(engine.config.stream_idmp_duration_secs), Some(engine.config.stream_idmp_maxsize));
+            stream
+                .idmp
+                .configure(Some(engine.config.stream_idmp_duration_secs), Some(engine.config.stream_idmp_maxsize));
             engine.insert(ctx.db, req.key.clone(), Value::Stream(stream));
             let Some(stream) = args::write_stream(engine, ctx, req.key)? else {
                 return Ok(Reply::Null);

@@ -86,9 +86,7 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     let group = args.get(2).ok_or_else(|| CmdError::arity("xclaim"))?;
     let consumer = args.get(3).ok_or_else(|| CmdError::arity("xclaim"))?;
     args::group_stream(engine, ctx, key, group, || args::no_key_or_group(key, group))?;
-    let min_idle = parse_i64(at(4))
-        .ok_or(CmdError::full("ERR Invalid min-idle-time argument for XCLAIM"))?
-        .max(0);
+    let min_idle = parse_i64(at(4)).ok_or(CmdError::full("ERR Invalid min-idle-time argument for XCLAIM"))?.max(0);
     let now = ctx.now_ms;
     let mut ids = Vec::new();
     let mut j = 5;
@@ -105,29 +103,22 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
             opts.justid = true;
         } else if is(opt, "IDLE") && more {
             j += 1;
-            let ms = parse_i64(at(j))
-                .ok_or(CmdError::full("ERR Invalid IDLE option argument for XCLAIM"))?;
+            let ms = parse_i64(at(j)).ok_or(CmdError::full("ERR Invalid IDLE option argument for XCLAIM"))?;
             opts.delivery_time_ms = Some(now.wrapping_sub(ms));
         } else if is(opt, "TIME") && more {
             j += 1;
-            opts.delivery_time_ms = Some(
-                parse_i64(at(j))
-                    .ok_or(CmdError::full("ERR Invalid TIME option argument for XCLAIM"))?,
-            );
+            opts.delivery_time_ms =
+                Some(parse_i64(at(j)).ok_or(CmdError::full("ERR Invalid TIME option argument for XCLAIM"))?);
         } else if is(opt, "RETRYCOUNT") && more {
             j += 1;
-            let n = parse_i64(at(j))
-                .ok_or(CmdError::full("ERR Invalid RETRYCOUNT option argument for XCLAIM"))?;
+            let n = parse_i64(at(j)).ok_or(CmdError::full("ERR Invalid RETRYCOUNT option argument for XCLAIM"))?;
             // A negative RETRYCOUNT reads as "not given", as in Redis.
             opts.retry_count = u64::try_from(n).ok();
         } else if is(opt, "LASTID") && more {
             j += 1;
             opts.last_id = Some(args::strict_id(at(j))?);
         } else {
-            return Err(CmdError::owned(format!(
-                "ERR Unrecognized XCLAIM option '{}'",
-                args::text(opt)
-            )));
+            return Err(CmdError::owned(format!("ERR Unrecognized XCLAIM option '{}'", args::text(opt))));
         }
         j += 1;
     }
@@ -200,13 +191,7 @@ fn changes(effects: &[GroupEffect]) -> u64 {
 }
 
 /// Create the consumer if needed and set its seen-time.
-fn touch_consumer(
-    stream: &mut Stream,
-    group: &Bytes,
-    consumer: &Bytes,
-    now: i64,
-    effects: &mut Vec<GroupEffect>,
-) {
+fn touch_consumer(stream: &mut Stream, group: &Bytes, consumer: &Bytes, now: i64, effects: &mut Vec<GroupEffect>) {
     if stream.group(group).and_then(|g| g.consumer(consumer)).is_none() {
         effects.push(stream.apply_group(GroupEffect::ConsumerCreated {
             group: group.clone(),
@@ -223,9 +208,7 @@ fn touch_consumer(
 
 fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let at = |i: usize| args.get(i).map(|b| b.as_ref()).unwrap_or_default();
-    let min_idle = parse_i64(at(4))
-        .ok_or(CmdError::full("ERR Invalid min-idle-time argument for XAUTOCLAIM"))?
-        .max(0);
+    let min_idle = parse_i64(at(4)).ok_or(CmdError::full("ERR Invalid min-idle-time argument for XAUTOCLAIM"))?.max(0);
     let start = id::parse_interval_start(at(5))?;
     let mut count = AUTOCLAIM_COUNT_DEFAULT;
     let mut justid = false;
@@ -279,9 +262,8 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 steps.push(Step::Deleted(id));
                 slots -= 1;
             } else {
-                let idle_enough = pending.owner.is_none()
-                    || min_idle == 0
-                    || now.wrapping_sub(pending.delivery_time_ms) >= min_idle;
+                let idle_enough =
+                    pending.owner.is_none() || min_idle == 0 || now.wrapping_sub(pending.delivery_time_ms) >= min_idle;
                 if idle_enough && (justid || entries_out.push_found(&mut entries, id, 0).is_some()) {
                     let count = if justid { pending.delivery_count } else { bump(pending.delivery_count) };
                     steps.push(Step::Claim(id, count));

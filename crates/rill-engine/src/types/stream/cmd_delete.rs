@@ -67,12 +67,7 @@ fn xdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     if args::write_stream(engine, ctx, key)?.is_none() {
         return Ok(Reply::Integer(0));
     }
-    let ids = args
-        .get(2..)
-        .unwrap_or_default()
-        .iter()
-        .map(|a| args::strict_id(a))
-        .collect::<Result<Vec<_>, _>>()?;
+    let ids = args.get(2..).unwrap_or_default().iter().map(|a| args::strict_id(a)).collect::<Result<Vec<_>, _>>()?;
     let Some(stream) = args::write_stream(engine, ctx, key)? else {
         return Ok(Reply::Integer(0));
     };
@@ -109,9 +104,7 @@ pub(super) fn parse_ids_args(args: &[Bytes], start: usize) -> Result<IdsArgs, Cm
             let n = args.get(j + 1).and_then(|a| parse_i64(a)).ok_or(numids_error.clone())?;
             let n = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or(numids_error.clone())?;
             if n > args.len() - j - 2 {
-                return Err(CmdError::full(
-                    "ERR The `numids` parameter must match the number of arguments",
-                ));
+                return Err(CmdError::full("ERR The `numids` parameter must match the number of arguments"));
             }
             ids = Some((j + 2, n));
             j += 2 + n;

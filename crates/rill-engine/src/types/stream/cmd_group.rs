@@ -37,14 +37,8 @@ pub(super) const XGROUP: CommandSpec = CommandSpec {
     ..CommandSpec::DEFAULT
 };
 
-const SUBCOMMANDS: &[CommandSpec] = &[
-    XGROUP_CREATE,
-    XGROUP_SETID,
-    XGROUP_DESTROY,
-    XGROUP_CREATECONSUMER,
-    XGROUP_DELCONSUMER,
-    XGROUP_HELP,
-];
+const SUBCOMMANDS: &[CommandSpec] =
+    &[XGROUP_CREATE, XGROUP_SETID, XGROUP_DESTROY, XGROUP_CREATECONSUMER, XGROUP_DELCONSUMER, XGROUP_HELP];
 
 const XGROUP_CREATE: CommandSpec = CommandSpec {
     name: "xgroup|create",
@@ -159,14 +153,11 @@ const KEY_REQUIRED: CmdError = CmdError::full(
 /// `BUSYGROUP Consumer Group name already exists`
 pub(super) const BUSYGROUP: CmdError = CmdError::full("BUSYGROUP Consumer Group name already exists");
 /// `ERR value for ENTRIESREAD must be positive or -1`
-const ENTRIESREAD_INVALID: CmdError =
-    CmdError::full("ERR value for ENTRIESREAD must be positive or -1");
+const ENTRIESREAD_INVALID: CmdError = CmdError::full("ERR value for ENTRIESREAD must be positive or -1");
 
 fn subcommand_error(args: &[Bytes]) -> CmdError {
     let sub: String = args.get(1).map(|s| text(s)).unwrap_or_default().chars().take(128).collect();
-    CmdError::owned(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try XGROUP HELP."
-    ))
+    CmdError::owned(format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try XGROUP HELP."))
 }
 
 fn arg(args: &[Bytes], i: usize) -> Result<&Bytes, CmdError> {
@@ -188,12 +179,7 @@ fn existing<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<&'e
 }
 
 /// The stream for a subcommand that needs the group too.
-fn with_group<'e>(
-    engine: &'e mut Engine,
-    ctx: &CallCtx,
-    key: &[u8],
-    group: &[u8],
-) -> Result<&'e mut Stream, CmdError> {
+fn with_group<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8], group: &[u8]) -> Result<&'e mut Stream, CmdError> {
     let stream = existing(engine, ctx, key)?;
     if stream.group(group).is_none() {
         return Err(args::no_group_for_key(key, group));
@@ -234,10 +220,7 @@ fn xgroup_create(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resu
     };
     if !exists {
         let mut s = Box::<Stream>::default();
-        s.idmp.configure(
-            Some(engine.config.stream_idmp_duration_secs),
-            Some(engine.config.stream_idmp_maxsize),
-        );
+        s.idmp.configure(Some(engine.config.stream_idmp_duration_secs), Some(engine.config.stream_idmp_maxsize));
         engine.insert(ctx.db, key.clone(), Value::Stream(s));
         engine.modified(ctx.db, key);
         engine.signal_ready(ctx.db, key);
@@ -250,11 +233,7 @@ fn xgroup_create(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resu
     }
     // ENTRIESREAD beyond entries-added is clamped (Redis 8.2.2+).
     let entries_read = entries_read.map(|n| n.min(stream.entries_added()));
-    stream.apply_group(GroupEffect::GroupCreated {
-        group: crate::types::owned(group),
-        last_id,
-        entries_read,
-    });
+    stream.apply_group(GroupEffect::GroupCreated { group: crate::types::owned(group), last_id, entries_read });
     engine.dirty += 1;
     Ok(Reply::ok())
 }
@@ -294,11 +273,7 @@ fn xgroup_destroy(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Res
     Ok(Reply::Integer(1))
 }
 
-fn xgroup_createconsumer(
-    engine: &mut Engine,
-    ctx: &mut CallCtx,
-    args: &[Bytes],
-) -> Result<Reply, CmdError> {
+fn xgroup_createconsumer(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 2)?;
     let group = arg(args, 3)?;
     let consumer = arg(args, 4)?;
@@ -316,17 +291,12 @@ fn xgroup_createconsumer(
     Ok(Reply::Integer(1))
 }
 
-fn xgroup_delconsumer(
-    engine: &mut Engine,
-    ctx: &mut CallCtx,
-    args: &[Bytes],
-) -> Result<Reply, CmdError> {
+fn xgroup_delconsumer(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 2)?;
     let group = arg(args, 3)?;
     let consumer = arg(args, 4)?;
     let stream = with_group(engine, ctx, key, group)?;
-    let Some(pending) = stream.group(group).and_then(|g| Some(g.pending_count(g.consumer(consumer)?)))
-    else {
+    let Some(pending) = stream.group(group).and_then(|g| Some(g.pending_count(g.consumer(consumer)?))) else {
         return Ok(Reply::Integer(0));
     };
     stream.apply_group(GroupEffect::ConsumerDeleted { group: group.clone(), consumer: consumer.clone() });

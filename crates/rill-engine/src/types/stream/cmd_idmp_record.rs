@@ -33,9 +33,7 @@ pub(super) const XIDMPRECORD: CommandSpec = CommandSpec {
 };
 
 fn xidmprecord(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    let (Some(key), Some(pid), Some(iid), Some(id_arg)) =
-        (args.get(1), args.get(2), args.get(3), args.get(4))
-    else {
+    let (Some(key), Some(pid), Some(iid), Some(id_arg)) = (args.get(1), args.get(2), args.get(3), args.get(4)) else {
         return Err(CmdError::arity("xidmprecord"));
     };
     let id = args::strict_id(id_arg)?;
@@ -55,11 +53,7 @@ fn xidmprecord(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
     stream.idmp.expire(ctx.now_ms);
     match stream.idmp.recorded(pid, iid) {
         Some(existing) if existing == id => return Ok(Reply::ok()),
-        Some(_) => {
-            return Err(CmdError::full(
-                "ERR IID already exists for this producer with a different stream ID",
-            ))
-        }
+        Some(_) => return Err(CmdError::full("ERR IID already exists for this producer with a different stream ID")),
         None => stream.idmp.record(pid, iid.clone(), id),
     }
     // Persisted state; not a WATCH-visible change.

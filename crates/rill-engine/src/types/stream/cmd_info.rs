@@ -1,7 +1,6 @@
 //! XINFO: the introspection container (spec §3.17): `XINFO STREAM key [FULL [COUNT count]]`,
 //! `XINFO GROUPS key`, `XINFO CONSUMERS key group` and `XINFO HELP`.
 
-use std::ops::Bound;
 use super::args::{self, is};
 use super::group::ConsumerGroup;
 use super::{reply, Stream};
@@ -10,6 +9,7 @@ use crate::util::parse_i64;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
+use std::ops::Bound;
 
 /// `XINFO` (container).
 pub(super) const XINFO: CommandSpec = CommandSpec {
@@ -105,9 +105,7 @@ const FULL_COUNT_DEFAULT: u64 = 10;
 fn subcommand_error(args: &[Bytes]) -> CmdError {
     let sub = args.get(1).map(|s| String::from_utf8_lossy(s).into_owned()).unwrap_or_default();
     let sub: String = sub.chars().take(128).collect();
-    CmdError::owned(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try XINFO HELP."
-    ))
+    CmdError::owned(format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try XINFO HELP."))
 }
 
 fn xinfo_help(_: &mut Engine, _: &mut CallCtx, _: &[Bytes]) -> Result<Reply, CmdError> {
@@ -293,8 +291,7 @@ fn xinfo_consumers(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Re
         .consumers()
         .iter()
         .map(|(name, c)| {
-            let inactive =
-                if c.active_time_ms == -1 { -1 } else { (now - c.active_time_ms).max(0) };
+            let inactive = if c.active_time_ms == -1 { -1 } else { (now - c.active_time_ms).max(0) };
             Reply::Map(vec![
                 (reply::name("name"), Reply::Bulk(name.clone())),
                 (reply::name("pending"), reply::count(g.pending_count(c))),

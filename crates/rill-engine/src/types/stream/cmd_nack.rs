@@ -97,15 +97,10 @@ fn xnack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         } else if is(opt, "RETRYCOUNT") && more {
             i += 1;
             let n = parse_i64(at(i)).ok_or(CmdError::NOT_INTEGER)?;
-            retry_count = Some(
-                u64::try_from(n)
-                    .map_err(|_| CmdError::full("ERR Invalid RETRYCOUNT value, must be >= 0"))?,
-            );
+            retry_count =
+                Some(u64::try_from(n).map_err(|_| CmdError::full("ERR Invalid RETRYCOUNT value, must be >= 0"))?);
         } else {
-            return Err(CmdError::owned(format!(
-                "ERR Unrecognized XNACK option '{}'",
-                args::text(opt)
-            )));
+            return Err(CmdError::owned(format!("ERR Unrecognized XNACK option '{}'", args::text(opt))));
         }
         i += 1;
     }

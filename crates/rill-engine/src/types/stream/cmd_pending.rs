@@ -4,7 +4,6 @@
 //! XPENDING key group [[IDLE min-idle-time] start end count [consumer]]
 //! ```
 
-use std::ops::Bound;
 use super::args::{self, is};
 use super::id;
 use super::pel::PendingEntry;
@@ -14,6 +13,7 @@ use crate::util::parse_i64;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
+use std::ops::Bound;
 
 /// `XPENDING`.
 pub(super) const XPENDING: CommandSpec = CommandSpec {
@@ -84,31 +84,16 @@ fn xpending(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
     let Some(range) = range else {
         let pel = group.pel();
         let Some((min, max)) = pel.bounds() else {
-            return Ok(Reply::Array(vec![
-                Reply::Integer(0),
-                Reply::Null,
-                Reply::Null,
-                Reply::NullArray,
-            ]));
+            return Ok(Reply::Array(vec![Reply::Integer(0), Reply::Null, Reply::Null, Reply::NullArray]));
         };
         let owners = group
             .consumers()
             .iter()
             .map(|(name, c)| (name, group.pending_count(c)))
             .filter(|(_, n)| *n > 0)
-            .map(|(name, n)| {
-                Reply::Array(vec![
-                    Reply::Bulk(name.clone()),
-                    Reply::Bulk(Bytes::from(n.to_string())),
-                ])
-            })
+            .map(|(name, n)| Reply::Array(vec![Reply::Bulk(name.clone()), Reply::Bulk(Bytes::from(n.to_string()))]))
             .collect();
-        return Ok(Reply::Array(vec![
-            reply::count(pel.len()),
-            reply::id(min),
-            reply::id(max),
-            Reply::Array(owners),
-        ]));
+        return Ok(Reply::Array(vec![reply::count(pel.len()), reply::id(min), reply::id(max), Reply::Array(owners)]));
     };
     // Rows `[id, consumer, idle, count]` are encoded straight into the reply.
     let now = ctx.now_ms;

@@ -122,12 +122,7 @@ fn parse(args: &[Bytes], rev: bool) -> Result<RangeRequest, CmdError> {
     Ok(RangeRequest { start, end, count })
 }
 
-fn range_command(
-    engine: &mut Engine,
-    ctx: &mut CallCtx,
-    args: &[Bytes],
-    rev: bool,
-) -> Result<Reply, CmdError> {
+fn range_command(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], rev: bool) -> Result<Reply, CmdError> {
     let req = parse(args, rev)?;
     let key = args.get(1).ok_or(CmdError::SYNTAX)?;
     let Some(stream) = args::read_stream(engine, ctx, key)? else {
@@ -144,13 +139,7 @@ fn range_command(
 /// blocks: each block's master is decoded once, entries before the range are skipped without
 /// decoding their values, and the reply's strings share one buffer. Same result as
 /// [`Stream::range`](super::Stream::range) collected through [`reply::entries`].
-pub(super) fn range_reply(
-    stream: &super::Stream,
-    start: StreamId,
-    end: StreamId,
-    count: usize,
-    rev: bool,
-) -> Reply {
+pub(super) fn range_reply(stream: &super::Stream, start: StreamId, end: StreamId, count: usize, rev: bool) -> Reply {
     let mut out = reply::EntriesBuilder::with_capacity(count);
     if start > end {
         return out.finish();

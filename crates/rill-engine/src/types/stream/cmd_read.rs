@@ -47,14 +47,12 @@ pub(super) const XREAD: CommandSpec = CommandSpec {
 };
 
 /// `ERR timeout is not an integer or out of range`
-pub(super) const TIMEOUT_NOT_INTEGER: CmdError =
-    CmdError::full("ERR timeout is not an integer or out of range");
+pub(super) const TIMEOUT_NOT_INTEGER: CmdError = CmdError::full("ERR timeout is not an integer or out of range");
 /// `ERR timeout is out of range`
 pub(super) const TIMEOUT_OUT_OF_RANGE: CmdError = CmdError::full("ERR timeout is out of range");
 /// MAXCOUNT/MAXSIZE errors: the spec marks their exact text unverified (8.10, docs only).
 pub(super) const MAXCOUNT_NOT_POSITIVE: CmdError = CmdError::full("ERR MAXCOUNT must be a positive integer");
-pub(super) const MAXCOUNT_BELOW_COUNT: CmdError =
-    CmdError::full("ERR MAXCOUNT must be greater than or equal to COUNT");
+pub(super) const MAXCOUNT_BELOW_COUNT: CmdError = CmdError::full("ERR MAXCOUNT must be greater than or equal to COUNT");
 pub(super) const MAXSIZE_NOT_POSITIVE: CmdError = CmdError::full("ERR MAXSIZE must be a positive integer");
 
 /// The cumulative MAXCOUNT / MAXSIZE caps over one XREAD or XREADGROUP reply.
@@ -112,21 +110,12 @@ struct XreadRequest {
 }
 
 fn option_error(opt: &str) -> CmdError {
-    CmdError::owned(format!(
-        "ERR The {opt} option is only supported by XREADGROUP. You called XREAD instead."
-    ))
+    CmdError::owned(format!("ERR The {opt} option is only supported by XREADGROUP. You called XREAD instead."))
 }
 
 fn parse(args: &[Bytes]) -> Result<XreadRequest, CmdError> {
     let argc = args.len();
-    let mut req = XreadRequest {
-        count: 0,
-        max_count: None,
-        max_size: None,
-        block_ms: None,
-        streams_at: 0,
-        streams: 0,
-    };
+    let mut req = XreadRequest { count: 0, max_count: None, max_size: None, block_ms: None, streams_at: 0, streams: 0 };
     let mut i = 1;
     while i < argc {
         let more = argc - 1 - i;
@@ -205,15 +194,10 @@ fn xread(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
             b"$" => stream.map_or(StreamId::MIN, |s| s.last_generated_id()),
             // `+`: just below the last live entry, so exactly that entry is served whatever
             // COUNT says; 0-0 when there is none, so a blocked `+` waits for the first entry.
-            b"+" => stream
-                .and_then(|s| s.last_live_id())
-                .and_then(StreamId::prev)
-                .unwrap_or(StreamId::MIN),
-            b">" => {
-                return Err(CmdError::full(
-                    "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.",
-                ))
-            }
+            b"+" => stream.and_then(|s| s.last_live_id()).and_then(StreamId::prev).unwrap_or(StreamId::MIN),
+            b">" => return Err(CmdError::full(
+                "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.",
+            )),
             other => args::strict_id(other)?,
         };
         from.push(after);
@@ -273,12 +257,9 @@ fn serve(
         }
         let Some(start) = after.next() else { continue };
         // Straight from the blocks into a pre-encoded reply (see `cmd_range::forward`).
-        let count =
-            if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
+        let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
         let mut entries = reply::EntriesBuilder::with_capacity(count);
-        cmd_range::forward(stream, start, StreamId::MAX, count, &mut entries, |_, size| {
-            budget.take(|| size as u64)
-        });
+        cmd_range::forward(stream, start, StreamId::MAX, count, &mut entries, |_, size| budget.take(|| size as u64));
         if entries.len() > 0 {
             out.push((key.clone(), entries.finish()));
         }
@@ -291,8 +272,6 @@ fn render(served: Vec<(Bytes, Reply)>, resp3: bool) -> Reply {
     if resp3 {
         Reply::Map(served.into_iter().map(|(k, e)| (Reply::Bulk(k), e)).collect())
     } else {
-        Reply::Array(
-            served.into_iter().map(|(k, e)| Reply::Array(vec![Reply::Bulk(k), e])).collect(),
-        )
+        Reply::Array(served.into_iter().map(|(k, e)| Reply::Array(vec![Reply::Bulk(k), e])).collect())
     }
 }

@@ -113,11 +113,8 @@ fn parse(args: &[Bytes]) -> Result<Request, CmdError> {
         let Some(opt) = args.get(i) else { break };
         let value = args.get(i + 1).map(|b| b.as_ref()).unwrap_or_default();
         if is(opt, "CLAIM") && more >= 1 {
-            let n = parse_i64(value).ok_or(CmdError::full(
-                "ERR min-idle-time is not an integer or out of range",
-            ))?;
-            let n = u64::try_from(n)
-                .map_err(|_| CmdError::full("ERR min-idle-time must be a positive integer"))?;
+            let n = parse_i64(value).ok_or(CmdError::full("ERR min-idle-time is not an integer or out of range"))?;
+            let n = u64::try_from(n).map_err(|_| CmdError::full("ERR min-idle-time must be a positive integer"))?;
             req.claim = Some(n);
             i += 1;
         } else if is(opt, "BLOCK") && more >= 1 {
@@ -133,13 +130,11 @@ fn parse(args: &[Bytes]) -> Result<Request, CmdError> {
             i += 1;
         } else if is(opt, "MAXCOUNT") && more >= 1 {
             let n = parse_i64(value).ok_or(MAXCOUNT_NOT_POSITIVE)?;
-            req.max_count =
-                Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or(MAXCOUNT_NOT_POSITIVE)?);
+            req.max_count = Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or(MAXCOUNT_NOT_POSITIVE)?);
             i += 1;
         } else if is(opt, "MAXSIZE") && more >= 1 {
             let n = parse_i64(value).ok_or(MAXSIZE_NOT_POSITIVE)?;
-            req.max_size =
-                Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or(MAXSIZE_NOT_POSITIVE)?);
+            req.max_size = Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or(MAXSIZE_NOT_POSITIVE)?);
             i += 1;
         } else if is(opt, "STREAMS") && more >= 1 {
             let rest = argc - (i + 1);
@@ -244,9 +239,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             ReadKind::New => {
                 let entries = match claim {
                     None => new_entries(stream, &req, ctx.now_ms, &mut budget, &mut effects),
-                    Some(min_idle) => {
-                        claim_and_new(stream, &req, min_idle, ctx.now_ms, &mut budget, &mut effects)
-                    }
+                    Some(min_idle) => claim_and_new(stream, &req, min_idle, ctx.now_ms, &mut budget, &mut effects),
                 };
                 if let Some(entries) = entries {
                     served.push((key.clone(), entries));
@@ -256,12 +249,9 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         // Redis counts one change per stream that delivered or claimed something (history
         // re-reads are too minor to count), plus a consumer creation.
         let this_stream = effects.get(before..).unwrap_or_default();
-        let created = this_stream
-            .iter()
-            .any(|e| matches!(e, GroupEffect::ConsumerCreated { .. }));
-        let delivered = this_stream
-            .iter()
-            .any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
+        let created = this_stream.iter().any(|e| matches!(e, GroupEffect::ConsumerCreated { .. }));
+        let delivered =
+            this_stream.iter().any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
         engine.dirty += u64::from(created) + u64::from(delivered);
         ctx.emit_group(key, effects.drain(before..));
     }
@@ -289,10 +279,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             .filter_map(|key| {
                 let stream = args::read_stream(engine, ctx, key).ok()??;
                 let g = stream.group(&req.group)?;
-                g.pel()
-                    .claim_order()
-                    .find(|(id, _)| stream.contains(*id))
-                    .map(|(_, p)| p.delivery_time_ms)
+                g.pel().claim_order().find(|(id, _)| stream.contains(*id)).map(|(_, p)| p.delivery_time_ms)
             })
             .min();
         let min_idle = i64::try_from(min_idle).unwrap_or(i64::MAX);
@@ -350,10 +337,7 @@ fn history(
                 buf.truncate(start);
                 break;
             }
-            let count = stream
-                .group(&req.group)
-                .and_then(|g| g.pel().get(id))
-                .map_or(1, |e| bump(e.delivery_count));
+            let count = stream.group(&req.group).and_then(|g| g.pel().get(id)).map_or(1, |e| bump(e.delivery_count));
             effects.push(stream.apply_group(GroupEffect::Redelivered {
                 group: req.group.clone(),
                 id,
@@ -536,8 +520,6 @@ fn render(served: Vec<(Bytes, Reply)>, resp3: bool) -> Reply {
     if resp3 {
         Reply::Map(served.into_iter().map(|(k, e)| (Reply::Bulk(k), e)).collect())
     } else {
-        Reply::Array(
-            served.into_iter().map(|(k, e)| Reply::Array(vec![Reply::Bulk(k), e])).collect(),
-        )
+        Reply::Array(served.into_iter().map(|(k, e)| Reply::Array(vec![Reply::Bulk(k), e])).collect())
     }
 }

@@ -50,8 +50,7 @@ fn parse(args: &[Bytes]) -> Result<SetIdRequest, CmdError> {
         match rest.next() {
             Some(value) if is(opt, "ENTRIESADDED") => {
                 let n = parse_i64(value).ok_or(CmdError::NOT_INTEGER)?;
-                let n = u64::try_from(n)
-                    .map_err(|_| CmdError::full("ERR entries_added must be positive"))?;
+                let n = u64::try_from(n).map_err(|_| CmdError::full("ERR entries_added must be positive"))?;
                 req.entries_added = Some(n);
             }
             Some(value) if is(opt, "MAXDELETEDID") => {

@@ -81,10 +81,9 @@ pub(super) fn show(r: &Reply) -> String {
         Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
             format!("[{}]", v.iter().map(show).collect::<Vec<_>>().join(" "))
         }
-        Reply::Map(m) => format!(
-            "{{{}}}",
-            m.iter().map(|(k, v)| format!("{}={}", show(k), show(v))).collect::<Vec<_>>().join(" ")
-        ),
+        Reply::Map(m) => {
+            format!("{{{}}}", m.iter().map(|(k, v)| format!("{}={}", show(k), show(v))).collect::<Vec<_>>().join(" "))
+        }
         Reply::Raw(_) => show(&super::reply::tree(r)),
         other => format!("{other:?}"),
     }
@@ -94,10 +93,7 @@ pub(super) fn show(r: &Reply) -> String {
 pub(super) fn info_field(h: &mut Harness, line: &str, name: &str) -> String {
     let args = line.split_whitespace().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
     let Reply::Map(m) = h.call(args) else { panic!("not a map") };
-    m.iter()
-        .find(|(k, _)| show(k) == name)
-        .map(|(_, v)| show(v))
-        .unwrap_or_else(|| panic!("no field {name}"))
+    m.iter().find(|(k, _)| show(k) == name).map(|(_, v)| show(v)).unwrap_or_else(|| panic!("no field {name}"))
 }
 
 const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -164,7 +160,10 @@ fn xadd_ids() {
     assert_eq!(h.run("XADD s * a 2"), "1000000-1");
     h.now_ms = 999; // the clock went back: IDs still grow
     assert_eq!(h.run("XADD s * a 3"), "1000000-2");
-    assert_eq!(h.run("XADD s 1000000-2 a 4"), "-ERR The ID specified in XADD is equal or smaller than the target stream top item");
+    assert_eq!(
+        h.run("XADD s 1000000-2 a 4"),
+        "-ERR The ID specified in XADD is equal or smaller than the target stream top item"
+    );
     assert_eq!(h.run("XADD s 1000000-* a 4"), "1000000-3");
     assert_eq!(h.run("XADD s 2000000-* a 5"), "2000000-0");
     assert_eq!(h.run("XADD s 2000001 a 6"), "2000001-0");
@@ -193,10 +192,7 @@ fn xadd_exhausted_and_overflowing_ids() {
     let mut h = Harness::new();
     h.run("XADD s 18446744073709551615-18446744073709551614 a 1");
     assert_eq!(h.run("XADD s * a 1"), "18446744073709551615-18446744073709551615");
-    assert_eq!(
-        h.run("XADD s * a 1"),
-        "-ERR The stream has exhausted the last possible ID, unable to add more items"
-    );
+    assert_eq!(h.run("XADD s * a 1"), "-ERR The stream has exhausted the last possible ID, unable to add more items");
     h.run("XADD t 1-18446744073709551615 a 1");
     assert_eq!(
         h.run("XADD t 1-* a 1"),
@@ -224,8 +220,14 @@ fn xadd_option_errors() {
     for (line, err) in [
         ("XADD s MAXLEN -1 * a 1", "-ERR The MAXLEN argument must be >= 0."),
         ("XADD s MAXLEN x * a 1", "-ERR value is not an integer or out of range"),
-        ("XADD s MAXLEN 1 MINID 5 * a 1", "-ERR syntax error, MAXLEN and MINID options at the same time are not compatible"),
-        ("XADD s MAXLEN 1 MAXLEN 2 * a 1", "-ERR syntax error, MAXLEN and MINID options at the same time are not compatible"),
+        (
+            "XADD s MAXLEN 1 MINID 5 * a 1",
+            "-ERR syntax error, MAXLEN and MINID options at the same time are not compatible",
+        ),
+        (
+            "XADD s MAXLEN 1 MAXLEN 2 * a 1",
+            "-ERR syntax error, MAXLEN and MINID options at the same time are not compatible",
+        ),
         ("XADD s MINID x * a 1", INVALID_ID),
         ("XADD s LIMIT -1 * a 1", "-ERR The LIMIT argument must be >= 0."),
         ("XADD s LIMIT 10 * a 1", "-ERR syntax error, LIMIT cannot be used without specifying a trimming strategy"),
@@ -421,7 +423,10 @@ fn ranges() {
     assert_eq!(h.run("XRANGE s - + COUNT x"), "-ERR value is not an integer or out of range");
     assert_eq!(h.run("XRANGE s (- +"), INVALID_ID);
     assert_eq!(h.run("XRANGE s - (+"), INVALID_ID);
-    assert_eq!(h.run("XRANGE s (18446744073709551615-18446744073709551615 +"), "-ERR invalid start ID for the interval");
+    assert_eq!(
+        h.run("XRANGE s (18446744073709551615-18446744073709551615 +"),
+        "-ERR invalid start ID for the interval"
+    );
     assert_eq!(h.run("XRANGE s - (0-0"), "-ERR invalid end ID for the interval");
     assert_eq!(h.run("XREVRANGE s (0-0 -"), "-ERR invalid end ID for the interval");
     assert_eq!(h.run("XLEN s"), ":5");
@@ -453,10 +458,7 @@ fn xread_serves_streams_in_argument_order() {
     h.run("XADD a 1-0 f 1");
     h.run("XADD a 2-0 f 2");
     h.run("XADD b 3-0 f 3");
-    assert_eq!(
-        h.run("XREAD STREAMS a b nokey 0 0 0"),
-        "[[a [[1-0 [f 1]] [2-0 [f 2]]]] [b [[3-0 [f 3]]]]]"
-    );
+    assert_eq!(h.run("XREAD STREAMS a b nokey 0 0 0"), "[[a [[1-0 [f 1]] [2-0 [f 2]]]] [b [[3-0 [f 3]]]]]");
     assert_eq!(h.run("XREAD COUNT 1 STREAMS a b 0 0"), "[[a [[1-0 [f 1]]]] [b [[3-0 [f 3]]]]]");
     assert_eq!(h.run("XREAD STREAMS a a 1 1-0"), "[[a [[2-0 [f 2]]]] [a [[2-0 [f 2]]]]]");
     assert_eq!(h.run("XREAD STREAMS a b $ $"), "nil*");
@@ -482,17 +484,29 @@ fn xread_errors() {
     let mut h = Harness::new();
     h.engine.insert(0, Bytes::from_static(b"str"), Value::Str(Bytes::from_static(b"x")));
     for (line, err) in [
-        ("XREAD STREAMS a b 0", "-ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified."),
+        (
+            "XREAD STREAMS a b 0",
+            "-ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified.",
+        ),
         ("XREAD COUNT 1 a 0", "-ERR syntax error"),
         ("XREAD COUNT 1 BLOCK 0", "-ERR syntax error"),
         ("XREAD COUNT x STREAMS a 0", "-ERR value is not an integer or out of range"),
         ("XREAD BLOCK x STREAMS a 0", "-ERR timeout is not an integer or out of range"),
         ("XREAD BLOCK -1 STREAMS a 0", "-ERR timeout is negative"),
         ("XREAD BLOCK 9223372036854775807 STREAMS a 0", "-ERR timeout is out of range"),
-        ("XREAD GROUP g c STREAMS a 0", "-ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead."),
+        (
+            "XREAD GROUP g c STREAMS a 0",
+            "-ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+        ),
         ("XREAD NOACK STREAMS a 0", "-ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead."),
-        ("XREAD CLAIM 10 STREAMS a 0", "-ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead."),
-        ("XREAD STREAMS a >", "-ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."),
+        (
+            "XREAD CLAIM 10 STREAMS a 0",
+            "-ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.",
+        ),
+        (
+            "XREAD STREAMS a >",
+            "-ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.",
+        ),
         ("XREAD STREAMS a x", INVALID_ID),
         ("XREAD STREAMS str a 0 0", WRONGTYPE),
         ("XREAD STREAMS a str x 0", INVALID_ID),
@@ -511,7 +525,10 @@ fn xread_maxcount_and_maxsize() {
         h.run(&format!("XADD a {i}-0 f {i}"));
         h.run(&format!("XADD b {i}-0 f {i}"));
     }
-    assert_eq!(h.run("XREAD MAXCOUNT 4 STREAMS a b 0 0"), "[[a [[1-0 [f 1]] [2-0 [f 2]] [3-0 [f 3]]]] [b [[1-0 [f 1]]]]]");
+    assert_eq!(
+        h.run("XREAD MAXCOUNT 4 STREAMS a b 0 0"),
+        "[[a [[1-0 [f 1]] [2-0 [f 2]] [3-0 [f 3]]]] [b [[1-0 [f 1]]]]]"
+    );
     assert_eq!(h.run("XREAD COUNT 2 MAXCOUNT 3 STREAMS a b 0 0"), "[[a [[1-0 [f 1]] [2-0 [f 2]]]] [b [[1-0 [f 1]]]]]");
     // Each entry `*2 $3 1-0 *2 $1 f $1 1` is 31 bytes in RESP2; the first always goes out.
     assert_eq!(h.run("XREAD MAXSIZE 1 STREAMS a b 0 0"), "[[a [[1-0 [f 1]]]]]");
@@ -563,12 +580,8 @@ fn xread_blocks_with_resolved_ids() {
     assert_eq!(req.keys, vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
     assert_eq!(req.deadline_ms, Some(h.now_ms + 100));
     assert_eq!(req.timeout_reply, Reply::NullArray);
-    let rerun: Vec<String> = req
-        .rerun_args
-        .expect("rerun args")
-        .iter()
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+    let rerun: Vec<String> =
+        req.rerun_args.expect("rerun args").iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
     assert_eq!(rerun.join(" "), "XREAD BLOCK 100 STREAMS a b a 5-0 0-0 5-0");
 
     // BLOCK 0 blocks forever; a re-run keeps the deadline it is given.
@@ -713,17 +726,26 @@ fn xsetid() {
     assert_eq!(info_field(&mut h, "XINFO STREAM s", "last-generated-id"), "10-0");
     assert_eq!(info_field(&mut h, "XINFO STREAM s", "entries-added"), ":7");
     assert_eq!(info_field(&mut h, "XINFO STREAM s", "max-deleted-entry-id"), "3-0");
-    assert_eq!(h.run("XADD s 9-0 f 1"), "-ERR The ID specified in XADD is equal or smaller than the target stream top item");
+    assert_eq!(
+        h.run("XADD s 9-0 f 1"),
+        "-ERR The ID specified in XADD is equal or smaller than the target stream top item"
+    );
     for (line, err) in [
         ("XSETID s x", INVALID_ID),
         ("XSETID s 1-1 0", "-ERR syntax error"),
         ("XSETID s 1-1 0-0", "-ERR syntax error"),
         ("XSETID s 1-1 ENTRIESADDED -1 MAXDELETEDID 0-0", "-ERR entries_added must be positive"),
         ("XSETID s 1-1 ENTRIESADDED x", "-ERR value is not an integer or out of range"),
-        ("XSETID s 1-0 MAXDELETEDID 2-0", "-ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id"),
+        (
+            "XSETID s 1-0 MAXDELETEDID 2-0",
+            "-ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id",
+        ),
         ("XSETID s 4-0", "-ERR The ID specified in XSETID is smaller than the target stream top item"),
         ("XSETID s 2-0", "-ERR The ID specified in XSETID is smaller than current max_deleted_entry_id"),
-        ("XSETID s 10-0 ENTRIESADDED 0", "-ERR The entries_added specified in XSETID is smaller than the target stream length"),
+        (
+            "XSETID s 10-0 ENTRIESADDED 0",
+            "-ERR The entries_added specified in XSETID is smaller than the target stream length",
+        ),
         ("XSETID nokey x", INVALID_ID),
     ] {
         assert_eq!(h.run(line), err, "{line}");
@@ -766,8 +788,17 @@ fn xinfo_stream_summary_and_full() {
     h.run("XTRIM s MAXLEN 0");
     assert_eq!(info_field(&mut h, "XINFO STREAM s", "first-entry"), "nil");
     assert_eq!(info_field(&mut h, "XINFO STREAM s", "last-entry"), "nil");
-    for line in ["XINFO STREAM s FOO", "XINFO STREAM s FULL COUNT", "XINFO STREAM s FULL LIMIT 1", "XINFO STREAM s COUNT 1 FULL"] {
-        assert_eq!(h.run(line), "-ERR unknown subcommand or wrong number of arguments for 'STREAM'. Try XINFO HELP.", "{line}");
+    for line in [
+        "XINFO STREAM s FOO",
+        "XINFO STREAM s FULL COUNT",
+        "XINFO STREAM s FULL LIMIT 1",
+        "XINFO STREAM s COUNT 1 FULL",
+    ] {
+        assert_eq!(
+            h.run(line),
+            "-ERR unknown subcommand or wrong number of arguments for 'STREAM'. Try XINFO HELP.",
+            "{line}"
+        );
     }
     assert_eq!(h.run("XINFO STREAM s FULL COUNT x"), "-ERR value is not an integer or out of range");
     h.engine.insert(0, Bytes::from_static(b"str"), Value::Str(Bytes::from_static(b"x")));
@@ -845,15 +876,17 @@ fn xreadgroup_new_entries_reply_is_well_formed_in_both_protocols() {
         }
         h.run("XADD s 13-1 other x");
         h.run("XGROUP CREATE s g 0");
-        let Reply::Raw(_) = pick_entries(h.call(words("XREADGROUP GROUP g c COUNT 2 STREAMS s >")), resp3)
-        else {
+        let Reply::Raw(_) = pick_entries(h.call(words("XREADGROUP GROUP g c COUNT 2 STREAMS s >")), resp3) else {
             panic!("entries are pre-encoded")
         };
         let expected_key = if resp3 { "{s=" } else { "[[s " };
         let got = h.run("XREADGROUP GROUP g c COUNT 10 STREAMS s >");
         assert!(got.starts_with(expected_key), "{got}");
         assert!(got.contains("[3-1 [f v3 n 3]]") && got.contains("[12-1 [f v12 n 12]]"), "{got}");
-        assert_eq!(h.run("XREADGROUP GROUP g c STREAMS s >"), format!("{}[[13-1 [other x]]]{}", expected_key, if resp3 { "}" } else { "]]" }));
+        assert_eq!(
+            h.run("XREADGROUP GROUP g c STREAMS s >"),
+            format!("{}[[13-1 [other x]]]{}", expected_key, if resp3 { "}" } else { "]]" })
+        );
         assert_eq!(h.run("XREADGROUP GROUP g c STREAMS s >"), "nil*");
         assert_eq!(h.run("XPENDING s g"), "[:13 1-1 13-1 [[c 13]]]");
     }

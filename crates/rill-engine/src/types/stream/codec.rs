@@ -224,13 +224,7 @@ mod tests {
         // Truncated, and too long.
         assert_eq!(get_varint(&[0x80], &mut 0), None);
         assert_eq!(get_varint(&[0xff; 20], &mut 0), None);
-        assert_eq!(
-            get_varint_u64(
-                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
-                &mut 0
-            ),
-            None
-        );
+        assert_eq!(get_varint_u64(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], &mut 0), None);
     }
 
     #[test]
@@ -246,20 +240,8 @@ mod tests {
     fn classification() {
         assert_eq!(classify(b"123"), Scalar::Int(123));
         assert_eq!(classify(b"-9223372036854775808"), Scalar::Int(i64::MIN));
-        assert_eq!(
-            classify(b"101.25"),
-            Scalar::Decimal {
-                mantissa: 10125,
-                scale: 2
-            }
-        );
-        assert_eq!(
-            classify(b"-0.05"),
-            Scalar::Decimal {
-                mantissa: -5,
-                scale: 2
-            }
-        );
+        assert_eq!(classify(b"101.25"), Scalar::Decimal { mantissa: 10125, scale: 2 });
+        assert_eq!(classify(b"-0.05"), Scalar::Decimal { mantissa: -5, scale: 2 });
         for raw in [
             &b""[..],
             b"-0",
@@ -281,14 +263,7 @@ mod tests {
         ] {
             assert!(matches!(classify(raw), Scalar::Raw(_)), "{raw:?}");
         }
-        for b in [
-            &b"0.0"[..],
-            b"0.05",
-            b"10.00",
-            b"-1.5",
-            b"-922337203685477580.8",
-            b"922337203685477580.7",
-        ] {
+        for b in [&b"0.0"[..], b"0.05", b"10.00", b"-1.5", b"-922337203685477580.8", b"922337203685477580.7"] {
             assert!(matches!(classify(b), Scalar::Decimal { .. }), "{b:?}");
             assert_eq!(round_trip(b), b);
         }

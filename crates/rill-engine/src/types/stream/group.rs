@@ -69,12 +69,7 @@ pub struct ConsumerGroup {
 
 impl ConsumerGroup {
     fn new(last_delivered_id: StreamId, entries_read: Option<u64>) -> ConsumerGroup {
-        ConsumerGroup {
-            last_delivered_id,
-            entries_read,
-            pel: Pel::default(),
-            consumers: BTreeMap::new(),
-        }
+        ConsumerGroup { last_delivered_id, entries_read, pel: Pel::default(), consumers: BTreeMap::new() }
     }
 
     /// The group PEL.
@@ -134,9 +129,10 @@ impl ConsumerGroup {
     pub fn validate(&self) -> bool {
         let mut slots = BTreeSet::new();
         self.pel.validate()
-            && self.consumers.iter().all(|(name, c)| {
-                slots.insert(c.owner) && self.pel.owner_name(c.owner) == Some(name)
-            })
+            && self
+                .consumers
+                .iter()
+                .all(|(name, c)| slots.insert(c.owner) && self.pel.owner_name(c.owner) == Some(name))
             && self.pel.live_owners() == self.consumers.len()
     }
 }
@@ -161,14 +157,7 @@ pub enum GroupEffect {
     /// XREADGROUP `>` delivered a new entry: last-delivered-id := `id`, entries-read :=
     /// `entries_read`; unless `noack`, `id` is pending for `consumer` (count 1, time
     /// `time_ms`, replacing any earlier record) and the consumer's active-time := `time_ms`.
-    Delivered {
-        group: Bytes,
-        consumer: Bytes,
-        id: StreamId,
-        time_ms: i64,
-        entries_read: Option<u64>,
-        noack: bool,
-    },
+    Delivered { group: Bytes, consumer: Bytes, id: StreamId, time_ms: i64, entries_read: Option<u64>, noack: bool },
     /// A history read re-delivered `id` to its owner: time and count set, owner unchanged.
     Redelivered { group: Bytes, id: StreamId, time_ms: i64, count: u64 },
     /// XCLAIM / XAUTOCLAIM / XREADGROUP CLAIM: `id` is owned by `consumer` with this time and
@@ -308,16 +297,9 @@ impl Stream {
 
     /// Drop every group's reference to `id` (DELREF), returning the effects. O(G log n).
     pub fn drop_references(&mut self, id: StreamId) -> Vec<GroupEffect> {
-        let names: Vec<Bytes> = self
-            .groups
-            .iter()
-            .filter(|(_, g)| g.pel.contains(id))
-            .map(|(n, _)| n.clone())
-            .collect();
-        names
-            .into_iter()
-            .map(|group| self.apply_group(GroupEffect::Acked { group, id }))
-            .collect()
+        let names: Vec<Bytes> =
+            self.groups.iter().filter(|(_, g)| g.pel.contains(id)).map(|(n, _)| n.clone()).collect();
+        names.into_iter().map(|group| self.apply_group(GroupEffect::Acked { group, id })).collect()
     }
 
     /// Apply `effect` and hand it back (to be collected by the command).
@@ -357,9 +339,7 @@ impl Stream {
     pub fn apply_group_effect(&mut self, effect: &GroupEffect) {
         match effect {
             GroupEffect::GroupCreated { group, last_id, entries_read } => {
-                self.groups
-                    .entry(group.clone())
-                    .or_insert_with(|| ConsumerGroup::new(*last_id, *entries_read));
+                self.groups.entry(group.clone()).or_insert_with(|| ConsumerGroup::new(*last_id, *entries_read));
             }
             GroupEffect::GroupDestroyed { group } => {
                 self.groups.remove(group);

@@ -29,8 +29,7 @@ fn check_invariants(h: &Harness, key: &str) {
     assert!(h.stream(key).validate(), "stream invariants of {key}");
 }
 
-const NOGROUP_READ: &str =
-    "-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option";
+const NOGROUP_READ: &str = "-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option";
 
 // ---------------------------------------------------------------------------------------------
 // XGROUP
@@ -59,7 +58,10 @@ fn xgroup_create_and_errors() {
     assert_eq!(h.run("XGROUP CREATE s g3 0 ENTRIESREAD 100"), "+OK");
     assert_eq!(h.stream("s").group(b"g3").and_then(|g| g.entries_read), Some(1));
     h.run("SET str x");
-    assert_eq!(h.run("XGROUP CREATE str g $ MKSTREAM"), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+    assert_eq!(
+        h.run("XGROUP CREATE str g $ MKSTREAM"),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
     assert_eq!(h.run("XINFO GROUPS s").matches("name=").count(), 2);
 }
 
@@ -114,16 +116,25 @@ fn xreadgroup_errors() {
     let mut h = with_entries(1);
     assert!(h.run("XREADGROUP GROUP g alice STREAMS s $").contains("The $ ID is meaningless"));
     assert!(h.run("XREADGROUP GROUP g alice STREAMS s +").contains("The + ID is meaningless"));
-    assert_eq!(h.run("XREADGROUP GROUP nope alice STREAMS s >"), "-NOGROUP No such key 's' or consumer group 'nope' in XREADGROUP with GROUP option");
+    assert_eq!(
+        h.run("XREADGROUP GROUP nope alice STREAMS s >"),
+        "-NOGROUP No such key 's' or consumer group 'nope' in XREADGROUP with GROUP option"
+    );
     assert_eq!(h.run("XREADGROUP COUNT 1 STREAMS s > x y"), "-ERR Missing GROUP option for XREADGROUP");
     assert_eq!(
         h.run("XREADGROUP GROUP g alice STREAMS s t >"),
         "-ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."
     );
-    assert_eq!(h.run("XREADGROUP GROUP g alice CLAIM x STREAMS s >"), "-ERR min-idle-time is not an integer or out of range");
+    assert_eq!(
+        h.run("XREADGROUP GROUP g alice CLAIM x STREAMS s >"),
+        "-ERR min-idle-time is not an integer or out of range"
+    );
     assert_eq!(h.run("XREADGROUP GROUP g alice CLAIM -1 STREAMS s >"), "-ERR min-idle-time must be a positive integer");
     h.run("SET str x");
-    assert_eq!(h.run("XREADGROUP GROUP g alice STREAMS str >"), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+    assert_eq!(
+        h.run("XREADGROUP GROUP g alice STREAMS str >"),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
     // Validation of every key happens before anything changes: no consumer was created.
     assert!(h.run("XREADGROUP GROUP g carol STREAMS s nokey > >").starts_with("-NOGROUP"));
     assert_eq!(h.run("XINFO CONSUMERS s g"), "[]");
@@ -218,14 +229,9 @@ fn xreadgroup_claim_serves_nack_zone_then_idle_then_new() {
     let now = h.now_ms;
     assert_eq!(
         h.run("XREADGROUP GROUP g bob CLAIM 100 STREAMS s >"),
-        format!(
-            "[[s [[2-0 [f v2] :{now} :1] [1-0 [f v1] :150 :1] [3-0 [f v3] :150 :1] [4-0 [f v4] :0 :0]]]]"
-        )
+        format!("[[s [[2-0 [f v2] :{now} :1] [1-0 [f v1] :150 :1] [3-0 [f v3] :150 :1] [4-0 [f v4] :0 :0]]]]")
     );
-    assert_eq!(
-        h.run("XPENDING s g - + 10"),
-        "[[1-0 bob :0 :2] [2-0 bob :0 :2] [3-0 bob :0 :2] [4-0 bob :0 :1]]"
-    );
+    assert_eq!(h.run("XPENDING s g - + 10"), "[[1-0 bob :0 :2] [2-0 bob :0 :2] [3-0 bob :0 :2] [4-0 bob :0 :1]]");
     // Nothing idle enough and nothing new: not served.
     assert_eq!(h.run("XREADGROUP GROUP g carol CLAIM 100 STREAMS s >"), "nil*");
     // Blocking asks to be woken when the oldest entry becomes claimable.
@@ -235,10 +241,7 @@ fn xreadgroup_claim_serves_nack_zone_then_idle_then_new() {
     // they are claimed in the order bob got them (2-0 first), not by ID.
     h.now_ms += 200;
     h.run("XADD s 5-0 f v5");
-    assert_eq!(
-        h.run("XREADGROUP GROUP g carol COUNT 1 CLAIM 100 STREAMS s >"),
-        "[[s [[2-0 [f v2] :200 :2]]]]"
-    );
+    assert_eq!(h.run("XREADGROUP GROUP g carol COUNT 1 CLAIM 100 STREAMS s >"), "[[s [[2-0 [f v2] :200 :2]]]]");
     assert_eq!(
         h.run("XREADGROUP GROUP g carol COUNT 4 CLAIM 100 STREAMS s >"),
         "[[s [[1-0 [f v1] :200 :2] [3-0 [f v3] :200 :2] [4-0 [f v4] :200 :1] [5-0 [f v5] :0 :0]]]]"
@@ -304,10 +307,7 @@ fn xpending_summary_and_extended() {
     h.run("XREADGROUP GROUP g alice COUNT 2 STREAMS s >");
     h.run("XNACK s g SILENT IDS 1 3-0");
     assert_eq!(h.run("XPENDING s g"), "[:3 1-0 3-0 [[alice 1] [bob 1]]]");
-    assert_eq!(
-        h.run("XPENDING s g - + 10"),
-        "[[1-0 bob :10 :1] [2-0 alice :0 :1] [3-0  :-1 :0]]"
-    );
+    assert_eq!(h.run("XPENDING s g - + 10"), "[[1-0 bob :10 :1] [2-0 alice :0 :1] [3-0  :-1 :0]]");
     assert_eq!(h.run("XPENDING s g IDLE 5 - + 10"), "[[1-0 bob :10 :1] [3-0  :-1 :0]]");
     assert_eq!(h.run("XPENDING s g (1-0 + 10 alice"), "[[2-0 alice :0 :1]]");
     assert_eq!(h.run("XPENDING s g - + 10 nobody"), "[]");
@@ -332,10 +332,7 @@ fn xclaim_options() {
     assert_eq!(h.run("XCLAIM s g bob 50 1-0"), "[[1-0 [f v1]]]");
     assert_eq!(h.run("XCLAIM s g bob 0 2-0 JUSTID IDLE 30"), "[2-0]");
     assert_eq!(h.run("XCLAIM s g bob 0 3-0 RETRYCOUNT 7 TIME 999999 LASTID 9-0"), "[[3-0 [f v3]]]");
-    assert_eq!(
-        h.run("XPENDING s g - + 10"),
-        "[[1-0 bob :0 :2] [2-0 bob :30 :1] [3-0 bob :101 :7]]"
-    );
+    assert_eq!(h.run("XPENDING s g - + 10"), "[[1-0 bob :0 :2] [2-0 bob :30 :1] [3-0 bob :101 :7]]");
     assert!(info_field(&mut h, "XINFO STREAM s FULL", "groups").contains("last-delivered-id=9-0"));
     // FORCE creates the pending entry; count 1 then +1.
     assert_eq!(h.run("XCLAIM s g carol 0 4-0 FORCE"), "[[4-0 [f v4]]]");
@@ -357,10 +354,7 @@ fn xautoclaim_cursor_and_deleted() {
     h.run("XREADGROUP GROUP g alice STREAMS s >");
     h.run("XDEL s 2-0");
     h.now_ms += 100;
-    assert_eq!(
-        h.run("XAUTOCLAIM s g bob 50 0 COUNT 2"),
-        "[3-0 [[1-0 [f v1]]] [2-0]]"
-    );
+    assert_eq!(h.run("XAUTOCLAIM s g bob 50 0 COUNT 2"), "[3-0 [[1-0 [f v1]]] [2-0]]");
     assert_eq!(h.run("XAUTOCLAIM s g bob 50 3-0 COUNT 2 JUSTID"), "[5-0 [3-0 4-0] []]");
     assert_eq!(h.run("XAUTOCLAIM s g bob 50 5-0"), "[0-0 [[5-0 [f v5]]] []]");
     assert_eq!(h.run("XPENDING s g - + 10"), "[[1-0 bob :0 :2] [3-0 bob :0 :1] [4-0 bob :0 :1] [5-0 bob :0 :2]]");
@@ -501,10 +495,8 @@ fn flow_reclaim_after_crash_with_dead_letters() {
     let read = h.run("XREADGROUP GROUP g c1 COUNT 50 STREAMS jobs >");
     assert_eq!(read.matches("body").count(), 50);
     h.now_ms += 150;
-    let args = "XAUTOCLAIM jobs g c2 100 0-0 COUNT 50"
-        .split(' ')
-        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-        .collect();
+    let args =
+        "XAUTOCLAIM jobs g c2 100 0-0 COUNT 50".split(' ').map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
     let reply = h.call(args);
     let rill_resp::Reply::Array(parts) = reply else { panic!("not an array") };
     assert_eq!(show(&parts[0]), "0-0");

@@ -35,10 +35,7 @@ impl StreamId {
     /// `0-0`: never stored; the initial `last-generated-id` of a new stream.
     pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
     /// `18446744073709551615-18446744073709551615`.
-    pub const MAX: StreamId = StreamId {
-        ms: u64::MAX,
-        seq: u64::MAX,
-    };
+    pub const MAX: StreamId = StreamId { ms: u64::MAX, seq: u64::MAX };
 
     /// `ms-seq`.
     pub const fn new(ms: u64, seq: u64) -> StreamId {
@@ -49,10 +46,7 @@ impl StreamId {
     pub fn next(self) -> Option<StreamId> {
         match self.seq.checked_add(1) {
             Some(seq) => Some(StreamId { ms: self.ms, seq }),
-            None => Some(StreamId {
-                ms: self.ms.checked_add(1)?,
-                seq: 0,
-            }),
+            None => Some(StreamId { ms: self.ms.checked_add(1)?, seq: 0 }),
         }
     }
 
@@ -60,10 +54,7 @@ impl StreamId {
     pub fn prev(self) -> Option<StreamId> {
         match self.seq.checked_sub(1) {
             Some(seq) => Some(StreamId { ms: self.ms, seq }),
-            None => Some(StreamId {
-                ms: self.ms.checked_sub(1)?,
-                seq: u64::MAX,
-            }),
+            None => Some(StreamId { ms: self.ms.checked_sub(1)?, seq: u64::MAX }),
         }
     }
 }
@@ -75,15 +66,12 @@ impl fmt::Display for StreamId {
 }
 
 /// `ERR Invalid stream ID specified as stream command argument`
-pub const INVALID_ID: CmdError =
-    CmdError::full("ERR Invalid stream ID specified as stream command argument");
+pub const INVALID_ID: CmdError = CmdError::full("ERR Invalid stream ID specified as stream command argument");
 /// `ERR The ID specified in XADD must be greater than 0-0`
-pub const XADD_ID_ZERO: CmdError =
-    CmdError::full("ERR The ID specified in XADD must be greater than 0-0");
+pub const XADD_ID_ZERO: CmdError = CmdError::full("ERR The ID specified in XADD must be greater than 0-0");
 /// `ERR The ID specified in XADD is equal or smaller than the target stream top item`
-pub const XADD_ID_TOO_SMALL: CmdError = CmdError::full(
-    "ERR The ID specified in XADD is equal or smaller than the target stream top item",
-);
+pub const XADD_ID_TOO_SMALL: CmdError =
+    CmdError::full("ERR The ID specified in XADD is equal or smaller than the target stream top item");
 /// `ERR The stream has exhausted the last possible ID, unable to add more items`
 pub const STREAM_EXHAUSTED: CmdError =
     CmdError::full("ERR The stream has exhausted the last possible ID, unable to add more items");
@@ -196,15 +184,9 @@ fn parse_parts(arg: &[u8], missing_seq: u64, allow_auto_seq: bool) -> Result<Par
     };
     let ms = parse_part(ms_text).ok_or(INVALID_ID)?;
     match seq_text {
-        None => Ok(Parsed::Id(StreamId {
-            ms,
-            seq: missing_seq,
-        })),
+        None => Ok(Parsed::Id(StreamId { ms, seq: missing_seq })),
         Some(b"*") if allow_auto_seq => Ok(Parsed::AutoSeq(ms)),
-        Some(s) => Ok(Parsed::Id(StreamId {
-            ms,
-            seq: parse_part(s).ok_or(INVALID_ID)?,
-        })),
+        Some(s) => Ok(Parsed::Id(StreamId { ms, seq: parse_part(s).ok_or(INVALID_ID)? })),
     }
 }
 
@@ -262,10 +244,7 @@ mod tests {
     fn strict_forms() {
         assert_eq!(strict(b"5-3"), Ok(StreamId::new(5, 3)));
         assert_eq!(strict(b"5"), Ok(StreamId::new(5, 0)));
-        assert_eq!(
-            parse_strict(b"5", SEQ_DEFAULT_END),
-            Ok(StreamId::new(5, u64::MAX))
-        );
+        assert_eq!(parse_strict(b"5", SEQ_DEFAULT_END), Ok(StreamId::new(5, u64::MAX)));
         assert_eq!(strict(MAX_TEXT), Ok(StreamId::MAX));
         assert_eq!(strict(b"0-0"), Ok(StreamId::MIN));
     }
@@ -323,12 +302,7 @@ mod tests {
             b"5-1*",
         ];
         for text in bad {
-            assert_eq!(
-                strict(text),
-                Err(INVALID_ID),
-                "{:?}",
-                String::from_utf8_lossy(text)
-            );
+            assert_eq!(strict(text), Err(INVALID_ID), "{:?}", String::from_utf8_lossy(text));
         }
     }
 
@@ -348,34 +322,14 @@ mod tests {
         assert_eq!(parse_xadd_id(b"0-*"), Ok(XaddId::AutoSeq(0)));
         assert_eq!(parse_xadd_id(b"007-*"), Ok(XaddId::AutoSeq(7)));
         assert_eq!(parse_xadd_id(b"+5-*"), Ok(XaddId::AutoSeq(5)));
-        assert_eq!(
-            parse_xadd_id(b"18446744073709551615-*"),
-            Ok(XaddId::AutoSeq(u64::MAX))
-        );
-        assert_eq!(
-            parse_xadd_id(b"5-3"),
-            Ok(XaddId::Explicit(StreamId::new(5, 3)))
-        );
+        assert_eq!(parse_xadd_id(b"18446744073709551615-*"), Ok(XaddId::AutoSeq(u64::MAX)));
+        assert_eq!(parse_xadd_id(b"5-3"), Ok(XaddId::Explicit(StreamId::new(5, 3))));
         assert_eq!(parse_xadd_id(MAX_TEXT), Ok(XaddId::Explicit(StreamId::MAX)));
         assert_eq!(parse_xadd_id(b"0-0"), Err(XADD_ID_ZERO));
         assert_eq!(parse_xadd_id(b"0"), Err(XADD_ID_ZERO));
         assert_eq!(parse_xadd_id(b"000-00"), Err(XADD_ID_ZERO));
-        for bad in [
-            &b"5-* "[..],
-            b"*-5",
-            b"5-1*",
-            b"**",
-            b"-*",
-            b"5-**",
-            b"+",
-            b"-",
-        ] {
-            assert_eq!(
-                parse_xadd_id(bad),
-                Err(INVALID_ID),
-                "{:?}",
-                String::from_utf8_lossy(bad)
-            );
+        for bad in [&b"5-* "[..], b"*-5", b"5-1*", b"**", b"-*", b"5-**", b"+", b"-"] {
+            assert_eq!(parse_xadd_id(bad), Err(INVALID_ID), "{:?}", String::from_utf8_lossy(bad));
         }
         // `ms-*` is an XADD form only.
         assert_eq!(strict(b"5-*"), Err(INVALID_ID));
@@ -385,10 +339,7 @@ mod tests {
     fn non_strict_forms() {
         assert_eq!(parse_non_strict(b"-", 0), Ok(StreamId::MIN));
         assert_eq!(parse_non_strict(b"+", 0), Ok(StreamId::MAX));
-        assert_eq!(
-            parse_non_strict(b"7", u64::MAX),
-            Ok(StreamId::new(7, u64::MAX))
-        );
+        assert_eq!(parse_non_strict(b"7", u64::MAX), Ok(StreamId::new(7, u64::MAX)));
         assert_eq!(parse_non_strict(b"--", 0), Err(INVALID_ID));
         assert_eq!(parse_non_strict(b"+1-", 0), Err(INVALID_ID));
     }
@@ -400,30 +351,15 @@ mod tests {
         assert_eq!(parse_interval_start(b"5"), Ok(StreamId::new(5, 0)));
         assert_eq!(parse_interval_end(b"5"), Ok(StreamId::new(5, u64::MAX)));
         assert_eq!(parse_interval_start(b"(5-0"), Ok(StreamId::new(5, 1)));
-        assert_eq!(
-            parse_interval_start(b"(5-18446744073709551615"),
-            Ok(StreamId::new(6, 0))
-        );
-        assert_eq!(
-            parse_interval_end(b"(5"),
-            Ok(StreamId::new(5, u64::MAX - 1))
-        );
+        assert_eq!(parse_interval_start(b"(5-18446744073709551615"), Ok(StreamId::new(6, 0)));
+        assert_eq!(parse_interval_end(b"(5"), Ok(StreamId::new(5, u64::MAX - 1)));
         assert_eq!(parse_interval_end(b"(5-0"), Ok(StreamId::new(4, u64::MAX)));
-        assert_eq!(
-            parse_interval_end(b"(0"),
-            Ok(StreamId::new(0, u64::MAX - 1))
-        );
-        assert_eq!(
-            parse_interval_start(b"(18446744073709551615"),
-            Ok(StreamId::new(u64::MAX, 1))
-        );
+        assert_eq!(parse_interval_end(b"(0"), Ok(StreamId::new(0, u64::MAX - 1)));
+        assert_eq!(parse_interval_start(b"(18446744073709551615"), Ok(StreamId::new(u64::MAX, 1)));
         let mut excl_max = b"(".to_vec();
         excl_max.extend_from_slice(MAX_TEXT);
         assert_eq!(parse_interval_start(&excl_max), Err(INVALID_START));
-        assert_eq!(
-            parse_interval_end(&excl_max),
-            Ok(StreamId::new(u64::MAX, u64::MAX - 1))
-        );
+        assert_eq!(parse_interval_end(&excl_max), Ok(StreamId::new(u64::MAX, u64::MAX - 1)));
         assert_eq!(parse_interval_end(b"(0-0"), Err(INVALID_END));
         assert_eq!(parse_interval_start(b"(0-0"), Ok(StreamId::new(0, 1)));
         for bad in [&b"("[..], b"((5", b"(-", b"(+", b"( ", b"5-", b"*"] {

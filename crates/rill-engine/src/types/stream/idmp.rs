@@ -123,10 +123,8 @@ impl Idmp {
     ) -> Idmp {
         let mut idmp = Idmp { duration_secs, max_size, producers: BTreeMap::new(), iids_added, iids_duplicates };
         for (pid, iids) in producers {
-            let producer = idmp
-                .producers
-                .entry(pid)
-                .or_insert_with(|| Producer { registered_ms: now_ms, ..Producer::default() });
+            let producer =
+                idmp.producers.entry(pid).or_insert_with(|| Producer { registered_ms: now_ms, ..Producer::default() });
             for (iid, id) in iids {
                 if producer.by_iid.insert(iid.clone(), id).is_none() {
                     producer.order.push_back((iid, id));
@@ -144,9 +142,8 @@ impl Idmp {
     /// before `now_ms − duration`; drop producers left with none (one registered by a failed
     /// append only once [`EMPTY_PRODUCER_GRACE_MS`] has passed). O(expired + producers).
     pub fn expire(&mut self, now_ms: i64) {
-        let cutoff = u64::try_from(now_ms)
-            .ok()
-            .and_then(|now| now.checked_sub(self.duration_secs.saturating_mul(1000)));
+        let cutoff =
+            u64::try_from(now_ms).ok().and_then(|now| now.checked_sub(self.duration_secs.saturating_mul(1000)));
         self.producers.retain(|_, p| {
             let had_iids = !p.order.is_empty();
             while let (Some(cutoff), Some((iid, id))) = (cutoff, p.order.front()) {
@@ -156,8 +153,7 @@ impl Idmp {
                 p.by_iid.remove(iid);
                 p.order.pop_front();
             }
-            !p.order.is_empty()
-                || (!had_iids && now_ms.saturating_sub(p.registered_ms) < EMPTY_PRODUCER_GRACE_MS)
+            !p.order.is_empty() || (!had_iids && now_ms.saturating_sub(p.registered_ms) < EMPTY_PRODUCER_GRACE_MS)
         });
     }
 
@@ -274,10 +270,7 @@ mod tests {
         let hex = |iid: Bytes| iid.iter().map(|b| format!("{b:02x}")).collect::<String>();
         assert_eq!(hex(auto_iid(&[(b("f"), b("v"))])), "6e95729ee727f0814aedffba55730079");
         assert_eq!(hex(auto_iid(&[(b("field"), b(""))])), "9d0899c463e3e6243812ff469716786e");
-        assert_eq!(
-            hex(auto_iid(&[(b("f"), b("v")), (b("a"), b("12345"))])),
-            "1fd53a7f28de3df572e21c546e2d9589"
-        );
+        assert_eq!(hex(auto_iid(&[(b("f"), b("v")), (b("a"), b("12345"))])), "1fd53a7f28de3df572e21c546e2d9589");
     }
 
     #[test]

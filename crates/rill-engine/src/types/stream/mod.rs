@@ -19,8 +19,8 @@
 //! number of blocks.
 
 pub mod block;
-mod codec;
 pub mod chunked;
+mod codec;
 pub mod group;
 pub mod id;
 pub mod idmp;
@@ -175,9 +175,8 @@ pub const SETID_BELOW_MAX_DELETED: CmdError =
 pub const SETID_BELOW_TOP: CmdError =
     CmdError::full("ERR The ID specified in XSETID is smaller than the target stream top item");
 /// `ERR The entries_added specified in XSETID is smaller than the target stream length`
-pub const SETID_ENTRIES_ADDED_BELOW_LENGTH: CmdError = CmdError::full(
-    "ERR The entries_added specified in XSETID is smaller than the target stream length",
-);
+pub const SETID_ENTRIES_ADDED_BELOW_LENGTH: CmdError =
+    CmdError::full("ERR The entries_added specified in XSETID is smaller than the target stream length");
 
 /// Largest total of field and value bytes one entry may carry (Redis' listpack limit).
 pub const ENTRY_MAX_RAW_BYTES: u64 = 1 << 30;
@@ -364,10 +363,8 @@ impl Stream {
         limits: NodeLimits,
     ) -> Result<StreamId, CmdError> {
         self.check_explicit_id(id)?;
-        let raw_bytes = fields.pairs().fold(0u64, |n, (f, v)| {
-            n.saturating_add(f.len() as u64)
-                .saturating_add(v.len() as u64)
-        });
+        let raw_bytes =
+            fields.pairs().fold(0u64, |n, (f, v)| n.saturating_add(f.len() as u64).saturating_add(v.len() as u64));
         if raw_bytes > ENTRY_MAX_RAW_BYTES {
             return Err(ELEMENTS_TOO_LARGE);
         }
@@ -436,13 +433,7 @@ impl Stream {
 
     /// Trim to at most `max_len` live entries, oldest first (MAXLEN). Returns the number
     /// removed. See [`Stream::trim_minid`] for `approx` and `limit`.
-    pub fn trim_maxlen(
-        &mut self,
-        max_len: u64,
-        approx: bool,
-        limit: Option<u64>,
-        limits: NodeLimits,
-    ) -> u64 {
+    pub fn trim_maxlen(&mut self, max_len: u64, approx: bool, limit: Option<u64>, limits: NodeLimits) -> u64 {
         self.trim(TrimGoal::MaxLen(max_len), approx, limit, limits)
     }
 
@@ -458,13 +449,7 @@ impl Stream {
     /// Trimming never changes `max-deleted-entry-id` or `entries-added`. KEEPREF semantics;
     /// DELREF/ACKED: see [`Stream::trim_with_record`].
     /// O(blocks removed × log K) + O(B) for the boundary block.
-    pub fn trim_minid(
-        &mut self,
-        min_id: StreamId,
-        approx: bool,
-        limit: Option<u64>,
-        limits: NodeLimits,
-    ) -> u64 {
+    pub fn trim_minid(&mut self, min_id: StreamId, approx: bool, limit: Option<u64>, limits: NodeLimits) -> u64 {
         self.trim(TrimGoal::MinId(min_id), approx, limit, limits)
     }
 
@@ -560,13 +545,8 @@ impl Stream {
                 TrimGoal::MaxLen(n) => self.length.saturating_sub(live) < n,
                 TrimGoal::MinId(_) => false,
             };
-            let ids: Vec<StreamId> = block
-                .positions(first)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|p| !p.deleted)
-                .map(|p| p.id)
-                .collect();
+            let ids: Vec<StreamId> =
+                block.positions(first).unwrap_or_default().into_iter().filter(|p| !p.deleted).map(|p| p.id).collect();
             let mut goal_met = false;
             for id in ids {
                 goal_met = match goal {
@@ -604,18 +584,8 @@ impl Stream {
         removed_ids
     }
 
-    fn trim(
-        &mut self,
-        goal: TrimGoal,
-        approx: bool,
-        limit: Option<u64>,
-        limits: NodeLimits,
-    ) -> u64 {
-        let limit = if approx {
-            effective_trim_limit(limit, limits)
-        } else {
-            0
-        };
+    fn trim(&mut self, goal: TrimGoal, approx: bool, limit: Option<u64>, limits: NodeLimits) -> u64 {
+        let limit = if approx { effective_trim_limit(limit, limits) } else { 0 };
         self.trim_inner(goal, approx, limit)
     }
 
@@ -717,33 +687,15 @@ impl Stream {
             Some(self.blocks.range(..=end))
         } else {
             // The block holding `start` is the last one keyed at or before it.
-            let seek = self
-                .blocks
-                .range(..=start)
-                .next_back()
-                .map_or(start, |(k, _)| *k);
+            let seek = self.blocks.range(..=start).next_back().map_or(start, |(k, _)| *k);
             Some(self.blocks.range(seek..=end))
         };
-        StreamRange {
-            blocks,
-            cursor: None,
-            start,
-            end,
-            rev,
-        }
+        StreamRange { blocks, cursor: None, start, end, rev }
     }
 
     /// [`Stream::range`] collected, at most `count` entries (`None` = all).
-    pub fn range_vec(
-        &self,
-        start: StreamId,
-        end: StreamId,
-        count: Option<usize>,
-        rev: bool,
-    ) -> Vec<StreamEntry> {
-        self.range(start, end, rev)
-            .take(count.unwrap_or(usize::MAX))
-            .collect()
+    pub fn range_vec(&self, start: StreamId, end: StreamId, count: Option<usize>, rev: bool) -> Vec<StreamEntry> {
+        self.range(start, end, rev).take(count.unwrap_or(usize::MAX)).collect()
     }
 
     /// Whether `id` is a live entry, without decoding it. O(log K) plus a scan from the
@@ -792,12 +744,7 @@ impl Stream {
 
     fn last_entry_id(&self) -> Option<StreamId> {
         let (first, block) = self.blocks.last_key_value()?;
-        block
-            .positions(*first)?
-            .iter()
-            .rev()
-            .find(|p| !p.deleted)
-            .map(|p| p.id)
+        block.positions(*first)?.iter().rev().find(|p| !p.deleted).map(|p| p.id)
     }
 
     fn first_live_id(&self) -> StreamId {
@@ -823,12 +770,7 @@ impl Stream {
     /// half by in-order inserts, so ×2). An estimate, not allocator-exact. O(K).
     pub fn memory_usage(&self) -> usize {
         let per_block = 2 * (std::mem::size_of::<StreamId>() + std::mem::size_of::<Block>());
-        std::mem::size_of::<Stream>()
-            + self
-                .blocks
-                .values()
-                .map(|b| b.heap_bytes() + per_block)
-                .sum::<usize>()
+        std::mem::size_of::<Stream>() + self.blocks.values().map(|b| b.heap_bytes() + per_block).sum::<usize>()
     }
 
     /// Set the metadata a snapshot carries once its entries have been re-appended (RESTORE).
@@ -879,10 +821,7 @@ fn effective_trim_limit(limit: Option<u64>, limits: NodeLimits) -> u64 {
     match limit {
         Some(l) => l,
         None if limits.max_entries == 0 => TRIM_DEFAULT_LIMIT_UNBOUNDED_NODES,
-        None => limits
-            .max_entries
-            .saturating_mul(TRIM_DEFAULT_LIMIT_PER_NODE_ENTRY)
-            .min(TRIM_DEFAULT_LIMIT_MAX),
+        None => limits.max_entries.saturating_mul(TRIM_DEFAULT_LIMIT_PER_NODE_ENTRY).min(TRIM_DEFAULT_LIMIT_MAX),
     }
 }
 
@@ -985,27 +924,11 @@ impl<'a> StreamRange<'a> {
     fn enter(&mut self, first: StreamId, block: &'a Block) -> Option<BlockCursor<'a>> {
         let master = block.master(first);
         let positions = block.positions(first);
-        debug_assert!(
-            master.is_some() && positions.is_some(),
-            "undecodable stream block"
-        );
+        debug_assert!(master.is_some() && positions.is_some(), "undecodable stream block");
         let master = master?;
-        let names = master
-            .fields
-            .iter()
-            .map(|f| Bytes::copy_from_slice(f))
-            .collect();
-        let pending = positions?
-            .into_iter()
-            .filter(|p| !p.deleted && p.id >= self.start && p.id <= self.end)
-            .collect();
-        Some(BlockCursor {
-            first,
-            block,
-            master,
-            names,
-            pending,
-        })
+        let names = master.fields.iter().map(|f| Bytes::copy_from_slice(f)).collect();
+        let pending = positions?.into_iter().filter(|p| !p.deleted && p.id >= self.start && p.id <= self.end).collect();
+        Some(BlockCursor { first, block, master, names, pending })
     }
 }
 
@@ -1015,11 +938,7 @@ impl Iterator for StreamRange<'_> {
     fn next(&mut self) -> Option<StreamEntry> {
         loop {
             if let Some(c) = self.cursor.as_mut() {
-                let pos = if self.rev {
-                    c.pending.pop_back()
-                } else {
-                    c.pending.pop_front()
-                };
+                let pos = if self.rev { c.pending.pop_back() } else { c.pending.pop_front() };
                 if let Some(p) = pos {
                     let fields = c.block.decode_at(c.first, &c.master, &c.names, p.offset);
                     debug_assert!(fields.is_some(), "undecodable stream entry");
@@ -1028,11 +947,7 @@ impl Iterator for StreamRange<'_> {
                 self.cursor = None;
             }
             let blocks = self.blocks.as_mut()?;
-            let (first, block) = if self.rev {
-                blocks.next_back()?
-            } else {
-                blocks.next()?
-            };
+            let (first, block) = if self.rev { blocks.next_back()? } else { blocks.next()? };
             if self.rev && block.last_id() < self.start {
                 self.blocks = None;
                 return None;

@@ -235,15 +235,8 @@ impl Pel {
     }
 
     /// Entries with `start ≤ ID ≤ end`, ascending. O(log n) to start.
-    pub fn range(
-        &self,
-        start: StreamId,
-        end: StreamId,
-    ) -> impl Iterator<Item = (StreamId, PendingEntry<'_>)> + '_ {
-        self.by_id
-            .iter_from(start)
-            .take_while(move |(id, _)| *id <= end)
-            .map(|(id, r)| (id, self.view(id, r)))
+    pub fn range(&self, start: StreamId, end: StreamId) -> impl Iterator<Item = (StreamId, PendingEntry<'_>)> + '_ {
+        self.by_id.iter_from(start).take_while(move |(id, _)| *id <= end).map(|(id, r)| (id, self.view(id, r)))
     }
 
     /// Every entry by ID.

@@ -1,8 +1,8 @@
 //! The indexed PEL against a plain reference model (proptest), and group state under random
 //! effect sequences against plain maps.
 
-use super::group::{ConsumerGroup, GroupEffect};
 use super::chunked::CHUNK_LEN;
+use super::group::{ConsumerGroup, GroupEffect};
 use super::pel::{ClaimOrder, OwnerId, Pel, DELIVERY_COUNT_MAX};
 use super::{Stream, StreamId};
 use bytes::Bytes;
@@ -13,12 +13,28 @@ use std::ops::Bound;
 /// One PEL operation.
 #[derive(Debug, Clone)]
 enum Op {
-    Own { id: u64, owner: u8, time: i64, count: u64 },
-    Nack { id: u64, count: u64 },
-    Touch { id: u64, time: i64, count: u64 },
-    Remove { id: u64 },
+    Own {
+        id: u64,
+        owner: u8,
+        time: i64,
+        count: u64,
+    },
+    Nack {
+        id: u64,
+        count: u64,
+    },
+    Touch {
+        id: u64,
+        time: i64,
+        count: u64,
+    },
+    Remove {
+        id: u64,
+    },
     /// XGROUP DELCONSUMER: the owner goes with its entries (it comes back on its next Own).
-    DropOwner { owner: u8 },
+    DropOwner {
+        owner: u8,
+    },
 }
 
 /// Counts around the 32-bit spill threshold and the saturation point, and small ones.

@@ -186,12 +186,7 @@ impl EntriesBuilder {
 
     /// Add entry `p` of `cursor`'s block with room for `extra` trailing elements (added with
     /// [`Self::int`]); its size in bytes so far, `None` (nothing added) if it cannot be decoded.
-    pub(super) fn push_extra(
-        &mut self,
-        cursor: &EntryCursor<'_>,
-        p: &EntryPos,
-        extra: usize,
-    ) -> Option<usize> {
+    pub(super) fn push_extra(&mut self, cursor: &EntryCursor<'_>, p: &EntryPos, extra: usize) -> Option<usize> {
         let before = self.list.buf().len();
         let added = self.writer.entry(self.list.buf(), p.id, extra, cursor, p.offset);
         self.counted(added, before)
@@ -199,12 +194,7 @@ impl EntriesBuilder {
 
     /// Add the live entry `id` found through `lookup`, as [`Self::push_extra`] does; `None`
     /// (nothing added) if there is no such live entry.
-    pub(super) fn push_found(
-        &mut self,
-        lookup: &mut EntryLookup<'_>,
-        id: StreamId,
-        extra: usize,
-    ) -> Option<usize> {
+    pub(super) fn push_found(&mut self, lookup: &mut EntryLookup<'_>, id: StreamId, extra: usize) -> Option<usize> {
         let before = self.list.buf().len();
         let added = lookup.write(id, extra, &mut self.writer, self.list.buf());
         self.counted(added, before)

@@ -18,17 +18,13 @@ fn sid(ms: u64, seq: u64) -> StreamId {
     StreamId::new(ms, seq)
 }
 
-const NODES_100: NodeLimits = NodeLimits {
-    max_entries: 100,
-    max_bytes: 0,
-};
+const NODES_100: NodeLimits = NodeLimits { max_entries: 100, max_bytes: 0 };
 
 /// `n` entries with IDs 1-0 .. n-0 in 100-entry blocks.
 fn numbered(n: u64) -> Stream {
     let mut s = Stream::new();
     for i in 1..=n {
-        s.append(sid(i, 0), &fv(&[("i", &i.to_string())]), NODES_100)
-            .expect("append");
+        s.append(sid(i, 0), &fv(&[("i", &i.to_string())]), NODES_100).expect("append");
     }
     s
 }
@@ -45,8 +41,7 @@ fn ids(entries: &[StreamEntry]) -> Vec<StreamId> {
 fn auto_ids_follow_clock_or_increment() {
     let mut s = Stream::new();
     assert_eq!(s.next_id_auto(5), Ok(sid(5, 0)));
-    s.append(sid(5, 0), &fv(&[("f", "v")]), NodeLimits::default())
-        .expect("append");
+    s.append(sid(5, 0), &fv(&[("f", "v")]), NodeLimits::default()).expect("append");
     // Clock equal or behind: seq + 1.
     assert_eq!(s.next_id_auto(5), Ok(sid(5, 1)));
     assert_eq!(s.next_id_auto(3), Ok(sid(5, 1)));
@@ -61,8 +56,7 @@ fn auto_seq_ids() {
     let mut s = Stream::new();
     assert_eq!(s.resolve_xadd_id(XaddId::AutoSeq(0), 0), Ok(sid(0, 1)));
     assert_eq!(s.next_id_for(5), Ok(sid(5, 0)));
-    s.append(sid(5, 0), &fv(&[("f", "v")]), NodeLimits::default())
-        .expect("append");
+    s.append(sid(5, 0), &fv(&[("f", "v")]), NodeLimits::default()).expect("append");
     assert_eq!(s.next_id_for(5), Ok(sid(5, 1)));
     assert_eq!(s.next_id_for(4), Err(id::XADD_ID_TOO_SMALL));
     s.set_id(sid(9, u64::MAX), None, None).expect("setid");
@@ -73,44 +67,24 @@ fn auto_seq_ids() {
 #[test]
 fn explicit_ids_must_exceed_last_generated() {
     let mut s = numbered(3);
-    assert_eq!(
-        s.append(sid(3, 0), &fv(&[("f", "v")]), NODES_100),
-        Err(id::XADD_ID_TOO_SMALL)
-    );
+    assert_eq!(s.append(sid(3, 0), &fv(&[("f", "v")]), NODES_100), Err(id::XADD_ID_TOO_SMALL));
     assert!(s.delete(sid(3, 0)));
     // Deleting the top entry does not lower last-generated-id.
-    assert_eq!(
-        s.append(sid(3, 0), &fv(&[("f", "v")]), NODES_100),
-        Err(id::XADD_ID_TOO_SMALL)
-    );
-    assert_eq!(
-        s.append(sid(3, 1), &fv(&[("f", "v")]), NODES_100),
-        Ok(sid(3, 1))
-    );
+    assert_eq!(s.append(sid(3, 0), &fv(&[("f", "v")]), NODES_100), Err(id::XADD_ID_TOO_SMALL));
+    assert_eq!(s.append(sid(3, 1), &fv(&[("f", "v")]), NODES_100), Ok(sid(3, 1)));
     // A fresh stream cannot store 0-0.
-    assert_eq!(
-        Stream::new().check_explicit_id(StreamId::MIN),
-        Err(id::XADD_ID_TOO_SMALL)
-    );
+    assert_eq!(Stream::new().check_explicit_id(StreamId::MIN), Err(id::XADD_ID_TOO_SMALL));
 }
 
 #[test]
 fn exhausted_stream() {
     let mut s = Stream::new();
-    s.append(StreamId::MAX, &fv(&[("f", "v")]), NODES_100)
-        .expect("max id is storable");
+    s.append(StreamId::MAX, &fv(&[("f", "v")]), NODES_100).expect("max id is storable");
     assert_eq!(s.last_entry().map(|e| e.0), Some(StreamId::MAX));
-    for arg in [
-        XaddId::Auto,
-        XaddId::AutoSeq(1),
-        XaddId::Explicit(sid(1, 1)),
-    ] {
+    for arg in [XaddId::Auto, XaddId::AutoSeq(1), XaddId::Explicit(sid(1, 1))] {
         assert_eq!(s.resolve_xadd_id(arg, 0), Err(id::STREAM_EXHAUSTED));
     }
-    assert_eq!(
-        s.append(StreamId::MAX, &[], NODES_100),
-        Err(id::STREAM_EXHAUSTED)
-    );
+    assert_eq!(s.append(StreamId::MAX, &[], NODES_100), Err(id::STREAM_EXHAUSTED));
 }
 
 #[test]
@@ -119,10 +93,7 @@ fn too_large_entry_is_refused() {
     // Not allocating 1 GiB: the check is on the sum, so fake it with shared Bytes.
     let big = Bytes::from(vec![b'x'; 1 << 20]);
     let fields: Vec<(Bytes, Bytes)> = (0..1025).map(|_| (Bytes::new(), big.clone())).collect();
-    assert_eq!(
-        s.append(sid(1, 0), &fields, NODES_100),
-        Err(ELEMENTS_TOO_LARGE)
-    );
+    assert_eq!(s.append(sid(1, 0), &fields, NODES_100), Err(ELEMENTS_TOO_LARGE));
     assert!(s.is_empty());
     assert_eq!(s.last_generated_id(), StreamId::MIN);
 }
@@ -161,18 +132,11 @@ fn values_round_trip_byte_exact() {
         "\0\u{1}\u{ff}",
     ];
     let mut s = Stream::new();
-    let limits = NodeLimits {
-        max_entries: 4,
-        max_bytes: 0,
-    };
+    let limits = NodeLimits { max_entries: 4, max_bytes: 0 };
     let mut expect = Vec::new();
     for (i, v) in tricky.iter().enumerate() {
         // Same field list each time (delta and SAME encodings), then a different one.
-        let same = fv(&[
-            ("a", v),
-            ("b", tricky.get(i / 2).copied().unwrap_or("")),
-            ("c", "101.25"),
-        ]);
+        let same = fv(&[("a", v), ("b", tricky.get(i / 2).copied().unwrap_or("")), ("c", "101.25")]);
         let other = fv(&[("z", v), (v, v)]);
         for fields in [same, other] {
             let id = s.next_id_auto(1).expect("id");
@@ -180,15 +144,11 @@ fn values_round_trip_byte_exact() {
             expect.push((id, fields));
         }
     }
-    assert_eq!(
-        s.range_vec(StreamId::MIN, StreamId::MAX, None, false),
-        expect
-    );
+    assert_eq!(s.range_vec(StreamId::MIN, StreamId::MAX, None, false), expect);
     assert!(s.validate());
     let long = "y".repeat(300);
     let id = s.next_id_auto(1).expect("id");
-    s.append(id, &fv(&[(&long, &long)]), limits)
-        .expect("append");
+    s.append(id, &fv(&[(&long, &long)]), limits).expect("append");
     assert_eq!(s.get(id).map(|e| e.1), Some(fv(&[(&long, &long)])));
 }
 
@@ -210,13 +170,9 @@ fn blocks_split_by_entries_and_bytes() {
     assert_eq!(keys, vec![sid(1, 0), sid(101, 0), sid(201, 0)]);
 
     let mut s = Stream::new();
-    let limits = NodeLimits {
-        max_entries: 0,
-        max_bytes: 64,
-    };
+    let limits = NodeLimits { max_entries: 0, max_bytes: 64 };
     for i in 1..=20 {
-        s.append(sid(i, 0), &fv(&[("field", "some text value")]), limits)
-            .expect("append");
+        s.append(sid(i, 0), &fv(&[("field", "some text value")]), limits).expect("append");
     }
     assert!(s.block_count() > 1);
     assert!(s.blocks().all(|(_, b)| b.as_bytes().len() < 64 + 21));
@@ -238,10 +194,7 @@ fn range_seeks_and_bounds() {
     // Exclusive bounds resolved by the ID parser.
     let start = id::parse_interval_start(b"(150").expect("start");
     let end = id::parse_interval_end(b"(152-0").expect("end");
-    assert_eq!(
-        ids(&s.range_vec(start, end, None, false)),
-        vec![sid(151, 0)]
-    );
+    assert_eq!(ids(&s.range_vec(start, end, None, false)), vec![sid(151, 0)]);
     // Counts across block boundaries.
     assert_eq!(
         ids(&s.range_vec(sid(99, 0), StreamId::MAX, Some(3), false)),
@@ -251,10 +204,7 @@ fn range_seeks_and_bounds() {
         ids(&s.range_vec(StreamId::MIN, sid(102, 5), Some(3), true)),
         vec![sid(102, 0), sid(101, 0), sid(100, 0)]
     );
-    assert_eq!(
-        s.range_vec(StreamId::MIN, StreamId::MAX, Some(0), false),
-        vec![]
-    );
+    assert_eq!(s.range_vec(StreamId::MIN, StreamId::MAX, Some(0), false), vec![]);
     assert_eq!(s.range_vec(sid(5, 0), sid(4, 0), None, false), vec![]);
     assert_eq!(s.range_vec(sid(251, 0), StreamId::MAX, None, false), vec![]);
     assert_eq!(s.range_vec(StreamId::MIN, sid(0, 9), None, true), vec![]);
@@ -281,11 +231,7 @@ fn delete_updates_metadata_and_frees_blocks() {
     assert!(s.delete(sid(1, 0)));
     assert_eq!(s.first_id(), sid(4, 0));
     assert_eq!(s.len(), 2);
-    assert_eq!(
-        s.blocks().next().map(|(_, b)| b.deleted_count()),
-        Some(3),
-        "deleted stay in place"
-    );
+    assert_eq!(s.blocks().next().map(|(_, b)| b.deleted_count()), Some(3), "deleted stay in place");
     assert!(s.delete(sid(5, 0)) && s.delete(sid(4, 0)));
     assert!(s.is_empty());
     assert_eq!(s.block_count(), 0);
@@ -305,48 +251,29 @@ fn approx_maxlen_removes_whole_blocks_only() {
     assert_eq!(s.trim_maxlen(555, true, None, NODES_100), 400);
     assert_eq!(s.len(), 600);
     assert_eq!(s.first_id(), sid(401, 0));
-    assert_eq!(
-        s.max_deleted_entry_id(),
-        StreamId::MIN,
-        "trimming is not deleting"
-    );
+    assert_eq!(s.max_deleted_entry_id(), StreamId::MIN, "trimming is not deleting");
     assert_eq!(s.entries_added(), 1000);
     // LIMIT caps the work in whole blocks: 250 allows two blocks.
     let mut s = numbered(1000);
     assert_eq!(s.trim_maxlen(0, true, Some(250), NODES_100), 200);
     // Default LIMIT = 100 × node_max_entries = 500 entries with 5-entry nodes.
-    let small = NodeLimits {
-        max_entries: 5,
-        max_bytes: 0,
-    };
+    let small = NodeLimits { max_entries: 5, max_bytes: 0 };
     let mut s = Stream::new();
     for i in 1..=1000 {
-        s.append(sid(i, 0), &fv(&[("f", "v")]), small)
-            .expect("append");
+        s.append(sid(i, 0), &fv(&[("f", "v")]), small).expect("append");
     }
     assert_eq!(s.trim_maxlen(0, true, None, small), 500);
-    assert_eq!(
-        s.trim_maxlen(0, true, Some(0), small),
-        500,
-        "LIMIT 0 is unlimited"
-    );
+    assert_eq!(s.trim_maxlen(0, true, Some(0), small), 500, "LIMIT 0 is unlimited");
     assert!(s.is_empty());
 }
 
 #[test]
 fn exact_maxlen_marks_boundary_entries() {
     let mut s = numbered(250);
-    assert_eq!(
-        s.trim_maxlen(145, false, Some(1), NODES_100),
-        105,
-        "limit ignored when exact"
-    );
+    assert_eq!(s.trim_maxlen(145, false, Some(1), NODES_100), 105, "limit ignored when exact");
     assert_eq!(s.len(), 145);
     assert_eq!(s.first_id(), sid(106, 0));
-    let first_block = s
-        .blocks()
-        .next()
-        .map(|(k, b)| (k, b.live_count(), b.deleted_count()));
+    let first_block = s.blocks().next().map(|(k, b)| (k, b.live_count(), b.deleted_count()));
     assert_eq!(first_block, Some((sid(101, 0), 95, 5)));
     assert_eq!(s.trim_maxlen(145, false, None, NODES_100), 0);
     assert_eq!(s.trim_maxlen(0, false, None, NODES_100), 145);
@@ -376,31 +303,15 @@ fn minid_exact_and_approx() {
 fn set_id_rules() {
     let mut s = numbered(3);
     assert!(s.delete(sid(2, 0)));
-    assert_eq!(
-        s.set_id(sid(1, 5), None, None),
-        Err(SETID_BELOW_MAX_DELETED)
-    );
+    assert_eq!(s.set_id(sid(1, 5), None, None), Err(SETID_BELOW_MAX_DELETED));
     assert_eq!(s.set_id(sid(2, 5), None, None), Err(SETID_BELOW_TOP));
-    assert_eq!(
-        s.set_id(sid(9, 0), Some(1), None),
-        Err(SETID_ENTRIES_ADDED_BELOW_LENGTH)
-    );
+    assert_eq!(s.set_id(sid(9, 0), Some(1), None), Err(SETID_ENTRIES_ADDED_BELOW_LENGTH));
     assert_eq!(s.set_id(sid(9, 0), Some(2), Some(sid(8, 0))), Ok(()));
-    assert_eq!(
-        (
-            s.last_generated_id(),
-            s.entries_added(),
-            s.max_deleted_entry_id()
-        ),
-        (sid(9, 0), 2, sid(8, 0))
-    );
+    assert_eq!((s.last_generated_id(), s.entries_added(), s.max_deleted_entry_id()), (sid(9, 0), 2, sid(8, 0)));
     // 0-0 leaves max-deleted alone; lowering to the top live entry is allowed.
     assert_eq!(s.set_id(sid(8, 0), None, Some(StreamId::MIN)), Ok(()));
     assert_eq!(s.max_deleted_entry_id(), sid(8, 0));
-    assert_eq!(
-        s.set_id(sid(3, 0), None, None),
-        Err(SETID_BELOW_MAX_DELETED)
-    );
+    assert_eq!(s.set_id(sid(3, 0), None, None), Err(SETID_BELOW_MAX_DELETED));
     // Empty stream: any ID ≥ max-deleted, entries_added unchecked.
     let mut e = Stream::new();
     assert_eq!(e.set_id(sid(0, 0), Some(0), None), Ok(()));
@@ -413,10 +324,7 @@ fn append_behind_deleted_tail_rewrites_block() {
     // Keep max-deleted below the new last id by resetting it (as a replica's XSETID may).
     s.max_deleted_entry_id = StreamId::MIN;
     s.set_id(sid(3, 0), None, None).expect("setid");
-    assert_eq!(
-        s.append(sid(3, 5), &fv(&[("i", "x")]), NODES_100),
-        Ok(sid(3, 5))
-    );
+    assert_eq!(s.append(sid(3, 5), &fv(&[("i", "x")]), NODES_100), Ok(sid(3, 5)));
     assert_eq!(
         ids(&s.range_vec(StreamId::MIN, StreamId::MAX, None, false)),
         vec![sid(1, 0), sid(2, 0), sid(3, 0), sid(3, 5)]
@@ -445,10 +353,9 @@ impl Model {
         let id = match arg {
             XaddId::Auto if now > self.last.ms => sid(now, 0),
             XaddId::Auto => self.last.next().ok_or(id::STREAM_EXHAUSTED)?,
-            XaddId::AutoSeq(ms) if ms == self.last.ms => sid(
-                ms,
-                self.last.seq.checked_add(1).ok_or(id::XADD_ID_TOO_SMALL)?,
-            ),
+            XaddId::AutoSeq(ms) if ms == self.last.ms => {
+                sid(ms, self.last.seq.checked_add(1).ok_or(id::XADD_ID_TOO_SMALL)?)
+            }
             XaddId::AutoSeq(ms) => sid(ms, 0),
             XaddId::Explicit(id) => id,
         };
@@ -468,38 +375,12 @@ impl Model {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Append {
-        arg: XaddId,
-        now: u64,
-        fields: Vec<(Bytes, Bytes)>,
-    },
-    Delete {
-        pick: usize,
-        id: StreamId,
-    },
-    TrimMaxLen {
-        n: u64,
-        approx: bool,
-        limit: Option<u64>,
-    },
-    TrimMinId {
-        pick: usize,
-        id: StreamId,
-        approx: bool,
-        limit: Option<u64>,
-    },
-    Range {
-        a: usize,
-        b: usize,
-        exclusive: (bool, bool),
-        count: Option<usize>,
-        rev: bool,
-    },
-    SetId {
-        last: StreamId,
-        entries_added: Option<u64>,
-        max_deleted: Option<StreamId>,
-    },
+    Append { arg: XaddId, now: u64, fields: Vec<(Bytes, Bytes)> },
+    Delete { pick: usize, id: StreamId },
+    TrimMaxLen { n: u64, approx: bool, limit: Option<u64> },
+    TrimMinId { pick: usize, id: StreamId, approx: bool, limit: Option<u64> },
+    Range { a: usize, b: usize, exclusive: (bool, bool), count: Option<usize>, rev: bool },
+    SetId { last: StreamId, entries_added: Option<u64>, max_deleted: Option<StreamId> },
 }
 
 fn arb_id() -> impl Strategy<Value = StreamId> {
@@ -534,13 +415,8 @@ fn arb_value() -> impl Strategy<Value = Bytes> {
 }
 
 fn arb_fields() -> impl Strategy<Value = Vec<(Bytes, Bytes)>> {
-    let tick = proptest::collection::vec(arb_value(), 4).prop_map(|vals| {
-        ["symbol", "price", "seq", "ts"]
-            .iter()
-            .zip(vals)
-            .map(|(f, v)| (b(f), v))
-            .collect()
-    });
+    let tick = proptest::collection::vec(arb_value(), 4)
+        .prop_map(|vals| ["symbol", "price", "seq", "ts"].iter().zip(vals).map(|(f, v)| (b(f), v)).collect());
     let name = prop_oneof![Just(b("a")), Just(b("b")), Just(b("")), Just(b("price"))];
     let free = proptest::collection::vec((name, arb_value()), 0..4);
     prop_oneof![3 => tick, 1 => free]
@@ -583,12 +459,7 @@ fn pick_id(model: &Model, pick: usize, fallback: StreamId) -> StreamId {
     if n == 0 || pick % 4 == 3 {
         return fallback;
     }
-    model
-        .entries
-        .keys()
-        .nth(pick % n)
-        .copied()
-        .unwrap_or(fallback)
+    model.entries.keys().nth(pick % n).copied().unwrap_or(fallback)
 }
 
 /// The whole-block prefix an approximate trim may remove, from the stream's blocks before it
@@ -625,10 +496,7 @@ fn check_same(s: &Stream, m: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(s.last_generated_id(), m.last);
     prop_assert_eq!(s.max_deleted_entry_id(), m.max_deleted);
     prop_assert_eq!(s.entries_added(), m.entries_added);
-    prop_assert_eq!(
-        s.first_id(),
-        m.entries.keys().next().copied().unwrap_or(StreamId::MIN)
-    );
+    prop_assert_eq!(s.first_id(), m.entries.keys().next().copied().unwrap_or(StreamId::MIN));
     let all: Vec<StreamEntry> = m.entries.iter().map(|(k, v)| (*k, v.clone())).collect();
     prop_assert_eq!(s.range_vec(StreamId::MIN, StreamId::MAX, None, false), all);
     // Point reads start from a block's position marks.
@@ -652,9 +520,7 @@ fn run_ops(limits: NodeLimits, ops: Vec<Op>) -> Result<(), TestCaseError> {
     for op in ops {
         match op {
             Op::Append { arg, now, fields } => {
-                let got = s
-                    .resolve_xadd_id(arg, now)
-                    .and_then(|id| s.append(id, &fields, limits));
+                let got = s.resolve_xadd_id(arg, now).and_then(|id| s.append(id, &fields, limits));
                 let want = m.next_id(arg, now);
                 prop_assert_eq!(&got, &want);
                 if let Ok(id) = want {
@@ -682,12 +548,7 @@ fn run_ops(limits: NodeLimits, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 m.remove_oldest(want);
                 prop_assert!(s.len() >= n.min(before), "never below the threshold");
             }
-            Op::TrimMinId {
-                pick,
-                id,
-                approx,
-                limit,
-            } => {
+            Op::TrimMinId { pick, id, approx, limit } => {
                 let min = pick_id(&m, pick, id);
                 let below = m.entries.range(..min).count() as u64;
                 let want = if approx {
@@ -699,25 +560,11 @@ fn run_ops(limits: NodeLimits, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 prop_assert_eq!(s.trim_minid(min, approx, limit, limits), want);
                 m.remove_oldest(want);
             }
-            Op::Range {
-                a,
-                b,
-                exclusive,
-                count,
-                rev,
-            } => {
+            Op::Range { a, b, exclusive, count, rev } => {
                 let start = pick_id(&m, a, StreamId::MIN);
                 let end = pick_id(&m, b, StreamId::MAX);
-                let start = if exclusive.0 {
-                    start.next().unwrap_or(start)
-                } else {
-                    start
-                };
-                let end = if exclusive.1 {
-                    end.prev().unwrap_or(end)
-                } else {
-                    end
-                };
+                let start = if exclusive.0 { start.next().unwrap_or(start) } else { start };
+                let end = if exclusive.1 { end.prev().unwrap_or(end) } else { end };
                 let got = s.range_vec(start, end, count, rev);
                 let want: Vec<StreamEntry> = if start > end {
                     vec![]
@@ -737,19 +584,13 @@ fn run_ops(limits: NodeLimits, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 };
                 prop_assert_eq!(got, want);
             }
-            Op::SetId {
-                last,
-                entries_added,
-                max_deleted,
-            } => {
+            Op::SetId { last, entries_added, max_deleted } => {
                 let top = m.entries.keys().next_back().copied();
                 let want = if last < m.max_deleted {
                     Err(SETID_BELOW_MAX_DELETED)
                 } else if matches!(top, Some(t) if last < t) {
                     Err(SETID_BELOW_TOP)
-                } else if top.is_some()
-                    && matches!(entries_added, Some(n) if n < m.entries.len() as u64)
-                {
+                } else if top.is_some() && matches!(entries_added, Some(n) if n < m.entries.len() as u64) {
                     Err(SETID_ENTRIES_ADDED_BELOW_LENGTH)
                 } else {
                     Ok(())
@@ -789,9 +630,7 @@ proptest! {
 /// 100k tick-shaped entries with auto IDs; prints bytes per entry (`--nocapture`).
 #[test]
 fn tick_entries_are_compact() {
-    let symbols = [
-        "AAPL", "MSFT", "GOOG", "AMZN", "NVDA", "META", "TSLA", "NFLX",
-    ];
+    let symbols = ["AAPL", "MSFT", "GOOG", "AMZN", "NVDA", "META", "TSLA", "NFLX"];
     let mut prices = [10125i64, 41210, 17833, 18502, 90017, 48876, 17455, 61020];
     let mut s = Stream::new();
     let limits = NodeLimits::default();
@@ -833,9 +672,6 @@ fn tick_entries_are_compact() {
         total as f64 / n as f64
     );
     assert_eq!(s.len(), n);
-    assert!(
-        total as f64 / (n as f64) < 22.0,
-        "tick entries should stay near 20 B each"
-    );
+    assert!(total as f64 / (n as f64) < 22.0, "tick entries should stay near 20 B each");
     assert!(s.validate());
 }

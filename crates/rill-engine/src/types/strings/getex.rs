@@ -50,12 +50,8 @@ enum ExpiryChange<'a> {
 
 /// The option syntax only (the number is parsed after the key lookup, see the module doc).
 fn parse_options(args: &[Bytes]) -> Result<ExpiryChange<'_>, CmdError> {
-    const TIMED: [(&str, bool, bool); 4] = [
-        ("EX", true, false),
-        ("PX", false, false),
-        ("EXAT", true, true),
-        ("PXAT", false, true),
-    ];
+    const TIMED: [(&str, bool, bool); 4] =
+        [("EX", true, false), ("PX", false, false), ("EXAT", true, true), ("PXAT", false, true)];
     let mut change = ExpiryChange::Keep;
     let mut i = 2;
     while let Some(opt) = args.get(i) {
@@ -66,23 +62,13 @@ fn parse_options(args: &[Bytes]) -> Result<ExpiryChange<'_>, CmdError> {
                 let same = |s: bool, a: bool| seconds == s && absolute == a;
                 match change {
                     ExpiryChange::Keep => {}
-                    ExpiryChange::Set {
-                        seconds: s,
-                        absolute: a,
-                        ..
-                    } if same(s, a) => {}
+                    ExpiryChange::Set { seconds: s, absolute: a, .. } if same(s, a) => {}
                     _ => return Err(CmdError::SYNTAX),
                 }
-                change = ExpiryChange::Set {
-                    raw,
-                    seconds,
-                    absolute,
-                };
+                change = ExpiryChange::Set { raw, seconds, absolute };
                 i += 2;
             }
-            _ if is_token(opt, "PERSIST")
-                && matches!(change, ExpiryChange::Keep | ExpiryChange::Persist) =>
-            {
+            _ if is_token(opt, "PERSIST") && matches!(change, ExpiryChange::Keep | ExpiryChange::Persist) => {
                 change = ExpiryChange::Persist;
                 i += 1;
             }
@@ -101,19 +87,13 @@ fn getex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     match change {
         ExpiryChange::Keep => {}
         ExpiryChange::Persist => {
-            let had_ttl = engine
-                .lookup(ctx.db, key, ctx.now_ms)
-                .is_some_and(|e| e.expire_at_ms.is_some());
+            let had_ttl = engine.lookup(ctx.db, key, ctx.now_ms).is_some_and(|e| e.expire_at_ms.is_some());
             if had_ttl {
                 engine.set_expire(ctx.db, key, None);
                 engine.modified(ctx.db, key);
             }
         }
-        ExpiryChange::Set {
-            raw,
-            seconds,
-            absolute,
-        } => {
+        ExpiryChange::Set { raw, seconds, absolute } => {
             let at = set_expire_time("getex", raw, seconds, absolute, ctx.now_ms)?;
             if at <= ctx.now_ms {
                 delete_key(engine, ctx.db, key);
@@ -155,19 +135,10 @@ mod tests {
         h.run(&["RPUSH", "l", "a"]);
         let invalid = err("ERR invalid expire time in 'getex' command");
         assert_eq!(h.run(&["GETEX", "k", "EX", "0"]), invalid);
-        assert_eq!(
-            h.run(&["GETEX", "k", "EXAT", "9223372036854775807"]),
-            invalid
-        );
+        assert_eq!(h.run(&["GETEX", "k", "EXAT", "9223372036854775807"]), invalid);
         assert_eq!(h.run(&["GETEX", "k", "PX", "9223372036854775807"]), invalid);
-        assert_eq!(
-            h.run(&["GETEX", "k", "EX", "10", "PX", "10"]),
-            err("ERR syntax error")
-        );
-        assert_eq!(
-            h.run(&["GETEX", "k", "EX", "10", "PERSIST"]),
-            err("ERR syntax error")
-        );
+        assert_eq!(h.run(&["GETEX", "k", "EX", "10", "PX", "10"]), err("ERR syntax error"));
+        assert_eq!(h.run(&["GETEX", "k", "EX", "10", "PERSIST"]), err("ERR syntax error"));
         assert_eq!(h.run(&["GETEX", "k", "EX"]), err("ERR syntax error"));
         assert_eq!(h.run(&["GETEX", "missing", "FOO"]), err("ERR syntax error"));
         // The time is parsed after the lookup.
@@ -176,10 +147,7 @@ mod tests {
             h.run(&["GETEX", "l", "EX", "x"]),
             err("WRONGTYPE Operation against a key holding the wrong kind of value")
         );
-        assert_eq!(
-            h.run(&["GETEX", "k", "EX", "x"]),
-            err("ERR value is not an integer or out of range")
-        );
+        assert_eq!(h.run(&["GETEX", "k", "EX", "x"]), err("ERR value is not an integer or out of range"));
         assert_eq!(h.run(&["TTL", "k"]), int(-1));
     }
 }

@@ -269,8 +269,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: Flags::READONLY,
         acl: &["@read", "@string", "@slow"],
         key_specs: RO_ACCESS,
-        summary:
-            "Returns the bytes of a string between two inclusive offsets (negative from the end).",
+        summary: "Returns the bytes of a string between two inclusive offsets (negative from the end).",
         since: "2.4.0",
         complexity: "O(N) in the length returned.",
         syntax: "key:key start:integer end:integer",
@@ -409,13 +408,7 @@ fn parse_set(args: &[Bytes], now_ms: i64) -> Result<SetRequest, CmdError> {
 
 /// The absolute expiry of SET/SETEX/PSETEX: the number must be positive and its milliseconds
 /// must fit in an i64 (after adding the current time for a relative one).
-fn set_expire_time(
-    name: &str,
-    raw: &[u8],
-    seconds: bool,
-    absolute: bool,
-    now_ms: i64,
-) -> Result<i64, CmdError> {
+fn set_expire_time(name: &str, raw: &[u8], seconds: bool, absolute: bool, now_ms: i64) -> Result<i64, CmdError> {
     let v = int_arg(raw)?;
     let invalid = || CmdError::owned(format!("ERR invalid expire time in '{name}' command"));
     if v <= 0 {
@@ -479,12 +472,7 @@ fn set(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, 
 
 fn setnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, value) = (arg(args, 1)?, arg(args, 2)?);
-    let req = SetRequest {
-        condition: SetCondition::IfMissing,
-        get: false,
-        keep_ttl: false,
-        expire_at_ms: None,
-    };
+    let req = SetRequest { condition: SetCondition::IfMissing, get: false, keep_ttl: false, expire_at_ms: None };
     let r = set_apply(engine, ctx, key, value, &req)?;
     Ok(Reply::Integer(i64::from(r == Reply::ok())))
 }
@@ -498,12 +486,7 @@ fn setex_generic(
 ) -> Result<Reply, CmdError> {
     let (key, value) = (arg(args, 1)?, arg(args, 3)?);
     let at = set_expire_time(name, arg(args, 2)?, seconds, false, ctx.now_ms)?;
-    let req = SetRequest {
-        condition: SetCondition::Always,
-        get: false,
-        keep_ttl: false,
-        expire_at_ms: Some(at),
-    };
+    let req = SetRequest { condition: SetCondition::Always, get: false, keep_ttl: false, expire_at_ms: Some(at) };
     set_apply(engine, ctx, key, value, &req)
 }
 
@@ -517,12 +500,7 @@ fn psetex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 
 fn getset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, value) = (arg(args, 1)?, arg(args, 2)?);
-    let req = SetRequest {
-        condition: SetCondition::Always,
-        get: true,
-        keep_ttl: false,
-        expire_at_ms: None,
-    };
+    let req = SetRequest { condition: SetCondition::Always, get: true, keep_ttl: false, expire_at_ms: None };
     set_apply(engine, ctx, key, value, &req)
 }
 
@@ -588,9 +566,7 @@ fn incr_by(engine: &mut Engine, ctx: &CallCtx, key: &[u8], delta: i64) -> Result
         None => 0,
         Some(b) => parse_i64(&b).ok_or(CmdError::NOT_INTEGER)?,
     };
-    let new = current
-        .checked_add(delta)
-        .ok_or(CmdError::full("ERR increment or decrement would overflow"))?;
+    let new = current.checked_add(delta).ok_or(CmdError::full("ERR increment or decrement would overflow"))?;
     store_keep_ttl(engine, ctx, key, Bytes::from(new.to_string()));
     Ok(Reply::Integer(new))
 }
@@ -694,16 +670,14 @@ fn byte_range(s: &Bytes, start: i64, end: i64) -> Bytes {
 fn setrange(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, value) = (arg(args, 1)?, arg(args, 3)?);
     let offset = int_arg(arg(args, 2)?)?;
-    let offset =
-        usize::try_from(offset).map_err(|_| CmdError::full("ERR offset is out of range"))?;
+    let offset = usize::try_from(offset).map_err(|_| CmdError::full("ERR offset is out of range"))?;
     let old_len = match read_str(engine, ctx, key)? {
         None if value.is_empty() => return Ok(Reply::Integer(0)),
         None => 0,
         Some(b) if value.is_empty() => return Ok(Reply::Integer(b.len() as i64)),
         Some(b) => b.len(),
     };
-    let new_end =
-        offset.checked_add(value.len()).filter(|n| *n <= MAX_STRING_BYTES).ok_or_else(too_big)?;
+    let new_end = offset.checked_add(value.len()).filter(|n| *n <= MAX_STRING_BYTES).ok_or_else(too_big)?;
     let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Str(Bytes::new()));
     let Value::Str(b) = &mut entry.value else { return Err(CmdError::WRONGTYPE) };
     let mut v = take_vec(b);
@@ -761,23 +735,11 @@ mod tests {
         ] {
             assert_eq!(h.run(&["SET", "k", "v", opt, n]), invalid, "{opt} {n}");
         }
-        assert_eq!(
-            h.run(&["SET", "k", "v", "EX", "abc"]),
-            err("ERR value is not an integer or out of range")
-        );
+        assert_eq!(h.run(&["SET", "k", "v", "EX", "abc"]), err("ERR value is not an integer or out of range"));
         assert_eq!(h.run(&["SET", "k", "v", "EXAT", "9223372036854775"]), ok());
-        assert_eq!(
-            h.run(&["SETEX", "k", "0", "v"]),
-            err("ERR invalid expire time in 'setex' command")
-        );
-        assert_eq!(
-            h.run(&["PSETEX", "k", "-5", "v"]),
-            err("ERR invalid expire time in 'psetex' command")
-        );
-        assert_eq!(
-            h.run(&["SETEX", "k", "x", "v"]),
-            err("ERR value is not an integer or out of range")
-        );
+        assert_eq!(h.run(&["SETEX", "k", "0", "v"]), err("ERR invalid expire time in 'setex' command"));
+        assert_eq!(h.run(&["PSETEX", "k", "-5", "v"]), err("ERR invalid expire time in 'psetex' command"));
+        assert_eq!(h.run(&["SETEX", "k", "x", "v"]), err("ERR value is not an integer or out of range"));
         // An absolute time in the past stores and deletes at once.
         assert_eq!(h.run(&["SET", "k", "v", "PXAT", "1"]), ok());
         assert_eq!(h.run(&["EXISTS", "k"]), int(0));
@@ -817,20 +779,11 @@ mod tests {
     #[test]
     fn mget_mset_msetnx() {
         let mut h = Harness::new();
-        assert_eq!(
-            h.run(&["MSET", "a", "1", "b"]),
-            err("ERR wrong number of arguments for 'mset' command")
-        );
-        assert_eq!(
-            h.run(&["MSETNX", "a", "1", "b"]),
-            err("ERR wrong number of arguments for 'msetnx' command")
-        );
+        assert_eq!(h.run(&["MSET", "a", "1", "b"]), err("ERR wrong number of arguments for 'mset' command"));
+        assert_eq!(h.run(&["MSETNX", "a", "1", "b"]), err("ERR wrong number of arguments for 'msetnx' command"));
         assert_eq!(h.run(&["MSET", "a", "1", "a", "2"]), ok());
         h.run(&["SADD", "s", "m"]);
-        assert_eq!(
-            h.run(&["MGET", "a", "nope", "s"]),
-            Reply::Array(vec![bulk("2"), Reply::Null, Reply::Null])
-        );
+        assert_eq!(h.run(&["MGET", "a", "nope", "s"]), Reply::Array(vec![bulk("2"), Reply::Null, Reply::Null]));
         assert_eq!(h.run(&["MSETNX", "x", "1", "a", "3"]), int(0));
         assert_eq!(h.run(&["EXISTS", "x"]), int(0));
         assert_eq!(h.run(&["MSETNX", "x", "1", "y", "2"]), int(1));
@@ -850,21 +803,11 @@ mod tests {
         assert_eq!(h.run(&["DECRBY", "max", "-1"]), overflow);
         h.run(&["SET", "min", "-9223372036854775808"]);
         assert_eq!(h.run(&["DECR", "min"]), overflow);
-        assert_eq!(
-            h.run(&["DECRBY", "x", "-9223372036854775808"]),
-            err("ERR decrement would overflow")
-        );
-        assert_eq!(
-            h.run(&["DECRBY", "x", "9223372036854775808"]),
-            err("ERR value is not an integer or out of range")
-        );
+        assert_eq!(h.run(&["DECRBY", "x", "-9223372036854775808"]), err("ERR decrement would overflow"));
+        assert_eq!(h.run(&["DECRBY", "x", "9223372036854775808"]), err("ERR value is not an integer or out of range"));
         for v in ["abc", " 1", "01", "+1", "99999999999999999999"] {
             h.run(&["SET", "s", v]);
-            assert_eq!(
-                h.run(&["INCR", "s"]),
-                err("ERR value is not an integer or out of range"),
-                "{v}"
-            );
+            assert_eq!(h.run(&["INCR", "s"]), err("ERR value is not an integer or out of range"), "{v}");
         }
         h.run(&["RPUSH", "l", "a"]);
         assert_eq!(h.run(&["INCR", "l"]), err(WRONGTYPE));
@@ -885,10 +828,7 @@ mod tests {
         assert_eq!(h.run(&["INCRBYFLOAT", "h", "10.50000"]), bulk("10.5"));
         assert_eq!(h.run(&["GET", "h"]), bulk("10.5"));
         assert_eq!(h.run(&["INCRBYFLOAT", "f", "abc"]), err("ERR value is not a valid float"));
-        assert_eq!(
-            h.run(&["INCRBYFLOAT", "f", "inf"]),
-            err("ERR increment would produce NaN or Infinity")
-        );
+        assert_eq!(h.run(&["INCRBYFLOAT", "f", "inf"]), err("ERR increment would produce NaN or Infinity"));
         h.run(&["SET", "s", "1.0 "]);
         assert_eq!(h.run(&["INCRBYFLOAT", "s", "1"]), err("ERR value is not a valid float"));
     }
@@ -913,10 +853,7 @@ mod tests {
             assert_eq!(h.run(&["GETRANGE", "s", a, b]), bulk(want), "{a} {b}");
         }
         assert_eq!(h.run(&["GETRANGE", "nope", "0", "-1"]), bulk(""));
-        assert_eq!(
-            h.run(&["GETRANGE", "s", "a", "1"]),
-            err("ERR value is not an integer or out of range")
-        );
+        assert_eq!(h.run(&["GETRANGE", "s", "a", "1"]), err("ERR value is not an integer or out of range"));
         assert_eq!(h.run(&["SETRANGE", "s", "0", "J"]), int(11));
         assert_eq!(h.run(&["GET", "s"]), bulk("Jello World"));
         assert_eq!(h.run(&["SETRANGE", "s", "-1", "x"]), err("ERR offset is out of range"));
