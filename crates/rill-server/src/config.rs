@@ -56,6 +56,9 @@ const POLICIES: &[&str] = &[
     "noeviction",
 ];
 const FSYNC: &[&str] = &["always", "everysec", "no"];
+/// Who may run a protected action (`enable-protected-configs`, `enable-debug-command`,
+/// `enable-module-command`): nobody, everybody, or clients on a loopback address.
+const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 const I32: i64 = i32::MAX as i64;
 
 /// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
@@ -112,7 +115,9 @@ pub const PARAMS: &[Param] = &[
     p("lua-time-limit", "5000", Kind::Int(0, i64::MAX), true),
     p("busy-reply-threshold", "5000", Kind::Int(0, i64::MAX), true),
     p("repl-diskless-sync", "yes", Kind::Bool, true),
-    p("enable-debug-command", "no", Kind::Enum(&["no", "yes", "local"]), false),
+    p("enable-debug-command", "no", Kind::Enum(PROTECTED_ACTION), false),
+    p("enable-protected-configs", "no", Kind::Enum(PROTECTED_ACTION), false),
+    p("enable-module-command", "no", Kind::Enum(PROTECTED_ACTION), false),
     // rill's own: how long (at most, in microseconds) the event loop keeps polling after work
     // before it sleeps; see `poll.rs`. 0: never polls.
     p("busy-poll-us", "20", Kind::Int(0, 1000), true),
@@ -120,14 +125,8 @@ pub const PARAMS: &[Param] = &[
 
 /// Directives Redis accepts that rill does not implement: accepted at start-up with a warning.
 pub const REDIS_ONLY: &[&str] = &[
-    "unixsocket",
-    "unixsocketperm",
     "tcp-keepalive",
     "tls-port",
-    "tls-cert-file",
-    "tls-key-file",
-    "tls-ca-cert-file",
-    "tls-auth-clients",
     "supervised",
     "syslog-enabled",
     "syslog-ident",
@@ -142,10 +141,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "rdbcompression",
     "rdbchecksum",
     "rdb-del-sync-files",
-    "replicaof",
-    "slaveof",
-    "masterauth",
-    "masteruser",
     "replica-serve-stale-data",
     "slave-serve-stale-data",
     "replica-read-only",
@@ -169,8 +164,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "replica-announce-port",
     "tracking-table-max-keys",
     "acllog-max-len",
-    "aclfile",
-    "rename-command",
     "maxmemory-samples",
     "maxmemory-eviction-tenacity",
     "replica-ignore-maxmemory",
@@ -233,8 +226,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "aof_rewrite_cpulist",
     "bgsave_cpulist",
     "ignore-warnings",
-    "include",
-    "loadmodule",
     "zset-max-ziplist-entries",
     "zset-max-ziplist-value",
     "hash-max-ziplist-entries",
@@ -243,15 +234,51 @@ pub const REDIS_ONLY: &[&str] = &[
     "list-compress-depth",
     "hll-sparse-max-bytes",
     "lua-replicate-commands",
-    "enable-protected-configs",
-    "enable-module-command",
     "hide-user-data-from-log",
     "close-on-oom",
     "bind-source-addr",
     "maxmemory-clients",
     "client-default-resp",
-    "user",
 ];
+
+/// Parameters CONFIG SET may change only as `enable-protected-configs` allows: together they
+/// choose where SAVE writes a file, so an open CONFIG SET would let any client write a file
+/// of its choosing anywhere the process may (Redis protects the same two since 7.0).
+const PROTECTED: &[&str] = &["dir", "dbfilename"];
+
+/// Directives Redis has that decide who may connect or what they may run, which rill does
+/// not implement yet. Ignoring one would leave the server more open than its configuration
+/// says, so start-up stops instead, saying what to do. Each entry: name, and why.
+const REFUSED: &[(&str, &str)] = &[
+    ("user", "ACL users are not supported by rill yet; set the default user's password with requirepass"),
+    ("aclfile", "ACL files are not supported by rill yet; set the default user's password with requirepass"),
+    ("masteruser", "replication is not supported by rill yet"),
+    ("masterauth", "replication is not supported by rill yet"),
+    ("replicaof", "replication is not supported by rill yet"),
+    ("slaveof", "replication is not supported by rill yet"),
+    ("unixsocket", "unix sockets are not supported by rill yet; clients connect over TCP"),
+    ("unixsocketperm", "unix sockets are not supported by rill yet; clients connect over TCP"),
+    ("loadmodule", "modules are not supported by rill"),
+    ("sentinel", "rill is not a Sentinel"),
+];
+
+/// `tls-*` directives: TLS is not implemented yet, so any of them (except `tls-port 0`, which
+/// asks for no TLS listener) stops start-up rather than leave a plaintext server where a TLS
+/// one was asked for.
+const TLS_REFUSED: &str = "TLS is not supported by rill yet: remove the tls-* directives (rill serves plaintext only, on loopback by default)";
+
+/// One `rename-command` directive: the command `from` is served as `to` (empty: removed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rename {
+    /// The command's current name.
+    pub from: String,
+    /// Its new name; empty removes the command.
+    pub to: String,
+    /// Where the directive was, for an error message.
+    pub line: usize,
+    /// The directive's text.
+    pub text: String,
+}
 
 /// A configuration error, rendered by the caller in Redis' start-up style.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -272,12 +299,14 @@ pub struct Config {
     pub file: Option<String>,
     /// Redis-only directives that were accepted with a warning.
     pub ignored: Vec<String>,
+    /// `rename-command` directives, in order (applied to the command table at start-up).
+    pub renames: Vec<Rename>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         let values = PARAMS.iter().map(|p| (p.name, canonical(p, p.default).unwrap_or_default())).collect();
-        Config { values, file: None, ignored: Vec::new() }
+        Config { values, file: None, ignored: Vec::new(), renames: Vec::new() }
     }
 }
 
@@ -340,7 +369,10 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
                 Err("argument(s) must be one of the following: ".to_string() + &words.join(", "))
             }
         }
-        Kind::Text => Ok(value.to_string()),
+        Kind::Text => {
+            check_file_name(p.name, value)?;
+            Ok(value.to_string())
+        }
         Kind::SavePoints => {
             let parts: Vec<&str> = value.split_whitespace().collect();
             if !parts.len().is_multiple_of(2) || parts.iter().any(|x| x.parse::<u64>().is_err()) {
@@ -350,6 +382,43 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
         }
     }
 }
+
+/// The names the server creates files under must be plain names inside `dir`, never paths:
+/// otherwise a name alone could point SAVE or the log anywhere (Redis' rule and wording).
+fn check_file_name(param: &str, value: &str) -> Result<(), String> {
+    let is_path = value.contains('/') || value.contains('\\');
+    match param {
+        "dbfilename" if is_path => Err("dbfilename can't be a path, just a filename".into()),
+        "appendfilename" if value.is_empty() => Err("appendfilename can't be empty".into()),
+        "appendfilename" if is_path => Err("appendfilename can't be a path, just a filename".into()),
+        "appenddirname" if value.is_empty() => Err("appenddirname can't be empty".into()),
+        "appenddirname" if is_path => Err("appenddirname can't be a path, just a dirname".into()),
+        _ => Ok(()),
+    }
+}
+
+/// Why a directive that rill does not implement must stop start-up, if it must.
+fn refused(name: &str, values: &[String]) -> Option<&'static str> {
+    if let Some((_, why)) = REFUSED.iter().find(|(n, _)| *n == name) {
+        return Some(why);
+    }
+    if name.starts_with("tls-") && !(name == "tls-port" && values.iter().all(|v| v == "0")) {
+        return Some(TLS_REFUSED);
+    }
+    let only = |v: &str| values.len() == 1 && values.first().is_some_and(|x| x.eq_ignore_ascii_case(v));
+    if name == "min-replicas-to-write" && !only("0") {
+        return Some(
+            "replication is not supported by rill yet, and Redis would refuse writes without the replicas asked for",
+        );
+    }
+    if name == "cluster-enabled" && !only("no") {
+        return Some("cluster mode is not supported by rill; run a Redis Cluster for that (rill-worker and the rill CLI support one)");
+    }
+    None
+}
+
+/// How deep `include` may nest (a file including itself must not recurse forever).
+const MAX_INCLUDE_DEPTH: usize = 16;
 
 impl Config {
     /// Build from the process arguments (without the program name).
@@ -391,11 +460,42 @@ impl Config {
             text.push_str(&line);
             text.push('\n');
         }
-        cfg.load_text(&text)?;
+        cfg.load_text(&text, 0)?;
         Ok(cfg)
     }
 
-    fn load_text(&mut self, text: &str) -> Result<(), ConfigError> {
+    /// `include PATH`: the file's lines, in place; a `*`, `?` or `[` in the file name part
+    /// includes every matching file of that folder in name order, as Redis does.
+    fn include(&mut self, path: &str, depth: usize, err: &dyn Fn(&str) -> ConfigError) -> Result<(), ConfigError> {
+        if depth >= MAX_INCLUDE_DEPTH {
+            return Err(err("include nested too deeply (a file includes itself?)"));
+        }
+        let p = std::path::Path::new(path);
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let files: Vec<std::path::PathBuf> = if name.contains(['*', '?', '[']) {
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            let entries = std::fs::read_dir(dir)
+                .map_err(|e| err(&format!("Fatal error, can't open config file '{path}': {e}")))?;
+            let mut found: Vec<std::path::PathBuf> = entries
+                .flatten()
+                .filter(|e| rill_engine::glob::glob_match(name.as_bytes(), e.file_name().as_encoded_bytes(), false))
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect();
+            found.sort();
+            found
+        } else {
+            vec![p.to_path_buf()]
+        };
+        for file in files {
+            let content = std::fs::read_to_string(&file)
+                .map_err(|e| err(&format!("Fatal error, can't open config file '{}': {e}", file.display())))?;
+            self.load_text(&content, depth + 1)?;
+        }
+        Ok(())
+    }
+
+    fn load_text(&mut self, text: &str, depth: usize) -> Result<(), ConfigError> {
         for (i, raw) in text.lines().enumerate() {
             let trimmed = raw.trim();
             if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -412,6 +512,14 @@ impl Config {
                 }
                 let v = canonical(p, &joined).map_err(|r| err(&r))?;
                 self.values.insert(p.name, v);
+            } else if lname == "include" && values.len() == 1 {
+                self.include(values.first().map_or("", String::as_str), depth, &err)?;
+            } else if lname == "rename-command" && values.len() == 2 {
+                let (from, to) =
+                    (values.first().cloned().unwrap_or_default(), values.get(1).cloned().unwrap_or_default());
+                self.renames.push(Rename { from, to, line: i + 1, text: trimmed.to_string() });
+            } else if let Some(why) = refused(&lname, values) {
+                return Err(err(&format!("'{lname}' is not implemented by rill, and ignoring it would leave the server more open than configured: {why}")));
             } else if REDIS_ONLY.contains(&lname.as_str()) {
                 self.ignored.push(lname);
             } else {
@@ -467,21 +575,34 @@ impl Config {
         out
     }
 
-    /// `CONFIG SET` of several pairs, all or nothing. The error text is Redis'.
-    pub fn set_many(&mut self, pairs: &[(String, String)]) -> Result<Vec<&'static str>, String> {
-        let mut staged: Vec<(&'static str, String)> = Vec::new();
-        for (i, (name, value)) in pairs.iter().enumerate() {
-            let Some(p) = param(name).filter(|p| p.mutable) else {
+    /// `CONFIG SET` of several pairs, all or nothing. The error text is Redis'. `protected_ok`:
+    /// whether this client may set the protected parameters (see `enable-protected-configs`).
+    ///
+    /// As Redis: every name is checked first (unknown, immutable, protected, given twice; the
+    /// first problem is the one reported), and only then the values.
+    pub fn set_many(&mut self, pairs: &[(String, String)], protected_ok: bool) -> Result<Vec<&'static str>, String> {
+        let failed =
+            |name: &str, why: &str| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}");
+        let mut params: Vec<&'static Param> = Vec::new();
+        for (i, (name, _)) in pairs.iter().enumerate() {
+            let Some(p) = param(name) else {
                 return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
             };
+            if !p.mutable {
+                return Err(failed(name, "can't set immutable config"));
+            }
+            if PROTECTED.contains(&p.name) && !protected_ok {
+                return Err(failed(name, "can't set protected config"));
+            }
             // A name given twice is refused; a parameter and its alias are set in turn, as Redis.
             if pairs.iter().take(i).any(|(n, _)| n.eq_ignore_ascii_case(name)) {
-                return Err(format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
-                ));
+                return Err(failed(name, "duplicate parameter"));
             }
-            let v = canonical(p, value)
-                .map_err(|r| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {r}"))?;
+            params.push(p);
+        }
+        let mut staged: Vec<(&'static str, String)> = Vec::new();
+        for (p, (name, value)) in params.iter().zip(pairs) {
+            let v = canonical(p, value).map_err(|r| failed(name, &r))?;
             staged.push((p.name, v));
         }
         // Each parameter once, even when it was also set under an alias.
@@ -505,6 +626,10 @@ impl Config {
             s.push(' ');
             s.push_str(&quote(value));
             s.push('\n');
+        }
+        // Dropping these would re-open the commands they hide at the next start.
+        for r in &self.renames {
+            s.push_str(&format!("rename-command {} {}\n", quote(&r.from), quote(&r.to)));
         }
         s
     }
@@ -606,10 +731,78 @@ mod tests {
     #[test]
     fn config_set_is_all_or_nothing() {
         let mut c = Config::default();
-        let r = c.set_many(&[("maxmemory".into(), "10mb".into()), ("hz".into(), "x".into())]);
+        let r = c.set_many(&[("maxmemory".into(), "10mb".into()), ("hz".into(), "x".into())], false);
         assert!(r.unwrap_err().starts_with("ERR CONFIG SET failed (possibly related to argument 'hz')"));
         assert_eq!(c.get("maxmemory"), "0");
         assert_eq!(c.matching(&[b"stream-node-*"]).len(), 2);
+    }
+
+    #[test]
+    fn protected_and_immutable_parameters() {
+        let mut c = Config::default();
+        let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+        let e = c.set_many(&[pair("dir", "/tmp")], false).unwrap_err();
+        assert_eq!(e, "ERR CONFIG SET failed (possibly related to argument 'dir') - can't set protected config");
+        let e = c.set_many(&[pair("hz", "x"), pair("dbfilename", "x.rdb")], false).unwrap_err();
+        assert!(
+            e.ends_with("argument 'dbfilename') - can't set protected config"),
+            "names are checked before values: {e}"
+        );
+        let e = c.set_many(&[pair("dbfilename", "/root/.ssh/authorized_keys")], true).unwrap_err();
+        assert!(e.ends_with("dbfilename can't be a path, just a filename"), "{e}");
+        assert_eq!(c.set_many(&[pair("dbfilename", "other.rdb")], true).unwrap(), vec!["dbfilename"]);
+        let e = c.set_many(&[pair("appendfilename", "x")], true).unwrap_err();
+        assert!(e.ends_with("argument 'appendfilename') - can't set immutable config"), "{e}");
+        let e = c.set_many(&[pair("enable-protected-configs", "yes")], true).unwrap_err();
+        assert!(e.ends_with("can't set immutable config"), "{e}");
+        let e = Config::from_args(&args(&["--dbfilename", "../x.rdb"])).unwrap_err();
+        assert_eq!(e.reason, "dbfilename can't be a path, just a filename");
+        let e = Config::from_args(&args(&["--appenddirname", "/var/x"])).unwrap_err();
+        assert_eq!(e.reason, "appenddirname can't be a path, just a dirname");
+        assert!(Config::from_args(&args(&["--enable-protected-configs", "local"])).is_ok());
+    }
+
+    #[test]
+    fn security_directives_work_or_refuse_start_up() {
+        for refused in [
+            &["--user", "default", "on", ">pw"][..],
+            &["--aclfile", "/etc/users.acl"],
+            &["--tls-port", "6380"],
+            &["--tls-cert-file", "x.crt"],
+            &["--masterauth", "pw"],
+            &["--replicaof", "10.0.0.1", "6379"],
+            &["--unixsocket", "/tmp/r.sock"],
+            &["--loadmodule", "/x.so"],
+            &["--min-replicas-to-write", "1"],
+            &["--cluster-enabled", "yes"],
+        ] {
+            let e = Config::from_args(&args(refused)).unwrap_err();
+            assert!(e.reason.contains("not implemented by rill"), "{refused:?}: {}", e.reason);
+        }
+        for accepted in [&["--tls-port", "0"][..], &["--cluster-enabled", "no"], &["--min-replicas-to-write", "0"]] {
+            assert!(Config::from_args(&args(accepted)).is_ok(), "{accepted:?}");
+        }
+        let c = Config::from_args(&args(&["--rename-command", "CONFIG", "", "--rename-command", "flushall", "nuke"]))
+            .unwrap();
+        assert_eq!(c.renames.len(), 2);
+        assert!(c.to_file_text().contains("rename-command CONFIG \"\"\nrename-command flushall nuke\n"));
+    }
+
+    #[test]
+    fn include_reads_files_in_place() {
+        let dir = std::env::temp_dir().join(format!("rill-include-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.conf"), "hz 20\n").unwrap();
+        std::fs::write(dir.join("b.conf"), "requirepass secret\n").unwrap();
+        std::fs::write(dir.join("main.conf"), format!("include {}/*.conf\nport 7000\n", dir.display())).unwrap();
+        // main.conf matches its own pattern: the depth limit stops the recursion with an error.
+        assert!(Config::from_args(&args(&[dir.join("main.conf").to_str().unwrap()])).is_err());
+        std::fs::write(dir.join("main.conf"), format!("include {}/?.conf\nport 7000\n", dir.display())).unwrap();
+        let c = Config::from_args(&args(&[dir.join("main.conf").to_str().unwrap()])).unwrap();
+        assert_eq!((c.get("hz"), c.get("requirepass"), c.get("port")), ("20", "secret", "7000"));
+        let missing = Config::from_args(&args(&["--include", "/nonexistent/rill.conf"])).unwrap_err();
+        assert!(missing.reason.contains("can't open config file"), "{}", missing.reason);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -617,9 +810,9 @@ mod tests {
         let mut c = Config::default();
         let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
         let set = [pair("hash-max-listpack-entries", "5"), pair("hz", "6"), pair("hash-max-ziplist-entries", "7")];
-        assert_eq!(c.set_many(&set).unwrap(), vec!["hash-max-listpack-entries", "hz"]);
+        assert_eq!(c.set_many(&set, false).unwrap(), vec!["hash-max-listpack-entries", "hz"]);
         assert_eq!(c.get("hash-max-listpack-entries"), "7");
-        let twice = c.set_many(&[pair("hz", "5"), pair("HZ", "6")]);
+        let twice = c.set_many(&[pair("hz", "5"), pair("HZ", "6")], false);
         assert!(twice.unwrap_err().ends_with("duplicate parameter"));
         let got = c.matching(&[b"HASH-MAX-ZIPLIST-ENTRIES", b"hash-max-*-entries"]);
         let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();

@@ -176,6 +176,11 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     if !spec.arity_ok(args.len()) {
         return reject(st, conn, Some(spec), CmdError::arity(spec.name).to_reply());
     }
+    if spec.flags.has(Flags::PROTECTED) {
+        if let Some(err) = protected_command_error(st, conn, spec) {
+            return reject(st, conn, Some(spec), err);
+        }
+    }
     if !conn.authenticated && !spec.flags.has(Flags::NO_AUTH) {
         return reject(st, conn, Some(spec), CmdError::full("NOAUTH Authentication required.").to_reply());
     }
@@ -206,6 +211,20 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     st.commit_effects(now_ms);
     blocking::serve_ready(st, now_ms);
     action
+}
+
+/// DEBUG and MODULE LOAD/LOADEX/UNLOAD run only where `enable-debug-command` /
+/// `enable-module-command` allow; checked right after arity, before authentication, as Redis.
+fn protected_command_error(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Option<Reply> {
+    let (command, setting) = if spec.name.starts_with("module|") {
+        ("MODULE", "enable-module-command")
+    } else {
+        ("DEBUG", "enable-debug-command")
+    };
+    if cmd::protected_action_allowed(st, conn.id, st.config.get(setting)) {
+        return None;
+    }
+    Some(Reply::Error(Bytes::from(format!("ERR {command} command not allowed. If the {setting} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."))))
 }
 
 /// The checks Redis runs after authentication, in its order: memory (`-OOM` for commands that

@@ -135,7 +135,19 @@ async fn run(config: Config) -> i32 {
     };
     let mut families = rill_engine::types::families();
     families.push(cmd::specs::COMMANDS);
-    let table = CommandTable::new(&families);
+    let mut table = CommandTable::new(&families);
+    // The log names commands as they are, whatever clients call them: it is replayed through
+    // a table without the renames, so changing rename-command never strands a log.
+    let log_table = CommandTable::new(&families);
+    for r in &config.renames {
+        if let Err(reason) = table.rename(r.from.as_bytes(), r.to.as_bytes()) {
+            eprintln!("\n*** FATAL CONFIG FILE ERROR (rill {}) ***", env!("CARGO_PKG_VERSION"));
+            eprintln!("Reading the configuration file, at line {}", r.line);
+            eprintln!(">>> '{}'", r.text);
+            eprintln!("{reason}");
+            return 1;
+        }
+    }
     let hot = state::HotConfig::from(&config);
     let state = State {
         hot,
@@ -155,7 +167,7 @@ async fn run(config: Config) -> i32 {
             ..Default::default()
         },
     };
-    let shared = Shared::new(state, table, port, run_id()).into_arc();
+    let shared = Shared::new(state, table, log_table, port, run_id()).into_arc();
     shared.lock().engine.loading = true;
     tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
 

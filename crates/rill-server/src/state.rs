@@ -164,7 +164,16 @@ impl State {
     ) {
         self.collect_effects(effects);
         if !explicit && self.engine.dirty != dirty_before && spec.flags.has(rill_engine::command::Flags::WRITE) {
-            self.aof.push_command(db, args);
+            // Under its own name, not the one `rename-command` gave it (see Shared::log_table).
+            let own = spec.name.split('|').next().unwrap_or(spec.name);
+            match args.split_first() {
+                Some((name, rest)) if !name.eq_ignore_ascii_case(own.as_bytes()) => {
+                    let renamed: Vec<Bytes> =
+                        std::iter::once(Bytes::from_static(own.as_bytes())).chain(rest.iter().cloned()).collect();
+                    self.aof.push_command(db, &renamed);
+                }
+                _ => self.aof.push_command(db, args),
+            }
         }
     }
 
@@ -206,8 +215,10 @@ impl HotConfig {
 #[derive(Debug)]
 pub struct Shared {
     state: Mutex<State>,
-    /// The command table (immutable after start-up).
+    /// The command table clients use (immutable after start-up; `rename-command` applied).
     pub table: CommandTable,
+    /// Every command under its own name: what the log is written and replayed with.
+    pub log_table: CommandTable,
     /// Process start.
     pub started: Instant,
     /// 40 hex characters, new each start.
@@ -224,11 +235,12 @@ pub struct Shared {
 
 impl Shared {
     /// New shared state.
-    pub fn new(state: State, table: CommandTable, port: u16, run_id: String) -> Shared {
+    pub fn new(state: State, table: CommandTable, log_table: CommandTable, port: u16, run_id: String) -> Shared {
         let (shutdown, _) = watch::channel(false);
         Shared {
             state: Mutex::new(state),
             table,
+            log_table,
             started: Instant::now(),
             run_id,
             port,

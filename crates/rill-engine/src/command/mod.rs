@@ -91,6 +91,8 @@ impl Flags {
     pub const ALLOW_BUSY: Flags = Flags(1 << 16);
     /// Allowed during async loading.
     pub const NO_ASYNC_LOADING: Flags = Flags(1 << 17);
+    /// Runs only where its `enable-*-command` setting allows (DEBUG, MODULE LOAD/UNLOAD).
+    pub const PROTECTED: Flags = Flags(1 << 18);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {
@@ -104,6 +106,7 @@ impl Flags {
 
     /// The flag names in `COMMAND INFO` order.
     pub fn names(self) -> Vec<&'static str> {
+        // PROTECTED is left out on purpose, as Redis leaves it out.
         const NAMES: [(Flags, &str); 18] = [
             (Flags::WRITE, "write"),
             (Flags::READONLY, "readonly"),
@@ -119,10 +122,10 @@ impl Flags {
             (Flags::FAST, "fast"),
             (Flags::NO_AUTH, "no_auth"),
             (Flags::NO_MANDATORY_KEYS, "no_mandatory_keys"),
+            (Flags::NO_ASYNC_LOADING, "no_async_loading"),
             (Flags::NO_MULTI, "no_multi"),
             (Flags::MOVABLEKEYS, "movablekeys"),
             (Flags::ALLOW_BUSY, "allow_busy"),
-            (Flags::NO_ASYNC_LOADING, "no_async_loading"),
         ];
         NAMES.iter().filter(|(f, _)| self.has(*f)).map(|(_, n)| *n).collect()
     }

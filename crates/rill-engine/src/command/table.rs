@@ -35,6 +35,24 @@ impl CommandTable {
         t
     }
 
+    /// `rename-command FROM TO`: serve the top-level command `from` as `to`, or not at all
+    /// when `to` is empty. The command keeps its own name in COMMAND's replies, as in Redis.
+    /// Errors are Redis' start-up messages.
+    pub fn rename(&mut self, from: &[u8], to: &[u8]) -> Result<(), &'static str> {
+        let from = from.to_ascii_lowercase();
+        let Some(spec) = self.by_name.remove(&from) else { return Err("No such command in rename-command") };
+        if to.is_empty() {
+            self.ordered.retain(|s| !std::ptr::eq(*s, spec));
+            return Ok(());
+        }
+        let to = to.to_ascii_lowercase();
+        if self.by_name.contains_key(&to) {
+            return Err("Target command name already exists");
+        }
+        self.by_name.insert(to, spec);
+        Ok(())
+    }
+
     /// A top-level command by name, any case.
     pub fn get(&self, name: &[u8]) -> Option<&'static CommandSpec> {
         if name.iter().any(u8::is_ascii_uppercase) {

@@ -213,7 +213,7 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
         for _ in 0..if delay.is_zero() { CHUNK_RECORDS } else { 1 } {
             let Some((_, time, effects)) = records.next_record() else { break };
             for e in effects {
-                if let Err(msg) = replay(&mut st.engine, &shared.table, time, e) {
+                if let Err(msg) = replay(&mut st.engine, &shared.log_table, time, e) {
                     errors += 1;
                     if errors <= 10 {
                         tracing::warn!("{}: replaying record {n}: {msg}", path.display());

@@ -311,7 +311,7 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
     let snap = match source {
         Source::Copy(snap) => snap,
         Source::Files { base, incrs, config } => {
-            let engine = super::load::rebuild(base.as_deref(), &incrs, config, &shared.table)?;
+            let engine = super::load::rebuild(base.as_deref(), &incrs, config, &shared.log_table)?;
             Snapshot::from_engine(engine)
         }
     };

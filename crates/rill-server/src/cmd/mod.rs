@@ -101,6 +101,13 @@ pub fn run(
         "shutdown" => server::shutdown(&mut c),
         "function|flush" => server::function_flush(&mut c),
         "script|flush" => server::script_flush(&mut c),
+        "module|help" => reply(help("MODULE", server::MODULE_HELP)),
+        "module|list" => reply(Reply::Array(Vec::new())),
+        "module|load" | "module|loadex" => {
+            tracing::warn!("Module {} failed to load: rill does not load modules", c.text(2));
+            Err(CmdError::full("ERR Error loading the extension. Please check the server logs."))
+        }
+        "module|unload" => Err(CmdError::full("ERR Error unloading module: no such module with that name")),
         "script|help" => reply(help("SCRIPT", &["FLUSH [ASYNC|SYNC]", "    Flush the Lua scripts cache."])),
         "function|help" => reply(help("FUNCTION", &["FLUSH [ASYNC|SYNC]", "    Delete all functions."])),
         "command" => introspect::command(&mut c),
@@ -116,6 +123,28 @@ pub fn run(
         "watch" => multi::watch(&mut c),
         "unwatch" => multi::unwatch(&mut c),
         other => Err(CmdError::owned(format!("ERR command '{other}' is declared but has no handler"))),
+    }
+}
+
+/// Whether a protected action (`enable-protected-configs`, `enable-debug-command`,
+/// `enable-module-command` set to `setting`) is open to this connection: `yes` opens it to
+/// everyone, `local` to clients on a loopback address, `no` (the default) to nobody.
+pub fn protected_action_allowed(st: &State, conn_id: u64, setting: &str) -> bool {
+    match setting {
+        "yes" => true,
+        "local" => st.clients.get(&conn_id).is_some_and(|ci| is_loopback(&ci.addr)),
+        _ => false,
+    }
+}
+
+/// Whether a peer address (`ip:port`, `[ip]:port`) is a loopback one, IPv4-mapped too.
+pub fn is_loopback(addr: &str) -> bool {
+    match addr.parse::<std::net::SocketAddr>() {
+        Ok(std::net::SocketAddr::V4(a)) => a.ip().is_loopback(),
+        Ok(std::net::SocketAddr::V6(a)) => {
+            a.ip().is_loopback() || a.ip().to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Err(_) => false,
     }
 }
 

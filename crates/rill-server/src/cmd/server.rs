@@ -21,6 +21,18 @@ pub const CONFIG_HELP: &[&str] = &[
     "    Rewrite the configuration file.",
 ];
 
+/// MODULE HELP lines.
+pub const MODULE_HELP: &[&str] = &[
+    "LIST",
+    "    Return a list of loaded modules.",
+    "LOAD <path> [<arg> ...]",
+    "    Load a module library from <path>, passing to it any optional arguments.",
+    "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+    "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+    "UNLOAD <name>",
+    "    Unload a module.",
+];
+
 /// INFO [section ...]
 pub fn info(c: &mut Call) -> CmdResult {
     let sections: Vec<String> =
@@ -52,7 +64,8 @@ pub fn config_set(c: &mut Call) -> CmdResult {
         .collect();
     // Validate everything on a copy first, so the call is all or nothing.
     let mut trial = c.st.config.clone();
-    let changed = trial.set_many(&pairs).map_err(CmdError::owned)?;
+    let protected_ok = super::protected_action_allowed(c.st, c.conn.id, c.st.config.get("enable-protected-configs"));
+    let changed = trial.set_many(&pairs, protected_ok).map_err(CmdError::owned)?;
     // `dir` changes the working directory, as in Redis; refuse the whole call if it cannot.
     if changed.contains(&"dir") {
         let dir = trial.get("dir").to_string();
@@ -172,18 +185,8 @@ const DEBUG_HELP: &[&str] = &[
 /// DEBUG subcommand [args]: the safe subset. Anything else is an error, never a dropped
 /// connection.
 pub fn debug(c: &mut Call) -> CmdResult {
-    // As Redis: off unless `enable-debug-command` is `yes`, or `local` and the client is on
-    // a loopback address.
-    let allowed = match c.st.config.get("enable-debug-command") {
-        "yes" => true,
-        "local" => c.st.clients.get(&c.conn.id).is_some_and(|ci| {
-            ci.addr.starts_with("127.") || ci.addr.starts_with("[::1]") || ci.addr.starts_with("localhost")
-        }),
-        _ => false,
-    };
-    if !allowed {
-        return Err(CmdError::full("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."));
-    }
+    // Whether `enable-debug-command` lets this client in is checked before the call, with
+    // the other protected commands (dispatch.rs).
     let sub = c.text(1).to_ascii_lowercase();
     let n = c.args.len();
     match (sub.as_str(), n) {

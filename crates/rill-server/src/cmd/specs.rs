@@ -201,6 +201,54 @@ pub const SCRIPT_SUBS: &[CommandSpec] = &[
     ),
 ];
 
+const MODULE_ADMIN: Flags = Flags::NO_ASYNC_LOADING.and(Flags::ADMIN).and(Flags::NOSCRIPT).and(Flags::PROTECTED);
+
+/// MODULE subcommands. rill loads no modules: LIST is empty, LOAD and UNLOAD fail as they do
+/// in Redis when a module cannot be loaded or is not there (behind `enable-module-command`).
+pub const MODULE_SUBS: &[CommandSpec] = &[
+    sub("module|help", 2, LOADING_STALE, &["@slow"], "server", "", "Lists the MODULE subcommands.", "5.0.0"),
+    sub(
+        "module|list",
+        2,
+        Flags::ADMIN.and(Flags::NOSCRIPT),
+        ADMIN_ACL,
+        "server",
+        "",
+        "Returns the loaded modules (rill has none).",
+        "4.0.0",
+    ),
+    sub(
+        "module|load",
+        -3,
+        MODULE_ADMIN,
+        ADMIN_ACL,
+        "server",
+        "path [arg ...]",
+        "Loads a module (rill cannot: always an error).",
+        "4.0.0",
+    ),
+    sub(
+        "module|loadex",
+        -3,
+        MODULE_ADMIN,
+        ADMIN_ACL,
+        "server",
+        "path [CONFIG name value ...] [ARGS args ...]",
+        "Loads a module with configuration (rill cannot: always an error).",
+        "7.0.0",
+    ),
+    sub(
+        "module|unload",
+        3,
+        MODULE_ADMIN,
+        ADMIN_ACL,
+        "server",
+        "name",
+        "Unloads a module (rill has none: always an error).",
+        "4.0.0",
+    ),
+];
+
 /// Every server-run command.
 pub const COMMANDS: &[CommandSpec] = &[
     conn_cmd("ping", -1, Flags::FAST, "[message]", "Returns PONG, or the message given.", "1.0.0"),
@@ -281,6 +329,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "7.0.0",
         handler: Handler::Container,
         subcommands: FUNCTION_SUBS,
+        ..CommandSpec::DEFAULT
+    },
+    CommandSpec {
+        name: "module",
+        arity: -2,
+        acl: &["@slow"],
+        group: "server",
+        summary: "Commands about modules.",
+        since: "4.0.0",
+        handler: Handler::Container,
+        subcommands: MODULE_SUBS,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -409,7 +468,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "debug",
         arity: -2,
-        flags: ADMIN_FLAGS,
+        flags: ADMIN_FLAGS.and(Flags::PROTECTED),
         acl: ADMIN_ACL,
         group: "server",
         summary: "Debugging helpers: SLEEP, LOG, SET-ACTIVE-EXPIRE, OBJECT, HELP.",
