@@ -48,7 +48,13 @@ pub fn init(level: &str, logfile: &str) {
     };
     let layer = match file {
         Some(f) => tracing_subscriber::fmt::layer().with_ansi(false).with_writer(std::sync::Mutex::new(f)).boxed(),
-        None => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
+        // Colour only on a terminal: a pipe or a redirected stderr (systemd, a test's log
+        // file) must not fill with escape codes.
+        None => {
+            use std::io::IsTerminal;
+            let ansi = std::io::stderr().is_terminal();
+            tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(std::io::stderr).boxed()
+        }
     };
     let _ = tracing_subscriber::registry().with(layer.with_filter(Dynamic)).try_init();
 }

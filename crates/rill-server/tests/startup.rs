@@ -84,3 +84,14 @@ fn wait_exit(child: &mut std::process::Child, timeout: Duration) -> Option<std::
     }
     None
 }
+
+#[test]
+fn log_written_to_a_file_has_no_colour_codes() {
+    // Server::start sends stderr to a file, as systemd or a shell redirect would.
+    let server = Server::rill();
+    let mut c = server.connect();
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    let log = server.log();
+    assert!(log.contains("ready to accept connections"), "{log}");
+    assert!(!log.contains('\u{1b}'), "ANSI escape codes in a log written to a file:\n{log:?}");
+}
