@@ -5,7 +5,7 @@
 #
 #   bench/claim.sh [--entries N] [--rounds R] [--redis PATH]
 #
-# PATH defaults to the Redis source tree of ../shared/conformance/README.md built in
+# PATH defaults to a Redis source tree (8.4+, e.g. the newest unstable) built in
 # /work/redis-src (`make -j2 BUILD_TLS=no`, ~70 s; it uses libc malloc, which matters for
 # memory, not for this throughput test).
 #

@@ -13,7 +13,7 @@
 #      every acknowledged XADD, delivery and XACK checked after each restart: PASS/FAIL.
 #
 #   bench/durability.sh [--quick] [--rounds N] [--kill-rounds N] [--entries N]
-#                       [--only throughput,restart,kill] [--seed N]
+#                       [--only throughput,restart,kill] [--seed N] [--redis PATH]
 #
 # Full run ~12 min (throughput 5 rounds ~2 min, restart 5 rounds ~2 min, kill test 4 x 20
 # rounds ~8 min); --quick ~1.5 min.
@@ -35,6 +35,7 @@ while [[ $# -gt 0 ]]; do
         --entries) ENTRIES=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --seed) SEED=$2; shift 2 ;;
+        --redis) REDIS=$2; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done

@@ -7,8 +7,8 @@
 #
 #   bench/floor.sh [--rounds R] [--secs S] [--redis PATH]
 #
-# Workload: the shared loadgen's `fanout` (1 producer XADDs 2000/s, 8 groups x 1 blocked
-# consumer; ../shared/bench/README.md); servers on CPU 0, client on CPU 1, the four servers in
+# Workload: the harness loadgen's `fanout` (1 producer XADDs 2000/s, 8 groups x 1 blocked
+# consumer; bench/harness/README.md); servers on CPU 0, client on CPU 1, the four servers in
 # a different order each round. PATH defaults to `redis-server` (Debian's 7.0.15). Prints per
 # server the median over rounds of p50/p99/p999 and of its CPU use, and each one's ratios to
 # Redis (medians of the per-round ratios).

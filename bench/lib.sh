@@ -62,14 +62,14 @@ for test, rounds in v.items():
 PY
 }
 
-# The shared harness's loadgen (../shared/bench/loadgen), built on first use where that harness
+# The harness's loadgen (bench/harness/loadgen), built on first use where that harness
 # keeps it; sets LOADGEN (bench/neighbour.sh, bench/floor.sh).
 CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rill-bench}
 need_loadgen() {
     LOADGEN=${LOADGEN:-$CACHE/target/release/loadgen}
     if [[ ! -x $LOADGEN ]]; then
         CARGO_TARGET_DIR="$CACHE/target" cargo build --release -q \
-            --manifest-path "$ROOT/../shared/bench/loadgen/Cargo.toml"
+            --manifest-path "$ROOT/bench/harness/loadgen/Cargo.toml"
     fi
 }
 

@@ -8,8 +8,8 @@
 #
 #   bench/neighbour.sh [--rounds R] [--secs S] [--redis PATH]
 #
-# Workload: the shared loadgen's `fanout` (1 producer XADDs 2000/s, 8 groups x 1 blocked
-# consumer; ../shared/bench/README.md). PATH defaults to `redis-server` (Debian's 7.0.15).
+# Workload: the harness loadgen's `fanout` (1 producer XADDs 2000/s, 8 groups x 1 blocked
+# consumer; bench/harness/README.md). PATH defaults to `redis-server` (Debian's 7.0.15).
 # Prints per server and setting the median p50/p99/p999 over rounds, and rill/redis ratios.
 set -euo pipefail
 ROUNDS=3

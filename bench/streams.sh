@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The stream benchmarks in one command: rill vs redis-server side by side with the shared
-# harness (../shared/bench: compare.sh for throughput/latency of the six Streams workloads,
+# The stream benchmarks in one command: rill vs redis-server side by side with the
+# harness (bench/harness: compare.sh for throughput/latency of the six Streams workloads,
 # memory.sh for bytes per entry). Server pinned to CPU 0, load generator to CPU 1.
 #
 #   bench/streams.sh [--quick] [--only w1,w2] [--redis PATH] [--entries N]
 #
-# Prints the harness tables (ratios rill/redis; see ../shared/bench/README.md for how to read
+# Prints the harness tables (ratios rill/redis; see bench/harness/README.md for how to read
 # them). Builds rill-server --release first.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH_DIR:-$ROOT/../shared/bench}
+BENCH=${BENCH_DIR:-$ROOT/bench/harness}
 REDIS_BIN=${REDIS:-redis-server}
 QUICK=()
 ONLY=()
@@ -23,7 +23,7 @@ while [[ $# -gt 0 ]]; do
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
-[[ -x $BENCH/compare.sh ]] || { echo "shared bench harness not found at $BENCH (set BENCH_DIR)" >&2; exit 2; }
+[[ -x $BENCH/compare.sh ]] || { echo "bench harness not found at $BENCH (set BENCH_DIR)" >&2; exit 2; }
 (cd "$ROOT" && cargo build --release -q -p rill-server)
 REDIS_CMD="$REDIS_BIN --port \$PORT --bind 127.0.0.1 --save \"\" --appendonly no"
 OURS="$ROOT/target/release/rill-server --port \$PORT --bind 127.0.0.1 --appendonly no --save ''"
