@@ -1,5 +1,8 @@
 //! rill's engine: the keyspace, its value types, and the semantics of every data command.
 //!
+//! Comments citing `spec §N` refer to the behaviour specification in `docs/spec/streams.md`
+//! (stream code) or `docs/spec/connection.md` (keyspace and connection code).
+//!
 //! The engine owns no sockets, threads, files or clock. Time is passed into every call
 //! ([`CallCtx::now_ms`]), so tests and log replay are deterministic and need no server.
 //!

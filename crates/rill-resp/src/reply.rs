@@ -13,7 +13,7 @@ pub enum Protocol {
 }
 
 /// One reply value. RESP3-only types degrade to their RESP2 shape when written on a RESP2
-/// connection (see the table in `shared/spec/connection.md` §1.2).
+/// connection (see the table in `docs/spec/connection.md` §1.2).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     /// `+text` — must not contain CR or LF.

@@ -1,5 +1,5 @@
 //! From a parsed request to an action: command lookup and the checks that run before a command
-//! (in Redis' order, so error precedence matches — shared/spec/connection.md §4), MULTI
+//! (in Redis' order, so error precedence matches — docs/spec/connection.md §4), MULTI
 //! queueing, and the call itself.
 
 use crate::blocking;

@@ -1,4 +1,4 @@
-//! COMMAND, COMMAND INFO and COMMAND DOCS have the shapes clients rely on (spec/connection.md
+//! COMMAND, COMMAND INFO and COMMAND DOCS have the shapes clients rely on (docs/spec/connection.md
 //! §3.6): redis-cli asserts on the DOCS shape when it builds its hints, cluster clients read
 //! key positions and flags from COMMAND. Checked on the server under test and, as a check of
 //! the checker, on Redis 8.2.3.

@@ -1,6 +1,6 @@
 //! Reading the stream commands' replies out of [`redis::Value`], in RESP2 or RESP3 shape.
 //!
-//! Shapes handled (see `shared/spec/streams.md` §2.2, §3.5, §3.12, §3.14):
+//! Shapes handled (see `docs/spec/streams.md` §2.2, §3.5, §3.12, §3.14):
 //!
 //! ```text
 //! XREADGROUP     nil | [[key, [entry...]]...]   (RESP3: {key: [entry...]})

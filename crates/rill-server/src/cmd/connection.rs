@@ -1,6 +1,6 @@
 #![allow(clippy::indexing_slicing)] // dispatch checks arity before any handler runs
 //! Connection commands: PING, HELLO, AUTH, SELECT, RESET and the CLIENT family
-//! (shared/spec/connection.md §3.1–3.4). Each is O(1) except CLIENT LIST/KILL (O(clients)).
+//! (docs/spec/connection.md §3.1–3.4). Each is O(1) except CLIENT LIST/KILL (O(clients)).
 
 use super::{ok, reply, syntax, Call, CmdResult};
 use crate::blocking;

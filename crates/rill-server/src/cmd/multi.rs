@@ -1,4 +1,4 @@
-//! MULTI / EXEC / DISCARD / WATCH / UNWATCH (shared/spec/connection.md §3.8).
+//! MULTI / EXEC / DISCARD / WATCH / UNWATCH (docs/spec/connection.md §3.8).
 //!
 //! Queued commands were fully checked when queued (lookup, arity, auth); a rejected one dooms
 //! the transaction (EXECABORT). EXEC runs the queue under the same lock acquisition, so no
