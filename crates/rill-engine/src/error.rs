@@ -58,16 +58,10 @@ impl CmdError {
         self.text.split(' ').next().unwrap_or("ERR")
     }
 
-    /// The reply that carries this error. CR and LF become spaces so an echoed argument can
-    /// never inject protocol.
+    /// The reply that carries this error. (An echoed argument cannot inject protocol: the
+    /// reply writer, `rill_resp::write_reply`, turns CR and LF in any error line into spaces.)
     pub fn to_reply(&self) -> Reply {
-        let mut b = self.text.as_bytes().to_vec();
-        for c in b.iter_mut() {
-            if *c == b'\r' || *c == b'\n' {
-                *c = b' ';
-            }
-        }
-        Reply::Error(Bytes::from(b))
+        Reply::Error(Bytes::copy_from_slice(self.text.as_bytes()))
     }
 }
 

@@ -146,13 +146,9 @@ pub fn unknown_command_error(args: &[Bytes]) -> Reply {
     error_bytes(text)
 }
 
-/// An error reply from raw bytes, CR and LF replaced by spaces.
-fn error_bytes(mut text: Vec<u8>) -> Reply {
-    for c in text.iter_mut() {
-        if *c == b'\r' || *c == b'\n' {
-            *c = b' ';
-        }
-    }
+/// An error reply from raw bytes, echoed as Redis echoes them (the reply writer turns CR and
+/// LF into spaces, for every error line).
+fn error_bytes(text: Vec<u8>) -> Reply {
     Reply::Error(Bytes::from(text))
 }
 
