@@ -37,9 +37,38 @@
 //! group-effect := tag:u8 group:str fields (in the order of the GroupEffect variant)
 //! ```
 
+use crate::types::stream::codec;
 use crate::types::stream::group::GroupEffect;
 use crate::types::stream::StreamId;
 use bytes::Bytes;
+
+/// The first byte of each effect: which [`Effect`] variant follows. Part of the log format:
+/// a value, once written, keeps its meaning for ever (see the golden fixtures' test).
+mod tag {
+    /// [`super::Effect::Command`].
+    pub const COMMAND: u8 = 1;
+    /// [`super::Effect::Group`].
+    pub const GROUP: u8 = 2;
+    /// [`super::Effect::TrimIds`].
+    pub const TRIM_IDS: u8 = 3;
+}
+
+/// The first byte of a group effect: which [`GroupEffect`] variant follows (log format, as
+/// [`tag`]).
+mod group_tag {
+    pub const GROUP_CREATED: u8 = 1;
+    pub const GROUP_DESTROYED: u8 = 2;
+    pub const SET_ID: u8 = 3;
+    pub const LAST_ID_RAISED: u8 = 4;
+    pub const CONSUMER_CREATED: u8 = 5;
+    pub const CONSUMER_SEEN: u8 = 6;
+    pub const CONSUMER_DELETED: u8 = 7;
+    pub const DELIVERED: u8 = 8;
+    pub const REDELIVERED: u8 = 9;
+    pub const CLAIMED: u8 = 10;
+    pub const NACKED: u8 = 11;
+    pub const ACKED: u8 = 12;
+}
 
 /// One concrete change, as logged and replayed (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,12 +219,9 @@ impl std::fmt::Display for DecodeError {
 // Encoding
 // ---------------------------------------------------------------------------------------------
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+/// The one LEB128 codec of the engine (the stream blocks' own).
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    codec::put_varint(out, u128::from(v));
 }
 
 fn put_str(out: &mut Vec<u8>, s: &[u8]) {
@@ -269,12 +295,7 @@ impl EffectBuf {
 
     /// Add a command effect from its arguments.
     pub fn command<'a>(&mut self, db: usize, args: impl ExactSizeIterator<Item = &'a [u8]>) {
-        self.bytes.push(1);
-        put_varint(&mut self.bytes, db as u64);
-        put_varint(&mut self.bytes, args.len() as u64);
-        for a in args {
-            put_str(&mut self.bytes, a);
-        }
+        put_command(&mut self.bytes, db, args);
         self.count += 1;
     }
 
@@ -285,10 +306,7 @@ impl EffectBuf {
 
     /// Add a consumer-group change on the stream at `key`.
     pub fn group(&mut self, db: usize, key: &[u8], effect: &GroupEffect) {
-        self.bytes.push(2);
-        put_varint(&mut self.bytes, db as u64);
-        put_str(&mut self.bytes, key);
-        encode_group(&mut self.bytes, effect);
+        put_group(&mut self.bytes, db, key, effect);
         self.count += 1;
     }
 
@@ -314,24 +332,28 @@ pub fn encode_record_buf(out: &mut Vec<u8>, time_ms: i64, buf: &EffectBuf) {
     out.extend_from_slice(&buf.bytes);
 }
 
+fn put_command<'a>(out: &mut Vec<u8>, db: usize, args: impl ExactSizeIterator<Item = &'a [u8]>) {
+    out.push(tag::COMMAND);
+    put_varint(out, db as u64);
+    put_varint(out, args.len() as u64);
+    for a in args {
+        put_str(out, a);
+    }
+}
+
+fn put_group(out: &mut Vec<u8>, db: usize, key: &[u8], effect: &GroupEffect) {
+    out.push(tag::GROUP);
+    put_varint(out, db as u64);
+    put_str(out, key);
+    encode_group(out, effect);
+}
+
 fn encode_effect(out: &mut Vec<u8>, effect: &Effect) {
     match effect {
-        Effect::Command { db, args } => {
-            out.push(1);
-            put_varint(out, *db as u64);
-            put_varint(out, args.len() as u64);
-            for a in args {
-                put_str(out, a);
-            }
-        }
-        Effect::Group { db, key, effect } => {
-            out.push(2);
-            put_varint(out, *db as u64);
-            put_str(out, key);
-            encode_group(out, effect);
-        }
+        Effect::Command { db, args } => put_command(out, *db, args.iter().map(|a| &a[..])),
+        Effect::Group { db, key, effect } => put_group(out, *db, key, effect),
         Effect::TrimIds { db, key, ids, delref } => {
-            out.push(3);
+            out.push(tag::TRIM_IDS);
             put_varint(out, *db as u64);
             put_str(out, key);
             out.push(u8::from(*delref));
@@ -346,45 +368,45 @@ fn encode_effect(out: &mut Vec<u8>, effect: &Effect) {
 fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
     match effect {
         GroupEffect::GroupCreated { group, last_id, entries_read } => {
-            out.push(1);
+            out.push(group_tag::GROUP_CREATED);
             put_str(out, group);
             put_id(out, *last_id);
             put_opt(out, *entries_read);
         }
         GroupEffect::GroupDestroyed { group } => {
-            out.push(2);
+            out.push(group_tag::GROUP_DESTROYED);
             put_str(out, group);
         }
         GroupEffect::SetId { group, last_id, entries_read } => {
-            out.push(3);
+            out.push(group_tag::SET_ID);
             put_str(out, group);
             put_id(out, *last_id);
             put_opt(out, *entries_read);
         }
         GroupEffect::LastIdRaised { group, last_id } => {
-            out.push(4);
+            out.push(group_tag::LAST_ID_RAISED);
             put_str(out, group);
             put_id(out, *last_id);
         }
         GroupEffect::ConsumerCreated { group, consumer, time_ms } => {
-            out.push(5);
+            out.push(group_tag::CONSUMER_CREATED);
             put_str(out, group);
             put_str(out, consumer);
             put_i64(out, *time_ms);
         }
         GroupEffect::ConsumerSeen { group, consumer, time_ms } => {
-            out.push(6);
+            out.push(group_tag::CONSUMER_SEEN);
             put_str(out, group);
             put_str(out, consumer);
             put_i64(out, *time_ms);
         }
         GroupEffect::ConsumerDeleted { group, consumer } => {
-            out.push(7);
+            out.push(group_tag::CONSUMER_DELETED);
             put_str(out, group);
             put_str(out, consumer);
         }
         GroupEffect::Delivered { group, consumer, id, time_ms, entries_read, noack } => {
-            out.push(8);
+            out.push(group_tag::DELIVERED);
             put_str(out, group);
             put_str(out, consumer);
             put_id(out, *id);
@@ -393,14 +415,14 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             out.push(u8::from(*noack));
         }
         GroupEffect::Redelivered { group, id, time_ms, count } => {
-            out.push(9);
+            out.push(group_tag::REDELIVERED);
             put_str(out, group);
             put_id(out, *id);
             put_i64(out, *time_ms);
             put_varint(out, *count);
         }
         GroupEffect::Claimed { group, consumer, id, time_ms, count, active_ms } => {
-            out.push(10);
+            out.push(group_tag::CLAIMED);
             put_str(out, group);
             put_str(out, consumer);
             put_id(out, *id);
@@ -409,13 +431,13 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_i64(out, *active_ms);
         }
         GroupEffect::Nacked { group, id, count } => {
-            out.push(11);
+            out.push(group_tag::NACKED);
             put_str(out, group);
             put_id(out, *id);
             put_varint(out, *count);
         }
         GroupEffect::Acked { group, id } => {
-            out.push(12);
+            out.push(group_tag::ACKED);
             put_str(out, group);
             put_id(out, *id);
         }
@@ -445,15 +467,10 @@ impl Cursor {
     }
 
     fn varint(&mut self) -> Result<u64, DecodeError> {
-        let mut v: u64 = 0;
-        for shift in (0..70).step_by(7) {
-            let b = self.u8()?;
-            v |= u64::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(DecodeError("varint too long"))
+        let mut pos = 0;
+        let v = codec::get_varint_u64(&self.buf, &mut pos).ok_or(DecodeError("bad or truncated varint"))?;
+        bytes::Buf::advance(&mut self.buf, pos);
+        Ok(v)
     }
 
     fn len(&mut self) -> Result<usize, DecodeError> {
@@ -518,7 +535,7 @@ pub fn decode_record_shared(body: Bytes) -> Result<(i64, Vec<Effect>), DecodeErr
 
 fn decode_effect(c: &mut Cursor) -> Result<Effect, DecodeError> {
     match c.u8()? {
-        1 => {
+        tag::COMMAND => {
             let db = c.db()?;
             let argc = c.varint()?;
             let mut args = Vec::with_capacity(usize::try_from(argc.min(1024)).unwrap_or(0));
@@ -530,13 +547,13 @@ fn decode_effect(c: &mut Cursor) -> Result<Effect, DecodeError> {
             }
             Ok(Effect::Command { db, args })
         }
-        2 => {
+        tag::GROUP => {
             let db = c.db()?;
             let key = c.str()?;
             let effect = decode_group(c)?;
             Ok(Effect::Group { db, key, effect })
         }
-        3 => {
+        tag::TRIM_IDS => {
             let db = c.db()?;
             let key = c.str()?;
             let delref = c.u8()? != 0;
@@ -555,14 +572,14 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
     let tag = c.u8()?;
     let group = c.str()?;
     Ok(match tag {
-        1 => GroupEffect::GroupCreated { group, last_id: c.id()?, entries_read: c.opt()? },
-        2 => GroupEffect::GroupDestroyed { group },
-        3 => GroupEffect::SetId { group, last_id: c.id()?, entries_read: c.opt()? },
-        4 => GroupEffect::LastIdRaised { group, last_id: c.id()? },
-        5 => GroupEffect::ConsumerCreated { group, consumer: c.str()?, time_ms: c.i64()? },
-        6 => GroupEffect::ConsumerSeen { group, consumer: c.str()?, time_ms: c.i64()? },
-        7 => GroupEffect::ConsumerDeleted { group, consumer: c.str()? },
-        8 => GroupEffect::Delivered {
+        group_tag::GROUP_CREATED => GroupEffect::GroupCreated { group, last_id: c.id()?, entries_read: c.opt()? },
+        group_tag::GROUP_DESTROYED => GroupEffect::GroupDestroyed { group },
+        group_tag::SET_ID => GroupEffect::SetId { group, last_id: c.id()?, entries_read: c.opt()? },
+        group_tag::LAST_ID_RAISED => GroupEffect::LastIdRaised { group, last_id: c.id()? },
+        group_tag::CONSUMER_CREATED => GroupEffect::ConsumerCreated { group, consumer: c.str()?, time_ms: c.i64()? },
+        group_tag::CONSUMER_SEEN => GroupEffect::ConsumerSeen { group, consumer: c.str()?, time_ms: c.i64()? },
+        group_tag::CONSUMER_DELETED => GroupEffect::ConsumerDeleted { group, consumer: c.str()? },
+        group_tag::DELIVERED => GroupEffect::Delivered {
             group,
             consumer: c.str()?,
             id: c.id()?,
@@ -570,8 +587,10 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
             entries_read: c.opt()?,
             noack: c.u8()? != 0,
         },
-        9 => GroupEffect::Redelivered { group, id: c.id()?, time_ms: c.i64()?, count: c.varint()? },
-        10 => GroupEffect::Claimed {
+        group_tag::REDELIVERED => {
+            GroupEffect::Redelivered { group, id: c.id()?, time_ms: c.i64()?, count: c.varint()? }
+        }
+        group_tag::CLAIMED => GroupEffect::Claimed {
             group,
             consumer: c.str()?,
             id: c.id()?,
@@ -579,8 +598,8 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
             count: c.varint()?,
             active_ms: c.i64()?,
         },
-        11 => GroupEffect::Nacked { group, id: c.id()?, count: c.varint()? },
-        12 => GroupEffect::Acked { group, id: c.id()? },
+        group_tag::NACKED => GroupEffect::Nacked { group, id: c.id()?, count: c.varint()? },
+        group_tag::ACKED => GroupEffect::Acked { group, id: c.id()? },
         _ => return Err(DecodeError("unknown group effect type")),
     })
 }

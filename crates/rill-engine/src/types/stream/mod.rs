@@ -20,7 +20,7 @@
 
 pub mod block;
 pub mod chunked;
-mod codec;
+pub(crate) mod codec;
 pub mod group;
 pub mod id;
 pub mod idmp;
