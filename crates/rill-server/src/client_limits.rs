@@ -275,6 +275,20 @@ impl OutputGuard {
     }
 }
 
+/// DEBUG PAUSE-CRON: while set, idle query buffers are not shrunk (the part of Redis' cron
+/// that rill's connections do themselves).
+static CRON_PAUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether DEBUG PAUSE-CRON 1 is in effect.
+pub fn cron_paused() -> bool {
+    CRON_PAUSED.load(Ordering::Relaxed)
+}
+
+/// DEBUG PAUSE-CRON 0|1.
+pub fn pause_cron(paused: bool) {
+    CRON_PAUSED.store(paused, Ordering::Relaxed);
+}
+
 /// What CLIENT LIST reports of a connection's buffers, written by its task without the lock.
 #[derive(Debug, Default)]
 pub struct ClientMemory {

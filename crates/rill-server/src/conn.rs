@@ -458,9 +458,17 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
                 }
             }
             Next::Read => {
+                // A big argument is read into a buffer of its size, as Redis does for
+                // arguments of 32 KiB and more (bounded by proto-max-bulk-len).
+                let wanted = parser.bytes_wanted(&inbuf);
+                if wanted >= BIG_ARG_BYTES && inbuf.capacity() - inbuf.len() < wanted {
+                    inbuf.reserve(wanted);
+                    qbuf_private = true;
+                    publish_buffers(&mem, &inbuf, qbuf_private, &out, &conn);
+                }
                 // As Redis, a client in MULTI times out too; a blocked one does not (above).
                 let idle = (idle_timeout > 0).then(|| tokio::time::Instant::now() + Duration::from_secs(idle_timeout));
-                let shrink = tokio::time::Instant::now() + QBUF_IDLE_SHRINK;
+                let mut shrink = tokio::time::Instant::now() + QBUF_IDLE_SHRINK;
                 loop {
                     let may_shrink = qbuf_private && inbuf.capacity() - inbuf.len() > QBUF_SHRINK_MIN_FREE_BYTES;
                     tokio::select! {
@@ -481,6 +489,10 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
                             break 'outer;
                         }
                         () = tokio::time::sleep_until(shrink), if may_shrink => {
+                            if client_limits::cron_paused() {
+                                shrink = tokio::time::Instant::now() + Duration::from_millis(100);
+                                continue;
+                            }
                             // Idle with room to spare: give it back, as Redis' cron does (an
                             // empty buffer is freed; the next read allocates a new one).
                             if inbuf.is_empty() {
@@ -492,14 +504,6 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
                             publish_buffers(&mem, &inbuf, qbuf_private, &out, &conn);
                         }
                     }
-                }
-                // A big argument is read into a buffer of its size, as Redis does for
-                // arguments of 32 KiB and more (bounded by proto-max-bulk-len).
-                let wanted = parser.bytes_wanted(&inbuf);
-                if wanted >= BIG_ARG_BYTES && inbuf.capacity() - inbuf.len() < wanted {
-                    inbuf.reserve(wanted);
-                    qbuf_private = true;
-                    publish_buffers(&mem, &inbuf, qbuf_private, &out, &conn);
                 }
             }
         }

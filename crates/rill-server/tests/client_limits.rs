@@ -302,3 +302,25 @@ fn config_client_output_buffer_limit_like_redis() {
         text(&b.cmd(&["CONFIG", "GET", "client-output-*"]))
     );
 }
+
+#[test]
+fn client_list_reports_the_query_buffer_and_the_multi_queue() {
+    let server = Server::rill();
+    let mut admin = server.connect();
+    let mut c = server.connect();
+    let id: u64 = text(&c.cmd(&["CLIENT", "ID"]))[1..].trim().parse().unwrap();
+    // An idle client holds no buffer of its own, as Redis reports one using its shared buffer.
+    let line = client_line(&mut admin, id).unwrap();
+    assert!(line.contains(" qbuf=0 qbuf-free=0 "), "{line}");
+    assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["SET", "key", "value"]), b"+QUEUED\r\n");
+    c.send(b"*3\r\n$3\r\nSET\r\n$2\r\na").unwrap();
+    let partial = eventually(Duration::from_secs(5), || {
+        let line = client_line(&mut admin, id).unwrap();
+        field(&line, "qbuf") > 0 && field(&line, "qbuf-free") > 0
+    });
+    assert!(partial, "{:?}", client_line(&mut admin, id));
+    let line = client_line(&mut admin, id).unwrap();
+    assert_eq!(field(&line, "multi-mem"), 11, "{line}");
+    assert!(field(&line, "tot-mem") >= field(&line, "qbuf") + field(&line, "qbuf-free"), "{line}");
+}
