@@ -25,6 +25,9 @@ pub enum Kind {
     Text,
     /// `save`: empty or pairs of integers.
     SavePoints,
+    /// `client-output-buffer-limit`: `<class> <hard> <soft> <seconds>` groups, each setting
+    /// only its class (see [`crate::client_limits::merge_config`]).
+    OutputLimits,
 }
 
 /// One implemented parameter.
@@ -84,6 +87,7 @@ pub const PARAMS: &[Param] = &[
     p("maxmemory-policy", "noeviction", Kind::Enum(POLICIES), true),
     p("proto-max-bulk-len", "536870912", Kind::Memory(1024 * 1024, i64::MAX), true),
     p("client-query-buffer-limit", "1073741824", Kind::Memory(1024 * 1024, i64::MAX), true),
+    p("client-output-buffer-limit", crate::client_limits::DEFAULT_OUTPUT_LIMITS, Kind::OutputLimits, true),
     p("stream-node-max-bytes", "4096", Kind::Memory(0, i64::MAX), true),
     p("stream-node-max-entries", "100", Kind::Int(0, i64::MAX), true),
     p("stream-idmp-duration", "100", Kind::Int(1, 86_400), true),
@@ -206,7 +210,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "latency-tracking",
     "latency-tracking-info-percentiles",
     "activerehashing",
-    "client-output-buffer-limit",
     "dynamic-hz",
     "rdb-save-incremental-fsync",
     "lfu-log-factor",
@@ -339,6 +342,14 @@ pub fn parse_memory(s: &str) -> Option<i64> {
     lower.parse::<i64>().ok()
 }
 
+/// [`canonical`], for a parameter whose new value updates its `current` one.
+fn canonical_over(p: &Param, current: Option<&String>, value: &str) -> Result<String, String> {
+    match (p.kind, current) {
+        (Kind::OutputLimits, Some(current)) => crate::client_limits::merge_config(current, value),
+        _ => canonical(p, value),
+    }
+}
+
 /// Validate `value` for `p` and return the canonical text CONFIG GET reports.
 fn canonical(p: &Param, value: &str) -> Result<String, String> {
     match p.kind {
@@ -373,6 +384,7 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             check_file_name(p.name, value)?;
             Ok(value.to_string())
         }
+        Kind::OutputLimits => crate::client_limits::merge_config(p.default, value),
         Kind::SavePoints => {
             let parts: Vec<&str> = value.split_whitespace().collect();
             if !parts.len().is_multiple_of(2) || parts.iter().any(|x| x.parse::<u64>().is_err()) {
@@ -507,10 +519,10 @@ impl Config {
             let lname = name.to_ascii_lowercase();
             if let Some(p) = param(&lname) {
                 let joined = values.join(" ");
-                if values.is_empty() && !matches!(p.kind, Kind::Text | Kind::SavePoints) {
+                if values.is_empty() && !matches!(p.kind, Kind::Text | Kind::SavePoints | Kind::OutputLimits) {
                     return Err(err("wrong number of arguments"));
                 }
-                let v = canonical(p, &joined).map_err(|r| err(&r))?;
+                let v = canonical_over(p, self.values.get(p.name), &joined).map_err(|r| err(&r))?;
                 self.values.insert(p.name, v);
             } else if lname == "include" && values.len() == 1 {
                 self.include(values.first().map_or("", String::as_str), depth, &err)?;
@@ -602,7 +614,7 @@ impl Config {
         }
         let mut staged: Vec<(&'static str, String)> = Vec::new();
         for (p, (name, value)) in params.iter().zip(pairs) {
-            let v = canonical(p, value).map_err(|r| failed(name, &r))?;
+            let v = canonical_over(p, self.values.get(p.name), value).map_err(|r| failed(name, &r))?;
             staged.push((p.name, v));
         }
         // Each parameter once, even when it was also set under an alias.

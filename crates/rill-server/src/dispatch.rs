@@ -42,6 +42,10 @@ pub struct Conn {
     /// The last top-level command resolved, by the name as the client spelled it: pipelines
     /// mostly repeat one command, and comparing a few bytes is cheaper than a hash lookup.
     pub last_lookup: LastLookup,
+    /// The most bytes one reply may take (see [`crate::client_limits::reply_budget_bytes`]).
+    pub reply_budget: u64,
+    /// A reply did not fit the client's limits: close the connection without writing more.
+    pub close_asap: bool,
 }
 
 /// A one-entry cache of name → command (containers are never cached: their subcommand
@@ -94,6 +98,9 @@ pub struct Multi {
     pub queued: Vec<(&'static CommandSpec, Vec<Bytes>)>,
     /// A queued command was rejected: EXEC must answer EXECABORT.
     pub failed: bool,
+    /// Bytes of the queued commands' arguments (Redis' `multi-mem`; counts toward
+    /// `client-query-buffer-limit`).
+    pub argv_bytes: usize,
 }
 
 /// What the connection does after a request.
@@ -194,6 +201,7 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
         }
         if !runs_inside_multi(spec.name) {
             if let Some(m) = conn.multi.as_mut() {
+                m.argv_bytes += args.iter().map(Bytes::len).sum::<usize>();
                 m.queued.push((spec, std::mem::take(args)));
                 let n = m.queued.len() as i64;
                 if let Some(c) = st.clients.get_mut(&conn.id) {
@@ -320,11 +328,13 @@ pub fn call(
             let mut ctx = CallCtx::new(conn.db, now_ms, conn.id);
             ctx.no_block = in_exec;
             ctx.resp3 = conn.proto == Protocol::Resp3;
+            ctx.reply_budget_bytes = conn.reply_budget;
             ctx.recording = st.aof.recording();
             if ctx.recording {
                 ctx.effects = st.aof.lend_buf();
             }
             let result = handler(&mut st.engine, &mut ctx, args);
+            conn.close_asap |= ctx.reply_too_big;
             st.record_command(&mut ctx.effects, ctx.explicit, dirty_before, spec, conn.db, args);
             if ctx.recording {
                 st.aof.return_buf(std::mem::take(&mut ctx.effects));

@@ -187,6 +187,8 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "pubsub_patterns:0");
             line!(out, "total_error_replies:{}", s.error_replies);
             line!(out, "total_reads_processed:{}", s.commands_processed);
+            line!(out, "client_query_buffer_limit_disconnections:{}", s.query_buffer_limit_disconnections);
+            line!(out, "client_output_buffer_limit_disconnections:{}", s.output_buffer_limit_disconnections);
         }
         "replication" => {
             line!(out, "# Replication");

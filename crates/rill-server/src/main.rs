@@ -6,6 +6,7 @@
 mod alloc;
 mod aof;
 mod blocking;
+mod client_limits;
 mod clock;
 mod cmd;
 mod config;
@@ -308,6 +309,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                     killed: false,
                     kill: kill.clone(),
                     blocked: false,
+                    mem: Default::default(),
                 },
             );
         }

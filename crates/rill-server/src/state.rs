@@ -61,6 +61,8 @@ pub struct ClientInfo {
     pub kill: Arc<Notify>,
     /// Blocked on keys right now.
     pub blocked: bool,
+    /// Its buffers, as its task last reported them (CLIENT LIST `qbuf`, `omem`, ...).
+    pub mem: Arc<crate::client_limits::ClientMemory>,
 }
 
 /// Counters INFO stats reports.
@@ -78,6 +80,10 @@ pub struct Stats {
     pub net_output_bytes: u64,
     /// `total_error_replies`
     pub error_replies: u64,
+    /// `client_query_buffer_limit_disconnections`
+    pub query_buffer_limit_disconnections: u64,
+    /// `client_output_buffer_limit_disconnections`
+    pub output_buffer_limit_disconnections: u64,
     /// `errorstat_<CODE>:count=n`
     pub errors_by_code: BTreeMap<String, u64>,
     /// Per command: calls, usec, rejected, failed (`cmdstat_<name>`), keyed by the address of
@@ -198,6 +204,10 @@ pub struct HotConfig {
     pub idle_timeout_secs: u64,
     /// `maxmemory` in bytes (0: no limit).
     pub maxmemory: u64,
+    /// `client-output-buffer-limit`.
+    pub output_limits: crate::client_limits::OutputLimits,
+    /// `client-query-buffer-limit` in bytes.
+    pub query_buffer_limit: u64,
 }
 
 impl HotConfig {
@@ -207,6 +217,8 @@ impl HotConfig {
             max_bulk_len: usize::try_from(config.get_i64("proto-max-bulk-len")).unwrap_or(usize::MAX),
             idle_timeout_secs: u64::try_from(config.get_i64("timeout")).unwrap_or(0),
             maxmemory: u64::try_from(config.get_i64("maxmemory")).unwrap_or(0),
+            output_limits: crate::client_limits::OutputLimits::parse(config.get("client-output-buffer-limit")),
+            query_buffer_limit: u64::try_from(config.get_i64("client-query-buffer-limit")).unwrap_or(u64::MAX),
         }
     }
 }

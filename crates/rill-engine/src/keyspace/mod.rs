@@ -212,6 +212,13 @@ pub struct CallCtx {
     /// Effects are wanted (the log is on). When false, [`CallCtx::emit`] only marks the
     /// command as explicit, and handlers may skip building effects.
     pub recording: bool,
+    /// The most bytes this command's reply may take (the client's output limit, or the
+    /// server's safety bound). A handler whose reply is not bounded by the data it reads
+    /// (`SRANDMEMBER key -N`) checks it with [`CallCtx::reserve_reply`] before building.
+    pub reply_budget_bytes: u64,
+    /// Set by [`CallCtx::reserve_reply`] when the reply would not fit: the server closes the
+    /// client instead of replying, as Redis closes a client over its output limit.
+    pub reply_too_big: bool,
 }
 
 impl CallCtx {
@@ -221,6 +228,19 @@ impl CallCtx {
         if self.recording {
             self.effects.push(&effect);
         }
+    }
+
+    /// Check that a reply of `elements` elements fits [`CallCtx::reply_budget_bytes`], each
+    /// taking at least `min_encoded_bytes` on the wire plus one [`Reply`] while it is built;
+    /// if not, mark the reply as too big and fail. O(1), so handlers call it before
+    /// allocating anything for the reply.
+    pub fn reserve_reply(&mut self, elements: u64, min_encoded_bytes: u64) -> Result<(), crate::CmdError> {
+        let per_element = min_encoded_bytes.saturating_add(std::mem::size_of::<Reply>() as u64);
+        if elements.saturating_mul(per_element) > self.reply_budget_bytes {
+            self.reply_too_big = true;
+            return Err(crate::CmdError::full("ERR reply exceeds the client output buffer limit"));
+        }
+        Ok(())
     }
 
     /// Mark the command as describing its own changes, emitting nothing yet.
@@ -256,6 +276,8 @@ impl CallCtx {
             effects: crate::effect::EffectBuf::default(),
             explicit: false,
             recording: false,
+            reply_budget_bytes: u64::MAX,
+            reply_too_big: false,
         }
     }
 }

@@ -251,8 +251,11 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
         flags.push('N');
     }
     let cmd = if ci.last_cmd.is_empty() { "NULL" } else { ci.last_cmd };
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let (obl, oll, omem) = ci.mem.output_fields();
+    let events = if omem + obl > 0 { "rw" } else { "r" };
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} watch={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={}",
         ci.id,
         ci.addr,
         ci.laddr,
@@ -264,6 +267,10 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
         ci.db,
         ci.multi,
         watch,
+        load(&ci.mem.qbuf),
+        load(&ci.mem.qbuf_free),
+        load(&ci.mem.multi_mem),
+        ci.mem.total(),
         cmd,
         ci.resp,
         String::from_utf8_lossy(&ci.lib_name),
@@ -318,7 +325,9 @@ pub fn client_list(c: &mut Call) -> CmdResult {
     }
     let mut out = String::new();
     if !only_none {
-        for ci in c.st.clients.values() {
+        // A killed client is gone for CLIENT LIST at once, as in Redis, even if its task has
+        // not yet run to remove it.
+        for ci in c.st.clients.values().filter(|ci| !ci.killed) {
             if ids.as_ref().is_some_and(|v| !v.contains(&ci.id)) {
                 continue;
             }

@@ -176,6 +176,8 @@ const DEBUG_HELP: &[&str] = &[
     "    Write <message> to the server log.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing (here: shrinking idle query buffers).",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Turn active expiry off or on.",
     "OBJECT <key>",
@@ -200,6 +202,10 @@ pub fn debug(c: &mut Call) -> CmdResult {
             let secs = parse_f64(c.arg(2)).filter(|s| *s >= 0.0 && s.is_finite()).unwrap_or(0.0);
             // Holding the lock is the point: DEBUG SLEEP stops the whole server, as in Redis.
             std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+            ok()
+        }
+        ("pause-cron", 3) => {
+            crate::client_limits::pause_cron(c.arg(2) != b"0");
             ok()
         }
         ("set-active-expire", 3) => {

@@ -65,7 +65,11 @@ fn hrandfield(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         entries.truncate(n);
         entries
     } else {
-        // Grows with |count| as in Redis, without reserving it up front.
+        // Grows with |count|, not with the hash: checked against the client's reply budget
+        // first, with the least bytes a pick can take (one or two bulk strings).
+        let per_pick = |(f, v): &(Bytes, Bytes)| f.len() as u64 + 6 + if with_values { v.len() as u64 + 6 } else { 0 };
+        let least = entries.iter().map(per_pick).min().unwrap_or(0);
+        ctx.reserve_reply(count.unsigned_abs(), least)?;
         let mut out = Vec::new();
         for _ in 0..count.unsigned_abs() {
             let i = random_index(engine, entries.len());

@@ -140,7 +140,11 @@ fn srandmember(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
         members.truncate(n);
         return Ok(Reply::Array(members.into_iter().map(Reply::Bulk).collect()));
     }
-    // Picks with repetition; grows with |count| as in Redis, without reserving it up front.
+    // Picks with repetition: the reply grows with |count|, not with the set, so it is
+    // checked against the client's reply budget before anything is built (`$<len>\r\n` and
+    // `\r\n` around the shortest member is the least a pick can take).
+    let shortest = members.iter().map(|m| m.len() as u64).min().unwrap_or(0);
+    ctx.reserve_reply(count.unsigned_abs(), shortest + 6)?;
     let mut out = Vec::new();
     for _ in 0..count.unsigned_abs() {
         let i = random_index(engine, members.len());

@@ -1,0 +1,457 @@
+//! Per-client memory limits: `client-output-buffer-limit` (per client class, hard and soft),
+//! `client-query-buffer-limit`, the caps for clients that still have to AUTH, back-pressure
+//! for clients that do not read, and the byte budget a single reply may take.
+//!
+//! The one place that knows the classes and their rules, so that replication and pub/sub can
+//! use the same checks when they arrive (today every client is of class `normal`).
+//!
+//! Redis behaviours matched on purpose (networking.c, config.c):
+//! - the limits apply to the output not yet written, not counting the first 16 KiB (Redis'
+//!   per-client static reply buffer, which `closeClientOnOutputBufferLimitReached` ignores);
+//! - hard: the client is closed as soon as its pending output reaches the limit; soft: when it
+//!   has stayed at or above the limit for more than the given seconds;
+//! - a client that still has to AUTH is closed when that output passes 1024 bytes, and when
+//!   its query buffer (plus a MULTI queue) passes 1 MiB;
+//! - the query buffer limit counts the queued MULTI commands' arguments too;
+//! - `CONFIG SET client-output-buffer-limit` splits its value on single spaces, sets only the
+//!   classes it names, all or nothing, and `slave` and `replica` name the same class.
+//!
+//! Where rill differs: a client whose output is not being read stops having its requests run
+//! once that output passes [`backpressure_bytes`], until the socket takes it (Redis keeps
+//! running them and buffers every reply). Without a limit a stuck client then holds about one
+//! reply plus the socket buffers instead of everything it asked for.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Output a client may have pending before its requests stop running, when its class has no
+/// limit (or a larger one): enough for many small replies per write, small enough that a
+/// client which never reads costs little.
+pub const BACKPRESSURE_BYTES: u64 = 64 * 1024;
+/// Pending output Redis does not count against the limits: its per-client static buffer.
+pub const UNCOUNTED_OUTPUT_BYTES: u64 = 16 * 1024;
+/// Output limit of a client that still has to AUTH (Redis: `used_mem > 1024 && authRequired`).
+pub const UNAUTHENTICATED_OUTPUT_BYTES: u64 = 1024;
+/// Query buffer (plus MULTI queue) limit of a client that still has to AUTH.
+pub const UNAUTHENTICATED_QUERY_BYTES: u64 = 1024 * 1024;
+/// The default of `client-output-buffer-limit`, as Redis writes it for CONFIG GET.
+pub const DEFAULT_OUTPUT_LIMITS: &str = "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60";
+
+/// A client class with its own output limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientClass {
+    /// Every client that is not one of the others (MONITOR included, as in Redis).
+    Normal,
+    /// A replica (`slave` in CONFIG GET, `replica` or `slave` in CONFIG SET).
+    Replica,
+    /// A client subscribed to channels.
+    Pubsub,
+}
+
+impl ClientClass {
+    /// The classes in CONFIG GET order.
+    const ALL: [ClientClass; 3] = [ClientClass::Normal, ClientClass::Replica, ClientClass::Pubsub];
+
+    fn index(self) -> usize {
+        match self {
+            ClientClass::Normal => 0,
+            ClientClass::Replica => 1,
+            ClientClass::Pubsub => 2,
+        }
+    }
+
+    /// The class a CONFIG SET value names (any case); `master` is not settable, as in Redis.
+    fn by_name(name: &str) -> Option<ClientClass> {
+        match name.to_ascii_lowercase().as_str() {
+            "normal" => Some(ClientClass::Normal),
+            "slave" | "replica" => Some(ClientClass::Replica),
+            "pubsub" => Some(ClientClass::Pubsub),
+            _ => None,
+        }
+    }
+
+    fn config_name(self) -> &'static str {
+        match self {
+            ClientClass::Normal => "normal",
+            ClientClass::Replica => "slave",
+            ClientClass::Pubsub => "pubsub",
+        }
+    }
+}
+
+/// One class's limits. Zero bytes: no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClassLimit {
+    /// Close at once at this much pending output.
+    pub hard_bytes: u64,
+    /// Close when pending output stays at or above this ...
+    pub soft_bytes: u64,
+    /// ... for more than this many seconds.
+    pub soft_seconds: i64,
+}
+
+/// The limits of every class, parsed from the canonical `client-output-buffer-limit` text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits([ClassLimit; 3]);
+
+impl OutputLimits {
+    /// Parse the canonical text (as [`merge_config`] writes it). Unparsable parts keep zero.
+    pub fn parse(canonical: &str) -> OutputLimits {
+        let mut limits = [ClassLimit::default(); 3];
+        let words: Vec<&str> = canonical.split(' ').collect();
+        for group in words.chunks_exact(4) {
+            let [class, hard, soft, secs] = group else {
+                continue;
+            };
+            if let Some(class) = ClientClass::by_name(class) {
+                if let Some(slot) = limits.get_mut(class.index()) {
+                    *slot = ClassLimit {
+                        hard_bytes: hard.parse().unwrap_or(0),
+                        soft_bytes: soft.parse().unwrap_or(0),
+                        soft_seconds: secs.parse().unwrap_or(0),
+                    };
+                }
+            }
+        }
+        OutputLimits(limits)
+    }
+
+    /// The limits of `class`.
+    pub fn of(&self, class: ClientClass) -> ClassLimit {
+        self.0.get(class.index()).copied().unwrap_or_default()
+    }
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        OutputLimits::parse(DEFAULT_OUTPUT_LIMITS)
+    }
+}
+
+/// Redis' memory value reader for these limits (`memtoull`): digits, then nothing, `b`, `k`,
+/// `kb`, `m`, `mb`, `g` or `gb` in any case; a leading `-` or anything else is an error.
+/// Overflow wraps, as in Redis.
+fn parse_memory_unsigned(s: &str) -> Option<u64> {
+    let digits_end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(digits_end);
+    let mul: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    if digits.len() >= 128 {
+        return None;
+    }
+    // strtoull: no digits reads 0, too many saturates.
+    let value = if digits.is_empty() { 0 } else { digits.parse::<u64>().unwrap_or(u64::MAX) };
+    Some(value.wrapping_mul(mul))
+}
+
+/// Apply a `client-output-buffer-limit` value (`<class> <hard> <soft> <seconds>` groups) to
+/// the current canonical text; the result is the new canonical text. Errors are Redis' words.
+pub fn merge_config(current: &str, value: &str) -> Result<String, String> {
+    let args: Vec<&str> = if value.is_empty() { Vec::new() } else { value.split(' ').collect() };
+    if !args.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut limits = OutputLimits::parse(current);
+    let mut staged = Vec::new();
+    for group in args.chunks_exact(4) {
+        let [class, hard, soft, secs] = group else {
+            continue;
+        };
+        let Some(class) = ClientClass::by_name(class) else {
+            return Err("Invalid client class specified in buffer limit configuration.".into());
+        };
+        // strtoll into an int, as Redis reads the seconds: truncated to 32 bits, then checked.
+        let seconds = if secs.is_empty() { Some(0) } else { secs.parse::<i64>().ok().map(|v| i64::from(v as i32)) };
+        match (parse_memory_unsigned(hard), parse_memory_unsigned(soft), seconds) {
+            (Some(hard_bytes), Some(soft_bytes), Some(soft_seconds)) if soft_seconds >= 0 => {
+                staged.push((class, ClassLimit { hard_bytes, soft_bytes, soft_seconds }));
+            }
+            _ => return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into()),
+        }
+    }
+    for (class, limit) in staged {
+        if let Some(slot) = limits.0.get_mut(class.index()) {
+            *slot = limit;
+        }
+    }
+    let groups: Vec<String> = ClientClass::ALL
+        .iter()
+        .map(|c| {
+            let l = limits.of(*c);
+            format!("{} {} {} {}", c.config_name(), l.hard_bytes, l.soft_bytes, l.soft_seconds)
+        })
+        .collect();
+    Ok(groups.join(" "))
+}
+
+/// The output a client may have pending before its requests stop running until the socket
+/// takes some: [`BACKPRESSURE_BYTES`], or the class's limit when one is set, so that a client
+/// that does not read meets its limit (and is closed, as Redis closes it) rather than stalling
+/// below it.
+pub fn backpressure_bytes(limit: &ClassLimit, authenticated: bool) -> u64 {
+    if !authenticated {
+        return UNCOUNTED_OUTPUT_BYTES + UNAUTHENTICATED_OUTPUT_BYTES + 1;
+    }
+    let configured = match (limit.hard_bytes, limit.soft_bytes) {
+        (0, 0) => return BACKPRESSURE_BYTES,
+        (0, soft) => soft,
+        (hard, _) => hard,
+    };
+    configured.saturating_add(UNCOUNTED_OUTPUT_BYTES).max(BACKPRESSURE_BYTES)
+}
+
+/// The most bytes one reply may take before the client is closed instead of the reply being
+/// built: the class's hard limit when set, otherwise a safety bound, `maxmemory` when set,
+/// else an eighth of the machine's memory (so that a few such clients at once cannot exhaust
+/// it; Redis has no such bound and lets an `SRANDMEMBER key -N` grow until memory runs out).
+pub fn reply_budget_bytes(limit: &ClassLimit, authenticated: bool, maxmemory: u64) -> u64 {
+    if !authenticated {
+        return UNCOUNTED_OUTPUT_BYTES + UNAUTHENTICATED_OUTPUT_BYTES;
+    }
+    let safety = if maxmemory > 0 { maxmemory } else { physical_memory_bytes() / 8 };
+    match limit.hard_bytes {
+        0 => safety,
+        hard => hard.saturating_add(UNCOUNTED_OUTPUT_BYTES).min(safety),
+    }
+}
+
+/// Total memory of the machine (`MemTotal`), read once; 8 GiB if it cannot be read.
+fn physical_memory_bytes() -> u64 {
+    static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(8 << 30, |kb| kb * 1024)
+    })
+}
+
+/// Per-connection state of the soft limit: since when (Unix seconds) the output has been at or
+/// above it.
+#[derive(Debug, Default)]
+pub struct OutputGuard {
+    soft_since_secs: Option<i64>,
+}
+
+impl OutputGuard {
+    /// Whether a client with `pending` bytes of output not yet written has reached its limits
+    /// (updating the soft-limit clock as Redis' `checkClientOutputBufferLimits` does).
+    pub fn over(&mut self, pending: u64, limit: &ClassLimit, authenticated: bool, now_secs: i64) -> bool {
+        // Redis checks nothing while the static buffer holds everything.
+        if pending <= UNCOUNTED_OUTPUT_BYTES {
+            self.soft_since_secs = None;
+            return false;
+        }
+        let used = pending - UNCOUNTED_OUTPUT_BYTES;
+        if used > UNAUTHENTICATED_OUTPUT_BYTES && !authenticated {
+            return true;
+        }
+        if limit.hard_bytes > 0 && used >= limit.hard_bytes {
+            return true;
+        }
+        if limit.soft_bytes > 0 && used >= limit.soft_bytes {
+            match self.soft_since_secs {
+                None => self.soft_since_secs = Some(now_secs),
+                Some(since) => return now_secs - since > limit.soft_seconds,
+            }
+        } else {
+            self.soft_since_secs = None;
+        }
+        false
+    }
+
+    /// When (Unix seconds) the soft limit will have been exceeded long enough, if it is being
+    /// exceeded now: a stuck client must be closed then even if nothing else happens.
+    pub fn soft_deadline_secs(&self, limit: &ClassLimit) -> Option<i64> {
+        self.soft_since_secs.map(|since| since + limit.soft_seconds + 1)
+    }
+}
+
+/// DEBUG PAUSE-CRON: while set, idle query buffers are not shrunk (the part of Redis' cron
+/// that rill's connections do themselves).
+static CRON_PAUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether DEBUG PAUSE-CRON 1 is in effect.
+pub fn cron_paused() -> bool {
+    CRON_PAUSED.load(Ordering::Relaxed)
+}
+
+/// DEBUG PAUSE-CRON 0|1.
+pub fn pause_cron(paused: bool) {
+    CRON_PAUSED.store(paused, Ordering::Relaxed);
+}
+
+/// What CLIENT LIST reports of a connection's buffers, written by its task without the lock.
+#[derive(Debug, Default)]
+pub struct ClientMemory {
+    /// Output bytes produced and not yet written to the socket.
+    pub out_pending: AtomicU64,
+    /// Capacity of the output buffer.
+    pub out_capacity: AtomicU64,
+    /// Unparsed input bytes.
+    pub qbuf: AtomicU64,
+    /// Free room in the input buffer (0 while the client holds no private buffer, as Redis
+    /// reports a client that uses its shared one).
+    pub qbuf_free: AtomicU64,
+    /// Bytes of the arguments of the commands queued in MULTI.
+    pub multi_mem: AtomicU64,
+}
+
+impl ClientMemory {
+    /// `obl`, `oll`, `omem`: what of the pending output fits Redis' static buffer, whether
+    /// there is more (one buffer in rill), and the rest.
+    pub fn output_fields(&self) -> (u64, u64, u64) {
+        let pending = self.out_pending.load(Ordering::Relaxed);
+        let obl = pending.min(UNCOUNTED_OUTPUT_BYTES);
+        let rest = pending - obl;
+        (obl, u64::from(rest > 0), rest)
+    }
+
+    /// `tot-mem`: the buffers this client holds.
+    pub fn total(&self) -> u64 {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        load(&self.out_capacity) + load(&self.qbuf) + load(&self.qbuf_free) + load(&self.multi_mem)
+    }
+
+    /// Store a value.
+    pub fn set(field: &AtomicU64, value: usize) {
+        field.store(value as u64, Ordering::Relaxed);
+    }
+}
+
+/// Log a client closed for its output, in Redis' words; `scheduled`: closed while it was
+/// producing output (Redis' asynchronous close), else by the timer (Redis' cron).
+pub fn log_output_limit_close(client_line: &str, scheduled: bool) {
+    if scheduled {
+        tracing::warn!("Client {client_line} scheduled to be closed ASAP for overcoming of output buffer limits.");
+    } else {
+        tracing::warn!("Client {client_line} closed for overcoming of output buffer limits.");
+    }
+}
+
+/// Log a client closed for its query buffer, in Redis' words, with the first 64 bytes of the
+/// buffer quoted as Redis quotes them.
+pub fn log_query_limit_close(client_line: &str, qbuf: &[u8]) {
+    let head = qbuf.get(..qbuf.len().min(64)).unwrap_or_default();
+    tracing::warn!(
+        "Closing client that reached max query buffer length: {client_line} (qbuf initial bytes: {})",
+        repr(head)
+    );
+}
+
+/// Bytes quoted as Redis' `sdscatrepr` does.
+fn repr(bytes: &[u8]) -> String {
+    let mut s = String::from("\"");
+    for &b in bytes {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'"' => s.push_str("\\\""),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            7 => s.push_str("\\a"),
+            8 => s.push_str("\\b"),
+            0x20..=0x7e => s.push(char::from(b)),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// A lower bound of the encoded size of `reply` (RESP2 and RESP3 differ by a few bytes per
+/// element at most), stopping once it passes `cap`: a reply that cannot fit its budget is
+/// refused before it is encoded.
+pub fn reply_size_at_least(reply: &rill_resp::Reply, cap: u64) -> u64 {
+    use rill_resp::Reply;
+    fn walk(r: &Reply, total: &mut u64, cap: u64) {
+        if *total > cap {
+            return;
+        }
+        match r {
+            Reply::Bulk(b) | Reply::Raw(b) | Reply::Simple(b) | Reply::Error(b) | Reply::BigNumber(b) => {
+                *total += b.len() as u64 + 4;
+            }
+            Reply::Verbatim { text, .. } => *total += text.len() as u64 + 4,
+            Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
+                *total += 4;
+                for x in v {
+                    walk(x, total, cap);
+                    if *total > cap {
+                        return;
+                    }
+                }
+            }
+            Reply::Map(v) | Reply::Attribute(v, _) => {
+                *total += 4;
+                for (k, x) in v {
+                    walk(k, total, cap);
+                    walk(x, total, cap);
+                    if *total > cap {
+                        return;
+                    }
+                }
+                if let Reply::Attribute(_, inner) = r {
+                    walk(inner, total, cap);
+                }
+            }
+            _ => *total += 3,
+        }
+    }
+    let mut total = 0;
+    walk(reply, &mut total, cap);
+    total
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_values_like_redis() {
+        let d = DEFAULT_OUTPUT_LIMITS;
+        assert_eq!(
+            merge_config(d, "normal 1mb 2k 3").unwrap(),
+            "normal 1048576 2000 3 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
+        assert_eq!(
+            merge_config(d, "replica 1 2 3 SLAVE 4 5 6").unwrap(),
+            "normal 0 0 0 slave 4 5 6 pubsub 33554432 8388608 60"
+        );
+        assert_eq!(merge_config(d, "").unwrap(), d);
+        assert_eq!(
+            merge_config(d, "normal 1 2").unwrap_err(),
+            "Wrong number of arguments in buffer limit configuration."
+        );
+        assert_eq!(
+            merge_config(d, "master 1 2 3").unwrap_err(),
+            "Invalid client class specified in buffer limit configuration."
+        );
+        for bad in ["normal -1 0 0", "normal 1x 0 0", "normal 0 0 -1", "normal 0 0 1.5"] {
+            assert!(merge_config(d, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hard_and_soft_limits() {
+        let limit = ClassLimit { hard_bytes: 1000, soft_bytes: 100, soft_seconds: 2 };
+        let mut g = OutputGuard::default();
+        let over = UNCOUNTED_OUTPUT_BYTES;
+        assert!(!g.over(over + 99, &limit, true, 10));
+        assert!(g.over(over + 1000, &limit, true, 10));
+        assert!(!g.over(over + 100, &limit, true, 10));
+        assert!(!g.over(over + 100, &limit, true, 12));
+        assert!(g.over(over + 100, &limit, true, 13));
+        assert!(!g.over(over, &limit, true, 14));
+        assert!(g.over(over + 1025, &ClassLimit::default(), false, 0));
+    }
+}

@@ -1,0 +1,326 @@
+//! Per-client memory limits and stuck clients: back-pressure for a client that does not read,
+//! `client-output-buffer-limit`, `client-query-buffer-limit` (with a MULTI queue), CLIENT KILL
+//! and `timeout` against a client whose write is stuck, and replies whose size is not bounded
+//! by the data (`SRANDMEMBER key -N`). Memory is measured as the server's RSS from
+//! /proc/PID/status.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use common::{encode_command, escape, RawClient, ReferenceServer, Server, ServerKind};
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// One value the stuck clients ask for over and over.
+const VALUE_BYTES: usize = 1_000_000;
+/// GETs each stuck client pipelines: ~2 GB of replies it never reads.
+const PIPELINED_GETS: usize = 2000;
+/// What the server may grow by while clients hold ~2 GB each of unread replies.
+const RSS_GROWTH_BOUND_MB: u64 = 150;
+
+/// The server's resident memory in MiB.
+fn rss_mb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb / 1024
+}
+
+fn text(reply: &[u8]) -> String {
+    String::from_utf8_lossy(reply).into_owned()
+}
+
+/// The CLIENT LIST line of client `id`, if listed.
+fn client_line(c: &mut RawClient, id: u64) -> Option<String> {
+    let list = text(&c.cmd(&["CLIENT", "LIST"]));
+    list.lines().find(|l| l.starts_with(&format!("id={id} "))).map(str::to_string)
+}
+
+/// A field of a CLIENT LIST line.
+fn field(line: &str, name: &str) -> u64 {
+    let prefix = format!("{name}=");
+    line.split(' ').find_map(|f| f.strip_prefix(prefix.as_str())).unwrap().parse().unwrap()
+}
+
+/// An INFO field.
+fn info(c: &mut RawClient, name: &str) -> String {
+    let all = text(&c.cmd(&["INFO", "stats"]));
+    all.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap_or("").trim().to_string()
+}
+
+/// Wait until `cond` holds, polling every 50 ms; false after `limit`.
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}
+
+/// A client that pipelines `PIPELINED_GETS` GETs of the big value and never reads; its id.
+fn stuck_client(server: &Server) -> (RawClient, u64) {
+    let mut c = server.connect();
+    let id = text(&c.cmd(&["CLIENT", "ID"])).trim_start_matches(':').trim().parse().unwrap();
+    let one = encode_command(&[b"GET", b"big"]);
+    c.send(&one.repeat(PIPELINED_GETS)).unwrap();
+    (c, id)
+}
+
+fn set_big_value(c: &mut RawClient) {
+    let value = vec![b'v'; VALUE_BYTES];
+    assert_eq!(c.request(&[b"SET", b"big", &value]).unwrap(), b"+OK\r\n");
+}
+
+/// Wait until client `id` has stopped running commands (its socket is full).
+fn wait_stuck(c: &mut RawClient, id: u64) {
+    let mut last = u64::MAX;
+    let settled = eventually(Duration::from_secs(20), || {
+        let Some(line) = client_line(c, id) else {
+            return false;
+        };
+        let cmds = field(&line, "tot-cmds");
+        let same = cmds == last;
+        last = cmds;
+        std::thread::sleep(Duration::from_millis(300));
+        same
+    });
+    assert!(settled, "client {id} never settled");
+}
+
+#[test]
+fn a_client_that_does_not_read_is_closed_at_its_hard_limit() {
+    let server = Server::rill_with(&["--client-output-buffer-limit", "normal 8mb 0 0"]);
+    let mut admin = server.connect();
+    set_big_value(&mut admin);
+    let before = rss_mb(server.pid());
+    let (mut victim, id) = stuck_client(&server);
+    let gone = eventually(Duration::from_secs(20), || client_line(&mut admin, id).is_none());
+    assert!(gone, "client over its hard limit still listed: {:?}", client_line(&mut admin, id));
+    assert!(
+        rss_mb(server.pid()) < before + RSS_GROWTH_BOUND_MB,
+        "RSS grew from {before} MB to {} MB",
+        rss_mb(server.pid())
+    );
+    // Others are served, the closing is counted and logged as Redis does.
+    assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+    assert_eq!(info(&mut admin, "client_output_buffer_limit_disconnections"), "1");
+    assert!(
+        server.log().contains("scheduled to be closed ASAP for overcoming of output buffer limits."),
+        "{}",
+        server.log()
+    );
+    let (_, closed) = victim.read_until_close(Duration::from_secs(5));
+    assert!(closed, "the victim's socket stays open");
+}
+
+#[test]
+fn back_pressure_bounds_the_memory_of_clients_that_do_not_read() {
+    let server = Server::rill();
+    let mut admin = server.connect();
+    set_big_value(&mut admin);
+    let before = rss_mb(server.pid());
+    let stuck: Vec<(RawClient, u64)> = (0..3).map(|_| stuck_client(&server)).collect();
+    for (_, id) in &stuck {
+        wait_stuck(&mut admin, *id);
+    }
+    let after = rss_mb(server.pid());
+    assert!(after < before + RSS_GROWTH_BOUND_MB, "RSS grew from {before} MB to {after} MB");
+    // Each is stopped with about one reply pending, and CLIENT LIST says so.
+    for (_, id) in &stuck {
+        let line = client_line(&mut admin, *id).unwrap();
+        let pending = field(&line, "obl") + field(&line, "omem");
+        assert!(pending > 0 && pending <= 2 * VALUE_BYTES as u64, "{line}");
+        assert!(field(&line, "tot-cmds") < PIPELINED_GETS as u64, "{line}");
+    }
+    let started = Instant::now();
+    assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn client_kill_frees_a_client_stuck_in_a_write() {
+    let server = Server::rill();
+    let mut admin = server.connect();
+    set_big_value(&mut admin);
+    let (mut victim, id) = stuck_client(&server);
+    let (mut other, other_id) = stuck_client(&server);
+    wait_stuck(&mut admin, id);
+    wait_stuck(&mut admin, other_id);
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", &id.to_string()]), b":1\r\n");
+    // Gone at once for CLIENT LIST, and its task really ends: the socket is closed.
+    assert_eq!(client_line(&mut admin, id), None);
+    let (_, closed) = victim.read_until_close(Duration::from_secs(5));
+    assert!(closed, "the killed client's socket stays open");
+    // The other filter forms reach a stuck client too.
+    let line = client_line(&mut admin, other_id).unwrap();
+    let addr = line.split(' ').find_map(|f| f.strip_prefix("addr=")).unwrap().to_string();
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", &addr]), b"+OK\r\n");
+    let (_, closed) = other.read_until_close(Duration::from_secs(5));
+    assert!(closed, "the client killed by address stays open");
+    let ids = text(&admin.cmd(&["CLIENT", "LIST"]));
+    assert_eq!(ids.lines().filter(|l| l.starts_with("id=")).count(), 1, "{ids}");
+}
+
+#[test]
+fn timeout_closes_idle_clients_stuck_writing_or_in_multi_but_not_blocked_ones() {
+    let server = Server::rill_with(&["--timeout", "1"]);
+    let mut admin = server.connect();
+    set_big_value(&mut admin);
+    let (mut victim, id) = stuck_client(&server);
+    let client_id = |c: &mut RawClient| -> u64 { text(&c.cmd(&["CLIENT", "ID"]))[1..].trim().parse().unwrap() };
+    let mut in_multi = server.connect();
+    let multi_id = client_id(&mut in_multi);
+    assert_eq!(in_multi.cmd(&["MULTI"]), b"+OK\r\n");
+    let mut blocked = server.connect();
+    let blocked_id = client_id(&mut blocked);
+    blocked.send_command(&[b"BLPOP", b"nothing", b"0"]).unwrap();
+    let gone = eventually(Duration::from_secs(10), || {
+        admin.cmd(&["PING"]);
+        client_line(&mut admin, id).is_none() && client_line(&mut admin, multi_id).is_none()
+    });
+    assert!(gone, "{}", text(&admin.cmd(&["CLIENT", "LIST"])));
+    let (_, closed) = victim.read_until_close(Duration::from_secs(5));
+    assert!(closed, "the timed-out client's socket stays open");
+    let line = client_line(&mut admin, blocked_id).unwrap_or_default();
+    assert!(line.contains("flags=b"), "blocked client closed by timeout: {line}");
+    assert_eq!(admin.cmd(&["LPUSH", "nothing", "x"]), b":1\r\n");
+    assert_eq!(blocked.read_reply().unwrap(), b"*2\r\n$7\r\nnothing\r\n$1\r\nx\r\n");
+}
+
+/// MULTI, then `n` SETs of 1 MB without reading; whether the server closed the connection.
+fn queue_big_transaction(server: &Server, n: usize) -> bool {
+    let mut c = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let value = vec![b'x'; VALUE_BYTES];
+    if c.write_all(&encode_command(&[b"MULTI"])).is_err() {
+        return true;
+    }
+    for i in 0..n {
+        let key = format!("k{i}");
+        if c.write_all(&encode_command(&[b"SET", key.as_bytes(), &value])).is_err() {
+            return true;
+        }
+    }
+    let _ = c.set_read_timeout(Some(Duration::from_secs(3)));
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match std::io::Read::read(&mut c, &mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn a_multi_queue_counts_toward_the_query_buffer_limit() {
+    let args = ["--client-query-buffer-limit", "16mb"];
+    let mut servers = vec![Server::rill_with(&args)];
+    if let Some(path) = ReferenceServer::Redis8.require() {
+        servers.push(Server::start(ServerKind::Redis(ReferenceServer::Redis8), &path, &args));
+    }
+    for server in &servers {
+        assert!(!queue_big_transaction(server, 10), "{}: 10 MB of MULTI queue dropped", server.label());
+        assert!(queue_big_transaction(server, 30), "{}: 30 MB of MULTI queue kept", server.label());
+        let mut c = server.connect();
+        assert_eq!(info(&mut c, "client_query_buffer_limit_disconnections"), "1", "{}", server.label());
+        if server.kind == ServerKind::Rill {
+            assert!(
+                server.log().contains("Closing client that reached max query buffer length: id="),
+                "{}",
+                server.log()
+            );
+        }
+    }
+}
+
+#[test]
+fn srandmember_with_a_huge_negative_count_is_refused_before_it_is_built() {
+    let server = Server::rill_with(&["--client-output-buffer-limit", "normal 64mb 0 0"]);
+    let mut c = server.connect();
+    assert_eq!(c.cmd(&["SADD", "s", "a", "b", "c"]), b":3\r\n");
+    assert_eq!(c.cmd(&["HSET", "h", "f", "v"]), b":1\r\n");
+    // A sane count is answered as Redis answers it.
+    let reply = c.cmd(&["SRANDMEMBER", "s", "-1000"]);
+    assert!(reply.starts_with(b"*1000\r\n$1\r\n"), "{}", escape(&reply[..20]));
+    let before = rss_mb(server.pid());
+    // 30 million picks: ~200 MB encoded, more as a reply tree. Over the limit: closed.
+    for cmd in [&["SRANDMEMBER", "s", "-30000000"][..], &["HRANDFIELD", "h", "-30000000", "WITHVALUES"]] {
+        let mut victim = server.connect();
+        let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+        victim.send_command(&args).unwrap();
+        let (got, closed) = victim.read_until_close(Duration::from_secs(20));
+        assert!(closed && got.is_empty(), "{cmd:?}: {} bytes, closed {closed}", got.len());
+    }
+    assert!(rss_mb(server.pid()) < before + RSS_GROWTH_BOUND_MB, "RSS {before} MB -> {} MB", rss_mb(server.pid()));
+    assert_eq!(c.cmd(&["SCARD", "s"]), b":3\r\n");
+    assert_eq!(info(&mut c, "client_output_buffer_limit_disconnections"), "2");
+}
+
+#[test]
+fn config_client_output_buffer_limit_like_redis() {
+    let Some(path) = ReferenceServer::Redis8.require() else {
+        return;
+    };
+    let start = ["--client-output-buffer-limit", "pubsub 1mb 2kb 3"];
+    let rill = Server::rill_with(&start);
+    let redis = Server::start(ServerKind::Redis(ReferenceServer::Redis8), &path, &start);
+    let sets: &[&str] = &[
+        "normal 1gb 512mb 10",
+        "replica 1 2 3 slave 4 5 6",
+        "NORMAL 1K 2KB 0 pubsub 3m 4MB 5",
+        "",
+        "normal 1 2",
+        "master 1 2 3",
+        "normal -1 0 0",
+        "normal 1x 0 0",
+        "normal 0 0 -1",
+        "normal 0 0 1.5",
+        "normal  0 0 0",
+        "normal 1b 0 99999999999",
+        "bogus 1 2 3 normal 7 7 7",
+    ];
+    let mut a = rill.connect();
+    let mut b = redis.connect();
+    let get = ["CONFIG", "GET", "client-output-buffer-limit"];
+    assert_eq!(text(&a.cmd(&get)), text(&b.cmd(&get)), "at start-up");
+    for value in sets {
+        let set = ["CONFIG", "SET", "client-output-buffer-limit", value];
+        assert_eq!(text(&a.cmd(&set)), text(&b.cmd(&set)), "CONFIG SET {value:?}");
+        assert_eq!(text(&a.cmd(&get)), text(&b.cmd(&get)), "after CONFIG SET {value:?}");
+    }
+    assert_eq!(
+        text(&a.cmd(&["CONFIG", "GET", "client-output-*"])),
+        text(&b.cmd(&["CONFIG", "GET", "client-output-*"]))
+    );
+}
+
+#[test]
+fn client_list_reports_the_query_buffer_and_the_multi_queue() {
+    let server = Server::rill();
+    let mut admin = server.connect();
+    let mut c = server.connect();
+    let id: u64 = text(&c.cmd(&["CLIENT", "ID"]))[1..].trim().parse().unwrap();
+    // An idle client holds no buffer of its own, as Redis reports one using its shared buffer.
+    let line = client_line(&mut admin, id).unwrap();
+    assert!(line.contains(" qbuf=0 qbuf-free=0 "), "{line}");
+    assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["SET", "key", "value"]), b"+QUEUED\r\n");
+    c.send(b"*3\r\n$3\r\nSET\r\n$2\r\na").unwrap();
+    let partial = eventually(Duration::from_secs(5), || {
+        let line = client_line(&mut admin, id).unwrap();
+        field(&line, "qbuf") > 0 && field(&line, "qbuf-free") > 0
+    });
+    assert!(partial, "{:?}", client_line(&mut admin, id));
+    let line = client_line(&mut admin, id).unwrap();
+    assert_eq!(field(&line, "multi-mem"), 11, "{line}");
+    assert!(field(&line, "tot-mem") >= field(&line, "qbuf") + field(&line, "qbuf-free"), "{line}");
+}
