@@ -27,7 +27,7 @@
 //! 26, 27; LZF-compressed strings anywhere a string appears. Sorted sets, modules and hashes
 //! with field expiry have no rill value to load into and fail as bad data.
 
-mod crc64;
+pub mod crc64;
 pub mod file;
 mod io;
 mod legacy;
