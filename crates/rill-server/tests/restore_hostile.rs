@@ -1,7 +1,7 @@
 //! RESTORE payloads with a valid footer whose lengths lie: an LZF string claiming to inflate
 //! to 40 GB, collections and streams claiming 2^40 elements. Each reply must be Redis
 //! 8.2.3's, byte for byte (`-ERR Bad data format`), and the server must go on serving with
-//! its memory bounded.
+//! its memory bounded. The same lie in a `dump.rdb` must stop start-up with an error.
 //!
 //! A set or hash claiming 2^40 elements is the exception: Redis 8.2.3 (and the newest) then
 //! reserves a table of 2^40 buckets (8 TB of address space, granted by overcommit), fails on
@@ -17,8 +17,11 @@
 
 mod common;
 
-use common::{escape, ReferenceServer, Server, ServerKind, TempDir};
+use common::{escape, free_port, ReferenceServer, Server, ServerKind, TempDir};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Address space rill gets: ~10 times what it maps idle, far below any claim here.
 const ADDRESS_SPACE_KIB: u64 = 2 << 20;
@@ -198,4 +201,50 @@ fn lying_lengths_get_redis_reply_and_the_server_keeps_serving() {
     assert!(peak < MAX_PEAK_RSS_KIB, "peak RSS {peak} KiB (limit {MAX_PEAK_RSS_KIB})");
     // Other clients are served too.
     assert_eq!(rill.connect().request(&[b"PING"]).unwrap(), b"+PONG\r\n");
+}
+
+/// The same reader loads `dump.rdb` at start-up: a snapshot whose string claims what no input
+/// can inflate to must stop the start with an error naming the file, not abort the process.
+#[test]
+fn a_dump_rdb_with_a_lying_length_stops_start_up_with_an_error() {
+    let dir = TempDir::new("rill-restore-hostile-rdb");
+    let data = lzf_literals(24 << 20);
+    let mut file = b"REDIS0012".to_vec();
+    file.extend_from_slice(&[0xfe, 0, 0xfb, 1, 0]); // SELECTDB 0, RESIZEDB 1 0
+    file.extend_from_slice(&[0x00, 1, b'k', 0xc3]); // a string key "k", LZF-encoded
+    len(&mut file, data.len() as u64);
+    len(&mut file, data.len() as u64 * 132 + 64);
+    file.extend_from_slice(&data);
+    file.push(0xff);
+    let crc = crc64(&file);
+    file.extend_from_slice(&crc.to_le_bytes());
+    std::fs::write(dir.path().join("dump.rdb"), &file).unwrap();
+
+    let port = free_port().to_string();
+    let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+    let mut child = Command::new(limited_rill(dir.path()))
+        .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("rill kept running on a corrupt dump.rdb");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
+    assert_eq!(status.signal(), None, "rill was killed by a signal: {status}; log:\n{text}");
+    assert!(!status.success(), "{text}");
+    assert!(text.contains("dump.rdb") && text.contains("bad snapshot"), "{text}");
 }
