@@ -14,8 +14,8 @@ mod write;
 pub use parse_reply::{parse_reply, MAX_REPLY_DEPTH};
 pub use reply::{Protocol, Reply};
 pub use request::{
-    Limits, ProtocolError, RequestParser, DEFAULT_MAX_BULK_BYTES, DEFAULT_MAX_INLINE_BYTES, UNAUTHENTICATED_MAX_ARGS,
-    UNAUTHENTICATED_MAX_BULK_BYTES,
+    Limits, ProtocolError, RequestParser, DEFAULT_MAX_BULK_BYTES, DEFAULT_MAX_INLINE_BYTES, RESERVE_AHEAD_MAX_BYTES,
+    UNAUTHENTICATED_MAX_ARGS, UNAUTHENTICATED_MAX_BULK_BYTES,
 };
 pub use write::{double_text, write_reply, write_request};
 

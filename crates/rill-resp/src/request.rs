@@ -54,6 +54,9 @@ pub const UNAUTHENTICATED_MAX_BULK_BYTES: i64 = 16 * 1024;
 const MAX_MULTIBULK_ARGS: i64 = i32::MAX as i64;
 /// A client can announce two billion arguments in 15 bytes; preallocate at most this many.
 const ARGS_PREALLOCATION_CAP: usize = 1024;
+/// [`RequestParser::bytes_wanted`] never asks for more than this beyond the bytes of the bulk
+/// already received: a `$536870912` header alone must not make a server reserve 512 MiB.
+pub const RESERVE_AHEAD_MAX_BYTES: usize = 64 * 1024;
 /// Redis rejects number strings of 21 bytes or more before looking at them.
 const MAX_NUMBER_CHARS: usize = 20;
 
@@ -257,11 +260,16 @@ impl RequestParser {
         }
     }
 
-    /// How many more bytes the request in progress certainly needs: the rest of a bulk whose
-    /// length is known, else 0. A server can reserve this much before reading a big value.
+    /// How many more bytes a server may reserve for the request in progress: the rest of a bulk
+    /// whose length is known, else 0; but never more than the bytes already in `buf` plus
+    /// [`RESERVE_AHEAD_MAX_BYTES`], because the length is only the client's word. Reserving
+    /// this whenever the buffer fills doubles it as a big bulk arrives (few copies), while
+    /// a header announcing 512 MiB and nothing after it costs 64 KiB.
     pub fn bytes_wanted(&self, buf: &BytesMut) -> usize {
         match self.bulk_len {
-            Some(len) => len.saturating_add(2).saturating_sub(buf.len()),
+            Some(len) => {
+                len.saturating_add(2).saturating_sub(buf.len()).min(buf.len().saturating_add(RESERVE_AHEAD_MAX_BYTES))
+            }
             None => 0,
         }
     }

@@ -100,7 +100,10 @@ impl<'a> Reader<'a> {
     }
 
     /// A length used as a count of things still to read: each needs at least one byte, so a
-    /// count above the bytes left is corrupt (and never sizes an allocation).
+    /// count above the bytes left is corrupt. Still, a count of n elements that are each
+    /// larger in memory than on disk must not size an allocation by itself (a 512 MiB payload
+    /// claiming 500 M hash pairs would reserve 24 GB): reserve [`preallocation`] of it and
+    /// let the collection grow with the elements actually read.
     pub fn count(&mut self) -> Result<usize, RdbError> {
         let n = self.length()?;
         usize::try_from(n)
@@ -123,9 +126,9 @@ impl<'a> Reader<'a> {
                 let compressed = usize::try_from(self.length()?).map_err(|_| RdbError::Truncated)?;
                 let len = usize::try_from(self.length()?).map_err(|_| RdbError::Truncated)?;
                 let input = self.bytes(compressed)?;
-                // LZF expands at most ~264/2 per input byte; refuse absurd claims before
-                // allocating for them.
-                if len > compressed.saturating_mul(132).saturating_add(64) {
+                // A claim no input of this size can meet is refused before any allocation;
+                // `decompress` then grows its output only with what the input produces.
+                if !lzf::plausible(compressed, len) {
                     return Err(RdbError::Corrupt("LZF length out of proportion"));
                 }
                 lzf::decompress(input, len).ok_or(RdbError::Corrupt("bad LZF data"))
@@ -151,6 +154,16 @@ impl<'a> Reader<'a> {
         let seq = self.length()?;
         Ok(StreamId::new(ms, seq))
     }
+}
+
+/// Most elements reserved up front for a collection whose count comes from the input.
+const PREALLOCATION_MAX_ITEMS: usize = 1024;
+
+/// The capacity to reserve for `count` elements announced by the input: the count, up to a
+/// small fixed bound. Beyond it the collection grows with what is really read, so memory
+/// stays proportional to the payload whatever its counts claim.
+pub fn preallocation(count: usize) -> usize {
+    count.min(PREALLOCATION_MAX_ITEMS)
 }
 
 /// The little-endian `u32` at the start of `b`.

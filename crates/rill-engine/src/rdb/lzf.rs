@@ -11,11 +11,34 @@
 //!
 //! An offset counts back from the end of the output so far; a reference may overlap the bytes
 //! it produces (a run of repeats), so it is copied byte by byte.
+//!
+//! The inflated length comes from the payload, so it is never trusted with memory: the most
+//! any input can produce is [`MAX_EXPANSION`] bytes per input byte (a long reference is 3
+//! bytes for at most 264), a claim above that is refused before anything is allocated, and
+//! the output grows with what the input really produces, through fallible reservations
+//! (Redis answers a claim it cannot allocate with `Bad data format` too).
 
-/// Decompress `input` into exactly `expected_len` bytes; `None` if the input is malformed or
-/// does not produce exactly that many bytes.
+/// Most output bytes one input byte can stand for: a long back-reference (3 bytes) copies at
+/// most 7 + 255 + 2 = 264 bytes.
+pub const MAX_EXPANSION: usize = 264 / 3;
+/// Output reserved before the first run: enough for most strings, small enough not to matter
+/// when the claim is a lie.
+const INITIAL_RESERVE_BYTES: usize = 4096;
+
+/// Whether `input_len` bytes of LZF data could inflate to `len` bytes.
+pub fn plausible(input_len: usize, len: usize) -> bool {
+    len <= input_len.saturating_mul(MAX_EXPANSION)
+}
+
+/// Decompress `input` into exactly `expected_len` bytes; `None` if the input is malformed,
+/// does not produce exactly that many bytes, or the memory for them cannot be had.
+/// Allocates at most about twice what the input actually produces.
 pub fn decompress(input: &[u8], expected_len: usize) -> Option<Vec<u8>> {
-    let mut out: Vec<u8> = Vec::with_capacity(expected_len);
+    if !plausible(input.len(), expected_len) {
+        return None;
+    }
+    let mut out: Vec<u8> = Vec::new();
+    out.try_reserve(expected_len.min(INITIAL_RESERVE_BYTES)).ok()?;
     let mut i = 0usize;
     while i < input.len() {
         let ctrl = usize::from(*input.get(i)?);
@@ -26,6 +49,7 @@ pub fn decompress(input: &[u8], expected_len: usize) -> Option<Vec<u8>> {
             if out.len() + run > expected_len {
                 return None;
             }
+            out.try_reserve(run).ok()?;
             out.extend_from_slice(literal);
             i += run;
             continue;
@@ -43,6 +67,7 @@ pub fn decompress(input: &[u8], expected_len: usize) -> Option<Vec<u8>> {
         if out.len() + len > expected_len {
             return None;
         }
+        out.try_reserve(len).ok()?;
         for k in 0..len {
             let b = *out.get(start + k)?;
             out.push(b);
@@ -67,5 +92,30 @@ mod tests {
         assert_eq!(decompress(&input, 20), None, "length must match exactly");
         assert_eq!(decompress(&[0x20, 0x05], 3), None, "reference before any output");
         assert_eq!(decompress(&[0x05, b'a'], 6), None, "truncated literal");
+    }
+
+    #[test]
+    fn the_densest_input_expands_by_max_expansion_and_no_more() {
+        // One literal byte, then long references of the greatest length at offset 1.
+        let refs = 100;
+        let mut input = vec![0x00, b'z'];
+        for _ in 0..refs {
+            input.extend_from_slice(&[0xe0, 0xff, 0x00]);
+        }
+        let len = 1 + refs * 264;
+        assert_eq!(decompress(&input, len), Some(vec![b'z'; len]));
+        assert!(super::plausible(input.len(), len));
+        assert!(!super::plausible(input.len(), input.len() * super::MAX_EXPANSION + 1));
+    }
+
+    #[test]
+    fn a_lying_length_allocates_for_what_the_input_produces() {
+        // 33 bytes of literals claiming all the expansion they could have: refused once the
+        // input ends, with the output never reserved for the claim.
+        let mut input = vec![31u8];
+        input.extend_from_slice(&[b'q'; 32]);
+        assert_eq!(decompress(&input, input.len() * super::MAX_EXPANSION), None);
+        assert_eq!(decompress(&input, usize::MAX), None);
+        assert_eq!(decompress(&input, 32), Some(vec![b'q'; 32]));
     }
 }

@@ -27,7 +27,7 @@
 //! 26, 27; LZF-compressed strings anywhere a string appears. Sorted sets, modules and hashes
 //! with field expiry have no rill value to load into and fail as bad data.
 
-mod crc64;
+pub mod crc64;
 pub mod file;
 mod io;
 mod legacy;
@@ -218,7 +218,10 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
         types::STRING => Value::Str(Bytes::from(r.string()?)),
         types::LIST => {
             let n = r.count()?;
-            let items = (0..n).map(|_| r.string().map(Bytes::from)).collect::<Result<VecDeque<_>, _>>()?;
+            let mut items = VecDeque::with_capacity(io::preallocation(n));
+            for _ in 0..n {
+                items.push_back(Bytes::from(r.string()?));
+            }
             Value::List(items)
         }
         types::LIST_ZIPLIST => Value::List(legacy::ziplist(&r.string()?)?.into_iter().map(Bytes::from).collect()),
@@ -252,7 +255,7 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
         }
         types::HASH => {
             let n = r.count()?;
-            let mut pairs = Vec::with_capacity(n);
+            let mut pairs = Vec::with_capacity(io::preallocation(n));
             for _ in 0..n {
                 let f = r.string()?;
                 pairs.push((f, r.string()?));

@@ -32,7 +32,7 @@
 //! in rill's own blocks with this server's node limits), then restores the metadata, groups
 //! and IDMP state through the stream's snapshot constructors.
 
-use super::io::{id_to_raw, Reader, Writer};
+use super::io::{id_to_raw, preallocation, Reader, Writer};
 use super::listpack;
 use super::{LoadContext, RdbError};
 use crate::types::stream::group::{ConsumerSnapshot, GroupSnapshot};
@@ -272,6 +272,7 @@ pub fn decode(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<Str
         };
         let mut snap = GroupSnapshot { last_delivered_id, entries_read, ..GroupSnapshot::default() };
         let pending = r.count()?;
+        snap.pending.reserve(preallocation(pending));
         for _ in 0..pending {
             let id = r.raw_id()?;
             let time = r.millis()?;
@@ -285,12 +286,18 @@ pub fn decode(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<Str
             // Before active-time existed, seen-time is the best estimate (as Redis loads it).
             let active_time_ms = if rdb_type >= TYPE_STREAM_V3 { r.millis()? } else { seen_time_ms };
             let owned = r.count()?;
-            let pending = (0..owned).map(|_| r.raw_id()).collect::<Result<Vec<_>, _>>()?;
+            let mut pending = Vec::with_capacity(preallocation(owned));
+            for _ in 0..owned {
+                pending.push(r.raw_id()?);
+            }
             snap.consumers.push(ConsumerSnapshot { name, seen_time_ms, active_time_ms, pending });
         }
         if rdb_type >= TYPE_STREAM_V5 {
             let zone = r.count()?;
-            snap.nacked = (0..zone).map(|_| r.raw_id()).collect::<Result<Vec<_>, _>>()?;
+            snap.nacked = Vec::with_capacity(preallocation(zone));
+            for _ in 0..zone {
+                snap.nacked.push(r.raw_id()?);
+            }
         }
         s.restore_group(name, snap).map_err(corrupt)?;
     }
@@ -315,11 +322,11 @@ fn decode_idmp(r: &mut Reader<'_>, now_ms: i64) -> Result<Idmp, RdbError> {
         return Err(corrupt("IDMP max size out of range"));
     }
     let producers = r.count()?;
-    let mut table = Vec::with_capacity(producers);
+    let mut table = Vec::with_capacity(preallocation(producers));
     for _ in 0..producers {
         let pid = Bytes::from(r.string()?);
         let n = r.count()?;
-        let mut iids = Vec::with_capacity(n);
+        let mut iids = Vec::with_capacity(preallocation(n));
         for _ in 0..n {
             let iid = Bytes::from(r.string()?);
             iids.push((iid, r.length_id()?));
@@ -344,7 +351,7 @@ fn append_node(s: &mut Stream, master: StreamId, lp: &[u8], limits: NodeLimits) 
         return Err(corrupt("stream node entry counts"));
     }
     let field_count = usize::try_from(next()?.int()?).map_err(|_| corrupt("stream node field count"))?;
-    let mut master_fields = Vec::with_capacity(field_count.min(lp.len()));
+    let mut master_fields = Vec::with_capacity(preallocation(field_count));
     for _ in 0..field_count {
         master_fields.push(Bytes::from(next()?.to_bytes()));
     }
@@ -366,7 +373,7 @@ fn append_node(s: &mut Stream, master: StreamId, lp: &[u8], limits: NodeLimits) 
             expected_count = master_fields.len() as i64 + 3;
         } else {
             let n = usize::try_from(next()?.int()?).map_err(|_| corrupt("stream entry field count"))?;
-            fields = Vec::with_capacity(n.min(lp.len()));
+            fields = Vec::with_capacity(preallocation(n));
             for _ in 0..n {
                 let f = Bytes::from(next()?.to_bytes());
                 let v = Bytes::from(next()?.to_bytes());

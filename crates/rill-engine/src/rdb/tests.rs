@@ -161,6 +161,51 @@ fn footer_errors() {
     assert_eq!(restore(&good[..9], &ctx()), Err(RdbError::VersionOrChecksum));
 }
 
+/// A stream payload with IDMP state: one producer holding `unique` IIDs, then `repeats`
+/// more records of its last IID (with other IDs).
+fn idmp_payload(unique: u64, repeats: u64) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(stream::TYPE_STREAM_V4);
+    w.length(0); // nodes
+    w.length(0); // length
+    for _ in 0..3 {
+        w.length_id(StreamId::MIN); // last, first, max-deleted IDs
+    }
+    w.length(0); // entries added
+    w.length(0); // groups
+    w.length(100); // duration
+    w.length(100); // max size
+    w.length(1);
+    w.string(b"producer");
+    w.length(unique + repeats);
+    for i in 0..unique {
+        w.string(format!("iid-{i}").as_bytes());
+        w.length_id(StreamId::new(1, i));
+    }
+    for i in 0..repeats {
+        w.string(format!("iid-{}", unique - 1).as_bytes());
+        w.length_id(StreamId::new(2, i));
+    }
+    w.length(0); // added
+    w.length(0); // duplicates
+    w.raw(&RDB_VERSION.to_le_bytes());
+    let crc = crc64::crc64(0, &w.buf);
+    w.raw(&crc.to_le_bytes());
+    w.buf
+}
+
+/// A repeated IID keeps its first ID, and finding that first ID is a lookup: it was a scan of
+/// the producer's IIDs per repeat, so 80 000 IIDs and 80 000 repeats took a minute.
+#[test]
+fn repeated_iids_load_in_linear_time() {
+    let payload = idmp_payload(80_000, 80_000);
+    let started = std::time::Instant::now();
+    let Value::Stream(s) = restore(&payload, &ctx()).unwrap() else { panic!("not a stream") };
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert_eq!(s.idmp.iids_tracked(), 80_000);
+    assert_eq!(s.idmp.recorded(b"producer", b"iid-79999"), Some(StreamId::new(1, 79_999)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Redis' legacy RDB test files (ziplists, zipmaps, intsets, LZF), when a source tree is present.
 // ---------------------------------------------------------------------------------------------

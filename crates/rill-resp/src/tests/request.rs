@@ -114,6 +114,28 @@ fn partial_request_waits_and_keeps_only_its_own_bytes() {
 }
 
 #[test]
+fn an_announced_bulk_length_is_not_a_reservation() {
+    let mut parser = RequestParser::new();
+    let limits = Limits::default();
+    let mut buf = BytesMut::from(&b"*2\r\n$3\r\nSET\r\n$536870912\r\n"[..]);
+    assert_eq!(parser.parse(&mut buf, &limits), Ok(None));
+    assert!(buf.is_empty());
+    // Nothing of the bulk yet: only the fixed amount ahead.
+    assert_eq!(parser.bytes_wanted(&buf), crate::RESERVE_AHEAD_MAX_BYTES);
+    // As the bulk arrives the hint grows with it (doubling the buffer), never to the claim.
+    buf.extend_from_slice(&vec![b'x'; 1 << 20]);
+    assert_eq!(parser.parse(&mut buf, &limits), Ok(None));
+    assert_eq!(parser.bytes_wanted(&buf), (1 << 20) + crate::RESERVE_AHEAD_MAX_BYTES);
+    // Near the end it is exactly what is left.
+    let mut parser = RequestParser::new();
+    let mut buf = BytesMut::from(&b"*1\r\n$100000\r\n"[..]);
+    assert_eq!(parser.parse(&mut buf, &limits), Ok(None));
+    buf.extend_from_slice(&vec![b'y'; 99_000]);
+    assert_eq!(parser.parse(&mut buf, &limits), Ok(None));
+    assert_eq!(parser.bytes_wanted(&buf), 1002);
+}
+
+#[test]
 fn big_bulk_in_small_pieces() {
     let payload = vec![b'x'; 1 << 20];
     let mut input = b"*2\r\n$3\r\nSET\r\n$1048576\r\n".to_vec();

@@ -126,10 +126,11 @@ impl Idmp {
             let producer =
                 idmp.producers.entry(pid).or_insert_with(|| Producer { registered_ms: now_ms, ..Producer::default() });
             for (iid, id) in iids {
-                if producer.by_iid.insert(iid.clone(), id).is_none() {
+                // The first ID of a repeated IID stays (looked up, not searched for: a payload
+                // repeating one IID a million times must not cost a million scans).
+                if let std::collections::hash_map::Entry::Vacant(slot) = producer.by_iid.entry(iid.clone()) {
+                    slot.insert(id);
                     producer.order.push_back((iid, id));
-                } else if let Some(first) = producer.order.iter().find(|(i, _)| *i == iid) {
-                    producer.by_iid.insert(iid, first.1);
                 }
             }
         }
