@@ -14,6 +14,7 @@ mod dispatch;
 mod info;
 mod logging;
 mod poll;
+mod ratelimit;
 mod state;
 
 use crate::config::Config;

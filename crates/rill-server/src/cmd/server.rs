@@ -105,7 +105,9 @@ fn apply(c: &mut Call, name: &str) {
 
 /// CONFIG RESETSTAT
 pub fn config_resetstat(c: &mut Call) -> CmdResult {
-    c.st.stats = Stats::default();
+    // Redis keeps the ACL counters across RESETSTAT.
+    let acl = c.st.stats.acl;
+    c.st.stats = Stats { acl, ..Stats::default() };
     c.st.engine.expired_keys = 0;
     c.st.engine.keyspace_hits = 0;
     c.st.engine.keyspace_misses = 0;
