@@ -68,6 +68,15 @@ pub fn config_set(c: &mut Call) -> CmdResult {
             let _ = trial.set_startup("dir", &abs.display().to_string());
         }
     }
+    // As Redis: a larger maxclients needs the open-files limit raised first; refuse the
+    // call if the system does not allow it.
+    if changed.contains(&"maxclients") {
+        let wanted = u64::try_from(trial.get_i64("maxclients")).unwrap_or(1);
+        let fitted = crate::listen::adjust_open_files_limit(wanted).unwrap_or(0);
+        if fitted != wanted {
+            return Err(CmdError::owned(format!("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {fitted}")));
+        }
+    }
     c.st.config = trial;
     for name in changed {
         apply(c, name);
