@@ -6,6 +6,8 @@
 //! * listeners are bound with `SO_REUSEADDR`, `IPV6_V6ONLY` on IPv6 (so `* ::*` can bind both
 //!   families on one port) and the `tcp-backlog` as the listen backlog ([`bind_all`]); an
 //!   address written with a leading `-` is skipped when the host does not have it;
+//! * protected mode refuses peers that are not loopback while the default user has no
+//!   password ([`protected_mode_denies`], [`DENIED`]);
 //! * accept errors never spin: the ones the kernel reports for a connection that already went
 //!   away are retried at once, a full descriptor table is met with a spare descriptor kept for
 //!   the purpose (the waiting client gets the max-clients error instead of hanging), and the
@@ -23,6 +25,30 @@ pub const RESERVED_FDS: u64 = 32;
 
 /// The reply to a client over `maxclients`, as Redis sends it before closing.
 pub const MAX_CLIENTS_REACHED: &[u8] = b"-ERR max number of clients reached\r\n";
+
+/// The reply to a client protected mode refuses, byte for byte as Redis sends it before closing.
+pub const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+// ------------------------------------------------------------------------------------------------
+// Protected mode
+// ------------------------------------------------------------------------------------------------
+
+/// Whether Redis counts `peer` as local: an IPv4 address in 127.0.0.0/8 or `::1` (it compares
+/// the printed address with `127.` and `::1`). An IPv4-mapped IPv6 address is not local; it
+/// cannot occur, as IPv6 listeners are bound `IPV6_V6ONLY`.
+pub fn is_local_peer(peer: IpAddr) -> bool {
+    match peer {
+        IpAddr::V4(a) => a.octets().first() == Some(&127),
+        IpAddr::V6(a) => a == Ipv6Addr::LOCALHOST,
+    }
+}
+
+/// Whether a new connection from `peer` is refused with [`DENIED`]: `protected-mode yes`, the
+/// default user has no password, and the peer is not local. Redis decides on the peer alone,
+/// whatever `bind` says (since 7.0; 6.x also let any peer in once `bind` was given).
+pub fn protected_mode_denies(protected_mode: bool, default_user_nopass: bool, peer: IpAddr) -> bool {
+    protected_mode && default_user_nopass && !is_local_peer(peer)
+}
 
 // ------------------------------------------------------------------------------------------------
 // Open-files limit
@@ -374,6 +400,27 @@ pub fn refuse(socket: &TcpStream, reply: &[u8]) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn protected_mode_lets_only_loopback_in_without_a_password() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for local in ["127.0.0.1", "127.255.3.4", "::1"] {
+            assert!(!protected_mode_denies(true, true, ip(local)), "{local}");
+        }
+        for remote in ["10.0.0.2", "192.168.1.5", "0.0.0.0", "128.0.0.1", "::2", "fe80::1", "::ffff:127.0.0.1", "::"] {
+            assert!(protected_mode_denies(true, true, ip(remote)), "{remote}");
+            // A password for the default user, or protected mode off, lets everyone in.
+            assert!(!protected_mode_denies(true, false, ip(remote)), "{remote}");
+            assert!(!protected_mode_denies(false, true, ip(remote)), "{remote}");
+        }
+    }
+
+    #[test]
+    fn denied_is_one_error_line() {
+        assert!(DENIED.starts_with(b"-DENIED Redis is running in protected mode"));
+        assert!(DENIED.ends_with(b"from the outside.\r\n"));
+        assert_eq!(DENIED.iter().filter(|&&b| b == b'\n').count(), 1);
+    }
 
     #[test]
     fn best_limit_walks_down_by_16_from_the_wanted_limit() {

@@ -272,6 +272,13 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
             let nopass = cmd::connection::default_user_nopass(&st.config);
+            if listen::protected_mode_denies(st.config.get("protected-mode") == "yes", nopass, peer.ip()) {
+                // Counted as Redis counts it: rejected, and not a connection received.
+                st.stats.rejected_connections += 1;
+                drop(st);
+                listen::refuse(&socket, listen::DENIED);
+                continue;
+            }
             st.stats.connections_received += 1;
             authenticated = nopass;
             let now = now_ms();
