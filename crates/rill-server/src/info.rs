@@ -189,6 +189,12 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "total_reads_processed:{}", s.commands_processed);
             line!(out, "client_query_buffer_limit_disconnections:{}", s.query_buffer_limit_disconnections);
             line!(out, "client_output_buffer_limit_disconnections:{}", s.output_buffer_limit_disconnections);
+            // Redis prints these last in the section, in this order.
+            line!(out, "acl_access_denied_auth:{}", s.acl.denied_auth);
+            line!(out, "acl_access_denied_cmd:{}", s.acl.denied_cmd);
+            line!(out, "acl_access_denied_key:{}", s.acl.denied_key);
+            line!(out, "acl_access_denied_channel:{}", s.acl.denied_channel);
+            line!(out, "acl_access_denied_tls_cert:{}", s.acl.denied_tls_cert);
         }
         "replication" => {
             line!(out, "# Replication");

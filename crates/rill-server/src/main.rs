@@ -13,8 +13,10 @@ mod config;
 mod conn;
 mod dispatch;
 mod info;
+mod listen;
 mod logging;
 mod poll;
+mod ratelimit;
 mod state;
 
 use crate::config::Config;
@@ -109,24 +111,26 @@ fn main() {
     std::process::exit(code);
 }
 
-async fn run(config: Config) -> i32 {
+async fn run(mut config: Config) -> i32 {
     let port = config.get_i64("port") as u16;
-    let mut listeners = Vec::new();
-    for addr in config.get("bind").split_whitespace() {
-        let addr = match addr.trim_start_matches('-') {
-            "*" => "0.0.0.0",
-            "::*" => "::",
-            a => a,
-        };
-        let host = if addr.contains(':') { format!("[{addr}]:{port}") } else { format!("{addr}:{port}") };
-        match TcpListener::bind(&host).await {
-            Ok(l) => listeners.push(l),
-            Err(e) => {
-                tracing::error!("Could not create server TCP listening socket {host}: {e}");
-                return 1;
-            }
+    // As Redis: fit the open-files limit to maxclients before listening, lowering maxclients
+    // if the hard limit forbids the descriptors it needs.
+    let maxclients = u64::try_from(config.get_i64("maxclients")).unwrap_or(1);
+    match listen::adjust_open_files_limit(maxclients) {
+        Ok(fitted) if fitted != maxclients => {
+            let _ = config.set_startup("maxclients", &fitted.to_string());
         }
+        Ok(_) => {}
+        Err(()) => return 1,
     }
+    let backlog = u32::try_from(config.get_i64("tcp-backlog")).unwrap_or(511);
+    let listeners = match listen::bind_all(config.get("bind"), port, backlog).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
     let engine_config = EngineConfig {
         databases: config.get_i64("databases").max(1) as usize,
         stream_node_max_entries: config.get_i64("stream-node-max-entries"),
@@ -253,12 +257,18 @@ fn finish_persistence(shared: &Arc<Shared>) {
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    let mut errors = listen::AcceptErrors::default();
     loop {
         let (socket, peer) = match listener.accept().await {
-            Ok(x) => x,
+            Ok(x) => {
+                errors.succeeded();
+                x
+            }
             Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                let rejected = || shared.lock().stats.rejected_connections += 1;
+                if let listen::AfterError::Wait(pause) = errors.failed(&e, &listener, rejected) {
+                    tokio::time::sleep(pause).await;
+                }
                 continue;
             }
         };
@@ -271,11 +281,19 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             if st.clients.len() >= max {
                 st.stats.rejected_connections += 1;
                 drop(st);
-                let _ = socket.try_write(b"-ERR max number of clients reached\r\n");
+                listen::refuse(&socket, listen::MAX_CLIENTS_REACHED);
+                continue;
+            }
+            let nopass = cmd::connection::default_user_nopass(&st.config);
+            if listen::protected_mode_denies(st.config.get("protected-mode") == "yes", nopass, peer.ip()) {
+                // Counted as Redis counts it: rejected, and not a connection received.
+                st.stats.rejected_connections += 1;
+                drop(st);
+                listen::refuse(&socket, listen::DENIED);
                 continue;
             }
             st.stats.connections_received += 1;
-            authenticated = st.config.get("requirepass").is_empty();
+            authenticated = nopass;
             let now = now_ms();
             let laddr = socket.local_addr().map(|a| a.to_string()).unwrap_or_default();
             #[cfg(unix)]

@@ -86,10 +86,27 @@ pub struct Stats {
     pub output_buffer_limit_disconnections: u64,
     /// `errorstat_<CODE>:count=n`
     pub errors_by_code: BTreeMap<String, u64>,
+    /// `acl_access_denied_*`
+    pub acl: AclStats,
     /// Per command: calls, usec, rejected, failed (`cmdstat_<name>`), keyed by the address of
     /// its static spec: hashing a pointer is cheaper than hashing and comparing the name on
     /// every command.
     pub commands: HashMap<usize, CommandStat, foldhash::fast::RandomState>,
+}
+
+/// The `acl_access_denied_*` counters of INFO stats. As in Redis, CONFIG RESETSTAT keeps them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AclStats {
+    /// `acl_access_denied_auth`: failed AUTH and HELLO AUTH.
+    pub denied_auth: u64,
+    /// `acl_access_denied_cmd` (0 until rill has ACL users).
+    pub denied_cmd: u64,
+    /// `acl_access_denied_key` (0 until rill has ACL users).
+    pub denied_key: u64,
+    /// `acl_access_denied_channel` (0 until rill has ACL users).
+    pub denied_channel: u64,
+    /// `acl_access_denied_tls_cert` (0: rill has no TLS).
+    pub denied_tls_cert: u64,
 }
 
 /// One `cmdstat_` line.

@@ -86,6 +86,76 @@ fn requirepass_auth_and_hello_auth_like_redis() {
     assert!(closed);
 }
 
+/// The `field:value` lines of an INFO reply's section, in order.
+fn info_fields(info: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(info)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('$'))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn failed_authentication_is_counted_in_info_stats_like_redis() {
+    let (rill, redis) = pair(&["--requirepass", "s3cret"]);
+    same_replies(
+        &rill,
+        redis.as_ref(),
+        &[
+            &["AUTH", "wrong"],
+            &["AUTH", "default", "wrong"],
+            &["AUTH", "nosuchuser", "s3cret"],
+            &["HELLO", "3", "AUTH", "default", "wrong"],
+            &["AUTH", "s3cret"],
+            // The ACL counters survive RESETSTAT.
+            &["CONFIG", "RESETSTAT"],
+        ],
+    );
+    let stats = |server: &Server| {
+        let mut c = server.connect();
+        c.cmd(&["AUTH", "s3cret"]);
+        info_fields(&c.cmd(&["INFO", "stats"]))
+    };
+    let ours = stats(&rill);
+    let acl: Vec<&(String, String)> = ours.iter().filter(|(k, _)| k.starts_with("acl_access_denied_")).collect();
+    let names: Vec<&str> = acl.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "acl_access_denied_auth",
+            "acl_access_denied_cmd",
+            "acl_access_denied_key",
+            "acl_access_denied_channel",
+            "acl_access_denied_tls_cert"
+        ]
+    );
+    assert_eq!(acl[0].1, "4", "four failed authentications");
+    assert!(acl[1..].iter().all(|(_, v)| v == "0"));
+    // Last in the section, as in Redis.
+    assert_eq!(ours[ours.len() - acl.len()..].iter().collect::<Vec<_>>(), acl);
+    if let Some(redis) = &redis {
+        let theirs = stats(redis);
+        let their_acl: Vec<&(String, String)> =
+            theirs.iter().filter(|(k, _)| k.starts_with("acl_access_denied_")).collect();
+        // 8.2.3 prints all but tls_cert (added later), in the same order, with the same counts.
+        assert_eq!(acl[..their_acl.len()], their_acl[..], "acl_access_denied_*: rill vs redis 8.2.3");
+        assert_eq!(their_acl.len(), 4);
+        assert_eq!(theirs[theirs.len() - their_acl.len()..].iter().collect::<Vec<_>>(), their_acl);
+    }
+
+    // Each failure is logged, a few a second at most however fast they come.
+    let mut c = rill.connect();
+    let started = std::time::Instant::now();
+    for _ in 0..300 {
+        assert!(c.cmd(&["AUTH", "wrong"]).starts_with(b"-WRONGPASS"));
+    }
+    let seconds = started.elapsed().as_secs() + 1;
+    let lines = rill.log().lines().filter(|l| l.contains("Failed authentication for user")).count() as u64;
+    assert!((1..=3 * (seconds + 2)).contains(&lines), "{lines} lines for 304 failures in {seconds} s:\n{}", rill.log());
+    assert!(!rill.log().contains("wrong"), "a password was logged:\n{}", rill.log());
+}
+
 #[test]
 fn no_password_configured_auth_errors_like_redis() {
     let (rill, redis) = pair(&[]);

@@ -55,7 +55,47 @@ pub fn ping(c: &mut Call) -> CmdResult {
 }
 
 fn password_required(c: &Call) -> bool {
-    !c.st.config.get("requirepass").is_empty()
+    !default_user_nopass(&c.st.config)
+}
+
+/// Whether the default user takes any password (Redis' `nopass`): `requirepass` is unset.
+/// Protected mode and the connection's initial authentication both ask this.
+pub fn default_user_nopass(config: &crate::config::Config) -> bool {
+    config.get("requirepass").is_empty()
+}
+
+/// Whether `given` equals `secret`, in a time that depends on neither's content: every byte
+/// of `given` is compared (against `secret` repeated), with no exit at the first difference,
+/// and a length difference only sets the result. The loop's length is the attacker's own
+/// input length. Redis compares SHA-256 digests for the same purpose.
+fn password_matches(secret: &[u8], given: &[u8]) -> bool {
+    if secret.is_empty() {
+        return given.is_empty();
+    }
+    let mut diff = u8::from(secret.len() != given.len());
+    for (s, g) in secret.iter().cycle().zip(given) {
+        diff |= s ^ g;
+    }
+    // Keep the optimiser from turning the fold into an early exit.
+    std::hint::black_box(diff) == 0
+}
+
+/// Failed authentications logged per second at most; the rest are counted in INFO only.
+static AUTH_FAILURE_LOG: std::sync::Mutex<crate::ratelimit::LogLimiter> =
+    std::sync::Mutex::new(crate::ratelimit::LogLimiter::new(3));
+
+/// Record a failed authentication as Redis does: `acl_access_denied_auth` in INFO stats, and
+/// a log line (rate-limited; rill has no ACL LOG, where Redis adds an entry). The password
+/// is never logged.
+fn auth_failed(c: &mut Call, username: &[u8]) {
+    c.st.stats.acl.denied_auth += 1;
+    let allowed = AUTH_FAILURE_LOG.lock().unwrap_or_else(|p| p.into_inner()).allow(std::time::Instant::now());
+    if let Some(suppressed) = allowed {
+        let addr = c.st.clients.get(&c.conn.id).map(|ci| ci.addr.as_str()).unwrap_or("?");
+        let user = String::from_utf8_lossy(username);
+        let more = if suppressed > 0 { format!(" ({suppressed} more since the last report)") } else { String::new() };
+        tracing::warn!("Failed authentication for user '{user}' from {addr} (id={}){more}", c.conn.id);
+    }
 }
 
 /// Check credentials for the default user. `username` None: the one-argument AUTH form.
@@ -66,10 +106,11 @@ fn authenticate(c: &mut Call, username: Option<&[u8]>, password: &[u8]) -> Resul
     }
     let user_ok = username.is_none_or(|u| u == b"default");
     // A user without a password (requirepass unset: `nopass`) accepts any password.
-    if user_ok && (required.is_empty() || required.as_bytes() == password) {
+    if user_ok && (required.is_empty() || password_matches(required.as_bytes(), password)) {
         c.conn.authenticated = true;
         Ok(())
     } else {
+        auth_failed(c, username.unwrap_or(b"default"));
         Err(CmdError::full("WRONGPASS invalid username-password pair or user is disabled."))
     }
 }
@@ -474,4 +515,31 @@ pub fn client_unblock(c: &mut Call) -> CmdResult {
     c.st.blocked.handed_to_tasks += 1;
     let _ = w.tx.send(crate::blocking::Outcome::Reply(r, 0));
     Ok(Action::Reply(Reply::Integer(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::password_matches;
+
+    #[test]
+    fn password_comparison() {
+        assert!(password_matches(b"s3cret", b"s3cret"));
+        assert!(!password_matches(b"s3cret", b"s3creT"));
+        assert!(!password_matches(b"s3cret", b"X3cret"));
+        // Prefixes, extensions and repetitions of the secret are not the secret.
+        assert!(!password_matches(b"s3cret", b"s3cre"));
+        assert!(!password_matches(b"s3cret", b"s3crets"));
+        assert!(!password_matches(b"ab", b"abab"));
+        assert!(!password_matches(b"s3cret", b""));
+        assert!(password_matches(b"", b""));
+        assert!(!password_matches(b"", b"x"));
+        // Every byte value, in every position.
+        let secret: Vec<u8> = (0..=255).collect();
+        for i in 0..secret.len() {
+            let mut given = secret.clone();
+            given[i] ^= 0x80;
+            assert!(!password_matches(&secret, &given));
+        }
+        assert!(password_matches(&secret, &secret.clone()));
+    }
 }

@@ -81,6 +81,15 @@ pub fn config_set(c: &mut Call) -> CmdResult {
             let _ = trial.set_startup("dir", &abs.display().to_string());
         }
     }
+    // As Redis: a larger maxclients needs the open-files limit raised first; refuse the
+    // call if the system does not allow it.
+    if changed.contains(&"maxclients") {
+        let wanted = u64::try_from(trial.get_i64("maxclients")).unwrap_or(1);
+        let fitted = crate::listen::adjust_open_files_limit(wanted).unwrap_or(0);
+        if fitted != wanted {
+            return Err(CmdError::owned(format!("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {fitted}")));
+        }
+    }
     c.st.config = trial;
     for name in changed {
         apply(c, name);
@@ -118,7 +127,9 @@ fn apply(c: &mut Call, name: &str) {
 
 /// CONFIG RESETSTAT
 pub fn config_resetstat(c: &mut Call) -> CmdResult {
-    c.st.stats = Stats::default();
+    // Redis keeps the ACL counters across RESETSTAT.
+    let acl = c.st.stats.acl;
+    c.st.stats = Stats { acl, ..Stats::default() };
     c.st.engine.expired_keys = 0;
     c.st.engine.keyspace_hits = 0;
     c.st.engine.keyspace_misses = 0;
