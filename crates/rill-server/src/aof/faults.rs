@@ -480,3 +480,32 @@ fn a_disk_dying_at_any_point_of_the_recovery_leaves_a_log_that_loads_with_everyt
         }
     }
 }
+
+/// Records written in the same round as a rotation, before it, are fsynced (in the file they
+/// went to) before they are acknowledged, and before the rewrite reads that file.
+#[test]
+fn records_just_before_a_rotation_are_on_disk_when_acknowledged() {
+    let dir = temp_dir();
+    let disk = Disk::new(Plan::default());
+    let mut files = Files::new(dir.to_str().unwrap(), NAME);
+    let f = files.create_incr(1).unwrap();
+    files.write_manifest(Manifest { base: None, incrs: vec![files.incr_name(1)] }).unwrap();
+    let tuning = Tuning { retry: Duration::from_millis(2), fsync_every: None, prealloc_chunk: 64 << 10 };
+    let log = Log::start_with(files, f, 1, 8, FsyncPolicy::Always, Box::new(Layer(disk.clone())), tuning).unwrap();
+    let (mut ends, mut acked) = (Vec::new(), Vec::new());
+    for i in 0..3 {
+        // The writer is held back so that the record and the rotation are one round.
+        let (end, seq) = log.paused(|| {
+            let end = log.append_with(|out| encode(out, i));
+            let seq = log.files.lock().unwrap().next_seq();
+            log.rotate(log.prepare_rotation(seq).unwrap());
+            (end, seq)
+        });
+        ends.push(end);
+        acked.push(log.wait_durable(end).blocking_recv().unwrap());
+        assert!(acked[i] && log.wait_rotated(seq, Duration::from_secs(10)));
+        check_power_loss(&log, &dir, &disk, FsyncPolicy::Always, (&ends, &acked), true, &format!("record {i}"));
+    }
+    log.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
