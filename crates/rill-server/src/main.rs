@@ -80,6 +80,7 @@ fn main() {
         }
     };
     logging::init(config.get("loglevel"), config.get("logfile"));
+    crash_on_panic();
     for name in &config.ignored {
         tracing::warn!(
             "directive '{name}' is accepted for compatibility with redis.conf but not implemented by rill; ignored"
@@ -109,6 +110,24 @@ fn main() {
     let code = runtime.block_on(run(config));
     runtime.shutdown_timeout(Duration::from_millis(200));
     std::process::exit(code);
+}
+
+/// Crash-only: a panic anywhere (a command, a connection task, the log writer) ends the
+/// process once the message is logged. A command that panics may have changed part of the
+/// keyspace; serving that state, as tokio (which drops a panicking task) and a recovered
+/// poisoned lock would, could acknowledge writes on top of a state the log does not
+/// describe. A restart replays the log instead, which holds only whole commands. A hook and
+/// not `panic = "abort"` in a profile: profiles are workspace-wide (the client crates and every
+/// test build would follow), and the hook logs the message through the server's log first.
+/// The hook runs before any unwinding, so the lock the panicking thread holds is never
+/// released, and no other thread can see what the command left half-done.
+fn crash_on_panic() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        tracing::error!("panic: {info}; aborting (restart replays the log)");
+        default(info);
+        std::process::abort();
+    }));
 }
 
 async fn run(mut config: Config) -> i32 {

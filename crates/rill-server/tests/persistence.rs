@@ -571,3 +571,46 @@ fn xdelex_delref_of_a_trimmed_entry_survives_a_restart() {
     let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
     assert_same(&picture(&mut p.client()), &before);
 }
+
+/// Crash-only: a panic inside a command (DEBUG PANIC inside a transaction, after the
+/// transaction's first write has changed the keyspace) ends the process instead of leaving the
+/// half-applied transaction visible to other clients; the restart replays every acknowledged
+/// write and nothing of the transaction.
+#[test]
+fn a_panic_in_a_command_aborts_the_server_and_the_restart_replays_the_log() {
+    for policy in ["always", "everysec"] {
+        let dir = TempDir::new("rill-panic");
+        let args = ["--appendonly", "yes", "--appendfsync", policy, "--enable-debug-command", "yes"];
+        let mut p = Proc::start(dir.path(), &args);
+        let mut c = p.client();
+        for i in 0..50 {
+            assert_eq!(c.cmd(&["SET", &format!("k{i}"), &format!("v{i}")]), b"+OK\r\n");
+        }
+        let mut other = p.client();
+        assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+        assert_eq!(c.cmd(&["SET", "half", "1"]), b"+QUEUED\r\n");
+        assert_eq!(c.cmd(&["DEBUG", "PANIC"]), b"+QUEUED\r\n");
+        c.send_command(&[b"EXEC"]).unwrap();
+        let (got, closed) = c.read_until_close(Duration::from_secs(10));
+        assert!(closed && got.is_empty(), "{policy}: EXEC answered {}", s(&got));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = p.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "{policy}: the server kept running after a panic");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(!status.success(), "{policy}: {status}");
+        assert!(p.log().contains("DEBUG PANIC called at Unix time"), "{policy}: {}", p.log());
+        // Nobody is served the half-applied transaction.
+        assert!(other.request(&[b"GET", b"half"]).is_err(), "{policy}: still serving after the panic");
+        drop(p);
+        let p = Proc::start(dir.path(), &args);
+        let mut c = p.client();
+        for i in 0..50 {
+            assert_eq!(s(&c.cmd(&["GET", &format!("k{i}")])), format!("${}\r\nv{i}\r\n", format!("v{i}").len()));
+        }
+        assert_eq!(c.cmd(&["GET", "half"]), b"$-1\r\n", "{policy}");
+    }
+}

@@ -28,13 +28,23 @@ pub struct Files {
     /// manifest changes stay in memory (the file on disk lists nothing, so a crash before
     /// then cannot pass a log without its starting point off as the whole data).
     pub provisional: bool,
+    /// The highest sequence number handed out by [`Files::next_seq`], listed or not yet: a
+    /// rewrite takes its number before it creates the file, and the writer's recovery must not
+    /// take the same one meanwhile.
+    reserved: u64,
 }
 
 impl Files {
     /// The directory for `appenddirname` / `appendfilename` (relative to the working
     /// directory, which is `dir`).
     pub fn new(dirname: &str, name: &str) -> Files {
-        Files { dir: PathBuf::from(dirname), name: name.to_string(), manifest: Manifest::default(), provisional: false }
+        Files {
+            dir: PathBuf::from(dirname),
+            name: name.to_string(),
+            manifest: Manifest::default(),
+            provisional: false,
+            reserved: 0,
+        }
     }
 
     /// Path of the manifest.
@@ -69,6 +79,13 @@ impl Files {
     /// The highest sequence number the manifest uses.
     pub fn last_seq(&self) -> u64 {
         self.manifest.base.iter().chain(self.manifest.incrs.iter()).map(|f| self.seq_of(f)).max().unwrap_or(0)
+    }
+
+    /// A sequence number for a new file, above every one in use or handed out before.
+    pub fn next_seq(&mut self) -> u64 {
+        let seq = self.last_seq().max(self.reserved) + 1;
+        self.reserved = seq;
+        seq
     }
 
     /// Read the manifest; `Ok(None)` if there is none.

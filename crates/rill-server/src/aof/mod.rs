@@ -13,7 +13,9 @@
 //! ```
 //!
 //! The manifest is text: a `rill-manifest 1` line, then `base <file>` (optional) and one
-//! `incr <file>` line per log file in replay order.
+//! `incr <file>` line per log file in replay order. That order is not always the order of the
+//! numbers: after a failed write or fsync the writer continues in a fresh file listed right
+//! after the one that failed, which may come before a file a rewrite prepared (`writer.rs`).
 //!
 //! # Log file
 //!
@@ -46,8 +48,11 @@
 //! (`rill-server --check-log FILE [--fix]` reports and repairs).
 
 pub mod check;
+#[cfg(test)]
+mod faults;
 pub mod files;
 pub mod load;
+pub mod logfile;
 mod prealloc;
 pub mod rewrite;
 mod writer;

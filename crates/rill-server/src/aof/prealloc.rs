@@ -37,21 +37,18 @@
 //! start-up cuts the newest file's padding before appending, so padding only exists in the
 //! file being written, or in the newest file after a crash.
 
-use std::fs::File;
+use super::logfile::LogFile;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Zeros added ahead of the log's end per extension. At the rates of pipelined XADD under
+/// Zeros added ahead of the log's end per extension (the fault tests use less). At the rates of pipelined XADD under
 /// `always` (some tens of MB/s of records), 8 MiB lasts a few hundred milliseconds, while
 /// writing and syncing it takes about 10 ms. A crash leaves at most about 1.5 chunks of
 /// padding, which start-up reads through in milliseconds, and the file being written
 /// occupies at most that much extra disk space.
-const PREALLOC_CHUNK_BYTES: u64 = 8 << 20;
-/// The writer asks for an extension when less than this is left ahead of it. Half a chunk
-/// leaves the extender about a hundred times the time it needs.
-const PREALLOC_LOW_WATER_BYTES: u64 = PREALLOC_CHUNK_BYTES / 2;
+pub(super) const PREALLOC_CHUNK_BYTES: u64 = 8 << 20;
 /// Zeros written, then synced, per extension step. The writer's `fdatasync` flushes every
 /// dirty page of the file, so a group commit that runs while a step is in flight writes
 /// that step's zeros too. Measured with 40 KB rounds: with 1 MiB steps, such a round costs
@@ -72,7 +69,7 @@ const PREALLOCATE: bool = cfg!(unix);
 
 /// The file being written, and how far it extends.
 struct Region {
-    file: Arc<File>,
+    file: Arc<dyn LogFile>,
     /// The file's length: every byte below it was written, by the writer or the extender.
     len: u64,
     /// Bumped whenever `file` changes or `len` shrinks.
@@ -91,35 +88,28 @@ pub(super) struct Prealloc {
     synced_end: AtomicU64,
     /// An extension was asked and has not finished yet.
     wanted: AtomicBool,
+    /// Zeros added per extension.
+    chunk: u64,
+    /// The writer asks for an extension when less than this is left ahead of it. Half a
+    /// chunk leaves the extender about a hundred times the time it needs.
+    low_water: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Write all of `bytes` at offset `pos` of `file`.
-#[cfg(unix)]
-fn write_at(file: &File, bytes: &[u8], pos: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, bytes, pos)
-}
-
-/// Write all of `bytes` at offset `pos` of `file`. This moves the file's position; only the
-/// writer writes there ([`PREALLOCATE`] is off).
-#[cfg(not(unix))]
-fn write_at(mut file: &File, bytes: &[u8], pos: u64) -> io::Result<()> {
-    use std::io::{Seek, SeekFrom, Write};
-    file.seek(SeekFrom::Start(pos))?;
-    file.write_all(bytes)
-}
-
 impl Prealloc {
-    /// Preallocation for `file`, which holds `len` bytes of log and no padding.
-    pub(super) fn new(file: Arc<File>, len: u64) -> Prealloc {
+    /// Preallocation for `file`, which holds `len` bytes of log and no padding, `chunk`
+    /// bytes of zeros at a time.
+    pub(super) fn new(file: Arc<dyn LogFile>, len: u64, chunk: u64) -> Prealloc {
         Prealloc {
             region: Mutex::new(Region { file, len, generation: 0, closed: false }),
             cv: Condvar::new(),
             synced_end: AtomicU64::new(len),
             wanted: AtomicBool::new(false),
+            chunk,
+            low_water: chunk / 2,
         }
     }
 
@@ -127,11 +117,11 @@ impl Prealloc {
     /// current file). `keep` (under `always`): keep preallocated space ahead, and ask for
     /// more when it runs low. Otherwise, cut off any padding first, so the file just grows.
     /// After an error, the caller cuts the file back ([`Prealloc::cut_back`]).
-    pub(super) fn write(&self, file: &File, bytes: &[u8], pos: u64, keep: bool) -> io::Result<()> {
+    pub(super) fn write(&self, file: &dyn LogFile, bytes: &[u8], pos: u64, keep: bool) -> io::Result<()> {
         let end = pos + bytes.len() as u64;
         if keep && end <= self.synced_end.load(Ordering::Acquire) {
             // The common case under `always`: no lock, no size change.
-            write_at(file, bytes, pos)?;
+            file.write_at(bytes, pos)?;
         } else {
             let mut r = lock(&self.region);
             if !keep && r.len > pos {
@@ -140,11 +130,10 @@ impl Prealloc {
                 r.generation += 1;
                 self.synced_end.fetch_min(pos, Ordering::AcqRel);
             }
-            write_at(file, bytes, pos)?;
+            file.write_at(bytes, pos)?;
             r.len = r.len.max(end);
         }
-        if keep && PREALLOCATE && self.synced_end.load(Ordering::Acquire).saturating_sub(end) < PREALLOC_LOW_WATER_BYTES
-        {
+        if keep && PREALLOCATE && self.synced_end.load(Ordering::Acquire).saturating_sub(end) < self.low_water {
             self.request();
         }
         Ok(())
@@ -160,8 +149,10 @@ impl Prealloc {
         }
     }
 
-    /// After a failed write: cut the current file back to `len` (its last whole record),
-    /// padding included, so neither a retry nor a restart finds a torn record.
+    /// Cut the current file back to `len`, padding included: after a failed write (to its
+    /// last whole record, so a restart finds no torn record), in a recovery (to what is known
+    /// on disk), at a rotation (to its logical end). Nothing extends it again until the
+    /// writer asks.
     pub(super) fn cut_back(&self, len: u64) -> io::Result<()> {
         let mut r = lock(&self.region);
         r.len = len;
@@ -172,7 +163,7 @@ impl Prealloc {
 
     /// A rotation: `file`, holding `len` bytes and no padding, is the current file now. The
     /// previous one is finished by whoever takes it from the writer.
-    pub(super) fn switch(&self, file: Arc<File>, len: u64) {
+    pub(super) fn switch(&self, file: Arc<dyn LogFile>, len: u64) {
         let mut r = lock(&self.region);
         r.file = file;
         r.len = len;
@@ -187,7 +178,7 @@ impl Prealloc {
         r.closed = true;
         r.generation += 1;
         self.cv.notify_all();
-        if r.file.metadata()?.len() > len {
+        if r.file.len()? > len {
             r.file.set_len(len)?;
         }
         r.len = len;
@@ -209,7 +200,7 @@ impl Prealloc {
         let mut zeros = Vec::new();
         let mut failing = false;
         loop {
-            let target = {
+            let (target, generation) = {
                 let mut r = lock(&self.region);
                 while !self.wanted.load(Ordering::Acquire) && !r.closed {
                     r = self.cv.wait(r).unwrap_or_else(|p| p.into_inner());
@@ -217,12 +208,12 @@ impl Prealloc {
                 if r.closed {
                     return;
                 }
-                r.len + PREALLOC_CHUNK_BYTES
+                (r.len + self.chunk, r.generation)
             };
             if zeros.is_empty() {
-                zeros = vec![0u8; PREALLOC_STEP_BYTES as usize];
+                zeros = vec![0u8; PREALLOC_STEP_BYTES.min(self.chunk) as usize];
             }
-            let result = self.extend_to(target, &zeros);
+            let result = self.extend_to(target, generation, &zeros);
             self.wanted.store(false, Ordering::Release);
             match result {
                 Ok(()) => failing = false,
@@ -238,15 +229,15 @@ impl Prealloc {
         }
     }
 
-    /// Extend the current file with zeros up to `target` bytes. Stops early, without an
-    /// error, if the file is finished, switched or cut meanwhile: the writer then asks again
-    /// for the file it writes.
-    fn extend_to(&self, target: u64, zeros: &[u8]) -> io::Result<()> {
-        let mut generation = None;
+    /// Extend the current file with zeros up to `target` bytes, as long as it is in
+    /// `generation` (the one the request was taken in). Stops early, without an error, if the
+    /// file is finished, switched or cut meanwhile: the writer then asks again for the file it
+    /// writes, and a file finished at a rotation gets no padding after its cut.
+    fn extend_to(&self, target: u64, generation: u64, zeros: &[u8]) -> io::Result<()> {
         loop {
             let (file, step_generation, step_end) = {
                 let mut r = lock(&self.region);
-                if r.closed || *generation.get_or_insert(r.generation) != r.generation {
+                if r.closed || r.generation != generation {
                     return Ok(());
                 }
                 let at = r.len;
@@ -255,7 +246,7 @@ impl Prealloc {
                 }
                 let n = (target - at).min(PREALLOC_STEP_BYTES);
                 let step = zeros.get(..n as usize).unwrap_or(zeros);
-                if let Err(e) = write_at(&r.file, step, at) {
+                if let Err(e) = r.file.write_at(step, at) {
                     // Leave no partial step behind: the space past `len` stays the writer's.
                     let _ = r.file.set_len(at);
                     return Err(e);

@@ -201,8 +201,9 @@ enum Source {
     Copy(Snapshot),
     /// The files the writer finishes with at the rotation point describe exactly the state at
     /// that point: a background thread rebuilds it from them in a private engine, so the
-    /// live keyspace is neither locked nor copied.
-    Files { base: Option<PathBuf>, incrs: Vec<PathBuf>, config: rill_engine::EngineConfig },
+    /// live keyspace is neither locked nor copied. Which files those are is read from the
+    /// manifest after the rotation: a recovery from a failed write may have added one.
+    Files { config: rill_engine::EngineConfig },
 }
 
 /// Start a log rewrite; with `save_to`, also write the new snapshot there (BGSAVE with the
@@ -215,22 +216,21 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
         return Err("ERR Background append only file rewriting already in progress");
     }
     let started = Instant::now();
-    let (seq, base, incrs, provisional) = {
-        let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
-        let base = files.manifest.base.as_ref().map(|f| files.path(f));
-        let incrs: Vec<PathBuf> = files.manifest.incrs.iter().map(|f| files.path(f)).collect();
-        (files.last_seq() + 1, base, incrs, files.provisional)
+    let (seq, provisional) = {
+        let mut files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+        // Reserved now: the writer's recovery may create a file before the thread does.
+        (files.next_seq(), files.provisional)
     };
     let source = if provisional {
         // The copy must be exactly the state at the rotation point: both happen under the
         // lock (the new file is prepared here too; this path runs once, when the log is
         // turned on).
         let file = log.prepare_rotation(seq).map_err(|_| "ERR cannot create the new AOF file")?;
-        log.rotate(seq, file);
+        log.rotate(file);
         Source::Copy(take(st))
     } else {
         // Any point will do: the thread prepares the new file, then rotates.
-        Source::Files { base, incrs, config: st.engine.config.clone() }
+        Source::Files { config: st.engine.config.clone() }
     };
     st.persist.rewrite_in_progress = true;
     if save_to.is_some() {
@@ -302,15 +302,24 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
         // Everything appended before this point goes to the old files, everything after to
         // the new one.
         let file = log.prepare_rotation(seq).map_err(|e| format!("cannot create the new AOF file: {e}"))?;
-        log.rotate(seq, file);
+        log.rotate(file);
     }
+    // Once the writer has switched, the files before the new one are final and on disk: it
+    // cut and fsynced each before switching away from it.
     if !log.wait_rotated(seq, Duration::from_secs(60)) {
         return Err("the writer did not start the new log file".into());
     }
-    log.finish_retired().map_err(|e| format!("finishing the previous AOF file: {e}"))?;
     let snap = match source {
         Source::Copy(snap) => snap,
-        Source::Files { base, incrs, config } => {
+        Source::Files { config } => {
+            let (base, incrs) = {
+                let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+                let first_new = files.incr_name(seq);
+                let base = files.manifest.base.as_ref().map(|f| files.path(f));
+                let incrs: Vec<PathBuf> =
+                    files.manifest.incrs.iter().take_while(|f| **f != first_new).map(|f| files.path(f)).collect();
+                (base, incrs)
+            };
             let engine = super::load::rebuild(base.as_deref(), &incrs, config, &shared.log_table)?;
             Snapshot::from_engine(engine)
         }

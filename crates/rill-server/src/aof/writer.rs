@@ -22,13 +22,71 @@
 //! too. The writer tracks the log's logical end: sizes, offsets and rotations count records
 //! only, and a finished file is cut to its last record.
 //!
-//! A failed write or fsync (disk full, I/O error) is retried every second after cutting the
-//! file back to its last whole record; meanwhile [`Log::failed`] is set (write commands get
-//! `-MISCONF`) and connections waiting for the failed records are closed without a reply, so
-//! nothing is acknowledged that is not on disk.
+//! All file operations go through [`LogFile`] (the fault-injection tests wrap it).
+//!
+//! # After a failed write or fsync
+//!
+//! On Linux a failed `fsync` may have dropped the dirty pages it could not write (marking them
+//! clean), and a retried `fsync` then succeeds with a hole behind it; a failed `write` may have
+//! left part of its bytes. So the rule is: **a file that saw a failed write or fsync is never
+//! trusted past the length it had at its last successful fsync (`synced_len`), and never
+//! written again.** The writer keeps, in memory, the records it wrote to the current file past
+//! `synced_len` (their buffers, not copies: one round under `always`, about a second of writes
+//! under `everysec`, bounded by the 2 s stall rule above), and on a failure:
+//!
+//! 1. [`Log::failed`] is set: write commands get `-MISCONF`, connections waiting for records
+//!    not yet safe are closed without a reply, so nothing is acknowledged that is not on disk.
+//! 2. The writer thread recovers: it cuts the suspect file back to `synced_len` and fsyncs it
+//!    (from then on it holds exactly the records before the kept ones, all of them on disk);
+//!    creates a fresh incremental file (header written, synced, directory synced) and lists
+//!    it in the manifest right after the suspect one (an atomic replace); writes the kept
+//!    records, then everything queued, into it; and fsyncs it. Only then does the offset known
+//!    on disk advance, and the failure clear. If any step fails, it tries again after a
+//!    second, from step 2 on yet another fresh file (a fresh file that got nothing on disk is
+//!    replaced in the manifest instead of kept, so a disk that keeps failing adds no files).
+//!
+//! The offset acknowledged never moves over a range that was not fsynced on a file written
+//! without failure since. The crash points, and what start-up finds (the manifest lists the
+//! files in replay order):
+//!
+//! * Before the cut is synced: the manifest ends with the suspect file, holding its synced
+//!   records, then whatever survived of the rest (the kept records, maybe torn, maybe with a
+//!   hole). Everything acknowledged under `always` is in the synced part; whole records after
+//!   it were never acknowledged, so replaying them is allowed (as after a crash mid-fsync); a
+//!   torn tail is cut back, and a hole followed by data stops start-up as corruption (repair
+//!   with `--check-log --fix`, which cuts at the hole: what it drops was not acknowledged).
+//! * After the cut, before the manifest names the fresh file: the suspect file is exactly its
+//!   synced records; the fresh file is not listed and is removed at start-up.
+//! * After the manifest names it: the suspect file, cut, then the fresh file with a prefix of
+//!   the kept and queued records (a torn last one is cut back). Nothing is replayed twice:
+//!   the kept records left the suspect file before the fresh one was listed.
+//! * After its fsync: both files whole, every record once.
+//!
+//! A rotation (a rewrite starting) is handled by the writer the same way: before it switches
+//! files it cuts the old one to its logical end and fsyncs it, so a rewrite, which rebuilds its
+//! snapshot from the files before the rotation point, reads only files that are final and on
+//! disk, and a failure there is recovered like any other (the fresh file goes before the
+//! rotation's file in the manifest, as its records do in the log). That fsync delays the
+//! writes queued behind the rotation by one fsync, once per rewrite.
+//!
+//! What each policy then promises:
+//!
+//! * `always`: no acknowledged write is lost, whatever fails; a write whose record was being
+//!   fsynced when it failed gets no reply and may or may not be in the log.
+//! * `everysec`: writes acknowledged before a failed fsync are rewritten from memory into the
+//!   fresh file, so they survive it; only a crash or power loss before that recovery finishes
+//!   can take them (the same second or two a power loss takes under `everysec` anyway).
+//! * `no`: nothing is known to be on disk, so the writer keeps no copy: what the OS accepted
+//!   counts as written. A failed write still switches to a fresh file (after cutting the torn
+//!   record off and fsyncing the old one), so nothing is ever appended after a failed write;
+//!   what the OS may have lost of earlier writes stays lost, as `no` allows.
+//!
+//! At start-up the file appended to is fsynced first: what the loader read may have been only
+//! in the page cache.
 
 use super::files::Files;
-use super::prealloc::Prealloc;
+use super::logfile::{FileLayer, LogFile, Plain};
+use super::prealloc::{Prealloc, PREALLOC_CHUNK_BYTES};
 use super::FsyncPolicy;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -41,7 +99,7 @@ use tokio::sync::watch;
 
 /// How long an everysec fsync may run before writes wait for it.
 const FSYNC_STALL: Duration = Duration::from_secs(2);
-/// Pause between retries of a failed write or fsync.
+/// Pause between attempts to recover from a failed write or fsync.
 const RETRY: Duration = Duration::from_secs(1);
 
 /// What the writer has made safe.
@@ -67,11 +125,42 @@ pub struct LogStatus {
     pub incr_seq: u64,
 }
 
+/// The writer's timings (the fault tests shorten them).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tuning {
+    /// Pause between attempts to recover.
+    pub retry: Duration,
+    /// How often the everysec fsync runs; `None`: no fsync thread (the tests call
+    /// [`Log::background_fsync`] themselves).
+    pub fsync_every: Option<Duration>,
+    /// Zeros preallocated per extension under `always`.
+    pub prealloc_chunk: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning { retry: RETRY, fsync_every: Some(Duration::from_secs(1)), prealloc_chunk: PREALLOC_CHUNK_BYTES }
+    }
+}
+
+/// An incremental file created and listed in the manifest for a rotation
+/// ([`Log::prepare_rotation`]), not yet written.
+pub struct NewFile {
+    seq: u64,
+    name: String,
+    file: Arc<dyn LogFile>,
+}
+
+impl std::fmt::Debug for NewFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewFile").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
 enum Seg {
     Data(Vec<u8>),
-    /// Switch to incremental file `seq` (created and listed in the manifest beforehand) after
-    /// everything before.
-    Rotate(u64, Arc<File>),
+    /// Switch to this file after everything before.
+    Rotate(NewFile),
 }
 
 #[derive(Default)]
@@ -84,10 +173,25 @@ struct Queue {
 /// The file being appended to (behind its own lock: the writer thread and connections take
 /// turns writing the queue).
 struct Sink {
-    file: Arc<File>,
+    file: Arc<dyn LogFile>,
+    /// Its name in the manifest.
+    name: String,
+    /// Its sequence number.
+    seq: u64,
     /// The logical end of the log in `file` (the file may be longer: preallocated zeros).
     file_len: u64,
+    /// How much of `file` is known on disk: its length at the last successful fsync.
+    synced_len: u64,
+    /// The records written to `file` past `synced_len`, in order, exactly covering
+    /// `synced_len..file_len`: what a recovery writes again into a fresh file. Always empty
+    /// under `no`.
+    kept: VecDeque<Vec<u8>>,
+    /// `file` was started by a recovery (not a rotation): nothing but the writer refers to it.
+    from_recovery: bool,
+    /// Log offset handed to the OS.
     written: u64,
+    /// Log offset known on disk (`written` minus the kept bytes).
+    synced: u64,
 }
 
 /// The running log (shared by connections, the writer, the fsync and rewrite threads).
@@ -98,27 +202,38 @@ pub struct Log {
     sink: Mutex<Sink>,
     durable: watch::Sender<Durable>,
     failed: AtomicBool,
+    /// The current file saw a failed write or fsync (cleared when the writer switches files).
+    /// A failed fsync reports its error once, to whichever caller it returns to: another
+    /// fsync of the same file that succeeds afterwards proves nothing about that error.
+    tainted: AtomicBool,
+    /// Held around every fsync of the current file and every switch of file, so that an
+    /// fsync's result is seen before the next one runs, and the background fsync never runs
+    /// on a file the writer has switched away from.
+    fsync_lock: Mutex<()>,
+    /// Bumped at every switch of file.
+    generation: AtomicU64,
     policy: AtomicU8,
-    /// The log directory and manifest (the writer rotates, the rewrite switches the base).
+    /// The log directory and manifest (the writer rotates and recovers, the rewrite switches
+    /// the base).
     pub files: Mutex<Files>,
     /// Status for INFO.
     pub status: Mutex<LogStatus>,
-    /// Highest incremental file number the writer has switched to.
+    /// Highest incremental file number the writer has rotated to (recoveries do not count).
     rotated: (Mutex<u64>, Condvar),
     unsynced: AtomicBool,
     /// When the running everysec fsync started (ms since `epoch`), 0 when none runs.
     fsync_started_ms: AtomicU64,
     epoch: Instant,
     written: AtomicU64,
+    synced: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Files switched away from by a rotation, with their logical length, not yet cut to it
-    /// and fsynced.
-    retired: Mutex<Vec<(Arc<File>, u64)>>,
     /// The preallocated space of the current file (`always`).
     prealloc: Prealloc,
     /// `always`: connections waiting for an offset, woken only once it is safe (or the log
     /// fails), so an fsync round wakes exactly the connections it acknowledges.
     waiters: Mutex<Waiters>,
+    layer: Box<dyn FileLayer>,
+    tuning: Tuning,
 }
 
 /// Waiting connections by (offset, registration number).
@@ -146,21 +261,53 @@ fn policy_code(p: FsyncPolicy) -> u8 {
     }
 }
 
+const MAGIC_LEN: u64 = super::LOG_MAGIC.len() as u64;
+
 impl Log {
     /// Start writing to `file` (incremental file `seq`, open for writing, not in append
     /// mode, holding `file_len` bytes of log and no padding), with the writer, fsync and
     /// preallocation threads.
     pub fn start(files: Files, file: File, seq: u64, file_len: u64, policy: FsyncPolicy) -> io::Result<Arc<Log>> {
+        Log::start_with(files, file, seq, file_len, policy, Box::new(Plain), Tuning::default())
+    }
+
+    /// [`Log::start`] through `layer`, with `tuning`.
+    pub(super) fn start_with(
+        files: Files,
+        file: File,
+        seq: u64,
+        file_len: u64,
+        policy: FsyncPolicy,
+        layer: Box<dyn FileLayer>,
+        tuning: Tuning,
+    ) -> io::Result<Arc<Log>> {
+        // What start-up read may have been in the page cache only: the file is trusted up to
+        // here once this succeeds.
+        file.sync_data()?;
+        let name = files.incr_name(seq);
+        let file = layer.wrap(file, &files.path(&name));
         let (durable, _) = watch::channel(Durable::default());
-        let file = Arc::new(file);
         let log = Arc::new(Log {
             q: Mutex::new(Queue::default()),
             cv: Condvar::new(),
             writer_idle: AtomicBool::new(false),
-            prealloc: Prealloc::new(file.clone(), file_len),
-            sink: Mutex::new(Sink { file, file_len, written: 0 }),
+            prealloc: Prealloc::new(file.clone(), file_len, tuning.prealloc_chunk),
+            sink: Mutex::new(Sink {
+                file,
+                name,
+                seq,
+                file_len,
+                synced_len: file_len,
+                kept: VecDeque::new(),
+                from_recovery: false,
+                written: 0,
+                synced: 0,
+            }),
             durable,
             failed: AtomicBool::new(false),
+            tainted: AtomicBool::new(false),
+            fsync_lock: Mutex::new(()),
+            generation: AtomicU64::new(0),
             policy: AtomicU8::new(policy_code(policy)),
             files: Mutex::new(files),
             status: Mutex::new(LogStatus { incr_size: file_len, incr_seq: seq, ..LogStatus::default() }),
@@ -169,17 +316,23 @@ impl Log {
             fsync_started_ms: AtomicU64::new(0),
             epoch: Instant::now(),
             written: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
-            retired: Mutex::new(Vec::new()),
             waiters: Mutex::new(Waiters::default()),
+            layer,
+            tuning,
         });
         let w = log.clone();
         let writer = std::thread::Builder::new().name("rill-aof-writer".into()).spawn(move || w.writer_loop())?;
-        let s = log.clone();
-        let syncer = std::thread::Builder::new().name("rill-aof-fsync".into()).spawn(move || s.fsync_loop())?;
         let e = log.clone();
         let extender = std::thread::Builder::new().name("rill-aof-prealloc".into()).spawn(move || e.prealloc.run())?;
-        lock(&log.threads).extend([writer, syncer, extender]);
+        lock(&log.threads).extend([writer, extender]);
+        if let Some(every) = tuning.fsync_every {
+            let s = log.clone();
+            let syncer =
+                std::thread::Builder::new().name("rill-aof-fsync".into()).spawn(move || s.fsync_loop(every))?;
+            lock(&log.threads).push(syncer);
+        }
         if policy == FsyncPolicy::Always {
             log.prealloc.request();
         }
@@ -240,37 +393,26 @@ impl Log {
     }
 
     /// Create incremental file `seq` and list it in the manifest (after the current ones), so
-    /// that the switch itself costs the writer nothing but a handle swap. Runs outside every
-    /// lock the write path takes.
-    pub fn prepare_rotation(&self, seq: u64) -> io::Result<Arc<File>> {
+    /// that the switch itself costs the writer little more than a handle swap. Runs outside
+    /// every lock the write path takes.
+    pub fn prepare_rotation(&self, seq: u64) -> io::Result<NewFile> {
         let mut files = lock(&self.files);
         let f = files.create_incr(seq)?;
         let mut m = files.manifest.clone();
         let name = files.incr_name(seq);
         if !m.incrs.contains(&name) {
-            m.incrs.push(name);
+            m.incrs.push(name.clone());
         }
         files.write_manifest(m)?;
-        Ok(Arc::new(f))
+        let file = self.layer.wrap(f, &files.path(&name));
+        Ok(NewFile { seq, name, file })
     }
 
-    /// Switch to `file` (incremental file `seq`, from [`Log::prepare_rotation`]) after
-    /// everything queued so far (a rewrite starts).
-    pub fn rotate(&self, seq: u64, file: Arc<File>) {
-        lock(&self.q).segs.push_back(Seg::Rotate(seq, file));
+    /// Switch to `file` (from [`Log::prepare_rotation`]) after everything queued so far (a
+    /// rewrite starts).
+    pub fn rotate(&self, file: NewFile) {
+        lock(&self.q).segs.push_back(Seg::Rotate(file));
         self.cv.notify_one();
-    }
-
-    /// Finish the files the writer has switched away from: cut each to its logical end (a
-    /// finished file holds no padding) and fsync it. Runs outside the writer's locks.
-    pub fn finish_retired(&self) -> io::Result<()> {
-        for (file, len) in std::mem::take(&mut *lock(&self.retired)) {
-            if file.metadata()?.len() > len {
-                file.set_len(len)?;
-            }
-            file.sync_data()?;
-        }
-        Ok(())
     }
 
     /// Total size of the log files `files` lists (the manifest), the current incremental
@@ -285,6 +427,7 @@ impl Log {
     }
 
     /// Wait until the writer has switched to incremental file `seq` (or `timeout` passes).
+    /// The files before it in the manifest are final and on disk then.
     pub fn wait_rotated(&self, seq: u64, timeout: Duration) -> bool {
         let (m, cv) = &self.rotated;
         let g = lock(m);
@@ -327,6 +470,12 @@ impl Log {
         }
     }
 
+    /// Publish `offset` as safe, and answer the waiters.
+    fn publish(&self, offset: u64) {
+        self.durable.send_replace(Durable { offset, failed: self.failed() });
+        self.release_waiters();
+    }
+
     /// The durable state now.
     pub fn durable(&self) -> Durable {
         *self.durable.borrow()
@@ -347,6 +496,21 @@ impl Log {
         self.written.load(Ordering::Relaxed)
     }
 
+    /// The log offset known on disk: covered by a successful fsync of a file without a
+    /// failure (under `no`, what the OS accepted: nothing is fsynced).
+    #[cfg(test)]
+    pub fn synced(&self) -> u64 {
+        self.synced.load(Ordering::Relaxed)
+    }
+
+    /// Run `f` while nothing writes, fsyncs, switches or publishes (a test's look at the
+    /// files and the offsets).
+    #[cfg(test)]
+    pub(super) fn paused<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _sink = lock(&self.sink);
+        f()
+    }
+
     /// `everysec` / `no`: make sure every record up to `offset` is written to the OS, writing
     /// the queue now if nobody has. False if a write failed (the reply must not go out).
     pub fn write_through(&self, offset: u64) -> bool {
@@ -360,11 +524,16 @@ impl Log {
         if sink.written >= offset {
             return true;
         }
+        if self.failed() {
+            // Failed while this waited for the lock: the file is suspect from now on.
+            return false;
+        }
         self.wait_for_stuck_fsync();
         match self.drain(&mut sink) {
             Ok(()) => sink.written >= offset,
             Err(e) => {
                 self.set_failed(&e, "writing to");
+                self.cv.notify_one();
                 false
             }
         }
@@ -384,6 +553,7 @@ impl Log {
     }
 
     fn set_failed(&self, e: &io::Error, what: &str) {
+        self.tainted.store(true, Ordering::Relaxed);
         let first = !self.failed.swap(true, Ordering::Relaxed);
         // strerror's text, as Redis reports it (without Rust's " (os error N)").
         let text = e.to_string();
@@ -393,7 +563,9 @@ impl Log {
         };
         lock(&self.status).last_error = Some(text);
         if first {
-            tracing::warn!("Error {what} the AOF file: {e}; refusing writes until it succeeds again");
+            tracing::warn!(
+                "Error {what} the AOF file: {e}; refusing writes until the log is rewritten into a new file"
+            );
         }
         let offset = self.durable.borrow().offset;
         self.durable.send_replace(Durable { offset, failed: true });
@@ -402,13 +574,19 @@ impl Log {
 
     fn clear_failed(&self) {
         if self.failed.swap(false, Ordering::Relaxed) {
-            tracing::warn!("AOF write error is solved, writes are accepted again");
+            tracing::warn!("AOF write error is solved (the log continues in a new file), writes are accepted again");
         }
         lock(&self.status).last_error = None;
     }
 
-    /// Write everything queued, in order (rotations included). On a failed write the file is
-    /// cut back to its last whole record and the unwritten segments go back to the queue.
+    /// The error a fsync that succeeded on a tainted file reports instead.
+    fn taint_error(&self) -> io::Error {
+        let text = lock(&self.status).last_error.clone().unwrap_or_else(|| "an earlier fsync failed".into());
+        io::Error::other(text)
+    }
+
+    /// Write everything queued, in order (rotations included). On a failure the unwritten
+    /// segments go back to the queue.
     fn drain(&self, sink: &mut Sink) -> io::Result<()> {
         loop {
             let mut segs: VecDeque<Seg> = {
@@ -419,14 +597,11 @@ impl Log {
                 std::mem::take(&mut q.segs)
             };
             while let Some(seg) = segs.pop_front() {
-                let result = match &seg {
+                let result = match seg {
                     Seg::Data(bytes) => self.write_once(sink, bytes),
-                    Seg::Rotate(seq, file) => {
-                        self.rotate_now(sink, *seq, file.clone());
-                        Ok(())
-                    }
+                    Seg::Rotate(file) => self.rotate_now(sink, file),
                 };
-                if let Err(e) = result {
+                if let Err((e, seg)) = result {
                     segs.push_front(seg);
                     let mut q = lock(&self.q);
                     segs.extend(q.segs.drain(..));
@@ -437,53 +612,184 @@ impl Log {
         }
     }
 
-    fn write_once(&self, sink: &mut Sink, bytes: &[u8]) -> io::Result<()> {
-        let keep_preallocated = self.policy() == FsyncPolicy::Always;
-        match self.prealloc.write(&sink.file, bytes, sink.file_len, keep_preallocated) {
+    fn write_once(&self, sink: &mut Sink, bytes: Vec<u8>) -> Result<(), (io::Error, Seg)> {
+        let policy = self.policy();
+        let keep_preallocated = policy == FsyncPolicy::Always;
+        match self.prealloc.write(&*sink.file, &bytes, sink.file_len, keep_preallocated) {
             Ok(()) => {
-                sink.file_len += bytes.len() as u64;
-                sink.written += bytes.len() as u64;
+                let n = bytes.len() as u64;
+                sink.file_len += n;
+                sink.written += n;
                 self.written.store(sink.written, Ordering::Relaxed);
                 self.unsynced.store(true, Ordering::Relaxed);
                 lock(&self.status).incr_size = sink.file_len;
+                if policy == FsyncPolicy::No {
+                    // `no` keeps no copy: what the OS accepted counts as written.
+                    sink.kept.clear();
+                    sink.synced_len = sink.file_len;
+                    sink.synced = sink.written;
+                    self.synced.store(sink.synced, Ordering::Relaxed);
+                } else {
+                    sink.kept.push_back(bytes);
+                }
                 Ok(())
             }
             Err(e) => {
-                // Cut back to the last whole record so a retry or a restart sees no torn
-                // record in the middle of the file.
+                // Cut back to the last whole record so a restart before the recovery sees no
+                // torn record in the middle of the file.
                 if let Err(t) = self.prealloc.cut_back(sink.file_len) {
                     tracing::warn!("cannot truncate the AOF file after a failed write: {t}");
                 }
-                Err(e)
+                Err((e, Seg::Data(bytes)))
             }
         }
     }
 
-    fn rotate_now(&self, sink: &mut Sink, seq: u64, file: Arc<File>) {
-        let old = std::mem::replace(&mut sink.file, file.clone());
-        lock(&self.retired).push((old, sink.file_len));
-        sink.file_len = super::LOG_MAGIC.len() as u64;
-        self.prealloc.switch(file, sink.file_len);
-        {
-            let mut status = lock(&self.status);
-            status.incr_size = sink.file_len;
-            status.incr_seq = seq;
+    /// fsync the current file. Fails if it failed before (`tainted`), even if this one
+    /// succeeds.
+    fn sync_current(&self, sink: &Sink) -> io::Result<()> {
+        let _g = lock(&self.fsync_lock);
+        sink.file.sync_data()?;
+        if self.tainted.load(Ordering::Relaxed) {
+            return Err(self.taint_error());
         }
+        Ok(())
+    }
+
+    /// The first `upto` bytes of the current file are on disk: drop the kept records they
+    /// cover.
+    fn synced_up_to(&self, sink: &mut Sink, upto: u64) {
+        while let Some(front) = sink.kept.front() {
+            let n = front.len() as u64;
+            if sink.synced_len + n > upto {
+                break;
+            }
+            sink.synced_len += n;
+            sink.synced += n;
+            sink.kept.pop_front();
+        }
+        self.synced.store(sink.synced, Ordering::Relaxed);
+    }
+
+    /// Make `file` the current one (the caller holds `fsync_lock`).
+    fn switch_to(&self, sink: &mut Sink, file: Arc<dyn LogFile>, name: String, seq: u64, from_recovery: bool) {
+        debug_assert!(sink.kept.is_empty() || from_recovery, "a rotation leaves no unsynced records behind");
+        sink.file = file.clone();
+        sink.name = name;
+        sink.seq = seq;
+        sink.file_len = MAGIC_LEN;
+        sink.synced_len = MAGIC_LEN;
+        sink.from_recovery = from_recovery;
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.tainted.store(false, Ordering::Relaxed);
+        self.prealloc.switch(file, MAGIC_LEN);
+        let mut status = lock(&self.status);
+        status.incr_size = MAGIC_LEN;
+        status.incr_seq = seq;
+    }
+
+    /// A rotation: finish the current file (cut to its logical end, fsynced: its records are
+    /// on disk before any record after the rotation is acknowledged, and the rewrite reads it
+    /// back), then switch.
+    fn rotate_now(&self, sink: &mut Sink, file: NewFile) -> Result<(), (io::Error, Seg)> {
+        let _g = lock(&self.fsync_lock);
+        let finished = self.prealloc.cut_back(sink.file_len).and_then(|()| sink.file.sync_data());
+        let finished = match finished {
+            Ok(()) if self.tainted.load(Ordering::Relaxed) => Err(self.taint_error()),
+            r => r,
+        };
+        if let Err(e) = finished {
+            return Err((e, Seg::Rotate(file)));
+        }
+        self.synced_up_to(sink, sink.file_len);
+        let seq = file.seq;
+        self.switch_to(sink, file.file, file.name, seq, false);
         let (m, cv) = &self.rotated;
         *lock(m) = seq;
         cv.notify_all();
+        Ok(())
+    }
+
+    /// After a failed write or fsync, make the log whole again in a fresh file (the rule is
+    /// in the module doc): cut the suspect file back to what is on disk, list a fresh file
+    /// after it, write the kept records and the queue into it, fsync it, and only then
+    /// publish and clear the failure.
+    fn recover(&self, sink: &mut Sink) -> io::Result<()> {
+        {
+            let _g = lock(&self.fsync_lock);
+            // A file a recovery started that has nothing on disk but its header is replaced
+            // in the manifest rather than cut and kept.
+            let replace = sink.from_recovery && sink.synced_len == MAGIC_LEN;
+            if !replace {
+                self.prealloc.cut_back(sink.synced_len)?;
+                sink.file.sync_data()?;
+                sink.file_len = sink.synced_len;
+                lock(&self.status).incr_size = sink.file_len;
+            }
+            let fresh = self.fresh_file(&sink.name, replace)?;
+            self.switch_to(sink, fresh.file, fresh.name, fresh.seq, true);
+        }
+        let keep_preallocated = self.policy() == FsyncPolicy::Always;
+        let Sink { file, kept, file_len, .. } = &mut *sink;
+        for bytes in kept.iter() {
+            self.prealloc.write(&**file, bytes, *file_len, keep_preallocated)?;
+            *file_len += bytes.len() as u64;
+        }
+        lock(&self.status).incr_size = sink.file_len;
+        self.drain(sink)?;
+        // The background fsync skips a failed log, so this is the only fsync of the file.
+        self.sync_current(sink)?;
+        self.unsynced.store(false, Ordering::Relaxed);
+        self.synced_up_to(sink, sink.file_len);
+        self.clear_failed();
+        self.publish(if self.policy() == FsyncPolicy::Always { sink.synced } else { sink.written });
+        Ok(())
+    }
+
+    /// Create a fresh incremental file and list it in the manifest right after `current`
+    /// (or in its place, with `replace`, removing `current`).
+    fn fresh_file(&self, current: &str, replace: bool) -> io::Result<NewFile> {
+        let mut files = lock(&self.files);
+        let seq = files.next_seq();
+        let name = files.incr_name(seq);
+        let path = files.path(&name);
+        let f = match files.create_incr(seq) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        };
+        let mut m = files.manifest.clone();
+        match m.incrs.iter().position(|f| f == current) {
+            Some(i) if replace => {
+                if let Some(slot) = m.incrs.get_mut(i) {
+                    slot.clone_from(&name);
+                }
+            }
+            Some(i) => m.incrs.insert(i + 1, name.clone()),
+            None => m.incrs.push(name.clone()),
+        }
+        // On failure the new file stays: the manifest on disk may name it already (renamed,
+        // directory not synced). Unlisted, start-up or the next rewrite removes it.
+        files.write_manifest(m)?;
+        if replace {
+            let _ = std::fs::remove_file(files.path(current));
+        }
+        tracing::warn!("AOF: continuing the log in the new file {name}, after {current}");
+        Ok(NewFile { seq, file: self.layer.wrap(f, &path), name })
     }
 
     fn writer_loop(self: Arc<Self>) {
         loop {
             {
                 let mut q = lock(&self.q);
-                // Under `always` a failed fsync is retried even with nothing new queued, and
+                // A failed log is recovered even with nothing new queued. Under `always`,
                 // records written but not yet covered by an fsync (written through by
                 // connections under `everysec`/`no` before CONFIG SET appendfsync always)
                 // get one: replies waiting for them are released by it.
                 let always = || self.policy() == FsyncPolicy::Always;
-                let retry = || self.failed() && always();
+                let retry = || self.failed();
                 let behind = || always() && self.durable.borrow().offset < self.written.load(Ordering::Relaxed);
                 while q.segs.is_empty() && !q.stop && !retry() && !behind() {
                     self.writer_idle.store(true, Ordering::Relaxed);
@@ -494,7 +800,7 @@ impl Log {
                         .unwrap_or_else(|p| p.into_inner().0);
                 }
                 self.writer_idle.store(false, Ordering::Relaxed);
-                if q.segs.is_empty() && q.stop {
+                if q.stop {
                     break;
                 }
             }
@@ -508,51 +814,62 @@ impl Log {
                 std::thread::yield_now();
             }
             let mut sink = lock(&self.sink);
-            let before = sink.written;
+            if self.failed() {
+                if let Err(e) = self.recover(&mut sink) {
+                    self.set_failed(&e, "recovering");
+                    drop(sink);
+                    std::thread::sleep(self.tuning.retry);
+                }
+                continue;
+            }
             self.wait_for_stuck_fsync();
             if let Err(e) = self.drain(&mut sink) {
                 self.set_failed(&e, "writing to");
-                drop(sink);
-                std::thread::sleep(RETRY);
                 continue;
             }
             if self.policy() == FsyncPolicy::Always {
-                if let Err(e) = sink.file.sync_data() {
+                if let Err(e) = self.sync_current(&sink) {
                     self.set_failed(&e, "fsyncing");
-                    drop(sink);
-                    std::thread::sleep(RETRY);
                     continue;
                 }
                 self.unsynced.store(false, Ordering::Relaxed);
-                if self.failed() {
-                    self.clear_failed();
-                }
-            } else if self.failed() && sink.written != before {
-                self.clear_failed();
+                let end = sink.file_len;
+                self.synced_up_to(&mut sink, end);
+                self.publish(sink.synced);
+            } else {
+                self.publish(sink.written);
             }
-            self.durable.send_replace(Durable { offset: sink.written, failed: false });
-            self.release_waiters();
         }
         let mut sink = lock(&self.sink);
-        if let Err(e) = self.drain(&mut sink) {
-            tracing::warn!("could not write the AOF file at shutdown: {e}");
-        }
-        // Cut the padding off before the last fsync, which then makes the size durable too.
-        if let Err(e) = self.prealloc.close(sink.file_len) {
-            tracing::warn!("could not cut the preallocated space off the AOF file at shutdown: {e}");
-        }
-        if let Err(e) = self.finish_retired() {
-            tracing::warn!("could not finish the previous AOF file at shutdown: {e}");
-        }
-        for _ in 0..3 {
-            if sink.file.sync_data().is_ok() {
-                break;
+        for attempt in 0..3 {
+            match self.finish_at_shutdown(&mut sink) {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!("could not write and fsync the AOF file at shutdown: {e}");
+                    self.set_failed(&e, "writing to");
+                    if attempt < 2 {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
             }
-            std::thread::sleep(Duration::from_millis(100));
         }
         let (m, cv) = &self.rotated;
         *lock(m) = u64::MAX;
         cv.notify_all();
+    }
+
+    /// Shutdown: recover if needed, write everything queued, cut the padding off (the last
+    /// fsync then makes the size durable too), fsync.
+    fn finish_at_shutdown(&self, sink: &mut Sink) -> io::Result<()> {
+        if self.failed() {
+            self.recover(sink)?;
+        }
+        self.drain(sink)?;
+        self.prealloc.close(sink.file_len)?;
+        self.sync_current(sink)?;
+        self.synced_up_to(sink, sink.file_len);
+        self.publish(sink.synced);
+        Ok(())
     }
 
     fn now_ms(&self) -> u64 {
@@ -575,35 +892,54 @@ impl Log {
         }
     }
 
-    fn fsync_loop(self: Arc<Self>) {
+    fn fsync_loop(self: Arc<Self>, every: Duration) {
         let mut last = Instant::now();
+        let poll = every.min(Duration::from_millis(50));
         loop {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(poll);
             if lock(&self.q).stop {
                 return;
             }
-            if self.policy() != FsyncPolicy::EverySec || last.elapsed() < Duration::from_secs(1) {
+            if self.policy() != FsyncPolicy::EverySec || last.elapsed() < every {
                 continue;
             }
             last = Instant::now();
-            if !self.unsynced.swap(false, Ordering::Relaxed) {
-                continue;
+            self.background_fsync();
+        }
+    }
+
+    /// The everysec fsync: fsync the current file outside the writer's locks, then drop the
+    /// kept records it covered. A failure fails the log (the writer recovers). Skipped while
+    /// the log is failed: the recovery fsyncs the fresh file itself.
+    pub(super) fn background_fsync(&self) {
+        if self.failed() || !self.unsynced.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let (file, generation, upto) = {
+            let s = lock(&self.sink);
+            (s.file.clone(), self.generation.load(Ordering::Relaxed), s.file_len)
+        };
+        {
+            let _g = lock(&self.fsync_lock);
+            if self.generation.load(Ordering::Relaxed) != generation || self.failed() {
+                // The writer switched files meanwhile (after fsyncing the old one itself) or
+                // is recovering: the new file's records are for the next run.
+                self.unsynced.store(true, Ordering::Relaxed);
+                return;
             }
-            let file = lock(&self.sink).file.clone();
             self.fsync_started_ms.store(self.now_ms(), Ordering::Relaxed);
             let r = file.sync_data();
             self.fsync_started_ms.store(0, Ordering::Relaxed);
-            match r {
-                Ok(()) => {
-                    if self.failed() {
-                        self.clear_failed();
-                    }
-                }
-                Err(e) => {
-                    self.unsynced.store(true, Ordering::Relaxed);
-                    self.set_failed(&e, "fsyncing");
-                }
+            if let Err(e) = r {
+                self.unsynced.store(true, Ordering::Relaxed);
+                self.set_failed(&e, "fsyncing");
+                self.cv.notify_one();
+                return;
             }
+        }
+        let mut s = lock(&self.sink);
+        if self.generation.load(Ordering::Relaxed) == generation {
+            self.synced_up_to(&mut s, upto);
         }
     }
 }

@@ -193,6 +193,8 @@ const DEBUG_HELP: &[&str] = &[
     "    Turn active expiry off or on.",
     "OBJECT <key>",
     "    Show low-level information about the value stored at <key>.",
+    "PANIC",
+    "    Panic inside the command: the server aborts, and a restart replays the log.",
 ];
 
 /// DEBUG subcommand [args]: the safe subset. Anything else is an error, never a dropped
@@ -222,6 +224,10 @@ pub fn debug(c: &mut Call) -> CmdResult {
         ("set-active-expire", 3) => {
             c.st.active_expire = c.arg(2) != b"0";
             ok()
+        }
+        ("panic", 2) => {
+            // Crash-only (main.rs): the process aborts here, with the lock held.
+            panic!("DEBUG PANIC called at Unix time {}", c.now_ms / 1000)
         }
         ("object", 3) => {
             let key = c.arg(2).to_vec();

@@ -471,7 +471,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: ADMIN_FLAGS.and(Flags::PROTECTED),
         acl: ADMIN_ACL,
         group: "server",
-        summary: "Debugging helpers: SLEEP, LOG, SET-ACTIVE-EXPIRE, OBJECT, HELP.",
+        summary: "Debugging helpers: SLEEP, LOG, SET-ACTIVE-EXPIRE, OBJECT, PANIC, HELP.",
         since: "1.0.0",
         syntax: "subcommand [arg ...]",
         ..CommandSpec::DEFAULT
