@@ -207,15 +207,20 @@ pub fn backpressure_bytes(limit: &ClassLimit, authenticated: bool) -> u64 {
     configured.saturating_add(UNCOUNTED_OUTPUT_BYTES).max(BACKPRESSURE_BYTES)
 }
 
+/// The smallest safety bound, whatever the machine: no ordinary reply comes near it.
+const MIN_SAFETY_BYTES: u64 = 64 << 20;
+
 /// The most bytes one reply may take before the client is closed instead of the reply being
-/// built: the class's hard limit when set, otherwise a safety bound, `maxmemory` when set,
-/// else an eighth of the machine's memory (so that a few such clients at once cannot exhaust
-/// it; Redis has no such bound and lets an `SRANDMEMBER key -N` grow until memory runs out).
-pub fn reply_budget_bytes(limit: &ClassLimit, authenticated: bool, maxmemory: u64) -> u64 {
+/// built: the class's hard limit when set, otherwise a safety bound of an eighth of the
+/// machine's memory (so that a few such clients at once cannot exhaust it; Redis has no such
+/// bound and lets an `SRANDMEMBER key -N` grow until memory runs out). Not `maxmemory`: that
+/// caps what the keyspace may grow to, and a small one must not turn every reply into a
+/// disconnection (reads keep working over maxmemory, as in Redis).
+pub fn reply_budget_bytes(limit: &ClassLimit, authenticated: bool) -> u64 {
     if !authenticated {
         return UNCOUNTED_OUTPUT_BYTES + UNAUTHENTICATED_OUTPUT_BYTES;
     }
-    let safety = if maxmemory > 0 { maxmemory } else { physical_memory_bytes() / 8 };
+    let safety = (physical_memory_bytes() / 8).max(MIN_SAFETY_BYTES);
     match limit.hard_bytes {
         0 => safety,
         hard => hard.saturating_add(UNCOUNTED_OUTPUT_BYTES).min(safety),

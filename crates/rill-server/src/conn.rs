@@ -178,7 +178,7 @@ fn run_batch(
     }
     loop {
         // Per request: an AUTH earlier in the batch changes the limits.
-        conn.reply_budget = client_limits::reply_budget_bytes(&limit, conn.authenticated, st.hot.maxmemory);
+        conn.reply_budget = client_limits::reply_budget_bytes(&limit, conn.authenticated);
         let limits =
             Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
         match parser.parse_into(inbuf, &limits, &mut args) {
