@@ -1268,6 +1268,19 @@ fn sequences_that_once_differed_match_redis() {
             "XADD s 5-0 f 5",
             "XRANGE s - +",
         ],
+        // A careless client's arguments (issue 16): a COUNT Redis cannot allocate XAUTOCLAIM's
+        // array for, history from the largest ID (which Redis takes for `>`), and a malformed ID
+        // to XACKDEL on a missing group.
+        &[
+            "XADD s 1-0 f 1",
+            "XGROUP CREATE s g 0",
+            "XAUTOCLAIM s g c 0 0 COUNT 576460752303423487",
+            "XAUTOCLAIM s g c 0 0 COUNT 8796093022208",
+            "XREADGROUP GROUP g c STREAMS s 18446744073709551615-18446744073709551615",
+            "XREADGROUP GROUP g c STREAMS s 18446744073709551615-18446744073709551615",
+            "XACKDEL s nope IDS 2 1-0 x",
+            "XINFO GROUPS s",
+        ],
     ];
     for case in cases {
         let cmds: Vec<Vec<String>> = case.iter().map(|line| line.split(' ').map(str::to_string).collect()).collect();
