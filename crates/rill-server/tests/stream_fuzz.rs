@@ -10,6 +10,17 @@
 //! delivery times, seen/active/inactive times, XINFO STREAM's `radix-tree-*` counts, and the
 //! IDMP fields that Redis 8.2 does not have yet.
 //!
+//! About one command in four is careless (see `plain`): one argument, sometimes two, is
+//! replaced by an extreme or malformed value of its kind — a missing key or group; an ID that
+//! is `0-0`, ms-only, the largest ID or next to it, one with a huge sequence, one past `u64`,
+//! `-`/`+`/`$`/`>` where they are valid and where not, an exclusive bound at an edge, or no
+//! ID at all; a number that is 0, negative, near 2^43, 2^59 and 2^63, past `i64`, or not a
+//! number — in every ID and numeric position (COUNT, LIMIT, MAXLEN, MINID, `numids`,
+//! ENTRIESREAD, ENTRIESADDED, RETRYCOUNT, LASTID, MAXDELETEDID, min-idle-time). Values that
+//! would make the outcome depend on the clock are not drawn (see `Slot`). Against 8.2.3 a
+//! counter is never set to 2^63 − 1: 8.2.3 wraps it on the next increment, later Redis
+//! saturates, as rill does.
+//!
 //! XGROUP DESTROY is left out against 8.2.3: after it, 8.2.3 still counts the destroyed group
 //! when deciding whether an entry is referenced (XTRIM/XDELEX ... ACKED keep an entry only the
 //! destroyed group had not read), which later Redis fixed and rill does not reproduce.
@@ -47,6 +58,7 @@ mod common;
 
 use common::{multi_commands, parse_value, ReferenceServer, Server, ServerKind, Side, Value};
 use proptest::prelude::*;
+use proptest::sample::Index;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -152,18 +164,22 @@ fn words(parts: &[&str]) -> Vec<String> {
 /// [`SWAP`], [`BLOCK`], [`WATCHED`]).
 fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
     // A blocking read parked on a side connection, and its end (see `BLOCK`).
-    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..6).prop_map(
+    let block = (0..2u8, pick(GROUPS), pick(CONSUMERS), pick(KEYS), proptest::option::of(1u64..3), 0..8).prop_map(
         move |(i, g, c, k, count, kind)| {
             let mut a = words(&[BLOCK, &i.to_string()]);
             let count = count.map(|n| words(&["COUNT", &n.to_string()])).unwrap_or_default();
-            if kind == 0 || kind == 4 {
+            // The largest ID now and then: XREAD waits for an entry after it (there is none),
+            // XREADGROUP takes it for `>`.
+            let max = "18446744073709551615-18446744073709551615";
+            if kind == 0 || kind == 4 || kind == 6 {
                 a.extend(words(&["XREAD"]));
                 a.extend(count);
                 // Both keys now and then: woken by one, the whole command runs again.
                 if kind == 4 {
                     a.extend(words(&["BLOCK", "0", "STREAMS", "s1", "s2", "$", "$"]));
                 } else {
-                    a.extend(words(&["BLOCK", "0", "STREAMS", &k, "$"]));
+                    let id = if kind == 6 { max } else { "$" };
+                    a.extend(words(&["BLOCK", "0", "STREAMS", &k, id]));
                 }
             } else {
                 a.extend(words(&["XREADGROUP", "GROUP", &g, &c]));
@@ -180,7 +196,8 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
                 if kind == 5 {
                     a.extend(words(&["BLOCK", "0", "STREAMS", "s1", "s2", ">", ">"]));
                 } else {
-                    a.extend(words(&["BLOCK", "0", "STREAMS", &k, ">"]));
+                    let id = if kind == 7 { max } else { ">" };
+                    a.extend(words(&["BLOCK", "0", "STREAMS", &k, id]));
                 }
             }
             a
@@ -214,9 +231,296 @@ fn command(newer: bool) -> impl Strategy<Value = Vec<String>> {
     ]
 }
 
-/// One command, as its arguments. `newer`: the reference is newer than 8.2.3, so XGROUP
-/// DESTROY (see the module doc), XNACK and XREADGROUP CLAIM are included.
+/// One command, as its arguments: a [`well_formed`] one, now and then with one argument
+/// replaced by an extreme or malformed value of its kind (see [`careless`]).
 fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
+    // Sometimes a second one: a missing group and a malformed ID, say.
+    let replace = || proptest::option::weighted(0.25, (any::<Index>(), any::<Index>()));
+    (well_formed(newer), replace(), replace()).prop_map(move |(mut cmd, first, second)| {
+        // Commands on IKEY are left alone: their IDs come from the clock.
+        if cmd.iter().any(|a| a == IKEY) {
+            return cmd;
+        }
+        let slots = slots(&cmd);
+        for (slot, value) in first.into_iter().chain(first.and(second)) {
+            careless(&mut cmd, &slots, slot, value, newer);
+        }
+        cmd
+    })
+}
+
+/// What an argument [`careless`] may replace is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Key,
+    Group,
+    /// An entry ID, a range bound, a group start or a MINID.
+    Id,
+    /// Any other number: COUNT, LIMIT, MAXLEN, `numids`, ENTRIESREAD.
+    Number,
+    /// A counter's new value, XSETID's ENTRIESADDED or XCLAIM's RETRYCOUNT: a number, but
+    /// against 8.2.3 not 2^63 − 1, which 8.2.3's next XADD or delivery wraps to −2^63 (later
+    /// Redis, like rill, stays at 2^63 − 1).
+    Counter,
+    /// A min-idle-time: replaced only by values that mean 0, more than any idle time a test
+    /// sees, or nothing (an error), so what is claimed never depends on the clock.
+    MinIdle,
+    /// XCLAIM's IDLE or TIME: replaced only by values that are errors (a valid one would put
+    /// the delivery time at the clock, see `plain`'s XCLAIM).
+    Invalid,
+}
+
+/// Keys no sequence creates (unless a replaced XADD or MKSTREAM does).
+const WILD_KEYS: &[&str] = &["s9"];
+/// Groups no sequence creates.
+const WILD_GROUPS: &[&str] = &["g9"];
+/// Extreme and malformed IDs: `0-0` and ms-only forms, the largest ID and its neighbours, a
+/// huge sequence, one past `u64`, the special IDs (valid in some positions only), exclusive
+/// bounds at the edges, incomplete IDs (`ms-*`) and things that are not IDs. (Never a plain
+/// `*`, which reads the clock; no 13-digit milliseconds, which `Session::tokens` would take
+/// for the clock's.)
+const WILD_IDS: &[&str] = &[
+    "0-0",
+    "0",
+    "0-1",
+    "5",
+    "13-0",
+    "18446744073709551615-18446744073709551615",
+    "18446744073709551615-18446744073709551614",
+    "18446744073709551615",
+    "18446744073709551615-0",
+    "18446744073709551614-18446744073709551615",
+    "5-18446744073709551615",
+    "0-18446744073709551615",
+    "18446744073709551616",
+    "18446744073709551616-0",
+    "1-18446744073709551616",
+    "-",
+    "+",
+    "$",
+    ">",
+    "(0-0",
+    "(5-0",
+    "(18446744073709551615-18446744073709551615",
+    "(18446744073709551615",
+    "(-",
+    "(+",
+    "-1",
+    "-1-0",
+    "1--1",
+    "1-",
+    "-0",
+    "1-0-0",
+    "01-0",
+    "+1-0",
+    "1-x",
+    "1.5",
+    "0-*",
+    "5-*",
+    "18446744073709551615-*",
+    "x",
+    "",
+];
+/// Extreme and malformed numbers: 0, ±1, the `i64` edges and one past them, `u64::MAX`, COUNT
+/// near 2^59 (XAUTOCLAIM's limit, `LONG_MAX / 16`) and 2^63, 2^43 (from which Redis cannot
+/// allocate XAUTOCLAIM's array), 2^32, and non-numbers. (Nothing in 2^41..2^43, where
+/// whether Redis' XAUTOCLAIM allocation succeeds depends on its address space.)
+const WILD_NUMBERS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "-2",
+    "2147483648",
+    "4294967296",
+    "8796093022208",
+    "576460752303423487",
+    "576460752303423488",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "-9223372036854775809",
+    "18446744073709551615",
+    "007",
+    "+1",
+    "-0",
+    "1.5",
+    "1e3",
+    "0x10",
+    "x",
+    "",
+];
+/// [`WILD_NUMBERS`] without 2^63 − 1 (see [`Slot::Counter`]).
+const WILD_COUNTERS_8_2: &[&str] = &["0", "1", "-1", "4294967296", "576460752303423488", "9223372036854775808", "x"];
+/// Min-idle values whose result does not depend on the clock (see [`Slot::MinIdle`]).
+const WILD_MIN_IDLE: &[&str] =
+    &["0", "-1", "-9223372036854775808", "9223372036854775807", "9223372036854775808", "1.5", "x", ""];
+/// Values that are errors wherever a number goes.
+const WILD_INVALID: &[&str] = &["9223372036854775808", "1.5", "x", ""];
+
+/// Replace the argument of `cmd` in one of its `slots` (picked by `slot`) by a wild value of
+/// that slot's kind (picked by `value`). `newer`: see [`Slot::Counter`].
+fn careless(cmd: &mut [String], slots: &[(usize, Slot)], slot: Index, value: Index, newer: bool) {
+    if slots.is_empty() {
+        return;
+    }
+    let (at, kind) = slots[slot.index(slots.len())];
+    let pool = match kind {
+        Slot::Key => WILD_KEYS,
+        Slot::Group => WILD_GROUPS,
+        Slot::Id => WILD_IDS,
+        Slot::Number => WILD_NUMBERS,
+        Slot::Counter if newer => WILD_NUMBERS,
+        Slot::Counter => WILD_COUNTERS_8_2,
+        Slot::MinIdle => WILD_MIN_IDLE,
+        Slot::Invalid => WILD_INVALID,
+    };
+    cmd[at] = pool[value.index(pool.len())].to_string();
+}
+
+/// Where `cmd` (as [`well_formed`] makes them) has keys, groups, IDs and numbers.
+fn slots(cmd: &[String]) -> Vec<(usize, Slot)> {
+    let up = upper_all(cmd);
+    let word = |i: usize| up.get(i).map(String::as_str).unwrap_or_default();
+    let mut out = Vec::new();
+    let n = cmd.len();
+    // The value after an option keyword, from `from` on (before `to`).
+    let options = |out: &mut Vec<(usize, Slot)>, from: usize, to: usize| {
+        let mut i = from;
+        while i + 1 < to {
+            let slot = match word(i) {
+                "COUNT" | "LIMIT" | "ENTRIESREAD" => Slot::Number,
+                "ENTRIESADDED" | "RETRYCOUNT" => Slot::Counter,
+                "LASTID" | "MAXDELETEDID" => Slot::Id,
+                "IDLE" | "TIME" => Slot::Invalid,
+                "CLAIM" => Slot::MinIdle,
+                "MAXLEN" | "MINID" => {
+                    let kind = if word(i) == "MAXLEN" { Slot::Number } else { Slot::Id };
+                    if matches!(word(i + 1), "=" | "~") {
+                        i += 1;
+                    }
+                    out.push((i + 1, kind));
+                    i += 2;
+                    continue;
+                }
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            out.push((i + 1, slot));
+            i += 2;
+        }
+    };
+    // `IDS numids id ...` from `from` on.
+    let ids_block = |out: &mut Vec<(usize, Slot)>, from: usize| {
+        if let Some(at) = (from..n).find(|&i| word(i) == "IDS") {
+            let numids: usize = cmd[at + 1].parse().unwrap();
+            out.push((at + 1, Slot::Number));
+            out.extend((at + 2..at + 2 + numids).map(|i| (i, Slot::Id)));
+        }
+    };
+    match word(0) {
+        "XADD" => {
+            out.push((1, Slot::Key));
+            // Options, then the ID, then the fields (not replaced: values, not arguments).
+            let mut i = 2;
+            while i < n {
+                match word(i) {
+                    "NOMKSTREAM" | "KEEPREF" | "DELREF" | "ACKED" => i += 1,
+                    "MAXLEN" | "MINID" | "LIMIT" => {
+                        options(&mut out, i, i + 3);
+                        i += if matches!(word(i + 1), "=" | "~") { 3 } else { 2 };
+                    }
+                    _ => break,
+                }
+            }
+            out.push((i, Slot::Id));
+        }
+        "XTRIM" => {
+            out.push((1, Slot::Key));
+            options(&mut out, 2, n);
+        }
+        "XDEL" => {
+            out.push((1, Slot::Key));
+            out.extend((2..n).map(|i| (i, Slot::Id)));
+        }
+        "XDELEX" => {
+            out.push((1, Slot::Key));
+            ids_block(&mut out, 2);
+        }
+        "XACKDEL" | "XNACK" => {
+            out.extend([(1, Slot::Key), (2, Slot::Group)]);
+            ids_block(&mut out, 3);
+            options(&mut out, 3, n);
+        }
+        "XACK" => {
+            out.extend([(1, Slot::Key), (2, Slot::Group)]);
+            out.extend((3..n).map(|i| (i, Slot::Id)));
+        }
+        "XPENDING" => {
+            out.extend([(1, Slot::Key), (2, Slot::Group)]);
+            let at = if word(3) == "IDLE" {
+                out.push((4, Slot::MinIdle));
+                5
+            } else {
+                3
+            };
+            if n > at + 2 {
+                out.extend([(at, Slot::Id), (at + 1, Slot::Id), (at + 2, Slot::Number)]);
+            }
+        }
+        "XCLAIM" => {
+            out.extend([(1, Slot::Key), (2, Slot::Group), (4, Slot::MinIdle)]);
+            let options_at = (5..n).find(|&i| up[i].starts_with(|c: char| c.is_ascii_uppercase())).unwrap_or(n);
+            out.extend((5..options_at).map(|i| (i, Slot::Id)));
+            options(&mut out, options_at, n);
+        }
+        "XAUTOCLAIM" => {
+            out.extend([(1, Slot::Key), (2, Slot::Group), (4, Slot::MinIdle), (5, Slot::Id)]);
+            options(&mut out, 6, n);
+        }
+        "XRANGE" | "XREVRANGE" => {
+            out.extend([(1, Slot::Key), (2, Slot::Id), (3, Slot::Id)]);
+            options(&mut out, 4, n);
+        }
+        "XREAD" | "XREADGROUP" => {
+            if word(0) == "XREADGROUP" {
+                out.push((2, Slot::Group));
+            }
+            let streams = (1..n).find(|&i| word(i) == "STREAMS").unwrap_or(n);
+            options(&mut out, 1, streams);
+            let keys = n.saturating_sub(streams + 1) / 2;
+            out.extend((streams + 1..streams + 1 + keys).map(|i| (i, Slot::Key)));
+            out.extend((streams + 1 + keys..n).map(|i| (i, Slot::Id)));
+        }
+        "XSETID" => {
+            out.extend([(1, Slot::Key), (2, Slot::Id)]);
+            options(&mut out, 3, n);
+        }
+        "XGROUP" => {
+            out.extend([(2, Slot::Key), (3, Slot::Group)]);
+            if matches!(word(1), "CREATE" | "SETID") {
+                out.push((4, Slot::Id));
+                options(&mut out, 5, n);
+            }
+        }
+        "XINFO" => {
+            out.push((2, Slot::Key));
+            if word(1) == "CONSUMERS" {
+                out.push((3, Slot::Group));
+            }
+            options(&mut out, 3, n);
+        }
+        "XLEN" => out.push((1, Slot::Key)),
+        _ => {}
+    }
+    out.retain(|&(i, _)| i < n);
+    out
+}
+
+/// One well-formed command, as its arguments. `newer`: the reference is newer than 8.2.3, so
+/// XGROUP DESTROY (see the module doc), XNACK and XREADGROUP CLAIM are included.
+fn well_formed(newer: bool) -> impl Strategy<Value = Vec<String>> {
     let xadd = (pick(KEYS), any::<bool>(), proptest::option::of(trim(newer)), add_id(), fields()).prop_map(
         |(k, nomk, trim, id, fields)| {
             let mut a = words(&["XADD", &k]);
@@ -331,15 +635,22 @@ fn plain(newer: bool) -> impl Strategy<Value = Vec<String>> {
         a
     });
     let range = proptest::option::of((bound(), bound(), 1u64..6));
-    let pending =
-        (pick(KEYS), pick(GROUPS), range, proptest::option::of(pick(CONSUMERS))).prop_map(|(k, g, range, c)| {
+    // IDLE only as 0 or more than any idle time: which entries are idle enough for a smaller one
+    // would depend on the clock.
+    let idle = proptest::option::of(pick(&["0", "9223372036854775807"]));
+    let pending = (pick(KEYS), pick(GROUPS), range, proptest::option::of(pick(CONSUMERS)), idle).prop_map(
+        |(k, g, range, c, idle)| {
             let mut a = words(&["XPENDING", &k, &g]);
             if let Some((start, end, n)) = range {
+                if let Some(idle) = idle {
+                    a.extend(words(&["IDLE", &idle]));
+                }
                 a.extend([start, end, n.to_string()]);
                 a.extend(c);
             }
             a
-        });
+        },
+    );
     let xclaim = (
         (pick(KEYS), pick(GROUPS), pick(CONSUMERS), ids(3)),
         (any::<bool>(), any::<bool>(), proptest::option::of(0u64..5), proptest::option::of(id())),
@@ -792,7 +1103,8 @@ impl Session {
         let mut token = |b: &[u8]| -> Option<String> {
             let (ms, seq) = std::str::from_utf8(b).ok()?.split_once('-')?;
             let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
-            if ms.len() < 13 || !digits(ms) || !digits(seq) {
+            // Exactly 13 digits: the clock's (not, say, the largest ID's 20).
+            if ms.len() != 13 || !digits(ms) || !digits(seq) {
                 return None;
             }
             let next = table.len();
@@ -955,6 +1267,19 @@ fn sequences_that_once_differed_match_redis() {
             "XINFO STREAM s",
             "XADD s 5-0 f 5",
             "XRANGE s - +",
+        ],
+        // A careless client's arguments (issue 16): a COUNT Redis cannot allocate XAUTOCLAIM's
+        // array for, history from the largest ID (which Redis takes for `>`), and a malformed ID
+        // to XACKDEL on a missing group.
+        &[
+            "XADD s 1-0 f 1",
+            "XGROUP CREATE s g 0",
+            "XAUTOCLAIM s g c 0 0 COUNT 576460752303423487",
+            "XAUTOCLAIM s g c 0 0 COUNT 8796093022208",
+            "XREADGROUP GROUP g c STREAMS s 18446744073709551615-18446744073709551615",
+            "XREADGROUP GROUP g c STREAMS s 18446744073709551615-18446744073709551615",
+            "XACKDEL s nope IDS 2 1-0 x",
+            "XINFO GROUPS s",
         ],
     ];
     for case in cases {

@@ -82,10 +82,12 @@ const STILL_REFERENCED: i64 = 2;
 fn xackdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = args.get(1).ok_or_else(|| CmdError::arity("xackdel"))?;
     let group = args.get(2).ok_or_else(|| CmdError::arity("xackdel"))?;
-    let exists = args::write_stream(engine, ctx, key)?.is_some();
+    // Redis' order: the key's type, the options, then a missing key or group (-1 for every
+    // ID, however malformed), and only then the IDs.
+    let has_group = args::write_stream(engine, ctx, key)?.is_some_and(|s| s.group(group).is_some());
     let opts = parse_ids_args(args, 3)?;
     let missing = || Ok(Reply::Array(vec![Reply::Integer(NOT_PENDING); opts.count]));
-    if !exists {
+    if !has_group {
         return missing();
     }
     let ids = args
@@ -95,9 +97,6 @@ fn xackdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         .map(|a| args::strict_id(a))
         .collect::<Result<Vec<StreamId>, _>>()?;
     let Some(stream) = args::write_stream(engine, ctx, key)? else { return missing() };
-    if stream.group(group).is_none() {
-        return missing();
-    }
     let mut results = Vec::with_capacity(ids.len());
     let mut deleted_any = false;
     let mut changes = 0u64;

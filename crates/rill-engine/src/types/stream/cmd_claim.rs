@@ -68,6 +68,20 @@ pub(super) const XAUTOCLAIM: CommandSpec = CommandSpec {
 const AUTOCLAIM_COUNT_DEFAULT: u64 = 100;
 /// XAUTOCLAIM inspects at most this many PEL entries per COUNT.
 const AUTOCLAIM_ATTEMPTS_PER_COUNT: u64 = 10;
+/// The largest COUNT XAUTOCLAIM takes: Redis caps it at `LONG_MAX / 16` (16 bytes per ID of
+/// its transient array, which is also more than the 10 attempts per COUNT).
+const AUTOCLAIM_COUNT_MAX: i64 = i64::MAX / 16;
+/// From this COUNT on XAUTOCLAIM refuses to run, as Redis does when it cannot allocate its
+/// transient array of 16 bytes per COUNT: 2^43 × 16 bytes is 128 TiB, the whole user address
+/// space of x86-64 Linux, so Redis' allocation fails there whatever else the process holds.
+/// (Below it Redis' answer depends on the free address space of the moment: measured on one
+/// host, the first COUNT refused was between 3 × 2^40 and 6 × 2^40, varying between
+/// processes; rill refuses none of those.) rill allocates nothing that size; it only answers
+/// the same.
+const AUTOCLAIM_COUNT_UNALLOCATABLE: u64 = 1 << 43;
+/// Redis' answer to a COUNT from [`AUTOCLAIM_COUNT_UNALLOCATABLE`] on.
+const AUTOCLAIM_COUNT_TOO_HIGH: CmdError =
+    CmdError::full("ERR Insufficient memory, failed allocating transient memory, COUNT too high.");
 
 /// XCLAIM's options.
 #[derive(Debug, Default)]
@@ -215,9 +229,8 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let mut j = 6;
     while let Some(opt) = args.get(j) {
         if is(opt, "COUNT") && j + 1 < args.len() {
-            let max = i64::MAX / 16;
             count = parse_i64(at(j + 1))
-                .filter(|n| (1..=max).contains(n))
+                .filter(|n| (1..=AUTOCLAIM_COUNT_MAX).contains(n))
                 .and_then(|n| u64::try_from(n).ok())
                 .ok_or(CmdError::full("ERR COUNT must be > 0"))?;
             j += 1;
@@ -232,6 +245,10 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let group = args.get(2).ok_or_else(|| CmdError::arity("xautoclaim"))?;
     let consumer = args.get(3).ok_or_else(|| CmdError::arity("xautoclaim"))?;
     let stream = args::group_stream(engine, ctx, key, group, || args::no_key_or_group(key, group))?;
+    // After the key and group checks, before the consumer is created, as in Redis.
+    if count >= AUTOCLAIM_COUNT_UNALLOCATABLE {
+        return Err(AUTOCLAIM_COUNT_TOO_HIGH);
+    }
     let now = ctx.now_ms;
     let mut effects = Vec::new();
     touch_consumer(stream, group, consumer, now, &mut effects);

@@ -204,7 +204,12 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             b"$" => return Err(meaningless("$")),
             b"+" => return Err(meaningless("+")),
             b">" => ReadKind::New,
-            other => ReadKind::History(args::strict_id(other)?),
+            // Redis stands for `>` with the largest ID, so that ID given explicitly is `>`
+            // too: it reads (and blocks for) new entries, never history.
+            other => match args::strict_id(other)? {
+                StreamId::MAX => ReadKind::New,
+                id => ReadKind::History(id),
+            },
         });
     }
 
