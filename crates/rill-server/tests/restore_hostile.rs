@@ -21,7 +21,7 @@ use common::{escape, free_port, ReferenceServer, Server, ServerKind, TempDir};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Address space rill gets: ~10 times what it maps idle, far below any claim here.
 const ADDRESS_SPACE_KIB: u64 = 2 << 20;
@@ -231,17 +231,10 @@ fn a_dump_rdb_with_a_lying_length_stops_start_up_with_an_error() {
         .stderr(log)
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("rill kept running on a corrupt dump.rdb");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = common::wait_exit(&mut child, Duration::from_secs(60)) else {
+        child.kill().unwrap();
+        child.wait().unwrap();
+        panic!("rill kept running on a corrupt dump.rdb");
     };
     let text = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
     assert_eq!(status.signal(), None, "rill was killed by a signal: {status}; log:\n{text}");

@@ -10,7 +10,7 @@ mod common;
 use common::{escape, Proc, ReferenceServer, Server, ServerKind, TempDir};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// rill and Redis 8.2.3, both started with `extra`.
 fn pair(extra: &[&str]) -> Option<(Server, Server)> {
@@ -161,17 +161,10 @@ fn refused_at_start(dir: &Path, extra: &[&str]) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("rill-server started with {extra:?}: it must refuse");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = common::wait_exit(&mut child, Duration::from_secs(15)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("rill-server started with {extra:?}: it must refuse");
     };
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();

@@ -47,7 +47,7 @@ fn bad_option_fails_at_start() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let status = wait_exit(&mut child, Duration::from_secs(10));
+    let status = common::wait_exit(&mut child, Duration::from_secs(10));
     let status = status.unwrap_or_else(|| {
         let _ = child.kill();
         let _ = child.wait();
@@ -72,17 +72,6 @@ fn sigterm_shuts_down_cleanly() {
     // The client sees the connection closed.
     let (_, closed) = c.read_until_close(Duration::from_secs(2));
     assert!(closed, "connection still open after shutdown");
-}
-
-fn wait_exit(child: &mut std::process::Child, timeout: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
 }
 
 #[test]

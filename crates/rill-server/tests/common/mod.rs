@@ -150,6 +150,19 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Wait up to `timeout` for `child` to exit; its status, or `None` if it is still running (the
+/// caller decides whether to kill it).
+pub fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
 /// A rill-server process on a directory that outlives it (so it can be restarted there).
 pub struct Proc {
     pub child: Child,
