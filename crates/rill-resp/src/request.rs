@@ -274,6 +274,14 @@ impl RequestParser {
         }
     }
 
+    /// The bytes still to come for the bulk in progress (its announced length, CRLF included,
+    /// less what `buf` holds), or 0. This is the client's word, bounded only by the
+    /// `max_bulk_len` the parser already enforced: a server that reserves it (Redis reads a
+    /// big argument into a buffer of its own size) must do so fallibly.
+    pub fn bulk_bytes_announced(&self, buf: &BytesMut) -> usize {
+        self.bulk_len.map_or(0, |len| len.saturating_add(2).saturating_sub(buf.len()))
+    }
+
     /// Finds the `terminator` of the line at the front of `buf`, resuming the search where the
     /// last call stopped. `Err(too_big)` once more than `max` bytes precede the terminator.
     fn find_line_end(

@@ -459,10 +459,17 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
             }
             Next::Read => {
                 // A big argument is read into a buffer of its size, as Redis does for
-                // arguments of 32 KiB and more (bounded by proto-max-bulk-len).
-                let wanted = parser.bytes_wanted(&inbuf);
-                if wanted >= BIG_ARG_BYTES && inbuf.capacity() - inbuf.len() < wanted {
-                    inbuf.reserve(wanted);
+                // arguments of 32 KiB and more. The size is the client's word (bounded by
+                // proto-max-bulk-len, and by 16 KiB before AUTH, in the parser), so it is
+                // reserved fallibly; the pages are only touched as the bytes arrive. If the
+                // allocator refuses, the buffer grows with what really arrives.
+                let announced = parser.bulk_bytes_announced(&inbuf);
+                if announced >= BIG_ARG_BYTES && inbuf.capacity() - inbuf.len() < announced {
+                    if let Some(bigger) = with_room(&inbuf, announced) {
+                        inbuf = bigger;
+                    } else {
+                        inbuf.reserve(parser.bytes_wanted(&inbuf));
+                    }
                     qbuf_private = true;
                     publish_buffers(&mem, &inbuf, qbuf_private, &out, &conn);
                 }
@@ -517,6 +524,17 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
     st.clients.remove(&id);
 }
 
+/// `buf`'s bytes in a new buffer with room for `more` after them, or `None` if the allocator
+/// refuses that much (a fallible reservation: `BytesMut::reserve` would abort the process).
+fn with_room(buf: &BytesMut, more: usize) -> Option<BytesMut> {
+    let mut v: Vec<u8> = Vec::new();
+    v.try_reserve_exact(buf.len().checked_add(more)?).ok()?;
+    v.extend_from_slice(buf);
+    // A uniquely owned `Bytes` made from a `Vec` converts back without a copy, keeping the
+    // vector's capacity (checked by the test below).
+    bytes::Bytes::from(v).try_into_mut().ok()
+}
+
 /// Redis' "big argument" size: a bulk at least this long gets a buffer of its own size.
 const BIG_ARG_BYTES: usize = 32 * 1024;
 
@@ -544,4 +562,16 @@ fn publish_buffers(mem: &ClientMemory, inbuf: &BytesMut, private: bool, out: &By
     ClientMemory::set(&mem.out_pending, out.len());
     ClientMemory::set(&mem.out_capacity, out.capacity());
     ClientMemory::set(&mem.multi_mem, conn.multi.as_ref().map_or(0, |m| m.argv_bytes));
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn with_room_keeps_the_bytes_and_the_room() {
+        let buf = bytes::BytesMut::from(&b"*3\r\n$3\r\nset\r\n"[..]);
+        let bigger = super::with_room(&buf, 1 << 20);
+        let bigger = bigger.as_ref().map(|b| (&b[..], b.capacity() >= buf.len() + (1 << 20)));
+        assert_eq!(bigger, Some((&buf[..], true)));
+        assert!(super::with_room(&buf, usize::MAX).is_none(), "a reservation too big is refused, not an abort");
+    }
 }

@@ -324,3 +324,24 @@ fn client_list_reports_the_query_buffer_and_the_multi_queue() {
     assert_eq!(field(&line, "multi-mem"), 11, "{line}");
     assert!(field(&line, "tot-mem") >= field(&line, "qbuf") + field(&line, "qbuf-free"), "{line}");
 }
+
+#[test]
+fn a_big_argument_gets_a_buffer_of_its_announced_size() {
+    // As Redis (unit/querybuf "fat argv"): a bulk of 32 KiB or more is read into a buffer of
+    // its own size as soon as its header arrives; the reservation is fallible and only the
+    // bytes that arrive are touched.
+    let server = Server::rill();
+    let mut admin = server.connect();
+    let mut c = server.connect();
+    let id: u64 = text(&c.cmd(&["CLIENT", "ID"]))[1..].trim().parse().unwrap();
+    c.send(b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1000000\r\n").unwrap();
+    let sized = eventually(Duration::from_secs(5), || {
+        let line = client_line(&mut admin, id).unwrap();
+        field(&line, "qbuf") + field(&line, "qbuf-free") > 1_000_000
+    });
+    assert!(sized, "{:?}", client_line(&mut admin, id));
+    c.send(&vec![b'x'; 1_000_000]).unwrap();
+    c.send(b"\r\n").unwrap();
+    assert_eq!(c.read_reply().unwrap(), b"+OK\r\n");
+    assert_eq!(text(&c.cmd(&["STRLEN", "a"])), ":1000000\r\n");
+}
