@@ -473,6 +473,18 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
                     qbuf_private = true;
                     publish_buffers(&mem, &inbuf, qbuf_private, &out, &conn);
                 }
+                // Fast path: input already waiting (a pipelining client) is read without
+                // arming the idle and shrink timers of the wait below, which cost a timer
+                // registration per batch (about 10 % of pipelined XADD throughput).
+                // `consume_budget` keeps such a client from starving the others.
+                match read_some(&socket, &mut inbuf, &mut net_in) {
+                    None => break 'outer,
+                    Some(0) => {}
+                    Some(_) => {
+                        tokio::task::consume_budget().await;
+                        continue 'outer;
+                    }
+                }
                 // As Redis, a client in MULTI times out too; a blocked one does not (above).
                 let idle = (idle_timeout > 0).then(|| tokio::time::Instant::now() + Duration::from_secs(idle_timeout));
                 let mut shrink = tokio::time::Instant::now() + QBUF_IDLE_SHRINK;
