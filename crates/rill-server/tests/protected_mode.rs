@@ -218,8 +218,16 @@ struct Picture {
 fn picture(ns: &Namespaces) -> Picture {
     let server_addr = format!("{SERVER_IP}:{PORT}");
     let loopback = format!("127.0.0.1:{PORT}");
-    // Loopback first: it waits for the server to be up, and is let in.
-    let loopback_ping = peer(&ns.server, &loopback, b"PING\r\n").bytes;
+    // Loopback first: it waits for the server to be up (and done loading: -LOADING until
+    // then), and is let in.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let loopback_ping = loop {
+        let reply = peer(&ns.server, &loopback, b"PING\r\n").bytes;
+        if !reply.starts_with(b"-LOADING") || Instant::now() > deadline {
+            break reply;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let remote = peer(&ns.client, &server_addr, b"");
     let info = peer(&ns.server, &loopback, b"INFO stats\r\n").bytes;
     Picture { remote, rejected_connections: field(&info, "rejected_connections"), loopback_ping }
