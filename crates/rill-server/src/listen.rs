@@ -97,27 +97,27 @@ fn set_open_files_limit(limit: u64) -> io::Result<()> {
 }
 
 /// Fit the open-files limit to `maxclients` and return the `maxclients` that fits, logging as
-/// Redis does; `Err(())` when not even the reserved descriptors fit (the caller stops the
+/// Redis does; `None` when not even the reserved descriptors fit (the caller stops the
 /// server at start-up, after the message here).
 #[cfg(unix)]
-pub fn adjust_open_files_limit(maxclients: u64) -> Result<u64, ()> {
+pub fn adjust_open_files_limit(maxclients: u64) -> Option<u64> {
     let wanted = maxclients.saturating_add(RESERVED_FDS);
     let Some(current) = open_files_limit().0 else {
-        return Ok(maxclients);
+        return Some(maxclients);
     };
     if current >= wanted {
-        return Ok(maxclients);
+        return Some(maxclients);
     }
     let (best, refusal) = best_limit(current, wanted, set_open_files_limit);
     if best >= wanted {
         tracing::info!("Increased maximum number of open files to {wanted} (it was originally set to {current}).");
-        return Ok(maxclients);
+        return Some(maxclients);
     }
     if best <= RESERVED_FDS {
         tracing::warn!(
             "Your current 'ulimit -n' of {current} is not enough for the server to start. Please increase your open file limit to at least {wanted}. Exiting."
         );
-        return Err(());
+        return None;
     }
     let fitted = best - RESERVED_FDS;
     let reason = refusal.as_ref().map(strerror).unwrap_or_default();
@@ -126,13 +126,13 @@ pub fn adjust_open_files_limit(maxclients: u64) -> Result<u64, ()> {
     tracing::warn!(
         "Current maximum open files is {best}. maxclients has been reduced to {fitted} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."
     );
-    Ok(fitted)
+    Some(fitted)
 }
 
 /// Without rlimits, `maxclients` is taken as given.
 #[cfg(not(unix))]
-pub fn adjust_open_files_limit(maxclients: u64) -> Result<u64, ()> {
-    Ok(maxclients)
+pub fn adjust_open_files_limit(maxclients: u64) -> Option<u64> {
+    Some(maxclients)
 }
 
 // ------------------------------------------------------------------------------------------------

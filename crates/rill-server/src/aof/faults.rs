@@ -461,7 +461,7 @@ fn faults_without_preallocated_space_behave_the_same() {
 /// thread's writes go through the same layer), so the recovery sometimes lists a fresh file
 /// although the suspect file's cut back was lost. The next session fixes the race (or makes
 /// the operation count deterministic) and removes this `ignore`; run it by hand with
-/// `cargo test -p rill-server --bin rill-server -- --ignored a_disk_dying`.
+/// `cargo test -p rill-server --lib -- --ignored a_disk_dying`.
 #[test]
 #[ignore = "flaky race between the recovery and the preallocation thread; see the doc comment"]
 fn a_disk_dying_at_any_point_of_the_recovery_leaves_a_log_that_loads_with_everything_acknowledged() {

@@ -8,6 +8,8 @@ use std::io;
 use std::sync::Arc;
 
 /// A log file being written.
+// A file has a length, not an emptiness: `is_empty` would never be asked.
+#[allow(clippy::len_without_is_empty)]
 pub trait LogFile: Send + Sync {
     /// Write all of `bytes` at offset `pos`. A failure may leave part of them written.
     fn write_at(&self, bytes: &[u8], pos: u64) -> io::Result<()>;

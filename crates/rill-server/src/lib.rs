@@ -1,0 +1,21 @@
+//! `rill-server` as a library: everything the binary runs, so that dispatch, the log and the
+//! connection state machine can be tested without a process or a socket. The binary
+//! (`main.rs`) parses the command line, sets up logging and the crash-only panic hook, and
+//! calls [`run::run`].
+
+pub mod alloc;
+pub mod aof;
+pub mod blocking;
+pub mod client_limits;
+pub mod clock;
+pub mod cmd;
+pub mod config;
+pub mod conn;
+pub mod dispatch;
+pub mod info;
+pub mod listen;
+pub mod logging;
+pub mod poll;
+pub mod ratelimit;
+pub mod run;
+pub mod state;

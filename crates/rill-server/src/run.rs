@@ -1,0 +1,284 @@
+//! Running the server: bind the listeners, load the data while answering `-LOADING`, accept
+//! clients, run the periodic work, and finish the log on shutdown.
+
+use crate::config::Config;
+use crate::state::{now_ms, ClientInfo, Shared, State, Stats};
+use crate::{aof, cmd, conn, listen, poll, state};
+use bytes::Bytes;
+use rill_engine::command::CommandTable;
+use rill_engine::{Engine, EngineConfig};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+/// A new 40-hex-character run id.
+pub fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::new();
+    while out.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
+        );
+        h.write_u32(std::process::id());
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(40);
+    out
+}
+
+/// Run the server with `config` until it is told to stop; the process exit code.
+pub async fn run(mut config: Config) -> i32 {
+    let port = config.get_i64("port") as u16;
+    // As Redis: fit the open-files limit to maxclients before listening, lowering maxclients
+    // if the hard limit forbids the descriptors it needs.
+    let maxclients = u64::try_from(config.get_i64("maxclients")).unwrap_or(1);
+    match listen::adjust_open_files_limit(maxclients) {
+        Some(fitted) if fitted != maxclients => {
+            let _ = config.set_startup("maxclients", &fitted.to_string());
+        }
+        Some(_) => {}
+        None => return 1,
+    }
+    let backlog = u32::try_from(config.get_i64("tcp-backlog")).unwrap_or(511);
+    let listeners = match listen::bind_all(config.get("bind"), port, backlog).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+    };
+    let engine_config = EngineConfig {
+        databases: config.get_i64("databases").max(1) as usize,
+        stream_node_max_entries: config.get_i64("stream-node-max-entries"),
+        stream_node_max_bytes: config.get_i64("stream-node-max-bytes"),
+        stream_idmp_duration_secs: config.get_i64("stream-idmp-duration").max(1) as u64,
+        stream_idmp_maxsize: config.get_i64("stream-idmp-maxsize").max(1) as u64,
+    };
+    let mut families = rill_engine::types::families();
+    families.push(cmd::specs::COMMANDS);
+    let mut table = CommandTable::new(&families);
+    // The log names commands as they are, whatever clients call them: it is replayed through
+    // a table without the renames, so changing rename-command never strands a log.
+    let log_table = CommandTable::new(&families);
+    for r in &config.renames {
+        if let Err(reason) = table.rename(r.from.as_bytes(), r.to.as_bytes()) {
+            eprintln!("\n*** FATAL CONFIG FILE ERROR (rill {}) ***", env!("CARGO_PKG_VERSION"));
+            eprintln!("Reading the configuration file, at line {}", r.line);
+            eprintln!(">>> '{}'", r.text);
+            eprintln!("{reason}");
+            return 1;
+        }
+    }
+    let hot = state::HotConfig::from(&config);
+    let state = State {
+        hot,
+        engine: Engine::new(engine_config),
+        config,
+        clients: Default::default(),
+        blocked: Default::default(),
+        stats: Stats::default(),
+        last_save_unix: now_ms() / 1000,
+        active_expire: true,
+        aof: Default::default(),
+        persist: aof::rewrite::Persist {
+            loading: true,
+            last_rewrite_ok: true,
+            last_bgsave_ok: true,
+            last_rewrite_secs: -1,
+            ..Default::default()
+        },
+    };
+    let shared = Shared::new(state, table, log_table, port, run_id()).into_arc();
+    shared.lock().engine.loading = true;
+    tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
+
+    for listener in listeners {
+        tokio::spawn(accept_loop(shared.clone(), listener));
+    }
+    // Load the data while already answering (-LOADING until done).
+    let loader = shared.clone();
+    let opened = tokio::task::spawn_blocking(move || aof::load::open(&loader)).await;
+    match opened {
+        Ok(Ok(opened)) => {
+            let mut st = shared.lock();
+            st.engine.loading = false;
+            st.engine.dirty = 0;
+            st.persist.loading = false;
+            if let Some(log) = &opened.log {
+                let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+                st.persist.base_file_size = files.base_size();
+                st.persist.rewrite_base_size = log.total_size(&files);
+            }
+            st.aof.log = opened.log;
+            tracing::info!("DB loaded from disk, ready to accept connections");
+        }
+        Ok(Err(e)) => {
+            tracing::error!("{e}");
+            return 1;
+        }
+        Err(e) => {
+            tracing::error!("loading failed: {e}");
+            return 1;
+        }
+    }
+    tokio::spawn(cron(shared.clone()));
+    poll::set_max_us(u64::try_from(shared.lock().config.get_i64("busy-poll-us")).unwrap_or(0));
+    tokio::spawn(poll::run());
+
+    let mut shutdown = shared.shutdown.subscribe();
+    let term = async {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            match signal(SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::warn!("Received SIGINT scheduling shutdown..."),
+        () = term => tracing::warn!("Received SIGTERM scheduling shutdown..."),
+        _ = shutdown.changed() => {}
+    }
+    let _ = shared.shutdown.send(true);
+    finish_persistence(&shared);
+    tracing::warn!("rill is now ready to exit, bye bye...");
+    0
+}
+
+/// On shutdown: write and fsync the log; without it, save a snapshot if save points are set.
+fn finish_persistence(shared: &Arc<Shared>) {
+    let log = shared.lock().aof.log.clone();
+    match log {
+        Some(log) => {
+            tracing::info!("Calling fsync() on the AOF file.");
+            log.shutdown();
+        }
+        None => {
+            let mut st = shared.lock();
+            if (!st.config.get("save").trim().is_empty() || st.persist.force_shutdown_save)
+                && !st.persist.loading
+                && !st.persist.skip_shutdown_save
+            {
+                tracing::info!("Saving the final RDB snapshot before exiting.");
+                let _ = aof::rewrite::save(&mut st);
+            }
+        }
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    let mut errors = listen::AcceptErrors::default();
+    loop {
+        let (socket, peer) = match listener.accept().await {
+            Ok(x) => {
+                errors.succeeded();
+                x
+            }
+            Err(e) => {
+                let rejected = || shared.lock().stats.rejected_connections += 1;
+                if let listen::AfterError::Wait(pause) = errors.failed(&e, &listener, rejected) {
+                    tokio::time::sleep(pause).await;
+                }
+                continue;
+            }
+        };
+        let id = shared.next_client_id();
+        let kill = Arc::new(Notify::new());
+        let authenticated;
+        {
+            let mut st = shared.lock();
+            let max = st.config.get_i64("maxclients").max(1) as usize;
+            if st.clients.len() >= max {
+                st.stats.rejected_connections += 1;
+                drop(st);
+                listen::refuse(&socket, listen::MAX_CLIENTS_REACHED);
+                continue;
+            }
+            let nopass = cmd::connection::default_user_nopass(&st.config);
+            if listen::protected_mode_denies(st.config.get("protected-mode") == "yes", nopass, peer.ip()) {
+                // Counted as Redis counts it: rejected, and not a connection received.
+                st.stats.rejected_connections += 1;
+                drop(st);
+                listen::refuse(&socket, listen::DENIED);
+                continue;
+            }
+            st.stats.connections_received += 1;
+            authenticated = nopass;
+            let now = now_ms();
+            let laddr = socket.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            #[cfg(unix)]
+            let fd = {
+                use std::os::fd::AsRawFd;
+                i64::from(socket.as_raw_fd())
+            };
+            #[cfg(not(unix))]
+            let fd = -1;
+            st.clients.insert(
+                id,
+                ClientInfo {
+                    id,
+                    addr: peer.to_string(),
+                    laddr,
+                    fd,
+                    name: Bytes::new(),
+                    lib_name: Bytes::new(),
+                    lib_ver: Bytes::new(),
+                    created_ms: now,
+                    last_interaction_ms: now,
+                    db: 0,
+                    resp: 2,
+                    multi: -1,
+                    last_cmd: "",
+                    tot_cmds: 0,
+                    net_in: 0,
+                    net_out: 0,
+                    no_evict: false,
+                    no_touch: false,
+                    killed: false,
+                    kill: kill.clone(),
+                    blocked: false,
+                    mem: Default::default(),
+                },
+            );
+        }
+        tokio::spawn(conn::serve(shared.clone(), socket, id, kill, authenticated));
+    }
+}
+
+/// Periodic work, `hz` times a second: active expiry in small budgets.
+async fn cron(shared: Arc<Shared>) {
+    /// Keys removed per database sweep per tick, so one tick never stalls clients for long.
+    const EXPIRE_BUDGET_KEYS: usize = 2000;
+    loop {
+        let hz = shared.lock().config.get_i64("hz").clamp(1, 500);
+        tokio::time::sleep(Duration::from_millis((1000 / hz) as u64)).await;
+        let mut st = shared.lock();
+        let now = now_ms();
+        if st.active_expire {
+            st.engine.active_expire(now, EXPIRE_BUDGET_KEYS);
+            // Expired keys are logged as deletions, one record per sweep.
+            st.collect_effects(&mut rill_engine::effect::EffectBuf::default());
+            st.commit_effects(now);
+        }
+        if aof::rewrite::should_auto_rewrite(&st) {
+            tracing::info!("Starting automatic rewriting of AOF on growth");
+            let _ = aof::rewrite::start(&shared, &mut st);
+        } else if aof::rewrite::save_due(&st, now / 1000) {
+            tracing::info!("Background saving started (save point reached)");
+            if st.aof.log.is_some() {
+                let dest = std::path::PathBuf::from(st.config.get("dbfilename"));
+                let _ = aof::rewrite::start_with(&shared, &mut st, Some(dest));
+            } else {
+                let _ = aof::rewrite::bgsave(&shared, &mut st);
+            }
+        }
+    }
+}
