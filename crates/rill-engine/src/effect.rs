@@ -115,7 +115,76 @@ impl Effect {
     }
 }
 
+/// Why an effect could not be applied. On replay these are reported, not fatal: a command
+/// that failed when it first ran fails the same way again, and that is the state the
+/// original server had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyError {
+    /// The effect names a database the engine does not have.
+    DbOutOfRange(usize),
+    /// A command effect whose name the table does not know.
+    UnknownCommand(String),
+    /// A command effect for a command only the server runs (never logged by this server).
+    NotAnEngineCommand(&'static str),
+    /// The command ran and replied this error.
+    Command(String),
+    /// A stream effect that does not fit the keyspace (no stream at the key, ...).
+    Stream(&'static str),
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApplyError::DbOutOfRange(db) => write!(f, "database {db} out of range"),
+            ApplyError::UnknownCommand(name) => write!(f, "unknown command '{name}'"),
+            ApplyError::NotAnEngineCommand(name) => write!(f, "command '{name}' cannot be replayed"),
+            ApplyError::Command(text) => f.write_str(text),
+            ApplyError::Stream(why) => f.write_str(why),
+        }
+    }
+}
+
 impl crate::Engine {
+    /// Apply one effect at time `time_ms`: the one way a log replay (and, next, a replication
+    /// stream) changes the keyspace. A command effect runs through `table` (the table without
+    /// renames: the log names commands as they are); every logged command is an engine
+    /// command, so no command is special-cased here.
+    pub fn apply_effect(
+        &mut self,
+        table: &crate::command::CommandTable,
+        time_ms: i64,
+        effect: Effect,
+    ) -> Result<(), ApplyError> {
+        match effect {
+            Effect::Group { .. } | Effect::TrimIds { .. } => {
+                self.apply_stream_effect(&effect).map_err(ApplyError::Stream)
+            }
+            Effect::Command { db, args } => {
+                if db >= self.db_count() {
+                    return Err(ApplyError::DbOutOfRange(db));
+                }
+                // The most common record, straight into the stream.
+                let args = match self.replay_xadd(db, args) {
+                    Ok(r) => return r.map_err(ApplyError::Stream),
+                    Err(args) => args,
+                };
+                let spec = match table.resolve(&args) {
+                    crate::command::Lookup::Found(s) => s,
+                    _ => {
+                        let name = args.first().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
+                        return Err(ApplyError::UnknownCommand(name));
+                    }
+                };
+                let crate::command::Handler::Engine(handler) = spec.handler else {
+                    return Err(ApplyError::NotAnEngineCommand(spec.name));
+                };
+                let mut ctx = crate::CallCtx::new(db, time_ms, 0);
+                ctx.no_block = true;
+                handler(self, &mut ctx, &args).map(|_| ()).map_err(|e| ApplyError::Command(e.text().to_string()))
+            }
+        }
+    }
+
     /// Replay `XADD key id field value ...` with an explicit ID (the form the log writes)
     /// directly, without the command's option parsing and reply. Hands `args` back when they
     /// are not that form (the caller then runs the command normally).
@@ -153,7 +222,7 @@ impl crate::Engine {
         if stream.append(id, &fields, limits).is_err() {
             return Ok(Err("XADD effect could not be applied"));
         }
-        self.dirty += 1;
+        self.count_changes(1);
         Ok(Ok(()))
     }
 
@@ -182,7 +251,7 @@ impl crate::Engine {
             }
             Effect::Command { .. } => {}
         }
-        self.dirty += 1;
+        self.count_changes(1);
         Ok(())
     }
 }

@@ -27,4 +27,4 @@ pub mod types;
 pub mod util;
 
 pub use error::CmdError;
-pub use keyspace::{BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, Value, WakeOn};
+pub use keyspace::{BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, KeyspaceStats, Outcome, Value, WakeOn};

@@ -137,7 +137,7 @@ pub fn park(st: &mut State, client: u64, waiter: Waiter) {
         let k = (waiter.db, key.clone());
         let q = st.blocked.by_key.entry(k.clone()).or_default();
         if q.insert(seq, client).is_none() {
-            *st.engine.blocking_keys.entry(k).or_default() += 1;
+            st.engine.block_on(k.0, k.1);
         }
     }
     if let Some(c) = st.clients.get_mut(&client) {
@@ -160,12 +160,7 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
         if q.is_empty() {
             st.blocked.by_key.remove(&k);
         }
-        if let Some(n) = st.engine.blocking_keys.get_mut(&k) {
-            *n -= 1;
-            if *n == 0 {
-                st.engine.blocking_keys.remove(&k);
-            }
-        }
+        st.engine.unblock_from(k.0, k.1);
     }
     if let Some(c) = st.clients.get_mut(&client) {
         c.blocked = false;
@@ -183,7 +178,7 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
 /// outside a batch, it goes through the client's task.
 fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
     let Some(w) = unpark(st, client) else { return };
-    let (fsync_first, safe) = match &st.aof.log {
+    let (fsync_first, safe) = match &st.journal.log {
         Some(log) => (log.policy() == crate::aof::FsyncPolicy::Always, log.safe_offset() >= offset),
         None => (false, true),
     };
@@ -290,10 +285,9 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     // Borrowed out of the waiter for the run (the handler needs the state mutably), put back
     // if the client stays parked.
     let args = st.blocked.waiters.get_mut(&client).map(|(w, _)| std::mem::take(&mut w.args)).unwrap_or_default();
-    ctx.recording = st.aof.recording();
-    let dirty_before = st.engine.dirty;
-    let result = handler(&mut st.engine, &mut ctx, &args);
-    st.record_command(&mut ctx.effects, ctx.explicit, dirty_before, spec, w_db, &args);
+    ctx.recording = st.journal.recording();
+    let outcome = st.engine.call(handler, &mut ctx, &args);
+    st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes, spec, w_db, &args);
     // One record per served client; its reply waits for it.
     let offset = st.commit_effects(now_ms);
     if let Some(again) = ctx.block {
@@ -303,7 +297,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
         }
         return;
     }
-    let reply = match result {
+    let reply = match outcome.reply {
         Ok(r) => r,
         Err(e) => {
             st.stats.count_error(e.text().as_bytes());

@@ -117,7 +117,7 @@ async fn write_out(w: &OwnedWriteHalf, buf: &mut BytesMut, stops: &mut Stops<'_>
 /// Call `f` with the CLIENT LIST line of client `id` (for a log line).
 fn log_client(st: &State, id: u64, f: impl FnOnce(&str)) {
     let now = now_ms();
-    let watch = st.engine.watch.keys_of(id).len();
+    let watch = st.engine.watched_by(id);
     let line = st.clients.get(&id).map(|ci| crate::cmd::connection::client_line(ci, now, watch)).unwrap_or_default();
     f(&line);
 }
@@ -252,23 +252,8 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
     // the server's (replies written directly by another connection were counted by it).
     let mut net_out: u64 = 0;
     let mut net_out_uncounted: u64 = 0;
-    let mut conn = Conn {
-        id,
-        db: 0,
-        proto: Protocol::Resp2,
-        authenticated,
-        multi: None,
-        reply_mode: ReplyMode::On,
-        clock: crate::clock::Tick::now(),
-        last_cmd: "",
-        cmds_unpublished: 0,
-        net_in_unpublished: 0,
-        net_out_unpublished: 0,
-        batch_now_ms: now_ms(),
-        last_lookup: Default::default(),
-        reply_budget: u64::MAX,
-        close_asap: false,
-    };
+    let mut conn = Conn::new(id, authenticated);
+    conn.batch_now_ms = now_ms();
     let mut parser = RequestParser::new();
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     // Whether the input buffer is reported as this client's own (Redis reports a client whose
@@ -303,7 +288,7 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
             }
             let next = {
                 let handed_before = st.blocked.handed_to_tasks;
-                let appended_before = st.aof.appended;
+                let appended_before = st.journal.appended;
                 st.blocked.deliveries = Some(std::mem::take(&mut deliveries));
                 let next =
                     run_batch(&shared, &mut st, &mut conn, &mut parser, &mut inbuf, &mut out, &writer, &mut guard);
@@ -313,12 +298,12 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
                 // Replies wait for this batch's records, and also for any record before them
                 // not yet safe: a reader must not see (and act on) a write a crash could still
                 // undo. While the log is failing, reads are served at once (writes are refused).
-                wait_log = match &st.aof.log {
+                wait_log = match &st.journal.log {
                     Some(log)
-                        if st.aof.appended != appended_before
-                            || (!log.failed() && st.aof.appended > log.safe_offset()) =>
+                        if st.journal.appended != appended_before
+                            || (!log.failed() && st.journal.appended > log.safe_offset()) =>
                     {
-                        Some((log.clone(), st.aof.appended))
+                        Some((log.clone(), st.journal.appended))
                     }
                     _ => None,
                 };
@@ -412,7 +397,7 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
                                 continue 'outer;
                             }
                             Ok(Outcome::Reply(r, offset)) => {
-                                let log = if offset > 0 { shared.lock().aof.log.clone() } else { None };
+                                let log = if offset > 0 { shared.lock().journal.log.clone() } else { None };
                                 if let Some(log) = log {
                                     if !durable(&log, offset).await {
                                         break 'outer;
@@ -531,7 +516,7 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, id: u64, kill: Arc<No
     ClientMemory::set(&mem.out_pending, 0);
     let mut st = shared.lock();
     blocking::unpark(&mut st, id);
-    st.engine.watch.unwatch_all(id);
+    st.engine.unwatch_all(id);
     st.stats.net_input_bytes += net_in;
     st.clients.remove(&id);
 }

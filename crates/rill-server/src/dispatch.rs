@@ -2,135 +2,16 @@
 //! (in Redis' order, so error precedence matches — docs/spec/connection.md §4), MULTI
 //! queueing, and the call itself.
 
+pub use crate::client::{Action, Conn, LastLookup, Multi, ReplyMode};
+
 use crate::blocking;
 use crate::clock::Tick;
 use crate::cmd;
 use crate::state::{Shared, State};
 use bytes::Bytes;
 use rill_engine::command::{CommandSpec, Flags, Handler, Lookup};
-use rill_engine::{BlockRequest, CallCtx, CmdError};
+use rill_engine::{CallCtx, CmdError};
 use rill_resp::{Protocol, Reply};
-
-/// Per-connection state that only the connection's own task touches.
-#[derive(Debug)]
-pub struct Conn {
-    /// Client id.
-    pub id: u64,
-    /// Selected database.
-    pub db: usize,
-    /// Protocol in use.
-    pub proto: Protocol,
-    /// Whether AUTH (or HELLO AUTH) succeeded, or no password is required.
-    pub authenticated: bool,
-    /// Open transaction, if any.
-    pub multi: Option<Multi>,
-    /// CLIENT REPLY mode.
-    pub reply_mode: ReplyMode,
-    /// When the previous command finished (or the batch started): each command's duration is
-    /// measured from here, so timing costs one clock read per command.
-    pub clock: Tick,
-    /// The last command run, not yet copied into the shared client record.
-    pub last_cmd: &'static str,
-    /// Commands run since the shared client record was last updated.
-    pub cmds_unpublished: u64,
-    /// Bytes read since the shared client record was last updated.
-    pub net_in_unpublished: u64,
-    /// Bytes written since the shared client record was last updated.
-    pub net_out_unpublished: u64,
-    /// The time the current batch of requests started, Unix ms.
-    pub batch_now_ms: i64,
-    /// The last top-level command resolved, by the name as the client spelled it: pipelines
-    /// mostly repeat one command, and comparing a few bytes is cheaper than a hash lookup.
-    pub last_lookup: LastLookup,
-    /// The most bytes one reply may take (see [`crate::client_limits::reply_budget_bytes`]).
-    pub reply_budget: u64,
-    /// A reply did not fit the client's limits: close the connection without writing more.
-    pub close_asap: bool,
-}
-
-/// A one-entry cache of name → command (containers are never cached: their subcommand
-/// depends on the next argument).
-#[derive(Debug, Default)]
-pub struct LastLookup {
-    name: [u8; 16],
-    len: usize,
-    spec: Option<&'static CommandSpec>,
-}
-
-impl LastLookup {
-    fn resolve(&mut self, table: &rill_engine::command::CommandTable, args: &[Bytes]) -> Lookup {
-        if let (Some(spec), Some(name)) = (self.spec, args.first()) {
-            if self.name.get(..self.len) == Some(&name[..]) {
-                return Lookup::Found(spec);
-            }
-        }
-        match (args.first(), args.first().and_then(|name| table.get(name))) {
-            (Some(name), Some(spec)) if !spec.is_container() => {
-                if let Some(dst) = self.name.get_mut(..name.len()) {
-                    dst.copy_from_slice(name);
-                    self.len = name.len();
-                    self.spec = Some(spec);
-                }
-                Lookup::Found(spec)
-            }
-            _ => table.resolve(args),
-        }
-    }
-}
-
-/// CLIENT REPLY ON|OFF|SKIP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplyMode {
-    /// Replies are sent.
-    On,
-    /// No replies are sent.
-    Off,
-    /// The next command's reply is not sent.
-    Skip,
-    /// Set by SKIP: skip the reply of the command after the current one.
-    SkipNext,
-}
-
-/// A transaction being queued.
-#[derive(Debug, Default)]
-pub struct Multi {
-    /// Queued commands.
-    pub queued: Vec<(&'static CommandSpec, Vec<Bytes>)>,
-    /// A queued command was rejected: EXEC must answer EXECABORT.
-    pub failed: bool,
-    /// Bytes of the queued commands' arguments (Redis' `multi-mem`; counts toward
-    /// `client-query-buffer-limit`).
-    pub argv_bytes: usize,
-}
-
-/// What the connection does after a request.
-#[derive(Debug)]
-pub enum Action {
-    /// Send this reply.
-    Reply(Reply),
-    /// Park the client until a key is ready or the deadline passes.
-    Block {
-        /// The command to re-run.
-        spec: &'static CommandSpec,
-        /// Its arguments.
-        args: Vec<Bytes>,
-        /// Keys and deadline.
-        request: BlockRequest,
-    },
-    /// Send the reply (if any), then close the connection.
-    Close(Option<Reply>),
-}
-
-impl From<CmdError> for Action {
-    fn from(e: CmdError) -> Action {
-        Action::Reply(e.to_reply())
-    }
-}
-
-/// Commands that run immediately even inside MULTI.
-fn runs_inside_multi(name: &str) -> bool {
-    matches!(name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset")
-}
 
 /// The error for an unknown command, as Redis words it: the name and up to ~128 bytes of its
 /// arguments, each quoted and followed by a space. Built from raw bytes: Redis echoes them
@@ -199,7 +80,7 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
                 CmdError::full("ERR Command not allowed inside a transaction").to_reply(),
             );
         }
-        if !runs_inside_multi(spec.name) {
+        if !spec.flags.has(Flags::TRANSACTION_CONTROL) {
             if let Some(m) = conn.multi.as_mut() {
                 m.argv_bytes += args.iter().map(Bytes::len).sum::<usize>();
                 m.queued.push((spec, std::mem::take(args)));
@@ -239,14 +120,14 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Op
     let maxmemory = st.hot.maxmemory;
     if maxmemory > 0 {
         let denyoom = spec.flags.has(Flags::DENYOOM)
-            || (spec.name == "exec"
+            || (spec.flags.has(Flags::EXEC)
                 && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags.has(Flags::DENYOOM))));
         if denyoom && crate::alloc::allocated_bytes() > maxmemory {
             return Some(CmdError::full("OOM command not allowed when used memory > 'maxmemory'.").to_reply());
         }
     }
-    if let Some(log) = &st.aof.log {
-        if log.failed() && (spec.flags.has(Flags::WRITE) || spec.name == "ping") {
+    if let Some(log) = &st.journal.log {
+        if log.failed() && (spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::REFUSED_ON_DISK_ERROR)) {
             let why = log.status.lock().ok().and_then(|s| s.last_error.clone()).unwrap_or_default();
             return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
         }
@@ -265,9 +146,9 @@ fn reject(st: &mut State, conn: &mut Conn, spec: Option<&'static CommandSpec>, e
         m.failed = true;
     }
     let mut err = err;
-    if spec.is_some_and(|s| s.name == "exec") {
+    if spec.is_some_and(|s| s.flags.has(Flags::EXEC)) {
         conn.multi = None;
-        st.engine.watch.unwatch_all(conn.id);
+        st.engine.unwatch_all(conn.id);
         if let Some(c) = st.clients.get_mut(&conn.id) {
             c.multi = -1;
         }
@@ -319,41 +200,40 @@ pub fn call(
     // server commands, which may report on the connection itself, publish it at once.
     conn.last_cmd = spec.name;
     conn.cmds_unpublished += 1;
-    if matches!(spec.handler, Handler::Server) {
+    if matches!(spec.handler, Handler::Server(_)) {
         publish_client_info(st, conn, now_ms);
     }
-    let dirty_before = st.engine.dirty;
     let action = match spec.handler {
         Handler::Engine(handler) => {
             let mut ctx = CallCtx::new(conn.db, now_ms, conn.id);
             ctx.no_block = in_exec;
             ctx.resp3 = conn.proto == Protocol::Resp3;
             ctx.reply_budget_bytes = conn.reply_budget;
-            ctx.recording = st.aof.recording();
+            ctx.recording = st.journal.recording();
             if ctx.recording {
-                ctx.effects = st.aof.lend_buf();
+                ctx.effects = st.journal.lend_buf();
             }
-            let result = handler(&mut st.engine, &mut ctx, args);
+            let outcome = st.engine.call(handler, &mut ctx, args);
             conn.close_asap |= ctx.reply_too_big;
-            st.record_command(&mut ctx.effects, ctx.explicit, dirty_before, spec, conn.db, args);
+            st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes, spec, conn.db, args);
             if ctx.recording {
-                st.aof.return_buf(std::mem::take(&mut ctx.effects));
+                st.journal.return_buf(std::mem::take(&mut ctx.effects));
             }
             match ctx.block.take() {
                 Some(request) if !in_exec => Action::Block { spec, args: std::mem::take(args), request },
-                _ => match result {
+                _ => match outcome.reply {
                     Ok(r) => Action::Reply(r),
                     Err(e) => e.into(),
                 },
             }
         }
-        Handler::Server | Handler::Container => {
+        Handler::Server(_) | Handler::Container => {
             let action = match cmd::run(shared, st, conn, spec, args, now_ms) {
                 Ok(a) => a,
                 Err(e) => e.into(),
             };
-            // FLUSHALL, FLUSHDB, SWAPDB: logged as themselves.
-            st.record_command(&mut Default::default(), false, dirty_before, spec, conn.db, args);
+            // Server commands change no key; a lookup one made may have expired some.
+            st.collect_effects(&mut Default::default());
             action
         }
     };
@@ -372,4 +252,113 @@ pub fn call(
         st.stats.count_error(&t);
     }
     action
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    //! Dispatch without a socket: requests through `execute`, effects caught by a journal sink.
+
+    use super::*;
+    use crate::journal::MemorySink;
+    use rill_engine::effect::Effect;
+    use rill_engine::Engine;
+
+    fn server() -> (Shared, MemorySink) {
+        let mut st = State::new(crate::config::Config::default());
+        let sink = MemorySink::default();
+        st.journal.add_sink(Box::new(sink.clone()));
+        (Shared::new(st, cmd::table(), cmd::table(), 0, "0".repeat(40)), sink)
+    }
+
+    fn run(shared: &Shared, conn: &mut Conn, line: &str) -> Reply {
+        let mut args: Vec<Bytes> = line.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+        let mut st = shared.lock();
+        match execute(shared, &mut st, conn, &mut args, 1_000) {
+            Action::Reply(r) | Action::Close(Some(r)) => r,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    fn bulk(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn effects_reach_a_sink_without_a_log_and_replay_to_the_same_keyspace() {
+        let (shared, sink) = server();
+        let mut conn = Conn::new(1, true);
+        let queued = Reply::simple("QUEUED");
+        assert_eq!(run(&shared, &mut conn, "SET k v"), Reply::ok());
+        assert_eq!(run(&shared, &mut conn, "GET k"), Reply::Bulk(bulk("v")));
+        assert_eq!(run(&shared, &mut conn, "DEL missing"), Reply::Integer(0));
+        assert_eq!(run(&shared, &mut conn, "XADD s * f v"), Reply::Bulk(bulk("1000-0")));
+        assert_eq!(run(&shared, &mut conn, "MULTI"), Reply::ok());
+        assert_eq!(run(&shared, &mut conn, "SET a 1"), queued);
+        assert_eq!(run(&shared, &mut conn, "INCR a"), queued);
+        assert_eq!(run(&shared, &mut conn, "EXEC"), Reply::Array(vec![Reply::ok(), Reply::Integer(2)]));
+        assert_eq!(run(&shared, &mut conn, "SWAPDB 0 1"), Reply::ok());
+        assert_eq!(run(&shared, &mut conn, "PING"), Reply::simple("PONG"));
+
+        let units = sink.units.lock().unwrap().clone();
+        let cmd = |db, line: &str| Effect::command(db, line.split(' ').map(bulk).collect());
+        // Reads, a write that changed nothing and server commands leave no unit; a write is
+        // logged as itself unless it decided something (XADD's ID); EXEC is one unit.
+        assert_eq!(units.len(), 4, "{units:?}");
+        assert_eq!(units[0], (1_000, vec![cmd(0, "SET k v")]));
+        assert!(
+            matches!(&units[1].1[..], [Effect::Command { args, .. }] if args.get(2) == Some(&bulk("1000-0"))),
+            "XADD is logged with the ID it made: {:?}",
+            units[1]
+        );
+        assert_eq!(units[2].1, vec![cmd(0, "SET a 1"), cmd(0, "INCR a")]);
+        assert_eq!(units[3].1, vec![cmd(0, "SWAPDB 0 1")]);
+
+        // The journal holds everything: replaying it gives the same keyspace.
+        let mut copy = Engine::new(shared.lock().engine.config().clone());
+        for (time, effects) in units {
+            for e in effects {
+                copy.apply_effect(&shared.log_table, time, e).unwrap();
+            }
+        }
+        let view = |e: &Engine| -> Vec<Vec<(Bytes, rill_engine::Entry)>> {
+            e.dbs()
+                .iter()
+                .map(|db| {
+                    let mut keys: Vec<_> = db.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    keys.sort_by(|a, b| a.0.cmp(&b.0));
+                    keys
+                })
+                .collect()
+        };
+        let live = view(&shared.lock().engine);
+        assert_eq!(live[1].len(), 3, "k, s and a moved to db 1");
+        assert!(view(&copy) == live, "replayed keyspace differs");
+    }
+
+    #[test]
+    fn transaction_control_and_exec_are_flags_not_names() {
+        let (shared, _) = server();
+        let mut conn = Conn::new(1, true);
+        assert_eq!(run(&shared, &mut conn, "MULTI"), Reply::ok());
+        // A rejected EXEC discards the transaction and says why, whatever it is called.
+        let spec = match shared.table.resolve(&[bulk("exec")]) {
+            Lookup::Found(s) => s,
+            _ => unreachable!("exec is in the table"),
+        };
+        assert!(spec.flags.has(Flags::EXEC) && spec.flags.has(Flags::TRANSACTION_CONTROL));
+        assert_eq!(
+            run(&shared, &mut conn, "EXEC extra"),
+            Reply::Error(bulk(
+                "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command"
+            ))
+        );
+        assert!(conn.multi.is_none());
+        assert_eq!(run(&shared, &mut conn, "EXEC"), Reply::Error(bulk("ERR EXEC without MULTI")));
+        // WATCH runs at once inside MULTI (it is refused there, as in Redis), GET is queued.
+        assert_eq!(run(&shared, &mut conn, "MULTI"), Reply::ok());
+        assert_eq!(run(&shared, &mut conn, "GET k"), Reply::simple("QUEUED"));
+        assert_eq!(run(&shared, &mut conn, "WATCH k"), Reply::Error(bulk("ERR WATCH inside MULTI is not allowed")));
+        assert_eq!(run(&shared, &mut conn, "DISCARD"), Reply::ok());
+    }
 }

@@ -112,9 +112,9 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "blocked_clients:{}", st.blocked.len());
             line!(out, "tracking_clients:0");
             line!(out, "pubsub_clients:0");
-            line!(out, "watching_clients:{}", st.engine.watch.watching_clients());
+            line!(out, "watching_clients:{}", st.engine.watching_clients());
             line!(out, "clients_in_timeout_table:{}", st.blocked.len());
-            line!(out, "total_watched_keys:{}", st.engine.watch.watched_key_count());
+            line!(out, "total_watched_keys:{}", st.engine.watched_key_count());
             line!(out, "total_blocking_keys:{}", st.blocked.key_count());
             line!(out, "total_blocking_keys_on_nokey:{}", st.blocked.nokey_key_count());
         }
@@ -143,12 +143,12 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "# Persistence");
             line!(out, "loading:{}", u8::from(p.loading));
             line!(out, "async_loading:0");
-            line!(out, "rdb_changes_since_last_save:{}", st.engine.dirty.saturating_sub(p.dirty_at_save));
+            line!(out, "rdb_changes_since_last_save:{}", st.engine.dirty().saturating_sub(p.dirty_at_save));
             line!(out, "rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress));
             line!(out, "rdb_last_save_time:{}", st.last_save_unix);
             line!(out, "rdb_last_bgsave_status:{}", ok(p.last_bgsave_ok));
             line!(out, "rdb_saves:{}", p.saves);
-            let log = st.aof.log.as_ref();
+            let log = st.journal.log.as_ref();
             let status = log.and_then(|l| l.status.lock().ok().map(|s| s.clone())).unwrap_or_default();
             line!(out, "aof_enabled:{}", u8::from(log.is_some()));
             line!(out, "aof_rewrite_in_progress:{}", u8::from(p.rewrite_in_progress));
@@ -161,7 +161,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                 let d = l.durable();
                 line!(out, "aof_current_size:{}", p.base_file_size + status.incr_size);
                 line!(out, "aof_base_size:{}", p.rewrite_base_size);
-                line!(out, "aof_buffer_length:{}", st.aof.appended.saturating_sub(l.written()));
+                line!(out, "aof_buffer_length:{}", st.journal.appended.saturating_sub(l.written()));
                 line!(out, "aof_pending_fsync_bytes:{}", l.written().saturating_sub(d.offset));
                 line!(out, "aof_delayed_fsync:{}", status.delayed_fsync);
                 line!(out, "aof_fsync_policy:{}", st.config.get("appendfsync"));
@@ -179,10 +179,10 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "total_net_input_bytes:{}", s.net_input_bytes);
             line!(out, "total_net_output_bytes:{}", s.net_output_bytes);
             line!(out, "rejected_connections:{}", s.rejected_connections);
-            line!(out, "expired_keys:{}", st.engine.expired_keys);
+            line!(out, "expired_keys:{}", st.engine.stats().expired_keys);
             line!(out, "evicted_keys:0");
-            line!(out, "keyspace_hits:{}", st.engine.keyspace_hits);
-            line!(out, "keyspace_misses:{}", st.engine.keyspace_misses);
+            line!(out, "keyspace_hits:{}", st.engine.stats().hits);
+            line!(out, "keyspace_misses:{}", st.engine.stats().misses);
             line!(out, "pubsub_channels:0");
             line!(out, "pubsub_patterns:0");
             line!(out, "total_error_replies:{}", s.error_replies);
@@ -222,7 +222,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
         }
         "keyspace" => {
             line!(out, "# Keyspace");
-            for (i, db) in st.engine.dbs.iter().enumerate() {
+            for (i, db) in st.engine.dbs().iter().enumerate() {
                 if !db.is_empty() {
                     line!(out, "db{i}:keys={},expires={},avg_ttl=0,subexpiry=0", db.len(), db.expires_len());
                 }

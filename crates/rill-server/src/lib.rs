@@ -6,6 +6,7 @@
 pub mod alloc;
 pub mod aof;
 pub mod blocking;
+pub mod client;
 pub mod client_limits;
 pub mod clock;
 pub mod cmd;
@@ -13,6 +14,7 @@ pub mod config;
 pub mod conn;
 pub mod dispatch;
 pub mod info;
+pub mod journal;
 pub mod listen;
 pub mod logging;
 pub mod poll;

@@ -2,11 +2,9 @@
 //! clients, run the periodic work, and finish the log on shutdown.
 
 use crate::config::Config;
-use crate::state::{now_ms, ClientInfo, Shared, State, Stats};
-use crate::{aof, cmd, conn, listen, poll, state};
+use crate::state::{now_ms, ClientInfo, Shared, State};
+use crate::{aof, cmd, conn, listen, poll};
 use bytes::Bytes;
-use rill_engine::command::CommandTable;
-use rill_engine::{Engine, EngineConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -49,19 +47,10 @@ pub async fn run(mut config: Config) -> i32 {
             return 1;
         }
     };
-    let engine_config = EngineConfig {
-        databases: config.get_i64("databases").max(1) as usize,
-        stream_node_max_entries: config.get_i64("stream-node-max-entries"),
-        stream_node_max_bytes: config.get_i64("stream-node-max-bytes"),
-        stream_idmp_duration_secs: config.get_i64("stream-idmp-duration").max(1) as u64,
-        stream_idmp_maxsize: config.get_i64("stream-idmp-maxsize").max(1) as u64,
-    };
-    let mut families = rill_engine::types::families();
-    families.push(cmd::specs::COMMANDS);
-    let mut table = CommandTable::new(&families);
+    let mut table = cmd::table();
     // The log names commands as they are, whatever clients call them: it is replayed through
     // a table without the renames, so changing rename-command never strands a log.
-    let log_table = CommandTable::new(&families);
+    let log_table = cmd::table();
     for r in &config.renames {
         if let Err(reason) = table.rename(r.from.as_bytes(), r.to.as_bytes()) {
             eprintln!("\n*** FATAL CONFIG FILE ERROR (rill {}) ***", env!("CARGO_PKG_VERSION"));
@@ -71,27 +60,11 @@ pub async fn run(mut config: Config) -> i32 {
             return 1;
         }
     }
-    let hot = state::HotConfig::from(&config);
-    let state = State {
-        hot,
-        engine: Engine::new(engine_config),
-        config,
-        clients: Default::default(),
-        blocked: Default::default(),
-        stats: Stats::default(),
-        last_save_unix: now_ms() / 1000,
-        active_expire: true,
-        aof: Default::default(),
-        persist: aof::rewrite::Persist {
-            loading: true,
-            last_rewrite_ok: true,
-            last_bgsave_ok: true,
-            last_rewrite_secs: -1,
-            ..Default::default()
-        },
-    };
+    let mut state = State::new(config);
+    // Loading until the log is replayed (below).
+    state.persist.loading = true;
+    state.engine.set_loading(true);
     let shared = Shared::new(state, table, log_table, port, run_id()).into_arc();
-    shared.lock().engine.loading = true;
     tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
 
     for listener in listeners {
@@ -103,15 +76,16 @@ pub async fn run(mut config: Config) -> i32 {
     match opened {
         Ok(Ok(opened)) => {
             let mut st = shared.lock();
-            st.engine.loading = false;
-            st.engine.dirty = 0;
+            st.engine.set_loading(false);
+            // What was loaded is saved already: no change since the last save.
+            st.persist.dirty_at_save = st.engine.dirty();
             st.persist.loading = false;
             if let Some(log) = &opened.log {
                 let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
                 st.persist.base_file_size = files.base_size();
                 st.persist.rewrite_base_size = log.total_size(&files);
             }
-            st.aof.log = opened.log;
+            st.journal.log = opened.log;
             tracing::info!("DB loaded from disk, ready to accept connections");
         }
         Ok(Err(e)) => {
@@ -155,7 +129,7 @@ pub async fn run(mut config: Config) -> i32 {
 
 /// On shutdown: write and fsync the log; without it, save a snapshot if save points are set.
 fn finish_persistence(shared: &Arc<Shared>) {
-    let log = shared.lock().aof.log.clone();
+    let log = shared.lock().journal.log.clone();
     match log {
         Some(log) => {
             tracing::info!("Calling fsync() on the AOF file.");
@@ -273,7 +247,7 @@ async fn cron(shared: Arc<Shared>) {
             let _ = aof::rewrite::start(&shared, &mut st);
         } else if aof::rewrite::save_due(&st, now / 1000) {
             tracing::info!("Background saving started (save point reached)");
-            if st.aof.log.is_some() {
+            if st.journal.log.is_some() {
                 let dest = std::path::PathBuf::from(st.config.get("dbfilename"));
                 let _ = aof::rewrite::start_with(&shared, &mut st, Some(dest));
             } else {

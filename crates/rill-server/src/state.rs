@@ -159,43 +159,73 @@ pub struct State {
     pub active_expire: bool,
     /// Parameters read on every request batch, kept parsed (updated by CONFIG SET).
     pub hot: HotConfig,
-    /// The append-only log: effects of the running command, the writer's handle.
-    pub aof: crate::aof::Aof,
+    /// The effect journal: the open unit of effects, the log writer and the other sinks.
+    pub journal: crate::journal::Journal,
     /// Snapshot and rewrite status.
     pub persist: crate::aof::rewrite::Persist,
 }
 
 impl State {
-    /// Close the current unit of effects into one log record; returns the log offset a reply
-    /// must wait for.
-    pub fn commit_effects(&mut self, now_ms: i64) -> u64 {
-        self.aof.commit(now_ms)
+    /// The state of a server started with `config`: an empty keyspace, no clients, no log
+    /// (start-up opens it after loading).
+    pub fn new(config: Config) -> State {
+        let engine = Engine::new(rill_engine::EngineConfig {
+            databases: config.get_i64("databases").max(1) as usize,
+            stream_node_max_entries: config.get_i64("stream-node-max-entries"),
+            stream_node_max_bytes: config.get_i64("stream-node-max-bytes"),
+            stream_idmp_duration_secs: config.get_i64("stream-idmp-duration").max(1) as u64,
+            stream_idmp_maxsize: config.get_i64("stream-idmp-maxsize").max(1) as u64,
+        });
+        State {
+            hot: HotConfig::from(&config),
+            engine,
+            config,
+            clients: BTreeMap::new(),
+            blocked: Blocked::default(),
+            stats: Stats::default(),
+            last_save_unix: now_ms() / 1000,
+            active_expire: true,
+            journal: crate::journal::Journal::default(),
+            persist: crate::aof::rewrite::Persist {
+                last_rewrite_ok: true,
+                last_bgsave_ok: true,
+                last_rewrite_secs: -1,
+                ..Default::default()
+            },
+        }
     }
 
-    /// After a command ran: its explicit effects if it emitted them (`explicit`), otherwise,
-    /// if it is a write that changed the keyspace (`dirty` moved past `dirty_before`), the
-    /// command itself — after the expiry deletions it caused. The one place the logging rule
-    /// of `rill_engine::effect` is applied.
+    /// Close the current unit of effects and hand it to the journal's sinks; returns the log
+    /// offset a reply must wait for.
+    pub fn commit_effects(&mut self, now_ms: i64) -> u64 {
+        self.journal.commit(now_ms)
+    }
+
+    /// After an engine command ran: its explicit effects if it emitted them (`explicit`),
+    /// otherwise, if it is a write that changed the keyspace (`changes` > 0, from its
+    /// [`rill_engine::Outcome`]), the command itself — after the expiry deletions it caused.
+    /// The one place the logging rule of `rill_engine::effect` is applied. (Server commands
+    /// never change the keyspace, so they are never logged.)
     pub fn record_command(
         &mut self,
         effects: &mut rill_engine::effect::EffectBuf,
         explicit: bool,
-        dirty_before: u64,
+        changes: u64,
         spec: &rill_engine::command::CommandSpec,
         db: usize,
         args: &[Bytes],
     ) {
         self.collect_effects(effects);
-        if !explicit && self.engine.dirty != dirty_before && spec.flags.has(rill_engine::command::Flags::WRITE) {
+        if !explicit && changes > 0 && spec.flags.has(rill_engine::command::Flags::WRITE) {
             // Under its own name, not the one `rename-command` gave it (see Shared::log_table).
             let own = spec.name.split('|').next().unwrap_or(spec.name);
             match args.split_first() {
                 Some((name, rest)) if !name.eq_ignore_ascii_case(own.as_bytes()) => {
                     let renamed: Vec<Bytes> =
                         std::iter::once(Bytes::from_static(own.as_bytes())).chain(rest.iter().cloned()).collect();
-                    self.aof.push_command(db, &renamed);
+                    self.journal.push_command(db, &renamed);
                 }
-                _ => self.aof.push_command(db, args),
+                _ => self.journal.push_command(db, args),
             }
         }
     }
@@ -203,12 +233,12 @@ impl State {
     /// Move the engine's expiry deletions and a command's explicit effects into the current
     /// unit.
     pub fn collect_effects(&mut self, ctx_effects: &mut rill_engine::effect::EffectBuf) {
-        if !self.engine.expired_log.is_empty() {
-            for (db, key) in std::mem::take(&mut self.engine.expired_log) {
-                self.aof.push_del(db, &key);
+        if self.engine.has_expired() {
+            for (db, key) in self.engine.take_expired() {
+                self.journal.push_del(db, &key);
             }
         }
-        self.aof.push(ctx_effects);
+        self.journal.push(ctx_effects);
     }
 }
 

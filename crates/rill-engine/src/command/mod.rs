@@ -28,14 +28,20 @@ use rill_resp::Reply;
 /// A handler that runs inside the engine: `args[0]` is the command name as the client sent it.
 pub type EngineHandler = fn(&mut Engine, &mut CallCtx, &[Bytes]) -> Result<Reply, CmdError>;
 
+/// The handler of a command the server runs itself (CLIENT, HELLO, INFO, MULTI, ...). The
+/// engine cannot name the server's types, so it holds the handler as an opaque value; the
+/// server declares each as a value of its own handler type and downcasts it at dispatch (a
+/// type check, one comparison). A spec cannot be built without a handler
+/// ([`CommandSpec::of`]), so a declared command without one does not compile.
+pub type ServerHandler = &'static (dyn std::any::Any + Send + Sync);
+
 /// Who executes a command.
 #[derive(Clone, Copy)]
 pub enum Handler {
     /// A data command the engine runs.
     Engine(EngineHandler),
-    /// A connection or server command (CLIENT, HELLO, INFO, MULTI, ...) the server runs itself,
-    /// matched on the command's full name.
-    Server,
+    /// A connection or server command the server runs itself.
+    Server(ServerHandler),
     /// A container (`XGROUP`, `CLIENT`, ...) whose subcommands carry the handlers.
     Container,
 }
@@ -44,7 +50,7 @@ impl std::fmt::Debug for Handler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Handler::Engine(_) => f.write_str("Engine"),
-            Handler::Server => f.write_str("Server"),
+            Handler::Server(_) => f.write_str("Server"),
             Handler::Container => f.write_str("Container"),
         }
     }
@@ -93,6 +99,15 @@ impl Flags {
     pub const NO_ASYNC_LOADING: Flags = Flags(1 << 17);
     /// Runs only where its `enable-*-command` setting allows (DEBUG, MODULE LOAD/UNLOAD).
     pub const PROTECTED: Flags = Flags(1 << 18);
+    /// Runs at once inside MULTI instead of being queued (MULTI, EXEC, DISCARD, WATCH, QUIT,
+    /// RESET; Redis decides this by the command's name, rill by this flag).
+    pub const TRANSACTION_CONTROL: Flags = Flags(1 << 19);
+    /// Runs the queued transaction (EXEC): a rejection of it discards the transaction
+    /// (`EXECABORT`), and the out-of-memory check covers the commands it would run.
+    pub const EXEC: Flags = Flags(1 << 20);
+    /// Refused with `-MISCONF` while the log is failing although it writes nothing (PING, so
+    /// that a health check sees the failure, as in Redis).
+    pub const REFUSED_ON_DISK_ERROR: Flags = Flags(1 << 21);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {
@@ -106,7 +121,8 @@ impl Flags {
 
     /// The flag names in `COMMAND INFO` order.
     pub fn names(self) -> Vec<&'static str> {
-        // PROTECTED is left out on purpose, as Redis leaves it out.
+        // PROTECTED and rill's own dispatch flags (TRANSACTION_CONTROL, EXEC,
+        // REFUSED_ON_DISK_ERROR) are left out: COMMAND INFO lists Redis' flags only.
         const NAMES: [(Flags, &str); 18] = [
             (Flags::WRITE, "write"),
             (Flags::READONLY, "readonly"),
@@ -312,28 +328,31 @@ fn eq_ic(args: &[Bytes], i: i32, word: &str) -> bool {
     args.get(i as usize).is_some_and(|a| a.eq_ignore_ascii_case(word.as_bytes()))
 }
 
-/// A default spec to build others from with struct-update syntax:
-/// `CommandSpec { name: "get", arity: 2, ..CommandSpec::DEFAULT }`.
 impl CommandSpec {
-    /// Defaults: no keys, no flags, no docs, server-handled.
-    pub const DEFAULT: CommandSpec = CommandSpec {
-        name: "",
-        arity: 1,
-        flags: Flags(0),
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &[],
-        tips: &[],
-        key_specs: &[],
-        group: "generic",
-        summary: "",
-        since: "1.0.0",
-        complexity: "O(1)",
-        syntax: "",
-        handler: Handler::Server,
-        subcommands: &[],
-    };
+    /// A spec run by `handler` with every other field at its default (no keys, no flags, no
+    /// docs), the base of a struct update:
+    /// `CommandSpec { name: "get", arity: 2, ..CommandSpec::of(Handler::Engine(get)) }`.
+    /// There is no default without a handler, so every declared command has one.
+    pub const fn of(handler: Handler) -> CommandSpec {
+        CommandSpec {
+            name: "",
+            arity: 1,
+            flags: Flags(0),
+            first_key: 0,
+            last_key: 0,
+            step: 0,
+            acl: &[],
+            tips: &[],
+            key_specs: &[],
+            group: "generic",
+            summary: "",
+            since: "1.0.0",
+            complexity: "O(1)",
+            syntax: "",
+            handler,
+            subcommands: &[],
+        }
+    }
 }
 
 /// A key spec for the common "one key at index `i`" case with the given flags.

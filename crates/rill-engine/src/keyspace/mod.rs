@@ -282,38 +282,67 @@ impl CallCtx {
     }
 }
 
-/// The whole keyspace and its write bookkeeping.
+/// The whole keyspace and its write bookkeeping. Every field is private to the engine: the
+/// server changes the keyspace only through commands and [`Engine::apply_effect`], and the
+/// bookkeeping only through the methods below, which keep the invariants written on each field.
 #[derive(Debug)]
 pub struct Engine {
-    /// The databases, `config.databases` of them.
-    pub dbs: Vec<Db>,
-    /// Engine settings.
-    pub config: EngineConfig,
+    /// The databases, `config.databases` of them (fixed at start-up).
+    pub(crate) dbs: Vec<Db>,
+    /// Engine settings. `databases` never changes after [`Engine::new`].
+    pub(crate) config: EngineConfig,
     /// WATCH bookkeeping.
-    pub watch: WatchedKeys,
-    /// Keys some client is blocked on, with how many clients wait on each. Maintained by the
-    /// server; read by [`Engine::signal_ready`].
-    pub blocking_keys: HashMap<(usize, Bytes), usize>,
-    /// Keys signalled ready since the server last drained them, in signal order, no repeats.
-    pub ready_keys: Vec<(usize, Bytes)>,
+    pub(crate) watch: WatchedKeys,
+    /// Keys some client is blocked on, with how many clients wait on each (never 0: a key
+    /// nobody waits on is removed). Kept by [`Engine::block_on`] / [`Engine::unblock_from`];
+    /// read by [`Engine::signal_ready`].
+    pub(crate) blocking_keys: HashMap<(usize, Bytes), usize>,
+    /// Keys signalled ready since the server last drained them, in signal order, no repeats
+    /// (`ready_set` holds the same keys).
+    ready_keys: Vec<(usize, Bytes)>,
     ready_set: HashSet<(usize, Bytes)>,
-    /// Writes since the last save (`rdb_changes_since_last_save`).
-    pub dirty: u64,
+    /// Changes since start (`rdb_changes_since_last_save` is this minus its value at the last
+    /// save). Only grows, by [`Engine::modified`] and [`Engine::count_changes`].
+    dirty: u64,
+    /// Changes made by the command running now ([`Engine::call`] resets and reads it): what
+    /// says a command changed the keyspace.
+    call_changes: u64,
     /// Keys removed by expiry (`expired_keys`).
-    pub expired_keys: u64,
+    pub(crate) expired_keys: u64,
     /// Successful / failed key lookups (`keyspace_hits` / `keyspace_misses`).
-    pub keyspace_hits: u64,
+    keyspace_hits: u64,
     /// See `keyspace_hits`.
-    pub keyspace_misses: u64,
+    keyspace_misses: u64,
     /// Replaying the log or loading a snapshot: keys never expire (the log says when they
     /// went), and nothing is recorded in `expired_log`.
-    pub loading: bool,
+    pub(crate) loading: bool,
     /// Keys removed by lazy or active expiry since the server last drained them, in order:
     /// logged as `DEL` before the effects of the command that found them.
-    pub expired_log: Vec<(usize, Bytes)>,
+    pub(crate) expired_log: Vec<(usize, Bytes)>,
     /// State of the engine's pseudo-random generator (RANDOMKEY). Fixed seed: the engine has
     /// no entropy source of its own, and nothing random is ever logged.
     rng_state: u64,
+}
+
+/// What one command did, besides its reply.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The reply, or the error to reply.
+    pub reply: Result<Reply, crate::CmdError>,
+    /// Changes the command made to the keyspace (0: it changed nothing). A write command that
+    /// changed something and emitted no explicit effects is logged as itself.
+    pub changes: u64,
+}
+
+/// The counters INFO stats reports for the keyspace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeyspaceStats {
+    /// `expired_keys`
+    pub expired_keys: u64,
+    /// `keyspace_hits`
+    pub hits: u64,
+    /// `keyspace_misses`
+    pub misses: u64,
 }
 
 impl Engine {
@@ -328,6 +357,7 @@ impl Engine {
             ready_keys: Vec::new(),
             ready_set: HashSet::new(),
             dirty: 0,
+            call_changes: 0,
             expired_keys: 0,
             keyspace_hits: 0,
             keyspace_misses: 0,
@@ -481,7 +511,131 @@ impl Engine {
     /// Record that `key` in `db` was written: invalidates WATCHes on it and counts a change.
     pub fn modified(&mut self, db: usize, key: &[u8]) {
         self.watch.touch(db, key);
-        self.dirty += 1;
+        self.count_changes(1);
+    }
+
+    /// Count `n` changes that touch no WATCHed key as such (consumer-group state, a stream's
+    /// settings): they still make the command one that changed the keyspace.
+    pub fn count_changes(&mut self, n: u64) {
+        self.dirty += n;
+        self.call_changes += n;
+    }
+
+    /// Run one command: the handler, then what it changed ([`Outcome::changes`]).
+    pub fn call(&mut self, handler: crate::command::EngineHandler, ctx: &mut CallCtx, args: &[Bytes]) -> Outcome {
+        self.call_changes = 0;
+        let reply = handler(self, ctx, args);
+        Outcome { reply, changes: std::mem::take(&mut self.call_changes) }
+    }
+
+    /// Changes since start: the server's `dirty` counter (INFO persistence derives
+    /// `rdb_changes_since_last_save` from it).
+    pub fn dirty(&self) -> u64 {
+        self.dirty
+    }
+
+    /// The keyspace counters of INFO stats.
+    pub fn stats(&self) -> KeyspaceStats {
+        KeyspaceStats { expired_keys: self.expired_keys, hits: self.keyspace_hits, misses: self.keyspace_misses }
+    }
+
+    /// CONFIG RESETSTAT: the keyspace counters back to 0 (`dirty` is not a statistic).
+    pub fn reset_stats(&mut self) {
+        self.expired_keys = 0;
+        self.keyspace_hits = 0;
+        self.keyspace_misses = 0;
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Change settings at run time (CONFIG SET). `databases` is fixed at start-up and is kept.
+    pub fn reconfigure(&mut self, change: impl FnOnce(&mut EngineConfig)) {
+        let databases = self.config.databases;
+        change(&mut self.config);
+        self.config.databases = databases;
+    }
+
+    /// Every database, in index order.
+    pub fn dbs(&self) -> &[Db] {
+        &self.dbs
+    }
+
+    /// Take every key out of every database, in index order, leaving them empty: a snapshot
+    /// of a private engine (a compaction's) moves its data instead of copying it. Nothing is
+    /// touched or signalled: no client watches a private engine.
+    pub fn drain_dbs(&mut self) -> Vec<Vec<(Bytes, Entry)>> {
+        self.dbs.iter_mut().map(Db::drain).collect()
+    }
+
+    /// Loading (a snapshot or the log) or not: while loading, keys never expire and no
+    /// expiry is recorded.
+    pub fn set_loading(&mut self, loading: bool) {
+        self.loading = loading;
+    }
+
+    /// Take the keys expiry removed since the last call, in order (each is logged as `DEL`).
+    pub fn take_expired(&mut self) -> Vec<(usize, Bytes)> {
+        std::mem::take(&mut self.expired_log)
+    }
+
+    /// Whether expiry removed keys since the last [`Engine::take_expired`].
+    pub fn has_expired(&self) -> bool {
+        !self.expired_log.is_empty()
+    }
+
+    /// A client blocks on `key` in `db`: writes that ready it are signalled from now on.
+    pub fn block_on(&mut self, db: usize, key: Bytes) {
+        *self.blocking_keys.entry((db, key)).or_default() += 1;
+    }
+
+    /// A client blocked on `key` in `db` stopped waiting (served, timed out, gone).
+    pub fn unblock_from(&mut self, db: usize, key: Bytes) {
+        let k = (db, key);
+        if let Some(n) = self.blocking_keys.get_mut(&k) {
+            *n -= 1;
+            if *n == 0 {
+                self.blocking_keys.remove(&k);
+            }
+        }
+    }
+
+    /// WATCH `key` in `db` for `client` (whether it has already expired at `now_ms` is
+    /// remembered: an expiry after WATCH breaks the transaction, one before does not).
+    pub fn watch_key(&mut self, client: u64, db: usize, key: Bytes, now_ms: i64) {
+        let expired = self.db(db).get_raw(&key).is_some_and(|e| e.is_expired(now_ms));
+        self.watch.watch(client, db, key, expired);
+    }
+
+    /// Forget every WATCH of `client` (EXEC, DISCARD, UNWATCH, RESET, disconnect).
+    pub fn unwatch_all(&mut self, client: u64) {
+        self.watch.unwatch_all(client);
+    }
+
+    /// Whether a key `client` watches changed, or expired since WATCH, by `now_ms`: EXEC
+    /// then runs nothing.
+    pub fn watch_broken(&self, client: u64, now_ms: i64) -> bool {
+        self.watch.is_dirty(client)
+            || self.watch.keys_of(client).iter().any(|(db, key, expired_then)| {
+                !expired_then && self.db(*db).get_raw(key).is_some_and(|e| e.is_expired(now_ms))
+            })
+    }
+
+    /// Keys `client` watches (CLIENT LIST `watch=`).
+    pub fn watched_by(&self, client: u64) -> usize {
+        self.watch.keys_of(client).len()
+    }
+
+    /// Clients watching at least one key (INFO `watching_clients`).
+    pub fn watching_clients(&self) -> usize {
+        self.watch.watching_clients()
+    }
+
+    /// Keys watched by at least one client (INFO `total_watched_keys`).
+    pub fn watched_key_count(&self) -> usize {
+        self.watch.watched_key_count()
     }
 
     /// Record that `key` may now serve a blocked client (a list push, a stream add, a deleted
@@ -518,7 +672,7 @@ impl Engine {
         for k in blocked {
             self.signal_ready(db, &k);
         }
-        self.dirty += d.keys.len() as u64;
+        self.count_changes(d.keys.len() as u64);
     }
 
     /// Remove every key of every database (FLUSHALL).
@@ -544,7 +698,12 @@ impl Engine {
         for (d, k) in blocked {
             self.signal_ready(d, &k);
         }
-        self.dirty += 1;
+        self.count_changes(1);
+    }
+
+    /// Number of databases (`databases`).
+    pub fn db_count(&self) -> usize {
+        self.dbs.len()
     }
 
     /// Total keys over all databases.

@@ -35,8 +35,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.6.0",
         complexity: "O(M) in the size of the value.",
         syntax: "key:key",
-        handler: Handler::Engine(dump),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(dump))
     },
     CommandSpec {
         name: "restore",
@@ -52,8 +51,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         complexity: "O(M) in the size of the payload; a stream re-appends its entries, O(M log K).",
         syntax: "key:key ttl:integer serialized-value [REPLACE] [ABSTTL] \
                  [IDLETIME seconds:integer] [FREQ frequency:integer]",
-        handler: Handler::Engine(restore),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(restore))
     },
 ];
 

@@ -7,11 +7,10 @@ use super::check::{Records, Tail};
 use super::files::{Files, Manifest};
 use super::{FsyncPolicy, Log};
 use crate::state::{now_ms, Shared, State};
-use rill_engine::command::{CommandTable, Handler, Lookup};
-use rill_engine::effect::Effect;
+use rill_engine::command::CommandTable;
 use rill_engine::rdb::file::FileReader;
 use rill_engine::rdb::LoadContext;
-use rill_engine::{CallCtx, Engine, EngineConfig};
+use rill_engine::{Engine, EngineConfig};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,62 +18,6 @@ use std::time::Instant;
 const CHUNK_RECORDS: usize = 20_000;
 /// Log a progress line every this many bytes of a large file.
 const PROGRESS_BYTES: u64 = 64 << 20;
-
-/// Replay one effect. Errors are reported, not fatal: the state they lead to is what the
-/// original server had (a command that failed half-way failed the same way then).
-pub fn replay(engine: &mut Engine, table: &CommandTable, time_ms: i64, effect: Effect) -> Result<(), String> {
-    match effect {
-        Effect::Group { .. } | Effect::TrimIds { .. } => engine.apply_stream_effect(&effect).map_err(str::to_string),
-        Effect::Command { db, args } => {
-            if db >= engine.dbs.len() {
-                return Err(format!("database {db} out of range"));
-            }
-            // The most common record, straight into the stream.
-            let args = match engine.replay_xadd(db, args) {
-                Ok(r) => return r.map_err(str::to_string),
-                Err(args) => args,
-            };
-            let (db, args) = (&db, &args);
-            let spec = match table.resolve(args) {
-                Lookup::Found(s) => s,
-                _ => {
-                    let name = args.first().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
-                    return Err(format!("unknown command '{name}'"));
-                }
-            };
-            match spec.handler {
-                Handler::Engine(h) => {
-                    let mut ctx = CallCtx::new(*db, time_ms, 0);
-                    ctx.no_block = true;
-                    h(engine, &mut ctx, args).map(|_| ()).map_err(|e| e.text().to_string())
-                }
-                _ => match spec.name {
-                    "flushall" => {
-                        engine.flush_all();
-                        Ok(())
-                    }
-                    "flushdb" => {
-                        engine.flush_db(*db);
-                        Ok(())
-                    }
-                    "swapdb" => {
-                        let idx = |i: usize| {
-                            args.get(i).and_then(|a| std::str::from_utf8(a).ok()).and_then(|a| a.parse::<usize>().ok())
-                        };
-                        match (idx(1), idx(2)) {
-                            (Some(a), Some(b)) if a < engine.dbs.len() && b < engine.dbs.len() => {
-                                engine.swap_db(a, b);
-                                Ok(())
-                            }
-                            _ => Err("bad SWAPDB indexes".into()),
-                        }
-                    }
-                    other => Err(format!("command '{other}' cannot be replayed")),
-                },
-            }
-        }
-    }
-}
 
 /// `key-load-delay`: a pause after each key or record (tests of the loading state).
 fn load_delay(shared: &Shared) -> std::time::Duration {
@@ -84,7 +27,7 @@ fn load_delay(shared: &Shared) -> std::time::Duration {
 
 /// The context loading a snapshot uses.
 pub fn load_context(st: &State, now_ms: i64) -> LoadContext {
-    context_for(&st.engine.config, now_ms)
+    context_for(st.engine.config(), now_ms)
 }
 
 fn context_for(config: &EngineConfig, now_ms: i64) -> LoadContext {
@@ -105,8 +48,8 @@ fn insert_loaded(
     k: rill_engine::rdb::file::LoadedKey,
     path: &std::path::Path,
 ) -> Result<(), String> {
-    if k.db >= engine.dbs.len() {
-        return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, engine.dbs.len()));
+    if k.db >= engine.db_count() {
+        return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, engine.db_count()));
     }
     let expire = k.entry.expire_at_ms;
     engine.insert(k.db, k.key.clone(), k.entry.value);
@@ -126,10 +69,10 @@ pub fn rebuild(
     table: &CommandTable,
 ) -> Result<Engine, String> {
     let mut engine = Engine::new(config);
-    engine.loading = true;
+    engine.set_loading(true);
     if let Some(path) = base {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let ctx = context_for(&engine.config, now_ms());
+        let ctx = context_for(engine.config(), now_ms());
         let mut reader =
             FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
         while let Some(k) = reader.next_key().map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))? {
@@ -143,7 +86,7 @@ pub fn rebuild(
         while let Some((_, time, effects)) = records.next_record() {
             for e in effects {
                 // Effects that failed when first replayed fail the same way here.
-                let _ = replay(&mut engine, table, time, e);
+                let _ = engine.apply_effect(table, time, e);
             }
         }
         match records.tail {
@@ -153,7 +96,7 @@ pub fn rebuild(
             Some(other) => return Err(format!("{}: {other:?}", path.display())),
         }
     }
-    engine.loading = false;
+    engine.set_loading(false);
     Ok(engine)
 }
 
@@ -213,7 +156,7 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
         for _ in 0..if delay.is_zero() { CHUNK_RECORDS } else { 1 } {
             let Some((_, time, effects)) = records.next_record() else { break };
             for e in effects {
-                if let Err(msg) = replay(&mut st.engine, &shared.log_table, time, e) {
+                if let Err(msg) = st.engine.apply_effect(&shared.log_table, time, e) {
                     errors += 1;
                     if errors <= 10 {
                         tracing::warn!("{}: replaying record {n}: {msg}", path.display());

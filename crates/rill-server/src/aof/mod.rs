@@ -59,7 +59,6 @@ mod writer;
 
 pub use writer::Log;
 
-use rill_engine::effect::{encode_record_buf, EffectBuf};
 use std::sync::Arc;
 
 /// The log file magic.
@@ -133,86 +132,6 @@ pub fn test_log(n: usize) -> (Vec<u8>, Vec<usize>) {
     (out, ends)
 }
 
-/// The part of the log that lives behind the state lock: effects of the command running now,
-/// and the handle of the writer.
-#[derive(Debug, Default)]
-pub struct Aof {
-    /// The running log; `None` with `appendonly no`.
-    pub log: Option<Arc<Log>>,
-    /// Effects of the current unit (a command, an EXEC, a served client), encoded, not yet
-    /// framed.
-    pending: EffectBuf,
-    /// An empty buffer, with the capacity earlier commands grew, for the next command's
-    /// explicit effects: lent out by [`Aof::lend_buf`], so that emitting an effect does not
-    /// allocate.
-    spare: EffectBuf,
-    /// Log offset after the last record appended.
-    pub appended: u64,
-}
-
-impl Aof {
-    /// An empty effect buffer for a command to write into (give it back with
-    /// [`Aof::return_buf`]).
-    pub fn lend_buf(&mut self) -> EffectBuf {
-        std::mem::take(&mut self.spare)
-    }
-
-    /// Take back a buffer from [`Aof::lend_buf`] (emptied here).
-    pub fn return_buf(&mut self, mut buf: EffectBuf) {
-        buf.clear();
-        self.spare = buf;
-    }
-
-    /// Whether effects are being recorded.
-    pub fn recording(&self) -> bool {
-        self.log.is_some()
-    }
-
-    /// Add a command's explicit effects to the current unit.
-    pub fn push(&mut self, effects: &mut EffectBuf) {
-        if self.log.is_some() && !effects.is_empty() {
-            if self.pending.is_empty() {
-                // The common case, one command per unit: take its buffer instead of copying
-                // it (the caller keeps the emptied one, with its capacity).
-                std::mem::swap(&mut self.pending, effects);
-                effects.clear();
-            } else {
-                self.pending.append(effects);
-            }
-        }
-    }
-
-    /// Add a command logged as itself.
-    pub fn push_command(&mut self, db: usize, args: &[bytes::Bytes]) {
-        if self.log.is_some() {
-            self.pending.command(db, args.iter().map(|a| &a[..]));
-        }
-    }
-
-    /// Add the deletion of an expired key.
-    pub fn push_del(&mut self, db: usize, key: &[u8]) {
-        if self.log.is_some() {
-            self.pending.del(db, key);
-        }
-    }
-
-    /// Close the current unit: frame its effects as one record (time `now_ms`) and hand it to
-    /// the writer. Returns the log offset the unit ends at (what a reply must wait for).
-    pub fn commit(&mut self, now_ms: i64) -> u64 {
-        let Some(log) = &self.log else {
-            self.pending.clear();
-            return self.appended;
-        };
-        if self.pending.is_empty() {
-            return self.appended;
-        }
-        let pending = &self.pending;
-        self.appended = log.append_with(|out| encode_record_buf(out, now_ms, pending));
-        self.pending.clear();
-        self.appended
-    }
-}
-
 /// CONFIG SET appendonly: turning the log on starts a new log file and a rewrite that
 /// snapshots the current data as its base; turning it off writes out and closes the log.
 pub fn set_appendonly(
@@ -220,11 +139,11 @@ pub fn set_appendonly(
     st: &mut crate::state::State,
     on: bool,
 ) -> Result<(), String> {
-    match (&st.aof.log, on) {
+    match (&st.journal.log, on) {
         (Some(_), true) | (None, false) => Ok(()),
         (Some(log), false) => {
             let log = log.clone();
-            st.aof.log = None;
+            st.journal.log = None;
             log.shutdown();
             Ok(())
         }
@@ -244,7 +163,7 @@ pub fn set_appendonly(
                 .map_err(|e| e.to_string())?;
             let policy = FsyncPolicy::parse(st.config.get("appendfsync"));
             let log = Log::start(files, file, seq, LOG_MAGIC.len() as u64, policy).map_err(|e| e.to_string())?;
-            st.aof.log = Some(log);
+            st.journal.log = Some(log);
             st.persist.base_file_size = 0;
             st.persist.rewrite_base_size = 0;
             rewrite::start(shared, st).map_err(str::to_string)

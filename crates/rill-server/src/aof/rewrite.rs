@@ -45,9 +45,9 @@ pub struct Persist {
     pub bgsave_in_progress: bool,
     /// Outcome of the last SAVE / BGSAVE.
     pub last_bgsave_ok: bool,
-    /// `engine.dirty` at the last successful save.
+    /// `engine.dirty()` at the last successful save.
     pub dirty_at_save: u64,
-    /// `engine.dirty` when the running BGSAVE cloned the keyspace.
+    /// `engine.dirty()` when the running BGSAVE cloned the keyspace.
     pub dirty_at_clone: u64,
     /// Saves done.
     pub saves: u64,
@@ -72,14 +72,14 @@ pub struct Snapshot {
 impl Snapshot {
     /// Move the data of a private engine into a snapshot (no copy).
     pub fn from_engine(mut engine: rill_engine::Engine) -> Snapshot {
-        let limits = NodeLimits::new(engine.config.stream_node_max_entries, engine.config.stream_node_max_bytes);
+        let limits = NodeLimits::new(engine.config().stream_node_max_entries, engine.config().stream_node_max_bytes);
         let mut dbs = Vec::new();
-        for (i, db) in engine.dbs.iter_mut().enumerate() {
-            if db.is_empty() {
+        for (i, keys) in engine.drain_dbs().into_iter().enumerate() {
+            if keys.is_empty() {
                 continue;
             }
-            let expires = db.expires_len() as u64;
-            dbs.push((i, db.drain(), expires));
+            let expires = keys.iter().filter(|(_, e)| e.expire_at_ms.is_some()).count() as u64;
+            dbs.push((i, keys, expires));
         }
         let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
         Snapshot { dbs, limits, now_ms: now_ms(), version }
@@ -89,7 +89,7 @@ impl Snapshot {
 /// Clone the keyspace (call under the lock; O(keys) plus the size of non-shared values).
 pub fn take(st: &State) -> Snapshot {
     let mut dbs = Vec::new();
-    for (i, db) in st.engine.dbs.iter().enumerate() {
+    for (i, db) in st.engine.dbs().iter().enumerate() {
         if db.is_empty() {
             continue;
         }
@@ -99,7 +99,7 @@ pub fn take(st: &State) -> Snapshot {
     let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
     Snapshot {
         dbs,
-        limits: NodeLimits::new(st.engine.config.stream_node_max_entries, st.engine.config.stream_node_max_bytes),
+        limits: NodeLimits::new(st.engine.config().stream_node_max_entries, st.engine.config().stream_node_max_bytes),
         now_ms: now_ms(),
         version,
     }
@@ -139,7 +139,7 @@ pub fn save(st: &mut State) -> Result<(), String> {
     match write(&snap, &path) {
         Ok(_) => {
             st.persist.last_bgsave_ok = true;
-            st.persist.dirty_at_save = st.engine.dirty;
+            st.persist.dirty_at_save = st.engine.dirty();
             st.persist.saves += 1;
             st.last_save_unix = now_ms() / 1000;
             Ok(())
@@ -162,7 +162,7 @@ pub fn bgsave(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> 
     }
     let snap = take(st);
     st.persist.bgsave_in_progress = true;
-    st.persist.dirty_at_clone = st.engine.dirty;
+    st.persist.dirty_at_clone = st.engine.dirty();
     let path = PathBuf::from(st.config.get("dbfilename"));
     let shared = shared.clone();
     std::thread::spawn(move || {
@@ -209,7 +209,7 @@ enum Source {
 /// Start a log rewrite; with `save_to`, also write the new snapshot there (BGSAVE with the
 /// log on).
 pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>) -> Result<(), &'static str> {
-    let Some(log) = st.aof.log.clone() else {
+    let Some(log) = st.journal.log.clone() else {
         return Err("ERR Background append only file rewriting needs appendonly yes");
     };
     if st.persist.rewrite_in_progress {
@@ -230,12 +230,12 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
         Source::Copy(take(st))
     } else {
         // Any point will do: the thread prepares the new file, then rotates.
-        Source::Files { config: st.engine.config.clone() }
+        Source::Files { config: st.engine.config().clone() }
     };
     st.persist.rewrite_in_progress = true;
     if save_to.is_some() {
         st.persist.bgsave_in_progress = true;
-        st.persist.dirty_at_clone = st.engine.dirty;
+        st.persist.dirty_at_clone = st.engine.dirty();
     }
     let paused = started.elapsed();
     if paused > Duration::from_millis(5) {
@@ -348,7 +348,7 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
 /// The automatic trigger: the log grew by `auto-aof-rewrite-percentage` over its size after
 /// the last rewrite, and is at least `auto-aof-rewrite-min-size`.
 pub fn should_auto_rewrite(st: &State) -> bool {
-    let Some(log) = &st.aof.log else { return false };
+    let Some(log) = &st.journal.log else { return false };
     if st.persist.rewrite_in_progress || st.persist.bgsave_in_progress || st.persist.loading {
         return false;
     }
@@ -367,7 +367,7 @@ pub fn save_due(st: &State, now_secs: i64) -> bool {
     if st.persist.bgsave_in_progress || st.persist.rewrite_in_progress || st.persist.loading {
         return false;
     }
-    let changes = st.engine.dirty.saturating_sub(st.persist.dirty_at_save);
+    let changes = st.engine.dirty().saturating_sub(st.persist.dirty_at_save);
     let elapsed = now_secs - st.last_save_unix;
     let points: Vec<i64> = st.config.get("save").split_whitespace().filter_map(|t| t.parse().ok()).collect();
     points.chunks_exact(2).any(|p| matches!(p, [s, c] if changes >= *c as u64 && changes > 0 && elapsed >= *s))

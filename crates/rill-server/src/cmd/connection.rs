@@ -4,7 +4,7 @@
 
 use super::{ok, reply, syntax, Call, CmdResult};
 use crate::blocking;
-use crate::dispatch::{Action, ReplyMode};
+use crate::client::{Action, ReplyMode};
 use crate::state::ClientInfo;
 use bytes::Bytes;
 use rill_engine::util::parse_i64;
@@ -202,7 +202,7 @@ pub fn hello(c: &mut Call) -> CmdResult {
 /// SELECT index
 pub fn select(c: &mut Call) -> CmdResult {
     let n = parse_i64(c.arg(1)).ok_or(CmdError::NOT_INTEGER)?;
-    if n < 0 || n as usize >= c.st.engine.dbs.len() {
+    if n < 0 || n as usize >= c.st.engine.db_count() {
         return Err(CmdError::full("ERR DB index is out of range"));
     }
     c.conn.db = n as usize;
@@ -216,7 +216,7 @@ pub fn select(c: &mut Call) -> CmdResult {
 /// require AUTH again when a password is set. Library name and version survive, as in Redis.
 pub fn reset(c: &mut Call) -> CmdResult {
     c.conn.multi = None;
-    c.st.engine.watch.unwatch_all(c.conn.id);
+    c.st.engine.unwatch_all(c.conn.id);
     c.conn.db = 0;
     c.conn.proto = Protocol::Resp2;
     c.conn.reply_mode = ReplyMode::On;
@@ -328,7 +328,7 @@ fn verbatim(text: String) -> Reply {
 
 /// CLIENT INFO
 pub fn client_info(c: &mut Call) -> CmdResult {
-    let w = c.st.engine.watch.keys_of(c.conn.id).len();
+    let w = c.st.engine.watched_by(c.conn.id);
     let line = c.st.clients.get(&c.conn.id).map(|ci| client_line(ci, c.now_ms, w)).unwrap_or_default();
     reply(verbatim(line + "\n"))
 }
@@ -372,7 +372,7 @@ pub fn client_list(c: &mut Call) -> CmdResult {
             if ids.as_ref().is_some_and(|v| !v.contains(&ci.id)) {
                 continue;
             }
-            let w = c.st.engine.watch.keys_of(ci.id).len();
+            let w = c.st.engine.watched_by(ci.id);
             out.push_str(&client_line(ci, c.now_ms, w));
             out.push('\n');
         }

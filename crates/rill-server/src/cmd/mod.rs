@@ -1,5 +1,5 @@
-//! Commands the server runs itself, one module per family. [`run`] maps a spec's full name to
-//! its handler.
+//! Commands the server runs itself, one module per family. Each is bound to its handler in its
+//! spec (`specs.rs`, `Handler::Server(&Run(f))`); [`run`] calls it.
 
 pub mod connection;
 pub mod introspect;
@@ -7,10 +7,10 @@ pub mod multi;
 pub mod server;
 pub mod specs;
 
-use crate::dispatch::{Action, Conn};
+use crate::client::{Action, Conn};
 use crate::state::{Shared, State};
 use bytes::Bytes;
-use rill_engine::command::CommandSpec;
+use rill_engine::command::{CommandSpec, Handler};
 use rill_engine::CmdError;
 use rill_resp::Reply;
 
@@ -54,6 +54,16 @@ pub fn ok() -> CmdResult {
     reply(Reply::ok())
 }
 
+/// A server command's handler, as its spec holds it (`Handler::Server(&Run(f))`).
+#[derive(Debug)]
+pub struct Run(pub fn(&mut Call) -> CmdResult);
+
+/// The handler a server command's spec is bound to. `None` only for a handler of another
+/// crate's type, which `every_server_command_is_bound` rules out.
+pub fn bound(handler: rill_engine::command::ServerHandler) -> Option<&'static Run> {
+    handler.downcast_ref::<Run>()
+}
+
 /// Run the server command `spec`.
 pub fn run(
     shared: &Shared,
@@ -63,67 +73,23 @@ pub fn run(
     args: &[Bytes],
     now_ms: i64,
 ) -> CmdResult {
-    let mut c = Call { shared, st, conn, args, now_ms };
-    match spec.name {
-        "ping" => connection::ping(&mut c),
-        "echo" => reply(Reply::Bulk(args.get(1).cloned().unwrap_or_default())),
-        "hello" => connection::hello(&mut c),
-        "auth" => connection::auth(&mut c),
-        "select" => connection::select(&mut c),
-        "quit" => Ok(Action::Close(Some(Reply::ok()))),
-        "reset" => connection::reset(&mut c),
-        "client|setname" => connection::client_setname(&mut c),
-        "client|getname" => connection::client_getname(&mut c),
-        "client|setinfo" => connection::client_setinfo(&mut c),
-        "client|id" => reply(Reply::Integer(c.conn.id as i64)),
-        "client|info" => connection::client_info(&mut c),
-        "client|list" => connection::client_list(&mut c),
-        "client|kill" => connection::client_kill(&mut c),
-        "client|no-evict" | "client|no-touch" => connection::client_on_off(&mut c, spec.name),
-        "client|reply" => connection::client_reply(&mut c),
-        "client|unblock" => connection::client_unblock(&mut c),
-        "client|help" => reply(help("CLIENT", connection::CLIENT_HELP)),
-        "config|get" => server::config_get(&mut c),
-        "config|set" => server::config_set(&mut c),
-        "config|resetstat" => server::config_resetstat(&mut c),
-        "config|rewrite" => server::config_rewrite(&mut c),
-        "config|help" => reply(help("CONFIG", server::CONFIG_HELP)),
-        "info" => server::info(&mut c),
-        "dbsize" => reply(Reply::Integer(c.st.engine.db(c.conn.db).len() as i64)),
-        "flushdb" | "flushall" => server::flush(&mut c, spec.name == "flushall"),
-        "swapdb" => server::swapdb(&mut c),
-        "time" => server::time(),
-        "lastsave" => reply(Reply::Integer(c.st.last_save_unix)),
-        "save" => server::save(&mut c),
-        "bgsave" => server::bgsave(&mut c),
-        "bgrewriteaof" => server::bgrewriteaof(&mut c),
-        "debug" => server::debug(&mut c),
-        "shutdown" => server::shutdown(&mut c),
-        "function|flush" => server::function_flush(&mut c),
-        "script|flush" => server::script_flush(&mut c),
-        "module|help" => reply(help("MODULE", server::MODULE_HELP)),
-        "module|list" => reply(Reply::Array(Vec::new())),
-        "module|load" | "module|loadex" => {
-            tracing::warn!("Module {} failed to load: rill does not load modules", c.text(2));
-            Err(CmdError::full("ERR Error loading the extension. Please check the server logs."))
-        }
-        "module|unload" => Err(CmdError::full("ERR Error unloading module: no such module with that name")),
-        "script|help" => reply(help("SCRIPT", &["FLUSH [ASYNC|SYNC]", "    Flush the Lua scripts cache."])),
-        "function|help" => reply(help("FUNCTION", &["FLUSH [ASYNC|SYNC]", "    Delete all functions."])),
-        "command" => introspect::command(&mut c),
-        "command|count" => reply(Reply::Integer(c.shared.table.len() as i64)),
-        "command|info" => introspect::command_info(&mut c),
-        "command|docs" => introspect::command_docs(&mut c),
-        "command|list" => introspect::command_list(&mut c),
-        "command|getkeys" => introspect::command_getkeys(&mut c),
-        "command|help" => reply(help("COMMAND", introspect::COMMAND_HELP)),
-        "multi" => multi::multi(&mut c),
-        "exec" => multi::exec(&mut c),
-        "discard" => multi::discard(&mut c),
-        "watch" => multi::watch(&mut c),
-        "unwatch" => multi::unwatch(&mut c),
-        other => Err(CmdError::owned(format!("ERR command '{other}' is declared but has no handler"))),
-    }
+    let Handler::Server(handler) = spec.handler else {
+        return Err(CmdError::owned(format!("ERR '{}' is not a server command", spec.name)));
+    };
+    let Some(Run(f)) = bound(handler) else {
+        return Err(CmdError::owned(format!(
+            "ERR command '{}' is bound to a handler rill-server cannot run",
+            spec.name
+        )));
+    };
+    f(&mut Call { shared, st, conn, args, now_ms })
+}
+
+/// The command table: every engine command family and the server's own commands.
+pub fn table() -> rill_engine::command::CommandTable {
+    let mut families = rill_engine::types::families();
+    families.push(specs::COMMANDS);
+    rill_engine::command::CommandTable::new(&families)
 }
 
 /// Whether a protected action (`enable-protected-configs`, `enable-debug-command`,
@@ -163,4 +129,33 @@ pub fn help(container: &str, lines: &[&str]) -> Reply {
 /// `ERR syntax error`
 pub fn syntax() -> CmdError {
     CmdError::SYNTAX
+}
+
+#[cfg(test)]
+mod tests {
+    use rill_engine::command::{CommandSpec, Handler};
+
+    fn every_spec(specs: &'static [CommandSpec], out: &mut Vec<&'static CommandSpec>) {
+        for s in specs {
+            out.push(s);
+            every_spec(s.subcommands, out);
+        }
+    }
+
+    #[test]
+    fn every_server_command_is_bound() {
+        let mut all = Vec::new();
+        every_spec(super::specs::COMMANDS, &mut all);
+        for f in rill_engine::types::families() {
+            every_spec(f, &mut all);
+        }
+        assert!(all.len() > 150, "{}", all.len());
+        for spec in all {
+            match spec.handler {
+                Handler::Server(h) => assert!(super::bound(h).is_some(), "{} is bound to a foreign handler", spec.name),
+                Handler::Container => assert!(spec.is_container(), "{} has no handler and no subcommands", spec.name),
+                Handler::Engine(_) => {}
+            }
+        }
+    }
 }

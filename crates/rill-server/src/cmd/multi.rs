@@ -5,7 +5,8 @@
 //! other client's command interleaves; blocking commands inside it do not block.
 
 use super::{ok, reply, Call, CmdResult};
-use crate::dispatch::{self, Action, Multi};
+use crate::client::{Action, Multi};
+use crate::dispatch;
 use rill_engine::CmdError;
 use rill_resp::Reply;
 
@@ -23,25 +24,10 @@ pub fn multi(c: &mut Call) -> CmdResult {
 
 fn end_transaction(c: &mut Call) {
     c.conn.multi = None;
-    c.st.engine.watch.unwatch_all(c.conn.id);
+    c.st.engine.unwatch_all(c.conn.id);
     if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
         ci.multi = -1;
     }
-}
-
-/// Whether a watched key changed or expired since WATCH.
-fn watch_broken(c: &mut Call) -> bool {
-    let id = c.conn.id;
-    if c.st.engine.watch.is_dirty(id) {
-        return true;
-    }
-    let now = c.now_ms;
-    let engine = &c.st.engine;
-    engine
-        .watch
-        .keys_of(id)
-        .iter()
-        .any(|(db, key, expired_then)| !expired_then && engine.db(*db).get_raw(key).is_some_and(|e| e.is_expired(now)))
 }
 
 /// EXEC
@@ -53,7 +39,7 @@ pub fn exec(c: &mut Call) -> CmdResult {
         end_transaction(c);
         return Err(CmdError::full("EXECABORT Transaction discarded because of previous errors."));
     }
-    if watch_broken(c) {
+    if c.st.engine.watch_broken(c.conn.id, c.now_ms) {
         end_transaction(c);
         return reply(Reply::NullArray);
     }
@@ -87,14 +73,13 @@ pub fn watch(c: &mut Call) -> CmdResult {
     }
     let (db, now, id) = (c.conn.db, c.now_ms, c.conn.id);
     for key in c.args.iter().skip(1) {
-        let expired = c.st.engine.db(db).get_raw(key).is_some_and(|e| e.is_expired(now));
-        c.st.engine.watch.watch(id, db, key.clone(), expired);
+        c.st.engine.watch_key(id, db, key.clone(), now);
     }
     ok()
 }
 
 /// UNWATCH
 pub fn unwatch(c: &mut Call) -> CmdResult {
-    c.st.engine.watch.unwatch_all(c.conn.id);
+    c.st.engine.unwatch_all(c.conn.id);
     ok()
 }

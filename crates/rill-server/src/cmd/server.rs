@@ -1,11 +1,11 @@
 //! Server commands: INFO, CONFIG, FLUSHDB/FLUSHALL, SWAPDB, TIME, DEBUG, SHUTDOWN, FUNCTION.
 
 use super::{ok, reply, syntax, Call, CmdResult};
-use crate::dispatch::Action;
+use crate::client::Action;
 use crate::info;
 use crate::state::{now_us, Stats};
 use bytes::Bytes;
-use rill_engine::util::{parse_f64, parse_i64};
+use rill_engine::util::parse_f64;
 use rill_engine::CmdError;
 use rill_resp::Reply;
 
@@ -102,14 +102,26 @@ pub fn config_set(c: &mut Call) -> CmdResult {
 fn apply(c: &mut Call, name: &str) {
     let cfg = &c.st.config;
     match name {
-        "stream-node-max-entries" => c.st.engine.config.stream_node_max_entries = cfg.get_i64(name),
-        "stream-node-max-bytes" => c.st.engine.config.stream_node_max_bytes = cfg.get_i64(name),
-        "stream-idmp-duration" => c.st.engine.config.stream_idmp_duration_secs = cfg.get_i64(name).max(1) as u64,
-        "stream-idmp-maxsize" => c.st.engine.config.stream_idmp_maxsize = cfg.get_i64(name).max(1) as u64,
+        "stream-node-max-entries" => {
+            let v = cfg.get_i64(name);
+            c.st.engine.reconfigure(|e| e.stream_node_max_entries = v);
+        }
+        "stream-node-max-bytes" => {
+            let v = cfg.get_i64(name);
+            c.st.engine.reconfigure(|e| e.stream_node_max_bytes = v);
+        }
+        "stream-idmp-duration" => {
+            let v = cfg.get_i64(name).max(1) as u64;
+            c.st.engine.reconfigure(|e| e.stream_idmp_duration_secs = v);
+        }
+        "stream-idmp-maxsize" => {
+            let v = cfg.get_i64(name).max(1) as u64;
+            c.st.engine.reconfigure(|e| e.stream_idmp_maxsize = v);
+        }
         "loglevel" => crate::logging::set_level(cfg.get(name)),
         "busy-poll-us" => crate::poll::set_max_us(u64::try_from(cfg.get_i64(name)).unwrap_or(0)),
         "appendfsync" => {
-            if let Some(log) = &c.st.aof.log {
+            if let Some(log) = &c.st.journal.log {
                 log.set_policy(crate::aof::FsyncPolicy::parse(cfg.get(name)));
             }
         }
@@ -130,9 +142,7 @@ pub fn config_resetstat(c: &mut Call) -> CmdResult {
     // Redis keeps the ACL counters across RESETSTAT.
     let acl = c.st.stats.acl;
     c.st.stats = Stats { acl, ..Stats::default() };
-    c.st.engine.expired_keys = 0;
-    c.st.engine.keyspace_hits = 0;
-    c.st.engine.keyspace_misses = 0;
+    c.st.engine.reset_stats();
     ok()
 }
 
@@ -146,31 +156,11 @@ pub fn config_rewrite(c: &mut Call) -> CmdResult {
     ok()
 }
 
-/// FLUSHDB / FLUSHALL [ASYNC|SYNC]
-pub fn flush(c: &mut Call, all: bool) -> CmdResult {
-    match c.args.get(1) {
-        None => {}
-        Some(a) if c.args.len() == 2 && (a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync")) => {}
-        Some(_) => return Err(syntax()),
-    }
-    if all {
-        c.st.engine.flush_all();
-    } else {
-        c.st.engine.flush_db(c.conn.db);
-    }
-    ok()
-}
-
-/// SWAPDB index1 index2
-pub fn swapdb(c: &mut Call) -> CmdResult {
-    let a = parse_i64(c.arg(1)).ok_or(CmdError::full("ERR invalid first DB index"))?;
-    let b = parse_i64(c.arg(2)).ok_or(CmdError::full("ERR invalid second DB index"))?;
-    let n = c.st.engine.dbs.len() as i64;
-    if a < 0 || a >= n || b < 0 || b >= n {
-        return Err(CmdError::full("ERR DB index is out of range"));
-    }
-    c.st.engine.swap_db(a as usize, b as usize);
-    ok()
+/// MODULE LOAD|LOADEX path ...: rill loads no modules, so this fails as Redis fails a module
+/// it cannot load.
+pub fn module_load(c: &mut Call) -> CmdResult {
+    tracing::warn!("Module {} failed to load: rill does not load modules", c.text(2));
+    Err(CmdError::full("ERR Error loading the extension. Please check the server logs."))
 }
 
 /// TIME → [seconds, microseconds] as bulk strings.
@@ -317,7 +307,7 @@ pub fn bgsave(c: &mut Call) -> CmdResult {
     }
     // With the log on, a BGSAVE is a log rewrite whose snapshot is also copied to dbfilename:
     // it is built from the log files in the background, without copying the keyspace.
-    if c.st.aof.log.is_some() && !c.st.persist.bgsave_in_progress {
+    if c.st.journal.log.is_some() && !c.st.persist.bgsave_in_progress {
         let dest = std::path::PathBuf::from(c.st.config.get("dbfilename"));
         return match crate::aof::rewrite::start_with(&shared, c.st, Some(dest)) {
             Ok(()) => reply(Reply::simple("Background saving started")),

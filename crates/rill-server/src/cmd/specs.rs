@@ -1,7 +1,16 @@
 //! Declarations of the commands the server itself runs (connection, server, transactions,
 //! introspection). Data commands are declared next to their handlers in rill-engine.
 
+use super::{connection, help, introspect, multi, reply, server, Run};
+use crate::client::Action;
 use rill_engine::command::{keys_from, CommandSpec, Flags, Handler};
+use rill_engine::CmdError;
+use rill_resp::Reply;
+
+/// A server command's handler in the engine's table.
+const fn server(run: &'static Run) -> Handler {
+    Handler::Server(run)
+}
 
 const LOADING_STALE: Flags = Flags::LOADING.and(Flags::STALE);
 const CONN: &[&str] = &["@fast", "@connection"];
@@ -16,8 +25,19 @@ const fn conn_cmd(
     syntax: &'static str,
     summary: &'static str,
     since: &'static str,
+    handler: Handler,
 ) -> CommandSpec {
-    CommandSpec { name, arity, flags, acl: CONN, group: "connection", summary, since, syntax, ..CommandSpec::DEFAULT }
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        acl: CONN,
+        group: "connection",
+        summary,
+        since,
+        syntax,
+        ..CommandSpec::of(handler)
+    }
 }
 
 // One argument per column of the spec table it builds; a struct literal would only rename them.
@@ -31,26 +51,38 @@ const fn sub(
     syntax: &'static str,
     summary: &'static str,
     since: &'static str,
+    handler: Handler,
 ) -> CommandSpec {
-    CommandSpec { name, arity, flags, acl, group, summary, since, syntax, complexity: "O(1)", ..CommandSpec::DEFAULT }
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        acl,
+        group,
+        summary,
+        since,
+        syntax,
+        complexity: "O(1)",
+        ..CommandSpec::of(handler)
+    }
 }
 
 const CLIENT_FLAGS: Flags = Flags::NOSCRIPT.and(LOADING_STALE);
 
 /// CLIENT subcommands.
 pub const CLIENT_SUBS: &[CommandSpec] = &[
-    sub("client|setname", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "connection-name", "Names the connection.", "2.6.9"),
-    sub("client|getname", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Returns the connection's name.", "2.6.9"),
-    sub("client|setinfo", 4, CLIENT_FLAGS, SLOW_CONN, "connection", "attr@(LIB-NAME libname | LIB-VER libver)", "Records the client library's name or version.", "7.2.0"),
-    sub("client|id", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Returns the connection's unique id.", "5.0.0"),
-    sub("client|info", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Describes this connection in CLIENT LIST format.", "6.2.0"),
-    sub("client|list", -2, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "[TYPE client-type@(NORMAL | MASTER | REPLICA | PUBSUB)] [ID client-id:integer ...]", "Lists the open connections.", "2.4.0"),
-    sub("client|kill", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "filter@(old-format | new-format@([ID client-id:integer] [ADDR ip-port] [LADDR ip-port] [USER username] [SKIPME yes-no@(YES | NO)] [MAXAGE maxage:integer]) ...)", "Closes connections chosen by id or address.", "2.4.0"),
-    sub("client|no-evict", 3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "enabled@(ON | OFF)", "Sets the connection's eviction exemption.", "7.0.0"),
-    sub("client|no-touch", 3, Flags::NOSCRIPT.and(LOADING_STALE), SLOW_CONN, "connection", "enabled@(ON | OFF)", "Sets whether this connection's reads update key access times.", "7.2.0"),
-    sub("client|reply", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "action@(ON | OFF | SKIP)", "Turns replies to this connection on, off, or off for one command.", "3.2.0"),
-    sub("client|unblock", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "client-id:integer [unblock-type@(TIMEOUT | ERROR)]", "Releases a client blocked on keys.", "5.0.0"),
-    sub("client|help", 2, LOADING_STALE, SLOW_CONN, "connection", "", "Lists the CLIENT subcommands.", "5.0.0"),
+    sub("client|setname", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "connection-name", "Names the connection.", "2.6.9", server(&Run(connection::client_setname))),
+    sub("client|getname", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Returns the connection's name.", "2.6.9", server(&Run(connection::client_getname))),
+    sub("client|setinfo", 4, CLIENT_FLAGS, SLOW_CONN, "connection", "attr@(LIB-NAME libname | LIB-VER libver)", "Records the client library's name or version.", "7.2.0", server(&Run(connection::client_setinfo))),
+    sub("client|id", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Returns the connection's unique id.", "5.0.0", server(&Run(|c| reply(Reply::Integer(c.conn.id as i64))))),
+    sub("client|info", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Describes this connection in CLIENT LIST format.", "6.2.0", server(&Run(connection::client_info))),
+    sub("client|list", -2, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "[TYPE client-type@(NORMAL | MASTER | REPLICA | PUBSUB)] [ID client-id:integer ...]", "Lists the open connections.", "2.4.0", server(&Run(connection::client_list))),
+    sub("client|kill", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "filter@(old-format | new-format@([ID client-id:integer] [ADDR ip-port] [LADDR ip-port] [USER username] [SKIPME yes-no@(YES | NO)] [MAXAGE maxage:integer]) ...)", "Closes connections chosen by id or address.", "2.4.0", server(&Run(connection::client_kill))),
+    sub("client|no-evict", 3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "enabled@(ON | OFF)", "Sets the connection's eviction exemption.", "7.0.0", server(&Run(|c| connection::client_on_off(c, "client|no-evict")))),
+    sub("client|no-touch", 3, Flags::NOSCRIPT.and(LOADING_STALE), SLOW_CONN, "connection", "enabled@(ON | OFF)", "Sets whether this connection's reads update key access times.", "7.2.0", server(&Run(|c| connection::client_on_off(c, "client|no-touch")))),
+    sub("client|reply", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "action@(ON | OFF | SKIP)", "Turns replies to this connection on, off, or off for one command.", "3.2.0", server(&Run(connection::client_reply))),
+    sub("client|unblock", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "client-id:integer [unblock-type@(TIMEOUT | ERROR)]", "Releases a client blocked on keys.", "5.0.0", server(&Run(connection::client_unblock))),
+    sub("client|help", 2, LOADING_STALE, SLOW_CONN, "connection", "", "Lists the CLIENT subcommands.", "5.0.0", server(&Run(|_| reply(help("CLIENT", connection::CLIENT_HELP))))),
 ];
 
 /// CONFIG subcommands.
@@ -64,6 +96,7 @@ pub const CONFIG_SUBS: &[CommandSpec] = &[
         "parameter ...",
         "Returns the values of configuration parameters matching patterns.",
         "2.0.0",
+        server(&Run(server::config_get)),
     ),
     sub(
         "config|set",
@@ -74,8 +107,19 @@ pub const CONFIG_SUBS: &[CommandSpec] = &[
         "data@(parameter value) ...",
         "Changes configuration parameters at run time, all or none.",
         "2.0.0",
+        server(&Run(server::config_set)),
     ),
-    sub("config|resetstat", 2, ADMIN_FLAGS, ADMIN_ACL, "server", "", "Resets the counters INFO reports.", "2.0.0"),
+    sub(
+        "config|resetstat",
+        2,
+        ADMIN_FLAGS,
+        ADMIN_ACL,
+        "server",
+        "",
+        "Resets the counters INFO reports.",
+        "2.0.0",
+        server(&Run(server::config_resetstat)),
+    ),
     sub(
         "config|rewrite",
         2,
@@ -85,8 +129,19 @@ pub const CONFIG_SUBS: &[CommandSpec] = &[
         "",
         "Writes the running configuration to the config file.",
         "2.8.0",
+        server(&Run(server::config_rewrite)),
     ),
-    sub("config|help", 2, LOADING_STALE, &["@slow"], "server", "", "Lists the CONFIG subcommands.", "5.0.0"),
+    sub(
+        "config|help",
+        2,
+        LOADING_STALE,
+        &["@slow"],
+        "server",
+        "",
+        "Lists the CONFIG subcommands.",
+        "5.0.0",
+        server(&Run(|_| reply(help("CONFIG", server::CONFIG_HELP)))),
+    ),
 ];
 
 /// COMMAND subcommands.
@@ -100,6 +155,7 @@ pub const COMMAND_SUBS: &[CommandSpec] = &[
         "",
         "Returns the number of commands.",
         "2.8.13",
+        server(&Run(|c| reply(Reply::Integer(c.shared.table.len() as i64)))),
     ),
     sub(
         "command|info",
@@ -110,6 +166,7 @@ pub const COMMAND_SUBS: &[CommandSpec] = &[
         "[command-name ...]",
         "Describes commands: arity, flags, keys.",
         "2.8.13",
+        server(&Run(introspect::command_info)),
     ),
     sub(
         "command|docs",
@@ -120,6 +177,7 @@ pub const COMMAND_SUBS: &[CommandSpec] = &[
         "[command-name ...]",
         "Returns the documentation of commands.",
         "7.0.0",
+        server(&Run(introspect::command_docs)),
     ),
     sub(
         "command|list",
@@ -130,6 +188,7 @@ pub const COMMAND_SUBS: &[CommandSpec] = &[
         "[FILTERBY filterby@(MODULE module-name | ACLCAT category | PATTERN pattern:pattern)]",
         "Lists command names, optionally filtered.",
         "7.0.0",
+        server(&Run(introspect::command_list)),
     ),
     sub(
         "command|getkeys",
@@ -140,6 +199,7 @@ pub const COMMAND_SUBS: &[CommandSpec] = &[
         "command arg ...",
         "Extracts the key names from a full command.",
         "2.8.13",
+        server(&Run(introspect::command_getkeys)),
     ),
     sub(
         "command|help",
@@ -150,6 +210,7 @@ pub const COMMAND_SUBS: &[CommandSpec] = &[
         "",
         "Lists the COMMAND subcommands.",
         "5.0.0",
+        server(&Run(|_| reply(help("COMMAND", introspect::COMMAND_HELP)))),
     ),
 ];
 
@@ -164,6 +225,7 @@ pub const FUNCTION_SUBS: &[CommandSpec] = &[
         "[flush-type@(ASYNC | SYNC)]",
         "Deletes all functions (rill has none, so nothing to delete).",
         "7.0.0",
+        server(&Run(server::function_flush)),
     ),
     sub(
         "function|help",
@@ -174,6 +236,7 @@ pub const FUNCTION_SUBS: &[CommandSpec] = &[
         "",
         "Lists the FUNCTION subcommands.",
         "7.0.0",
+        server(&Run(|_| reply(help("FUNCTION", &["FLUSH [ASYNC|SYNC]", "    Delete all functions."])))),
     ),
 ];
 
@@ -188,6 +251,7 @@ pub const SCRIPT_SUBS: &[CommandSpec] = &[
         "[flush-type@(ASYNC | SYNC)]",
         "Empties the script cache (rill has none, so nothing to empty).",
         "2.6.0",
+        server(&Run(server::script_flush)),
     ),
     sub(
         "script|help",
@@ -198,6 +262,7 @@ pub const SCRIPT_SUBS: &[CommandSpec] = &[
         "",
         "Lists the SCRIPT subcommands.",
         "5.0.0",
+        server(&Run(|_| reply(help("SCRIPT", &["FLUSH [ASYNC|SYNC]", "    Flush the Lua scripts cache."])))),
     ),
 ];
 
@@ -206,7 +271,17 @@ const MODULE_ADMIN: Flags = Flags::NO_ASYNC_LOADING.and(Flags::ADMIN).and(Flags:
 /// MODULE subcommands. rill loads no modules: LIST is empty, LOAD and UNLOAD fail as they do
 /// in Redis when a module cannot be loaded or is not there (behind `enable-module-command`).
 pub const MODULE_SUBS: &[CommandSpec] = &[
-    sub("module|help", 2, LOADING_STALE, &["@slow"], "server", "", "Lists the MODULE subcommands.", "5.0.0"),
+    sub(
+        "module|help",
+        2,
+        LOADING_STALE,
+        &["@slow"],
+        "server",
+        "",
+        "Lists the MODULE subcommands.",
+        "5.0.0",
+        server(&Run(|_| reply(help("MODULE", server::MODULE_HELP)))),
+    ),
     sub(
         "module|list",
         2,
@@ -216,6 +291,7 @@ pub const MODULE_SUBS: &[CommandSpec] = &[
         "",
         "Returns the loaded modules (rill has none).",
         "4.0.0",
+        server(&Run(|_| reply(Reply::Array(Vec::new())))),
     ),
     sub(
         "module|load",
@@ -226,6 +302,7 @@ pub const MODULE_SUBS: &[CommandSpec] = &[
         "path [arg ...]",
         "Loads a module (rill cannot: always an error).",
         "4.0.0",
+        server(&Run(server::module_load)),
     ),
     sub(
         "module|loadex",
@@ -236,6 +313,7 @@ pub const MODULE_SUBS: &[CommandSpec] = &[
         "path [CONFIG name value ...] [ARGS args ...]",
         "Loads a module with configuration (rill cannot: always an error).",
         "7.0.0",
+        server(&Run(server::module_load)),
     ),
     sub(
         "module|unload",
@@ -246,13 +324,30 @@ pub const MODULE_SUBS: &[CommandSpec] = &[
         "name",
         "Unloads a module (rill has none: always an error).",
         "4.0.0",
+        server(&Run(|_| Err(CmdError::full("ERR Error unloading module: no such module with that name")))),
     ),
 ];
 
 /// Every server-run command.
 pub const COMMANDS: &[CommandSpec] = &[
-    conn_cmd("ping", -1, Flags::FAST, "[message]", "Returns PONG, or the message given.", "1.0.0"),
-    conn_cmd("echo", 2, Flags::FAST, "message", "Returns the message given.", "1.0.0"),
+    conn_cmd(
+        "ping",
+        -1,
+        Flags::REFUSED_ON_DISK_ERROR.and(Flags::FAST),
+        "[message]",
+        "Returns PONG, or the message given.",
+        "1.0.0",
+        server(&Run(connection::ping)),
+    ),
+    conn_cmd(
+        "echo",
+        2,
+        Flags::FAST,
+        "message",
+        "Returns the message given.",
+        "1.0.0",
+        server(&Run(|c| reply(Reply::Bulk(c.args.get(1).cloned().unwrap_or_default())))),
+    ),
     conn_cmd(
         "hello",
         -1,
@@ -260,6 +355,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "[arguments@(protover:integer [AUTH (username password)] [SETNAME clientname])]",
         "Handshakes: chooses the protocol, authenticates, names the connection.",
         "6.0.0",
+        server(&Run(connection::hello)),
     ),
     conn_cmd(
         "auth",
@@ -268,23 +364,36 @@ pub const COMMANDS: &[CommandSpec] = &[
         "[username] password",
         "Authenticates the connection.",
         "1.0.0",
+        server(&Run(connection::auth)),
     ),
-    conn_cmd("select", 2, LOADING_STALE.and(Flags::FAST), "index:integer", "Changes the selected database.", "1.0.0"),
+    conn_cmd(
+        "select",
+        2,
+        LOADING_STALE.and(Flags::FAST),
+        "index:integer",
+        "Changes the selected database.",
+        "1.0.0",
+        server(&Run(connection::select)),
+    ),
     conn_cmd(
         "quit",
         -1,
-        Flags::ALLOW_BUSY.and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH),
+        Flags::TRANSACTION_CONTROL
+            .and(Flags::ALLOW_BUSY.and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH)),
         "",
         "Closes the connection after replying.",
         "1.0.0",
+        server(&Run(|_| Ok(Action::Close(Some(Reply::ok()))))),
     ),
     conn_cmd(
         "reset",
         1,
-        Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH).and(Flags::ALLOW_BUSY),
+        Flags::TRANSACTION_CONTROL
+            .and(Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH).and(Flags::ALLOW_BUSY)),
         "",
         "Resets the connection to its initial state.",
         "6.2.0",
+        server(&Run(connection::reset)),
     ),
     CommandSpec {
         name: "client",
@@ -293,9 +402,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         group: "connection",
         summary: "Commands about client connections.",
         since: "2.4.0",
-        handler: Handler::Container,
         subcommands: CLIENT_SUBS,
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {
         name: "config",
@@ -304,9 +412,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         group: "server",
         summary: "Commands about the server configuration.",
         since: "2.0.0",
-        handler: Handler::Container,
         subcommands: CONFIG_SUBS,
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {
         name: "command",
@@ -318,7 +425,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.8.13",
         complexity: "O(N) where N is the number of commands",
         subcommands: COMMAND_SUBS,
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(introspect::command)))
     },
     CommandSpec {
         name: "function",
@@ -327,9 +434,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         group: "scripting",
         summary: "Commands about functions.",
         since: "7.0.0",
-        handler: Handler::Container,
         subcommands: FUNCTION_SUBS,
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {
         name: "module",
@@ -338,9 +444,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         group: "server",
         summary: "Commands about modules.",
         since: "4.0.0",
-        handler: Handler::Container,
         subcommands: MODULE_SUBS,
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {
         name: "script",
@@ -349,9 +454,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         group: "scripting",
         summary: "Commands about the script cache.",
         since: "2.6.0",
-        handler: Handler::Container,
         subcommands: SCRIPT_SUBS,
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {
         name: "info",
@@ -363,53 +467,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "1.0.0",
         syntax: "[section ...]",
         tips: &["nondeterministic_output"],
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "dbsize",
-        arity: 1,
-        flags: Flags::READONLY.and(Flags::FAST),
-        acl: &["@keyspace", "@read", "@fast"],
-        group: "server",
-        summary: "Returns the number of keys in the selected database.",
-        since: "1.0.0",
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "flushdb",
-        arity: -1,
-        flags: Flags::WRITE,
-        acl: &["@keyspace", "@write", "@slow", "@dangerous"],
-        group: "server",
-        summary: "Removes every key of the selected database.",
-        since: "1.0.0",
-        complexity: "O(N) where N is the number of keys",
-        syntax: "[flush-type@(ASYNC | SYNC)]",
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "flushall",
-        arity: -1,
-        flags: Flags::WRITE,
-        acl: &["@keyspace", "@write", "@slow", "@dangerous"],
-        group: "server",
-        summary: "Removes every key of every database.",
-        since: "1.0.0",
-        complexity: "O(N) where N is the number of keys",
-        syntax: "[flush-type@(ASYNC | SYNC)]",
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "swapdb",
-        arity: 3,
-        flags: Flags::WRITE.and(Flags::FAST),
-        acl: &["@keyspace", "@write", "@fast", "@dangerous"],
-        group: "server",
-        summary: "Swaps the contents of two databases.",
-        since: "4.0.0",
-        complexity: "O(N) where N is the number of watched or blocked keys",
-        syntax: "index1:integer index2:integer",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(server::info)))
     },
     CommandSpec {
         name: "time",
@@ -419,7 +477,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         group: "server",
         summary: "Returns the server's time as seconds and microseconds.",
         since: "2.6.0",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(|_| server::time())))
     },
     CommandSpec {
         name: "save",
@@ -430,7 +488,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Synchronously saves the database(s) to disk.",
         since: "1.0.0",
         complexity: "O(N) where N is the total number of keys in all databases",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(server::save)))
     },
     CommandSpec {
         name: "bgsave",
@@ -442,7 +500,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "1.0.0",
         complexity: "O(1)",
         syntax: "[SCHEDULE]",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(server::bgsave)))
     },
     CommandSpec {
         name: "bgrewriteaof",
@@ -453,7 +511,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Asynchronously rewrites the append-only file to disk.",
         since: "1.0.0",
         complexity: "O(1)",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(server::bgrewriteaof)))
     },
     CommandSpec {
         name: "lastsave",
@@ -463,7 +521,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         group: "server",
         summary: "Returns the Unix time of the last successful save.",
         since: "1.0.0",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(|c| reply(Reply::Integer(c.st.last_save_unix)))))
     },
     CommandSpec {
         name: "debug",
@@ -474,7 +532,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Debugging helpers: SLEEP, LOG, SET-ACTIVE-EXPIRE, OBJECT, PANIC, HELP.",
         since: "1.0.0",
         syntax: "subcommand [arg ...]",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(server::debug)))
     },
     CommandSpec {
         name: "shutdown",
@@ -485,43 +543,47 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Stops the server.",
         since: "1.0.0",
         syntax: "[save-selector@(NOSAVE | SAVE)] [NOW] [FORCE] [ABORT]",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(server::shutdown)))
     },
     CommandSpec {
         name: "multi",
         arity: 1,
-        flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY),
+        flags: Flags::TRANSACTION_CONTROL
+            .and(Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY)),
         acl: &["@fast", "@transaction"],
         group: "transactions",
         summary: "Starts a transaction.",
         since: "1.2.0",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(multi::multi)))
     },
     CommandSpec {
         name: "exec",
         arity: 1,
-        flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::SKIP_SLOWLOG),
+        flags: Flags::EXEC
+            .and(Flags::TRANSACTION_CONTROL.and(Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::SKIP_SLOWLOG))),
         acl: &["@slow", "@transaction"],
         group: "transactions",
         summary: "Runs the queued commands of a transaction atomically.",
         since: "1.2.0",
         complexity: "The sum of the queued commands' costs",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(multi::exec)))
     },
     CommandSpec {
         name: "discard",
         arity: 1,
-        flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY),
+        flags: Flags::TRANSACTION_CONTROL
+            .and(Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY)),
         acl: &["@fast", "@transaction"],
         group: "transactions",
         summary: "Drops the queued commands of a transaction.",
         since: "2.0.0",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(multi::discard)))
     },
     CommandSpec {
         name: "watch",
         arity: -2,
-        flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY),
+        flags: Flags::TRANSACTION_CONTROL
+            .and(Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY)),
         first_key: 1,
         last_key: -1,
         step: 1,
@@ -532,7 +594,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.2.0",
         complexity: "O(1) per key",
         syntax: "key:key ...",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(multi::watch)))
     },
     CommandSpec {
         name: "unwatch",
@@ -542,6 +604,6 @@ pub const COMMANDS: &[CommandSpec] = &[
         group: "transactions",
         summary: "Forgets every watched key.",
         since: "2.2.0",
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(server(&Run(multi::unwatch)))
     },
 ];

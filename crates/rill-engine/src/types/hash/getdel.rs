@@ -12,7 +12,7 @@
 //!   second time). A missing key gives all nils.
 //! - Deleting the last field deletes the key.
 
-use super::{read_hash, HASH_CMD};
+use super::{hash_cmd, read_hash};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::{arg, delete_key, is_token};
 use crate::util::parse_i64;
@@ -31,8 +31,7 @@ pub const HGETDEL: CommandSpec = CommandSpec {
     since: "8.0.0",
     complexity: "O(N) in the number of fields named.",
     syntax: "key:key fields@ FIELDS (numfields:integer field ...)",
-    handler: Handler::Engine(hgetdel),
-    ..HASH_CMD
+    ..hash_cmd(Handler::Engine(hgetdel))
 };
 
 /// The fields named after `FIELDS numfields`.

@@ -37,8 +37,9 @@ const WRITE_DENYOOM_FAST: Flags = Flags::WRITE.and(Flags::DENYOOM).and(Flags::FA
 const READ_FAST: Flags = Flags::READONLY.and(Flags::FAST);
 
 /// A hash command on the key at index 1.
-const HASH_CMD: CommandSpec =
-    CommandSpec { first_key: 1, last_key: 1, step: 1, group: "hash", since: "2.0.0", ..CommandSpec::DEFAULT };
+const fn hash_cmd(handler: Handler) -> CommandSpec {
+    CommandSpec { first_key: 1, last_key: 1, step: 1, group: "hash", since: "2.0.0", ..CommandSpec::of(handler) }
+}
 
 /// The hash commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -51,8 +52,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Sets fields of a hash (creating it) and replies with how many were new.",
         complexity: "O(N) in the number of fields given.",
         syntax: "key:key (field value) ...",
-        handler: Handler::Engine(hset),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hset))
     },
     CommandSpec {
         name: "hsetnx",
@@ -62,8 +62,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, &["RW", "INSERT"])],
         summary: "Sets a hash field only when it does not exist yet.",
         syntax: "key:key field value",
-        handler: Handler::Engine(hsetnx),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hsetnx))
     },
     CommandSpec {
         name: "hmset",
@@ -74,8 +73,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Sets fields of a hash and replies OK (older form of HSET).",
         complexity: "O(N) in the number of fields given.",
         syntax: "key:key (field value) ...",
-        handler: Handler::Engine(hmset),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hmset))
     },
     CommandSpec {
         name: "hget",
@@ -85,8 +83,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RO_ACCESS,
         summary: "Returns the value of one hash field, or nil.",
         syntax: "key:key field",
-        handler: Handler::Engine(hget),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hget))
     },
     CommandSpec {
         name: "hmget",
@@ -97,8 +94,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns the values of several hash fields, nil for each missing one.",
         complexity: "O(N) in the number of fields asked for.",
         syntax: "key:key field ...",
-        handler: Handler::Engine(hmget),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hmget))
     },
     CommandSpec {
         name: "hgetall",
@@ -110,8 +106,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns every field and value of a hash.",
         complexity: "O(N) in the size of the hash.",
         syntax: "key:key",
-        handler: Handler::Engine(hgetall),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hgetall))
     },
     CommandSpec {
         name: "hdel",
@@ -122,8 +117,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Removes fields from a hash and replies with how many existed.",
         complexity: "O(N) in the number of fields given.",
         syntax: "key:key field ...",
-        handler: Handler::Engine(hdel),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hdel))
     },
     CommandSpec {
         name: "hincrby",
@@ -133,8 +127,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RW_ACCESS_UPDATE,
         summary: "Adds an integer to the integer held in a hash field.",
         syntax: "key:key field increment:integer",
-        handler: Handler::Engine(hincrby),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hincrby))
     },
     CommandSpec {
         name: "hincrbyfloat",
@@ -145,8 +138,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Adds a floating-point number to the number held in a hash field.",
         since: "2.6.0",
         syntax: "key:key field increment:double",
-        handler: Handler::Engine(hincrbyfloat),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hincrbyfloat))
     },
     CommandSpec {
         name: "hlen",
@@ -156,8 +148,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RO,
         summary: "Returns the number of fields in a hash.",
         syntax: "key:key",
-        handler: Handler::Engine(hlen),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hlen))
     },
     CommandSpec {
         name: "hexists",
@@ -167,8 +158,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RO,
         summary: "Replies 1 if a hash has the field, else 0.",
         syntax: "key:key field",
-        handler: Handler::Engine(hexists),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hexists))
     },
     CommandSpec {
         name: "hkeys",
@@ -180,8 +170,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns every field name of a hash.",
         complexity: "O(N) in the size of the hash.",
         syntax: "key:key",
-        handler: Handler::Engine(hkeys),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hkeys))
     },
     CommandSpec {
         name: "hvals",
@@ -193,8 +182,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns every value of a hash.",
         complexity: "O(N) in the size of the hash.",
         syntax: "key:key",
-        handler: Handler::Engine(hvals),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hvals))
     },
     CommandSpec {
         name: "hstrlen",
@@ -205,8 +193,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns the length in bytes of a hash field's value (0 if missing).",
         since: "3.2.0",
         syntax: "key:key field",
-        handler: Handler::Engine(hstrlen),
-        ..HASH_CMD
+        ..hash_cmd(Handler::Engine(hstrlen))
     },
     random::HRANDFIELD,
     getdel::HGETDEL,

@@ -12,7 +12,7 @@
 //!   0); positive counts give distinct fields, negative ones `|count|` picks that may repeat.
 //! - WITHVALUES pairs are `[field, value]` arrays in RESP3 and a flat array in RESP2.
 
-use super::{read_hash, HASH_CMD};
+use super::{hash_cmd, read_hash};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::set::random::{choose_front, random_index};
 use crate::types::{arg, is_token, negatable_int_arg};
@@ -33,8 +33,7 @@ pub const HRANDFIELD: CommandSpec = CommandSpec {
     since: "6.2.0",
     complexity: "O(N) in the size of the hash, plus O(|count|).",
     syntax: "key:key [options@(count:integer [WITHVALUES])]",
-    handler: Handler::Engine(hrandfield),
-    ..HASH_CMD
+    ..hash_cmd(Handler::Engine(hrandfield))
 };
 
 /// The most negative count WITHVALUES accepts.

@@ -1,6 +1,7 @@
 //! Generic keyspace commands: DEL, UNLINK, EXISTS, TYPE, KEYS, SCAN, RENAME, RENAMENX, COPY,
 //! EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL, PERSIST, EXPIRETIME, PEXPIRETIME, TOUCH,
-//! RANDOMKEY. (DBSIZE, FLUSHDB, FLUSHALL, SWAPDB and SELECT are server commands.)
+//! RANDOMKEY; the whole-database commands DBSIZE, FLUSHDB, FLUSHALL, SWAPDB are in
+//! [`databases`] (SELECT is a connection command, run by the server).
 //!
 //! Costs in our implementation: single-key commands are O(1) except that deleting or copying a
 //! collection is O(M) in its size (UNLINK frees synchronously too: the engine has no thread to
@@ -54,8 +55,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Deletes keys and replies with how many existed.",
         complexity: "O(N) in the number of keys, plus O(M) per collection in its size.",
         syntax: "key:key ...",
-        handler: Handler::Engine(del),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(del))
     },
     CommandSpec {
         name: "unlink",
@@ -71,8 +71,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "4.0.0",
         complexity: "O(N) in the number of keys, plus O(M) per collection (freed synchronously).",
         syntax: "key:key ...",
-        handler: Handler::Engine(del),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(del))
     },
     CommandSpec {
         name: "exists",
@@ -87,8 +86,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Counts how many of the given keys exist, repeats included.",
         complexity: "O(N) in the number of keys given.",
         syntax: "key:key ...",
-        handler: Handler::Engine(exists),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(exists))
     },
     CommandSpec {
         name: "type",
@@ -101,8 +99,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, &["RO"])],
         summary: "Names the type of the value stored at a key, or none.",
         syntax: "key:key",
-        handler: Handler::Engine(type_cmd),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(type_cmd))
     },
     CommandSpec {
         name: "keys",
@@ -113,8 +110,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Lists every key matching a glob pattern.",
         complexity: "O(N) in the number of keys in the database.",
         syntax: "pattern:pattern",
-        handler: Handler::Engine(keys),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(keys))
     },
     CommandSpec {
         name: "scan",
@@ -126,8 +122,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.8.0",
         complexity: "O(N log COUNT) per call, N the number of keys in the database.",
         syntax: "cursor:integer [MATCH pattern:pattern] [COUNT count:integer] [TYPE type]",
-        handler: Handler::Engine(scan),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(scan))
     },
     CommandSpec {
         name: "rename",
@@ -141,8 +136,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Moves a key's value and TTL to a new name, replacing what was there.",
         complexity: "O(1), plus O(M) to free a replaced collection.",
         syntax: "key:key newkey:key",
-        handler: Handler::Engine(rename),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(rename))
     },
     CommandSpec {
         name: "renamenx",
@@ -155,8 +149,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, &["RW", "ACCESS", "DELETE"]), key_at(2, &["OW", "INSERT"])],
         summary: "Moves a key to a new name only when the new name is free.",
         syntax: "key:key newkey:key",
-        handler: Handler::Engine(renamenx),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(renamenx))
     },
     CommandSpec {
         name: "copy",
@@ -171,8 +164,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "6.2.0",
         complexity: "O(M) in the size of the copied value.",
         syntax: "source:key destination:key [DB destination-db:integer] [REPLACE]",
-        handler: Handler::Engine(copy),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(copy))
     },
     CommandSpec {
         name: "expire",
@@ -186,8 +178,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Sets a key to expire after a number of seconds.",
         complexity: "O(log N) to update the expiry index.",
         syntax: "key:key seconds:integer [NX | XX | GT | LT]",
-        handler: Handler::Engine(expire),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(expire))
     },
     CommandSpec {
         name: "pexpire",
@@ -202,8 +193,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.6.0",
         complexity: "O(log N) to update the expiry index.",
         syntax: "key:key milliseconds:integer [NX | XX | GT | LT]",
-        handler: Handler::Engine(pexpire),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(pexpire))
     },
     CommandSpec {
         name: "expireat",
@@ -218,8 +208,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "1.2.0",
         complexity: "O(log N) to update the expiry index.",
         syntax: "key:key unix-time-seconds:unix-time [NX | XX | GT | LT]",
-        handler: Handler::Engine(expireat),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(expireat))
     },
     CommandSpec {
         name: "pexpireat",
@@ -234,8 +223,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.6.0",
         complexity: "O(log N) to update the expiry index.",
         syntax: "key:key unix-time-milliseconds:unix-time [NX | XX | GT | LT]",
-        handler: Handler::Engine(pexpireat),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(pexpireat))
     },
     CommandSpec {
         name: "ttl",
@@ -249,8 +237,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, RO_ACCESS)],
         summary: "Tells how many seconds a key has left to live (-1 none, -2 no key).",
         syntax: "key:key",
-        handler: Handler::Engine(ttl),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(ttl))
     },
     CommandSpec {
         name: "pttl",
@@ -265,8 +252,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Tells how many milliseconds a key has left to live (-1 none, -2 no key).",
         since: "2.6.0",
         syntax: "key:key",
-        handler: Handler::Engine(pttl),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(pttl))
     },
     CommandSpec {
         name: "persist",
@@ -281,8 +267,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.2.0",
         complexity: "O(log N) to update the expiry index.",
         syntax: "key:key",
-        handler: Handler::Engine(persist),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(persist))
     },
     CommandSpec {
         name: "expiretime",
@@ -296,8 +281,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Tells the Unix time in seconds at which a key expires (-1 none, -2 no key).",
         since: "7.0.0",
         syntax: "key:key",
-        handler: Handler::Engine(expiretime),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(expiretime))
     },
     CommandSpec {
         name: "pexpiretime",
@@ -311,8 +295,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Tells the Unix time in milliseconds at which a key expires (-1 none, -2 no key).",
         since: "7.0.0",
         syntax: "key:key",
-        handler: Handler::Engine(pexpiretime),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(pexpiretime))
     },
     CommandSpec {
         name: "touch",
@@ -328,8 +311,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "3.2.1",
         complexity: "O(N) in the number of keys given.",
         syntax: "key:key ...",
-        handler: Handler::Engine(exists),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(exists))
     },
     CommandSpec {
         name: "randomkey",
@@ -339,8 +321,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         tips: &["request_policy:all_shards", "nondeterministic_output"],
         summary: "Returns the name of a key picked at random, or nil in an empty database.",
         complexity: "O(N) in the number of keys in the database.",
-        handler: Handler::Engine(randomkey),
-        ..CommandSpec::DEFAULT
+        ..CommandSpec::of(Handler::Engine(randomkey))
     },
 ];
 
@@ -578,6 +559,7 @@ fn copy(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 // ---------------------------------------------------------------------------------------------
 // EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT
 
+pub mod databases;
 mod expire;
 use expire::{expire, expireat, expiretime, persist, pexpire, pexpireat, pexpiretime, pttl, ttl};
 

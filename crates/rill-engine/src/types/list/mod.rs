@@ -54,7 +54,9 @@ const BLOCKING_KEYS: &[KeySpec] = &[KeySpec {
 }];
 
 /// A list command on the key at index 1.
-const LIST_CMD: CommandSpec = CommandSpec { first_key: 1, last_key: 1, step: 1, group: "list", ..CommandSpec::DEFAULT };
+const fn list_cmd(handler: Handler) -> CommandSpec {
+    CommandSpec { first_key: 1, last_key: 1, step: 1, group: "list", ..CommandSpec::of(handler) }
+}
 
 /// The list commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -67,8 +69,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Adds elements at the head of a list (creating it), one after another.",
         complexity: "O(N) in the number of elements given.",
         syntax: "key:key element ...",
-        handler: Handler::Engine(lpush),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(lpush))
     },
     CommandSpec {
         name: "rpush",
@@ -79,8 +80,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Adds elements at the tail of a list (creating it).",
         complexity: "O(N) in the number of elements given.",
         syntax: "key:key element ...",
-        handler: Handler::Engine(rpush),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(rpush))
     },
     CommandSpec {
         name: "lpushx",
@@ -92,8 +92,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.2.0",
         complexity: "O(N) in the number of elements given.",
         syntax: "key:key element ...",
-        handler: Handler::Engine(lpushx),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(lpushx))
     },
     CommandSpec {
         name: "rpushx",
@@ -105,8 +104,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.2.0",
         complexity: "O(N) in the number of elements given.",
         syntax: "key:key element ...",
-        handler: Handler::Engine(rpushx),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(rpushx))
     },
     CommandSpec {
         name: "lpop",
@@ -117,8 +115,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Removes and returns the first element of a list, or the first `count`.",
         complexity: "O(N) in the number of elements returned.",
         syntax: "key:key [count:integer]",
-        handler: Handler::Engine(lpop),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(lpop))
     },
     CommandSpec {
         name: "rpop",
@@ -129,8 +126,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Removes and returns the last element of a list, or the last `count`.",
         complexity: "O(N) in the number of elements returned.",
         syntax: "key:key [count:integer]",
-        handler: Handler::Engine(rpop),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(rpop))
     },
     CommandSpec {
         name: "lrange",
@@ -141,8 +137,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns the elements between two inclusive indexes (negative from the tail).",
         complexity: "O(N) in the number of elements returned.",
         syntax: "key:key start:integer stop:integer",
-        handler: Handler::Engine(lrange),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(lrange))
     },
     CommandSpec {
         name: "llen",
@@ -152,8 +147,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, &["RO"])],
         summary: "Returns the length of a list (0 if missing).",
         syntax: "key:key",
-        handler: Handler::Engine(llen),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(llen))
     },
     CommandSpec {
         name: "lindex",
@@ -163,8 +157,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RO_ACCESS,
         summary: "Returns the element at an index (negative from the tail), or nil.",
         syntax: "key:key index:integer",
-        handler: Handler::Engine(lindex),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(lindex))
     },
     CommandSpec {
         name: "lset",
@@ -174,8 +167,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, &["RW", "UPDATE"])],
         summary: "Replaces the element at an index of an existing list.",
         syntax: "key:key index:integer element",
-        handler: Handler::Engine(lset),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(lset))
     },
     CommandSpec {
         name: "lrem",
@@ -186,8 +178,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Removes occurrences of an element: the first `count` (>0), the last (<0) or all (0).",
         complexity: "O(N) in the length of the list.",
         syntax: "key:key count:integer element",
-        handler: Handler::Engine(lrem),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(lrem))
     },
     CommandSpec {
         name: "ltrim",
@@ -198,8 +189,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Keeps only the elements between two inclusive indexes.",
         complexity: "O(N) in the number of elements removed.",
         syntax: "key:key start:integer stop:integer",
-        handler: Handler::Engine(ltrim),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(ltrim))
     },
     CommandSpec {
         name: "blpop",
@@ -212,8 +202,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.0.0",
         complexity: "O(N) in the number of keys.",
         syntax: "key:key ... timeout:double",
-        handler: Handler::Engine(blpop),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(blpop))
     },
     CommandSpec {
         name: "brpop",
@@ -226,8 +215,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.0.0",
         complexity: "O(N) in the number of keys.",
         syntax: "key:key ... timeout:double",
-        handler: Handler::Engine(brpop),
-        ..LIST_CMD
+        ..list_cmd(Handler::Engine(brpop))
     },
     moves::LMOVE,
     moves::BLMOVE,

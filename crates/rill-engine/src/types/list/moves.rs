@@ -12,7 +12,7 @@
 //! - Blocking forms park on the source only. They time out with a nil *array* (`*-1`), but
 //!   inside MULTI reply a nil *bulk* (`$-1`) at once, as Redis does.
 
-use super::{after_removal, existing_list, parse_timeout, pop_end, End, List, LIST_CMD};
+use super::{after_removal, existing_list, list_cmd, parse_timeout, pop_end, End, List};
 use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
 use crate::types::{arg, is_token, owned};
 use crate::{BlockRequest, CallCtx, CmdError, Engine, Value, WakeOn};
@@ -23,19 +23,23 @@ use rill_resp::Reply;
 const MOVE_KEYS: &[KeySpec] = &[key_at(1, &["RW", "ACCESS", "DELETE"]), key_at(2, &["RW", "INSERT"])];
 
 /// A command moving from the key at 1 to the key at 2.
-const MOVE_CMD: CommandSpec = CommandSpec {
-    last_key: 2,
-    flags: Flags::WRITE.and(Flags::DENYOOM),
-    acl: &["@write", "@list", "@slow"],
-    key_specs: MOVE_KEYS,
-    ..LIST_CMD
-};
+const fn move_cmd(handler: Handler) -> CommandSpec {
+    CommandSpec {
+        last_key: 2,
+        flags: Flags::WRITE.and(Flags::DENYOOM),
+        acl: &["@write", "@list", "@slow"],
+        key_specs: MOVE_KEYS,
+        ..list_cmd(handler)
+    }
+}
 
-const BLOCKING_MOVE_CMD: CommandSpec = CommandSpec {
-    flags: Flags::WRITE.and(Flags::DENYOOM).and(Flags::BLOCKING),
-    acl: &["@write", "@list", "@slow", "@blocking"],
-    ..MOVE_CMD
-};
+const fn blocking_move_cmd(handler: Handler) -> CommandSpec {
+    CommandSpec {
+        flags: Flags::WRITE.and(Flags::DENYOOM).and(Flags::BLOCKING),
+        acl: &["@write", "@list", "@slow", "@blocking"],
+        ..move_cmd(handler)
+    }
+}
 
 /// `LMOVE source destination LEFT|RIGHT LEFT|RIGHT`
 pub const LMOVE: CommandSpec = CommandSpec {
@@ -44,8 +48,7 @@ pub const LMOVE: CommandSpec = CommandSpec {
     summary: "Pops an element from one end of a list and pushes it at an end of another.",
     since: "6.2.0",
     syntax: "source:key destination:key wherefrom@(LEFT | RIGHT) whereto@(LEFT | RIGHT)",
-    handler: Handler::Engine(lmove),
-    ..MOVE_CMD
+    ..move_cmd(Handler::Engine(lmove))
 };
 
 /// `BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout`
@@ -56,8 +59,7 @@ pub const BLMOVE: CommandSpec = CommandSpec {
     since: "6.2.0",
     syntax: "source:key destination:key wherefrom@(LEFT | RIGHT) whereto@(LEFT | RIGHT) \
              timeout:double",
-    handler: Handler::Engine(blmove),
-    ..BLOCKING_MOVE_CMD
+    ..blocking_move_cmd(Handler::Engine(blmove))
 };
 
 /// `RPOPLPUSH source destination` (LMOVE … RIGHT LEFT).
@@ -67,8 +69,7 @@ pub const RPOPLPUSH: CommandSpec = CommandSpec {
     summary: "Pops the tail of a list and pushes it at the head of another (older LMOVE form).",
     since: "1.2.0",
     syntax: "source:key destination:key",
-    handler: Handler::Engine(rpoplpush),
-    ..MOVE_CMD
+    ..move_cmd(Handler::Engine(rpoplpush))
 };
 
 /// `BRPOPLPUSH source destination timeout` (BLMOVE … RIGHT LEFT).
@@ -78,8 +79,7 @@ pub const BRPOPLPUSH: CommandSpec = CommandSpec {
     summary: "Like RPOPLPUSH, but waits for the source list to have an element.",
     since: "2.2.0",
     syntax: "source:key destination:key timeout:double",
-    handler: Handler::Engine(brpoplpush),
-    ..BLOCKING_MOVE_CMD
+    ..blocking_move_cmd(Handler::Engine(brpoplpush))
 };
 
 /// `LEFT` or `RIGHT`.

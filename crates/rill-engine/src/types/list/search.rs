@@ -10,7 +10,7 @@
 //!   must not be negative. With COUNT the reply is an array (empty for a missing key),
 //!   without it the first position or nil. Positions always count from the head.
 
-use super::{existing_list, read_list, LIST_CMD};
+use super::{existing_list, list_cmd, read_list};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::{arg, is_token, negatable_int_arg, owned};
 use crate::util::parse_i64;
@@ -29,8 +29,7 @@ pub const LINSERT: CommandSpec = CommandSpec {
     since: "2.2.0",
     complexity: "O(N) in the elements before the pivot.",
     syntax: "key:key where@(BEFORE | AFTER) pivot element",
-    handler: Handler::Engine(linsert),
-    ..LIST_CMD
+    ..list_cmd(Handler::Engine(linsert))
 };
 
 /// `LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]`
@@ -45,8 +44,7 @@ pub const LPOS: CommandSpec = CommandSpec {
     complexity: "O(N) in the elements compared (all of them, or MAXLEN).",
     syntax: "key:key element [RANK rank:integer] [COUNT num-matches:integer] \
              [MAXLEN len:integer]",
-    handler: Handler::Engine(lpos),
-    ..LIST_CMD
+    ..list_cmd(Handler::Engine(lpos))
 };
 
 fn linsert(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {

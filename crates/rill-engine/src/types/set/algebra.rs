@@ -16,7 +16,7 @@
 //! - SMOVE: a missing source replies 0 whatever the destination holds; a source that is also the
 //!   destination only reports membership; a member not in the source changes nothing.
 
-use super::{read_set, Set, SET_CMD};
+use super::{read_set, set_cmd, Set};
 use crate::command::{key_at, keys_from, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::types::{arg, delete_key, is_token};
 use crate::util::parse_i64;
@@ -24,36 +24,42 @@ use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
 
+const READ_ALGEBRA_KEYS: &[KeySpec] = &[keys_from(1, 1, &["RO", "ACCESS"])];
+const STORE_ALGEBRA_KEYS: &[KeySpec] = &[key_at(1, &["OW", "UPDATE"]), keys_from(2, 1, &["RO", "ACCESS"])];
+
 /// A read-only algebra command over every key from index 1.
-const READ_ALGEBRA: CommandSpec = CommandSpec {
-    arity: -2,
-    flags: Flags::READONLY,
-    last_key: -1,
-    acl: &["@read", "@set", "@slow"],
-    tips: &["nondeterministic_output_order"],
-    key_specs: &[keys_from(1, 1, &["RO", "ACCESS"])],
-    syntax: "key:key ...",
-    ..SET_CMD
-};
+const fn read_algebra(handler: Handler) -> CommandSpec {
+    CommandSpec {
+        arity: -2,
+        flags: Flags::READONLY,
+        last_key: -1,
+        acl: &["@read", "@set", "@slow"],
+        tips: &["nondeterministic_output_order"],
+        key_specs: READ_ALGEBRA_KEYS,
+        syntax: "key:key ...",
+        ..set_cmd(handler)
+    }
+}
 
 /// A STORE form: the destination at 1, the sources after it.
-const STORE_ALGEBRA: CommandSpec = CommandSpec {
-    arity: -3,
-    flags: Flags::WRITE.and(Flags::DENYOOM),
-    last_key: -1,
-    acl: &["@write", "@set", "@slow"],
-    key_specs: &[key_at(1, &["OW", "UPDATE"]), keys_from(2, 1, &["RO", "ACCESS"])],
-    syntax: "destination:key key:key ...",
-    ..SET_CMD
-};
+const fn store_algebra(handler: Handler) -> CommandSpec {
+    CommandSpec {
+        arity: -3,
+        flags: Flags::WRITE.and(Flags::DENYOOM),
+        last_key: -1,
+        acl: &["@write", "@set", "@slow"],
+        key_specs: STORE_ALGEBRA_KEYS,
+        syntax: "destination:key key:key ...",
+        ..set_cmd(handler)
+    }
+}
 
 /// `SINTER key [key ...]`
 pub const SINTER: CommandSpec = CommandSpec {
     name: "sinter",
     summary: "Returns the members present in every one of the given sets.",
     complexity: "O(N*M): N the smallest set's size, M the number of sets.",
-    handler: Handler::Engine(sinter),
-    ..READ_ALGEBRA
+    ..read_algebra(Handler::Engine(sinter))
 };
 
 /// `SUNION key [key ...]`
@@ -61,8 +67,7 @@ pub const SUNION: CommandSpec = CommandSpec {
     name: "sunion",
     summary: "Returns the members present in any of the given sets.",
     complexity: "O(N) in the total number of members.",
-    handler: Handler::Engine(sunion),
-    ..READ_ALGEBRA
+    ..read_algebra(Handler::Engine(sunion))
 };
 
 /// `SDIFF key [key ...]`
@@ -70,8 +75,7 @@ pub const SDIFF: CommandSpec = CommandSpec {
     name: "sdiff",
     summary: "Returns the members of the first set that are in none of the others.",
     complexity: "O(N) in the total number of members.",
-    handler: Handler::Engine(sdiff),
-    ..READ_ALGEBRA
+    ..read_algebra(Handler::Engine(sdiff))
 };
 
 /// `SINTERSTORE destination key [key ...]`
@@ -79,8 +83,7 @@ pub const SINTERSTORE: CommandSpec = CommandSpec {
     name: "sinterstore",
     summary: "Stores the intersection of sets at a key and replies with its size.",
     complexity: "O(N*M): N the smallest set's size, M the number of sets.",
-    handler: Handler::Engine(sinterstore),
-    ..STORE_ALGEBRA
+    ..store_algebra(Handler::Engine(sinterstore))
 };
 
 /// `SUNIONSTORE destination key [key ...]`
@@ -88,8 +91,7 @@ pub const SUNIONSTORE: CommandSpec = CommandSpec {
     name: "sunionstore",
     summary: "Stores the union of sets at a key and replies with its size.",
     complexity: "O(N) in the total number of members.",
-    handler: Handler::Engine(sunionstore),
-    ..STORE_ALGEBRA
+    ..store_algebra(Handler::Engine(sunionstore))
 };
 
 /// `SDIFFSTORE destination key [key ...]`
@@ -97,8 +99,7 @@ pub const SDIFFSTORE: CommandSpec = CommandSpec {
     name: "sdiffstore",
     summary: "Stores the difference of the first set and the others at a key; replies its size.",
     complexity: "O(N) in the total number of members.",
-    handler: Handler::Engine(sdiffstore),
-    ..STORE_ALGEBRA
+    ..store_algebra(Handler::Engine(sdiffstore))
 };
 
 /// `SINTERCARD numkeys key [key ...] [LIMIT limit]`
@@ -119,8 +120,7 @@ pub const SINTERCARD: CommandSpec = CommandSpec {
     since: "7.0.0",
     complexity: "O(N*M): N the smallest set's size, M the number of sets.",
     syntax: "numkeys:integer key:key ... [LIMIT limit:integer]",
-    handler: Handler::Engine(sintercard),
-    ..SET_CMD
+    ..set_cmd(Handler::Engine(sintercard))
 };
 
 /// `SMOVE source destination member`
@@ -133,8 +133,7 @@ pub const SMOVE: CommandSpec = CommandSpec {
     key_specs: &[key_at(1, &["RW", "ACCESS", "DELETE"]), key_at(2, &["RW", "INSERT"])],
     summary: "Moves a member from one set to another.",
     syntax: "source:key destination:key member",
-    handler: Handler::Engine(smove),
-    ..SET_CMD
+    ..set_cmd(Handler::Engine(smove))
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ use std::collections::HashSet;
 type Set = HashSet<Bytes>;
 
 /// A set command on the key at index 1.
-const SET_CMD: CommandSpec = CommandSpec { first_key: 1, last_key: 1, step: 1, group: "set", ..CommandSpec::DEFAULT };
+const fn set_cmd(handler: Handler) -> CommandSpec {
+    CommandSpec { first_key: 1, last_key: 1, step: 1, group: "set", ..CommandSpec::of(handler) }
+}
 
 /// The set commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -37,8 +39,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Adds members to a set (creating it) and replies with how many were new.",
         complexity: "O(N) in the number of members given.",
         syntax: "key:key member ...",
-        handler: Handler::Engine(sadd),
-        ..SET_CMD
+        ..set_cmd(Handler::Engine(sadd))
     },
     CommandSpec {
         name: "srem",
@@ -49,8 +50,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Removes members from a set and replies with how many were there.",
         complexity: "O(N) in the number of members given.",
         syntax: "key:key member ...",
-        handler: Handler::Engine(srem),
-        ..SET_CMD
+        ..set_cmd(Handler::Engine(srem))
     },
     CommandSpec {
         name: "smembers",
@@ -62,8 +62,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns every member of a set.",
         complexity: "O(N) in the size of the set.",
         syntax: "key:key",
-        handler: Handler::Engine(smembers),
-        ..SET_CMD
+        ..set_cmd(Handler::Engine(smembers))
     },
     CommandSpec {
         name: "sismember",
@@ -73,8 +72,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, &["RO"])],
         summary: "Replies 1 if a value is a member of the set, else 0.",
         syntax: "key:key member",
-        handler: Handler::Engine(sismember),
-        ..SET_CMD
+        ..set_cmd(Handler::Engine(sismember))
     },
     CommandSpec {
         name: "smismember",
@@ -86,8 +84,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "6.2.0",
         complexity: "O(N) in the number of values given.",
         syntax: "key:key member ...",
-        handler: Handler::Engine(smismember),
-        ..SET_CMD
+        ..set_cmd(Handler::Engine(smismember))
     },
     CommandSpec {
         name: "scard",
@@ -97,8 +94,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, &["RO"])],
         summary: "Returns the number of members of a set (0 if missing).",
         syntax: "key:key",
-        handler: Handler::Engine(scard),
-        ..SET_CMD
+        ..set_cmd(Handler::Engine(scard))
     },
     algebra::SINTER,
     algebra::SINTERSTORE,

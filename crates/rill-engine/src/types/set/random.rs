@@ -15,7 +15,7 @@
 //!   WRONGTYPE.
 //! - A third argument is a syntax error for both.
 
-use super::{read_set, SET_CMD};
+use super::{read_set, set_cmd};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::{arg, delete_key, negatable_int_arg};
 use crate::util::parse_i64;
@@ -34,8 +34,7 @@ pub const SPOP: CommandSpec = CommandSpec {
     summary: "Removes and returns a random member of a set, or `count` distinct ones.",
     complexity: "O(N) in the size of the set.",
     syntax: "key:key [count:integer]",
-    handler: Handler::Engine(spop),
-    ..SET_CMD
+    ..set_cmd(Handler::Engine(spop))
 };
 
 /// `SRANDMEMBER key [count]`
@@ -50,8 +49,7 @@ pub const SRANDMEMBER: CommandSpec = CommandSpec {
               negative one.",
     complexity: "O(N) in the size of the set, plus O(|count|).",
     syntax: "key:key [count:integer]",
-    handler: Handler::Engine(srandmember),
-    ..SET_CMD
+    ..set_cmd(Handler::Engine(srandmember))
 };
 
 /// Copies of the handles of the set's members (a refcount each) and how many to draw.

@@ -32,8 +32,7 @@ pub(super) const XACK: CommandSpec = CommandSpec {
     since: "5.0.0",
     complexity: "O(N log n) for N IDs and a PEL of n entries.",
     syntax: "key:key group id ...",
-    handler: Handler::Engine(xack),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xack))
 };
 
 /// `XACKDEL`.
@@ -53,8 +52,7 @@ pub(super) const XACKDEL: CommandSpec = CommandSpec {
     complexity: "O(N × (G log n + log B + E)) for N IDs, G groups with PELs of n entries, B \
                  blocks of E entries.",
     syntax: "key:key group condition@[KEEPREF | DELREF | ACKED] ids@IDS (numids:integer id ...)",
-    handler: Handler::Engine(xackdel),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xackdel))
 };
 
 fn xack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -70,7 +68,7 @@ fn xack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let ids =
         args.get(3..).unwrap_or_default().iter().map(|a| args::strict_id(a)).collect::<Result<Vec<StreamId>, _>>()?;
     let acked = stream.ack(group, &ids);
-    engine.dirty += acked;
+    engine.count_changes(acked);
     Ok(reply::count(acked))
 }
 
@@ -121,7 +119,7 @@ fn xackdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         };
         results.push(result);
     }
-    engine.dirty += changes;
+    engine.count_changes(changes);
     if deleted_any {
         engine.modified(ctx.db, key);
     }

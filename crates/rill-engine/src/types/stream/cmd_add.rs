@@ -40,8 +40,7 @@ pub(super) const XADD: CommandSpec = CommandSpec {
              [IDMPAUTO producer-id | IDMP (producer-id idempotent-id)] \
              [trim@((MAXLEN | MINID) [= | ~] threshold [LIMIT count:integer])] \
              id-selector@(auto-id | id) data@(field value) ...",
-    handler: Handler::Engine(xadd),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xadd))
 };
 
 /// A validated XADD, borrowing its key and fields from the request.

@@ -39,8 +39,7 @@ pub(super) const XCLAIM: CommandSpec = CommandSpec {
     syntax: "key:key group consumer min-idle-time id ... [IDLE ms:integer] \
              [TIME unix-time-milliseconds:unix-time] [RETRYCOUNT count:integer] [FORCE] \
              [JUSTID] [LASTID lastid]",
-    handler: Handler::Engine(xclaim),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xclaim))
 };
 
 /// `XAUTOCLAIM`.
@@ -60,8 +59,7 @@ pub(super) const XAUTOCLAIM: CommandSpec = CommandSpec {
     since: "6.2.0",
     complexity: "O(log n + A log n) for a PEL of n and A ≤ 10 × COUNT entries inspected.",
     syntax: "key:key group consumer min-idle-time start [COUNT count:integer] [JUSTID]",
-    handler: Handler::Engine(xautoclaim),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xautoclaim))
 };
 
 /// XAUTOCLAIM's default COUNT.
@@ -194,7 +192,7 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
             entries_out.push_stored(stream, id);
         }
     }
-    engine.dirty += changes(&effects);
+    engine.count_changes(changes(&effects));
     ctx.emit_group(key, effects);
     Ok(if opts.justid { Reply::Array(out) } else { entries_out.finish() })
 }
@@ -323,7 +321,7 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             .unwrap_or(StreamId::MIN),
         None => StreamId::MIN,
     };
-    engine.dirty += changes(&effects);
+    engine.count_changes(changes(&effects));
     ctx.emit_group(key, effects);
     let claimed = if justid { Reply::Array(claimed) } else { entries_out.finish() };
     Ok(Reply::Array(vec![reply::id(cursor), claimed, Reply::Array(deleted)]))

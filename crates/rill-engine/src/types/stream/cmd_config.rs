@@ -27,8 +27,7 @@ pub(super) const XCFGSET: CommandSpec = CommandSpec {
     since: "8.6.0",
     complexity: "O(1), or O(N) for the N recorded IDs discarded when a value changes.",
     syntax: "key:key [IDMP-DURATION duration:integer] [IDMP-MAXSIZE maxsize:integer]",
-    handler: Handler::Engine(xcfgset),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xcfgset))
 };
 
 fn xcfgset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -74,6 +73,6 @@ fn xcfgset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     };
     stream.idmp.configure(duration, max_size);
     // Persisted state, but no WATCH invalidation (spec §8).
-    engine.dirty += 1;
+    engine.count_changes(1);
     Ok(Reply::ok())
 }

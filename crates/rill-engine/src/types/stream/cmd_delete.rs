@@ -32,8 +32,7 @@ pub(super) const XDEL: CommandSpec = CommandSpec {
     since: "5.0.0",
     complexity: "O(N × (log B + E)) for N IDs, B blocks and E entries per block.",
     syntax: "key:key id ...",
-    handler: Handler::Engine(xdel),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xdel))
 };
 
 /// `XDELEX`.
@@ -52,8 +51,7 @@ pub(super) const XDELEX: CommandSpec = CommandSpec {
     since: "8.2.0",
     complexity: "O(N × (log B + E)) for N IDs, B blocks and E entries per block.",
     syntax: "key:key condition@[KEEPREF | DELREF | ACKED] ids@IDS (numids:integer id ...)",
-    handler: Handler::Engine(xdelex),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xdelex))
 };
 
 /// XDELEX per-ID results.
@@ -149,7 +147,7 @@ fn xdelex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         // (Redis neither signals the key nor counts a change), but the group state changed
         // and must reach the log and replicas. (Redis propagates nothing here, so its log
         // brings the references back on restart.)
-        engine.dirty += 1;
+        engine.count_changes(1);
     }
     Ok(Reply::Array(results.into_iter().map(Reply::Integer).collect()))
 }

@@ -32,9 +32,8 @@ pub(super) const XGROUP: CommandSpec = CommandSpec {
     summary: "Manages the consumer groups of a stream and their consumers.",
     since: "5.0.0",
     complexity: "Depends on the subcommand.",
-    handler: Handler::Container,
     subcommands: SUBCOMMANDS,
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Container)
 };
 
 const SUBCOMMANDS: &[CommandSpec] =
@@ -56,8 +55,7 @@ const XGROUP_CREATE: CommandSpec = CommandSpec {
     complexity: "O(log G) for G groups.",
     syntax: "key:key group id-selector@(id | $) [MKSTREAM] \
              [ENTRIESREAD entries-read:integer]",
-    handler: Handler::Engine(xgroup_create),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xgroup_create))
 };
 
 const XGROUP_SETID: CommandSpec = CommandSpec {
@@ -74,8 +72,7 @@ const XGROUP_SETID: CommandSpec = CommandSpec {
     since: "5.0.0",
     complexity: "O(log G) for G groups.",
     syntax: "key:key group id-selector@(id | $) [ENTRIESREAD entriesread:integer]",
-    handler: Handler::Engine(xgroup_setid),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xgroup_setid))
 };
 
 const XGROUP_DESTROY: CommandSpec = CommandSpec {
@@ -92,8 +89,7 @@ const XGROUP_DESTROY: CommandSpec = CommandSpec {
     since: "5.0.0",
     complexity: "O(C + P) for the group's C consumers and P pending entries.",
     syntax: "key:key group",
-    handler: Handler::Engine(xgroup_destroy),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xgroup_destroy))
 };
 
 const XGROUP_CREATECONSUMER: CommandSpec = CommandSpec {
@@ -110,8 +106,7 @@ const XGROUP_CREATECONSUMER: CommandSpec = CommandSpec {
     since: "6.2.0",
     complexity: "O(log C) for C consumers.",
     syntax: "key:key group consumer",
-    handler: Handler::Engine(xgroup_createconsumer),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xgroup_createconsumer))
 };
 
 const XGROUP_DELCONSUMER: CommandSpec = CommandSpec {
@@ -128,8 +123,7 @@ const XGROUP_DELCONSUMER: CommandSpec = CommandSpec {
     since: "5.0.0",
     complexity: "O(P log n) for the consumer's P pending entries in a PEL of n.",
     syntax: "key:key group consumer",
-    handler: Handler::Engine(xgroup_delconsumer),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xgroup_delconsumer))
 };
 
 const XGROUP_HELP: CommandSpec = CommandSpec {
@@ -141,8 +135,7 @@ const XGROUP_HELP: CommandSpec = CommandSpec {
     summary: "Lists the XGROUP subcommands.",
     since: "5.0.0",
     complexity: "O(1)",
-    handler: Handler::Engine(xgroup_help),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xgroup_help))
 };
 
 /// `ERR The XGROUP subcommand requires the key to exist. ...`
@@ -234,7 +227,7 @@ fn xgroup_create(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resu
     // ENTRIESREAD beyond entries-added is clamped (Redis 8.2.2+).
     let entries_read = entries_read.map(|n| n.min(stream.entries_added()));
     stream.apply_group(GroupEffect::GroupCreated { group: crate::types::owned(group), last_id, entries_read });
-    engine.dirty += 1;
+    engine.count_changes(1);
     Ok(Reply::ok())
 }
 
@@ -255,7 +248,7 @@ fn xgroup_setid(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
     };
     let entries_read = entries_read.map(|n| n.min(stream.entries_added()));
     stream.apply_group(GroupEffect::SetId { group: group.clone(), last_id, entries_read });
-    engine.dirty += 1;
+    engine.count_changes(1);
     Ok(Reply::ok())
 }
 
@@ -267,7 +260,7 @@ fn xgroup_destroy(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Res
         return Ok(Reply::Integer(0));
     }
     stream.apply_group(GroupEffect::GroupDestroyed { group: group.clone() });
-    engine.dirty += 1;
+    engine.count_changes(1);
     // Clients blocked in XREADGROUP on this group re-run and fail with NOGROUP.
     engine.signal_ready(ctx.db, key);
     Ok(Reply::Integer(1))
@@ -286,7 +279,7 @@ fn xgroup_createconsumer(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes])
         consumer: crate::types::owned(consumer),
         time_ms: ctx.now_ms,
     });
-    engine.dirty += 1;
+    engine.count_changes(1);
     ctx.emit_group(key, [effect]);
     Ok(Reply::Integer(1))
 }
@@ -300,7 +293,7 @@ fn xgroup_delconsumer(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) ->
         return Ok(Reply::Integer(0));
     };
     stream.apply_group(GroupEffect::ConsumerDeleted { group: group.clone(), consumer: consumer.clone() });
-    engine.dirty += 1;
+    engine.count_changes(1);
     Ok(Reply::Integer(pending as i64))
 }
 

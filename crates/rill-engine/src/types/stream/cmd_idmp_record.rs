@@ -28,8 +28,7 @@ pub(super) const XIDMPRECORD: CommandSpec = CommandSpec {
     since: "8.6.2",
     complexity: "O(log B + E) to check the entry exists (B blocks, E entries per block).",
     syntax: "key:key producer-id idempotent-id stream-id",
-    handler: Handler::Engine(xidmprecord),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xidmprecord))
 };
 
 fn xidmprecord(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -57,6 +56,6 @@ fn xidmprecord(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
         None => stream.idmp.record(pid, iid.clone(), id),
     }
     // Persisted state; not a WATCH-visible change.
-    engine.dirty += 1;
+    engine.count_changes(1);
     Ok(Reply::ok())
 }

@@ -20,9 +20,8 @@ pub(super) const XINFO: CommandSpec = CommandSpec {
     summary: "Describes streams and their consumer groups.",
     since: "5.0.0",
     complexity: "Depends on the subcommand.",
-    handler: Handler::Container,
     subcommands: SUBCOMMANDS,
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Container)
 };
 
 const SUBCOMMANDS: &[CommandSpec] = &[XINFO_STREAM, XINFO_GROUPS, XINFO_CONSUMERS, XINFO_HELP];
@@ -42,8 +41,7 @@ const XINFO_GROUPS: CommandSpec = CommandSpec {
     since: "5.0.0",
     complexity: "O(G) for G groups (lag may cost O(E) for the E entries of the last block).",
     syntax: "key:key",
-    handler: Handler::Engine(xinfo_groups),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xinfo_groups))
 };
 
 /// `XINFO CONSUMERS`.
@@ -62,8 +60,7 @@ const XINFO_CONSUMERS: CommandSpec = CommandSpec {
     since: "5.0.0",
     complexity: "O(C) for C consumers.",
     syntax: "key:key group",
-    handler: Handler::Engine(xinfo_consumers),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xinfo_consumers))
 };
 
 /// `XINFO STREAM`.
@@ -81,8 +78,7 @@ const XINFO_STREAM: CommandSpec = CommandSpec {
     since: "5.0.0",
     complexity: "O(E) for the E entries of the last block; FULL adds O(COUNT) entries.",
     syntax: "key:key [full-block@(FULL [COUNT count:integer])]",
-    handler: Handler::Engine(xinfo_stream),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xinfo_stream))
 };
 
 /// `XINFO HELP`.
@@ -95,8 +91,7 @@ const XINFO_HELP: CommandSpec = CommandSpec {
     summary: "Lists the XINFO subcommands.",
     since: "5.0.0",
     complexity: "O(1)",
-    handler: Handler::Engine(xinfo_help),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xinfo_help))
 };
 
 /// Entries XINFO STREAM FULL lists when COUNT is absent or negative.

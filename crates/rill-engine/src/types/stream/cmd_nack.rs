@@ -38,8 +38,7 @@ pub(super) const XNACK: CommandSpec = CommandSpec {
     complexity: "O(N log n) for N IDs and a PEL of n entries.",
     syntax: "key:key group mode@(SILENT | FAIL | FATAL) ids@IDS (numids:integer id ...) \
              [RETRYCOUNT count:integer] [FORCE]",
-    handler: Handler::Engine(xnack),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xnack))
 };
 
 /// How XNACK adjusts the delivery count.
@@ -128,7 +127,7 @@ fn xnack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     }
     ctx.emit_group(key, effects);
     if released > 0 {
-        engine.dirty += released;
+        engine.count_changes(released);
         engine.signal_ready(ctx.db, key);
     }
     Ok(Reply::Integer(released as i64))

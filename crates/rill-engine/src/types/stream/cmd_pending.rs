@@ -34,8 +34,7 @@ pub(super) const XPENDING: CommandSpec = CommandSpec {
                  from a PEL of n (more with IDLE, which skips entries).",
     syntax: "key:key group [filters@([IDLE min-idle-time:integer] start:string end:string \
              count:integer [consumer])]",
-    handler: Handler::Engine(xpending),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xpending))
 };
 
 /// The extended form's arguments.

@@ -31,8 +31,7 @@ pub(super) const XLEN: CommandSpec = CommandSpec {
     since: "5.0.0",
     complexity: "O(1)",
     syntax: "key:key",
-    handler: Handler::Engine(xlen),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xlen))
 };
 
 /// `XRANGE`.
@@ -51,8 +50,7 @@ pub(super) const XRANGE: CommandSpec = CommandSpec {
     complexity: "O(log B + M) where B is the number of blocks and M the entries returned \
                  (plus up to one block's entries scanned at each end of the range).",
     syntax: "key:key start end [COUNT count:integer]",
-    handler: Handler::Engine(xrange),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xrange))
 };
 
 /// `XREVRANGE`.
@@ -71,8 +69,7 @@ pub(super) const XREVRANGE: CommandSpec = CommandSpec {
     complexity: "O(log B + M) where B is the number of blocks and M the entries returned \
                  (plus up to one block's entries scanned at each end of the range).",
     syntax: "key:key end start [COUNT count:integer]",
-    handler: Handler::Engine(xrevrange),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xrevrange))
 };
 
 fn xlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {

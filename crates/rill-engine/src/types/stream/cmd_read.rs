@@ -42,8 +42,7 @@ pub(super) const XREAD: CommandSpec = CommandSpec {
                  block.",
     syntax: "[COUNT count:integer] [MAXCOUNT maxcount:integer] [MAXSIZE maxsize:integer] \
              [BLOCK milliseconds:integer] STREAMS (key:key ... id ...)",
-    handler: Handler::Engine(xread),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xread))
 };
 
 /// `ERR timeout is not an integer or out of range`

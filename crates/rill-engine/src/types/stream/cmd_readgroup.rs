@@ -62,8 +62,7 @@ pub(super) const XREADGROUP: CommandSpec = CommandSpec {
     syntax: "GROUP (group consumer) [COUNT count:integer] [MAXCOUNT maxcount:integer] \
              [MAXSIZE maxsize:integer] [BLOCK milliseconds:integer] \
              [CLAIM min-idle-time:integer] [NOACK] STREAMS (key:key ... id ...)",
-    handler: Handler::Engine(xreadgroup),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xreadgroup))
 };
 
 /// A validated XREADGROUP, before the keys are looked at.
@@ -257,7 +256,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         let created = this_stream.iter().any(|e| matches!(e, GroupEffect::ConsumerCreated { .. }));
         let delivered =
             this_stream.iter().any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
-        engine.dirty += u64::from(created) + u64::from(delivered);
+        engine.count_changes(u64::from(created) + u64::from(delivered));
         ctx.emit_group(key, effects.drain(before..));
     }
 

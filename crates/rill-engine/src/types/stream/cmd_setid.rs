@@ -30,8 +30,7 @@ pub(super) const XSETID: CommandSpec = CommandSpec {
     complexity: "O(E) for the E entries of the last block (to find the last live entry).",
     syntax: "key:key last-id [ENTRIESADDED entries-added:integer] \
              [MAXDELETEDID max-deleted-id]",
-    handler: Handler::Engine(xsetid),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xsetid))
 };
 
 /// A validated XSETID.
@@ -74,6 +73,6 @@ fn xsetid(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     let stream = args::write_stream(engine, ctx, key)?.ok_or(CmdError::NO_SUCH_KEY)?;
     stream.set_id(req.last_id, req.entries_added, req.max_deleted)?;
     // A write for persistence, but (as in Redis) not a WATCH-visible modification.
-    engine.dirty += 1;
+    engine.count_changes(1);
     Ok(Reply::ok())
 }

@@ -812,15 +812,15 @@ fn xinfo_stream_summary_and_full() {
 fn reads_do_not_count_as_writes_and_writes_do() {
     let mut h = Harness::new();
     h.run("XADD s 1-0 a 1");
-    let dirty = h.engine.dirty;
+    let dirty = h.engine.dirty();
     h.run("XRANGE s - +");
     h.run("XREAD STREAMS s 0");
     h.run("XINFO STREAM s");
     h.run("XDEL s 9-0");
     h.run("XTRIM s MAXLEN 5");
-    assert_eq!(h.engine.dirty, dirty);
+    assert_eq!(h.engine.dirty(), dirty);
     h.run("XDEL s 1-0");
-    assert_eq!(h.engine.dirty, dirty + 1);
+    assert_eq!(h.engine.dirty(), dirty + 1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -28,8 +28,7 @@ pub(super) const XTRIM: CommandSpec = CommandSpec {
                  block of E entries.",
     syntax: "key:key trim@((MAXLEN | MINID) [= | ~] threshold [LIMIT count:integer]) \
              [KEEPREF | DELREF | ACKED]",
-    handler: Handler::Engine(xtrim),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(xtrim))
 };
 
 fn xtrim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {

@@ -31,8 +31,7 @@ pub const GETEX: CommandSpec = CommandSpec {
     syntax: "key:key [expiration@(EX seconds:integer | PX milliseconds:integer | \
              EXAT unix-time-seconds:unix-time | PXAT unix-time-milliseconds:unix-time | \
              PERSIST)]",
-    handler: Handler::Engine(getex),
-    ..CommandSpec::DEFAULT
+    ..CommandSpec::of(Handler::Engine(getex))
 };
 
 /// The expiry change GETEX asks for, before its time is parsed.

@@ -46,8 +46,9 @@ const WRITE_DENYOOM_FAST: Flags = WRITE_DENYOOM.and(Flags::FAST);
 const READ_FAST: Flags = Flags::READONLY.and(Flags::FAST);
 
 /// A string command on one key at index 1 (the common shape).
-const ONE_KEY: CommandSpec =
-    CommandSpec { first_key: 1, last_key: 1, step: 1, group: "string", ..CommandSpec::DEFAULT };
+const fn one_key(handler: Handler) -> CommandSpec {
+    CommandSpec { first_key: 1, last_key: 1, step: 1, group: "string", ..CommandSpec::of(handler) }
+}
 
 /// The string commands.
 pub const COMMANDS: &[CommandSpec] = &[
@@ -59,8 +60,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RO_ACCESS,
         summary: "Returns the string stored at a key, or nil.",
         syntax: "key:key",
-        handler: Handler::Engine(get),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(get))
     },
     CommandSpec {
         name: "set",
@@ -74,8 +74,7 @@ pub const COMMANDS: &[CommandSpec] = &[
                  EXAT unix-time-seconds:unix-time | PXAT unix-time-milliseconds:unix-time | \
                  KEEPTTL]",
         complexity: "O(1), plus O(M) to free a replaced collection.",
-        handler: Handler::Engine(set),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(set))
     },
     CommandSpec {
         name: "setnx",
@@ -85,8 +84,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, &["OW", "INSERT"])],
         summary: "Stores a string only when the key does not exist; replies 1 if it did so.",
         syntax: "key:key value",
-        handler: Handler::Engine(setnx),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(setnx))
     },
     CommandSpec {
         name: "setex",
@@ -97,8 +95,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Stores a string that expires after a number of seconds.",
         since: "2.0.0",
         syntax: "key:key seconds:integer value",
-        handler: Handler::Engine(setex),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(setex))
     },
     CommandSpec {
         name: "psetex",
@@ -109,8 +106,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Stores a string that expires after a number of milliseconds.",
         since: "2.6.0",
         syntax: "key:key milliseconds:integer value",
-        handler: Handler::Engine(psetex),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(psetex))
     },
     CommandSpec {
         name: "getset",
@@ -120,8 +116,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RW_ACCESS_UPDATE,
         summary: "Stores a string and returns the one it replaced (nil if none).",
         syntax: "key:key value",
-        handler: Handler::Engine(getset),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(getset))
     },
     CommandSpec {
         name: "getdel",
@@ -132,8 +127,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns a string and deletes its key.",
         since: "6.2.0",
         syntax: "key:key",
-        handler: Handler::Engine(getdel),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(getdel))
     },
     getex::GETEX,
     CommandSpec {
@@ -147,8 +141,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns the strings of several keys, nil where a key is missing or not a string.",
         complexity: "O(N) in the number of keys.",
         syntax: "key:key ...",
-        handler: Handler::Engine(mget),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(mget))
     },
     CommandSpec {
         name: "mset",
@@ -163,8 +156,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "1.0.1",
         complexity: "O(N) in the number of keys.",
         syntax: "(key:key value) ...",
-        handler: Handler::Engine(mset),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(mset))
     },
     CommandSpec {
         name: "msetnx",
@@ -179,8 +171,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "1.0.1",
         complexity: "O(N) in the number of keys.",
         syntax: "(key:key value) ...",
-        handler: Handler::Engine(msetnx),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(msetnx))
     },
     CommandSpec {
         name: "incr",
@@ -190,8 +181,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RW_ACCESS_UPDATE,
         summary: "Adds one to the integer stored at a key (missing counts as 0).",
         syntax: "key:key",
-        handler: Handler::Engine(incr),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(incr))
     },
     CommandSpec {
         name: "incrby",
@@ -201,8 +191,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RW_ACCESS_UPDATE,
         summary: "Adds an integer to the integer stored at a key.",
         syntax: "key:key increment:integer",
-        handler: Handler::Engine(incrby),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(incrby))
     },
     CommandSpec {
         name: "decr",
@@ -212,8 +201,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RW_ACCESS_UPDATE,
         summary: "Subtracts one from the integer stored at a key.",
         syntax: "key:key",
-        handler: Handler::Engine(decr),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(decr))
     },
     CommandSpec {
         name: "decrby",
@@ -223,8 +211,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: RW_ACCESS_UPDATE,
         summary: "Subtracts an integer from the integer stored at a key.",
         syntax: "key:key decrement:integer",
-        handler: Handler::Engine(decrby),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(decrby))
     },
     CommandSpec {
         name: "incrbyfloat",
@@ -235,8 +222,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Adds a floating-point number to the number stored at a key.",
         since: "2.6.0",
         syntax: "key:key increment:double",
-        handler: Handler::Engine(incrbyfloat),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(incrbyfloat))
     },
     CommandSpec {
         name: "append",
@@ -248,8 +234,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.0.0",
         complexity: "Amortized O(M) in the appended length; O(N+M) when the old string is shared.",
         syntax: "key:key value",
-        handler: Handler::Engine(append),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(append))
     },
     CommandSpec {
         name: "strlen",
@@ -260,8 +245,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Returns the length in bytes of the string at a key (0 if missing).",
         since: "2.2.0",
         syntax: "key:key",
-        handler: Handler::Engine(strlen),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(strlen))
     },
     CommandSpec {
         name: "getrange",
@@ -273,8 +257,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.4.0",
         complexity: "O(N) in the length returned.",
         syntax: "key:key start:integer end:integer",
-        handler: Handler::Engine(getrange),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(getrange))
     },
     CommandSpec {
         name: "setrange",
@@ -286,8 +269,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "2.2.0",
         complexity: "O(M) in the value written; O(N) when the string must grow or is shared.",
         syntax: "key:key offset:integer value",
-        handler: Handler::Engine(setrange),
-        ..ONE_KEY
+        ..one_key(Handler::Engine(setrange))
     },
 ];
 

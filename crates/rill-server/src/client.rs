@@ -1,0 +1,148 @@
+//! A connection's own state, which only its task touches ([`Conn`]), the transaction it is
+//! queueing ([`Multi`]), and what a request leads to ([`Action`]). Dispatch, the server
+//! commands and the connection loop all use these; none of them owns them.
+
+use crate::clock::Tick;
+use bytes::Bytes;
+use rill_engine::command::{CommandSpec, Lookup};
+use rill_engine::{BlockRequest, CmdError};
+use rill_resp::{Protocol, Reply};
+
+/// Per-connection state that only the connection's own task touches.
+#[derive(Debug)]
+pub struct Conn {
+    /// Client id.
+    pub id: u64,
+    /// Selected database.
+    pub db: usize,
+    /// Protocol in use.
+    pub proto: Protocol,
+    /// Whether AUTH (or HELLO AUTH) succeeded, or no password is required.
+    pub authenticated: bool,
+    /// Open transaction, if any.
+    pub multi: Option<Multi>,
+    /// CLIENT REPLY mode.
+    pub reply_mode: ReplyMode,
+    /// When the previous command finished (or the batch started): each command's duration is
+    /// measured from here, so timing costs one clock read per command.
+    pub clock: Tick,
+    /// The last command run, not yet copied into the shared client record.
+    pub last_cmd: &'static str,
+    /// Commands run since the shared client record was last updated.
+    pub cmds_unpublished: u64,
+    /// Bytes read since the shared client record was last updated.
+    pub net_in_unpublished: u64,
+    /// Bytes written since the shared client record was last updated.
+    pub net_out_unpublished: u64,
+    /// The time the current batch of requests started, Unix ms.
+    pub batch_now_ms: i64,
+    /// The last top-level command resolved, by the name as the client spelled it: pipelines
+    /// mostly repeat one command, and comparing a few bytes is cheaper than a hash lookup.
+    pub last_lookup: LastLookup,
+    /// The most bytes one reply may take (see [`crate::client_limits::reply_budget_bytes`]).
+    pub reply_budget: u64,
+    /// A reply did not fit the client's limits: close the connection without writing more.
+    pub close_asap: bool,
+}
+
+impl Conn {
+    /// A new connection's state: database 0, RESP2, replies on, no transaction.
+    pub fn new(id: u64, authenticated: bool) -> Conn {
+        Conn {
+            id,
+            db: 0,
+            proto: Protocol::Resp2,
+            authenticated,
+            multi: None,
+            reply_mode: ReplyMode::On,
+            clock: Tick::now(),
+            last_cmd: "",
+            cmds_unpublished: 0,
+            net_in_unpublished: 0,
+            net_out_unpublished: 0,
+            batch_now_ms: 0,
+            last_lookup: LastLookup::default(),
+            reply_budget: u64::MAX,
+            close_asap: false,
+        }
+    }
+}
+
+/// A one-entry cache of name → command (containers are never cached: their subcommand
+/// depends on the next argument).
+#[derive(Debug, Default)]
+pub struct LastLookup {
+    name: [u8; 16],
+    len: usize,
+    spec: Option<&'static CommandSpec>,
+}
+
+impl LastLookup {
+    pub(crate) fn resolve(&mut self, table: &rill_engine::command::CommandTable, args: &[Bytes]) -> Lookup {
+        if let (Some(spec), Some(name)) = (self.spec, args.first()) {
+            if self.name.get(..self.len) == Some(&name[..]) {
+                return Lookup::Found(spec);
+            }
+        }
+        match (args.first(), args.first().and_then(|name| table.get(name))) {
+            (Some(name), Some(spec)) if !spec.is_container() => {
+                if let Some(dst) = self.name.get_mut(..name.len()) {
+                    dst.copy_from_slice(name);
+                    self.len = name.len();
+                    self.spec = Some(spec);
+                }
+                Lookup::Found(spec)
+            }
+            _ => table.resolve(args),
+        }
+    }
+}
+
+/// CLIENT REPLY ON|OFF|SKIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    /// Replies are sent.
+    On,
+    /// No replies are sent.
+    Off,
+    /// The next command's reply is not sent.
+    Skip,
+    /// Set by SKIP: skip the reply of the command after the current one.
+    SkipNext,
+}
+
+/// A transaction being queued.
+#[derive(Debug, Default)]
+pub struct Multi {
+    /// Queued commands.
+    pub queued: Vec<(&'static CommandSpec, Vec<Bytes>)>,
+    /// A queued command was rejected: EXEC must answer EXECABORT.
+    pub failed: bool,
+    /// Bytes of the queued commands' arguments (Redis' `multi-mem`; counts toward
+    /// `client-query-buffer-limit`).
+    pub argv_bytes: usize,
+}
+
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Action {
+    /// Send this reply.
+    Reply(Reply),
+    /// Park the client until a key is ready or the deadline passes.
+    Block {
+        /// The command to re-run.
+        spec: &'static CommandSpec,
+        /// Its arguments.
+        args: Vec<Bytes>,
+        /// Keys and deadline.
+        request: BlockRequest,
+    },
+    /// Send the reply (if any), then close the connection.
+    Close(Option<Reply>),
+}
+
+impl From<CmdError> for Action {
+    fn from(e: CmdError) -> Action {
+        Action::Reply(e.to_reply())
+    }
+}

@@ -1,0 +1,161 @@
+//! The effect journal: what every command *did* ([`rill_engine::effect`]), gathered per unit
+//! (a command, an EXEC, a served blocked client, an expiry sweep) and, when the unit closes,
+//! handed to every sink at once: the log writer (`aof/`) now, the replication backlog next.
+//!
+//! ```text
+//!  handler ──emit──► CallCtx.effects ─┐
+//!  expiry ──DEL──────────────────────┼─► Journal.unit ──commit──► log (offset a reply waits for)
+//!  logged as itself ─────────────────┘                       └──► other sinks
+//! ```
+//!
+//! Effects are recorded whenever any sink exists, whatever `appendonly` says: a replica must
+//! get the effects of a primary that keeps no log. With no sink, handlers are told not to build
+//! effects ([`Journal::recording`]), and a closed unit is dropped.
+
+use crate::aof::Log;
+use bytes::Bytes;
+use rill_engine::effect::{encode_record_buf, EffectBuf};
+use std::sync::Arc;
+
+/// Where committed units go besides the log.
+pub trait Sink: Send + std::fmt::Debug {
+    /// Take one committed unit: its effects (encoded, `rill_engine::effect`) and the time it
+    /// closed. Called under the state lock, in execution order; it must not block.
+    fn commit(&mut self, time_ms: i64, unit: &EffectBuf);
+}
+
+/// The journal: the open unit and the sinks committed units go to.
+#[derive(Debug, Default)]
+pub struct Journal {
+    /// The log writer; `None` with `appendonly no`. Replies wait for it (`Journal::appended`).
+    pub log: Option<Arc<Log>>,
+    /// The other sinks.
+    sinks: Vec<Box<dyn Sink>>,
+    /// Effects of the open unit, encoded, not yet framed.
+    unit: EffectBuf,
+    /// An empty buffer, with the capacity earlier commands grew, for the next command's
+    /// explicit effects: lent out by [`Journal::lend_buf`], so that emitting an effect does
+    /// not allocate.
+    spare: EffectBuf,
+    /// Log offset after the last unit the log took.
+    pub appended: u64,
+}
+
+impl Journal {
+    /// Add a sink: every unit committed from now on goes to it too.
+    pub fn add_sink(&mut self, sink: Box<dyn Sink>) {
+        self.sinks.push(sink);
+    }
+
+    /// Whether effects are being recorded: some sink exists.
+    pub fn recording(&self) -> bool {
+        self.log.is_some() || !self.sinks.is_empty()
+    }
+
+    /// An empty effect buffer for a command to write into (give it back with
+    /// [`Journal::return_buf`]).
+    pub fn lend_buf(&mut self) -> EffectBuf {
+        std::mem::take(&mut self.spare)
+    }
+
+    /// Take back a buffer from [`Journal::lend_buf`] (emptied here).
+    pub fn return_buf(&mut self, mut buf: EffectBuf) {
+        buf.clear();
+        self.spare = buf;
+    }
+
+    /// Add a command's explicit effects to the open unit.
+    pub fn push(&mut self, effects: &mut EffectBuf) {
+        if self.recording() && !effects.is_empty() {
+            if self.unit.is_empty() {
+                // The common case, one command per unit: take its buffer instead of copying
+                // it (the caller keeps the emptied one, with its capacity).
+                std::mem::swap(&mut self.unit, effects);
+                effects.clear();
+            } else {
+                self.unit.append(effects);
+            }
+        }
+    }
+
+    /// Add a command logged as itself.
+    pub fn push_command(&mut self, db: usize, args: &[Bytes]) {
+        if self.recording() {
+            self.unit.command(db, args.iter().map(|a| &a[..]));
+        }
+    }
+
+    /// Add the deletion of an expired key.
+    pub fn push_del(&mut self, db: usize, key: &[u8]) {
+        if self.recording() {
+            self.unit.del(db, key);
+        }
+    }
+
+    /// Close the open unit: hand it to every sink (the log frames it as one record at time
+    /// `now_ms`). Returns the log offset the unit ends at: what a reply must wait for.
+    pub fn commit(&mut self, now_ms: i64) -> u64 {
+        if self.unit.is_empty() {
+            return self.appended;
+        }
+        for sink in &mut self.sinks {
+            sink.commit(now_ms, &self.unit);
+        }
+        if let Some(log) = &self.log {
+            let unit = &self.unit;
+            self.appended = log.append_with(|out| encode_record_buf(out, now_ms, unit));
+        }
+        self.unit.clear();
+        self.appended
+    }
+}
+
+/// A committed unit, decoded: its time and effects.
+pub type Unit = (i64, Vec<rill_engine::effect::Effect>);
+
+/// A sink that keeps every unit in memory, decoded: for tests (of the journal, of dispatch
+/// without a socket), and a model of what the replication backlog will receive.
+#[derive(Debug, Clone, Default)]
+pub struct MemorySink {
+    /// The units committed, in order: time and effects.
+    pub units: Arc<std::sync::Mutex<Vec<Unit>>>,
+}
+
+impl Sink for MemorySink {
+    fn commit(&mut self, time_ms: i64, unit: &EffectBuf) {
+        if let (Ok(effects), Ok(mut units)) = (unit.decode(), self.units.lock()) {
+            units.push((time_ms, effects));
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use rill_engine::effect::Effect;
+
+    #[test]
+    fn units_reach_every_sink_only_when_one_exists() {
+        let mut j = Journal::default();
+        assert!(!j.recording());
+        j.push_command(0, &[Bytes::from_static(b"SET"), Bytes::from_static(b"k")]);
+        assert_eq!(j.commit(5), 0, "no sink: nothing recorded");
+        let sink = MemorySink::default();
+        j.add_sink(Box::new(sink.clone()));
+        assert!(j.recording(), "a sink other than the log turns recording on");
+        j.push_del(1, b"gone");
+        j.push_command(1, &[Bytes::from_static(b"SET"), Bytes::from_static(b"k")]);
+        j.commit(7);
+        j.commit(8); // an empty unit goes nowhere
+        let units = sink.units.lock().unwrap().clone();
+        let expected = vec![(
+            7,
+            vec![
+                Effect::del(1, Bytes::from_static(b"gone")),
+                Effect::command(1, vec![Bytes::from_static(b"SET"), Bytes::from_static(b"k")]),
+            ],
+        )];
+        assert_eq!(units, expected);
+    }
+}
