@@ -8,10 +8,17 @@
 //!
 //! Layout:
 //! - [`error`]: the one error type ([`CmdError`]) carrying a Redis error code and message.
-//! - [`keyspace`]: databases, keys, expiry, WATCH bookkeeping, blocking-key readiness.
-//! - [`types`]: one module per command family (strings, hashes, lists, sets, keys).
+//! - [`keyspace`]: the [`Engine`] (databases, keys, expiry, WATCH bookkeeping, blocking-key
+//!   readiness, change counting; every field private) and the per-call [`CallCtx`].
+//! - [`types`]: one module per command family (keys and databases, strings, hashes, lists,
+//!   sets, streams, DUMP/RESTORE), each with its `COMMANDS` specs next to its handlers.
 //! - [`command`]: the command table: one [`command::CommandSpec`] per command, read by dispatch,
 //!   `COMMAND`, `COMMAND DOCS` and MULTI queueing.
+//! - [`effect`]: what a write did, as the log and replication carry it: the record codec and
+//!   [`Engine::apply_effect`], the one way a replay changes the keyspace.
+//! - [`rdb`]: the RDB format (snapshots, DUMP payloads, a primary's full sync).
+//! - [`glob`], [`long_double`], [`util`]: pattern matching, Redis' long-double formatting,
+//!   integer parsing.
 
 pub mod command;
 pub mod effect;

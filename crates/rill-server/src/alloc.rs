@@ -1,5 +1,5 @@
 //! Memory accounting: a global allocator that wraps the system allocator and counts live
-//! bytes, so INFO `used_memory` (and, later, `maxmemory`) report what the process really holds.
+//! bytes, so INFO `used_memory` and the `maxmemory` check (`-OOM`, dispatch.rs) see what the process really holds.
 //!
 //! This is the only module with `unsafe`: implementing `GlobalAlloc` is an unsafe trait by
 //! definition. Each method forwards to `System` with the caller's layout unchanged, so the

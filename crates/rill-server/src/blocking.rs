@@ -1,4 +1,4 @@
-//! Clients blocked on keys (BLPOP, BRPOP, and later XREAD/XREADGROUP BLOCK).
+//! Clients blocked on keys: BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, XREAD BLOCK, XREADGROUP BLOCK.
 //!
 //! A blocking command that finds nothing to serve asks to block ([`BlockRequest`]). The client
 //! is parked here: per key a FIFO queue of client ids, per client its parked command. Writes

@@ -133,12 +133,13 @@ pub fn test_log(n: usize) -> (Vec<u8>, Vec<usize>) {
 }
 
 /// CONFIG SET appendonly: turning the log on starts a new log file and a rewrite that
-/// snapshots the current data as its base; turning it off writes out and closes the log.
+/// snapshots the current data as its base; turning it off writes out and closes the log. An
+/// I/O error keeps its kind (a full disk, a missing permission) for the caller's message.
 pub fn set_appendonly(
     shared: &Arc<crate::state::Shared>,
     st: &mut crate::state::State,
     on: bool,
-) -> Result<(), String> {
+) -> std::io::Result<()> {
     match (&st.journal.log, on) {
         (Some(_), true) | (None, false) => Ok(()),
         (Some(log), false) => {
@@ -149,24 +150,22 @@ pub fn set_appendonly(
         }
         (None, true) => {
             let mut files = files::Files::new(st.config.get("appenddirname"), st.config.get("appendfilename"));
-            std::fs::create_dir_all(&files.dir).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(&files.dir)?;
             let _ = files.read_manifest();
             let seq = files.last_seq() + 1;
             // Whatever an earlier log said is stale now; until the rewrite below writes the
             // base, the manifest on disk lists nothing.
-            files.write_manifest(files::Manifest::default()).map_err(|e| e.to_string())?;
+            files.write_manifest(files::Manifest::default())?;
             files.remove_unlisted();
             files.provisional = true;
-            let file = files.create_incr(seq).map_err(|e| e.to_string())?;
-            files
-                .write_manifest(files::Manifest { base: None, incrs: vec![files.incr_name(seq)] })
-                .map_err(|e| e.to_string())?;
+            let file = files.create_incr(seq)?;
+            files.write_manifest(files::Manifest { base: None, incrs: vec![files.incr_name(seq)] })?;
             let policy = FsyncPolicy::parse(st.config.get("appendfsync"));
-            let log = Log::start(files, file, seq, LOG_MAGIC.len() as u64, policy).map_err(|e| e.to_string())?;
+            let log = Log::start(files, file, seq, LOG_MAGIC.len() as u64, policy)?;
             st.journal.log = Some(log);
             st.persist.base_file_size = 0;
             st.persist.rewrite_base_size = 0;
-            rewrite::start(shared, st).map_err(str::to_string)
+            rewrite::start(shared, st).map_err(std::io::Error::other)
         }
     }
 }

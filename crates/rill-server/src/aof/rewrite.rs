@@ -133,7 +133,7 @@ pub fn write(snap: &Snapshot, path: &Path) -> std::io::Result<u64> {
 }
 
 /// SAVE: write `dbfilename` now, holding the lock.
-pub fn save(st: &mut State) -> Result<(), String> {
+pub fn save(st: &mut State) -> std::io::Result<()> {
     let snap = take(st);
     let path = PathBuf::from(st.config.get("dbfilename"));
     match write(&snap, &path) {
@@ -147,7 +147,7 @@ pub fn save(st: &mut State) -> Result<(), String> {
         Err(e) => {
             st.persist.last_bgsave_ok = false;
             tracing::warn!("Failed opening the temp RDB file or writing it: {e}");
-            Err(e.to_string())
+            Err(e)
         }
     }
 }
