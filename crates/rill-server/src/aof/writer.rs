@@ -49,12 +49,15 @@
 //! without failure since. The crash points, and what start-up finds (the manifest lists the
 //! files in replay order):
 //!
-//! * Before the cut is synced: the manifest ends with the suspect file, holding its synced
-//!   records, then whatever survived of the rest (the kept records, maybe torn, maybe with a
-//!   hole). Everything acknowledged under `always` is in the synced part; whole records after
-//!   it were never acknowledged, so replaying them is allowed (as after a crash mid-fsync); a
-//!   torn tail is cut back, and a hole followed by data stops start-up as corruption (repair
-//!   with `--check-log --fix`, which cuts at the hole: what it drops was not acknowledged).
+//! * Before the cut is synced: the suspect file is the last one holding records, holding its
+//!   synced records, then whatever survived of the rest (the kept records, maybe torn, maybe
+//!   with a hole). A rotation prepared meanwhile may be listed after it, still empty (the
+//!   rotation waits behind the recovery): start-up takes the last file holding data for the
+//!   one written last, whose tail may be torn (`load::written_last`). Everything
+//!   acknowledged under `always` is in the synced part; whole records after it were never
+//!   acknowledged, so replaying them is allowed (as after a crash mid-fsync); a torn tail is
+//!   cut back, and a hole followed by data stops start-up as corruption (repair with
+//!   `--check-log --fix`, which cuts at the hole: what it drops was not acknowledged).
 //! * After the cut, before the manifest names the fresh file: the suspect file is exactly its
 //!   synced records; the fresh file is not listed and is removed at start-up.
 //! * After the manifest names it: the suspect file, cut, then the fresh file with a prefix of
