@@ -222,6 +222,56 @@ fn a_torn_tail_is_cut_back_and_a_corrupt_middle_stops_start_up() {
     assert!(len > 0 && len < 50, "a prefix survives: {len}");
 }
 
+/// A rewrite lists its new log file before the writer switches to it; a crash in between (or
+/// a disk failing mid-write, which keeps the writer from cutting its torn record off) leaves
+/// the torn record in the file before, followed by a file holding nothing. Start-up cuts it
+/// back as it would the newest file's, and appends to the new one; once the new file holds a
+/// record, the same damage before it is refused.
+#[test]
+fn a_torn_tail_before_a_rewrites_empty_new_file_is_cut_back_too() {
+    let dir = TempDir::new("rill-torn-rotation");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = p.client();
+    for i in 0..50 {
+        c.cmd(&["XADD", "s", &format!("1-{}", i + 1), "n", &i.to_string()]);
+    }
+    p.kill9();
+    let files = incr_files(dir.path());
+    assert_eq!(files.len(), 1);
+    let first = files[0].clone();
+    let padded = std::fs::read(&first).unwrap();
+    let good = padded[..logical_end(&padded)].to_vec();
+    let mut torn = good.clone();
+    torn.extend_from_slice(&[40, 0, 0, 0, 1, 2, 3, 4, 5, 6]);
+    torn.resize(torn.len().max(padded.len()), 0);
+    std::fs::write(&first, &torn).unwrap();
+    let second = dir.path().join("appendonlydir/appendonly.aof.2.incr.rlog");
+    std::fs::write(&second, b"RILLLOG1").unwrap();
+    let manifest = dir.path().join("appendonlydir/appendonly.aof.manifest.rill");
+    std::fs::write(&manifest, "rill-manifest 1\nincr appendonly.aof.1.incr.rlog\nincr appendonly.aof.2.incr.rlog\n")
+        .unwrap();
+
+    let err = Proc::try_start(dir.path(), &["--appendonly", "yes", "--aof-load-truncated", "no"]).err().unwrap();
+    assert!(err.contains("appendonly.aof.1.incr.rlog ends with a truncated record at offset"), "{err}");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    let mut c = p.client();
+    assert_eq!(s(&c.cmd(&["XLEN", "s"])), ":50\r\n");
+    assert!(p.log().contains("short read while loading the AOF file"));
+    c.cmd(&["XADD", "s", "2-1", "n", "50"]);
+    p.kill9();
+    assert_eq!(std::fs::read(&first).unwrap(), good, "the torn record is cut off");
+    assert!(logical_end(&std::fs::read(&second).unwrap()) > 8, "new records go to the new file");
+    let p = Proc::start(dir.path(), &["--appendonly", "yes"]);
+    assert_eq!(s(&p.client().cmd(&["XLEN", "s"])), ":51\r\n");
+    p.kill9();
+
+    // The new file holds a record: the torn file before it was finished, the damage is not a
+    // torn write.
+    std::fs::write(&first, &torn).unwrap();
+    let err = Proc::try_start(dir.path(), &["--appendonly", "yes"]).err().unwrap();
+    assert!(err.contains("appendonly.aof.1.incr.rlog ends with a truncated record at offset"), "{err}");
+}
+
 /// Under `always` the file being written has zeros preallocated after its records: a
 /// `kill -9` leaves them, the restart reads through them without a warning, and a clean
 /// SHUTDOWN leaves a file that ends at its last record. INFO counts records only.

@@ -139,8 +139,53 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
     }
 }
 
-/// Replay one log file. `last`: the newest file, whose torn tail may be cut back. Returns the
-/// number of records and the file's length after any cut.
+/// Of a manifest's `count` incremental files, the index of the one being written when the
+/// server stopped: the last one holding any data past its magic (`has_data(i)`, see
+/// [`holds_data`]). Its last record may be torn (so may the files' after it, which hold
+/// none), and it is not always the last file listed: a rewrite lists its new file before the
+/// writer switches to it (`Log::prepare_rotation`), so a crash or power loss in between
+/// leaves a torn tail in the file before; so does a disk failing mid-write, as the writer
+/// then cannot cut the torn record off and the rotation waits behind its recovery. Before
+/// the writer switches away from a file, it cuts and fsyncs it, and it writes only the files
+/// after it from then on; so in a file followed by one holding data, a bad last record is
+/// corruption, not a torn write. (A finished file followed only by files without a record
+/// yet cannot be told from the one being written: its last record is treated as the newest
+/// file's is.) With no data anywhere: the last file.
+pub(super) fn written_last(
+    count: usize,
+    mut has_data: impl FnMut(usize) -> Result<bool, String>,
+) -> Result<usize, String> {
+    for i in (0..count).rev() {
+        if has_data(i)? {
+            return Ok(i);
+        }
+    }
+    Ok(count.saturating_sub(1))
+}
+
+/// Whether a log file, read from `file`, holds anything past its magic but zeros: a record,
+/// whole or torn, or data after a hole. Reads up to the first such byte: at once for a file
+/// with records, through the padding for one without (at most about one and a half
+/// preallocation chunks).
+pub(super) fn holds_data(file: impl std::io::Read) -> std::io::Result<bool> {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::with_capacity(64 << 10, file);
+    (&mut reader).take(super::LOG_MAGIC.len() as u64).read_to_end(&mut Vec::new())?;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(false);
+        }
+        if buf.iter().any(|&b| b != 0) {
+            return Ok(true);
+        }
+        let n = buf.len();
+        reader.consume(n);
+    }
+}
+
+/// Replay one log file. `last`: the file written last (see [`written_last`]), whose torn
+/// tail may be cut back. Returns the number of records and the file's length after any cut.
 fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result<(u64, u64), String> {
     let path = files.path(name);
     let bytes = bytes::Bytes::from(std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?);
@@ -212,7 +257,7 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
 
 /// What start-up does about the way a log file ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TailAction {
+pub(super) enum TailAction {
     /// Nothing: the file ends after its last record.
     Keep,
     /// Cut off the zero padding after offset `at` (`padding` bytes): the clean end of a file
@@ -224,9 +269,9 @@ enum TailAction {
 }
 
 /// Decide about the end of log file `path` (its contents `bytes`, read up to `tail`): padding
-/// is cut off; a torn record is cut back if `last` (the newest file) and `load_truncated`
-/// (`aof-load-truncated yes`), refused otherwise; corruption is refused.
-fn settle_tail(
+/// is cut off; a torn record is cut back if `last` (the file written last, [`written_last`])
+/// and `load_truncated` (`aof-load-truncated yes`), refused otherwise; corruption is refused.
+pub(super) fn settle_tail(
     path: &std::path::Path,
     bytes: &[u8],
     tail: &Tail,
@@ -239,7 +284,7 @@ fn settle_tail(
         Tail::Truncated { at } => {
             if !last || !load_truncated {
                 return Err(format!(
-                    "{} ends with a truncated record at offset {at}. Run rill-server --check-log {} --fix (or set aof-load-truncated yes for the newest file)",
+                    "{} ends with a truncated record at offset {at}. Run rill-server --check-log {} --fix (or set aof-load-truncated yes for the file written last)",
                     path.display(),
                     path.display()
                 ));
@@ -305,9 +350,15 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
             if let Some(base) = &m.base {
                 load_snapshot(shared, &files.path(base))?;
             }
+            let written_last = written_last(m.incrs.len(), |i| {
+                let path = files.path(m.incrs.get(i).map_or("", String::as_str));
+                std::fs::File::open(&path)
+                    .and_then(holds_data)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))
+            })?;
             let mut last_len = 0;
             for (i, name) in m.incrs.iter().enumerate() {
-                let (_, len) = replay_file(shared, &files, name, i + 1 == m.incrs.len())?;
+                let (_, len) = replay_file(shared, &files, name, i >= written_last)?;
                 last_len = len;
             }
             match m.incrs.last() {
@@ -416,6 +467,62 @@ mod tests {
         let bad = [f.clone(), vec![0; 64], b"junk".to_vec(), vec![0; 64]].concat();
         let err = settle(&bad, true, true).unwrap_err();
         assert!(err.contains("zero record length") && err.contains(&format!("at offset {}", ends[4])), "{err}");
+    }
+
+    /// A rewrite's new file, listed before the writer switched to it, and a torn tail before
+    /// it (a crash, or a failed write the writer could not cut off): the torn file is the
+    /// one written last, and is cut back like the newest file. Once the file after it holds
+    /// anything, its tail is final and the same damage stops start-up.
+    #[test]
+    fn the_file_written_last_is_the_last_one_holding_data_not_the_last_listed() {
+        let (f, ends) = test_log(3);
+        let mut torn = f.clone();
+        torn.truncate(ends[2] - 3);
+        torn.resize(torn.len() + 4096, 0);
+        let empty = crate::aof::LOG_MAGIC.to_vec();
+        let padded = [empty.clone(), vec![0; 4096]].concat();
+        let newest =
+            |files: &[&Vec<u8>]| written_last(files.len(), |i| Ok(holds_data(&files[i][..]).unwrap())).unwrap();
+        assert_eq!(newest(&[&f, &torn, &empty, &padded]), 1);
+        let want = TailAction::CutTorn { at: ends[1] as u64, torn: (ends[2] - 3 - ends[1]) as u64, padding: 4096 };
+        assert_eq!(settle(&torn, true, true), Ok(want));
+        // The files after it load as they are.
+        assert_eq!(settle(&empty, true, true), Ok(TailAction::Keep));
+        assert_eq!(settle(&padded, true, true), Ok(TailAction::DropPadding { at: 8, padding: 4096 }));
+        // A file after it with a record, or data after a hole: the torn one was finished.
+        let hole = [padded.clone(), vec![1]].concat();
+        assert_eq!(newest(&[&torn, &empty, &f]), 2);
+        assert_eq!(newest(&[&torn, &hole, &empty]), 1);
+        assert!(settle(&torn, false, true).unwrap_err().contains("truncated record at offset"));
+        // No data anywhere: the last file.
+        assert_eq!(newest(&[&empty, &padded]), 1);
+        assert_eq!(newest(&[]), 0);
+    }
+
+    /// Read in chunks, past the magic only.
+    #[test]
+    fn a_file_holds_data_when_a_byte_past_its_magic_is_not_zero() {
+        let dir = std::env::temp_dir().join(format!("rill-load-data-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("appendonly.aof.2.incr.rlog");
+        let (f, _) = test_log(1);
+        let magic = crate::aof::LOG_MAGIC.to_vec();
+        let mut late = [magic.clone(), vec![0; 200_000]].concat();
+        late[150_000] = 7;
+        let cases: [(Vec<u8>, bool); 6] = [
+            (magic[..4].to_vec(), false),
+            (magic.clone(), false),
+            ([magic.clone(), vec![0; 200_000]].concat(), false),
+            (late, true),
+            (f, true),
+            ([magic.clone(), vec![0; 65_530], vec![1]].concat(), true),
+        ];
+        for (bytes, want) in cases {
+            std::fs::write(&path, &bytes).unwrap();
+            let file = std::fs::File::open(&path).unwrap();
+            assert_eq!(holds_data(file).unwrap(), want, "{} bytes", bytes.len());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -33,9 +33,10 @@
 //!
 //! Under `everysec` and `no`, the file simply grows (see [`super::FsyncPolicy`]). Padding
 //! left from a switch away from `always` is cut off at the next write. Finished files are
-//! cut to their logical end (at a rotation by the rewrite, at shutdown by the writer), and
-//! start-up cuts the newest file's padding before appending, so padding only exists in the
-//! file being written, or in the newest file after a crash.
+//! cut to their logical end (by the writer, at a rotation and at shutdown), and
+//! start-up cuts any file's padding before appending, so padding only exists in the file
+//! being written, or after a crash in the file written last (which a rewrite's new file,
+//! listed but not switched to yet, may follow).
 
 use super::logfile::LogFile;
 use std::io;

@@ -49,12 +49,15 @@
 //! without failure since. The crash points, and what start-up finds (the manifest lists the
 //! files in replay order):
 //!
-//! * Before the cut is synced: the manifest ends with the suspect file, holding its synced
-//!   records, then whatever survived of the rest (the kept records, maybe torn, maybe with a
-//!   hole). Everything acknowledged under `always` is in the synced part; whole records after
-//!   it were never acknowledged, so replaying them is allowed (as after a crash mid-fsync); a
-//!   torn tail is cut back, and a hole followed by data stops start-up as corruption (repair
-//!   with `--check-log --fix`, which cuts at the hole: what it drops was not acknowledged).
+//! * Before the cut is synced: the suspect file is the last one holding records, holding its
+//!   synced records, then whatever survived of the rest (the kept records, maybe torn, maybe
+//!   with a hole). A rotation prepared meanwhile may be listed after it, still empty (the
+//!   rotation waits behind the recovery): start-up takes the last file holding data for the
+//!   one written last, whose tail may be torn (`load::written_last`). Everything
+//!   acknowledged under `always` is in the synced part; whole records after it were never
+//!   acknowledged, so replaying them is allowed (as after a crash mid-fsync); a torn tail is
+//!   cut back, and a hole followed by data stops start-up as corruption (repair with
+//!   `--check-log --fix`, which cuts at the hole: what it drops was not acknowledged).
 //! * After the cut, before the manifest names the fresh file: the suspect file is exactly its
 //!   synced records; the fresh file is not listed and is removed at start-up.
 //! * After the manifest names it: the suspect file, cut, then the fresh file with a prefix of
@@ -101,6 +104,8 @@ use tokio::sync::watch;
 const FSYNC_STALL: Duration = Duration::from_secs(2);
 /// Pause between attempts to recover from a failed write or fsync.
 const RETRY: Duration = Duration::from_secs(1);
+/// Pause between the attempts to write and fsync the log at shutdown.
+const SHUTDOWN_RETRY: Duration = Duration::from_millis(100);
 
 /// What the writer has made safe.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -130,6 +135,8 @@ pub struct LogStatus {
 pub(super) struct Tuning {
     /// Pause between attempts to recover.
     pub retry: Duration,
+    /// Pause between the attempts to finish the log at shutdown.
+    pub shutdown_retry: Duration,
     /// How often the everysec fsync runs; `None`: no fsync thread (the tests call
     /// [`Log::background_fsync`] themselves).
     pub fsync_every: Option<Duration>,
@@ -139,7 +146,12 @@ pub(super) struct Tuning {
 
 impl Default for Tuning {
     fn default() -> Tuning {
-        Tuning { retry: RETRY, fsync_every: Some(Duration::from_secs(1)), prealloc_chunk: PREALLOC_CHUNK_BYTES }
+        Tuning {
+            retry: RETRY,
+            shutdown_retry: SHUTDOWN_RETRY,
+            fsync_every: Some(Duration::from_secs(1)),
+            prealloc_chunk: PREALLOC_CHUNK_BYTES,
+        }
     }
 }
 
@@ -848,7 +860,7 @@ impl Log {
                     tracing::warn!("could not write and fsync the AOF file at shutdown: {e}");
                     self.set_failed(&e, "writing to");
                     if attempt < 2 {
-                        std::thread::sleep(Duration::from_millis(100));
+                        std::thread::sleep(self.tuning.shutdown_retry);
                     }
                 }
             }
