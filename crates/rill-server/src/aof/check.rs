@@ -1,6 +1,6 @@
 //! Reading a log file record by record, and `rill-server --check-log FILE [--fix]`.
 
-use super::{LOG_MAGIC, MAX_RECORD, RECORD_HEADER};
+use super::{LOG_MAGIC, MAX_RECORD_BODY_BYTES, RECORD_HEADER_BYTES};
 use bytes::Bytes;
 use rill_engine::effect::{decode_record_shared, Effect};
 
@@ -86,7 +86,7 @@ impl Records {
             self.tail = Some(Tail::Padded { at: at as u64, padding: rest.len() as u64 });
             return None;
         }
-        let Some(header) = rest.get(..RECORD_HEADER) else {
+        let Some(header) = rest.get(..RECORD_HEADER_BYTES) else {
             self.tail = Some(Tail::Truncated { at: at as u64 });
             return None;
         };
@@ -95,17 +95,17 @@ impl Records {
         let len = u32::from_le_bytes(word) as usize;
         word.copy_from_slice(header.get(4..8).unwrap_or(&[0; 4]));
         let crc = u32::from_le_bytes(word);
-        let end = RECORD_HEADER + len;
+        let end = RECORD_HEADER_BYTES + len;
         if len == 0 {
             // Not padding: non-zero bytes follow (checked above).
             self.tail = Some(Tail::Corrupt { at: at as u64, reason: "zero record length with data after it".into() });
             return None;
         }
-        if len > MAX_RECORD {
+        if len > MAX_RECORD_BODY_BYTES {
             self.tail = Some(Tail::Corrupt { at: at as u64, reason: format!("record length {len} is implausible") });
             return None;
         }
-        let Some(body) = rest.get(RECORD_HEADER..end) else {
+        let Some(body) = rest.get(RECORD_HEADER_BYTES..end) else {
             self.tail = Some(Tail::Truncated { at: at as u64 });
             return None;
         };
@@ -122,7 +122,7 @@ impl Records {
             self.tail = Some(bad("checksum mismatch".into()));
             return None;
         }
-        let body = self.bytes.slice(at + RECORD_HEADER..at + end);
+        let body = self.bytes.slice(at + RECORD_HEADER_BYTES..at + end);
         match decode_record_shared(body) {
             Ok((time, effects)) => {
                 self.pos = at + end;

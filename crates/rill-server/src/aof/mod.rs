@@ -27,7 +27,7 @@
 //! record := +------------+------------+------------------------------------------+
 //!           | len: u32le | crc: u32le | body: len bytes (rill_engine::effect)     |
 //!           +------------+------------+------------------------------------------+
-//!           crc = CRC-32 (IEEE) of body; len >= MIN_RECORD_BODY, never 0
+//!           crc = CRC-32 (IEEE) of body; len >= MIN_RECORD_BODY_BYTES, never 0
 //! ```
 //!
 //! One record per command, per EXEC (a transaction is all or nothing in the log too), per
@@ -66,12 +66,12 @@ use std::sync::Arc;
 /// The log file magic.
 pub const LOG_MAGIC: &[u8; 8] = b"RILLLOG1";
 /// Bytes before a record body: length and checksum.
-pub const RECORD_HEADER: usize = 8;
+pub const RECORD_HEADER_BYTES: usize = 2 * std::mem::size_of::<u32>();
 /// The largest record body accepted on load (a bigger length field is corruption).
-pub const MAX_RECORD: usize = 1 << 31;
+pub const MAX_RECORD_BODY_BYTES: usize = 2 << 30; // 2 GiB
 /// The smallest record body: its time stamp (i64) and effect count (a varint, at least one
 /// byte). A zero length word is therefore never a record: it marks padding.
-pub const MIN_RECORD_BODY: usize = 8 + 1;
+pub const MIN_RECORD_BODY_BYTES: usize = std::mem::size_of::<i64>() + 1;
 
 /// `appendfsync`: when a write reaches the disk, and what a crash can take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -380,17 +380,20 @@ impl Log {
         let end = q.end;
         let Some(Seg::Data(v)) = q.segs.back_mut() else { return end };
         let start = v.len();
-        v.extend_from_slice(&[0u8; super::RECORD_HEADER]);
+        v.extend_from_slice(&[0u8; super::RECORD_HEADER_BYTES]);
         encode(v);
-        let body = v.get(start + super::RECORD_HEADER..).unwrap_or_default();
-        let mut header = [0u8; super::RECORD_HEADER];
+        let body = v.get(start + super::RECORD_HEADER_BYTES..).unwrap_or_default();
+        let mut header = [0u8; super::RECORD_HEADER_BYTES];
         header[..4].copy_from_slice(&(body.len() as u32).to_le_bytes());
         header[4..].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
-        if let Some(h) = v.get_mut(start..start + super::RECORD_HEADER) {
+        if let Some(h) = v.get_mut(start..start + super::RECORD_HEADER_BYTES) {
             h.copy_from_slice(&header);
         }
         // A zero length word marks padding (see the format in `aof`): no record is empty.
-        debug_assert!(v.len() - start - super::RECORD_HEADER >= super::MIN_RECORD_BODY, "log record body too short");
+        debug_assert!(
+            v.len() - start - super::RECORD_HEADER_BYTES >= super::MIN_RECORD_BODY_BYTES,
+            "log record body too short"
+        );
         let framed = (v.len() - start) as u64;
         q.end += framed;
         let end = q.end;

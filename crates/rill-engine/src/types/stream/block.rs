@@ -44,9 +44,9 @@
 //!
 //! Costs: reading any entry needs the block's master entry and a forward scan to the entry
 //! (there are no back pointers). Beside the buffer a block keeps the offset of every
-//! [`MARK_EVERY`]th entry, so locating an entry (the first one a range or a group read wants,
+//! [`MARK_EVERY_ENTRIES`]th entry, so locating an entry (the first one a range or a group read wants,
 //! which for a reader keeping up is the newest) decodes a few heads to pick a mark and then
-//! scans at most `MARK_EVERY` entries, not the whole block.
+//! scans at most `MARK_EVERY_ENTRIES` entries, not the whole block.
 
 use super::codec::{self, classify, get_varint, get_varint_u64, put_varint, unzigzag, zigzag, Scalar};
 use super::id::StreamId;
@@ -54,7 +54,7 @@ use super::Fields;
 use bytes::Bytes;
 
 /// Every how many entries (in storage order) a block notes an entry's offset.
-pub const MARK_EVERY: u32 = 16;
+pub const MARK_EVERY_ENTRIES: u32 = 16;
 
 /// Bits of the head varint used by flags, below the ms delta.
 pub const HEAD_FLAG_BITS: u32 = 2;
@@ -133,7 +133,7 @@ pub struct Block {
     live: u32,
     /// Entries marked deleted but still in `buf`.
     deleted: u32,
-    /// Offsets of the heads of entries `MARK_EVERY`, `2 * MARK_EVERY`, ... in storage order
+    /// Offsets of the heads of entries `MARK_EVERY_ENTRIES`, `2 * MARK_EVERY_ENTRIES`, ... in storage order
     /// (deleted or not): where a scan for an entry may start instead of entry 0.
     marks: Vec<u32>,
 }
@@ -297,7 +297,7 @@ impl Block {
         }
         self.last_id = id;
         self.live = live;
-        if index.is_multiple_of(MARK_EVERY) {
+        if index.is_multiple_of(MARK_EVERY_ENTRIES) {
             if let Ok(offset) = u32::try_from(old_len) {
                 self.marks.push(offset);
             }
@@ -512,7 +512,7 @@ impl Block {
     }
 
     /// A reader positioned at or before the first entry with an ID ≥ `start` (at most
-    /// [`MARK_EVERY`] entries before it).
+    /// [`MARK_EVERY_ENTRIES`] entries before it).
     pub(crate) fn cursor_from(&self, first: StreamId, start: StreamId) -> Option<EntryCursor<'_>> {
         let mut cursor = self.cursor(first)?;
         if let Some(mark) = self.mark_before(first, start) {
@@ -591,12 +591,9 @@ impl Block {
             return false;
         };
         let live = positions.iter().filter(|p| !p.deleted).count();
-        let marks_ok = self
-            .marks
-            .iter()
-            .enumerate()
-            .all(|(i, &m)| positions.get((i + 1) * MARK_EVERY as usize).is_some_and(|p| p.offset == m as usize))
-            && positions.len().saturating_sub(1) / MARK_EVERY as usize == self.marks.len();
+        let marks_ok = self.marks.iter().enumerate().all(|(i, &m)| {
+            positions.get((i + 1) * MARK_EVERY_ENTRIES as usize).is_some_and(|p| p.offset == m as usize)
+        }) && positions.len().saturating_sub(1) / MARK_EVERY_ENTRIES as usize == self.marks.len();
         let sorted = positions.windows(2).all(|w| matches!(w, [a, b] if a.id < b.id));
         master.entries_start > 0
             && marks_ok
