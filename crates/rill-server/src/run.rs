@@ -2,15 +2,13 @@
 //! clients, run the periodic work, and finish the log on shutdown.
 
 use crate::config::Config;
-use crate::state::{now_ms, ClientInfo, Shared, State, Stats};
+use crate::state::{now_ms, Shared, State, Stats};
 use crate::{aof, cmd, conn, listen, poll, state};
-use bytes::Bytes;
 use rill_engine::command::CommandTable;
 use rill_engine::{Engine, EngineConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 
 /// A new 40-hex-character run id.
 pub fn run_id() -> String {
@@ -26,6 +24,37 @@ pub fn run_id() -> String {
     }
     out.truncate(40);
     out
+}
+
+/// The state a server starts with under `config`: an empty keyspace (marked loading by the
+/// caller until the data is in), no clients, no log yet.
+pub fn initial_state(config: Config) -> State {
+    let engine_config = EngineConfig {
+        databases: config.get_i64("databases").max(1) as usize,
+        stream_node_max_entries: config.get_i64("stream-node-max-entries"),
+        stream_node_max_bytes: config.get_i64("stream-node-max-bytes"),
+        stream_idmp_duration_secs: config.get_i64("stream-idmp-duration").max(1) as u64,
+        stream_idmp_maxsize: config.get_i64("stream-idmp-maxsize").max(1) as u64,
+    };
+    let hot = state::HotConfig::from(&config);
+    State {
+        hot,
+        engine: Engine::new(engine_config),
+        config,
+        clients: Default::default(),
+        blocked: Default::default(),
+        stats: Stats::default(),
+        last_save_unix: now_ms() / 1000,
+        active_expire: true,
+        aof: Default::default(),
+        persist: aof::rewrite::Persist {
+            loading: true,
+            last_rewrite_ok: true,
+            last_bgsave_ok: true,
+            last_rewrite_secs: -1,
+            ..Default::default()
+        },
+    }
 }
 
 /// Run the server with `config` until it is told to stop; the process exit code.
@@ -49,13 +78,6 @@ pub async fn run(mut config: Config) -> i32 {
             return 1;
         }
     };
-    let engine_config = EngineConfig {
-        databases: config.get_i64("databases").max(1) as usize,
-        stream_node_max_entries: config.get_i64("stream-node-max-entries"),
-        stream_node_max_bytes: config.get_i64("stream-node-max-bytes"),
-        stream_idmp_duration_secs: config.get_i64("stream-idmp-duration").max(1) as u64,
-        stream_idmp_maxsize: config.get_i64("stream-idmp-maxsize").max(1) as u64,
-    };
     let mut families = rill_engine::types::families();
     families.push(cmd::specs::COMMANDS);
     let mut table = CommandTable::new(&families);
@@ -71,25 +93,7 @@ pub async fn run(mut config: Config) -> i32 {
             return 1;
         }
     }
-    let hot = state::HotConfig::from(&config);
-    let state = State {
-        hot,
-        engine: Engine::new(engine_config),
-        config,
-        clients: Default::default(),
-        blocked: Default::default(),
-        stats: Stats::default(),
-        last_save_unix: now_ms() / 1000,
-        active_expire: true,
-        aof: Default::default(),
-        persist: aof::rewrite::Persist {
-            loading: true,
-            last_rewrite_ok: true,
-            last_bgsave_ok: true,
-            last_rewrite_secs: -1,
-            ..Default::default()
-        },
-    };
+    let state = initial_state(config);
     let shared = Shared::new(state, table, log_table, port, run_id()).into_arc();
     shared.lock().engine.loading = true;
     tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
@@ -191,9 +195,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             }
         };
         let id = shared.next_client_id();
-        let kill = Arc::new(Notify::new());
-        let authenticated;
-        {
+        let admitted = {
             let mut st = shared.lock();
             let max = st.config.get_i64("maxclients").max(1) as usize;
             if st.clients.len() >= max {
@@ -211,8 +213,6 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
             st.stats.connections_received += 1;
-            authenticated = nopass;
-            let now = now_ms();
             let laddr = socket.local_addr().map(|a| a.to_string()).unwrap_or_default();
             #[cfg(unix)]
             let fd = {
@@ -221,35 +221,9 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             };
             #[cfg(not(unix))]
             let fd = -1;
-            st.clients.insert(
-                id,
-                ClientInfo {
-                    id,
-                    addr: peer.to_string(),
-                    laddr,
-                    fd,
-                    name: Bytes::new(),
-                    lib_name: Bytes::new(),
-                    lib_ver: Bytes::new(),
-                    created_ms: now,
-                    last_interaction_ms: now,
-                    db: 0,
-                    resp: 2,
-                    multi: -1,
-                    last_cmd: "",
-                    tot_cmds: 0,
-                    net_in: 0,
-                    net_out: 0,
-                    no_evict: false,
-                    no_touch: false,
-                    killed: false,
-                    kill: kill.clone(),
-                    blocked: false,
-                    mem: Default::default(),
-                },
-            );
-        }
-        tokio::spawn(conn::serve(shared.clone(), socket, id, kill, authenticated));
+            conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd }, nopass)
+        };
+        tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
     }
 }
 
