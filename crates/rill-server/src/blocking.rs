@@ -7,20 +7,22 @@
 //! so the first client to block is the first served and a client that loses the race simply
 //! stays parked with its original deadline.
 //!
-//! A served client's reply reaches its socket one of two ways. Inside a request batch, when
+//! A served client's reply reaches its stream one of two ways. Inside a request batch, when
 //! the reply need not wait for an fsync, it is encoded under the lock and the connection that
-//! ran the batch writes it straight to the served client's socket ([`Delivery`]), as Redis
+//! ran the batch writes it straight to the served client's stream ([`Delivery`]), as Redis
 //! writes every reply from its one loop: no task switch per served client stands between an
 //! XADD and its readers. If the log is already safe, [`serve_ready`] writes the first reply
 //! as soon as it is served and the others in one burst once all are served; if the serving's
 //! records must first be written to the OS, the batch writes them after its log write.
-//! Otherwise (waiting for an `always` fsync, served by a timer, CLIENT UNBLOCK) the reply
-//! travels to the client's own task over its oneshot channel. Either way the task learns the
-//! outcome from that channel.
+//! Otherwise (waiting for an `always` fsync, served by a timer, CLIENT UNBLOCK, or a client
+//! whose transport offers no direct write, such as a TLS stream) the reply travels to the
+//! client's own task over its oneshot channel. Either way the task learns the outcome from
+//! that channel.
 //!
 //! Cost: O(k log n) to park or unpark a client on k keys with n clients parked on each;
 //! serving a ready key costs one command run per parked client tried.
 
+use crate::conn::DirectWrite;
 use crate::state::State;
 use bytes::{Bytes, BytesMut};
 use rill_engine::command::{CommandSpec, Handler};
@@ -28,7 +30,6 @@ use rill_engine::{BlockRequest, CallCtx, WakeOn};
 use rill_resp::Reply;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::oneshot;
 
 /// What a parked client's task learns when it is released.
@@ -46,11 +47,11 @@ pub enum Outcome {
     },
 }
 
-/// A served client's reply, encoded, to be written straight to its socket.
+/// A served client's reply, encoded, to be written straight to its stream.
 #[derive(Debug)]
 pub struct Delivery {
-    /// The client's socket.
-    pub to: Arc<OwnedWriteHalf>,
+    /// The client's stream, as its transport lets other tasks write to it.
+    pub to: Arc<dyn DirectWrite>,
     /// The encoded reply.
     pub bytes: BytesMut,
     /// Tells the client's task what was written.
@@ -72,9 +73,10 @@ pub struct Waiter {
     pub tx: oneshot::Sender<Outcome>,
     /// Whether the client speaks RESP3 (some replies change shape, not just encoding).
     pub resp3: bool,
-    /// The client's socket, if a reply may be written to it directly: replies are on, and
+    /// The client's stream, if a reply may be written to it directly: its transport allows
+    /// it (a TCP socket does, a TLS stream does not: `conn/transport.rs`), replies are on, and
     /// nothing of the client's was waiting to be written when it parked.
-    pub direct: Option<Arc<OwnedWriteHalf>>,
+    pub direct: Option<Arc<dyn DirectWrite>>,
 }
 
 /// Every parked client.
@@ -170,7 +172,7 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
 
 /// Answer a served client with `reply`, to be sent once the log is safe up to `offset`.
 ///
-/// Inside a batch that collects deliveries, a client whose socket may be written directly
+/// Inside a batch that collects deliveries, a client whose stream may be written directly
 /// gets a [`Delivery`] in the batch's list, which [`serve_ready`] writes out when it has served
 /// every ready client, if the log is already safe up to every reply in it (no log, or no
 /// record of these servings left unwritten); otherwise (`everysec`, `no`) the list waits
@@ -199,7 +201,7 @@ fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
     }
 }
 
-/// Write `deliveries` (collected by a batch, see [`Blocked::deliveries`]) to their sockets,
+/// Write `deliveries` (collected by a batch, see [`Blocked::deliveries`]) to their streams,
 /// and tell each client's task. The log must already be safe up to every reply's record.
 pub fn deliver(deliveries: &mut Vec<Delivery>) {
     for d in deliveries.drain(..) {

@@ -2,9 +2,8 @@
 //! (in Redis' order, so error precedence matches — docs/spec/connection.md §4), MULTI
 //! queueing, and the call itself.
 
-pub use crate::client::{Action, Conn, LastLookup, Multi, ReplyMode};
-
 use crate::blocking;
+use crate::client::{Action, Conn};
 use crate::clock::Tick;
 use crate::cmd;
 use crate::state::{Shared, State};

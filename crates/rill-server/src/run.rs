@@ -2,13 +2,11 @@
 //! clients, run the periodic work, and finish the log on shutdown.
 
 use crate::config::Config;
-use crate::state::{now_ms, ClientInfo, Shared, State};
+use crate::state::{now_ms, Shared, State};
 use crate::{aof, cmd, conn, listen, poll};
-use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 
 /// A new 40-hex-character run id.
 pub fn run_id() -> String {
@@ -165,9 +163,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             }
         };
         let id = shared.next_client_id();
-        let kill = Arc::new(Notify::new());
-        let authenticated;
-        {
+        let admitted = {
             let mut st = shared.lock();
             let max = st.config.get_i64("maxclients").max(1) as usize;
             if st.clients.len() >= max {
@@ -185,8 +181,6 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
             st.stats.connections_received += 1;
-            authenticated = nopass;
-            let now = now_ms();
             let laddr = socket.local_addr().map(|a| a.to_string()).unwrap_or_default();
             #[cfg(unix)]
             let fd = {
@@ -195,35 +189,9 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             };
             #[cfg(not(unix))]
             let fd = -1;
-            st.clients.insert(
-                id,
-                ClientInfo {
-                    id,
-                    addr: peer.to_string(),
-                    laddr,
-                    fd,
-                    name: Bytes::new(),
-                    lib_name: Bytes::new(),
-                    lib_ver: Bytes::new(),
-                    created_ms: now,
-                    last_interaction_ms: now,
-                    db: 0,
-                    resp: 2,
-                    multi: -1,
-                    last_cmd: "",
-                    tot_cmds: 0,
-                    net_in: 0,
-                    net_out: 0,
-                    no_evict: false,
-                    no_touch: false,
-                    killed: false,
-                    kill: kill.clone(),
-                    blocked: false,
-                    mem: Default::default(),
-                },
-            );
-        }
-        tokio::spawn(conn::serve(shared.clone(), socket, id, kill, authenticated));
+            conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd }, nopass)
+        };
+        tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
     }
 }
 

@@ -286,6 +286,9 @@ pub struct Shared {
     pub port: u16,
     /// Set to true to stop the server.
     pub shutdown: watch::Sender<bool>,
+    /// Closed while a long script holds the lock: connections look at it before they take the
+    /// lock, and answer `-BUSY` instead (`conn/busy.rs`).
+    pub busy: crate::conn::busy::BusyGate,
     /// Next client id.
     next_id: std::sync::atomic::AtomicU64,
     /// This value's own `Arc`, for background work started from a command.
@@ -304,6 +307,7 @@ impl Shared {
             run_id,
             port,
             shutdown,
+            busy: Default::default(),
             next_id: std::sync::atomic::AtomicU64::new(1),
             me: std::sync::OnceLock::new(),
         }

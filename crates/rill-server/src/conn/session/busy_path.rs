@@ -1,0 +1,144 @@
+//! The busy path: a batch run without the state lock while the busy gate is closed
+//! (`conn/busy.rs` says what it refuses and what waits).
+
+use super::{emit, log_client, Batch, Next, Session, INLINE_MAX_BYTES};
+use crate::client_limits;
+use crate::conn::busy::BUSY_SCRIPT;
+use crate::state::{now_ms, State};
+use bytes::Bytes;
+use rill_engine::command::{CommandSpec, Flags, Lookup};
+use rill_resp::{write_reply, Limits, Reply};
+
+/// Work the busy path did without the lock, done the next time the connection holds it.
+#[derive(Debug, Default)]
+pub(super) struct Deferred {
+    /// Commands refused: their `rejected_calls`.
+    rejected: Vec<&'static CommandSpec>,
+    /// Error replies sent: `total_error_replies` and `errorstat_*`.
+    errors: Vec<Bytes>,
+    /// An EXEC was refused: the transaction is gone, and so are its watched keys.
+    discard_watch: bool,
+    /// The client was closed for its output limits.
+    output_limit_close: bool,
+}
+
+impl Deferred {
+    pub(super) fn apply(self, st: &mut State, id: u64) {
+        for spec in self.rejected {
+            st.stats.command(spec).rejected += 1;
+        }
+        for text in &self.errors {
+            st.stats.count_error(text);
+        }
+        if self.discard_watch {
+            st.engine.unwatch_all(id);
+            if let Some(c) = st.clients.get_mut(&id) {
+                c.multi = -1;
+            }
+        }
+        if self.output_limit_close {
+            st.stats.output_buffer_limit_disconnections += 1;
+            log_client(st, id, |line| client_limits::log_output_limit_close(line, true));
+        }
+    }
+}
+
+impl Session {
+    /// Run what the query buffer holds while the busy gate is closed, without the lock.
+    pub(super) fn busy_batch(&mut self) -> Batch {
+        let next = self.run_busy();
+        self.watch.authenticated = self.conn.authenticated;
+        if !self.inbuf.is_empty() {
+            self.qbuf_private = true;
+        }
+        self.publish_buffers();
+        Batch { next, woke: false, wait_log: None, pipelined: false }
+    }
+
+    /// The busy path: refuse what the gate can decide alone (`busy.rs`), stop at the first
+    /// request that must wait for the gate.
+    fn run_busy(&mut self) -> Next {
+        if self.pending.is_some() {
+            return Next::Busy;
+        }
+        let limit = self.watch.limit;
+        let mut args = Vec::new();
+        loop {
+            // Over the limit: the batch that runs once the gate opens closes the client (with
+            // the counter and the log line, which need the lock).
+            let used = (self.inbuf.len() + self.conn.multi.as_ref().map_or(0, |m| m.argv_bytes)) as u64;
+            if used > self.query_buffer_limit
+                || (!self.conn.authenticated && used > client_limits::UNAUTHENTICATED_QUERY_BYTES)
+            {
+                return Next::Busy;
+            }
+            self.conn.reply_budget = client_limits::reply_budget_bytes(&limit, self.conn.authenticated);
+            let limits = Limits {
+                max_bulk_len: self.max_bulk,
+                max_inline_len: INLINE_MAX_BYTES,
+                authenticated: self.conn.authenticated,
+            };
+            match self.parser.parse_into(&mut self.inbuf, &limits, &mut args) {
+                Ok(true) => {}
+                Ok(false) => return Next::Read,
+                Err(e) => {
+                    if let Some(r) = e.reply() {
+                        if let Reply::Error(text) = &r {
+                            self.deferred.get_or_insert_default().errors.push(text.clone());
+                        }
+                        write_reply(&mut self.out, &r, self.conn.proto);
+                    }
+                    return Next::Close;
+                }
+            }
+            let refused = match self.shared.table.resolve(&args) {
+                Lookup::Found(spec) if busy_refuses(spec, args.len(), self.conn.authenticated) => spec,
+                _ => {
+                    self.pending = Some(args);
+                    return Next::Busy;
+                }
+            };
+            args.clear();
+            let reply = self.refuse_busy(refused);
+            emit(&mut self.out, &mut self.conn, &reply);
+            let pending = self.out.len() as u64;
+            if self.conn.close_asap || self.watch.guard.over(pending, &limit, self.conn.authenticated, now_ms() / 1000)
+            {
+                self.deferred.get_or_insert_default().output_limit_close = true;
+                return Next::Drop;
+            }
+            if pending >= client_limits::backpressure_bytes(&limit, self.conn.authenticated) {
+                return Next::More;
+            }
+        }
+    }
+
+    /// Refuse `spec` as Redis refuses a command while a script runs: `-BUSY`, dooming an open
+    /// transaction; an EXEC discards it (`-EXECABORT ... because of: BUSY ...`, the one
+    /// EXECABORT where Redis keeps the error's code).
+    fn refuse_busy(&mut self, spec: &'static CommandSpec) -> Reply {
+        if let Some(m) = self.conn.multi.as_mut() {
+            m.failed = true;
+        }
+        let deferred = self.deferred.get_or_insert_default();
+        deferred.rejected.push(spec);
+        let text = if spec.name == "exec" {
+            self.conn.multi = None;
+            deferred.discard_watch = true;
+            Bytes::from(format!("EXECABORT Transaction discarded because of: {BUSY_SCRIPT}"))
+        } else {
+            Bytes::from_static(BUSY_SCRIPT.as_bytes())
+        };
+        deferred.errors.push(text.clone());
+        Reply::Error(text)
+    }
+}
+
+/// Whether the busy gate refuses this request itself (`busy.rs`): every check Redis makes
+/// before BUSY that needs no state passes, and the command is not `allow-busy`.
+fn busy_refuses(spec: &CommandSpec, argc: usize, authenticated: bool) -> bool {
+    spec.arity_ok(argc)
+        && !spec.flags.has(Flags::ALLOW_BUSY)
+        && !spec.flags.has(Flags::PROTECTED)
+        && (authenticated || spec.flags.has(Flags::NO_AUTH))
+}

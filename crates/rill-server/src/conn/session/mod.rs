@@ -1,0 +1,597 @@
+//! The protocol side of a connection: the query buffer, the parser, the batch run under the
+//! state lock, the output buffer, and what the driver must do next ([`Next`]). Nothing here
+//! reads or writes a stream; the driver (`driver.rs`) does, through the buffers and calls
+//! below. The one write this side does is direct delivery to *other* clients, through the
+//! [`DirectWrite`] handles their transports gave out (`blocking::deliver`).
+//!
+//! Requests are parsed one at a time inside the lock, right before each runs, because an AUTH
+//! earlier in the same batch changes the limits that apply to the next request (Redis'
+//! unauthenticated limits).
+//!
+//! `park.rs` holds what a parked client waits for; `busy_path.rs` the batch run without the
+//! lock while the busy gate is closed.
+
+mod busy_path;
+mod park;
+
+use busy_path::Deferred;
+pub use park::{Park, Released};
+
+use super::transport::DirectWrite;
+use crate::aof::Log;
+use crate::blocking::{self, Delivery, Waiter};
+use crate::client::{Action, Conn, ReplyMode};
+use crate::client_limits::{self, ClassLimit, ClientClass, ClientMemory, OutputGuard};
+use crate::dispatch;
+use crate::state::{now_ms, HotConfig, Shared, State};
+use bytes::{Bytes, BytesMut};
+use rill_resp::{write_reply, Limits, Protocol, Reply, RequestParser};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// The query buffer grows by this much when a read finds it short of room.
+pub(super) const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Redis' inline request limit.
+const INLINE_MAX_BYTES: usize = 64 * 1024;
+/// A private query buffer idle this long is shrunk to what it holds (Redis' cron does it for
+/// clients idle more than 2 s).
+pub(super) const QBUF_IDLE_SHRINK: Duration = Duration::from_secs(3);
+/// Free room under which an idle query buffer is left alone (Redis: 4 KiB).
+const QBUF_SHRINK_MIN_FREE_BYTES: usize = 4 * 1024;
+/// While DEBUG PAUSE-CRON holds the shrink back, it is looked at again this often.
+pub(super) const QBUF_SHRINK_RETRY: Duration = Duration::from_millis(100);
+/// Redis' "big argument" size: a bulk at least this long gets a buffer of its own size.
+const BIG_ARG_BYTES: usize = 32 * 1024;
+/// An output buffer that grew past this is given back once written.
+const OUT_KEEP_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// What the driver must do after a batch (once the output is written).
+#[derive(Debug)]
+pub enum Next {
+    /// Wait for more input.
+    Read,
+    /// The output reached the back-pressure threshold: write it, then run the rest of the
+    /// input without reading more.
+    More,
+    /// Write the replies, then close.
+    Close,
+    /// Close without writing what is pending (killed, over an output limit).
+    Drop,
+    /// A command blocked: park until [`Park`] says otherwise.
+    Wait(Park),
+    /// The busy gate is closed and the next request must wait for it to open (`busy.rs`).
+    Busy,
+}
+
+/// What a batch leaves for the driver besides [`Next`].
+#[derive(Debug)]
+pub struct Batch {
+    /// What to do once the output is written.
+    pub next: Next,
+    /// Parked clients this batch served got their replies through their own tasks.
+    woke: bool,
+    /// The replies wait until the log is safe up to this offset.
+    wait_log: Option<(Arc<Log>, u64)>,
+    /// The batch ran more than one request.
+    pipelined: bool,
+}
+
+/// What a write stuck on a full stream must watch besides the stream: the client's output
+/// limits (the soft limit's clock keeps running while nothing is written) and `timeout`.
+#[derive(Debug)]
+pub struct OutputWatch {
+    shared: Arc<Shared>,
+    id: u64,
+    mem: Arc<ClientMemory>,
+    guard: OutputGuard,
+    /// As of the last batch.
+    limit: ClassLimit,
+    authenticated: bool,
+    idle_timeout_secs: u64,
+}
+
+impl OutputWatch {
+    /// Publish the bytes still waiting to be written (CLIENT LIST `omem`).
+    pub fn pending(&self, bytes: usize) {
+        ClientMemory::set(&self.mem.out_pending, bytes);
+    }
+
+    /// Whether `pending` unwritten bytes put the client over its output limits; if so it is
+    /// counted and logged, and the connection must close.
+    pub fn over_limit(&mut self, pending: usize) -> bool {
+        if !self.guard.over(pending as u64, &self.limit, self.authenticated, now_ms() / 1000) {
+            return false;
+        }
+        let mut st = self.shared.lock();
+        st.stats.output_buffer_limit_disconnections += 1;
+        log_client(&st, self.id, |line| client_limits::log_output_limit_close(line, false));
+        true
+    }
+
+    /// When the soft limit will have been exceeded long enough, if it is being exceeded now.
+    pub fn soft_deadline(&self) -> Option<Instant> {
+        self.guard.soft_deadline_secs(&self.limit).map(|s| instant_at_ms(s * 1000))
+    }
+
+    /// When a write that last made progress at `last_progress` makes the client idle too long.
+    pub fn idle_deadline(&self, last_progress: Instant) -> Option<Instant> {
+        (self.idle_timeout_secs > 0).then(|| last_progress + Duration::from_secs(self.idle_timeout_secs + 1))
+    }
+}
+
+/// One client's protocol state.
+#[derive(Debug)]
+pub struct Session {
+    shared: Arc<Shared>,
+    conn: Conn,
+    parser: RequestParser,
+    /// The query buffer.
+    inbuf: BytesMut,
+    /// Whether the input buffer is reported as this client's own (Redis reports a client
+    /// whose input fits one read as using the shared buffer: qbuf=0 qbuf-free=0).
+    qbuf_private: bool,
+    /// Replies not yet written.
+    pub(super) out: BytesMut,
+    /// What a stuck write watches.
+    pub(super) watch: OutputWatch,
+    /// Replies for the clients this batch served, to be written straight to their streams.
+    deliveries: Vec<Delivery>,
+    /// Bytes read not yet added to the counters.
+    net_in: u64,
+    /// Output bytes not yet added to this connection's counter, and of those the ones not yet
+    /// added to the server's (replies written directly by another connection were counted by
+    /// it).
+    net_out: u64,
+    net_out_uncounted: u64,
+    /// This client's stream, for other connections to write to, if its transport allows it.
+    direct: Option<Arc<dyn DirectWrite>>,
+    /// `proto-max-bulk-len` and `client-query-buffer-limit` as of the last batch, for the
+    /// busy path, which runs without the lock.
+    max_bulk: usize,
+    query_buffer_limit: u64,
+    /// A request the busy path parsed that waits for the gate (run first by the next batch).
+    pending: Option<Vec<Bytes>>,
+    deferred: Option<Box<Deferred>>,
+}
+
+impl Session {
+    /// The protocol state of a client just admitted (`hot`: the configuration then).
+    pub fn new(
+        shared: Arc<Shared>,
+        id: u64,
+        mem: Arc<ClientMemory>,
+        authenticated: bool,
+        hot: &HotConfig,
+        direct: Option<Arc<dyn DirectWrite>>,
+    ) -> Session {
+        let mut conn = Conn::new(id, authenticated);
+        conn.batch_now_ms = now_ms();
+        let watch = OutputWatch {
+            shared: shared.clone(),
+            id,
+            mem,
+            guard: OutputGuard::default(),
+            limit: hot.output_limits.of(ClientClass::Normal),
+            authenticated,
+            idle_timeout_secs: hot.idle_timeout_secs,
+        };
+        Session {
+            shared,
+            conn,
+            parser: RequestParser::new(),
+            inbuf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            qbuf_private: false,
+            out: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            watch,
+            deliveries: Vec::new(),
+            net_in: 0,
+            net_out: 0,
+            net_out_uncounted: 0,
+            direct,
+            max_bulk: hot.max_bulk_len,
+            query_buffer_limit: hot.query_buffer_limit,
+            pending: None,
+            deferred: None,
+        }
+    }
+
+    /// The server this client belongs to.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // The batch
+    // --------------------------------------------------------------------------------------------
+
+    /// Run what the query buffer holds: under the state lock (once for the whole batch), or,
+    /// while the busy gate is closed, without it (`busy.rs`).
+    pub fn run_batch(&mut self) -> Batch {
+        if !self.shared.busy.is_open() {
+            return self.busy_batch();
+        }
+        let mut st = self.shared.lock();
+        // Closed while this task waited for the lock: the script runner gave the lock up for a
+        // moment; nothing may run but what the busy path allows.
+        if !self.shared.busy.is_open() {
+            drop(st);
+            return self.busy_batch();
+        }
+        if let Some(d) = self.deferred.take() {
+            d.apply(&mut st, self.conn.id);
+        }
+        let conn = &mut self.conn;
+        st.stats.net_input_bytes += self.net_in;
+        conn.net_in_unpublished += self.net_in;
+        self.net_in = 0;
+        conn.net_out_unpublished += self.net_out;
+        st.stats.net_output_bytes += self.net_out_uncounted;
+        self.net_out = 0;
+        self.net_out_uncounted = 0;
+        self.watch.idle_timeout_secs = st.hot.idle_timeout_secs;
+        self.watch.limit = st.hot.output_limits.of(ClientClass::Normal);
+        self.max_bulk = st.hot.max_bulk_len;
+        self.query_buffer_limit = st.hot.query_buffer_limit;
+        if query_buffer_over(&st, conn, &self.inbuf) {
+            st.stats.query_buffer_limit_disconnections += 1;
+            log_client(&st, conn.id, |line| client_limits::log_query_limit_close(line, &self.inbuf));
+            return Batch { next: Next::Drop, woke: false, wait_log: None, pipelined: false };
+        }
+        let handed_before = st.blocked.handed_to_tasks;
+        let appended_before = st.journal.appended;
+        st.blocked.deliveries = Some(std::mem::take(&mut self.deliveries));
+        let next = run_requests(
+            &self.shared,
+            &mut st,
+            conn,
+            &mut self.parser,
+            &mut self.inbuf,
+            &mut self.out,
+            &self.direct,
+            &mut self.watch.guard,
+            &mut self.pending,
+        );
+        self.deliveries = st.blocked.deliveries.take().unwrap_or_default();
+        st.blocked.deliveries_wait_for_log = false;
+        let pipelined = conn.cmds_unpublished > 1;
+        // Replies wait for this batch's records, and also for any record before them not yet
+        // safe: a reader must not see (and act on) a write a crash could still undo. While the
+        // log is failing, reads are served at once (writes are refused).
+        let wait_log = match &st.journal.log {
+            Some(log)
+                if st.journal.appended != appended_before
+                    || (!log.failed() && st.journal.appended > log.safe_offset()) =>
+            {
+                Some((log.clone(), st.journal.appended))
+            }
+            _ => None,
+        };
+        // Parked clients this batch served whose replies are on the way to their tasks (the
+        // others' replies are written, or in `deliveries` for this task to write).
+        let woke = st.blocked.handed_to_tasks != handed_before;
+        if matches!(next, Next::Drop) {
+            return Batch { next, woke, wait_log, pipelined };
+        }
+        let n = self.out.len() as u64;
+        st.stats.net_output_bytes += n;
+        conn.net_out_unpublished += n;
+        let now = conn.batch_now_ms;
+        dispatch::publish_client_info(&mut st, conn, now);
+        drop(st);
+        self.watch.authenticated = self.conn.authenticated;
+        // What CLIENT LIST reports of this client's buffers until the next batch.
+        if self.inbuf.is_empty() {
+            // Reclaims the consumed front of the buffer, without copying.
+            self.inbuf.reserve(READ_CHUNK_BYTES);
+        } else {
+            self.qbuf_private = true;
+        }
+        self.publish_buffers();
+        Batch { next, woke, wait_log, pipelined }
+    }
+
+    /// Before the batch's output is written: let woken clients write first, wait for the log,
+    /// write the served clients' replies, and let other pipelining clients run. False if the
+    /// connection must close instead (the log failed: nothing may be acknowledged).
+    pub async fn settle(&mut self, batch: &mut Batch) -> bool {
+        crate::poll::report_work();
+        if batch.woke {
+            // Let the clients this batch unblocked write their replies first: a write here
+            // would delay every one of them by a syscall, while this client's own reply is
+            // no later than if it had been written first by a few microseconds per waiter.
+            tokio::task::yield_now().await;
+        }
+        // Waiting for the log (or for woken clients) has already let the others run.
+        let yielded = batch.woke || batch.wait_log.is_some();
+        if let Some((log, offset)) = batch.wait_log.take() {
+            if !durable(&log, offset).await {
+                // Not on disk: acknowledge nothing. The client sees the connection close (and
+                // so do the clients in `deliveries`, whose tasks see their channel drop).
+                return false;
+            }
+        }
+        // Served clients first, as Redis writes its readers' replies before the writer's.
+        blocking::deliver(&mut self.deliveries);
+        if batch.pipelined && !yielded && !self.out.is_empty() {
+            // A pipelined batch's replies go out after the other connections with requests
+            // ready have run theirs, as Redis writes every reply once per event-loop turn: a
+            // client then finds many replies per wake-up.
+            tokio::task::yield_now().await;
+        }
+        true
+    }
+
+    /// After the output buffer was written out.
+    pub fn written(&mut self) {
+        if self.out.capacity() > OUT_KEEP_MAX_BYTES {
+            self.out = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        }
+        ClientMemory::set(&self.watch.mem.out_capacity, self.out.capacity());
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Input
+    // --------------------------------------------------------------------------------------------
+
+    /// The query buffer, with room for a read.
+    pub fn read_buffer(&mut self) -> &mut BytesMut {
+        if self.inbuf.capacity() - self.inbuf.len() < READ_CHUNK_BYTES / 2 {
+            self.inbuf.reserve(READ_CHUNK_BYTES);
+        }
+        &mut self.inbuf
+    }
+
+    /// `n` bytes were read into the query buffer.
+    pub fn received(&mut self, n: usize) {
+        self.net_in += n as u64;
+    }
+
+    /// Before waiting for input: a big argument is read into a buffer of its size, as Redis
+    /// does for arguments of 32 KiB and more. The size is the client's word (bounded by
+    /// proto-max-bulk-len, and by 16 KiB before AUTH, in the parser), so it is reserved
+    /// fallibly; the pages are only touched as the bytes arrive. If the allocator refuses,
+    /// the buffer grows with what really arrives.
+    pub fn prepare_read(&mut self) {
+        let announced = self.parser.bulk_bytes_announced(&self.inbuf);
+        if announced >= BIG_ARG_BYTES && self.inbuf.capacity() - self.inbuf.len() < announced {
+            if let Some(bigger) = with_room(&self.inbuf, announced) {
+                self.inbuf = bigger;
+            } else {
+                let wanted = self.parser.bytes_wanted(&self.inbuf);
+                self.inbuf.reserve(wanted);
+            }
+            self.qbuf_private = true;
+            self.publish_buffers();
+        }
+    }
+
+    /// `timeout`: when a client waiting for input from now on is idle too long. As Redis, a
+    /// client in MULTI times out too; a blocked one does not.
+    pub fn idle_deadline(&self) -> Option<Instant> {
+        let secs = self.watch.idle_timeout_secs;
+        (secs > 0).then(|| Instant::now() + Duration::from_secs(secs))
+    }
+
+    /// Whether an idle query buffer has room worth giving back.
+    pub fn may_shrink(&self) -> bool {
+        self.qbuf_private && self.inbuf.capacity() - self.inbuf.len() > QBUF_SHRINK_MIN_FREE_BYTES
+    }
+
+    /// The query buffer has been idle `QBUF_IDLE_SHRINK`: give its spare room back, as
+    /// Redis' cron does (an empty buffer is freed; the next read allocates a new one). False
+    /// if DEBUG PAUSE-CRON holds it back (ask again after `QBUF_SHRINK_RETRY`).
+    pub fn shrink_idle_input(&mut self) -> bool {
+        if client_limits::cron_paused() {
+            return false;
+        }
+        if self.inbuf.is_empty() {
+            self.inbuf = BytesMut::new();
+            self.qbuf_private = false;
+        } else {
+            self.inbuf = BytesMut::from(&self.inbuf[..]);
+        }
+        self.publish_buffers();
+        true
+    }
+
+    /// Whether the query buffer is over its limit as of the last batch (the busy path stops
+    /// reading then; the next batch closes the client).
+    pub fn input_full(&self) -> bool {
+        self.inbuf.len() as u64 > self.query_buffer_limit
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // The end
+    // --------------------------------------------------------------------------------------------
+
+    /// Release what this client held in the server (its buffers go with the session).
+    pub async fn finish(mut self) {
+        ClientMemory::set(&self.watch.mem.out_pending, 0);
+        // The lock is the script's while the gate is closed.
+        self.shared.busy.opened().await;
+        let mut st = self.shared.lock();
+        let id = self.conn.id;
+        if let Some(d) = self.deferred.take() {
+            d.apply(&mut st, id);
+        }
+        blocking::unpark(&mut st, id);
+        st.engine.unwatch_all(id);
+        st.stats.net_input_bytes += self.net_in;
+        st.clients.remove(&id);
+    }
+
+    /// Publish the sizes CLIENT LIST reports.
+    fn publish_buffers(&self) {
+        let mem = &self.watch.mem;
+        let inbuf = &self.inbuf;
+        ClientMemory::set(&mem.qbuf, inbuf.len());
+        ClientMemory::set(
+            &mem.qbuf_free,
+            if self.qbuf_private || !inbuf.is_empty() { inbuf.capacity() - inbuf.len() } else { 0 },
+        );
+        ClientMemory::set(&mem.out_pending, self.out.len());
+        ClientMemory::set(&mem.out_capacity, self.out.capacity());
+        ClientMemory::set(&mem.multi_mem, self.conn.multi.as_ref().map_or(0, |m| m.argv_bytes));
+    }
+}
+
+/// Run every complete request in `inbuf` (after `pending`, a request parsed earlier) until one
+/// blocks or closes the connection, or the output reaches the back-pressure threshold.
+#[allow(clippy::too_many_arguments)]
+fn run_requests(
+    shared: &Shared,
+    st: &mut State,
+    conn: &mut Conn,
+    parser: &mut RequestParser,
+    inbuf: &mut BytesMut,
+    out: &mut BytesMut,
+    direct: &Option<Arc<dyn DirectWrite>>,
+    guard: &mut OutputGuard,
+    pending: &mut Option<Vec<Bytes>>,
+) -> Next {
+    let now = now_ms();
+    conn.batch_now_ms = now;
+    conn.clock = crate::clock::Tick::now();
+    let max_bulk = st.hot.max_bulk_len;
+    let limit = st.hot.output_limits.of(ClientClass::Normal);
+    let mut args = Vec::new();
+    if st.clients.get(&conn.id).is_none_or(|c| c.killed) {
+        return Next::Drop;
+    }
+    loop {
+        // Per request: an AUTH earlier in the batch changes the limits.
+        conn.reply_budget = client_limits::reply_budget_bytes(&limit, conn.authenticated);
+        if let Some(parsed) = pending.take() {
+            args = parsed;
+        } else {
+            let limits =
+                Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
+            match parser.parse_into(inbuf, &limits, &mut args) {
+                Ok(true) => {}
+                Ok(false) => return Next::Read,
+                Err(e) => {
+                    if let Some(r) = e.reply() {
+                        if let Reply::Error(text) = &r {
+                            st.stats.count_error(text);
+                        }
+                        write_reply(out, &r, conn.proto);
+                    }
+                    return Next::Close;
+                }
+            }
+        }
+        match dispatch::execute(shared, st, conn, &mut args, now) {
+            Action::Reply(r) => emit(out, conn, &r),
+            Action::Close(r) => {
+                if let Some(r) = r {
+                    emit(out, conn, &r);
+                }
+                return Next::Close;
+            }
+            Action::Block { spec, args, request } => {
+                let (tx, rx) = oneshot::channel();
+                let args = request.rerun_args.clone().unwrap_or(args);
+                // Nothing may overtake replies still waiting to be written.
+                let direct = if conn.reply_mode == ReplyMode::On && out.is_empty() { direct.clone() } else { None };
+                let park = Park {
+                    rx,
+                    deadline: request.deadline_ms.map(instant_at_ms),
+                    wake: request.wake_at_ms.map(instant_at_ms),
+                };
+                let waiter =
+                    Waiter { spec, args, db: conn.db, request, tx, resp3: conn.proto == Protocol::Resp3, direct };
+                blocking::park(st, conn.id, waiter);
+                return Next::Wait(park);
+            }
+        }
+        if st.clients.get(&conn.id).is_none_or(|c| c.killed) {
+            return Next::Drop;
+        }
+        let pending = out.len() as u64;
+        if conn.close_asap || guard.over(pending, &limit, conn.authenticated, now / 1000) {
+            st.stats.output_buffer_limit_disconnections += 1;
+            log_client(st, conn.id, |line| client_limits::log_output_limit_close(line, true));
+            return Next::Drop;
+        }
+        if pending >= client_limits::backpressure_bytes(&limit, conn.authenticated) {
+            return Next::More;
+        }
+    }
+}
+
+fn emit(out: &mut BytesMut, conn: &mut Conn, reply: &Reply) {
+    match conn.reply_mode {
+        // A reply that cannot fit the client's budget is not encoded: the client is closed,
+        // as Redis closes one whose output passes its limit.
+        ReplyMode::On if client_limits::reply_size_at_least(reply, conn.reply_budget) > conn.reply_budget => {
+            conn.close_asap = true;
+        }
+        ReplyMode::On => write_reply(out, reply, conn.proto),
+        ReplyMode::Off => {}
+        ReplyMode::SkipNext => conn.reply_mode = ReplyMode::Skip,
+        ReplyMode::Skip => conn.reply_mode = ReplyMode::On,
+    }
+}
+
+/// Whether the input buffer plus the MULTI queue passed `client-query-buffer-limit` (or, for
+/// a client that still has to AUTH, 1 MiB), as Redis checks after every read.
+fn query_buffer_over(st: &State, conn: &Conn, inbuf: &BytesMut) -> bool {
+    let used = (inbuf.len() + conn.multi.as_ref().map_or(0, |m| m.argv_bytes)) as u64;
+    used > st.hot.query_buffer_limit || (!conn.authenticated && used > client_limits::UNAUTHENTICATED_QUERY_BYTES)
+}
+
+/// Wait until the log is safe up to `offset` (per the fsync policy: fsynced under `always`,
+/// written to the OS otherwise). False if the log failed first: the replies must not go out.
+async fn durable(log: &Arc<Log>, offset: u64) -> bool {
+    if log.policy() != crate::aof::FsyncPolicy::Always {
+        if log.written() < offset {
+            // Let the other connections with requests ready run their batches first: the
+            // first of us to come back writes everyone's records with one write(2), as
+            // Redis writes its AOF buffer once per event-loop turn.
+            tokio::task::yield_now().await;
+        }
+        return log.write_through(offset);
+    }
+    if log.durable().offset >= offset {
+        return true;
+    }
+    log.wait_durable(offset).await.unwrap_or(false)
+}
+
+/// Call `f` with the CLIENT LIST line of client `id` (for a log line).
+fn log_client(st: &State, id: u64, f: impl FnOnce(&str)) {
+    let now = now_ms();
+    let watch = st.engine.watched_by(id);
+    let line = st.clients.get(&id).map(|ci| crate::cmd::connection::client_line(ci, now, watch)).unwrap_or_default();
+    f(&line);
+}
+
+/// An instant `ms` Unix milliseconds from now (or now if that has passed).
+fn instant_at_ms(ms: i64) -> Instant {
+    Instant::now() + Duration::from_millis((ms - now_ms()).max(0) as u64)
+}
+
+/// `buf`'s bytes in a new buffer with room for `more` after them, or `None` if the allocator
+/// refuses that much (a fallible reservation: `BytesMut::reserve` would abort the process).
+fn with_room(buf: &BytesMut, more: usize) -> Option<BytesMut> {
+    let mut v: Vec<u8> = Vec::new();
+    v.try_reserve_exact(buf.len().checked_add(more)?).ok()?;
+    v.extend_from_slice(buf);
+    // A uniquely owned `Bytes` made from a `Vec` converts back without a copy, keeping the
+    // vector's capacity (checked by the test below).
+    bytes::Bytes::from(v).try_into_mut().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn with_room_keeps_the_bytes_and_the_room() {
+        let buf = bytes::BytesMut::from(&b"*3\r\n$3\r\nset\r\n"[..]);
+        let bigger = super::with_room(&buf, 1 << 20);
+        let bigger = bigger.as_ref().map(|b| (&b[..], b.capacity() >= buf.len() + (1 << 20)));
+        assert_eq!(bigger, Some((&buf[..], true)));
+        assert!(super::with_room(&buf, usize::MAX).is_none(), "a reservation too big is refused, not an abort");
+    }
+}

@@ -1,0 +1,265 @@
+//! The byte streams a connection is served over, and what each one can do.
+//!
+//! A [`Transport`] is what the driver (`driver.rs`) reads requests from and writes replies to,
+//! in the readiness style tokio's sockets have: try an operation without waiting, and wait
+//! for readiness only when it would block. That keeps the plain TCP path exactly the system
+//! calls it always made (a `read` attempted before any timer is armed, a `write` attempted
+//! before any readiness is awaited).
+//!
+//! Direct delivery is a capability, not an assumption: [`Transport::direct`] hands out a
+//! [`DirectWrite`] when another connection's task may write a reply into this client's
+//! stream while the client's own task is parked reading it. A TCP socket can (its write half
+//! is shared, and a `write(2)` of a whole reply is atomic enough for a client that has nothing
+//! else pending, which is when `blocking.rs` uses it). A TLS stream cannot: its writes go
+//! through a session only its owner may touch, so it offers none, and a served client's reply
+//! travels to its task over the waiter's channel instead ([`Stream`] stands for every such
+//! transport).
+//!
+//! | transport | reads | writes | direct delivery |
+//! | --- | --- | --- | --- |
+//! | [`Tcp`] | `try_read` on the read half | `try_write` on the shared write half | yes: the write half |
+//! | [`Stream`] over any `AsyncRead + AsyncWrite` | `poll_read` into a staging buffer | `poll_write`, then `poll_flush` | no |
+
+use bytes::BytesMut;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+/// Bytes a [`Stream`] reads at most per call.
+const STREAM_READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// A way for another connection's task to write a reply straight into this client's stream.
+pub trait DirectWrite: Send + Sync + std::fmt::Debug {
+    /// Write what the stream takes now, without waiting (`WouldBlock` when it takes nothing).
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize>;
+}
+
+impl DirectWrite for OwnedWriteHalf {
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        OwnedWriteHalf::try_write(self, buf)
+    }
+}
+
+/// A client's byte stream, as the driver uses it. Reads and writes are never in progress at
+/// the same time on one transport (the driver does one thing at a time); a [`DirectWrite`]
+/// handed out may write concurrently with a read.
+pub trait Transport: Send + 'static {
+    /// Whether written bytes may sit in the transport until [`Transport::poll_flush`] (a TLS
+    /// session does; a socket does not, and then the driver never flushes).
+    const BUFFERS_WRITES: bool;
+
+    /// Append what has arrived to `buf` without waiting: the byte count, `Ok(0)` when the peer
+    /// closed, `WouldBlock` when nothing is there.
+    fn try_read(&mut self, buf: &mut BytesMut) -> io::Result<usize>;
+
+    /// Ready when a read may make progress (data, end of stream or an error).
+    fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Write what the transport takes now, without waiting (`WouldBlock` when it takes
+    /// nothing).
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize>;
+
+    /// Write some of `buf`, waiting until the transport takes something.
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+
+    /// Push out what the transport buffered (only called when it [`BUFFERS_WRITES`]).
+    ///
+    /// [`BUFFERS_WRITES`]: Transport::BUFFERS_WRITES
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// A handle for direct delivery, if this transport allows it (see the module
+    /// documentation).
+    fn direct(&self) -> Option<Arc<dyn DirectWrite>>;
+}
+
+// ------------------------------------------------------------------------------------------------
+// TCP
+// ------------------------------------------------------------------------------------------------
+
+/// A TCP connection (`TCP_NODELAY` set), split so that its write half can be shared for
+/// direct delivery.
+#[derive(Debug)]
+pub struct Tcp {
+    read: OwnedReadHalf,
+    write: Arc<OwnedWriteHalf>,
+}
+
+impl Tcp {
+    /// Take over an accepted socket.
+    pub fn new(socket: TcpStream) -> Tcp {
+        // Replies are written whole, one write per batch: Nagle would only delay them.
+        let _ = socket.set_nodelay(true);
+        let (read, write) = socket.into_split();
+        Tcp { read, write: Arc::new(write) }
+    }
+}
+
+impl Transport for Tcp {
+    const BUFFERS_WRITES: bool = false;
+
+    fn try_read(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.read.try_read_buf(buf)
+    }
+
+    fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        AsRef::<TcpStream>::as_ref(&self.read).poll_read_ready(cx)
+    }
+
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write.try_write(buf)
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        loop {
+            match AsRef::<TcpStream>::as_ref(&*self.write).poll_write_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+            // A would-block clears the readiness, so the next poll waits for the socket.
+            match self.write.try_write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_flush(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn direct(&self) -> Option<Arc<dyn DirectWrite>> {
+        Some(self.write.clone())
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Any AsyncRead + AsyncWrite
+// ------------------------------------------------------------------------------------------------
+
+/// Any tokio byte stream (a TLS stream, a Unix socket, an in-memory pipe): served through its
+/// owner task only, so without direct delivery.
+///
+/// Readiness is emulated with a staging buffer: waiting for input reads into it, and
+/// [`Transport::try_read`] hands its bytes over (one copy, which a TLS stream's decryption
+/// dwarfs). The `try_` operations poll once with a no-op waker; the driver always polls again
+/// with its own waker before it sleeps.
+#[derive(Debug)]
+pub struct Stream<S> {
+    io: S,
+    /// Where waiting for input reads to (allocated, zeroed, on the first read).
+    staging: Box<[u8]>,
+    /// The bytes of `staging` read and not yet handed over.
+    staged: std::ops::Range<usize>,
+    /// The peer closed (once `staged` is handed over, reads return 0).
+    closed: bool,
+}
+
+impl<S> Stream<S> {
+    /// Wrap `io`.
+    pub fn new(io: S) -> Stream<S> {
+        Stream { io, staging: Box::default(), staged: 0..0, closed: false }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Stream<S> {
+    /// Read into `staging` unless it still holds something or the peer closed.
+    fn poll_stage(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.staged.is_empty() || self.closed {
+            return Poll::Ready(Ok(()));
+        }
+        if self.staging.is_empty() {
+            // Zeroed: `ReadBuf` over initialised bytes needs no `unsafe`.
+            self.staging = vec![0; STREAM_READ_CHUNK_BYTES].into_boxed_slice();
+        }
+        let mut rb = ReadBuf::new(&mut self.staging);
+        let polled = Pin::new(&mut self.io).poll_read(cx, &mut rb);
+        let n = rb.filled().len();
+        self.staged = 0..n;
+        match polled {
+            Poll::Ready(Ok(())) => {
+                self.closed = n == 0;
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Transport for Stream<S> {
+    const BUFFERS_WRITES: bool = true;
+
+    fn try_read(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        let mut cx = Context::from_waker(Waker::noop());
+        match self.poll_stage(&mut cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
+        }
+        let staged = self.staging.get(self.staged.clone()).unwrap_or_default();
+        buf.extend_from_slice(staged);
+        self.staged = 0..0;
+        Ok(staged.len())
+    }
+
+    fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_stage(cx)
+    }
+
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut cx = Context::from_waker(Waker::noop());
+        match Pin::new(&mut self.io).poll_write(&mut cx, buf) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn direct(&self) -> Option<Arc<dyn DirectWrite>> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_stream_reads_what_arrived_and_reports_the_peer_closing() {
+        let (ours, mut peer) = tokio::io::duplex(64);
+        let mut t = Stream::new(ours);
+        let mut buf = BytesMut::new();
+        assert_eq!(t.try_read(&mut buf).map_err(|e| e.kind()), Err(io::ErrorKind::WouldBlock));
+        peer.write_all(b"PING\r\n").await.unwrap_or_else(|e| panic!("{e}"));
+        std::future::poll_fn(|cx| t.poll_read_ready(cx)).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.try_read(&mut buf).ok(), Some(6));
+        assert_eq!(&buf[..], b"PING\r\n");
+        drop(peer);
+        assert_eq!(t.try_read(&mut buf).ok(), Some(0), "end of stream");
+        assert!(t.direct().is_none(), "no direct delivery through a stream");
+    }
+
+    #[tokio::test]
+    async fn a_stream_write_that_would_block_says_so_and_waits_for_room() {
+        let (ours, mut peer) = tokio::io::duplex(8);
+        let mut t = Stream::new(ours);
+        assert_eq!(t.try_write(b"0123456789").ok(), Some(8), "the pipe takes what fits");
+        assert_eq!(t.try_write(b"89").map_err(|e| e.kind()), Err(io::ErrorKind::WouldBlock));
+        let mut got = [0u8; 8];
+        peer.read_exact(&mut got).await.unwrap_or_else(|e| panic!("{e}"));
+        let n = std::future::poll_fn(|cx| t.poll_write(cx, b"89")).await.ok();
+        assert_eq!(n, Some(2));
+    }
+}
