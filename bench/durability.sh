@@ -9,7 +9,7 @@
 #      from spawning the process until PING answers PONG and INFO persistence says loading:0
 #      (goal: <= 0.5x Redis);
 #   3. the kill test (crates/rill-server/examples/killtest.rs, the harness of
-#      tests/durability.rs at bench size): ROUNDS kill -9 rounds per server and policy, with
+#      tests/it/durability.rs at bench size): ROUNDS kill -9 rounds per server and policy, with
 #      every acknowledged XADD, delivery and XACK checked after each restart: PASS/FAIL.
 #
 #   bench/durability.sh [--quick] [--rounds N] [--kill-rounds N] [--entries N]

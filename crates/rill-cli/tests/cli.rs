@@ -3,12 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-#[path = "../../rill-worker/tests/common/mod.rs"]
-mod common;
-
+use rill_testkit::{redis_cli, ReferenceServer, Server};
 use std::process::{Command, Stdio};
 
-use common::{redis_cli, Kind, Server};
+/// Debian's redis-server 7.0.15.
+fn redis() -> Server {
+    Server::reference(ReferenceServer::Redis7)
+        .expect("the CLI's tests need Debian's redis-server: run scripts/install-deps.sh")
+}
 
 fn rill(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rill")).args(args).stdin(Stdio::null()).output().unwrap();
@@ -46,7 +48,7 @@ fn demo_ticker_with_its_own_rill_server() {
 
 #[test]
 fn demo_ticker_against_redis() {
-    let server = Server::redis();
+    let server = redis();
     let (ok, stdout, stderr) = rill(&["--url", &server.url(), "demo", "ticker"]);
     assert!(ok, "{stdout}\n{stderr}");
     assert!(!stdout.contains("# started "));
@@ -76,7 +78,7 @@ fn demo_orders_with_its_own_rill_server() {
 
 #[test]
 fn demo_orders_against_redis() {
-    let server = Server::redis();
+    let server = redis();
     let (ok, stdout, stderr) = rill(&["--url", &server.url(), "demo", "orders"]);
     assert!(ok, "{stdout}\n{stderr}");
     assert_orders_story(&stdout);
@@ -117,8 +119,7 @@ fn setup(server: &Server) {
     .unwrap();
 }
 
-fn operator_commands(kind: Kind) {
-    let server = Server::start(kind, &[]);
+fn operator_commands(server: Server) {
     setup(&server);
     let url = server.url();
     let run = |args: &[&str]| {
@@ -195,10 +196,10 @@ fn operator_commands(kind: Kind) {
 
 #[test]
 fn operator_commands_against_redis() {
-    operator_commands(Kind::Redis);
+    operator_commands(redis());
 }
 
 #[test]
 fn operator_commands_against_rill() {
-    operator_commands(Kind::Rill);
+    operator_commands(Server::rill());
 }

@@ -1,4 +1,4 @@
-//! The kill test of `tests/durability.rs` at bench size, against any binary, plus the
+//! The kill test of `tests/it/durability.rs` at bench size, against any binary, plus the
 //! readiness probe `bench/durability.sh` times restarts with.
 //!
 //! ```text

@@ -7,7 +7,8 @@
 mod common;
 mod scenarios;
 
-use common::Server;
+use common::ServerTarget;
+use rill_testkit::Server;
 use rill_worker::{FeatureMode, ServerFeatures};
 
 macro_rules! matrix {
@@ -60,13 +61,13 @@ macro_rules! matrix {
     };
 }
 
-matrix!(redis7, Server::redis(), FeatureMode::Detect);
+matrix!(redis7, common::redis(), FeatureMode::Detect);
 matrix!(rill, Server::rill(), FeatureMode::Detect);
 matrix!(rill_legacy_path, Server::rill(), FeatureMode::Legacy);
 
 #[tokio::test]
 async fn features_are_detected() {
-    let redis = Server::redis();
+    let redis = common::redis();
     let rill = Server::rill();
     let mut c = scenarios::connect(&redis.target()).await;
     assert_eq!(ServerFeatures::detect(&mut c).await, ServerFeatures::LEGACY);

@@ -4,8 +4,8 @@
 //! Only a successful reply counts as acknowledged. What was sent without a reply (the window
 //! in flight at the kill) is recorded as uncertain: either outcome is allowed for it.
 
-use super::resp::{encode, Conn, Reply};
 use super::Rng;
+use rill_testkit::{encode_command_into, RawClient, Value};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -61,13 +61,13 @@ pub fn entry_fields(producer: u32, seq: u64, value_bytes: usize) -> [Vec<u8>; 6]
 
 /// Checks that `fields` (a flat field/value array from XRANGE or XREADGROUP) is exactly what
 /// some producer wrote; returns that producer and seq.
-pub fn check_fields(fields: &Reply, value_bytes: usize) -> Result<(u32, u64), String> {
+pub fn check_fields(fields: &Value, value_bytes: usize) -> Result<(u32, u64), String> {
     let items = fields.as_array().ok_or_else(|| format!("fields not an array: {fields}"))?;
-    let text = |i: usize| items.get(i).and_then(Reply::as_str);
+    let text = |i: usize| items.get(i).and_then(Value::as_str);
     let producer: u32 = text(1).and_then(|s| s.parse().ok()).ok_or_else(|| format!("no producer in {fields}"))?;
     let seq: u64 = text(3).and_then(|s| s.parse().ok()).ok_or_else(|| format!("no seq in {fields}"))?;
     let expected = entry_fields(producer, seq, value_bytes);
-    let got: Vec<&[u8]> = items.iter().filter_map(Reply::as_bytes).collect();
+    let got: Vec<&[u8]> = items.iter().filter_map(Value::as_bytes).collect();
     if items.len() != expected.len() || got.iter().zip(&expected).any(|(g, e)| *g != e.as_slice()) {
         return Err(format!("fields differ from what producer {producer} wrote as seq {seq}: {fields}"));
     }
@@ -125,7 +125,7 @@ pub struct LoadParams {
 /// Pipelines XADD in batches of `window` until the connection fails.
 pub fn run_producer(p: LoadParams, producer: u32) -> ProducerLog {
     let mut log = ProducerLog { producer, ..ProducerLog::default() };
-    let mut conn = match Conn::connect(p.port, LOAD_READ_TIMEOUT) {
+    let mut conn = match RawClient::try_connect_timeout(p.port, LOAD_READ_TIMEOUT) {
         Ok(c) => c,
         Err(e) => {
             log.ended = Some((format!("connect: {e}"), Instant::now()));
@@ -145,7 +145,7 @@ pub fn run_producer(p: LoadParams, producer: u32) -> ProducerLog {
             let fields = entry_fields(producer, seq, p.value_bytes);
             let mut args: Vec<&[u8]> = vec![b"XADD", p.key.as_bytes(), b"*"];
             args.extend(fields.iter().map(Vec::as_slice));
-            encode(&mut batch, &args);
+            encode_command_into(&mut batch, &args);
         }
         log.sent = first + p.window as u64;
         if let Err(e) = conn.send(&batch) {
@@ -153,8 +153,8 @@ pub fn run_producer(p: LoadParams, producer: u32) -> ProducerLog {
             return log;
         }
         for _ in 0..p.window {
-            match conn.read() {
-                Ok(Reply::Bulk(id)) => match StreamId::parse(&id) {
+            match conn.read_value() {
+                Ok(Value::Bulk(id)) => match StreamId::parse(&id) {
                     Some(id) => log.acked.push((id, Instant::now())),
                     None => {
                         log.failure = Some(format!("XADD returned {:?}", String::from_utf8_lossy(&id)));
@@ -179,7 +179,7 @@ pub fn run_producer(p: LoadParams, producer: u32) -> ProducerLog {
 /// delivery in five is never acknowledged, so the PEL grows through the round.
 pub fn run_consumer(p: LoadParams, name: String, mut rng: Rng) -> ConsumerLog {
     let mut log = ConsumerLog { name: name.clone(), ..ConsumerLog::default() };
-    let mut conn = match Conn::connect(p.port, LOAD_READ_TIMEOUT) {
+    let mut conn = match RawClient::try_connect_timeout(p.port, LOAD_READ_TIMEOUT) {
         Ok(c) => c,
         Err(e) => {
             log.ended = Some((format!("connect: {e}"), Instant::now()));
@@ -193,7 +193,7 @@ pub fn run_consumer(p: LoadParams, name: String, mut rng: Rng) -> ConsumerLog {
         log.read_in_flight = true;
         let reply = conn.call(&["XREADGROUP", "GROUP", &p.group, &name, "COUNT", &count, "STREAMS", &p.key, ">"]);
         let entries = match reply {
-            Ok(Reply::Nil) => Vec::new(),
+            Ok(Value::Nil) => Vec::new(),
             Ok(reply) => match delivered_entries(&reply, p.value_bytes) {
                 Ok(ids) => ids,
                 Err(e) => {
@@ -226,7 +226,7 @@ pub fn run_consumer(p: LoadParams, name: String, mut rng: Rng) -> ConsumerLog {
         let mut args = vec![b"XACK".to_vec(), p.key.clone().into_bytes(), p.group.clone().into_bytes()];
         args.extend(ack.iter().map(|id| id.to_string().into_bytes()));
         match conn.call(&args) {
-            Ok(Reply::Int(n)) if n == ack.len() as i64 => {
+            Ok(Value::Int(n)) if n == ack.len() as i64 => {
                 let now = Instant::now();
                 log.acked.extend(ack.iter().map(|&id| (id, now)));
                 log.acks_in_flight.clear();
@@ -245,13 +245,13 @@ pub fn run_consumer(p: LoadParams, name: String, mut rng: Rng) -> ConsumerLog {
 }
 
 /// The IDs of an XREADGROUP reply `[[key, [[id, fields], ...]]]`, fields checked.
-fn delivered_entries(reply: &Reply, value_bytes: usize) -> Result<Vec<StreamId>, String> {
+fn delivered_entries(reply: &Value, value_bytes: usize) -> Result<Vec<StreamId>, String> {
     let entries = reply
         .as_array()
         .and_then(|streams| streams.first())
-        .and_then(Reply::as_array)
+        .and_then(Value::as_array)
         .and_then(|kv| kv.get(1))
-        .and_then(Reply::as_array)
+        .and_then(Value::as_array)
         .ok_or_else(|| format!("XREADGROUP replied {reply}"))?;
     entries
         .iter()
@@ -259,7 +259,7 @@ fn delivered_entries(reply: &Reply, value_bytes: usize) -> Result<Vec<StreamId>,
             let parts = entry.as_array().unwrap_or_default();
             let id = parts
                 .first()
-                .and_then(Reply::as_bytes)
+                .and_then(Value::as_bytes)
                 .and_then(StreamId::parse)
                 .ok_or_else(|| format!("XREADGROUP entry {entry}"))?;
             let fields = parts.get(1).ok_or_else(|| format!("XREADGROUP entry {entry}"))?;

@@ -2,7 +2,7 @@
 //! moment, restart it in the same directory, and check that everything it acknowledged is
 //! still there (see `verify` for exactly what is checked).
 //!
-//! Shared by `tests/durability.rs` (small, in CI) and `examples/killtest.rs` (large, used by
+//! Shared by `tests/it/durability.rs` (small, in CI) and `examples/killtest.rs` (large, used by
 //! `bench/durability.sh`). One run is a sequence of rounds in one data directory:
 //!
 //! ```text
@@ -19,12 +19,11 @@
 
 pub mod load;
 pub mod process;
-pub mod resp;
 pub mod verify;
 
 use load::{LoadParams, StreamId};
 use process::{Fsync, ServerProcess, ServerSpec};
-use resp::{Conn, Reply};
+use rill_testkit::{RawClient, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -167,27 +166,27 @@ struct Digest {
     last: Option<StreamId>,
 }
 
-fn digest(conn: &mut Conn, key: &str, group: &str) -> Result<Digest, String> {
+fn digest(conn: &mut RawClient, key: &str, group: &str) -> Result<Digest, String> {
     let (last_generated, group_last_delivered) = verify::stream_ids(conn, key, group)?;
-    let int = |r: Result<Reply, std::io::Error>| match r {
-        Ok(Reply::Int(n)) => Ok(n),
+    let int = |r: Result<Value, std::io::Error>| match r {
+        Ok(Value::Int(n)) => Ok(n),
         other => Err(format!("{other:?}")),
     };
     let len = int(conn.call(&["XLEN", key]))?;
     let pending = match conn.call(&["XPENDING", key, group]) {
-        Ok(Reply::Array(a)) => match a.first() {
-            Some(Reply::Int(n)) => *n,
+        Ok(Value::Array(a)) => match a.first() {
+            Some(Value::Int(n)) => *n,
             _ => return Err(format!("XPENDING summary {a:?}")),
         },
         other => return Err(format!("XPENDING summary {other:?}")),
     };
-    let edge = |conn: &mut Conn, cmd: &str, a: &str, b: &str| -> Result<Option<StreamId>, String> {
+    let edge = |conn: &mut RawClient, cmd: &str, a: &str, b: &str| -> Result<Option<StreamId>, String> {
         let r = conn.call(&[cmd, key, a, b, "COUNT", "1"]).map_err(|e| e.to_string())?;
         Ok(r.as_array()
             .and_then(|a| a.first())
-            .and_then(Reply::as_array)
+            .and_then(Value::as_array)
             .and_then(|e| e.first())
-            .and_then(Reply::as_bytes)
+            .and_then(Value::as_bytes)
             .and_then(StreamId::parse))
     };
     Ok(Digest {
@@ -236,7 +235,7 @@ pub fn run(spec: &ServerSpec, cfg: &Config, work: &Path) -> Result<Vec<RoundRepo
         let group = "g";
         let mut conn = connect(&server)?;
         match conn.call(&["XGROUP", "CREATE", &key, group, "$", "MKSTREAM"]) {
-            Ok(Reply::Simple(_)) => {}
+            Ok(Value::Simple(_)) => {}
             other => return Err(format!("XGROUP CREATE {key}: {other:?}")),
         }
         // Under everysec the previous round's probes and this XGROUP CREATE must be older
@@ -308,8 +307,8 @@ pub fn run(spec: &ServerSpec, cfg: &Config, work: &Path) -> Result<Vec<RoundRepo
     Ok(reports)
 }
 
-fn connect(server: &ServerProcess) -> Result<Conn, String> {
-    Conn::connect(server.port, Duration::from_secs(60)).map_err(|e| format!("connect: {e}"))
+fn connect(server: &ServerProcess) -> Result<RawClient, String> {
+    RawClient::try_connect_timeout(server.port, Duration::from_secs(60)).map_err(|e| format!("connect: {e}"))
 }
 
 /// Load threads may only lose their connection because of the kill.
@@ -372,9 +371,9 @@ fn join<T>(handle: std::thread::JoinHandle<T>) -> Result<T, String> {
 
 /// After verification: the restarted server keeps generating IDs after the recovered ones,
 /// and the group resumes right after its recovered last-delivered-id.
-fn probe(conn: &mut Conn, key: &str, group: &str, rec: &verify::Recovered, f: &mut Failures) {
+fn probe(conn: &mut RawClient, key: &str, group: &str, rec: &verify::Recovered, f: &mut Failures) {
     match conn.call(&["XADD", key, "*", "probe", "1"]) {
-        Ok(Reply::Bulk(id)) => match StreamId::parse(&id) {
+        Ok(Value::Bulk(id)) => match StreamId::parse(&id) {
             Some(id) if id > rec.last_generated => {}
             _ => f.add(
                 "XADD after restart did not go past last-generated-id",
@@ -389,13 +388,13 @@ fn probe(conn: &mut Conn, key: &str, group: &str, rec: &verify::Recovered, f: &m
             let got = reply
                 .as_array()
                 .and_then(|s| s.first())
-                .and_then(Reply::as_array)
+                .and_then(Value::as_array)
                 .and_then(|kv| kv.get(1))
-                .and_then(Reply::as_array)
+                .and_then(Value::as_array)
                 .and_then(|e| e.first())
-                .and_then(Reply::as_array)
+                .and_then(Value::as_array)
                 .and_then(|e| e.first())
-                .and_then(Reply::as_bytes)
+                .and_then(Value::as_bytes)
                 .and_then(StreamId::parse);
             // With no undelivered entry of ours left, the probe entry itself comes next.
             let resumed = match expected {

@@ -1,11 +1,10 @@
 //! The server under test as a child process: started redis-server style with the append-only
 //! log on, killed with SIGKILL by its pid, restarted in the same directory.
 
-use super::resp::{Conn, Reply};
+use rill_testkit::{free_port, ChildGuard, RawClient, Value};
 use std::fs::OpenOptions;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a (re)start may take until PING answers and `loading:0`. Generous: the bench
@@ -114,7 +113,7 @@ impl ServerSpec {
                 .stderr(log2)
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
-            let mut process = ServerProcess { child, port };
+            let mut process = ServerProcess { child: ChildGuard::new(child), port };
             match process.wait_ready(READY_TIMEOUT) {
                 Ok(()) => return Ok((process, started.elapsed())),
                 Err(e) => {
@@ -142,38 +141,32 @@ pub fn log_tail(dir: &Path) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-/// A port that was free a moment ago.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
-}
-
 /// A running server, SIGKILLed when dropped.
 #[derive(Debug)]
 pub struct ServerProcess {
-    child: Child,
+    child: ChildGuard,
     pub port: u16,
 }
 
 impl ServerProcess {
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
     }
 
     pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.child.is_running()
     }
 
     /// `kill -9` this child (by its pid only) and reap it.
     pub fn kill9(&mut self) {
-        let _ = self.child.kill(); // SIGKILL on Unix
-        let _ = self.child.wait();
+        self.child.kill9();
     }
 
     /// Polls until PING answers PONG and `INFO persistence` says `loading:0`.
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(status) = self.child.try_wait() {
                 return Err(format!("exited during startup with {status}"));
             }
             let last = match ready_once(self.port) {
@@ -188,18 +181,12 @@ impl ServerProcess {
     }
 }
 
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
 /// One readiness probe: PING → PONG, then `INFO persistence` with `loading:0`. Redis answers
 /// `-LOADING` to PING while it replays its log.
 pub fn ready_once(port: u16) -> Result<(), String> {
-    let mut conn = Conn::connect(port, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    let mut conn = RawClient::try_connect_timeout(port, Duration::from_secs(5)).map_err(|e| e.to_string())?;
     match conn.call(&["PING"]).map_err(|e| e.to_string())? {
-        Reply::Simple(s) if s == "PONG" => {}
+        Value::Simple(s) if s == "PONG" => {}
         other => return Err(format!("PING: {other}")),
     }
     let info = conn.call(&["INFO", "persistence"]).map_err(|e| e.to_string())?;

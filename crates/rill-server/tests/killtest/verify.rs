@@ -17,7 +17,7 @@
 //!   nobody was told about can only come from an XREADGROUP whose reply was cut by the kill.
 
 use super::load::{check_fields, ConsumerLog, ProducerLog, StreamId};
-use super::resp::{Conn, Reply};
+use rill_testkit::{RawClient, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
@@ -37,9 +37,9 @@ pub struct Recovered {
     pub pel: BTreeMap<StreamId, (String, i64)>,
 }
 
-fn cmd<A: AsRef<[u8]>>(conn: &mut Conn, args: &[A]) -> Result<Reply, String> {
+fn cmd<A: AsRef<[u8]>>(conn: &mut RawClient, args: &[A]) -> Result<Value, String> {
     let reply = conn.call(args).map_err(|e| format!("{}: {e}", show(args)))?;
-    if let Reply::Error(e) = &reply {
+    if let Value::Error(e) = &reply {
         return Err(format!("{}: {e}", show(args)));
     }
     Ok(reply)
@@ -49,12 +49,12 @@ fn show<A: AsRef<[u8]>>(args: &[A]) -> String {
     args.iter().take(6).map(|a| String::from_utf8_lossy(a.as_ref()).into_owned()).collect::<Vec<_>>().join(" ")
 }
 
-fn id_field(reply: &Reply, key: &str) -> Result<StreamId, String> {
-    reply.field(key).and_then(Reply::as_bytes).and_then(StreamId::parse).ok_or_else(|| format!("no {key} in {reply}"))
+fn id_field(reply: &Value, key: &str) -> Result<StreamId, String> {
+    reply.get(key).and_then(Value::as_bytes).and_then(StreamId::parse).ok_or_else(|| format!("no {key} in {reply}"))
 }
 
 /// `last-generated-id` (XINFO STREAM) and the group's `last-delivered-id` (XINFO GROUPS).
-pub fn stream_ids(conn: &mut Conn, key: &str, group: &str) -> Result<(StreamId, StreamId), String> {
+pub fn stream_ids(conn: &mut RawClient, key: &str, group: &str) -> Result<(StreamId, StreamId), String> {
     let info = cmd(conn, &["XINFO", "STREAM", key])?;
     let last_generated = id_field(&info, "last-generated-id")?;
     let groups = cmd(conn, &["XINFO", "GROUPS", key])?;
@@ -62,7 +62,7 @@ pub fn stream_ids(conn: &mut Conn, key: &str, group: &str) -> Result<(StreamId, 
         .as_array()
         .unwrap_or_default()
         .iter()
-        .find(|g| g.field("name").and_then(Reply::as_bytes) == Some(group.as_bytes()))
+        .find(|g| g.get("name").and_then(Value::as_bytes) == Some(group.as_bytes()))
         .ok_or_else(|| format!("group {group} of {key} is gone: XINFO GROUPS {groups}"))?;
     Ok((last_generated, id_field(g, "last-delivered-id")?))
 }
@@ -70,7 +70,7 @@ pub fn stream_ids(conn: &mut Conn, key: &str, group: &str) -> Result<(StreamId, 
 /// Reads the whole stream and PEL. Entries whose fields are not exactly a producer's go to
 /// `bad` (with their ID) instead of failing the read.
 pub fn read_back(
-    conn: &mut Conn,
+    conn: &mut RawClient,
     key: &str,
     group: &str,
     value_bytes: usize,
@@ -88,7 +88,7 @@ pub fn read_back(
             let parts = item.as_array().unwrap_or_default();
             let id = parts
                 .first()
-                .and_then(Reply::as_bytes)
+                .and_then(Value::as_bytes)
                 .and_then(StreamId::parse)
                 .ok_or_else(|| format!("XRANGE entry {item}"))?;
             match parts.get(1).ok_or_else(|| "no fields".to_owned()).and_then(|f| check_fields(f, value_bytes)) {
@@ -111,10 +111,10 @@ pub fn read_back(
         let mut last = None;
         for item in items {
             let parts = item.as_array().unwrap_or_default();
-            let id = parts.first().and_then(Reply::as_bytes).and_then(StreamId::parse);
-            let owner = parts.get(1).and_then(Reply::as_str);
+            let id = parts.first().and_then(Value::as_bytes).and_then(StreamId::parse);
+            let owner = parts.get(1).and_then(Value::as_str);
             let count = match parts.get(3) {
-                Some(Reply::Int(n)) => Some(*n),
+                Some(Value::Int(n)) => Some(*n),
                 _ => None,
             };
             let (Some(id), Some(owner), Some(count)) = (id, owner, count) else {

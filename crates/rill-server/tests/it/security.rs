@@ -3,11 +3,7 @@
 //! implement yet stopping start-up instead of being ignored. Replies are compared byte for
 //! byte with Redis 8.2.3 started with the same options.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, Proc, ReferenceServer, Server, ServerKind, TempDir};
+use rill_testkit::{escape, ChildGuard, Proc, ReferenceServer, Server, ServerKind, TempDir};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -152,22 +148,21 @@ fn renamed_commands_are_logged_under_their_own_names() {
 
 /// Start rill with `extra` and expect it to exit non-zero within a few seconds; its stderr.
 fn refused_at_start(dir: &Path, extra: &[&str]) -> String {
-    let port = common::free_port().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rill-server"))
-        .args(["--port", &port, "--bind", "127.0.0.1", "--dir", dir.to_str().unwrap()])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let Some(status) = common::wait_exit(&mut child, Duration::from_secs(15)) else {
-        let _ = child.kill();
-        let _ = child.wait();
+    let port = rill_testkit::free_port().to_string();
+    let mut child = ChildGuard::spawn(
+        Command::new(env!("CARGO_BIN_EXE_rill-server"))
+            .args(["--port", &port, "--bind", "127.0.0.1", "--dir", dir.to_str().unwrap()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    // Dropping the guard kills it.
+    let Some(status) = child.wait_exit(Duration::from_secs(15)) else {
         panic!("rill-server started with {extra:?}: it must refuse");
     };
     let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    std::io::Read::read_to_string(&mut child.child_mut().stderr.take().unwrap(), &mut err).unwrap();
     assert!(!status.success(), "{extra:?} exited with {status}");
     err
 }

@@ -7,15 +7,11 @@
 //! Servers are started under `prlimit` (util-linux) to give them a low soft limit, and, to
 //! make a hard limit stick for root, under `setpriv` without CAP_SYS_RESOURCE.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, free_port, RawClient, ReferenceServer, TempDir};
+use rill_testkit::{ci, escape, Launch, RawClient, ReferenceServer, Server, ServerKind};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn rill_binary() -> PathBuf {
@@ -23,74 +19,28 @@ fn rill_binary() -> PathBuf {
 }
 
 /// A server started through `prefix` (a wrapper such as `prlimit ...` that execs the server,
-/// so the child's pid is the server's), killed by pid on drop.
-struct Launched {
-    child: Child,
-    port: u16,
-    dir: TempDir,
+/// so the child's pid is the server's, which is killed on drop).
+fn launch(prefix: &[String], binary: &Path, redis: bool, extra: &[&str]) -> Server {
+    let kind = if redis { ServerKind::Redis(ReferenceServer::Redis8) } else { ServerKind::Rill };
+    Launch::new(kind, binary).wrapper(prefix).args(extra).start()
 }
 
-impl Launched {
-    fn start(prefix: &[String], binary: &Path, redis: bool, extra: &[&str]) -> Launched {
-        let port = free_port();
-        let dir = TempDir::new("rill-test-limits");
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let port_s = port.to_string();
-        let mut args: Vec<&str> = prefix.iter().map(String::as_str).collect();
-        args.push(binary.to_str().unwrap());
-        args.extend(["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir.path().to_str().unwrap()]);
-        args.extend(["--save", "", "--appendonly", "no"]);
-        if redis {
-            args.extend(["--daemonize", "no", "--logfile", ""]);
-        }
-        args.extend_from_slice(extra);
-        let child = Command::new(args[0])
-            .args(&args[1..])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", args[0]));
-        let mut s = Launched { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(Some(status)) = s.child.try_wait() {
-                panic!("{} exited with {status}:\n{}", binary.display(), s.log());
-            }
-            if let Ok(mut c) = RawClient::try_connect(port) {
-                if c.request(&[b"PING"]).is_ok_and(|r| r == b"+PONG\r\n") {
-                    return s;
-                }
-            }
-            assert!(Instant::now() < deadline, "no PONG within 20 s:\n{}", s.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
+/// What these tests read of a running server.
+trait Limits {
     /// The soft and hard open-files limits of the running server.
+    fn open_files_limit(&self) -> (String, String);
+    fn config_get(&self, name: &str) -> String;
+}
+
+impl Limits for Server {
     fn open_files_limit(&self) -> (String, String) {
         open_files_limit(&format!("/proc/{}/limits", self.pid()))
     }
 
     fn config_get(&self, name: &str) -> String {
-        let reply = RawClient::connect(self.port).cmd(&["CONFIG", "GET", name]);
+        let reply = self.connect().cmd(&["CONFIG", "GET", name]);
         let text = String::from_utf8_lossy(&reply).into_owned();
         text.lines().nth(4).unwrap_or_default().to_string()
-    }
-}
-
-impl Drop for Launched {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -105,11 +55,6 @@ fn open_files_limit(path: &str) -> (String, String) {
 fn is_root() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     status.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-}
-
-/// `CI=true`: what a test needs must be there; no skipping.
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
 fn have(program: &str) -> bool {
@@ -151,7 +96,7 @@ fn the_soft_open_files_limit_is_raised_to_maxclients_plus_32() {
     };
     // Keep the hard limit where it is: only the soft one is low.
     prefix.truncate(2);
-    let rill = Launched::start(&prefix, &rill_binary(), false, &["--maxclients", "10000"]);
+    let rill = launch(&prefix, &rill_binary(), false, &["--maxclients", "10000"]);
     assert_eq!(rill.open_files_limit().0, "10032", "{}", rill.log());
     assert_eq!(rill.config_get("maxclients"), "10000");
     assert!(
@@ -160,7 +105,7 @@ fn the_soft_open_files_limit_is_raised_to_maxclients_plus_32() {
         rill.log()
     );
     if let Some(bin) = ReferenceServer::Redis8.require() {
-        let redis = Launched::start(&prefix, &bin, true, &["--maxclients", "10000"]);
+        let redis = launch(&prefix, &bin, true, &["--maxclients", "10000"]);
         assert_eq!(rill.open_files_limit(), redis.open_files_limit(), "limits: rill vs redis 8.2.3");
     }
 }
@@ -177,9 +122,8 @@ fn maxclients_is_lowered_to_fit_a_lower_hard_limit() {
     let Some(prefix) = limited(1024, 4096) else {
         return;
     };
-    let rill = Launched::start(&prefix, &rill_binary(), false, &["--maxclients", "10000"]);
-    let redis =
-        ReferenceServer::Redis8.require().map(|bin| Launched::start(&prefix, &bin, true, &["--maxclients", "10000"]));
+    let rill = launch(&prefix, &rill_binary(), false, &["--maxclients", "10000"]);
+    let redis = ReferenceServer::Redis8.require().map(|bin| launch(&prefix, &bin, true, &["--maxclients", "10000"]));
     for server in std::iter::once(&rill).chain(redis.as_ref()) {
         assert_eq!(server.open_files_limit(), ("4096".to_string(), "4096".to_string()));
         assert_eq!(server.config_get("maxclients"), "4064");
@@ -219,7 +163,7 @@ fn a_full_descriptor_table_answers_clients_and_does_not_flood_the_log() {
         eprintln!("warning: skipped: prlimit (util-linux) not installed");
         return;
     }
-    let rill = Launched::start(&[], &rill_binary(), false, &["--maxclients", "10000"]);
+    let rill = launch(&[], &rill_binary(), false, &["--maxclients", "10000"]);
     let mut first = RawClient::connect(rill.port);
     assert_eq!(first.cmd(&["PING"]), b"+PONG\r\n");
     // Let the start-up probe's connection close, then leave room for exactly two more clients:
@@ -311,12 +255,12 @@ fn a_burst_of_5000_connects_is_served_quickly() {
     let hard = own_hard_limit().min(1 << 20);
     let prefix =
         if have("prlimit") { vec!["prlimit".to_string(), format!("--nofile=1024:{hard}")] } else { Vec::new() };
-    let rill = Launched::start(&prefix, &rill_binary(), false, &[]);
+    let rill = launch(&prefix, &rill_binary(), false, &[]);
     let ours = burst(rill.port, CLIENTS);
     eprintln!("{CLIENTS} connects and PINGs: rill {ours:?}");
     drop(rill);
     if let Some(bin) = ReferenceServer::Redis8.require() {
-        let redis = Launched::start(&prefix, &bin, true, &[]);
+        let redis = launch(&prefix, &bin, true, &[]);
         eprintln!("{CLIENTS} connects and PINGs: redis 8.2.3 {:?}", burst(redis.port, CLIENTS));
     }
     // A generous bound: a lost SYN alone costs a second, and with a 128-connection backlog

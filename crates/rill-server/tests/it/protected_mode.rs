@@ -11,15 +11,11 @@
 //! Creating namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN). Where `ip netns` is not
 //! permitted the test is skipped with a message, except under `CI=true`, where it fails.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, ReferenceServer, TempDir};
+use rill_testkit::{escape, ChildGuard, ReferenceServer, TempDir};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -76,7 +72,7 @@ impl Drop for Namespaces {
 fn namespaces() -> Option<Namespaces> {
     match Namespaces::create() {
         Ok(ns) => Some(ns),
-        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+        Err(e) if rill_testkit::ci() => {
             panic!("network namespaces are required under CI=true (run as root): {e}")
         }
         Err(e) => {
@@ -91,7 +87,7 @@ fn namespaces() -> Option<Namespaces> {
 /// A server running inside the server namespace, killed (by pid) on drop. `ip netns exec`
 /// execs the program, so the child's pid is the server's.
 struct NsServer {
-    child: Child,
+    _child: ChildGuard,
     dir: TempDir,
 }
 
@@ -109,25 +105,14 @@ impl NsServer {
             args.extend(["--daemonize", "no", "--logfile", ""]);
         }
         args.extend_from_slice(extra);
-        let child = Command::new("ip")
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        NsServer { child, dir }
+        let child = ChildGuard::spawn(
+            Command::new("ip").args(&args).stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log),
+        );
+        NsServer { _child: child, dir }
     }
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for NsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -145,7 +130,7 @@ fn peer(ns: &str, addr: &str, request: &[u8]) -> Received {
     let run = Command::new("ip")
         .args(["netns", "exec", ns])
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "netns_peer_helper", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", &helper_test_name(), "--ignored", "--nocapture", "--test-threads=1"])
         .env("RILL_NETNS_PEER", addr)
         .env("RILL_NETNS_SEND", escape(request))
         .env("RILL_NETNS_OUT", &file)
@@ -160,6 +145,17 @@ fn peer(ns: &str, addr: &str, request: &[u8]) -> Received {
     let bytes = std::fs::read(&file).unwrap();
     let closed = std::fs::read_to_string(file.with_extension("closed")).unwrap() == "yes";
     Received { bytes, closed }
+}
+
+/// The full name of [`netns_peer_helper`] in this test binary (`MODULE::netns_peer_helper`).
+fn helper_test_name() -> String {
+    // module_path!() starts with the crate's name, which test names leave out.
+    let module = module_path!().split_once("::").map_or("", |(_, path)| path);
+    if module.is_empty() {
+        "netns_peer_helper".to_string()
+    } else {
+        format!("{module}::netns_peer_helper")
+    }
 }
 
 /// Undo [`escape`] for the few escapes a request needs (`\r`, `\n`).

@@ -8,11 +8,7 @@
 //!
 //! `RILL_DIFF_SELFTEST=1` runs a second Redis 7.0.15 in rill's place.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, RawClient, ReferenceServer, Server};
+use rill_testkit::{escape, RawClient, ReferenceServer, Server};
 use std::time::Duration;
 
 /// How long a connection must stay silent to count as "open, nothing more to say".
@@ -220,7 +216,7 @@ fn pipelined_requests_in_one_write() {
     let mut expected = Vec::new();
     for i in 0..100 {
         let arg = format!("m{i}");
-        input.extend_from_slice(&common::encode_command(&[b"ECHO", arg.as_bytes()]));
+        input.extend_from_slice(&rill_testkit::encode_command(&[b"ECHO", arg.as_bytes()]));
         input.extend_from_slice(b"PING\r\n");
         expected.extend_from_slice(format!("${}\r\n{arg}\r\n+PONG\r\n", arg.len()).as_bytes());
     }

@@ -1,11 +1,7 @@
 //! The append-only log and snapshots: restarts after `kill -9` reach the same state, torn and
 //! corrupt logs, `--check-log`, compaction, SAVE/BGSAVE, a full disk, and maxmemory.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{free_port, Proc, RawClient, TempDir, Value};
+use rill_testkit::{free_port, ChildGuard, Proc, RawClient, TempDir, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -338,7 +334,8 @@ fn always_preallocates_the_log_file_and_a_clean_shutdown_cuts_the_padding() {
     let _ = c.request(&[b"SHUTDOWN"]);
     let _ = c.read_reply();
     let mut p = p;
-    assert!(p.child.wait().unwrap().success());
+    let status = p.wait_exit(Duration::from_secs(60)).expect("still running a minute after SHUTDOWN");
+    assert!(status.success(), "{status}");
 
     let bytes = std::fs::read(&file).unwrap();
     assert_eq!(logical_end(&bytes), bytes.len(), "a cleanly closed file ends at its last record");
@@ -498,14 +495,14 @@ fn while_loading_commands_answer_loading_and_info_says_so() {
     let port = free_port();
     let log = std::fs::File::create(dir.path().join("loading.log")).unwrap();
     let port_s = port.to_string();
-    let mut child = Command::new(BIN)
-        .args(["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir.path().to_str().unwrap(), "--save", ""])
-        .args(["--appendonly", "yes", "--key-load-delay", "10000"])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut child = ChildGuard::spawn(
+        Command::new(BIN)
+            .args(["--port", &port_s, "--bind", "127.0.0.1", "--dir", dir.path().to_str().unwrap(), "--save", ""])
+            .args(["--appendonly", "yes", "--key-load-delay", "10000"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut c = loop {
         if let Ok(c) = RawClient::try_connect(port) {
@@ -519,8 +516,7 @@ fn while_loading_commands_answer_loading_and_info_says_so() {
     assert!(s(&c.cmd(&["INFO", "persistence"])).contains("\r\nloading:1\r\n"));
     wait_info(&mut c, &["loading:0"]);
     assert_eq!(s(&c.cmd(&["XLEN", "s"])), ":300\r\n");
-    let _ = child.kill();
-    let _ = child.wait();
+    child.kill9();
 }
 
 #[test]
@@ -645,7 +641,7 @@ fn a_panic_in_a_command_aborts_the_server_and_the_restart_replays_the_log() {
         assert!(closed && got.is_empty(), "{policy}: EXEC answered {}", s(&got));
         let deadline = Instant::now() + Duration::from_secs(10);
         let status = loop {
-            if let Some(status) = p.child.try_wait().unwrap() {
+            if let Some(status) = p.child.try_wait() {
                 break status;
             }
             assert!(Instant::now() < deadline, "{policy}: the server kept running after a panic");

@@ -3,11 +3,7 @@
 //! key positions and flags from COMMAND. Checked on the server under test and, as a check of
 //! the checker, on Redis 8.2.3.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{ReferenceServer, Server, Value};
+use rill_testkit::{ReferenceServer, Server, Value};
 
 const ARGUMENT_TYPES: &[&str] =
     &["string", "integer", "double", "key", "pattern", "unix-time", "pure-token", "oneof", "block"];

@@ -1,10 +1,6 @@
 //! Starting and stopping the binary the way redis-server is started and stopped.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, Server, TempDir};
+use rill_testkit::{escape, ChildGuard, Server, TempDir};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -39,20 +35,16 @@ fn config_file_then_overrides() {
 fn bad_option_fails_at_start() {
     let (_, binary) = Server::subject_binary();
     let dir = TempDir::new("rill-test-badopt");
-    let mut child = Command::new(&binary)
-        .args(["--port", &common::free_port().to_string(), "--bind", "127.0.0.1"])
-        .args(["--dir", dir.path().to_str().unwrap(), "--no-such-option", "1"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let status = common::wait_exit(&mut child, Duration::from_secs(10));
-    let status = status.unwrap_or_else(|| {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("server kept running with an unknown option")
-    });
+    let mut child = ChildGuard::spawn(
+        Command::new(&binary)
+            .args(["--port", &rill_testkit::free_port().to_string(), "--bind", "127.0.0.1"])
+            .args(["--dir", dir.path().to_str().unwrap(), "--no-such-option", "1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    // Dropping the guard kills it.
+    let status = child.wait_exit(Duration::from_secs(10)).expect("server kept running with an unknown option");
     assert!(!status.success(), "unknown option accepted: {status}");
 }
 

@@ -5,11 +5,7 @@
 //! behaves the same, the same sequence runs against Redis 8.2.3 started with the same options
 //! and the bytes are compared.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, ReferenceServer, Server, ServerKind, TempDir};
+use rill_testkit::{escape, ReferenceServer, Server, ServerKind, TempDir};
 use std::thread::sleep;
 use std::time::Duration;
 

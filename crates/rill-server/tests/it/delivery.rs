@@ -6,11 +6,7 @@
 //! checked under the three log settings, and where Redis behaves the same the same sequence
 //! runs against Redis 7.0.15.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{encode_command, escape, parse_value, RawClient, ReferenceServer, Server, ServerKind, Value};
+use rill_testkit::{encode_command, escape, parse_value, RawClient, ReferenceServer, Server, ServerKind, Value};
 use std::thread::sleep;
 use std::time::Duration;
 

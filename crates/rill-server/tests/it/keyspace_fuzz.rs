@@ -23,13 +23,10 @@
 //! halfway now and then, kills the server with -9 and restarts it: every key must come back
 //! with the same type, contents and expiry time. `RILL_FUZZ_RESTARTS=N` runs N (default 25).
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{multi_commands, parse_value, ReferenceServer, Server, Side, Value};
+use crate::common::{multi_commands, ClientExt, Side};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use rill_testkit::{parse_value, ReferenceServer, Server, Value};
 
 const LISTS: &[&str] = &["l1", "l2"];
 const HASHES: &[&str] = &["h1", "h2"];
@@ -402,7 +399,7 @@ fn normalise(cmd: &[String], v: Value) -> Value {
 }
 
 /// DUMP `key` on both servers and RESTORE each payload into the other (REPLACE); the replies.
-fn swap(rill: &mut common::RawClient, redis: &mut common::RawClient, key: &str) -> (Value, Value) {
+fn swap(rill: &mut rill_testkit::RawClient, redis: &mut rill_testkit::RawClient, key: &str) -> (Value, Value) {
     let (from_rill, from_redis) = (rill.cmd_value(&["DUMP", key]), redis.cmd_value(&["DUMP", key]));
     (rill.restore_dump(key, &from_redis), redis.restore_dump(key, &from_rill))
 }
@@ -410,7 +407,7 @@ fn swap(rill: &mut common::RawClient, redis: &mut common::RawClient, key: &str) 
 /// Run `cmds` on both servers from an empty keyspace; the first difference, described.
 /// The main connections (rill's, Redis') and two [`Side`]s.
 struct Session {
-    main: [common::RawClient; 2],
+    main: [rill_testkit::RawClient; 2],
     sides: [Side; 2],
 }
 
@@ -443,7 +440,7 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], proto: &str) -> Option<String
             _ => {}
         }
         let conns = &mut s.main;
-        let run = |c: &mut common::RawClient, cmd: &[String]| {
+        let run = |c: &mut rill_testkit::RawClient, cmd: &[String]| {
             let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
             normalise(cmd, parse_value(&c.request(&args).unwrap()).unwrap())
         };
@@ -522,7 +519,7 @@ fn random_keyspace_sequences_match_redis() {
 /// What the restart test compares, per key: its type, expiry time (absolute, so exact) and
 /// contents (unordered ones sorted). Not the encoding: reloading may pick a more compact one
 /// for a value that shrank, as Redis's does.
-fn picture(c: &mut common::RawClient) -> common::Picture {
+fn picture(c: &mut rill_testkit::RawClient) -> crate::common::Picture {
     let mut out = Vec::new();
     for key in ALL {
         let mut ask = |cmd: &[&str]| {
@@ -550,7 +547,7 @@ fn picture(c: &mut common::RawClient) -> common::Picture {
 /// RESTOREd over it (so RESTORE's log record is replayed too); blocking commands are left out.
 #[test]
 fn random_keyspace_sequences_survive_kill9_and_compaction() {
-    let dir = common::TempDir::new("rill-keyspace-restart");
+    let dir = rill_testkit::TempDir::new("rill-keyspace-restart");
     let args = [
         "--appendonly",
         "yes",
@@ -565,7 +562,7 @@ fn random_keyspace_sequences_survive_kill9_and_compaction() {
         "--set-max-listpack-entries",
         "4",
     ];
-    let proc = std::cell::RefCell::new(Some(common::Proc::start(dir.path(), &args)));
+    let proc = std::cell::RefCell::new(Some(rill_testkit::Proc::start(dir.path(), &args)));
     let cases = std::env::var("RILL_FUZZ_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
     let seed: u64 = std::env::var("RILL_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_0003);
     let mut bytes = [0u8; 32];
@@ -596,7 +593,7 @@ fn random_keyspace_sequences_survive_kill9_and_compaction() {
                 c.rewrite_log();
             }
         }
-        let (p, diff) = common::kill9_and_compare(p, &mut c, dir.path(), &args, picture);
+        let (p, diff) = crate::common::kill9_and_compare(p, &mut c, dir.path(), &args, picture);
         *slot = Some(p);
         prop_assert!(diff.is_none(), "{}", diff.unwrap_or_default());
         Ok(())

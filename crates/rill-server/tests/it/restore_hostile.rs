@@ -13,11 +13,7 @@
 //! process (`memory allocation of N bytes failed`), where on a large host it would take a
 //! payload of hundreds of MB to reach the same abort.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, free_port, ReferenceServer, Server, ServerKind, TempDir};
+use rill_testkit::{escape, free_port, ChildGuard, ReferenceServer, Server, ServerKind, TempDir};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -222,18 +218,17 @@ fn a_dump_rdb_with_a_lying_length_stops_start_up_with_an_error() {
 
     let port = free_port().to_string();
     let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-    let mut child = Command::new(limited_rill(dir.path()))
-        .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let Some(status) = common::wait_exit(&mut child, Duration::from_secs(60)) else {
-        child.kill().unwrap();
-        child.wait().unwrap();
+    let mut child = ChildGuard::spawn(
+        Command::new(limited_rill(dir.path()))
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log),
+    );
+    // Dropping the guard kills it.
+    let Some(status) = child.wait_exit(Duration::from_secs(60)) else {
         panic!("rill kept running on a corrupt dump.rdb");
     };
     let text = std::fs::read_to_string(dir.path().join("server.log")).unwrap();

@@ -4,11 +4,7 @@
 //! by the data (`SRANDMEMBER key -N`). Memory is measured as the server's RSS from
 //! /proc/PID/status.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{encode_command, escape, RawClient, ReferenceServer, Server, ServerKind};
+use rill_testkit::{encode_command, escape, RawClient, ReferenceServer, Server, ServerKind};
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

@@ -8,14 +8,11 @@
 //! a change must keep reading the old version (and add a fixture for the new one), or say
 //! plainly in the start-up error which versions it reads.
 //!
-//! `cargo test -p rill-server --test log_format -- --ignored write_fixture` writes a new
+//! `cargo test -p rill-server --test it -- --ignored log_format::write_fixture` writes a new
 //! fixture from the running code (only for a new format version, into a new folder).
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, Proc, RawClient, TempDir};
+use crate::common::ClientExt;
+use rill_testkit::{escape, Proc, RawClient, TempDir};
 use std::path::{Path, PathBuf};
 
 /// The fixture folders, oldest first.
@@ -31,8 +28,8 @@ fn picture(c: &mut RawClient) -> String {
     let mut out = String::new();
     for db in ["0", "1", "2"] {
         assert_eq!(c.cmd(&["SELECT", db]), b"+OK\r\n");
-        let mut keys: Vec<String> = match common::parse_value(&c.cmd(&["KEYS", "*"])).unwrap() {
-            common::Value::Array(items) => {
+        let mut keys: Vec<String> = match rill_testkit::parse_value(&c.cmd(&["KEYS", "*"])).unwrap() {
+            rill_testkit::Value::Array(items) => {
                 items.iter().map(|v| String::from_utf8_lossy(v.as_bytes().unwrap()).into_owned()).collect()
             }
             other => panic!("KEYS: {other:?}"),
@@ -74,7 +71,7 @@ fn picture(c: &mut RawClient) -> String {
 /// A flat array reply as its elements in groups of `group` (field and value for a hash),
 /// sorted, so that the picture does not depend on iteration order.
 fn unordered(reply: &[u8], group: usize) -> String {
-    let common::Value::Array(items) = common::parse_value(reply).unwrap() else {
+    let rill_testkit::Value::Array(items) = rill_testkit::parse_value(reply).unwrap() else {
         return escape(reply);
     };
     let mut parts: Vec<String> = items
@@ -205,7 +202,7 @@ fn write_fixture() {
     // A clean shutdown finishes the files (no preallocated tail).
     c.send_command(&[b"SHUTDOWN"]).unwrap(); // no reply: the connection closes
     let mut p = p;
-    let _ = p.child.wait();
+    p.wait_exit(std::time::Duration::from_secs(60)).expect("still running a minute after SHUTDOWN");
     copy_dir(&dir.path().join("appendonlydir"), &out.join("appendonlydir"));
     std::fs::write(out.join("expected.txt"), expected).unwrap();
 }

@@ -1,10 +1,6 @@
 //! The `redis` crate (redis-rs 1.x), sync and async, RESP2 and RESP3, against the real binary.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, Server};
+use rill_testkit::{escape, Server};
 use std::collections::HashMap;
 
 fn url(server: &Server, resp3: bool) -> String {
@@ -107,14 +103,14 @@ fn raw_client_sees_resp3_types() {
     let server = Server::subject();
     let mut c = server.connect();
     let hello = c.cmd_value(&["HELLO", "3"]);
-    assert_eq!(hello.get("proto"), Some(&common::Value::Int(3)), "{hello}");
-    assert_eq!(hello.get("server"), Some(&common::Value::Bulk(b"redis".to_vec())), "{hello}");
+    assert_eq!(hello.get("proto"), Some(&rill_testkit::Value::Int(3)), "{hello}");
+    assert_eq!(hello.get("server"), Some(&rill_testkit::Value::Bulk(b"redis".to_vec())), "{hello}");
     assert_eq!(escape(&c.cmd(&["GET", "missing"])), escape(b"_\r\n"));
     assert_eq!(escape(&c.cmd(&["HSET", "h", "f", "v"])), escape(b":1\r\n"));
     assert_eq!(escape(&c.cmd(&["HGETALL", "h"])), escape(b"%1\r\n$1\r\nf\r\n$1\r\nv\r\n"));
     let info = c.cmd_value(&["INFO", "server"]);
     assert!(
-        matches!(&info, common::Value::Verbatim(f, body) if f == "txt" && body.starts_with(b"# Server\r\n")),
+        matches!(&info, rill_testkit::Value::Verbatim(f, body) if f == "txt" && body.starts_with(b"# Server\r\n")),
         "{info}"
     );
 }

@@ -8,14 +8,9 @@
 //!
 //! `RILL_KILLTEST_SEED=N` repeats a run's random choices (each run prints its seed).
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-mod killtest;
-
-use common::{ReferenceServer, Server, ServerKind, TempDir};
-use killtest::process::{Flavor, Fsync, ServerSpec};
-use killtest::Config;
+use crate::killtest::process::{Flavor, Fsync, ServerSpec};
+use crate::killtest::Config;
+use rill_testkit::{ReferenceServer, Server, ServerKind, TempDir};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -38,8 +33,8 @@ fn spec(kind: ServerKind, binary: PathBuf, fsync: Fsync) -> ServerSpec {
 
 fn run(spec: &ServerSpec, rounds: usize) {
     let work = TempDir::new("rill-killtest");
-    let cfg = Config::ci(rounds, killtest::seed_from_env());
-    if let Err(e) = killtest::run(spec, &cfg, work.path()) {
+    let cfg = Config::ci(rounds, crate::killtest::seed_from_env());
+    if let Err(e) = crate::killtest::run(spec, &cfg, work.path()) {
         panic!("{e}");
     }
 }
@@ -103,10 +98,10 @@ fn harness_detects_a_cut_log_tail_on_redis7() {
 
 fn run_expecting_failure(spec: &ServerSpec, tamper: Option<fn(&Path)>) -> String {
     let work = TempDir::new("rill-killtest-negative");
-    let mut cfg = Config::ci(1, killtest::seed_from_env());
+    let mut cfg = Config::ci(1, crate::killtest::seed_from_env());
     cfg.kill_window = Duration::from_millis(200);
     cfg.tamper = tamper;
-    let err = killtest::run(spec, &cfg, work.path()).expect_err("the harness missed a loss");
+    let err = crate::killtest::run(spec, &cfg, work.path()).expect_err("the harness missed a loss");
     println!("detected as expected: {err}");
     err
 }

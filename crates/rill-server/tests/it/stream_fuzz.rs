@@ -52,14 +52,11 @@
 //! `RILL_FUZZ_CASES=N` runs N sequences (default 150), `RILL_FUZZ_RESTARTS=N` N restart cases
 //! (default 25); `RILL_FUZZ_SEED` picks the seed.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{multi_commands, parse_value, ReferenceServer, Server, ServerKind, Side, Value};
+use crate::common::{multi_commands, ClientExt, Side};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use rill_testkit::{parse_value, ReferenceServer, Server, ServerKind, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -842,7 +839,7 @@ const WATCHED: &str = "@watched";
 /// must read Redis' serialisation of every state the sequences reach, and Redis rill's. The
 /// results (RESTORE's reply, or DUMP's nil for a missing key) are compared as for any command,
 /// and every later command runs on the swapped values.
-fn swap(rill: &mut common::RawClient, redis: &mut common::RawClient, key: &str) -> (Value, Value) {
+fn swap(rill: &mut rill_testkit::RawClient, redis: &mut rill_testkit::RawClient, key: &str) -> (Value, Value) {
     let (from_rill, from_redis) = (rill.cmd_value(&["DUMP", key]), redis.cmd_value(&["DUMP", key]));
     let into_redis = redis.restore_dump(key, &from_rill);
     let refused = |v: &Value| matches!(v, Value::Error(_));
@@ -1065,7 +1062,7 @@ fn random_stream_and_group_sequences_match_redis() {
 }
 
 /// Connections to both servers: rill's, then Redis'.
-type Pair = [common::RawClient; 2];
+type Pair = [rill_testkit::RawClient; 2];
 
 /// The connections one sequence runs on: the main pair, two side pairs, and another pair for
 /// [`WATCHED`].
@@ -1295,9 +1292,9 @@ fn sequences_that_once_differed_match_redis() {
 /// and count, and consumer with its seen and active times, all exact; not the node counts, as a
 /// snapshot packs the entries into new nodes), XINFO GROUPS, and each group's XINFO CONSUMERS
 /// (idle times, which move with the clock, blanked).
-fn picture(c: &mut common::RawClient) -> common::Picture {
+fn picture(c: &mut rill_testkit::RawClient) -> crate::common::Picture {
     let mut out = Vec::new();
-    let mut ask = |c: &mut common::RawClient, cmd: Vec<String>| {
+    let mut ask = |c: &mut rill_testkit::RawClient, cmd: Vec<String>| {
         let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
         let v = parse_value(&c.cmd(&args)).unwrap();
         let v = match cmd[1].as_str() {
@@ -1328,9 +1325,9 @@ fn picture(c: &mut common::RawClient) -> common::Picture {
 /// halfway: after `kill -9` and a restart in the same directory the state is what it was.
 #[test]
 fn random_sequences_survive_kill9_and_compaction() {
-    let dir = common::TempDir::new("rill-fuzz-restart");
+    let dir = rill_testkit::TempDir::new("rill-fuzz-restart");
     let args = ["--appendonly", "yes", "--appendfsync", "always", "--stream-node-max-entries", "4"];
-    let proc = std::cell::RefCell::new(Some(common::Proc::start(dir.path(), &args)));
+    let proc = std::cell::RefCell::new(Some(rill_testkit::Proc::start(dir.path(), &args)));
     let cases = std::env::var("RILL_FUZZ_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let (seed, seed_bytes) = seed();
@@ -1365,7 +1362,7 @@ fn random_sequences_survive_kill9_and_compaction() {
                 c.rewrite_log();
             }
         }
-        let (p, diff) = common::kill9_and_compare(p, &mut c, dir.path(), &args, picture);
+        let (p, diff) = crate::common::kill9_and_compare(p, &mut c, dir.path(), &args, picture);
         *slot = Some(p);
         prop_assert!(diff.is_none(), "{}", diff.unwrap_or_default());
         Ok(())

@@ -47,11 +47,7 @@
 //! * `RILL_DIFF_MAX=N` — print up to N mismatches per script (default 15).
 //! * `RILL_SKIP_REFERENCE=1` — a missing reference server is skipped instead of failing the test.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{escape, parse_value, split_aggregate, RawClient, ReferenceServer, Server};
+use rill_testkit::{escape, parse_value, split_aggregate, RawClient, ReferenceServer, Server};
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -548,7 +544,7 @@ fn compare(
 }
 
 fn scripts() -> Vec<(String, PathBuf)> {
-    let dir = common::repo_root().join("tests/diff");
+    let dir = rill_testkit::workspace_root().join("tests/diff");
     let only: Option<Vec<String>> = std::env::var("RILL_DIFF_ONLY")
         .ok()
         .map(|s| s.split(',').map(|x| x.trim().to_owned()).filter(|x| !x.is_empty()).collect());
@@ -566,7 +562,7 @@ fn scripts() -> Vec<(String, PathBuf)> {
 
 #[test]
 fn differential_scripts() {
-    let selftest = common::selftest();
+    let selftest = rill_testkit::selftest();
     let verbose = std::env::var("RILL_DIFF_VERBOSE").is_ok_and(|v| v == "1");
 
     let subject = if selftest {

@@ -1,0 +1,40 @@
+//! rill-server's integration tests, in one test binary: each module was a test target of its
+//! own (`tests/NAME.rs`), and 18 binaries each linking the same dependencies cost more to
+//! build than the tests took to run. A test's name is now `MODULE::NAME`; run one module
+//! with `cargo test -p rill-server --test it MODULE::`.
+//!
+//! Servers, the raw RESP client, temporary directories and ports come from `rill-testkit`;
+//! `common` holds what only these tests share.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+// Shared with `examples/killtest.rs`, which includes it by path too.
+#[path = "../killtest/mod.rs"]
+mod killtest;
+
+mod admin;
+mod client_limits;
+mod clients;
+mod connection_limits;
+mod delivery;
+mod differential;
+mod durability;
+mod introspection;
+mod keyspace_fuzz;
+mod log_format;
+mod persistence;
+mod protected_mode;
+mod protocol;
+mod restore_hostile;
+mod security;
+mod startup;
+mod stream_fuzz;
+mod transport;
+
+/// The binary `rill-testkit` starts is the one Cargo built for these tests.
+#[test]
+fn testkit_finds_the_binary_cargo_built() {
+    let built = std::path::Path::new(env!("CARGO_BIN_EXE_rill-server")).canonicalize().unwrap();
+    assert_eq!(rill_testkit::rill_server_binary().canonicalize().unwrap(), built);
+}
