@@ -104,6 +104,8 @@ use tokio::sync::watch;
 const FSYNC_STALL: Duration = Duration::from_secs(2);
 /// Pause between attempts to recover from a failed write or fsync.
 const RETRY: Duration = Duration::from_secs(1);
+/// Pause between the attempts to write and fsync the log at shutdown.
+const SHUTDOWN_RETRY: Duration = Duration::from_millis(100);
 
 /// What the writer has made safe.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -133,6 +135,8 @@ pub struct LogStatus {
 pub(super) struct Tuning {
     /// Pause between attempts to recover.
     pub retry: Duration,
+    /// Pause between the attempts to finish the log at shutdown.
+    pub shutdown_retry: Duration,
     /// How often the everysec fsync runs; `None`: no fsync thread (the tests call
     /// [`Log::background_fsync`] themselves).
     pub fsync_every: Option<Duration>,
@@ -142,7 +146,12 @@ pub(super) struct Tuning {
 
 impl Default for Tuning {
     fn default() -> Tuning {
-        Tuning { retry: RETRY, fsync_every: Some(Duration::from_secs(1)), prealloc_chunk: PREALLOC_CHUNK_BYTES }
+        Tuning {
+            retry: RETRY,
+            shutdown_retry: SHUTDOWN_RETRY,
+            fsync_every: Some(Duration::from_secs(1)),
+            prealloc_chunk: PREALLOC_CHUNK_BYTES,
+        }
     }
 }
 
@@ -851,7 +860,7 @@ impl Log {
                     tracing::warn!("could not write and fsync the AOF file at shutdown: {e}");
                     self.set_failed(&e, "writing to");
                     if attempt < 2 {
-                        std::thread::sleep(Duration::from_millis(100));
+                        std::thread::sleep(self.tuning.shutdown_retry);
                     }
                 }
             }
