@@ -38,14 +38,16 @@
 //! first record position holding a zero length word with only zero bytes from there to the
 //! end of the file. Since a body always starts with its time stamp, no record has length 0,
 //! so that rule is unambiguous. The padding is cut off whenever a file is finished (a
-//! rotation, a clean shutdown) and at start-up before appending, so only the newest file of
-//! a server that did not shut down cleanly has any.
+//! rotation, a clean shutdown) and at start-up before appending, so only the file written
+//! last by a server that did not shut down cleanly has any.
 //!
 //! **Damage.** A record cut short or failing its checksum with nothing but zeros (or the
 //! end of the file) after it is a torn write (the process or machine died mid-write) and is
-//! cut back on load when `aof-load-truncated yes`; a bad record with any non-zero byte after
-//! it, a zero length word included, is corruption and stops start-up, naming the offset
-//! (`rill-server --check-log FILE [--fix]` reports and repairs).
+//! cut back on load when `aof-load-truncated yes`, if it is in the file written last: the
+//! last one holding data, which a rewrite's new file, listed before the writer switches to
+//! it, may follow (`load::written_last`). Elsewhere it is corruption, and so is a bad record
+//! with any non-zero byte after it, a zero length word included: start-up stops, naming the
+//! offset (`rill-server --check-log FILE [--fix]` reports and repairs).
 
 pub mod check;
 #[cfg(test)]
