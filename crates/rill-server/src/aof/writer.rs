@@ -515,6 +515,29 @@ impl Log {
         self.synced.load(Ordering::Relaxed)
     }
 
+    /// Wait until the writer has done everything queued and waits for more, or the log has
+    /// failed; false if `timeout` passes first. The fault tests use it so that a rotation
+    /// queued on its own is always a round of its own, and the n-th operation is the same one
+    /// in every run.
+    #[cfg(test)]
+    pub(super) fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                // Under the queue lock: the writer sets `writer_idle` under it before it waits,
+                // and clears it under it when it takes work.
+                let q = lock(&self.q);
+                if self.failed() || (q.segs.is_empty() && self.writer_idle.load(Ordering::Relaxed)) {
+                    return true;
+                }
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Run `f` while nothing writes, fsyncs, switches or publishes (a test's look at the
     /// files and the offsets).
     #[cfg(test)]
