@@ -83,15 +83,19 @@ struct Tracked {
     io: Mutex<()>,
 }
 
+/// Called before every fsync, with the file's path (a test holds a thread at a chosen one).
+type SyncHook = Box<dyn FnMut(&Path) + Send>;
+
 struct Disk {
     plan: Plan,
     counts: Mutex<Counts>,
     files: Mutex<Vec<Arc<Tracked>>>,
+    before_sync: Mutex<Option<SyncHook>>,
 }
 
 impl Disk {
     fn new(plan: Plan) -> Arc<Disk> {
-        Arc::new(Disk { plan, counts: Mutex::default(), files: Mutex::default() })
+        Arc::new(Disk { plan, counts: Mutex::default(), files: Mutex::default(), before_sync: Mutex::default() })
     }
 
     /// Count an operation; whether it fails. The extender's zero writes and syncs are not
@@ -188,6 +192,9 @@ impl LogFile for FaultFile {
     }
 
     fn sync_data(&self) -> std::io::Result<()> {
+        if let Some(hook) = self.disk.before_sync.lock().unwrap().as_mut() {
+            hook(&self.tracked.path);
+        }
         let mut disk = self.tracked.on_disk.lock().unwrap();
         if self.disk.fails(Op::Sync) {
             // The pages it could not write are clean now, and read back as the disk has them
@@ -533,6 +540,61 @@ fn a_disk_dying_at_any_point_of_the_recovery_leaves_a_log_that_loads_with_everyt
             }
         }
     }
+}
+
+/// As soon as `failed()` reads false again (write commands are accepted from then on), the
+/// durable state is no longer failed either: a write accepted at that moment is acknowledged
+/// once on disk, not refused as if the log were still failing (its connection would be
+/// closed, and its record written anyway). The writer is held at the last step of its
+/// recovery (the fresh file's fsync) while the test takes `status`, which the writer's
+/// `clear_failed` needs right after lowering the flag: the write then comes in exactly
+/// between the flag going down and whatever the writer does next.
+#[test]
+fn a_write_accepted_as_soon_as_the_recovery_ends_is_acknowledged() {
+    use std::sync::mpsc;
+    let dir = temp_dir();
+    // Record 0's fsync fails; the recovery writes it again into file 2 and fsyncs that.
+    let disk = Disk::new(Plan { fail_sync: Some(1), ..Plan::default() });
+    let (reached, reached_rx) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let fresh = dir.join(format!("{NAME}.2.incr.rlog"));
+    let mut held = false;
+    *disk.before_sync.lock().unwrap() = Some(Box::new(move |path: &Path| {
+        if !held && path == fresh && std::thread::current().name() == Some("rill-aof-writer") {
+            held = true;
+            reached.send(()).unwrap();
+            go_rx.recv().unwrap();
+        }
+    }));
+    let mut files = Files::new(dir.to_str().unwrap(), NAME);
+    let f = files.create_incr(1).unwrap();
+    files.write_manifest(Manifest { base: None, incrs: vec![files.incr_name(1)] }).unwrap();
+    let tuning = Tuning {
+        retry: Duration::from_millis(2),
+        shutdown_retry: Duration::from_millis(2),
+        fsync_every: None,
+        prealloc_chunk: 64 << 10,
+    };
+    let log = Log::start_with(files, f, 1, 8, FsyncPolicy::Always, Box::new(Layer(disk.clone())), tuning).unwrap();
+    let first = log.append_with(|out| encode(out, 0));
+    assert!(!log.wait_durable(first).blocking_recv().unwrap(), "record 0's fsync failed");
+    reached_rx.recv_timeout(Duration::from_secs(10)).expect("the recovery fsyncs the fresh file");
+    let status = log.status.lock().unwrap();
+    go.send(()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while log.failed() {
+        assert!(Instant::now() < deadline, "the recovery did not end");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let end = log.append_with(|out| encode(out, 1));
+    let mut ack = log.wait_durable(end);
+    let early = ack.try_recv();
+    drop(status);
+    assert!(early != Ok(false), "record 1, written once the log had recovered, was refused");
+    assert!(early == Ok(true) || ack.blocking_recv() == Ok(true), "record 1 not acknowledged");
+    assert_eq!(replayed(&dir, Some(&disk)).unwrap(), vec![0, 1]);
+    log.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Records written in the same round as a rotation, before it, are fsynced (in the file they

@@ -776,8 +776,13 @@ impl Log {
         self.sync_current(sink)?;
         self.unsynced.store(false, Ordering::Relaxed);
         self.synced_up_to(sink, sink.file_len);
+        // The durable state first, the flag then: once `failed()` reads false, write commands
+        // are accepted, and one that then waits for its record must not find the log still
+        // failed (it would be refused, its connection closed, and its record written anyway).
+        let offset = if self.policy() == FsyncPolicy::Always { sink.synced } else { sink.written };
+        self.durable.send_replace(Durable { offset, failed: false });
+        self.release_waiters();
         self.clear_failed();
-        self.publish(if self.policy() == FsyncPolicy::Always { sink.synced } else { sink.written });
         Ok(())
     }
 
