@@ -518,6 +518,29 @@ impl Log {
         self.synced.load(Ordering::Relaxed)
     }
 
+    /// Wait until the writer has done everything queued and waits for more, or the log has
+    /// failed; false if `timeout` passes first. The fault tests use it so that a rotation
+    /// queued on its own is always a round of its own, and the n-th operation is the same one
+    /// in every run.
+    #[cfg(test)]
+    pub(super) fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                // Under the queue lock: the writer sets `writer_idle` under it before it waits,
+                // and clears it under it when it takes work.
+                let q = lock(&self.q);
+                if self.failed() || (q.segs.is_empty() && self.writer_idle.load(Ordering::Relaxed)) {
+                    return true;
+                }
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Run `f` while nothing writes, fsyncs, switches or publishes (a test's look at the
     /// files and the offsets).
     #[cfg(test)]
@@ -756,8 +779,13 @@ impl Log {
         self.sync_current(sink)?;
         self.unsynced.store(false, Ordering::Relaxed);
         self.synced_up_to(sink, sink.file_len);
+        // The durable state first, the flag then: once `failed()` reads false, write commands
+        // are accepted, and one that then waits for its record must not find the log still
+        // failed (it would be refused, its connection closed, and its record written anyway).
+        let offset = if self.policy() == FsyncPolicy::Always { sink.synced } else { sink.written };
+        self.durable.send_replace(Durable { offset, failed: false });
+        self.release_waiters();
         self.clear_failed();
-        self.publish(if self.policy() == FsyncPolicy::Always { sink.synced } else { sink.written });
         Ok(())
     }
 
