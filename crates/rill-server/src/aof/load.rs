@@ -47,11 +47,17 @@ fn insert_loaded(
     engine: &mut Engine,
     k: rill_engine::rdb::file::LoadedKey,
     path: &std::path::Path,
+    now_ms: i64,
 ) -> Result<(), String> {
     if k.db >= engine.db_count() {
         return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, engine.db_count()));
     }
     let expire = k.entry.expire_at_ms;
+    // A key that expired before the load is skipped, as a Redis primary skips it. Replay
+    // stays exact: the log records an expiry as a DEL before any command that met the key.
+    if expire.is_some_and(|t| t <= now_ms) {
+        return Ok(());
+    }
     engine.insert(k.db, k.key.clone(), k.entry.value);
     if expire.is_some() {
         engine.set_expire(k.db, &k.key, expire);
@@ -72,11 +78,12 @@ pub fn rebuild(
     engine.set_loading(true);
     if let Some(path) = base {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let ctx = context_for(engine.config(), now_ms());
+        let ctx_now = now_ms();
+        let ctx = context_for(engine.config(), ctx_now);
         let mut reader =
             FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
         while let Some(k) = reader.next_key().map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))? {
-            insert_loaded(&mut engine, k, path)?;
+            insert_loaded(&mut engine, k, path, ctx_now)?;
         }
     }
     for path in incrs {
@@ -104,7 +111,8 @@ pub fn rebuild(
 pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let started = Instant::now();
-    let ctx = load_context(&shared.lock(), now_ms());
+    let load_now = now_ms();
+    let ctx = load_context(&shared.lock(), load_now);
     let mut reader = FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
     let mut n: u64 = 0;
     let mut next_progress = PROGRESS_BYTES;
@@ -114,7 +122,7 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
         for _ in 0..if delay.is_zero() { 1000 } else { 1 } {
             match reader.next_key() {
                 Ok(Some(k)) => {
-                    insert_loaded(&mut st.engine, k, path)?;
+                    insert_loaded(&mut st.engine, k, path, load_now)?;
                     n += 1;
                 }
                 Ok(None) => {
