@@ -147,6 +147,7 @@ impl RawClient {
                 Ok(0) => break true,
                 Ok(n) => out.extend_from_slice(chunk.get(..n).unwrap_or_default()),
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break false, // timed out: still open
             }
         };
@@ -180,7 +181,13 @@ impl RawClient {
             self.pos = 0;
         }
         let mut chunk = [0u8; 64 * 1024];
-        let n = self.stream.read(&mut chunk)?;
+        // A signal to the test process (a child exiting) interrupts a blocking read: retry.
+        let n = loop {
+            match self.stream.read(&mut chunk) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other?,
+            }
+        };
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
