@@ -139,7 +139,7 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Op
 
 /// A request rejected before running: counts as an error and, inside MULTI, dooms the EXEC.
 /// A rejected EXEC itself discards the transaction and says why, as Redis does (also outside
-/// MULTI): `EXECABORT Transaction discarded because of: <error without its code>`.
+/// MULTI): `EXECABORT Transaction discarded because of: <error>`, less an `ERR` code.
 fn reject(st: &mut State, conn: &mut Conn, spec: Option<&'static CommandSpec>, err: Reply) -> Action {
     if let Some(m) = conn.multi.as_mut() {
         m.failed = true;
@@ -152,7 +152,9 @@ fn reject(st: &mut State, conn: &mut Conn, spec: Option<&'static CommandSpec>, e
             c.multi = -1;
         }
         if let Reply::Error(t) = &err {
-            let reason = t.splitn(2, |&c| c == b' ').nth(1).unwrap_or(&t[..]);
+            // Redis words arity-style rejections as bare messages (its `ERR ` is added on
+            // the way out) and keeps the code of the others (OOM, MISCONF, NOAUTH, ...).
+            let reason = t.strip_prefix(b"ERR ").unwrap_or(&t[..]);
             let mut text = b"EXECABORT Transaction discarded because of: ".to_vec();
             text.extend_from_slice(reason);
             err = Reply::Error(Bytes::from(text));
