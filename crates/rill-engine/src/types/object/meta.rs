@@ -78,7 +78,7 @@ impl Default for ObjectConfig {
     fn default() -> Self {
         ObjectConfig {
             list_max_listpack_size: -2,
-            hash_max_listpack_entries: 128,
+            hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,
             set_max_listpack_entries: 128,
