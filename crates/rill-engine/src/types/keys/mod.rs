@@ -28,6 +28,8 @@
 //!   error; an unknown TYPE name matches nothing (Redis 8 keeps that for compatibility); COUNT
 //!   bounds the keys examined, not returned.
 //! - KEYS skips expired keys without deleting them; SCAN deletes the expired keys it meets.
+//! - EXISTS, TYPE and the TTL family are not accesses (OBJECT IDLETIME goes on counting);
+//!   TOUCH is. RENAME and COPY carry the value's encoding state and access time with it.
 
 use super::{arg, delete_key, is_token, owned};
 use crate::command::{key_at, keys_from, CommandSpec, Flags, Handler};
