@@ -64,7 +64,7 @@ impl Entry {
     /// An entry with fresh metadata (a value loaded from a snapshot: its encoding is derived
     /// from its content, and it counts as accessed when the engine started).
     pub fn new(value: Value, expire_at_ms: Option<i64>) -> Entry {
-        Entry { value, expire_at_ms, meta: ObjectMeta::default() }
+        Entry { value, expire_at_ms, meta: ObjectMeta::created(0) }
     }
 }
 

@@ -200,8 +200,12 @@ impl ObjectMeta {
         u64::from(seconds(now_ms).saturating_sub(since))
     }
 
-    /// The LFU counter as OBJECT FREQ reports it: decayed to `now_ms` but not stored.
+    /// The LFU counter as OBJECT FREQ reports it: decayed to `now_ms` but not stored. A key
+    /// not accessed since it was loaded from a snapshot has its initial counter.
     pub fn lfu_decayed(&self, now_ms: i64) -> u8 {
+        if self.access_s == 0 {
+            return self.lfu_counter;
+        }
         let now = minutes(now_ms);
         // The minute clock wraps at 2^16, as Redis'.
         let elapsed = if now >= self.lfu_minutes { now - self.lfu_minutes } else { u16::MAX - self.lfu_minutes + now };
@@ -283,8 +287,9 @@ mod tests {
         assert_eq!(m.idle_seconds(t0 + 3_000, 0), 0);
         m.set_idle(t0, 1000);
         assert_eq!(m.idle_seconds(t0, 0), 1000);
-        let loaded = ObjectMeta::default();
+        let loaded = ObjectMeta::created(0);
         assert_eq!(loaded.idle_seconds(t0, seconds(t0) - 7), 7);
+        assert_eq!(loaded.lfu_decayed(t0), LFU_INIT_VAL);
     }
 
     #[test]

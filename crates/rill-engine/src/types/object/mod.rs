@@ -13,7 +13,8 @@
 //! - `OBJECT IDLETIME key` — whole seconds since the key was last read or written by a command
 //!   other than OBJECT, TYPE, EXISTS, TTL/PTTL/EXPIRETIME/PEXPIRETIME and MEMORY USAGE (which
 //!   Redis also leaves untouched). A key loaded from a snapshot counts from when the engine
-//!   first saw a clock after loading. Under an LFU `maxmemory-policy` it is Redis' error.
+//!   first saw a clock after loading; one rebuilt by replaying the log, from the logged time of
+//!   its last write. Under an LFU `maxmemory-policy` it is Redis' error.
 //! - `OBJECT FREQ key` — the logarithmic access counter Redis keeps under an LFU policy (new
 //!   keys start at 5; `lfu-log-factor` 10 and `lfu-decay-time` 1, Redis' defaults: rill does
 //!   not implement those two directives). Under any other policy it is Redis' error. Where a

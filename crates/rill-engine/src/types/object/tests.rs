@@ -253,7 +253,7 @@ fn list_conversions_follow_the_node_layout() {
 fn loaded_values_are_classified_by_content() {
     let mut h = Harness::new();
     let big: std::collections::HashMap<Bytes, Bytes> =
-        (0..200).map(|i| (Bytes::from(format!("f{i}")), Bytes::from_static(b"v"))).collect();
+        (0..600).map(|i| (Bytes::from(format!("f{i}")), Bytes::from_static(b"v"))).collect();
     h.engine.insert(0, Bytes::from_static(b"h"), Value::Hash(big));
     assert_eq!(enc(&mut h, "h"), bulk("hashtable"));
     let ints: std::collections::HashSet<Bytes> = (0..10).map(|i| Bytes::from(i.to_string())).collect();
