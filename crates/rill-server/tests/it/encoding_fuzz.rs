@@ -10,11 +10,7 @@
 //! `RILL_ENCODING_FUZZ_STEPS=N` sets the commands per run (default 400), `RILL_FUZZ_SEED` the
 //! seed.
 
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-
-mod common;
-
-use common::{RawClient, ReferenceServer, Server, ServerKind, Value};
+use rill_testkit::{RawClient, ReferenceServer, Server, ServerKind, Value};
 
 /// A small deterministic generator (xorshift64*), so a failure names its seed.
 struct Rng(u64);
