@@ -25,12 +25,14 @@ use crate::types::object::{ObjectConfig, ObjectMeta};
 pub enum Value {
     /// A string (also holds integers as their decimal text, as Redis does).
     Str(Bytes),
-    /// A hash: field → value.
-    Hash(HashMap<Bytes, Bytes>),
+    /// A hash: field → value. The tables of a hash and a set are boxed so that a `Value` is
+    /// 40 bytes (a string's `Bytes` and a tag), not 56: every key pays for the largest
+    /// variant, and most keys are strings.
+    Hash(Box<HashMap<Bytes, Bytes>>),
     /// A list, head at the front.
     List(VecDeque<Bytes>),
-    /// A set of members.
-    Set(HashSet<Bytes>),
+    /// A set of members (boxed, as a hash).
+    Set(Box<HashSet<Bytes>>),
     /// A stream (boxed: it is much larger than the other variants).
     Stream(Box<crate::types::stream::Stream>),
 }
