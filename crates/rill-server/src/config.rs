@@ -109,7 +109,7 @@ pub const PARAMS: &[Param] = &[
     p("auto-aof-rewrite-percentage", "100", Kind::Int(0, I32), true),
     p("auto-aof-rewrite-min-size", "67108864", Kind::Memory(0, i64::MAX), true),
     p("list-max-listpack-size", "-2", Kind::Int(-5, I32), true),
-    p("hash-max-listpack-entries", "128", Kind::Int(0, i64::MAX), true),
+    p("hash-max-listpack-entries", "512", Kind::Int(0, i64::MAX), true),
     p("hash-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
     p("set-max-intset-entries", "512", Kind::Int(0, i64::MAX), true),
     p("set-max-listpack-entries", "128", Kind::Int(0, i64::MAX), true),

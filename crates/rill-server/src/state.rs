@@ -169,13 +169,18 @@ impl State {
     /// The state of a server started with `config`: an empty keyspace, no clients, no log
     /// (start-up opens it after loading).
     pub fn new(config: Config) -> State {
-        let engine = Engine::new(rill_engine::EngineConfig {
+        let mut engine_config = rill_engine::EngineConfig {
             databases: config.get_i64("databases").max(1) as usize,
             stream_node_max_entries: config.get_i64("stream-node-max-entries"),
             stream_node_max_bytes: config.get_i64("stream-node-max-bytes"),
             stream_idmp_duration_secs: config.get_i64("stream-idmp-duration").max(1) as u64,
             stream_idmp_maxsize: config.get_i64("stream-idmp-maxsize").max(1) as u64,
-        });
+            object: Default::default(),
+        };
+        for name in rill_engine::types::object::ObjectConfig::DIRECTIVES {
+            engine_config.object.set(name, config.get(name), config.get_i64(name));
+        }
+        let engine = Engine::new(engine_config);
         State {
             hot: HotConfig::from(&config),
             engine,

@@ -10,6 +10,7 @@ use bytes::Bytes;
 impl Engine {
     /// Remove `key` if it has expired at `now_ms`. Returns true when it was removed.
     pub fn expire_if_needed(&mut self, db: usize, key: &[u8], now_ms: i64) -> bool {
+        self.observe_clock(now_ms);
         if self.loading {
             return false;
         }
@@ -28,6 +29,7 @@ impl Engine {
 
     /// Remove up to `budget` expired keys across all databases. Returns how many were removed.
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> usize {
+        self.observe_clock(now_ms);
         let mut removed = 0;
         if self.loading {
             return 0;

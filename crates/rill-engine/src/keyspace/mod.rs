@@ -17,17 +17,22 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 pub use watch::WatchedKeys;
 
+use crate::types::object::meta::Access;
+use crate::types::object::{ObjectConfig, ObjectMeta};
+
 /// A value stored under a key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// A string (also holds integers as their decimal text, as Redis does).
     Str(Bytes),
-    /// A hash: field → value.
-    Hash(HashMap<Bytes, Bytes>),
+    /// A hash: field → value. The tables of a hash and a set are boxed so that a `Value` is
+    /// 40 bytes (a string's `Bytes` and a tag), not 56: every key pays for the largest
+    /// variant, and most keys are strings.
+    Hash(Box<HashMap<Bytes, Bytes>>),
     /// A list, head at the front.
     List(VecDeque<Bytes>),
-    /// A set of members.
-    Set(HashSet<Bytes>),
+    /// A set of members (boxed, as a hash).
+    Set(Box<HashSet<Bytes>>),
     /// A stream (boxed: it is much larger than the other variants).
     Stream(Box<crate::types::stream::Stream>),
 }
@@ -52,6 +57,17 @@ pub struct Entry {
     pub value: Value,
     /// Unix time in ms after which the key no longer exists. `None`: no expiry.
     pub expire_at_ms: Option<i64>,
+    /// How Redis would encode the value, and when it was last accessed (OBJECT, MEMORY USAGE);
+    /// never part of equality. See `types::object::meta`.
+    pub meta: ObjectMeta,
+}
+
+impl Entry {
+    /// An entry with fresh metadata (a value loaded from a snapshot: its encoding is derived
+    /// from its content, and it counts as accessed when the engine started).
+    pub fn new(value: Value, expire_at_ms: Option<i64>) -> Entry {
+        Entry { value, expire_at_ms, meta: ObjectMeta::created(0) }
+    }
 }
 
 impl Entry {
@@ -120,6 +136,9 @@ pub struct EngineConfig {
     pub stream_idmp_duration_secs: u64,
     /// `stream-idmp-maxsize` (default 100): IDMP table size of new streams.
     pub stream_idmp_maxsize: u64,
+    /// The encoding limits (`*-max-listpack-*`, `set-max-intset-entries`) and whether the
+    /// `maxmemory-policy` is an LFU one, for OBJECT.
+    pub object: ObjectConfig,
 }
 
 impl Default for EngineConfig {
@@ -130,6 +149,7 @@ impl Default for EngineConfig {
             stream_node_max_bytes: 4096,
             stream_idmp_duration_secs: 100,
             stream_idmp_maxsize: 100,
+            object: ObjectConfig::default(),
         }
     }
 }
@@ -322,6 +342,15 @@ pub struct Engine {
     /// State of the engine's pseudo-random generator (RANDOMKEY). Fixed seed: the engine has
     /// no entropy source of its own, and nothing random is ever logged.
     rng_state: u64,
+    /// The latest time a lookup or the expiry cycle brought in (ms): the creation time of
+    /// values stored without a lookup's time at hand.
+    clock_ms: i64,
+    /// The first such time after loading, in seconds (0 until one arrives): when keys loaded
+    /// from a snapshot count as last accessed.
+    first_clock_s: u32,
+    /// A separate pseudo-random sequence for the LFU counter, so that reads under an LFU policy
+    /// do not shift RANDOMKEY's.
+    lfu_rng_state: u64,
 }
 
 /// What one command did, besides its reply.
@@ -364,6 +393,9 @@ impl Engine {
             loading: false,
             expired_log: Vec::new(),
             rng_state: 0x005E_ED0F_2111,
+            clock_ms: 0,
+            first_clock_s: 0,
+            lfu_rng_state: 0x0000_1F0C_0DE5,
         }
     }
 
@@ -378,29 +410,78 @@ impl Engine {
         &mut self.dbs[db]
     }
 
-    /// Look a key up for reading: removes it first if it has expired.
+    /// Look a key up for reading: removes it first if it has expired, and counts as an access
+    /// (OBJECT IDLETIME / FREQ).
     pub fn lookup(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
-        self.expire_if_needed(db, key, now_ms);
-        self.db(db).keys.get(key)
+        self.lookup_mut(db, key, now_ms).map(|e| &*e)
     }
 
-    /// Look a key up for writing: removes it first if it has expired.
+    /// Look a key up for writing: removes it first if it has expired; an access.
     pub fn lookup_mut(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
         self.expire_if_needed(db, key, now_ms);
+        let access = self.access(now_ms);
+        let entry = self.db_mut(db).keys.get_mut(key)?;
+        entry.meta.touch(access);
+        Some(entry)
+    }
+
+    /// The entry at `key` as it is: no expiry check, not an access. For handlers adjusting the
+    /// metadata of a value they just stored.
+    pub fn entry_mut(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
         self.db_mut(db).keys.get_mut(key)
     }
 
     /// Look a key up for a read command: as [`Engine::lookup`], and counts the outcome in
     /// `keyspace_hits` / `keyspace_misses` (Redis counts only read lookups there).
     pub fn lookup_read(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
+        let found = self.lookup_mut(db, key, now_ms).is_some();
+        self.count_read(found);
+        self.db(db).keys.get(key)
+    }
+
+    /// [`Engine::lookup_read`] that is not an access: EXISTS, OBJECT, MEMORY USAGE (Redis'
+    /// `LOOKUP_NOTOUCH`).
+    pub fn peek_read(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
         self.expire_if_needed(db, key, now_ms);
         let found = self.db(db).keys.contains_key(key);
+        self.count_read(found);
+        self.db(db).keys.get(key)
+    }
+
+    /// [`Engine::lookup`] that is not an access: TYPE, TTL and friends.
+    pub fn peek(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
+        self.expire_if_needed(db, key, now_ms);
+        self.db(db).keys.get(key)
+    }
+
+    fn count_read(&mut self, found: bool) {
         if found {
             self.keyspace_hits += 1;
         } else {
             self.keyspace_misses += 1;
         }
-        self.db(db).keys.get(key)
+    }
+
+    /// An access at `now_ms`, with the random draw the LFU counter needs under an LFU policy.
+    /// (A handler that looks the same key up twice counts two accesses where Redis' single
+    /// lookup counts one: see `types::object`.)
+    fn access(&mut self, now_ms: i64) -> Access {
+        let draw = if self.config.object.lfu { Some((splitmix(&mut self.lfu_rng_state) >> 32) as u32) } else { None };
+        Access::new(now_ms, draw)
+    }
+
+    /// Note the time a command or the expiry cycle runs at (see `clock_ms`).
+    pub(crate) fn observe_clock(&mut self, now_ms: i64) {
+        self.clock_ms = now_ms;
+        // Replay runs at the logged times; loaded keys count from when serving began.
+        if self.first_clock_s == 0 && !self.loading {
+            self.first_clock_s = u32::try_from(now_ms.max(0) / 1000).unwrap_or(u32::MAX);
+        }
+    }
+
+    /// When keys loaded from a snapshot count as last accessed (Unix seconds; 0: no time yet).
+    pub fn first_clock_s(&self) -> u32 {
+        self.first_clock_s
     }
 
     /// Look a key up for writing, creating it with `make()` (no expiry) when it is missing or
@@ -414,16 +495,23 @@ impl Engine {
         make: impl FnOnce() -> Value,
     ) -> &mut Entry {
         self.expire_if_needed(db, key, now_ms);
-        self.db_mut(db).keys.entry(key.clone()).or_insert_with(|| Entry { value: make(), expire_at_ms: None })
+        let access = self.access(now_ms);
+        match self.db_mut(db).keys.entry(key.clone()) {
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let entry = o.into_mut();
+                entry.meta.touch(access);
+                entry
+            }
+            // A new value starts with fresh counters, as a new Redis object does.
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(Entry { value: make(), expire_at_ms: None, meta: ObjectMeta::created(now_ms) })
+            }
+        }
     }
 
     /// The next number of the engine's pseudo-random sequence (splitmix64).
     pub fn random_u64(&mut self) -> u64 {
-        self.rng_state = self.rng_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng_state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        splitmix(&mut self.rng_state)
     }
 
     /// Whether a live key exists.
@@ -444,8 +532,9 @@ impl Engine {
     }
 
     fn store(&mut self, db: usize, key: &[u8], owned: Option<Bytes>, value: Value) {
+        let meta = ObjectMeta::created(self.clock_ms);
         let d = self.db_mut(db);
-        let entry = Entry { value, expire_at_ms: None };
+        let entry = Entry { value, expire_at_ms: None, meta };
         let old = match d.keys.get_mut(key) {
             Some(slot) => std::mem::replace(slot, entry),
             None => {
@@ -465,17 +554,19 @@ impl Engine {
 
     /// Store `value` under `key`, keeping the old key's expiry if there was one.
     pub fn insert_keep_ttl(&mut self, db: usize, key: Bytes, value: Value) {
+        let meta = ObjectMeta::created(self.clock_ms);
         let d = self.db_mut(db);
         match d.keys.get_mut(&key) {
             Some(e) => {
                 let replaced_stream = matches!(e.value, Value::Stream(_));
                 e.value = value;
+                e.meta = meta;
                 if replaced_stream {
                     self.signal_ready(db, &key);
                 }
             }
             None => {
-                d.keys.insert(key, Entry { value, expire_at_ms: None });
+                d.keys.insert(key, Entry { value, expire_at_ms: None, meta });
             }
         }
     }
@@ -504,6 +595,10 @@ impl Engine {
         }
         if let Some(e) = d.keys.get_mut(&k) {
             e.expire_at_ms = at_ms;
+            if old.is_some() != at_ms.is_some() {
+                // Redis reallocates a string with room for the expiry (or without it).
+                crate::types::object::encoding::string_moved(e, k.len(), old.is_some(), k.len(), at_ms.is_some());
+            }
         }
         true
     }
@@ -710,4 +805,13 @@ impl Engine {
     pub fn total_keys(&self) -> usize {
         self.dbs.iter().map(Db::len).sum()
     }
+}
+
+/// One step of splitmix64.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

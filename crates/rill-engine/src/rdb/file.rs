@@ -226,7 +226,7 @@ impl<'a> FileReader<'a> {
                 rdb_type => {
                     let key = Bytes::from(self.r.string()?);
                     let value = decode_value(&mut self.r, rdb_type, &self.ctx)?;
-                    return Ok(Some(LoadedKey { db: self.db, key, entry: Entry { value, expire_at_ms } }));
+                    return Ok(Some(LoadedKey { db: self.db, key, entry: Entry::new(value, expire_at_ms) }));
                 }
             }
         }
@@ -247,11 +247,11 @@ mod tests {
     fn keys_round_trip_and_corruption_is_caught() {
         let mut w = FileWriter::new(Vec::new(), 12, NodeLimits::default(), 1_000).unwrap();
         w.select_db(0, 2, 1).unwrap();
-        w.key(b"s", &Entry { value: Value::Str(Bytes::from_static(b"v")), expire_at_ms: Some(5_000) }).unwrap();
-        w.key(b"n", &Entry { value: Value::Str(Bytes::from_static(b"12")), expire_at_ms: None }).unwrap();
+        w.key(b"s", &Entry::new(Value::Str(Bytes::from_static(b"v")), Some(5_000))).unwrap();
+        w.key(b"n", &Entry::new(Value::Str(Bytes::from_static(b"12")), None)).unwrap();
         w.select_db(3, 1, 0).unwrap();
         let list = Value::List(["a", "b"].iter().map(|s| Bytes::from_static(s.as_bytes())).collect());
-        w.key(b"l", &Entry { value: list.clone(), expire_at_ms: None }).unwrap();
+        w.key(b"l", &Entry::new(list.clone(), None)).unwrap();
         let (bytes, n) = w.finish().unwrap();
         assert_eq!(n as usize, bytes.len());
         let mut r = FileReader::new(&bytes, ctx()).unwrap();

@@ -172,14 +172,14 @@ fn encode_value(w: &mut Writer, value: &Value, limits: NodeLimits, now_ms: i64) 
         Value::Set(members) => {
             w.u8(types::SET);
             w.length(members.len() as u64);
-            for m in members {
+            for m in members.iter() {
                 w.string(m);
             }
         }
         Value::Hash(fields) => {
             w.u8(types::HASH);
             w.length(fields.len() as u64);
-            for (f, v) in fields {
+            for (f, v) in fields.iter() {
                 w.string(f);
                 w.string(v);
             }
@@ -295,7 +295,7 @@ fn set_from(members: impl Iterator<Item = Result<Vec<u8>, RdbError>>) -> Result<
             return Err(RdbError::Corrupt("duplicate set member"));
         }
     }
-    Ok(Value::Set(set))
+    Ok(Value::Set(Box::new(set)))
 }
 
 /// A hash field and its value, as decoded.
@@ -320,5 +320,5 @@ fn hash_from(pairs: Vec<Pair>) -> Result<Value, RdbError> {
             return Err(RdbError::Corrupt("duplicate hash field"));
         }
     }
-    Ok(Value::Hash(hash))
+    Ok(Value::Hash(Box::new(hash)))
 }

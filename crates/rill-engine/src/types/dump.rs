@@ -8,7 +8,9 @@
 //!   (`BUSYKEY`), the TTL, the payload's version and checksum, then its contents.
 //! - TTL 0 means no expiry; otherwise it is relative ms unless ABSTTL. A TTL already in the
 //!   past replies `OK` without creating the key (with REPLACE the old key is still deleted).
-//! - IDLETIME and FREQ are validated and then ignored: rill keeps no LRU/LFU data.
+//! - IDLETIME sets the key's idle time (OBJECT IDLETIME) unless the `maxmemory-policy` is an LFU
+//!   one; FREQ sets its access counter (OBJECT FREQ) only under an LFU policy. Otherwise each
+//!   is validated and ignored, as in Redis.
 
 use super::{arg, is_token, owned};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
@@ -91,11 +93,12 @@ fn dump(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 struct RestoreOptions {
     replace: bool,
     absttl: bool,
+    idletime: Option<i64>,
+    freq: Option<u8>,
 }
 
 fn parse_options(args: &[Bytes]) -> Result<RestoreOptions, CmdError> {
     let mut opts = RestoreOptions::default();
-    let (mut idletime, mut freq) = (false, false);
     let mut i = 4;
     while let Some(opt) = args.get(i) {
         let value = args.get(i + 1);
@@ -103,19 +106,17 @@ fn parse_options(args: &[Bytes]) -> Result<RestoreOptions, CmdError> {
             opts.replace = true;
         } else if is_token(opt, "ABSTTL") {
             opts.absttl = true;
-        } else if is_token(opt, "IDLETIME") && value.is_some() && !freq {
+        } else if is_token(opt, "IDLETIME") && value.is_some() && opts.freq.is_none() {
             let v = value.and_then(|v| parse_i64(v)).ok_or(CmdError::NOT_INTEGER)?;
             if v < 0 {
                 return Err(CmdError::full("ERR Invalid IDLETIME value, must be >= 0"));
             }
-            idletime = true;
+            opts.idletime = Some(v);
             i += 1;
-        } else if is_token(opt, "FREQ") && value.is_some() && !idletime {
+        } else if is_token(opt, "FREQ") && value.is_some() && opts.idletime.is_none() {
             let v = value.and_then(|v| parse_i64(v)).ok_or(CmdError::NOT_INTEGER)?;
-            if !(0..=255).contains(&v) {
-                return Err(CmdError::full("ERR Invalid FREQ value, must be >= 0 and <= 255"));
-            }
-            freq = true;
+            let v = u8::try_from(v).map_err(|_| CmdError::full("ERR Invalid FREQ value, must be >= 0 and <= 255"))?;
+            opts.freq = Some(v);
             i += 1;
         } else {
             return Err(CmdError::SYNTAX);
@@ -160,7 +161,15 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         return Ok(Reply::ok());
     }
     let key = owned(key);
+    let lfu = engine.config.object.lfu;
     engine.insert(ctx.db, key.clone(), value);
+    if let Some(e) = engine.entry_mut(ctx.db, &key) {
+        match (opts.idletime, opts.freq) {
+            (Some(idle), _) if !lfu => e.meta.set_idle(ctx.now_ms, idle),
+            (_, Some(freq)) if lfu => e.meta.set_freq(ctx.now_ms, freq),
+            _ => {}
+        }
+    }
     engine.set_expire(ctx.db, &key, expire_at);
     engine.modified(ctx.db, &key);
     engine.signal_ready(ctx.db, &key);

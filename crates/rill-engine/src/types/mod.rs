@@ -16,6 +16,7 @@ pub mod dump;
 pub mod hash;
 pub mod keys;
 pub mod list;
+pub mod object;
 pub mod set;
 pub mod strings;
 
@@ -39,6 +40,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         list::COMMANDS,
         set::COMMANDS,
         stream::COMMANDS,
+        object::COMMANDS,
     ]
 }
 

@@ -1,7 +1,7 @@
 //! Test harness for the command families: resolves a command through the real command table,
 //! checks arity as the server does, then calls the engine handler.
 
-use crate::command::{CommandTable, Handler};
+use crate::command::{CommandTable, Handler, Lookup};
 use crate::types::families;
 use crate::{CallCtx, CmdError, Engine, EngineConfig};
 use bytes::Bytes;
@@ -52,8 +52,10 @@ impl Harness {
     }
 
     fn run_args(&mut self, ctx: &mut CallCtx, args: Vec<Bytes>) -> Reply {
-        let Some(spec) = args.first().and_then(|n| self.table.get(n)) else {
-            return Reply::error("ERR unknown command");
+        let spec = match self.table.resolve(&args) {
+            Lookup::Found(spec) => spec,
+            Lookup::UnknownCommand => return Reply::error("ERR unknown command"),
+            Lookup::UnknownSubcommand(_) => return Reply::error("ERR unknown subcommand"),
         };
         if !spec.arity_ok(args.len()) {
             return CmdError::arity(spec.name).to_reply();

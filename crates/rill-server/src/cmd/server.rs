@@ -118,6 +118,12 @@ fn apply(c: &mut Call, name: &str) {
             let v = cfg.get_i64(name).max(1) as u64;
             c.st.engine.reconfigure(|e| e.stream_idmp_maxsize = v);
         }
+        _ if rill_engine::types::object::ObjectConfig::DIRECTIVES.contains(&name) => {
+            let (text, number) = (cfg.get(name).to_string(), cfg.get_i64(name));
+            c.st.engine.reconfigure(|e| {
+                e.object.set(name, &text, number);
+            });
+        }
         "loglevel" => crate::logging::set_level(cfg.get(name)),
         "busy-poll-us" => crate::poll::set_max_us(u64::try_from(cfg.get_i64(name)).unwrap_or(0)),
         "appendfsync" => {
@@ -221,15 +227,26 @@ pub fn debug(c: &mut Call) -> CmdResult {
         }
         ("object", 3) => {
             let key = c.arg(2).to_vec();
-            let Some(e) = c.st.engine.lookup(c.conn.db, &key, c.now_ms) else {
+            let cfg = c.st.engine.config().object;
+            let loaded_s = c.st.engine.first_clock_s();
+            // Not an access, as in Redis.
+            let Some(e) = c.st.engine.peek(c.conn.db, &key, c.now_ms) else {
                 return Err(CmdError::NO_SUCH_KEY);
             };
             let ttl = e.expire_at_ms.map(|t| t - c.now_ms).unwrap_or(-1);
+            let (encoding, quicklist) = rill_engine::types::object::encoding::debug_fields(&key, e, &cfg);
+            let ql = quicklist.map_or(String::new(), |(nodes, avg, bytes)| {
+                format!(
+                    " ql_nodes:{nodes} ql_avg_node:{avg:.2} ql_listpack_max:{} ql_compressed:0 \
+                     ql_uncompressed_size:{bytes}",
+                    cfg.list_max_listpack_size
+                )
+            });
             reply(Reply::Simple(Bytes::from(format!(
-                "Value at:0x0 refcount:1 encoding:{} serializedlength:0 lru:0 lru_seconds_idle:0 type:{} ttl_ms:{}",
+                "Value at:0x0 refcount:1 encoding:{encoding} serializedlength:0 lru:0 lru_seconds_idle:{}{ql} type:{} \
+                 ttl_ms:{ttl}",
+                e.meta.idle_seconds(c.now_ms, loaded_s),
                 e.value.type_name(),
-                e.value.type_name(),
-                ttl
             ))))
         }
         _ => Err(CmdError::owned(format!(

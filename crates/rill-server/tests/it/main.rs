@@ -20,6 +20,7 @@ mod connection_limits;
 mod delivery;
 mod differential;
 mod durability;
+mod encoding_fuzz;
 mod introspection;
 mod keyspace_fuzz;
 mod log_format;

@@ -2,7 +2,8 @@
 //! HEXISTS, HKEYS, HVALS, HSTRLEN here; HRANDFIELD in [`random`], HGETDEL in [`getdel`].
 //!
 //! A hash is a `HashMap<Bytes, Bytes>` (Redis switches between a listpack and a hash table; we
-//! always use the table). Per-field operations are O(1); whole-hash replies O(N).
+//! always use the table, and track which one Redis would use for OBJECT ENCODING: see
+//! `object::encoding`). Per-field operations are O(1); whole-hash replies O(N).
 //!
 //! Redis behaviours we match on purpose:
 //! - HSET/HMSET with a field but no value is an arity error (`wrong number of arguments`).
@@ -19,6 +20,8 @@
 mod getdel;
 mod random;
 
+use super::object::encoding::{hash_after_set, hash_before_set};
+use super::object::ObjectMeta;
 use super::{arg, arity_error, delete_key, owned};
 use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
 use crate::long_double::LongDouble;
@@ -211,12 +214,16 @@ fn read_hash<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Op
     }
 }
 
-/// The hash at `key` for writing, created empty when missing; WRONGTYPE (and nothing created)
-/// for another type. The caller must leave it non-empty or delete it.
-fn write_hash<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &Bytes) -> Result<&'e mut Hash, CmdError> {
-    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Hash(HashMap::new()));
+/// The hash at `key` for writing, created empty when missing, with its metadata; WRONGTYPE
+/// (and nothing created) for another type. The caller must leave it non-empty or delete it.
+fn write_hash<'e>(
+    engine: &'e mut Engine,
+    ctx: &CallCtx,
+    key: &Bytes,
+) -> Result<(&'e mut Hash, &'e mut ObjectMeta), CmdError> {
+    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Hash(Box::default()));
     match &mut entry.value {
-        Value::Hash(h) => Ok(h),
+        Value::Hash(h) => Ok((h, &mut entry.meta)),
         _ => Err(CmdError::WRONGTYPE),
     }
 }
@@ -237,13 +244,16 @@ fn field_pairs(args: &[Bytes]) -> Result<Vec<(&Bytes, &Bytes)>, CmdError> {
 fn set_fields(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes]) -> Result<i64, CmdError> {
     let key = arg(args, 1)?;
     let pairs = field_pairs(args)?;
-    let hash = write_hash(engine, ctx, key)?;
+    let cfg = engine.config.object;
+    let (hash, meta) = write_hash(engine, ctx, key)?;
+    hash_before_set(meta, hash, &pairs, &cfg);
     let mut added = 0;
     for (field, value) in pairs {
         if hash.insert(owned(field), owned(value)).is_none() {
             added += 1;
         }
     }
+    hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key);
     Ok(added)
 }
@@ -261,7 +271,11 @@ fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     if read_hash(engine, ctx, key)?.is_some_and(|h| h.contains_key(field)) {
         return Ok(Reply::Integer(0));
     }
-    write_hash(engine, ctx, key)?.insert(owned(field), owned(value));
+    let cfg = engine.config.object;
+    let (hash, meta) = write_hash(engine, ctx, key)?;
+    hash_before_set(meta, hash, &[(field, value)], &cfg);
+    hash.insert(owned(field), owned(value));
+    hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key);
     Ok(Reply::Integer(1))
 }
@@ -292,7 +306,12 @@ fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         Some(v) => parse_i64(v).ok_or(CmdError::full("ERR hash value is not an integer"))?,
     };
     let new = current.checked_add(incr).ok_or(CmdError::full("ERR increment or decrement would overflow"))?;
-    write_hash(engine, ctx, key)?.insert(owned(field), Bytes::from(new.to_string()));
+    let cfg = engine.config.object;
+    let (hash, meta) = write_hash(engine, ctx, key)?;
+    let value = Bytes::from(new.to_string());
+    hash_after_set(meta, hash, field.len(), value.len(), &cfg);
+    hash.insert(owned(field), value);
+    hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key);
     Ok(Reply::Integer(new))
 }
@@ -309,7 +328,11 @@ fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
     };
     let new = current.checked_add(incr).ok_or(CmdError::full("ERR increment would produce NaN or Infinity"))?;
     let text = new.to_text();
-    write_hash(engine, ctx, key)?.insert(owned(field), text.clone());
+    let cfg = engine.config.object;
+    let (hash, meta) = write_hash(engine, ctx, key)?;
+    hash_after_set(meta, hash, field.len(), text.len(), &cfg);
+    hash.insert(owned(field), text.clone());
+    hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key);
     Ok(Reply::Bulk(text))
 }

@@ -136,7 +136,8 @@ fn ttl_generic(
     millis: bool,
 ) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let Some(entry) = engine.lookup_read(ctx.db, key, ctx.now_ms) else {
+    // Not an access: TTL leaves OBJECT IDLETIME alone, as in Redis.
+    let Some(entry) = engine.peek_read(ctx.db, key, ctx.now_ms) else {
         return Ok(Reply::Integer(-2));
     };
     let Some(at) = entry.expire_at_ms else { return Ok(Reply::Integer(-1)) };

@@ -28,6 +28,8 @@
 //!   error; an unknown TYPE name matches nothing (Redis 8 keeps that for compatibility); COUNT
 //!   bounds the keys examined, not returned.
 //! - KEYS skips expired keys without deleting them; SCAN deletes the expired keys it meets.
+//! - EXISTS, TYPE and the TTL family are not accesses (OBJECT IDLETIME goes on counting);
+//!   TOUCH is. RENAME and COPY carry the value's encoding state and access time with it.
 
 use super::{arg, delete_key, is_token, owned};
 use crate::command::{key_at, keys_from, CommandSpec, Flags, Handler};
@@ -86,7 +88,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Counts how many of the given keys exist, repeats included.",
         complexity: "O(N) in the number of keys given.",
         syntax: "key:key ...",
-        ..CommandSpec::of(Handler::Engine(exists))
+        ..CommandSpec::of(Handler::Engine(exists_untouched))
     },
     CommandSpec {
         name: "type",
@@ -307,7 +309,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl: &["@keyspace", "@read", "@fast"],
         tips: &["request_policy:multi_shard", "response_policy:agg_sum"],
         key_specs: &[keys_from(1, 1, &["RO"])],
-        summary: "Counts the given keys that exist, as an access (rill keeps no access times).",
+        summary: "Counts the given keys that exist, as an access (OBJECT IDLETIME restarts).",
         since: "3.2.1",
         complexity: "O(N) in the number of keys given.",
         syntax: "key:key ...",
@@ -339,7 +341,7 @@ fn del(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, 
     Ok(Reply::Integer(removed))
 }
 
-/// EXISTS and TOUCH: every argument counted, repeats included.
+/// TOUCH: every argument counted, repeats included; each is an access.
 fn exists(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let mut n = 0;
     for key in args.iter().skip(1) {
@@ -350,9 +352,21 @@ fn exists(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     Ok(Reply::Integer(n))
 }
 
+/// EXISTS: as TOUCH, but not an access (Redis looks the keys up without touching them).
+fn exists_untouched(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let mut n = 0;
+    for key in args.iter().skip(1) {
+        if engine.peek_read(ctx.db, key, ctx.now_ms).is_some() {
+            n += 1;
+        }
+    }
+    Ok(Reply::Integer(n))
+}
+
 fn type_cmd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let name = engine.lookup(ctx.db, key, ctx.now_ms).map_or("none", |e| e.value.type_name());
+    // Not an access, as in Redis.
+    let name = engine.peek(ctx.db, key, ctx.now_ms).map_or("none", |e| e.value.type_name());
     Ok(Reply::simple(name))
 }
 
@@ -496,11 +510,27 @@ fn rename_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], nx: bo
     engine.modified(db, src);
     engine.remove(db, dst);
     let dst = owned(dst);
-    engine.insert(db, dst.clone(), entry.value);
-    engine.set_expire(db, &dst, entry.expire_at_ms);
+    insert_moved(engine, db, src, &dst, entry);
     engine.modified(db, &dst);
     engine.signal_ready(db, &dst);
     Ok(if nx { Reply::Integer(1) } else { Reply::ok() })
+}
+
+/// Store a value moved or copied from `src` under `dst`, with its expiry and its metadata
+/// (Redis keeps the object, so its encoding and access time go with it; a string that no
+/// longer fits an `embstr` with the new name becomes `raw`).
+fn insert_moved(engine: &mut Engine, db: usize, src: &[u8], dst: &Bytes, mut entry: crate::Entry) {
+    let has_expiry = entry.expire_at_ms.is_some();
+    crate::types::object::encoding::string_moved(&mut entry, src.len(), has_expiry, dst.len(), has_expiry);
+    let meta = std::mem::take(&mut entry.meta);
+    engine.insert(db, dst.clone(), entry.value);
+    if let Some(e) = engine.entry_mut(db, dst) {
+        // The metadata already accounts for the expiry: set it before the expiry.
+        e.meta = meta;
+    }
+    if has_expiry {
+        engine.set_expire(db, dst, entry.expire_at_ms);
+    }
 }
 
 /// A parsed COPY request.
@@ -549,8 +579,7 @@ fn copy(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         engine.remove(req.dest_db, dst);
     }
     let dst = owned(dst);
-    engine.insert(req.dest_db, dst.clone(), entry.value);
-    engine.set_expire(req.dest_db, &dst, entry.expire_at_ms);
+    insert_moved(engine, req.dest_db, src, &dst, entry);
     engine.modified(req.dest_db, &dst);
     engine.signal_ready(req.dest_db, &dst);
     Ok(Reply::Integer(1))

@@ -2,9 +2,11 @@
 //! LTRIM, BLPOP, BRPOP here; LMOVE, BLMOVE, RPOPLPUSH, BRPOPLPUSH in [`moves`]; LINSERT, LPOS in
 //! [`search`].
 //!
-//! A list is a `VecDeque<Bytes>` (Redis uses a quicklist of listpacks): pushes and pops at
-//! either end are O(1), indexing is O(1) (Redis: O(N)), LREM is O(N), LTRIM O(removed),
-//! LRANGE O(returned).
+//! A list is a `VecDeque<Bytes>` (Redis uses a listpack or a quicklist of listpacks): pushes
+//! and pops at either end are O(1), indexing is O(1) (Redis: O(N)), LREM is O(N), LTRIM
+//! O(removed), LRANGE O(returned). Every write also tells the list's layout model
+//! (`object::quicklist`) what changed, so OBJECT ENCODING reports what Redis would; that adds
+//! O(1) per element pushed or popped, O(nodes) to LSET, LINSERT and LREM.
 //!
 //! Blocking (BLPOP/BRPOP): when every key is missing the handler sets `ctx.block` with the keys,
 //! the deadline and a nil-array timeout reply, and the server parks the client. Each push calls
@@ -29,9 +31,12 @@
 mod moves;
 mod search;
 
+use super::object::encoding::list_layout;
+use super::object::ObjectMeta;
 use super::{arg, delete_key, owned};
 use crate::command::{key_at, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::long_double::LongDouble;
+use crate::types::object::ObjectConfig;
 use crate::util::{int_arg, parse_i64};
 use crate::{BlockRequest, CallCtx, CmdError, Engine, Value, WakeOn};
 use bytes::Bytes;
@@ -237,12 +242,57 @@ fn read_list<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Op
     }
 }
 
-/// The list at `key` for changing in place; `None` when missing, WRONGTYPE for another type.
-fn existing_list<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<&'e mut List>, CmdError> {
-    match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
+/// The list at `key` for changing in place, with its metadata; `None` when missing,
+/// WRONGTYPE for another type.
+fn existing_list<'e>(
+    engine: &'e mut Engine,
+    ctx: &CallCtx,
+    key: &[u8],
+) -> Result<Option<(&'e mut List, &'e mut ObjectMeta)>, CmdError> {
+    match engine.lookup_mut(ctx.db, key, ctx.now_ms) {
         None => Ok(None),
-        Some(Value::List(l)) => Ok(Some(l)),
+        Some(crate::Entry { value: Value::List(l), meta, .. }) => Ok(Some((l, meta))),
         Some(_) => Err(CmdError::WRONGTYPE),
+    }
+}
+
+/// The list at `key` for pushing, created empty when missing, with its metadata.
+fn list_for_push<'e>(
+    engine: &'e mut Engine,
+    ctx: &CallCtx,
+    key: &Bytes,
+) -> Result<(&'e mut List, &'e mut ObjectMeta), CmdError> {
+    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::List(List::new()));
+    match &mut entry.value {
+        Value::List(l) => Ok((l, &mut entry.meta)),
+        _ => Err(CmdError::WRONGTYPE),
+    }
+}
+
+/// What Redis counts of an element it is about to add when it decides whether a listpack
+/// would grow too big: its length, but nothing for an element it already holds as an integer
+/// (LMOVE pushes what it popped, and a popped integer entry is an integer object).
+fn counted_len(element: &[u8], popped: bool) -> usize {
+    if popped && parse_i64(element).is_some() {
+        0
+    } else {
+        element.len()
+    }
+}
+
+/// Pop from `end`, telling the layout.
+fn pop_tracked(list: &mut List, meta: &mut ObjectMeta, end: End, cfg: &ObjectConfig) -> Option<Bytes> {
+    let layout = list_layout(meta, list, cfg);
+    let value = pop_end(list, end)?;
+    layout.pop(&value, end == End::Head);
+    Some(value)
+}
+
+/// After elements left a list that is not empty: Redis may turn a quicklist back into a
+/// listpack.
+fn shrunk(list: &List, meta: &mut ObjectMeta, cfg: &ObjectConfig) {
+    if !list.is_empty() {
+        list_layout(meta, list, cfg).after_shrink(cfg.list_max_listpack_size);
     }
 }
 
@@ -280,19 +330,20 @@ fn push_generic(
 ) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let elements = args.get(2..).unwrap_or(&[]);
-    let list = if only_existing {
+    let cfg = engine.config.object;
+    let fill = cfg.list_max_listpack_size;
+    let (list, meta) = if only_existing {
         match existing_list(engine, ctx, key)? {
             Some(l) => l,
             None => return Ok(Reply::Integer(0)),
         }
     } else {
-        let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::List(List::new()));
-        match &mut entry.value {
-            Value::List(l) => l,
-            _ => return Err(CmdError::WRONGTYPE),
-        }
+        list_for_push(engine, ctx, key)?
     };
+    let layout = list_layout(meta, list, &cfg);
+    layout.before_growth(list.len(), elements.iter().map(|e| e.len()), fill);
     for e in elements {
+        layout.push(e, end == End::Head, fill);
         match end {
             End::Head => list.push_front(owned(e)),
             End::Tail => list.push_back(owned(e)),
@@ -333,17 +384,19 @@ fn pop_generic(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], end: End) -> 
                 .ok_or(CmdError::full("ERR value is out of range, must be positive"))?,
         ),
     };
-    let Some(list) = existing_list(engine, ctx, key)? else {
+    let cfg = engine.config.object;
+    let Some((list, meta)) = existing_list(engine, ctx, key)? else {
         return Ok(if count.is_some() { Reply::NullArray } else { Reply::Null });
     };
     let reply = match count {
-        None => pop_end(list, end).map_or(Reply::Null, Reply::Bulk),
+        None => pop_tracked(list, meta, end, &cfg).map_or(Reply::Null, Reply::Bulk),
         Some(0) => return Ok(Reply::Array(vec![])),
         Some(n) => {
             let n = n.min(list.len());
-            Reply::Array((0..n).filter_map(|_| pop_end(list, end)).map(Reply::Bulk).collect())
+            Reply::Array((0..n).filter_map(|_| pop_tracked(list, meta, end, &cfg)).map(Reply::Bulk).collect())
         }
     };
+    shrunk(list, meta, &cfg);
     let now_empty = list.is_empty();
     after_removal(engine, ctx, key, now_empty);
     Ok(reply)
@@ -379,9 +432,11 @@ fn blocking_pop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], end: End
     // A re-run is the whole command again, as in Redis: the server re-runs a parked client
     // only when a key it waits on holds a list, and then a key before it that now holds
     // another type is WRONGTYPE.
+    let cfg = engine.config.object;
     for key in keys {
-        let Some(list) = existing_list(engine, ctx, key)? else { continue };
-        let Some(value) = pop_end(list, end) else { continue };
+        let Some((list, meta)) = existing_list(engine, ctx, key)? else { continue };
+        let Some(value) = pop_tracked(list, meta, end, &cfg) else { continue };
+        shrunk(list, meta, &cfg);
         let now_empty = list.is_empty();
         after_removal(engine, ctx, key, now_empty);
         return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value)]));
@@ -456,12 +511,21 @@ fn lindex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 
 fn lset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, element) = (arg(args, 1)?, arg(args, 3)?);
+    let cfg = engine.config.object;
+    let fill = cfg.list_max_listpack_size;
     // The key before the index, as Redis.
-    let list = existing_list(engine, ctx, key)?.ok_or(CmdError::NO_SUCH_KEY)?;
+    let (list, meta) = existing_list(engine, ctx, key)?.ok_or(CmdError::NO_SUCH_KEY)?;
     let index = int_arg(arg(args, 2)?)?;
-    let slot =
-        position(index, list.len()).and_then(|i| list.get_mut(i)).ok_or(CmdError::full("ERR index out of range"))?;
-    *slot = owned(element);
+    // Redis makes room for the new element before it checks the index, so even an LSET out of
+    // range can turn a listpack into a quicklist.
+    let layout = list_layout(meta, list, &cfg);
+    layout.before_growth(list.len(), std::iter::once(element.len()), fill);
+    let i = position(index, list.len()).ok_or(CmdError::full("ERR index out of range"))?;
+    layout.replace(list, i, element, fill);
+    if let Some(slot) = list.get_mut(i) {
+        *slot = owned(element);
+    }
+    shrunk(list, meta, &cfg);
     engine.modified(ctx.db, key);
     Ok(Reply::ok())
 }
@@ -469,27 +533,29 @@ fn lset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 fn lrem(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, element) = (arg(args, 1)?, arg(args, 3)?);
     let count = int_arg(arg(args, 2)?)?;
-    let Some(list) = existing_list(engine, ctx, key)? else { return Ok(Reply::Integer(0)) };
+    let cfg = engine.config.object;
+    let Some((list, meta)) = existing_list(engine, ctx, key)? else { return Ok(Reply::Integer(0)) };
     let limit = if count == 0 { usize::MAX } else { usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX) };
-    let mut removed = 0usize;
-    if count >= 0 {
-        list.retain(|e| {
-            let drop = removed < limit && e == element;
-            removed += usize::from(drop);
+    // The positions to remove, ascending (from the tail when the count is negative).
+    let matches = list.iter().enumerate().filter(|(_, e)| *e == element).map(|(i, _)| i);
+    let positions: Vec<usize> = if count >= 0 {
+        matches.take(limit).collect()
+    } else {
+        let mut from_tail: Vec<usize> = matches.rev().take(limit).collect();
+        from_tail.reverse();
+        from_tail
+    };
+    let removed = positions.len();
+    if removed > 0 {
+        list_layout(meta, list, &cfg).remove_at(&positions, element);
+        let mut next = positions.iter().peekable();
+        let mut i = 0;
+        list.retain(|_| {
+            let drop = next.next_if_eq(&&i).is_some();
+            i += 1;
             !drop
         });
-    } else {
-        // From the tail: walk backwards, removing in place.
-        let mut i = list.len();
-        while i > 0 && removed < limit {
-            i -= 1;
-            if list.get(i).is_some_and(|e| e == element) {
-                list.remove(i);
-                removed += 1;
-            }
-        }
-    }
-    if removed > 0 {
+        shrunk(list, meta, &cfg);
         let now_empty = list.is_empty();
         after_removal(engine, ctx, key, now_empty);
     }
@@ -500,14 +566,24 @@ fn ltrim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let key = arg(args, 1)?;
     let start = int_arg(arg(args, 2)?)?;
     let stop = int_arg(arg(args, 3)?)?;
-    let Some(list) = existing_list(engine, ctx, key)? else { return Ok(Reply::ok()) };
+    let cfg = engine.config.object;
+    let Some((list, meta)) = existing_list(engine, ctx, key)? else { return Ok(Reply::ok()) };
     match clamp_range(start, stop, list.len()) {
         None => list.clear(),
         Some((a, b)) => {
+            let layout = list_layout(meta, list, &cfg);
+            // From the tail inwards, as pops: each element leaves the node it is in.
+            for e in list.range(b + 1..).rev() {
+                layout.pop(e, false);
+            }
+            for e in list.range(..a) {
+                layout.pop(e, true);
+            }
             list.truncate(b + 1);
             list.drain(..a);
         }
     }
+    shrunk(list, meta, &cfg);
     let now_empty = list.is_empty();
     after_removal(engine, ctx, key, now_empty);
     Ok(Reply::ok())

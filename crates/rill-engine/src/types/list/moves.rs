@@ -12,10 +12,13 @@
 //! - Blocking forms park on the source only. They time out with a nil *array* (`*-1`), but
 //!   inside MULTI reply a nil *bulk* (`$-1`) at once, as Redis does.
 
-use super::{after_removal, existing_list, list_cmd, parse_timeout, pop_end, End, List};
+use super::{
+    after_removal, counted_len, existing_list, list_cmd, list_for_push, parse_timeout, pop_tracked, shrunk, End,
+};
 use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
+use crate::types::object::encoding::list_layout;
 use crate::types::{arg, is_token, owned};
-use crate::{BlockRequest, CallCtx, CmdError, Engine, Value, WakeOn};
+use crate::{BlockRequest, CallCtx, CmdError, Engine, WakeOn};
 use bytes::Bytes;
 use rill_resp::Reply;
 
@@ -102,7 +105,7 @@ fn move_element(
     from: End,
     to: End,
 ) -> Result<Option<Bytes>, CmdError> {
-    let Some(list) = existing_list(engine, ctx, source)? else {
+    let Some((list, _)) = existing_list(engine, ctx, source)? else {
         return Ok(None);
     };
     if list.is_empty() {
@@ -110,20 +113,27 @@ fn move_element(
     }
     // Check the destination's type before changing anything.
     existing_list(engine, ctx, destination)?;
-    let Some(value) = existing_list(engine, ctx, source)?.and_then(|l| pop_end(l, from)) else {
+    let cfg = engine.config.object;
+    let fill = cfg.list_max_listpack_size;
+    let Some(value) = existing_list(engine, ctx, source)?.and_then(|(l, m)| pop_tracked(l, m, from, &cfg)) else {
         return Ok(None);
     };
     // When source == destination the list is pushed back into before its emptiness is judged.
-    let entry = engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::List(List::new()));
-    let Value::List(target) = &mut entry.value else {
-        return Err(CmdError::WRONGTYPE);
-    };
+    let (target, meta) = list_for_push(engine, ctx, destination)?;
+    let layout = list_layout(meta, target, &cfg);
+    layout.before_growth(target.len(), std::iter::once(counted_len(&value, true)), fill);
+    layout.push(&value, to == End::Head, fill);
     match to {
         End::Head => target.push_front(value.clone()),
         End::Tail => target.push_back(value.clone()),
     }
+    // The source is checked for shrinking after the push, as Redis does (it may be the same
+    // list).
+    if let Some((l, m)) = existing_list(engine, ctx, source)? {
+        shrunk(l, m, &cfg);
+    }
     if source != &destination[..] {
-        let now_empty = existing_list(engine, ctx, source)?.is_none_or(|l| l.is_empty());
+        let now_empty = existing_list(engine, ctx, source)?.is_none_or(|(l, _)| l.is_empty());
         after_removal(engine, ctx, source, now_empty);
     }
     engine.modified(ctx.db, destination);

@@ -12,6 +12,7 @@
 
 use super::{existing_list, list_cmd, read_list};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::types::object::encoding::list_layout;
 use crate::types::{arg, is_token, negatable_int_arg, owned};
 use crate::util::parse_i64;
 use crate::{CallCtx, CmdError, Engine};
@@ -57,12 +58,18 @@ fn linsert(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     } else {
         return Err(CmdError::SYNTAX);
     };
-    let Some(list) = existing_list(engine, ctx, key)? else {
+    let cfg = engine.config.object;
+    let fill = cfg.list_max_listpack_size;
+    let Some((list, meta)) = existing_list(engine, ctx, key)? else {
         return Ok(Reply::Integer(0));
     };
+    // Redis makes room for the element before it looks for the pivot.
+    let layout = list_layout(meta, list, &cfg);
+    layout.before_growth(list.len(), std::iter::once(element.len()), fill);
     let Some(at) = list.iter().position(|e| e == pivot) else {
         return Ok(Reply::Integer(-1));
     };
+    layout.insert(list, at, after, element, fill);
     list.insert(at + usize::from(after), owned(element));
     let len = list.len();
     engine.modified(ctx.db, key);

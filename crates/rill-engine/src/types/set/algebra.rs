@@ -18,6 +18,7 @@
 
 use super::{read_set, set_cmd, Set};
 use crate::command::{key_at, keys_from, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
+use crate::types::object::encoding;
 use crate::types::{arg, delete_key, is_token};
 use crate::util::parse_i64;
 use crate::{CallCtx, CmdError, Engine, Value};
@@ -159,7 +160,7 @@ fn borrow_sets<'e>(engine: &'e Engine, ctx: &CallCtx, keys: &[Bytes]) -> Vec<Opt
     let db = engine.db(ctx.db);
     keys.iter()
         .map(|k| match db.get_raw(k).map(|e| &e.value) {
-            Some(Value::Set(s)) => Some(s),
+            Some(Value::Set(s)) => Some(&**s),
             _ => None,
         })
         .collect()
@@ -205,15 +206,49 @@ fn read_op(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], op: SetOp) -> Res
 
 fn store_op(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], op: SetOp) -> Result<Reply, CmdError> {
     let destination = arg(args, 1)?;
-    let members = compute(engine, ctx, op, args.get(2..).unwrap_or(&[]))?;
+    let keys = args.get(2..).unwrap_or(&[]);
+    let members = compute(engine, ctx, op, keys)?;
     let len = members.len();
     if members.is_empty() {
         delete_key(engine, ctx.db, destination);
-    } else {
-        engine.insert(ctx.db, crate::types::owned(destination), Value::Set(members.into_iter().collect()));
-        engine.modified(ctx.db, destination);
+        return Ok(Reply::Integer(0));
     }
+    let cfg = engine.config.object;
+    let mut meta = crate::types::object::ObjectMeta::default();
+    let from_first = op == SetOp::Diff && diff_builds_from_first(engine, ctx, keys, &mut meta, &cfg);
+    let set: Set = members.into_iter().collect();
+    if !from_first {
+        encoding::set_built(&mut meta, &set, &cfg);
+    }
+    engine.insert(ctx.db, crate::types::owned(destination), Value::Set(Box::new(set)));
+    if let Some(e) = engine.entry_mut(ctx.db, destination) {
+        e.meta.form = meta.form;
+    }
+    engine.modified(ctx.db, destination);
     Ok(Reply::Integer(len as i64))
+}
+
+/// SDIFFSTORE: the first set, when Redis would compute the difference by adding all of it and
+/// then removing the other sets' members (its second algorithm, chosen when the first set
+/// times the number of sets, halved, exceeds the total size) — the result's encoding is then
+/// the one the first set's members build, which this sets in `meta`. False when Redis adds
+/// only the result's members.
+fn diff_builds_from_first(
+    engine: &Engine,
+    ctx: &CallCtx,
+    keys: &[Bytes],
+    meta: &mut crate::types::object::ObjectMeta,
+    cfg: &crate::types::object::ObjectConfig,
+) -> bool {
+    let sets = borrow_sets(engine, ctx, keys);
+    let Some(first) = sets.first().copied().flatten() else { return false };
+    let present = sets.iter().flatten().count();
+    let total: usize = sets.iter().flatten().map(|s| s.len()).sum();
+    if first.len().saturating_mul(present) / 2 <= total {
+        return false;
+    }
+    encoding::set_built_from(meta, first.len(), first.iter(), cfg);
+    true
 }
 
 fn sinter(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -312,9 +347,17 @@ fn smove(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     } else {
         engine.modified(ctx.db, source);
     }
-    let entry = engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::Set(Set::new()));
+    let cfg = engine.config.object;
+    let entry = engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::Set(Box::default()));
     if let Value::Set(dst) = &mut entry.value {
-        dst.insert(crate::types::owned(member));
+        if dst.is_empty() {
+            encoding::set_created(&mut entry.meta, member, 1, &cfg);
+        } else {
+            encoding::set_resolve(&mut entry.meta, dst, &cfg);
+        }
+        if dst.insert(crate::types::owned(member)) {
+            encoding::set_added(&mut entry.meta, dst, member, &cfg);
+        }
     }
     engine.modified(ctx.db, destination);
     Ok(Reply::Integer(1))

@@ -14,6 +14,7 @@
 pub(crate) mod algebra;
 pub(crate) mod random;
 
+use super::object::encoding;
 use super::{arg, delete_key, owned};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::{CallCtx, CmdError, Engine, Value};
@@ -119,9 +120,24 @@ fn read_set<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Opt
 
 fn sadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Set(Set::new()));
+    let cfg = engine.config.object;
+    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Set(Box::default()));
     let Value::Set(set) = &mut entry.value else { return Err(CmdError::WRONGTYPE) };
-    let added = args.iter().skip(2).filter(|m| set.insert(owned(m))).count();
+    let meta = &mut entry.meta;
+    let members = args.get(2..).unwrap_or(&[]);
+    // The encoding Redis picks from the first member and the number given (see
+    // `object::encoding`); a new set is the empty one just inserted.
+    match members.first() {
+        Some(first) if set.is_empty() => encoding::set_created(meta, first, members.len(), &cfg),
+        _ => encoding::set_before_add(meta, set, members.len(), &cfg),
+    }
+    let mut added = 0;
+    for m in members {
+        if set.insert(owned(m)) {
+            added += 1;
+            encoding::set_added(meta, set, m, &cfg);
+        }
+    }
     if added > 0 {
         engine.modified(ctx.db, key);
     }

@@ -93,10 +93,16 @@ fn spop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     }
     choose_front(engine, &mut members, n);
     members.truncate(n);
-    let now_empty = match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
-        Some(Value::Set(set)) => {
+    let cfg = engine.config.object;
+    let now_empty = match engine.lookup_mut(ctx.db, key, ctx.now_ms) {
+        Some(crate::Entry { value: Value::Set(set), meta, .. }) => {
+            crate::types::object::encoding::set_resolve(meta, set, &cfg);
             for m in &members {
                 set.remove(m);
+            }
+            // Popping all but a fifth or less, Redis rebuilds the set from what is left.
+            if count.is_some() && set.len().saturating_mul(5) <= n {
+                crate::types::object::encoding::set_rebuilt_after_pop(meta, set, &cfg);
             }
             set.is_empty()
         }

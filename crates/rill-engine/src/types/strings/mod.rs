@@ -27,6 +27,7 @@
 
 mod getex;
 
+use super::object::meta::Form;
 use super::{arg, arity_error, delete_key, is_token, owned};
 use crate::command::{key_at, keys_from, CommandSpec, Flags, Handler, KeySpec};
 use crate::long_double::LongDouble;
@@ -520,6 +521,8 @@ fn pairs(args: &[Bytes]) -> Result<Vec<(&Bytes, &Bytes)>, CmdError> {
 
 fn mset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     for (key, value) in pairs(args)? {
+        // As Redis' write lookup: an expired key is removed (and logged) before the overwrite.
+        engine.expire_if_needed(ctx.db, key, ctx.now_ms);
         engine.insert_copy(ctx.db, key, Value::Str(owned(value)));
         engine.modified(ctx.db, key);
     }
@@ -583,6 +586,10 @@ fn incrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
     let new = current.checked_add(incr).ok_or(CmdError::full("ERR increment would produce NaN or Infinity"))?;
     let text = new.to_text();
     store_keep_ttl(engine, ctx, key, text.clone());
+    // Redis builds the result as a plain string: `embstr` or `raw`, never `int`.
+    if let Some(e) = engine.entry_mut(ctx.db, key) {
+        e.meta.form = Form::StrPlain;
+    }
     Ok(Reply::Bulk(text))
 }
 
@@ -600,14 +607,16 @@ fn take_vec(b: &mut Bytes) -> Vec<u8> {
 
 fn append(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, value) = (arg(args, 1)?, arg(args, 2)?);
-    let old_len = match read_str(engine, ctx, key)? {
-        None => 0,
-        Some(b) => b.len(),
-    };
+    let old = read_str(engine, ctx, key)?;
+    let old_len = old.as_ref().map_or(0, Bytes::len);
     if old_len.saturating_add(value.len()) > MAX_STRING_BYTES {
         return Err(too_big());
     }
     let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Str(Bytes::new()));
+    if old.is_some() {
+        // Redis appends to a private `raw` copy; a new key is stored like SET's value.
+        entry.meta.form = Form::StrRaw;
+    }
     let Value::Str(b) = &mut entry.value else { return Err(CmdError::WRONGTYPE) };
     let mut v = take_vec(b);
     v.extend_from_slice(value);
@@ -661,6 +670,8 @@ fn setrange(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
     };
     let new_end = offset.checked_add(value.len()).filter(|n| *n <= MAX_STRING_BYTES).ok_or_else(too_big)?;
     let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Str(Bytes::new()));
+    // Redis writes into a `raw` string, new or not.
+    entry.meta.form = Form::StrRaw;
     let Value::Str(b) = &mut entry.value else { return Err(CmdError::WRONGTYPE) };
     let mut v = take_vec(b);
     if v.len() < new_end {
