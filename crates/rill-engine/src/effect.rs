@@ -68,6 +68,10 @@ mod group_tag {
     pub const CLAIMED: u8 = 10;
     pub const NACKED: u8 = 11;
     pub const ACKED: u8 = 12;
+    /// `LastIdRaised` with the group's entries-read (tag 4, written before, lacks it).
+    pub const LAST_ID_RAISED_READ: u8 = 13;
+    /// `Redelivered` with the owner (tag 9, written before, lacks it).
+    pub const REDELIVERED_TO: u8 = 14;
 }
 
 /// One concrete change, as logged and replayed (see the module doc).
@@ -452,10 +456,11 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_id(out, *last_id);
             put_opt(out, *entries_read);
         }
-        GroupEffect::LastIdRaised { group, last_id } => {
-            out.push(group_tag::LAST_ID_RAISED);
+        GroupEffect::LastIdRaised { group, last_id, entries_read } => {
+            out.push(group_tag::LAST_ID_RAISED_READ);
             put_str(out, group);
             put_id(out, *last_id);
+            put_opt(out, *entries_read);
         }
         GroupEffect::ConsumerCreated { group, consumer, time_ms } => {
             out.push(group_tag::CONSUMER_CREATED);
@@ -483,9 +488,10 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_opt(out, *entries_read);
             out.push(u8::from(*noack));
         }
-        GroupEffect::Redelivered { group, id, time_ms, count } => {
-            out.push(group_tag::REDELIVERED);
+        GroupEffect::Redelivered { group, consumer, id, time_ms, count } => {
+            out.push(group_tag::REDELIVERED_TO);
             put_str(out, group);
+            put_str(out, consumer);
             put_id(out, *id);
             put_i64(out, *time_ms);
             put_varint(out, *count);
@@ -644,7 +650,8 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
         group_tag::GROUP_CREATED => GroupEffect::GroupCreated { group, last_id: c.id()?, entries_read: c.opt()? },
         group_tag::GROUP_DESTROYED => GroupEffect::GroupDestroyed { group },
         group_tag::SET_ID => GroupEffect::SetId { group, last_id: c.id()?, entries_read: c.opt()? },
-        group_tag::LAST_ID_RAISED => GroupEffect::LastIdRaised { group, last_id: c.id()? },
+        group_tag::LAST_ID_RAISED => GroupEffect::LastIdRaised { group, last_id: c.id()?, entries_read: None },
+        group_tag::LAST_ID_RAISED_READ => GroupEffect::LastIdRaised { group, last_id: c.id()?, entries_read: c.opt()? },
         group_tag::CONSUMER_CREATED => GroupEffect::ConsumerCreated { group, consumer: c.str()?, time_ms: c.i64()? },
         group_tag::CONSUMER_SEEN => GroupEffect::ConsumerSeen { group, consumer: c.str()?, time_ms: c.i64()? },
         group_tag::CONSUMER_DELETED => GroupEffect::ConsumerDeleted { group, consumer: c.str()? },
@@ -656,8 +663,15 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
             entries_read: c.opt()?,
             noack: c.u8()? != 0,
         },
-        group_tag::REDELIVERED => {
-            GroupEffect::Redelivered { group, id: c.id()?, time_ms: c.i64()?, count: c.varint()? }
+        group_tag::REDELIVERED => GroupEffect::Redelivered {
+            group,
+            consumer: Bytes::new(),
+            id: c.id()?,
+            time_ms: c.i64()?,
+            count: c.varint()?,
+        },
+        group_tag::REDELIVERED_TO => {
+            GroupEffect::Redelivered { group, consumer: c.str()?, id: c.id()?, time_ms: c.i64()?, count: c.varint()? }
         }
         group_tag::CLAIMED => GroupEffect::Claimed {
             group,
@@ -697,7 +711,8 @@ mod tests {
                 last_id,
                 entries_read
             }),
-            (bytes(), id()).prop_map(|(group, last_id)| GroupEffect::LastIdRaised { group, last_id }),
+            (bytes(), id(), any::<Option<u64>>())
+                .prop_map(|(group, last_id, entries_read)| GroupEffect::LastIdRaised { group, last_id, entries_read }),
             (bytes(), bytes(), any::<i64>()).prop_map(|(group, consumer, time_ms)| GroupEffect::ConsumerCreated {
                 group,
                 consumer,
@@ -719,8 +734,9 @@ mod tests {
                     noack
                 }
             ),
-            (bytes(), id(), any::<i64>(), any::<u64>())
-                .prop_map(|(group, id, time_ms, count)| GroupEffect::Redelivered { group, id, time_ms, count }),
+            (bytes(), bytes(), id(), any::<i64>(), any::<u64>()).prop_map(|(group, consumer, id, time_ms, count)| {
+                GroupEffect::Redelivered { group, consumer, id, time_ms, count }
+            }),
             (bytes(), bytes(), id(), any::<i64>(), any::<u64>(), any::<i64>()).prop_map(
                 |(group, consumer, id, time_ms, count, active_ms)| GroupEffect::Claimed {
                     group,

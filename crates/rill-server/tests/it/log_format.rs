@@ -16,7 +16,7 @@ use rill_testkit::{escape, Proc, RawClient, TempDir};
 use std::path::{Path, PathBuf};
 
 /// The fixture folders, oldest first.
-const VERSIONS: &[&str] = &["log-v1"];
+const VERSIONS: &[&str] = &["log-v1", "log-v2"];
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -142,6 +142,9 @@ fn fixture_commands() -> Vec<Vec<&'static str>> {
         &["XAUTOCLAIM", "orders", "billing", "c3", "0", "0-0", "COUNT", "1"],
         &["XREADGROUP", "GROUP", "audit", "a1", "STREAMS", "orders", ">"],
         &["XNACK", "orders", "audit", "FAIL", "IDS", "1", "1700000000003-0"],
+        // log-v2: a history re-read names its owner, XCLAIM LASTID the entries-read it keeps.
+        &["XREADGROUP", "GROUP", "billing", "c2", "STREAMS", "orders", "0"],
+        &["XCLAIM", "orders", "billing", "c2", "0", "1700000000001-0", "LASTID", "1700000000005-0"],
         &["XADD", "ticks", "MAXLEN", "3", "1700000000099-0", "p", "1"],
         &["XADD", "ticks", "1700000000100-0", "p", "2"],
         &["XADD", "ticks", "1700000000101-0", "p", "3"],

@@ -142,8 +142,9 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     let stream = args::group_stream(engine, ctx, key, group, || args::no_key_or_group(key, group))?;
     let mut effects = Vec::new();
     if let Some(last_id) = opts.last_id {
-        if stream.group(group).is_some_and(|g| last_id > g.last_delivered_id) {
-            effects.push(stream.apply_group(GroupEffect::LastIdRaised { group: group.clone(), last_id }));
+        if let Some(g) = stream.group(group).filter(|g| last_id > g.last_delivered_id) {
+            let entries_read = g.entries_read;
+            effects.push(stream.apply_group(GroupEffect::LastIdRaised { group: group.clone(), last_id, entries_read }));
         }
     }
     touch_consumer(stream, group, consumer, now, &mut effects);

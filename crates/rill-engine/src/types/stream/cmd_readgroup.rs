@@ -344,6 +344,7 @@ fn history(
             let count = stream.group(&req.group).and_then(|g| g.pel().get(id)).map_or(1, |e| bump(e.delivery_count));
             effects.push(stream.apply_group(GroupEffect::Redelivered {
                 group: req.group.clone(),
+                consumer: req.consumer.clone(),
                 id,
                 time_ms: now_ms,
                 count,

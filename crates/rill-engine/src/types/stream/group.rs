@@ -146,8 +146,10 @@ pub enum GroupEffect {
     GroupDestroyed { group: Bytes },
     /// XGROUP SETID (PEL untouched).
     SetId { group: Bytes, last_id: StreamId, entries_read: Option<u64> },
-    /// XCLAIM LASTID above the current last-delivered-id.
-    LastIdRaised { group: Bytes, last_id: StreamId },
+    /// XCLAIM LASTID above the current last-delivered-id; entries-read is unchanged, and
+    /// `entries_read` says what it was (a Redis replica is sent `XGROUP SETID ... ENTRIESREAD`,
+    /// which sets both). `None` in records written before it was recorded.
+    LastIdRaised { group: Bytes, last_id: StreamId, entries_read: Option<u64> },
     /// Explicit or implicit consumer creation (seen-time = `time_ms`, active-time −1).
     ConsumerCreated { group: Bytes, consumer: Bytes, time_ms: i64 },
     /// A consumer tried to read or claim: seen-time := `time_ms`.
@@ -158,8 +160,10 @@ pub enum GroupEffect {
     /// `entries_read`; unless `noack`, `id` is pending for `consumer` (count 1, time
     /// `time_ms`, replacing any earlier record) and the consumer's active-time := `time_ms`.
     Delivered { group: Bytes, consumer: Bytes, id: StreamId, time_ms: i64, entries_read: Option<u64>, noack: bool },
-    /// A history read re-delivered `id` to its owner: time and count set, owner unchanged.
-    Redelivered { group: Bytes, id: StreamId, time_ms: i64, count: u64 },
+    /// A history read re-delivered `id` to its owner `consumer`: time and count set, owner
+    /// unchanged (a Redis replica is sent an XCLAIM to that owner). `consumer` is empty in
+    /// records written before it was recorded; replay does not need it.
+    Redelivered { group: Bytes, consumer: Bytes, id: StreamId, time_ms: i64, count: u64 },
     /// XCLAIM / XAUTOCLAIM / XREADGROUP CLAIM: `id` is owned by `consumer` with this time and
     /// count (the record is created if missing: XCLAIM FORCE); active-time := `active_ms`.
     Claimed { group: Bytes, consumer: Bytes, id: StreamId, time_ms: i64, count: u64, active_ms: i64 },
@@ -350,7 +354,7 @@ impl Stream {
                     g.entries_read = *entries_read;
                 }
             }
-            GroupEffect::LastIdRaised { group, last_id } => {
+            GroupEffect::LastIdRaised { group, last_id, .. } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.last_delivered_id = g.last_delivered_id.max(*last_id);
                 }
@@ -381,7 +385,7 @@ impl Stream {
                     }
                 }
             }
-            GroupEffect::Redelivered { group, id, time_ms, count } => {
+            GroupEffect::Redelivered { group, id, time_ms, count, .. } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.pel.touch(*id, *time_ms, *count);
                 }
