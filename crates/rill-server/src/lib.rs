@@ -19,5 +19,6 @@ pub mod listen;
 pub mod logging;
 pub mod poll;
 pub mod ratelimit;
+pub mod replication;
 pub mod run;
 pub mod state;

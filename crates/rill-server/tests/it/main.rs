@@ -27,6 +27,7 @@ mod log_format;
 mod persistence;
 mod protected_mode;
 mod protocol;
+mod replication;
 mod restore_hostile;
 mod security;
 mod startup;

@@ -1,0 +1,367 @@
+//! The replication stream in Redis' own forms: what a Redis replica is sent for each committed
+//! journal unit, so that a real `redis-server` following rill reaches the state rill has
+//! (docs/REPLICATION.md, "The stream in Redis' forms").
+//!
+//! Redis replicates effects, never a request that decided something: a delivery is an
+//! `XCLAIM ... FORCE JUSTID` with its time and count, a moved group cursor `XGROUP SETID ...
+//! ENTRIESREAD`, an expiry `DEL`. rill's effects ([`rill_engine::effect`]) are already those
+//! facts, so the translation is per effect, with no look-up in the keyspace:
+//!
+//! | effect | Redis form |
+//! |---|---|
+//! | a command logged as itself (`XADD` with its made ID, `SREM` for SPOP, `DEL` for an expiry, ...) | the command |
+//! | `Delivered` (a `>` read) | `XCLAIM key group consumer 0 id TIME t RETRYCOUNT 1 FORCE JUSTID LASTID id` (none for NOACK), then one `XGROUP SETID key group <last id> [ENTRIESREAD n]` after the run of deliveries |
+//! | `Redelivered` (a history read), `Claimed` (XCLAIM, XAUTOCLAIM, CLAIM) | `XCLAIM key group owner 0 id TIME t RETRYCOUNT n FORCE JUSTID` |
+//! | `LastIdRaised` (XCLAIM LASTID) | `XGROUP SETID key group id [ENTRIESREAD n]` (the group's entries-read, kept) |
+//! | `ConsumerCreated` | `XGROUP CREATECONSUMER key group consumer` |
+//! | `ConsumerSeen` | nothing: Redis does not replicate seen-time (a replica's is its own) |
+//! | `Acked` (XACK, or a claim finding the entry deleted) | `XACK key group id` |
+//! | `Nacked` (XNACK) | `XNACK key group FAIL IDS 1 id RETRYCOUNT n FORCE` |
+//! | group created / destroyed / cursor set, consumer deleted | `XGROUP CREATE` / `DESTROY` / `SETID` / `DELCONSUMER` |
+//! | `TrimIds` (a DELREF / ACKED trim removing a non-prefix set) | `XDELEX key DELREF IDS n id ...`, or `XDEL key id ...` for KEEPREF |
+//!
+//! A unit of more than one command is wrapped in `MULTI` / `EXEC`, and `SELECT db` precedes a
+//! command whose database is not the one the stream last selected (for a transaction, the
+//! database of its first command, before the `MULTI`), as Redis does.
+//!
+//! Times: `TIME t` is the primary's delivery time; a Redis replica whose clock is behind takes
+//! its own now instead (Redis' rule for a TIME in the future). Consumer seen- and active-times
+//! are the replica's, as between two Redis servers.
+
+use bytes::Bytes;
+use rill_engine::effect::Effect;
+use rill_engine::types::stream::group::GroupEffect;
+use rill_engine::types::stream::StreamId;
+
+/// One command of the stream: its database and its arguments.
+pub type Command = (usize, Vec<Bytes>);
+
+/// An effect with no Redis form: a record from a log written before rill recorded what the
+/// form needs. Live units never hold one; a replica sent from such a record must resync fully.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untranslatable(pub &'static str);
+
+impl std::fmt::Display for Untranslatable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// The commands a Redis replica runs for one unit's effects, in order (no SELECT, MULTI or
+/// EXEC yet: [`Stream::encode`] adds them).
+pub fn commands(effects: &[Effect]) -> Result<Vec<Command>, Untranslatable> {
+    let mut out = Vec::with_capacity(effects.len());
+    // The group cursor a run of deliveries leaves: sent once, after the run.
+    let mut cursor: Option<Command> = None;
+    for effect in effects {
+        if let Effect::Group {
+            db,
+            key,
+            effect: GroupEffect::Delivered { group, consumer, id, time_ms, entries_read, noack },
+        } = effect
+        {
+            if cursor.as_ref().is_some_and(|(d, c)| *d != *db || c.get(2) != Some(key) || c.get(3) != Some(group)) {
+                out.extend(cursor.take());
+            }
+            if !noack {
+                out.push((*db, xclaim(key, group, consumer, *id, *time_ms, 1, Some(*id))));
+            }
+            cursor = Some((*db, xgroup_setid(key, group, *id, *entries_read)));
+            continue;
+        }
+        out.extend(cursor.take());
+        match effect {
+            Effect::Command { db, args } => out.push((*db, args.clone())),
+            Effect::Group { db, key, effect } => {
+                if let Some(args) = group_form(key, effect)? {
+                    out.push((*db, args));
+                }
+            }
+            Effect::TrimIds { db, key, ids, delref } => {
+                let mut args = if *delref {
+                    vec![b("XDELEX"), key.clone(), b("DELREF"), b("IDS"), number(ids.len() as u64)]
+                } else {
+                    vec![b("XDEL"), key.clone()]
+                };
+                args.extend(ids.iter().map(|id| id_arg(*id)));
+                out.push((*db, args));
+            }
+        }
+    }
+    out.extend(cursor);
+    Ok(out)
+}
+
+/// The Redis form of one group effect other than a delivery (`None`: it has none).
+fn group_form(key: &Bytes, effect: &GroupEffect) -> Result<Option<Vec<Bytes>>, Untranslatable> {
+    let k = key.clone();
+    Ok(Some(match effect {
+        GroupEffect::GroupCreated { group, last_id, entries_read } => {
+            let mut args = vec![b("XGROUP"), b("CREATE"), k, group.clone(), id_arg(*last_id)];
+            if let Some(n) = entries_read {
+                args.extend([b("ENTRIESREAD"), number(*n)]);
+            }
+            args
+        }
+        GroupEffect::GroupDestroyed { group } => vec![b("XGROUP"), b("DESTROY"), k, group.clone()],
+        GroupEffect::SetId { group, last_id, entries_read }
+        | GroupEffect::LastIdRaised { group, last_id, entries_read } => {
+            xgroup_setid(key, group, *last_id, *entries_read)
+        }
+        GroupEffect::ConsumerCreated { group, consumer, .. } => {
+            vec![b("XGROUP"), b("CREATECONSUMER"), k, group.clone(), consumer.clone()]
+        }
+        GroupEffect::ConsumerSeen { .. } => return Ok(None),
+        GroupEffect::ConsumerDeleted { group, consumer } => {
+            vec![b("XGROUP"), b("DELCONSUMER"), k, group.clone(), consumer.clone()]
+        }
+        GroupEffect::Delivered { group, consumer, id, time_ms, .. } => {
+            xclaim(key, group, consumer, *id, *time_ms, 1, None)
+        }
+        GroupEffect::Redelivered { group, consumer, id, time_ms, count } => {
+            if consumer.is_empty() {
+                return Err(Untranslatable("a history re-delivery logged without its owner"));
+            }
+            xclaim(key, group, consumer, *id, *time_ms, *count, None)
+        }
+        GroupEffect::Claimed { group, consumer, id, time_ms, count, .. } => {
+            xclaim(key, group, consumer, *id, *time_ms, *count, None)
+        }
+        GroupEffect::Nacked { group, id, count } => vec![
+            b("XNACK"),
+            k,
+            group.clone(),
+            b("FAIL"),
+            b("IDS"),
+            b("1"),
+            id_arg(*id),
+            b("RETRYCOUNT"),
+            number(*count),
+            b("FORCE"),
+        ],
+        GroupEffect::Acked { group, id } => vec![b("XACK"), k, group.clone(), id_arg(*id)],
+    }))
+}
+
+/// `XCLAIM key group consumer 0 id TIME t RETRYCOUNT n FORCE JUSTID [LASTID l]`: `id` is
+/// pending for `consumer`, delivered at `t`, `n` times.
+fn xclaim(
+    key: &Bytes,
+    group: &Bytes,
+    consumer: &Bytes,
+    id: StreamId,
+    time_ms: i64,
+    count: u64,
+    last_id: Option<StreamId>,
+) -> Vec<Bytes> {
+    let mut args = vec![
+        b("XCLAIM"),
+        key.clone(),
+        group.clone(),
+        consumer.clone(),
+        b("0"),
+        id_arg(id),
+        b("TIME"),
+        Bytes::from(time_ms.to_string()),
+        b("RETRYCOUNT"),
+        number(count),
+        b("FORCE"),
+        b("JUSTID"),
+    ];
+    if let Some(l) = last_id {
+        args.extend([b("LASTID"), id_arg(l)]);
+    }
+    args
+}
+
+/// `XGROUP SETID key group id [ENTRIESREAD n]` (without ENTRIESREAD a Redis group's
+/// entries-read becomes unknown, which is what `None` means here).
+fn xgroup_setid(key: &Bytes, group: &Bytes, id: StreamId, entries_read: Option<u64>) -> Vec<Bytes> {
+    let mut args = vec![b("XGROUP"), b("SETID"), key.clone(), group.clone(), id_arg(id)];
+    if let Some(n) = entries_read {
+        args.extend([b("ENTRIESREAD"), number(n)]);
+    }
+    args
+}
+
+fn b(s: &'static str) -> Bytes {
+    Bytes::from_static(s.as_bytes())
+}
+
+fn number(n: u64) -> Bytes {
+    Bytes::from(n.to_string())
+}
+
+fn id_arg(id: StreamId) -> Bytes {
+    Bytes::from(id.to_string())
+}
+
+/// The byte stream a replica reads: keeps the database it last selected, so that `SELECT`
+/// is sent only when it changes.
+#[derive(Debug, Default)]
+pub struct Stream {
+    /// The database the replica has selected (`None`: a new stream, nothing selected yet).
+    selected: Option<usize>,
+}
+
+impl Stream {
+    /// A stream to a replica that has selected nothing yet (Redis starts every new
+    /// replication stream with a SELECT).
+    pub fn new() -> Stream {
+        Stream::default()
+    }
+
+    /// Append the RESP of one unit's commands to `out`: a `SELECT` where the database
+    /// changes, `MULTI` / `EXEC` around more than one command. Returns how many commands it
+    /// wrote, those included.
+    pub fn encode(&mut self, commands: &[Command], out: &mut Vec<u8>) -> usize {
+        let Some((first_db, _)) = commands.first() else { return 0 };
+        let wrap = commands.len() > 1;
+        let mut written = commands.len() + 2 * usize::from(wrap);
+        if wrap {
+            written += self.select(*first_db, out);
+            encode_command(out, &[b("MULTI")]);
+        }
+        for (db, args) in commands {
+            written += self.select(*db, out);
+            encode_command(out, args);
+        }
+        if wrap {
+            encode_command(out, &[b("EXEC")]);
+        }
+        written
+    }
+
+    /// `SELECT db` if the replica is elsewhere; how many commands that wrote (0 or 1).
+    fn select(&mut self, db: usize, out: &mut Vec<u8>) -> usize {
+        if self.selected == Some(db) {
+            return 0;
+        }
+        encode_command(out, &[b("SELECT"), Bytes::from(db.to_string())]);
+        self.selected = Some(db);
+        1
+    }
+}
+
+/// A command as a RESP array of bulk strings, as a client (and a primary) sends it.
+pub fn encode_command(out: &mut Vec<u8>, args: &[Bytes]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    fn line(args: &[Bytes]) -> String {
+        args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" ")
+    }
+
+    fn group(db: usize, key: &str, effect: GroupEffect) -> Effect {
+        Effect::Group { db, key: bulk(key), effect }
+    }
+
+    fn id(ms: u64) -> StreamId {
+        StreamId { ms, seq: 0 }
+    }
+
+    #[test]
+    fn a_read_of_new_entries_is_claims_then_one_cursor_move() {
+        let delivered = |n: u64, noack: bool| GroupEffect::Delivered {
+            group: bulk("g"),
+            consumer: bulk("c"),
+            id: id(n),
+            time_ms: 77,
+            entries_read: Some(n),
+            noack,
+        };
+        let effects = vec![
+            group(0, "s", GroupEffect::ConsumerCreated { group: bulk("g"), consumer: bulk("c"), time_ms: 77 }),
+            group(0, "s", GroupEffect::ConsumerSeen { group: bulk("g"), consumer: bulk("c"), time_ms: 77 }),
+            group(0, "s", delivered(5, false)),
+            group(0, "s", delivered(6, false)),
+            group(0, "t", delivered(9, true)),
+        ];
+        let got: Vec<String> = commands(&effects).unwrap().iter().map(|(_, a)| line(a)).collect();
+        assert_eq!(
+            got,
+            [
+                "XGROUP CREATECONSUMER s g c",
+                "XCLAIM s g c 0 5-0 TIME 77 RETRYCOUNT 1 FORCE JUSTID LASTID 5-0",
+                "XCLAIM s g c 0 6-0 TIME 77 RETRYCOUNT 1 FORCE JUSTID LASTID 6-0",
+                "XGROUP SETID s g 6-0 ENTRIESREAD 6",
+                "XGROUP SETID t g 9-0 ENTRIESREAD 9",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_other_group_effect_has_its_form() {
+        let g = || bulk("g");
+        let cases: Vec<(GroupEffect, &str)> = vec![
+            (GroupEffect::GroupCreated { group: g(), last_id: id(3), entries_read: None }, "XGROUP CREATE s g 3-0"),
+            (GroupEffect::GroupDestroyed { group: g() }, "XGROUP DESTROY s g"),
+            (
+                GroupEffect::SetId { group: g(), last_id: id(4), entries_read: Some(2) },
+                "XGROUP SETID s g 4-0 ENTRIESREAD 2",
+            ),
+            (
+                GroupEffect::LastIdRaised { group: g(), last_id: id(8), entries_read: Some(3) },
+                "XGROUP SETID s g 8-0 ENTRIESREAD 3",
+            ),
+            (GroupEffect::ConsumerDeleted { group: g(), consumer: bulk("c") }, "XGROUP DELCONSUMER s g c"),
+            (
+                GroupEffect::Redelivered { group: g(), consumer: bulk("c"), id: id(5), time_ms: 9, count: 4 },
+                "XCLAIM s g c 0 5-0 TIME 9 RETRYCOUNT 4 FORCE JUSTID",
+            ),
+            (
+                GroupEffect::Claimed { group: g(), consumer: bulk("d"), id: id(5), time_ms: 9, count: 2, active_ms: 9 },
+                "XCLAIM s g d 0 5-0 TIME 9 RETRYCOUNT 2 FORCE JUSTID",
+            ),
+            (GroupEffect::Nacked { group: g(), id: id(5), count: 2 }, "XNACK s g FAIL IDS 1 5-0 RETRYCOUNT 2 FORCE"),
+            (GroupEffect::Acked { group: g(), id: id(5) }, "XACK s g 5-0"),
+        ];
+        for (effect, want) in cases {
+            let got = commands(&[group(0, "s", effect.clone())]).unwrap();
+            assert_eq!(got.len(), 1, "{effect:?}");
+            assert_eq!(line(&got[0].1), want);
+        }
+        let seen = GroupEffect::ConsumerSeen { group: g(), consumer: bulk("c"), time_ms: 1 };
+        assert_eq!(commands(&[group(0, "s", seen)]).unwrap(), vec![]);
+        let old = GroupEffect::Redelivered { group: g(), consumer: Bytes::new(), id: id(5), time_ms: 9, count: 4 };
+        assert!(commands(&[group(0, "s", old)]).is_err(), "a record without the owner has no form");
+    }
+
+    #[test]
+    fn trims_of_chosen_ids_are_deletions() {
+        let trim =
+            |delref| Effect::TrimIds { db: 0, key: bulk("s"), ids: vec![id(1), StreamId { ms: 4, seq: 2 }], delref };
+        assert_eq!(line(&commands(&[trim(true)]).unwrap()[0].1), "XDELEX s DELREF IDS 2 1-0 4-2");
+        assert_eq!(line(&commands(&[trim(false)]).unwrap()[0].1), "XDEL s 1-0 4-2");
+    }
+
+    #[test]
+    fn select_only_on_change_and_multi_around_more_than_one() {
+        let set = |db, k: &str| (db, vec![bulk("SET"), bulk(k), bulk("v")]);
+        let mut s = Stream::new();
+        let mut out = Vec::new();
+        assert_eq!(s.encode(&[set(0, "a")], &mut out), 2);
+        assert_eq!(s.encode(&[set(0, "b")], &mut out), 1);
+        assert_eq!(s.encode(&[set(2, "c"), set(2, "d"), set(0, "e")], &mut out), 7);
+        assert_eq!(s.encode(&[], &mut out), 0);
+        let text = String::from_utf8(out).unwrap();
+        let words: Vec<&str> =
+            text.split("\r\n").filter(|w| !w.is_empty() && !w.starts_with('*') && !w.starts_with('$')).collect();
+        assert_eq!(words.join(" "), "SELECT 0 SET a v SET b v SELECT 2 MULTI SET c v SET d v SELECT 0 SET e v EXEC");
+        assert!(text.starts_with("*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n"));
+    }
+}
