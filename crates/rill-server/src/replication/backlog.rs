@@ -1,0 +1,208 @@
+//! The replication backlog: the newest bytes of the replication stream, so that a replica
+//! that lost its link can continue from its offset (`PSYNC replid offset`) instead of
+//! loading a whole snapshot again.
+//!
+//! ```text
+//!  stream offset:  1 ............ first ................. end
+//!                  [ dropped ]   [ held: histlen bytes ]
+//!                                ^ first_byte_offset      ^ offset (master_repl_offset)
+//! ```
+//!
+//! Offsets count bytes of the stream since the replication ID began, as Redis counts them:
+//! `offset()` is the number of the last byte written (`master_repl_offset`), the first byte
+//! held is `first_byte_offset()` (`repl_backlog_first_byte_offset`), and a replica that has
+//! applied everything up to byte `n` asks for `n + 1`. At most `capacity` bytes
+//! (`repl-backlog-size`) are held; older ones are dropped as new ones arrive. Writing a unit
+//! is one translation into Redis' forms ([`super::forms`]) and a copy into the ring.
+
+use super::forms::{self, Untranslatable};
+use rill_engine::effect::Effect;
+use std::collections::VecDeque;
+
+/// The backlog (see the module doc).
+#[derive(Debug)]
+pub struct Backlog {
+    /// The held bytes, oldest first.
+    ring: VecDeque<u8>,
+    /// At most this many bytes are held (`repl-backlog-size`, at least 1).
+    capacity: usize,
+    /// The number of the last byte written since the replication ID began (0: none yet).
+    offset: u64,
+    /// The stream's SELECT state.
+    stream: forms::Stream,
+    /// Scratch for one unit's bytes.
+    scratch: Vec<u8>,
+}
+
+impl Backlog {
+    /// An empty backlog of `capacity` bytes whose stream continues after byte `offset`
+    /// (0 for a new replication ID).
+    pub fn new(capacity: usize, offset: u64) -> Backlog {
+        Backlog {
+            ring: VecDeque::new(),
+            capacity: capacity.max(1),
+            offset,
+            stream: forms::Stream::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The number of the last byte written (`master_repl_offset`).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The number of the first byte held (`repl_backlog_first_byte_offset`): `offset() + 1`
+    /// while nothing is held.
+    pub fn first_byte_offset(&self) -> u64 {
+        self.offset + 1 - self.ring.len() as u64
+    }
+
+    /// How many bytes are held (`repl_backlog_histlen`).
+    pub fn histlen(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// `repl-backlog-size`.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Change `repl-backlog-size`: a smaller backlog drops its oldest bytes.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity.max(1);
+        self.trim();
+    }
+
+    /// Append one committed unit, in Redis' forms. Returns how many bytes it added. A unit
+    /// with no Redis form (a record from an old log) adds nothing and says so: the replicas
+    /// must then resync fully.
+    pub fn append_unit(&mut self, effects: &[Effect]) -> Result<usize, Untranslatable> {
+        let commands = forms::commands(effects)?;
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        self.stream.encode(&commands, &mut bytes);
+        self.append(&bytes);
+        let n = bytes.len();
+        self.scratch = bytes;
+        Ok(n)
+    }
+
+    /// Append bytes of the stream as they are (PING, `REPLCONF GETACK *`).
+    pub fn append(&mut self, bytes: &[u8]) {
+        self.offset += bytes.len() as u64;
+        if bytes.len() >= self.capacity {
+            self.ring.clear();
+            self.ring.extend(bytes.get(bytes.len() - self.capacity..).unwrap_or_default());
+            return;
+        }
+        self.ring.extend(bytes);
+        self.trim();
+    }
+
+    /// The bytes from byte number `from` to the end, as two slices (the ring may wrap), or
+    /// `None` if `from` is not inside the backlog: from `first_byte_offset()` to `offset() + 1`
+    /// (nothing is missing) a replica can continue, else it needs a full resync.
+    pub fn since(&self, from: u64) -> Option<(&[u8], &[u8])> {
+        let first = self.first_byte_offset();
+        if from < first || from > self.offset + 1 {
+            return None;
+        }
+        let skip = usize::try_from(from - first).ok()?;
+        let (a, b) = self.ring.as_slices();
+        Some(if skip <= a.len() {
+            (a.get(skip..).unwrap_or_default(), b)
+        } else {
+            (&[][..], b.get(skip - a.len()..).unwrap_or_default())
+        })
+    }
+
+    fn trim(&mut self) {
+        if self.ring.len() > self.capacity {
+            let excess = self.ring.len() - self.capacity;
+            self.ring.drain(..excess);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn joined(parts: (&[u8], &[u8])) -> Vec<u8> {
+        [parts.0, parts.1].concat()
+    }
+
+    #[test]
+    fn offsets_count_bytes_as_redis_does() {
+        let mut b = Backlog::new(10, 0);
+        assert_eq!((b.offset(), b.first_byte_offset(), b.histlen()), (0, 1, 0));
+        assert_eq!(joined(b.since(1).unwrap()), b"", "a replica with everything continues");
+        assert!(b.since(0).is_none() && b.since(2).is_none());
+        b.append(b"abcdef");
+        assert_eq!((b.offset(), b.first_byte_offset(), b.histlen()), (6, 1, 6));
+        assert_eq!(joined(b.since(1).unwrap()), b"abcdef");
+        assert_eq!(joined(b.since(4).unwrap()), b"def");
+        assert_eq!(joined(b.since(7).unwrap()), b"");
+        assert!(b.since(8).is_none(), "an offset the primary never reached");
+        b.append(b"ghijkl");
+        assert_eq!((b.offset(), b.first_byte_offset(), b.histlen()), (12, 3, 10));
+        assert!(b.since(2).is_none(), "dropped: full resync");
+        assert_eq!(joined(b.since(3).unwrap()), b"cdefghijkl");
+        assert_eq!(joined(b.since(10).unwrap()), b"jkl");
+        b.append(b"0123456789ABC");
+        assert_eq!((b.offset(), b.first_byte_offset()), (25, 16));
+        assert_eq!(joined(b.since(16).unwrap()), b"3456789ABC", "a write larger than the backlog keeps its tail");
+    }
+
+    /// Any run of appends: `since` gives exactly the model's tail for every offset it
+    /// accepts, and refuses exactly the offsets outside the held bytes.
+    #[test]
+    fn since_matches_a_model_across_the_ring_wrapping() {
+        let mut b = Backlog::new(37, 0);
+        let mut all: Vec<u8> = Vec::new();
+        let mut x: u32 = 7;
+        for round in 0..200u32 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            let len = (x >> 16) as usize % 23;
+            let chunk: Vec<u8> = (0..len).map(|i| (round as usize * 31 + i) as u8).collect();
+            b.append(&chunk);
+            all.extend(&chunk);
+            let end = all.len() as u64;
+            let first = end + 1 - all.len().min(37) as u64;
+            assert_eq!((b.offset(), b.first_byte_offset()), (end, first));
+            for from in first.saturating_sub(2)..=end + 2 {
+                let want = (from >= first && from <= end + 1).then(|| all[(from - 1) as usize..].to_vec());
+                assert_eq!(b.since(from).map(joined), want, "from {from} after {end} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn a_continuing_backlog_starts_after_its_offset_and_shrinks_on_request() {
+        let mut b = Backlog::new(100, 1000);
+        assert_eq!((b.offset(), b.first_byte_offset()), (1000, 1001));
+        b.append(b"xyz");
+        assert_eq!(joined(b.since(1001).unwrap()), b"xyz");
+        b.set_capacity(2);
+        assert_eq!((b.first_byte_offset(), b.histlen(), b.capacity()), (1002, 2, 2));
+        assert_eq!(joined(b.since(1002).unwrap()), b"yz");
+    }
+
+    #[test]
+    fn units_go_in_as_redis_forms() {
+        let mut b = Backlog::new(1 << 20, 0);
+        let set =
+            Effect::command(0, vec![Bytes::from_static(b"SET"), Bytes::from_static(b"k"), Bytes::from_static(b"v")]);
+        let n = b.append_unit(std::slice::from_ref(&set)).unwrap();
+        let wire = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
+        assert_eq!(n, wire.len());
+        assert_eq!(joined(b.since(1).unwrap()), wire);
+        // The same database: no SELECT this time.
+        let n2 = b.append_unit(&[set]).unwrap();
+        assert_eq!(n2, wire.len() - 23);
+        assert_eq!(b.offset() as usize, n + n2);
+    }
+}
