@@ -186,7 +186,7 @@ pub fn run(args: &[String]) -> i32 {
         Tail::Truncated { at } | Tail::Corrupt { at, .. } if !fix => {
             let what = match records.tail {
                 Some(Tail::Corrupt { reason, .. }) => format!("corrupt record at offset {at}: {reason}"),
-                _ => format!("truncated record at offset {at} (a torn write)"),
+                _ => format!("truncated record at offset {at} (a torn write if this is the file written last; in an earlier file, corruption)"),
             };
             println!(
                 "{path}: {what}; {n} good records end at offset {good}, {} bytes after it",
