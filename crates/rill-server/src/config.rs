@@ -119,6 +119,9 @@ pub const PARAMS: &[Param] = &[
     p("lua-time-limit", "5000", Kind::Int(0, i64::MAX), true),
     p("busy-reply-threshold", "5000", Kind::Int(0, i64::MAX), true),
     p("repl-diskless-sync", "yes", Kind::Bool, true),
+    // The replication backlog's size (`replication::backlog`), applied when it is made and on
+    // CONFIG SET.
+    p("repl-backlog-size", "1048576", Kind::Memory(1, i64::MAX), true),
     p("enable-debug-command", "no", Kind::Enum(PROTECTED_ACTION), false),
     p("enable-protected-configs", "no", Kind::Enum(PROTECTED_ACTION), false),
     p("enable-module-command", "no", Kind::Enum(PROTECTED_ACTION), false),
@@ -155,7 +158,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "repl-ping-replica-period",
     "repl-timeout",
     "repl-disable-tcp-nodelay",
-    "repl-backlog-size",
     "repl-backlog-ttl",
     "replica-priority",
     "slave-priority",

@@ -197,11 +197,21 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "acl_access_denied_tls_cert:{}", s.acl.denied_tls_cert);
         }
         "replication" => {
+            let r = &st.replication;
             line!(out, "# Replication");
             line!(out, "role:master");
             line!(out, "connected_slaves:0");
-            line!(out, "master_replid:{}", shared.run_id);
-            line!(out, "master_repl_offset:0");
+            line!(out, "master_failover_state:no-failover");
+            line!(out, "master_replid:{}", r.replid);
+            line!(out, "master_replid2:{}", r.replid2);
+            line!(out, "master_repl_offset:{}", r.offset());
+            line!(out, "second_repl_offset:{}", r.second_offset);
+            line!(out, "repl_backlog_active:{}", u8::from(r.backlog.is_some()));
+            line!(out, "repl_backlog_size:{}", st.config.get_i64("repl-backlog-size"));
+            // Redis shows 0 for both while it has no backlog.
+            let (first, histlen) = r.backlog.as_ref().map_or((0, 0), |b| (b.first_byte_offset(), b.histlen()));
+            line!(out, "repl_backlog_first_byte_offset:{first}");
+            line!(out, "repl_backlog_histlen:{histlen}");
         }
         "cpu" => {
             let (user, sys) = alloc::cpu_seconds();

@@ -163,6 +163,8 @@ pub struct State {
     pub journal: crate::journal::Journal,
     /// Snapshot and rewrite status.
     pub persist: crate::aof::rewrite::Persist,
+    /// Replication: the stream's history ID and offsets, the backlog.
+    pub replication: crate::replication::Replication,
 }
 
 impl State {
@@ -191,6 +193,7 @@ impl State {
             last_save_unix: now_ms() / 1000,
             active_expire: true,
             journal: crate::journal::Journal::default(),
+            replication: crate::replication::Replication::new(crate::run::run_id()),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,

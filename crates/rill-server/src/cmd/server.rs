@@ -124,6 +124,12 @@ fn apply(c: &mut Call, name: &str) {
                 e.object.set(name, &text, number);
             });
         }
+        "repl-backlog-size" => {
+            let size = usize::try_from(cfg.get_i64(name)).unwrap_or(usize::MAX);
+            if let Some(b) = &mut c.st.replication.backlog {
+                b.set_capacity(size);
+            }
+        }
         "loglevel" => crate::logging::set_level(cfg.get(name)),
         "busy-poll-us" => crate::poll::set_max_us(u64::try_from(cfg.get_i64(name)).unwrap_or(0)),
         "appendfsync" => {
@@ -354,4 +360,11 @@ pub fn bgrewriteaof(c: &mut Call) -> CmdResult {
         Ok(()) => reply(Reply::simple("Background append only file rewriting started")),
         Err(e) => Err(CmdError::full(e)),
     }
+}
+
+/// `ROLE`: `["master", offset, [[ip, port, ack-offset], ...]]` (no replica can attach yet, so
+/// the list is empty).
+pub fn role(c: &mut Call) -> CmdResult {
+    let offset = i64::try_from(c.st.replication.offset()).unwrap_or(i64::MAX);
+    reply(Reply::Array(vec![Reply::Bulk(Bytes::from_static(b"master")), Reply::Integer(offset), Reply::Array(vec![])]))
 }

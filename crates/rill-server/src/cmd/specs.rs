@@ -514,6 +514,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..CommandSpec::of(server(&Run(server::bgrewriteaof)))
     },
     CommandSpec {
+        name: "role",
+        arity: 1,
+        flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST),
+        acl: &["@admin", "@fast", "@dangerous"],
+        group: "server",
+        summary: "Says whether this server is a primary or a replica, with its replication offset \
+                  and its replicas (or its primary and link state).",
+        since: "2.8.12",
+        ..CommandSpec::of(server(&Run(server::role)))
+    },
+    CommandSpec {
         name: "lastsave",
         arity: 1,
         flags: LOADING_STALE.and(Flags::FAST),

@@ -16,3 +16,32 @@
 
 pub mod backlog;
 pub mod forms;
+
+/// A primary's replication state: which history its stream belongs to and, once a replica
+/// has attached, the backlog.
+#[derive(Debug)]
+pub struct Replication {
+    /// The 40-hex ID of this stream's history (`master_replid`); a new one at every start
+    /// until it is kept across restarts.
+    pub replid: String,
+    /// The history this one continues (`master_replid2`): 40 zeros when none.
+    pub replid2: String,
+    /// The last offset of `replid2`'s history that this one shares (`second_repl_offset`), -1
+    /// when none.
+    pub second_offset: i64,
+    /// The backlog: made when the first replica attaches, as Redis makes it, so a server with
+    /// no replica records nothing for one.
+    pub backlog: Option<backlog::Backlog>,
+}
+
+impl Replication {
+    /// A new history with ID `replid`, no backlog.
+    pub fn new(replid: String) -> Replication {
+        Replication { replid, replid2: "0".repeat(40), second_offset: -1, backlog: None }
+    }
+
+    /// `master_repl_offset`: the last byte of the stream (0 while there is no backlog).
+    pub fn offset(&self) -> u64 {
+        self.backlog.as_ref().map_or(0, backlog::Backlog::offset)
+    }
+}

@@ -149,3 +149,25 @@ fn checker_accepts_redis_8() {
         check_server(&redis);
     }
 }
+
+/// INFO replication of a primary without replicas: Redis 8.2.3's fields, in its order, with
+/// its values (the two replication IDs aside: the first is random, the second all zeros).
+#[test]
+fn info_replication_has_redis_fields_in_order() {
+    let Some(redis) = Server::reference(ReferenceServer::Redis8) else { return };
+    let rill = Server::subject();
+    let lines = |s: &Server| -> Vec<String> {
+        let v = rill_testkit::RawClient::connect(s.port).cmd_value(&["INFO", "replication"]);
+        let text = bulk(&v, "INFO replication");
+        text.lines()
+            .map(|l| match l.split_once(':') {
+                Some(("master_replid", id)) => {
+                    assert!(id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{l}");
+                    "master_replid:<40 hex>".to_string()
+                }
+                _ => l.to_string(),
+            })
+            .collect()
+    };
+    assert_eq!(lines(&rill), lines(&redis));
+}
