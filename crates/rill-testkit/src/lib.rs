@@ -13,7 +13,7 @@
 //!   deliberately tiny and independent of `rill-resp`, so a bug there cannot hide behind a
 //!   matching bug here.
 //! * [`TempDir`], [`free_port`], [`ChildGuard`] (kill on drop, wait for exit with a deadline)
-//!   and [`redis_cli`].
+//!   and [`redis_cli`]; [`Rng`] and [`fuzz_seed`] for randomised tests.
 //!
 //! When a reference server is missing the tests fail loudly (CI installs both through
 //! `scripts/install-deps.sh`) unless `RILL_SKIP_REFERENCE=1`; with `RILL_DIFF_SELFTEST=1`,
@@ -24,6 +24,7 @@ mod client;
 mod ports;
 mod process;
 pub mod resp;
+mod rng;
 mod server;
 mod temp_dir;
 
@@ -34,5 +35,6 @@ pub use process::{redis_cli, wait_exit, ChildGuard};
 pub use resp::{
     encode_command, encode_command_into, escape, frame_len, parse_frame, parse_value, split_aggregate, Value,
 };
+pub use rng::{fuzz_seed, Rng};
 pub use server::{Launch, Proc, Server, ServerKind, RESTART_TIMEOUT, STARTUP_TIMEOUT};
 pub use temp_dir::TempDir;

@@ -10,31 +10,7 @@
 //! `RILL_ENCODING_FUZZ_STEPS=N` sets the commands per run (default 400), `RILL_FUZZ_SEED` the
 //! seed.
 
-use rill_testkit::{RawClient, ReferenceServer, Server, ServerKind, Value};
-
-/// A small deterministic generator (xorshift64*), so a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1) as u64) as i64
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
+use rill_testkit::{fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
 
 const KEYS: [&str; 3] = ["k0", "k1", "k2"];
 
@@ -180,7 +156,7 @@ fn run(
     redis: &mut RawClient,
     seen: &mut std::collections::BTreeMap<String, usize>,
 ) -> Vec<String> {
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut failures = Vec::new();
     for c in [&mut *rill, &mut *redis] {
         c.cmd(&["FLUSHALL"]);
@@ -189,7 +165,7 @@ fn run(
     for step in 0..steps {
         let cmd = match kind {
             "list" => {
-                let k = KEYS[(rng.next() % 3) as usize];
+                let k = KEYS[(rng.next_u64() % 3) as usize];
                 let len = match redis.cmd_value(&["LLEN", k]) {
                     Value::Int(n) => n,
                     _ => 0,
@@ -254,7 +230,7 @@ fn encodings_match_redis_after_every_command() {
     let redis_server = Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, &debug);
     let (mut rill, mut redis) = (rill_server.connect(), redis_server.connect());
     let steps = std::env::var("RILL_ENCODING_FUZZ_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
-    let seed: u64 = std::env::var("RILL_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x000b_1ec7);
+    let seed = fuzz_seed(0x000b_1ec7);
     let mut failures = Vec::new();
     let mut seen = std::collections::BTreeMap::new();
     for fill in ["-2", "-1", "3", "5"] {

@@ -18,27 +18,7 @@ use rill_server::client::{Action, Conn};
 use rill_server::journal::MemorySink;
 use rill_server::replication::forms;
 use rill_server::state::{Shared, State};
-use rill_testkit::{escape, parse_value, RawClient, ReferenceServer, Server, ServerKind, Value};
-
-/// A small deterministic generator (xorshift64*), so a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
+use rill_testkit::{escape, fuzz_seed, parse_value, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
 
 /// rill in this process, with a journal sink and no log.
 struct Rill {
@@ -237,8 +217,8 @@ fn a_redis_replica_sent_the_forms_reaches_rills_state() {
     };
     let mut replica = RawClient::connect(redis.port);
     let steps: usize = std::env::var("RILL_REPL_FUZZ_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
-    let seed: u64 = std::env::var("RILL_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x005E_ED0F_2026);
-    let mut rng = Rng(seed | 1);
+    let seed = fuzz_seed(0x005E_ED0F_2026);
+    let mut rng = Rng::new(seed);
     let mut rill = Rill::new();
     // The primary's clock runs a minute behind the replica's, so that no delivery time lies
     // in the replica's future (Redis would take its own now instead).
