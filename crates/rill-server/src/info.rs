@@ -209,7 +209,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "repl_backlog_active:{}", u8::from(r.backlog.is_some()));
             line!(out, "repl_backlog_size:{}", st.config.get_i64("repl-backlog-size"));
             // Redis shows 0 for both while it has no backlog.
-            let (first, histlen) = r.backlog.as_ref().map_or((0, 0), |b| (b.first_byte_offset(), b.histlen()));
+            let (first, histlen) = r.with_backlog(|b| (b.first_byte_offset(), b.histlen())).unwrap_or((0, 0));
             line!(out, "repl_backlog_first_byte_offset:{first}");
             line!(out, "repl_backlog_histlen:{histlen}");
         }

@@ -126,8 +126,8 @@ fn apply(c: &mut Call, name: &str) {
         }
         "repl-backlog-size" => {
             let size = usize::try_from(cfg.get_i64(name)).unwrap_or(usize::MAX);
-            if let Some(b) = &mut c.st.replication.backlog {
-                b.set_capacity(size);
+            if let Some(b) = &c.st.replication.backlog {
+                b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).set_capacity(size);
             }
         }
         "loglevel" => crate::logging::set_level(cfg.get(name)),

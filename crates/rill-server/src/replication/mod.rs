@@ -17,6 +17,11 @@
 pub mod backlog;
 pub mod forms;
 
+use crate::journal::{Journal, Sink};
+use backlog::Backlog;
+use rill_engine::effect::EffectBuf;
+use std::sync::{Arc, Mutex};
+
 /// A primary's replication state: which history its stream belongs to and, once a replica
 /// has attached, the backlog.
 #[derive(Debug)]
@@ -30,8 +35,9 @@ pub struct Replication {
     /// when none.
     pub second_offset: i64,
     /// The backlog: made when the first replica attaches, as Redis makes it, so a server with
-    /// no replica records nothing for one.
-    pub backlog: Option<backlog::Backlog>,
+    /// no replica records nothing for one. Behind its own lock: replica connections will copy
+    /// from it without holding the state lock.
+    pub backlog: Option<Arc<Mutex<Backlog>>>,
 }
 
 impl Replication {
@@ -42,6 +48,97 @@ impl Replication {
 
     /// `master_repl_offset`: the last byte of the stream (0 while there is no backlog).
     pub fn offset(&self) -> u64 {
-        self.backlog.as_ref().map_or(0, backlog::Backlog::offset)
+        self.with_backlog(|b| b.offset()).unwrap_or(0)
+    }
+
+    /// `f` of the backlog, if there is one.
+    pub fn with_backlog<T>(&self, f: impl FnOnce(&Backlog) -> T) -> Option<T> {
+        let backlog = self.backlog.as_ref()?.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(f(&backlog))
+    }
+
+    /// The backlog, made now if there is none (of `size` bytes, continuing the stream's offset)
+    /// and fed by `journal` from its next committed unit on: what attaching the first replica
+    /// does.
+    pub fn start_backlog(&mut self, journal: &mut Journal, size: usize) -> Arc<Mutex<Backlog>> {
+        if let Some(b) = &self.backlog {
+            return b.clone();
+        }
+        let backlog = Arc::new(Mutex::new(Backlog::new(size, self.offset())));
+        journal.add_sink(Box::new(BacklogSink(backlog.clone())));
+        self.backlog = Some(backlog.clone());
+        backlog
+    }
+}
+
+/// The journal sink that writes each committed unit into the backlog, in Redis' forms.
+#[derive(Debug)]
+struct BacklogSink(Arc<Mutex<Backlog>>);
+
+impl Sink for BacklogSink {
+    fn commit(&mut self, _time_ms: i64, unit: &EffectBuf) {
+        let mut backlog = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let written = unit
+            .decode()
+            .map_err(|e| e.to_string())
+            .and_then(|effects| backlog.append_unit(&effects).map_err(|e| e.to_string()));
+        if let Err(why) = written {
+            // Only a record read back from an old log can lack a Redis form, and units here are
+            // live: this is a bug, and the replicas' copy would now differ.
+            tracing::error!("a journal unit could not enter the replication backlog: {why}");
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::client::{Action, Conn};
+    use crate::state::{Shared, State};
+    use bytes::Bytes;
+    use rill_resp::Reply;
+
+    fn run(shared: &Shared, conn: &mut Conn, line: &str, now_ms: i64) -> Reply {
+        let mut args: Vec<Bytes> = line.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+        let mut st = shared.lock();
+        match crate::dispatch::execute(shared, &mut st, conn, &mut args, now_ms) {
+            Action::Reply(r) => r,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_backlog_starts_recording_when_made_and_holds_the_redis_forms() {
+        let st = State::new(crate::config::Config::default());
+        let shared = Shared::new(st, crate::cmd::table(), crate::cmd::table(), 0, "0".repeat(40));
+        let mut conn = Conn::new(1, true);
+        run(&shared, &mut conn, "SET before v", 1_000);
+        let backlog = {
+            let mut st = shared.lock();
+            assert!(!st.journal.recording(), "no log, no replica: nothing is recorded");
+            let st = &mut *st;
+            st.replication.start_backlog(&mut st.journal, 1 << 20)
+        };
+        assert!(shared.lock().journal.recording());
+        run(&shared, &mut conn, "SET k v", 2_000);
+        run(&shared, &mut conn, "XADD s * f v", 3_000);
+        run(&shared, &mut conn, "GET k", 4_000);
+        let mut want = Vec::new();
+        let mut stream = forms::Stream::new();
+        let set = |s: &str| s.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect::<Vec<_>>();
+        stream.encode(&[(0, set("SET k v"))], &mut want);
+        stream.encode(&[(0, set("XADD s 3000-0 f v"))], &mut want);
+        let b = backlog.lock().unwrap();
+        let (x, y) = b.since(1).unwrap();
+        assert_eq!([x, y].concat(), want, "{}", String::from_utf8_lossy(&[x, y].concat()));
+        assert_eq!(b.offset(), want.len() as u64);
+        drop(b);
+        let st = shared.lock();
+        assert_eq!(st.replication.offset(), want.len() as u64);
+        let info = crate::info::render(&shared, &st, &["replication".to_string()], 5_000);
+        assert!(info.contains("repl_backlog_active:1\r\n"), "{info}");
+        assert!(info.contains(&format!("master_repl_offset:{}\r\n", want.len())), "{info}");
+        assert!(info.contains("repl_backlog_first_byte_offset:1\r\n"), "{info}");
     }
 }
