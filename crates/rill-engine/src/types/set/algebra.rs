@@ -349,17 +349,23 @@ fn smove(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     }
     let cfg = engine.config.object;
     let entry = engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::Set(Box::default()));
+    let mut added = false;
     if let Value::Set(dst) = &mut entry.value {
         if dst.is_empty() {
             encoding::set_created(&mut entry.meta, member, 1, &cfg);
         } else {
             encoding::set_resolve(&mut entry.meta, dst, &cfg);
         }
-        if dst.insert(crate::types::owned(member)) {
+        added = dst.insert(crate::types::owned(member));
+        if added {
             encoding::set_added(&mut entry.meta, dst, member, &cfg);
         }
     }
-    engine.modified(ctx.db, destination);
+    // A destination that already held the member is unchanged: not signalled (its WATCH
+    // holds), as in Redis.
+    if added {
+        engine.modified(ctx.db, destination);
+    }
     Ok(Reply::Integer(1))
 }
 
