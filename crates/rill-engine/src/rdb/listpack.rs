@@ -123,13 +123,17 @@ fn element(p: &[u8]) -> Result<(Item<'_>, usize), RdbError> {
     }
 }
 
-/// Bytes the back-length of an element of `len` bytes takes.
-fn backlen_width(len: usize) -> usize {
+/// Bytes the back-length of an element whose encoding and data take `len` bytes occupies.
+/// Redis' rule, which is not the tightest one: each byte holds 7 bits, yet a length of
+/// exactly 2^14 - 1, 2^21 - 1 or 2^28 - 1 already takes one byte more. Redis reads and
+/// validates with the same rule, so a listpack must follow it to the byte (a 16 383-byte
+/// element written with a 2-byte back-length is "Bad data format" to Redis).
+pub(crate) fn backlen_width(len: usize) -> usize {
     match len {
         0..=127 => 1,
-        128..=16383 => 2,
-        16384..=2_097_151 => 3,
-        2_097_152..=268_435_455 => 4,
+        128..=16_382 => 2,
+        16_383..=2_097_150 => 3,
+        2_097_151..=268_435_454 => 4,
         _ => 5,
     }
 }
@@ -273,5 +277,27 @@ mod tests {
         b.push_str(b"a");
         b.push_str(b"1");
         assert_eq!(b.finish(), [0x0c, 0, 0, 0, 2, 0, 0x81, b'a', 2, 1, 1, 0xff]);
+    }
+
+    /// Around Redis' back-length boundaries (a 32-bit string header is 5 bytes, so a string of
+    /// 16 378 bytes is a 16 383-byte element): the width Redis uses, and a round trip.
+    #[test]
+    fn back_lengths_take_redis_widths_at_the_boundaries() {
+        let widths: Vec<usize> = [127, 128, 16_382, 16_383, 2_097_150, 2_097_151, 268_435_454, 268_435_455]
+            .into_iter()
+            .map(backlen_width)
+            .collect();
+        assert_eq!(widths, [1, 2, 2, 3, 3, 4, 4, 5]);
+        for n in [16_377, 16_378, 16_379] {
+            let mut b = Builder::default();
+            b.push_str(&vec![b'x'; n]);
+            b.push_int(7);
+            let lp = b.finish();
+            // header, element (5 + n), its back-length, the integer (1 + 1), terminator
+            assert_eq!(lp.len(), 6 + 5 + n + backlen_width(5 + n) + 2 + 1, "{n}");
+            let items = decode(&lp).unwrap();
+            assert_eq!(items.len(), 2, "{n}");
+            assert_eq!(items[1].int().unwrap(), 7, "{n}");
+        }
     }
 }

@@ -31,7 +31,7 @@ pub mod crc64;
 pub mod file;
 mod io;
 mod legacy;
-mod listpack;
+pub(crate) mod listpack;
 mod lzf;
 pub mod stream;
 

@@ -664,3 +664,32 @@ fn a_panic_in_a_command_aborts_the_server_and_the_restart_replays_the_log() {
         assert_eq!(c.cmd(&["GET", "half"]), b"$-1\r\n", "{policy}");
     }
 }
+
+/// DUMP payloads cross between rill and Redis 8.2.3 both ways when a stream value sits at a
+/// listpack back-length boundary: a 16 378-byte value is a 16 383-byte listpack element, whose
+/// back-length Redis writes (and validates, with sanitize-dump-payload yes) in 3 bytes, not 2;
+/// likewise 4 bytes at 2 097 151. Each neighbour size is checked too.
+#[test]
+fn dump_payloads_cross_with_redis_at_listpack_back_length_boundaries() {
+    use rill_testkit::{ReferenceServer, Server, ServerKind};
+    let Some(bin) = ReferenceServer::Redis8.require() else { return };
+    let redis = Server::start(ServerKind::Redis(ReferenceServer::Redis8), &bin, &["--sanitize-dump-payload", "yes"]);
+    let rill = Server::subject();
+    let (mut r, mut q) = (RawClient::connect(redis.port), RawClient::connect(rill.port));
+    for n in [16_377usize, 16_378, 16_379, 2_097_145, 2_097_146, 2_097_147] {
+        let value = vec![b'x'; n];
+        for redis_to_rill in [true, false] {
+            let (from, to, way) =
+                if redis_to_rill { (&mut r, &mut q, "Redis -> rill") } else { (&mut q, &mut r, "rill -> Redis") };
+            from.request(&[b"DEL", b"s"]).unwrap();
+            to.request(&[b"DEL", b"s"]).unwrap();
+            assert_eq!(from.request(&[b"XADD", b"s", b"1-1", b"f", &value]).unwrap(), b"$3\r\n1-1\r\n");
+            let Value::Bulk(payload) = from.call(&[&b"DUMP"[..], b"s"]).unwrap() else { panic!("DUMP") };
+            let restored = to.request(&[b"RESTORE", b"s", b"0", &payload]).unwrap();
+            assert_eq!(restored, b"+OK\r\n", "{way}, a {n}-byte value: {}", String::from_utf8_lossy(&restored));
+            let Value::Array(entries) = to.call(&[&b"XRANGE"[..], b"s", b"-", b"+"]).unwrap() else { panic!("XRANGE") };
+            let fields = entries[0].as_array().unwrap()[1].as_array().unwrap();
+            assert_eq!(fields[1].as_bytes().unwrap().len(), n, "{way}");
+        }
+    }
+}

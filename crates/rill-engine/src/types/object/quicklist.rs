@@ -80,17 +80,7 @@ pub fn entry_bytes(element: &[u8]) -> usize {
         None if element.len() < 4096 => 2 + element.len(),
         None => 5 + element.len(),
     };
-    encoded + backlen_bytes(encoded)
-}
-
-fn backlen_bytes(encoded: usize) -> usize {
-    match encoded {
-        0..=127 => 1,
-        128..=16382 => 2,
-        16383..=2_097_150 => 3,
-        2_097_151..=268_435_454 => 4,
-        _ => 5,
-    }
+    encoded + crate::rdb::listpack::backlen_width(encoded)
 }
 
 /// The limits a `fill` sets: (node bytes, node entries); `usize::MAX` for "no limit".
