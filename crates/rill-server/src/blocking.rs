@@ -35,8 +35,9 @@ use tokio::sync::oneshot;
 /// What a parked client's task learns when it is released.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Write this reply once the log is safe up to the offset.
-    Reply(Reply, u64),
+    /// Write this reply once the log is safe up to the offset (the log it was recorded in:
+    /// offsets are per log, and CONFIG SET appendonly may switch logs meanwhile).
+    Reply(Reply, Option<(Arc<crate::aof::Log>, u64)>),
     /// The reply (`len` bytes) was written to the socket by the connection that served it,
     /// except `rest`, which the socket did not take and the task must write.
     Written {
@@ -196,7 +197,8 @@ fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
         _ => {
             st.blocked.handed_to_tasks += 1;
             // The receiver may be gone (client disconnected); nothing to do then.
-            let _ = w.tx.send(Outcome::Reply(reply, offset));
+            let wait = st.journal.log.as_ref().filter(|_| offset > 0).map(|log| (log.clone(), offset));
+            let _ = w.tx.send(Outcome::Reply(reply, wait));
         }
     }
 }

@@ -126,9 +126,15 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Op
         }
     }
     if let Some(log) = &st.journal.log {
-        if log.failed() && (spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::REFUSED_ON_DISK_ERROR)) {
+        let refused = spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::REFUSED_ON_DISK_ERROR);
+        if log.failed() && refused {
             let why = log.status.lock().ok().and_then(|s| s.last_error.clone()).unwrap_or_default();
             return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
+        }
+        if refused && !log.base.ready() {
+            if let crate::aof::base::Base::Failed(why) = log.base.get() {
+                return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
+            }
         }
     }
     if st.persist.loading && !spec.flags.has(Flags::LOADING) {

@@ -42,6 +42,15 @@ pub struct Journal {
 }
 
 impl Journal {
+    /// Put `log` in place of the current log (start-up, CONFIG SET appendonly). Offsets count
+    /// the bytes of one log: a new log starts from its own end, not from where the old one
+    /// stopped, or every reply would wait for an offset the new log reaches much later (or,
+    /// once the old log is shut down, never).
+    pub fn set_log(&mut self, log: Option<Arc<Log>>) {
+        self.appended = log.as_ref().map_or(0, |l| l.end_offset());
+        self.log = log;
+    }
+
     /// Add a sink: every unit committed from now on goes to it too.
     pub fn add_sink(&mut self, sink: Box<dyn Sink>) {
         self.sinks.push(sink);

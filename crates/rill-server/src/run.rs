@@ -83,7 +83,11 @@ pub async fn run(mut config: Config) -> i32 {
                 st.persist.base_file_size = files.base_size();
                 st.persist.rewrite_base_size = log.total_size(&files);
             }
-            st.journal.log = opened.log;
+            st.journal.set_log(opened.log);
+            for (db, key) in &opened.skipped_expired {
+                st.journal.push_del(*db, key);
+            }
+            st.commit_effects(now_ms());
             tracing::info!("DB loaded from disk, ready to accept connections");
         }
         Ok(Err(e)) => {
@@ -209,8 +213,14 @@ async fn cron(shared: Arc<Shared>) {
             // Expired keys are logged as deletions, one record per sweep.
             st.collect_effects(&mut rill_engine::effect::EffectBuf::default());
             st.commit_effects(now);
+            // Clients blocked on a key that expired re-check it (a group reader gets its
+            // NOGROUP error now, as from Redis).
+            crate::blocking::serve_ready(&mut st, now);
         }
-        if aof::rewrite::should_auto_rewrite(&st) {
+        if aof::rewrite::base_due(&st, now) {
+            tracing::info!("Starting the rewrite that writes the new log's base");
+            let _ = aof::rewrite::start(&shared, &mut st);
+        } else if aof::rewrite::should_auto_rewrite(&st) {
             tracing::info!("Starting automatic rewriting of AOF on growth");
             let _ = aof::rewrite::start(&shared, &mut st);
         } else if aof::rewrite::save_due(&st, now / 1000) {

@@ -42,20 +42,36 @@ fn context_for(config: &EngineConfig, now_ms: i64) -> LoadContext {
     }
 }
 
+/// What loading a snapshot does with a key whose time has passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expired {
+    /// Skip it, as a Redis primary skips it: the snapshot is the whole dataset (`dbfilename`),
+    /// so nothing later can have changed its time. The keys skipped are returned, so that a
+    /// snapshot that becomes a log's base gets their deletion logged after it.
+    Skip,
+    /// Keep it: the snapshot is the base of a log, and records after it may have changed the
+    /// key's time (PERSIST, PEXPIRE, RENAME ...) before it was due. Replay must reach the
+    /// state the server had, so no decision is taken from the clock while loading; a key that
+    /// really expired is deleted by a record of its own, and one still expired after the load
+    /// is removed by expiry then (and that deletion logged).
+    Keep,
+}
+
 /// Put one key read from a snapshot into `engine`, with its expiry.
 fn insert_loaded(
     engine: &mut Engine,
     k: rill_engine::rdb::file::LoadedKey,
     path: &std::path::Path,
     now_ms: i64,
+    expired: Expired,
+    skipped: &mut Vec<(usize, bytes::Bytes)>,
 ) -> Result<(), String> {
     if k.db >= engine.db_count() {
         return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, engine.db_count()));
     }
     let expire = k.entry.expire_at_ms;
-    // A key that expired before the load is skipped, as a Redis primary skips it. Replay
-    // stays exact: the log records an expiry as a DEL before any command that met the key.
-    if expire.is_some_and(|t| t <= now_ms) {
+    if expired == Expired::Skip && expire.is_some_and(|t| t <= now_ms) {
+        skipped.push((k.db, k.key));
         return Ok(());
     }
     engine.insert(k.db, k.key.clone(), k.entry.value);
@@ -83,7 +99,7 @@ pub fn rebuild(
         let mut reader =
             FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
         while let Some(k) = reader.next_key().map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))? {
-            insert_loaded(&mut engine, k, path, ctx_now)?;
+            insert_loaded(&mut engine, k, path, ctx_now, Expired::Keep, &mut Vec::new())?;
         }
     }
     for path in incrs {
@@ -107,14 +123,20 @@ pub fn rebuild(
     Ok(engine)
 }
 
-/// Load an RDB snapshot file into the engine. Returns the number of keys.
-pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, String> {
+/// Load an RDB snapshot file into the engine. Returns the keys skipped as expired (none with
+/// [`Expired::Keep`]).
+pub fn load_snapshot(
+    shared: &Shared,
+    path: &std::path::Path,
+    expired: Expired,
+) -> Result<Vec<(usize, bytes::Bytes)>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let started = Instant::now();
     let load_now = now_ms();
     let ctx = load_context(&shared.lock(), load_now);
     let mut reader = FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
     let mut n: u64 = 0;
+    let mut skipped = Vec::new();
     let mut next_progress = PROGRESS_BYTES;
     let delay = load_delay(shared);
     loop {
@@ -122,7 +144,7 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
         for _ in 0..if delay.is_zero() { 1000 } else { 1 } {
             match reader.next_key() {
                 Ok(Some(k)) => {
-                    insert_loaded(&mut st.engine, k, path, load_now)?;
+                    insert_loaded(&mut st.engine, k, path, load_now, expired, &mut skipped)?;
                     n += 1;
                 }
                 Ok(None) => {
@@ -131,7 +153,7 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
                         path.display(),
                         started.elapsed().as_secs_f64()
                     );
-                    return Ok(n);
+                    return Ok(skipped);
                 }
                 Err(e) => return Err(format!("{}: bad snapshot at offset {}: {e:?}", path.display(), reader.offset())),
             }
@@ -329,6 +351,9 @@ fn cut_back(path: &std::path::Path, at: u64) -> std::io::Result<()> {
 pub struct Opened {
     /// The log, when `appendonly yes`.
     pub log: Option<Arc<Log>>,
+    /// Keys of a `dump.rdb` taken as the log's first base that were skipped as expired: their
+    /// deletion must be the log's first record, or a replay of the base would bring them back.
+    pub skipped_expired: Vec<(usize, bytes::Bytes)>,
 }
 
 /// Load everything and open the log (with `appendonly yes`) or load `dbfilename` (without).
@@ -346,17 +371,18 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
     if !aof_on {
         let path = std::path::PathBuf::from(&dbfile);
         if path.exists() {
-            load_snapshot(shared, &path)?;
+            load_snapshot(shared, &path, Expired::Skip)?;
         }
-        return Ok(Opened { log: None });
+        return Ok(Opened { log: None, skipped_expired: Vec::new() });
     }
+    let mut skipped_expired = Vec::new();
     let mut files = Files::new(&dirname, &fname);
     std::fs::create_dir_all(&files.dir).map_err(|e| format!("cannot create {}: {e}", files.dir.display()))?;
     let manifest = files.read_manifest().map_err(|e| format!("{}: {e}", files.manifest_path().display()))?;
     let (file, seq, len) = match manifest {
         Some(m) if !m.incrs.is_empty() || m.base.is_some() => {
             if let Some(base) = &m.base {
-                load_snapshot(shared, &files.path(base))?;
+                load_snapshot(shared, &files.path(base), Expired::Keep)?;
             }
             let written_last = written_last(m.incrs.len(), |i| {
                 let path = files.path(m.incrs.get(i).map_or("", String::as_str));
@@ -390,7 +416,9 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
             let path = std::path::PathBuf::from(&dbfile);
             let mut base = None;
             if path.exists() {
-                load_snapshot(shared, &path)?;
+                // Expired keys are skipped (as Redis loads a dump), and the copy below holds
+                // them: the caller logs their deletion first thing.
+                skipped_expired = load_snapshot(shared, &path, Expired::Skip)?;
                 let name = files.base_name(1);
                 let copy = std::fs::copy(&path, files.path(&name))
                     .and_then(|_| std::fs::File::open(files.path(&name))?.sync_all());
@@ -404,7 +432,7 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
     };
     files.remove_unlisted();
     let log = Log::start(files, file, seq, len, policy).map_err(|e| format!("cannot start the AOF writer: {e}"))?;
-    Ok(Opened { log: Some(log) })
+    Ok(Opened { log: Some(log), skipped_expired })
 }
 
 #[cfg(test)]

@@ -49,6 +49,7 @@
 //! with any non-zero byte after it, a zero length word included: start-up stops, naming the
 //! offset (`rill-server --check-log FILE [--fix]` reports and repairs).
 
+pub mod base;
 pub mod check;
 #[cfg(test)]
 mod faults;
@@ -146,8 +147,15 @@ pub fn set_appendonly(
         (Some(_), true) | (None, false) => Ok(()),
         (Some(log), false) => {
             let log = log.clone();
-            st.journal.log = None;
+            st.journal.set_log(None);
+            // A rewrite still running for this log (the one writing its base, say) must not
+            // switch the manifest from now on: a later `appendonly yes` starts a log of its
+            // own in the same directory.
+            log.retire(&log.files.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
             log.shutdown();
+            // Replies still waiting for its base go out: with the log off, nothing is
+            // promised about a crash (`base.rs`).
+            log.base.set(base::Base::Ready);
             Ok(())
         }
         (None, true) => {
@@ -164,10 +172,17 @@ pub fn set_appendonly(
             files.write_manifest(files::Manifest { base: None, incrs: vec![files.incr_name(seq)] })?;
             let policy = FsyncPolicy::parse(st.config.get("appendfsync"));
             let log = Log::start(files, file, seq, LOG_MAGIC.len() as u64, policy)?;
-            st.journal.log = Some(log);
+            // No write is acknowledged until the base is on disk (`base.rs`).
+            log.base.set(base::Base::Pending);
+            st.journal.set_log(Some(log));
             st.persist.base_file_size = 0;
             st.persist.rewrite_base_size = 0;
-            rewrite::start(shared, st).map_err(std::io::Error::other)
+            // A rewrite of the log just turned off may still be finishing (it will not touch
+            // the manifest): the cron starts this one once it has ended.
+            if !st.persist.rewrite_in_progress {
+                rewrite::start(shared, st).map_err(std::io::Error::other)?;
+            }
+            Ok(())
         }
     }
 }

@@ -51,6 +51,8 @@ pub struct Persist {
     pub dirty_at_clone: u64,
     /// Saves done.
     pub saves: u64,
+    /// When the last rewrite writing a missing base started (Unix ms; `base_due`).
+    pub base_attempt_ms: i64,
     /// SHUTDOWN NOSAVE: no final snapshot.
     pub skip_shutdown_save: bool,
     /// SHUTDOWN SAVE: a final snapshot even without save points.
@@ -233,6 +235,9 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
         Source::Files { config: st.engine.config().clone() }
     };
     st.persist.rewrite_in_progress = true;
+    if provisional {
+        st.persist.base_attempt_ms = now_ms();
+    }
     if save_to.is_some() {
         st.persist.bgsave_in_progress = true;
         st.persist.dirty_at_clone = st.engine.dirty();
@@ -262,6 +267,11 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
             Err(e) => {
                 tracing::warn!("Background AOF rewrite failed: {e}");
                 st.persist.last_rewrite_ok = false;
+                if !log.base.ready() && !matches!(st.journal.log.as_ref(), Some(l) if !Arc::ptr_eq(l, &log)) {
+                    // The base of a log just turned on: writes wait for it, and are refused
+                    // until the cron's next attempt succeeds.
+                    log.base.set(super::base::Base::Failed(e));
+                }
             }
         }
         if save_to.is_some() {
@@ -331,18 +341,43 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
     };
     let size = write(&snap, &base_path).map_err(|e| format!("writing {}: {e}", base_path.display()))?;
     let mut files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+    if log.retired(&files) {
+        // The log was turned off meanwhile: the manifest is no longer this log's to switch.
+        let _ = std::fs::remove_file(&base_path);
+        return Err("the log was turned off during the rewrite".into());
+    }
     let first_new = files.incr_name(seq);
     let incrs: Vec<String> = files.manifest.incrs.iter().skip_while(|f| **f != first_new).cloned().collect();
     if incrs.is_empty() {
         let _ = std::fs::remove_file(&base_path);
         return Err("the new log file is missing from the manifest".into());
     }
+    let had_no_base = files.provisional;
     files.provisional = false;
     files
         .write_manifest(Manifest { base: Some(base_name), incrs })
         .map_err(|e| format!("writing the manifest: {e}"))?;
     files.remove_unlisted();
+    if had_no_base {
+        // The replies held since the log was turned on may go out now (`base.rs`).
+        log.base.set(super::base::Base::Ready);
+    }
     Ok((size, log.total_size(&files), base_path))
+}
+
+/// Whether the log lacks its base and no rewrite is writing it (turned on while a rewrite of
+/// the previous log was finishing, or the last attempt failed): the cron starts one, at most
+/// once a second after a failure.
+pub fn base_due(st: &State, now_ms: i64) -> bool {
+    let Some(log) = &st.journal.log else { return false };
+    if st.persist.rewrite_in_progress || st.persist.bgsave_in_progress || st.persist.loading {
+        return false;
+    }
+    match log.base.get() {
+        super::base::Base::Ready => false,
+        super::base::Base::Pending => true,
+        super::base::Base::Failed(_) => now_ms - st.persist.base_attempt_ms >= 1000,
+    }
 }
 
 /// The automatic trigger: the log grew by `auto-aof-rewrite-percentage` over its size after

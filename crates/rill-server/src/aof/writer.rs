@@ -246,6 +246,11 @@ pub struct Log {
     waiters: Mutex<Waiters>,
     layer: Box<dyn FileLayer>,
     tuning: Tuning,
+    /// Whether the manifest names a base for this log yet (`base.rs`).
+    pub base: super::base::BaseGate,
+    /// Turned off (CONFIG SET appendonly no): a rewrite still running for it must not switch
+    /// the manifest, which may belong to a newer log by then. Set under the `files` lock.
+    retired: AtomicBool,
 }
 
 /// Waiting connections by (offset, registration number).
@@ -333,6 +338,8 @@ impl Log {
             waiters: Mutex::new(Waiters::default()),
             layer,
             tuning,
+            base: super::base::BaseGate::default(),
+            retired: AtomicBool::new(false),
         });
         let w = log.clone();
         let writer = std::thread::Builder::new().name("rill-aof-writer".into()).spawn(move || w.writer_loop())?;
@@ -364,6 +371,17 @@ impl Log {
     pub fn set_policy(&self, p: FsyncPolicy) {
         self.policy.store(policy_code(p), Ordering::Relaxed);
         self.cv.notify_one();
+    }
+
+    /// Mark the log turned off; `files` is the guard of its `files` lock, so that a rewrite
+    /// checking [`Log::retired`] under that lock sees it before it switches the manifest.
+    pub fn retire(&self, _files: &MutexGuard<'_, Files>) {
+        self.retired.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the log was turned off (see [`Log::retire`]).
+    pub fn retired(&self, _files: &MutexGuard<'_, Files>) -> bool {
+        self.retired.load(Ordering::Relaxed)
     }
 
     /// Whether the last write or fsync failed (write commands are refused then).
@@ -504,6 +522,11 @@ impl Log {
         } else {
             self.written.load(Ordering::Relaxed)
         }
+    }
+
+    /// The log offset after the last record appended (queued or written).
+    pub fn end_offset(&self) -> u64 {
+        lock(&self.q).end
     }
 
     /// Bytes handed to the OS so far (log offset).

@@ -513,7 +513,7 @@ pub fn client_unblock(c: &mut Call) -> CmdResult {
         c.st.stats.count_error(b"UNBLOCKED");
     }
     c.st.blocked.handed_to_tasks += 1;
-    let _ = w.tx.send(crate::blocking::Outcome::Reply(r, 0));
+    let _ = w.tx.send(crate::blocking::Outcome::Reply(r, None));
     Ok(Action::Reply(Reply::Integer(1)))
 }
 

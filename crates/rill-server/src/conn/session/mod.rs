@@ -545,6 +545,10 @@ fn query_buffer_over(st: &State, conn: &Conn, inbuf: &BytesMut) -> bool {
 /// Wait until the log is safe up to `offset` (per the fsync policy: fsynced under `always`,
 /// written to the OS otherwise). False if the log failed first: the replies must not go out.
 async fn durable(log: &Arc<Log>, offset: u64) -> bool {
+    // A log just turned on holds every reply until its base is on disk (`aof/base.rs`).
+    if !log.base.ready() && !log.base.wait().await {
+        return false;
+    }
     if log.policy() != crate::aof::FsyncPolicy::Always {
         if log.written() < offset {
             // Let the other connections with requests ready run their batches first: the

@@ -50,9 +50,8 @@ impl Session {
                 self.net_out += len as u64;
                 Released::Written(rest)
             }
-            Ok(Outcome::Reply(reply, offset)) => {
-                let log = if offset > 0 { self.shared.lock().journal.log.clone() } else { None };
-                if let Some(log) = log {
+            Ok(Outcome::Reply(reply, wait)) => {
+                if let Some((log, offset)) = wait {
                     if !durable(&log, offset).await {
                         return Released::Close;
                     }
