@@ -22,6 +22,9 @@ impl Engine {
             self.remove(db, key);
             self.expired_log.push((db, Bytes::copy_from_slice(key)));
             self.watch.touch(db, key);
+            // Clients blocked on the key re-check it, as for any deletion (a group reader
+            // learns that its stream is gone).
+            self.signal_ready(db, key);
             self.expired_keys += 1;
         }
         expired

@@ -24,6 +24,7 @@ mod encoding_fuzz;
 mod introspection;
 mod keyspace_fuzz;
 mod log_format;
+mod lose_nothing;
 mod persistence;
 mod protected_mode;
 mod protocol;

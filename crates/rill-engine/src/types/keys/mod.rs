@@ -508,6 +508,9 @@ fn rename_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], nx: bo
     }
     let Some(entry) = engine.remove(db, src) else { return Err(CmdError::NO_SUCH_KEY) };
     engine.modified(db, src);
+    // The source is gone: clients blocked on it re-check it (a group reader then gets its
+    // NOGROUP error at once, as from Redis, instead of waiting out its timeout).
+    engine.signal_ready(db, src);
     engine.remove(db, dst);
     let dst = owned(dst);
     insert_moved(engine, db, src, &dst, entry);
