@@ -25,8 +25,9 @@ pub struct Files {
     /// The manifest as last written.
     pub manifest: Manifest,
     /// The log was just turned on and has no base yet: until the first rewrite finishes,
-    /// manifest changes stay in memory (the file on disk lists nothing, so a crash before
-    /// then cannot pass a log without its starting point off as the whole data).
+    /// manifest changes stay in memory and no file is removed (the manifest on disk still
+    /// names the files of the log turned off before, if any, so a crash before then restarts
+    /// from them and never passes a log without its starting point off as the whole data).
     pub provisional: bool,
     /// The highest sequence number handed out by [`Files::next_seq`], listed or not yet: a
     /// rewrite takes its number before it creates the file, and the writer's recovery must not
@@ -156,6 +157,10 @@ impl Files {
     /// Remove files of the directory that the manifest no longer names (after a rewrite, or
     /// left over by one that crashed).
     pub fn remove_unlisted(&self) {
+        if self.provisional {
+            // The files on disk are an earlier log's until the base is written.
+            return;
+        }
         let Ok(entries) = fs::read_dir(&self.dir) else { return };
         let prefix = format!("{}.", self.name);
         for e in entries.flatten() {

@@ -161,12 +161,13 @@ pub fn set_appendonly(
         (None, true) => {
             let mut files = files::Files::new(st.config.get("appenddirname"), st.config.get("appendfilename"));
             std::fs::create_dir_all(&files.dir)?;
+            // The files of an earlier log stay as they are, manifest included, until the
+            // rewrite below has written this log's base: a crash before then restarts from
+            // them (the state when that log was turned off; nothing written since is
+            // acknowledged yet, `base.rs`), and start-up removes this log's unlisted file.
+            // The new files are numbered after theirs.
             let _ = files.read_manifest();
             let seq = files.last_seq() + 1;
-            // Whatever an earlier log said is stale now; until the rewrite below writes the
-            // base, the manifest on disk lists nothing.
-            files.write_manifest(files::Manifest::default())?;
-            files.remove_unlisted();
             files.provisional = true;
             let file = files.create_incr(seq)?;
             files.write_manifest(files::Manifest { base: None, incrs: vec![files.incr_name(seq)] })?;

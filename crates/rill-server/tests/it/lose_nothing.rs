@@ -210,18 +210,7 @@ fn a_write_acknowledged_after_appendonly_yes_survives_a_crash_with_everything_be
     spec.appendonly = false;
     let (mut p, _) = spec.start(&data, None).unwrap();
     let mut c = RawClient::connect(p.port);
-    const KEYS: usize = 200_000;
-    let mut batch = Vec::new();
-    for i in 0..KEYS {
-        rill_testkit::encode_command_into(&mut batch, &["SET", &format!("key:{i}"), "a value of some length"]);
-        if i % 1000 == 999 {
-            c.send(&batch).unwrap();
-            batch.clear();
-            for _ in 0..1000 {
-                c.read_reply().unwrap();
-            }
-        }
-    }
+    fill(&mut c);
     assert_eq!(text(&c.cmd(&["CONFIG", "SET", "appendonly", "yes"])), "+OK\r\n");
     assert_eq!(text(&c.cmd(&["SET", "after", "1"])), "+OK\r\n");
     p.kill9();
@@ -230,6 +219,43 @@ fn a_write_acknowledged_after_appendonly_yes_survives_a_crash_with_everything_be
     let mut c = RawClient::connect(p.port);
     assert_eq!(text(&c.cmd(&["GET", "after"])), "$1\r\n1\r\n");
     assert_eq!(text(&c.cmd(&["DBSIZE"])), format!(":{}\r\n", KEYS + 1));
+}
+
+/// Keys enough that writing them as a base takes a while (a debug build: about a second).
+const KEYS: usize = 200_000;
+
+/// `KEYS` string keys, `key:0` ..., by MSETs of a thousand.
+fn fill(c: &mut RawClient) {
+    for chunk in 0..KEYS / 1000 {
+        let mut args = vec!["MSET".to_string()];
+        for i in chunk * 1000..(chunk + 1) * 1000 {
+            args.push(format!("key:{i}"));
+            args.push("a value of some length".to_string());
+        }
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(c.request(&args).unwrap(), b"+OK\r\n");
+    }
+}
+
+/// Turning the log off then on again: until the new log's base is written, the files of the
+/// log turned off are what a crash restarts from (the new log used to clear the manifest and
+/// remove them at once, so a crash then lost everything written while the first log was on).
+#[test]
+fn a_crash_before_the_new_logs_base_restarts_from_the_log_turned_off() {
+    let dir = TempDir::new("rill-aof-off-on");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let spec = spec(Flavor::Rill, rill_server_binary());
+    let (mut p, _) = spec.start(&data, None).unwrap();
+    let mut c = RawClient::connect(p.port);
+    fill(&mut c);
+    assert_eq!(text(&c.cmd(&["CONFIG", "SET", "appendonly", "no"])), "+OK\r\n");
+    assert_eq!(text(&c.cmd(&["CONFIG", "SET", "appendonly", "yes"])), "+OK\r\n");
+    // The base (200k keys) is being written now.
+    p.kill9();
+    let (p, _) = spec.start(&data, None).unwrap();
+    let mut c = RawClient::connect(p.port);
+    assert_eq!(text(&c.cmd(&["DBSIZE"])), format!(":{KEYS}\r\n"));
 }
 
 /// Item 6 of issue 26: a group reader blocked on a stream that is renamed away or expires is
