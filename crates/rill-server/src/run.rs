@@ -129,24 +129,22 @@ pub async fn run(mut config: Config) -> i32 {
     0
 }
 
-/// On shutdown: write and fsync the log; without it, save a snapshot if save points are set.
+/// On shutdown: write and fsync the log, then, as Redis, save a snapshot if save points are
+/// set or SHUTDOWN SAVE asked for one (whether the log is on or not: a dump.rdb kept beside
+/// the log is expected to hold the state at the stop).
 fn finish_persistence(shared: &Arc<Shared>) {
     let log = shared.lock().journal.log.clone();
-    match log {
-        Some(log) => {
-            tracing::info!("Calling fsync() on the AOF file.");
-            log.shutdown();
-        }
-        None => {
-            let mut st = shared.lock();
-            if (!st.config.get("save").trim().is_empty() || st.persist.force_shutdown_save)
-                && !st.persist.loading
-                && !st.persist.skip_shutdown_save
-            {
-                tracing::info!("Saving the final RDB snapshot before exiting.");
-                let _ = aof::rewrite::save(&mut st);
-            }
-        }
+    if let Some(log) = log {
+        tracing::info!("Calling fsync() on the AOF file.");
+        log.shutdown();
+    }
+    let mut st = shared.lock();
+    if (!st.config.get("save").trim().is_empty() || st.persist.force_shutdown_save)
+        && !st.persist.loading
+        && !st.persist.skip_shutdown_save
+    {
+        tracing::info!("Saving the final RDB snapshot before exiting.");
+        let _ = aof::rewrite::save(&mut st);
     }
 }
 
