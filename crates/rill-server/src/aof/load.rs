@@ -9,7 +9,7 @@ use super::{FsyncPolicy, Log};
 use crate::state::{now_ms, Shared, State};
 use rill_engine::command::CommandTable;
 use rill_engine::rdb::file::FileReader;
-use rill_engine::rdb::LoadContext;
+use rill_engine::rdb::{LoadContext, RdbError};
 use rill_engine::{Engine, EngineConfig};
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,6 +42,23 @@ fn context_for(config: &EngineConfig, now_ms: i64) -> LoadContext {
     }
 }
 
+/// Why a snapshot could not be loaded, for the start-up error: the file, the offset, the key
+/// being read if any, and what was wrong.
+fn snapshot_error(path: &std::path::Path, reader: Option<&FileReader<'_>>, e: &RdbError) -> String {
+    let path = path.display();
+    let offset = reader.map(|r| format!(" at offset {}", r.offset())).unwrap_or_default();
+    let key = match reader.and_then(FileReader::failed_key) {
+        Some((db, key)) => format!(" (key '{}' of database {db})", String::from_utf8_lossy(key)),
+        None => String::new(),
+    };
+    match e {
+        // The file is sound; this server is not configured to hold it.
+        RdbError::DatabaseOutOfRange { .. } => format!("{path}: cannot load the snapshot{offset}: {e}"),
+        RdbError::UnsupportedType(_) => format!("{path}: cannot load the snapshot{offset}{key}: {e}"),
+        _ => format!("{path}: bad snapshot{offset}{key}: {e}"),
+    }
+}
+
 /// Put one key read from a snapshot into `engine`, with its expiry.
 fn insert_loaded(
     engine: &mut Engine,
@@ -49,8 +66,11 @@ fn insert_loaded(
     path: &std::path::Path,
     now_ms: i64,
 ) -> Result<(), String> {
+    // The reader already refuses a database the server does not have; the keyspace is not
+    // the place to find out.
     if k.db >= engine.db_count() {
-        return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, engine.db_count()));
+        let e = RdbError::DatabaseOutOfRange { db: k.db as u64, databases: engine.db_count() };
+        return Err(snapshot_error(path, None, &e));
     }
     let expire = k.entry.expire_at_ms;
     // A key that expired before the load is skipped, as a Redis primary skips it. Replay
@@ -80,10 +100,13 @@ pub fn rebuild(
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let ctx_now = now_ms();
         let ctx = context_for(engine.config(), ctx_now);
-        let mut reader =
-            FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
-        while let Some(k) = reader.next_key().map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))? {
-            insert_loaded(&mut engine, k, path, ctx_now)?;
+        let mut reader = FileReader::new(&bytes, ctx, engine.db_count()).map_err(|e| snapshot_error(path, None, &e))?;
+        loop {
+            match reader.next_key() {
+                Ok(Some(k)) => insert_loaded(&mut engine, k, path, ctx_now)?,
+                Ok(None) => break,
+                Err(e) => return Err(snapshot_error(path, Some(&reader), &e)),
+            }
         }
     }
     for path in incrs {
@@ -112,8 +135,11 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let started = Instant::now();
     let load_now = now_ms();
-    let ctx = load_context(&shared.lock(), load_now);
-    let mut reader = FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
+    let (ctx, databases) = {
+        let st = shared.lock();
+        (load_context(&st, load_now), st.engine.db_count())
+    };
+    let mut reader = FileReader::new(&bytes, ctx, databases).map_err(|e| snapshot_error(path, None, &e))?;
     let mut n: u64 = 0;
     let mut next_progress = PROGRESS_BYTES;
     let delay = load_delay(shared);
@@ -133,7 +159,7 @@ pub fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<u64, Str
                     );
                     return Ok(n);
                 }
-                Err(e) => return Err(format!("{}: bad snapshot at offset {}: {e:?}", path.display(), reader.offset())),
+                Err(e) => return Err(snapshot_error(path, Some(&reader), &e)),
             }
         }
         drop(st);
