@@ -224,9 +224,10 @@ impl<'a> FileReader<'a> {
                 }
                 OP_EXPIRETIME_MS => expire_at_ms = Some(self.r.millis()?),
                 OP_EXPIRETIME => {
-                    let b = self.r.bytes(4)?;
-                    let secs = super::io::le_u32(b).ok_or(RdbError::Truncated)?;
-                    expire_at_ms = Some(i64::from(secs) * 1000);
+                    // Seconds as a signed 32-bit time (Redis before 2.6): above 2^31 is before
+                    // 1970, an expired key, not one living until 2106.
+                    let secs: [u8; 4] = self.r.bytes(4)?.try_into().map_err(|_| RdbError::Truncated)?;
+                    expire_at_ms = Some(i64::from(i32::from_le_bytes(secs)) * 1000);
                 }
                 OP_IDLE => {
                     self.r.length()?;
@@ -330,6 +331,22 @@ mod tests {
         huge[crc_at..].copy_from_slice(&crc);
         let err = FileReader::new(&huge, ctx(), 16).unwrap().next_key().unwrap_err();
         assert_eq!(err, RdbError::DatabaseOutOfRange { db: u64::MAX, databases: 16 });
+    }
+
+    /// The seconds form of an expiry (Redis < 2.6) is a signed 32-bit time, as Redis reads it.
+    #[test]
+    fn expiry_in_seconds_is_a_signed_32_bit_time() {
+        for (raw, want) in
+            [(1_700_000_000i32, 1_700_000_000_000i64), (-1, -1000), (i32::MIN, i64::from(i32::MIN) * 1000)]
+        {
+            let mut file = b"REDIS0003".to_vec();
+            file.extend_from_slice(&[OP_SELECTDB, 0, OP_EXPIRETIME]);
+            file.extend_from_slice(&raw.to_le_bytes());
+            file.extend_from_slice(&[0, 1, b'k', 1, b'v', OP_EOF]);
+            file.extend_from_slice(&0u64.to_le_bytes());
+            let k = FileReader::new(&file, ctx(), 16).unwrap().next_key().unwrap().unwrap();
+            assert_eq!(k.entry.expire_at_ms, Some(want), "{raw}");
+        }
     }
 
     /// A key of a type rill lacks fails the load naming the key and the type.
