@@ -8,6 +8,7 @@ use super::files::{Files, Manifest};
 use super::{FsyncPolicy, Log};
 use crate::state::{now_ms, Shared, State};
 use rill_engine::command::CommandTable;
+use rill_engine::effect::ApplyError;
 use rill_engine::rdb::file::FileReader;
 use rill_engine::rdb::{LoadContext, RdbError};
 use rill_engine::{Engine, EngineConfig};
@@ -57,6 +58,16 @@ fn snapshot_error(path: &std::path::Path, reader: Option<&FileReader<'_>>, e: &R
         RdbError::UnsupportedType(_) => format!("{path}: cannot load the snapshot{offset}{key}: {e}"),
         _ => format!("{path}: bad snapshot{offset}{key}: {e}"),
     }
+}
+
+/// A log record changes database `db` and the server has `databases`.
+fn database_out_of_range(path: &std::path::Path, db: usize, databases: usize) -> String {
+    format!(
+        "{}: cannot replay the log: it changes database {db}, but this server has {databases} databases (0 to {}); start it with `databases {}` or more to load it",
+        path.display(),
+        databases.saturating_sub(1),
+        db.saturating_add(1)
+    )
 }
 
 /// Put one key read from a snapshot into `engine`, with its expiry.
@@ -115,8 +126,11 @@ pub fn rebuild(
         let mut records = Records::new(bytes);
         while let Some((_, time, effects)) = records.next_record() {
             for e in effects {
-                // Effects that failed when first replayed fail the same way here.
-                let _ = engine.apply_effect(table, time, e);
+                // Effects that failed when first replayed fail the same way here; a database
+                // the engine lacks fails the rebuild, as it failed the replay.
+                if let Err(ApplyError::DbOutOfRange(db)) = engine.apply_effect(table, time, e) {
+                    return Err(database_out_of_range(path, db, engine.db_count()));
+                }
             }
         }
         match records.tail {
@@ -235,10 +249,18 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
         for _ in 0..if delay.is_zero() { CHUNK_RECORDS } else { 1 } {
             let Some((_, time, effects)) = records.next_record() else { break };
             for e in effects {
-                if let Err(msg) = st.engine.apply_effect(&shared.log_table, time, e) {
-                    errors += 1;
-                    if errors <= 10 {
-                        tracing::warn!("{}: replaying record {n}: {msg}", path.display());
+                match st.engine.apply_effect(&shared.log_table, time, e) {
+                    Ok(()) => {}
+                    // Not an effect that failed when it first ran: the log comes from a server
+                    // with more databases, and skipping would drop that database's writes.
+                    Err(ApplyError::DbOutOfRange(db)) => {
+                        return Err(database_out_of_range(&path, db, st.engine.db_count()));
+                    }
+                    Err(msg) => {
+                        errors += 1;
+                        if errors <= 10 {
+                            tracing::warn!("{}: replaying record {n}: {msg}", path.display());
+                        }
                     }
                 }
             }
