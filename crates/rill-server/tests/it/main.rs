@@ -27,6 +27,7 @@ mod log_format;
 mod persistence;
 mod protected_mode;
 mod protocol;
+mod rdb_corpus;
 mod replication;
 mod restore_hostile;
 mod security;
