@@ -25,7 +25,13 @@
 //! What we read: the above plus list 1, 10 (ziplist), 14 (quicklist of ziplists); set 11
 //! (intset), 20 (listpack); hash 9 (zipmap), 13 (ziplist), 16 (listpack); streams 15, 19, 21,
 //! 26, 27; LZF-compressed strings anywhere a string appears. Sorted sets, modules and hashes
-//! with field expiry have no rill value to load into and fail as bad data.
+//! with field expiry have no rill value to load into: RESTORE answers them as bad data, a
+//! snapshot load fails naming the type ([`RdbError::UnsupportedType`], [`type_name`]).
+//!
+//! Numbers read are bounded by what they mean: a count of elements still to read by the bytes
+//! left (each takes at least one), and it reserves memory only up to a small fixed bound; a
+//! database index by the server's databases; lengths of strings by the bytes present (LZF by
+//! the most its input can inflate to).
 
 pub mod crc64;
 pub mod file;
