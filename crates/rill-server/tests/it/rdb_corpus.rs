@@ -131,8 +131,18 @@ fn noise(seed: u64, n: usize) -> Vec<u8> {
 // The corpus
 // ---------------------------------------------------------------------------------------------
 
-/// Fill database `db` (already selected) with every form; `newest`: XNACK and IDMP too.
-fn fill_database(c: &mut RawClient, db: usize, newest: bool, who: &str) {
+/// Stream state only newer Redis versions have.
+#[derive(Debug, Clone, Copy)]
+struct Newer {
+    /// IDMP (XADD ... IDMP, XCFGSET): 8.6.
+    idmp: bool,
+    /// XNACK: 8.8.
+    xnack: bool,
+}
+
+/// Fill database `db` (already selected) with every form, and the newer stream state `newer`
+/// names.
+fn fill_database(c: &mut RawClient, db: usize, newer: Newer, who: &str) {
     let d = db.to_string();
     let mut cmds: Vec<Command> = Vec::new();
     let mut set = |k: &str, v: Vec<u8>| cmds.push(vec![b"SET".to_vec(), k.as_bytes().to_vec(), v]);
@@ -219,8 +229,10 @@ fn fill_database(c: &mut RawClient, db: usize, newest: bool, who: &str) {
     // SETID without ENTRIESREAD: entries-read unknown.
     cmds.push(cmd(&["XGROUP", "CREATE", "stream:s", "g3", "$"]));
     cmds.push(cmd(&["XGROUP", "SETID", "stream:s", "g3", &id(30)]));
-    if newest {
+    if newer.xnack {
         cmds.push(cmd(&["XNACK", "stream:s", "g1", "SILENT", "IDS", "2", &id(5), &id(6)]));
+    }
+    if newer.idmp {
         cmds.push(cmd(&["XCFGSET", "stream:s", "IDMP-DURATION", "3000", "IDMP-MAXSIZE", "50"]));
         cmds.push(cmd(&["XADD", "stream:s", "IDMP", "producer-1", "iid-1", "*", "f", "v"]));
         cmds.push(cmd(&["XADD", "stream:s", "IDMP", "producer-1", "iid-2", "*", "f", "v"]));
@@ -251,14 +263,15 @@ fn fill_database(c: &mut RawClient, db: usize, newest: bool, who: &str) {
 }
 
 /// Fill a Redis with the corpus in every database and check it holds the forms meant.
-fn fill(c: &mut RawClient, source: &Source) -> bool {
+fn fill(c: &mut RawClient, source: &Source) -> Newer {
     let who = source.label.as_str();
-    let newest = matches!(one(c, &["COMMAND", "INFO", "XNACK"], who), Value::Array(ref a) if a.first().is_some_and(|v| *v != Value::Nil));
+    let knows = |c: &mut RawClient, command: &str| matches!(one(c, &["COMMAND", "INFO", command], who), Value::Array(ref a) if a.first().is_some_and(|v| *v != Value::Nil));
+    let newer = Newer { idmp: knows(c, "XCFGSET"), xnack: knows(c, "XNACK") };
     one(c, &["CONFIG", "SET", "stream-node-max-entries", STREAM_NODE_MAX_ENTRIES], who);
     one(c, &["DEBUG", "QUICKLIST-PACKED-THRESHOLD", &PACKED_THRESHOLD_BYTES.to_string()], who);
     for db in 0..DATABASES {
         one(c, &["SELECT", &db.to_string()], who);
-        fill_database(c, db, newest, who);
+        fill_database(c, db, newer, who);
     }
     one(c, &["SELECT", "15"], who);
     let set_listpack = one(c, &["CONFIG", "GET", "set-max-listpack-entries"], who) != Value::Array(Vec::new());
@@ -291,7 +304,7 @@ fn fill(c: &mut RawClient, source: &Source) -> bool {
     let nodes = debug(c, "list:plain");
     let count = nodes.split_whitespace().find_map(|f| f.strip_prefix("ql_nodes:")).and_then(|n| n.parse::<u32>().ok());
     assert!(count.is_some_and(|n| n >= 4), "{who}: list:plain is not in plain nodes: {nodes}");
-    newest
+    newer
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -506,7 +519,7 @@ fn redis_rdb_files_of_every_type_and_encoding_load_into_rill_and_back() {
         let who = source.label.clone();
         let redis = start_redis(&source.binary, &["--enable-debug-command", "yes"]);
         let mut c = redis.connect();
-        let newest = fill(&mut c, &source);
+        let newer = fill(&mut c, &source);
         one(&mut c, &["SAVE"], &who);
         let file = std::fs::read(redis.dir().join("dump.rdb")).unwrap();
         // What Redis makes of the file. For 7.0.15's, that is Redis 8.2.3's reading, the
@@ -527,7 +540,7 @@ fn redis_rdb_files_of_every_type_and_encoding_load_into_rill_and_back() {
             }
         };
         assert!(want.len() > DATABASES * 25, "{who}: only {} keys", want.len());
-        eprintln!("{who}: {} keys, a {}-byte file, XNACK and IDMP: {newest}", want.len(), file.len());
+        eprintln!("{who}: {} keys, a {}-byte file, newer stream state: {newer:?}", want.len(), file.len());
 
         // As dbfilename, the log off.
         let dir = TempDir::new("rill-corpus-rdb");
@@ -540,7 +553,8 @@ fn redis_rdb_files_of_every_type_and_encoding_load_into_rill_and_back() {
         let mut rc = p.client();
         one(&mut rc, &["SAVE"], "rill");
         let saved = dir.path().join("dump.rdb");
-        let target = if newest { Some(source.binary.clone()) } else { ReferenceServer::Redis8.require() };
+        let target =
+            if newer.idmp || newer.xnack { Some(source.binary.clone()) } else { ReferenceServer::Redis8.require() };
         if let Some(target) = target {
             let back = TempDir::new("rill-corpus-back");
             std::fs::copy(&saved, back.path().join("dump.rdb")).unwrap();
