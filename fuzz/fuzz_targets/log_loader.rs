@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
         idmp_max_size: 100,
         now_ms: 0,
     };
-    if let Ok(mut reader) = FileReader::new(data, ctx) {
+    if let Ok(mut reader) = FileReader::new(data, ctx, 16) {
         while let Ok(Some(_)) = reader.next_key() {}
     }
 });

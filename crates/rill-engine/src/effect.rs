@@ -117,14 +117,23 @@ impl Effect {
     pub fn del(db: usize, key: Bytes) -> Effect {
         Effect::Command { db, args: vec![Bytes::from_static(b"DEL"), key] }
     }
+
+    /// The database the effect changes.
+    pub fn db(&self) -> usize {
+        match self {
+            Effect::Command { db, .. } | Effect::Group { db, .. } | Effect::TrimIds { db, .. } => *db,
+        }
+    }
 }
 
-/// Why an effect could not be applied. On replay these are reported, not fatal: a command
+/// Why an effect could not be applied. On replay these are reported, not fatal (but
+/// [`ApplyError::DbOutOfRange`], which says the log is not this server's to replay): a command
 /// that failed when it first ran fails the same way again, and that is the state the
 /// original server had.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApplyError {
-    /// The effect names a database the engine does not have.
+    /// The effect names a database the engine does not have: the log was written by a server
+    /// with more databases, and every effect on that database would be lost.
     DbOutOfRange(usize),
     /// A command effect whose name the table does not know.
     UnknownCommand(String),
@@ -159,14 +168,16 @@ impl crate::Engine {
         time_ms: i64,
         effect: Effect,
     ) -> Result<(), ApplyError> {
+        // One check for every kind of effect, with its own error: the caller tells a log from
+        // a server with more databases apart from an effect that failed when it first ran.
+        if effect.db() >= self.db_count() {
+            return Err(ApplyError::DbOutOfRange(effect.db()));
+        }
         match effect {
             Effect::Group { .. } | Effect::TrimIds { .. } => {
                 self.apply_stream_effect(&effect).map_err(ApplyError::Stream)
             }
             Effect::Command { db, args } => {
-                if db >= self.db_count() {
-                    return Err(ApplyError::DbOutOfRange(db));
-                }
                 // The most common record, straight into the stream.
                 let args = match self.replay_xadd(db, args) {
                     Ok(r) => return r.map_err(ApplyError::Stream),

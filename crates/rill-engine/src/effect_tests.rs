@@ -116,3 +116,30 @@ proptest! {
         }
     }
 }
+
+/// An effect on a database the engine lacks says so, whatever its kind (a stream effect
+/// reported it as a stream error before, which replay skipped with a warning): replay tells
+/// a log from a server with more databases by this error.
+#[test]
+fn every_kind_of_effect_on_a_missing_database_is_db_out_of_range() {
+    use crate::effect::ApplyError;
+    use crate::types::stream::group::GroupEffect;
+    let table = CommandTable::new(&families());
+    let mut engine = Engine::new(EngineConfig { databases: 4, ..EngineConfig::default() });
+    let key = Bytes::from_static(b"s");
+    let group = GroupEffect::GroupDestroyed { group: Bytes::from_static(b"g") };
+    for db in [4usize, 1 << 40] {
+        for e in [
+            Effect::Command { db, args: vec![Bytes::from_static(b"SET"), key.clone(), key.clone()] },
+            Effect::Command {
+                db,
+                args: vec![Bytes::from_static(b"XADD"), key.clone(), "1-1".into(), "f".into(), "v".into()],
+            },
+            Effect::Group { db, key: key.clone(), effect: group.clone() },
+            Effect::TrimIds { db, key: key.clone(), ids: Vec::new(), delref: false },
+        ] {
+            assert_eq!(engine.apply_effect(&table, 0, e.clone()), Err(ApplyError::DbOutOfRange(db)), "{e:?}");
+        }
+    }
+    assert_eq!(engine.total_keys(), 0);
+}

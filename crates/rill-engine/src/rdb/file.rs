@@ -142,13 +142,18 @@ pub struct FileReader<'a> {
     whole: &'a [u8],
     r: Reader<'a>,
     db: usize,
+    /// The server's `databases`: the indexes a file may select.
+    databases: usize,
+    /// The key whose value is being read, kept for the error message when it fails.
+    reading: Option<Bytes>,
     ctx: LoadContext,
     done: bool,
 }
 
 impl<'a> FileReader<'a> {
-    /// Check the magic, version and (if present) the checksum of `bytes`.
-    pub fn new(bytes: &'a [u8], ctx: LoadContext) -> Result<FileReader<'a>, RdbError> {
+    /// Check the magic, version and (if present) the checksum of `bytes`, for a server with
+    /// `databases` databases.
+    pub fn new(bytes: &'a [u8], ctx: LoadContext, databases: usize) -> Result<FileReader<'a>, RdbError> {
         let magic = bytes.get(..9).ok_or(RdbError::Truncated)?;
         if magic.get(..5) != Some(b"REDIS") {
             return Err(RdbError::Corrupt("not an RDB file (wrong signature)"));
@@ -172,7 +177,7 @@ impl<'a> FileReader<'a> {
             return Err(RdbError::VersionOrChecksum);
         }
         let r = Reader::new(body.get(9..).unwrap_or_default());
-        Ok(FileReader { whole: bytes, r, db: 0, ctx, done: false })
+        Ok(FileReader { whole: bytes, r, db: 0, databases, reading: None, ctx, done: false })
     }
 
     /// Byte offset of the reader in the file (progress reports).
@@ -180,8 +185,15 @@ impl<'a> FileReader<'a> {
         self.whole.len().saturating_sub(8).saturating_sub(self.r.remaining())
     }
 
+    /// The database and name of the key [`FileReader::next_key`] was reading when it failed
+    /// (`None` if it failed between keys).
+    pub fn failed_key(&self) -> Option<(usize, &[u8])> {
+        self.reading.as_deref().map(|k| (self.db, k))
+    }
+
     /// The next key, or `None` at the end of the file.
     pub fn next_key(&mut self) -> Result<Option<LoadedKey>, RdbError> {
+        self.reading = None;
         let mut expire_at_ms = None;
         loop {
             if self.done {
@@ -197,16 +209,25 @@ impl<'a> FileReader<'a> {
                     self.r.string()?;
                     self.r.string()?;
                 }
-                OP_SELECTDB => self.db = self.r.count()?,
+                OP_SELECTDB => {
+                    // An index, not a count of things still to read: it is bounded by the
+                    // databases the server has, not by the bytes left in the file.
+                    let db = self.r.length()?;
+                    self.db = usize::try_from(db)
+                        .ok()
+                        .filter(|db| *db < self.databases)
+                        .ok_or(RdbError::DatabaseOutOfRange { db, databases: self.databases })?;
+                }
                 OP_RESIZEDB => {
                     self.r.length()?;
                     self.r.length()?;
                 }
                 OP_EXPIRETIME_MS => expire_at_ms = Some(self.r.millis()?),
                 OP_EXPIRETIME => {
-                    let b = self.r.bytes(4)?;
-                    let secs = super::io::le_u32(b).ok_or(RdbError::Truncated)?;
-                    expire_at_ms = Some(i64::from(secs) * 1000);
+                    // Seconds as a signed 32-bit time (Redis before 2.6): above 2^31 is before
+                    // 1970, an expired key, not one living until 2106.
+                    let secs: [u8; 4] = self.r.bytes(4)?.try_into().map_err(|_| RdbError::Truncated)?;
+                    expire_at_ms = Some(i64::from(i32::from_le_bytes(secs)) * 1000);
                 }
                 OP_IDLE => {
                     self.r.length()?;
@@ -225,7 +246,9 @@ impl<'a> FileReader<'a> {
                 OP_MODULE_AUX => return Err(RdbError::UnsupportedType(OP_MODULE_AUX)),
                 rdb_type => {
                     let key = Bytes::from(self.r.string()?);
+                    self.reading = Some(key.clone());
                     let value = decode_value(&mut self.r, rdb_type, &self.ctx)?;
+                    self.reading = None;
                     return Ok(Some(LoadedKey { db: self.db, key, entry: Entry::new(value, expire_at_ms) }));
                 }
             }
@@ -254,7 +277,7 @@ mod tests {
         w.key(b"l", &Entry::new(list.clone(), None)).unwrap();
         let (bytes, n) = w.finish().unwrap();
         assert_eq!(n as usize, bytes.len());
-        let mut r = FileReader::new(&bytes, ctx()).unwrap();
+        let mut r = FileReader::new(&bytes, ctx(), 16).unwrap();
         let a = r.next_key().unwrap().unwrap();
         assert_eq!((a.db, &a.key[..], a.entry.expire_at_ms), (0, &b"s"[..], Some(5_000)));
         let b = r.next_key().unwrap().unwrap();
@@ -265,7 +288,82 @@ mod tests {
 
         let mut bad = bytes.clone();
         bad[12] ^= 1;
-        assert!(FileReader::new(&bad, ctx()).is_err());
-        assert!(FileReader::new(&bytes[..bytes.len() - 3], ctx()).is_err());
+        assert!(FileReader::new(&bad, ctx(), 16).is_err());
+        assert!(FileReader::new(&bytes[..bytes.len() - 3], ctx(), 16).is_err());
+    }
+
+    /// A file with one small key in a database of a high index.
+    fn one_key_in(db: usize) -> Vec<u8> {
+        let mut w = FileWriter::new(Vec::new(), 12, NodeLimits::default(), 1_000).unwrap();
+        w.select_db(db, 1, 0).unwrap();
+        w.key(b"a", &Entry::new(Value::Str(Bytes::from_static(b"1")), None)).unwrap();
+        w.finish().unwrap().0
+    }
+
+    /// `SELECT 15`, `SET a 1`, SAVE: the index is larger than the bytes after it, which is
+    /// no reason to refuse the file (it was, when the index was read as a count).
+    #[test]
+    fn a_database_index_is_bounded_by_the_databases_not_by_the_bytes_left() {
+        for db in [15, 63, 64, 200] {
+            let bytes = one_key_in(db);
+            let mut r = FileReader::new(&bytes, ctx(), 256).unwrap();
+            let k = r.next_key().unwrap_or_else(|e| panic!("database {db}: {e}")).unwrap();
+            assert_eq!((k.db, &k.key[..]), (db, &b"a"[..]));
+            assert!(r.next_key().unwrap().is_none());
+        }
+        // One past the last database: refused, naming both numbers, before any key is read.
+        let bytes = one_key_in(16);
+        let mut r = FileReader::new(&bytes, ctx(), 16).unwrap();
+        let err = r.next_key().unwrap_err();
+        assert_eq!(err, RdbError::DatabaseOutOfRange { db: 16, databases: 16 });
+        assert!(r.failed_key().is_none());
+        let text = err.to_string();
+        assert!(
+            text.contains("database 16") && text.contains("16 databases") && text.contains("`databases 17`"),
+            "{text}"
+        );
+        // An index no usize holds (a 64-bit length) is refused the same way, without wrapping.
+        let mut huge = bytes.clone();
+        let at = huge.windows(2).position(|w| w == [OP_SELECTDB, 16]).unwrap();
+        huge.splice(at + 1..at + 2, [0x81u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+        let crc_at = huge.len() - 8;
+        let crc = crc64(0, &huge[..crc_at]).to_le_bytes();
+        huge[crc_at..].copy_from_slice(&crc);
+        let err = FileReader::new(&huge, ctx(), 16).unwrap().next_key().unwrap_err();
+        assert_eq!(err, RdbError::DatabaseOutOfRange { db: u64::MAX, databases: 16 });
+    }
+
+    /// The seconds form of an expiry (Redis < 2.6) is a signed 32-bit time, as Redis reads it.
+    #[test]
+    fn expiry_in_seconds_is_a_signed_32_bit_time() {
+        for (raw, want) in
+            [(1_700_000_000i32, 1_700_000_000_000i64), (-1, -1000), (i32::MIN, i64::from(i32::MIN) * 1000)]
+        {
+            let mut file = b"REDIS0003".to_vec();
+            file.extend_from_slice(&[OP_SELECTDB, 0, OP_EXPIRETIME]);
+            file.extend_from_slice(&raw.to_le_bytes());
+            file.extend_from_slice(&[0, 1, b'k', 1, b'v', OP_EOF]);
+            file.extend_from_slice(&0u64.to_le_bytes());
+            let k = FileReader::new(&file, ctx(), 16).unwrap().next_key().unwrap().unwrap();
+            assert_eq!(k.entry.expire_at_ms, Some(want), "{raw}");
+        }
+    }
+
+    /// A key of a type rill lacks fails the load naming the key and the type.
+    #[test]
+    fn a_key_of_a_type_rill_lacks_is_named_in_the_error() {
+        let mut bytes = one_key_in(3);
+        // Turn the string into a sorted set in a listpack (type 17): its body is then read
+        // no further.
+        let at = bytes.windows(3).position(|w| w == [0, 1, b'a']).unwrap();
+        bytes[at] = 17;
+        let crc_at = bytes.len() - 8;
+        let crc = crc64(0, &bytes[..crc_at]).to_le_bytes();
+        bytes[crc_at..].copy_from_slice(&crc);
+        let mut r = FileReader::new(&bytes, ctx(), 16).unwrap();
+        let err = r.next_key().unwrap_err();
+        assert_eq!(err, RdbError::UnsupportedType(17));
+        assert_eq!(r.failed_key(), Some((3, &b"a"[..])));
+        assert!(err.to_string().contains("sorted set"), "{err}");
     }
 }

@@ -25,7 +25,13 @@
 //! What we read: the above plus list 1, 10 (ziplist), 14 (quicklist of ziplists); set 11
 //! (intset), 20 (listpack); hash 9 (zipmap), 13 (ziplist), 16 (listpack); streams 15, 19, 21,
 //! 26, 27; LZF-compressed strings anywhere a string appears. Sorted sets, modules and hashes
-//! with field expiry have no rill value to load into and fail as bad data.
+//! with field expiry have no rill value to load into: RESTORE answers them as bad data, a
+//! snapshot load fails naming the type ([`RdbError::UnsupportedType`], [`type_name`]).
+//!
+//! Numbers read are bounded by what they mean: a count of elements still to read by the bytes
+//! left (each takes at least one), and it reserves memory only up to a small fixed bound; a
+//! database index by the server's databases; lengths of strings by the bytes present (LZF by
+//! the most its input can inflate to).
 
 pub mod crc64;
 pub mod file;
@@ -100,6 +106,57 @@ pub enum RdbError {
     Corrupt(&'static str),
     /// A type rill has no value for (sorted sets, modules, hashes with field expiry, ...).
     UnsupportedType(u8),
+    /// A snapshot file selects database `db`, and the server has only `databases` (Redis
+    /// refuses such a file at load too: its keys have nowhere to go).
+    DatabaseOutOfRange {
+        /// The index the file names.
+        db: u64,
+        /// The server's `databases`.
+        databases: usize,
+    },
+}
+
+impl std::fmt::Display for RdbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RdbError::VersionOrChecksum => f.write_str("RDB version newer than this server reads, or checksum wrong"),
+            RdbError::Truncated => f.write_str("the data ends before its encoding says it should"),
+            RdbError::Corrupt(why) => write!(f, "corrupt data: {why}"),
+            RdbError::UnsupportedType(t) => {
+                write!(f, "a value of RDB type {t} ({}), a type rill does not serve", type_name(*t))
+            }
+            RdbError::DatabaseOutOfRange { db, databases } => write!(
+                f,
+                "the file holds keys of database {db}, but this server has {databases} databases \
+                 (0 to {}); start it with `databases {}` or more to load this file",
+                databases.saturating_sub(1),
+                db.saturating_add(1)
+            ),
+        }
+    }
+}
+
+/// What an RDB type byte (or key-level opcode) holds, for error messages.
+pub fn type_name(rdb_type: u8) -> &'static str {
+    match rdb_type {
+        3 | 5 | 12 | 17 => "sorted set",
+        6 | 7 => "module value",
+        22..=25 => "hash with field expiry",
+        28 => "array",
+        29 => "GCRA rate limiter",
+        0xF3 => "module key metadata",
+        0xF7 => "module auxiliary data",
+        types::STRING => "string",
+        types::LIST | types::LIST_ZIPLIST | types::LIST_QUICKLIST | types::LIST_QUICKLIST_2 => "list",
+        types::SET | types::SET_INTSET | types::SET_LISTPACK => "set",
+        types::HASH | types::HASH_ZIPMAP | types::HASH_ZIPLIST | types::HASH_LISTPACK => "hash",
+        stream::TYPE_STREAM_V1
+        | stream::TYPE_STREAM_V2
+        | stream::TYPE_STREAM_V3
+        | stream::TYPE_STREAM_V4
+        | stream::TYPE_STREAM_V5 => "stream",
+        _ => "unknown type",
+    }
 }
 
 /// Server state that loading depends on.

@@ -70,7 +70,10 @@ const BAD_DATA: CmdError = CmdError::full("ERR Bad data format");
 fn rdb_error(e: &RdbError) -> CmdError {
     match e {
         RdbError::VersionOrChecksum => BAD_FOOTER,
-        RdbError::Truncated | RdbError::Corrupt(_) | RdbError::UnsupportedType(_) => BAD_DATA,
+        RdbError::Truncated
+        | RdbError::Corrupt(_)
+        | RdbError::UnsupportedType(_)
+        | RdbError::DatabaseOutOfRange { .. } => BAD_DATA,
     }
 }
 

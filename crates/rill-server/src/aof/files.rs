@@ -5,6 +5,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 const MANIFEST_HEADER: &str = "rill-manifest 1";
+/// The largest sequence number a listed file may carry: one the server could have reached
+/// counting up from 1 (Redis' numbers are signed 64-bit too), so the next one never wraps.
+const MAX_SEQ: u64 = i64::MAX as u64;
+/// The largest manifest read: a manifest lists one line per file, a few dozen bytes each.
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// Which files make up the log, in replay order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -91,25 +96,65 @@ impl Files {
 
     /// Read the manifest; `Ok(None)` if there is none.
     pub fn read_manifest(&mut self) -> io::Result<Option<Manifest>> {
-        let text = match fs::read_to_string(self.manifest_path()) {
-            Ok(t) => t,
+        use std::io::Read;
+        let mut text = String::new();
+        match File::open(self.manifest_path()) {
+            // A manifest larger than any this server writes is not read whole into memory.
+            Ok(f) => f.take(MAX_MANIFEST_BYTES + 1).read_to_string(&mut text)?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
+        if text.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(invalid(format!("manifest larger than {MAX_MANIFEST_BYTES} bytes")));
+        }
+        let m = self.parse_manifest(&text)?;
+        self.manifest = m.clone();
+        Ok(Some(m))
+    }
+
+    /// A manifest's text as this directory's [`Manifest`]. Each name must be one the server
+    /// writes here: a plain file name of this directory (a path would make the log read and
+    /// append to a file elsewhere), of the kind its line says, with a sequence number the
+    /// server can count on from, listed once (twice would replay its records twice).
+    fn parse_manifest(&self, text: &str) -> io::Result<Manifest> {
         let mut lines = text.lines();
         if lines.next() != Some(MANIFEST_HEADER) {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "manifest has no rill-manifest header"));
+            return Err(invalid("manifest has no rill-manifest header".into()));
         }
         let mut m = Manifest::default();
         for line in lines.filter(|l| !l.trim().is_empty()) {
-            match line.split_once(' ') {
-                Some(("base", f)) if m.base.is_none() && m.incrs.is_empty() => m.base = Some(f.to_string()),
-                Some(("incr", f)) => m.incrs.push(f.to_string()),
-                _ => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("bad manifest line '{line}'"))),
+            let bad = |why: &str| invalid(format!("bad manifest line '{line}': {why}"));
+            let (kind, f) = line.split_once(' ').ok_or_else(|| bad("not '<kind> <file>'"))?;
+            let suffix = match kind {
+                "base" if m.base.is_some() || !m.incrs.is_empty() => {
+                    return Err(bad("a second base, or one after incr"))
+                }
+                "base" => ".base.rdb",
+                "incr" => ".incr.rlog",
+                _ => return Err(bad("unknown kind")),
+            };
+            let seq = f
+                .strip_prefix(&self.name)
+                .and_then(|rest| rest.strip_prefix('.'))
+                .and_then(|rest| rest.strip_suffix(suffix))
+                .filter(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| bad(&format!("not a file name of the form {}.<number>{suffix}", self.name)))?;
+            if seq == 0 || seq > MAX_SEQ {
+                return Err(bad("sequence number out of range"));
+            }
+            if Path::new(f).file_name().and_then(|n| n.to_str()) != Some(f) {
+                return Err(bad("a path, not a file name"));
+            }
+            if m.base.as_deref() == Some(f) || m.incrs.iter().any(|i| i == f) {
+                return Err(bad("listed twice"));
+            }
+            match kind {
+                "base" => m.base = Some(f.to_string()),
+                _ => m.incrs.push(f.to_string()),
             }
         }
-        self.manifest = m.clone();
-        Ok(Some(m))
+        Ok(m)
     }
 
     /// Replace the manifest atomically (temp file, fsync, rename, fsync the directory).
@@ -194,7 +239,73 @@ impl Files {
     }
 }
 
+fn invalid(why: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why)
+}
+
 /// fsync a directory, so a rename or create in it survives a power loss.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> io::Result<Manifest> {
+        Files::new("appendonlydir", "appendonly.aof").parse_manifest(text)
+    }
+
+    #[test]
+    fn a_manifest_the_server_writes_reads_back() {
+        let m = parse("rill-manifest 1\nbase appendonly.aof.7.base.rdb\nincr appendonly.aof.9.incr.rlog\nincr appendonly.aof.8.incr.rlog\n")
+            .unwrap();
+        assert_eq!(m.base.as_deref(), Some("appendonly.aof.7.base.rdb"));
+        assert_eq!(m.incrs, ["appendonly.aof.9.incr.rlog", "appendonly.aof.8.incr.rlog"]);
+        let big = format!("rill-manifest 1\nincr appendonly.aof.{MAX_SEQ}.incr.rlog\n");
+        assert_eq!(parse(&big).unwrap().incrs.len(), 1);
+    }
+
+    /// Names are file names of this directory, of their line's kind, numbered so that the
+    /// next number does not wrap, each listed once.
+    #[test]
+    fn names_outside_the_directory_or_the_scheme_are_refused() {
+        for (line, why) in [
+            ("incr /etc/passwd", "form"),
+            ("incr ../appendonly.aof.1.incr.rlog", "form"),
+            ("incr appendonly.aof.1/../../x.incr.rlog", "form"),
+            ("incr appendonly.aof./x.incr.rlog", "form"),
+            ("incr appendonly.aof.1.base.rdb", "form"),
+            ("base appendonly.aof.1.incr.rlog", "form"),
+            ("incr appendonly.aof.-1.incr.rlog", "form"),
+            ("incr appendonly.aof.+1.incr.rlog", "form"),
+            ("incr appendonly.aof.0.incr.rlog", "out of range"),
+            ("incr appendonly.aof.18446744073709551615.incr.rlog", "out of range"),
+            ("incr appendonly.aof.18446744073709551616.incr.rlog", "form"),
+            ("incr appendonly.aof.1.incr.rlog\nincr appendonly.aof.1.incr.rlog", "listed twice"),
+            ("incr appendonly.aof.1.incr.rlog\nbase appendonly.aof.2.base.rdb", "second base"),
+            ("file appendonly.aof.1.incr.rlog", "unknown kind"),
+        ] {
+            let err = parse(&format!("rill-manifest 1\n{line}\n")).unwrap_err().to_string();
+            assert!(err.contains(why), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_manifest_larger_than_any_the_server_writes_is_refused_unread() {
+        let dir = std::env::temp_dir().join(format!("rill-manifest-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut files = Files::new(dir.to_str().unwrap(), "appendonly.aof");
+        let mut text = String::from("rill-manifest 1\n");
+        while text.len() as u64 <= MAX_MANIFEST_BYTES {
+            text.push_str("\n\n\n\n\n\n\n\n");
+        }
+        fs::write(files.manifest_path(), &text).unwrap();
+        assert!(files.read_manifest().unwrap_err().to_string().contains("larger than"));
+        fs::write(files.manifest_path(), "rill-manifest 1\nincr appendonly.aof.3.incr.rlog\n").unwrap();
+        assert_eq!(files.read_manifest().unwrap().unwrap().incrs, ["appendonly.aof.3.incr.rlog"]);
+        assert_eq!(files.last_seq(), 3);
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }

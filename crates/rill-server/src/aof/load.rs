@@ -8,8 +8,9 @@ use super::files::{Files, Manifest};
 use super::{FsyncPolicy, Log};
 use crate::state::{now_ms, Shared, State};
 use rill_engine::command::CommandTable;
+use rill_engine::effect::ApplyError;
 use rill_engine::rdb::file::FileReader;
-use rill_engine::rdb::LoadContext;
+use rill_engine::rdb::{LoadContext, RdbError};
 use rill_engine::{Engine, EngineConfig};
 use std::sync::Arc;
 use std::time::Instant;
@@ -57,6 +58,33 @@ pub enum Expired {
     Keep,
 }
 
+/// Why a snapshot could not be loaded, for the start-up error: the file, the offset, the key
+/// being read if any, and what was wrong.
+fn snapshot_error(path: &std::path::Path, reader: Option<&FileReader<'_>>, e: &RdbError) -> String {
+    let path = path.display();
+    let offset = reader.map(|r| format!(" at offset {}", r.offset())).unwrap_or_default();
+    let key = match reader.and_then(FileReader::failed_key) {
+        Some((db, key)) => format!(" (key '{}' of database {db})", String::from_utf8_lossy(key)),
+        None => String::new(),
+    };
+    match e {
+        // The file is sound; this server is not configured to hold it.
+        RdbError::DatabaseOutOfRange { .. } => format!("{path}: cannot load the snapshot{offset}: {e}"),
+        RdbError::UnsupportedType(_) => format!("{path}: cannot load the snapshot{offset}{key}: {e}"),
+        _ => format!("{path}: bad snapshot{offset}{key}: {e}"),
+    }
+}
+
+/// A log record changes database `db` and the server has `databases`.
+fn database_out_of_range(path: &std::path::Path, db: usize, databases: usize) -> String {
+    format!(
+        "{}: cannot replay the log: it changes database {db}, but this server has {databases} databases (0 to {}); start it with `databases {}` or more to load it",
+        path.display(),
+        databases.saturating_sub(1),
+        db.saturating_add(1)
+    )
+}
+
 /// Put one key read from a snapshot into `engine`, with its expiry.
 fn insert_loaded(
     engine: &mut Engine,
@@ -66,8 +94,11 @@ fn insert_loaded(
     expired: Expired,
     skipped: &mut Vec<(usize, bytes::Bytes)>,
 ) -> Result<(), String> {
+    // The reader already refuses a database the server does not have; the keyspace is not
+    // the place to find out.
     if k.db >= engine.db_count() {
-        return Err(format!("{}: key in database {} but databases is {}", path.display(), k.db, engine.db_count()));
+        let e = RdbError::DatabaseOutOfRange { db: k.db as u64, databases: engine.db_count() };
+        return Err(snapshot_error(path, None, &e));
     }
     let expire = k.entry.expire_at_ms;
     if expired == Expired::Skip && expire.is_some_and(|t| t <= now_ms) {
@@ -96,10 +127,13 @@ pub fn rebuild(
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let ctx_now = now_ms();
         let ctx = context_for(engine.config(), ctx_now);
-        let mut reader =
-            FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
-        while let Some(k) = reader.next_key().map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))? {
-            insert_loaded(&mut engine, k, path, ctx_now, Expired::Keep, &mut Vec::new())?;
+        let mut reader = FileReader::new(&bytes, ctx, engine.db_count()).map_err(|e| snapshot_error(path, None, &e))?;
+        loop {
+            match reader.next_key() {
+                Ok(Some(k)) => insert_loaded(&mut engine, k, path, ctx_now, Expired::Keep, &mut Vec::new())?,
+                Ok(None) => break,
+                Err(e) => return Err(snapshot_error(path, Some(&reader), &e)),
+            }
         }
     }
     for path in incrs {
@@ -108,8 +142,11 @@ pub fn rebuild(
         let mut records = Records::new(bytes);
         while let Some((_, time, effects)) = records.next_record() {
             for e in effects {
-                // Effects that failed when first replayed fail the same way here.
-                let _ = engine.apply_effect(table, time, e);
+                // Effects that failed when first replayed fail the same way here; a database
+                // the engine lacks fails the rebuild, as it failed the replay.
+                if let Err(ApplyError::DbOutOfRange(db)) = engine.apply_effect(table, time, e) {
+                    return Err(database_out_of_range(path, db, engine.db_count()));
+                }
             }
         }
         match records.tail {
@@ -133,8 +170,11 @@ pub fn load_snapshot(
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let started = Instant::now();
     let load_now = now_ms();
-    let ctx = load_context(&shared.lock(), load_now);
-    let mut reader = FileReader::new(&bytes, ctx).map_err(|e| format!("{}: bad snapshot: {e:?}", path.display()))?;
+    let (ctx, databases) = {
+        let st = shared.lock();
+        (load_context(&st, load_now), st.engine.db_count())
+    };
+    let mut reader = FileReader::new(&bytes, ctx, databases).map_err(|e| snapshot_error(path, None, &e))?;
     let mut n: u64 = 0;
     let mut skipped = Vec::new();
     let mut next_progress = PROGRESS_BYTES;
@@ -155,7 +195,7 @@ pub fn load_snapshot(
                     );
                     return Ok(skipped);
                 }
-                Err(e) => return Err(format!("{}: bad snapshot at offset {}: {e:?}", path.display(), reader.offset())),
+                Err(e) => return Err(snapshot_error(path, Some(&reader), &e)),
             }
         }
         drop(st);
@@ -231,10 +271,18 @@ fn replay_file(shared: &Shared, files: &Files, name: &str, last: bool) -> Result
         for _ in 0..if delay.is_zero() { CHUNK_RECORDS } else { 1 } {
             let Some((_, time, effects)) = records.next_record() else { break };
             for e in effects {
-                if let Err(msg) = st.engine.apply_effect(&shared.log_table, time, e) {
-                    errors += 1;
-                    if errors <= 10 {
-                        tracing::warn!("{}: replaying record {n}: {msg}", path.display());
+                match st.engine.apply_effect(&shared.log_table, time, e) {
+                    Ok(()) => {}
+                    // Not an effect that failed when it first ran: the log comes from a server
+                    // with more databases, and skipping would drop that database's writes.
+                    Err(ApplyError::DbOutOfRange(db)) => {
+                        return Err(database_out_of_range(&path, db, st.engine.db_count()));
+                    }
+                    Err(msg) => {
+                        errors += 1;
+                        if errors <= 10 {
+                            tracing::warn!("{}: replaying record {n}: {msg}", path.display());
+                        }
                     }
                 }
             }

@@ -13,7 +13,8 @@
 //! ```
 //!
 //! The manifest is text: a `rill-manifest 1` line, then `base <file>` (optional) and one
-//! `incr <file>` line per log file in replay order. That order is not always the order of the
+//! `incr <file>` line per log file in replay order. Each file is named as below, with a number
+//! from 1 to 2^63 − 1, and listed once; start-up refuses any other line. That order is not always the order of the
 //! numbers: after a failed write or fsync the writer continues in a fresh file listed right
 //! after the one that failed, which may come before a file a rewrite prepared (`writer.rs`).
 //!

@@ -28,6 +28,7 @@ mod lose_nothing;
 mod persistence;
 mod protected_mode;
 mod protocol;
+mod rdb_corpus;
 mod replication;
 mod restore_hostile;
 mod security;
