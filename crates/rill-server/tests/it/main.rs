@@ -12,6 +12,9 @@ mod common;
 // Shared with `examples/killtest.rs`, which includes it by path too.
 #[path = "../killtest/mod.rs"]
 mod killtest;
+// Shared with `examples/restart_fuzz.rs`, which includes it by path too.
+#[path = "../restart_fuzz/mod.rs"]
+mod restart_fuzz;
 
 mod admin;
 mod client_limits;
@@ -30,6 +33,8 @@ mod protected_mode;
 mod protocol;
 mod rdb_corpus;
 mod replication;
+#[path = "restart_fuzz.rs"]
+mod restart_fuzz_test;
 mod restore_hostile;
 mod security;
 mod startup;
