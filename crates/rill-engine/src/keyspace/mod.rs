@@ -12,6 +12,7 @@ mod scan;
 mod watch;
 
 use bytes::Bytes;
+use indexmap::{IndexMap, IndexSet};
 use rill_resp::Reply;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -19,6 +20,16 @@ pub use watch::WatchedKeys;
 
 use crate::types::object::meta::Access;
 use crate::types::object::{ObjectConfig, ObjectMeta};
+
+/// A hash's fields and their values. The table also numbers its fields (`indexmap`), so
+/// HRANDFIELD reads the field at a random position in O(1) where a `HashMap` would walk to it;
+/// the price is ~11 bytes per field. Remove with `swap_remove` (O(1): the last field takes the
+/// hole), never `shift_remove` (O(N)); the order of the fields is no promise to anyone.
+pub type HashFields = IndexMap<Bytes, Bytes>;
+
+/// A set's members, numbered as a hash's fields are (SPOP, SRANDMEMBER); ~18 bytes per member
+/// more than a `HashSet`.
+pub type SetMembers = IndexSet<Bytes>;
 
 /// A value stored under a key.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,11 +39,11 @@ pub enum Value {
     /// A hash: field → value. The tables of a hash and a set are boxed so that a `Value` is
     /// 40 bytes (a string's `Bytes` and a tag), not 56: every key pays for the largest
     /// variant, and most keys are strings.
-    Hash(Box<HashMap<Bytes, Bytes>>),
+    Hash(Box<HashFields>),
     /// A list, head at the front.
     List(VecDeque<Bytes>),
     /// A set of members (boxed, as a hash).
-    Set(Box<HashSet<Bytes>>),
+    Set(Box<SetMembers>),
     /// A stream (boxed: it is much larger than the other variants).
     Stream(Box<crate::types::stream::Stream>),
 }
@@ -255,8 +266,19 @@ impl CallCtx {
     /// if not, mark the reply as too big and fail. O(1), so handlers call it before
     /// allocating anything for the reply.
     pub fn reserve_reply(&mut self, elements: u64, min_encoded_bytes: u64) -> Result<(), crate::CmdError> {
-        let per_element = min_encoded_bytes.saturating_add(std::mem::size_of::<Reply>() as u64);
-        if elements.saturating_mul(per_element) > self.reply_budget_bytes {
+        let per_element = min_encoded_bytes.saturating_add(Self::REPLY_ELEMENT_BYTES);
+        self.check_reply_bytes(elements.saturating_mul(per_element))
+    }
+
+    /// What one element of a reply takes while it is built, besides its bytes on the wire.
+    pub const REPLY_ELEMENT_BYTES: u64 = std::mem::size_of::<Reply>() as u64;
+
+    /// Check that a reply taking `bytes` in all (its elements' wire bytes plus
+    /// [`CallCtx::REPLY_ELEMENT_BYTES`] each) fits [`CallCtx::reply_budget_bytes`]; if not,
+    /// mark the reply as too big and fail. For a handler that knows its elements before it
+    /// builds the reply.
+    pub fn check_reply_bytes(&mut self, bytes: u64) -> Result<(), crate::CmdError> {
+        if bytes > self.reply_budget_bytes {
             self.reply_too_big = true;
             return Err(crate::CmdError::full("ERR reply exceeds the client output buffer limit"));
         }
@@ -351,6 +373,10 @@ pub struct Engine {
     /// A separate pseudo-random sequence for the LFU counter, so that reads under an LFU policy
     /// do not shift RANDOMKEY's.
     lfu_rng_state: u64,
+    /// Elements random picks (SPOP, SRANDMEMBER, HRANDFIELD) read by position since start:
+    /// tests check that a pick reads one element per element it returns, never the whole
+    /// value. See `types::pick`.
+    pub(crate) random_reads: u64,
 }
 
 /// What one command did, besides its reply.
@@ -396,6 +422,7 @@ impl Engine {
             clock_ms: 0,
             first_clock_s: 0,
             lfu_rng_state: 0x0000_1F0C_0DE5,
+            random_reads: 0,
         }
     }
 
