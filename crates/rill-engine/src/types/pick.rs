@@ -1,8 +1,9 @@
-//! Random picks for SPOP, SRANDMEMBER and HRANDFIELD.
+//! Random picks for SPOP, SRANDMEMBER, HRANDFIELD and RANDOMKEY.
 //!
-//! Hashes and sets are numbered tables (`indexmap`: see [`crate::keyspace::HashFields`]), so a
-//! pick is a position drawn from the engine's generator and one O(1) read at that position,
-//! whatever the size of the value — as Redis' dictionary sampling is O(1) expected. A command draws its positions first (the generator needs the engine mutably),
+//! Hashes, sets and databases are numbered tables (`indexmap`: see [`crate::keyspace::HashFields`]
+//! and [`crate::Db`]), so a pick is a position drawn from the engine's generator and one O(1)
+//! read at that position, whatever the size of the value — as Redis' dictionary sampling is
+//! O(1) expected. A command draws its positions first (the generator needs the engine mutably),
 //! then reads them from the table.
 //!
 //! Every element read by position is counted in `Engine::random_reads`, which tests read to

@@ -2,7 +2,8 @@
 //! describes Redis' own structures.
 //!
 //! ```text
-//!  key slot      size_of::<(Bytes, Entry)>() + 1 control byte   the keyspace's hash table
+//!  key slot      POSITION_BYTES + size_of::<(Bytes, Entry)>()   the keyspace's table: a numbered
+//!                + INDEX_SLOT_BYTES                             entry and its index slot
 //!  key name      its length                                     (copied on insert)
 //!  expiry        EXPIRY_INDEX_BYTES                              an entry of the time index
 //!  string        its length
@@ -35,7 +36,7 @@ const INDEX_SLOT_BYTES: usize = std::mem::size_of::<usize>() + 1;
 
 /// The estimate for `entry` under `key`; `samples` 0 reads every element.
 pub fn usage(key: &[u8], entry: &Entry, samples: usize) -> usize {
-    let slot = std::mem::size_of::<(Bytes, Entry)>() + 1;
+    let slot = POSITION_BYTES + std::mem::size_of::<(Bytes, Entry)>() + INDEX_SLOT_BYTES;
     let expiry = if entry.expire_at_ms.is_some() { EXPIRY_INDEX_BYTES } else { 0 };
     let meta = entry.meta.list.as_ref().map_or(0, |l| std::mem::size_of_val(&**l) + list_layout_heap(l));
     slot + key.len() + expiry + meta + value_bytes(&entry.value, samples)
