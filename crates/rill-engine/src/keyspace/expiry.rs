@@ -34,23 +34,31 @@ impl Engine {
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> usize {
         self.observe_clock(now_ms);
         let mut removed = 0;
+        for db in 0..self.dbs.len() {
+            removed += self.expire_due(db, now_ms, budget - removed);
+        }
+        removed
+    }
+
+    /// Remove up to `budget` expired keys of database `db`, the soonest due first (each
+    /// recorded as lazy expiry records it). Returns how many were removed. O(log n) per key.
+    pub(crate) fn expire_due(&mut self, db: usize, now_ms: i64, budget: usize) -> usize {
         if self.loading {
             return 0;
         }
-        for db in 0..self.dbs.len() {
-            while removed < budget {
-                let due = match self.db(db).expiring.first() {
-                    Some((t, k)) if *t <= now_ms => k.clone(),
-                    _ => break,
-                };
-                if self.expire_if_needed(db, &due, now_ms) {
-                    removed += 1;
-                } else {
-                    // Index out of step with the key (cannot happen by the invariant); drop it.
-                    let first = self.db(db).expiring.first().cloned();
-                    if let Some(f) = first {
-                        self.db_mut_for_expiry(db).expiring.remove(&f);
-                    }
+        let mut removed = 0;
+        while removed < budget {
+            let due = match self.db(db).expiring.first() {
+                Some((t, k)) if *t <= now_ms => k.clone(),
+                _ => break,
+            };
+            if self.expire_if_needed(db, &due, now_ms) {
+                removed += 1;
+            } else {
+                // Index out of step with the key (cannot happen by the invariant); drop it.
+                let first = self.db(db).expiring.first().cloned();
+                if let Some(f) = first {
+                    self.db_mut_for_expiry(db).expiring.remove(&f);
                 }
             }
         }

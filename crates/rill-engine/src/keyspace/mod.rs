@@ -9,9 +9,12 @@
 
 mod expiry;
 mod scan;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 use bytes::Bytes;
+use indexmap::{IndexMap, IndexSet};
 use rill_resp::Reply;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -19,6 +22,16 @@ pub use watch::WatchedKeys;
 
 use crate::types::object::meta::Access;
 use crate::types::object::{ObjectConfig, ObjectMeta};
+
+/// A hash's fields and their values. The table also numbers its fields (`indexmap`), so
+/// HRANDFIELD reads the field at a random position in O(1) where a `HashMap` would walk to it;
+/// the price is ~11 bytes per field. Remove with `swap_remove` (O(1): the last field takes the
+/// hole), never `shift_remove` (O(N)); the order of the fields is no promise to anyone.
+pub type HashFields = IndexMap<Bytes, Bytes>;
+
+/// A set's members, numbered as a hash's fields are (SPOP, SRANDMEMBER); ~18 bytes per member
+/// more than a `HashSet`.
+pub type SetMembers = IndexSet<Bytes>;
 
 /// A value stored under a key.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,11 +41,11 @@ pub enum Value {
     /// A hash: field → value. The tables of a hash and a set are boxed so that a `Value` is
     /// 40 bytes (a string's `Bytes` and a tag), not 56: every key pays for the largest
     /// variant, and most keys are strings.
-    Hash(Box<HashMap<Bytes, Bytes>>),
+    Hash(Box<HashFields>),
     /// A list, head at the front.
     List(VecDeque<Bytes>),
     /// A set of members (boxed, as a hash).
-    Set(Box<HashSet<Bytes>>),
+    Set(Box<SetMembers>),
     /// A stream (boxed: it is much larger than the other variants).
     Stream(Box<crate::types::stream::Stream>),
 }
@@ -78,12 +91,26 @@ impl Entry {
 }
 
 /// One numbered database.
+///
+/// The keys are numbered as well as hashed, so RANDOMKEY reads the key at a random position in
+/// O(1); and they are kept in two runs, so it knows a key that cannot have expired without
+/// looking at it, and can find one when most keys have expired:
+///
+/// ```text
+///  position: 0 ──────── with an expiry ──────── E ──────────── no expiry ──────────── len
+///            └─ keys[..E], E = expiring.len() ─┘ └─ keys[E..]: new keys are appended ─┘
+/// ```
+///
+/// A new key has no expiry, so it is appended where it belongs. Everything else that adds or
+/// removes a key or its expiry goes through the methods below, which keep both runs with O(1)
+/// swaps.
 #[derive(Debug, Default)]
 pub struct Db {
     /// Every key, expired-but-not-yet-removed ones included. foldhash, randomly seeded per
     /// process: several times faster than SipHash on short keys and still seeded, so a client
-    /// cannot precompute colliding key names.
-    pub(crate) keys: HashMap<Bytes, Entry, foldhash::fast::RandomState>,
+    /// cannot precompute colliding key names. Invariant: the first `expiring.len()` keys have
+    /// an expiry, the others have none.
+    pub(crate) keys: IndexMap<Bytes, Entry, foldhash::fast::RandomState>,
     /// Keys with an expiry, ordered by time: active expiry pops from the front.
     /// Invariant: `(t, k)` is here iff `keys[k].expire_at_ms == Some(t)`.
     pub(crate) expiring: BTreeSet<(i64, Bytes)>,
@@ -119,7 +146,101 @@ impl Db {
     /// its data instead of copying it.
     pub fn drain(&mut self) -> Vec<(Bytes, Entry)> {
         self.expiring.clear();
-        self.keys.drain().collect()
+        self.keys.drain(..).collect()
+    }
+
+    /// Number of keys without an expiry: they hold the last `persistent_len()` positions.
+    pub fn persistent_len(&self) -> usize {
+        self.keys.len().saturating_sub(self.expiring.len())
+    }
+
+    /// The key at `position` (`0..len()`) and its entry; O(1).
+    pub fn key_at(&self, position: usize) -> Option<(&Bytes, &Entry)> {
+        self.keys.get_index(position)
+    }
+
+    /// Whether a key that has not expired at `now_ms` exists: one without an expiry, or the
+    /// latest expiry still ahead. O(log n).
+    pub fn has_live_key(&self, now_ms: i64) -> bool {
+        self.persistent_len() > 0 || self.expiring.last().is_some_and(|(t, _)| *t > now_ms)
+    }
+
+    /// A live key with an expiry, drawn by time: the first to expire at or after an instant
+    /// taken uniformly from `(now_ms, latest expiry]` by `draw`. O(log n). Not uniform over the
+    /// keys (one after a long gap is likelier): a fallback for when live keys are too rare to
+    /// find by position (see RANDOMKEY).
+    pub fn live_expiring_key(&self, now_ms: i64, draw: u64) -> Option<&Bytes> {
+        let (last, _) = self.expiring.last().filter(|(t, _)| *t > now_ms)?;
+        // (now, last] holds last - now instants, at least 1.
+        let span = last.abs_diff(now_ms);
+        let at = now_ms.saturating_add_unsigned(1 + draw % span);
+        self.expiring.range((at, Bytes::new())..).next().map(|(_, k)| k)
+    }
+
+    /// Swap two positions; out-of-range positions (which the invariants rule out) leave the
+    /// table as it is rather than panic.
+    fn swap(&mut self, a: usize, b: usize) {
+        if a < self.keys.len() && b < self.keys.len() {
+            self.keys.swap_indices(a, b);
+        }
+    }
+
+    /// Remove the key at `position`, keeping the runs: a key with an expiry is first swapped
+    /// to the end of its run, whose slot the last key of the table then fills. O(1) besides
+    /// the expiry index's O(log n).
+    fn remove_at(&mut self, position: usize) -> Option<(Bytes, Entry)> {
+        let expiring = self.expiring.len();
+        let mut at = position;
+        if position < expiring {
+            self.swap(position, expiring - 1);
+            at = expiring - 1;
+        }
+        let (k, e) = self.keys.swap_remove_index(at)?;
+        match e.expire_at_ms {
+            Some(t) => {
+                let indexed = (t, k);
+                self.expiring.remove(&indexed);
+                Some((indexed.1, e))
+            }
+            None => Some((k, e)),
+        }
+    }
+
+    /// Give the key at `position` the expiry `at_ms` (or none), moving it across the boundary
+    /// of the runs when it gains or loses one. Returns its previous expiry and its position now.
+    fn change_expiry(&mut self, position: usize, at_ms: Option<i64>) -> Option<(Option<i64>, usize)> {
+        let boundary = self.expiring.len();
+        let (k, e) = self.keys.get_index_mut(position)?;
+        let old = std::mem::replace(&mut e.expire_at_ms, at_ms);
+        let k = k.clone();
+        if let Some(t) = old {
+            self.expiring.remove(&(t, k.clone()));
+        }
+        if let Some(t) = at_ms {
+            self.expiring.insert((t, k));
+        }
+        let now_at = match (old.is_some(), at_ms.is_some()) {
+            // The first slot of the second run becomes the first run's last.
+            (false, true) => boundary,
+            // The first run's last slot becomes the second run's first.
+            (true, false) => boundary.saturating_sub(1),
+            _ => position,
+        };
+        self.swap(position, now_at);
+        Some((old, now_at))
+    }
+
+    /// Check the invariants of the two runs and the expiry index (tests).
+    #[cfg(test)]
+    pub(crate) fn check_runs(&self) {
+        let expiring = self.expiring.len();
+        for (i, (k, e)) in self.keys.iter().enumerate() {
+            assert_eq!(e.expire_at_ms.is_some(), i < expiring, "key {k:?} at {i}, {expiring} with an expiry");
+            if let Some(t) = e.expire_at_ms {
+                assert!(self.expiring.contains(&(t, k.clone())), "{k:?} missing from the expiry index");
+            }
+        }
+        assert!(expiring <= self.keys.len());
     }
 }
 
@@ -255,8 +376,19 @@ impl CallCtx {
     /// if not, mark the reply as too big and fail. O(1), so handlers call it before
     /// allocating anything for the reply.
     pub fn reserve_reply(&mut self, elements: u64, min_encoded_bytes: u64) -> Result<(), crate::CmdError> {
-        let per_element = min_encoded_bytes.saturating_add(std::mem::size_of::<Reply>() as u64);
-        if elements.saturating_mul(per_element) > self.reply_budget_bytes {
+        let per_element = min_encoded_bytes.saturating_add(Self::REPLY_ELEMENT_BYTES);
+        self.check_reply_bytes(elements.saturating_mul(per_element))
+    }
+
+    /// What one element of a reply takes while it is built, besides its bytes on the wire.
+    pub const REPLY_ELEMENT_BYTES: u64 = std::mem::size_of::<Reply>() as u64;
+
+    /// Check that a reply taking `bytes` in all (its elements' wire bytes plus
+    /// [`CallCtx::REPLY_ELEMENT_BYTES`] each) fits [`CallCtx::reply_budget_bytes`]; if not,
+    /// mark the reply as too big and fail. For a handler that knows its elements before it
+    /// builds the reply.
+    pub fn check_reply_bytes(&mut self, bytes: u64) -> Result<(), crate::CmdError> {
+        if bytes > self.reply_budget_bytes {
             self.reply_too_big = true;
             return Err(crate::CmdError::full("ERR reply exceeds the client output buffer limit"));
         }
@@ -351,6 +483,10 @@ pub struct Engine {
     /// A separate pseudo-random sequence for the LFU counter, so that reads under an LFU policy
     /// do not shift RANDOMKEY's.
     lfu_rng_state: u64,
+    /// Elements random picks (SPOP, SRANDMEMBER, HRANDFIELD, RANDOMKEY) read by position since
+    /// start: tests check that a pick reads one element per element it returns (RANDOMKEY: a
+    /// bounded number), never the whole value. See `types::pick`.
+    pub(crate) random_reads: u64,
 }
 
 /// What one command did, besides its reply.
@@ -396,6 +532,7 @@ impl Engine {
             clock_ms: 0,
             first_clock_s: 0,
             lfu_rng_state: 0x0000_1F0C_0DE5,
+            random_reads: 0,
         }
     }
 
@@ -497,13 +634,14 @@ impl Engine {
         self.expire_if_needed(db, key, now_ms);
         let access = self.access(now_ms);
         match self.db_mut(db).keys.entry(key.clone()) {
-            std::collections::hash_map::Entry::Occupied(o) => {
+            indexmap::map::Entry::Occupied(o) => {
                 let entry = o.into_mut();
                 entry.meta.touch(access);
                 entry
             }
-            // A new value starts with fresh counters, as a new Redis object does.
-            std::collections::hash_map::Entry::Vacant(v) => {
+            // A new value starts with fresh counters, as a new Redis object does; it has no
+            // expiry, so appending it keeps the runs.
+            indexmap::map::Entry::Vacant(v) => {
                 v.insert(Entry { value: make(), expire_at_ms: None, meta: ObjectMeta::created(now_ms) })
             }
         }
@@ -535,16 +673,15 @@ impl Engine {
         let meta = ObjectMeta::created(self.clock_ms);
         let d = self.db_mut(db);
         let entry = Entry { value, expire_at_ms: None, meta };
-        let old = match d.keys.get_mut(key) {
-            Some(slot) => std::mem::replace(slot, entry),
-            None => {
-                d.keys.insert(owned.unwrap_or_else(|| Bytes::copy_from_slice(key)), entry);
-                return;
-            }
+        let Some(at) = d.keys.get_index_of(key) else {
+            // No expiry: appending keeps the runs.
+            d.keys.insert(owned.unwrap_or_else(|| Bytes::copy_from_slice(key)), entry);
+            return;
         };
-        if let Some(t) = old.expire_at_ms {
-            d.expiring.remove(&(t, Bytes::copy_from_slice(key)));
-        }
+        // The new value has no expiry: drop the old one's first (the key may change runs).
+        let at = d.change_expiry(at, None).map_or(at, |(_, now_at)| now_at);
+        let Some((_, slot)) = d.keys.get_index_mut(at) else { return };
+        let old = std::mem::replace(slot, entry);
         if matches!(old.value, Value::Stream(_)) {
             // Clients blocked in XREADGROUP on it must learn it is gone (Redis signals a
             // deleted or overwritten key to them).
@@ -574,30 +711,19 @@ impl Engine {
     /// Remove a key (expired or not), returning its entry.
     pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
         let d = self.db_mut(db);
-        let (k, e) = d.keys.remove_entry(key)?;
-        if let Some(t) = e.expire_at_ms {
-            d.expiring.remove(&(t, k));
-        }
-        Some(e)
+        let at = d.keys.get_index_of(key)?;
+        d.remove_at(at).map(|(_, e)| e)
     }
 
     /// Set or clear the expiry of an existing key. Returns false when the key does not exist.
     pub fn set_expire(&mut self, db: usize, key: &[u8], at_ms: Option<i64>) -> bool {
         let d = self.db_mut(db);
-        let Some((k, e)) = d.keys.get_key_value(key) else { return false };
-        let k = k.clone();
-        let old = e.expire_at_ms;
-        if let Some(t) = old {
-            d.expiring.remove(&(t, k.clone()));
-        }
-        if let Some(t) = at_ms {
-            d.expiring.insert((t, k.clone()));
-        }
-        if let Some(e) = d.keys.get_mut(&k) {
-            e.expire_at_ms = at_ms;
-            if old.is_some() != at_ms.is_some() {
+        let Some(at) = d.keys.get_index_of(key) else { return false };
+        let Some((old, at)) = d.change_expiry(at, at_ms) else { return false };
+        if old.is_some() != at_ms.is_some() {
+            if let Some((_, e)) = d.keys.get_index_mut(at) {
                 // Redis reallocates a string with room for the expiry (or without it).
-                crate::types::object::encoding::string_moved(e, k.len(), old.is_some(), k.len(), at_ms.is_some());
+                crate::types::object::encoding::string_moved(e, key.len(), old.is_some(), key.len(), at_ms.is_some());
             }
         }
         true

@@ -1,9 +1,10 @@
 //! SCAN cursors over a database.
 //!
 //! Redis walks its hash table's buckets in reverse-binary order so a cursor survives rehashing.
-//! Our keys live in a `std::collections::HashMap`, whose iteration order changes whenever it
-//! grows, so a bucket position would not survive a resize. Instead every key has a fixed *scan
-//! position*: a 64-bit hash of its name computed with a fixed-key hasher. A cursor is a position,
+//! Our keys live in a numbered table (see [`Db`]) whose order changes whenever a key is
+//! removed (the last key fills its place) or gains or loses an expiry, so neither a bucket nor
+//! a number would survive between calls. Instead every key has a fixed *scan position*: a
+//! 64-bit hash of its name computed with a fixed-key hasher. A cursor is a position,
 //! and one call returns the keys whose positions are the `count` smallest at or after it:
 //!
 //! ```text

@@ -49,7 +49,7 @@ use crate::keyspace::Value;
 use crate::types::stream::NodeLimits;
 use bytes::Bytes;
 use io::{Reader, Writer};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 /// The newest RDB version we read (Redis unstable's `RDB_VERSION`).
 pub const RDB_VERSION: u16 = 14;
@@ -346,7 +346,7 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
 }
 
 fn set_from(members: impl Iterator<Item = Result<Vec<u8>, RdbError>>) -> Result<Value, RdbError> {
-    let mut set = HashSet::new();
+    let mut set = crate::keyspace::SetMembers::default();
     for m in members {
         if !set.insert(Bytes::from(m?)) {
             return Err(RdbError::Corrupt("duplicate set member"));
@@ -371,7 +371,7 @@ fn pairs_of(flat: Vec<Vec<u8>>) -> Result<Vec<Pair>, RdbError> {
 }
 
 fn hash_from(pairs: Vec<Pair>) -> Result<Value, RdbError> {
-    let mut hash = HashMap::with_capacity(pairs.len());
+    let mut hash = crate::keyspace::HashFields::with_capacity(pairs.len());
     for (f, v) in pairs {
         if hash.insert(Bytes::from(f), Bytes::from(v)).is_some() {
             return Err(RdbError::Corrupt("duplicate hash field"));

@@ -72,7 +72,7 @@ const R7_0_15_STREAM: &str = "130110000000000000000100000000000000013f3f00000019
 fn restores_payloads_from_redis() {
     let sets = |v: &[&str]| Value::Set(Box::new(v.iter().map(|s| b(s)).collect()));
     let big_set: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
-    let big_hash: HashMap<Bytes, Bytes> = (0..200).map(|i| (b(&format!("f{i}")), b(&format!("v{i}")))).collect();
+    let big_hash: crate::keyspace::HashFields = (0..200).map(|i| (b(&format!("f{i}")), b(&format!("v{i}")))).collect();
     for vectors in [
         [
             R8_2_3_STR_INT,
@@ -345,13 +345,13 @@ proptest! {
 
     #[test]
     fn sets_round_trip(items in prop::collection::hash_set(element(), 1..60)) {
-        let v = Value::Set(Box::new(items));
+        let v = Value::Set(Box::new(items.into_iter().collect()));
         prop_assert_eq!(round_trip(&v), v);
     }
 
     #[test]
     fn hashes_round_trip(items in prop::collection::hash_map(element(), element(), 1..60)) {
-        let v = Value::Hash(Box::new(items));
+        let v = Value::Hash(Box::new(items.into_iter().collect()));
         prop_assert_eq!(round_trip(&v), v);
     }
 

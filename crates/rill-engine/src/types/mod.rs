@@ -17,6 +17,7 @@ pub mod hash;
 pub mod keys;
 pub mod list;
 pub mod object;
+pub(crate) mod pick;
 pub mod set;
 pub mod strings;
 

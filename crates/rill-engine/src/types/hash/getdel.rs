@@ -59,7 +59,7 @@ fn hgetdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     let Some(Value::Hash(hash)) = engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) else {
         return Err(CmdError::WRONGTYPE);
     };
-    let values: Vec<Option<Bytes>> = fields.iter().map(|f| hash.remove(&f[..])).collect();
+    let values: Vec<Option<Bytes>> = fields.iter().map(|f| hash.swap_remove(&f[..])).collect();
     let now_empty = hash.is_empty();
     if now_empty {
         delete_key(engine, ctx.db, key);

@@ -1,7 +1,7 @@
 //! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HGETALL, HDEL, HINCRBY, HINCRBYFLOAT, HLEN,
 //! HEXISTS, HKEYS, HVALS, HSTRLEN here; HRANDFIELD in [`random`], HGETDEL in [`getdel`].
 //!
-//! A hash is a `HashMap<Bytes, Bytes>` (Redis switches between a listpack and a hash table; we
+//! A hash is a [`crate::keyspace::HashFields`] table (Redis switches between a listpack and a hash table; we
 //! always use the table, and track which one Redis would use for OBJECT ENCODING: see
 //! `object::encoding`). Per-field operations are O(1); whole-hash replies O(N).
 //!
@@ -29,9 +29,8 @@ use crate::util::{int_arg, parse_i64};
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
-use std::collections::HashMap;
 
-type Hash = HashMap<Bytes, Bytes>;
+type Hash = crate::keyspace::HashFields;
 
 const RO_ACCESS: &[KeySpec] = &[key_at(1, &["RO", "ACCESS"])];
 const RO: &[KeySpec] = &[key_at(1, &["RO"])];
@@ -285,7 +284,7 @@ fn hdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let (removed, now_empty) = match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
         None => return Ok(Reply::Integer(0)),
         Some(Value::Hash(h)) => {
-            let removed = args.iter().skip(2).filter(|f| h.remove(&f[..]).is_some()).count();
+            let removed = args.iter().skip(2).filter(|f| h.swap_remove(&f[..]).is_some()).count();
             (removed, h.is_empty())
         }
         Some(_) => return Err(CmdError::WRONGTYPE),
@@ -371,7 +370,7 @@ fn hvals(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
 }
 
 fn hlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    let len = read_hash(engine, ctx, arg(args, 1)?)?.map_or(0, HashMap::len);
+    let len = read_hash(engine, ctx, arg(args, 1)?)?.map_or(0, Hash::len);
     Ok(Reply::Integer(len as i64))
 }
 

@@ -1,7 +1,7 @@
 //! HRANDFIELD: random fields of a hash, optionally with their values.
 //!
-//! A `HashMap` cannot pick its n-th entry directly, so a call is O(N) in the hash's size (copy
-//! the entries' handles, then a partial Fisher–Yates shuffle) plus O(|count|) for the reply.
+//! A hash is a numbered table, so a field is picked by drawing a position and reading the
+//! field there (`types::pick`): O(1) per field picked, whatever the size of the hash.
 //!
 //! Redis behaviours we match on purpose:
 //! - The count is parsed before the key is read: any integer but `i64::MIN`, and with
@@ -14,7 +14,7 @@
 
 use super::{hash_cmd, read_hash};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
-use crate::types::set::random::{choose_front, random_index};
+use crate::types::pick;
 use crate::types::{arg, is_token, negatable_int_arg};
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
@@ -31,7 +31,7 @@ pub const HRANDFIELD: CommandSpec = CommandSpec {
     summary: "Returns random fields of a hash: distinct for a positive count, repeating for a \
               negative one, optionally with their values.",
     since: "6.2.0",
-    complexity: "O(N) in the size of the hash, plus O(|count|).",
+    complexity: "O(1), or O(|count|) with a count (a positive count is capped at the hash's size).",
     syntax: "key:key [options@(count:integer [WITHVALUES])]",
     ..hash_cmd(Handler::Engine(hrandfield))
 };
@@ -50,31 +50,34 @@ fn hrandfield(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     if with_values && count.is_some_and(|c| c < MIN_COUNT_WITH_VALUES) {
         return Err(CmdError::full("ERR value is out of range"));
     }
-    let Some(hash) = read_hash(engine, ctx, key)? else {
+    let Some(len) = read_hash(engine, ctx, key)?.map(|h| h.len()) else {
         return Ok(if count.is_some() { Reply::Array(vec![]) } else { Reply::Null });
     };
-    let mut entries: Vec<(Bytes, Bytes)> = hash.iter().map(|(f, v)| (f.clone(), v.clone())).collect();
     let Some(count) = count else {
-        let i = random_index(engine, entries.len().max(1));
-        return Ok(entries.get(i).map_or(Reply::Null, |(f, _)| Reply::Bulk(f.clone())));
+        let at = pick::position(engine, len);
+        let field = pick::hash_entries_at(engine, ctx.db, key, &[at]).pop();
+        return Ok(field.map_or(Reply::Null, |(f, _)| Reply::Bulk(f)));
     };
     let picked: Vec<(Bytes, Bytes)> = if count >= 0 {
-        let n = usize::try_from(count).unwrap_or(usize::MAX).min(entries.len());
-        choose_front(engine, &mut entries, n);
-        entries.truncate(n);
-        entries
+        let n = usize::try_from(count).unwrap_or(usize::MAX);
+        let positions = pick::distinct_positions(engine, len, n);
+        pick::hash_entries_at(engine, ctx.db, key, &positions)
     } else {
         // Grows with |count|, not with the hash: checked against the client's reply budget
-        // first, with the least bytes a pick can take (one or two bulk strings).
-        let per_pick = |(f, v): &(Bytes, Bytes)| f.len() as u64 + 6 + if with_values { v.len() as u64 + 6 } else { 0 };
-        let least = entries.iter().map(per_pick).min().unwrap_or(0);
-        ctx.reserve_reply(count.unsigned_abs(), least)?;
-        let mut out = Vec::new();
-        for _ in 0..count.unsigned_abs() {
-            let i = random_index(engine, entries.len());
-            out.extend(entries.get(i).cloned());
-        }
-        out
+        // before anything is drawn, with the least bytes a pick can take (one or two empty
+        // bulk strings), and again with the fields picked.
+        let picks = count.unsigned_abs();
+        let replies_per_pick = if with_values { 2 } else { 1 };
+        ctx.reserve_reply(picks, 6 * replies_per_pick)?;
+        let positions = pick::positions_with_repeats(engine, len, picks);
+        let picked = pick::hash_entries_at(engine, ctx.db, key, &positions);
+        let bytes = picked
+            .iter()
+            .map(|(f, v)| f.len() as u64 + 6 + if with_values { v.len() as u64 + 6 } else { 0 })
+            .map(|wire| wire + CallCtx::REPLY_ELEMENT_BYTES)
+            .sum();
+        ctx.check_reply_bytes(bytes)?;
+        picked
     };
     let out = if !with_values {
         picked.into_iter().map(|(f, _)| Reply::Bulk(f)).collect()
@@ -87,9 +90,87 @@ fn hrandfield(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use crate::types::testkit::*;
     use rill_resp::Reply;
+
+    use crate::types::pick::tests::{chi_square, CHI_SQUARE_9_DOF_P001};
+
+    /// A hash `key` of fields `0..n`, each valued `v<field>`.
+    fn numbers(h: &mut Harness, key: &str, n: usize) {
+        let pairs: Vec<String> = (0..n).flat_map(|i| [i.to_string(), format!("v{i}")]).collect();
+        for chunk in pairs.chunks(2000) {
+            let mut args = vec!["HSET", key];
+            args.extend(chunk.iter().map(String::as_str));
+            h.run(&args);
+        }
+    }
+
+    fn index(r: &Reply) -> usize {
+        match r {
+            Reply::Bulk(b) => std::str::from_utf8(b).unwrap().parse().unwrap(),
+            _ => panic!("not a field: {r:?}"),
+        }
+    }
+
+    #[test]
+    fn picks_read_one_field_each_whatever_the_size() {
+        // Issue 26: 300 HRANDFIELD on a 400k-field hash stalled the server for seconds.
+        let mut h = Harness::new();
+        numbers(&mut h, "big", 100_000);
+        for (cmd, reads) in [
+            (&["HRANDFIELD", "big"][..], 1),
+            (&["HRANDFIELD", "big", "5"], 5),
+            (&["HRANDFIELD", "big", "5", "WITHVALUES"], 5),
+            (&["HRANDFIELD", "big", "-9", "WITHVALUES"], 9),
+        ] {
+            let before = h.engine.random_reads;
+            h.run(cmd);
+            assert_eq!(h.engine.random_reads - before, reads, "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn picks_are_uniform_and_keep_their_values() {
+        let mut h = Harness::new();
+        numbers(&mut h, "h", 10);
+        let mut one = [0u64; 10];
+        let mut repeats = [0u64; 10];
+        let mut distinct = [0u64; 10];
+        for _ in 0..10_000 {
+            one[index(&h.run(&["HRANDFIELD", "h"]))] += 1;
+            let Reply::Array(flat) = h.run(&["HRANDFIELD", "h", "-2", "WITHVALUES"]) else { panic!("array") };
+            for pair in flat.chunks(2) {
+                let f = index(&pair[0]);
+                assert_eq!(pair[1], Reply::bulk(format!("v{f}")));
+                repeats[f] += 1;
+            }
+            let Reply::Array(three) = h.run(&["HRANDFIELD", "h", "3"]) else { panic!("array") };
+            let three: Vec<usize> = three.iter().map(index).collect();
+            assert_eq!(three.iter().collect::<std::collections::HashSet<_>>().len(), 3, "{three:?}");
+            for f in three {
+                distinct[f] += 1;
+            }
+        }
+        for (what, counts) in [("one", one), ("repeats", repeats), ("distinct", distinct)] {
+            let chi = chi_square(&counts);
+            assert!(chi < CHI_SQUARE_9_DOF_P001, "{what}: {counts:?} chi² {chi}");
+        }
+    }
+
+    #[test]
+    fn repeated_picks_are_held_to_the_reply_budget_with_their_values() {
+        let mut h = Harness::new();
+        h.run(&["HSET", "h", "f", &"v".repeat(1000)]);
+        let mut ctx = h.ctx();
+        ctx.reply_budget_bytes = 100_000;
+        let Reply::Array(ok) = h.run_ctx(&mut ctx, &["HRANDFIELD", "h", "-200"]) else { panic!("array") };
+        assert_eq!(ok.len(), 200, "fields alone fit");
+        let refused = h.run_ctx(&mut ctx, &["HRANDFIELD", "h", "-200", "WITHVALUES"]);
+        assert_eq!(refused, err("ERR reply exceeds the client output buffer limit"));
+        assert!(ctx.reply_too_big);
+    }
 
     #[test]
     fn hrandfield_shapes() {

@@ -7,7 +7,7 @@
 //! collection is O(M) in its size (UNLINK frees synchronously too: the engine has no thread to
 //! hand memory to). KEYS is O(N) in the database. SCAN reads the whole database on each call
 //! (see `keyspace::scan`), so it is O(N log COUNT) per call rather than Redis' O(COUNT).
-//! RANDOMKEY is O(N): a `HashMap` cannot pick its n-th entry directly.
+//! RANDOMKEY is O(1) expected, and bounded when most keys have expired (see `randomkey`).
 //!
 //! Redis behaviours we match on purpose:
 //! - UNLINK replies exactly as DEL.
@@ -322,7 +322,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl: &["@keyspace", "@read", "@slow"],
         tips: &["request_policy:all_shards", "nondeterministic_output"],
         summary: "Returns the name of a key picked at random, or nil in an empty database.",
-        complexity: "O(N) in the number of keys in the database.",
+        complexity: "O(1) expected. When most keys have expired: at most 100 draws, and 20 \
+                     deletions of expired keys at O(log N) each.",
         ..CommandSpec::of(Handler::Engine(randomkey))
     },
 ];
@@ -465,21 +466,67 @@ fn scan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     Ok(Reply::Array(vec![Reply::Bulk(Bytes::from(next.to_string())), Reply::Array(out)]))
 }
 
+/// How many keys RANDOMKEY draws by position before it stops looking there.
+const RANDOMKEY_DRAWS: usize = 100;
+/// How many expired keys one RANDOMKEY call deletes at most. A deletion costs several times a
+/// draw (the expiry index, the table's swaps, a DEL in the log), so a fifth of the draws keeps
+/// a call's worst case a few tens of microseconds; active expiry removes the rest.
+const RANDOMKEY_DELETIONS: usize = 20;
+
+/// RANDOMKEY: a key drawn uniformly at random among the live ones, or nil.
+///
+/// Redis, on a primary, draws until it finds a live key, deleting each expired key it draws:
+/// right after many keys expired together (200 000 set with `PX 1`) one call does as many
+/// draws and deletions as there are expired keys, all under the lock. A call here is bounded:
+///
+/// 1. Whether any live key exists is known in O(log n) from the expiry index
+///    ([`crate::Db::has_live_key`]). If none does, the call deletes at most
+///    `RANDOMKEY_DELETIONS` expired keys, the soonest due first, and answers nil at once. (A
+///    small database of expired keys is emptied, as Redis would empty it.)
+/// 2. Otherwise it draws up to `RANDOMKEY_DRAWS` positions, O(1) each, and answers the first
+///    live key drawn (so the answer is uniform over the live keys). The first
+///    `RANDOMKEY_DELETIONS` expired keys drawn are deleted, as Redis deletes them; later ones
+///    are skipped and left to active expiry.
+/// 3. If every draw found an expired key (live keys are then a few percent of the database
+///    at most, a state active expiry soon ends), it answers without searching further: a key
+///    without an expiry drawn from their run of positions if there is one, else a live key
+///    with an expiry drawn by time ([`crate::Db::live_expiring_key`]). Both O(log n), and the
+///    answer is still a live key, though no longer exactly uniform.
+///
+/// Each deletion is logged as DEL, as any lazy expiry. Draws are not accesses (Redis does not
+/// touch the key it returns).
 fn randomkey(engine: &mut Engine, ctx: &mut CallCtx, _args: &[Bytes]) -> Result<Reply, CmdError> {
-    // Each round either returns a live key or removes an expired one, so this ends.
-    loop {
-        let len = engine.db(ctx.db).len();
-        if len == 0 {
-            return Ok(Reply::Null);
+    let (db, now) = (ctx.db, ctx.now_ms);
+    if !engine.db(db).has_live_key(now) {
+        engine.expire_due(db, now, RANDOMKEY_DELETIONS);
+        return Ok(Reply::Null);
+    }
+    let mut deletions = RANDOMKEY_DELETIONS;
+    for _ in 0..RANDOMKEY_DRAWS {
+        let len = engine.db(db).len();
+        let at = crate::types::pick::position(engine, len);
+        engine.random_reads += 1;
+        let Some((key, entry)) = engine.db(db).key_at(at) else { break };
+        if !entry.is_expired(now) {
+            return Ok(Reply::Bulk(key.clone()));
         }
-        let pick = (engine.random_u64() % len as u64) as usize;
-        let Some(key) = engine.db(ctx.db).iter().nth(pick).map(|(k, _)| k.clone()) else {
-            return Ok(Reply::Null);
-        };
-        if engine.lookup(ctx.db, &key, ctx.now_ms).is_some() {
-            return Ok(Reply::Bulk(key));
+        if deletions > 0 {
+            deletions -= 1;
+            let key = key.clone();
+            engine.expire_if_needed(db, &key, now);
         }
     }
+    let draw = engine.random_u64();
+    engine.random_reads += 1;
+    let d = engine.db(db);
+    let persistent = d.persistent_len();
+    let key = if persistent > 0 {
+        let at = d.len() - persistent + (draw % persistent as u64) as usize;
+        d.key_at(at).map(|(k, _)| k)
+    } else {
+        d.live_expiring_key(now, draw)
+    };
+    Ok(key.cloned().map_or(Reply::Null, Reply::Bulk))
 }
 
 // ---------------------------------------------------------------------------------------------

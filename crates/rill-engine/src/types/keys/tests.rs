@@ -277,3 +277,76 @@ fn watch_sees_writes_and_lazy_expiry() {
     h.run(&["SET", "w", "1"]);
     assert!(!h.engine.watch.is_dirty(me));
 }
+
+/// `n` keys `prefix0..` that have expired by `h.now_ms + 1` (set with PX 1).
+fn expired_keys(h: &mut Harness, prefix: &str, n: usize) {
+    for i in 0..n {
+        h.run(&["SET", &format!("{prefix}{i}"), "v", "PX", "1"]);
+    }
+}
+
+#[test]
+fn randomkey_is_uniform_over_live_keys() {
+    let mut h = Harness::new();
+    for i in 0..5 {
+        h.run(&["SET", &format!("k{i}"), "v"]);
+        h.run(&["SET", &format!("k{}", i + 5), "v", "EX", "1000000"]);
+    }
+    // A key expires before every call, so calls keep drawing expired keys (about half their
+    // draws, once as many expire as RANDOMKEY deletes): the answer must stay uniform.
+    let mut counts = [0u64; 10];
+    for n in 0..20_000 {
+        h.run(&["SET", &format!("dead{n}"), "v", "PX", "1"]);
+        h.now_ms += 1;
+        let Reply::Bulk(k) = h.run(&["RANDOMKEY"]) else { panic!("a key") };
+        let i: usize = std::str::from_utf8(&k[1..]).unwrap().parse().expect("a live key");
+        counts[i] += 1;
+    }
+    let chi = crate::types::pick::tests::chi_square(&counts);
+    assert!(chi < crate::types::pick::tests::CHI_SQUARE_9_DOF_P001, "{counts:?} chi² {chi}");
+    // The expired keys it drew went, each logged as DEL (as lazy expiry logs them).
+    let deleted = h.engine.stats().expired_keys;
+    assert!(deleted > 10_000, "{deleted}");
+    assert_eq!(h.engine.take_expired().len() as u64, deleted);
+    assert_eq!(h.run(&["DBSIZE"]), int(10 + 20_000 - deleted as i64));
+}
+
+#[test]
+fn randomkey_among_many_expired_keys_is_bounded() {
+    // The probe of issue 26: most keys expired together. One call must not walk or delete
+    // them one by one: at most 100 draws and 20 deletions, plus one fallback read.
+    let mut h = Harness::new();
+    expired_keys(&mut h, "dead", 50_000);
+    h.run(&["SET", "forever", "v"]);
+    h.now_ms += 1;
+    let reads = h.engine.random_reads;
+    assert_eq!(h.run(&["RANDOMKEY"]), bulk("forever"));
+    assert!(h.engine.random_reads - reads <= 101, "{} reads", h.engine.random_reads - reads);
+    let deleted = h.engine.stats().expired_keys;
+    assert!(deleted <= 20, "{deleted} expired keys deleted by one call");
+    assert_eq!(h.engine.take_expired().len() as u64, deleted);
+    // Only live keys with an expiry: found by time.
+    h.run(&["SET", "later", "v", "EX", "100"]);
+    h.run(&["DEL", "forever"]);
+    assert_eq!(h.run(&["RANDOMKEY"]), bulk("later"));
+    assert!(h.engine.stats().expired_keys <= 40);
+}
+
+#[test]
+fn randomkey_on_expired_keys_only_answers_nil_at_once() {
+    let mut h = Harness::new();
+    expired_keys(&mut h, "dead", 50_000);
+    h.now_ms += 1;
+    let reads = h.engine.random_reads;
+    assert_eq!(h.run(&["RANDOMKEY"]), Reply::Null);
+    assert_eq!(h.engine.random_reads, reads, "no draws: nothing live to find");
+    // It deletes a bounded number of them, the soonest due first.
+    assert_eq!(h.engine.stats().expired_keys, 20);
+    assert_eq!(h.run(&["DBSIZE"]), int(50_000 - 20));
+    // A small database of expired keys is emptied, as Redis empties it.
+    h.db = 1;
+    expired_keys(&mut h, "d", 5);
+    h.now_ms += 1;
+    assert_eq!(h.run(&["RANDOMKEY"]), Reply::Null);
+    assert_eq!(h.run(&["DBSIZE"]), int(0));
+}

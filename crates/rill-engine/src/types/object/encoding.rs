@@ -22,10 +22,11 @@
 
 use super::meta::{Form, ObjectConfig, ObjectMeta};
 use super::quicklist::ListLayout;
+use crate::keyspace::{HashFields, SetMembers};
 use crate::util::parse_i64;
 use crate::{Entry, Value};
 use bytes::Bytes;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 /// The largest key + value length of an `embstr` (Redis 8.2: one 64-byte allocation holds the
 /// object header, the key and the value).
@@ -117,7 +118,7 @@ fn len_over(len: usize, limit: u64) -> bool {
     u64::try_from(len).map_or(true, |l| l > limit)
 }
 
-fn hash_form(meta: &ObjectMeta, hash: &HashMap<Bytes, Bytes>, cfg: &ObjectConfig) -> Form {
+fn hash_form(meta: &ObjectMeta, hash: &HashFields, cfg: &ObjectConfig) -> Form {
     match meta.form {
         Form::Listpack | Form::Hashtable => meta.form,
         _ => {
@@ -136,12 +137,7 @@ fn hash_form(meta: &ObjectMeta, hash: &HashMap<Bytes, Bytes>, cfg: &ObjectConfig
 
 /// HSET / HMSET / HSETNX, before the fields are set: more pairs than the entry limit, or an
 /// argument over the value limit, converts a listpack.
-pub fn hash_before_set(
-    meta: &mut ObjectMeta,
-    hash: &HashMap<Bytes, Bytes>,
-    pairs: &[(&Bytes, &Bytes)],
-    cfg: &ObjectConfig,
-) {
+pub fn hash_before_set(meta: &mut ObjectMeta, hash: &HashFields, pairs: &[(&Bytes, &Bytes)], cfg: &ObjectConfig) {
     meta.form = hash_form(meta, hash, cfg);
     if meta.form != Form::Listpack {
         return;
@@ -156,7 +152,7 @@ pub fn hash_before_set(
 /// without [`hash_before_set`]): a long field or value, or too many fields, converts.
 pub fn hash_after_set(
     meta: &mut ObjectMeta,
-    hash: &HashMap<Bytes, Bytes>,
+    hash: &HashFields,
     field_len: usize,
     value_len: usize,
     cfg: &ObjectConfig,
@@ -197,7 +193,7 @@ fn set_natural<'a>(len: usize, members: impl Iterator<Item = &'a Bytes> + Clone,
     }
 }
 
-fn set_form(meta: &ObjectMeta, set: &HashSet<Bytes>, cfg: &ObjectConfig) -> Form {
+fn set_form(meta: &ObjectMeta, set: &SetMembers, cfg: &ObjectConfig) -> Form {
     match meta.form {
         Form::Intset | Form::Listpack | Form::Hashtable => meta.form,
         _ => set_natural(set.len(), set.iter(), cfg),
@@ -217,7 +213,7 @@ pub fn set_created(meta: &mut ObjectMeta, first: &[u8], size_hint: usize, cfg: &
 
 /// SADD on an existing set, before adding: more members given than the current encoding holds
 /// converts it to a hashtable at once.
-pub fn set_before_add(meta: &mut ObjectMeta, set: &HashSet<Bytes>, size_hint: usize, cfg: &ObjectConfig) {
+pub fn set_before_add(meta: &mut ObjectMeta, set: &SetMembers, size_hint: usize, cfg: &ObjectConfig) {
     meta.form = set_form(meta, set, cfg);
     let over = match meta.form {
         Form::Listpack => len_over(size_hint, cfg.set_max_listpack_entries),
@@ -230,7 +226,7 @@ pub fn set_before_add(meta: &mut ObjectMeta, set: &HashSet<Bytes>, size_hint: us
 }
 
 /// `member` was just added (it was new) to `set`, which now holds it.
-pub fn set_added(meta: &mut ObjectMeta, set: &HashSet<Bytes>, member: &[u8], cfg: &ObjectConfig) {
+pub fn set_added(meta: &mut ObjectMeta, set: &SetMembers, member: &[u8], cfg: &ObjectConfig) {
     let before = set.len().saturating_sub(1);
     meta.form = match set_form(meta, set, cfg) {
         Form::Listpack
@@ -277,7 +273,7 @@ fn digits(v: i64) -> usize {
 }
 
 /// A set freshly built from its members (SINTERSTORE, SUNIONSTORE, SDIFFSTORE).
-pub fn set_built(meta: &mut ObjectMeta, set: &HashSet<Bytes>, cfg: &ObjectConfig) {
+pub fn set_built(meta: &mut ObjectMeta, set: &SetMembers, cfg: &ObjectConfig) {
     meta.form = set_natural(set.len(), set.iter(), cfg);
 }
 
@@ -296,7 +292,7 @@ pub fn set_built_from<'a>(
 /// (`remaining * 5 <= count`): a hashtable's remainder goes into a fresh listpack (strings
 /// only, never an intset), converting if it does not fit; a listpack or an intset keeps its
 /// encoding.
-pub fn set_rebuilt_after_pop(meta: &mut ObjectMeta, set: &HashSet<Bytes>, cfg: &ObjectConfig) {
+pub fn set_rebuilt_after_pop(meta: &mut ObjectMeta, set: &SetMembers, cfg: &ObjectConfig) {
     if set_form(meta, set, cfg) == Form::Hashtable {
         let fits = !len_over(set.len(), cfg.set_max_listpack_entries)
             && set.iter().all(|m| !len_over(m.len(), cfg.set_max_listpack_value));
@@ -305,7 +301,7 @@ pub fn set_rebuilt_after_pop(meta: &mut ObjectMeta, set: &HashSet<Bytes>, cfg: &
 }
 
 /// Resolve a set's `Natural` form against its content (before it changes in place).
-pub fn set_resolve(meta: &mut ObjectMeta, set: &HashSet<Bytes>, cfg: &ObjectConfig) {
+pub fn set_resolve(meta: &mut ObjectMeta, set: &SetMembers, cfg: &ObjectConfig) {
     meta.form = set_form(meta, set, cfg);
 }
 

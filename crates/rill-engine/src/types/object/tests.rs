@@ -252,11 +252,11 @@ fn list_conversions_follow_the_node_layout() {
 #[test]
 fn loaded_values_are_classified_by_content() {
     let mut h = Harness::new();
-    let big: std::collections::HashMap<Bytes, Bytes> =
+    let big: crate::keyspace::HashFields =
         (0..600).map(|i| (Bytes::from(format!("f{i}")), Bytes::from_static(b"v"))).collect();
     h.engine.insert(0, Bytes::from_static(b"h"), Value::Hash(Box::new(big)));
     assert_eq!(enc(&mut h, "h"), bulk("hashtable"));
-    let ints: std::collections::HashSet<Bytes> = (0..10).map(|i| Bytes::from(i.to_string())).collect();
+    let ints: crate::keyspace::SetMembers = (0..10).map(|i| Bytes::from(i.to_string())).collect();
     h.engine.insert(0, Bytes::from_static(b"s"), Value::Set(Box::new(ints)));
     assert_eq!(enc(&mut h, "s"), bulk("intset"));
     // A RESTOREd hash that fits is a listpack, whatever the original was.

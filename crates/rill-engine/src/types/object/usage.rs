@@ -2,13 +2,16 @@
 //! describes Redis' own structures.
 //!
 //! ```text
-//!  key slot      size_of::<(Bytes, Entry)>() + 1 control byte   the keyspace's hash table
+//!  key slot      POSITION_BYTES + size_of::<(Bytes, Entry)>()   the keyspace's table: a numbered
+//!                + INDEX_SLOT_BYTES                             entry and its index slot
 //!  key name      its length                                     (copied on insert)
 //!  expiry        EXPIRY_INDEX_BYTES                              an entry of the time index
 //!  string        its length
-//!  hash          buckets * (size_of::<(Bytes, Bytes)>() + 1) + group padding, plus the
-//!                fields' and values' bytes
-//!  set           buckets * (size_of::<Bytes>() + 1) + group padding, plus the members' bytes
+//!  hash          capacity * (POSITION_BYTES + size_of::<(Bytes, Bytes)>())
+//!                + buckets * INDEX_SLOT_BYTES + group padding, plus the fields' and values'
+//!                bytes (an `indexmap` table: numbered entries, and a hashbrown index of
+//!                their positions)
+//!  set           the same with size_of::<Bytes>() per entry, plus the members' bytes
 //!  list          capacity * size_of::<Bytes>(), plus the elements' bytes
 //!  stream        blocks, their index slots, and each group's pending-entry indexes
 //! ```
@@ -26,10 +29,14 @@ use bytes::Bytes;
 const EXPIRY_INDEX_BYTES: usize = 64;
 /// hashbrown's control-byte group: the table allocates this many trailing control bytes.
 const GROUP_WIDTH: usize = 16;
+/// What an `indexmap` entry holds besides its key and value: the key's hash.
+const POSITION_BYTES: usize = std::mem::size_of::<u64>();
+/// One slot of an `indexmap` index: a position and its control byte.
+const INDEX_SLOT_BYTES: usize = std::mem::size_of::<usize>() + 1;
 
 /// The estimate for `entry` under `key`; `samples` 0 reads every element.
 pub fn usage(key: &[u8], entry: &Entry, samples: usize) -> usize {
-    let slot = std::mem::size_of::<(Bytes, Entry)>() + 1;
+    let slot = POSITION_BYTES + std::mem::size_of::<(Bytes, Entry)>() + INDEX_SLOT_BYTES;
     let expiry = if entry.expire_at_ms.is_some() { EXPIRY_INDEX_BYTES } else { 0 };
     let meta = entry.meta.list.as_ref().map_or(0, |l| std::mem::size_of_val(&**l) + list_layout_heap(l));
     slot + key.len() + expiry + meta + value_bytes(&entry.value, samples)
@@ -55,10 +62,11 @@ fn buckets(capacity: usize) -> usize {
     }
 }
 
+/// An `indexmap` table of `capacity` entries of `item` bytes.
 fn table_bytes(capacity: usize, item: usize) -> usize {
     match buckets(capacity) {
         0 => 0,
-        b => b * (item + 1) + GROUP_WIDTH,
+        b => capacity * (POSITION_BYTES + item) + b * INDEX_SLOT_BYTES + GROUP_WIDTH,
     }
 }
 

@@ -337,7 +337,7 @@ fn smove(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     }
     let now_empty = match engine.lookup_mut(ctx.db, source, ctx.now_ms).map(|e| &mut e.value) {
         Some(Value::Set(s)) => {
-            s.remove(&member[..]);
+            s.swap_remove(&member[..]);
             s.is_empty()
         }
         _ => false,

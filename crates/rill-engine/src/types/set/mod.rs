@@ -2,7 +2,7 @@
 //! SDIFF, their STORE forms, SINTERCARD and SMOVE in [`algebra`]; SPOP and SRANDMEMBER in
 //! [`random`].
 //!
-//! A set is a `HashSet<Bytes>` (Redis also has intset and listpack encodings; we do not). Member
+//! A set is a [`crate::keyspace::SetMembers`] table (Redis also has intset and listpack encodings; we do not). Member
 //! operations are O(1) each, SMEMBERS is O(N).
 //!
 //! Redis behaviours we match on purpose:
@@ -20,9 +20,8 @@ use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
-use std::collections::HashSet;
 
-type Set = HashSet<Bytes>;
+type Set = crate::keyspace::SetMembers;
 
 /// A set command on the key at index 1.
 const fn set_cmd(handler: Handler) -> CommandSpec {
@@ -149,7 +148,7 @@ fn srem(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let (removed, now_empty) = match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
         None => return Ok(Reply::Integer(0)),
         Some(Value::Set(set)) => {
-            let removed = args.iter().skip(2).filter(|m| set.remove(&m[..])).count();
+            let removed = args.iter().skip(2).filter(|m| set.swap_remove(&m[..])).count();
             (removed, set.is_empty())
         }
         Some(_) => return Err(CmdError::WRONGTYPE),

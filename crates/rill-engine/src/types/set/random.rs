@@ -1,9 +1,9 @@
 //! Random members: SPOP and SRANDMEMBER.
 //!
-//! A `HashSet` cannot pick its n-th member directly, so each call is O(N) in the set's size
-//! (one walk to copy the members' handles, then a partial Fisher–Yates shuffle), plus
-//! O(count) for the reply. The engine's generator is seeded and never logged (see
-//! [`Engine::random_u64`]).
+//! A set is a numbered table, so a member is picked by drawing a position and reading the
+//! member there (`types::pick`): O(1) per member picked, whatever the size of the set, plus
+//! O(1) per member SPOP removes (the last member moves into the hole). The engine's generator
+//! is seeded and never logged (see [`Engine::random_u64`]); SPOP logs the members it took.
 //!
 //! Redis behaviours we match on purpose:
 //! - SPOP's count must be a non-negative integer (`ERR value is out of range, must be
@@ -17,6 +17,7 @@
 
 use super::{read_set, set_cmd};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::types::pick;
 use crate::types::{arg, delete_key, negatable_int_arg};
 use crate::util::parse_i64;
 use crate::{CallCtx, CmdError, Engine, Value};
@@ -32,7 +33,7 @@ pub const SPOP: CommandSpec = CommandSpec {
     tips: &["nondeterministic_output"],
     key_specs: &[key_at(1, &["RW", "ACCESS", "DELETE"])],
     summary: "Removes and returns a random member of a set, or `count` distinct ones.",
-    complexity: "O(N) in the size of the set.",
+    complexity: "O(1), or O(count) with a count.",
     syntax: "key:key [count:integer]",
     ..set_cmd(Handler::Engine(spop))
 };
@@ -47,28 +48,14 @@ pub const SRANDMEMBER: CommandSpec = CommandSpec {
     key_specs: &[key_at(1, &["RO", "ACCESS"])],
     summary: "Returns random members of a set: distinct for a positive count, repeating for a \
               negative one.",
-    complexity: "O(N) in the size of the set, plus O(|count|).",
+    complexity: "O(1), or O(|count|) with a count (a positive count is capped at the set's size).",
     syntax: "key:key [count:integer]",
     ..set_cmd(Handler::Engine(srandmember))
 };
 
-/// Copies of the handles of the set's members (a refcount each) and how many to draw.
-fn members_of(engine: &mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<Vec<Bytes>>, CmdError> {
-    Ok(read_set(engine, ctx, key)?.map(|s| s.iter().cloned().collect()))
-}
-
-/// Move `n` randomly chosen elements to the front of `items` (partial Fisher–Yates).
-pub(crate) fn choose_front<T>(engine: &mut Engine, items: &mut [T], n: usize) {
-    let len = items.len();
-    for i in 0..n.min(len) {
-        let pick = i + (engine.random_u64() % (len - i) as u64) as usize;
-        items.swap(i, pick);
-    }
-}
-
-/// A uniformly random index below `len` (which must be positive).
-pub(crate) fn random_index(engine: &mut Engine, len: usize) -> usize {
-    (engine.random_u64() % len as u64) as usize
+/// The number of members of the set at `key` (`None`: no key); the command's lookup.
+fn set_len(engine: &mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<usize>, CmdError> {
+    Ok(read_set(engine, ctx, key)?.map(|s| s.len()))
 }
 
 fn spop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -84,21 +71,21 @@ fn spop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
                 .ok_or(CmdError::full("ERR value is out of range, must be positive"))?,
         ),
     };
-    let Some(mut members) = members_of(engine, ctx, key)? else {
+    let Some(len) = set_len(engine, ctx, key)? else {
         return Ok(if count.is_some() { Reply::Set(vec![]) } else { Reply::Null });
     };
-    let n = count.unwrap_or(1).min(members.len());
+    let n = count.unwrap_or(1).min(len);
     if n == 0 {
         return Ok(Reply::Set(vec![]));
     }
-    choose_front(engine, &mut members, n);
-    members.truncate(n);
+    let positions = pick::distinct_positions(engine, len, n);
+    let mut members = pick::set_members_at(engine, ctx.db, key, &positions);
     let cfg = engine.config.object;
     let now_empty = match engine.lookup_mut(ctx.db, key, ctx.now_ms) {
         Some(crate::Entry { value: Value::Set(set), meta, .. }) => {
             crate::types::object::encoding::set_resolve(meta, set, &cfg);
             for m in &members {
-                set.remove(m);
+                set.swap_remove(m);
             }
             // Popping all but a fifth or less, Redis rebuilds the set from what is left.
             if count.is_some() && set.len().saturating_mul(5) <= n {
@@ -131,33 +118,34 @@ fn srandmember(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
         return Err(CmdError::SYNTAX);
     }
     let count = args.get(2).map(|raw| negatable_int_arg(raw)).transpose()?;
-    let Some(mut members) = members_of(engine, ctx, key)? else {
+    let Some(len) = set_len(engine, ctx, key)? else {
         return Ok(if count.is_some() { Reply::Array(vec![]) } else { Reply::Null });
     };
     let Some(count) = count else {
-        let i = random_index(engine, members.len().max(1));
-        return Ok(members.get(i).cloned().map_or(Reply::Null, Reply::Bulk));
+        let at = pick::position(engine, len);
+        let member = pick::set_members_at(engine, ctx.db, key, &[at]).pop();
+        return Ok(member.map_or(Reply::Null, Reply::Bulk));
     };
     if count >= 0 {
-        let n = usize::try_from(count).unwrap_or(usize::MAX).min(members.len());
-        choose_front(engine, &mut members, n);
-        members.truncate(n);
+        let n = usize::try_from(count).unwrap_or(usize::MAX);
+        let positions = pick::distinct_positions(engine, len, n);
+        let members = pick::set_members_at(engine, ctx.db, key, &positions);
         return Ok(Reply::Array(members.into_iter().map(Reply::Bulk).collect()));
     }
     // Picks with repetition: the reply grows with |count|, not with the set, so it is
-    // checked against the client's reply budget before anything is built (`$<len>\r\n` and
-    // `\r\n` around the shortest member is the least a pick can take).
-    let shortest = members.iter().map(|m| m.len() as u64).min().unwrap_or(0);
-    ctx.reserve_reply(count.unsigned_abs(), shortest + 6)?;
-    let mut out = Vec::new();
-    for _ in 0..count.unsigned_abs() {
-        let i = random_index(engine, members.len());
-        out.extend(members.get(i).cloned().map(Reply::Bulk));
-    }
-    Ok(Reply::Array(out))
+    // checked against the client's reply budget before anything is drawn (`$0\r\n\r\n`, an
+    // empty member, is the least a pick can take), and again with the members picked.
+    let picks = count.unsigned_abs();
+    ctx.reserve_reply(picks, 6)?;
+    let positions = pick::positions_with_repeats(engine, len, picks);
+    let members = pick::set_members_at(engine, ctx.db, key, &positions);
+    let bytes = members.iter().map(|m| m.len() as u64 + 6 + CallCtx::REPLY_ELEMENT_BYTES).sum();
+    ctx.check_reply_bytes(bytes)?;
+    Ok(Reply::Array(members.into_iter().map(Reply::Bulk).collect()))
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use crate::types::testkit::*;
     use rill_resp::Reply;
@@ -167,6 +155,123 @@ mod tests {
             Reply::Array(v) | Reply::Set(v) => v.len(),
             _ => panic!("not a collection: {r:?}"),
         }
+    }
+
+    use crate::types::pick::tests::{chi_square, CHI_SQUARE_9_DOF_P001};
+
+    /// A set `s` of members `0..n`.
+    fn numbers(h: &mut Harness, key: &str, n: usize) {
+        let names: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        for chunk in names.chunks(1000) {
+            let mut args = vec!["SADD", key];
+            args.extend(chunk.iter().map(String::as_str));
+            h.run(&args);
+        }
+    }
+
+    fn index(r: &Reply) -> usize {
+        match r {
+            Reply::Bulk(b) => std::str::from_utf8(b).unwrap().parse().unwrap(),
+            _ => panic!("not a member: {r:?}"),
+        }
+    }
+
+    fn members(r: &Reply) -> Vec<usize> {
+        match r {
+            Reply::Array(v) | Reply::Set(v) => v.iter().map(index).collect(),
+            _ => panic!("not a collection: {r:?}"),
+        }
+    }
+
+    #[test]
+    fn picks_read_one_member_each_whatever_the_size() {
+        // Issue 26: a pick on a 100k-member set read (copied) every member.
+        let mut h = Harness::new();
+        numbers(&mut h, "big", 100_000);
+        for (cmd, reads) in [
+            (&["SRANDMEMBER", "big"][..], 1),
+            (&["SRANDMEMBER", "big", "5"], 5),
+            (&["SRANDMEMBER", "big", "-7"], 7),
+            (&["SPOP", "big"], 1),
+            (&["SPOP", "big", "3"], 3),
+        ] {
+            let before = h.engine.random_reads;
+            h.run(cmd);
+            assert_eq!(h.engine.random_reads - before, reads, "{cmd:?}");
+        }
+        assert_eq!(h.run(&["SCARD", "big"]), int(100_000 - 4));
+    }
+
+    #[test]
+    fn picks_are_uniform() {
+        let mut h = Harness::new();
+        numbers(&mut h, "s", 10);
+        let mut one = [0u64; 10];
+        let mut repeats = [0u64; 10];
+        let mut distinct = [0u64; 10];
+        let mut popped = [0u64; 10];
+        for _ in 0..10_000 {
+            one[index(&h.run(&["SRANDMEMBER", "s"]))] += 1;
+            for m in members(&h.run(&["SRANDMEMBER", "s", "-2"])) {
+                repeats[m] += 1;
+            }
+            let three = members(&h.run(&["SRANDMEMBER", "s", "3"]));
+            assert_eq!(three.iter().collect::<std::collections::HashSet<_>>().len(), 3, "{three:?}");
+            for m in three {
+                distinct[m] += 1;
+            }
+        }
+        // Apart: a pop and its re-add move members between positions.
+        for _ in 0..10_000 {
+            let m = index(&h.run(&["SPOP", "s"]));
+            popped[m] += 1;
+            h.run(&["SADD", "s", &m.to_string()]);
+        }
+        for (what, counts) in [("one", one), ("repeats", repeats), ("distinct", distinct), ("spop", popped)] {
+            let chi = chi_square(&counts);
+            assert!(chi < CHI_SQUARE_9_DOF_P001, "{what}: {counts:?} chi² {chi}");
+        }
+    }
+
+    #[test]
+    fn spop_with_a_count_takes_distinct_members_and_logs_them() {
+        let mut h = Harness::new();
+        numbers(&mut h, "s", 50);
+        let mut ctx = h.ctx();
+        ctx.recording = true;
+        let popped = members(&h.run_ctx(&mut ctx, &["SPOP", "s", "20"]));
+        let unique: std::collections::HashSet<usize> = popped.iter().copied().collect();
+        assert_eq!(unique.len(), 20);
+        assert_eq!(h.run(&["SCARD", "s"]), int(30));
+        for m in &unique {
+            assert_eq!(h.run(&["SISMEMBER", "s", &m.to_string()]), int(0));
+        }
+        // The record is SREM of exactly those members.
+        let effects = ctx.effects.decode().unwrap();
+        let [crate::effect::Effect::Command { args, .. }] = effects.as_slice() else { panic!("{effects:?}") };
+        assert_eq!(&args[..2], &[bytes::Bytes::from("SREM"), bytes::Bytes::from("s")]);
+        let logged: std::collections::HashSet<usize> =
+            args[2..].iter().map(|a| std::str::from_utf8(a).unwrap().parse().unwrap()).collect();
+        assert_eq!(logged, unique);
+        // Popping at least the rest takes everything and deletes the key.
+        assert_eq!(members(&h.run(&["SPOP", "s", "30"])).len(), 30);
+        assert_eq!(h.run(&["EXISTS", "s"]), int(0));
+    }
+
+    #[test]
+    fn repeated_picks_of_long_members_are_held_to_the_reply_budget() {
+        // Counted with the members' real lengths once picked (the set is not scanned for its
+        // shortest member first).
+        let mut h = Harness::new();
+        let long = "x".repeat(1000);
+        h.run(&["SADD", "s", &long, &format!("{long}y")]);
+        let mut ctx = h.ctx();
+        ctx.reply_budget_bytes = 100_000;
+        assert_eq!(len(&h.run_ctx(&mut ctx, &["SRANDMEMBER", "s", "-50"])), 50);
+        assert!(!ctx.reply_too_big);
+        let refused = h.run_ctx(&mut ctx, &["SRANDMEMBER", "s", "-200"]);
+        assert_eq!(refused, err("ERR reply exceeds the client output buffer limit"));
+        assert!(ctx.reply_too_big);
     }
 
     #[test]
