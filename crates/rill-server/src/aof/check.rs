@@ -1,6 +1,6 @@
 //! Reading a log file record by record, and `rill-server --check-log FILE [--fix]`.
 
-use super::{LOG_MAGIC, MAX_RECORD_BODY_BYTES, RECORD_HEADER_BYTES};
+use super::{LOG_MAGIC, LONG_RECORD, LONG_RECORD_LEN_BYTES, MAX_RECORD_BODY_BYTES, RECORD_HEADER_BYTES};
 use bytes::Bytes;
 use rill_engine::effect::{decode_record_shared, Effect};
 
@@ -92,20 +92,42 @@ impl Records {
         };
         let mut word = [0u8; 4];
         word.copy_from_slice(header.get(..4).unwrap_or(&[0; 4]));
-        let len = u32::from_le_bytes(word) as usize;
+        let short_len = u32::from_le_bytes(word);
         word.copy_from_slice(header.get(4..8).unwrap_or(&[0; 4]));
         let crc = u32::from_le_bytes(word);
-        let end = RECORD_HEADER_BYTES + len;
+        // Where the body starts, and its length: after the header, or (the long form) after
+        // the u64 length that follows it.
+        let (body_at, len) = if short_len == LONG_RECORD {
+            let Some(long) = rest.get(RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + LONG_RECORD_LEN_BYTES) else {
+                self.tail = Some(Tail::Truncated { at: at as u64 });
+                return None;
+            };
+            let mut eight = [0u8; 8];
+            eight.copy_from_slice(long);
+            // A length past the end of the file is a torn or corrupt record (told apart
+            // below, as for the short form); one that does not even fit usize is corrupt.
+            let Ok(len) = usize::try_from(u64::from_le_bytes(eight)) else {
+                self.tail = Some(Tail::Corrupt { at: at as u64, reason: "long record length out of range".into() });
+                return None;
+            };
+            (RECORD_HEADER_BYTES + LONG_RECORD_LEN_BYTES, len)
+        } else {
+            (RECORD_HEADER_BYTES, short_len as usize)
+        };
         if len == 0 {
             // Not padding: non-zero bytes follow (checked above).
             self.tail = Some(Tail::Corrupt { at: at as u64, reason: "zero record length with data after it".into() });
             return None;
         }
-        if len > MAX_RECORD_BODY_BYTES {
+        if short_len != LONG_RECORD && len > MAX_RECORD_BODY_BYTES {
             self.tail = Some(Tail::Corrupt { at: at as u64, reason: format!("record length {len} is implausible") });
             return None;
         }
-        let Some(body) = rest.get(RECORD_HEADER_BYTES..end) else {
+        let Some(end) = body_at.checked_add(len) else {
+            self.tail = Some(Tail::Corrupt { at: at as u64, reason: "long record length out of range".into() });
+            return None;
+        };
+        let Some(body) = rest.get(body_at..end) else {
             self.tail = Some(Tail::Truncated { at: at as u64 });
             return None;
         };
@@ -122,7 +144,7 @@ impl Records {
             self.tail = Some(bad("checksum mismatch".into()));
             return None;
         }
-        let body = self.bytes.slice(at + RECORD_HEADER_BYTES..at + end);
+        let body = self.bytes.slice(at + body_at..at + end);
         match decode_record_shared(body) {
             Ok((time, effects)) => {
                 self.pos = at + end;
@@ -257,6 +279,57 @@ mod tests {
                 proptest::prop_assert_eq!(r.next_record(), o.next_record());
             }
         }
+    }
+
+    /// A log of `SET k<i>` records framed by the writer's own framing, with bodies above
+    /// `short_max` bytes in the long form.
+    fn framed(n: usize, short_max: usize) -> (Vec<u8>, Vec<usize>) {
+        use rill_engine::effect::{encode_record, Effect};
+        let mut out = LOG_MAGIC.to_vec();
+        let mut ends = Vec::new();
+        for i in 0..n {
+            let start = out.len();
+            out.extend_from_slice(&[0u8; RECORD_HEADER_BYTES]);
+            let key = Bytes::from(format!("k{i}").repeat(i + 1));
+            encode_record(&mut out, i as i64, &[Effect::command(0, vec![Bytes::from_static(b"SET"), key])]);
+            super::super::writer::frame_in_place(&mut out, start, short_max);
+            ends.push(out.len());
+        }
+        (out, ends)
+    }
+
+    /// A body over the short form's 2 GiB takes the long form (its length a u64 after the
+    /// checksum): before, the writer cut its length to 32 bits and start-up refused the log.
+    /// The framing is the writer's, with the threshold lowered so that small bodies take it.
+    #[test]
+    fn the_long_form_reads_back_and_its_damage_is_told_like_the_short_forms() {
+        let (short, _) = framed(4, MAX_RECORD_BODY_BYTES);
+        let (long, ends) = framed(4, 24);
+        assert_ne!(short, long, "some records took the long form");
+        let long_words = ends.iter().take(3).filter(|&&e| long[e..e + 4] == LONG_RECORD.to_le_bytes()).count();
+        assert!(long_words >= 1, "a record after the first is in the long form");
+        let records = |bytes: &[u8]| {
+            let mut r = Records::new(Bytes::copy_from_slice(bytes));
+            let mut v = Vec::new();
+            while let Some((_, t, e)) = r.next_record() {
+                v.push((t, e));
+            }
+            (v, r.tail.unwrap())
+        };
+        // Both forms hold the same records.
+        assert_eq!(records(&long), records(&short));
+        assert_eq!(records(&long).1, Tail::Clean);
+        // Torn inside the long length or the body of the last record; corrupt in the middle.
+        for cut in [ends[2] + 9, ends[2] + 15, ends[3] - 1] {
+            assert_eq!(scan(&long[..cut]), (3, Tail::Truncated { at: ends[2] as u64 }), "cut at {cut}");
+        }
+        let mut bad = long.clone();
+        bad[ends[1] + RECORD_HEADER_BYTES + LONG_RECORD_LEN_BYTES + 2] ^= 1;
+        assert!(matches!(scan(&bad), (2, Tail::Corrupt { at, .. }) if at == ends[1] as u64));
+        // A short length word above 2 GiB is still corruption.
+        let mut huge = short.clone();
+        huge[ends[1]..ends[1] + 4].copy_from_slice(&((MAX_RECORD_BODY_BYTES + 1) as u32).to_le_bytes());
+        assert!(matches!(scan(&huge), (2, Tail::Corrupt { .. })));
     }
 
     #[test]

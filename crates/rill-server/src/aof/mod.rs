@@ -28,8 +28,16 @@
 //! record := +------------+------------+------------------------------------------+
 //!           | len: u32le | crc: u32le | body: len bytes (rill_engine::effect)     |
 //!           +------------+------------+------------------------------------------+
-//!           crc = CRC-32 (IEEE) of body; len >= MIN_RECORD_BODY_BYTES, never 0
+//!           crc = CRC-32 (IEEE) of body; MIN_RECORD_BODY_BYTES <= len <= 2 GiB
+//!         | +------------+------------+------------+-------------------------------+
+//!           | 0xFFFFFFFF | crc: u32le | len: u64le | body: len bytes                |
+//!           +------------+------------+------------+-------------------------------+
+//!           the long form, for a body over 2 GiB (written only then; read at any length)
 //! ```
+//!
+//! A short length word above 2 GiB is corruption, and rills before the long form refuse it
+//! as such: a log holding a record that big cannot be read by them (nor, before, written
+//! correctly: its length was cut to 32 bits).
 //!
 //! One record per command, per EXEC (a transaction is all or nothing in the log too), per
 //! blocked client served, per active-expiry sweep.
@@ -69,8 +77,13 @@ use std::sync::Arc;
 pub const LOG_MAGIC: &[u8; 8] = b"RILLLOG1";
 /// Bytes before a record body: length and checksum.
 pub const RECORD_HEADER_BYTES: usize = 2 * std::mem::size_of::<u32>();
-/// The largest record body accepted on load (a bigger length field is corruption).
+/// The largest record body of the short form (a bigger short length is corruption); a bigger
+/// body takes the long form.
 pub const MAX_RECORD_BODY_BYTES: usize = 2 << 30; // 2 GiB
+/// The length word of a record in the long form: a u64 length follows the checksum.
+pub const LONG_RECORD: u32 = u32::MAX;
+/// Bytes of the long form's length, after the checksum.
+pub const LONG_RECORD_LEN_BYTES: usize = std::mem::size_of::<u64>();
 /// The smallest record body: its time stamp (i64) and effect count (a varint, at least one
 /// byte). A zero length word is therefore never a record: it marks padding.
 pub const MIN_RECORD_BODY_BYTES: usize = std::mem::size_of::<i64>() + 1;

@@ -253,6 +253,30 @@ pub struct Log {
     retired: AtomicBool,
 }
 
+/// Fill in the header of the record whose header space starts at `start` of `v` and whose
+/// body follows it to the end of `v`: the short form up to `short_max` bytes of body (the
+/// format's 2 GiB; tests pass less), the long form above (`aof` draws both).
+pub(super) fn frame_in_place(v: &mut Vec<u8>, start: usize, short_max: usize) {
+    let body = v.get(start + super::RECORD_HEADER_BYTES..).unwrap_or_default();
+    let (len, crc) = (body.len(), crc32fast::hash(body));
+    // A zero length word marks padding (see the format in `aof`): no record is empty.
+    debug_assert!(len >= super::MIN_RECORD_BODY_BYTES, "log record body too short");
+    let mut header = [0u8; super::RECORD_HEADER_BYTES];
+    header[4..].copy_from_slice(&crc.to_le_bytes());
+    if len <= short_max {
+        header[..4].copy_from_slice(&(len as u32).to_le_bytes());
+    } else {
+        // The long form (one EXEC of several huge values, say): its length follows the
+        // checksum as a u64. The body moves by 8 bytes, once, for a record this rare.
+        header[..4].copy_from_slice(&super::LONG_RECORD.to_le_bytes());
+        let at = start + super::RECORD_HEADER_BYTES;
+        v.splice(at..at, (len as u64).to_le_bytes());
+    }
+    if let Some(h) = v.get_mut(start..start + super::RECORD_HEADER_BYTES) {
+        h.copy_from_slice(&header);
+    }
+}
+
 /// Waiting connections by (offset, registration number).
 #[derive(Default)]
 struct Waiters {
@@ -400,18 +424,7 @@ impl Log {
         let start = v.len();
         v.extend_from_slice(&[0u8; super::RECORD_HEADER_BYTES]);
         encode(v);
-        let body = v.get(start + super::RECORD_HEADER_BYTES..).unwrap_or_default();
-        let mut header = [0u8; super::RECORD_HEADER_BYTES];
-        header[..4].copy_from_slice(&(body.len() as u32).to_le_bytes());
-        header[4..].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
-        if let Some(h) = v.get_mut(start..start + super::RECORD_HEADER_BYTES) {
-            h.copy_from_slice(&header);
-        }
-        // A zero length word marks padding (see the format in `aof`): no record is empty.
-        debug_assert!(
-            v.len() - start - super::RECORD_HEADER_BYTES >= super::MIN_RECORD_BODY_BYTES,
-            "log record body too short"
-        );
+        frame_in_place(v, start, super::MAX_RECORD_BODY_BYTES);
         let framed = (v.len() - start) as u64;
         q.end += framed;
         let end = q.end;
