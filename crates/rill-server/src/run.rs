@@ -217,7 +217,7 @@ async fn cron(shared: Arc<Shared>) {
         }
         if aof::rewrite::base_due(&st, now) {
             tracing::info!("Starting the rewrite that writes the new log's base");
-            let _ = aof::rewrite::start(&shared, &mut st);
+            let _ = aof::rewrite::start_base(&shared, &mut st);
         } else if aof::rewrite::should_auto_rewrite(&st) {
             tracing::info!("Starting automatic rewriting of AOF on growth");
             let _ = aof::rewrite::start(&shared, &mut st);

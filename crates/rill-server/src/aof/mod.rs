@@ -195,7 +195,7 @@ pub fn set_appendonly(
             // A rewrite of the log just turned off may still be finishing (it will not touch
             // the manifest): the cron starts this one once it has ended.
             if !st.persist.rewrite_in_progress {
-                rewrite::start(shared, st).map_err(std::io::Error::other)?;
+                rewrite::start_base(shared, st).map_err(std::io::Error::other)?;
             }
             Ok(())
         }

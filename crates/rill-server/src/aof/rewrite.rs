@@ -267,7 +267,7 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
             Err(e) => {
                 tracing::warn!("Background AOF rewrite failed: {e}");
                 st.persist.last_rewrite_ok = false;
-                if !log.base.ready() && !matches!(st.journal.log.as_ref(), Some(l) if !Arc::ptr_eq(l, &log)) {
+                if !log.base.ready() && matches!(st.journal.log.as_ref(), Some(l) if Arc::ptr_eq(l, &log)) {
                     // The base of a log just turned on: writes wait for it, and are refused
                     // until the cron's next attempt succeeds.
                     log.base.set(super::base::Base::Failed(e));
@@ -363,6 +363,17 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
         log.base.set(super::base::Base::Ready);
     }
     Ok((size, log.total_size(&files), base_path))
+}
+
+/// Start the rewrite that writes the base of a log just turned on; if it cannot start, the
+/// gate says so (writes get -MISCONF) and the cron tries again a second later.
+pub fn start_base(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
+    let r = start(shared, st);
+    if let (Err(e), Some(log)) = (r, &st.journal.log) {
+        log.base.set(super::base::Base::Failed(e.trim_start_matches("ERR ").to_string()));
+        st.persist.base_attempt_ms = now_ms();
+    }
+    r
 }
 
 /// Whether the log lacks its base and no rewrite is writing it (turned on while a rewrite of
