@@ -30,6 +30,7 @@ mod protocol;
 mod replication;
 mod restore_hostile;
 mod security;
+mod shared_replies;
 mod startup;
 mod stream_fuzz;
 mod transport;
