@@ -38,31 +38,36 @@
 
 use std::fmt::Write as _;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::output::{ReplyTarget, SHARED_PAYLOAD_MIN_BYTES};
 use crate::reply::{Protocol, Reply};
 
-/// Appends `reply` to `out` as `proto` encodes it (see the module docs for the table).
-pub fn write_reply(out: &mut BytesMut, reply: &Reply, proto: Protocol) {
+/// Appends `reply` to `out` as `proto` encodes it (see the module docs for the table). Into an
+/// [`OutputBuffer`](crate::OutputBuffer), payloads of [`SHARED_PAYLOAD_MIN_BYTES`] or more
+/// (bulk strings, verbatim text, raw replies) are referenced instead of copied; the bytes
+/// written are the same.
+pub fn write_reply<O: ReplyTarget + ?Sized>(out: &mut O, reply: &Reply, proto: Protocol) {
     let resp3 = proto == Protocol::Resp3;
     match reply {
-        Reply::Simple(text) => write_line(out, b'+', text),
-        Reply::Error(text) => write_line(out, b'-', text),
-        Reply::Integer(n) => write_signed_header(out, b':', *n),
-        Reply::Bulk(data) => write_bulk(out, data),
-        Reply::Null if resp3 => out.extend_from_slice(b"_\r\n"),
-        Reply::Null => out.extend_from_slice(b"$-1\r\n"),
-        Reply::NullArray if resp3 => out.extend_from_slice(b"_\r\n"),
-        Reply::NullArray => out.extend_from_slice(b"*-1\r\n"),
+        Reply::Simple(text) => write_line(out.encoded(), b'+', text),
+        Reply::Error(text) => write_line(out.encoded(), b'-', text),
+        Reply::Integer(n) => write_signed_header(out.encoded(), b':', *n),
+        Reply::Bulk(data) => write_bulk_payload(out, data),
+        Reply::Null if resp3 => out.encoded().extend_from_slice(b"_\r\n"),
+        Reply::Null => out.encoded().extend_from_slice(b"$-1\r\n"),
+        Reply::NullArray if resp3 => out.encoded().extend_from_slice(b"_\r\n"),
+        Reply::NullArray => out.encoded().extend_from_slice(b"*-1\r\n"),
         Reply::Array(items) => write_aggregate(out, b'*', items, proto),
         Reply::Map(pairs) if resp3 => write_pairs(out, b'%', pairs, proto),
         Reply::Map(pairs) => {
-            write_length_header(out, b'*', pairs.len().saturating_mul(2));
+            write_length_header(out.encoded(), b'*', pairs.len().saturating_mul(2));
             write_pair_items(out, pairs, proto);
         }
         Reply::Set(items) => write_aggregate(out, if resp3 { b'~' } else { b'*' }, items, proto),
         Reply::Double(value) => {
             let text = DoubleText::new(*value);
+            let out = out.encoded();
             if resp3 {
                 out.put_u8(b',');
                 out.extend_from_slice(text.as_bytes());
@@ -71,24 +76,25 @@ pub fn write_reply(out: &mut BytesMut, reply: &Reply, proto: Protocol) {
                 write_bulk(out, text.as_bytes());
             }
         }
-        Reply::Boolean(value) => out.extend_from_slice(match (resp3, value) {
+        Reply::Boolean(value) => out.encoded().extend_from_slice(match (resp3, value) {
             (true, true) => b"#t\r\n",
             (true, false) => b"#f\r\n",
             (false, true) => b":1\r\n",
             (false, false) => b":0\r\n",
         }),
-        Reply::BigNumber(digits) if resp3 => write_line(out, b'(', digits),
-        Reply::BigNumber(digits) => write_bulk(out, digits),
+        Reply::BigNumber(digits) if resp3 => write_line(out.encoded(), b'(', digits),
+        Reply::BigNumber(digits) => write_bulk(out.encoded(), digits),
         Reply::Verbatim { format, text } if resp3 => {
-            write_length_header(out, b'=', text.len().saturating_add(4));
-            out.extend_from_slice(format);
-            out.put_u8(b':');
-            out.extend_from_slice(text);
-            out.extend_from_slice(b"\r\n");
+            let encoded = out.encoded();
+            write_length_header(encoded, b'=', text.len().saturating_add(4));
+            encoded.extend_from_slice(format);
+            encoded.put_u8(b':');
+            write_payload(out, text);
+            out.encoded().extend_from_slice(b"\r\n");
         }
-        Reply::Verbatim { text, .. } => write_bulk(out, text),
+        Reply::Verbatim { text, .. } => write_bulk_payload(out, text),
         Reply::Push(items) => write_aggregate(out, if resp3 { b'>' } else { b'*' }, items, proto),
-        Reply::Raw(bytes) => out.extend_from_slice(bytes),
+        Reply::Raw(bytes) => write_payload(out, bytes),
         Reply::Attribute(pairs, inner) => {
             if resp3 {
                 write_pairs(out, b'|', pairs, proto);
@@ -106,22 +112,42 @@ pub fn write_request(out: &mut BytesMut, args: &[&[u8]]) {
     }
 }
 
-fn write_aggregate(out: &mut BytesMut, marker: u8, items: &[Reply], proto: Protocol) {
-    write_length_header(out, marker, items.len());
+fn write_aggregate<O: ReplyTarget + ?Sized>(out: &mut O, marker: u8, items: &[Reply], proto: Protocol) {
+    write_length_header(out.encoded(), marker, items.len());
     for item in items {
         write_reply(out, item, proto);
     }
 }
 
-fn write_pairs(out: &mut BytesMut, marker: u8, pairs: &[(Reply, Reply)], proto: Protocol) {
-    write_length_header(out, marker, pairs.len());
+fn write_pairs<O: ReplyTarget + ?Sized>(out: &mut O, marker: u8, pairs: &[(Reply, Reply)], proto: Protocol) {
+    write_length_header(out.encoded(), marker, pairs.len());
     write_pair_items(out, pairs, proto);
 }
 
-fn write_pair_items(out: &mut BytesMut, pairs: &[(Reply, Reply)], proto: Protocol) {
+fn write_pair_items<O: ReplyTarget + ?Sized>(out: &mut O, pairs: &[(Reply, Reply)], proto: Protocol) {
     for (key, value) in pairs {
         write_reply(out, key, proto);
         write_reply(out, value, proto);
+    }
+}
+
+/// A bulk string of `data`, which the target may reference rather than copy when it is large.
+fn write_bulk_payload<O: ReplyTarget + ?Sized>(out: &mut O, data: &Bytes) {
+    if data.len() < SHARED_PAYLOAD_MIN_BYTES {
+        write_bulk(out.encoded(), data);
+        return;
+    }
+    write_length_header(out.encoded(), b'$', data.len());
+    out.payload(data);
+    out.encoded().extend_from_slice(b"\r\n");
+}
+
+/// `data` as it is, referenced by the target rather than copied when it is large.
+fn write_payload<O: ReplyTarget + ?Sized>(out: &mut O, data: &Bytes) {
+    if data.len() < SHARED_PAYLOAD_MIN_BYTES {
+        out.encoded().extend_from_slice(data);
+    } else {
+        out.payload(data);
     }
 }
 

@@ -24,10 +24,10 @@
 
 use crate::conn::DirectWrite;
 use crate::state::State;
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use rill_engine::command::{CommandSpec, Handler};
 use rill_engine::{BlockRequest, CallCtx, WakeOn};
-use rill_resp::Reply;
+use rill_resp::{OutputBuffer, Reply};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -42,7 +42,7 @@ pub enum Outcome {
     /// except `rest`, which the socket did not take and the task must write.
     Written {
         /// The unwritten tail.
-        rest: BytesMut,
+        rest: OutputBuffer,
         /// Bytes of the whole reply.
         len: usize,
     },
@@ -53,8 +53,8 @@ pub enum Outcome {
 pub struct Delivery {
     /// The client's stream, as its transport lets other tasks write to it.
     pub to: Arc<dyn DirectWrite>,
-    /// The encoded reply.
-    pub bytes: BytesMut,
+    /// The encoded reply (large payloads referenced).
+    pub bytes: OutputBuffer,
     /// Tells the client's task what was written.
     pub tx: oneshot::Sender<Outcome>,
 }
@@ -187,7 +187,7 @@ fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
     };
     match (w.direct, st.blocked.deliveries.as_mut()) {
         (Some(to), Some(list)) if !fsync_first => {
-            let mut bytes = BytesMut::new();
+            let mut bytes = OutputBuffer::default();
             let proto = if w.resp3 { rill_resp::Protocol::Resp3 } else { rill_resp::Protocol::Resp2 };
             rill_resp::write_reply(&mut bytes, &reply, proto);
             st.stats.net_output_bytes += bytes.len() as u64;
@@ -216,8 +216,8 @@ fn deliver_one(d: Delivery) {
     let mut rest = d.bytes;
     // A would-block or a failed write leaves the rest to the task, which meets the same
     // error and closes the connection.
-    if let Ok(n) = d.to.try_write(&rest) {
-        let _ = rest.split_to(n);
+    if let Ok(n) = rest.with_slices(|slices| d.to.try_write_vectored(slices)) {
+        rest.advance(n);
     }
     let _ = d.tx.send(Outcome::Written { rest, len });
 }

@@ -20,6 +20,12 @@
 //! once that output passes [`backpressure_bytes`], until the socket takes it (Redis keeps
 //! running them and buffers every reply). Without a limit a stuck client then holds about one
 //! reply plus the socket buffers instead of everything it asked for.
+//!
+//! Pending output counts the large payloads the output references instead of copying them
+//! (`rill_resp::OutputBuffer`: a `GET` of a 512 MB value holds the stored value, not a copy of
+//! it) as if they were copied: a reference pins its value until written (after a DEL or an
+//! overwrite, the client alone keeps it alive), so the limits, the back-pressure threshold and
+//! CLIENT LIST (`omem`, `tot-mem`) see what Redis would see.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -297,10 +303,14 @@ pub fn pause_cron(paused: bool) {
 /// What CLIENT LIST reports of a connection's buffers, written by its task without the lock.
 #[derive(Debug, Default)]
 pub struct ClientMemory {
-    /// Output bytes produced and not yet written to the socket.
+    /// Output bytes produced and not yet written to the socket, the payloads the output
+    /// references included (each counts as if it were copied: it pins its value).
     pub out_pending: AtomicU64,
-    /// Capacity of the output buffer.
-    pub out_capacity: AtomicU64,
+    /// Bytes of the same output already written.
+    pub out_written: AtomicU64,
+    /// Memory the output holds: its buffer's capacity and the referenced payloads' unwritten
+    /// bytes.
+    pub out_held: AtomicU64,
     /// Unparsed input bytes.
     pub qbuf: AtomicU64,
     /// Free room in the input buffer (0 while the client holds no private buffer, as Redis
@@ -311,11 +321,15 @@ pub struct ClientMemory {
 }
 
 impl ClientMemory {
-    /// `obl`, `oll`, `omem`: what of the pending output fits Redis' static buffer, whether
-    /// there is more (one buffer in rill), and the rest.
+    /// `obl`, `oll`, `omem`: what of the pending output Redis would hold in its static buffer,
+    /// whether there is more (one list in rill), and the rest. Redis fills the static buffer
+    /// with the first 16 KiB of a burst of output and sends it first, so once that much is
+    /// written everything pending is `omem`.
     pub fn output_fields(&self) -> (u64, u64, u64) {
         let pending = self.out_pending.load(Ordering::Relaxed);
-        let obl = pending.min(UNCOUNTED_OUTPUT_BYTES);
+        let written = self.out_written.load(Ordering::Relaxed);
+        let produced = pending.saturating_add(written);
+        let obl = produced.min(UNCOUNTED_OUTPUT_BYTES).saturating_sub(written).min(pending);
         let rest = pending - obl;
         (obl, u64::from(rest > 0), rest)
     }
@@ -323,7 +337,7 @@ impl ClientMemory {
     /// `tot-mem`: the buffers this client holds.
     pub fn total(&self) -> u64 {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        load(&self.out_capacity) + load(&self.qbuf) + load(&self.qbuf_free) + load(&self.multi_mem)
+        load(&self.out_held) + load(&self.qbuf) + load(&self.qbuf_free) + load(&self.multi_mem)
     }
 
     /// Store a value.

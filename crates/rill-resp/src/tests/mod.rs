@@ -7,6 +7,7 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
+mod output;
 mod parse_reply;
 mod request;
 mod roundtrip;

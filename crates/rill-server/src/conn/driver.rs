@@ -7,7 +7,8 @@
 
 use super::session::{Batch, Next, OutputWatch, Park, Released, Session, QBUF_IDLE_SHRINK, QBUF_SHRINK_RETRY};
 use super::transport::Transport;
-use bytes::{Buf, BytesMut};
+use bytes::Buf;
+use rill_resp::OutputBuffer;
 use std::future::poll_fn;
 use std::io;
 use std::sync::Arc;
@@ -153,11 +154,17 @@ async fn busy<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
 /// Write all of `buf`, consuming it. False if the connection must close instead: a write
 /// error, or one of the [`OutputWatch`] conditions, CLIENT KILL or shutdown while the
 /// transport would not take more.
-async fn write_out<T: Transport>(t: &mut T, buf: &mut BytesMut, watch: &mut OutputWatch, sig: &mut Signals) -> bool {
+async fn write_out<T: Transport>(
+    t: &mut T,
+    buf: &mut OutputBuffer,
+    watch: &mut OutputWatch,
+    sig: &mut Signals,
+) -> bool {
     let mut last_progress = Instant::now();
+    let produced = buf.len();
     loop {
         while !buf.is_empty() {
-            match t.try_write(buf) {
+            match buf.with_slices(|slices| t.try_write_vectored(slices)) {
                 Ok(0) => return false,
                 Ok(n) => {
                     buf.advance(n);
@@ -167,7 +174,7 @@ async fn write_out<T: Transport>(t: &mut T, buf: &mut BytesMut, watch: &mut Outp
                 Err(_) => return false,
             }
         }
-        watch.pending(buf.len());
+        watch.pending(buf, produced - buf.len());
         if buf.is_empty() {
             return !T::BUFFERS_WRITES || flush(t, watch, sig, last_progress).await;
         }
@@ -178,7 +185,7 @@ async fn write_out<T: Transport>(t: &mut T, buf: &mut BytesMut, watch: &mut Outp
         let soft = watch.soft_deadline();
         let idle = watch.idle_deadline(last_progress);
         tokio::select! {
-            r = poll_fn(|cx| t.poll_write(cx, buf)) => match r {
+            r = poll_fn(|cx| buf.with_slices(|slices| t.poll_write_vectored(cx, slices))) => match r {
                 Ok(n) if n > 0 => {
                     buf.advance(n);
                     last_progress = Instant::now();

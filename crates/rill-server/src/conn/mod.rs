@@ -5,7 +5,8 @@
 //!            transport.rs              driver.rs                 session/
 //!  bytes ◄──► Transport ◄── try_read ── drive(): one task ── run_batch ──► Session ──► dispatch
 //!             (Tcp, Stream)  poll_*     per client; waits     settle        query buffer,
-//!                 │          try_write  for input, release,   released      parser, batch
+//!                 │          try_write_ for input, release,   released      parser, batch
+//!                 │          vectored
 //!                 │                     the busy gate; kill,  ...           under the lock,
 //!                 │                     shutdown, timeouts                  output, Next
 //!                 └─ direct(): DirectWrite ─────────────────────────────► blocking.rs writes
@@ -13,7 +14,8 @@
 //! ```
 //!
 //! * `session/` is the protocol state machine: it owns the query buffer, the parser, the
-//!   output buffer and the client's per-connection state, runs a batch of requests under the
+//!   output (`rill_resp::OutputBuffer`: encoded replies, large payloads referenced rather
+//!   than copied) and the client's per-connection state, runs a batch of requests under the
 //!   state lock (or, while the busy gate is closed, without it), and says what comes next
 //!   ([`Next`]): read, write and run again, park, wait for the gate, close. It never touches a
 //!   stream. Its async steps wait only for the log and for other tasks (yields).
@@ -43,16 +45,21 @@
 //!    out and take it back, or read into a registered buffer and copy, as [`Stream`] does)
 //!    and report the bytes with [`Session::received`]. On completion call
 //!    [`Session::run_batch`], then [`Session::settle`], then submit a send of the session's
-//!    output buffer (`out`, visible to drivers inside `conn/`). Batching is where it pays:
-//!    the ring gathers the sends and reads of every client that was ready in one loop turn
-//!    and submits them with one `io_uring_enter`, where the epoll driver makes a `write`, a
-//!    `read` and an `epoll_wait` wake-up per client per turn.
+//!    output (`out`, visible to drivers inside `conn/`): its slices, as
+//!    `OutputBuffer::with_slices` gives them, in one `sendmsg`, then `advance` it by what
+//!    completed. The slices stay valid while the send is in flight as long as `out` is not
+//!    touched: the encoded bytes are the session's, and each referenced payload is a `Bytes`
+//!    the output holds (a zero-copy send can keep one alive past that by cloning it).
+//!    Batching is where it pays: the ring gathers the sends and reads of every client that
+//!    was ready in one loop turn and submits them with one `io_uring_enter`, where the epoll
+//!    driver makes a `write`, a `read` and an `epoll_wait` wake-up per client per turn.
 //! 2. Follow [`Next`] exactly as `driver.rs` does: `More` writes then runs again without
 //!    reading; `Wait` keeps a read armed while it waits on the park's channel and timers;
 //!    `Busy` waits on `shared.busy.opened()`; `Close` writes then closes; `Drop` closes.
 //! 3. Decide direct delivery: an io_uring socket can offer a [`DirectWrite`] whose
-//!    `try_write` is a plain non-blocking `send(2)` on the descriptor (what TCP does now), or
-//!    none, so that served replies go through the owner's ring like any other write.
+//!    `try_write_vectored` is a plain non-blocking `writev(2)` on the descriptor (what TCP
+//!    does now), or none, so that served replies go through the owner's ring like any other
+//!    write.
 //! 4. End with [`Session::finish`].
 
 pub mod busy;

@@ -9,19 +9,24 @@
 //! Direct delivery is a capability, not an assumption: [`Transport::direct`] hands out a
 //! [`DirectWrite`] when another connection's task may write a reply into this client's
 //! stream while the client's own task is parked reading it. A TCP socket can (its write half
-//! is shared, and a `write(2)` of a whole reply is atomic enough for a client that has nothing
-//! else pending, which is when `blocking.rs` uses it). A TLS stream cannot: its writes go
-//! through a session only its owner may touch, so it offers none, and a served client's reply
-//! travels to its task over the waiter's channel instead ([`Stream`] stands for every such
-//! transport).
+//! is shared, and a `writev(2)` of a whole reply is atomic enough for a client that has
+//! nothing else pending, which is when `blocking.rs` uses it). A TLS stream cannot: its
+//! writes go through a session only its owner may touch, so it offers none, and a served
+//! client's reply travels to its task over the waiter's channel instead ([`Stream`] stands
+//! for every such transport).
+//!
+//! Writes are vectored: the output holds large payloads by reference
+//! (`rill_resp::OutputBuffer`), so a write hands over the encoded bytes and the payloads
+//! between them as slices. One slice (the common case: small replies, all encoded) is written
+//! with a plain `write(2)`.
 //!
 //! | transport | reads | writes | direct delivery |
 //! | --- | --- | --- | --- |
-//! | [`Tcp`] | `try_read` on the read half | `try_write` on the shared write half | yes: the write half |
-//! | [`Stream`] over any `AsyncRead + AsyncWrite` | `poll_read` into a staging buffer | `poll_write`, then `poll_flush` | no |
+//! | [`Tcp`] | `try_read` on the read half | `try_write` (one slice) or `try_write_vectored` on the shared write half | yes: the write half |
+//! | [`Stream`] over any `AsyncRead + AsyncWrite` | `poll_read` into a staging buffer | `poll_write_vectored`, then `poll_flush` | no |
 
 use bytes::BytesMut;
-use std::io;
+use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -34,13 +39,18 @@ const STREAM_READ_CHUNK_BYTES: usize = 16 * 1024;
 
 /// A way for another connection's task to write a reply straight into this client's stream.
 pub trait DirectWrite: Send + Sync + std::fmt::Debug {
-    /// Write what the stream takes now, without waiting (`WouldBlock` when it takes nothing).
-    fn try_write(&self, buf: &[u8]) -> io::Result<usize>;
+    /// Write what the stream takes now of `bufs`, in order, without waiting (`WouldBlock`
+    /// when it takes nothing).
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
 }
 
 impl DirectWrite for OwnedWriteHalf {
-    fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        OwnedWriteHalf::try_write(self, buf)
+    fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match bufs {
+            // The common case, as the plain write it always was.
+            [one] => OwnedWriteHalf::try_write(self, one),
+            _ => OwnedWriteHalf::try_write_vectored(self, bufs),
+        }
     }
 }
 
@@ -59,12 +69,12 @@ pub trait Transport: Send + 'static {
     /// Ready when a read may make progress (data, end of stream or an error).
     fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
 
-    /// Write what the transport takes now, without waiting (`WouldBlock` when it takes
-    /// nothing).
-    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// Write what the transport takes now of `bufs`, in order, without waiting
+    /// (`WouldBlock` when it takes nothing).
+    fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
 
-    /// Write some of `buf`, waiting until the transport takes something.
-    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+    /// Write some of `bufs`, waiting until the transport takes something.
+    fn poll_write_vectored(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>>;
 
     /// Push out what the transport buffered (only called when it [`BUFFERS_WRITES`]).
     ///
@@ -109,11 +119,11 @@ impl Transport for Tcp {
         AsRef::<TcpStream>::as_ref(&self.read).poll_read_ready(cx)
     }
 
-    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write.try_write(buf)
+    fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        DirectWrite::try_write_vectored(&*self.write, bufs)
     }
 
-    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
         loop {
             match AsRef::<TcpStream>::as_ref(&*self.write).poll_write_ready(cx) {
                 Poll::Ready(Ok(())) => {}
@@ -121,7 +131,7 @@ impl Transport for Tcp {
                 Poll::Pending => return Poll::Pending,
             }
             // A would-block clears the readiness, so the next poll waits for the socket.
-            match self.write.try_write(buf) {
+            match DirectWrite::try_write_vectored(&*self.write, bufs) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => return Poll::Ready(r),
             }
@@ -210,16 +220,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Transport for Stream<S>
         self.poll_stage(cx)
     }
 
-    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+    fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let mut cx = Context::from_waker(Waker::noop());
-        match Pin::new(&mut self.io).poll_write(&mut cx, buf) {
+        match self.poll_write_vectored(&mut cx, bufs) {
             Poll::Ready(r) => r,
             Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
 
-    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+    fn poll_write_vectored(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        // A stream without vectored writes of its own writes the first slice: the driver
+        // comes back for the rest.
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -255,11 +267,12 @@ mod tests {
     async fn a_stream_write_that_would_block_says_so_and_waits_for_room() {
         let (ours, mut peer) = tokio::io::duplex(8);
         let mut t = Stream::new(ours);
-        assert_eq!(t.try_write(b"0123456789").ok(), Some(8), "the pipe takes what fits");
-        assert_eq!(t.try_write(b"89").map_err(|e| e.kind()), Err(io::ErrorKind::WouldBlock));
+        let slices = |b: &'static [u8]| [IoSlice::new(b)];
+        assert_eq!(t.try_write_vectored(&slices(b"0123456789")).ok(), Some(8), "the pipe takes what fits");
+        assert_eq!(t.try_write_vectored(&slices(b"89")).map_err(|e| e.kind()), Err(io::ErrorKind::WouldBlock));
         let mut got = [0u8; 8];
         peer.read_exact(&mut got).await.unwrap_or_else(|e| panic!("{e}"));
-        let n = std::future::poll_fn(|cx| t.poll_write(cx, b"89")).await.ok();
+        let n = std::future::poll_fn(|cx| t.poll_write_vectored(cx, &slices(b"89"))).await.ok();
         assert_eq!(n, Some(2));
     }
 }

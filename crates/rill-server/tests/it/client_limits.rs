@@ -17,7 +17,7 @@ const PIPELINED_GETS: usize = 2000;
 const RSS_GROWTH_BOUND_MB: u64 = 150;
 
 /// The server's resident memory in MiB.
-fn rss_mb(pid: u32) -> u64 {
+pub(super) fn rss_mb(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kb: u64 = status
         .lines()
@@ -27,30 +27,30 @@ fn rss_mb(pid: u32) -> u64 {
     kb / 1024
 }
 
-fn text(reply: &[u8]) -> String {
+pub(super) fn text(reply: &[u8]) -> String {
     String::from_utf8_lossy(reply).into_owned()
 }
 
 /// The CLIENT LIST line of client `id`, if listed.
-fn client_line(c: &mut RawClient, id: u64) -> Option<String> {
+pub(super) fn client_line(c: &mut RawClient, id: u64) -> Option<String> {
     let list = text(&c.cmd(&["CLIENT", "LIST"]));
     list.lines().find(|l| l.starts_with(&format!("id={id} "))).map(str::to_string)
 }
 
 /// A field of a CLIENT LIST line.
-fn field(line: &str, name: &str) -> u64 {
+pub(super) fn field(line: &str, name: &str) -> u64 {
     let prefix = format!("{name}=");
     line.split(' ').find_map(|f| f.strip_prefix(prefix.as_str())).unwrap().parse().unwrap()
 }
 
 /// An INFO field.
-fn info(c: &mut RawClient, name: &str) -> String {
+pub(super) fn info(c: &mut RawClient, name: &str) -> String {
     let all = text(&c.cmd(&["INFO", "stats"]));
     all.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap_or("").trim().to_string()
 }
 
 /// Wait until `cond` holds, polling every 50 ms; false after `limit`.
-fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub(super) fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if cond() {

@@ -37,6 +37,7 @@ mod replication;
 mod restart_fuzz_test;
 mod restore_hostile;
 mod security;
+mod shared_replies;
 mod startup;
 mod stream_fuzz;
 mod transport;

@@ -600,20 +600,24 @@ fn too_big() -> CmdError {
     CmdError::full("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
 }
 
-/// Take the string out of `b` as a Vec, reusing its buffer when nothing else shares it.
+/// Take the string out of `b` as a Vec, reusing its buffer when nothing else shares it. A reply
+/// still being written shares it (the connection's output references large values instead of
+/// copying them): then the string is copied, and the reply keeps the bytes it was given.
 fn take_vec(b: &mut Bytes) -> Vec<u8> {
     Vec::from(std::mem::take(b))
 }
 
 fn append(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, value) = (arg(args, 1)?, arg(args, 2)?);
-    let old = read_str(engine, ctx, key)?;
-    let old_len = old.as_ref().map_or(0, Bytes::len);
-    if old_len.saturating_add(value.len()) > MAX_STRING_BYTES {
+    // Only the length is kept: a clone of the old value held across the append would make it
+    // look shared to `take_vec`, which would copy the whole string every time instead of
+    // extending it in place.
+    let old_len = read_str(engine, ctx, key)?.map(|old| old.len());
+    if old_len.unwrap_or(0).saturating_add(value.len()) > MAX_STRING_BYTES {
         return Err(too_big());
     }
     let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Str(Bytes::new()));
-    if old.is_some() {
+    if old_len.is_some() {
         // Redis appends to a private `raw` copy; a new key is stored like SET's value.
         entry.meta.form = Form::StrRaw;
     }
@@ -824,6 +828,35 @@ mod tests {
         assert_eq!(h.run(&["INCRBYFLOAT", "f", "inf"]), err("ERR increment would produce NaN or Infinity"));
         h.run(&["SET", "s", "1.0 "]);
         assert_eq!(h.run(&["INCRBYFLOAT", "s", "1"]), err("ERR value is not a valid float"));
+    }
+
+    /// Where the string stored at `key` starts in memory.
+    fn stored_at(h: &mut Harness, key: &str) -> *const u8 {
+        match h.engine.peek(h.db, key.as_bytes(), h.now_ms).map(|e| &e.value) {
+            Some(crate::Value::Str(b)) => b.as_ptr(),
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn append_and_setrange_write_in_place_unless_a_reply_holds_the_value() {
+        let mut h = Harness::new();
+        let start = "x".repeat(1000);
+        h.run(&["SET", "s", &start]);
+        // The first APPEND outgrows the exact-sized buffer SET stored; the next ones fit.
+        assert_eq!(h.run(&["APPEND", "s", "y"]), int(1001));
+        let at = stored_at(&mut h, "s");
+        assert_eq!(h.run(&["APPEND", "s", "z"]), int(1002));
+        assert_eq!(h.run(&["SETRANGE", "s", "0", "a"]), int(1002));
+        assert_eq!(stored_at(&mut h, "s"), at, "APPEND and SETRANGE copied a string nothing else holds");
+        // A reply still being written holds the value: the writes go to a copy, and the
+        // reply keeps the bytes it was given.
+        let Reply::Bulk(held) = h.run(&["GET", "s"]) else { panic!("GET") };
+        assert_eq!(h.run(&["APPEND", "s", "w"]), int(1003));
+        assert_eq!(h.run(&["SETRANGE", "s", "1", "b"]), int(1003));
+        assert_eq!(held, format!("a{}yz", &start[1..]));
+        assert_ne!(stored_at(&mut h, "s"), held.as_ptr());
+        assert_eq!(h.run(&["GETRANGE", "s", "0", "1"]), bulk("ab"));
     }
 
     #[test]

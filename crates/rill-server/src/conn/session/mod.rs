@@ -25,7 +25,7 @@ use crate::client_limits::{self, ClassLimit, ClientClass, ClientMemory, OutputGu
 use crate::dispatch;
 use crate::state::{now_ms, HotConfig, Shared, State};
 use bytes::{Bytes, BytesMut};
-use rill_resp::{write_reply, Limits, Protocol, Reply, RequestParser};
+use rill_resp::{write_reply, Limits, OutputBuffer, Protocol, Reply, RequestParser};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -44,7 +44,7 @@ const QBUF_SHRINK_MIN_FREE_BYTES: usize = 4 * 1024;
 pub(super) const QBUF_SHRINK_RETRY: Duration = Duration::from_millis(100);
 /// Redis' "big argument" size: a bulk at least this long gets a buffer of its own size.
 const BIG_ARG_BYTES: usize = 32 * 1024;
-/// An output buffer that grew past this is given back once written.
+/// An output buffer whose encoded bytes grew past this is given back once written.
 const OUT_KEEP_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// What the driver must do after a batch (once the output is written).
@@ -93,9 +93,12 @@ pub struct OutputWatch {
 }
 
 impl OutputWatch {
-    /// Publish the bytes still waiting to be written (CLIENT LIST `omem`).
-    pub fn pending(&self, bytes: usize) {
-        ClientMemory::set(&self.mem.out_pending, bytes);
+    /// Publish what `out` still holds, `written` bytes of it written already (CLIENT LIST
+    /// `obl`, `omem`, `tot-mem`).
+    pub fn pending(&self, out: &OutputBuffer, written: usize) {
+        ClientMemory::set(&self.mem.out_pending, out.len());
+        ClientMemory::set(&self.mem.out_written, written);
+        ClientMemory::set(&self.mem.out_held, out.held_bytes());
     }
 
     /// Whether `pending` unwritten bytes put the client over its output limits; if so it is
@@ -132,8 +135,8 @@ pub struct Session {
     /// Whether the input buffer is reported as this client's own (Redis reports a client
     /// whose input fits one read as using the shared buffer: qbuf=0 qbuf-free=0).
     qbuf_private: bool,
-    /// Replies not yet written.
-    pub(super) out: BytesMut,
+    /// Replies not yet written (large payloads referenced, not copied).
+    pub(super) out: OutputBuffer,
     /// What a stuck write watches.
     pub(super) watch: OutputWatch,
     /// Replies for the clients this batch served, to be written straight to their streams.
@@ -183,7 +186,7 @@ impl Session {
             parser: RequestParser::new(),
             inbuf: BytesMut::with_capacity(READ_CHUNK_BYTES),
             qbuf_private: false,
-            out: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            out: OutputBuffer::with_capacity(READ_CHUNK_BYTES),
             watch,
             deliveries: Vec::new(),
             net_in: 0,
@@ -325,10 +328,11 @@ impl Session {
 
     /// After the output buffer was written out.
     pub fn written(&mut self) {
-        if self.out.capacity() > OUT_KEEP_MAX_BYTES {
-            self.out = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        if self.out.encoded_capacity() > OUT_KEEP_MAX_BYTES {
+            self.out = OutputBuffer::with_capacity(READ_CHUNK_BYTES);
         }
-        ClientMemory::set(&self.watch.mem.out_capacity, self.out.capacity());
+        ClientMemory::set(&self.watch.mem.out_held, self.out.held_bytes());
+        ClientMemory::set(&self.watch.mem.out_written, 0);
     }
 
     // --------------------------------------------------------------------------------------------
@@ -432,7 +436,8 @@ impl Session {
             if self.qbuf_private || !inbuf.is_empty() { inbuf.capacity() - inbuf.len() } else { 0 },
         );
         ClientMemory::set(&mem.out_pending, self.out.len());
-        ClientMemory::set(&mem.out_capacity, self.out.capacity());
+        ClientMemory::set(&mem.out_written, 0);
+        ClientMemory::set(&mem.out_held, self.out.held_bytes());
         ClientMemory::set(&mem.multi_mem, self.conn.multi.as_ref().map_or(0, |m| m.argv_bytes));
     }
 }
@@ -446,7 +451,7 @@ fn run_requests(
     conn: &mut Conn,
     parser: &mut RequestParser,
     inbuf: &mut BytesMut,
-    out: &mut BytesMut,
+    out: &mut OutputBuffer,
     direct: &Option<Arc<dyn DirectWrite>>,
     guard: &mut OutputGuard,
     pending: &mut Option<Vec<Bytes>>,
@@ -521,7 +526,7 @@ fn run_requests(
     }
 }
 
-fn emit(out: &mut BytesMut, conn: &mut Conn, reply: &Reply) {
+fn emit(out: &mut OutputBuffer, conn: &mut Conn, reply: &Reply) {
     match conn.reply_mode {
         // A reply that cannot fit the client's budget is not encoded: the client is closed,
         // as Redis closes one whose output passes its limit.

@@ -3,8 +3,7 @@
 use super::{durable, emit, instant_at_ms, Session};
 use crate::blocking::{self, Outcome};
 use crate::state::now_ms;
-use bytes::BytesMut;
-use rill_resp::Reply;
+use rill_resp::{OutputBuffer, Reply};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -37,7 +36,7 @@ pub enum Released {
     Close,
     /// The reply was written by the connection that served it, except this tail, which the
     /// driver must write. Then run again.
-    Written(BytesMut),
+    Written(OutputBuffer),
     /// The reply is in the output buffer: write it, then run again.
     Reply,
 }
