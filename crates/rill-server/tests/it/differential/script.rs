@@ -1,0 +1,234 @@
+//! The script language: lines, directives and modifiers (`tests/diff/README.md`).
+
+#[derive(Debug, Default, Clone)]
+pub(super) struct Modifiers {
+    pub(super) skip_7_0: bool,
+    pub(super) ignore: bool,
+    pub(super) type_only: bool,
+    pub(super) sort: bool,
+    pub(super) sort_pairs: bool,
+    pub(super) nowait: bool,
+    /// The command sends no reply (CLIENT REPLY OFF/SKIP): send, read nothing. A server that
+    /// replies anyway is caught by the next command's comparison.
+    pub(super) noreply: bool,
+    /// Map keys whose pairs are dropped before comparing.
+    pub(super) ignore_fields: Vec<Vec<u8>>,
+}
+
+impl Modifiers {
+    /// Applies `@name`; false if it is not a modifier.
+    pub(super) fn apply(&mut self, name: &str) -> bool {
+        match name {
+            "@skip-7.0" => self.skip_7_0 = true,
+            "@ignore" => self.ignore = true,
+            "@type" => self.type_only = true,
+            "@sort" => self.sort = true,
+            "@sort-pairs" => self.sort_pairs = true,
+            "@nowait" => self.nowait = true,
+            "@noreply" => self.noreply = true,
+            _ => match name.strip_prefix("@ignore-fields=") {
+                Some(list) => self.ignore_fields.extend(list.split(',').map(|f| f.as_bytes().to_vec())),
+                None => return false,
+            },
+        }
+        true
+    }
+
+    fn is_empty(&self) -> bool {
+        !(self.skip_7_0
+            || self.ignore
+            || self.type_only
+            || self.sort
+            || self.sort_pairs
+            || self.nowait
+            || self.noreply
+            || !self.ignore_fields.is_empty())
+    }
+}
+
+#[derive(Debug)]
+pub(super) enum Step {
+    Command { args: Vec<Vec<u8>>, mods: Modifiers },
+    Conn(String),
+    Hello(u8),
+    Sleep(u64),
+    Await,
+}
+
+#[derive(Debug)]
+pub(super) struct Line {
+    pub(super) number: usize,
+    pub(super) text: String,
+    pub(super) step: Step,
+}
+
+/// Parses a script; errors name the line.
+pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
+    let mut lines = Vec::new();
+    let mut pending = Modifiers::default();
+    for (i, raw) in source.lines().enumerate() {
+        let number = i + 1;
+        let text = raw.trim();
+        if text.is_empty() || text.starts_with('#') {
+            continue;
+        }
+        let err = |msg: String| format!("line {number}: {msg}: {text}");
+        let words = split_args(text).map_err(err)?;
+        let word = |i: usize| words.get(i).map(|w| String::from_utf8_lossy(w).into_owned());
+        let first = word(0).unwrap_or_default();
+        let step = if first.starts_with('@') && !pending.clone().apply(&first) {
+            let arg = word(1);
+            let step = match (first.as_str(), arg) {
+                ("@conn", Some(name)) => Step::Conn(name),
+                ("@resp3", None) => Step::Hello(3),
+                ("@resp2", None) => Step::Hello(2),
+                ("@sleep", Some(ms)) => Step::Sleep(ms.parse().map_err(|_| err("bad @sleep".into()))?),
+                ("@await", None) => Step::Await,
+                _ => return Err(err("unknown directive or wrong arguments".into())),
+            };
+            if words.len() > 2 {
+                return Err(err("too many arguments to directive".into()));
+            }
+            if !pending.is_empty() {
+                return Err(err("modifiers must be followed by a command".into()));
+            }
+            step
+        } else {
+            let mut mods = std::mem::take(&mut pending);
+            let mut args = words.into_iter().peekable();
+            while let Some(w) = args.peek() {
+                let w = String::from_utf8_lossy(w).into_owned();
+                if !w.starts_with('@') || !mods.apply(&w) {
+                    break;
+                }
+                args.next();
+            }
+            let args: Vec<Vec<u8>> = args.collect();
+            if args.is_empty() {
+                // Modifiers alone on a line apply to the next command.
+                pending = mods;
+                continue;
+            }
+            Step::Command { args, mods }
+        };
+        lines.push(Line { number, text: text.to_owned(), step });
+    }
+    if !pending.is_empty() {
+        return Err("modifiers at the end of the script apply to no command".into());
+    }
+    Ok(lines)
+}
+
+/// Splits a line the way redis-cli splits what the user types.
+fn split_args(line: &str) -> Result<Vec<Vec<u8>>, String> {
+    let bytes = line.as_bytes();
+    let mut args = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            return Ok(args);
+        }
+        let mut arg = Vec::new();
+        let mut in_double = false;
+        let mut in_single = false;
+        loop {
+            let c = bytes.get(i).copied();
+            if in_double {
+                match c {
+                    None => return Err("unbalanced double quote".into()),
+                    Some(b'\\') if bytes.get(i + 1) == Some(&b'x') => {
+                        let hex = bytes.get(i + 2..i + 4).and_then(|h| std::str::from_utf8(h).ok());
+                        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                            Some(b) => {
+                                arg.push(b);
+                                i += 3;
+                            }
+                            None => {
+                                arg.push(b'x');
+                                i += 1;
+                            }
+                        }
+                    }
+                    Some(b'\\') if i + 1 < bytes.len() => {
+                        i += 1;
+                        arg.push(match bytes[i] {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 8,
+                            b'a' => 7,
+                            other => other,
+                        });
+                    }
+                    Some(b'"') => {
+                        if bytes.get(i + 1).is_some_and(|b| !b.is_ascii_whitespace()) {
+                            return Err("closing quote must be followed by a space".into());
+                        }
+                        i += 1;
+                        break;
+                    }
+                    Some(b) => arg.push(b),
+                }
+            } else if in_single {
+                match c {
+                    None => return Err("unbalanced single quote".into()),
+                    Some(b'\\') if bytes.get(i + 1) == Some(&b'\'') => {
+                        arg.push(b'\'');
+                        i += 1;
+                    }
+                    Some(b'\'') => {
+                        if bytes.get(i + 1).is_some_and(|b| !b.is_ascii_whitespace()) {
+                            return Err("closing quote must be followed by a space".into());
+                        }
+                        i += 1;
+                        break;
+                    }
+                    Some(b) => arg.push(b),
+                }
+            } else {
+                match c {
+                    None => break,
+                    Some(b) if b.is_ascii_whitespace() => break,
+                    Some(b'"') => in_double = true,
+                    Some(b'\'') => in_single = true,
+                    Some(b) => arg.push(b),
+                }
+            }
+            i += 1;
+        }
+        args.push(arg);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_parser() {
+        let lines = parse_script(
+            "# comment\n@conn b\n@sort KEYS *\n@ignore\n@skip-7.0\nSET \"a b\" 'c\\'d' \"\\x41\\n\"\n@sleep 5\n@nowait BLPOP q 1\n@await\n@resp3\n",
+        )
+        .unwrap();
+        assert_eq!(lines.len(), 7);
+        assert!(matches!(&lines[0].step, Step::Conn(n) if n == "b"));
+        assert!(matches!(&lines[1].step, Step::Command { mods, args } if mods.sort && args[0] == b"KEYS"));
+        match &lines[2].step {
+            Step::Command { args, mods } => {
+                assert!(mods.ignore && mods.skip_7_0 && !mods.sort);
+                assert_eq!(args, &vec![b"SET".to_vec(), b"a b".to_vec(), b"c'd".to_vec(), b"A\n".to_vec()]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(lines[3].step, Step::Sleep(5)));
+        assert!(matches!(&lines[4].step, Step::Command { mods, .. } if mods.nowait));
+        assert!(matches!(lines[5].step, Step::Await));
+        assert!(matches!(lines[6].step, Step::Hello(3)));
+        assert!(parse_script("@bogus\n").is_err());
+        assert!(parse_script("SET \"a\n").is_err());
+        assert!(parse_script("@sort\n").is_err());
+    }
+}
