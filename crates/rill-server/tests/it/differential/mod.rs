@@ -2,41 +2,14 @@
 //! reference servers (Redis 8.2.3 and Redis 7.0.15), and the replies are compared command by
 //! command, as raw RESP bytes.
 //!
-//! # Script format
-//!
-//! One command per line, split into arguments like redis-cli does: whitespace separates
-//! arguments; `"..."` honours `\n \r \t \b \a \\ \"` and `\xHH`; `'...'` honours only `\'`; a
-//! closing quote must be followed by whitespace or the end of the line. Blank lines and lines
-//! whose first non-blank character is `#` are ignored.
-//!
-//! Lines starting with `@` are directives:
-//!
-//! | directive      | effect |
-//! | -------------- | ------ |
-//! | `@conn NAME`   | switch to connection NAME (opened on first use on every server; the first connection is `default`) |
-//! | `@resp3`       | send `HELLO 3` on the current connection; the reply must be a map on every server, its contents are not compared |
-//! | `@resp2`       | the same with `HELLO 2` |
-//! | `@sleep MS`    | pause MS milliseconds (let a blocked client block before another connection writes) |
-//! | `@await`       | read the oldest reply still pending on the current connection (see `@nowait`) and compare it |
-//!
-//! Modifiers apply to one command. They stand either on the command's own line, before the
-//! command (`@sort KEYS *`), or alone on the line(s) just above it:
-//!
-//! | modifier      | effect |
-//! | ------------- | ------ |
-//! | `@skip-7.0`   | not sent to Redis 7.0.15 at all (7.0 lacks it or answers differently; 8.x is the reference). The script must leave the same state on 7.0 either way. |
-//! | `@ignore`     | executed everywhere, reply not compared (run ids, times, client ids) |
-//! | `@type`       | compare only the reply's type byte (`+ - : $ * % ~ _ ...`) |
-//! | `@sort`       | compare an array/set reply as a multiset of elements, a map as a set of pairs; nested arrays too (SCAN) |
-//! | `@sort-pairs` | compare a flat array as a set of (even, odd) pairs: RESP2 HGETALL, CONFIG GET; nested arrays sorted |
-//! | `@nowait`     | send without reading the reply; read it later with `@await` (blocking commands) |
-//! | `@noreply`    | send and read nothing: the command has no reply (CLIENT REPLY OFF / SKIP) |
-//! | `@ignore-fields=a,b` | drop these keys (and their values) from a map or flat key/value array before comparing: `HELLO`'s `version,id,modules` |
+//! The script format (directives, modifiers) is documented once, in `tests/diff/README.md`;
+//! `script.rs` parses it, `normalise.rs` applies the modifiers that change what is compared.
 //!
 //! Comparison: rill's reply must equal Redis 8.2.3's. Independently, Redis 7.0.15's reply must
 //! equal Redis 8.2.3's on every line not marked `@skip-7.0`, so a script cannot silently depend on
-//! a version difference. Before each script every server gets `FLUSHALL` and all connections
-//! are new.
+//! a version difference. A line that got no reply (an I/O error, a timeout) fails whatever its
+//! modifiers say: servers that all time out agree on nothing. Before each script every server
+//! gets `FLUSHALL` and all connections are new.
 //!
 //! # Environment
 //!
@@ -51,7 +24,7 @@ mod normalise;
 mod script;
 
 use normalise::normalise;
-use rill_testkit::{escape, parse_value, RawClient, ReferenceServer, Server};
+use rill_testkit::{escape, parse_value, RawClient, ReferenceServer, Server, Value};
 use script::{parse_script, Line, Modifiers, Step};
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -84,6 +57,8 @@ struct Conn {
 struct Session<'a> {
     target: &'a Target,
     conns: HashMap<String, Conn>,
+    /// `@let` values: this server's own (a client ID, say).
+    vars: HashMap<String, Vec<u8>>,
 }
 
 impl<'a> Session<'a> {
@@ -93,6 +68,22 @@ impl<'a> Session<'a> {
             client: RawClient::try_connect(port).map_err(|e| format!("cannot connect: {e}")),
             pending: VecDeque::new(),
         })
+    }
+}
+
+/// A reply the harness made up because there was none (an I/O error, a broken connection).
+/// It starts with `<`, which no RESP reply does, and it never counts as agreement.
+fn harness_error(reply: &[u8]) -> bool {
+    reply.first() == Some(&b'<')
+}
+
+/// What `@let` keeps of a reply: an integer's digits, a string's bytes.
+fn let_value(reply: &[u8]) -> Option<Vec<u8>> {
+    match parse_value(reply).ok()? {
+        Value::Int(n) => Some(n.to_string().into_bytes()),
+        Value::Bulk(b) => Some(b),
+        Value::Simple(s) => Some(s.into_bytes()),
+        _ => None,
     }
 }
 
@@ -156,7 +147,8 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
         let reply = c.cmd(&["FLUSHALL"]);
         assert_eq!(reply, b"+OK\r\n", "FLUSHALL on {} before {name}", target.label);
     }
-    let mut sessions: Vec<Session> = targets.iter().map(|target| Session { target, conns: HashMap::new() }).collect();
+    let mut sessions: Vec<Session> =
+        targets.iter().map(|target| Session { target, conns: HashMap::new(), vars: HashMap::new() }).collect();
     let mut current = String::from("default");
     let by_number: HashMap<usize, &Line> = lines.iter().map(|l| (l.number, l)).collect();
 
@@ -181,14 +173,18 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
                     report.mismatch(name, line, "HELLO did not reply with a map", &sides);
                 }
             }
-            Step::Command { args, mods } => {
-                let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            Step::Command { args, vars, mods } => {
                 let mut replies: Vec<Option<Vec<u8>>> = Vec::new();
                 for s in sessions.iter_mut() {
                     if mods.skip_7_0 && s.target.is_7_0 {
                         replies.push(None);
                         continue;
                     }
+                    let mut own = args.clone();
+                    for (i, var) in vars {
+                        own[*i] = s.vars.get(var).cloned().unwrap_or_else(|| b"<unset>".to_vec());
+                    }
+                    let args: Vec<&[u8]> = own.iter().map(Vec::as_slice).collect();
                     let conn = s.conn(&current);
                     if let Err(e) = conn.send(&args) {
                         replies.push(Some(e));
@@ -202,7 +198,17 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
                     } else if !conn.pending.is_empty() {
                         panic!("{name}:{}: a reply is still pending on @conn {current}; @await it first", line.number);
                     } else {
-                        replies.push(Some(conn.read()));
+                        let reply = conn.read();
+                        if let Some(var) = &mods.let_name {
+                            match let_value(&reply) {
+                                Some(value) => drop(s.vars.insert(var.clone(), value)),
+                                None => {
+                                    let what = format!("@let={var}: not an integer or a string");
+                                    report.mismatch(name, line, &what, &[(&s.target.label, &reply)]);
+                                }
+                            }
+                        }
+                        replies.push(Some(reply));
                     }
                 }
                 if verbose {
@@ -271,11 +277,18 @@ fn compare(
     sessions: &[Session],
     replies: &[Option<Vec<u8>>],
 ) {
+    let labelled: Vec<(&Target, &Vec<u8>)> =
+        sessions.iter().zip(replies).filter_map(|(s, r)| r.as_ref().map(|r| (s.target, r))).collect();
+    // No reply is a failure on any line, compared or not: three servers timing out alike
+    // agree on nothing.
+    for &(target, reply) in &labelled {
+        if harness_error(reply) {
+            report.mismatch(script, line, &format!("no reply from {}", target.label), &[(&target.label, reply)]);
+        }
+    }
     if mods.ignore {
         return;
     }
-    let labelled: Vec<(&Target, &Vec<u8>)> =
-        sessions.iter().zip(replies).filter_map(|(s, r)| r.as_ref().map(|r| (s.target, r))).collect();
     let Some(&(subject, subject_reply)) = labelled.first().filter(|(t, _)| std::ptr::eq(*t, sessions[0].target)) else {
         return;
     };

@@ -1,6 +1,6 @@
 //! The script language: lines, directives and modifiers (`tests/diff/README.md`).
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct Modifiers {
     pub(super) skip_7_0: bool,
     pub(super) ignore: bool,
@@ -13,6 +13,8 @@ pub(super) struct Modifiers {
     pub(super) noreply: bool,
     /// Map keys whose pairs are dropped before comparing.
     pub(super) ignore_fields: Vec<Vec<u8>>,
+    /// `@let=NAME`: keep the reply (an integer or a string), per server, for `{NAME}`.
+    pub(super) let_name: Option<String>,
 }
 
 impl Modifiers {
@@ -26,29 +28,33 @@ impl Modifiers {
             "@sort-pairs" => self.sort_pairs = true,
             "@nowait" => self.nowait = true,
             "@noreply" => self.noreply = true,
-            _ => match name.strip_prefix("@ignore-fields=") {
-                Some(list) => self.ignore_fields.extend(list.split(',').map(|f| f.as_bytes().to_vec())),
-                None => return false,
-            },
+            _ => {
+                if let Some(list) = name.strip_prefix("@ignore-fields=") {
+                    self.ignore_fields.extend(list.split(',').map(|f| f.as_bytes().to_vec()));
+                } else if let Some(var) = name.strip_prefix("@let=").filter(|v| !v.is_empty()) {
+                    self.let_name = Some(var.to_owned());
+                } else {
+                    return false;
+                }
+            }
         }
         true
     }
 
     fn is_empty(&self) -> bool {
-        !(self.skip_7_0
-            || self.ignore
-            || self.type_only
-            || self.sort
-            || self.sort_pairs
-            || self.nowait
-            || self.noreply
-            || !self.ignore_fields.is_empty())
+        *self == Modifiers::default()
     }
 }
 
 #[derive(Debug)]
 pub(super) enum Step {
-    Command { args: Vec<Vec<u8>>, mods: Modifiers },
+    /// `vars`: the arguments that are `{NAME}` of an earlier `@let=NAME`, by position, which
+    /// each server gets its own value for.
+    Command {
+        args: Vec<Vec<u8>>,
+        vars: Vec<(usize, String)>,
+        mods: Modifiers,
+    },
     Conn(String),
     Hello(u8),
     Sleep(u64),
@@ -66,6 +72,7 @@ pub(super) struct Line {
 pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
     let mut lines = Vec::new();
     let mut pending = Modifiers::default();
+    let mut defined: Vec<String> = Vec::new();
     for (i, raw) in source.lines().enumerate() {
         let number = i + 1;
         let text = raw.trim();
@@ -109,7 +116,21 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
                 pending = mods;
                 continue;
             }
-            Step::Command { args, mods }
+            let vars: Vec<(usize, String)> = args
+                .iter()
+                .enumerate()
+                .filter_map(|(i, a)| {
+                    let name = std::str::from_utf8(a).ok()?.strip_prefix('{')?.strip_suffix('}')?;
+                    defined.iter().any(|d| d == name).then(|| (i, name.to_owned()))
+                })
+                .collect();
+            if let Some(name) = &mods.let_name {
+                if mods.nowait || mods.noreply {
+                    return Err(err("@let needs the reply at once: not with @nowait or @noreply".into()));
+                }
+                defined.push(name.clone());
+            }
+            Step::Command { args, vars, mods }
         };
         lines.push(Line { number, text: text.to_owned(), step });
     }
@@ -215,9 +236,9 @@ mod tests {
         .unwrap();
         assert_eq!(lines.len(), 7);
         assert!(matches!(&lines[0].step, Step::Conn(n) if n == "b"));
-        assert!(matches!(&lines[1].step, Step::Command { mods, args } if mods.sort && args[0] == b"KEYS"));
+        assert!(matches!(&lines[1].step, Step::Command { mods, args, .. } if mods.sort && args[0] == b"KEYS"));
         match &lines[2].step {
-            Step::Command { args, mods } => {
+            Step::Command { args, mods, .. } => {
                 assert!(mods.ignore && mods.skip_7_0 && !mods.sort);
                 assert_eq!(args, &vec![b"SET".to_vec(), b"a b".to_vec(), b"c'd".to_vec(), b"A\n".to_vec()]);
             }
@@ -230,5 +251,11 @@ mod tests {
         assert!(parse_script("@bogus\n").is_err());
         assert!(parse_script("SET \"a\n").is_err());
         assert!(parse_script("@sort\n").is_err());
+        // `{NAME}` is a variable once `@let=NAME` defined it, and a literal before.
+        let lines = parse_script("GET {id}\n@let=id CLIENT ID\nCLIENT KILL ID {id}\n").unwrap();
+        assert!(matches!(&lines[0].step, Step::Command { vars, .. } if vars.is_empty()));
+        assert!(matches!(&lines[1].step, Step::Command { mods, .. } if mods.let_name.as_deref() == Some("id")));
+        assert!(matches!(&lines[2].step, Step::Command { vars, .. } if vars == &[(3, "id".to_owned())]));
+        assert!(parse_script("@let=x @nowait BLPOP q 0\n").is_err());
     }
 }
