@@ -167,6 +167,8 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
     }
     if let Some(c) = st.clients.get_mut(&client) {
         c.blocked = false;
+        // Served, timed out or unblocked: the command is done (tot-cmds, see `dispatch::call`).
+        c.tot_cmds += 1;
     }
     Some(w)
 }

@@ -206,7 +206,6 @@ pub fn call(
     // What CLIENT LIST shows of this connection is published once per batch (conn.rs); only
     // server commands, which may report on the connection itself, publish it at once.
     conn.last_cmd = spec.name;
-    conn.cmds_unpublished += 1;
     if matches!(spec.handler, Handler::Server(_)) {
         publish_client_info(st, conn, now_ms);
     }
@@ -257,6 +256,11 @@ pub fn call(
     if let Some(t) = failed {
         st.stats.command(spec).failed += 1;
         st.stats.count_error(&t);
+    }
+    // As Redis, CLIENT LIST's tot-cmds counts a command once it has run (CLIENT INFO does not
+    // count itself), and one that blocked when it is released (`blocking::unpark`).
+    if !matches!(action, Action::Block { .. }) {
+        conn.cmds_unpublished += 1;
     }
     action
 }

@@ -45,7 +45,7 @@ pub struct ClientInfo {
     pub multi: i64,
     /// Full name of the last command run.
     pub last_cmd: &'static str,
-    /// Commands run.
+    /// Commands run to their end (a blocked one counts when it is released).
     pub tot_cmds: u64,
     /// Bytes read from this client.
     pub net_in: u64,
