@@ -286,15 +286,19 @@ fn compare(
             report.mismatch(script, line, &format!("no reply from {}", target.label), &[(&target.label, reply)]);
         }
     }
-    if mods.ignore {
+    if mods.ignore.is_some() {
         return;
     }
+    let command: &[Vec<u8>] = match &line.step {
+        Step::Command { args, .. } => args,
+        _ => &[],
+    };
     let Some(&(subject, subject_reply)) = labelled.first().filter(|(t, _)| std::ptr::eq(*t, sessions[0].target)) else {
         return;
     };
     let reference = labelled.iter().skip(1).find(|(t, _)| !t.is_7_0).or_else(|| labelled.get(1));
     if let Some(&(reference, reference_reply)) = reference {
-        if normalise(subject_reply, mods) != normalise(reference_reply, mods) {
+        if normalise(subject_reply, mods, command) != normalise(reference_reply, mods, command) {
             report.mismatch(
                 script,
                 line,
@@ -304,7 +308,9 @@ fn compare(
         }
         // Script validity: the two reference versions must agree unless the line says otherwise.
         for &(other, other_reply) in labelled.iter().skip(1) {
-            if !std::ptr::eq(other, reference) && normalise(other_reply, mods) != normalise(reference_reply, mods) {
+            if !std::ptr::eq(other, reference)
+                && normalise(other_reply, mods, command) != normalise(reference_reply, mods, command)
+            {
                 report.mismatch(
                     script,
                     line,

@@ -1,10 +1,16 @@
 //! The script language: lines, directives and modifiers (`tests/diff/README.md`).
 
+use super::normalise::TimeFields;
+
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct Modifiers {
     pub(super) skip_7_0: bool,
-    pub(super) ignore: bool,
-    pub(super) type_only: bool,
+    /// `@ignore=WHY`: run, reply not compared; the reason is required.
+    pub(super) ignore: Option<String>,
+    /// `@type=WHY`: only the reply's type byte is compared; the reason is required.
+    pub(super) type_only: Option<String>,
+    /// `@times`: the clock readings in the reply are blanked (`normalise::TimeFields`).
+    pub(super) times: bool,
     pub(super) sort: bool,
     pub(super) sort_pairs: bool,
     pub(super) nowait: bool,
@@ -18,27 +24,33 @@ pub(super) struct Modifiers {
 }
 
 impl Modifiers {
-    /// Applies `@name`; false if it is not a modifier.
-    pub(super) fn apply(&mut self, name: &str) -> bool {
-        match name {
-            "@skip-7.0" => self.skip_7_0 = true,
-            "@ignore" => self.ignore = true,
-            "@type" => self.type_only = true,
-            "@sort" => self.sort = true,
-            "@sort-pairs" => self.sort_pairs = true,
-            "@nowait" => self.nowait = true,
-            "@noreply" => self.noreply = true,
-            _ => {
-                if let Some(list) = name.strip_prefix("@ignore-fields=") {
-                    self.ignore_fields.extend(list.split(',').map(|f| f.as_bytes().to_vec()));
-                } else if let Some(var) = name.strip_prefix("@let=").filter(|v| !v.is_empty()) {
-                    self.let_name = Some(var.to_owned());
-                } else {
-                    return false;
-                }
+    /// Applies the modifier `word`: `Ok(false)` if it is not one, an error if it is one used
+    /// wrongly.
+    pub(super) fn apply(&mut self, word: &str) -> Result<bool, String> {
+        let (name, value) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word, None),
+        };
+        let reason = |value: Option<&str>| match value.map(str::trim) {
+            Some(why) if !why.is_empty() => Ok(why.to_owned()),
+            _ => Err(format!("{name} needs a reason: {name}=\"why this reply cannot be compared\"")),
+        };
+        match (name, value) {
+            ("@skip-7.0", None) => self.skip_7_0 = true,
+            ("@ignore", _) => self.ignore = Some(reason(value)?),
+            ("@type", _) => self.type_only = Some(reason(value)?),
+            ("@times", None) => self.times = true,
+            ("@sort", None) => self.sort = true,
+            ("@sort-pairs", None) => self.sort_pairs = true,
+            ("@nowait", None) => self.nowait = true,
+            ("@noreply", None) => self.noreply = true,
+            ("@ignore-fields", Some(list)) if !list.is_empty() => {
+                self.ignore_fields.extend(list.split(',').map(|f| f.as_bytes().to_vec()))
             }
+            ("@let", Some(var)) if !var.is_empty() => self.let_name = Some(var.to_owned()),
+            _ => return Ok(false),
         }
-        true
+        Ok(true)
     }
 
     fn is_empty(&self) -> bool {
@@ -83,7 +95,7 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
         let words = split_args(text).map_err(err)?;
         let word = |i: usize| words.get(i).map(|w| String::from_utf8_lossy(w).into_owned());
         let first = word(0).unwrap_or_default();
-        let step = if first.starts_with('@') && !pending.clone().apply(&first) {
+        let step = if first.starts_with('@') && !pending.clone().apply(&first).map_err(err)? {
             let arg = word(1);
             let step = match (first.as_str(), arg) {
                 ("@conn", Some(name)) => Step::Conn(name),
@@ -105,8 +117,13 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
             let mut args = words.into_iter().peekable();
             while let Some(w) = args.peek() {
                 let w = String::from_utf8_lossy(w).into_owned();
-                if !w.starts_with('@') || !mods.apply(&w) {
+                if !w.starts_with('@') {
                     break;
+                }
+                // No command starts with `@`: an unknown modifier would otherwise be sent as
+                // one, and every server's "unknown command" would agree.
+                if !mods.apply(&w).map_err(err)? {
+                    return Err(err(format!("unknown modifier {w}")));
                 }
                 args.next();
             }
@@ -124,6 +141,9 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
                     defined.iter().any(|d| d == name).then(|| (i, name.to_owned()))
                 })
                 .collect();
+            if mods.times && TimeFields::of(&args).is_none() {
+                return Err(err("@times knows no clock readings in this command's reply".into()));
+            }
             if let Some(name) = &mods.let_name {
                 if mods.nowait || mods.noreply {
                     return Err(err("@let needs the reply at once: not with @nowait or @noreply".into()));
@@ -231,7 +251,7 @@ mod tests {
     #[test]
     fn script_parser() {
         let lines = parse_script(
-            "# comment\n@conn b\n@sort KEYS *\n@ignore\n@skip-7.0\nSET \"a b\" 'c\\'d' \"\\x41\\n\"\n@sleep 5\n@nowait BLPOP q 1\n@await\n@resp3\n",
+            "# comment\n@conn b\n@sort KEYS *\n@ignore=\"a reason\"\n@skip-7.0\nSET \"a b\" 'c\\'d' \"\\x41\\n\"\n@sleep 5\n@nowait BLPOP q 1\n@await\n@resp3\n",
         )
         .unwrap();
         assert_eq!(lines.len(), 7);
@@ -239,7 +259,7 @@ mod tests {
         assert!(matches!(&lines[1].step, Step::Command { mods, args, .. } if mods.sort && args[0] == b"KEYS"));
         match &lines[2].step {
             Step::Command { args, mods, .. } => {
-                assert!(mods.ignore && mods.skip_7_0 && !mods.sort);
+                assert!(mods.ignore.as_deref() == Some("a reason") && mods.skip_7_0 && !mods.sort);
                 assert_eq!(args, &vec![b"SET".to_vec(), b"a b".to_vec(), b"c'd".to_vec(), b"A\n".to_vec()]);
             }
             other => panic!("{other:?}"),
@@ -257,5 +277,14 @@ mod tests {
         assert!(matches!(&lines[1].step, Step::Command { mods, .. } if mods.let_name.as_deref() == Some("id")));
         assert!(matches!(&lines[2].step, Step::Command { vars, .. } if vars == &[(3, "id".to_owned())]));
         assert!(parse_script("@let=x @nowait BLPOP q 0\n").is_err());
+        // A reply left uncompared says why; an unknown modifier is not sent as a command.
+        for bad in
+            ["@ignore CLIENT ID\n", "@type=\"\" TIME\n", "@ignore\nCLIENT ID\n", "@bogus GET k\n", "@times GET k\n"]
+        {
+            assert!(parse_script(bad).is_err(), "{bad}");
+        }
+        let lines = parse_script("@type=\"random\" SPOP s\n@times XPENDING s g - + 10\n").unwrap();
+        assert!(matches!(&lines[0].step, Step::Command { mods, .. } if mods.type_only.as_deref() == Some("random")));
+        assert!(matches!(&lines[1].step, Step::Command { mods, .. } if mods.times));
     }
 }
