@@ -59,9 +59,34 @@ struct Session<'a> {
     conns: HashMap<String, Conn>,
     /// `@let` values: this server's own (a client ID, say).
     vars: HashMap<String, Vec<u8>>,
+    /// The connection `@wait-blocked` asks INFO on, none of the script's own (their next reply
+    /// may be pending); opened on first use.
+    control: Option<RawClient>,
 }
 
+/// How long `@wait-blocked` waits for clients to block: far more than it takes on an idle
+/// machine (about a millisecond), so that only a client that does not block fails it.
+const BLOCK_WITHIN: Duration = Duration::from_secs(10);
+
 impl<'a> Session<'a> {
+    /// INFO's `blocked_clients`, and how many it should be: the commands sent with `@nowait`
+    /// and not awaited yet.
+    fn blocked(&mut self) -> Result<(usize, usize), String> {
+        let expected: usize = self.conns.values().map(|c| c.pending.len()).sum();
+        let port = self.target.server.port;
+        let control = match &mut self.control {
+            Some(c) => c,
+            slot => slot.insert(RawClient::try_connect(port).map_err(|e| format!("cannot connect: {e}"))?),
+        };
+        let info = control.call(&["INFO", "clients"]).map_err(|e| format!("INFO clients: {e}"))?;
+        let blocked = info
+            .as_str()
+            .and_then(|text| text.lines().find_map(|l| l.strip_prefix("blocked_clients:")))
+            .and_then(|n| n.trim().parse::<usize>().ok())
+            .ok_or_else(|| format!("no blocked_clients in INFO clients: {info}"))?;
+        Ok((blocked, expected))
+    }
+
     fn conn(&mut self, name: &str) -> &mut Conn {
         let port = self.target.server.port;
         self.conns.entry(name.to_owned()).or_insert_with(|| Conn {
@@ -147,8 +172,10 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
         let reply = c.cmd(&["FLUSHALL"]);
         assert_eq!(reply, b"+OK\r\n", "FLUSHALL on {} before {name}", target.label);
     }
-    let mut sessions: Vec<Session> =
-        targets.iter().map(|target| Session { target, conns: HashMap::new(), vars: HashMap::new() }).collect();
+    let mut sessions: Vec<Session> = targets
+        .iter()
+        .map(|target| Session { target, conns: HashMap::new(), vars: HashMap::new(), control: None })
+        .collect();
     let mut current = String::from("default");
     let by_number: HashMap<usize, &Line> = lines.iter().map(|l| (l.number, l)).collect();
 
@@ -156,6 +183,7 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
         match &line.step {
             Step::Conn(name) => current = name.clone(),
             Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
+            Step::WaitBlocked => wait_blocked(&mut report, name, line, &mut sessions),
             Step::Hello(version) => {
                 let v = version.to_string();
                 let mut replies = Vec::new();
@@ -257,6 +285,31 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
         );
     }
     report
+}
+
+/// `@wait-blocked`: polls every server until each has all its `@nowait` commands blocked,
+/// all servers in turn against one deadline (a server that fails does not make the others'
+/// clients time out meanwhile).
+fn wait_blocked(report: &mut Report, script: &str, line: &Line, sessions: &mut [Session]) {
+    let deadline = std::time::Instant::now() + BLOCK_WITHIN;
+    let mut waiting: Vec<usize> = (0..sessions.len()).collect();
+    while !waiting.is_empty() {
+        let late = std::time::Instant::now() > deadline;
+        waiting.retain(|&i| {
+            let s = &mut sessions[i];
+            let failure = match s.blocked() {
+                Ok((blocked, expected)) if blocked == expected => return false,
+                Ok(_) if !late => return true,
+                Ok((blocked, expected)) => {
+                    format!("blocked_clients:{blocked} after {BLOCK_WITHIN:?}, expected {expected}")
+                }
+                Err(e) => e,
+            };
+            report.mismatch(script, line, &format!("{}: {failure}", s.target.label), &[]);
+            false
+        });
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 fn print_verbose(script: &str, line: &Line, sessions: &[Session], replies: &[Option<Vec<u8>>]) {

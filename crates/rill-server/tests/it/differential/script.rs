@@ -70,6 +70,8 @@ pub(super) enum Step {
     Conn(String),
     Hello(u8),
     Sleep(u64),
+    /// `@wait-blocked`: until every command sent with `@nowait` and not awaited is blocked.
+    WaitBlocked,
     Await,
 }
 
@@ -103,6 +105,7 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
                 ("@resp2", None) => Step::Hello(2),
                 ("@sleep", Some(ms)) => Step::Sleep(ms.parse().map_err(|_| err("bad @sleep".into()))?),
                 ("@await", None) => Step::Await,
+                ("@wait-blocked", None) => Step::WaitBlocked,
                 _ => return Err(err("unknown directive or wrong arguments".into())),
             };
             if words.len() > 2 {
@@ -268,6 +271,8 @@ mod tests {
         assert!(matches!(&lines[4].step, Step::Command { mods, .. } if mods.nowait));
         assert!(matches!(lines[5].step, Step::Await));
         assert!(matches!(lines[6].step, Step::Hello(3)));
+        assert!(matches!(parse_script("@wait-blocked\n").unwrap()[0].step, Step::WaitBlocked));
+        assert!(parse_script("@wait-blocked 5\n").is_err());
         assert!(parse_script("@bogus\n").is_err());
         assert!(parse_script("SET \"a\n").is_err());
         assert!(parse_script("@sort\n").is_err());
