@@ -5,8 +5,10 @@
 //! decisions (types/object/quicklist.rs), and this is what shows it replays them exactly.
 //!
 //! Lists run under `list-max-listpack-size` -2, -1, 3 and 5, with elements from integers to
-//! ones large enough for a plain node. SPOP picks members at random, so after one the set is
-//! compared only where both servers kept the same members (and dropped otherwise).
+//! ones large enough for a plain node. SPOP picks members at random: each server's reply must
+//! be as many distinct members of the set as asked (or all), and exactly those must be gone
+//! from it; the set's encoding is then compared only if both kept the same members (and the
+//! key dropped otherwise). After any other command the members must be the same.
 //! `RILL_ENCODING_FUZZ_STEPS=N` sets the commands per run (default 400), `RILL_FUZZ_SEED` the
 //! seed.
 
@@ -145,6 +147,29 @@ fn sorted_members(c: &mut RawClient, key: &str) -> Vec<Vec<u8>> {
     out
 }
 
+/// An `SPOP key count` reply checked against the set before (`before`) and after (`after`,
+/// both sorted): distinct members of `before`, as many as asked or all there were, and
+/// exactly those gone from it.
+fn check_spop(before: &[Vec<u8>], count: usize, reply: &[u8], after: &[Vec<u8>]) -> Result<(), String> {
+    let Ok(Value::Array(items) | Value::Set(items)) = rill_testkit::parse_value(reply) else {
+        return Err(format!("not an array: {}", rill_testkit::escape(reply)));
+    };
+    let mut popped: Vec<Vec<u8>> = items.iter().filter_map(|v| v.as_bytes().map(<[u8]>::to_vec)).collect();
+    popped.sort();
+    let distinct = popped.windows(2).all(|w| w[0] != w[1]);
+    if popped.len() != items.len() || !distinct || popped.len() != count.min(before.len()) {
+        return Err(format!("{} members ({} distinct) from a set of {}", items.len(), popped.len(), before.len()));
+    }
+    if let Some(stranger) = popped.iter().find(|m| before.binary_search(m).is_err()) {
+        return Err(format!("popped {:?}, which was not a member", String::from_utf8_lossy(stranger)));
+    }
+    let left: Vec<Vec<u8>> = before.iter().filter(|m| popped.binary_search(m).is_err()).cloned().collect();
+    if left != after {
+        return Err(format!("{} members left, {} expected, or other ones", after.len(), left.len()));
+    }
+    Ok(())
+}
+
 /// Runs `steps` random commands of `kind`; returns the mismatches, and counts in `seen` the
 /// encodings (and quicklist shapes) that were compared.
 fn run(
@@ -184,13 +209,32 @@ fn run(
             _ => hash_command(&mut rng),
         };
         let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        // The set SPOP takes from, the same on both servers (every key is kept the same).
+        let spop = (cmd[0] == "SPOP").then(|| (cmd[1].as_str(), sorted_members(redis, &cmd[1])));
         let (a, b) = (rill.cmd(&args), redis.cmd(&args));
-        if cmd[0] != "SPOP" && a != b {
-            failures.push(format!("{kind} fill {fill} step {step}: {} replies differ", cmd[0]));
+        match &spop {
+            // The members are random: each server must pop what it held, as many as asked.
+            Some((k, before)) => {
+                let count: usize = cmd[2].parse().unwrap();
+                for (label, c, reply) in [("rill", &mut *rill, &a), ("Redis", &mut *redis, &b)] {
+                    if let Err(e) = check_spop(before, count, reply, &sorted_members(c, k)) {
+                        failures.push(format!("{kind} seed {seed} step {step}: {label}'s SPOP {k} {count}: {e}"));
+                    }
+                }
+            }
+            None if a != b => failures.push(format!("{kind} fill {fill} step {step}: {} replies differ", cmd[0])),
+            None => {}
         }
         for k in KEYS {
             if kind == "set" && sorted_members(rill, k) != sorted_members(redis, k) {
-                // SPOP chose different members: start the key again on both.
+                if spop.as_ref().is_none_or(|(popped_from, _)| *popped_from != k) {
+                    failures.push(format!(
+                        "{kind} seed {seed} step {step} after {} on {}: key {k} has other members in rill",
+                        cmd[0], cmd[1]
+                    ));
+                }
+                // SPOP chose different members (or a failure is recorded): start the key
+                // again on both.
                 rill.cmd(&["DEL", k]);
                 redis.cmd(&["DEL", k]);
                 continue;
