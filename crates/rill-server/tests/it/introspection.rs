@@ -15,19 +15,20 @@ fn bulk(v: &Value, what: &str) -> String {
     }
 }
 
-/// Map entries of a RESP3 map or a RESP2 flat array.
-fn entries<'a>(v: &'a Value, what: &str) -> Vec<(&'a Value, &'a Value)> {
+/// Map entries: of a RESP3 map on a RESP3 connection, of a RESP2 flat array on a RESP2 one
+/// (a server that answers RESP2 after HELLO 3 fails here).
+fn entries<'a>(v: &'a Value, what: &str, resp3: bool) -> Vec<(&'a Value, &'a Value)> {
     match v {
-        Value::Map(pairs) => pairs.iter().map(|(k, v)| (k, v)).collect(),
-        Value::Array(items) if items.len() % 2 == 0 => items.chunks(2).map(|kv| (&kv[0], &kv[1])).collect(),
-        other => panic!("{what}: expected a map, got {other}"),
+        Value::Map(pairs) if resp3 => pairs.iter().map(|(k, v)| (k, v)).collect(),
+        Value::Array(items) if !resp3 && items.len() % 2 == 0 => items.chunks(2).map(|kv| (&kv[0], &kv[1])).collect(),
+        other => panic!("{what}: expected a {} map, got {other}", if resp3 { "RESP3" } else { "RESP2 (flat)" }),
     }
 }
 
-fn check_argument(arg: &Value, path: &str) {
+fn check_argument(arg: &Value, path: &str, resp3: bool) {
     let mut name = None;
     let mut ty = None;
-    for (k, v) in entries(arg, path) {
+    for (k, v) in entries(arg, path, resp3) {
         let key = bulk(k, path);
         match key.as_str() {
             "name" | "display_text" | "token" | "summary" | "since" | "deprecated_since" => {
@@ -49,7 +50,7 @@ fn check_argument(arg: &Value, path: &str) {
             "arguments" => match v {
                 Value::Array(items) => {
                     for (i, a) in items.iter().enumerate() {
-                        check_argument(a, &format!("{path}.arguments[{i}]"));
+                        check_argument(a, &format!("{path}.arguments[{i}]"), resp3);
                     }
                 }
                 other => panic!("{path}.arguments: expected an array, got {other}"),
@@ -65,8 +66,8 @@ fn check_argument(arg: &Value, path: &str) {
     );
 }
 
-fn check_doc(name: &str, doc: &Value) {
-    for (k, v) in entries(doc, name) {
+fn check_doc(name: &str, doc: &Value, resp3: bool) {
+    for (k, v) in entries(doc, name, resp3) {
         let key = bulk(k, name);
         let path = format!("{name}.{key}");
         match key.as_str() {
@@ -83,14 +84,14 @@ fn check_doc(name: &str, doc: &Value) {
             "arguments" => match v {
                 Value::Array(items) => {
                     for (i, a) in items.iter().enumerate() {
-                        check_argument(a, &format!("{path}[{i}]"));
+                        check_argument(a, &format!("{path}[{i}]"), resp3);
                     }
                 }
                 other => panic!("{path}: expected an array, got {other}"),
             },
             "subcommands" => {
-                for (sub, subdoc) in entries(v, &path) {
-                    check_doc(&bulk(sub, &path), subdoc);
+                for (sub, subdoc) in entries(v, &path, resp3) {
+                    check_doc(&bulk(sub, &path), subdoc, resp3);
                 }
             }
             other => panic!("{path}: unexpected doc field {other:?}"),
@@ -102,13 +103,15 @@ fn check_server(server: &Server) {
     for resp3 in [false, true] {
         let mut c = server.connect();
         if resp3 {
-            c.cmd(&["HELLO", "3"]);
+            let hello = c.cmd_value(&["HELLO", "3"]);
+            assert!(matches!(hello, Value::Map(_)), "HELLO 3 is not a RESP3 map: {hello}");
+            assert_eq!(hello.get("proto"), Some(&Value::Int(3)), "HELLO 3: {hello}");
         }
         let docs = c.cmd_value(&["COMMAND", "DOCS"]);
-        let docs = entries(&docs, "COMMAND DOCS");
+        let docs = entries(&docs, "COMMAND DOCS", resp3);
         assert!(docs.len() > 20, "COMMAND DOCS lists only {} commands", docs.len());
         for (name, doc) in &docs {
-            check_doc(&bulk(name, "command name"), doc);
+            check_doc(&bulk(name, "command name"), doc, resp3);
         }
         let names: Vec<String> = docs.iter().map(|(n, _)| bulk(n, "name")).collect();
         for needed in ["get", "set", "ping", "hello", "client", "multi", "exec", "info", "xadd"] {
