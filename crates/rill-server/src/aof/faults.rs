@@ -502,8 +502,13 @@ fn a_failed_fsync_at_any_position_loses_nothing_acknowledged_and_continues_in_a_
 #[test]
 fn faults_without_preallocated_space_behave_the_same() {
     for n in 1..=6 {
-        transient(FsyncPolicy::Always, Plan { fail_sync: Some(n), ..Plan::default() }, 0, &format!("fsync {n}"));
-        transient(FsyncPolicy::Always, Plan { fail_write: Some(n), ..Plan::default() }, 0, &format!("write {n}"));
+        for (plan, what) in [
+            (Plan { fail_sync: Some(n), ..Plan::default() }, format!("fsync {n}")),
+            (Plan { fail_write: Some(n), ..Plan::default() }, format!("write {n}")),
+        ] {
+            // A run the fault never reached would pass without testing anything.
+            assert!(transient(FsyncPolicy::Always, plan, 0, &what), "{what} fails: no fault was injected");
+        }
     }
 }
 
@@ -526,6 +531,9 @@ fn a_disk_dying_at_any_point_of_the_recovery_leaves_a_log_that_loads_with_everyt
                 let plan = Plan { dead_from: Some(dead), ..fault };
                 let what = format!("{policy:?}, {fault:?}, dead from operation {dead}");
                 let o = run(policy, plan, 64 << 10, &what);
+                // The planned fault fires unless the disk died first; either way, something
+                // failed.
+                assert!(o.disk.injected() > 0, "{what}: no fault was injected");
                 // The writer keeps trying on the dead disk; a crash now, or after the
                 // shutdown's attempts, must leave a log that loads.
                 std::thread::sleep(Duration::from_millis(5));
