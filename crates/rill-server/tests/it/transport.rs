@@ -68,13 +68,17 @@ async fn expect_quiet<S: AsyncReadExt + Unpin>(s: &mut S) {
 
 /// Wait until `n` clients are blocked.
 async fn until_blocked(shared: &Shared, n: usize) {
-    for _ in 0..1000 {
-        if shared.lock().blocked.len() == n {
-            return;
-        }
+    until(&format!("{n} blocked clients"), || shared.lock().blocked.len() == n).await;
+}
+
+/// Waits until `done` (which must not hold the state lock when it returns: a panic while it
+/// is held aborts the process); panics with `what` if it is not within [`REPLY_WITHIN`].
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + REPLY_WITHIN;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "never {what} within {REPLY_WITHIN:?}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    panic!("never {n} blocked clients");
 }
 
 /// Served clients whose replies went through their own tasks (read outside any assertion: a
@@ -176,24 +180,14 @@ async fn client_kill_ends_a_write_stuck_on_a_stream_nobody_reads() {
     let value = vec![b'v'; 100_000];
     stuck.write_all(&cmd(&[b"SET", b"k", &value])).await.unwrap();
     expect(&mut stuck, b"+OK\r\n").await;
-    // The reply does not fit the pipe and nobody reads it.
+    // The reply does not fit the pipe and nobody reads it: the write must be stuck before
+    // the kill, or this tests an ordinary kill.
     stuck.write_all(&cmd(&[b"GET", b"k"])).await.unwrap();
-    for _ in 0..1000 {
-        let pending = shared.lock().clients.get(&id).map(|c| c.mem.out_pending.load(Ordering::Relaxed));
-        if pending.is_some_and(|n| n > 0) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let pending = || shared.lock().clients.get(&id).map_or(0, |c| c.mem.out_pending.load(Ordering::Relaxed));
+    until("the GET reply stuck in the pipe", || pending() > 0).await;
     admin.write_all(&cmd(&[b"CLIENT", b"KILL", b"ID", id.to_string().as_bytes()])).await.unwrap();
     expect(&mut admin, b":1\r\n").await;
-    for _ in 0..1000 {
-        if !shared.lock().clients.contains_key(&id) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("the killed client's task is still there");
+    until("the killed client's task gone", || !shared.lock().clients.contains_key(&id)).await;
 }
 
 // ------------------------------------------------------------------------------------------------
