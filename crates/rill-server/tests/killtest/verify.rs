@@ -14,7 +14,9 @@
 //!   than every recovered entry;
 //! * either way the state is consistent: PEL IDs exist in the stream and are at most the
 //!   group's last-delivered-id, which is at most the stream's last-generated-id; a PEL entry
-//!   nobody was told about can only come from an XREADGROUP whose reply was cut by the kill.
+//!   nobody was told about can only come from an XREADGROUP whose reply was cut by the kill;
+//! * and the round tested something: some XADD was acknowledged early enough that it may not
+//!   be lost, and some delivery and some XACK were acknowledged.
 
 use super::load::{check_fields, ConsumerLog, ProducerLog, StreamId};
 use rill_testkit::{RawClient, Value};
@@ -365,5 +367,26 @@ pub fn check(log: &RoundLog, rec: &Recovered, allowed_loss: Duration, f: &mut Fa
     }
     stats.unseen_deliveries = unseen.values().sum();
     stats.loss_span = oldest_lost.map(|o| log.killed_at.saturating_duration_since(o));
+
+    // --- the round tested something ----------------------------------------------------------
+    // Nothing acknowledged (or all of it young enough to be lost) passes every check above.
+    let checkable = log
+        .producers
+        .iter()
+        .flat_map(|p| &p.acked)
+        .filter(|(_, at)| log.killed_at.saturating_duration_since(*at) >= allowed_loss)
+        .count();
+    if checkable == 0 {
+        f.add(
+            "no XADD acknowledged early enough to be checked: the round tested nothing",
+            format!("{} acknowledged, none {allowed_loss:?} or more before the kill", stats.acked_adds),
+        );
+    }
+    if stats.deliveries == 0 || stats.acks == 0 {
+        f.add(
+            "no delivery or no XACK acknowledged: the round tested no consumer group",
+            format!("{} deliveries, {} XACKs", stats.deliveries, stats.acks),
+        );
+    }
     stats
 }
