@@ -5,6 +5,7 @@
 //! behaves the same, the same sequence runs against Redis 8.2.3 started with the same options
 //! and the bytes are compared.
 
+use crate::common::wait_blocked;
 use rill_testkit::{escape, ReferenceServer, Server, ServerKind, TempDir};
 use std::thread::sleep;
 use std::time::Duration;
@@ -185,8 +186,12 @@ fn debug_subset_with_enable_debug_command() {
     sleep(Duration::from_millis(300));
     assert_eq!(c.cmd(&["DBSIZE"]), b":1\r\n");
     c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
-    sleep(Duration::from_millis(400));
-    assert_eq!(c.cmd(&["DBSIZE"]), b":0\r\n");
+    // Active expiry deletes it within a few cron ticks (hz 10): wait for it, not for a time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while c.cmd(&["DBSIZE"]) != b":0\r\n" {
+        assert!(std::time::Instant::now() < deadline, "active expiry never deleted the key");
+        sleep(Duration::from_millis(20));
+    }
     assert!(c.cmd(&["DEBUG", "SLEEP", "0.05"]).starts_with(b"+OK"));
 }
 
@@ -207,8 +212,7 @@ fn client_kill_and_unblock_error_act_on_other_connections() {
         let id = String::from_utf8(blocked.cmd(&["CLIENT", "ID"])).unwrap();
         let id = id.trim_start_matches(':').trim().to_string();
         blocked.send_command(&[b"BLPOP", b"nothing", b"0"]).unwrap();
-        sleep(Duration::from_millis(100));
-        assert!(String::from_utf8(admin.cmd(&["INFO", "clients"])).unwrap().contains("blocked_clients:1"));
+        wait_blocked(&mut admin, 1);
         assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id, "ERROR"]), b":1\r\n");
         assert_eq!(
             blocked.read_reply().unwrap(),
@@ -219,7 +223,7 @@ fn client_kill_and_unblock_error_act_on_other_connections() {
         assert_eq!(admin.cmd(&["CLIENT", "UNBLOCK", &id]), b":0\r\n");
         // A blocked client that is killed goes away, and the others keep being served.
         blocked.send_command(&[b"BLPOP", b"nothing", b"0"]).unwrap();
-        sleep(Duration::from_millis(100));
+        wait_blocked(&mut admin, 1);
         assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", &id]), b":1\r\n");
         let (_, closed) = blocked.read_until_close(Duration::from_millis(1000));
         assert!(closed);
@@ -239,9 +243,14 @@ fn idle_timeout_closes_quiet_clients() {
 #[test]
 fn maxclients_rejects_the_extra_client() {
     let rill = Server::rill_with(&["--maxclients", "2"]);
-    // Let the server notice that the start-up PING connection closed.
-    sleep(Duration::from_millis(300));
+    // Until the server has noticed that the start-up PING's connection closed, `a` is not
+    // the only client.
     let mut a = rill.connect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8(a.cmd(&["INFO", "clients"])).unwrap().contains("\r\nconnected_clients:1\r\n") {
+        assert!(std::time::Instant::now() < deadline, "the start-up connection still counts");
+        sleep(Duration::from_millis(20));
+    }
     let mut b = rill.connect();
     assert_eq!(a.cmd(&["PING"]), b"+PONG\r\n");
     assert_eq!(b.cmd(&["PING"]), b"+PONG\r\n");
@@ -260,13 +269,8 @@ fn shutdown_stops_the_process() {
     c.send_command(&[b"SHUTDOWN", b"NOSAVE"]).unwrap();
     let (bytes, closed) = c.read_until_close(Duration::from_millis(2000));
     assert!(bytes.is_empty() && closed, "{}", escape(&bytes));
-    for _ in 0..50 {
-        if !rill.is_running() {
-            return;
-        }
-        sleep(Duration::from_millis(50));
-    }
-    panic!("rill-server still running after SHUTDOWN");
+    let status = rill.wait_exit(Duration::from_secs(10)).expect("rill-server still running 10 s after SHUTDOWN");
+    assert!(status.success(), "SHUTDOWN NOSAVE ended it with {status}");
 }
 
 #[test]

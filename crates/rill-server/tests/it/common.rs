@@ -164,3 +164,19 @@ impl Side {
         Some((cmd, unblock, got))
     }
 }
+
+/// Waits until INFO counts exactly `n` blocked clients, asking through `admin`; panics if it
+/// does not within 10 s. What a test waits for before it writes to a blocked client's key:
+/// a fixed sleep is too short on a loaded machine.
+pub fn wait_blocked(admin: &mut RawClient, n: usize) {
+    let want = format!("\r\nblocked_clients:{n}\r\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let info = admin.cmd(&["INFO", "clients"]);
+        if String::from_utf8_lossy(&info).contains(&want) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "never {n} blocked clients: {}", rill_testkit::escape(&info));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

@@ -6,8 +6,8 @@
 //! checked under the three log settings, and where Redis behaves the same the same sequence
 //! runs against Redis 7.0.15.
 
+use crate::common::wait_blocked;
 use rill_testkit::{encode_command, escape, parse_value, RawClient, ReferenceServer, Server, ServerKind, Value};
-use std::thread::sleep;
 use std::time::Duration;
 
 /// The log settings a delivery may take a different path under.
@@ -24,18 +24,6 @@ fn servers() -> Vec<Server> {
         all.push(Server::start(ServerKind::Redis(ReferenceServer::Redis7), &bin, &[]));
     }
     all
-}
-
-/// Wait until `n` clients are blocked.
-fn wait_blocked(admin: &mut RawClient, n: usize) {
-    let want = format!("blocked_clients:{n}\r\n");
-    for _ in 0..200 {
-        if String::from_utf8(admin.cmd(&["INFO", "clients"])).unwrap().contains(&want) {
-            return;
-        }
-        sleep(Duration::from_millis(10));
-    }
-    panic!("never saw {want:?}");
 }
 
 /// The entries `(id, fields)` of an XREADGROUP reply `[[key, [[id, fields], ...]]]` (RESP2).
