@@ -47,7 +47,8 @@ def checks_for(protocol):
         assert r.get(k("missing")) is None
         assert r.set(k("s"), "x", nx=True) is None
         assert r.set(k("ttl"), "v", ex=100) is True
-        assert 99 <= r.ttl(k("ttl")) <= 100
+        # Only down from 100, by more than 1 on a machine slow enough to take over 1.5 s.
+        assert 90 < r.ttl(k("ttl")) <= 100
         assert r.incr(k("n")) == 1 and r.incrby(k("n"), 41) == 42
         assert r.mget([k("s"), k("missing"), k("n")]) == ["value", None, "42"]
         assert r.delete(k("s"), k("ttl"), k("n"), k("missing")) == 3
