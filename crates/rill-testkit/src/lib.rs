@@ -14,9 +14,12 @@
 //!   matching bug here.
 //! * [`TempDir`], [`free_port`], [`ChildGuard`] (kill on drop, wait for exit with a deadline)
 //!   and [`redis_cli`]; [`Rng`] and [`fuzz_seed`] for randomised tests.
+//! * [`skip`]: the one way a test skips what it cannot check here, counted by `scripts/test`
+//!   and refused under `CI=true`.
 //!
 //! When a reference server is missing the tests fail loudly (CI installs both through
-//! `scripts/install-deps.sh`) unless `RILL_SKIP_REFERENCE=1`; with `RILL_DIFF_SELFTEST=1`,
+//! `scripts/install-deps.sh`) unless `RILL_SKIP_REFERENCE=1` (refused under `CI=true`), which
+//! counts each test that misses it as skipped; with `RILL_DIFF_SELFTEST=1`,
 //! [`Server::subject`] is Redis 7.0.15 instead of rill.
 
 mod binaries;
@@ -26,6 +29,7 @@ mod process;
 pub mod resp;
 mod rng;
 mod server;
+mod skip;
 mod temp_dir;
 
 pub use binaries::{ci, rill_server_binary, selftest, skip_reference, workspace_root, ReferenceServer};
@@ -37,4 +41,5 @@ pub use resp::{
 };
 pub use rng::{fuzz_seed, Rng};
 pub use server::{Launch, Proc, Server, ServerKind, RESTART_TIMEOUT, STARTUP_TIMEOUT};
+pub use skip::{current_test, skip, SKIP_DIR_ENV};
 pub use temp_dir::TempDir;
