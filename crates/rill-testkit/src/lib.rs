@@ -13,7 +13,8 @@
 //!   deliberately tiny and independent of `rill-resp`, so a bug there cannot hide behind a
 //!   matching bug here.
 //! * [`TempDir`], [`free_port`], [`ChildGuard`] (kill on drop, wait for exit with a deadline)
-//!   and [`redis_cli`]; [`Rng`] and [`fuzz_seed`] for randomised tests.
+//!   and [`redis_cli`]; [`Rng`], [`fuzz_seed`] (a fuzzer's fixed regression seed) and
+//!   [`fresh_seed`] (a new one per CI run) for randomised tests.
 //! * [`skip`]: the one way a test skips what it cannot check here, counted by `scripts/test`
 //!   and refused under `CI=true`.
 //!
@@ -39,7 +40,7 @@ pub use process::{redis_cli, wait_exit, ChildGuard};
 pub use resp::{
     encode_command, encode_command_into, escape, frame_len, parse_frame, parse_value, split_aggregate, Value,
 };
-pub use rng::{fuzz_seed, Rng};
+pub use rng::{fresh_seed, fuzz_seed, seed_bytes, Rng};
 pub use server::{Launch, Proc, Server, ServerKind, RESTART_TIMEOUT, STARTUP_TIMEOUT};
 pub use skip::{current_test, skip, SKIP_DIR_ENV};
 pub use temp_dir::TempDir;
