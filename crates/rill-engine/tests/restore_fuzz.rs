@@ -16,8 +16,9 @@
 //! - `mutated_dumps_*`: valid payloads of every type and encoding (DUMPs of this engine,
 //!   captured Redis payloads, hand-built legacy encodings) under random bit flips, byte
 //!   changes, huge length fields, truncations, insertions and splices. A restored value is
-//!   then read back, dumped and restored again. Deterministic seed; `RILL_FUZZ_CASES=N` runs N
-//!   cases (default 20000), `RILL_FUZZ_SEED=S` picks another seed.
+//!   then read back, dumped and restored again, with a fixed seed (a regression) and, in CI and
+//!   `scripts/test`, again with a fresh one that the run prints (`rill_testkit::fresh_seed`);
+//!   `RILL_FUZZ_CASES=N` runs N cases (default 20000), `RILL_FUZZ_SEED=S` replays S.
 
 // The allocator below is the only unsafe code: `GlobalAlloc` is an unsafe trait.
 #![allow(unsafe_code)]
@@ -626,8 +627,18 @@ fn short_hex(bytes: &[u8]) -> String {
 
 #[test]
 fn mutated_dumps_of_every_type_load_or_fail_cleanly() {
+    mutated_dumps(rill_testkit::fuzz_seed(0x5eed_0016));
+}
+
+#[test]
+fn mutated_dumps_of_every_type_load_or_fail_cleanly_fresh_seed() {
+    if let Some(seed) = rill_testkit::fresh_seed() {
+        mutated_dumps(seed);
+    }
+}
+
+fn mutated_dumps(seed: u64) {
     let cases: usize = std::env::var("RILL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let seed: u64 = std::env::var("RILL_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_0016);
     let seeds = seeds();
     let mut rig = Rig::new();
     for (name, payload) in &seeds {

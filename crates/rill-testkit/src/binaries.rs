@@ -67,27 +67,38 @@ impl ReferenceServer {
         }
     }
 
-    /// The binary, or `None` when it is missing and `RILL_SKIP_REFERENCE=1`.
-    /// Panics with installation advice when it is missing otherwise.
+    /// The binary, or `None` when it is missing and `RILL_SKIP_REFERENCE=1`: the test is then
+    /// counted as skipped ([`crate::skip`]) and goes on with what it can check without the
+    /// reference. Panics with installation advice when it is missing otherwise, and whenever
+    /// `RILL_SKIP_REFERENCE=1` is set under `CI=true`.
     pub fn require(self) -> Option<PathBuf> {
+        let skipping = skip_reference();
         match self.binary() {
             Some(path) => Some(path),
-            None if skip_reference() => {
-                eprintln!("warning: {} not installed; skipped (RILL_SKIP_REFERENCE=1)", self.label());
+            None if skipping => {
+                crate::skip(&format!("{} is not installed (RILL_SKIP_REFERENCE=1)", self.label()));
                 None
             }
             None => panic!(
                 "{} is not installed. Run scripts/install-deps.sh, or set RILL_SKIP_REFERENCE=1 \
-                 to skip comparisons against it.",
+                 to skip comparisons against it (not under CI=true).",
                 self.label()
             ),
         }
     }
 }
 
-/// `RILL_SKIP_REFERENCE=1`: tests run without missing reference servers instead of failing.
+/// `RILL_SKIP_REFERENCE=1`: tests run without missing reference servers instead of failing,
+/// each such test counted as skipped. Refused under `CI=true` (panics): CI compares with both.
 pub fn skip_reference() -> bool {
-    std::env::var("RILL_SKIP_REFERENCE").is_ok_and(|v| v == "1")
+    let set = std::env::var("RILL_SKIP_REFERENCE").is_ok_and(|v| v == "1");
+    if set && ci() {
+        panic!(
+            "RILL_SKIP_REFERENCE=1 is refused under CI=true: CI must compare with both reference \
+             servers (scripts/install-deps.sh installs them)"
+        );
+    }
+    set
 }
 
 /// `RILL_DIFF_SELFTEST=1`: Redis 7.0.15 stands in for rill.

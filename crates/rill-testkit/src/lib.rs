@@ -13,10 +13,14 @@
 //!   deliberately tiny and independent of `rill-resp`, so a bug there cannot hide behind a
 //!   matching bug here.
 //! * [`TempDir`], [`free_port`], [`ChildGuard`] (kill on drop, wait for exit with a deadline)
-//!   and [`redis_cli`]; [`Rng`] and [`fuzz_seed`] for randomised tests.
+//!   and [`redis_cli`]; [`Rng`], [`fuzz_seed`] (a fuzzer's fixed regression seed) and
+//!   [`fresh_seed`] (a new one per CI run) for randomised tests.
+//! * [`skip`]: the one way a test skips what it cannot check here, counted by `scripts/test`
+//!   and refused under `CI=true`.
 //!
 //! When a reference server is missing the tests fail loudly (CI installs both through
-//! `scripts/install-deps.sh`) unless `RILL_SKIP_REFERENCE=1`; with `RILL_DIFF_SELFTEST=1`,
+//! `scripts/install-deps.sh`) unless `RILL_SKIP_REFERENCE=1` (refused under `CI=true`), which
+//! counts each test that misses it as skipped; with `RILL_DIFF_SELFTEST=1`,
 //! [`Server::subject`] is Redis 7.0.15 instead of rill.
 
 mod binaries;
@@ -26,6 +30,7 @@ mod process;
 pub mod resp;
 mod rng;
 mod server;
+mod skip;
 mod temp_dir;
 
 pub use binaries::{ci, rill_server_binary, selftest, skip_reference, workspace_root, ReferenceServer};
@@ -35,6 +40,7 @@ pub use process::{redis_cli, wait_exit, ChildGuard};
 pub use resp::{
     encode_command, encode_command_into, escape, frame_len, parse_frame, parse_value, split_aggregate, Value,
 };
-pub use rng::{fuzz_seed, Rng};
+pub use rng::{fresh_seed, fuzz_seed, seed_bytes, Rng};
 pub use server::{Launch, Proc, Server, ServerKind, RESTART_TIMEOUT, STARTUP_TIMEOUT};
+pub use skip::{current_test, skip, SKIP_DIR_ENV};
 pub use temp_dir::TempDir;

@@ -285,15 +285,19 @@ fn digest(value: &Value) -> (&'static str, usize, u64) {
     (value.type_name(), items.len(), crc64::crc64(0, &items.join(&0u8)))
 }
 
+/// Redis' own legacy RDB test files (`tests/assets/` of a Redis source tree, which the suite
+/// does not have: none of Redis' files enter this repository), run by hand:
+/// `REDIS_SRC=/path/to/redis cargo test -p rill-engine --lib -- --ignored loads_redis_legacy`.
+/// It used to pass silently wherever the files were missing, CI included.
 #[test]
+#[ignore = "needs a Redis source tree: REDIS_SRC=/path/to/redis cargo test -p rill-engine --lib -- --ignored loads_redis_legacy"]
 fn loads_redis_legacy_rdb_test_files() {
     let dir = std::env::var("REDIS_SRC").unwrap_or_else(|_| "/work/redis-src".into());
     let mut checked = 0;
     for file in ["encodings", "hash-zipmap", "list-quicklist", "hash-ziplist"] {
-        let Ok(bytes) = std::fs::read(format!("{dir}/tests/assets/{file}.rdb")) else {
-            eprintln!("skipping: no {dir}/tests/assets/{file}.rdb");
-            return;
-        };
+        let path = format!("{dir}/tests/assets/{file}.rdb");
+        let bytes =
+            std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e} (set REDIS_SRC to a Redis source tree)"));
         for (key, value) in rdb_file_values(&bytes) {
             let key = String::from_utf8(key).unwrap();
             let want = ASSET_EXPECTATIONS

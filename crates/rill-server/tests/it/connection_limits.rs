@@ -7,7 +7,7 @@
 //! Servers are started under `prlimit` (util-linux) to give them a low soft limit, and, to
 //! make a hard limit stick for root, under `setpriv` without CAP_SYS_RESOURCE.
 
-use rill_testkit::{ci, escape, Launch, RawClient, ReferenceServer, Server, ServerKind};
+use rill_testkit::{escape, skip, Launch, RawClient, ReferenceServer, Server, ServerKind};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -62,12 +62,12 @@ fn have(program: &str) -> bool {
 }
 
 /// A wrapper giving the server `soft:hard` open files, with the hard limit binding even for
-/// root; `None` (with a message) where the tools are missing, except under CI=true.
+/// root; `None` (the test counted as skipped) where the tools are missing, a failure under
+/// CI=true.
 fn limited(soft: u64, hard: u64) -> Option<Vec<String>> {
     let needed: &[&str] = if is_root() { &["prlimit", "setpriv"] } else { &["prlimit"] };
     if let Some(missing) = needed.iter().find(|p| !have(p)) {
-        assert!(!ci(), "{missing} (util-linux) is required under CI=true");
-        eprintln!("warning: skipped: {missing} (util-linux) not installed");
+        skip(&format!("{missing} (util-linux) is not installed"));
         return None;
     }
     let mut prefix = vec!["prlimit".to_string(), format!("--nofile={soft}:{hard}")];
@@ -88,7 +88,7 @@ fn own_hard_limit() -> u64 {
 fn the_soft_open_files_limit_is_raised_to_maxclients_plus_32() {
     let hard = own_hard_limit().min(1 << 20);
     if hard < 10_032 {
-        eprintln!("warning: skipped: the hard open-files limit {hard} is below 10032");
+        skip(&format!("the hard open-files limit {hard} is below 10032 (raise `ulimit -Hn`)"));
         return;
     }
     let Some(mut prefix) = limited(1024, hard) else {
@@ -159,8 +159,7 @@ fn limit_leaving(pid: u32, free: usize) -> usize {
 #[test]
 fn a_full_descriptor_table_answers_clients_and_does_not_flood_the_log() {
     if !have("prlimit") {
-        assert!(!ci(), "prlimit (util-linux) is required under CI=true");
-        eprintln!("warning: skipped: prlimit (util-linux) not installed");
+        skip("prlimit (util-linux) is not installed");
         return;
     }
     let rill = launch(&[], &rill_binary(), false, &["--maxclients", "10000"]);
@@ -248,7 +247,7 @@ fn a_burst_of_5000_connects_is_served_quickly() {
     const CLIENTS: usize = 5000;
     let own = raise_own_limit();
     if own < CLIENTS as u64 + 200 {
-        eprintln!("warning: skipped: the open-files limit {own} is too low for {CLIENTS} clients");
+        skip(&format!("the open-files limit {own} is too low for {CLIENTS} clients (raise `ulimit -Hn`)"));
         return;
     }
     // The server starts with the common default soft limit of 1024, as in the report.

@@ -16,8 +16,11 @@
 //!
 //! Now and then a key is swapped between the servers by DUMP / RESTORE (each reads the other's
 //! serialisation of whatever encoding was reached), and some steps run in MULTI / EXEC. Both
-//! protocols are used. `RILL_FUZZ_CASES=N` runs N sequences (default 200); `RILL_FUZZ_SEED`
-//! picks the seed.
+//! protocols are used. `RILL_FUZZ_CASES=N` runs N sequences (default 200).
+//!
+//! Each test runs twice: with its fixed seed (the same cases every run, a regression) and, in
+//! CI and `scripts/test`, with a fresh seed that the run prints (`rill_testkit::fresh_seed`);
+//! `RILL_FUZZ_SEED=S` replays S in both.
 //!
 //! A second test runs random sequences against rill alone with the log on, compacts the log
 //! halfway now and then, kills the server with -9 and restarts it: every key must come back
@@ -26,7 +29,7 @@
 use crate::common::{multi_commands, ClientExt, Side};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use rill_testkit::{parse_value, ReferenceServer, Server, Value};
+use rill_testkit::{fresh_seed, fuzz_seed, parse_value, seed_bytes, ReferenceServer, Server, Value};
 
 const LISTS: &[&str] = &["l1", "l2"];
 const HASHES: &[&str] = &["h1", "h2"];
@@ -481,6 +484,17 @@ fn run_both(s: &mut Session, cmds: &[Vec<String>], proto: &str) -> Option<String
 
 #[test]
 fn random_keyspace_sequences_match_redis() {
+    match_redis(fuzz_seed(0x5eed_0002));
+}
+
+#[test]
+fn random_keyspace_sequences_match_redis_fresh_seed() {
+    if let Some(seed) = fresh_seed() {
+        match_redis(seed);
+    }
+}
+
+fn match_redis(seed: u64) {
     let Some(redis) = Server::reference(ReferenceServer::Redis8) else { return };
     let rill = Server::rill();
     let open = |resp3: bool| {
@@ -498,11 +512,8 @@ fn random_keyspace_sequences_match_redis() {
     };
     let conns = std::cell::RefCell::new([open(false), open(true)]);
     let cases = std::env::var("RILL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
-    let seed: u64 = std::env::var("RILL_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_0002);
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let config = Config { cases, failure_persistence: None, ..Config::default() };
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes));
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed)));
     let strategy = (any::<bool>(), proptest::collection::vec(command(), 1..40));
     let result = runner.run(&strategy, |(resp3, cmds)| {
         let mut all = conns.borrow_mut();
@@ -547,6 +558,17 @@ fn picture(c: &mut rill_testkit::RawClient) -> crate::common::Picture {
 /// RESTOREd over it (so RESTORE's log record is replayed too); blocking commands are left out.
 #[test]
 fn random_keyspace_sequences_survive_kill9_and_compaction() {
+    survive_kill9(fuzz_seed(0x5eed_0003));
+}
+
+#[test]
+fn random_keyspace_sequences_survive_kill9_and_compaction_fresh_seed() {
+    if let Some(seed) = fresh_seed() {
+        survive_kill9(seed);
+    }
+}
+
+fn survive_kill9(seed: u64) {
     let dir = rill_testkit::TempDir::new("rill-keyspace-restart");
     let args = [
         "--appendonly",
@@ -564,11 +586,8 @@ fn random_keyspace_sequences_survive_kill9_and_compaction() {
     ];
     let proc = std::cell::RefCell::new(Some(rill_testkit::Proc::start(dir.path(), &args)));
     let cases = std::env::var("RILL_FUZZ_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
-    let seed: u64 = std::env::var("RILL_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_0003);
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let config = Config { cases, failure_persistence: None, ..Config::default() };
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes));
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed)));
     let strategy = (proptest::collection::vec(command(), 1..40), any::<Option<u8>>());
     let result = runner.run(&strategy, |(cmds, rewrite_at)| {
         let mut slot = proc.borrow_mut();

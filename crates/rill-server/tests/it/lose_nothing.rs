@@ -356,8 +356,8 @@ fn a_base_that_cannot_be_written_holds_writes_until_it_can() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        assert!(!rill_testkit::ci(), "CI=true but a tmpfs cannot be mounted here");
-        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root)");
+        // CI runs as root and must exercise this: there, skip fails the test.
+        rill_testkit::skip("cannot mount a tmpfs here (needs root)");
         return;
     }
     struct Unmount(std::path::PathBuf);

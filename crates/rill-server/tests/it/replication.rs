@@ -7,8 +7,10 @@
 //! owners, delivery times and counts; per consumer its PEL. Only seen- and active-times differ
 //! (a replica keeps its own, as between two Redis servers).
 //!
-//! `RILL_REPL_FUZZ_STEPS=N` sets the commands per run (default 400), `RILL_FUZZ_SEED` the seed,
-//! `RILL_REPL_REDIS=path` another redis-server (8.8+: XNACK joins the workload).
+//! `RILL_REPL_FUZZ_STEPS=N` sets the commands per run (default 400), `RILL_REPL_REDIS=path`
+//! another redis-server (8.8+: XNACK joins the workload). The random run has a fixed seed (a
+//! regression) and, in CI and `scripts/test`, a fresh one that it prints
+//! (`rill_testkit::fresh_seed`); `RILL_FUZZ_SEED=S` replays S.
 
 use bytes::{Bytes, BytesMut};
 use rill_engine::effect::Effect;
@@ -18,7 +20,9 @@ use rill_server::client::{Action, Conn};
 use rill_server::journal::MemorySink;
 use rill_server::replication::forms;
 use rill_server::state::{Shared, State};
-use rill_testkit::{escape, fuzz_seed, parse_value, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
+use rill_testkit::{
+    escape, fresh_seed, fuzz_seed, parse_value, RawClient, ReferenceServer, Rng, Server, ServerKind, Value,
+};
 
 /// rill in this process, with a journal sink and no log.
 struct Rill {
@@ -205,6 +209,20 @@ fn command(rng: &mut Rng, ids: &[String]) -> Vec<String> {
 
 #[test]
 fn a_redis_replica_sent_the_forms_reaches_rills_state() {
+    replica_reaches_rills_state(fuzz_seed(0x005E_ED0F_2026), true);
+}
+
+#[test]
+fn a_redis_replica_sent_the_forms_reaches_rills_state_fresh_seed() {
+    if let Some(seed) = fresh_seed() {
+        replica_reaches_rills_state(seed, false);
+    }
+}
+
+/// `check_coverage`: the run must have made every kind of effect. That is a property of the
+/// generator, checked on the fixed seed where it is deterministic; a fresh seed may miss one
+/// by chance (LastIdRaised in 3 of 40 runs of 400 steps) and still checks what it made.
+fn replica_reaches_rills_state(seed: u64, check_coverage: bool) {
     // RILL_REPL_REDIS=path: another Redis (8.8+, the newest build from source), with XNACK
     // in the workload.
     let newer = std::env::var("RILL_REPL_REDIS").ok();
@@ -217,7 +235,6 @@ fn a_redis_replica_sent_the_forms_reaches_rills_state() {
     };
     let mut replica = RawClient::connect(redis.port);
     let steps: usize = std::env::var("RILL_REPL_FUZZ_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
-    let seed = fuzz_seed(0x005E_ED0F_2026);
     let mut rng = Rng::new(seed);
     let mut rill = Rill::new();
     // The primary's clock runs a minute behind the replica's, so that no delivery time lies
@@ -228,9 +245,16 @@ fn a_redis_replica_sent_the_forms_reaches_rills_state() {
     let mut in_multi = false;
     let mut sent_units = 0;
     let mut kinds: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
-    for step in 0..steps {
-        let mut cmd = command(&mut rng, &ids);
-        if newer.is_some() && rng.below(12) == 0 {
+    // One step more than asked: an EXEC closing a transaction still open, whose units are sent
+    // like every other (they were dropped before, and a replica missing them differed).
+    for step in 0..=steps {
+        let last = step == steps;
+        let mut cmd = match (last, in_multi) {
+            (false, _) => command(&mut rng, &ids),
+            (true, true) => vec!["EXEC".into()],
+            (true, false) => break,
+        };
+        if !last && newer.is_some() && rng.below(12) == 0 {
             let mode = rng.pick(&["SILENT", "FAIL", "FATAL"]).to_string();
             cmd = vec![
                 "XNACK".into(),
@@ -288,17 +312,16 @@ fn a_redis_replica_sent_the_forms_reaches_rills_state() {
             sent_units += 1;
         }
     }
-    if in_multi {
-        rill.run(&["EXEC".into()], start + steps as i64 * 7);
-    }
     let which = newer.as_deref().unwrap_or("Redis 8.2.3");
     eprintln!("replication forms: {sent_units} units of {steps} commands sent to {which} (seed {seed})");
     assert!(sent_units > steps / 4, "too few writes: {sent_units} units in {steps} commands");
-    if newer.is_some() {
-        assert!(kinds.contains("Nacked"), "the run made no Nacked effect (seed {seed}): {kinds:?}");
-    }
-    for want in ["Delivered", "Redelivered", "Claimed", "Acked", "LastIdRaised", "ConsumerCreated", "Command"] {
-        assert!(kinds.contains(want), "the run made no {want} effect (seed {seed}): {kinds:?}");
+    if check_coverage {
+        if newer.is_some() {
+            assert!(kinds.contains("Nacked"), "the run made no Nacked effect (seed {seed}): {kinds:?}");
+        }
+        for want in ["Delivered", "Redelivered", "Claimed", "Acked", "LastIdRaised", "ConsumerCreated", "Command"] {
+            assert!(kinds.contains(want), "the run made no {want} effect (seed {seed}): {kinds:?}");
+        }
     }
     let now = start + steps as i64 * 7 + 1;
     for (db, key) in [("0", "s0"), ("0", "s1"), ("1", "s2")] {

@@ -43,15 +43,12 @@ fn fixed_seeds_under_everysec() {
     }
 }
 
-/// A seed never tried before, in CI (and whenever RILL_FUZZ_FRESH=1): the run prints it.
+/// A seed never tried before, in CI and `scripts/test` (`rill_testkit::fresh_seed`: the run
+/// prints it, `RILL_FUZZ_SEED` replays it, with the same `appendfsync`); counted as skipped in
+/// a plain `cargo test`.
 #[test]
 fn a_fresh_seed() {
-    if !rill_testkit::ci() && std::env::var("RILL_FUZZ_FRESH").is_err() {
-        return;
-    }
-    let seed =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7);
-    eprintln!("restart fuzz: fresh seed {seed}");
+    let Some(seed) = rill_testkit::fresh_seed() else { return };
     run(seed, if seed.is_multiple_of(2) { "always" } else { "everysec" }, 6, 400);
 }
 

@@ -1,42 +1,54 @@
 //! What a client may change or run, and what start-up refuses: protected parameters (no client
 //! chooses where SAVE writes), `rename-command`, and security directives that rill does not
 //! implement yet stopping start-up instead of being ignored. Replies are compared byte for
-//! byte with Redis 8.2.3 started with the same options.
+//! byte with Redis 8.2.3 started with the same options; without it (`RILL_SKIP_REFERENCE=1`,
+//! counted as a skip) rill's own checks still run: SAVE never writes where a client says.
 
 use rill_testkit::{escape, ChildGuard, Proc, ReferenceServer, Server, ServerKind, TempDir};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// rill and Redis 8.2.3, both started with `extra`.
-fn pair(extra: &[&str]) -> Option<(Server, Server)> {
-    let binary = ReferenceServer::Redis8.require()?;
-    let redis = Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, extra);
-    Some((Server::rill_with(extra), redis))
+/// rill and Redis 8.2.3 (`None` if it is missing and skipping is allowed), both started with
+/// `extra`.
+fn pair(extra: &[&str]) -> (Server, Option<Server>) {
+    let redis = ReferenceServer::Redis8
+        .require()
+        .map(|binary| Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, extra));
+    (Server::rill_with(extra), redis)
 }
 
-/// Send each command to both servers and compare the replies byte for byte.
-fn same_replies(rill: &Server, redis: &Server, commands: &[&[&str]]) {
-    let (mut a, mut b) = (rill.connect(), redis.connect());
+/// Send each command to both servers and compare the replies byte for byte (to rill alone
+/// when there is no Redis); rill's replies.
+fn same_replies(rill: &Server, redis: Option<&Server>, commands: &[&[&str]]) -> Vec<Vec<u8>> {
+    let (mut a, mut b) = (rill.connect(), redis.map(Server::connect));
+    let mut replies = Vec::new();
     for cmd in commands {
-        let (x, y) = (a.cmd(cmd), b.cmd(cmd));
-        assert_eq!(escape(&x), escape(&y), "{cmd:?}: rill vs redis 8.2.3");
+        let x = a.cmd(cmd);
+        if let Some(b) = b.as_mut() {
+            assert_eq!(escape(&x), escape(&b.cmd(cmd)), "{cmd:?}: rill vs redis 8.2.3");
+        }
+        replies.push(x);
     }
+    replies
+}
+
+/// Whether `reply` is an error reply.
+fn is_error(reply: &[u8]) -> bool {
+    reply.starts_with(b"-")
 }
 
 #[test]
 fn no_client_chooses_where_save_writes() {
-    let Some((rill, redis)) = pair(&[]) else {
-        return;
-    };
+    let (rill, redis) = pair(&[]);
     let target = TempDir::new("rill-test-target");
     let evil = target.path().join("authorized_keys");
     let target_s = target.path().to_str().unwrap();
     let evil_s = evil.to_str().unwrap();
     // The classic attack: point dir and dbfilename somewhere, write a value, SAVE.
-    same_replies(
+    let replies = same_replies(
         &rill,
-        &redis,
+        redis.as_ref(),
         &[
             &["CONFIG", "SET", "dir", target_s],
             &["CONFIG", "SET", "dbfilename", evil_s],
@@ -46,6 +58,9 @@ fn no_client_chooses_where_save_writes() {
             &["SAVE"],
         ],
     );
+    for (i, reply) in replies.iter().take(4).enumerate() {
+        assert!(is_error(reply), "CONFIG SET #{i} of the attack was accepted: {}", escape(reply));
+    }
     assert!(std::fs::read_dir(target.path()).unwrap().next().is_none(), "SAVE wrote into the attacker's folder");
     let mut c = rill.connect();
     assert_eq!(c.cmd(&["CONFIG", "GET", "dbfilename"]), b"*2\r\n$10\r\ndbfilename\r\n$8\r\ndump.rdb\r\n");
@@ -54,12 +69,10 @@ fn no_client_chooses_where_save_writes() {
 
 #[test]
 fn protected_configs_open_to_local_clients_but_never_take_a_path() {
-    let Some((rill, redis)) = pair(&["--enable-protected-configs", "local"]) else {
-        return;
-    };
-    same_replies(
+    let (rill, redis) = pair(&["--enable-protected-configs", "local"]);
+    let replies = same_replies(
         &rill,
-        &redis,
+        redis.as_ref(),
         &[
             &["CONFIG", "GET", "enable-protected-configs"],
             &["CONFIG", "SET", "dbfilename", "/tmp/x.rdb"],
@@ -69,6 +82,8 @@ fn protected_configs_open_to_local_clients_but_never_take_a_path() {
             &["CONFIG", "GET", "dbfilename"],
         ],
     );
+    assert!(is_error(&replies[1]) && is_error(&replies[2]), "a path was taken as dbfilename");
+    assert_eq!(replies[5], b"*2\r\n$10\r\ndbfilename\r\n$9\r\nother.rdb\r\n");
     // From loopback, dir may move; SAVE then writes there under the plain name.
     let moved = TempDir::new("rill-test-moved");
     let mut c = rill.connect();
@@ -80,12 +95,10 @@ fn protected_configs_open_to_local_clients_but_never_take_a_path() {
 #[test]
 fn debug_and_module_are_refused_before_authentication() {
     // As Redis: the enable-*-command check comes right after arity, before NOAUTH.
-    let Some((rill, redis)) = pair(&["--requirepass", "pw"]) else {
-        return;
-    };
+    let (rill, redis) = pair(&["--requirepass", "pw"]);
     same_replies(
         &rill,
-        &redis,
+        redis.as_ref(),
         &[
             &["DEBUG", "LOG", "x"],
             &["MODULE", "LOAD", "/x.so"],
@@ -95,12 +108,10 @@ fn debug_and_module_are_refused_before_authentication() {
             &["MODULE", "UNLOAD", "x"],
         ],
     );
-    let Some((rill, redis)) = pair(&["--enable-module-command", "yes", "--enable-debug-command", "local"]) else {
-        return;
-    };
+    let (rill, redis) = pair(&["--enable-module-command", "yes", "--enable-debug-command", "local"]);
     same_replies(
         &rill,
-        &redis,
+        redis.as_ref(),
         &[&["MODULE", "LOAD", "/nonexistent/x.so"], &["MODULE", "UNLOAD", "nosuchmodule"], &["DEBUG", "SLEEP", "0"]],
     );
 }
@@ -108,12 +119,10 @@ fn debug_and_module_are_refused_before_authentication() {
 #[test]
 fn rename_command_hides_and_renames() {
     let opts = ["--rename-command", "CONFIG", "", "--rename-command", "flushall", "NUKE"];
-    let Some((rill, redis)) = pair(&opts) else {
-        return;
-    };
+    let (rill, redis) = pair(&opts);
     same_replies(
         &rill,
-        &redis,
+        redis.as_ref(),
         &[
             &["CONFIG", "GET", "port"],
             &["config", "set", "dir", "/tmp"],

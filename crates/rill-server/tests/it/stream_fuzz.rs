@@ -50,13 +50,15 @@
 //!
 //! A failing sequence is shrunk to a short one and printed with both servers' replies.
 //! `RILL_FUZZ_CASES=N` runs N sequences (default 150), `RILL_FUZZ_RESTARTS=N` N restart cases
-//! (default 25); `RILL_FUZZ_SEED` picks the seed.
+//! (default 25). Each random test runs with its fixed seed (a regression) and, in CI and
+//! `scripts/test`, again with a fresh seed that the run prints (`rill_testkit::fresh_seed`);
+//! `RILL_FUZZ_SEED=S` replays S.
 
 use crate::common::{multi_commands, ClientExt, Side};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use rill_testkit::{parse_value, ReferenceServer, Server, ServerKind, Value};
+use rill_testkit::{fresh_seed, fuzz_seed, parse_value, seed_bytes, ReferenceServer, Server, ServerKind, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -1024,8 +1026,22 @@ fn drop_fields(v: Value, fields: &[&str]) -> Value {
     }
 }
 
+/// The fixed seed of both random tests: the same cases on every run.
+const FIXED_SEED: u64 = 0x5eed_0001;
+
 #[test]
 fn random_stream_and_group_sequences_match_redis() {
+    match_redis(fuzz_seed(FIXED_SEED));
+}
+
+#[test]
+fn random_stream_and_group_sequences_match_redis_fresh_seed() {
+    if let Some(seed) = fresh_seed() {
+        match_redis(seed);
+    }
+}
+
+fn match_redis(seed: u64) {
     // A newer Redis to compare with instead of 8.2.3 (see the module doc).
     let newer = std::env::var("RILL_FUZZ_REDIS").ok().filter(|p| !p.is_empty());
     let redis = match &newer {
@@ -1044,9 +1060,8 @@ fn random_stream_and_group_sequences_match_redis() {
         Session::open(&rill, &redis, true, newer.is_some()),
     ]);
     let cases = std::env::var("RILL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
-    let (seed, seed_bytes) = seed();
     let config = Config { cases, failure_persistence: None, ..Config::default() };
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed)));
     let strategy =
         (any::<bool>(), prelude(newer.is_some()), proptest::collection::vec(command(newer.is_some()), 1..40));
     let result = runner.run(&strategy, |(resp3, prelude, random)| {
@@ -1325,13 +1340,23 @@ fn picture(c: &mut rill_testkit::RawClient) -> crate::common::Picture {
 /// halfway: after `kill -9` and a restart in the same directory the state is what it was.
 #[test]
 fn random_sequences_survive_kill9_and_compaction() {
+    survive_kill9(fuzz_seed(FIXED_SEED));
+}
+
+#[test]
+fn random_sequences_survive_kill9_and_compaction_fresh_seed() {
+    if let Some(seed) = fresh_seed() {
+        survive_kill9(seed);
+    }
+}
+
+fn survive_kill9(seed: u64) {
     let dir = rill_testkit::TempDir::new("rill-fuzz-restart");
     let args = ["--appendonly", "yes", "--appendfsync", "always", "--stream-node-max-entries", "4"];
     let proc = std::cell::RefCell::new(Some(rill_testkit::Proc::start(dir.path(), &args)));
     let cases = std::env::var("RILL_FUZZ_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
     let config = Config { cases, failure_persistence: None, ..Config::default() };
-    let (seed, seed_bytes) = seed();
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed)));
     let strategy = (
         prelude(true),
         proptest::collection::vec((command(true), proptest::bool::weighted(0.1)), 1..40),
@@ -1370,12 +1395,4 @@ fn random_sequences_survive_kill9_and_compaction() {
     if let Err(e) = result {
         panic!("state changed across a restart (seed {seed}): {e}");
     }
-}
-
-/// `RILL_FUZZ_SEED` (or a fixed default), and the generator's seed made from it.
-fn seed() -> (u64, [u8; 32]) {
-    let seed: u64 = std::env::var("RILL_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_0001);
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    (seed, bytes)
 }

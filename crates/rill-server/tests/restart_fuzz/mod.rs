@@ -683,7 +683,7 @@ impl<'a> Fuzz<'a> {
     fn fail(&self, round: usize, what: &str) -> String {
         let recent: Vec<&String> = self.recent.iter().collect();
         format!(
-            "restart fuzz, seed {} ({} rounds of {} steps, appendfsync {}), round {round}: {what}\n  last commands: {recent:#?}\n  reproduce: RILL_FUZZ_SEED={} cargo test -p rill-server --test it restart_fuzz::",
+            "restart fuzz, seed {} ({} rounds of {} steps, appendfsync {}), round {round}: {what}\n  last commands: {recent:#?}\n  reproduce: RILL_FUZZ_SEED={} cargo test -p rill-server --test it restart_fuzz_test::",
             self.params.seed, self.params.rounds, self.params.steps, self.params.fsync, self.params.seed
         )
     }
