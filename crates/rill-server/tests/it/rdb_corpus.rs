@@ -24,7 +24,7 @@
 //! answers as; 7.0 reports the lag of a group on an emptied stream differently). Fields a
 //! Redis version added to XINFO STREAM FULL (the IDMP and XNACK fields) are compared where
 //! both sides report them. Times (seen, active, delivery) come from the file and are compared
-//! exactly. `RILL_NEWEST_REDIS=/work/redis-new/src/redis-server` adds the newest Redis.
+//! exactly. `RILL_NEWEST_REDIS=path/to/redis/src/redis-server` adds the newest Redis (built from source).
 //!
 //! Keys of types rill lacks (sorted sets in both encodings, hashes with field expiry) stop
 //! rill's start-up with an error naming the key and the type, not a crash.
