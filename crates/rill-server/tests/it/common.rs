@@ -180,3 +180,34 @@ pub fn wait_blocked(admin: &mut RawClient, n: usize) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// A small tmpfs mounted on `dir/mnt` (a disk that fills up), unmounted on drop. `None`, counted
+/// as a skip, where mounting is not allowed (not root); under `CI=true` that fails the test.
+#[derive(Debug)]
+pub struct Tmpfs {
+    pub path: std::path::PathBuf,
+}
+
+impl Tmpfs {
+    pub fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        use std::process::{Command, Stdio};
+        let path = dir.join("mnt");
+        std::fs::create_dir_all(&path).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", path.to_str().unwrap()])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            rill_testkit::skip("cannot mount a tmpfs here (needs root)");
+            return None;
+        }
+        Some(Tmpfs { path })
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}

@@ -346,27 +346,10 @@ fn stop_with(p: &mut ServerProcess, c: &mut RawClient, shutdown: &[&[u8]]) {
 /// acknowledge those writes and lose them in a crash before its rewrite succeeded.)
 #[test]
 fn a_base_that_cannot_be_written_holds_writes_until_it_can() {
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let dir = TempDir::new("rill-base-full");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt.to_str().unwrap()])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        // CI runs as root and must exercise this: there, skip fails the test.
-        rill_testkit::skip("cannot mount a tmpfs here (needs root)");
-        return;
-    }
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(mnt.clone());
+    let Some(tmpfs) = crate::common::Tmpfs::mount(dir.path(), "2m") else { return };
+    let mnt = tmpfs.path.clone();
     let mut spec = spec(Flavor::Rill, rill_server_binary());
     spec.appendonly = false;
     let (mut p, _) = spec.start(&mnt, None).unwrap();

@@ -497,25 +497,8 @@ fn maxmemory_refuses_growth_but_not_deletion() {
 #[test]
 fn a_full_disk_refuses_writes_and_recovers() {
     let dir = TempDir::new("rill-full");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt.to_str().unwrap()])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        // CI runs as root and must exercise this: there, skip fails the test.
-        rill_testkit::skip("cannot mount a tmpfs here (needs root)");
-        return;
-    }
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(mnt.clone());
+    let Some(tmpfs) = crate::common::Tmpfs::mount(dir.path(), "1m") else { return };
+    let mnt = tmpfs.path.clone();
     // Ballast we can delete to make room again.
     std::fs::write(mnt.join("ballast"), vec![0u8; 256 * 1024]).unwrap();
     let p = Proc::start(&mnt, &["--appendonly", "yes", "--appendfsync", "always"]);
