@@ -23,6 +23,7 @@
 //! serving a ready key costs one command run per parked client tried.
 
 use crate::conn::DirectWrite;
+use crate::journal::LogSink;
 use crate::state::State;
 use bytes::{Buf, Bytes};
 use rill_engine::command::{CommandSpec, Handler};
@@ -183,8 +184,8 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
 /// outside a batch, it goes through the client's task.
 fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
     let Some(w) = unpark(st, client) else { return };
-    let (fsync_first, safe) = match &st.journal.log {
-        Some(log) => (log.policy() == crate::aof::FsyncPolicy::Always, log.safe_offset() >= offset),
+    let (fsync_first, safe) = match st.journal.log() {
+        Some(log) => (log.fsync_before_reply(), log.safe_offset() >= offset),
         None => (false, true),
     };
     match (w.direct, st.blocked.deliveries.as_mut()) {
@@ -199,7 +200,7 @@ fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
         _ => {
             st.blocked.handed_to_tasks += 1;
             // The receiver may be gone (client disconnected); nothing to do then.
-            let wait = st.journal.log.as_ref().filter(|_| offset > 0).map(|log| (log.clone(), offset));
+            let wait = st.journal.log().filter(|_| offset > 0).map(|log| (log.clone(), offset));
             let _ = w.tx.send(Outcome::Reply(reply, wait));
         }
     }

@@ -43,6 +43,11 @@ pub struct Conn {
     pub reply_budget: u64,
     /// A reply did not fit the client's limits: close the connection without writing more.
     pub close_asap: bool,
+    /// What `REPLCONF` said of this connection (a replica about to sync).
+    pub repl: crate::replication::primary::ReplConf,
+    /// Replies are waiting to be written ahead of the command running (`PSYNC` refuses to
+    /// start a link then, as Redis).
+    pub output_pending: bool,
 }
 
 impl Conn {
@@ -64,6 +69,8 @@ impl Conn {
             last_lookup: LastLookup::default(),
             reply_budget: u64::MAX,
             close_asap: false,
+            repl: Default::default(),
+            output_pending: false,
         }
     }
 }
@@ -139,6 +146,16 @@ pub enum Action {
     },
     /// Send the reply (if any), then close the connection.
     Close(Option<Reply>),
+    /// No reply at all (`REPLCONF ACK` from a connection that is no replica's link, as Redis).
+    Nothing,
+    /// The connection becomes a replica's link (`PSYNC`, `SYNC`): send `preamble` (the
+    /// `+FULLRESYNC` / `+CONTINUE` line), then feed it.
+    Replica {
+        /// Raw bytes to send first.
+        preamble: Vec<u8>,
+        /// What the feed needs.
+        feed: Box<crate::replication::primary::Feed>,
+    },
 }
 
 impl From<CmdError> for Action {

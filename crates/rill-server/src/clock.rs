@@ -63,3 +63,13 @@ impl Tick {
         (d as f64 / ticks_per_us()) as u64
     }
 }
+
+/// The current time in Unix milliseconds: the only clock the engine sees.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// The current time in Unix microseconds.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}

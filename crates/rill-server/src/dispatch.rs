@@ -2,7 +2,6 @@
 //! (in Redis' order, so error precedence matches — docs/spec/connection.md §4), MULTI
 //! queueing, and the call itself.
 
-use crate::blocking;
 use crate::client::{Action, Conn};
 use crate::clock::Tick;
 use crate::cmd;
@@ -91,10 +90,7 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
             return Action::Reply(Reply::simple("QUEUED"));
         }
     }
-    let action = call(shared, st, conn, spec, args, now_ms, false);
-    st.commit_effects(now_ms);
-    blocking::serve_ready(st, now_ms);
-    action
+    crate::unit::run(st, now_ms, |st| call(shared, st, conn, spec, args, now_ms, false))
 }
 
 /// DEBUG and MODULE LOAD/LOADEX/UNLOAD run only where `enable-debug-command` /
@@ -125,16 +121,9 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Op
             return Some(CmdError::full("OOM command not allowed when used memory > 'maxmemory'.").to_reply());
         }
     }
-    if let Some(log) = &st.journal.log {
-        let refused = spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::REFUSED_ON_DISK_ERROR);
-        if log.failed() && refused {
-            let why = log.status.lock().ok().and_then(|s| s.last_error.clone()).unwrap_or_default();
+    if spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::REFUSED_ON_DISK_ERROR) {
+        if let Some(why) = st.journal.refusal() {
             return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
-        }
-        if refused && !log.base.ready() {
-            if let crate::aof::base::Base::Failed(why) = log.base.get() {
-                return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
-            }
         }
     }
     if st.persist.loading && !spec.flags.has(Flags::LOADING) {

@@ -148,7 +148,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "rdb_last_save_time:{}", st.last_save_unix);
             line!(out, "rdb_last_bgsave_status:{}", ok(p.last_bgsave_ok));
             line!(out, "rdb_saves:{}", p.saves);
-            let log = st.journal.log.as_ref();
+            let log = st.journal.log();
             let status = log.and_then(|l| l.status.lock().ok().map(|s| s.clone())).unwrap_or_default();
             line!(out, "aof_enabled:{}", u8::from(log.is_some()));
             line!(out, "aof_rewrite_in_progress:{}", u8::from(p.rewrite_in_progress));
@@ -161,7 +161,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                 let d = l.durable();
                 line!(out, "aof_current_size:{}", p.base_file_size + status.incr_size);
                 line!(out, "aof_base_size:{}", p.rewrite_base_size);
-                line!(out, "aof_buffer_length:{}", st.journal.appended.saturating_sub(l.written()));
+                line!(out, "aof_buffer_length:{}", st.journal.appended().saturating_sub(l.written()));
                 line!(out, "aof_pending_fsync_bytes:{}", l.written().saturating_sub(d.offset));
                 line!(out, "aof_delayed_fsync:{}", status.delayed_fsync);
                 line!(out, "aof_fsync_policy:{}", st.config.get("appendfsync"));
@@ -179,6 +179,10 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "total_net_input_bytes:{}", s.net_input_bytes);
             line!(out, "total_net_output_bytes:{}", s.net_output_bytes);
             line!(out, "rejected_connections:{}", s.rejected_connections);
+            let syncs = st.replication.syncs;
+            line!(out, "sync_full:{}", syncs.full);
+            line!(out, "sync_partial_ok:{}", syncs.partial_ok);
+            line!(out, "sync_partial_err:{}", syncs.partial_err);
             line!(out, "expired_keys:{}", st.engine.stats().expired_keys);
             line!(out, "evicted_keys:0");
             line!(out, "keyspace_hits:{}", st.engine.stats().hits);
@@ -200,7 +204,21 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             let r = &st.replication;
             line!(out, "# Replication");
             line!(out, "role:master");
-            line!(out, "connected_slaves:0");
+            line!(out, "connected_slaves:{}", r.replicas.len());
+            for (i, link) in r.replicas.values().enumerate() {
+                let state = match link.state {
+                    crate::replication::primary::LinkState::SendBulk => "send_bulk",
+                    crate::replication::primary::LinkState::Online => "online",
+                };
+                let lag = (now_ms - link.ack_ms).max(0) / 1000;
+                line!(
+                    out,
+                    "slave{i}:ip={},port={},state={state},offset={},lag={lag}",
+                    link.ip,
+                    link.port,
+                    link.ack_offset
+                );
+            }
             line!(out, "master_failover_state:no-failover");
             line!(out, "master_replid:{}", r.replid);
             line!(out, "master_replid2:{}", r.replid2);

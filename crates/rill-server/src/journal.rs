@@ -1,34 +1,77 @@
 //! The effect journal: what every command *did* ([`rill_engine::effect`]), gathered per unit
 //! (a command, an EXEC, a served blocked client, an expiry sweep) and, when the unit closes,
-//! handed to every sink at once: the log writer (`aof/`) now, the replication backlog next.
+//! handed to every sink at once: the log (`aof/`) and the replication backlog
+//! (`replication/`), or a [`MemorySink`] in tests.
 //!
 //! ```text
 //!  handler ──emit──► CallCtx.effects ─┐
-//!  expiry ──DEL──────────────────────┼─► Journal.unit ──commit──► log (offset a reply waits for)
-//!  logged as itself ─────────────────┘                       └──► other sinks
+//!  expiry ──DEL──────────────────────┼─► Journal.unit ──commit──► the log: a LogSink (offset a reply waits for)
+//!  logged as itself ─────────────────┘                       └──► other sinks: Sink
 //! ```
+//!
+//! Every sink is reached through this journal and answers how far it has got through one
+//! interface, [`Progress`]: the log how many bytes of the units are safe, a replication sink
+//! how many replicas hold them. A reply waits on the log's answer; `WAITAOF` and `WAIT` ask
+//! the same question of the log and of the replicas. The journal knows sinks only by these
+//! traits: it imports no sink.
 //!
 //! Effects are recorded whenever any sink exists, whatever `appendonly` says: a replica must
 //! get the effects of a primary that keeps no log. With no sink, handlers are told not to build
 //! effects ([`Journal::recording`]), and a closed unit is dropped.
 
-use crate::aof::Log;
 use bytes::Bytes;
-use rill_engine::effect::{encode_record_buf, EffectBuf};
+use rill_engine::effect::EffectBuf;
 use std::sync::Arc;
 
+/// How far a sink has got with the units committed to it, in the sink's own count (the log
+/// counts bytes of its records; a replication stream bytes of Redis' protocol).
+pub trait Progress {
+    /// Position after the last unit the sink took.
+    fn end(&self) -> u64;
+    /// How many copies hold everything up to `position` where a crash of this process does
+    /// not reach them: the log one once it is fsynced (`WAITAOF`'s local count), a
+    /// replication sink one per replica that acknowledged it (`WAIT`).
+    fn copies_at(&self, position: u64) -> usize;
+}
+
 /// Where committed units go besides the log.
-pub trait Sink: Send + std::fmt::Debug {
+pub trait Sink: Progress + Send + std::fmt::Debug {
     /// Take one committed unit: its effects (encoded, `rill_engine::effect`) and the time it
     /// closed. Called under the state lock, in execution order; it must not block.
     fn commit(&mut self, time_ms: i64, unit: &EffectBuf);
+
+    /// Take a command that belongs to a replication stream but to no log: `PING` (the
+    /// primary's keep-alive), `REPLCONF GETACK *`, `PUBLISH`. Outside any database (no
+    /// `SELECT` before it). A sink that is no replication stream ignores it.
+    fn stream_only(&mut self, _args: &[Bytes]) {}
+
+    /// A new reader starts at the current end of the stream with nothing selected (a replica
+    /// that loaded a snapshot): the next unit must say its database again.
+    fn new_reader(&mut self) {}
+}
+
+/// The sink replies wait for: the log (`aof::Log`). Shared with its writer threads, hence
+/// `&self`.
+pub trait LogSink: Progress + Send + Sync + std::fmt::Debug {
+    /// Queue one committed unit as one record at time `time_ms`; returns the offset the record
+    /// ends at. Called under the state lock, in execution order; it must not block.
+    fn append(&self, time_ms: i64, unit: &EffectBuf) -> u64;
+    /// The offset up to which a reply may be sent: what the fsync policy promises.
+    fn safe_offset(&self) -> u64;
+    /// Why writes are refused (`-MISCONF`), if they are: the last write or fsync failed, or a
+    /// log just turned on could not write its base.
+    fn refusal(&self) -> Option<String>;
+    /// Whether the log failed: nothing more may be acknowledged.
+    fn failed(&self) -> bool;
+    /// Whether a reply must wait for an fsync (`appendfsync always`), not only for a write.
+    fn fsync_before_reply(&self) -> bool;
 }
 
 /// The journal: the open unit and the sinks committed units go to.
-#[derive(Debug, Default)]
-pub struct Journal {
-    /// The log writer; `None` with `appendonly no`. Replies wait for it (`Journal::appended`).
-    pub log: Option<Arc<Log>>,
+#[derive(Debug)]
+pub struct Journal<L> {
+    /// The log; `None` with `appendonly no`. Replies wait for it (`Journal::appended`).
+    log: Option<Arc<L>>,
     /// The other sinks.
     sinks: Vec<Box<dyn Sink>>,
     /// Effects of the open unit, encoded, not yet framed.
@@ -38,17 +81,55 @@ pub struct Journal {
     /// not allocate.
     spare: EffectBuf,
     /// Log offset after the last unit the log took.
-    pub appended: u64,
+    appended: u64,
 }
 
-impl Journal {
+impl<L> Default for Journal<L> {
+    fn default() -> Self {
+        Journal { log: None, sinks: Vec::new(), unit: EffectBuf::default(), spare: EffectBuf::default(), appended: 0 }
+    }
+}
+
+impl<L: LogSink> Journal<L> {
     /// Put `log` in place of the current log (start-up, CONFIG SET appendonly). Offsets count
     /// the bytes of one log: a new log starts from its own end, not from where the old one
     /// stopped, or every reply would wait for an offset the new log reaches much later (or,
     /// once the old log is shut down, never).
-    pub fn set_log(&mut self, log: Option<Arc<Log>>) {
-        self.appended = log.as_ref().map_or(0, |l| l.end_offset());
+    pub fn set_log(&mut self, log: Option<Arc<L>>) {
+        self.appended = log.as_ref().map_or(0, |l| l.end());
         self.log = log;
+    }
+
+    /// The log, if one is on: for its owner (`aof/`: rotation, rewrite, shutdown) and its
+    /// status (INFO). Units reach it only through [`Journal::commit`].
+    pub fn log(&self) -> Option<&Arc<L>> {
+        self.log.as_ref()
+    }
+
+    /// The log offset after the last unit the log took.
+    pub fn appended(&self) -> u64 {
+        self.appended
+    }
+
+    /// What the replies of a batch must wait for, given the log offset before it
+    /// ([`Journal::appended`]): the batch's own records, and any record before them not yet
+    /// safe (a reader must not see, and act on, a write a crash could still undo). While the
+    /// log is failing, a batch that wrote nothing is answered at once (writes are refused).
+    pub fn reply_wait(&self, appended_before: u64) -> Option<(Arc<L>, u64)> {
+        let log = self.log.as_ref()?;
+        let waits = self.appended != appended_before || (!log.failed() && self.appended > log.safe_offset());
+        waits.then(|| (log.clone(), self.appended))
+    }
+
+    /// Why writes are refused now (`-MISCONF`), if they are.
+    pub fn refusal(&self) -> Option<String> {
+        self.log.as_ref().and_then(|l| l.refusal())
+    }
+
+    /// How many copies outside this process's memory hold the log up to `offset`: 1 once it
+    /// is fsynced, else 0 (and 0 with no log). `WAITAOF`'s local count.
+    pub fn log_copies_at(&self, offset: u64) -> usize {
+        self.log.as_ref().map_or(0, |l| l.copies_at(offset))
     }
 
     /// Add a sink: every unit committed from now on goes to it too.
@@ -101,6 +182,21 @@ impl Journal {
         }
     }
 
+    /// Hand a command to the replication streams only (see [`Sink::stream_only`]), after the
+    /// units committed so far.
+    pub fn stream_only(&mut self, args: &[Bytes]) {
+        for sink in &mut self.sinks {
+            sink.stream_only(args);
+        }
+    }
+
+    /// Tell every stream a reader starts at its current end (see [`Sink::new_reader`]).
+    pub fn new_reader(&mut self) {
+        for sink in &mut self.sinks {
+            sink.new_reader();
+        }
+    }
+
     /// Close the open unit: hand it to every sink (the log frames it as one record at time
     /// `now_ms`). Returns the log offset the unit ends at: what a reply must wait for.
     pub fn commit(&mut self, now_ms: i64) -> u64 {
@@ -111,8 +207,7 @@ impl Journal {
             sink.commit(now_ms, &self.unit);
         }
         if let Some(log) = &self.log {
-            let unit = &self.unit;
-            self.appended = log.append_with(|out| encode_record_buf(out, now_ms, unit));
+            self.appended = log.append(now_ms, &self.unit);
         }
         self.unit.clear();
         self.appended
@@ -130,6 +225,17 @@ pub struct MemorySink {
     pub units: Arc<std::sync::Mutex<Vec<Unit>>>,
 }
 
+impl Progress for MemorySink {
+    fn end(&self) -> u64 {
+        self.units.lock().map_or(0, |u| u.len() as u64)
+    }
+
+    /// A test's memory is no copy.
+    fn copies_at(&self, _position: u64) -> usize {
+        0
+    }
+}
+
 impl Sink for MemorySink {
     fn commit(&mut self, time_ms: i64, unit: &EffectBuf) {
         if let (Ok(effects), Ok(mut units)) = (unit.decode(), self.units.lock()) {
@@ -144,9 +250,38 @@ mod tests {
     use super::*;
     use rill_engine::effect::Effect;
 
+    /// A log type for a journal that never has one.
+    #[derive(Debug)]
+    struct NoLog;
+    impl Progress for NoLog {
+        fn end(&self) -> u64 {
+            0
+        }
+        fn copies_at(&self, _: u64) -> usize {
+            0
+        }
+    }
+    impl LogSink for NoLog {
+        fn append(&self, _: i64, _: &EffectBuf) -> u64 {
+            0
+        }
+        fn safe_offset(&self) -> u64 {
+            0
+        }
+        fn refusal(&self) -> Option<String> {
+            None
+        }
+        fn failed(&self) -> bool {
+            false
+        }
+        fn fsync_before_reply(&self) -> bool {
+            false
+        }
+    }
+
     #[test]
     fn units_reach_every_sink_only_when_one_exists() {
-        let mut j = Journal::default();
+        let mut j = Journal::<NoLog>::default();
         assert!(!j.recording());
         j.push_command(0, &[Bytes::from_static(b"SET"), Bytes::from_static(b"k")]);
         assert_eq!(j.commit(5), 0, "no sink: nothing recorded");

@@ -6,6 +6,7 @@
 pub mod alloc;
 pub mod aof;
 pub mod blocking;
+pub mod busy;
 pub mod client;
 pub mod client_limits;
 pub mod clock;
@@ -22,3 +23,4 @@ pub mod ratelimit;
 pub mod replication;
 pub mod run;
 pub mod state;
+pub mod unit;

@@ -84,10 +84,12 @@ pub async fn run(mut config: Config) -> i32 {
                 st.persist.rewrite_base_size = log.total_size(&files);
             }
             st.journal.set_log(opened.log);
-            for (db, key) in &opened.skipped_expired {
-                st.journal.push_del(*db, key);
-            }
-            st.commit_effects(now_ms());
+            // Keys the snapshot held that had expired are deleted now, as one unit.
+            crate::unit::run(&mut st, now_ms(), |st| {
+                for (db, key) in &opened.skipped_expired {
+                    st.journal.push_del(*db, key);
+                }
+            });
             tracing::info!("DB loaded from disk, ready to accept connections");
         }
         Ok(Err(e)) => {
@@ -133,7 +135,7 @@ pub async fn run(mut config: Config) -> i32 {
 /// set or SHUTDOWN SAVE asked for one (whether the log is on or not: a dump.rdb kept beside
 /// the log is expected to hold the state at the stop).
 fn finish_persistence(shared: &Arc<Shared>) {
-    let log = shared.lock().journal.log.clone();
+    let log = shared.lock().journal.log().cloned();
     if let Some(log) = log {
         tracing::info!("Calling fsync() on the AOF file.");
         log.shutdown();
@@ -207,13 +209,19 @@ async fn cron(shared: Arc<Shared>) {
         let mut st = shared.lock();
         let now = now_ms();
         if st.active_expire {
-            st.engine.active_expire(now, EXPIRE_BUDGET_KEYS);
-            // Expired keys are logged as deletions, one record per sweep.
-            st.collect_effects(&mut rill_engine::effect::EffectBuf::default());
-            st.commit_effects(now);
-            // Clients blocked on a key that expired re-check it (a group reader gets its
+            // One unit per sweep: expired keys are logged as deletions, one record, and
+            // clients blocked on a key that expired re-check it (a group reader gets its
             // NOGROUP error now, as from Redis).
-            crate::blocking::serve_ready(&mut st, now);
+            crate::unit::run(&mut st, now, |st| st.engine.active_expire(now, EXPIRE_BUDGET_KEYS));
+        }
+        // The primary's keep-alive: a PING in the stream every repl-ping-replica-period, so
+        // an idle primary's replicas do not time out (it counts in the offsets, as in Redis).
+        if !st.replication.replicas.is_empty() {
+            let period = crate::replication::primary::seconds(&st.config, "repl-ping-replica-period", 10);
+            if now - st.replication.last_ping_ms >= (period * 1000) as i64 {
+                st.replication.last_ping_ms = now;
+                st.journal.stream_only(&[bytes::Bytes::from_static(b"PING")]);
+            }
         }
         if aof::rewrite::base_due(&st, now) {
             tracing::info!("Starting the rewrite that writes the new log's base");
@@ -223,7 +231,7 @@ async fn cron(shared: Arc<Shared>) {
             let _ = aof::rewrite::start(&shared, &mut st);
         } else if aof::rewrite::save_due(&st, now / 1000) {
             tracing::info!("Background saving started (save point reached)");
-            if st.journal.log.is_some() {
+            if st.journal.log().is_some() {
                 let dest = std::path::PathBuf::from(st.config.get("dbfilename"));
                 let _ = aof::rewrite::start_with(&shared, &mut st, Some(dest));
             } else {

@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::{watch, Notify};
 
+pub use crate::clock::{now_ms, now_us};
+
 /// What a connection shares about itself with the rest of the server (CLIENT LIST, KILL, INFO).
 #[derive(Debug)]
 pub struct ClientInfo {
@@ -160,7 +162,7 @@ pub struct State {
     /// Parameters read on every request batch, kept parsed (updated by CONFIG SET).
     pub hot: HotConfig,
     /// The effect journal: the open unit of effects, the log writer and the other sinks.
-    pub journal: crate::journal::Journal,
+    pub journal: Journal,
     /// Snapshot and rewrite status.
     pub persist: crate::aof::rewrite::Persist,
     /// Replication: the stream's history ID and offsets, the backlog.
@@ -192,7 +194,7 @@ impl State {
             stats: Stats::default(),
             last_save_unix: now_ms() / 1000,
             active_expire: true,
-            journal: crate::journal::Journal::default(),
+            journal: Journal::default(),
             replication: crate::replication::Replication::new(crate::run::run_id()),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,
@@ -250,6 +252,9 @@ impl State {
     }
 }
 
+/// The journal of this server: its log is `aof::Log`.
+pub type Journal = crate::journal::Journal<crate::aof::Log>;
+
 /// Configuration values the connection loop reads per batch, parsed once.
 #[derive(Debug, Clone, Copy)]
 pub struct HotConfig {
@@ -295,8 +300,8 @@ pub struct Shared {
     /// Set to true to stop the server.
     pub shutdown: watch::Sender<bool>,
     /// Closed while a long script holds the lock: connections look at it before they take the
-    /// lock, and answer `-BUSY` instead (`conn/busy.rs`).
-    pub busy: crate::conn::busy::BusyGate,
+    /// lock, and answer `-BUSY` instead (`src/busy.rs`).
+    pub busy: crate::busy::BusyGate,
     /// Next client id.
     next_id: std::sync::atomic::AtomicU64,
     /// This value's own `Arc`, for background work started from a command.
@@ -351,14 +356,4 @@ impl Shared {
     pub fn next_client_id(&self) -> u64 {
         self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
-}
-
-/// The current time in Unix milliseconds: the only clock the engine sees.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
-/// The current time in Unix microseconds.
-pub fn now_us() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
 }

@@ -294,7 +294,7 @@ fn rebuilt_keys(dir: &Path) -> Vec<usize> {
     families.push(crate::cmd::specs::COMMANDS);
     let table = rill_engine::command::CommandTable::new(&families);
     let mut engine = super::load::rebuild(None, &paths, rill_engine::EngineConfig::default(), &table).unwrap();
-    let now = crate::state::now_ms();
+    let now = crate::clock::now_ms();
     (0..64).filter(|i| engine.lookup(0, format!("k{i}").as_bytes(), now).is_some()).collect()
 }
 

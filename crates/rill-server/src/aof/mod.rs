@@ -67,6 +67,7 @@ pub mod load;
 pub mod logfile;
 mod prealloc;
 pub mod rewrite;
+mod sink;
 mod writer;
 
 pub use writer::Log;
@@ -157,7 +158,7 @@ pub fn set_appendonly(
     st: &mut crate::state::State,
     on: bool,
 ) -> std::io::Result<()> {
-    match (&st.journal.log, on) {
+    match (st.journal.log(), on) {
         (Some(_), true) | (None, false) => Ok(()),
         (Some(log), false) => {
             let log = log.clone();

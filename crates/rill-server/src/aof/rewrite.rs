@@ -88,6 +88,20 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// Write the snapshot as an RDB file to `out`; returns `out` and the bytes written.
+    pub fn write_to<W: std::io::Write>(&self, out: W) -> std::io::Result<(W, u64)> {
+        let mut w = FileWriter::new(out, self.version, self.limits, self.now_ms)?;
+        for (db, keys, expires) in &self.dbs {
+            w.select_db(*db, keys.len() as u64, *expires)?;
+            for (k, e) in keys {
+                w.key(k, e)?;
+            }
+        }
+        w.finish()
+    }
+}
+
 /// Clone the keyspace (call under the lock; O(keys) plus the size of non-shared values).
 pub fn take(st: &State) -> Snapshot {
     let mut dbs = Vec::new();
@@ -114,14 +128,7 @@ pub fn write(snap: &Snapshot, path: &Path) -> std::io::Result<u64> {
     let tmp = dir.join(format!("temp-{}-{}.rdb", std::process::id(), now_ms()));
     let result = (|| {
         let file = File::create(&tmp)?;
-        let mut w = FileWriter::new(BufWriter::with_capacity(1 << 20, file), snap.version, snap.limits, snap.now_ms)?;
-        for (db, keys, expires) in &snap.dbs {
-            w.select_db(*db, keys.len() as u64, *expires)?;
-            for (k, e) in keys {
-                w.key(k, e)?;
-            }
-        }
-        let (out, size) = w.finish()?;
+        let (out, size) = snap.write_to(BufWriter::with_capacity(1 << 20, file))?;
         let file = out.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)?;
@@ -211,7 +218,7 @@ enum Source {
 /// Start a log rewrite; with `save_to`, also write the new snapshot there (BGSAVE with the
 /// log on).
 pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>) -> Result<(), &'static str> {
-    let Some(log) = st.journal.log.clone() else {
+    let Some(log) = st.journal.log().cloned() else {
         return Err("ERR Background append only file rewriting needs appendonly yes");
     };
     if st.persist.rewrite_in_progress {
@@ -267,7 +274,7 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
             Err(e) => {
                 tracing::warn!("Background AOF rewrite failed: {e}");
                 st.persist.last_rewrite_ok = false;
-                if !log.base.ready() && matches!(st.journal.log.as_ref(), Some(l) if Arc::ptr_eq(l, &log)) {
+                if !log.base.ready() && matches!(st.journal.log(), Some(l) if Arc::ptr_eq(l, &log)) {
                     // The base of a log just turned on: writes wait for it, and are refused
                     // until the cron's next attempt succeeds.
                     log.base.set(super::base::Base::Failed(e));
@@ -369,7 +376,7 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
 /// gate says so (writes get -MISCONF) and the cron tries again a second later.
 pub fn start_base(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
     let r = start(shared, st);
-    if let (Err(e), Some(log)) = (r, &st.journal.log) {
+    if let (Err(e), Some(log)) = (r, st.journal.log()) {
         log.base.set(super::base::Base::Failed(e.trim_start_matches("ERR ").to_string()));
         st.persist.base_attempt_ms = now_ms();
     }
@@ -380,7 +387,7 @@ pub fn start_base(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static s
 /// the previous log was finishing, or the last attempt failed): the cron starts one, at most
 /// once a second after a failure.
 pub fn base_due(st: &State, now_ms: i64) -> bool {
-    let Some(log) = &st.journal.log else { return false };
+    let Some(log) = st.journal.log() else { return false };
     if st.persist.rewrite_in_progress || st.persist.bgsave_in_progress || st.persist.loading {
         return false;
     }
@@ -394,7 +401,7 @@ pub fn base_due(st: &State, now_ms: i64) -> bool {
 /// The automatic trigger: the log grew by `auto-aof-rewrite-percentage` over its size after
 /// the last rewrite, and is at least `auto-aof-rewrite-min-size`.
 pub fn should_auto_rewrite(st: &State) -> bool {
-    let Some(log) = &st.journal.log else { return false };
+    let Some(log) = st.journal.log() else { return false };
     if st.persist.rewrite_in_progress || st.persist.bgsave_in_progress || st.persist.loading {
         return false;
     }

@@ -549,7 +549,6 @@ impl Log {
 
     /// The log offset known on disk: covered by a successful fsync of a file without a
     /// failure (under `no`, what the OS accepted: nothing is fsynced).
-    #[cfg(test)]
     pub fn synced(&self) -> u64 {
         self.synced.load(Ordering::Relaxed)
     }

@@ -50,6 +50,11 @@ pub fn exec(c: &mut Call) -> CmdResult {
         let r = match dispatch::call(c.shared, c.st, c.conn, spec, &mut args, c.now_ms, true) {
             Action::Reply(r) | Action::Close(Some(r)) => r,
             Action::Close(None) => Reply::ok(),
+            // Redis would add no element for REPLCONF ACK inside EXEC, leaving its array one
+            // short; a null keeps the reply well-formed.
+            Action::Nothing => Reply::Null,
+            // PSYNC and SYNC are flagged no-multi: never queued.
+            Action::Replica { .. } => CmdError::full("ERR Command not allowed inside a transaction").to_reply(),
             Action::Block { request, .. } => request.timeout_reply,
         };
         replies.push(r);

@@ -133,7 +133,7 @@ fn apply(c: &mut Call, name: &str) {
         "loglevel" => crate::logging::set_level(cfg.get(name)),
         "busy-poll-us" => crate::poll::set_max_us(u64::try_from(cfg.get_i64(name)).unwrap_or(0)),
         "appendfsync" => {
-            if let Some(log) = &c.st.journal.log {
+            if let Some(log) = c.st.journal.log() {
                 log.set_policy(crate::aof::FsyncPolicy::parse(cfg.get(name)));
             }
         }
@@ -330,7 +330,7 @@ pub fn bgsave(c: &mut Call) -> CmdResult {
     }
     // With the log on, a BGSAVE is a log rewrite whose snapshot is also copied to dbfilename:
     // it is built from the log files in the background, without copying the keyspace.
-    if c.st.journal.log.is_some() && !c.st.persist.bgsave_in_progress {
+    if c.st.journal.log().is_some() && !c.st.persist.bgsave_in_progress {
         let dest = std::path::PathBuf::from(c.st.config.get("dbfilename"));
         return match crate::aof::rewrite::start_with(&shared, c.st, Some(dest)) {
             Ok(()) => reply(Reply::simple("Background saving started")),
@@ -360,11 +360,4 @@ pub fn bgrewriteaof(c: &mut Call) -> CmdResult {
         Ok(()) => reply(Reply::simple("Background append only file rewriting started")),
         Err(e) => Err(CmdError::full(e)),
     }
-}
-
-/// `ROLE`: `["master", offset, [[ip, port, ack-offset], ...]]` (no replica can attach yet, so
-/// the list is empty).
-pub fn role(c: &mut Call) -> CmdResult {
-    let offset = i64::try_from(c.st.replication.offset()).unwrap_or(i64::MAX);
-    reply(Reply::Array(vec![Reply::Bulk(Bytes::from_static(b"master")), Reply::Integer(offset), Reply::Array(vec![])]))
 }

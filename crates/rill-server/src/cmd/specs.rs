@@ -1,7 +1,7 @@
 //! Declarations of the commands the server itself runs (connection, server, transactions,
 //! introspection). Data commands are declared next to their handlers in rill-engine.
 
-use super::{connection, help, introspect, multi, reply, server, Run};
+use super::{connection, help, introspect, multi, replication, reply, server, Run};
 use crate::client::Action;
 use rill_engine::command::{keys_from, CommandSpec, Flags, Handler};
 use rill_engine::CmdError;
@@ -514,6 +514,39 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..CommandSpec::of(server(&Run(server::bgrewriteaof)))
     },
     CommandSpec {
+        name: "replconf",
+        arity: -1,
+        flags: Flags::ADMIN.and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::ALLOW_BUSY),
+        acl: &["@admin", "@slow", "@dangerous"],
+        group: "server",
+        summary: "What a replica tells its primary about itself (its port, address and \
+                  capabilities) and, once linked, how far it has applied the stream.",
+        since: "3.0.0",
+        ..CommandSpec::of(server(&Run(replication::replconf)))
+    },
+    CommandSpec {
+        name: "psync",
+        arity: -3,
+        flags: Flags::NO_ASYNC_LOADING.and(Flags::ADMIN).and(Flags::NO_MULTI).and(Flags::NOSCRIPT),
+        acl: &["@admin", "@slow", "@dangerous"],
+        group: "server",
+        summary: "A replica asks to continue the replication stream from an offset, or to start \
+                  over from a snapshot.",
+        since: "2.8.0",
+        syntax: "replicationid offset",
+        ..CommandSpec::of(server(&Run(replication::psync)))
+    },
+    CommandSpec {
+        name: "sync",
+        arity: 1,
+        flags: Flags::NO_ASYNC_LOADING.and(Flags::ADMIN).and(Flags::NO_MULTI).and(Flags::NOSCRIPT),
+        acl: &["@admin", "@slow", "@dangerous"],
+        group: "server",
+        summary: "The old form of PSYNC: a snapshot, then the replication stream.",
+        since: "1.0.0",
+        ..CommandSpec::of(server(&Run(replication::sync)))
+    },
+    CommandSpec {
         name: "role",
         arity: 1,
         flags: Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST),
@@ -522,7 +555,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Says whether this server is a primary or a replica, with its replication offset \
                   and its replicas (or its primary and link state).",
         since: "2.8.12",
-        ..CommandSpec::of(server(&Run(server::role)))
+        ..CommandSpec::of(server(&Run(replication::role)))
     },
     CommandSpec {
         name: "lastsave",

@@ -48,6 +48,11 @@ async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
             Next::Wait(mut park) => parked(t, s, &mut park, sig).await,
             Next::Read => read(t, s, sig).await,
             Next::Busy => busy(t, s, sig).await,
+            Next::Replica(feed) => {
+                let shared = s.shared().clone();
+                super::feed::run(t, &shared, s.client_id(), feed, sig).await;
+                false
+            }
         };
         if !carry_on {
             return;

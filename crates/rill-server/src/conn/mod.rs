@@ -62,8 +62,8 @@
 //!    write.
 //! 4. End with [`Session::finish`].
 
-pub mod busy;
 mod driver;
+mod feed;
 mod session;
 pub mod transport;
 

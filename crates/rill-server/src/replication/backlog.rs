@@ -88,6 +88,12 @@ impl Backlog {
         Ok(n)
     }
 
+    /// A replica starts reading at the current end after loading a snapshot: the next unit
+    /// selects its database whatever was selected before.
+    pub fn forget_selected(&mut self) {
+        self.stream = forms::Stream::new();
+    }
+
     /// Append bytes of the stream as they are (PING, `REPLCONF GETACK *`).
     pub fn append(&mut self, bytes: &[u8]) {
         self.offset += bytes.len() as u64;

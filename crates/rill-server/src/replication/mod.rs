@@ -16,11 +16,15 @@
 
 pub mod backlog;
 pub mod forms;
+pub mod primary;
 
-use crate::journal::{Journal, Sink};
+use crate::journal::{Journal, LogSink, Progress, Sink};
 use backlog::Backlog;
+use bytes::Bytes;
 use rill_engine::effect::EffectBuf;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
 
 /// A primary's replication state: which history its stream belongs to and, once a replica
 /// has attached, the backlog.
@@ -38,12 +42,30 @@ pub struct Replication {
     /// no replica records nothing for one. Behind its own lock: replica connections will copy
     /// from it without holding the state lock.
     pub backlog: Option<Arc<Mutex<Backlog>>>,
+    /// `master_repl_offset` after every unit the backlog took: what a replica's feed waits on
+    /// for more of the stream (made with the backlog).
+    pub grown: Option<watch::Receiver<u64>>,
+    /// The replicas attached, by client id.
+    pub replicas: BTreeMap<u64, primary::ReplicaLink>,
+    /// `sync_full`, `sync_partial_ok`, `sync_partial_err` of INFO stats.
+    pub syncs: primary::SyncStats,
+    /// When the cron last put a PING in the stream, Unix ms.
+    pub last_ping_ms: i64,
 }
 
 impl Replication {
     /// A new history with ID `replid`, no backlog.
     pub fn new(replid: String) -> Replication {
-        Replication { replid, replid2: "0".repeat(40), second_offset: -1, backlog: None }
+        Replication {
+            replid,
+            replid2: "0".repeat(40),
+            second_offset: -1,
+            backlog: None,
+            grown: None,
+            replicas: BTreeMap::new(),
+            syncs: primary::SyncStats::default(),
+            last_ping_ms: 0,
+        }
     }
 
     /// `master_repl_offset`: the last byte of the stream (0 while there is no backlog).
@@ -60,24 +82,48 @@ impl Replication {
     /// The backlog, made now if there is none (of `size` bytes, continuing the stream's offset)
     /// and fed by `journal` from its next committed unit on: what attaching the first replica
     /// does.
-    pub fn start_backlog(&mut self, journal: &mut Journal, size: usize) -> Arc<Mutex<Backlog>> {
+    pub fn start_backlog<L: LogSink>(&mut self, journal: &mut Journal<L>, size: usize) -> Arc<Mutex<Backlog>> {
         if let Some(b) = &self.backlog {
             return b.clone();
         }
         let backlog = Arc::new(Mutex::new(Backlog::new(size, self.offset())));
-        journal.add_sink(Box::new(BacklogSink(backlog.clone())));
+        let (grown, rx) = watch::channel(self.offset());
+        journal.add_sink(Box::new(BacklogSink { backlog: backlog.clone(), grown }));
         self.backlog = Some(backlog.clone());
+        self.grown = Some(rx);
         backlog
     }
 }
 
-/// The journal sink that writes each committed unit into the backlog, in Redis' forms.
+/// The journal sink that writes each committed unit into the backlog, in Redis' forms, and
+/// tells the replicas' feeds how far the stream now goes.
 #[derive(Debug)]
-struct BacklogSink(Arc<Mutex<Backlog>>);
+struct BacklogSink {
+    backlog: Arc<Mutex<Backlog>>,
+    grown: watch::Sender<u64>,
+}
+
+impl BacklogSink {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Backlog> {
+        self.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Progress for BacklogSink {
+    /// `master_repl_offset`.
+    fn end(&self) -> u64 {
+        self.lock().offset()
+    }
+
+    /// The replicas that acknowledged `offset` (none attach yet).
+    fn copies_at(&self, _offset: u64) -> usize {
+        0
+    }
+}
 
 impl Sink for BacklogSink {
     fn commit(&mut self, _time_ms: i64, unit: &EffectBuf) {
-        let mut backlog = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut backlog = self.lock();
         let written = unit
             .decode()
             .map_err(|e| e.to_string())
@@ -87,6 +133,23 @@ impl Sink for BacklogSink {
             // live: this is a bug, and the replicas' copy would now differ.
             tracing::error!("a journal unit could not enter the replication backlog: {why}");
         }
+        let end = backlog.offset();
+        drop(backlog);
+        self.grown.send_replace(end);
+    }
+
+    fn stream_only(&mut self, args: &[Bytes]) {
+        let mut backlog = self.lock();
+        let mut bytes = Vec::new();
+        forms::encode_command(&mut bytes, args);
+        backlog.append(&bytes);
+        let end = backlog.offset();
+        drop(backlog);
+        self.grown.send_replace(end);
+    }
+
+    fn new_reader(&mut self) {
+        self.lock().forget_selected();
     }
 }
 

@@ -32,6 +32,7 @@ mod persistence;
 mod protected_mode;
 mod protocol;
 mod rdb_corpus;
+mod replica_link;
 mod replication;
 #[path = "restart_fuzz.rs"]
 mod restart_fuzz_test;

@@ -97,7 +97,7 @@ fn fields(v: &Value, keep: &[&str]) -> Vec<String> {
 }
 
 /// What must be equal on primary and replica: XINFO STREAM FULL without the clock's fields.
-fn picture(full: &Value) -> Vec<String> {
+pub(crate) fn picture(full: &Value) -> Vec<String> {
     if !matches!(full, Value::Array(_)) {
         return vec![text(full)];
     }
@@ -119,7 +119,7 @@ fn picture(full: &Value) -> Vec<String> {
 
 /// One random command of the workload, on streams `s0`, `s1` (database 0) and `s2`
 /// (database 1), groups `g0`, `g1`, consumers `c0`..`c2`. `ids` are the entry IDs made so far.
-fn command(rng: &mut Rng, ids: &[String]) -> Vec<String> {
+pub(crate) fn command(rng: &mut Rng, ids: &[String]) -> Vec<String> {
     let key = rng.pick(&["s0", "s0", "s1", "s2"]).to_string();
     let group = rng.pick(&["g0", "g0", "g1"]).to_string();
     let consumer = rng.pick(&["c0", "c1", "c2"]).to_string();

@@ -1,9 +1,9 @@
 //! The busy path: a batch run without the state lock while the busy gate is closed
-//! (`conn/busy.rs` says what it refuses and what waits).
+//! (`src/busy.rs` says what it refuses and what waits).
 
 use super::{emit, log_client, Batch, Next, Session, INLINE_MAX_BYTES};
+use crate::busy::BUSY_SCRIPT;
 use crate::client_limits;
-use crate::conn::busy::BUSY_SCRIPT;
 use crate::state::{now_ms, State};
 use bytes::Bytes;
 use rill_engine::command::{CommandSpec, Flags, Lookup};

@@ -63,6 +63,9 @@ pub enum Next {
     Wait(Park),
     /// The busy gate is closed and the next request must wait for it to open (`busy.rs`).
     Busy,
+    /// The connection became a replica's link (`PSYNC`, `SYNC`): write the output, then feed
+    /// the replica (`conn/feed.rs`) until the link ends.
+    Replica(Box<crate::replication::primary::Feed>),
 }
 
 /// What a batch leaves for the driver besides [`Next`].
@@ -205,6 +208,11 @@ impl Session {
         &self.shared
     }
 
+    /// This client's id.
+    pub fn client_id(&self) -> u64 {
+        self.conn.id
+    }
+
     // --------------------------------------------------------------------------------------------
     // The batch
     // --------------------------------------------------------------------------------------------
@@ -243,7 +251,7 @@ impl Session {
             return Batch { next: Next::Drop, woke: false, wait_log: None, pipelined: false };
         }
         let handed_before = st.blocked.handed_to_tasks;
-        let appended_before = st.journal.appended;
+        let appended_before = st.journal.appended();
         st.blocked.deliveries = Some(std::mem::take(&mut self.deliveries));
         let next = run_requests(
             &self.shared,
@@ -260,17 +268,8 @@ impl Session {
         st.blocked.deliveries_wait_for_log = false;
         let pipelined = conn.cmds_unpublished > 1;
         // Replies wait for this batch's records, and also for any record before them not yet
-        // safe: a reader must not see (and act on) a write a crash could still undo. While the
-        // log is failing, reads are served at once (writes are refused).
-        let wait_log = match &st.journal.log {
-            Some(log)
-                if st.journal.appended != appended_before
-                    || (!log.failed() && st.journal.appended > log.safe_offset()) =>
-            {
-                Some((log.clone(), st.journal.appended))
-            }
-            _ => None,
-        };
+        // safe (`Journal::reply_wait`).
+        let wait_log = st.journal.reply_wait(appended_before);
         // Parked clients this batch served whose replies are on the way to their tasks (the
         // others' replies are written, or in `deliveries` for this task to write).
         let woke = st.blocked.handed_to_tasks != handed_before;
@@ -487,8 +486,14 @@ fn run_requests(
                 }
             }
         }
+        conn.output_pending = !out.is_empty();
         match dispatch::execute(shared, st, conn, &mut args, now) {
             Action::Reply(r) => emit(out, conn, &r),
+            Action::Nothing => {}
+            Action::Replica { preamble, feed } => {
+                write_reply(out, &Reply::Raw(preamble.into()), conn.proto);
+                return Next::Replica(feed);
+            }
             Action::Close(r) => {
                 if let Some(r) = r {
                     emit(out, conn, &r);

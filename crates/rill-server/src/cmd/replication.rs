@@ -1,0 +1,170 @@
+//! The primary's replication commands: `REPLCONF`, `PSYNC`, `SYNC` (spec/replication.md §2).
+//! A `PSYNC` or `SYNC` that is accepted turns the connection into the replica's link: the
+//! handler answers with [`Action::Replica`], and the connection feeds the replica from then on
+//! (`conn/feed.rs`) instead of reading requests.
+
+use super::{ok, reply, syntax, Call, CmdResult};
+use crate::client::Action;
+use crate::replication::primary::{decide, Decision, Feed, LinkState, ReplicaLink};
+use rill_engine::util::parse_i64;
+use rill_engine::CmdError;
+use rill_resp::Reply;
+
+/// `REPLCONF option value [option value ...]`: what a replica says of itself before it syncs.
+/// `ACK` and `GETACK` get no reply, as from Redis (a replica's link reads its `ACK`s itself).
+pub fn replconf(c: &mut Call) -> CmdResult {
+    if c.args.len().is_multiple_of(2) {
+        return Err(syntax());
+    }
+    let mut conf = c.conn.repl.clone();
+    for pair in c.args.get(1..).unwrap_or_default().chunks(2) {
+        let [option, value] = pair else { return Err(syntax()) };
+        match option.to_ascii_lowercase().as_slice() {
+            b"listening-port" => {
+                let port = parse_i64(value).ok_or(CmdError::NOT_INTEGER)?;
+                // Redis keeps whatever number it is given; a port outside u16 shows as 0.
+                conf.listening_port = u16::try_from(port).unwrap_or(0);
+            }
+            b"ip-address" => {
+                // NET_HOST_STR_LEN in Redis: 256 bytes with the terminator.
+                if value.len() >= 256 {
+                    return Err(CmdError::owned(format!(
+                        "ERR REPLCONF ip-address provided by replica instance is too long: {} bytes",
+                        value.len()
+                    )));
+                }
+                conf.ip_address = Some(String::from_utf8_lossy(value).into_owned());
+            }
+            b"capa" => match value.to_ascii_lowercase().as_slice() {
+                b"eof" => conf.capa_eof = true,
+                b"psync2" => conf.capa_psync2 = true,
+                // Unknown capabilities are ignored: a newer replica offers more than we use.
+                _ => {}
+            },
+            b"ack" | b"getack" => return Ok(Action::Nothing),
+            b"rdb-only" => match parse_i64(value) {
+                Some(v @ (0 | 1)) => conf.rdb_only = v == 1,
+                Some(_) => return Err(CmdError::full("ERR value is out of range, value must between 0 and 1")),
+                None => return Err(CmdError::NOT_INTEGER),
+            },
+            b"rdb-filter-only" => {
+                for filter in String::from_utf8_lossy(value).split_ascii_whitespace() {
+                    if !filter.eq_ignore_ascii_case("functions") {
+                        return Err(CmdError::owned(format!("ERR Unsupported rdb-filter-only option: {filter}")));
+                    }
+                }
+            }
+            _ => {
+                return Err(CmdError::owned(format!(
+                    "ERR Unrecognized REPLCONF option: {}",
+                    String::from_utf8_lossy(option)
+                )))
+            }
+        }
+    }
+    c.conn.repl = conf;
+    ok()
+}
+
+/// `PSYNC replid offset`: continue from the backlog when it holds everything from `offset`
+/// on in this history, else start over from a snapshot (`+FULLRESYNC`).
+pub fn psync(c: &mut Call) -> CmdResult {
+    let replid = c.text(1);
+    let offset = parse_i64(c.arg(2)).unwrap_or(-1);
+    attach(c, Some((replid, offset)))
+}
+
+/// `SYNC`: the old protocol: a snapshot at once, without a `+FULLRESYNC` line.
+pub fn sync(c: &mut Call) -> CmdResult {
+    attach(c, None)
+}
+
+/// Make this connection a replica's link: decide how it syncs, register it, and hand the
+/// connection what its feed needs. `psync` is the replica's `PSYNC` arguments (`None`: SYNC).
+fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
+    if c.conn.output_pending {
+        return Err(CmdError::full("ERR SYNC and PSYNC are invalid with pending output"));
+    }
+    let size = usize::try_from(c.st.config.get_i64("repl-backlog-size")).unwrap_or(1 << 20);
+    let st = &mut *c.st;
+    let backlog = st.replication.start_backlog(&mut st.journal, size);
+    let Some(grown) = st.replication.grown.clone() else {
+        return Err(CmdError::full("ERR the replication backlog could not be made"));
+    };
+    let decision = match &psync {
+        Some((replid, offset)) if replid != "?" => decide(&st.replication, replid, *offset),
+        _ => Decision::Full,
+    };
+    let conf = c.conn.repl.clone();
+    let (preamble, feed) = match decision {
+        Decision::Partial { from } => {
+            st.replication.syncs.partial_ok += 1;
+            let line = if conf.capa_psync2 {
+                format!("+CONTINUE {}\r\n", st.replication.replid)
+            } else {
+                "+CONTINUE\r\n".to_string()
+            };
+            let feed = Feed { snapshot: None, from, eof_mark: false, backlog, grown, rdb_only: false };
+            (line, feed)
+        }
+        Decision::Full => {
+            st.replication.syncs.full += 1;
+            if psync.as_ref().is_some_and(|(id, _)| id != "?") {
+                st.replication.syncs.partial_err += 1;
+            }
+            // The snapshot and the stream's position are taken in one critical section: the
+            // stream after it starts with the next unit, which selects its database again.
+            st.journal.new_reader();
+            let offset = st.replication.offset();
+            let snapshot = crate::aof::rewrite::take(st);
+            let line = match psync {
+                Some(_) => format!("+FULLRESYNC {} {offset}\r\n", st.replication.replid),
+                None => String::new(),
+            };
+            let feed = Feed {
+                snapshot: Some(snapshot),
+                from: offset + 1,
+                eof_mark: conf.capa_eof,
+                backlog,
+                grown,
+                rdb_only: conf.rdb_only,
+            };
+            (line, feed)
+        }
+    };
+    let ip = match &conf.ip_address {
+        Some(ip) => ip.clone(),
+        None => {
+            let addr = st.clients.get(&c.conn.id).map(|ci| ci.addr.clone()).unwrap_or_default();
+            addr.rsplit_once(':').map(|(ip, _)| ip.to_string()).unwrap_or(addr)
+        }
+    };
+    let state = if feed.snapshot.is_some() { LinkState::SendBulk } else { LinkState::Online };
+    let link = ReplicaLink { ip, port: conf.listening_port, state, ack_offset: 0, ack_ms: c.now_ms };
+    st.replication.replicas.insert(c.conn.id, link);
+    Ok(Action::Replica { preamble: preamble.into_bytes(), feed: Box::new(feed) })
+}
+
+/// `ROLE` on a primary: `master`, the offset, and per replica its address, port and the
+/// offset it acknowledged.
+pub fn role(c: &mut Call) -> CmdResult {
+    let r = &c.st.replication;
+    let offset = i64::try_from(r.offset()).unwrap_or(i64::MAX);
+    let replicas = r
+        .replicas
+        .values()
+        .filter(|l| l.state == LinkState::Online)
+        .map(|l| {
+            Reply::Array(vec![
+                Reply::Bulk(bytes::Bytes::from(l.ip.clone())),
+                Reply::Bulk(bytes::Bytes::from(l.port.to_string())),
+                Reply::Bulk(bytes::Bytes::from(l.ack_offset.to_string())),
+            ])
+        })
+        .collect();
+    reply(Reply::Array(vec![
+        Reply::Bulk(bytes::Bytes::from_static(b"master")),
+        Reply::Integer(offset),
+        Reply::Array(replicas),
+    ]))
+}

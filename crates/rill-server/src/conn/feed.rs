@@ -1,0 +1,211 @@
+//! A replica's link, on the primary: once `PSYNC` or `SYNC` made this connection a replica's
+//! (`cmd/replication.rs`), its task stops reading requests and feeds the replica instead.
+//!
+//! ```text
+//!  full sync:  snapshot (taken under the lock) ─► RDB bytes, made on a blocking thread
+//!              ("\n" every second meanwhile, so the replica does not time out)
+//!              ─► "$<len>\r\n" payload   or   "$EOF:<mark>\r\n" payload <mark>
+//!              (after an EOF payload, the stream waits for the replica's first ACK)
+//!  then:       the backlog from the first byte not sent, as it grows (Replication::grown);
+//!              REPLCONF ACK <offset> read back and recorded (INFO, ROLE)
+//! ```
+//!
+//! Every replica reads the one backlog: the primary keeps no copy of the stream per replica.
+//! A replica that falls so far behind that the backlog no longer holds its next byte is
+//! dropped, and resyncs (fully) when it reconnects: a slow replica costs the primary no more
+//! memory than `repl-backlog-size`. One that sends nothing for `repl-timeout` seconds is
+//! dropped too.
+
+use super::driver::Signals;
+use super::transport::Transport;
+use crate::replication::primary::{Feed, LinkState};
+use crate::state::{now_ms, Shared};
+use bytes::{Bytes, BytesMut};
+use rill_resp::{Limits, RequestParser};
+use std::future::poll_fn;
+use std::io::IoSlice;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most stream bytes copied out of the backlog per write.
+const FEED_CHUNK_BYTES: usize = 256 * 1024;
+
+/// Feed the replica on `t` (client `id`) until the link ends; then forget it.
+pub async fn run<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Box<Feed>, sig: &mut Signals) {
+    let reason = serve(t, shared, id, *feed, sig).await;
+    tracing::info!("Connection with replica {} lost: {reason}", replica_name(shared, id));
+    shared.lock().replication.replicas.remove(&id);
+}
+
+fn replica_name(shared: &Shared, id: u64) -> String {
+    let st = shared.lock();
+    st.replication.replicas.get(&id).map(|l| format!("{}:{}", l.ip, l.port)).unwrap_or_else(|| format!("id={id}"))
+}
+
+async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Feed, sig: &mut Signals) -> &'static str {
+    let Feed { snapshot, from, eof_mark, backlog, mut grown, rdb_only } = feed;
+    let mut input = BytesMut::new();
+    let mut parser = RequestParser::new();
+    let mut wait_first_ack = false;
+    if let Some(snapshot) = snapshot {
+        let job = tokio::task::spawn_blocking(move || snapshot.write_to(Vec::new()).map(|(bytes, _)| bytes));
+        tokio::pin!(job);
+        let payload = loop {
+            tokio::select! {
+                r = &mut job => break r,
+                () = tokio::time::sleep(Duration::from_secs(1)) => {
+                    if !write_all(t, &[b"\n"], sig).await {
+                        return "write error while the snapshot was made";
+                    }
+                }
+                () = sig.kill.notified() => return "killed",
+                _ = sig.shutdown.changed() => return "shutdown",
+            }
+        };
+        let payload = match payload {
+            Ok(Ok(bytes)) => bytes,
+            _ => return "the snapshot could not be made",
+        };
+        let sent = if eof_mark {
+            let mark = crate::run::run_id();
+            let head = format!("$EOF:{mark}\r\n");
+            write_all(t, &[head.as_bytes(), &payload, mark.as_bytes()], sig).await
+        } else {
+            let head = format!("${}\r\n", payload.len());
+            write_all(t, &[head.as_bytes(), &payload], sig).await
+        };
+        if !sent {
+            return "write error while sending the snapshot";
+        }
+        tracing::info!("Synchronization with replica {} succeeded", replica_name(shared, id));
+        if rdb_only {
+            return "the snapshot was all it asked for";
+        }
+        set_state(shared, id, LinkState::Online);
+        // As Redis: after an end-marked payload the stream starts once the replica says it
+        // loaded it, so nothing follows the mark before the replica reads past it.
+        wait_first_ack = eof_mark;
+    }
+    let timeout = Duration::from_secs(crate::replication::primary::seconds(&shared.lock().config, "repl-timeout", 60));
+    let mut last_heard = tokio::time::Instant::now();
+    let mut next = from;
+    loop {
+        if !wait_first_ack {
+            let chunk = {
+                let b = backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                match b.since(next) {
+                    None => return "it fell behind the backlog",
+                    Some((x, y)) => {
+                        let x = x.get(..x.len().min(FEED_CHUNK_BYTES)).unwrap_or_default();
+                        let y = y.get(..y.len().min(FEED_CHUNK_BYTES - x.len())).unwrap_or_default();
+                        [x, y].concat()
+                    }
+                }
+            };
+            if !chunk.is_empty() {
+                if !write_all(t, &[&chunk], sig).await {
+                    return "write error";
+                }
+                next += chunk.len() as u64;
+                continue;
+            }
+        }
+        tokio::select! {
+            r = grown.changed() => {
+                if r.is_err() {
+                    return "the stream ended";
+                }
+            }
+            r = poll_fn(|cx| t.poll_read_ready(cx)) => {
+                if r.is_err() {
+                    return "read error";
+                }
+                match t.try_read(&mut input) {
+                    Ok(0) => return "closed by the replica",
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(_) => return "read error",
+                }
+                match take_acks(&mut parser, &mut input) {
+                    Err(()) => return "protocol error in what it sent",
+                    Ok(Some(offset)) => {
+                        last_heard = tokio::time::Instant::now();
+                        wait_first_ack = false;
+                        record_ack(shared, id, offset);
+                    }
+                    Ok(None) => last_heard = tokio::time::Instant::now(),
+                }
+            }
+            () = tokio::time::sleep_until(last_heard + timeout) => return "timeout",
+            () = sig.kill.notified() => return "killed",
+            _ = sig.shutdown.changed() => return "shutdown",
+        }
+    }
+}
+
+/// Parse what the replica sent: the highest `REPLCONF ACK <offset>` among complete requests
+/// (anything else a replica sends is ignored, as Redis ignores a replica's replies).
+fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<u64>, ()> {
+    let limits = Limits { max_bulk_len: 1 << 20, max_inline_len: 64 * 1024, authenticated: true };
+    let mut args: Vec<Bytes> = Vec::new();
+    let mut best = None;
+    loop {
+        match parser.parse_into(input, &limits, &mut args) {
+            Ok(true) => {}
+            Ok(false) => return Ok(best),
+            Err(_) => return Err(()),
+        }
+        let is_ack = args.len() >= 3
+            && args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"replconf"))
+            && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"ack"));
+        if is_ack {
+            if let Some(offset) = args.get(2).and_then(|a| rill_engine::util::parse_i64(a)) {
+                let offset = u64::try_from(offset).unwrap_or(0);
+                best = Some(best.map_or(offset, |b: u64| b.max(offset)));
+            }
+        }
+    }
+}
+
+fn record_ack(shared: &Shared, id: u64, offset: u64) {
+    let mut st = shared.lock();
+    if let Some(link) = st.replication.replicas.get_mut(&id) {
+        link.ack_offset = link.ack_offset.max(offset);
+        link.ack_ms = now_ms();
+        link.state = LinkState::Online;
+    }
+}
+
+fn set_state(shared: &Shared, id: u64, state: LinkState) {
+    if let Some(link) = shared.lock().replication.replicas.get_mut(&id) {
+        link.state = state;
+    }
+}
+
+/// Write every piece of `parts`, watching CLIENT KILL and shutdown. False if the connection
+/// must close.
+async fn write_all<T: Transport>(t: &mut T, parts: &[&[u8]], sig: &mut Signals) -> bool {
+    let mut done = 0usize;
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    while done < total {
+        let mut slices = Vec::with_capacity(parts.len());
+        let mut skip = done;
+        for p in parts {
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
+            }
+            slices.push(IoSlice::new(p.get(skip..).unwrap_or_default()));
+            skip = 0;
+        }
+        tokio::select! {
+            r = poll_fn(|cx| t.poll_write_vectored(cx, &slices)) => match r {
+                Ok(n) if n > 0 => done += n,
+                _ => return false,
+            },
+            () = sig.kill.notified() => return false,
+            _ = sig.shutdown.changed() => return false,
+        }
+    }
+    poll_fn(|cx| t.poll_flush(cx)).await.is_ok()
+}

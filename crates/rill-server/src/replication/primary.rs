@@ -1,0 +1,120 @@
+//! The primary's side of a replica link: what `REPLCONF` told us about a replica, the
+//! `PSYNC` decision (continue from the backlog, or start over from a snapshot), and what the
+//! connection's feed needs to send it (`conn/feed.rs`).
+//!
+//! ```text
+//!  replica                         rill (this connection)
+//!  REPLCONF listening-port 6380 ─► ReplConf (per connection)
+//!  REPLCONF capa eof capa psync2 ─►
+//!  PSYNC <replid> <offset+1> ────► decide(): Partial ─► +CONTINUE <replid>, then the backlog
+//!                                            from the asked offset
+//!                                  Full ─► +FULLRESYNC <replid> <offset>, the snapshot taken
+//!                                          under the lock at that offset ($len or $EOF:), then
+//!                                          the backlog from offset + 1
+//!  REPLCONF ACK <offset> ◄──────► every second; the feed records it (INFO, ROLE, WAIT)
+//! ```
+
+use super::Replication;
+use std::sync::{Arc, Mutex};
+
+/// What a connection said of itself with `REPLCONF` before it asked to sync.
+#[derive(Debug, Default, Clone)]
+pub struct ReplConf {
+    /// `listening-port`: where the replica serves (INFO `slaveN:port`, ROLE).
+    pub listening_port: u16,
+    /// `ip-address`: what it announces, if anything (else its peer address is shown).
+    pub ip_address: Option<String>,
+    /// `capa eof`: it reads a snapshot sent with an end mark instead of a length.
+    pub capa_eof: bool,
+    /// `capa psync2`: it understands `+CONTINUE <new replid>`.
+    pub capa_psync2: bool,
+    /// `rdb-only 1`: it wants the snapshot and nothing after it (`redis-cli --rdb`).
+    pub rdb_only: bool,
+}
+
+/// Where a replica's link stands (INFO `state=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// The snapshot is being made or sent (`wait_bgsave` / `send_bulk`).
+    SendBulk,
+    /// Streaming (`online`).
+    Online,
+}
+
+/// One attached replica, as INFO, ROLE and WAIT see it.
+#[derive(Debug, Clone)]
+pub struct ReplicaLink {
+    /// Its address as INFO shows it.
+    pub ip: String,
+    /// Its listening port.
+    pub port: u16,
+    /// Where the link stands.
+    pub state: LinkState,
+    /// The last offset it acknowledged (`REPLCONF ACK`).
+    pub ack_offset: u64,
+    /// When it last acknowledged, Unix ms.
+    pub ack_ms: i64,
+}
+
+/// Full and partial syncs served (INFO stats).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SyncStats {
+    /// `sync_full`.
+    pub full: u64,
+    /// `sync_partial_ok`.
+    pub partial_ok: u64,
+    /// `sync_partial_err`.
+    pub partial_err: u64,
+}
+
+/// How a `PSYNC` is answered.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// `+CONTINUE`: the stream from byte `from` on is in the backlog.
+    Partial {
+        /// The first byte to send.
+        from: u64,
+    },
+    /// `+FULLRESYNC`: a snapshot, then the stream after it.
+    Full,
+}
+
+/// Decide a `PSYNC replid offset`: a partial resync when the replica follows this history
+/// (or the one it continues, up to where they part) and every byte from `offset` on is still
+/// in the backlog; a full one otherwise (`PSYNC ? -1` always).
+pub fn decide(r: &Replication, replid: &str, offset: i64) -> Decision {
+    let ours = replid.eq_ignore_ascii_case(&r.replid);
+    let previous = replid.eq_ignore_ascii_case(&r.replid2) && offset <= r.second_offset;
+    let Ok(from) = u64::try_from(offset) else { return Decision::Full };
+    if !(ours || previous) {
+        return Decision::Full;
+    }
+    let held = r.with_backlog(|b| b.since(from).is_some()).unwrap_or(false);
+    if held {
+        Decision::Partial { from }
+    } else {
+        Decision::Full
+    }
+}
+
+/// A replication directive in seconds, `default` while it is unset or not positive.
+pub fn seconds(config: &crate::config::Config, name: &str, default: u64) -> u64 {
+    u64::try_from(config.get_i64(name)).ok().filter(|s| *s > 0).unwrap_or(default)
+}
+
+/// What a connection that became a replica's link needs to feed it.
+#[derive(Debug)]
+pub struct Feed {
+    /// The snapshot to send first (a full sync), with where the stream continues after it.
+    pub snapshot: Option<crate::aof::rewrite::Snapshot>,
+    /// The first byte of the stream to send.
+    pub from: u64,
+    /// Send the snapshot with an end mark (`$EOF:`), not a length.
+    pub eof_mark: bool,
+    /// The backlog to read the stream from.
+    pub backlog: Arc<Mutex<super::backlog::Backlog>>,
+    /// The stream's end, as it grows.
+    pub grown: tokio::sync::watch::Receiver<u64>,
+    /// Close after the snapshot (`REPLCONF rdb-only 1`).
+    pub rdb_only: bool,
+}

@@ -1,0 +1,34 @@
+//! The one way to run a unit of work: whoever causes a write — a request (one command, one
+//! EXEC), the cron (an expiry sweep), start-up (the deletions of keys found expired), and next
+//! a replica applying its primary's stream, a script, a policy timer — runs it through
+//! [`run`], so that every write is recorded, reaches every sink through the journal, and wakes
+//! the clients blocked on what it changed, in the same order and in one critical section.
+//!
+//! ```text
+//!  run(work) ─► work(&mut State)            engine calls; State::record_command adds a
+//!                                           command's record to the journal's open unit
+//!            ─► close: expiry deletions ──► Journal::commit ──► every sink (log, backlog)
+//!            ─► wake: blocking::serve_ready  each client served is a unit of its own (one
+//!                                            record, committed as it is served)
+//! ```
+//!
+//! The log offset a reply must wait for is read from the journal afterwards
+//! (`Journal::appended`): the unit's own record and those of the clients it woke.
+
+use crate::state::State;
+
+/// Run `work` as one unit at time `now_ms` (the time its record carries): apply, record,
+/// commit to every sink, wake blocked readers. Returns what `work` returned.
+pub fn run<R>(st: &mut State, now_ms: i64, work: impl FnOnce(&mut State) -> R) -> R {
+    let done = work(st);
+    close(st, now_ms);
+    crate::blocking::serve_ready(st, now_ms);
+    done
+}
+
+/// Close the open unit: add the deletions of keys the work found expired, and hand the unit
+/// to every sink. Returns the log offset it ends at.
+fn close(st: &mut State, now_ms: i64) -> u64 {
+    st.collect_effects(&mut rill_engine::effect::EffectBuf::default());
+    st.commit_effects(now_ms)
+}

@@ -1,0 +1,329 @@
+//! rill as a primary of real replicas, over Redis' replication protocol: a real Redis 8.2.3
+//! started with `--replicaof` rill syncs fully (the snapshot, then the stream), follows a
+//! random workload of every type rill stores (streams with groups, claims and PELs; strings,
+//! hashes, lists, sets; TTLs; two databases; transactions), continues partially after its link
+//! is cut, and ends equal to rill key by key. `redis-cli --rdb` and `redis-cli --replica`
+//! against rill, and the replies of REPLCONF / PSYNC / SYNC, are checked here too.
+
+use crate::replication::{command as stream_command, picture};
+use rill_testkit::{fresh_seed, fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
+use std::time::{Duration, Instant};
+
+/// `field:value` of an INFO reply.
+fn info_field(client: &mut RawClient, section: &str, field: &str) -> Option<String> {
+    let v = client.cmd_value(&["INFO", section]);
+    let text = String::from_utf8_lossy(v.as_bytes()?).into_owned();
+    text.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
+}
+
+/// Wait until the replica's link is up and it has applied everything rill has sent.
+fn wait_caught_up(primary: &mut RawClient, replica: &mut RawClient) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ours = info_field(primary, "replication", "master_repl_offset");
+        let up = info_field(replica, "replication", "master_link_status").as_deref() == Some("up");
+        let theirs = info_field(replica, "replication", "slave_repl_offset");
+        if up && ours.is_some() && ours == theirs {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not catch up: rill at {ours:?}, replica at {theirs:?} (up: {up})"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::Simple(s) => s.clone(),
+        Value::Int(n) => n.to_string(),
+        Value::Array(items) => format!("[{}]", items.iter().map(text).collect::<Vec<_>>().join(" ")),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Every key of the selected database, sorted.
+fn keys(client: &mut RawClient) -> Vec<String> {
+    let mut keys: Vec<String> = match client.cmd_value(&["KEYS", "*"]) {
+        Value::Array(items) => items.iter().map(text).collect(),
+        other => panic!("KEYS: {other:?}"),
+    };
+    keys.sort();
+    keys
+}
+
+/// What must be equal of one key on primary and replica: its type, its value, whether it
+/// has a TTL.
+fn key_picture(client: &mut RawClient, key: &str) -> Vec<String> {
+    let kind = text(&client.cmd_value(&["TYPE", key]));
+    let mut out = vec![format!("{key}: {kind}")];
+    let mut sorted = |args: &[&str]| {
+        let mut items: Vec<String> = match client.cmd_value(args) {
+            Value::Array(items) => items.iter().map(text).collect(),
+            other => vec![text(&other)],
+        };
+        items.sort();
+        items
+    };
+    match kind.as_str() {
+        "string" => out.push(text(&client.cmd_value(&["GET", key]))),
+        "list" => out.push(text(&client.cmd_value(&["LRANGE", key, "0", "-1"]))),
+        "hash" => out.extend(sorted(&["HGETALL", key])),
+        "set" => out.extend(sorted(&["SMEMBERS", key])),
+        "stream" => out.extend(picture(&client.cmd_value(&["XINFO", "STREAM", key, "FULL", "COUNT", "0"]))),
+        other => panic!("{key}: a type the workload does not make: {other}"),
+    }
+    let ttl = text(&client.cmd_value(&["PTTL", key]));
+    out.push(if ttl == "-1" { "no ttl".into() } else { "ttl".into() });
+    out
+}
+
+/// Databases 0 and 1 must hold the same keys with the same values on both.
+fn assert_equal(primary: &mut RawClient, replica: &mut RawClient, what: &str) {
+    for db in ["0", "1"] {
+        assert_eq!(primary.cmd(&["SELECT", db]), b"+OK\r\n");
+        assert_eq!(replica.cmd(&["SELECT", db]), b"+OK\r\n");
+        let ours = keys(primary);
+        assert_eq!(ours, keys(replica), "{what}: the keys of database {db} differ");
+        for key in &ours {
+            assert_eq!(key_picture(primary, key), key_picture(replica, key), "{what}: {key} in database {db} differs");
+        }
+    }
+}
+
+/// One random command on the other types: strings, hashes, lists, sets, TTLs, deletions.
+fn other_command(rng: &mut Rng) -> Vec<String> {
+    let key = |rng: &mut Rng, kind: &str| format!("{kind}{}", rng.below(4));
+    let n = |rng: &mut Rng| rng.below(50).to_string();
+    let w = |s: &str| s.to_string();
+    match rng.below(14) {
+        0 => vec![w("SET"), key(rng, "str"), n(rng)],
+        1 => vec![w("SET"), key(rng, "str"), n(rng), w("PX"), (50_000 + rng.below(50_000)).to_string()],
+        2 => vec![w("INCRBY"), key(rng, "num"), n(rng)],
+        3 => vec![w("APPEND"), key(rng, "str"), n(rng)],
+        4 => vec![w("HSET"), key(rng, "hash"), n(rng), n(rng)],
+        5 => vec![w("HDEL"), key(rng, "hash"), n(rng)],
+        6 => vec![w("RPUSH"), key(rng, "list"), n(rng), n(rng)],
+        7 => vec![w("LPOP"), key(rng, "list")],
+        8 => vec![w("SADD"), key(rng, "set"), n(rng), n(rng)],
+        9 => vec![w("SPOP"), key(rng, "set")],
+        10 => vec![w("EXPIRE"), key(rng, "hash"), (100 + rng.below(100)).to_string()],
+        11 => vec![w("PERSIST"), key(rng, "hash")],
+        12 => vec![w("DEL"), key(rng, "str")],
+        _ => vec![w("SREM"), key(rng, "set"), n(rng)],
+    }
+}
+
+/// Run `steps` random commands on rill: stream and group commands (the forms test's
+/// generator) and the other types, in databases 0 and 1, transactions included.
+fn workload(rill: &mut RawClient, rng: &mut Rng, ids: &mut Vec<String>, steps: usize) {
+    let mut in_multi = false;
+    for _ in 0..steps {
+        let mut cmd = if rng.below(3) == 0 { other_command(rng) } else { stream_command(rng, ids) };
+        match cmd[0].as_str() {
+            "MULTI" if in_multi => cmd = vec!["EXEC".into()],
+            "EXEC" if !in_multi => continue,
+            _ => {}
+        }
+        if !in_multi && cmd[0] != "EXEC" {
+            let db = rng.pick(&["0", "0", "1"]);
+            assert_eq!(rill.cmd(&["SELECT", db]), b"+OK\r\n");
+        }
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let reply = rill.cmd_value(&args);
+        match cmd[0].as_str() {
+            "MULTI" => in_multi = true,
+            "EXEC" => in_multi = false,
+            "XADD" => {
+                if let Value::Bulk(id) = &reply {
+                    ids.push(String::from_utf8_lossy(id).into_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    if in_multi {
+        rill.cmd(&["EXEC"]);
+    }
+}
+
+/// The id of the connection rill feeds the replica on (CLIENT LIST: its last command was
+/// PSYNC or SYNC).
+fn replica_link_id(rill: &mut RawClient) -> String {
+    let list = text(&rill.cmd_value(&["CLIENT", "LIST"]));
+    let line = list.lines().find(|l| l.contains("cmd=psync") || l.contains("cmd=sync")).expect("no replica link");
+    line.split(' ').find_map(|f| f.strip_prefix("id=")).unwrap().to_string()
+}
+
+#[test]
+fn a_redis_replica_follows_rill_through_a_full_and_a_partial_sync() {
+    follows(fuzz_seed(0x005E_ED0F_4E91));
+}
+
+#[test]
+fn a_redis_replica_follows_rill_fresh_seed() {
+    if let Some(seed) = fresh_seed() {
+        follows(seed);
+    }
+}
+
+fn follows(seed: u64) {
+    let Some(binary) = ReferenceServer::Redis8.require() else { return };
+    let rill_server = Server::rill();
+    let mut rill = rill_server.connect();
+    let mut rng = Rng::new(seed);
+    let mut ids = Vec::new();
+    // Data before the replica attaches: it arrives in the snapshot.
+    workload(&mut rill, &mut rng, &mut ids, 300);
+    let port = rill_server.port.to_string();
+    let redis =
+        Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, &["--replicaof", "127.0.0.1", &port]);
+    let mut replica = redis.connect();
+    wait_caught_up(&mut rill, &mut replica);
+    assert_equal(&mut rill, &mut replica, &format!("after the full sync (seed {seed})"));
+    // The stream, as it is made.
+    workload(&mut rill, &mut rng, &mut ids, 300);
+    wait_caught_up(&mut rill, &mut replica);
+    assert_equal(&mut rill, &mut replica, &format!("after streaming (seed {seed})"));
+    // The link cut: the replica continues from its offset, with what was written meanwhile.
+    let id = replica_link_id(&mut rill);
+    assert_eq!(rill.cmd(&["CLIENT", "KILL", "ID", &id]), b":1\r\n");
+    workload(&mut rill, &mut rng, &mut ids, 100);
+    wait_caught_up(&mut rill, &mut replica);
+    assert_equal(&mut rill, &mut replica, &format!("after the partial resync (seed {seed})"));
+    assert_eq!(info_field(&mut rill, "stats", "sync_full").as_deref(), Some("1"));
+    assert_eq!(info_field(&mut rill, "stats", "sync_partial_ok").as_deref(), Some("1"), "the replica resynced fully");
+    // INFO and ROLE show the replica, at the offset it acknowledged (the stream's end, once
+    // the replica's next ACK comes; the cron's PING may move the end meanwhile).
+    assert_eq!(info_field(&mut rill, "replication", "connected_slaves").as_deref(), Some("1"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let offset = loop {
+        let offset = info_field(&mut rill, "replication", "master_repl_offset").unwrap();
+        let line = info_field(&mut rill, "replication", "slave0").unwrap();
+        if line.contains(&format!("offset={offset},")) {
+            assert!(line.starts_with(&format!("ip=127.0.0.1,port={},state=online,", redis.port)), "{line}");
+            break offset;
+        }
+        assert!(Instant::now() < deadline, "the replica's ACK never reached {offset}: {line}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let role = text(&rill.cmd_value(&["ROLE"]));
+    let want = format!("[master {offset} [[127.0.0.1 {} {offset}]]]", redis.port);
+    // A PING between the two reads moves both offsets by 14 bytes: read again then.
+    let role = if role == want { role } else { text(&rill.cmd_value(&["ROLE"])) };
+    assert!(role.starts_with("[master ") && role.contains(&format!("[[127.0.0.1 {} ", redis.port)), "{role}");
+}
+
+#[test]
+fn redis_cli_takes_a_snapshot_and_follows_the_stream_of_rill() {
+    let Some(binary) = ReferenceServer::Redis8.require() else { return };
+    let cli = binary.with_file_name("redis-cli");
+    let cli = if cli.is_file() { cli } else { std::path::PathBuf::from("redis-cli") };
+    let rill_server = Server::rill();
+    let mut rill = rill_server.connect();
+    for i in 0..100 {
+        rill.cmd(&["SET", &format!("k{i}"), &format!("v{i}")]);
+    }
+    rill.cmd(&["XADD", "s", "1-1", "f", "v"]);
+    rill.cmd(&["XGROUP", "CREATE", "s", "g", "0"]);
+    // --rdb: the snapshot (REPLCONF rdb-only 1), which a real Redis then loads.
+    let dir = rill_testkit::TempDir::new("rill-cli-rdb");
+    let file = dir.path().join("dump.rdb");
+    let port = rill_server.port.to_string();
+    let out = std::process::Command::new(&cli).args(["-p", &port, "--rdb"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "redis-cli --rdb: {}", String::from_utf8_lossy(&out.stderr));
+    let redis = Server::start(
+        ServerKind::Redis(ReferenceServer::Redis8),
+        &binary,
+        &["--dir", dir.path().to_str().unwrap(), "--dbfilename", "dump.rdb"],
+    );
+    let mut loaded = redis.connect();
+    assert_eq!(loaded.cmd(&["DBSIZE"]), b":101\r\n");
+    assert_eq!(loaded.cmd(&["GET", "k7"]), b"$2\r\nv7\r\n");
+    assert!(text(&loaded.cmd_value(&["XINFO", "GROUPS", "s"])).contains("name g"));
+    // --replica: the stream after the snapshot, as commands (line-buffered into a file:
+    // redis-cli's stdout is no terminal here).
+    let printed_to = dir.path().join("replica.out");
+    let mut child = rill_testkit::ChildGuard::spawn(
+        std::process::Command::new("stdbuf")
+            .arg("-oL")
+            .arg(&cli)
+            .args(["-p", &port, "--replica"])
+            .stdout(std::fs::File::create(&printed_to).unwrap())
+            .stderr(std::process::Stdio::null()),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(&mut rill, "replication", "connected_slaves").as_deref() != Some("1") {
+        assert!(Instant::now() < deadline, "redis-cli --replica never attached");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rill.cmd(&["SET", "after", "the-snapshot"]);
+    loop {
+        let printed = std::fs::read_to_string(&printed_to).unwrap_or_default();
+        if printed.to_ascii_lowercase().contains("\"set\",\"after\",\"the-snapshot\"") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "redis-cli --replica printed: {printed}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill9();
+}
+
+#[test]
+fn replconf_and_psync_reply_as_redis() {
+    let rill_server = Server::rill();
+    let mut c = rill_server.connect();
+    assert_eq!(c.cmd(&["REPLCONF", "listening-port", "6380", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["REPLCONF", "capa", "unknown-capa"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["REPLCONF", "listening-port"]), b"-ERR syntax error\r\n");
+    assert_eq!(c.cmd(&["REPLCONF", "listening-port", "x"]), b"-ERR value is not an integer or out of range\r\n");
+    assert_eq!(c.cmd(&["REPLCONF", "nosuch", "1"]), b"-ERR Unrecognized REPLCONF option: nosuch\r\n");
+    assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["PSYNC", "?", "-1"]), b"-ERR Command not allowed inside a transaction\r\n");
+    assert_eq!(c.cmd(&["DISCARD"]), b"+OK\r\n");
+    // PSYNC with a history rill does not know: a full resync, then the snapshot.
+    c.send(b"PSYNC 0123456789012345678901234567890123456789 100\r\n").unwrap();
+    let line = c.read_reply().unwrap();
+    let line = String::from_utf8_lossy(&line).into_owned();
+    assert!(line.starts_with("+FULLRESYNC ") && line.ends_with(" 0\r\n"), "{line}");
+    let replid = line.split(' ').nth(1).unwrap().to_string();
+    assert_eq!(replid.len(), 40);
+    let mut next = c.read_exact(1).unwrap();
+    while next == b"\n" {
+        next = c.read_exact(1).unwrap();
+    }
+    assert_eq!(next, b"$", "the snapshot is sent with an end mark (capa eof)");
+    let head = c.read_exact(46).unwrap();
+    assert!(head.starts_with(b"EOF:") && head.ends_with(b"\r\n"), "{}", String::from_utf8_lossy(&head));
+}
+
+#[test]
+fn a_replica_whose_offset_left_the_backlog_syncs_fully() {
+    let rill_server = Server::rill_with(&["--repl-backlog-size", "16384"]);
+    let mut rill = rill_server.connect();
+    // Attach once (a full sync), read nothing more, then ask to continue from an offset the
+    // backlog no longer holds.
+    let mut first = rill_server.connect();
+    first.send(b"PSYNC ? -1\r\n").unwrap();
+    let line = String::from_utf8_lossy(&first.read_reply().unwrap()).into_owned();
+    let replid = line.split(' ').nth(1).unwrap().to_string();
+    drop(first);
+    for i in 0..2000 {
+        rill.cmd(&["SET", &format!("key:{i}"), "some value to fill the backlog"]);
+    }
+    let mut second = rill_server.connect();
+    second.send(format!("PSYNC {replid} 1\r\n").as_bytes()).unwrap();
+    let line = String::from_utf8_lossy(&second.read_reply().unwrap()).into_owned();
+    assert!(line.starts_with(&format!("+FULLRESYNC {replid} ")), "{line}");
+    // And one that is in the backlog continues.
+    let offset: u64 = info_field(&mut rill, "replication", "master_repl_offset").unwrap().parse().unwrap();
+    let mut third = rill_server.connect();
+    third.send(b"REPLCONF capa psync2\r\n").unwrap();
+    assert_eq!(third.read_reply().unwrap(), b"+OK\r\n");
+    third.send(format!("PSYNC {replid} {}\r\n", offset - 10).as_bytes()).unwrap();
+    assert_eq!(String::from_utf8_lossy(&third.read_reply().unwrap()), format!("+CONTINUE {replid}\r\n"));
+    assert_eq!(third.read_exact(10).unwrap().len(), 10, "the last 10 bytes of the stream follow");
+    assert_eq!(info_field(&mut rill, "stats", "sync_partial_err").as_deref(), Some("1"));
+}
