@@ -48,6 +48,9 @@ pub struct Conn {
     /// Replies are waiting to be written ahead of the command running (`PSYNC` refuses to
     /// start a link then, as Redis).
     pub output_pending: bool,
+    /// The primary's stream on a replica (`replica.rs`): its writes are obeyed, never refused
+    /// as a read-only replica's.
+    pub is_master: bool,
 }
 
 impl Conn {
@@ -71,6 +74,7 @@ impl Conn {
             close_asap: false,
             repl: Default::default(),
             output_pending: false,
+            is_master: false,
         }
     }
 }

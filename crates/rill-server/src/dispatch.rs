@@ -126,6 +126,21 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Op
             return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
         }
     }
+    if let Some(link) = &st.replication.master {
+        let write = spec.flags.has(Flags::WRITE)
+            || (spec.flags.has(Flags::EXEC)
+                && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags.has(Flags::WRITE))));
+        if write && !conn.is_master && st.config.get("replica-read-only") != "no" {
+            return Some(CmdError::full("READONLY You can't write against a read only replica.").to_reply());
+        }
+        let stale = link.state != crate::replication::LinkStatus::Connected;
+        if stale && !spec.flags.has(Flags::STALE) && st.config.get("replica-serve-stale-data") == "no" {
+            return Some(
+                CmdError::full("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.")
+                    .to_reply(),
+            );
+        }
+    }
     if st.persist.loading && !spec.flags.has(Flags::LOADING) {
         return Some(CmdError::full("LOADING Redis is loading the dataset in memory").to_reply());
     }

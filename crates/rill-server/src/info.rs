@@ -203,7 +203,29 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
         "replication" => {
             let r = &st.replication;
             line!(out, "# Replication");
-            line!(out, "role:master");
+            match &r.master {
+                None => line!(out, "role:master"),
+                Some(m) => {
+                    let up = m.state == crate::replication::LinkStatus::Connected;
+                    line!(out, "role:slave");
+                    line!(out, "master_host:{}", m.host);
+                    line!(out, "master_port:{}", m.port);
+                    line!(out, "master_link_status:{}", if up { "up" } else { "down" });
+                    let io = if m.last_io_ms > 0 { (now_ms - m.last_io_ms).max(0) / 1000 } else { -1 };
+                    line!(out, "master_last_io_seconds_ago:{io}");
+                    line!(out, "master_sync_in_progress:{}", u8::from(m.state == crate::replication::LinkStatus::Sync));
+                    line!(out, "slave_read_repl_offset:{}", r.offset());
+                    line!(out, "slave_repl_offset:{}", r.offset());
+                    if !up {
+                        let down = if m.down_since_ms > 0 { (now_ms - m.down_since_ms).max(0) / 1000 } else { -1 };
+                        line!(out, "master_link_down_since_seconds:{down}");
+                    }
+                    let priority = st.config.get("replica-priority");
+                    line!(out, "slave_priority:{}", if priority.is_empty() { "100" } else { priority });
+                    line!(out, "slave_read_only:{}", u8::from(st.config.get("replica-read-only") != "no"));
+                    line!(out, "replica_announced:{}", u8::from(st.config.get("replica-announced") != "no"));
+                }
+            }
             line!(out, "connected_slaves:{}", r.replicas.len());
             for (i, link) in r.replicas.values().enumerate() {
                 let state = match link.state {

@@ -48,6 +48,14 @@ pub trait Sink: Progress + Send + std::fmt::Debug {
     /// A new reader starts at the current end of the stream with nothing selected (a replica
     /// that loaded a snapshot): the next unit must say its database again.
     fn new_reader(&mut self) {}
+
+    /// This server became a replica (`true`) or a primary again: a replica's stream is its
+    /// primary's, relayed byte for byte ([`Sink::relay`]) so that its own replicas and a
+    /// failover keep the primary's offsets; the units it applies then go to the log only.
+    fn set_relaying(&mut self, _relaying: bool) {}
+
+    /// Bytes of the primary's stream, as received (a replica's stream for its own replicas).
+    fn relay(&mut self, _bytes: &[u8]) {}
 }
 
 /// The sink replies wait for: the log (`aof::Log`). Shared with its writer threads, hence
@@ -187,6 +195,20 @@ impl<L: LogSink> Journal<L> {
     pub fn stream_only(&mut self, args: &[Bytes]) {
         for sink in &mut self.sinks {
             sink.stream_only(args);
+        }
+    }
+
+    /// See [`Sink::set_relaying`].
+    pub fn set_relaying(&mut self, relaying: bool) {
+        for sink in &mut self.sinks {
+            sink.set_relaying(relaying);
+        }
+    }
+
+    /// Hand bytes of the primary's stream to the replication streams (see [`Sink::relay`]).
+    pub fn relay(&mut self, bytes: &[u8]) {
+        for sink in &mut self.sinks {
+            sink.relay(bytes);
         }
     }
 

@@ -20,6 +20,7 @@ pub mod listen;
 pub mod logging;
 pub mod poll;
 pub mod ratelimit;
+pub mod replica;
 pub mod replication;
 pub mod run;
 pub mod state;

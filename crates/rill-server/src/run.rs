@@ -216,7 +216,7 @@ async fn cron(shared: Arc<Shared>) {
         }
         // The primary's keep-alive: a PING in the stream every repl-ping-replica-period, so
         // an idle primary's replicas do not time out (it counts in the offsets, as in Redis).
-        if !st.replication.replicas.is_empty() {
+        if !st.replication.replicas.is_empty() && st.replication.master.is_none() {
             let period = crate::replication::primary::seconds(&st.config, "repl-ping-replica-period", 10);
             if now - st.replication.last_ping_ms >= (period * 1000) as i64 {
                 st.replication.last_ping_ms = now;

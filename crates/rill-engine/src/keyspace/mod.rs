@@ -468,6 +468,8 @@ pub struct Engine {
     /// Replaying the log or loading a snapshot: keys never expire (the log says when they
     /// went), and nothing is recorded in `expired_log`.
     pub(crate) loading: bool,
+    /// A replica: keys are never expired here; the primary's deletions arrive in its stream.
+    pub(crate) replica: bool,
     /// Keys removed by lazy or active expiry since the server last drained them, in order:
     /// logged as `DEL` before the effects of the command that found them.
     pub(crate) expired_log: Vec<(usize, Bytes)>,
@@ -527,6 +529,7 @@ impl Engine {
             keyspace_hits: 0,
             keyspace_misses: 0,
             loading: false,
+            replica: false,
             expired_log: Vec::new(),
             rng_state: 0x005E_ED0F_2111,
             clock_ms: 0,
@@ -789,6 +792,12 @@ impl Engine {
     /// touched or signalled: no client watches a private engine.
     pub fn drain_dbs(&mut self) -> Vec<Vec<(Bytes, Entry)>> {
         self.dbs.iter_mut().map(Db::drain).collect()
+    }
+
+    /// A replica or not: a replica never expires keys itself (lazily or actively), since its
+    /// primary's deletions arrive in the stream it applies.
+    pub fn set_replica(&mut self, replica: bool) {
+        self.replica = replica;
     }
 
     /// Loading (a snapshot or the log) or not: while loading, keys never expire and no

@@ -168,13 +168,24 @@ pub fn load_snapshot(
     expired: Expired,
 ) -> Result<Vec<(usize, bytes::Bytes)>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    load_rdb(shared, &bytes, path, expired)
+}
+
+/// Load RDB `bytes` (a snapshot file's, or one a primary sent; `origin` names them in messages)
+/// into the engine, a chunk of keys per lock hold. Returns the keys skipped as expired.
+pub fn load_rdb(
+    shared: &Shared,
+    bytes: &[u8],
+    path: &std::path::Path,
+    expired: Expired,
+) -> Result<Vec<(usize, bytes::Bytes)>, String> {
     let started = Instant::now();
     let load_now = now_ms();
     let (ctx, databases) = {
         let st = shared.lock();
         (load_context(&st, load_now), st.engine.db_count())
     };
-    let mut reader = FileReader::new(&bytes, ctx, databases).map_err(|e| snapshot_error(path, None, &e))?;
+    let mut reader = FileReader::new(bytes, ctx, databases).map_err(|e| snapshot_error(path, None, &e))?;
     let mut n: u64 = 0;
     let mut skipped = Vec::new();
     let mut next_progress = PROGRESS_BYTES;

@@ -145,10 +145,40 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
     Ok(Action::Replica { preamble: preamble.into_bytes(), feed: Box::new(feed) })
 }
 
-/// `ROLE` on a primary: `master`, the offset, and per replica its address, port and the
-/// offset it acknowledged.
+/// `REPLICAOF host port | NO ONE` (and `SLAVEOF`): follow a primary, or stop following one
+/// (`replica.rs`).
+pub fn replicaof(c: &mut Call) -> CmdResult {
+    if c.arg(1).eq_ignore_ascii_case(b"no") && c.arg(2).eq_ignore_ascii_case(b"one") {
+        crate::replica::stop(c.st);
+        return ok();
+    }
+    let port = match parse_i64(c.arg(2)) {
+        Some(p @ 0..=65535) => p as u16,
+        _ => return Err(CmdError::full("ERR Invalid master port")),
+    };
+    let host = c.text(1);
+    let Some(shared) = c.shared.arc() else { return Err(CmdError::full("ERR server is shutting down")) };
+    if !crate::replica::follow(&shared, c.st, host, port) {
+        return reply(Reply::simple("OK Already connected to specified master"));
+    }
+    // The replicas of this server follow it to the new history: they resync.
+    ok()
+}
+
+/// `ROLE`: on a primary `master`, the offset, and per replica its address, port and the
+/// offset it acknowledged; on a replica `slave`, its primary, the link's state and the offset
+/// applied.
 pub fn role(c: &mut Call) -> CmdResult {
     let r = &c.st.replication;
+    if let Some(m) = &r.master {
+        return reply(Reply::Array(vec![
+            Reply::Bulk(bytes::Bytes::from_static(b"slave")),
+            Reply::Bulk(bytes::Bytes::from(m.host.clone())),
+            Reply::Integer(i64::from(m.port)),
+            Reply::Bulk(bytes::Bytes::from_static(m.state.role_word().as_bytes())),
+            Reply::Integer(i64::try_from(r.offset()).unwrap_or(i64::MAX)),
+        ]));
+    }
     let offset = i64::try_from(r.offset()).unwrap_or(i64::MAX);
     let replicas = r
         .replicas

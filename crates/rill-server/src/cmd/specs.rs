@@ -525,6 +525,28 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..CommandSpec::of(server(&Run(replication::replconf)))
     },
     CommandSpec {
+        name: "replicaof",
+        arity: 3,
+        flags: Flags::NO_ASYNC_LOADING.and(Flags::ADMIN).and(Flags::NOSCRIPT).and(Flags::STALE),
+        acl: &["@admin", "@slow", "@dangerous"],
+        group: "server",
+        summary: "Makes this server a replica of another one, or (NO ONE) a primary again.",
+        since: "5.0.0",
+        syntax: "<host port | NO ONE>",
+        ..CommandSpec::of(server(&Run(replication::replicaof)))
+    },
+    CommandSpec {
+        name: "slaveof",
+        arity: 3,
+        flags: Flags::NO_ASYNC_LOADING.and(Flags::ADMIN).and(Flags::NOSCRIPT).and(Flags::STALE),
+        acl: &["@admin", "@slow", "@dangerous"],
+        group: "server",
+        summary: "The old name of REPLICAOF.",
+        since: "1.0.0",
+        syntax: "<host port | NO ONE>",
+        ..CommandSpec::of(server(&Run(replication::replicaof)))
+    },
+    CommandSpec {
         name: "psync",
         arity: -3,
         flags: Flags::NO_ASYNC_LOADING.and(Flags::ADMIN).and(Flags::NO_MULTI).and(Flags::NOSCRIPT),

@@ -88,6 +88,13 @@ impl Backlog {
         Ok(n)
     }
 
+    /// Empty, continuing after byte `offset` (a replica's full sync from its primary).
+    pub fn reset(&mut self, offset: u64) {
+        self.ring.clear();
+        self.offset = offset;
+        self.stream = forms::Stream::new();
+    }
+
     /// A replica starts reading at the current end after loading a snapshot: the next unit
     /// selects its database whatever was selected before.
     pub fn forget_selected(&mut self) {

@@ -51,6 +51,52 @@ pub struct Replication {
     pub syncs: primary::SyncStats,
     /// When the cron last put a PING in the stream, Unix ms.
     pub last_ping_ms: i64,
+    /// The primary this server replicates (`REPLICAOF host port`), if any.
+    pub master: Option<MasterLink>,
+    /// Counts `REPLICAOF` changes: a link task whose number is no longer current ends.
+    pub link_generation: u64,
+}
+
+/// A replica's view of its primary (INFO, ROLE).
+#[derive(Debug, Clone)]
+pub struct MasterLink {
+    /// `master_host`.
+    pub host: String,
+    /// `master_port`.
+    pub port: u16,
+    /// Where the link stands.
+    pub state: LinkStatus,
+    /// When something was last read from the primary, Unix ms.
+    pub last_io_ms: i64,
+    /// When the link went down, Unix ms (`master_link_down_since_seconds`).
+    pub down_since_ms: i64,
+    /// Sync attempts made (`master_total_sync_attempts`).
+    pub sync_attempts: u64,
+}
+
+/// A replica link's state, as ROLE names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkStatus {
+    /// `connect` / `connecting`: no connection yet.
+    Connecting,
+    /// `handshake`: the handshake and PSYNC.
+    Handshake,
+    /// `sync`: receiving and loading the snapshot.
+    Sync,
+    /// `connected`: applying the stream.
+    Connected,
+}
+
+impl LinkStatus {
+    /// The word ROLE uses.
+    pub fn role_word(self) -> &'static str {
+        match self {
+            LinkStatus::Connecting => "connecting",
+            LinkStatus::Handshake => "handshake",
+            LinkStatus::Sync => "sync",
+            LinkStatus::Connected => "connected",
+        }
+    }
 }
 
 impl Replication {
@@ -65,6 +111,8 @@ impl Replication {
             replicas: BTreeMap::new(),
             syncs: primary::SyncStats::default(),
             last_ping_ms: 0,
+            master: None,
+            link_generation: 0,
         }
     }
 
@@ -79,6 +127,25 @@ impl Replication {
         Some(f(&backlog))
     }
 
+    /// Leave the history followed so far for a new one, keeping the old one as `replid2` up to
+    /// the current offset: what a replica promoted to primary does, so that the other replicas
+    /// of the old primary continue from it partially.
+    pub fn shift_replid(&mut self, new_replid: String) {
+        self.replid2 = std::mem::replace(&mut self.replid, new_replid);
+        self.second_offset = i64::try_from(self.offset()).unwrap_or(i64::MAX) + 1;
+    }
+
+    /// Start following history `replid` at `offset` (a full sync from a primary): the backlog
+    /// starts empty there, and the replicas of this server resync.
+    pub fn restart_at(&mut self, replid: String, offset: u64) {
+        self.replid = replid;
+        self.replid2 = "0".repeat(40);
+        self.second_offset = -1;
+        if let Some(b) = &self.backlog {
+            b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).reset(offset);
+        }
+    }
+
     /// The backlog, made now if there is none (of `size` bytes, continuing the stream's offset)
     /// and fed by `journal` from its next committed unit on: what attaching the first replica
     /// does.
@@ -88,7 +155,7 @@ impl Replication {
         }
         let backlog = Arc::new(Mutex::new(Backlog::new(size, self.offset())));
         let (grown, rx) = watch::channel(self.offset());
-        journal.add_sink(Box::new(BacklogSink { backlog: backlog.clone(), grown }));
+        journal.add_sink(Box::new(BacklogSink { backlog: backlog.clone(), grown, relaying: self.master.is_some() }));
         self.backlog = Some(backlog.clone());
         self.grown = Some(rx);
         backlog
@@ -101,6 +168,8 @@ impl Replication {
 struct BacklogSink {
     backlog: Arc<Mutex<Backlog>>,
     grown: watch::Sender<u64>,
+    /// A replica: the stream is the primary's, relayed; applied units are not added.
+    relaying: bool,
 }
 
 impl BacklogSink {
@@ -123,6 +192,9 @@ impl Progress for BacklogSink {
 
 impl Sink for BacklogSink {
     fn commit(&mut self, _time_ms: i64, unit: &EffectBuf) {
+        if self.relaying {
+            return;
+        }
         let mut backlog = self.lock();
         let written = unit
             .decode()
@@ -139,6 +211,10 @@ impl Sink for BacklogSink {
     }
 
     fn stream_only(&mut self, args: &[Bytes]) {
+        if self.relaying {
+            // A replica's stream is its primary's, byte for byte.
+            return;
+        }
         let mut backlog = self.lock();
         let mut bytes = Vec::new();
         forms::encode_command(&mut bytes, args);
@@ -150,6 +226,23 @@ impl Sink for BacklogSink {
 
     fn new_reader(&mut self) {
         self.lock().forget_selected();
+    }
+
+    fn set_relaying(&mut self, relaying: bool) {
+        self.relaying = relaying;
+        // Whatever the relayed stream selected last, the next unit says its database.
+        self.lock().forget_selected();
+    }
+
+    fn relay(&mut self, bytes: &[u8]) {
+        if !self.relaying {
+            return;
+        }
+        let mut backlog = self.lock();
+        backlog.append(bytes);
+        let end = backlog.offset();
+        drop(backlog);
+        self.grown.send_replace(end);
     }
 }
 

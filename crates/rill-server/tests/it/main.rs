@@ -33,6 +33,7 @@ mod protected_mode;
 mod protocol;
 mod rdb_corpus;
 mod replica_link;
+mod replica_side;
 mod replication;
 #[path = "restart_fuzz.rs"]
 mod restart_fuzz_test;

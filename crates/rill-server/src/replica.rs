@@ -1,0 +1,487 @@
+//! The replica side of replication: `REPLICAOF host port` starts a task that links to the
+//! primary with Redis' handshake, loads its snapshot and applies its stream, until
+//! `REPLICAOF NO ONE` (or another `REPLICAOF`) ends it. Works against rill and any Redis 7.0–8.x
+//! primary (spec/replication.md §1, §4).
+//!
+//! ```text
+//!  connect ─► PING ─► [AUTH] ─► REPLCONF listening-port / capa eof capa psync2
+//!          ─► PSYNC <replid> <offset+1>   (this server's own history: continuing works after a
+//!                                          failover, when the new primary has it as replid2)
+//!             +CONTINUE [new replid] ─────────────────────────────┐
+//!             +FULLRESYNC <replid> <offset> ─► snapshot ($len or   │
+//!               $EOF:mark) ─► keyspace replaced (-LOADING meanwhile)│
+//!          ─► the stream: each command applied as one unit ◄──────┘
+//!             (unit::run, as the primary's client: never refused, never blocked), relayed
+//!             byte for byte into this server's backlog for its own replicas;
+//!             REPLCONF ACK <offset> every second and on REPLCONF GETACK
+//!  link lost ─► retry every second, PSYNC from where it stopped
+//! ```
+//!
+//! A replica never expires keys itself (`Engine::set_replica`): its primary's deletions
+//! arrive in the stream. Its own log records what it applied; after a full sync the log
+//! starts again from the loaded data.
+
+use crate::client::{Action, Conn};
+use crate::replication::{LinkStatus, MasterLink};
+use crate::state::{now_ms, Shared, State};
+use bytes::{Bytes, BytesMut};
+use rill_resp::{Limits, RequestParser};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long one step of the handshake may take (Redis' `repl-timeout` applies to it too).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Pause between attempts to reach the primary.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// The client id the primary's stream runs under (never a real connection's: those count
+/// up from 1).
+const MASTER_CLIENT_ID: u64 = u64::MAX;
+
+/// `REPLICAOF host port`: follow that primary from now on. Already following it: false.
+pub fn follow(shared: &Arc<Shared>, st: &mut State, host: String, port: u16) -> bool {
+    if st.replication.master.as_ref().is_some_and(|m| m.host == host && m.port == port) {
+        return false;
+    }
+    let was_primary = st.replication.master.is_none();
+    st.replication.link_generation += 1;
+    let generation = st.replication.link_generation;
+    tracing::info!("Connecting to MASTER {host}:{port}");
+    st.replication.master = Some(MasterLink {
+        host: host.clone(),
+        port,
+        state: LinkStatus::Connecting,
+        last_io_ms: 0,
+        down_since_ms: now_ms(),
+        sync_attempts: 0,
+    });
+    if was_primary {
+        // A backlog from now on (the offsets a failover continues from), fed with the
+        // primary's stream as received; and no expiry of its own.
+        let size = usize::try_from(st.config.get_i64("repl-backlog-size")).unwrap_or(1 << 20);
+        let st2 = &mut *st;
+        st2.replication.start_backlog(&mut st2.journal, size);
+        st.journal.set_relaying(true);
+        st.engine.set_replica(true);
+        tracing::info!("Before turning into a replica, using my own master parameters to synthesize a cached master: I may be able to synchronize with the new master with just a partial transfer.");
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move { link(shared, generation, host, port).await });
+    true
+}
+
+/// `REPLICAOF NO ONE`: stop following; this server is a primary with a new history that
+/// continues the one it followed (replid2), so that the other replicas continue from it.
+pub fn stop(st: &mut State) {
+    if st.replication.master.take().is_none() {
+        return;
+    }
+    st.replication.link_generation += 1;
+    st.replication.shift_replid(crate::run::run_id());
+    st.journal.set_relaying(false);
+    st.engine.set_replica(false);
+    disconnect_replicas(st);
+    tracing::info!("MASTER MODE enabled (user request from client)");
+}
+
+/// Drop the links of this server's own replicas: the history they follow changed (a new
+/// replid), and reconnecting tells them (`+CONTINUE <new replid>`), as Redis does.
+fn disconnect_replicas(st: &mut State) {
+    let ids: Vec<u64> = st.replication.replicas.keys().copied().collect();
+    for id in ids {
+        if let Some(ci) = st.clients.get_mut(&id) {
+            ci.killed = true;
+            ci.kill.notify_one();
+        }
+    }
+}
+
+/// Whether link task `generation` is still the one wanted.
+fn current(shared: &Shared, generation: u64) -> bool {
+    shared.lock().replication.link_generation == generation
+}
+
+fn set_state(shared: &Shared, generation: u64, state: LinkStatus) {
+    let mut st = shared.lock();
+    if st.replication.link_generation != generation {
+        return;
+    }
+    if let Some(m) = st.replication.master.as_mut() {
+        if state != LinkStatus::Connected && m.state == LinkStatus::Connected {
+            m.down_since_ms = now_ms();
+        }
+        m.state = state;
+    }
+}
+
+/// Keep a link to `host:port` until `REPLICAOF` says otherwise.
+async fn link(shared: Arc<Shared>, generation: u64, host: String, port: u16) {
+    while current(&shared, generation) {
+        match session(&shared, generation, &host, port).await {
+            Ok(()) => return,
+            Err(why) => {
+                if current(&shared, generation) {
+                    tracing::warn!("Replication with MASTER {host}:{port}: {why}");
+                }
+            }
+        }
+        set_state(&shared, generation, LinkStatus::Connecting);
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+/// The connection to the primary, read line by line during the handshake.
+struct Upstream {
+    stream: TcpStream,
+    buf: BytesMut,
+}
+
+impl Upstream {
+    async fn send(&mut self, args: &[&[u8]]) -> Result<(), String> {
+        let mut out = BytesMut::new();
+        rill_resp::write_request(&mut out, args);
+        self.stream.write_all(&out).await.map_err(|e| format!("write error: {e}"))
+    }
+
+    /// More bytes into `buf`; an error when the primary closed the link.
+    async fn fill(&mut self) -> Result<(), String> {
+        let n = self.stream.read_buf(&mut self.buf).await.map_err(|e| format!("read error: {e}"))?;
+        if n == 0 {
+            return Err("the primary closed the connection".into());
+        }
+        Ok(())
+    }
+
+    /// One line of a reply, without its CRLF.
+    async fn line(&mut self) -> Result<String, String> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line = self.buf.split_to(i + 1);
+                let text = String::from_utf8_lossy(&line).trim_end_matches(['\r', '\n']).to_string();
+                return Ok(text);
+            }
+            tokio::time::timeout(HANDSHAKE_TIMEOUT, self.fill()).await.map_err(|_| "timeout".to_string())??;
+        }
+    }
+
+    /// Exactly `n` bytes.
+    async fn bytes(&mut self, n: usize) -> Result<Vec<u8>, String> {
+        while self.buf.len() < n {
+            let want = n - self.buf.len();
+            self.buf.reserve(want.min(16 << 20));
+            tokio::time::timeout(HANDSHAKE_TIMEOUT, self.fill()).await.map_err(|_| "timeout".to_string())??;
+        }
+        Ok(self.buf.split_to(n).to_vec())
+    }
+}
+
+/// One connection: handshake, sync, stream. `Ok` only when `REPLICAOF` changed meanwhile.
+async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -> Result<(), String> {
+    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| "timeout connecting".to_string())?
+        .map_err(|e| format!("Error condition on socket for SYNC: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let mut up = Upstream { stream, buf: BytesMut::new() };
+    tracing::info!("MASTER <-> REPLICA sync started");
+    set_state(shared, generation, LinkStatus::Handshake);
+    let (auth, my_port, announce_ip, replid, offset) = {
+        let mut st = shared.lock();
+        if let Some(m) = st.replication.master.as_mut() {
+            m.sync_attempts += 1;
+        }
+        let pass = st.config.get("masterauth").to_string();
+        let user = st.config.get("masteruser").to_string();
+        let auth = (!pass.is_empty()).then_some((user, pass));
+        let announce_port = st.config.get_i64("replica-announce-port");
+        let my_port = if announce_port > 0 { announce_port.to_string() } else { shared.port.to_string() };
+        let ip = st.config.get("replica-announce-ip").to_string();
+        (auth, my_port, ip, st.replication.replid.clone(), st.replication.offset())
+    };
+    up.send(&[b"PING"]).await?;
+    let pong = up.line().await?;
+    if pong.starts_with('-') && !pong.starts_with("-NOAUTH") && !pong.starts_with("-NOPERM") {
+        return Err(format!("Error reply to PING from master: '{pong}'"));
+    }
+    if let Some((user, pass)) = &auth {
+        if user.is_empty() {
+            up.send(&[b"AUTH", pass.as_bytes()]).await?;
+        } else {
+            up.send(&[b"AUTH", user.as_bytes(), pass.as_bytes()]).await?;
+        }
+        let r = up.line().await?;
+        if r.starts_with('-') {
+            return Err(format!("Unable to AUTH to MASTER: {r}"));
+        }
+    }
+    up.send(&[b"REPLCONF", b"listening-port", my_port.as_bytes()]).await?;
+    let mut expected = 1;
+    if !announce_ip.is_empty() {
+        up.send(&[b"REPLCONF", b"ip-address", announce_ip.as_bytes()]).await?;
+        expected += 1;
+    }
+    up.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]).await?;
+    expected += 1;
+    for _ in 0..expected {
+        let r = up.line().await?;
+        if r.starts_with('-') {
+            tracing::info!("(Non critical) Master does not understand REPLCONF: {r}");
+        }
+    }
+    // PSYNC from this server's own history: what it followed, or what it served as a primary.
+    let (ask_id, ask_offset) =
+        if offset == 0 { ("?".to_string(), "-1".to_string()) } else { (replid, (offset + 1).to_string()) };
+    tracing::info!("Trying a partial resynchronization (request {ask_id}:{ask_offset}).");
+    up.send(&[b"PSYNC", ask_id.as_bytes(), ask_offset.as_bytes()]).await?;
+    let reply = loop {
+        let line = up.line().await?;
+        // Keep-alive newlines while the primary prepares the snapshot.
+        if !line.is_empty() {
+            break line;
+        }
+    };
+    if !current(shared, generation) {
+        return Ok(());
+    }
+    if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
+        let mut words = rest.split(' ');
+        let id = words.next().unwrap_or_default().to_string();
+        let at: u64 =
+            words.next().and_then(|w| w.parse().ok()).ok_or_else(|| format!("bad FULLRESYNC reply: {reply}"))?;
+        tracing::info!("Full resync from master: {id}:{at}");
+        full_sync(shared, generation, &mut up, id, at).await?;
+    } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
+        let new_id = rest.trim();
+        let mut st = shared.lock();
+        if !new_id.is_empty() && new_id != st.replication.replid {
+            st.replication.shift_replid(new_id.to_string());
+            tracing::info!("Master replication ID changed to {new_id}");
+        }
+        tracing::info!("Successful partial resynchronization with master.");
+    } else {
+        return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
+    }
+    apply_stream(shared, generation, up).await
+}
+
+/// Receive the snapshot after `+FULLRESYNC id at` and make it the keyspace.
+async fn full_sync(
+    shared: &Arc<Shared>,
+    generation: u64,
+    up: &mut Upstream,
+    id: String,
+    at: u64,
+) -> Result<(), String> {
+    set_state(shared, generation, LinkStatus::Sync);
+    let head = loop {
+        let line = up.line().await?;
+        if !line.is_empty() {
+            break line;
+        }
+    };
+    let (payload, eof) = if let Some(mark) = head.strip_prefix("$EOF:") {
+        let mark = mark.as_bytes().to_vec();
+        if mark.len() != 40 {
+            return Err(format!("bad end mark in {head}"));
+        }
+        // Read until the payload ends with the mark.
+        let mut data: Vec<u8> = Vec::new();
+        loop {
+            data.extend_from_slice(&up.buf);
+            up.buf.clear();
+            if data.len() >= 40 && data.ends_with(&mark) {
+                data.truncate(data.len() - 40);
+                break;
+            }
+            tokio::time::timeout(HANDSHAKE_TIMEOUT, up.fill()).await.map_err(|_| "timeout".to_string())??;
+        }
+        (data, true)
+    } else if let Some(len) = head.strip_prefix('$') {
+        let len: usize = len.parse().map_err(|_| format!("bad payload length in {head}"))?;
+        (up.bytes(len).await?, false)
+    } else if head.starts_with('-') {
+        return Err(format!("MASTER aborted replication with an error: {head}"));
+    } else {
+        return Err(format!("Bad protocol from MASTER, the first byte is not '$': {head}"));
+    };
+    tracing::info!("MASTER <-> REPLICA sync: receiving {} bytes from master", payload.len());
+    {
+        let mut st = shared.lock();
+        if st.replication.link_generation != generation {
+            return Ok(());
+        }
+        tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
+        st.engine.flush_all();
+        st.persist.loading = true;
+        st.engine.set_loading(true);
+    }
+    let loader = shared.clone();
+    let origin = std::path::PathBuf::from(format!("the snapshot from {}", "the primary"));
+    let loaded = tokio::task::spawn_blocking(move || {
+        crate::aof::load::load_rdb(&loader, &payload, &origin, crate::aof::load::Expired::Keep)
+    })
+    .await
+    .map_err(|e| format!("loading failed: {e}"));
+    finish_load(shared, loaded, id, at)?;
+    if eof {
+        // Nothing follows an end-marked payload until we say we loaded it.
+        up.send(&[b"REPLCONF", b"ACK", at.to_string().as_bytes()]).await?;
+    }
+    Ok(())
+}
+
+/// Make the loaded snapshot the keyspace (or drop it, if it failed to load): the new history,
+/// and the log restarted from it.
+fn finish_load(
+    shared: &Arc<Shared>,
+    loaded: Result<Result<Vec<(usize, Bytes)>, String>, String>,
+    id: String,
+    at: u64,
+) -> Result<(), String> {
+    let mut st = shared.lock();
+    st.engine.set_loading(false);
+    st.persist.loading = false;
+    match loaded {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) | Err(e) => {
+            // Half a dataset must not be served as the primary's.
+            st.engine.flush_all();
+            return Err(format!("Failed trying to load the MASTER synchronization DB from socket: {e}"));
+        }
+    }
+    st.replication.restart_at(id, at);
+    disconnect_replicas(&mut st);
+    st.persist.dirty_at_save = st.engine.dirty();
+    // The log starts again from the loaded data, as Redis restarts its AOF after a sync.
+    if st.journal.log().is_some() {
+        if let Some(shared2) = shared.arc() {
+            let _ = crate::aof::set_appendonly(&shared2, &mut st, false);
+            if let Err(e) = crate::aof::set_appendonly(&shared2, &mut st, true) {
+                tracing::warn!("the log could not restart after the sync: {e}");
+            }
+        }
+    }
+    tracing::info!("MASTER <-> REPLICA sync: Finished with success");
+    Ok(())
+}
+
+/// Apply the primary's stream until the link breaks or `REPLICAOF` changes.
+async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -> Result<(), String> {
+    set_state(shared, generation, LinkStatus::Connected);
+    {
+        let mut st = shared.lock();
+        if let Some(m) = st.replication.master.as_mut() {
+            m.last_io_ms = now_ms();
+        }
+    }
+    let timeout = Duration::from_secs(crate::replication::primary::seconds(&shared.lock().config, "repl-timeout", 60));
+    let mut parser = RequestParser::new();
+    let limits = Limits { max_bulk_len: usize::MAX >> 1, max_inline_len: 64 * 1024, authenticated: true };
+    let mut master = Conn::new(MASTER_CLIENT_ID, true);
+    master.is_master = true;
+    let mut args: Vec<Bytes> = Vec::new();
+    let mut ack_timer = tokio::time::interval(Duration::from_secs(1));
+    let mut last_heard = tokio::time::Instant::now();
+    loop {
+        // Apply every complete command in the buffer, one unit each, under one lock hold.
+        let mut reply_ack = false;
+        if !up.buf.is_empty() {
+            let mut st = shared.lock();
+            if st.replication.link_generation != generation {
+                return Ok(());
+            }
+            // Framed here, not by the request parser (which keeps the bytes of a request it
+            // has only part of): every byte the primary sent counts in the offset, exactly.
+            while let Some(len) = frame_len(&up.buf) {
+                let raw = up.buf.split_to(len);
+                let mut frame = raw.clone();
+                match parser.parse_into(&mut frame, &limits, &mut args) {
+                    Ok(true) => {}
+                    // A blank line: nothing to run.
+                    Ok(false) => args.clear(),
+                    Err(e) => return Err(format!("protocol error in the primary's stream: {e:?}")),
+                }
+                let getack = args.len() >= 2
+                    && args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"replconf"))
+                    && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"getack"));
+                if getack {
+                    reply_ack = true;
+                } else if !args.is_empty() {
+                    apply(shared, &mut st, &mut master, &mut args);
+                }
+                // Everything the primary sent counts in the offset, GETACK included.
+                st.journal.relay(&raw);
+            }
+            if let Some(m) = st.replication.master.as_mut() {
+                m.last_io_ms = now_ms();
+            }
+        }
+        if reply_ack {
+            send_ack(shared, &mut up).await?;
+        }
+        tokio::select! {
+            r = up.stream.read_buf(&mut up.buf) => match r {
+                Ok(0) => return Err("the primary closed the connection".into()),
+                Ok(_) => last_heard = tokio::time::Instant::now(),
+                Err(e) => return Err(format!("read error: {e}")),
+            },
+            _ = ack_timer.tick() => {
+                if !current(shared, generation) {
+                    return Ok(());
+                }
+                send_ack(shared, &mut up).await?;
+            }
+            () = tokio::time::sleep_until(last_heard + timeout) => {
+                return Err("MASTER timeout: no data nor PING received".into());
+            }
+        }
+    }
+}
+
+/// The length of the request at the front of `buf` if it is all there: a multibulk
+/// (`*N` then N bulks) or an inline line.
+fn frame_len(buf: &[u8]) -> Option<usize> {
+    fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+        buf.get(from..)?.iter().position(|&b| b == b'\n').map(|i| from + i + 1)
+    }
+    fn number(buf: &[u8], from: usize, to: usize) -> Option<usize> {
+        let text = std::str::from_utf8(buf.get(from..to)?).ok()?;
+        text.trim_end_matches(['\r', '\n']).parse::<i64>().ok().map(|n| n.max(0) as usize)
+    }
+    if buf.first() != Some(&b'*') {
+        return line_end(buf, 0);
+    }
+    let mut at = line_end(buf, 0)?;
+    let count = number(buf, 1, at)?;
+    for _ in 0..count {
+        if buf.get(at) != Some(&b'$') {
+            // Not a bulk: let the parser report the error on what is there.
+            return Some(buf.len());
+        }
+        let end = line_end(buf, at)?;
+        let len = number(buf, at + 1, end)?;
+        at = end.checked_add(len)?.checked_add(2)?;
+        if at > buf.len() {
+            return None;
+        }
+    }
+    Some(at)
+}
+
+/// `REPLCONF ACK <offset>`: how far this replica has applied the stream.
+async fn send_ack(shared: &Shared, up: &mut Upstream) -> Result<(), String> {
+    let offset = shared.lock().replication.offset();
+    up.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()]).await
+}
+
+/// Run one command of the primary's stream through dispatch (one unit, `unit::run`), as the
+/// primary's client: never refused as a write on a read-only replica, the reply dropped.
+fn apply(shared: &Shared, st: &mut State, master: &mut Conn, args: &mut Vec<Bytes>) {
+    let now = now_ms();
+    if let Action::Reply(rill_resp::Reply::Error(e)) = crate::dispatch::execute(shared, st, master, args, now) {
+        // A primary streams only what succeeded on it: a failure here means the copy now
+        // differs from the primary.
+        tracing::warn!("a command from the primary failed on this replica: {}", String::from_utf8_lossy(&e));
+    }
+}

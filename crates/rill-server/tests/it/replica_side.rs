@@ -1,0 +1,130 @@
+//! rill as a replica, over Redis' replication protocol: of a real Redis (8.2.3 and Debian's
+//! 7.0.15: the live migration off Redis), and of rill, chained, through a failover. Each time
+//! a random workload (streams with groups, claims and PELs; the other types; TTLs; two
+//! databases; transactions) runs on the primary, and the replica ends equal key by key.
+//!
+//! Of a Redis primary, rill is compared with a Redis replica of the same version beside it,
+//! not with the primary: Redis itself does not replicate everything a group does (a history
+//! re-read's delivery count, a consumer an empty XAUTOCLAIM made), and a replica of Redis can
+//! only be asked to hold what Redis' own replica holds.
+
+use crate::replica_link::{assert_equal, assert_equal_but, info_field, text, wait_caught_up, workload};
+use rill_testkit::{fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind};
+use std::time::{Duration, Instant};
+
+/// Make `replica` a replica of `primary_port` and wait until it has caught up with `primary`.
+fn attach(replica: &mut RawClient, primary: &mut RawClient, primary_port: u16) {
+    assert_eq!(replica.cmd(&["REPLICAOF", "127.0.0.1", &primary_port.to_string()]), b"+OK\r\n");
+    wait_caught_up(primary, replica);
+}
+
+#[test]
+fn rill_follows_a_redis_primary_and_takes_over_from_it() {
+    for which in [ReferenceServer::Redis8, ReferenceServer::Redis7] {
+        let Some(binary) = which.require() else { continue };
+        let seed = fuzz_seed(0x0050_4E91_CA7E);
+        // No wait before a disk-less sync (Redis waits 5 s for more replicas by default).
+        let redis = Server::start(ServerKind::Redis(which), &binary, &["--repl-diskless-sync-delay", "0"]);
+        let mut primary = redis.connect();
+        let mut rng = Rng::new(seed);
+        let mut ids = Vec::new();
+        workload(&mut primary, &mut rng, &mut ids, 300);
+        let rill_server = Server::rill();
+        let mut rill = rill_server.connect();
+        let redis_replica = Server::start(ServerKind::Redis(which), &binary, &[]);
+        let mut oracle = redis_replica.connect();
+        attach(&mut oracle, &mut primary, redis.port);
+        attach(&mut rill, &mut primary, redis.port);
+        // Redis 7.0 computes a group's lag differently (rill computes it as 8.x does).
+        let unlike: &[&str] = if which == ReferenceServer::Redis7 { &["lag"] } else { &[] };
+        assert_equal_but(
+            &mut oracle,
+            &mut rill,
+            &format!("{}: after the full sync (seed {seed})", which.label()),
+            unlike,
+        );
+        workload(&mut primary, &mut rng, &mut ids, 300);
+        wait_caught_up(&mut primary, &mut rill);
+        wait_caught_up(&mut primary, &mut oracle);
+        assert_equal_but(&mut oracle, &mut rill, &format!("{}: after streaming (seed {seed})", which.label()), unlike);
+        // A read-only replica refuses writes, with Redis' words (byte for byte Redis' own
+        // replica's).
+        for cmd in [
+            &["SET", "k", "v"][..],
+            &["XREADGROUP", "GROUP", "g0", "c0", "STREAMS", "s0", ">"],
+            &["MULTI"],
+            &["INCR", "n"],
+            &["EXEC"],
+            &["XREAD", "STREAMS", "s0", "0"],
+            &["XPENDING", "s0", "g0"],
+            &["REPLICAOF", "127.0.0.1", &redis.port.to_string()],
+        ] {
+            let ours = rill.cmd(cmd);
+            assert_eq!(ours, oracle.cmd(cmd), "{cmd:?} on a replica");
+        }
+        assert_eq!(rill.cmd(&["SET", "k", "v"]), b"-READONLY You can't write against a read only replica.\r\n");
+        assert_eq!(
+            text(&rill.cmd_value(&["ROLE"])).split(' ').take(4).collect::<Vec<_>>().join(" "),
+            format!("[slave 127.0.0.1 {} connected", redis.port)
+        );
+        // The move: rill takes over, keeping the data and the primary's history as replid2.
+        let old_replid = info_field(&mut primary, "replication", "master_replid").unwrap();
+        let offset: i64 = info_field(&mut rill, "replication", "master_repl_offset").unwrap().parse().unwrap();
+        assert_eq!(rill.cmd(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+        assert_eq!(info_field(&mut rill, "replication", "role").as_deref(), Some("master"));
+        assert_eq!(info_field(&mut rill, "replication", "master_replid2"), Some(old_replid));
+        assert_eq!(info_field(&mut rill, "replication", "second_repl_offset"), Some((offset + 1).to_string()));
+        assert_eq!(rill.cmd(&["SELECT", "0"]), b"+OK\r\n");
+        assert_eq!(rill.cmd(&["SET", "k", "v"]), b"+OK\r\n");
+    }
+}
+
+#[test]
+fn a_chain_of_rill_replicas_follows_and_fails_over_partially() {
+    let seed = fuzz_seed(0x0000_C4A1_4ED0);
+    let a_server = Server::rill();
+    let b_server = Server::rill();
+    let c_server = Server::rill();
+    let (mut a, mut b, mut c) = (a_server.connect(), b_server.connect(), c_server.connect());
+    let mut rng = Rng::new(seed);
+    let mut ids = Vec::new();
+    workload(&mut a, &mut rng, &mut ids, 200);
+    attach(&mut b, &mut a, a_server.port);
+    // C follows B: B relays A's stream byte for byte, so all three share one history.
+    attach(&mut c, &mut b, b_server.port);
+    workload(&mut a, &mut rng, &mut ids, 300);
+    wait_caught_up(&mut a, &mut b);
+    wait_caught_up(&mut b, &mut c);
+    assert_equal(&mut a, &mut b, &format!("B after streaming (seed {seed})"));
+    assert_equal(&mut a, &mut c, &format!("C, chained, after streaming (seed {seed})"));
+    let replid = info_field(&mut a, "replication", "master_replid").unwrap();
+    assert_eq!(info_field(&mut c, "replication", "master_replid"), Some(replid.clone()));
+    // Failover: B is promoted; C continues from it partially, and so does A once demoted.
+    assert_eq!(b.cmd(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    workload(&mut b, &mut rng, &mut ids, 100);
+    wait_caught_up(&mut b, &mut c);
+    assert_equal(&mut b, &mut c, &format!("C after B's promotion (seed {seed})"));
+    attach(&mut a, &mut b, b_server.port);
+    assert_equal(&mut b, &mut a, &format!("A demoted under B (seed {seed})"));
+    // C's first sync was full and C continued partially after the promotion. A continues
+    // partially too unless its cron put a PING into its own stream after B left it (A was a
+    // primary until it was demoted, so its offset may have passed B's second_repl_offset):
+    // then it syncs fully, as a Redis primary would.
+    let full: u64 = info_field(&mut b, "stats", "sync_full").unwrap().parse().unwrap();
+    let partial: u64 = info_field(&mut b, "stats", "sync_partial_ok").unwrap().parse().unwrap();
+    assert!(partial >= 1 && partial + full == 3, "C's syncs and A's: {full} full, {partial} partial");
+    // Blocked readers on a replica are served from the replicated writes.
+    let mut reader = c_server.connect();
+    reader
+        .send(b"*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$4\r\n5000\r\n$7\r\nSTREAMS\r\n$5\r\nfresh\r\n$1\r\n$\r\n")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while info_field(&mut c, "clients", "blocked_clients").as_deref() != Some("1") {
+        assert!(Instant::now() < deadline, "the reader did not block");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(b.cmd(&["SELECT", "0"]), b"+OK\r\n");
+    b.cmd(&["XADD", "fresh", "7-1", "f", "v"]);
+    let got = reader.read_reply().unwrap();
+    assert!(String::from_utf8_lossy(&got).contains("7-1"), "{}", String::from_utf8_lossy(&got));
+}
