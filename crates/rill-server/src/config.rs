@@ -28,6 +28,8 @@ pub enum Kind {
     /// `client-output-buffer-limit`: `<class> <hard> <soft> <seconds>` groups, each setting
     /// only its class (see [`crate::client_limits::merge_config`]).
     OutputLimits,
+    /// `replicaof`: `<host> <port>`, or `no one` (stored as the empty value).
+    ReplicaOf,
 }
 
 /// One implemented parameter.
@@ -63,6 +65,8 @@ const FSYNC: &[&str] = &["always", "everysec", "no"];
 /// `enable-module-command`): nobody, everybody, or clients on a loopback address.
 const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 const I32: i64 = i32::MAX as i64;
+/// `repl-diskless-load` as Redis 8.2 spells it (later versions add `flushdb`).
+const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb"];
 
 /// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
 /// rill's own layouts; they are kept so tools and the Redis test suite can read and set them.
@@ -113,12 +117,35 @@ pub const PARAMS: &[Param] = &[
     p("hash-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
     p("set-max-intset-entries", "512", Kind::Int(0, i64::MAX), true),
     p("set-max-listpack-entries", "128", Kind::Int(0, i64::MAX), true),
-    p("set-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
+    // An integer in Redis, unlike the hash and zset ones (no `kb` suffix).
+    p("set-max-listpack-value", "64", Kind::Int(0, i64::MAX), true),
     p("zset-max-listpack-entries", "128", Kind::Int(0, i64::MAX), true),
     p("zset-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
-    p("lua-time-limit", "5000", Kind::Int(0, i64::MAX), true),
     p("busy-reply-threshold", "5000", Kind::Int(0, i64::MAX), true),
     p("repl-diskless-sync", "yes", Kind::Bool, true),
+    // Replication (issue 22). Stored, validated, reported and rewritten with Redis' names,
+    // defaults and bounds; none of them acts yet: rill is always a primary without replicas
+    // until replication lands, and start-up warns when one is set away from its default.
+    p("replicaof", "", Kind::ReplicaOf, false),
+    p("masterauth", "", Kind::Text, true),
+    p("masteruser", "", Kind::Text, true),
+    p("replica-read-only", "yes", Kind::Bool, true),
+    p("replica-serve-stale-data", "yes", Kind::Bool, true),
+    p("replica-priority", "100", Kind::Int(0, I32), true),
+    p("replica-announce-ip", "", Kind::Text, true),
+    p("replica-announce-port", "0", Kind::Int(0, 65535), true),
+    p("replica-announced", "yes", Kind::Bool, true),
+    p("replica-lazy-flush", "no", Kind::Bool, true),
+    p("replica-ignore-maxmemory", "yes", Kind::Bool, true),
+    p("repl-backlog-ttl", "3600", Kind::Int(0, i64::MAX), true),
+    p("repl-ping-replica-period", "10", Kind::Int(1, I32), true),
+    p("repl-timeout", "60", Kind::Int(1, I32), true),
+    p("repl-diskless-sync-delay", "5", Kind::Int(0, I32), true),
+    p("repl-diskless-sync-max-replicas", "0", Kind::Int(0, I32), true),
+    p("repl-diskless-load", "disabled", Kind::Enum(DISKLESS_LOAD), true),
+    p("repl-disable-tcp-nodelay", "no", Kind::Bool, true),
+    p("min-replicas-to-write", "0", Kind::Int(0, I32), true),
+    p("min-replicas-max-lag", "10", Kind::Int(0, I32), true),
     // The replication backlog's size (`replication::backlog`), applied when it is made and on
     // CONFIG SET.
     p("repl-backlog-size", "1048576", Kind::Memory(1, i64::MAX), true),
@@ -128,6 +155,31 @@ pub const PARAMS: &[Param] = &[
     // rill's own: how long (at most, in microseconds) the event loop keeps polling after work
     // before it sleeps; see `poll.rs`. 0: never polls.
     p("busy-poll-us", "20", Kind::Int(0, 1000), true),
+];
+
+/// Parameters that are stored but do nothing yet (see [`Config::inert`]).
+const INERT: &[&str] = &[
+    "replicaof",
+    "masterauth",
+    "masteruser",
+    "replica-read-only",
+    "replica-serve-stale-data",
+    "replica-priority",
+    "replica-announce-ip",
+    "replica-announce-port",
+    "replica-announced",
+    "replica-lazy-flush",
+    "replica-ignore-maxmemory",
+    "repl-backlog-ttl",
+    "repl-ping-replica-period",
+    "repl-timeout",
+    "repl-diskless-sync",
+    "repl-diskless-sync-delay",
+    "repl-diskless-sync-max-replicas",
+    "repl-diskless-load",
+    "repl-disable-tcp-nodelay",
+    "min-replicas-to-write",
+    "min-replicas-max-lag",
 ];
 
 /// Directives Redis accepts that rill does not implement: accepted at start-up with a warning.
@@ -148,36 +200,16 @@ pub const REDIS_ONLY: &[&str] = &[
     "rdbcompression",
     "rdbchecksum",
     "rdb-del-sync-files",
-    "replica-serve-stale-data",
-    "slave-serve-stale-data",
-    "replica-read-only",
-    "slave-read-only",
-    "repl-diskless-sync-delay",
-    "repl-diskless-sync-max-replicas",
-    "repl-diskless-load",
-    "repl-ping-replica-period",
-    "repl-timeout",
-    "repl-disable-tcp-nodelay",
-    "repl-backlog-ttl",
-    "replica-priority",
-    "slave-priority",
     "propagation-error-behavior",
     "replica-ignore-disk-write-errors",
-    "replica-announced",
-    "min-replicas-to-write",
-    "min-replicas-max-lag",
-    "replica-announce-ip",
-    "replica-announce-port",
     "tracking-table-max-keys",
     "acllog-max-len",
     "maxmemory-samples",
     "maxmemory-eviction-tenacity",
-    "replica-ignore-maxmemory",
     "active-expire-effort",
     "lazyfree-lazy-eviction",
     "lazyfree-lazy-expire",
     "lazyfree-lazy-server-del",
-    "replica-lazy-flush",
     "io-threads",
     "io-threads-do-reads",
     "oom-score-adj",
@@ -257,10 +289,6 @@ const PROTECTED: &[&str] = &["dir", "dbfilename"];
 const REFUSED: &[(&str, &str)] = &[
     ("user", "ACL users are not supported by rill yet; set the default user's password with requirepass"),
     ("aclfile", "ACL files are not supported by rill yet; set the default user's password with requirepass"),
-    ("masteruser", "replication is not supported by rill yet"),
-    ("masterauth", "replication is not supported by rill yet"),
-    ("replicaof", "replication is not supported by rill yet"),
-    ("slaveof", "replication is not supported by rill yet"),
     ("unixsocket", "unix sockets are not supported by rill yet; clients connect over TCP"),
     ("unixsocketperm", "unix sockets are not supported by rill yet; clients connect over TCP"),
     ("loadmodule", "modules are not supported by rill"),
@@ -323,6 +351,18 @@ const ALIASES: &[(&str, &str)] = &[
     ("list-max-ziplist-size", "list-max-listpack-size"),
     ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("lua-time-limit", "busy-reply-threshold"),
+    ("slaveof", "replicaof"),
+    ("slave-read-only", "replica-read-only"),
+    ("slave-serve-stale-data", "replica-serve-stale-data"),
+    ("slave-priority", "replica-priority"),
+    ("slave-announce-ip", "replica-announce-ip"),
+    ("slave-announce-port", "replica-announce-port"),
+    ("slave-lazy-flush", "replica-lazy-flush"),
+    ("slave-ignore-maxmemory", "replica-ignore-maxmemory"),
+    ("repl-ping-slave-period", "repl-ping-replica-period"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
 ];
 
 /// The parameter `name` (or an alias of it) names.
@@ -387,6 +427,18 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             Ok(value.to_string())
         }
         Kind::OutputLimits => crate::client_limits::merge_config(p.default, value),
+        Kind::ReplicaOf => {
+            let words: Vec<&str> = value.split_whitespace().collect();
+            let [host, port] = words[..] else { return Err("wrong number of arguments".into()) };
+            if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") {
+                return Ok(String::new());
+            }
+            // Redis reads the port with strtol: digits, an optional sign, nothing after.
+            match port.parse::<i64>() {
+                Ok(port @ 0..=65535) => Ok(format!("{host} {port}")),
+                _ => Err("Invalid master port".into()),
+            }
+        }
         Kind::SavePoints => {
             let parts: Vec<&str> = value.split_whitespace().collect();
             if !parts.len().is_multiple_of(2) || parts.iter().any(|x| x.parse::<u64>().is_err()) {
@@ -420,11 +472,6 @@ fn refused(name: &str, values: &[String]) -> Option<&'static str> {
         return Some(TLS_REFUSED);
     }
     let only = |v: &str| values.len() == 1 && values.first().is_some_and(|x| x.eq_ignore_ascii_case(v));
-    if name == "min-replicas-to-write" && !only("0") {
-        return Some(
-            "replication is not supported by rill yet, and Redis would refuse writes without the replicas asked for",
-        );
-    }
     if name == "cluster-enabled" && !only("no") {
         return Some("cluster mode is not supported by rill; run a Redis Cluster for that (rill-worker and the rill CLI support one)");
     }
@@ -541,6 +588,12 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The replication directives set away from their defaults: stored and reported, but
+    /// without effect until rill replicates (start-up warns about each).
+    pub fn inert(&self) -> Vec<&'static str> {
+        INERT.iter().copied().filter(|name| param(name).is_some_and(|p| self.get(name) != p.default)).collect()
     }
 
     /// Replace a parameter's value at start-up (no mutability check), e.g. `dir` made absolute.
@@ -777,17 +830,53 @@ mod tests {
     }
 
     #[test]
+    fn replication_directives_are_stored_with_redis_names_and_checks() {
+        let c = Config::from_args(&args(&[
+            "--slaveof",
+            "10.0.0.1",
+            "6380",
+            "--masterauth",
+            "pw",
+            "--min-slaves-to-write",
+            "2",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (c.get("replicaof"), c.get("masterauth"), c.get("min-replicas-to-write")),
+            ("10.0.0.1 6380", "pw", "2")
+        );
+        assert_eq!(c.inert(), ["replicaof", "masterauth", "min-replicas-to-write"]);
+        let c = Config::from_args(&args(&["--replicaof", "NO", "one"])).unwrap();
+        assert_eq!(c.get("replicaof"), "");
+        assert!(c.inert().is_empty());
+        for (bad, why) in [
+            (&["--replicaof", "h", "70000"][..], "Invalid master port"),
+            (&["--replicaof", "h", "1x"], "Invalid master port"),
+            (&["--replicaof", "h"], "wrong number of arguments"),
+            (
+                &["--repl-diskless-load", "flushdb"],
+                "argument(s) must be one of the following: disabled, on-empty-db, swapdb",
+            ),
+        ] {
+            assert_eq!(Config::from_args(&args(bad)).unwrap_err().reason, why, "{bad:?}");
+        }
+        let mut c = Config::default();
+        let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+        let e = c.set_many(&[pair("slaveof", "no one")], true).unwrap_err();
+        assert!(e.ends_with("argument 'slaveof') - can't set immutable config"), "{e}");
+        assert_eq!(c.set_many(&[pair("lua-time-limit", "7")], false).unwrap(), ["busy-reply-threshold"]);
+        assert_eq!(c.get("busy-reply-threshold"), "7");
+    }
+
+    #[test]
     fn security_directives_work_or_refuse_start_up() {
         for refused in [
             &["--user", "default", "on", ">pw"][..],
             &["--aclfile", "/etc/users.acl"],
             &["--tls-port", "6380"],
             &["--tls-cert-file", "x.crt"],
-            &["--masterauth", "pw"],
-            &["--replicaof", "10.0.0.1", "6379"],
             &["--unixsocket", "/tmp/r.sock"],
             &["--loadmodule", "/x.so"],
-            &["--min-replicas-to-write", "1"],
             &["--cluster-enabled", "yes"],
         ] {
             let e = Config::from_args(&args(refused)).unwrap_err();
