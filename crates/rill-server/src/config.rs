@@ -8,6 +8,9 @@
 //!   with a logged warning, so an existing redis.conf keeps working;
 //! - anything else: start-up stops with Redis' "Bad directive" message.
 
+mod rewrite;
+
+pub use rewrite::{rewrite_file, rewrite_text, SIGNATURE};
 use std::collections::BTreeMap;
 
 /// How a parameter's value is validated and reported.
@@ -684,22 +687,6 @@ impl Config {
         }
         Ok(names)
     }
-
-    /// The configuration as config-file text (CONFIG REWRITE).
-    pub fn to_file_text(&self) -> String {
-        let mut s = String::from("# Written by rill-server CONFIG REWRITE\n");
-        for (name, value) in &self.values {
-            s.push_str(name);
-            s.push(' ');
-            s.push_str(&quote(value));
-            s.push('\n');
-        }
-        // Dropping these would re-open the commands they hide at the next start.
-        for r in &self.renames {
-            s.push_str(&format!("rename-command {} {}\n", quote(&r.from), quote(&r.to)));
-        }
-        s
-    }
 }
 
 fn quote(s: &str) -> String {
@@ -719,50 +706,68 @@ fn quote(s: &str) -> String {
     out
 }
 
-/// Split a config line into words with Redis' quoting rules (as in inline commands).
+/// Split a config line into words with Redis' quoting rules (as in inline commands): in
+/// double quotes `\n \r \t \a \b \xHH` and `\` before any other character; in single
+/// quotes only `\'`. None for unbalanced quotes or a closing quote not followed by a space.
 fn split_config_line(line: &str) -> Option<Vec<String>> {
     let mut out = Vec::new();
-    let mut chars = line.chars().peekable();
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    let hex = |b: u8| char::from(b).to_digit(16);
     loop {
-        while chars.peek().is_some_and(|c| c.is_whitespace()) {
-            chars.next();
+        while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
         }
-        let Some(&first) = chars.peek() else { return Some(out) };
-        let mut word = String::new();
-        if first == '"' || first == '\'' {
-            chars.next();
+        let Some(&first) = bytes.get(i) else { return Some(out) };
+        let mut word: Vec<u8> = Vec::new();
+        if first == b'"' || first == b'\'' {
+            i += 1;
             loop {
-                match chars.next()? {
+                let c = *bytes.get(i)?;
+                i += 1;
+                match c {
                     c if c == first => break,
-                    '\\' if first == '"' => match chars.next()? {
-                        'n' => word.push('\n'),
-                        'r' => word.push('\r'),
-                        't' => word.push('\t'),
-                        c => word.push(c),
-                    },
-                    '\\' => match chars.next()? {
-                        '\'' => word.push('\''),
-                        c => {
-                            word.push('\\');
-                            word.push(c);
+                    b'\\' if first == b'"' => {
+                        let e = *bytes.get(i)?;
+                        i += 1;
+                        match e {
+                            b'n' => word.push(b'\n'),
+                            b'r' => word.push(b'\r'),
+                            b't' => word.push(b'\t'),
+                            b'a' => word.push(0x07),
+                            b'b' => word.push(0x08),
+                            b'x' => {
+                                match (bytes.get(i).and_then(|&h| hex(h)), bytes.get(i + 1).and_then(|&l| hex(l))) {
+                                    (Some(h), Some(l)) => {
+                                        word.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                                        i += 2;
+                                    }
+                                    _ => word.push(b'x'),
+                                }
+                            }
+                            e => word.push(e),
                         }
-                    },
+                    }
+                    b'\\' if bytes.get(i) == Some(&b'\'') => {
+                        word.push(b'\'');
+                        i += 1;
+                    }
                     c => word.push(c),
                 }
             }
-            if chars.peek().is_some_and(|c| !c.is_whitespace()) {
+            if bytes.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
                 return None;
             }
         } else {
-            while let Some(&c) = chars.peek() {
-                if c.is_whitespace() {
+            while let Some(&c) = bytes.get(i) {
+                if c.is_ascii_whitespace() {
                     break;
                 }
                 word.push(c);
-                chars.next();
+                i += 1;
             }
         }
-        out.push(word);
+        out.push(String::from_utf8_lossy(&word).into_owned());
     }
 }
 
@@ -888,7 +893,6 @@ mod tests {
         let c = Config::from_args(&args(&["--rename-command", "CONFIG", "", "--rename-command", "flushall", "nuke"]))
             .unwrap();
         assert_eq!(c.renames.len(), 2);
-        assert!(c.to_file_text().contains("rename-command CONFIG \"\"\nrename-command flushall nuke\n"));
     }
 
     #[test]
