@@ -599,6 +599,15 @@ impl Config {
         INERT.iter().copied().filter(|name| param(name).is_some_and(|p| self.get(name) != p.default)).collect()
     }
 
+    /// Record the primary this server replicates (`None`: it is a primary), as REPLICAOF /
+    /// SLAVEOF will: CONFIG GET replicaof reports it and CONFIG REWRITE writes it (or drops
+    /// the file's `replicaof` lines), which is how Sentinel's `SLAVEOF; CONFIG REWRITE` makes a
+    /// reconfiguration survive a restart.
+    pub fn set_replicaof(&mut self, primary: Option<(&str, u16)>) {
+        let value = primary.map_or_else(String::new, |(host, port)| format!("{host} {port}"));
+        self.values.insert("replicaof", value);
+    }
+
     /// Replace a parameter's value at start-up (no mutability check), e.g. `dir` made absolute.
     pub fn set_startup(&mut self, name: &str, value: &str) -> Result<(), String> {
         let p = param(name).ok_or_else(|| format!("unknown parameter '{name}'"))?;

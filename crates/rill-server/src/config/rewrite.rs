@@ -379,6 +379,19 @@ mod tests {
     }
 
     #[test]
+    fn replicaof_is_written_on_a_replica_and_dropped_on_a_primary() {
+        let mut c = config(&["--slaveof", "10.0.0.1", "6379"]);
+        let old = "# sentinel-managed\nslaveof 10.0.0.1 6379\nhz 10\n";
+        c.set_replicaof(Some(("10.0.0.2", 6380)));
+        let got = rewrite_text(old, &c);
+        assert!(got.starts_with("# sentinel-managed\nreplicaof 10.0.0.2 6380\nhz 10\n"), "{got}");
+        c.set_replicaof(None);
+        let got = rewrite_text(&got, &c);
+        assert!(got.starts_with("# sentinel-managed\n\nhz 10\n") && !got.contains("replicaof"), "{got}");
+        assert_eq!(c.get("replicaof"), "");
+    }
+
+    #[test]
     fn the_file_is_replaced_atomically_with_mode_0644() {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("rill-rewrite-dir-{}", std::process::id()));
