@@ -499,10 +499,11 @@ impl Config {
                 })?;
                 text.push_str(&content);
                 text.push('\n');
-                // Absolute, as Redis keeps it: the server later works inside `dir`.
-                cfg.file = Some(
-                    std::fs::canonicalize(first).map(|p| p.display().to_string()).unwrap_or_else(|_| first.clone()),
-                );
+                // Absolute, as Redis keeps it: the server later works inside `dir`. Symbolic
+                // links are not followed, as in Redis: CONFIG REWRITE replaces a link to the
+                // file with the new file (INFO's config_file shows the path as given).
+                cfg.file =
+                    Some(std::path::absolute(first).map(|p| p.display().to_string()).unwrap_or_else(|_| first.clone()));
                 rest = rest.get(1..).unwrap_or(&[]);
             }
         }
