@@ -33,6 +33,8 @@ pub enum Kind {
     OutputLimits,
     /// `replicaof`: `<host> <port>`, or `no one` (stored as the empty value).
     ReplicaOf,
+    /// `notify-keyspace-events`: event class letters, stored in Redis' canonical order.
+    KeyspaceEvents,
 }
 
 /// One implemented parameter.
@@ -104,7 +106,7 @@ pub const PARAMS: &[Param] = &[
     p("pidfile", "", Kind::Text, false),
     p("tcp-keepalive", "300", Kind::Int(0, I32), true),
     p("tcp-backlog", "511", Kind::Int(0, I32), false),
-    p("notify-keyspace-events", "", Kind::Text, true),
+    p("notify-keyspace-events", "", Kind::KeyspaceEvents, true),
     p("slowlog-log-slower-than", "10000", Kind::Int(-1, i64::MAX), true),
     p("slowlog-max-len", "128", Kind::Int(0, i64::MAX), true),
     p("latency-monitor-threshold", "0", Kind::Int(0, i64::MAX), true),
@@ -442,6 +444,7 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
                 _ => Err("Invalid master port".into()),
             }
         }
+        Kind::KeyspaceEvents => keyspace_events(value),
         Kind::SavePoints => {
             let parts: Vec<&str> = value.split_whitespace().collect();
             if !parts.len().is_multiple_of(2) || parts.iter().any(|x| x.parse::<u64>().is_err()) {
@@ -450,6 +453,38 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             Ok(parts.join(" "))
         }
     }
+}
+
+/// `notify-keyspace-events` as Redis 8.2 reads and reports it: any letters of
+/// `A g $ l s h z x e t d n o c K E m`, each once, in this order; `A` stands for
+/// `g$lshzxetd` (so `n`, `o` and `c` are not shown next to it, as in Redis). The error names
+/// the letters Redis' message names.
+///
+/// rill keeps the text Redis reports, so `An` is kept as `A`. Redis keeps the `n` set beside
+/// `A` without showing it (until a CONFIG REWRITE and restart, which lose it there too); when
+/// keyspace notifications land, the classes must be kept apart from this text.
+fn keyspace_events(value: &str) -> Result<String, String> {
+    const TYPES: &str = "g$lshzxetdnoc";
+    const ALL: &str = "g$lshzxetd";
+    const KINDS: &str = "KEm";
+    let mut seen = std::collections::BTreeSet::new();
+    for c in value.chars() {
+        match c {
+            'A' => seen.extend(ALL.chars()),
+            c if TYPES.contains(c) || KINDS.contains(c) => {
+                seen.insert(c);
+            }
+            _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+        }
+    }
+    let mut out = String::new();
+    if ALL.chars().all(|c| seen.contains(&c)) {
+        out.push('A');
+    } else {
+        out.extend(TYPES.chars().filter(|c| seen.contains(c)));
+    }
+    out.extend(KINDS.chars().filter(|c| seen.contains(c)));
+    Ok(out)
 }
 
 /// The names the server creates files under must be plain names inside `dir`, never paths:

@@ -192,7 +192,7 @@ fn lines_for(p: &Param, value: &str) -> Vec<(String, bool)> {
         ("bind", _) => vec![(format!("{name} {value}"), differs)],
         // Always written, as the absolute path the server works in.
         ("dir", _) => vec![(format!("{name} {}", repr(value)), true)],
-        ("notify-keyspace-events", _) => vec![(format!("{name} {}", repr(value)), !value.is_empty())],
+        (_, Kind::KeyspaceEvents) => vec![(format!("{name} {}", repr(value)), !value.is_empty())],
         // Redis keeps these as "not set" when empty, and a directive not set is not written.
         ("requirepass" | "pidfile" | "masterauth" | "masteruser" | "replica-announce-ip", _) if value.is_empty() => {
             Vec::new()

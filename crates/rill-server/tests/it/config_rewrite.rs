@@ -108,6 +108,7 @@ const THIRD: &[&[&str]] = &[
     &["repl-diskless-load", "swapdb"],
     &["repl-disable-tcp-nodelay", "yes"],
     &["min-replicas-to-write", "1"],
+    &["notify-keyspace-events", "Exl"],
     &["client-output-buffer-limit", "replica 512mb 128mb 120 pubsub 0 0 0"],
 ];
 
