@@ -339,12 +339,15 @@ pub struct Config {
     pub ignored: Vec<String>,
     /// `rename-command` directives, in order (applied to the command table at start-up).
     pub renames: Vec<Rename>,
+    /// Where the file said `user default on nopass ... ~* &* +@all` (see [`open_default_user`]),
+    /// checked against `requirepass` once everything is read.
+    open_default_user: Option<(usize, String)>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         let values = PARAMS.iter().map(|p| (p.name, canonical(p, p.default).unwrap_or_default())).collect();
-        Config { values, file: None, ignored: Vec::new(), renames: Vec::new() }
+        Config { values, file: None, ignored: Vec::new(), renames: Vec::new(), open_default_user: None }
     }
 }
 
@@ -501,6 +504,34 @@ fn check_file_name(param: &str, value: &str) -> Result<(), String> {
     }
 }
 
+/// Whether `user <values>` describes the default user exactly as rill has it without a
+/// password: enabled, no password, every key, channel and command. Redis' CONFIG REWRITE
+/// writes `user default on nopass sanitize-payload ~* &* +@all` for a server without ACLs and
+/// without requirepass, so a redis.conf it has rewritten says this; rill accepts it (any order,
+/// Redis' spellings) and refuses every other `user` line.
+fn open_default_user(values: &[String]) -> bool {
+    let [name, rules @ ..] = values else { return false };
+    if name != "default" {
+        return false;
+    }
+    let (mut on, mut nopass, mut keys, mut channels, mut commands) = (false, false, false, false, false);
+    for rule in rules {
+        let word = |w: &str| rule.eq_ignore_ascii_case(w);
+        match rule.as_str() {
+            _ if word("on") => on = true,
+            _ if word("nopass") => nopass = true,
+            "~*" => keys = true,
+            _ if word("allkeys") => keys = true,
+            "&*" => channels = true,
+            _ if word("allchannels") => channels = true,
+            _ if word("+@all") || word("allcommands") => commands = true,
+            _ if word("sanitize-payload") => {}
+            _ => return false,
+        }
+    }
+    on && nopass && keys && channels && commands
+}
+
 /// Why a directive that rill does not implement must stop start-up, if it must.
 fn refused(name: &str, values: &[String]) -> Option<&'static str> {
     if let Some((_, why)) = REFUSED.iter().find(|(n, _)| *n == name) {
@@ -561,6 +592,19 @@ impl Config {
             text.push('\n');
         }
         cfg.load_text(&text, 0)?;
+        if let Some((line, text)) = cfg.open_default_user.clone() {
+            if !cfg.get("requirepass").is_empty() {
+                // Redis applies the user line after requirepass, and `nopass` wins: it would
+                // let every client in. rill does not guess which one was meant.
+                return Err(ConfigError {
+                    line,
+                    text,
+                    reason: "this user line gives the default user no password, but requirepass sets one \
+                             (Redis would accept every client without it): keep one of the two"
+                        .into(),
+                });
+            }
+        }
         Ok(cfg)
     }
 
@@ -618,6 +662,8 @@ impl Config {
                 let (from, to) =
                     (values.first().cloned().unwrap_or_default(), values.get(1).cloned().unwrap_or_default());
                 self.renames.push(Rename { from, to, line: i + 1, text: trimmed.to_string() });
+            } else if lname == "user" && open_default_user(values) {
+                self.open_default_user = Some((i + 1, trimmed.to_string()));
             } else if let Some(why) = refused(&lname, values) {
                 return Err(err(&format!("'{lname}' is not implemented by rill, and ignoring it would leave the server more open than configured: {why}")));
             } else if REDIS_ONLY.contains(&lname.as_str()) {
@@ -916,6 +962,36 @@ mod tests {
         assert!(e.ends_with("argument 'slaveof') - can't set immutable config"), "{e}");
         assert_eq!(c.set_many(&[pair("lua-time-limit", "7")], false).unwrap(), ["busy-reply-threshold"]);
         assert_eq!(c.get("busy-reply-threshold"), "7");
+    }
+
+    #[test]
+    fn the_default_user_line_redis_writes_is_accepted_and_no_other() {
+        let line = ["--user", "default", "on", "nopass", "sanitize-payload", "~*", "&*", "+@all"];
+        assert!(Config::from_args(&args(&line)).is_ok());
+        assert!(Config::from_args(&args(&[
+            "--user",
+            "default",
+            "ON",
+            "allkeys",
+            "allchannels",
+            "allcommands",
+            "nopass"
+        ]))
+        .is_ok());
+        for refused in [
+            // Without `&*`, Redis 7+ gives the user no channels: not what rill's default user has.
+            &["--user", "default", "on", "nopass", "~*", "+@all"][..],
+            &["--user", "default", "on", ">pw", "~*", "&*", "+@all"],
+            &["--user", "default", "off", "nopass", "~*", "&*", "+@all"],
+            &["--user", "alice", "on", "nopass", "~*", "&*", "+@all"],
+            &["--user", "default", "on", "nopass", "~*", "&*", "+@all", "-flushall"],
+        ] {
+            let e = Config::from_args(&args(refused)).unwrap_err();
+            assert!(e.reason.contains("not implemented by rill"), "{refused:?}: {}", e.reason);
+        }
+        let with_password = [&line[..], &["--requirepass", "pw"]].concat();
+        let e = Config::from_args(&args(&with_password)).unwrap_err();
+        assert!(e.reason.contains("requirepass sets one"), "{}", e.reason);
     }
 
     #[test]

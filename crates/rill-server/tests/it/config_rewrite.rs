@@ -141,12 +141,12 @@ impl Node {
     }
 
     /// The rewritten file, with this server's own port and directory made placeholders and the
-    /// lines only Redis writes (docs/spec/config.md §4) left out.
+    /// line only Redis writes (docs/spec/config.md §4) left out.
     fn normalised(&self) -> String {
         let text = std::fs::read_to_string(&self.conf).unwrap();
         let (port, dir) = (format!("port {}", self.server.port), format!("dir \"{}\"", self.get("dir")));
         text.split('\n')
-            .filter(|l| !l.starts_with("user default ") && !l.starts_with("latency-tracking-info-percentiles "))
+            .filter(|l| !l.starts_with("latency-tracking-info-percentiles "))
             .map(|l| {
                 if l == port {
                     "port PORT"
