@@ -3,7 +3,7 @@
 //! alias, an include, a rename), run the same CONFIG SET sequence and CONFIG REWRITE, and the
 //! two files must agree line by line. Then rill restarts from its file and reports every
 //! changed directive as it was. The errors (no config file, a read-only directory) are
-//! compared byte for byte.
+//! compared byte for byte, and rill starts from the file Redis rewrote.
 
 use crate::common::Tmpfs;
 use rill_testkit::{escape, free_port, ChildGuard, Launch, RawClient, ReferenceServer, Server, TempDir, Value};
@@ -134,10 +134,7 @@ impl Node {
     }
 
     fn get(&self, name: &str) -> String {
-        match self.server.connect().cmd_value(&["CONFIG", "GET", name]) {
-            Value::Array(items) => items.get(1).and_then(Value::as_str).unwrap_or_default().to_string(),
-            other => panic!("CONFIG GET {name}: {other:?}"),
-        }
+        config_get(self.server.port, name)
     }
 
     /// The rewritten file, with this server's own port and directory made placeholders and the
@@ -246,24 +243,33 @@ fn rewrite_keeps_the_file_as_redis_does() {
     let before: Vec<(String, String)> = names.iter().map(|n| (n.to_string(), rill.get(n))).collect();
     let conf = rill.conf.clone();
     drop(rill);
-    let restarted = start_rill_from(&conf, dir.path());
-    for (name, value) in before {
-        let mut c = RawClient::connect(restarted.1);
-        let got = match c.cmd_value(&["CONFIG", "GET", &name]) {
-            Value::Array(items) => items.get(1).and_then(Value::as_str).unwrap_or_default().to_string(),
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(got, value, "{name} after a restart from the rewritten file");
+    let restarted = start_rill_from(&conf, dir.path(), "restarted");
+    for (name, value) in &before {
+        assert_eq!(&config_get(restarted.1, name), value, "{name} after a restart from the rewritten file");
+    }
+    // And from the file Redis rewrote (its `latency-tracking-info-percentiles` is accepted with
+    // a warning, its `user` line is rill's default user): a node moved from Redis to rill.
+    let moved = start_rill_from(&redis.conf, dir.path(), "moved");
+    for (name, _) in &before {
+        assert_eq!(config_get(moved.1, name), redis.get(name), "{name}: rill from redis' file vs redis 8.2.3");
+    }
+}
+
+fn config_get(port: u16, name: &str) -> String {
+    match RawClient::connect(port).cmd_value(&["CONFIG", "GET", name]) {
+        Value::Array(items) => items.get(1).and_then(Value::as_str).unwrap_or_default().to_string(),
+        other => panic!("CONFIG GET {name}: {other:?}"),
     }
 }
 
 /// rill started from `conf` alone, with only its port and a fresh directory on the command
 /// line (the directory of the first run is gone). Returns the process and its port.
-fn start_rill_from(conf: &Path, scratch: &Path) -> (ChildGuard, u16) {
+fn start_rill_from(conf: &Path, scratch: &Path, name: &str) -> (ChildGuard, u16) {
     let port = free_port();
-    let data = scratch.join("restarted");
+    let data = scratch.join(name);
     std::fs::create_dir_all(&data).unwrap();
-    let log = std::fs::File::create(scratch.join("restarted.log")).unwrap();
+    let log_path = scratch.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
     let mut child = ChildGuard::spawn(
         Command::new(rill_testkit::rill_server_binary())
             .arg(conf)
@@ -279,7 +285,7 @@ fn start_rill_from(conf: &Path, scratch: &Path) -> (ChildGuard, u16) {
                 return (child, port);
             }
         }
-        assert!(child.is_running(), "rill exited: {}", std::fs::read_to_string(scratch.join("restarted.log")).unwrap());
+        assert!(child.is_running(), "rill exited: {}", std::fs::read_to_string(&log_path).unwrap());
         assert!(Instant::now() < deadline, "rill did not start from {}", conf.display());
         std::thread::sleep(Duration::from_millis(20));
     }
