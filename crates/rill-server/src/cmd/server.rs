@@ -160,6 +160,8 @@ pub fn config_resetstat(c: &mut Call) -> CmdResult {
 
 /// CONFIG REWRITE: bring the file the server was started with up to the running
 /// configuration, keeping its lines, comments and order as Redis does (`config::rewrite_file`).
+/// It runs under the state lock, as Redis runs it on its one thread: the server waits for the
+/// file's two syncs (rare, and what Sentinel's reconfiguration transaction expects).
 pub fn config_rewrite(c: &mut Call) -> CmdResult {
     let Some(path) = c.st.config.file.clone() else {
         return Err(CmdError::full("ERR The server is running without a config file"));

@@ -35,7 +35,7 @@ enum Directive {
     /// A parameter (an alias resolved to it): its lines are rewritten.
     Param(&'static str),
     /// A directive rill knows but does not rewrite (`include`, `rename-command`, Redis-only
-    /// tuning knobs, refused ones): its lines stay as they are.
+    /// tuning knobs, the refused ones but `user`): its lines stay as they are.
     Kept,
     /// Anything else, or a line that does not split: commented out (`# ??? `), as Redis does.
     Unknown,
