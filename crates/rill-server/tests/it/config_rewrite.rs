@@ -2,7 +2,7 @@
 //! of one config file (directives both understand, comments, blank lines, duplicates, an
 //! alias, an include, a rename), run the same CONFIG SET sequence and CONFIG REWRITE, and the
 //! two files must agree line by line. Then rill restarts from its file and reports every
-//! changed directive as it was. The errors (no config file, a read-only directory) are
+//! changed directive as it was. The errors (no config file, a full disk, a read-only directory) are
 //! compared byte for byte, and rill starts from the file Redis rewrote.
 
 use crate::common::Tmpfs;
@@ -314,10 +314,22 @@ fn rewrite_errors_are_redis_errors() {
     }
     let written = rill.normalised();
     assert!(written.starts_with(SIGNATURE) && written.contains("\nappendonly no\n"), "{written}");
-    // A read-only directory: the error, and the file as it was, with nothing left beside it.
     for node in [&rill, &redis] {
         node.cmd(&["CONFIG", "SET", "hz", "11"]);
     }
+    // A full disk: the write fails, the old file stays, the temporary one is removed.
+    let filler = mnt.path.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    while std::io::Write::write_all(&mut f, &[0u8; 4096]).is_ok() {}
+    drop(f);
+    let before = std::fs::read_to_string(&rill.conf).unwrap();
+    let (a, b) = (rill.cmd(&["CONFIG", "REWRITE"]), redis.cmd(&["CONFIG", "REWRITE"]));
+    assert_eq!(escape(&a), escape(&b), "full disk: rill vs redis 8.2.3");
+    assert_eq!(a, b"-ERR Rewriting config file: No space left on device\r\n");
+    assert_eq!(std::fs::read_to_string(&rill.conf).unwrap(), before);
+    assert_eq!(std::fs::read_dir(&mnt.path).unwrap().count(), 3, "the two config files and the filler");
+    std::fs::remove_file(&filler).unwrap();
+    // A read-only directory: the error, and the file as it was, with nothing left beside it.
     let remount = Command::new("mount").args(["-o", "remount,ro"]).arg(&mnt.path).status().unwrap();
     assert!(remount.success(), "remount read-only");
     let before = std::fs::read_to_string(&rill.conf).unwrap();
