@@ -2,8 +2,8 @@
 //! of one config file (directives both understand, comments, blank lines, duplicates, an
 //! alias, an include, a rename), run the same CONFIG SET sequence and CONFIG REWRITE, and the
 //! two files must agree line by line. Then rill restarts from its file and reports every
-//! changed directive as it was. The errors (no config file, a full disk, a read-only directory) are
-//! compared byte for byte, and rill starts from the file Redis rewrote.
+//! changed directive as it was, and starts from the file Redis rewrote. The errors (no config
+//! file, a full disk, a read-only directory) are compared byte for byte.
 
 use crate::common::Tmpfs;
 use rill_testkit::{escape, free_port, ChildGuard, Launch, RawClient, ReferenceServer, Server, TempDir, Value};
