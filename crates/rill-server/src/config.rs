@@ -8,6 +8,9 @@
 //!   with a logged warning, so an existing redis.conf keeps working;
 //! - anything else: start-up stops with Redis' "Bad directive" message.
 
+mod rewrite;
+
+pub use rewrite::{rewrite_file, rewrite_text, SIGNATURE};
 use std::collections::BTreeMap;
 
 /// How a parameter's value is validated and reported.
@@ -28,6 +31,10 @@ pub enum Kind {
     /// `client-output-buffer-limit`: `<class> <hard> <soft> <seconds>` groups, each setting
     /// only its class (see [`crate::client_limits::merge_config`]).
     OutputLimits,
+    /// `replicaof`: `<host> <port>`, or `no one` (stored as the empty value).
+    ReplicaOf,
+    /// `notify-keyspace-events`: event class letters, stored in Redis' canonical order.
+    KeyspaceEvents,
 }
 
 /// One implemented parameter.
@@ -63,6 +70,8 @@ const FSYNC: &[&str] = &["always", "everysec", "no"];
 /// `enable-module-command`): nobody, everybody, or clients on a loopback address.
 const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 const I32: i64 = i32::MAX as i64;
+/// `repl-diskless-load` as Redis 8.2 spells it (later versions add `flushdb`).
+const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb"];
 
 /// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
 /// rill's own layouts; they are kept so tools and the Redis test suite can read and set them.
@@ -97,7 +106,7 @@ pub const PARAMS: &[Param] = &[
     p("pidfile", "", Kind::Text, false),
     p("tcp-keepalive", "300", Kind::Int(0, I32), true),
     p("tcp-backlog", "511", Kind::Int(0, I32), false),
-    p("notify-keyspace-events", "", Kind::Text, true),
+    p("notify-keyspace-events", "", Kind::KeyspaceEvents, true),
     p("slowlog-log-slower-than", "10000", Kind::Int(-1, i64::MAX), true),
     p("slowlog-max-len", "128", Kind::Int(0, i64::MAX), true),
     p("latency-monitor-threshold", "0", Kind::Int(0, i64::MAX), true),
@@ -113,12 +122,35 @@ pub const PARAMS: &[Param] = &[
     p("hash-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
     p("set-max-intset-entries", "512", Kind::Int(0, i64::MAX), true),
     p("set-max-listpack-entries", "128", Kind::Int(0, i64::MAX), true),
-    p("set-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
+    // An integer in Redis, unlike the hash and zset ones (no `kb` suffix).
+    p("set-max-listpack-value", "64", Kind::Int(0, i64::MAX), true),
     p("zset-max-listpack-entries", "128", Kind::Int(0, i64::MAX), true),
     p("zset-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
-    p("lua-time-limit", "5000", Kind::Int(0, i64::MAX), true),
     p("busy-reply-threshold", "5000", Kind::Int(0, i64::MAX), true),
     p("repl-diskless-sync", "yes", Kind::Bool, true),
+    // Replication (issue 22). Stored, validated, reported and rewritten with Redis' names,
+    // defaults and bounds; none of them acts yet: rill is always a primary without replicas
+    // until replication lands, and start-up warns when one is set away from its default.
+    p("replicaof", "", Kind::ReplicaOf, false),
+    p("masterauth", "", Kind::Text, true),
+    p("masteruser", "", Kind::Text, true),
+    p("replica-read-only", "yes", Kind::Bool, true),
+    p("replica-serve-stale-data", "yes", Kind::Bool, true),
+    p("replica-priority", "100", Kind::Int(0, I32), true),
+    p("replica-announce-ip", "", Kind::Text, true),
+    p("replica-announce-port", "0", Kind::Int(0, 65535), true),
+    p("replica-announced", "yes", Kind::Bool, true),
+    p("replica-lazy-flush", "no", Kind::Bool, true),
+    p("replica-ignore-maxmemory", "yes", Kind::Bool, true),
+    p("repl-backlog-ttl", "3600", Kind::Int(0, i64::MAX), true),
+    p("repl-ping-replica-period", "10", Kind::Int(1, I32), true),
+    p("repl-timeout", "60", Kind::Int(1, I32), true),
+    p("repl-diskless-sync-delay", "5", Kind::Int(0, I32), true),
+    p("repl-diskless-sync-max-replicas", "0", Kind::Int(0, I32), true),
+    p("repl-diskless-load", "disabled", Kind::Enum(DISKLESS_LOAD), true),
+    p("repl-disable-tcp-nodelay", "no", Kind::Bool, true),
+    p("min-replicas-to-write", "0", Kind::Int(0, I32), true),
+    p("min-replicas-max-lag", "10", Kind::Int(0, I32), true),
     // The replication backlog's size (`replication::backlog`), applied when it is made and on
     // CONFIG SET.
     p("repl-backlog-size", "1048576", Kind::Memory(1, i64::MAX), true),
@@ -128,6 +160,31 @@ pub const PARAMS: &[Param] = &[
     // rill's own: how long (at most, in microseconds) the event loop keeps polling after work
     // before it sleeps; see `poll.rs`. 0: never polls.
     p("busy-poll-us", "20", Kind::Int(0, 1000), true),
+];
+
+/// Parameters that are stored but do nothing yet (see [`Config::inert`]).
+const INERT: &[&str] = &[
+    "replicaof",
+    "masterauth",
+    "masteruser",
+    "replica-read-only",
+    "replica-serve-stale-data",
+    "replica-priority",
+    "replica-announce-ip",
+    "replica-announce-port",
+    "replica-announced",
+    "replica-lazy-flush",
+    "replica-ignore-maxmemory",
+    "repl-backlog-ttl",
+    "repl-ping-replica-period",
+    "repl-timeout",
+    "repl-diskless-sync",
+    "repl-diskless-sync-delay",
+    "repl-diskless-sync-max-replicas",
+    "repl-diskless-load",
+    "repl-disable-tcp-nodelay",
+    "min-replicas-to-write",
+    "min-replicas-max-lag",
 ];
 
 /// Directives Redis accepts that rill does not implement: accepted at start-up with a warning.
@@ -148,36 +205,16 @@ pub const REDIS_ONLY: &[&str] = &[
     "rdbcompression",
     "rdbchecksum",
     "rdb-del-sync-files",
-    "replica-serve-stale-data",
-    "slave-serve-stale-data",
-    "replica-read-only",
-    "slave-read-only",
-    "repl-diskless-sync-delay",
-    "repl-diskless-sync-max-replicas",
-    "repl-diskless-load",
-    "repl-ping-replica-period",
-    "repl-timeout",
-    "repl-disable-tcp-nodelay",
-    "repl-backlog-ttl",
-    "replica-priority",
-    "slave-priority",
     "propagation-error-behavior",
     "replica-ignore-disk-write-errors",
-    "replica-announced",
-    "min-replicas-to-write",
-    "min-replicas-max-lag",
-    "replica-announce-ip",
-    "replica-announce-port",
     "tracking-table-max-keys",
     "acllog-max-len",
     "maxmemory-samples",
     "maxmemory-eviction-tenacity",
-    "replica-ignore-maxmemory",
     "active-expire-effort",
     "lazyfree-lazy-eviction",
     "lazyfree-lazy-expire",
     "lazyfree-lazy-server-del",
-    "replica-lazy-flush",
     "io-threads",
     "io-threads-do-reads",
     "oom-score-adj",
@@ -257,10 +294,6 @@ const PROTECTED: &[&str] = &["dir", "dbfilename"];
 const REFUSED: &[(&str, &str)] = &[
     ("user", "ACL users are not supported by rill yet; set the default user's password with requirepass"),
     ("aclfile", "ACL files are not supported by rill yet; set the default user's password with requirepass"),
-    ("masteruser", "replication is not supported by rill yet"),
-    ("masterauth", "replication is not supported by rill yet"),
-    ("replicaof", "replication is not supported by rill yet"),
-    ("slaveof", "replication is not supported by rill yet"),
     ("unixsocket", "unix sockets are not supported by rill yet; clients connect over TCP"),
     ("unixsocketperm", "unix sockets are not supported by rill yet; clients connect over TCP"),
     ("loadmodule", "modules are not supported by rill"),
@@ -306,12 +339,15 @@ pub struct Config {
     pub ignored: Vec<String>,
     /// `rename-command` directives, in order (applied to the command table at start-up).
     pub renames: Vec<Rename>,
+    /// Where the file said `user default on nopass ... ~* &* +@all` (see [`open_default_user`]),
+    /// checked against `requirepass` once everything is read.
+    open_default_user: Option<(usize, String)>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         let values = PARAMS.iter().map(|p| (p.name, canonical(p, p.default).unwrap_or_default())).collect();
-        Config { values, file: None, ignored: Vec::new(), renames: Vec::new() }
+        Config { values, file: None, ignored: Vec::new(), renames: Vec::new(), open_default_user: None }
     }
 }
 
@@ -323,6 +359,18 @@ const ALIASES: &[(&str, &str)] = &[
     ("list-max-ziplist-size", "list-max-listpack-size"),
     ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("lua-time-limit", "busy-reply-threshold"),
+    ("slaveof", "replicaof"),
+    ("slave-read-only", "replica-read-only"),
+    ("slave-serve-stale-data", "replica-serve-stale-data"),
+    ("slave-priority", "replica-priority"),
+    ("slave-announce-ip", "replica-announce-ip"),
+    ("slave-announce-port", "replica-announce-port"),
+    ("slave-lazy-flush", "replica-lazy-flush"),
+    ("slave-ignore-maxmemory", "replica-ignore-maxmemory"),
+    ("repl-ping-slave-period", "repl-ping-replica-period"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
 ];
 
 /// The parameter `name` (or an alias of it) names.
@@ -387,6 +435,19 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             Ok(value.to_string())
         }
         Kind::OutputLimits => crate::client_limits::merge_config(p.default, value),
+        Kind::ReplicaOf => {
+            let words: Vec<&str> = value.split_whitespace().collect();
+            let [host, port] = words[..] else { return Err("wrong number of arguments".into()) };
+            if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") {
+                return Ok(String::new());
+            }
+            // Redis reads the port with strtol: digits, an optional sign, nothing after.
+            match port.parse::<i64>() {
+                Ok(port @ 0..=65535) => Ok(format!("{host} {port}")),
+                _ => Err("Invalid master port".into()),
+            }
+        }
+        Kind::KeyspaceEvents => keyspace_events(value),
         Kind::SavePoints => {
             let parts: Vec<&str> = value.split_whitespace().collect();
             if !parts.len().is_multiple_of(2) || parts.iter().any(|x| x.parse::<u64>().is_err()) {
@@ -395,6 +456,38 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             Ok(parts.join(" "))
         }
     }
+}
+
+/// `notify-keyspace-events` as Redis 8.2 reads and reports it: any letters of
+/// `A g $ l s h z x e t d n o c K E m`, each once, in this order; `A` stands for
+/// `g$lshzxetd` (so `n`, `o` and `c` are not shown next to it, as in Redis). The error names
+/// the letters Redis' message names.
+///
+/// rill keeps the text Redis reports, so `An` is kept as `A`. Redis keeps the `n` set beside
+/// `A` without showing it (until a CONFIG REWRITE and restart, which lose it there too); when
+/// keyspace notifications land, the classes must be kept apart from this text.
+fn keyspace_events(value: &str) -> Result<String, String> {
+    const TYPES: &str = "g$lshzxetdnoc";
+    const ALL: &str = "g$lshzxetd";
+    const KINDS: &str = "KEm";
+    let mut seen = std::collections::BTreeSet::new();
+    for c in value.chars() {
+        match c {
+            'A' => seen.extend(ALL.chars()),
+            c if TYPES.contains(c) || KINDS.contains(c) => {
+                seen.insert(c);
+            }
+            _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+        }
+    }
+    let mut out = String::new();
+    if ALL.chars().all(|c| seen.contains(&c)) {
+        out.push('A');
+    } else {
+        out.extend(TYPES.chars().filter(|c| seen.contains(c)));
+    }
+    out.extend(KINDS.chars().filter(|c| seen.contains(c)));
+    Ok(out)
 }
 
 /// The names the server creates files under must be plain names inside `dir`, never paths:
@@ -411,6 +504,34 @@ fn check_file_name(param: &str, value: &str) -> Result<(), String> {
     }
 }
 
+/// Whether `user <values>` describes the default user exactly as rill has it without a
+/// password: enabled, no password, every key, channel and command. Redis' CONFIG REWRITE
+/// writes `user default on nopass sanitize-payload ~* &* +@all` for a server without ACLs and
+/// without requirepass, so a redis.conf it has rewritten says this; rill accepts it (any order,
+/// Redis' spellings) and refuses every other `user` line.
+fn open_default_user(values: &[String]) -> bool {
+    let [name, rules @ ..] = values else { return false };
+    if name != "default" {
+        return false;
+    }
+    let (mut on, mut nopass, mut keys, mut channels, mut commands) = (false, false, false, false, false);
+    for rule in rules {
+        let word = |w: &str| rule.eq_ignore_ascii_case(w);
+        match rule.as_str() {
+            _ if word("on") => on = true,
+            _ if word("nopass") => nopass = true,
+            "~*" => keys = true,
+            _ if word("allkeys") => keys = true,
+            "&*" => channels = true,
+            _ if word("allchannels") => channels = true,
+            _ if word("+@all") || word("allcommands") => commands = true,
+            _ if word("sanitize-payload") => {}
+            _ => return false,
+        }
+    }
+    on && nopass && keys && channels && commands
+}
+
 /// Why a directive that rill does not implement must stop start-up, if it must.
 fn refused(name: &str, values: &[String]) -> Option<&'static str> {
     if let Some((_, why)) = REFUSED.iter().find(|(n, _)| *n == name) {
@@ -420,11 +541,6 @@ fn refused(name: &str, values: &[String]) -> Option<&'static str> {
         return Some(TLS_REFUSED);
     }
     let only = |v: &str| values.len() == 1 && values.first().is_some_and(|x| x.eq_ignore_ascii_case(v));
-    if name == "min-replicas-to-write" && !only("0") {
-        return Some(
-            "replication is not supported by rill yet, and Redis would refuse writes without the replicas asked for",
-        );
-    }
     if name == "cluster-enabled" && !only("no") {
         return Some("cluster mode is not supported by rill; run a Redis Cluster for that (rill-worker and the rill CLI support one)");
     }
@@ -449,10 +565,11 @@ impl Config {
                 })?;
                 text.push_str(&content);
                 text.push('\n');
-                // Absolute, as Redis keeps it: the server later works inside `dir`.
-                cfg.file = Some(
-                    std::fs::canonicalize(first).map(|p| p.display().to_string()).unwrap_or_else(|_| first.clone()),
-                );
+                // Absolute, as Redis keeps it: the server later works inside `dir`. Symbolic
+                // links are not followed, as in Redis: CONFIG REWRITE replaces a link to the
+                // file with the new file (INFO's config_file shows the path as given).
+                cfg.file =
+                    Some(std::path::absolute(first).map(|p| p.display().to_string()).unwrap_or_else(|_| first.clone()));
                 rest = rest.get(1..).unwrap_or(&[]);
             }
         }
@@ -475,6 +592,19 @@ impl Config {
             text.push('\n');
         }
         cfg.load_text(&text, 0)?;
+        if let Some((line, text)) = cfg.open_default_user.clone() {
+            if !cfg.get("requirepass").is_empty() {
+                // Redis applies the user line after requirepass, and `nopass` wins: it would
+                // let every client in. rill does not guess which one was meant.
+                return Err(ConfigError {
+                    line,
+                    text,
+                    reason: "this user line gives the default user no password, but requirepass sets one \
+                             (Redis would accept every client without it): keep one of the two"
+                        .into(),
+                });
+            }
+        }
         Ok(cfg)
     }
 
@@ -532,6 +662,8 @@ impl Config {
                 let (from, to) =
                     (values.first().cloned().unwrap_or_default(), values.get(1).cloned().unwrap_or_default());
                 self.renames.push(Rename { from, to, line: i + 1, text: trimmed.to_string() });
+            } else if lname == "user" && open_default_user(values) {
+                self.open_default_user = Some((i + 1, trimmed.to_string()));
             } else if let Some(why) = refused(&lname, values) {
                 return Err(err(&format!("'{lname}' is not implemented by rill, and ignoring it would leave the server more open than configured: {why}")));
             } else if REDIS_ONLY.contains(&lname.as_str()) {
@@ -541,6 +673,21 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The replication directives set away from their defaults: stored and reported, but
+    /// without effect until rill replicates (start-up warns about each).
+    pub fn inert(&self) -> Vec<&'static str> {
+        INERT.iter().copied().filter(|name| param(name).is_some_and(|p| self.get(name) != p.default)).collect()
+    }
+
+    /// Record the primary this server replicates (`None`: it is a primary), as REPLICAOF /
+    /// SLAVEOF will: CONFIG GET replicaof reports it and CONFIG REWRITE writes it (or drops
+    /// the file's `replicaof` lines), which is how Sentinel's `SLAVEOF; CONFIG REWRITE` makes a
+    /// reconfiguration survive a restart.
+    pub fn set_replicaof(&mut self, primary: Option<(&str, u16)>) {
+        let value = primary.map_or_else(String::new, |(host, port)| format!("{host} {port}"));
+        self.values.insert("replicaof", value);
     }
 
     /// Replace a parameter's value at start-up (no mutability check), e.g. `dir` made absolute.
@@ -631,22 +778,6 @@ impl Config {
         }
         Ok(names)
     }
-
-    /// The configuration as config-file text (CONFIG REWRITE).
-    pub fn to_file_text(&self) -> String {
-        let mut s = String::from("# Written by rill-server CONFIG REWRITE\n");
-        for (name, value) in &self.values {
-            s.push_str(name);
-            s.push(' ');
-            s.push_str(&quote(value));
-            s.push('\n');
-        }
-        // Dropping these would re-open the commands they hide at the next start.
-        for r in &self.renames {
-            s.push_str(&format!("rename-command {} {}\n", quote(&r.from), quote(&r.to)));
-        }
-        s
-    }
 }
 
 fn quote(s: &str) -> String {
@@ -666,50 +797,68 @@ fn quote(s: &str) -> String {
     out
 }
 
-/// Split a config line into words with Redis' quoting rules (as in inline commands).
+/// Split a config line into words with Redis' quoting rules (as in inline commands): in
+/// double quotes `\n \r \t \a \b \xHH` and `\` before any other character; in single
+/// quotes only `\'`. None for unbalanced quotes or a closing quote not followed by a space.
 fn split_config_line(line: &str) -> Option<Vec<String>> {
     let mut out = Vec::new();
-    let mut chars = line.chars().peekable();
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    let hex = |b: u8| char::from(b).to_digit(16);
     loop {
-        while chars.peek().is_some_and(|c| c.is_whitespace()) {
-            chars.next();
+        while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
         }
-        let Some(&first) = chars.peek() else { return Some(out) };
-        let mut word = String::new();
-        if first == '"' || first == '\'' {
-            chars.next();
+        let Some(&first) = bytes.get(i) else { return Some(out) };
+        let mut word: Vec<u8> = Vec::new();
+        if first == b'"' || first == b'\'' {
+            i += 1;
             loop {
-                match chars.next()? {
+                let c = *bytes.get(i)?;
+                i += 1;
+                match c {
                     c if c == first => break,
-                    '\\' if first == '"' => match chars.next()? {
-                        'n' => word.push('\n'),
-                        'r' => word.push('\r'),
-                        't' => word.push('\t'),
-                        c => word.push(c),
-                    },
-                    '\\' => match chars.next()? {
-                        '\'' => word.push('\''),
-                        c => {
-                            word.push('\\');
-                            word.push(c);
+                    b'\\' if first == b'"' => {
+                        let e = *bytes.get(i)?;
+                        i += 1;
+                        match e {
+                            b'n' => word.push(b'\n'),
+                            b'r' => word.push(b'\r'),
+                            b't' => word.push(b'\t'),
+                            b'a' => word.push(0x07),
+                            b'b' => word.push(0x08),
+                            b'x' => {
+                                match (bytes.get(i).and_then(|&h| hex(h)), bytes.get(i + 1).and_then(|&l| hex(l))) {
+                                    (Some(h), Some(l)) => {
+                                        word.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                                        i += 2;
+                                    }
+                                    _ => word.push(b'x'),
+                                }
+                            }
+                            e => word.push(e),
                         }
-                    },
+                    }
+                    b'\\' if bytes.get(i) == Some(&b'\'') => {
+                        word.push(b'\'');
+                        i += 1;
+                    }
                     c => word.push(c),
                 }
             }
-            if chars.peek().is_some_and(|c| !c.is_whitespace()) {
+            if bytes.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
                 return None;
             }
         } else {
-            while let Some(&c) = chars.peek() {
-                if c.is_whitespace() {
+            while let Some(&c) = bytes.get(i) {
+                if c.is_ascii_whitespace() {
                     break;
                 }
                 word.push(c);
-                chars.next();
+                i += 1;
             }
         }
-        out.push(word);
+        out.push(String::from_utf8_lossy(&word).into_owned());
     }
 }
 
@@ -777,17 +926,83 @@ mod tests {
     }
 
     #[test]
+    fn replication_directives_are_stored_with_redis_names_and_checks() {
+        let c = Config::from_args(&args(&[
+            "--slaveof",
+            "10.0.0.1",
+            "6380",
+            "--masterauth",
+            "pw",
+            "--min-slaves-to-write",
+            "2",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (c.get("replicaof"), c.get("masterauth"), c.get("min-replicas-to-write")),
+            ("10.0.0.1 6380", "pw", "2")
+        );
+        assert_eq!(c.inert(), ["replicaof", "masterauth", "min-replicas-to-write"]);
+        let c = Config::from_args(&args(&["--replicaof", "NO", "one"])).unwrap();
+        assert_eq!(c.get("replicaof"), "");
+        assert!(c.inert().is_empty());
+        for (bad, why) in [
+            (&["--replicaof", "h", "70000"][..], "Invalid master port"),
+            (&["--replicaof", "h", "1x"], "Invalid master port"),
+            (&["--replicaof", "h"], "wrong number of arguments"),
+            (
+                &["--repl-diskless-load", "flushdb"],
+                "argument(s) must be one of the following: disabled, on-empty-db, swapdb",
+            ),
+        ] {
+            assert_eq!(Config::from_args(&args(bad)).unwrap_err().reason, why, "{bad:?}");
+        }
+        let mut c = Config::default();
+        let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+        let e = c.set_many(&[pair("slaveof", "no one")], true).unwrap_err();
+        assert!(e.ends_with("argument 'slaveof') - can't set immutable config"), "{e}");
+        assert_eq!(c.set_many(&[pair("lua-time-limit", "7")], false).unwrap(), ["busy-reply-threshold"]);
+        assert_eq!(c.get("busy-reply-threshold"), "7");
+    }
+
+    #[test]
+    fn the_default_user_line_redis_writes_is_accepted_and_no_other() {
+        let line = ["--user", "default", "on", "nopass", "sanitize-payload", "~*", "&*", "+@all"];
+        assert!(Config::from_args(&args(&line)).is_ok());
+        assert!(Config::from_args(&args(&[
+            "--user",
+            "default",
+            "ON",
+            "allkeys",
+            "allchannels",
+            "allcommands",
+            "nopass"
+        ]))
+        .is_ok());
+        for refused in [
+            // Without `&*`, Redis 7+ gives the user no channels: not what rill's default user has.
+            &["--user", "default", "on", "nopass", "~*", "+@all"][..],
+            &["--user", "default", "on", ">pw", "~*", "&*", "+@all"],
+            &["--user", "default", "off", "nopass", "~*", "&*", "+@all"],
+            &["--user", "alice", "on", "nopass", "~*", "&*", "+@all"],
+            &["--user", "default", "on", "nopass", "~*", "&*", "+@all", "-flushall"],
+        ] {
+            let e = Config::from_args(&args(refused)).unwrap_err();
+            assert!(e.reason.contains("not implemented by rill"), "{refused:?}: {}", e.reason);
+        }
+        let with_password = [&line[..], &["--requirepass", "pw"]].concat();
+        let e = Config::from_args(&args(&with_password)).unwrap_err();
+        assert!(e.reason.contains("requirepass sets one"), "{}", e.reason);
+    }
+
+    #[test]
     fn security_directives_work_or_refuse_start_up() {
         for refused in [
             &["--user", "default", "on", ">pw"][..],
             &["--aclfile", "/etc/users.acl"],
             &["--tls-port", "6380"],
             &["--tls-cert-file", "x.crt"],
-            &["--masterauth", "pw"],
-            &["--replicaof", "10.0.0.1", "6379"],
             &["--unixsocket", "/tmp/r.sock"],
             &["--loadmodule", "/x.so"],
-            &["--min-replicas-to-write", "1"],
             &["--cluster-enabled", "yes"],
         ] {
             let e = Config::from_args(&args(refused)).unwrap_err();
@@ -799,7 +1014,6 @@ mod tests {
         let c = Config::from_args(&args(&["--rename-command", "CONFIG", "", "--rename-command", "flushall", "nuke"]))
             .unwrap();
         assert_eq!(c.renames.len(), 2);
-        assert!(c.to_file_text().contains("rename-command CONFIG \"\"\nrename-command flushall nuke\n"));
     }
 
     #[test]

@@ -49,6 +49,11 @@ fn main() {
             "directive '{name}' is accepted for compatibility with redis.conf but not implemented by rill; ignored"
         );
     }
+    for name in config.inert() {
+        tracing::warn!(
+            "directive '{name}' is stored and reported, but has no effect until rill implements replication"
+        );
+    }
     if config.get("daemonize") == "yes" {
         tracing::warn!("daemonize yes is not supported; running in the foreground");
     }

@@ -158,13 +158,22 @@ pub fn config_resetstat(c: &mut Call) -> CmdResult {
     ok()
 }
 
-/// CONFIG REWRITE: write the running configuration to the file the server was started with.
+/// CONFIG REWRITE: bring the file the server was started with up to the running
+/// configuration, keeping its lines, comments and order as Redis does (`config::rewrite_file`).
+/// It runs under the state lock, as Redis runs it on its one thread: the server waits for the
+/// file's two syncs (rare, and what Sentinel's reconfiguration transaction expects).
 pub fn config_rewrite(c: &mut Call) -> CmdResult {
     let Some(path) = c.st.config.file.clone() else {
         return Err(CmdError::full("ERR The server is running without a config file"));
     };
-    std::fs::write(&path, c.st.config.to_file_text())
-        .map_err(|e| CmdError::owned(format!("ERR Rewriting config file: {e}")))?;
+    if let Err(e) = crate::config::rewrite_file(std::path::Path::new(&path), &c.st.config) {
+        // Redis prints strerror() alone: drop Rust's " (os error N)" suffix.
+        let text = e.to_string();
+        let reason = text.split(" (os error").next().unwrap_or(&text);
+        tracing::warn!("CONFIG REWRITE failed: {reason}");
+        return Err(CmdError::owned(format!("ERR Rewriting config file: {reason}")));
+    }
+    tracing::info!("CONFIG REWRITE executed with success.");
     ok()
 }
 

@@ -19,6 +19,7 @@ mod restart_fuzz;
 mod admin;
 mod client_limits;
 mod clients;
+mod config_rewrite;
 mod connection_limits;
 mod delivery;
 mod differential;

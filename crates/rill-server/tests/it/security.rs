@@ -184,8 +184,6 @@ fn security_directives_rill_lacks_stop_start_up() {
         &["--aclfile", "/etc/redis/users.acl"],
         &["--tls-port", "6380", "--tls-cert-file", "r.crt", "--tls-key-file", "r.key"],
         &["--tls-cert-file", "r.crt"],
-        &["--masterauth", "pw"],
-        &["--replicaof", "127.0.0.1", "6379"],
         &["--unixsocket", "/tmp/rill.sock"],
         &["--loadmodule", "/x.so"],
     ] {
