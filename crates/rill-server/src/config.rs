@@ -164,20 +164,9 @@ pub const PARAMS: &[Param] = &[
 
 /// Parameters that are stored but do nothing yet (see [`Config::inert`]).
 const INERT: &[&str] = &[
-    "replicaof",
-    "masterauth",
-    "masteruser",
-    "replica-read-only",
-    "replica-serve-stale-data",
-    "replica-priority",
-    "replica-announce-ip",
-    "replica-announce-port",
-    "replica-announced",
     "replica-lazy-flush",
     "replica-ignore-maxmemory",
     "repl-backlog-ttl",
-    "repl-ping-replica-period",
-    "repl-timeout",
     "repl-diskless-sync",
     "repl-diskless-sync-delay",
     "repl-diskless-sync-max-replicas",
@@ -675,8 +664,8 @@ impl Config {
         Ok(())
     }
 
-    /// The replication directives set away from their defaults: stored and reported, but
-    /// without effect until rill replicates (start-up warns about each).
+    /// The replication directives set away from their defaults that rill stores and reports
+    /// but does not act on yet (start-up warns about each).
     pub fn inert(&self) -> Vec<&'static str> {
         INERT.iter().copied().filter(|name| param(name).is_some_and(|p| self.get(name) != p.default)).collect()
     }
@@ -941,7 +930,7 @@ mod tests {
             (c.get("replicaof"), c.get("masterauth"), c.get("min-replicas-to-write")),
             ("10.0.0.1 6380", "pw", "2")
         );
-        assert_eq!(c.inert(), ["replicaof", "masterauth", "min-replicas-to-write"]);
+        assert_eq!(c.inert(), ["min-replicas-to-write"], "replicaof and masterauth act");
         let c = Config::from_args(&args(&["--replicaof", "NO", "one"])).unwrap();
         assert_eq!(c.get("replicaof"), "");
         assert!(c.inert().is_empty());

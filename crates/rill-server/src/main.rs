@@ -50,9 +50,7 @@ fn main() {
         );
     }
     for name in config.inert() {
-        tracing::warn!(
-            "directive '{name}' is stored and reported, but has no effect until rill implements replication"
-        );
+        tracing::warn!("directive '{name}' is stored and reported, but rill's replication does not act on it yet");
     }
     if config.get("daemonize") == "yes" {
         tracing::warn!("daemonize yes is not supported; running in the foreground");

@@ -101,6 +101,15 @@ pub async fn run(mut config: Config) -> i32 {
             return 1;
         }
     }
+    // `replicaof host port` in the config file: follow that primary from the start.
+    {
+        let mut st = shared.lock();
+        let primary = st.config.get("replicaof").to_string();
+        let mut words = primary.split_ascii_whitespace();
+        if let (Some(host), Some(port)) = (words.next(), words.next().and_then(|p| p.parse::<u16>().ok())) {
+            crate::replica::follow(&shared, &mut st, host.to_string(), port);
+        }
+    }
     tokio::spawn(cron(shared.clone()));
     poll::set_max_us(u64::try_from(shared.lock().config.get_i64("busy-poll-us")).unwrap_or(0));
     tokio::spawn(poll::run());

@@ -150,6 +150,8 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
 pub fn replicaof(c: &mut Call) -> CmdResult {
     if c.arg(1).eq_ignore_ascii_case(b"no") && c.arg(2).eq_ignore_ascii_case(b"one") {
         crate::replica::stop(c.st);
+        // CONFIG REWRITE drops the file's replicaof line from now on.
+        c.st.config.set_replicaof(None);
         return ok();
     }
     let port = match parse_i64(c.arg(2)) {
@@ -158,6 +160,9 @@ pub fn replicaof(c: &mut Call) -> CmdResult {
     };
     let host = c.text(1);
     let Some(shared) = c.shared.arc() else { return Err(CmdError::full("ERR server is shutting down")) };
+    // CONFIG GET replicaof reports it and CONFIG REWRITE writes it (Sentinel's
+    // `SLAVEOF; CONFIG REWRITE` survives a restart so).
+    c.st.config.set_replicaof(Some((&host, port)));
     if !crate::replica::follow(&shared, c.st, host, port) {
         return reply(Reply::simple("OK Already connected to specified master"));
     }

@@ -128,3 +128,24 @@ fn a_chain_of_rill_replicas_follows_and_fails_over_partially() {
     let got = reader.read_reply().unwrap();
     assert!(String::from_utf8_lossy(&got).contains("7-1"), "{}", String::from_utf8_lossy(&got));
 }
+
+#[test]
+fn replicaof_in_the_configuration_follows_from_the_start_and_config_reports_it() {
+    let a_server = Server::rill();
+    let mut a = a_server.connect();
+    a.cmd(&["SET", "before", "1"]);
+    let port = a_server.port.to_string();
+    let b_server = Server::rill_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut b = b_server.connect();
+    wait_caught_up(&mut a, &mut b);
+    assert_eq!(b.cmd(&["GET", "before"]), b"$1\r\n1\r\n");
+    assert_eq!(text(&b.cmd_value(&["CONFIG", "GET", "replicaof"])), format!("[replicaof 127.0.0.1 {port}]"));
+    // REPLICAOF NO ONE clears it (CONFIG REWRITE then drops the line), REPLICAOF sets it.
+    assert_eq!(b.cmd(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    assert_eq!(text(&b.cmd_value(&["CONFIG", "GET", "replicaof"])), "[replicaof ]");
+    assert_eq!(b.cmd(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    assert_eq!(text(&b.cmd_value(&["CONFIG", "GET", "replicaof"])), format!("[replicaof 127.0.0.1 {port}]"));
+    a.cmd(&["SET", "after", "2"]);
+    wait_caught_up(&mut a, &mut b);
+    assert_eq!(b.cmd(&["GET", "after"]), b"$1\r\n2\r\n");
+}
