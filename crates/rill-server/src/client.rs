@@ -51,6 +51,9 @@ pub struct Conn {
     /// The primary's stream on a replica (`replica.rs`): its writes are obeyed, never refused
     /// as a read-only replica's.
     pub is_master: bool,
+    /// Where this client's last write ended: the replication offset and the log offset
+    /// (`WAIT`, `WAITAOF` wait for copies up to them).
+    pub last_write: (u64, u64),
 }
 
 impl Conn {
@@ -75,6 +78,7 @@ impl Conn {
             repl: Default::default(),
             output_pending: false,
             is_master: false,
+            last_write: (0, 0),
         }
     }
 }
@@ -152,6 +156,9 @@ pub enum Action {
     Close(Option<Reply>),
     /// No reply at all (`REPLCONF ACK` from a connection that is no replica's link, as Redis).
     Nothing,
+    /// `WAIT` / `WAITAOF` that must wait: the connection answers once enough copies exist or
+    /// the deadline passes (`conn/`), reading nothing meanwhile.
+    AwaitCopies(Box<crate::replication::primary::CopiesWait>),
     /// The connection becomes a replica's link (`PSYNC`, `SYNC`): send `preamble` (the
     /// `+FULLRESYNC` / `+CONTINUE` line), then feed it.
     Replica {

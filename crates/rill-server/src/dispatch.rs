@@ -90,7 +90,12 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
             return Action::Reply(Reply::simple("QUEUED"));
         }
     }
-    crate::unit::run(st, now_ms, |st| call(shared, st, conn, spec, args, now_ms, false))
+    let action = crate::unit::run(st, now_ms, |st| call(shared, st, conn, spec, args, now_ms, false));
+    if spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::EXEC) {
+        // Where this client's last write ended, for WAIT and WAITAOF.
+        conn.last_write = (st.replication.offset(), st.journal.appended());
+    }
+    action
 }
 
 /// DEBUG and MODULE LOAD/LOADEX/UNLOAD run only where `enable-debug-command` /
@@ -126,10 +131,19 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Op
             return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
         }
     }
+    let write = spec.flags.has(Flags::WRITE)
+        || (spec.flags.has(Flags::EXEC)
+            && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags.has(Flags::WRITE))));
+    // min-replicas-to-write: a primary refuses writes while too few replicas acknowledged
+    // within min-replicas-max-lag seconds (Redis checks only with both set).
+    let min = st.hot.min_replicas_to_write;
+    if write && min > 0 && st.hot.min_replicas_max_lag > 0 && st.replication.master.is_none() {
+        let now = crate::clock::now_ms();
+        if st.replication.good_replicas(now, st.hot.min_replicas_max_lag) < min {
+            return Some(CmdError::full("NOREPLICAS Not enough good replicas to write.").to_reply());
+        }
+    }
     if let Some(link) = &st.replication.master {
-        let write = spec.flags.has(Flags::WRITE)
-            || (spec.flags.has(Flags::EXEC)
-                && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags.has(Flags::WRITE))));
         if write && !conn.is_master && st.config.get("replica-read-only") != "no" {
             return Some(CmdError::full("READONLY You can't write against a read only replica.").to_reply());
         }

@@ -383,6 +383,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     let mut args: Vec<Bytes> = Vec::new();
     let mut ack_timer = tokio::time::interval(Duration::from_secs(1));
     let mut last_heard = tokio::time::Instant::now();
+    let mut fack = 0u64;
     loop {
         // Apply every complete command in the buffer, one unit each, under one lock hold.
         let mut reply_ack = false;
@@ -418,7 +419,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             }
         }
         if reply_ack {
-            send_ack(shared, &mut up).await?;
+            send_ack(shared, &mut up, &mut fack).await?;
         }
         tokio::select! {
             r = up.stream.read_buf(&mut up.buf) => match r {
@@ -430,7 +431,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                 if !current(shared, generation) {
                     return Ok(());
                 }
-                send_ack(shared, &mut up).await?;
+                send_ack(shared, &mut up, &mut fack).await?;
             }
             () = tokio::time::sleep_until(last_heard + timeout) => {
                 return Err("MASTER timeout: no data nor PING received".into());
@@ -469,10 +470,26 @@ fn frame_len(buf: &[u8]) -> Option<usize> {
     Some(at)
 }
 
-/// `REPLCONF ACK <offset>`: how far this replica has applied the stream.
-async fn send_ack(shared: &Shared, up: &mut Upstream) -> Result<(), String> {
-    let offset = shared.lock().replication.offset();
-    up.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()]).await
+/// `REPLCONF ACK <offset>`: how far this replica has applied the stream; with the log on,
+/// `FACK <offset>` too: how far its log holds the stream on disk (`WAITAOF` on the primary).
+/// That is the offset applied when everything logged so far was fsynced, kept in `fack`.
+async fn send_ack(shared: &Shared, up: &mut Upstream, fack: &mut u64) -> Result<(), String> {
+    let (offset, logging) = {
+        let st = shared.lock();
+        let offset = st.replication.offset();
+        let logging = st.journal.log().is_some();
+        if logging && st.journal.log_copies_at(st.journal.appended()) > 0 {
+            *fack = offset;
+        }
+        (offset, logging)
+    };
+    let offset = offset.to_string();
+    if logging {
+        let fack = fack.to_string();
+        up.send(&[b"REPLCONF", b"ACK", offset.as_bytes(), b"FACK", fack.as_bytes()]).await
+    } else {
+        up.send(&[b"REPLCONF", b"ACK", offset.as_bytes()]).await
+    }
 }
 
 /// Run one command of the primary's stream through dispatch (one unit, `unit::run`), as the

@@ -268,6 +268,10 @@ pub struct HotConfig {
     pub output_limits: crate::client_limits::OutputLimits,
     /// `client-query-buffer-limit` in bytes.
     pub query_buffer_limit: u64,
+    /// `min-replicas-to-write` (0: writes need no replica).
+    pub min_replicas_to_write: usize,
+    /// `min-replicas-max-lag` in seconds.
+    pub min_replicas_max_lag: i64,
 }
 
 impl HotConfig {
@@ -279,6 +283,8 @@ impl HotConfig {
             maxmemory: u64::try_from(config.get_i64("maxmemory")).unwrap_or(0),
             output_limits: crate::client_limits::OutputLimits::parse(config.get("client-output-buffer-limit")),
             query_buffer_limit: u64::try_from(config.get_i64("client-query-buffer-limit")).unwrap_or(u64::MAX),
+            min_replicas_to_write: usize::try_from(config.get_i64("min-replicas-to-write")).unwrap_or(0),
+            min_replicas_max_lag: config.get_i64("min-replicas-max-lag"),
         }
     }
 }

@@ -53,6 +53,8 @@ pub fn exec(c: &mut Call) -> CmdResult {
             // Redis would add no element for REPLCONF ACK inside EXEC, leaving its array one
             // short; a null keeps the reply well-formed.
             Action::Nothing => Reply::Null,
+            // Inside EXEC nothing waits (WAIT answers with what there is).
+            Action::AwaitCopies(w) => w.reply(c.st),
             // PSYNC and SYNC are flagged no-multi: never queued.
             Action::Replica { .. } => CmdError::full("ERR Command not allowed inside a transaction").to_reply(),
             Action::Block { request, .. } => request.timeout_reply,

@@ -5,7 +5,7 @@
 
 use super::{ok, reply, syntax, Call, CmdResult};
 use crate::client::Action;
-use crate::replication::primary::{decide, Decision, Feed, LinkState, ReplicaLink};
+use crate::replication::primary::{decide, CopiesWait, Decision, Feed, LinkState, ReplicaLink};
 use rill_engine::util::parse_i64;
 use rill_engine::CmdError;
 use rill_resp::Reply;
@@ -140,9 +140,89 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
         }
     };
     let state = if feed.snapshot.is_some() { LinkState::SendBulk } else { LinkState::Online };
-    let link = ReplicaLink { ip, port: conf.listening_port, state, ack_offset: 0, ack_ms: c.now_ms };
+    let link = ReplicaLink { ip, port: conf.listening_port, state, ack_offset: 0, fack_offset: 0, ack_ms: c.now_ms };
     st.replication.replicas.insert(c.conn.id, link);
     Ok(Action::Replica { preamble: preamble.into_bytes(), feed: Box::new(feed) })
+}
+
+/// A timeout in milliseconds, as Redis parses one (`0`: none).
+fn timeout_ms(arg: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
+    let ms = parse_i64(arg).ok_or(CmdError::full("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CmdError::full("ERR timeout is negative"));
+    }
+    if ms > i64::MAX - now_ms {
+        return Err(CmdError::full("ERR timeout is out of range"));
+    }
+    Ok((ms > 0).then_some(now_ms + ms))
+}
+
+/// `WAIT numreplicas timeout`: how many replicas acknowledged this client's last write,
+/// waiting up to `timeout` ms (0: for ever) for `numreplicas` of them.
+pub fn wait(c: &mut Call) -> CmdResult {
+    if c.st.replication.master.is_some() {
+        return Err(CmdError::full("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
+    }
+    let wanted = parse_i64(c.arg(1)).ok_or(CmdError::NOT_INTEGER)?;
+    let deadline_ms = timeout_ms(c.arg(2), c.now_ms)?;
+    let w = CopiesWait {
+        repl_offset: c.conn.last_write.0,
+        log_offset: c.conn.last_write.1,
+        local: 0,
+        replicas: usize::try_from(wanted).unwrap_or(0),
+        aof: false,
+        deadline_ms,
+    };
+    await_copies(c, w)
+}
+
+/// `WAITAOF numlocal numreplicas timeout`: whether the local log, and how many replicas'
+/// logs, hold this client's last write on disk: `[local, replicas]`.
+pub fn waitaof(c: &mut Call) -> CmdResult {
+    let local = match parse_i64(c.arg(1)) {
+        Some(n @ 0..=1) => n as usize,
+        Some(_) => return Err(CmdError::full("ERR value is out of range, value must between 0 and 1")),
+        None => return Err(CmdError::NOT_INTEGER),
+    };
+    let replicas = match parse_i64(c.arg(2)) {
+        Some(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),
+        Some(_) => return Err(CmdError::full("ERR value is out of range, must be positive")),
+        None => return Err(CmdError::NOT_INTEGER),
+    };
+    let deadline_ms = timeout_ms(c.arg(3), c.now_ms)?;
+    if c.st.replication.master.is_some() {
+        return Err(CmdError::full("ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated."));
+    }
+    if local > 0 && c.st.journal.log().is_none() {
+        return Err(CmdError::full("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled."));
+    }
+    let w = CopiesWait {
+        repl_offset: c.conn.last_write.0,
+        log_offset: c.conn.last_write.1,
+        local,
+        replicas,
+        aof: true,
+        deadline_ms,
+    };
+    await_copies(c, w)
+}
+
+/// Answer at once when the copies exist (or inside a transaction, which cannot wait);
+/// otherwise ask the replicas for an ACK now and let the connection wait.
+fn await_copies(c: &mut Call, w: CopiesWait) -> CmdResult {
+    if w.satisfied(c.st) {
+        return reply(w.reply(c.st));
+    }
+    if w.replicas > 0 && !c.st.replication.replicas.is_empty() {
+        // The replicas answer at once instead of at their next second.
+        let getack = [
+            bytes::Bytes::from_static(b"REPLCONF"),
+            bytes::Bytes::from_static(b"GETACK"),
+            bytes::Bytes::from_static(b"*"),
+        ];
+        c.st.journal.stream_only(&getack);
+    }
+    Ok(Action::AwaitCopies(Box::new(w)))
 }
 
 /// `REPLICAOF host port | NO ONE` (and `SLAVEOF`): follow a primary, or stop following one

@@ -525,6 +525,34 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..CommandSpec::of(server(&Run(replication::replconf)))
     },
     CommandSpec {
+        name: "wait",
+        arity: 3,
+        flags: Flags::BLOCKING,
+        acl: &["@slow", "@blocking", "@connection"],
+        tips: &["request_policy:all_shards", "response_policy:agg_min"],
+        group: "generic",
+        summary: "Waits until this connection's last write is acknowledged by a number of \
+                  replicas, or the timeout passes; returns how many acknowledged it.",
+        since: "3.0.0",
+        complexity: "O(1) per check, O(replicas) per acknowledgement",
+        syntax: "numreplicas timeout",
+        ..CommandSpec::of(server(&Run(replication::wait)))
+    },
+    CommandSpec {
+        name: "waitaof",
+        arity: 4,
+        flags: Flags::BLOCKING,
+        acl: &["@slow", "@blocking", "@connection"],
+        tips: &["request_policy:all_shards", "response_policy:agg_min"],
+        group: "generic",
+        summary: "Waits until this connection's last write is on disk in the local log and in \
+                  a number of replicas' logs, or the timeout passes; returns both counts.",
+        since: "7.2.0",
+        complexity: "O(1) per check, O(replicas) per acknowledgement",
+        syntax: "numlocal numreplicas timeout",
+        ..CommandSpec::of(server(&Run(replication::waitaof)))
+    },
+    CommandSpec {
         name: "replicaof",
         arity: 3,
         flags: Flags::NO_ASYNC_LOADING.and(Flags::ADMIN).and(Flags::NOSCRIPT).and(Flags::STALE),

@@ -48,6 +48,7 @@ async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
             Next::Wait(mut park) => parked(t, s, &mut park, sig).await,
             Next::Read => read(t, s, sig).await,
             Next::Busy => busy(t, s, sig).await,
+            Next::Copies(w) => copies(t, s, &w, sig).await,
             Next::Replica(feed) => {
                 let shared = s.shared().clone();
                 super::feed::run(t, &shared, s.client_id(), feed, sig).await;
@@ -90,6 +91,39 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
         }
     }
     s.out.is_empty() || write_out(t, &mut s.out, &mut s.watch, sig).await
+}
+
+/// Wait until a `WAIT` / `WAITAOF` has its copies (a replica's ACK wakes it; the local log's
+/// fsync is looked at every few milliseconds) or its deadline passes, reading any input that
+/// arrives meanwhile. False if the connection must close.
+async fn copies<T: Transport>(
+    t: &mut T,
+    s: &mut Session,
+    w: &crate::replication::primary::CopiesWait,
+    sig: &mut Signals,
+) -> bool {
+    let acked = s.shared().lock().replication.acked.clone();
+    let deadline = Session::copies_deadline(w);
+    loop {
+        let notified = acked.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if s.answer_copies(w, false) {
+            return true;
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+            () = sleep_until_opt(deadline) => return s.answer_copies(w, true),
+            r = readable(t) => {
+                if r.is_err() || read_some(t, s).is_none() {
+                    return false;
+                }
+            }
+            () = sig.kill.notified() => return false,
+            _ = sig.shutdown.changed() => return false,
+        }
+    }
 }
 
 /// Wait for input. False if the connection must close.

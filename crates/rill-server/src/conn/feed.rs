@@ -128,10 +128,10 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                 }
                 match take_acks(&mut parser, &mut input) {
                     Err(()) => return "protocol error in what it sent",
-                    Ok(Some(offset)) => {
+                    Ok(Some((offset, fack))) => {
                         last_heard = tokio::time::Instant::now();
                         wait_first_ack = false;
-                        record_ack(shared, id, offset);
+                        record_ack(shared, id, offset, fack);
                     }
                     Ok(None) => last_heard = tokio::time::Instant::now(),
                 }
@@ -143,9 +143,10 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     }
 }
 
-/// Parse what the replica sent: the highest `REPLCONF ACK <offset>` among complete requests
-/// (anything else a replica sends is ignored, as Redis ignores a replica's replies).
-fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<u64>, ()> {
+/// Parse what the replica sent: the highest `REPLCONF ACK <offset> [FACK <offset>]` among
+/// complete requests (anything else a replica sends is ignored, as Redis ignores a replica's
+/// replies).
+fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<(u64, u64)>, ()> {
     let limits = Limits { max_bulk_len: 1 << 20, max_inline_len: 64 * 1024, authenticated: true };
     let mut args: Vec<Bytes> = Vec::new();
     let mut best = None;
@@ -159,21 +160,30 @@ fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<
             && args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"replconf"))
             && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"ack"));
         if is_ack {
-            if let Some(offset) = args.get(2).and_then(|a| rill_engine::util::parse_i64(a)) {
-                let offset = u64::try_from(offset).unwrap_or(0);
-                best = Some(best.map_or(offset, |b: u64| b.max(offset)));
+            let number = |i: usize| {
+                args.get(i).and_then(|a| rill_engine::util::parse_i64(a)).map(|n| u64::try_from(n).unwrap_or(0))
+            };
+            if let Some(offset) = number(2) {
+                let fack = if args.get(3).is_some_and(|a| a.eq_ignore_ascii_case(b"fack")) {
+                    number(4).unwrap_or(0)
+                } else {
+                    0
+                };
+                best = Some(best.map_or((offset, fack), |(b, f): (u64, u64)| (b.max(offset), f.max(fack))));
             }
         }
     }
 }
 
-fn record_ack(shared: &Shared, id: u64, offset: u64) {
+fn record_ack(shared: &Shared, id: u64, offset: u64, fack: u64) {
     let mut st = shared.lock();
     if let Some(link) = st.replication.replicas.get_mut(&id) {
         link.ack_offset = link.ack_offset.max(offset);
+        link.fack_offset = link.fack_offset.max(fack);
         link.ack_ms = now_ms();
         link.state = LinkState::Online;
     }
+    st.replication.acked.notify_waiters();
 }
 
 fn set_state(shared: &Shared, id: u64, state: LinkState) {

@@ -53,6 +53,8 @@ pub struct Replication {
     pub last_ping_ms: i64,
     /// The primary this server replicates (`REPLICAOF host port`), if any.
     pub master: Option<MasterLink>,
+    /// Woken when a replica acknowledges an offset: clients in `WAIT`/`WAITAOF` look again.
+    pub acked: Arc<tokio::sync::Notify>,
     /// Counts `REPLICAOF` changes: a link task whose number is no longer current ends.
     pub link_generation: u64,
 }
@@ -112,6 +114,7 @@ impl Replication {
             syncs: primary::SyncStats::default(),
             last_ping_ms: 0,
             master: None,
+            acked: Arc::new(tokio::sync::Notify::new()),
             link_generation: 0,
         }
     }
@@ -125,6 +128,25 @@ impl Replication {
     pub fn with_backlog<T>(&self, f: impl FnOnce(&Backlog) -> T) -> Option<T> {
         let backlog = self.backlog.as_ref()?.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Some(f(&backlog))
+    }
+
+    /// How many replicas acknowledged everything up to `offset` (`WAIT`): with `fsynced`,
+    /// how many said their log holds it on disk (`WAITAOF`, from `REPLCONF ACK .. FACK ..`).
+    pub fn replicas_at(&self, offset: u64, fsynced: bool) -> usize {
+        self.replicas
+            .values()
+            .filter(|l| l.state == primary::LinkState::Online)
+            .filter(|l| if fsynced { l.fack_offset >= offset } else { l.ack_offset >= offset })
+            .count()
+    }
+
+    /// Replicas online whose last ACK is at most `max_lag_secs` old: what
+    /// `min-replicas-to-write` counts.
+    pub fn good_replicas(&self, now_ms: i64, max_lag_secs: i64) -> usize {
+        self.replicas
+            .values()
+            .filter(|l| l.state == primary::LinkState::Online && (now_ms - l.ack_ms) / 1000 <= max_lag_secs)
+            .count()
     }
 
     /// Leave the history followed so far for a new one, keeping the old one as `replid2` up to

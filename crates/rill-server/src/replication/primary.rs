@@ -52,6 +52,8 @@ pub struct ReplicaLink {
     pub state: LinkState,
     /// The last offset it acknowledged (`REPLCONF ACK`).
     pub ack_offset: u64,
+    /// The last offset it said its log holds on disk (`REPLCONF ACK .. FACK <offset>`).
+    pub fack_offset: u64,
     /// When it last acknowledged, Unix ms.
     pub ack_ms: i64,
 }
@@ -100,6 +102,49 @@ pub fn decide(r: &Replication, replid: &str, offset: i64) -> Decision {
 /// A replication directive in seconds, `default` while it is unset or not positive.
 pub fn seconds(config: &crate::config::Config, name: &str, default: u64) -> u64 {
     u64::try_from(config.get_i64(name)).ok().filter(|s| *s > 0).unwrap_or(default)
+}
+
+/// A `WAIT` or `WAITAOF` waiting for copies of a client's last write.
+#[derive(Debug, Clone)]
+pub struct CopiesWait {
+    /// The replication offset the replicas must have acknowledged.
+    pub repl_offset: u64,
+    /// The log offset the local log must have fsynced (`WAITAOF`).
+    pub log_offset: u64,
+    /// Local copies wanted: 0 or 1 (`WAITAOF numlocal`).
+    pub local: usize,
+    /// Replica copies wanted.
+    pub replicas: usize,
+    /// `WAITAOF`: replicas count by what their logs hold on disk; the reply is
+    /// `[local, replicas]` rather than an integer.
+    pub aof: bool,
+    /// When to answer anyway, Unix ms (`None`: never).
+    pub deadline_ms: Option<i64>,
+}
+
+impl CopiesWait {
+    /// The copies there are now: (local, replicas).
+    pub fn count(&self, st: &crate::state::State) -> (usize, usize) {
+        let local = if self.aof { st.journal.log_copies_at(self.log_offset) } else { 0 };
+        (local, st.replication.replicas_at(self.repl_offset, self.aof))
+    }
+
+    /// Whether the copies wanted exist.
+    pub fn satisfied(&self, st: &crate::state::State) -> bool {
+        let (local, replicas) = self.count(st);
+        local >= self.local && replicas >= self.replicas
+    }
+
+    /// The reply, with the copies there are now.
+    pub fn reply(&self, st: &crate::state::State) -> rill_resp::Reply {
+        let (local, replicas) = self.count(st);
+        let n = |x: usize| rill_resp::Reply::Integer(i64::try_from(x).unwrap_or(i64::MAX));
+        if self.aof {
+            rill_resp::Reply::Array(vec![n(local), n(replicas)])
+        } else {
+            n(replicas)
+        }
+    }
 }
 
 /// What a connection that became a replica's link needs to feed it.

@@ -345,3 +345,54 @@ fn a_replica_whose_offset_left_the_backlog_syncs_fully() {
     assert_eq!(third.read_exact(10).unwrap().len(), 10, "the last 10 bytes of the stream follow");
     assert_eq!(info_field(&mut rill, "stats", "sync_partial_err").as_deref(), Some("1"));
 }
+
+#[test]
+fn wait_and_waitaof_count_the_replicas_that_hold_a_write() {
+    let Some(binary) = ReferenceServer::Redis8.require() else { return };
+    let rill_server = Server::rill_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut rill = rill_server.connect();
+    let port = rill_server.port.to_string();
+    // A rill replica with its log on (it says FACK) and a Redis replica without (it does not).
+    let rill_replica =
+        Server::rill_with(&["--appendonly", "yes", "--appendfsync", "always", "--replicaof", "127.0.0.1", &port]);
+    let redis =
+        Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, &["--replicaof", "127.0.0.1", &port]);
+    let (mut r1, mut r2) = (rill_replica.connect(), redis.connect());
+    wait_caught_up(&mut rill, &mut r1);
+    wait_caught_up(&mut rill, &mut r2);
+    assert_eq!(rill.cmd(&["SET", "k", "v"]), b"+OK\r\n");
+    // Both acknowledge at once (the primary asks them with REPLCONF GETACK).
+    let started = Instant::now();
+    assert_eq!(rill.cmd(&["WAIT", "2", "10000"]), b":2\r\n");
+    assert!(started.elapsed() < Duration::from_secs(5), "WAIT took {:?}", started.elapsed());
+    // More than there are: the count after the timeout.
+    let started = Instant::now();
+    assert_eq!(rill.cmd(&["WAIT", "3", "300"]), b":2\r\n");
+    assert!(started.elapsed() >= Duration::from_millis(290));
+    // WAITAOF: the local log, and the one replica whose log holds it on disk.
+    assert_eq!(rill.cmd(&["SET", "k", "v2"]), b"+OK\r\n");
+    assert_eq!(rill.cmd(&["WAITAOF", "1", "1", "10000"]), b"*2\r\n:1\r\n:1\r\n");
+    assert_eq!(rill.cmd(&["WAITAOF", "1", "2", "300"]), b"*2\r\n:1\r\n:1\r\n");
+    // A replica refuses both, with Redis' words.
+    for cmd in [&["WAIT", "1", "0"][..], &["WAITAOF", "0", "1", "0"]] {
+        assert_eq!(r1.cmd(cmd), r2.cmd(cmd), "{cmd:?} on a replica");
+    }
+    // min-replicas-to-write 2 with both replicas acknowledging: writes pass; with one gone,
+    // they are refused once its last ACK is older than min-replicas-max-lag.
+    assert_eq!(rill.cmd(&["CONFIG", "SET", "min-replicas-to-write", "2", "min-replicas-max-lag", "1"]), b"+OK\r\n");
+    assert_eq!(rill.cmd(&["SET", "k", "v3"]), b"+OK\r\n");
+    drop(r2);
+    drop(redis);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = rill.cmd(&["SET", "k", "v4"]);
+        if reply == b"-NOREPLICAS Not enough good replicas to write.\r\n" {
+            break;
+        }
+        assert_eq!(reply, b"+OK\r\n");
+        assert!(Instant::now() < deadline, "writes were never refused");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Reads are still served.
+    assert!(rill.cmd(&["GET", "k"]).starts_with(b"$2\r\nv"));
+}

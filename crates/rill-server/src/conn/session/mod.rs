@@ -63,6 +63,9 @@ pub enum Next {
     Wait(Park),
     /// The busy gate is closed and the next request must wait for it to open (`busy.rs`).
     Busy,
+    /// `WAIT` / `WAITAOF` waits for copies: write the output, then answer it once they exist
+    /// or its deadline passes ([`Session::answer_copies`]), and go on.
+    Copies(Box<crate::replication::primary::CopiesWait>),
     /// The connection became a replica's link (`PSYNC`, `SYNC`): write the output, then feed
     /// the replica (`conn/feed.rs`) until the link ends.
     Replica(Box<crate::replication::primary::Feed>),
@@ -211,6 +214,24 @@ impl Session {
     /// This client's id.
     pub fn client_id(&self) -> u64 {
         self.conn.id
+    }
+
+    /// A `WAIT` / `WAITAOF` waiting: when its copies exist, or `timed_out`, queue its reply and
+    /// return true.
+    pub fn answer_copies(&mut self, w: &crate::replication::primary::CopiesWait, timed_out: bool) -> bool {
+        let st = self.shared.lock();
+        if !timed_out && !w.satisfied(&st) {
+            return false;
+        }
+        let reply = w.reply(&st);
+        drop(st);
+        emit(&mut self.out, &mut self.conn, &reply);
+        true
+    }
+
+    /// When a `WAIT` / `WAITAOF` answers anyway.
+    pub fn copies_deadline(w: &crate::replication::primary::CopiesWait) -> Option<Instant> {
+        w.deadline_ms.map(instant_at_ms)
     }
 
     // --------------------------------------------------------------------------------------------
@@ -490,6 +511,7 @@ fn run_requests(
         match dispatch::execute(shared, st, conn, &mut args, now) {
             Action::Reply(r) => emit(out, conn, &r),
             Action::Nothing => {}
+            Action::AwaitCopies(w) => return Next::Copies(w),
             Action::Replica { preamble, feed } => {
                 write_reply(out, &Reply::Raw(preamble.into()), conn.proto);
                 return Next::Replica(feed);
