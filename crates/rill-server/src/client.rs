@@ -43,6 +43,9 @@ pub struct Conn {
     pub reply_budget: u64,
     /// A reply did not fit the client's limits: close the connection without writing more.
     pub close_asap: bool,
+    /// Subscribed to any channel, pattern or shard channel (Redis' `CLIENT_PUBSUB`): a RESP2
+    /// client then runs only the commands flagged `SUBSCRIBE_CONTEXT`.
+    pub subscribed: bool,
 }
 
 impl Conn {
@@ -64,6 +67,7 @@ impl Conn {
             last_lookup: LastLookup::default(),
             reply_budget: u64::MAX,
             close_asap: false,
+            subscribed: false,
         }
     }
 }
@@ -139,6 +143,10 @@ pub enum Action {
     },
     /// Send the reply (if any), then close the connection.
     Close(Option<Reply>),
+    /// Send these replies, one after the other, whatever CLIENT REPLY says: the subscription
+    /// confirmations of (P|S)(UN)SUBSCRIBE, one per channel, which Redis sends as pushes
+    /// (RESP3 `>` frames) rather than as a reply.
+    Pushes(Vec<Reply>),
 }
 
 impl From<CmdError> for Action {

@@ -39,6 +39,9 @@ pub struct Journal {
     spare: EffectBuf,
     /// Log offset after the last unit the log took.
     pub appended: u64,
+    /// The open unit as the log gets it, when it holds a command only the other sinks get
+    /// ([`Journal::push_unlogged_command`]); `None` when the log gets `unit` as it is.
+    log_unit: Option<EffectBuf>,
 }
 
 impl Journal {
@@ -75,6 +78,9 @@ impl Journal {
 
     /// Add a command's explicit effects to the open unit.
     pub fn push(&mut self, effects: &mut EffectBuf) {
+        if let (Some(log_unit), false) = (self.log_unit.as_mut(), effects.is_empty()) {
+            log_unit.append(&mut effects.clone());
+        }
         if self.recording() && !effects.is_empty() {
             if self.unit.is_empty() {
                 // The common case, one command per unit: take its buffer instead of copying
@@ -91,13 +97,32 @@ impl Journal {
     pub fn push_command(&mut self, db: usize, args: &[Bytes]) {
         if self.recording() {
             self.unit.command(db, args.iter().map(|a| &a[..]));
+            if let Some(log_unit) = self.log_unit.as_mut() {
+                log_unit.command(db, args.iter().map(|a| &a[..]));
+            }
         }
+    }
+
+    /// Add a command that every sink but the log gets: one that changes nothing a replay
+    /// must redo, but that a replica must run (PUBLISH, which Redis propagates to replicas
+    /// and not to its AOF: `PROPAGATE_REPL`). It keeps its place in the unit for those sinks.
+    pub fn push_unlogged_command(&mut self, db: usize, args: &[Bytes]) {
+        if self.sinks.is_empty() {
+            return;
+        }
+        if self.log_unit.is_none() && self.log.is_some() {
+            self.log_unit = Some(self.unit.clone());
+        }
+        self.unit.command(db, args.iter().map(|a| &a[..]));
     }
 
     /// Add the deletion of an expired key.
     pub fn push_del(&mut self, db: usize, key: &[u8]) {
         if self.recording() {
             self.unit.del(db, key);
+            if let Some(log_unit) = self.log_unit.as_mut() {
+                log_unit.del(db, key);
+            }
         }
     }
 
@@ -110,9 +135,12 @@ impl Journal {
         for sink in &mut self.sinks {
             sink.commit(now_ms, &self.unit);
         }
+        let log_unit = self.log_unit.take();
         if let Some(log) = &self.log {
-            let unit = &self.unit;
-            self.appended = log.append_with(|out| encode_record_buf(out, now_ms, unit));
+            let unit = log_unit.as_ref().unwrap_or(&self.unit);
+            if !unit.is_empty() {
+                self.appended = log.append_with(|out| encode_record_buf(out, now_ms, unit));
+            }
         }
         self.unit.clear();
         self.appended
@@ -158,7 +186,7 @@ mod tests {
         j.commit(7);
         j.commit(8); // an empty unit goes nowhere
         let units = sink.units.lock().unwrap().clone();
-        let expected = vec![(
+        let expected: Vec<Unit> = vec![(
             7,
             vec![
                 Effect::del(1, Bytes::from_static(b"gone")),

@@ -18,6 +18,7 @@ pub mod journal;
 pub mod listen;
 pub mod logging;
 pub mod poll;
+pub mod pubsub;
 pub mod ratelimit;
 pub mod replication;
 pub mod run;

@@ -51,6 +51,12 @@ pub fn exec(c: &mut Call) -> CmdResult {
             Action::Reply(r) | Action::Close(Some(r)) => r,
             Action::Close(None) => Reply::ok(),
             Action::Block { request, .. } => request.timeout_reply,
+            // One element per confirmation. (Redis writes them into EXEC's reply without
+            // counting them, so its array is malformed for more than one channel: redis#12207.)
+            Action::Pushes(rs) => {
+                replies.extend(rs);
+                continue;
+            }
         };
         replies.push(r);
     }

@@ -3,7 +3,8 @@
 //! command's release, the busy gate), while watching CLIENT KILL and shutdown.
 //!
 //! The driver knows nothing of commands: it reads into the session's query buffer, asks it to
-//! run a batch, writes its output buffer, and follows [`Next`].
+//! run a batch, writes its output buffer, and follows [`Next`]. While it waits for input or for
+//! a parked command, it also writes what other tasks push to the client (`push.rs`).
 
 use super::session::{Batch, Next, OutputWatch, Park, Released, Session, QBUF_IDLE_SHRINK, QBUF_SHRINK_RETRY};
 use super::transport::Transport;
@@ -59,6 +60,7 @@ async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
 /// the query buffer, bounded by the query buffer limit, checked when the next batch runs).
 /// False if the connection must close.
 async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: &mut Signals) -> bool {
+    let pushed = s.push_signal();
     loop {
         let (deadline, wake_up) = (park.deadline, park.wake_up());
         tokio::select! {
@@ -77,6 +79,13 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
             () = sleep_until_opt(wake_up) => s.park_wake(park),
             r = readable(t) => {
                 if r.is_err() || read_some(t, s).is_none() {
+                    return false;
+                }
+            }
+            // A parked client that may be pushed to got no direct delivery (`session`), so
+            // this task is the only writer.
+            () = pushed.notified() => {
+                if !write_pushed(t, s, sig).await {
                     return false;
                 }
             }
@@ -104,9 +113,15 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
     }
     let idle = s.idle_deadline();
     let mut shrink = Instant::now() + QBUF_IDLE_SHRINK;
+    let pushed = s.push_signal();
     loop {
         let may_shrink = s.may_shrink();
         tokio::select! {
+            () = pushed.notified() => {
+                if !write_pushed(t, s, sig).await {
+                    return false;
+                }
+            }
             r = readable(t) => {
                 if r.is_err() {
                     return false;
@@ -130,6 +145,19 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
             }
         }
     }
+}
+
+/// Write what other tasks pushed (nothing else is pending: the driver waits only once the
+/// session's output is written). False if the connection must close.
+async fn write_pushed<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bool {
+    if !s.take_pushed() {
+        return true;
+    }
+    if !write_out(t, &mut s.out, &mut s.watch, sig).await {
+        return false;
+    }
+    s.written();
+    true
 }
 
 /// Wait for the busy gate to open, reading input meanwhile up to the query buffer limit.

@@ -64,6 +64,7 @@
 
 pub mod busy;
 mod driver;
+pub mod push;
 mod session;
 pub mod transport;
 
@@ -72,7 +73,7 @@ pub use session::{Batch, Next, Park, Released, Session};
 pub use transport::{DirectWrite, Stream, Tcp, Transport};
 
 use crate::client_limits::ClientMemory;
-use crate::state::{now_ms, ClientInfo, HotConfig, Shared, State};
+use crate::state::{now_ms, ClientInfo, ClientKind, HotConfig, Shared, State};
 use bytes::Bytes;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -88,6 +89,7 @@ pub struct Admitted {
     pub authenticated: bool,
     mem: Arc<ClientMemory>,
     hot: HotConfig,
+    push: push::PushReceiver,
 }
 
 /// Where a client connects from and to (CLIENT LIST `addr`, `laddr`, `fd`).
@@ -107,6 +109,7 @@ pub fn admit(st: &mut State, id: u64, peer: Peer, authenticated: bool) -> Admitt
     let now = now_ms();
     let kill = Arc::new(Notify::new());
     let mem = Arc::new(ClientMemory::default());
+    let (push_tx, push_rx) = push::channel();
     st.clients.insert(
         id,
         ClientInfo {
@@ -132,15 +135,19 @@ pub fn admit(st: &mut State, id: u64, peer: Peer, authenticated: bool) -> Admitt
             kill: kill.clone(),
             blocked: false,
             mem: mem.clone(),
+            kind: ClientKind::Normal,
+            subs: Default::default(),
+            push: push_tx,
         },
     );
-    Admitted { id, kill, authenticated, mem, hot: st.hot }
+    Admitted { id, kill, authenticated, mem, hot: st.hot, push: push_rx }
 }
 
 /// Serve an admitted client over `transport` until it quits, is killed, or the server shuts
 /// down; its client record is removed at the end.
 pub async fn serve<T: Transport>(shared: Arc<Shared>, transport: T, client: Admitted) {
     let signals = Signals { kill: client.kill, shutdown: shared.shutdown.subscribe() };
-    let session = Session::new(shared, client.id, client.mem, client.authenticated, &client.hot, transport.direct());
+    let session =
+        Session::new(shared, client.id, client.mem, client.authenticated, &client.hot, transport.direct(), client.push);
     driver::drive(transport, session, signals).await;
 }
