@@ -185,6 +185,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "keyspace_misses:{}", st.engine.stats().misses);
             line!(out, "pubsub_channels:{}", st.pubsub.channel_count());
             line!(out, "pubsub_patterns:{}", st.pubsub.pattern_count());
+            line!(out, "pubsubshard_channels:{}", st.pubsub.shard_channel_count());
             line!(out, "total_error_replies:{}", s.error_replies);
             line!(out, "total_reads_processed:{}", s.commands_processed);
             line!(out, "client_query_buffer_limit_disconnections:{}", s.query_buffer_limit_disconnections);

@@ -195,4 +195,47 @@ mod tests {
         )];
         assert_eq!(units, expected);
     }
+
+    #[test]
+    fn an_unlogged_command_reaches_the_other_sinks_in_its_place_and_not_the_log() {
+        use crate::aof::{files::Files, FsyncPolicy, Log, LOG_MAGIC};
+        let dir = std::env::temp_dir().join(format!("rill-journal-unlogged-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = Files::new(dir.to_str().unwrap(), "t");
+        let file = files.create_incr(1).unwrap();
+        let path = files.path(&files.incr_name(1));
+        let log = Log::start(files, file, 1, LOG_MAGIC.len() as u64, FsyncPolicy::No).unwrap();
+        let mut j = Journal::default();
+        j.set_log(Some(log.clone()));
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let (set, publish) = (vec![b("SET"), b("k"), b("v")], vec![b("PUBLISH"), b("ch"), b("m")]);
+        // Without another sink, it is recorded nowhere.
+        j.push_unlogged_command(0, &publish);
+        assert_eq!(j.commit(1), 0, "the log alone gets nothing of it");
+        let sink = MemorySink::default();
+        j.add_sink(Box::new(sink.clone()));
+        // A transaction: SET, PUBLISH, SET; then a PUBLISH alone.
+        j.push_command(0, &set);
+        j.push_unlogged_command(0, &publish);
+        j.push_del(0, b"gone");
+        let after = j.commit(2);
+        j.push_unlogged_command(0, &publish);
+        assert_eq!(j.commit(3), after, "a unit of unlogged commands only adds nothing to the log");
+        let units = sink.units.lock().unwrap().clone();
+        let expected: Vec<Unit> = vec![
+            (2, vec![Effect::command(0, set.clone()), Effect::command(0, publish.clone()), Effect::del(0, b("gone"))]),
+            (3, vec![Effect::command(0, publish.clone())]),
+        ];
+        assert_eq!(units, expected);
+        assert!(log.write_through(after), "the log takes the unit");
+        log.shutdown();
+        let mut records = crate::aof::check::Records::new(Bytes::from(std::fs::read(&path).unwrap()));
+        let mut logged = Vec::new();
+        while let Some((_, time, effects)) = records.next_record() {
+            logged.push((time, effects));
+        }
+        assert_eq!(logged, vec![(2, vec![Effect::command(0, set), Effect::del(0, b("gone"))])]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

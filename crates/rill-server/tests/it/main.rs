@@ -31,6 +31,7 @@ mod lose_nothing;
 mod persistence;
 mod protected_mode;
 mod protocol;
+mod pubsub;
 mod rdb_corpus;
 mod replication;
 #[path = "restart_fuzz.rs"]
