@@ -462,9 +462,11 @@ fn kill(c: &mut Call, id: u64) {
 }
 
 /// Tell connection `id` to close (CLIENT KILL, an output limit passed while another task
-/// pushed to it). A blocked victim is released first so its task wakes.
+/// pushed to it). A blocked victim is released first so its task wakes; a subscriber leaves
+/// the pub/sub registry at once, so no PUBLISH counts it any more.
 pub fn close_client(st: &mut crate::state::State, id: u64) {
     blocking::unpark(st, id);
+    st.pubsub.remove_client(id);
     if let Some(ci) = st.clients.get_mut(&id) {
         ci.killed = true;
         ci.kill.notify_one();
