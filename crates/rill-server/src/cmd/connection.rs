@@ -306,6 +306,9 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     let cmd = if ci.last_cmd.is_empty() { "NULL" } else { ci.last_cmd };
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let (obl, oll, omem) = ci.mem.output_fields();
+    // Frames pushed to it and not yet taken by its task are output it holds too.
+    let queued = ci.push.queued_bytes();
+    let (oll, omem) = (oll.max(u64::from(queued > 0)), omem + queued);
     let events = if omem + obl > 0 { "rw" } else { "r" };
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={}",
@@ -326,7 +329,7 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
         load(&ci.mem.qbuf),
         load(&ci.mem.qbuf_free),
         load(&ci.mem.multi_mem),
-        ci.mem.total(),
+        ci.mem.total() + queued,
         cmd,
         ci.resp,
         String::from_utf8_lossy(&ci.lib_name),

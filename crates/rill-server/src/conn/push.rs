@@ -68,6 +68,11 @@ pub fn channel() -> (PushSender, PushReceiver) {
 }
 
 impl PushSender {
+    /// Bytes queued and not yet taken by the client's task (CLIENT LIST `omem`).
+    pub fn queued_bytes(&self) -> u64 {
+        self.0.queued_bytes.load(Ordering::Relaxed)
+    }
+
     /// Queue `frame` and wake the client's task; returns the bytes now queued.
     fn send(&self, frame: Bytes) -> u64 {
         let n = frame.len() as u64;
