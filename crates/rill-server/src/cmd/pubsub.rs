@@ -182,3 +182,47 @@ pub fn shardnumsub(c: &mut Call) -> CmdResult {
 pub fn numpat(c: &mut Call) -> CmdResult {
     reply(Reply::Integer(c.st.pubsub.pattern_count() as i64))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::client::{Action, Conn};
+    use crate::replication::forms;
+    use crate::state::{Shared, State};
+    use bytes::Bytes;
+    use rill_resp::Reply;
+
+    fn run(shared: &Shared, conn: &mut Conn, line: &str) -> Action {
+        let mut args: Vec<Bytes> = line.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+        let mut st = shared.lock();
+        crate::dispatch::execute(shared, &mut st, conn, &mut args, 1_000)
+    }
+
+    #[test]
+    fn publish_enters_the_replication_stream_in_its_place_among_the_writes() {
+        let st = State::new(crate::config::Config::default());
+        let shared = Shared::new(st, crate::cmd::table(), crate::cmd::table(), 0, "0".repeat(40));
+        let backlog = {
+            let mut st = shared.lock();
+            let st = &mut *st;
+            st.replication.start_backlog(&mut st.journal, 1 << 20)
+        };
+        let mut conn = Conn::new(1, true);
+        assert!(matches!(run(&shared, &mut conn, "PUBLISH ch hello"), Action::Reply(Reply::Integer(0))));
+        for line in ["MULTI", "SET k v", "SPUBLISH sh x", "DEL k", "EXEC"] {
+            run(&shared, &mut conn, line);
+        }
+        // A read, and a PUBLISH refused for its arity, add nothing.
+        run(&shared, &mut conn, "GET k");
+        run(&shared, &mut conn, "PUBLISH ch");
+        let cmd = |s: &str| (0, s.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect::<Vec<_>>());
+        let mut want = Vec::new();
+        let mut stream = forms::Stream::new();
+        stream.encode(&[cmd("PUBLISH ch hello")], &mut want);
+        stream.encode(&[cmd("SET k v"), cmd("SPUBLISH sh x"), cmd("DEL k")], &mut want);
+        let b = backlog.lock().unwrap();
+        let (x, y) = b.since(1).unwrap();
+        let got = [x, y].concat();
+        assert_eq!(got, want, "{}", String::from_utf8_lossy(&got));
+    }
+}
