@@ -59,12 +59,17 @@ pub struct PushSender(Arc<Inner>);
 
 /// The receiving half, the client's session's.
 #[derive(Debug)]
-pub struct PushReceiver(Arc<Inner>);
+pub struct PushReceiver {
+    inner: Arc<Inner>,
+    /// Bytes moved into the output since [`PushReceiver::take_drained`] last asked: they were
+    /// counted as output when pushed, so the batch does not count them again.
+    drained: u64,
+}
 
 /// A connected pair.
 pub fn channel() -> (PushSender, PushReceiver) {
     let inner = Arc::new(Inner::default());
-    (PushSender(inner.clone()), PushReceiver(inner))
+    (PushSender(inner.clone()), PushReceiver { inner, drained: 0 })
 }
 
 impl PushSender {
@@ -95,15 +100,15 @@ impl PushSender {
 impl PushReceiver {
     /// Whether anything is queued (no lock taken).
     pub fn is_empty(&self) -> bool {
-        self.0.queued_bytes.load(Ordering::Relaxed) == 0
+        self.inner.queued_bytes.load(Ordering::Relaxed) == 0
     }
 
     /// Move every queued frame to the end of `out`; returns the bytes moved.
-    pub fn drain_into(&self, out: &mut OutputBuffer) -> usize {
+    pub fn drain_into(&mut self, out: &mut OutputBuffer) -> usize {
         if self.is_empty() {
             return 0;
         }
-        let mut q = self.0.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = self.inner.queue.lock().unwrap_or_else(|p| p.into_inner());
         let mut moved = 0;
         for frame in q.frames.drain(..) {
             moved += frame.len();
@@ -113,25 +118,37 @@ impl PushReceiver {
                 out.encoded().extend_from_slice(&frame);
             }
         }
-        self.0.queued_bytes.fetch_sub(moved as u64, Ordering::Relaxed);
+        self.inner.queued_bytes.fetch_sub(moved as u64, Ordering::Relaxed);
+        self.drained += moved as u64;
         moved
+    }
+
+    /// The bytes drained since the last call.
+    pub fn take_drained(&mut self) -> u64 {
+        std::mem::take(&mut self.drained)
     }
 
     /// What the driver waits on for frames (a permit is kept if none was waiting, so a frame
     /// pushed between a drain and the wait is not missed).
     pub fn signal(&self) -> Arc<Notify> {
-        self.0.ready.clone()
+        self.inner.ready.clone()
     }
 }
 
 /// Push `frame` to client `id` if it is connected and not closing. Checks its output limits
 /// (its class's, with what its output still holds) and closes it past them. Returns whether
-/// the frame was queued.
+/// the frame was queued. Its bytes count as the client's output from here (INFO
+/// `total_net_output_bytes`, CLIENT LIST `tot-net-out`): a client that only listens has no
+/// batch of its own to count them.
 pub fn push_to(st: &mut State, id: u64, frame: Bytes, now_secs: i64) -> bool {
-    let Some(ci) = st.clients.get(&id) else { return false };
+    let Some(ci) = st.clients.get_mut(&id) else { return false };
     if ci.killed {
         return false;
     }
+    let n = frame.len() as u64;
+    ci.net_out += n;
+    st.stats.net_output_bytes += n;
+    let Some(ci) = st.clients.get(&id) else { return false };
     let queued = ci.push.send(frame);
     let pending = queued + ci.mem.out_pending.load(Ordering::Relaxed);
     let limit = st.hot.output_limits.of(ci.class());

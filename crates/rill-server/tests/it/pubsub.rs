@@ -29,6 +29,12 @@ fn client_list(c: &mut RawClient, kind: &str) -> Vec<String> {
     text(list.as_bytes().unwrap()).lines().map(str::to_string).collect()
 }
 
+/// The CLIENT LIST line of client `id`.
+fn client_list_id(c: &mut RawClient, id: &str) -> String {
+    let list = c.cmd_value(&["CLIENT", "LIST", "ID", id]);
+    text(list.as_bytes().unwrap()).trim_end().to_string()
+}
+
 /// An INFO field of any section.
 fn info_field(c: &mut RawClient, section: &str, name: &str) -> String {
     let all = text(&c.cmd(&["INFO", section]));
@@ -80,11 +86,19 @@ fn shard_channels_and_resp3_pushes_byte_for_byte() {
     resp3.cmd(&["HELLO", "3"]);
     assert_eq!(resp3.cmd(&["SSUBSCRIBE", "orders"]), b">3\r\n$10\r\nssubscribe\r\n$6\r\norders\r\n:1\r\n");
     assert_eq!(resp3.cmd(&["SUBSCRIBE", "orders"]), b">3\r\n$9\r\nsubscribe\r\n$6\r\norders\r\n:1\r\n");
-    assert_eq!(resp2.cmd(&["SSUBSCRIBE", "orders"]), b"*3\r\n$10\r\nssubscribe\r\n$6\r\norders\r\n:1\r\n");
+    let id_reply = resp2.cmd(&["CLIENT", "ID"]);
+    let resp2_id = text(&id_reply).trim_start_matches(':').trim().to_string();
+    let confirmation = resp2.cmd(&["SSUBSCRIBE", "orders"]);
+    assert_eq!(confirmation, b"*3\r\n$10\r\nssubscribe\r\n$6\r\norders\r\n:1\r\n");
 
     assert_eq!(publisher.cmd(&["SPUBLISH", "orders", "o-1"]), b":2\r\n");
     assert_eq!(resp3.read_reply().unwrap(), frame('>', &["smessage", "orders", "o-1"]));
-    assert_eq!(resp2.read_reply().unwrap(), frame('*', &["smessage", "orders", "o-1"]));
+    let message = resp2.read_reply().unwrap();
+    assert_eq!(message, frame('*', &["smessage", "orders", "o-1"]));
+    // Messages count as the subscriber's output, though it sent nothing since.
+    let line = client_list_id(&mut publisher, &resp2_id);
+    let sent = id_reply.len() + confirmation.len() + message.len();
+    assert!(line.contains(&format!(" tot-net-out={sent} ")), "{sent}: {line}");
     // A shard channel and a channel of the same name are different things.
     assert_eq!(publisher.cmd(&["PUBLISH", "orders", "o-2"]), b":1\r\n");
     assert_eq!(resp3.read_reply().unwrap(), frame('>', &["message", "orders", "o-2"]));

@@ -260,7 +260,7 @@ impl Session {
             &self.direct,
             &mut self.watch.guard,
             &mut self.pending,
-            &self.push,
+            &mut self.push,
         );
         self.deliveries = st.blocked.deliveries.take().unwrap_or_default();
         st.blocked.deliveries_wait_for_log = false;
@@ -283,7 +283,8 @@ impl Session {
         if matches!(next, Next::Drop) {
             return Batch { next, woke, wait_log, pipelined };
         }
-        let n = self.out.len() as u64;
+        // Pushed frames were counted when pushed.
+        let n = (self.out.len() as u64).saturating_sub(self.push.take_drained());
         st.stats.net_output_bytes += n;
         conn.net_out_unpublished += n;
         let now = conn.batch_now_ms;
@@ -400,9 +401,9 @@ impl Session {
     /// Move what other tasks pushed into the output, outside a batch (the driver, while it
     /// waits with its output written); true if there was anything.
     pub fn take_pushed(&mut self) -> bool {
-        let n = self.push.drain_into(&mut self.out) as u64;
-        self.net_out += n;
-        self.net_out_uncounted += n;
+        let n = self.push.drain_into(&mut self.out);
+        // Counted as output when pushed.
+        self.push.take_drained();
         ClientMemory::set(&self.watch.mem.out_pending, self.out.len());
         n > 0
     }
@@ -485,7 +486,7 @@ fn run_requests(
     direct: &Option<Arc<dyn DirectWrite>>,
     guard: &mut OutputGuard,
     pending: &mut Option<Vec<Bytes>>,
-    pushed: &PushReceiver,
+    pushed: &mut PushReceiver,
 ) -> Next {
     let now = now_ms();
     conn.batch_now_ms = now;
