@@ -147,6 +147,23 @@ fn many_messages_arrive_whole_and_in_order_while_the_subscriber_also_sends_reque
 }
 
 #[test]
+fn a_resp3_subscriber_parked_in_blpop_gets_its_messages_then_its_reply() {
+    let server = Server::subject();
+    let mut sub = server.connect();
+    let mut other = server.connect();
+    sub.cmd(&["HELLO", "3"]);
+    sub.cmd(&["SUBSCRIBE", "alerts"]);
+    sub.send(&rill_testkit::encode_command(&[b"BLPOP", b"q", b"0"])).unwrap();
+    super::common::wait_blocked(&mut other, 1);
+    assert_eq!(other.cmd(&["PUBLISH", "alerts", "while-parked"]), b":1\r\n");
+    assert_eq!(sub.read_reply().unwrap(), frame('>', &["message", "alerts", "while-parked"]));
+    assert_eq!(other.cmd(&["RPUSH", "q", "job"]), b":1\r\n");
+    assert_eq!(sub.read_reply().unwrap(), frame('*', &["q", "job"]));
+    assert_eq!(other.cmd(&["PUBLISH", "alerts", "after"]), b":1\r\n");
+    assert_eq!(sub.read_reply().unwrap(), frame('>', &["message", "alerts", "after"]));
+}
+
+#[test]
 fn a_subscriber_that_never_reads_is_closed_at_the_pubsub_hard_limit_and_the_others_are_served() {
     let server = Server::rill_with(&["--client-output-buffer-limit", "pubsub 1mb 0 0"]);
     let mut admin = server.connect();
