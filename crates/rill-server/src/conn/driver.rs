@@ -64,13 +64,18 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
     loop {
         let (deadline, wake_up) = (park.deadline, park.wake_up());
         tokio::select! {
-            r = &mut park.rx => match s.released(r).await {
-                Released::Close => return false,
-                Released::Written(mut rest) => {
-                    return rest.is_empty() || write_out(t, &mut rest, &mut s.watch, sig).await;
+            r = &mut park.rx => {
+                // Frames pushed before the release go before the reply (a subscriber's; the
+                // release of one never comes as `Written`: it gets no direct delivery).
+                s.take_pushed();
+                match s.released(r).await {
+                    Released::Close => return false,
+                    Released::Written(mut rest) => {
+                        return rest.is_empty() || write_out(t, &mut rest, &mut s.watch, sig).await;
+                    }
+                    Released::Reply => break,
                 }
-                Released::Reply => break,
-            },
+            }
             () = sleep_until_opt(deadline) => {
                 if s.park_timed_out() {
                     break;
