@@ -3,8 +3,9 @@
 //! command's release, the busy gate), while watching CLIENT KILL and shutdown.
 //!
 //! The driver knows nothing of commands: it reads into the session's query buffer, asks it to
-//! run a batch, writes its output buffer, and follows [`Next`]. While it waits for input or for
-//! a parked command, it also writes what other tasks push to the client (`push.rs`).
+//! run a batch, writes its output buffer, and follows [`Next`]. While it waits (for input, a
+//! parked command, the busy gate), it also writes what other tasks push to the client
+//! (`push.rs`).
 
 use super::session::{Batch, Next, OutputWatch, Park, Released, Session, QBUF_IDLE_SHRINK, QBUF_SHRINK_RETRY};
 use super::transport::Transport;
@@ -169,10 +170,17 @@ async fn write_pushed<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signal
 /// False if the connection must close.
 async fn busy<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bool {
     let shared = s.shared().clone();
+    let pushed = s.push_signal();
     loop {
         let full = s.input_full();
         tokio::select! {
             () = shared.busy.opened() => return true,
+            // What the script published reaches its subscribers while it still runs.
+            () = pushed.notified() => {
+                if !write_pushed(t, s, sig).await {
+                    return false;
+                }
+            }
             r = readable(t), if !full => {
                 if r.is_err() || read_some(t, s).is_none() {
                     return false;

@@ -162,3 +162,45 @@ pub fn push_to(st: &mut State, id: u64, frame: Bytes, now_secs: i64) -> bool {
     crate::cmd::connection::close_client(st, id);
     true
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::client_limits::{OutputLimits, UNCOUNTED_OUTPUT_BYTES};
+
+    #[test]
+    fn frames_come_out_whole_in_order_and_past_its_class_limit_the_client_is_closed() {
+        let mut st = State::new(crate::config::Config::default());
+        st.hot.output_limits = OutputLimits::parse("normal 0 0 0 slave 0 0 0 pubsub 1000 0 0");
+        let peer = crate::conn::Peer { addr: "127.0.0.1:1".into(), laddr: "127.0.0.1:2".into(), fd: -1 };
+        let mut client = crate::conn::admit(&mut st, 7, peer, true);
+        let frame = |i: usize| Bytes::from(format!("*1\r\n$4\r\n{i:04}\r\n").repeat(100));
+        // A normal client: no limit.
+        for i in 0..50 {
+            assert!(push_to(&mut st, 7, frame(i), 0));
+        }
+        assert!(!st.clients[&7].killed);
+        assert_eq!(st.clients[&7].push.queued_bytes(), 50 * frame(0).len() as u64);
+        let mut out = OutputBuffer::default();
+        let moved = client.push.drain_into(&mut out);
+        assert_eq!((moved, client.push.take_drained()), (50 * frame(0).len(), moved as u64));
+        let want: Vec<u8> = (0..50).flat_map(|i| frame(i).to_vec()).collect();
+        assert_eq!(out.contiguous(), Some(&want[..]), "whole frames, in order");
+        assert!(client.push.is_empty());
+        assert_eq!(st.stats.net_output_bytes, want.len() as u64, "counted as output when pushed");
+
+        // Subscribed: the pubsub class, whose hard limit counts beyond the uncounted 16 KiB.
+        st.clients.get_mut(&7).unwrap().subs.channels = 1;
+        let mut pushed = 0u64;
+        while !st.clients[&7].killed {
+            assert!(push_to(&mut st, 7, frame(0), 0), "queued until the limit is passed");
+            pushed += frame(0).len() as u64;
+            assert!(pushed < 100_000, "never closed");
+        }
+        assert!(pushed >= UNCOUNTED_OUTPUT_BYTES + 1000 && pushed < UNCOUNTED_OUTPUT_BYTES + 1000 + 1200, "{pushed}");
+        assert_eq!(st.stats.output_buffer_limit_disconnections, 1);
+        assert!(!push_to(&mut st, 7, frame(0), 0), "a closing client is not pushed to");
+        assert!(!push_to(&mut st, 8, frame(0), 0), "nor one that is gone");
+    }
+}
