@@ -54,6 +54,9 @@ pub struct Conn {
     /// Where this client's last write ended: the replication offset and the log offset
     /// (`WAIT`, `WAITAOF` wait for copies up to them).
     pub last_write: (u64, u64),
+    /// Subscribed to any channel, pattern or shard channel (Redis' `CLIENT_PUBSUB`): a RESP2
+    /// client then runs only the commands flagged `SUBSCRIBE_CONTEXT`.
+    pub subscribed: bool,
 }
 
 impl Conn {
@@ -79,6 +82,7 @@ impl Conn {
             output_pending: false,
             is_master: false,
             last_write: (0, 0),
+            subscribed: false,
         }
     }
 }
@@ -167,6 +171,10 @@ pub enum Action {
         /// What the feed needs.
         feed: Box<crate::replication::primary::Feed>,
     },
+    /// Send these replies, one after the other, whatever CLIENT REPLY says: the subscription
+    /// confirmations of (P|S)(UN)SUBSCRIBE, one per channel, which Redis sends as pushes
+    /// (RESP3 `>` frames) rather than as a reply.
+    Pushes(Vec<Reply>),
 }
 
 impl From<CmdError> for Action {

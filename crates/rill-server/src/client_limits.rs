@@ -2,8 +2,9 @@
 //! `client-query-buffer-limit`, the caps for clients that still have to AUTH, back-pressure
 //! for clients that do not read, and the byte budget a single reply may take.
 //!
-//! The one place that knows the classes and their rules, so that replication and pub/sub can
-//! use the same checks when they arrive (today every client is of class `normal`).
+//! The one place that knows the classes and their rules: a client's class follows its type
+//! (`ClientInfo::class`: subscribed clients are `pubsub`), for its replies and for what other
+//! tasks push to it (`conn/push.rs`) alike.
 //!
 //! Redis behaviours matched on purpose (networking.c, config.c):
 //! - the limits apply to the output not yet written, not counting the first 16 KiB (Redis'

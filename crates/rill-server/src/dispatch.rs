@@ -114,8 +114,8 @@ fn protected_command_error(st: &State, conn: &Conn, spec: &'static CommandSpec) 
 
 /// The checks Redis runs after authentication, in its order: memory (`-OOM` for commands that
 /// may grow it, and for an EXEC whose queue holds one), the log (`-MISCONF` for writes and
-/// PING while the last write or fsync failed), and loading (`-LOADING` for commands not
-/// flagged `loading`).
+/// PING while the last write or fsync failed), RESP2 subscribe mode (only the commands
+/// flagged `SUBSCRIBE_CONTEXT`), and loading (`-LOADING` for commands not flagged `loading`).
 fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Option<Reply> {
     let maxmemory = st.hot.maxmemory;
     if maxmemory > 0 {
@@ -154,6 +154,14 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Op
                     .to_reply(),
             );
         }
+    }
+    // A RESP2 client in subscribe mode reads replies as messages: only the commands of that
+    // mode run (RESP3 tells pushes from replies, so it has no such mode).
+    if conn.subscribed && conn.proto == Protocol::Resp2 && !spec.flags.has(Flags::SUBSCRIBE_CONTEXT) {
+        return Some(Reply::Error(Bytes::from(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        ))));
     }
     if st.persist.loading && !spec.flags.has(Flags::LOADING) {
         return Some(CmdError::full("LOADING Redis is loading the dataset in memory").to_reply());

@@ -111,7 +111,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "maxclients:{}", st.config.get("maxclients"));
             line!(out, "blocked_clients:{}", st.blocked.len());
             line!(out, "tracking_clients:0");
-            line!(out, "pubsub_clients:0");
+            line!(out, "pubsub_clients:{}", st.pubsub.client_count());
             line!(out, "watching_clients:{}", st.engine.watching_clients());
             line!(out, "clients_in_timeout_table:{}", st.blocked.len());
             line!(out, "total_watched_keys:{}", st.engine.watched_key_count());
@@ -187,8 +187,9 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "evicted_keys:0");
             line!(out, "keyspace_hits:{}", st.engine.stats().hits);
             line!(out, "keyspace_misses:{}", st.engine.stats().misses);
-            line!(out, "pubsub_channels:0");
-            line!(out, "pubsub_patterns:0");
+            line!(out, "pubsub_channels:{}", st.pubsub.channel_count());
+            line!(out, "pubsub_patterns:{}", st.pubsub.pattern_count());
+            line!(out, "pubsubshard_channels:{}", st.pubsub.shard_channel_count());
             line!(out, "total_error_replies:{}", s.error_replies);
             line!(out, "total_reads_processed:{}", s.commands_processed);
             line!(out, "client_query_buffer_limit_disconnections:{}", s.query_buffer_limit_disconnections);

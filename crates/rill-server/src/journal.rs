@@ -90,11 +90,21 @@ pub struct Journal<L> {
     spare: EffectBuf,
     /// Log offset after the last unit the log took.
     appended: u64,
+    /// The open unit as the log gets it, when it holds a command only the other sinks get
+    /// ([`Journal::push_unlogged_command`]); `None` when the log gets `unit` as it is.
+    log_unit: Option<EffectBuf>,
 }
 
 impl<L> Default for Journal<L> {
     fn default() -> Self {
-        Journal { log: None, sinks: Vec::new(), unit: EffectBuf::default(), spare: EffectBuf::default(), appended: 0 }
+        Journal {
+            log: None,
+            sinks: Vec::new(),
+            unit: EffectBuf::default(),
+            spare: EffectBuf::default(),
+            appended: 0,
+            log_unit: None,
+        }
     }
 }
 
@@ -164,6 +174,9 @@ impl<L: LogSink> Journal<L> {
 
     /// Add a command's explicit effects to the open unit.
     pub fn push(&mut self, effects: &mut EffectBuf) {
+        if let (Some(log_unit), false) = (self.log_unit.as_mut(), effects.is_empty()) {
+            log_unit.append(&mut effects.clone());
+        }
         if self.recording() && !effects.is_empty() {
             if self.unit.is_empty() {
                 // The common case, one command per unit: take its buffer instead of copying
@@ -180,13 +193,32 @@ impl<L: LogSink> Journal<L> {
     pub fn push_command(&mut self, db: usize, args: &[Bytes]) {
         if self.recording() {
             self.unit.command(db, args.iter().map(|a| &a[..]));
+            if let Some(log_unit) = self.log_unit.as_mut() {
+                log_unit.command(db, args.iter().map(|a| &a[..]));
+            }
         }
+    }
+
+    /// Add a command that every sink but the log gets: one that changes nothing a replay
+    /// must redo, but that a replica must run (PUBLISH, which Redis propagates to replicas
+    /// and not to its AOF: `PROPAGATE_REPL`). It keeps its place in the unit for those sinks.
+    pub fn push_unlogged_command(&mut self, db: usize, args: &[Bytes]) {
+        if self.sinks.is_empty() {
+            return;
+        }
+        if self.log_unit.is_none() && self.log.is_some() {
+            self.log_unit = Some(self.unit.clone());
+        }
+        self.unit.command(db, args.iter().map(|a| &a[..]));
     }
 
     /// Add the deletion of an expired key.
     pub fn push_del(&mut self, db: usize, key: &[u8]) {
         if self.recording() {
             self.unit.del(db, key);
+            if let Some(log_unit) = self.log_unit.as_mut() {
+                log_unit.del(db, key);
+            }
         }
     }
 
@@ -228,8 +260,12 @@ impl<L: LogSink> Journal<L> {
         for sink in &mut self.sinks {
             sink.commit(now_ms, &self.unit);
         }
+        let log_unit = self.log_unit.take();
         if let Some(log) = &self.log {
-            self.appended = log.append(now_ms, &self.unit);
+            let unit = log_unit.as_ref().unwrap_or(&self.unit);
+            if !unit.is_empty() {
+                self.appended = log.append(now_ms, unit);
+            }
         }
         self.unit.clear();
         self.appended
@@ -315,7 +351,7 @@ mod tests {
         j.commit(7);
         j.commit(8); // an empty unit goes nowhere
         let units = sink.units.lock().unwrap().clone();
-        let expected = vec![(
+        let expected: Vec<Unit> = vec![(
             7,
             vec![
                 Effect::del(1, Bytes::from_static(b"gone")),
@@ -323,5 +359,48 @@ mod tests {
             ],
         )];
         assert_eq!(units, expected);
+    }
+
+    #[test]
+    fn an_unlogged_command_reaches_the_other_sinks_in_its_place_and_not_the_log() {
+        use crate::aof::{files::Files, FsyncPolicy, Log, LOG_MAGIC};
+        let dir = std::env::temp_dir().join(format!("rill-journal-unlogged-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = Files::new(dir.to_str().unwrap(), "t");
+        let file = files.create_incr(1).unwrap();
+        let path = files.path(&files.incr_name(1));
+        let log = Log::start(files, file, 1, LOG_MAGIC.len() as u64, FsyncPolicy::No).unwrap();
+        let mut j = Journal::default();
+        j.set_log(Some(log.clone()));
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let (set, publish) = (vec![b("SET"), b("k"), b("v")], vec![b("PUBLISH"), b("ch"), b("m")]);
+        // Without another sink, it is recorded nowhere.
+        j.push_unlogged_command(0, &publish);
+        assert_eq!(j.commit(1), 0, "the log alone gets nothing of it");
+        let sink = MemorySink::default();
+        j.add_sink(Box::new(sink.clone()));
+        // A transaction: SET, PUBLISH, SET; then a PUBLISH alone.
+        j.push_command(0, &set);
+        j.push_unlogged_command(0, &publish);
+        j.push_del(0, b"gone");
+        let after = j.commit(2);
+        j.push_unlogged_command(0, &publish);
+        assert_eq!(j.commit(3), after, "a unit of unlogged commands only adds nothing to the log");
+        let units = sink.units.lock().unwrap().clone();
+        let expected: Vec<Unit> = vec![
+            (2, vec![Effect::command(0, set.clone()), Effect::command(0, publish.clone()), Effect::del(0, b("gone"))]),
+            (3, vec![Effect::command(0, publish.clone())]),
+        ];
+        assert_eq!(units, expected);
+        assert!(log.write_through(after), "the log takes the unit");
+        log.shutdown();
+        let mut records = crate::aof::check::Records::new(Bytes::from(std::fs::read(&path).unwrap()));
+        let mut logged = Vec::new();
+        while let Some((_, time, effects)) = records.next_record() {
+            logged.push((time, effects));
+        }
+        assert_eq!(logged, vec![(2, vec![Effect::command(0, set), Effect::del(0, b("gone"))])]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -19,6 +19,7 @@ pub mod journal;
 pub mod listen;
 pub mod logging;
 pub mod poll;
+pub mod pubsub;
 pub mod ratelimit;
 pub mod replica;
 pub mod replication;

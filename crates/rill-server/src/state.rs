@@ -65,6 +65,75 @@ pub struct ClientInfo {
     pub blocked: bool,
     /// Its buffers, as its task last reported them (CLIENT LIST `qbuf`, `omem`, ...).
     pub mem: Arc<crate::client_limits::ClientMemory>,
+    /// What the connection is to the server (CLIENT LIST/KILL `TYPE`, output limit class).
+    pub kind: ClientKind,
+    /// Its pub/sub subscriptions (CLIENT LIST `sub`, `psub`, `ssub`); the registry is
+    /// `State::pubsub`.
+    pub subs: crate::pubsub::SubscriptionCounts,
+    /// Where other tasks hand it output it did not ask for (`conn/push.rs`).
+    pub push: crate::conn::push::PushSender,
+}
+
+/// What a connection is to the server, besides what it subscribed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientKind {
+    /// A client (MONITOR included, as in Redis).
+    #[default]
+    Normal,
+    /// A replica attached to this server: a connection that PSYNC or SYNC made its link.
+    Replica,
+    /// The connection to this server's primary (rill's runs as a task of its own, with no
+    /// client record, so none yet).
+    Master,
+}
+
+impl ClientInfo {
+    /// Redis' client type: the kind, else `pubsub` while subscribed to anything.
+    pub fn client_type(&self) -> ClientType {
+        match self.kind {
+            ClientKind::Master => ClientType::Master,
+            ClientKind::Replica => ClientType::Replica,
+            ClientKind::Normal if self.subs.total() > 0 => ClientType::Pubsub,
+            ClientKind::Normal => ClientType::Normal,
+        }
+    }
+
+    /// The output limit class its type falls in (a primary's connection is limited as a
+    /// normal client, as Redis does).
+    pub fn class(&self) -> crate::client_limits::ClientClass {
+        use crate::client_limits::ClientClass;
+        match self.client_type() {
+            ClientType::Replica => ClientClass::Replica,
+            ClientType::Pubsub => ClientClass::Pubsub,
+            ClientType::Normal | ClientType::Master => ClientClass::Normal,
+        }
+    }
+}
+
+/// Redis' client types (CLIENT LIST/KILL `TYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientType {
+    /// `normal`
+    Normal,
+    /// `replica` / `slave`
+    Replica,
+    /// `pubsub`
+    Pubsub,
+    /// `master`
+    Master,
+}
+
+impl ClientType {
+    /// The type a `TYPE` argument names (any case), as Redis reads it.
+    pub fn by_name(name: &str) -> Option<ClientType> {
+        match name.to_ascii_lowercase().as_str() {
+            "normal" => Some(ClientType::Normal),
+            "slave" | "replica" => Some(ClientType::Replica),
+            "pubsub" => Some(ClientType::Pubsub),
+            "master" => Some(ClientType::Master),
+            _ => None,
+        }
+    }
 }
 
 /// Counters INFO stats reports.
@@ -167,6 +236,8 @@ pub struct State {
     pub persist: crate::aof::rewrite::Persist,
     /// Replication: the stream's history ID and offsets, the backlog.
     pub replication: crate::replication::Replication,
+    /// Pub/sub: who is subscribed to what.
+    pub pubsub: crate::pubsub::PubSub,
 }
 
 impl State {
@@ -196,6 +267,7 @@ impl State {
             active_expire: true,
             journal: Journal::default(),
             replication: crate::replication::Replication::new(crate::run::run_id()),
+            pubsub: crate::pubsub::PubSub::default(),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,

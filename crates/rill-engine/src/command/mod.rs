@@ -108,6 +108,9 @@ impl Flags {
     /// Refused with `-MISCONF` while the log is failing although it writes nothing (PING, so
     /// that a health check sees the failure, as in Redis).
     pub const REFUSED_ON_DISK_ERROR: Flags = Flags(1 << 21);
+    /// Allowed to a RESP2 client while it is subscribed ((P|S)(UN)SUBSCRIBE, PING, QUIT,
+    /// RESET; Redis decides this by the command's function, rill by this flag).
+    pub const SUBSCRIBE_CONTEXT: Flags = Flags(1 << 22);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {
@@ -122,7 +125,7 @@ impl Flags {
     /// The flag names in `COMMAND INFO` order.
     pub fn names(self) -> Vec<&'static str> {
         // PROTECTED and rill's own dispatch flags (TRANSACTION_CONTROL, EXEC,
-        // REFUSED_ON_DISK_ERROR) are left out: COMMAND INFO lists Redis' flags only.
+        // REFUSED_ON_DISK_ERROR, SUBSCRIBE_CONTEXT) are left out: COMMAND INFO lists Redis' flags only.
         const NAMES: [(Flags, &str); 18] = [
             (Flags::WRITE, "write"),
             (Flags::READONLY, "readonly"),

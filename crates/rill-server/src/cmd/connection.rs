@@ -5,7 +5,7 @@
 use super::{ok, reply, syntax, Call, CmdResult};
 use crate::blocking;
 use crate::client::{Action, ReplyMode};
-use crate::state::ClientInfo;
+use crate::state::{ClientInfo, ClientType};
 use bytes::Bytes;
 use rill_engine::util::parse_i64;
 use rill_engine::CmdError;
@@ -47,6 +47,12 @@ pub const CLIENT_HELP: &[&str] = &[
 pub fn ping(c: &mut Call) -> CmdResult {
     if c.args.len() > 2 {
         return Err(CmdError::arity("ping"));
+    }
+    // A RESP2 client in subscribe mode reads every reply as a message: Redis answers it with
+    // an array shaped like one, `pong` and the message (empty without one).
+    if c.conn.subscribed && c.conn.proto == Protocol::Resp2 {
+        let message = c.args.get(1).cloned().unwrap_or_default();
+        return reply(Reply::Array(vec![Reply::Bulk(Bytes::from_static(b"pong")), Reply::Bulk(message)]));
     }
     match c.args.get(1) {
         Some(m) => reply(Reply::Bulk(m.clone())),
@@ -183,6 +189,7 @@ pub fn hello(c: &mut Call) -> CmdResult {
     }
     if let Some(p) = proto {
         c.conn.proto = p;
+        c.st.pubsub.set_resp3(c.conn.id, p == Protocol::Resp3);
         if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
             ci.resp = if p == Protocol::Resp3 { 3 } else { 2 };
         }
@@ -212,11 +219,13 @@ pub fn select(c: &mut Call) -> CmdResult {
     ok()
 }
 
-/// RESET: leave MULTI, drop WATCHes, select db 0, RESP2, clear the name, replies on, and
-/// require AUTH again when a password is set. Library name and version survive, as in Redis.
+/// RESET: leave MULTI, drop WATCHes, leave every pub/sub subscription (without
+/// confirmations), select db 0, RESP2, clear the name, replies on, and require AUTH again
+/// when a password is set. Library name and version survive, as in Redis.
 pub fn reset(c: &mut Call) -> CmdResult {
     c.conn.multi = None;
     c.st.engine.unwatch_all(c.conn.id);
+    super::pubsub::leave_all(c);
     c.conn.db = 0;
     c.conn.proto = Protocol::Resp2;
     c.conn.reply_mode = ReplyMode::On;
@@ -276,6 +285,14 @@ pub fn client_setinfo(c: &mut Call) -> CmdResult {
 /// One CLIENT LIST line (without the trailing newline), fields in Redis 8's order.
 pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     let mut flags = String::new();
+    match ci.kind {
+        crate::state::ClientKind::Replica => flags.push('S'),
+        crate::state::ClientKind::Master => flags.push('M'),
+        crate::state::ClientKind::Normal => {}
+    }
+    if ci.subs.total() > 0 {
+        flags.push('P');
+    }
     if ci.multi >= 0 {
         flags.push('x');
     }
@@ -294,9 +311,12 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     let cmd = if ci.last_cmd.is_empty() { "NULL" } else { ci.last_cmd };
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let (obl, oll, omem) = ci.mem.output_fields();
+    // Frames pushed to it and not yet taken by its task are output it holds too.
+    let queued = ci.push.queued_bytes();
+    let (oll, omem) = (oll.max(u64::from(queued > 0)), omem + queued);
     let events = if omem + obl > 0 { "rw" } else { "r" };
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={}",
         ci.id,
         ci.addr,
         ci.laddr,
@@ -306,12 +326,15 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
         (now_ms - ci.last_interaction_ms).max(0) / 1000,
         flags,
         ci.db,
+        ci.subs.channels,
+        ci.subs.patterns,
+        ci.subs.shard,
         ci.multi,
         watch,
         load(&ci.mem.qbuf),
         load(&ci.mem.qbuf_free),
         load(&ci.mem.multi_mem),
-        ci.mem.total(),
+        ci.mem.total() + queued,
         cmd,
         ci.resp,
         String::from_utf8_lossy(&ci.lib_name),
@@ -336,17 +359,12 @@ pub fn client_info(c: &mut Call) -> CmdResult {
 /// CLIENT LIST [TYPE type] [ID id ...]
 pub fn client_list(c: &mut Call) -> CmdResult {
     let mut ids: Option<Vec<u64>> = None;
-    let mut only_none = false;
+    let mut of_type = None;
     let mut i = 2;
     while i < c.args.len() {
         let opt = c.arg(i).to_ascii_lowercase();
         if opt == b"type" && i + 1 < c.args.len() {
-            let t = c.text(i + 1);
-            match t.to_ascii_lowercase().as_str() {
-                "normal" => {}
-                "master" | "replica" | "slave" | "pubsub" => only_none = true,
-                _ => return Err(CmdError::owned(format!("ERR Unknown client type '{t}'"))),
-            }
+            of_type = Some(client_type(&c.text(i + 1))?);
             i += 2;
         } else if opt == b"id" && i + 1 < c.args.len() {
             let mut v = Vec::new();
@@ -365,19 +383,22 @@ pub fn client_list(c: &mut Call) -> CmdResult {
         }
     }
     let mut out = String::new();
-    if !only_none {
-        // A killed client is gone for CLIENT LIST at once, as in Redis, even if its task has
-        // not yet run to remove it.
-        for ci in c.st.clients.values().filter(|ci| !ci.killed) {
-            if ids.as_ref().is_some_and(|v| !v.contains(&ci.id)) {
-                continue;
-            }
-            let w = c.st.engine.watched_by(ci.id);
-            out.push_str(&client_line(ci, c.now_ms, w));
-            out.push('\n');
+    // A killed client is gone for CLIENT LIST at once, as in Redis, even if its task has not
+    // yet run to remove it.
+    for ci in c.st.clients.values().filter(|ci| !ci.killed) {
+        if ids.as_ref().is_some_and(|v| !v.contains(&ci.id)) || of_type.is_some_and(|t| ci.client_type() != t) {
+            continue;
         }
+        let w = c.st.engine.watched_by(ci.id);
+        out.push_str(&client_line(ci, c.now_ms, w));
+        out.push('\n');
     }
     reply(verbatim(out))
+}
+
+/// A `TYPE` argument of CLIENT LIST / KILL.
+fn client_type(name: &str) -> Result<ClientType, CmdError> {
+    ClientType::by_name(name).ok_or_else(|| CmdError::owned(format!("ERR Unknown client type '{name}'")))
 }
 
 /// CLIENT KILL ip:port | CLIENT KILL [ID id] [ADDR ip:port] [LADDR ip:port] [USER u] [SKIPME yes|no] [MAXAGE s]
@@ -395,6 +416,7 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
         };
     }
     let (mut id, mut addr, mut laddr, mut user, mut skipme, mut maxage) = (None, None, None, None, true, None);
+    let mut of_type = None;
     let mut i = 2;
     while i < c.args.len() {
         if i + 1 >= c.args.len() {
@@ -411,11 +433,7 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
             "laddr" => laddr = Some(val),
             "user" => user = Some(val),
             "maxage" => maxage = Some(parse_i64(val.as_bytes()).ok_or(CmdError::NOT_INTEGER)?),
-            "type" => {
-                if !matches!(val.to_ascii_lowercase().as_str(), "normal" | "master" | "replica" | "slave" | "pubsub") {
-                    return Err(CmdError::owned(format!("ERR Unknown client type '{val}'")));
-                }
-            }
+            "type" => of_type = Some(client_type(&val)?),
             "skipme" => match val.to_ascii_lowercase().as_str() {
                 "yes" => skipme = true,
                 "no" => skipme = false,
@@ -432,6 +450,7 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
             .values()
             .filter(|ci| !ci.killed)
             .filter(|ci| id.is_none_or(|x| ci.id == x))
+            .filter(|ci| of_type.is_none_or(|t| ci.client_type() == t))
             .filter(|ci| addr.as_ref().is_none_or(|a| &ci.addr == a))
             .filter(|ci| laddr.as_ref().is_none_or(|a| &ci.laddr == a))
             .filter(|_| user.as_ref().is_none_or(|u| u == "default"))
@@ -445,10 +464,18 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
     reply(Reply::Integer(victims.len() as i64))
 }
 
-/// Tell a connection to close. A blocked victim is released first so its task wakes.
+/// Tell a connection to close.
 fn kill(c: &mut Call, id: u64) {
-    blocking::unpark(c.st, id);
-    if let Some(ci) = c.st.clients.get_mut(&id) {
+    close_client(c.st, id);
+}
+
+/// Tell connection `id` to close (CLIENT KILL, an output limit passed while another task
+/// pushed to it). A blocked victim is released first so its task wakes; a subscriber leaves
+/// the pub/sub registry at once, so no PUBLISH counts it any more.
+pub fn close_client(st: &mut crate::state::State, id: u64) {
+    blocking::unpark(st, id);
+    st.pubsub.remove_client(id);
+    if let Some(ci) = st.clients.get_mut(&id) {
         ci.killed = true;
         ci.kill.notify_one();
     }

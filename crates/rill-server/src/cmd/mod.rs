@@ -4,6 +4,7 @@
 pub mod connection;
 pub mod introspect;
 pub mod multi;
+pub mod pubsub;
 pub mod replication;
 pub mod server;
 pub mod specs;

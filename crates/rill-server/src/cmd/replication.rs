@@ -142,6 +142,10 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
     let state = if feed.snapshot.is_some() { LinkState::SendBulk } else { LinkState::Online };
     let link = ReplicaLink { ip, port: conf.listening_port, state, ack_offset: 0, fack_offset: 0, ack_ms: c.now_ms };
     st.replication.replicas.insert(c.conn.id, link);
+    if let Some(ci) = st.clients.get_mut(&c.conn.id) {
+        // CLIENT LIST flags=S, CLIENT KILL TYPE replica.
+        ci.kind = crate::state::ClientKind::Replica;
+    }
     Ok(Action::Replica { preamble: preamble.into_bytes(), feed: Box::new(feed) })
 }
 

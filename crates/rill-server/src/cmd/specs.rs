@@ -1,9 +1,9 @@
 //! Declarations of the commands the server itself runs (connection, server, transactions,
 //! introspection). Data commands are declared next to their handlers in rill-engine.
 
-use super::{connection, help, introspect, multi, replication, reply, server, Run};
+use super::{connection, help, introspect, multi, pubsub, replication, reply, server, Run};
 use crate::client::Action;
-use rill_engine::command::{keys_from, CommandSpec, Flags, Handler};
+use rill_engine::command::{key_at, keys_from, CommandSpec, Flags, Handler};
 use rill_engine::CmdError;
 use rill_resp::Reply;
 
@@ -77,7 +77,7 @@ pub const CLIENT_SUBS: &[CommandSpec] = &[
     sub("client|id", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Returns the connection's unique id.", "5.0.0", server(&Run(|c| reply(Reply::Integer(c.conn.id as i64))))),
     sub("client|info", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Describes this connection in CLIENT LIST format.", "6.2.0", server(&Run(connection::client_info))),
     sub("client|list", -2, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "[TYPE client-type@(NORMAL | MASTER | REPLICA | PUBSUB)] [ID client-id:integer ...]", "Lists the open connections.", "2.4.0", server(&Run(connection::client_list))),
-    sub("client|kill", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "filter@(old-format | new-format@([ID client-id:integer] [ADDR ip-port] [LADDR ip-port] [USER username] [SKIPME yes-no@(YES | NO)] [MAXAGE maxage:integer]) ...)", "Closes connections chosen by id or address.", "2.4.0", server(&Run(connection::client_kill))),
+    sub("client|kill", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "filter@(old-format | new-format@([ID client-id:integer] [TYPE client-type@(NORMAL | MASTER | SLAVE | REPLICA | PUBSUB)] [USER username] [ADDR ip-port] [LADDR ip-port] [SKIPME yes-no@(YES | NO)] [MAXAGE maxage:integer]) ...)", "Closes connections chosen by id, type, user, address or age.", "2.4.0", server(&Run(connection::client_kill))),
     sub("client|no-evict", 3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "enabled@(ON | OFF)", "Sets the connection's eviction exemption.", "7.0.0", server(&Run(|c| connection::client_on_off(c, "client|no-evict")))),
     sub("client|no-touch", 3, Flags::NOSCRIPT.and(LOADING_STALE), SLOW_CONN, "connection", "enabled@(ON | OFF)", "Sets whether this connection's reads update key access times.", "7.2.0", server(&Run(|c| connection::client_on_off(c, "client|no-touch")))),
     sub("client|reply", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "action@(ON | OFF | SKIP)", "Turns replies to this connection on, off, or off for one command.", "3.2.0", server(&Run(connection::client_reply))),
@@ -328,12 +328,221 @@ pub const MODULE_SUBS: &[CommandSpec] = &[
     ),
 ];
 
+const PUBSUB_ACL: &[&str] = &["@pubsub", "@slow"];
+const PUBSUB_INTROSPECT: Flags = Flags::PUBSUB.and(LOADING_STALE);
+/// (P|S)(UN)SUBSCRIBE: allowed in a RESP2 client's subscribe mode.
+const SUBSCRIBE_FLAGS: Flags = Flags::PUBSUB.and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::SUBSCRIBE_CONTEXT);
+/// A shard channel in the key positions, marked as not a key (Redis' `not_key`), so that a
+/// cluster would route it.
+const SHARD_CHANNELS: &[rill_engine::command::KeySpec] = &[keys_from(1, 1, &["not_key"])];
+const SHARD_CHANNEL: &[rill_engine::command::KeySpec] = &[key_at(1, &["not_key"])];
+
+/// PUBSUB subcommands.
+pub const PUBSUB_SUBS: &[CommandSpec] = &[
+    sub(
+        "pubsub|channels",
+        -2,
+        PUBSUB_INTROSPECT,
+        PUBSUB_ACL,
+        "pubsub",
+        "[pattern:pattern]",
+        "Lists the channels with subscribers, optionally those matching a pattern.",
+        "2.8.0",
+        server(&Run(pubsub::channels)),
+    ),
+    sub(
+        "pubsub|numsub",
+        -2,
+        PUBSUB_INTROSPECT,
+        PUBSUB_ACL,
+        "pubsub",
+        "[channel ...]",
+        "Counts each channel's subscribers.",
+        "2.8.0",
+        server(&Run(pubsub::numsub)),
+    ),
+    sub(
+        "pubsub|numpat",
+        2,
+        PUBSUB_INTROSPECT,
+        PUBSUB_ACL,
+        "pubsub",
+        "",
+        "Counts the distinct patterns subscribed to.",
+        "2.8.0",
+        server(&Run(pubsub::numpat)),
+    ),
+    sub(
+        "pubsub|shardchannels",
+        -2,
+        PUBSUB_INTROSPECT,
+        PUBSUB_ACL,
+        "pubsub",
+        "[pattern:pattern]",
+        "Lists the shard channels with subscribers, optionally those matching a pattern.",
+        "7.0.0",
+        server(&Run(pubsub::shardchannels)),
+    ),
+    sub(
+        "pubsub|shardnumsub",
+        -2,
+        PUBSUB_INTROSPECT,
+        PUBSUB_ACL,
+        "pubsub",
+        "[shardchannel ...]",
+        "Counts each shard channel's subscribers.",
+        "7.0.0",
+        server(&Run(pubsub::shardnumsub)),
+    ),
+    sub(
+        "pubsub|help",
+        2,
+        LOADING_STALE,
+        &["@slow"],
+        "pubsub",
+        "",
+        "Lists the PUBSUB subcommands.",
+        "6.2.0",
+        server(&Run(|_| reply(help("PUBSUB", pubsub::PUBSUB_HELP)))),
+    ),
+];
+
+/// The pub/sub commands a client runs (PUBSUB is a container, below).
+const fn pubsub_cmd(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    syntax: &'static str,
+    summary: &'static str,
+    since: &'static str,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        acl: PUBSUB_ACL,
+        group: "pubsub",
+        summary,
+        since,
+        syntax,
+        complexity: "O(N) for N channels",
+        ..CommandSpec::of(handler)
+    }
+}
+
 /// Every server-run command.
 pub const COMMANDS: &[CommandSpec] = &[
+    pubsub_cmd(
+        "subscribe",
+        -2,
+        SUBSCRIBE_FLAGS,
+        "channel ...",
+        "Subscribes the connection to channels.",
+        "2.0.0",
+        server(&Run(pubsub::subscribe)),
+    ),
+    pubsub_cmd(
+        "unsubscribe",
+        -1,
+        SUBSCRIBE_FLAGS,
+        "[channel ...]",
+        "Unsubscribes the connection from channels, or from all of them.",
+        "2.0.0",
+        server(&Run(pubsub::unsubscribe)),
+    ),
+    pubsub_cmd(
+        "psubscribe",
+        -2,
+        SUBSCRIBE_FLAGS,
+        "pattern:pattern ...",
+        "Subscribes the connection to the channels matching patterns.",
+        "2.0.0",
+        server(&Run(pubsub::psubscribe)),
+    ),
+    pubsub_cmd(
+        "punsubscribe",
+        -1,
+        SUBSCRIBE_FLAGS,
+        "[pattern:pattern ...]",
+        "Unsubscribes the connection from patterns, or from all of them.",
+        "2.0.0",
+        server(&Run(pubsub::punsubscribe)),
+    ),
+    CommandSpec {
+        first_key: 1,
+        last_key: -1,
+        step: 1,
+        key_specs: SHARD_CHANNELS,
+        ..pubsub_cmd(
+            "ssubscribe",
+            -2,
+            SUBSCRIBE_FLAGS,
+            "shardchannel ...",
+            "Subscribes the connection to shard channels.",
+            "7.0.0",
+            server(&Run(pubsub::ssubscribe)),
+        )
+    },
+    CommandSpec {
+        first_key: 1,
+        last_key: -1,
+        step: 1,
+        key_specs: SHARD_CHANNELS,
+        ..pubsub_cmd(
+            "sunsubscribe",
+            -1,
+            SUBSCRIBE_FLAGS,
+            "[shardchannel ...]",
+            "Unsubscribes the connection from shard channels, or from all of them.",
+            "7.0.0",
+            server(&Run(pubsub::sunsubscribe)),
+        )
+    },
+    CommandSpec {
+        acl: &["@pubsub", "@fast"],
+        complexity: "O(N+M): N subscribers of the channel, M patterns subscribed to",
+        ..pubsub_cmd(
+            "publish",
+            3,
+            Flags::PUBSUB.and(LOADING_STALE).and(Flags::FAST),
+            "channel message",
+            "Sends a message to a channel's subscribers; returns how many got it.",
+            "2.0.0",
+            server(&Run(pubsub::publish)),
+        )
+    },
+    CommandSpec {
+        acl: &["@pubsub", "@fast"],
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        key_specs: SHARD_CHANNEL,
+        complexity: "O(N): N subscribers of the shard channel",
+        ..pubsub_cmd(
+            "spublish",
+            3,
+            Flags::PUBSUB.and(LOADING_STALE).and(Flags::FAST),
+            "shardchannel message",
+            "Sends a message to a shard channel's subscribers; returns how many got it.",
+            "7.0.0",
+            server(&Run(pubsub::spublish)),
+        )
+    },
+    CommandSpec {
+        name: "pubsub",
+        arity: -2,
+        acl: &["@slow"],
+        group: "pubsub",
+        summary: "Commands about the pub/sub subscriptions.",
+        since: "2.8.0",
+        subcommands: PUBSUB_SUBS,
+        ..CommandSpec::of(Handler::Container)
+    },
     conn_cmd(
         "ping",
         -1,
-        Flags::REFUSED_ON_DISK_ERROR.and(Flags::FAST),
+        Flags::REFUSED_ON_DISK_ERROR.and(Flags::FAST).and(Flags::SUBSCRIBE_CONTEXT),
         "[message]",
         "Returns PONG, or the message given.",
         "1.0.0",
@@ -379,6 +588,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "quit",
         -1,
         Flags::TRANSACTION_CONTROL
+            .and(Flags::SUBSCRIBE_CONTEXT)
             .and(Flags::ALLOW_BUSY.and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH)),
         "",
         "Closes the connection after replying.",
@@ -389,6 +599,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "reset",
         1,
         Flags::TRANSACTION_CONTROL
+            .and(Flags::SUBSCRIBE_CONTEXT)
             .and(Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH).and(Flags::ALLOW_BUSY)),
         "",
         "Resets the connection to its initial state.",

@@ -3,7 +3,9 @@
 //! command's release, the busy gate), while watching CLIENT KILL and shutdown.
 //!
 //! The driver knows nothing of commands: it reads into the session's query buffer, asks it to
-//! run a batch, writes its output buffer, and follows [`Next`].
+//! run a batch, writes its output buffer, and follows [`Next`]. While it waits (for input, a
+//! parked command, the busy gate), it also writes what other tasks push to the client
+//! (`push.rs`).
 
 use super::session::{Batch, Next, OutputWatch, Park, Released, Session, QBUF_IDLE_SHRINK, QBUF_SHRINK_RETRY};
 use super::transport::Transport;
@@ -65,16 +67,22 @@ async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
 /// the query buffer, bounded by the query buffer limit, checked when the next batch runs).
 /// False if the connection must close.
 async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: &mut Signals) -> bool {
+    let pushed = s.push_signal();
     loop {
         let (deadline, wake_up) = (park.deadline, park.wake_up());
         tokio::select! {
-            r = &mut park.rx => match s.released(r).await {
-                Released::Close => return false,
-                Released::Written(mut rest) => {
-                    return rest.is_empty() || write_out(t, &mut rest, &mut s.watch, sig).await;
+            r = &mut park.rx => {
+                // Frames pushed before the release go before the reply (a subscriber's; the
+                // release of one never comes as `Written`: it gets no direct delivery).
+                s.take_pushed();
+                match s.released(r).await {
+                    Released::Close => return false,
+                    Released::Written(mut rest) => {
+                        return rest.is_empty() || write_out(t, &mut rest, &mut s.watch, sig).await;
+                    }
+                    Released::Reply => break,
                 }
-                Released::Reply => break,
-            },
+            }
             () = sleep_until_opt(deadline) => {
                 if s.park_timed_out() {
                     break;
@@ -83,6 +91,13 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
             () = sleep_until_opt(wake_up) => s.park_wake(park),
             r = readable(t) => {
                 if r.is_err() || read_some(t, s).is_none() {
+                    return false;
+                }
+            }
+            // A parked client that may be pushed to got no direct delivery (`session`), so
+            // this task is the only writer.
+            () = pushed.notified() => {
+                if !write_pushed(t, s, sig).await {
                     return false;
                 }
             }
@@ -143,9 +158,15 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
     }
     let idle = s.idle_deadline();
     let mut shrink = Instant::now() + QBUF_IDLE_SHRINK;
+    let pushed = s.push_signal();
     loop {
         let may_shrink = s.may_shrink();
         tokio::select! {
+            () = pushed.notified() => {
+                if !write_pushed(t, s, sig).await {
+                    return false;
+                }
+            }
             r = readable(t) => {
                 if r.is_err() {
                     return false;
@@ -171,14 +192,34 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
     }
 }
 
+/// Write what other tasks pushed (nothing else is pending: the driver waits only once the
+/// session's output is written). False if the connection must close.
+async fn write_pushed<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bool {
+    if !s.take_pushed() {
+        return true;
+    }
+    if !write_out(t, &mut s.out, &mut s.watch, sig).await {
+        return false;
+    }
+    s.written();
+    true
+}
+
 /// Wait for the busy gate to open, reading input meanwhile up to the query buffer limit.
 /// False if the connection must close.
 async fn busy<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bool {
     let shared = s.shared().clone();
+    let pushed = s.push_signal();
     loop {
         let full = s.input_full();
         tokio::select! {
             () = shared.busy.opened() => return true,
+            // What the script published reaches its subscribers while it still runs.
+            () = pushed.notified() => {
+                if !write_pushed(t, s, sig).await {
+                    return false;
+                }
+            }
             r = readable(t), if !full => {
                 if r.is_err() || read_some(t, s).is_none() {
                     return false;

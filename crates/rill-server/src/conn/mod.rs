@@ -11,6 +11,9 @@
 //!                 │                     shutdown, timeouts                  output, Next
 //!                 └─ direct(): DirectWrite ─────────────────────────────► blocking.rs writes
 //!                    (TCP only)                                            a served reply
+//!                                            ▲
+//!                      push.rs: PushSender ──┘ frames other tasks hand the client (pub/sub
+//!                      (in ClientInfo)         messages; next a replica's feed, MONITOR, ...)
 //! ```
 //!
 //! * `session/` is the protocol state machine: it owns the query buffer, the parser, the
@@ -26,6 +29,33 @@
 //!   any tokio byte stream through [`Stream`] (a TLS stream, a Unix socket, a duplex pipe;
 //!   replies for it when parked go through its task).
 //! * [`busy`] is the gate in front of the state lock (`-BUSY` while a long script runs).
+//! * [`push`] is push mode: output the client did not ask for, handed over by other tasks.
+//!
+//! ## Push mode
+//!
+//! Pub/sub messages (and next a primary's feed to a replica, MONITOR, keyspace events) reach a
+//! client without a request. One mechanism serves them all, [`push::push_to`]: under the state
+//! lock, a task hands the client a frame, bytes already encoded for it, through the
+//! [`push::PushSender`] in its `ClientInfo`. The frame is queued (never written there, so no
+//! lock is held while a socket is written), and the client's output limits are checked
+//! against the queue plus what its output still holds, with the limits of its class (a
+//! subscriber's are `client-output-buffer-limit pubsub`, a replica's will be `replica`): past
+//! the hard limit, or the soft one for longer than its seconds, the client is closed and
+//! counted in `client_output_buffer_limit_disconnections`, as Redis does.
+//!
+//! The client's own task takes the frames out, in order and whole: a batch, under the lock,
+//! before its first request and after each reply (so a PUBLISH to the client's own channel
+//! lands after the PUBLISH's reply, and inside EXEC after the whole EXEC, as in Redis); the
+//! driver, woken by the queue's `Notify` while it waits for input or for a parked command,
+//! writes them and goes on reading requests. A client that may be pushed to (subscribed) gets
+//! no direct delivery when it parks, so that its driver is the only writer of its stream.
+//!
+//! Why not the blocked clients' path (`blocking.rs`): a release is one reply, handed over
+//! once (a oneshot channel), that may have to wait for the log and may be written straight
+//! into a parked socket; a push is a stream of frames, never waits for the log, and must keep
+//! its order with the client's own replies. What they share is the client's output limits
+//! (`client_limits.rs`) and the rule that another task writes a socket only when its owner
+//! cannot be writing.
 //!
 //! Every fast path of the single-function loop this replaces is kept, and the TCP driver is
 //! monomorphised over [`Tcp`], so it makes the same system calls in the same order: a read
@@ -64,6 +94,7 @@
 
 mod driver;
 mod feed;
+pub mod push;
 mod session;
 pub mod transport;
 
@@ -72,7 +103,7 @@ pub use session::{Batch, Next, Park, Released, Session};
 pub use transport::{DirectWrite, Stream, Tcp, Transport};
 
 use crate::client_limits::ClientMemory;
-use crate::state::{now_ms, ClientInfo, HotConfig, Shared, State};
+use crate::state::{now_ms, ClientInfo, ClientKind, HotConfig, Shared, State};
 use bytes::Bytes;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -88,6 +119,7 @@ pub struct Admitted {
     pub authenticated: bool,
     mem: Arc<ClientMemory>,
     hot: HotConfig,
+    push: push::PushReceiver,
 }
 
 /// Where a client connects from and to (CLIENT LIST `addr`, `laddr`, `fd`).
@@ -107,6 +139,7 @@ pub fn admit(st: &mut State, id: u64, peer: Peer, authenticated: bool) -> Admitt
     let now = now_ms();
     let kill = Arc::new(Notify::new());
     let mem = Arc::new(ClientMemory::default());
+    let (push_tx, push_rx) = push::channel();
     st.clients.insert(
         id,
         ClientInfo {
@@ -132,15 +165,19 @@ pub fn admit(st: &mut State, id: u64, peer: Peer, authenticated: bool) -> Admitt
             kill: kill.clone(),
             blocked: false,
             mem: mem.clone(),
+            kind: ClientKind::Normal,
+            subs: Default::default(),
+            push: push_tx,
         },
     );
-    Admitted { id, kill, authenticated, mem, hot: st.hot }
+    Admitted { id, kill, authenticated, mem, hot: st.hot, push: push_rx }
 }
 
 /// Serve an admitted client over `transport` until it quits, is killed, or the server shuts
 /// down; its client record is removed at the end.
 pub async fn serve<T: Transport>(shared: Arc<Shared>, transport: T, client: Admitted) {
     let signals = Signals { kill: client.kill, shutdown: shared.shutdown.subscribe() };
-    let session = Session::new(shared, client.id, client.mem, client.authenticated, &client.hot, transport.direct());
+    let session =
+        Session::new(shared, client.id, client.mem, client.authenticated, &client.hot, transport.direct(), client.push);
     driver::drive(transport, session, signals).await;
 }

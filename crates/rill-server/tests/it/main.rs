@@ -32,6 +32,7 @@ mod lose_nothing;
 mod persistence;
 mod protected_mode;
 mod protocol;
+mod pubsub;
 mod rdb_corpus;
 mod replica_link;
 mod replica_side;

@@ -17,6 +17,7 @@ mod park;
 use busy_path::Deferred;
 pub use park::{Park, Released};
 
+use super::push::PushReceiver;
 use super::transport::DirectWrite;
 use crate::aof::Log;
 use crate::blocking::{self, Delivery, Waiter};
@@ -163,6 +164,8 @@ pub struct Session {
     /// A request the busy path parsed that waits for the gate (run first by the next batch).
     pending: Option<Vec<Bytes>>,
     deferred: Option<Box<Deferred>>,
+    /// What other tasks push to this client (`conn/push.rs`).
+    pub(super) push: PushReceiver,
 }
 
 impl Session {
@@ -174,6 +177,7 @@ impl Session {
         authenticated: bool,
         hot: &HotConfig,
         direct: Option<Arc<dyn DirectWrite>>,
+        push: PushReceiver,
     ) -> Session {
         let mut conn = Conn::new(id, authenticated);
         conn.batch_now_ms = now_ms();
@@ -203,6 +207,7 @@ impl Session {
             query_buffer_limit: hot.query_buffer_limit,
             pending: None,
             deferred: None,
+            push,
         }
     }
 
@@ -263,7 +268,7 @@ impl Session {
         self.net_out = 0;
         self.net_out_uncounted = 0;
         self.watch.idle_timeout_secs = st.hot.idle_timeout_secs;
-        self.watch.limit = st.hot.output_limits.of(ClientClass::Normal);
+        self.watch.limit = st.hot.output_limits.of(client_class(&st, conn.id));
         self.max_bulk = st.hot.max_bulk_len;
         self.query_buffer_limit = st.hot.query_buffer_limit;
         if query_buffer_over(&st, conn, &self.inbuf) {
@@ -284,6 +289,7 @@ impl Session {
             &self.direct,
             &mut self.watch.guard,
             &mut self.pending,
+            &mut self.push,
         );
         self.deliveries = st.blocked.deliveries.take().unwrap_or_default();
         st.blocked.deliveries_wait_for_log = false;
@@ -297,11 +303,15 @@ impl Session {
         if matches!(next, Next::Drop) {
             return Batch { next, woke, wait_log, pipelined };
         }
-        let n = self.out.len() as u64;
+        // Pushed frames were counted when pushed.
+        let n = (self.out.len() as u64).saturating_sub(self.push.take_drained());
         st.stats.net_output_bytes += n;
         conn.net_out_unpublished += n;
         let now = conn.batch_now_ms;
         dispatch::publish_client_info(&mut st, conn, now);
+        // The class may have changed in this batch (SUBSCRIBE): the write that follows is
+        // watched with the new one.
+        self.watch.limit = st.hot.output_limits.of(client_class(&st, conn.id));
         drop(st);
         self.watch.authenticated = self.conn.authenticated;
         // What CLIENT LIST reports of this client's buffers until the next batch.
@@ -395,7 +405,27 @@ impl Session {
     /// client in MULTI times out too; a blocked one does not.
     pub fn idle_deadline(&self) -> Option<Instant> {
         let secs = self.watch.idle_timeout_secs;
-        (secs > 0).then(|| Instant::now() + Duration::from_secs(secs))
+        // Nor does a subscribed one: it waits for messages, not for its own requests.
+        (secs > 0 && !self.conn.subscribed).then(|| Instant::now() + Duration::from_secs(secs))
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Push mode
+    // --------------------------------------------------------------------------------------------
+
+    /// What the driver waits on for pushed output (`conn/push.rs`).
+    pub fn push_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.push.signal()
+    }
+
+    /// Move what other tasks pushed into the output, outside a batch (the driver, while it
+    /// waits with its output written); true if there was anything.
+    pub fn take_pushed(&mut self) -> bool {
+        let n = self.push.drain_into(&mut self.out);
+        // Counted as output when pushed.
+        self.push.take_drained();
+        ClientMemory::set(&self.watch.mem.out_pending, self.out.len());
+        n > 0
     }
 
     /// Whether an idle query buffer has room worth giving back.
@@ -442,6 +472,7 @@ impl Session {
         }
         blocking::unpark(&mut st, id);
         st.engine.unwatch_all(id);
+        st.pubsub.remove_client(id);
         st.stats.net_input_bytes += self.net_in;
         st.clients.remove(&id);
     }
@@ -475,16 +506,19 @@ fn run_requests(
     direct: &Option<Arc<dyn DirectWrite>>,
     guard: &mut OutputGuard,
     pending: &mut Option<Vec<Bytes>>,
+    pushed: &mut PushReceiver,
 ) -> Next {
     let now = now_ms();
     conn.batch_now_ms = now;
     conn.clock = crate::clock::Tick::now();
     let max_bulk = st.hot.max_bulk_len;
-    let limit = st.hot.output_limits.of(ClientClass::Normal);
+    let mut limit = st.hot.output_limits.of(client_class(st, conn.id));
     let mut args = Vec::new();
     if st.clients.get(&conn.id).is_none_or(|c| c.killed) {
         return Next::Drop;
     }
+    // What was pushed before this batch took the lock goes before its replies.
+    pushed.drain_into(out);
     loop {
         // Per request: an AUTH earlier in the batch changes the limits.
         conn.reply_budget = client_limits::reply_budget_bytes(&limit, conn.authenticated);
@@ -508,8 +542,10 @@ fn run_requests(
             }
         }
         conn.output_pending = !out.is_empty();
+        let was_subscribed = conn.subscribed;
         match dispatch::execute(shared, st, conn, &mut args, now) {
             Action::Reply(r) => emit(out, conn, &r),
+            Action::Pushes(rs) => emit_pushes(out, conn, &rs),
             Action::Nothing => {}
             Action::AwaitCopies(w) => return Next::Copies(w),
             Action::Replica { preamble, feed } => {
@@ -525,8 +561,13 @@ fn run_requests(
             Action::Block { spec, args, request } => {
                 let (tx, rx) = oneshot::channel();
                 let args = request.rerun_args.clone().unwrap_or(args);
-                // Nothing may overtake replies still waiting to be written.
-                let direct = if conn.reply_mode == ReplyMode::On && out.is_empty() { direct.clone() } else { None };
+                // Nothing may overtake replies still waiting to be written; and the driver of a
+                // client that may be pushed to writes while parked, so nobody else may.
+                let direct = if conn.reply_mode == ReplyMode::On && out.is_empty() && !conn.subscribed {
+                    direct.clone()
+                } else {
+                    None
+                };
                 let park = Park {
                     rx,
                     deadline: request.deadline_ms.map(instant_at_ms),
@@ -538,8 +579,13 @@ fn run_requests(
                 return Next::Wait(park);
             }
         }
+        // Pushed while the command ran (a PUBLISH to its own channel): after its reply.
+        pushed.drain_into(out);
         if st.clients.get(&conn.id).is_none_or(|c| c.killed) {
             return Next::Drop;
+        }
+        if conn.subscribed != was_subscribed {
+            limit = st.hot.output_limits.of(client_class(st, conn.id));
         }
         let pending = out.len() as u64;
         if conn.close_asap || guard.over(pending, &limit, conn.authenticated, now / 1000) {
@@ -551,6 +597,24 @@ fn run_requests(
             return Next::More;
         }
     }
+}
+
+/// A command's confirmations sent as pushes: written whatever CLIENT REPLY says (as Redis
+/// writes pushes), and a SKIP still counts them as the one reply it skips.
+fn emit_pushes(out: &mut OutputBuffer, conn: &mut Conn, replies: &[Reply]) {
+    for r in replies {
+        write_reply(out, r, conn.proto);
+    }
+    match conn.reply_mode {
+        ReplyMode::SkipNext => conn.reply_mode = ReplyMode::Skip,
+        ReplyMode::Skip => conn.reply_mode = ReplyMode::On,
+        ReplyMode::On | ReplyMode::Off => {}
+    }
+}
+
+/// The output limit class of client `id` (normal if it is gone).
+fn client_class(st: &State, id: u64) -> ClientClass {
+    st.clients.get(&id).map_or(ClientClass::Normal, |ci| ci.class())
 }
 
 fn emit(out: &mut OutputBuffer, conn: &mut Conn, reply: &Reply) {

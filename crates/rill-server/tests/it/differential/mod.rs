@@ -245,6 +245,22 @@ fn run_script(name: &str, path: &Path, targets: &[Target], verbose: bool) -> Rep
                 }
                 compare(&mut report, name, line, mods, &sessions, &replies);
             }
+            Step::Read => {
+                let mut replies: Vec<Option<Vec<u8>>> = Vec::new();
+                for s in sessions.iter_mut() {
+                    let conn = s.conn(&current);
+                    assert!(
+                        conn.pending.is_empty(),
+                        "{name}:{}: a reply is still pending on @conn {current}; @await it first",
+                        line.number
+                    );
+                    replies.push(Some(conn.read()));
+                }
+                if verbose {
+                    print_verbose(name, line, &sessions, &replies);
+                }
+                compare(&mut report, name, line, &Modifiers::default(), &sessions, &replies);
+            }
             Step::Await => {
                 let mut replies: Vec<Option<Vec<u8>>> = Vec::new();
                 let mut origin = None;

@@ -73,6 +73,9 @@ pub(super) enum Step {
     /// `@wait-blocked`: until every command sent with `@nowait` and not awaited is blocked.
     WaitBlocked,
     Await,
+    /// `@read`: one more frame the server sent on this connection without a request of its
+    /// own (a pub/sub message, the second confirmation of `SUBSCRIBE a b`).
+    Read,
 }
 
 #[derive(Debug)]
@@ -106,6 +109,7 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
                 ("@sleep", Some(ms)) => Step::Sleep(ms.parse().map_err(|_| err("bad @sleep".into()))?),
                 ("@await", None) => Step::Await,
                 ("@wait-blocked", None) => Step::WaitBlocked,
+                ("@read", None) => Step::Read,
                 _ => return Err(err("unknown directive or wrong arguments".into())),
             };
             if words.len() > 2 {
@@ -272,6 +276,8 @@ mod tests {
         assert!(matches!(lines[5].step, Step::Await));
         assert!(matches!(lines[6].step, Step::Hello(3)));
         assert!(matches!(parse_script("@wait-blocked\n").unwrap()[0].step, Step::WaitBlocked));
+        assert!(matches!(parse_script("@read\n").unwrap()[0].step, Step::Read));
+        assert!(parse_script("@read 2\n").is_err());
         assert!(parse_script("@wait-blocked 5\n").is_err());
         assert!(parse_script("@bogus\n").is_err());
         assert!(parse_script("SET \"a\n").is_err());
