@@ -4,7 +4,7 @@
 //!
 //! The one place that knows the classes and their rules: a client's class follows its type
 //! (`ClientInfo::class`: subscribed clients are `pubsub`), for its replies and for what other
-//! tasks push to it (`conn/push.rs`) alike.
+//! tasks push to it (`src/push.rs`) alike.
 //!
 //! Redis behaviours matched on purpose (networking.c, config.c):
 //! - the limits apply to the output not yet written, not counting the first 16 KiB (Redis'

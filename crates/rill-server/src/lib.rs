@@ -20,6 +20,7 @@ pub mod listen;
 pub mod logging;
 pub mod poll;
 pub mod pubsub;
+pub mod push;
 pub mod ratelimit;
 pub mod replica;
 pub mod replication;

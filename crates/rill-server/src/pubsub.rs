@@ -6,14 +6,14 @@
 //! against the channel of every PUBLISH, `rill_engine::glob`), and shard channels
 //! (SSUBSCRIBE, SPUBLISH; one shard here, since rill has no cluster mode).
 //!
-//! A message reaches a subscriber through its push queue (`conn/push.rs`), encoded for its
+//! A message reaches a subscriber through its push queue (`src/push.rs`), encoded for its
 //! protocol once per protocol (and per pattern for `pmessage`): a RESP2 array or a RESP3
 //! `>` push. A client that disconnects is taken out of every namespace (`remove_client`).
 //!
 //! Cost: SUBSCRIBE/UNSUBSCRIBE O(log n) per channel; PUBLISH O(s + p): its channel's s
 //! subscribers, and every distinct pattern p matched against the channel (as in Redis).
 
-use crate::conn::push;
+use crate::push;
 use crate::state::State;
 use bytes::{Bytes, BytesMut};
 use rill_resp::{write_reply, Protocol, Reply};

@@ -70,8 +70,8 @@ pub struct ClientInfo {
     /// Its pub/sub subscriptions (CLIENT LIST `sub`, `psub`, `ssub`); the registry is
     /// `State::pubsub`.
     pub subs: crate::pubsub::SubscriptionCounts,
-    /// Where other tasks hand it output it did not ask for (`conn/push.rs`).
-    pub push: crate::conn::push::PushSender,
+    /// Where other tasks hand it output it did not ask for (`src/push.rs`).
+    pub push: crate::push::PushSender,
 }
 
 /// What a connection is to the server, besides what it subscribed to.

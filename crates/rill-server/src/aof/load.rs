@@ -6,7 +6,8 @@
 use super::check::{Records, Tail};
 use super::files::{Files, Manifest};
 use super::{FsyncPolicy, Log};
-use crate::state::{now_ms, Shared, State};
+use crate::clock::now_ms;
+use crate::state::{Shared, State};
 use rill_engine::command::CommandTable;
 use rill_engine::effect::ApplyError;
 use rill_engine::rdb::file::FileReader;

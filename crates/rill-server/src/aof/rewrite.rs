@@ -11,7 +11,8 @@
 //! every incremental file (old and new) are listed; after it, the new pair.
 
 use super::files::{sync_dir, Manifest};
-use crate::state::{now_ms, Shared, State};
+use crate::clock::now_ms;
+use crate::state::{Shared, State};
 use bytes::Bytes;
 use rill_engine::rdb::file::{version_for, FileWriter};
 use rill_engine::types::stream::NodeLimits;

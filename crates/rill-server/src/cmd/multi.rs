@@ -54,7 +54,7 @@ pub fn exec(c: &mut Call) -> CmdResult {
             // short; a null keeps the reply well-formed.
             Action::Nothing => Reply::Null,
             // Inside EXEC nothing waits (WAIT answers with what there is).
-            Action::AwaitCopies(w) => w.reply(c.st),
+            Action::AwaitCopies(w) => w.reply(&c.st.journal, &c.st.replication),
             // PSYNC and SYNC are flagged no-multi: never queued.
             Action::Replica { .. } => CmdError::full("ERR Command not allowed inside a transaction").to_reply(),
             Action::Block { request, .. } => request.timeout_reply,

@@ -1,7 +1,7 @@
 #![allow(clippy::indexing_slicing)] // dispatch checks arity before any handler runs
 //! Pub/Sub commands: (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PUBLISH, SPUBLISH and the PUBSUB
 //! container. The registry and the delivery are `crate::pubsub`; messages travel through the
-//! subscribers' push queues (`conn/push.rs`).
+//! subscribers' push queues (`src/push.rs`).
 //!
 //! Costs: (un)subscribing O(log n) per channel; PUBLISH O(subscribers + patterns); PUBSUB
 //! CHANNELS O(active channels); NUMSUB O(1) per channel asked about.

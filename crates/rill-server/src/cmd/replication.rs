@@ -214,8 +214,8 @@ pub fn waitaof(c: &mut Call) -> CmdResult {
 /// Answer at once when the copies exist (or inside a transaction, which cannot wait);
 /// otherwise ask the replicas for an ACK now and let the connection wait.
 fn await_copies(c: &mut Call, w: CopiesWait) -> CmdResult {
-    if w.satisfied(c.st) {
-        return reply(w.reply(c.st));
+    if w.satisfied(&c.st.journal, &c.st.replication) {
+        return reply(w.reply(&c.st.journal, &c.st.replication));
     }
     if w.replicas > 0 && !c.st.replication.replicas.is_empty() {
         // The replicas answer at once instead of at their next second.

@@ -34,9 +34,9 @@
 //! ## Push mode
 //!
 //! Pub/sub messages (and next a primary's feed to a replica, MONITOR, keyspace events) reach a
-//! client without a request. One mechanism serves them all, [`push::push_to`]: under the state
+//! client without a request. One mechanism serves them all, [`crate::push::push_to`]: under the state
 //! lock, a task hands the client a frame, bytes already encoded for it, through the
-//! [`push::PushSender`] in its `ClientInfo`. The frame is queued (never written there, so no
+//! [`crate::push::PushSender`] in its `ClientInfo`. The frame is queued (never written there, so no
 //! lock is held while a socket is written), and the client's output limits are checked
 //! against the queue plus what its output still holds, with the limits of its class (a
 //! subscriber's are `client-output-buffer-limit pubsub`, a replica's will be `replica`): past
@@ -94,7 +94,6 @@
 
 mod driver;
 mod feed;
-pub mod push;
 mod session;
 pub mod transport;
 
@@ -119,7 +118,8 @@ pub struct Admitted {
     pub authenticated: bool,
     mem: Arc<ClientMemory>,
     hot: HotConfig,
-    push: push::PushReceiver,
+    /// Where other tasks push output to this client (`src/push.rs`).
+    pub(crate) push: crate::push::PushReceiver,
 }
 
 /// Where a client connects from and to (CLIENT LIST `addr`, `laddr`, `fd`).
@@ -139,7 +139,7 @@ pub fn admit(st: &mut State, id: u64, peer: Peer, authenticated: bool) -> Admitt
     let now = now_ms();
     let kill = Arc::new(Notify::new());
     let mem = Arc::new(ClientMemory::default());
-    let (push_tx, push_rx) = push::channel();
+    let (push_tx, push_rx) = crate::push::channel();
     st.clients.insert(
         id,
         ClientInfo {

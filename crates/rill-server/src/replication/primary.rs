@@ -15,6 +15,7 @@
 //! ```
 
 use super::Replication;
+use crate::journal::{Journal, LogSink};
 use std::sync::{Arc, Mutex};
 
 /// What a connection said of itself with `REPLCONF` before it asked to sync.
@@ -123,21 +124,22 @@ pub struct CopiesWait {
 }
 
 impl CopiesWait {
-    /// The copies there are now: (local, replicas).
-    pub fn count(&self, st: &crate::state::State) -> (usize, usize) {
-        let local = if self.aof { st.journal.log_copies_at(self.log_offset) } else { 0 };
-        (local, st.replication.replicas_at(self.repl_offset, self.aof))
+    /// The copies there are now: (local, replicas), asked of the journal's log and of the
+    /// replicas' acknowledgements.
+    pub fn count<L: LogSink>(&self, journal: &Journal<L>, r: &Replication) -> (usize, usize) {
+        let local = if self.aof { journal.log_copies_at(self.log_offset) } else { 0 };
+        (local, r.replicas_at(self.repl_offset, self.aof))
     }
 
     /// Whether the copies wanted exist.
-    pub fn satisfied(&self, st: &crate::state::State) -> bool {
-        let (local, replicas) = self.count(st);
+    pub fn satisfied<L: LogSink>(&self, journal: &Journal<L>, r: &Replication) -> bool {
+        let (local, replicas) = self.count(journal, r);
         local >= self.local && replicas >= self.replicas
     }
 
     /// The reply, with the copies there are now.
-    pub fn reply(&self, st: &crate::state::State) -> rill_resp::Reply {
-        let (local, replicas) = self.count(st);
+    pub fn reply<L: LogSink>(&self, journal: &Journal<L>, r: &Replication) -> rill_resp::Reply {
+        let (local, replicas) = self.count(journal, r);
         let n = |x: usize| rill_resp::Reply::Integer(i64::try_from(x).unwrap_or(i64::MAX));
         if self.aof {
             rill_resp::Reply::Array(vec![n(local), n(replicas)])

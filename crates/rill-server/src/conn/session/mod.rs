@@ -17,13 +17,13 @@ mod park;
 use busy_path::Deferred;
 pub use park::{Park, Released};
 
-use super::push::PushReceiver;
 use super::transport::DirectWrite;
 use crate::aof::Log;
 use crate::blocking::{self, Delivery, Waiter};
 use crate::client::{Action, Conn, ReplyMode};
 use crate::client_limits::{self, ClassLimit, ClientClass, ClientMemory, OutputGuard};
 use crate::dispatch;
+use crate::push::PushReceiver;
 use crate::state::{now_ms, HotConfig, Shared, State};
 use bytes::{Bytes, BytesMut};
 use rill_resp::{write_reply, Limits, OutputBuffer, Protocol, Reply, RequestParser};
@@ -164,7 +164,7 @@ pub struct Session {
     /// A request the busy path parsed that waits for the gate (run first by the next batch).
     pending: Option<Vec<Bytes>>,
     deferred: Option<Box<Deferred>>,
-    /// What other tasks push to this client (`conn/push.rs`).
+    /// What other tasks push to this client (`src/push.rs`).
     pub(super) push: PushReceiver,
 }
 
@@ -225,10 +225,10 @@ impl Session {
     /// return true.
     pub fn answer_copies(&mut self, w: &crate::replication::primary::CopiesWait, timed_out: bool) -> bool {
         let st = self.shared.lock();
-        if !timed_out && !w.satisfied(&st) {
+        if !timed_out && !w.satisfied(&st.journal, &st.replication) {
             return false;
         }
-        let reply = w.reply(&st);
+        let reply = w.reply(&st.journal, &st.replication);
         drop(st);
         emit(&mut self.out, &mut self.conn, &reply);
         true
@@ -413,7 +413,7 @@ impl Session {
     // Push mode
     // --------------------------------------------------------------------------------------------
 
-    /// What the driver waits on for pushed output (`conn/push.rs`).
+    /// What the driver waits on for pushed output (`src/push.rs`).
     pub fn push_signal(&self) -> Arc<tokio::sync::Notify> {
         self.push.signal()
     }
