@@ -303,6 +303,79 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
     Ok(())
 }
 
+/// What a replica's full sync sends: the state at the moment of its `PSYNC`, as RDB bytes.
+#[derive(Debug)]
+pub enum ReplicaSnapshot {
+    /// The keyspace copied under the lock (no log, or the log cannot serve it now).
+    Copy(Snapshot),
+    /// Being rebuilt from the log files in the background: nothing copied under the lock.
+    Building(tokio::sync::oneshot::Receiver<Result<Vec<u8>, String>>),
+}
+
+/// The snapshot for a replica's full sync, of the state at this exact point (call under the
+/// lock, in the same critical section that reads the stream's offset). With the log on, the
+/// writer starts a new file here, so the files before it describe exactly this state, and a
+/// background thread rebuilds it from them in a private engine and encodes it — the clients
+/// are paused only for the new file's creation, not for a copy of the keyspace (the same
+/// machinery as compaction; the manifest just lists one more file until the next rewrite).
+/// Without the log, while a rewrite or save runs (their files are not stable), or while the
+/// log's base is still being written, the keyspace is copied under the lock instead. While the
+/// snapshot is built, INFO says a save is in progress and a BGREWRITEAOF waits for it.
+pub fn replica_snapshot(shared: &Arc<Shared>, st: &mut State) -> ReplicaSnapshot {
+    let copy = |st: &State| {
+        tracing::info!("Snapshot for a replica: copying the keyspace");
+        ReplicaSnapshot::Copy(take(st))
+    };
+    let busy = st.persist.rewrite_in_progress || st.persist.bgsave_in_progress || st.persist.loading;
+    let Some(log) = st.journal.log().cloned().filter(|l| !busy && l.base.ready() && !l.failed()) else {
+        return copy(st);
+    };
+    let seq = {
+        let mut files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+        if files.provisional {
+            drop(files);
+            return copy(st);
+        }
+        files.next_seq()
+    };
+    let file = match log.prepare_rotation(seq) {
+        Ok(f) => f,
+        Err(_) => return copy(st),
+    };
+    log.rotate(file);
+    tracing::info!("Snapshot for a replica: rebuilding it from the log files in the background");
+    st.persist.bgsave_in_progress = true;
+    let config = st.engine.config().clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let shared = shared.clone();
+    std::thread::spawn(move || {
+        let built = (|| {
+            if !log.wait_rotated(seq, Duration::from_secs(60)) {
+                return Err("the writer did not start the new log file".to_string());
+            }
+            let (base, incrs) = {
+                let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+                let first_new = files.incr_name(seq);
+                let base = files.manifest.base.as_ref().map(|f| files.path(f));
+                let incrs: Vec<PathBuf> =
+                    files.manifest.incrs.iter().take_while(|f| **f != first_new).map(|f| files.path(f)).collect();
+                (base, incrs)
+            };
+            let engine = super::load::rebuild(base.as_deref(), &incrs, config, &shared.log_table)?;
+            let snap = Snapshot::from_engine(engine);
+            snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string())
+        })();
+        let mut st = shared.lock();
+        st.persist.bgsave_in_progress = false;
+        if std::mem::take(&mut st.persist.rewrite_scheduled) {
+            let _ = start(&shared, &mut st);
+        }
+        drop(st);
+        let _ = tx.send(built);
+    });
+    ReplicaSnapshot::Building(rx)
+}
+
 /// Copy a finished snapshot to `dest` (temporary file, fsync, rename).
 fn copy_file(src: &Path, dest: &Path) -> std::io::Result<()> {
     let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));

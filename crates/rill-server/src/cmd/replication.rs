@@ -116,7 +116,8 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
             // stream after it starts with the next unit, which selects its database again.
             st.journal.new_reader();
             let offset = st.replication.offset();
-            let snapshot = crate::aof::rewrite::take(st);
+            let Some(shared) = c.shared.arc() else { return Err(CmdError::full("ERR server is shutting down")) };
+            let snapshot = crate::aof::rewrite::replica_snapshot(&shared, st);
             let line = match psync {
                 Some(_) => format!("+FULLRESYNC {} {offset}\r\n", st.replication.replid),
                 None => String::new(),

@@ -18,6 +18,7 @@
 
 use super::driver::Signals;
 use super::transport::Transport;
+use crate::aof::rewrite::ReplicaSnapshot;
 use crate::replication::primary::{Feed, LinkState};
 use crate::state::{now_ms, Shared};
 use bytes::{Bytes, BytesMut};
@@ -48,9 +49,18 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     let mut parser = RequestParser::new();
     let mut wait_first_ack = false;
     if let Some(snapshot) = snapshot {
-        let job = tokio::task::spawn_blocking(move || snapshot.write_to(Vec::new()).map(|(bytes, _)| bytes));
+        let job = async move {
+            match snapshot {
+                ReplicaSnapshot::Copy(snap) => tokio::task::spawn_blocking(move || {
+                    snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| e.to_string())?,
+                ReplicaSnapshot::Building(rx) => rx.await.map_err(|e| e.to_string())?,
+            }
+        };
         tokio::pin!(job);
-        let payload = loop {
+        let payload: Result<Vec<u8>, String> = loop {
             tokio::select! {
                 r = &mut job => break r,
                 () = tokio::time::sleep(Duration::from_secs(1)) => {
@@ -63,8 +73,11 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
             }
         };
         let payload = match payload {
-            Ok(Ok(bytes)) => bytes,
-            _ => return "the snapshot could not be made",
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::warn!("the snapshot for a replica could not be made: {e}");
+                return "the snapshot could not be made";
+            }
         };
         let sent = if eof_mark {
             let mark = crate::run::run_id();

@@ -152,8 +152,8 @@ impl CopiesWait {
 /// What a connection that became a replica's link needs to feed it.
 #[derive(Debug)]
 pub struct Feed {
-    /// The snapshot to send first (a full sync), with where the stream continues after it.
-    pub snapshot: Option<crate::aof::rewrite::Snapshot>,
+    /// The snapshot to send first (a full sync); the stream continues after it at `from`.
+    pub snapshot: Option<crate::aof::rewrite::ReplicaSnapshot>,
     /// The first byte of the stream to send.
     pub from: u64,
     /// Send the snapshot with an end mark (`$EOF:`), not a length.

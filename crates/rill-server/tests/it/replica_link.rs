@@ -177,19 +177,26 @@ fn replica_link_id(rill: &mut RawClient) -> String {
 
 #[test]
 fn a_redis_replica_follows_rill_through_a_full_and_a_partial_sync() {
-    follows(fuzz_seed(0x005E_ED0F_4E91));
+    follows(fuzz_seed(0x005E_ED0F_4E91), &[]);
+}
+
+/// With the log on, the full sync's snapshot is rebuilt from the log files in the background
+/// (`aof::rewrite::replica_snapshot`), not copied under the lock: it must be the same state.
+#[test]
+fn a_redis_replica_follows_rill_with_the_log_on() {
+    follows(fuzz_seed(0x0010_6ED5_4E91), &["--appendonly", "yes", "--appendfsync", "everysec"]);
 }
 
 #[test]
 fn a_redis_replica_follows_rill_fresh_seed() {
     if let Some(seed) = fresh_seed() {
-        follows(seed);
+        follows(seed, &["--appendonly", "yes"]);
     }
 }
 
-fn follows(seed: u64) {
+fn follows(seed: u64, rill_args: &[&str]) {
     let Some(binary) = ReferenceServer::Redis8.require() else { return };
-    let rill_server = Server::rill();
+    let rill_server = Server::rill_with(rill_args);
     let mut rill = rill_server.connect();
     let mut rng = Rng::new(seed);
     let mut ids = Vec::new();
@@ -201,6 +208,8 @@ fn follows(seed: u64) {
     let mut replica = redis.connect();
     wait_caught_up(&mut rill, &mut replica);
     assert_equal(&mut rill, &mut replica, &format!("after the full sync (seed {seed})"));
+    let rebuilt = rill_server.log().contains("rebuilding it from the log files");
+    assert_eq!(rebuilt, rill_args.contains(&"yes"), "how the snapshot was made: {}", rill_server.log());
     // The stream, as it is made.
     workload(&mut rill, &mut rng, &mut ids, 300);
     wait_caught_up(&mut rill, &mut replica);
