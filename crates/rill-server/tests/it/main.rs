@@ -29,6 +29,7 @@ mod introspection;
 mod keyspace_fuzz;
 mod log_format;
 mod lose_nothing;
+mod partition;
 mod persistence;
 mod protected_mode;
 mod protocol;

@@ -26,12 +26,12 @@ const CLIENT_IP: &str = "10.231.0.2";
 const PORT: u16 = 6379;
 
 /// The two namespaces; deleted (with the veth pair inside them) on drop, also when a test fails.
-struct Namespaces {
-    server: String,
-    client: String,
+pub(crate) struct Namespaces {
+    pub(crate) server: String,
+    pub(crate) client: String,
 }
 
-fn ip(args: &[&str]) -> Result<Output, String> {
+pub(crate) fn ip(args: &[&str]) -> Result<Output, String> {
     let out = Command::new("ip").args(args).output().map_err(|e| format!("cannot run ip: {e}"))?;
     if out.status.success() {
         Ok(out)
@@ -71,7 +71,7 @@ impl Drop for Namespaces {
 
 /// The namespaces, or `None` (the test counted as skipped) where they cannot be made outside
 /// CI; under `CI=true` that fails the test.
-fn namespaces() -> Option<Namespaces> {
+pub(crate) fn namespaces() -> Option<Namespaces> {
     match Namespaces::create() {
         Ok(ns) => Some(ns),
         Err(e) => {
