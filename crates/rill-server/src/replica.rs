@@ -24,7 +24,7 @@
 use crate::client::{Action, Conn};
 use crate::replication::{LinkStatus, MasterLink};
 use crate::state::{now_ms, Shared, State};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use rill_resp::{Limits, RequestParser};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +33,8 @@ use tokio::net::TcpStream;
 
 /// How long one step of the handshake may take (Redis' `repl-timeout` applies to it too).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Room made for each read from the primary.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Pause between attempts to reach the primary.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// The client id the primary's stream runs under (never a real connection's: those count
@@ -146,6 +148,8 @@ impl Upstream {
 
     /// More bytes into `buf`; an error when the primary closed the link.
     async fn fill(&mut self) -> Result<(), String> {
+        // Room for a large read: with none spare, `read_buf` reads 64 bytes at a time.
+        self.buf.reserve(READ_CHUNK_BYTES);
         let n = self.stream.read_buf(&mut self.buf).await.map_err(|e| format!("read error: {e}"))?;
         if n == 0 {
             return Err("the primary closed the connection".into());
@@ -165,14 +169,26 @@ impl Upstream {
         }
     }
 
-    /// Exactly `n` bytes.
+    /// Exactly `n` bytes (a snapshot's payload): read straight into a buffer of that size,
+    /// in large reads, with what `buf` already holds first.
     async fn bytes(&mut self, n: usize) -> Result<Vec<u8>, String> {
-        while self.buf.len() < n {
-            let want = n - self.buf.len();
-            self.buf.reserve(want.min(16 << 20));
-            tokio::time::timeout(HANDSHAKE_TIMEOUT, self.fill()).await.map_err(|_| "timeout".to_string())??;
+        let held = self.buf.len().min(n);
+        let mut data: Vec<u8> = Vec::new();
+        data.try_reserve_exact(n).map_err(|_| format!("cannot allocate {n} bytes for the snapshot"))?;
+        data.extend_from_slice(self.buf.split_to(held).as_ref());
+        while data.len() < n {
+            // At most what is missing: the stream follows the payload.
+            let missing = n - data.len();
+            let mut room = (&mut data).limit(missing);
+            let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.stream.read_buf(&mut room))
+                .await
+                .map_err(|_| "timeout".to_string())?
+                .map_err(|e| format!("read error: {e}"))?;
+            if read == 0 {
+                return Err("the primary closed the connection".into());
+            }
         }
-        Ok(self.buf.split_to(n).to_vec())
+        Ok(data)
     }
 }
 
@@ -285,17 +301,20 @@ async fn full_sync(
         if mark.len() != 40 {
             return Err(format!("bad end mark in {head}"));
         }
-        // Read until the payload ends with the mark.
-        let mut data: Vec<u8> = Vec::new();
-        loop {
-            data.extend_from_slice(&up.buf);
-            up.buf.clear();
-            if data.len() >= 40 && data.ends_with(&mark) {
-                data.truncate(data.len() - 40);
-                break;
+        // Read until the payload ends with the mark (nothing follows it until we ACK), in
+        // large reads straight into the payload's buffer.
+        let mut data: Vec<u8> = std::mem::take(&mut up.buf).to_vec();
+        while !(data.len() >= 40 && data.ends_with(&mark)) {
+            data.reserve(READ_CHUNK_BYTES.max(data.len() / 4));
+            let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, up.stream.read_buf(&mut data))
+                .await
+                .map_err(|_| "timeout".to_string())?
+                .map_err(|e| format!("read error: {e}"))?;
+            if read == 0 {
+                return Err("the primary closed the connection".into());
             }
-            tokio::time::timeout(HANDSHAKE_TIMEOUT, up.fill()).await.map_err(|_| "timeout".to_string())??;
         }
+        data.truncate(data.len() - 40);
         (data, true)
     } else if let Some(len) = head.strip_prefix('$') {
         let len: usize = len.parse().map_err(|_| format!("bad payload length in {head}"))?;
@@ -421,6 +440,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
         if reply_ack {
             send_ack(shared, &mut up, &mut fack).await?;
         }
+        up.buf.reserve(READ_CHUNK_BYTES);
         tokio::select! {
             r = up.stream.read_buf(&mut up.buf) => match r {
                 Ok(0) => return Err("the primary closed the connection".into()),

@@ -49,6 +49,7 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     let mut parser = RequestParser::new();
     let mut wait_first_ack = false;
     if let Some(snapshot) = snapshot {
+        let made = std::time::Instant::now();
         let job = async move {
             match snapshot {
                 ReplicaSnapshot::Copy(snap) => tokio::task::spawn_blocking(move || {
@@ -79,6 +80,8 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                 return "the snapshot could not be made";
             }
         };
+        tracing::info!("Snapshot for a replica made: {} bytes in {} ms", payload.len(), made.elapsed().as_millis());
+        let sending = std::time::Instant::now();
         let sent = if eof_mark {
             let mark = crate::run::run_id();
             let head = format!("$EOF:{mark}\r\n");
@@ -90,7 +93,11 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
         if !sent {
             return "write error while sending the snapshot";
         }
-        tracing::info!("Synchronization with replica {} succeeded", replica_name(shared, id));
+        tracing::info!(
+            "Synchronization with replica {} succeeded (sent in {} ms)",
+            replica_name(shared, id),
+            sending.elapsed().as_millis()
+        );
         if rdb_only {
             return "the snapshot was all it asked for";
         }
