@@ -135,6 +135,10 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                 if r.is_err() {
                     return "the stream ended";
                 }
+                // Let the connections with requests ready run their batches first, then send
+                // what they all added in one write, as Redis writes to its replicas once per
+                // event-loop turn rather than once per command.
+                tokio::task::yield_now().await;
             }
             r = poll_fn(|cx| t.poll_read_ready(cx)) => {
                 if r.is_err() {
