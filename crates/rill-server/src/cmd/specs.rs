@@ -332,6 +332,10 @@ const PUBSUB_ACL: &[&str] = &["@pubsub", "@slow"];
 const PUBSUB_INTROSPECT: Flags = Flags::PUBSUB.and(LOADING_STALE);
 /// (P|S)(UN)SUBSCRIBE: allowed in a RESP2 client's subscribe mode.
 const SUBSCRIBE_FLAGS: Flags = Flags::PUBSUB.and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::SUBSCRIBE_CONTEXT);
+/// (P|S)SUBSCRIBE: as the newest Redis (8.4+) flags them, refused with `-OOM` over
+/// `maxmemory` (each subscription takes memory); Redis 8.2 accepted them. Redis' own pub/sub
+/// suite checks it.
+const SUBSCRIBE_GROWS: Flags = SUBSCRIBE_FLAGS.and(Flags::DENYOOM);
 /// A shard channel in the key positions, marked as not a key (Redis' `not_key`), so that a
 /// cluster would route it.
 const SHARD_CHANNELS: &[rill_engine::command::KeySpec] = &[keys_from(1, 1, &["not_key"])];
@@ -436,7 +440,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     pubsub_cmd(
         "subscribe",
         -2,
-        SUBSCRIBE_FLAGS,
+        SUBSCRIBE_GROWS,
         "channel ...",
         "Subscribes the connection to channels.",
         "2.0.0",
@@ -454,7 +458,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     pubsub_cmd(
         "psubscribe",
         -2,
-        SUBSCRIBE_FLAGS,
+        SUBSCRIBE_GROWS,
         "pattern:pattern ...",
         "Subscribes the connection to the channels matching patterns.",
         "2.0.0",
@@ -477,7 +481,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..pubsub_cmd(
             "ssubscribe",
             -2,
-            SUBSCRIBE_FLAGS,
+            SUBSCRIBE_GROWS,
             "shardchannel ...",
             "Subscribes the connection to shard channels.",
             "7.0.0",
