@@ -516,7 +516,11 @@ async fn send_ack(shared: &Shared, up: &mut Upstream, fack: &mut u64) -> Result<
 /// primary's client: never refused as a write on a read-only replica, the reply dropped.
 fn apply(shared: &Shared, st: &mut State, master: &mut Conn, args: &mut Vec<Bytes>) {
     let now = now_ms();
-    if let Action::Reply(rill_resp::Reply::Error(e)) = crate::dispatch::execute(shared, st, master, args, now) {
+    // The primary's commands see keys whose time has passed: deleting them is its decision.
+    st.engine.set_applying_stream(true);
+    let action = crate::dispatch::execute(shared, st, master, args, now);
+    st.engine.set_applying_stream(false);
+    if let Action::Reply(rill_resp::Reply::Error(e)) = action {
         // A primary streams only what succeeded on it: a failure here means the copy now
         // differs from the primary.
         tracing::warn!("a command from the primary failed on this replica: {}", String::from_utf8_lossy(&e));

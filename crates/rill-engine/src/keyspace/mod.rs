@@ -470,6 +470,9 @@ pub struct Engine {
     pub(crate) loading: bool,
     /// A replica: keys are never expired here; the primary's deletions arrive in its stream.
     pub(crate) replica: bool,
+    /// On a replica, the primary's stream is being applied: its commands see keys whose time
+    /// has passed (they are the primary's to delete); other clients' lookups do not.
+    applying_stream: bool,
     /// Keys removed by lazy or active expiry since the server last drained them, in order:
     /// logged as `DEL` before the effects of the command that found them.
     pub(crate) expired_log: Vec<(usize, Bytes)>,
@@ -530,6 +533,7 @@ impl Engine {
             keyspace_misses: 0,
             loading: false,
             replica: false,
+            applying_stream: false,
             expired_log: Vec::new(),
             rng_state: 0x005E_ED0F_2111,
             clock_ms: 0,
@@ -559,6 +563,9 @@ impl Engine {
     /// Look a key up for writing: removes it first if it has expired; an access.
     pub fn lookup_mut(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
         self.expire_if_needed(db, key, now_ms);
+        if self.hides(db, key, now_ms) {
+            return None;
+        }
         let access = self.access(now_ms);
         let entry = self.db_mut(db).keys.get_mut(key)?;
         entry.meta.touch(access);
@@ -576,6 +583,9 @@ impl Engine {
     pub fn lookup_read(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
         let found = self.lookup_mut(db, key, now_ms).is_some();
         self.count_read(found);
+        if !found {
+            return None;
+        }
         self.db(db).keys.get(key)
     }
 
@@ -583,15 +593,32 @@ impl Engine {
     /// `LOOKUP_NOTOUCH`).
     pub fn peek_read(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
         self.expire_if_needed(db, key, now_ms);
-        let found = self.db(db).keys.contains_key(key);
+        let found = self.db(db).keys.contains_key(key) && !self.hides(db, key, now_ms);
         self.count_read(found);
+        if !found {
+            return None;
+        }
         self.db(db).keys.get(key)
     }
 
     /// [`Engine::lookup`] that is not an access: TYPE, TTL and friends.
     pub fn peek(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
         self.expire_if_needed(db, key, now_ms);
+        if self.hides(db, key, now_ms) {
+            return None;
+        }
         self.db(db).keys.get(key)
+    }
+
+    /// On a replica, a key whose time has passed is kept (the primary deletes it) but hidden
+    /// from every client but the primary's stream, as Redis' replicas hide it.
+    fn hides(&self, db: usize, key: &[u8], now_ms: i64) -> bool {
+        self.replica && !self.applying_stream && self.db(db).keys.get(key).is_some_and(|e| e.is_expired(now_ms))
+    }
+
+    /// The primary's stream is being applied (true) or not: see [`Engine::set_replica`].
+    pub fn set_applying_stream(&mut self, applying: bool) {
+        self.applying_stream = applying;
     }
 
     fn count_read(&mut self, found: bool) {

@@ -149,3 +149,47 @@ fn replicaof_in_the_configuration_follows_from_the_start_and_config_reports_it()
     wait_caught_up(&mut a, &mut b);
     assert_eq!(b.cmd(&["GET", "after"]), b"$1\r\n2\r\n");
 }
+
+/// A key whose time has passed on a replica is hidden from its clients until the primary's
+/// DEL arrives, as Redis' replica hides it: compared with a Redis replica of the same Redis
+/// primary, whose active expiry is off so that no DEL comes.
+#[test]
+fn a_replica_hides_a_key_whose_time_has_passed_as_redis_does() {
+    let Some(binary) = ReferenceServer::Redis8.require() else { return };
+    let redis = Server::start(
+        ServerKind::Redis(ReferenceServer::Redis8),
+        &binary,
+        &["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"],
+    );
+    let mut primary = redis.connect();
+    let oracle_server = Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, &[]);
+    let rill_server = Server::rill();
+    let (mut oracle, mut rill) = (oracle_server.connect(), rill_server.connect());
+    attach(&mut oracle, &mut primary, redis.port);
+    attach(&mut rill, &mut primary, redis.port);
+    assert_eq!(primary.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    primary.cmd(&["SET", "s", "v", "PX", "150"]);
+    primary.cmd(&["XADD", "x", "1-1", "f", "v"]);
+    primary.cmd(&["PEXPIRE", "x", "150"]);
+    primary.cmd(&["SET", "kept", "v"]);
+    wait_caught_up(&mut primary, &mut rill);
+    wait_caught_up(&mut primary, &mut oracle);
+    std::thread::sleep(Duration::from_millis(300));
+    for cmd in [
+        &["GET", "s"][..],
+        &["EXISTS", "s", "x", "kept"],
+        &["TTL", "s"],
+        &["PTTL", "x"],
+        &["TYPE", "x"],
+        &["XRANGE", "x", "-", "+"],
+        &["XLEN", "x"],
+        &["GET", "kept"],
+    ] {
+        assert_eq!(rill.cmd(cmd), oracle.cmd(cmd), "{cmd:?} on a replica, the key's time passed");
+    }
+    // The primary's own look deletes it and the DEL reaches both.
+    assert_eq!(primary.cmd(&["GET", "s"]), b"$-1\r\n");
+    wait_caught_up(&mut primary, &mut rill);
+    wait_caught_up(&mut primary, &mut oracle);
+    assert_eq!(rill.cmd(&["DBSIZE"]), oracle.cmd(&["DBSIZE"]));
+}
