@@ -1396,3 +1396,59 @@ fn survive_kill9(seed: u64) {
         panic!("state changed across a restart (seed {seed}): {e}");
     }
 }
+
+/// rill → rill replication of the stream fuzz's well-formed commands, newer ones included
+/// (XNACK, XADD IDMP/IDMPAUTO, XDELEX/XACKDEL, XCFGSET, CLAIM, DESTROY): a rill replica attached
+/// to a rill primary over Redis' protocol ends each case equal to its primary, key by key —
+/// XINFO STREAM FULL (PELs with owners, delivery times and counts, NACK counts; only the
+/// consumers' seen- and active-times are the replica's own) and the short form (IDMP state
+/// included; the radix-tree counts depend on how the node was built).
+#[test]
+fn a_rill_replica_equals_its_primary_after_the_stream_fuzz() {
+    let seed = fuzz_seed(FIXED_SEED ^ 0x0005_EB11_CA7E);
+    let args = ["--stream-node-max-entries", "4"];
+    let (primary, replica) = (Server::rill_with(&args), Server::rill_with(&args));
+    let (mut p, mut r) = (primary.connect(), replica.connect());
+    assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]), b"+OK\r\n");
+    crate::replica_link::wait_caught_up(&mut p, &mut r);
+    let cases = std::env::var("RILL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed)));
+    let strategy = (prelude(true), proptest::collection::vec(well_formed(true), 1..40));
+    let clients = std::cell::RefCell::new((p, r));
+    // Known difference (docs/REPLICATION.md): a DELREF/ACKED trim that removes a non-prefix
+    // set travels as XDELEX/XDEL, which raises the replica's max-deleted-entry-id where the
+    // trim did not; that field is left out until such trims travel as themselves (as Redis
+    // sends them). It also makes a later XSETID below that ID fail on the replica only:
+    // `XADD s2 4-0 ..; XTRIM s2 MAXLEN 0 DELREF; XSETID s2 2-1` with a group on s2, which
+    // RILL_FUZZ_CASES=1500 reaches; the fixed seed's 60 cases do not.
+    let picture = |c: &mut rill_testkit::RawClient, key: &str| {
+        let full = drop_fields(c.cmd_value(&["XINFO", "STREAM", key, "FULL"]), &["max-deleted-entry-id"]);
+        let consumer = |v: Value| blank_times(v, &["seen-time", "active-time"]);
+        let full = with_field(full, "groups", move |gs| {
+            each(gs, move |g| with_field(g, "consumers", move |cs| each(cs, consumer)))
+        });
+        let short = drop_fields(
+            c.cmd_value(&["XINFO", "STREAM", key]),
+            &["radix-tree-keys", "radix-tree-nodes", "max-deleted-entry-id"],
+        );
+        (crate::replica_link::text(&full), crate::replica_link::text(&short))
+    };
+    let result = runner.run(&strategy, |(prelude, random)| {
+        let (p, r) = &mut *clients.borrow_mut();
+        p.cmd(&["FLUSHALL"]);
+        for cmd in prelude.iter().chain(random.iter()) {
+            let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+            p.cmd_value(&args);
+        }
+        crate::replica_link::wait_caught_up(p, r);
+        for key in KEYS.iter().copied().chain([IKEY]) {
+            let (ours, theirs) = (picture(p, key), picture(r, key));
+            prop_assert_eq!(ours, theirs, "{} differs on the replica after {:?}", key, random);
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("a rill replica differs from its primary (seed {seed}): {e}");
+    }
+}
