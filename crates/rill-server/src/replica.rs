@@ -380,6 +380,8 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     let limits = Limits { max_bulk_len: usize::MAX >> 1, max_inline_len: 64 * 1024, authenticated: true };
     let mut master = Conn::new(MASTER_CLIENT_ID, true);
     master.is_master = true;
+    // A continued stream does not select its database again: it is the one selected last.
+    master.db = shared.lock().replication.stream_db;
     let mut args: Vec<Bytes> = Vec::new();
     let mut ack_timer = tokio::time::interval(Duration::from_secs(1));
     let mut last_heard = tokio::time::Instant::now();
@@ -410,6 +412,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                     reply_ack = true;
                 } else if !args.is_empty() {
                     apply(shared, &mut st, &mut master, &mut args);
+                    st.replication.stream_db = master.db;
                 }
                 // Everything the primary sent counts in the offset, GETACK included.
                 st.journal.relay(&raw);
