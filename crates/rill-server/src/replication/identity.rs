@@ -68,12 +68,13 @@ pub struct Identity {
 impl Identity {
     /// What this server keeps now, if anything: as Redis, only a server in a replication
     /// chain (one with a backlog: a primary once a replica attached, any replica), and never
-    /// while a snapshot is being loaded (the data is not yet the history's).
+    /// while a snapshot is being loaded (the data is not yet the history's) or while a
+    /// replica's stream is inside a transaction (its offset counts commands not applied yet).
     pub fn current(st: &State) -> Option<Identity> {
-        if st.persist.loading {
+        let r: &Replication = &st.replication;
+        if st.persist.loading || (r.master.is_some() && r.stream_in_transaction) {
             return None;
         }
-        let r: &Replication = &st.replication;
         let selected = r.with_backlog(|b| b.selected_db())?;
         // A primary whose stream selected nothing yet (a new reader, a restart) will select
         // again before its next command, so 0 is as good as any (Redis does the same).
@@ -299,6 +300,34 @@ mod tests {
         let mut short = fields.clone();
         short[1].1 = "abc".into();
         assert_eq!(get(&short), None);
+    }
+
+    /// Only a server in a replication chain keeps an identity, never while loading, and a
+    /// replica not while its primary's stream is inside a transaction.
+    #[test]
+    fn what_a_server_keeps_depends_on_its_place_in_the_chain() {
+        let mut st = State::new(crate::config::Config::default());
+        assert_eq!(Identity::current(&st), None, "no backlog: in no chain");
+        let size = 1 << 20;
+        let st2 = &mut st;
+        st2.replication.start_backlog(&mut st2.journal, size);
+        let replid = st.replication.replid.clone();
+        assert_eq!(Identity::current(&st), Some(Identity { replid: replid.clone(), offset: 0, stream_db: 0 }));
+        st.persist.loading = true;
+        assert_eq!(Identity::current(&st), None, "loading");
+        st.persist.loading = false;
+        st.replication.master = Some(super::super::MasterLink {
+            host: "127.0.0.1".into(),
+            port: 1,
+            state: super::super::LinkStatus::Connected,
+            last_io_ms: 0,
+            down_since_ms: 0,
+            sync_attempts: 1,
+        });
+        st.replication.stream_db = 5;
+        assert_eq!(Identity::current(&st).map(|id| id.stream_db), Some(5));
+        st.replication.stream_in_transaction = true;
+        assert_eq!(Identity::current(&st), None, "inside the primary's MULTI");
     }
 
     #[test]

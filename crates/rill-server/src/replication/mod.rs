@@ -46,6 +46,10 @@ pub struct Replication {
     /// `repl-stream-db`): the primary's client runs in it when the link comes back, since a
     /// continued stream does not select it again. Kept across a clean restart.
     pub stream_db: usize,
+    /// On a replica, whether the primary's stream stopped inside a `MULTI` whose `EXEC` has
+    /// not arrived: the offset then counts queued commands that are not in the data, and is
+    /// not kept across a restart.
+    pub stream_in_transaction: bool,
     /// The backlog: made when the first replica attaches, as Redis makes it, so a server with
     /// no replica records nothing for one. Behind its own lock: replica connections will copy
     /// from it without holding the state lock.
@@ -118,6 +122,7 @@ impl Replication {
             second_offset: -1,
             base_offset: 0,
             stream_db: 0,
+            stream_in_transaction: false,
             backlog: None,
             grown: None,
             replicas: BTreeMap::new(),
@@ -177,6 +182,7 @@ impl Replication {
         self.base_offset = offset;
         // The stream after a full sync selects its database first.
         self.stream_db = 0;
+        self.stream_in_transaction = false;
         if let Some(b) = &self.backlog {
             b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).reset(offset);
         }
