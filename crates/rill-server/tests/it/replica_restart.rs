@@ -189,3 +189,30 @@ fn a_redis_replicas_dump_loads_into_rill_with_its_history() {
         assert_equal(&mut p, &mut c, &format!("rill from a Redis replica's dump, appendonly {log}"));
     }
 }
+
+/// A real Redis 8.2.3 replica of a rill primary restarted cleanly continues too: it asks with
+/// the old ID, which rill keeps as `replid2`, and follows the new one (`+CONTINUE <id>`).
+#[test]
+fn a_redis_replica_continues_after_the_rill_primary_restarts() {
+    let Some(redis) = rill_testkit::Server::reference(ReferenceServer::Redis8) else { return };
+    let pdir = TempDir::new("rill-restart-primary");
+    let primary = Proc::start(pdir.path(), &["--appendonly", "yes"]);
+    let port = primary.port;
+    let mut rc = redis.connect();
+    assert_eq!(rc.cmd(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
+    let mut p = primary.client();
+    let mut rng = Rng::new(fuzz_seed(0x1D_E475));
+    let mut ids = Vec::new();
+    workload(&mut p, &mut rng, &mut ids, 300);
+    wait_caught_up(&mut p, &mut rc);
+    drop(p);
+    shut_down(primary);
+    let primary = Proc::start_on(pdir.path(), port, &["--appendonly", "yes"]);
+    let mut p = primary.client();
+    wait_caught_up(&mut p, &mut rc);
+    assert_eq!(syncs(&mut p), ("0".into(), "1".into()), "the Redis replica did not continue partially");
+    assert_eq!(field(&mut rc, "replication", "master_replid"), field(&mut p, "replication", "master_replid"));
+    workload(&mut p, &mut rng, &mut ids, 300);
+    wait_caught_up(&mut p, &mut rc);
+    assert_equal(&mut p, &mut rc, "a Redis replica after the rill primary's clean restart");
+}
