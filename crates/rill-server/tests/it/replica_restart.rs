@@ -1,10 +1,10 @@
 //! The replication identity across a restart (`replication::identity`): a rill primary shut
-//! down cleanly and started again on its directory continues its history, so its rill
-//! replica continues with `+CONTINUE` instead of loading a snapshot again; a replica shut down
-//! cleanly continues from its primary the same way, in the database the stream selected last;
-//! a primary killed with `kill -9` starts a new history and its replica syncs fully; a
-//! snapshot (`appendonly no`) keeps the identity in its `repl-*` aux fields, and a Redis
-//! replica's `dump.rdb`, which has them, loads into rill with its history.
+//! down cleanly (SHUTDOWN) and started again on its directory continues its history, so its
+//! rill (or Redis) replica continues with `+CONTINUE` instead of loading a snapshot again; a
+//! replica stopped cleanly (SIGTERM) continues from its primary the same way, in the database
+//! the stream selected last; a primary killed with `kill -9` starts a new history and its
+//! replica syncs fully; a snapshot (`appendonly no`) keeps the identity in its `repl-*` aux
+//! fields, and a Redis replica's `dump.rdb`, which has them, loads into rill with its history.
 
 use crate::replica_link::{assert_equal, info_field, wait_caught_up, workload};
 use rill_testkit::{fuzz_seed, Proc, RawClient, ReferenceServer, Rng, TempDir};
@@ -15,6 +15,14 @@ fn shut_down(mut p: Proc) {
     let _ = p.client().request(&[b"SHUTDOWN"]);
     let status = p.wait_exit(Duration::from_secs(20)).unwrap_or_else(|| panic!("no exit after SHUTDOWN:\n{}", p.log()));
     assert!(status.success(), "SHUTDOWN exit: {status}\n{}", p.log());
+}
+
+/// SIGTERM (to this test's own child, by pid), and wait for the process to exit cleanly.
+fn terminate(mut p: Proc) {
+    let status = std::process::Command::new("kill").args(["-TERM", &p.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    let status = p.wait_exit(Duration::from_secs(20)).unwrap_or_else(|| panic!("no exit after SIGTERM:\n{}", p.log()));
+    assert!(status.success(), "SIGTERM exit: {status}\n{}", p.log());
 }
 
 fn field(c: &mut RawClient, section: &str, name: &str) -> String {
@@ -97,7 +105,7 @@ fn a_replica_restarted_cleanly_continues_from_its_primary_in_the_database_select
     p.cmd(&["SET", "before-restart", "1"]);
     wait_caught_up(&mut p, &mut replica.client());
     let replica_port = replica.port;
-    shut_down(replica);
+    terminate(replica);
     p.cmd(&["SET", "while-down", "2"]);
     p.cmd(&["RPUSH", "while-down-list", "a", "b"]);
     let port = primary.port.to_string();
