@@ -245,9 +245,11 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
             tracing::info!("(Non critical) Master does not understand REPLCONF: {r}");
         }
     }
-    // PSYNC from this server's own history: what it followed, or what it served as a primary.
-    let (ask_id, ask_offset) =
-        if offset == 0 { ("?".to_string(), "-1".to_string()) } else { (replid, (offset + 1).to_string()) };
+    // PSYNC from this server's own history: what it followed, kept across a restart, or what
+    // it served as a primary. Offset 0 too, as Redis asks: a replica that synced at offset 0
+    // and got nothing since continues from byte 1; an ID the primary does not know (a new
+    // server's) gets a full sync.
+    let (ask_id, ask_offset) = (replid, (offset + 1).to_string());
     tracing::info!("Trying a partial resynchronization (request {ask_id}:{ask_offset}).");
     up.send(&[b"PSYNC", ask_id.as_bytes(), ask_offset.as_bytes()]).await?;
     let reply = loop {
@@ -364,8 +366,10 @@ fn finish_load(
     match loaded {
         Ok(Ok(_)) => {}
         Ok(Err(e)) | Err(e) => {
-            // Half a dataset must not be served as the primary's.
+            // Half a dataset must not be served as the primary's, nor continued as its
+            // history: the next attempt must sync fully (Redis drops its cached primary).
             st.engine.flush_all();
+            st.replication.restart_at(crate::run::run_id(), 0);
             return Err(format!("Failed trying to load the MASTER synchronization DB from socket: {e}"));
         }
     }
@@ -399,6 +403,8 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     let limits = Limits { max_bulk_len: usize::MAX >> 1, max_inline_len: 64 * 1024, authenticated: true };
     let mut master = Conn::new(MASTER_CLIENT_ID, true);
     master.is_master = true;
+    // A continued stream does not select its database again: it is the one selected last.
+    master.db = shared.lock().replication.stream_db;
     let mut args: Vec<Bytes> = Vec::new();
     let mut ack_timer = tokio::time::interval(Duration::from_secs(1));
     let mut last_heard = tokio::time::Instant::now();
@@ -429,6 +435,8 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                     reply_ack = true;
                 } else if !args.is_empty() {
                     apply(shared, &mut st, &mut master, &mut args);
+                    st.replication.stream_db = master.db;
+                    st.replication.stream_in_transaction = master.multi.is_some();
                 }
                 // Everything the primary sent counts in the offset, GETACK included.
                 st.journal.relay(&raw);

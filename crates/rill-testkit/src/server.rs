@@ -287,7 +287,17 @@ impl Proc {
 
     /// Like [`Proc::start`]; `Err(log)` if the process exits before it answers.
     pub fn try_start(dir: &Path, extra: &[&str]) -> Result<Proc, String> {
-        let port = free_port();
+        Proc::try_start_on(dir, free_port(), extra)
+    }
+
+    /// Like [`Proc::start`], on `port`: a server restarted where its replicas (or its
+    /// primary's configuration) expect it. The port was this test's server's a moment ago;
+    /// another process taking it meanwhile fails the start.
+    pub fn start_on(dir: &Path, port: u16, extra: &[&str]) -> Proc {
+        Proc::try_start_on(dir, port, extra).unwrap_or_else(|log| panic!("rill-server did not start:\n{log}"))
+    }
+
+    fn try_start_on(dir: &Path, port: u16, extra: &[&str]) -> Result<Proc, String> {
         let mut args = vec![rill_server_binary().to_string_lossy().into_owned()];
         args.extend(standard_args(port, dir));
         args.extend(extra.iter().map(|a| a.to_string()));

@@ -48,14 +48,28 @@ impl<W: Write> FileWriter<W> {
     /// Start a file: magic, version and aux fields. `version` is the RDB version to stamp
     /// (see [`version_for`]).
     pub fn new(out: W, version: u16, limits: NodeLimits, now_ms: i64) -> io::Result<FileWriter<W>> {
+        FileWriter::with_aux(out, version, limits, now_ms, &[])
+    }
+
+    /// [`FileWriter::new`], with more aux fields after the standard ones (a snapshot's
+    /// replication identity: `repl-stream-db`, `repl-id`, `repl-offset`, in Redis' order).
+    pub fn with_aux(
+        out: W,
+        version: u16,
+        limits: NodeLimits,
+        now_ms: i64,
+        extra: &[(String, String)],
+    ) -> io::Result<FileWriter<W>> {
         let mut w = FileWriter { out, crc: 0, written: 0, buf: Writer::default(), limits, now_ms };
         w.buf.raw(format!("REDIS{version:04}").as_bytes());
-        for (k, v) in [
+        let standard = [
             ("redis-ver", "8.2.3".to_string()),
             ("redis-bits", "64".to_string()),
             ("ctime", (now_ms / 1000).to_string()),
             ("rill-ver", env!("CARGO_PKG_VERSION").to_string()),
-        ] {
+        ];
+        let extra = extra.iter().map(|(k, v)| (k.as_str(), v.clone()));
+        for (k, v) in standard.into_iter().chain(extra) {
             w.buf.u8(OP_AUX);
             w.buf.string(k.as_bytes());
             w.buf.string(v.as_bytes());
@@ -148,6 +162,8 @@ pub struct FileReader<'a> {
     reading: Option<Bytes>,
     ctx: LoadContext,
     done: bool,
+    /// The aux fields read so far, in file order (a name may repeat: the last one counts).
+    aux: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl<'a> FileReader<'a> {
@@ -177,7 +193,7 @@ impl<'a> FileReader<'a> {
             return Err(RdbError::VersionOrChecksum);
         }
         let r = Reader::new(body.get(9..).unwrap_or_default());
-        Ok(FileReader { whole: bytes, r, db: 0, databases, reading: None, ctx, done: false })
+        Ok(FileReader { whole: bytes, r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new() })
     }
 
     /// Byte offset of the reader in the file (progress reports).
@@ -189,6 +205,13 @@ impl<'a> FileReader<'a> {
     /// (`None` if it failed between keys).
     pub fn failed_key(&self) -> Option<(usize, &[u8])> {
         self.reading.as_deref().map(|k| (self.db, k))
+    }
+
+    /// The value of aux field `name` (its last one), among those read so far: Redis writes
+    /// them before the first key, so after the first [`FileReader::next_key`] they are all
+    /// known.
+    pub fn aux(&self, name: &str) -> Option<&[u8]> {
+        self.aux.iter().rev().find(|(k, _)| k.as_slice() == name.as_bytes()).map(|(_, v)| v.as_slice())
     }
 
     /// The next key, or `None` at the end of the file.
@@ -206,8 +229,9 @@ impl<'a> FileReader<'a> {
                     return Ok(None);
                 }
                 OP_AUX => {
-                    self.r.string()?;
-                    self.r.string()?;
+                    let name = self.r.string()?;
+                    let value = self.r.string()?;
+                    self.aux.push((name, value));
                 }
                 OP_SELECTDB => {
                     // An index, not a count of things still to read: it is bounded by the
@@ -290,6 +314,29 @@ mod tests {
         bad[12] ^= 1;
         assert!(FileReader::new(&bad, ctx(), 16).is_err());
         assert!(FileReader::new(&bytes[..bytes.len() - 3], ctx(), 16).is_err());
+    }
+
+    /// Extra aux fields follow the standard ones and read back, numbers included (written
+    /// in the integer encoding, as Redis writes `repl-offset`).
+    #[test]
+    fn extra_aux_fields_read_back() {
+        let extra = [
+            ("repl-stream-db".to_string(), "3".to_string()),
+            ("repl-id".to_string(), "ab".repeat(20)),
+            ("repl-offset".to_string(), "123456789".to_string()),
+        ];
+        let mut w = FileWriter::with_aux(Vec::new(), 12, NodeLimits::default(), 1_000, &extra).unwrap();
+        w.select_db(0, 1, 0).unwrap();
+        w.key(b"k", &Entry::new(Value::Str(Bytes::from_static(b"v")), None)).unwrap();
+        let (bytes, _) = w.finish().unwrap();
+        let mut r = FileReader::new(&bytes, ctx(), 16).unwrap();
+        assert!(r.aux("repl-id").is_none(), "nothing read yet");
+        assert!(r.next_key().unwrap().is_some());
+        assert_eq!(r.aux("repl-id"), Some("ab".repeat(20).as_bytes()));
+        assert_eq!(r.aux("repl-offset"), Some(&b"123456789"[..]));
+        assert_eq!(r.aux("repl-stream-db"), Some(&b"3"[..]));
+        assert_eq!(r.aux("redis-ver"), Some(&b"8.2.3"[..]));
+        assert!(r.aux("aof-base").is_none());
     }
 
     /// A file with one small key in a database of a high index.

@@ -7,6 +7,7 @@ use super::check::{Records, Tail};
 use super::files::{Files, Manifest};
 use super::{FsyncPolicy, Log};
 use crate::clock::now_ms;
+use crate::replication::identity::{self, Identity};
 use crate::state::{Shared, State};
 use rill_engine::command::CommandTable;
 use rill_engine::effect::ApplyError;
@@ -168,9 +169,18 @@ pub fn load_snapshot(
     path: &std::path::Path,
     expired: Expired,
 ) -> Result<Vec<(usize, bytes::Bytes)>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    load_rdb(shared, &bytes, path, expired)
+    load_snapshot_kept(shared, path, expired).map(|(skipped, _)| skipped)
 }
+
+/// [`load_snapshot`], with the replication identity the file keeps (its `repl-*` aux
+/// fields), if it keeps a whole one.
+fn load_snapshot_kept(shared: &Shared, path: &std::path::Path, expired: Expired) -> Result<Loaded, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    load_rdb_kept(shared, &bytes, path, expired)
+}
+
+/// The keys a snapshot's load skipped as expired, and the replication identity it kept.
+type Loaded = (Vec<(usize, bytes::Bytes)>, Option<Identity>);
 
 /// Load RDB `bytes` (a snapshot file's, or one a primary sent; `origin` names them in messages)
 /// into the engine, a chunk of keys per lock hold. Returns the keys skipped as expired.
@@ -180,6 +190,11 @@ pub fn load_rdb(
     path: &std::path::Path,
     expired: Expired,
 ) -> Result<Vec<(usize, bytes::Bytes)>, String> {
+    load_rdb_kept(shared, bytes, path, expired).map(|(skipped, _)| skipped)
+}
+
+/// [`load_rdb`], with the replication identity the snapshot keeps.
+fn load_rdb_kept(shared: &Shared, bytes: &[u8], path: &std::path::Path, expired: Expired) -> Result<Loaded, String> {
     let started = Instant::now();
     let load_now = now_ms();
     let (ctx, databases) = {
@@ -205,7 +220,7 @@ pub fn load_rdb(
                         path.display(),
                         started.elapsed().as_secs_f64()
                     );
-                    return Ok(skipped);
+                    return Ok((skipped, Identity::from_aux(|name| reader.aux(name))));
                 }
                 Err(e) => return Err(snapshot_error(path, Some(&reader), &e)),
             }
@@ -413,7 +428,13 @@ pub struct Opened {
     pub log: Option<Arc<Log>>,
     /// Keys of a `dump.rdb` taken as the log's first base that were skipped as expired: their
     /// deletion must be the log's first record, or a replay of the base would bring them back.
+    /// With the log off, the keys `dbfilename` held that had expired: their deletions reach the
+    /// replication stream of a primary that kept its identity (a replica continuing from the
+    /// snapshot still has them).
     pub skipped_expired: Vec<(usize, bytes::Bytes)>,
+    /// The replication identity kept with the data, when it describes exactly the data loaded
+    /// (`replication::identity`).
+    pub kept: Option<Identity>,
 }
 
 /// Load everything and open the log (with `appendonly yes`) or load `dbfilename` (without).
@@ -431,16 +452,20 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
     if !aof_on {
         let path = std::path::PathBuf::from(&dbfile);
         if path.exists() {
-            load_snapshot(shared, &path, Expired::Skip)?;
+            let (skipped_expired, kept) = load_snapshot_kept(shared, &path, Expired::Skip)?;
+            return Ok(Opened { log: None, skipped_expired, kept });
         }
-        return Ok(Opened { log: None, skipped_expired: Vec::new() });
+        return Ok(Opened { log: None, skipped_expired: Vec::new(), kept: None });
     }
     let mut skipped_expired = Vec::new();
+    let mut kept = None;
     let mut files = Files::new(&dirname, &fname);
     std::fs::create_dir_all(&files.dir).map_err(|e| format!("cannot create {}: {e}", files.dir.display()))?;
     let manifest = files.read_manifest().map_err(|e| format!("{}: {e}", files.manifest_path().display()))?;
     let (file, seq, len) = match manifest {
         Some(m) if !m.incrs.is_empty() || m.base.is_some() => {
+            // Read before the replay, which may cut a torn tail: the files as they were found.
+            kept = identity::read_file(&files, &m);
             if let Some(base) = &m.base {
                 load_snapshot(shared, &files.path(base), Expired::Keep)?;
             }
@@ -478,7 +503,8 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
             if path.exists() {
                 // Expired keys are skipped (as Redis loads a dump), and the copy below holds
                 // them: the caller logs their deletion first thing.
-                skipped_expired = load_snapshot(shared, &path, Expired::Skip)?;
+                // Its identity is the log's: the log starts from exactly that data.
+                (skipped_expired, kept) = load_snapshot_kept(shared, &path, Expired::Skip)?;
                 let name = files.base_name(1);
                 let copy = std::fs::copy(&path, files.path(&name))
                     .and_then(|_| std::fs::File::open(files.path(&name))?.sync_all());
@@ -491,8 +517,11 @@ pub fn open(shared: &Shared) -> Result<Opened, String> {
         }
     };
     files.remove_unlisted();
+    // Once loaded, the kept identity describes a server that is running again: a crash from
+    // now on must not find it.
+    identity::remove_file(&files);
     let log = Log::start(files, file, seq, len, policy).map_err(|e| format!("cannot start the AOF writer: {e}"))?;
-    Ok(Opened { log: Some(log), skipped_expired })
+    Ok(Opened { log: Some(log), skipped_expired, kept })
 }
 
 #[cfg(test)]

@@ -70,6 +70,9 @@ pub struct Snapshot {
     limits: NodeLimits,
     now_ms: i64,
     version: u16,
+    /// Aux fields after the standard ones: the replication identity of a `SAVE` / `BGSAVE`
+    /// (`replication::identity`); none in a log's base, as Redis writes none in its AOF base.
+    aux: Vec<(String, String)>,
 }
 
 impl Snapshot {
@@ -85,14 +88,14 @@ impl Snapshot {
             dbs.push((i, keys, expires));
         }
         let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
-        Snapshot { dbs, limits, now_ms: now_ms(), version }
+        Snapshot { dbs, limits, now_ms: now_ms(), version, aux: Vec::new() }
     }
 }
 
 impl Snapshot {
     /// Write the snapshot as an RDB file to `out`; returns `out` and the bytes written.
     pub fn write_to<W: std::io::Write>(&self, out: W) -> std::io::Result<(W, u64)> {
-        let mut w = FileWriter::new(out, self.version, self.limits, self.now_ms)?;
+        let mut w = FileWriter::with_aux(out, self.version, self.limits, self.now_ms, &self.aux)?;
         for (db, keys, expires) in &self.dbs {
             w.select_db(*db, keys.len() as u64, *expires)?;
             for (k, e) in keys {
@@ -119,7 +122,13 @@ pub fn take(st: &State) -> Snapshot {
         limits: NodeLimits::new(st.engine.config().stream_node_max_entries, st.engine.config().stream_node_max_bytes),
         now_ms: now_ms(),
         version,
+        aux: Vec::new(),
     }
+}
+
+/// [`take`], with the replication identity at that moment (what `SAVE` and `BGSAVE` write).
+fn take_with_identity(st: &State) -> Snapshot {
+    Snapshot { aux: crate::replication::identity::snapshot_aux(st), ..take(st) }
 }
 
 /// Write `snap` to `path` (through a temporary file in the same directory, fsynced, renamed).
@@ -144,7 +153,7 @@ pub fn write(snap: &Snapshot, path: &Path) -> std::io::Result<u64> {
 
 /// SAVE: write `dbfilename` now, holding the lock.
 pub fn save(st: &mut State) -> std::io::Result<()> {
-    let snap = take(st);
+    let snap = take_with_identity(st);
     let path = PathBuf::from(st.config.get("dbfilename"));
     match write(&snap, &path) {
         Ok(_) => {
@@ -170,7 +179,7 @@ pub fn bgsave(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> 
     if st.persist.rewrite_in_progress {
         return Err("ERR Background append only file rewriting in progress");
     }
-    let snap = take(st);
+    let snap = take_with_identity(st);
     st.persist.bgsave_in_progress = true;
     st.persist.dirty_at_clone = st.engine.dirty();
     let path = PathBuf::from(st.config.get("dbfilename"));

@@ -101,6 +101,12 @@ impl Backlog {
         self.stream = forms::Stream::new();
     }
 
+    /// The database the stream selected last (`None`: nothing since it began or since a new
+    /// reader started).
+    pub fn selected_db(&self) -> Option<usize> {
+        self.stream.selected()
+    }
+
     /// Append bytes of the stream as they are (PING, `REPLCONF GETACK *`).
     pub fn append(&mut self, bytes: &[u8]) {
         self.offset += bytes.len() as u64;

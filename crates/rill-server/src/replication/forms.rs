@@ -211,6 +211,11 @@ impl Stream {
         Stream::default()
     }
 
+    /// The database selected last, if any (Redis' `repl-stream-db`).
+    pub fn selected(&self) -> Option<usize> {
+        self.selected
+    }
+
     /// Append the RESP of one unit's commands to `out`: a `SELECT` where the database
     /// changes, `MULTI` / `EXEC` around more than one command. Returns how many commands it
     /// wrote, those included.

@@ -16,6 +16,7 @@
 
 pub mod backlog;
 pub mod forms;
+pub mod identity;
 pub mod primary;
 
 use crate::journal::{Journal, LogSink, Progress, Sink};
@@ -30,14 +31,25 @@ use tokio::sync::watch;
 /// has attached, the backlog.
 #[derive(Debug)]
 pub struct Replication {
-    /// The 40-hex ID of this stream's history (`master_replid`); a new one at every start
-    /// until it is kept across restarts.
+    /// The 40-hex ID of this stream's history (`master_replid`): a new one at every start; a
+    /// replica restarted cleanly takes back the one it followed ([`identity`]).
     pub replid: String,
     /// The history this one continues (`master_replid2`): 40 zeros when none.
     pub replid2: String,
     /// The last offset of `replid2`'s history that this one shares (`second_repl_offset`), -1
     /// when none.
     pub second_offset: i64,
+    /// `master_repl_offset` while there is no backlog: 0, or the offset kept across a clean
+    /// restart ([`identity`]), which the backlog continues from when it is made.
+    pub base_offset: u64,
+    /// On a replica, the database the primary's stream selected last (Redis'
+    /// `repl-stream-db`): the primary's client runs in it when the link comes back, since a
+    /// continued stream does not select it again. Kept across a clean restart.
+    pub stream_db: usize,
+    /// On a replica, whether the primary's stream stopped inside a `MULTI` whose `EXEC` has
+    /// not arrived: the offset then counts queued commands that are not in the data, and is
+    /// not kept across a restart.
+    pub stream_in_transaction: bool,
     /// The backlog: made when the first replica attaches, as Redis makes it, so a server with
     /// no replica records nothing for one. Behind its own lock: replica connections will copy
     /// from it without holding the state lock.
@@ -108,6 +120,9 @@ impl Replication {
             replid,
             replid2: "0".repeat(40),
             second_offset: -1,
+            base_offset: 0,
+            stream_db: 0,
+            stream_in_transaction: false,
             backlog: None,
             grown: None,
             replicas: BTreeMap::new(),
@@ -119,9 +134,10 @@ impl Replication {
         }
     }
 
-    /// `master_repl_offset`: the last byte of the stream (0 while there is no backlog).
+    /// `master_repl_offset`: the last byte of the stream (`base_offset` while there is no
+    /// backlog).
     pub fn offset(&self) -> u64 {
-        self.with_backlog(|b| b.offset()).unwrap_or(0)
+        self.with_backlog(|b| b.offset()).unwrap_or(self.base_offset)
     }
 
     /// `f` of the backlog, if there is one.
@@ -163,6 +179,10 @@ impl Replication {
         self.replid = replid;
         self.replid2 = "0".repeat(40);
         self.second_offset = -1;
+        self.base_offset = offset;
+        // The stream after a full sync selects its database first.
+        self.stream_db = 0;
+        self.stream_in_transaction = false;
         if let Some(b) = &self.backlog {
             b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).reset(offset);
         }

@@ -36,6 +36,7 @@ mod protocol;
 mod pubsub;
 mod rdb_corpus;
 mod replica_link;
+mod replica_restart;
 mod replica_side;
 mod replication;
 #[path = "restart_fuzz.rs"]
