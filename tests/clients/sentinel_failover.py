@@ -195,8 +195,15 @@ def one_round(n):
             wait_for("writes acknowledged on the new primary", lambda: len(acked_adds) > before + 20, timeout=30)
         except AssertionError:
             info = redis.Redis(host="127.0.0.1", port=new_primary[1], socket_timeout=5).info("replication")
+            others = {}
+            for port in nodes:
+                if port not in (primary, new_primary[1]):
+                    try:
+                        others[port] = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5).info("replication")
+                    except redis.exceptions.RedisError as e:
+                        others[port] = repr(e)
             raise AssertionError(f"no write acknowledged after the failover; new primary {info}; "
-                                 f"last client errors {errors[-5:]}") from None
+                                 f"the other replica {others}; last client errors {errors[-5:]}") from None
     finally:
         stop.set()
         for t in threads:
