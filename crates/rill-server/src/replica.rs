@@ -409,6 +409,8 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     let mut ack_timer = tokio::time::interval(Duration::from_secs(1));
     let mut last_heard = tokio::time::Instant::now();
     let mut fack = 0u64;
+    // The bytes of a transaction of the primary's still open (see the relay below).
+    let mut in_transaction: Vec<u8> = Vec::new();
     loop {
         // Apply every complete command in the buffer, one unit each, under one lock hold.
         let mut reply_ack = false;
@@ -438,8 +440,16 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                     st.replication.stream_db = master.db;
                     st.replication.stream_in_transaction = master.multi.is_some();
                 }
-                // Everything the primary sent counts in the offset, GETACK included.
-                st.journal.relay(&raw);
+                // Everything the primary sent counts in the offset, GETACK included — but a
+                // transaction's commands only once its EXEC has run, as Redis advances a
+                // replica's offset only outside one: a link lost inside MULTI … EXEC then
+                // continues from the MULTI, on a connection with nothing queued, instead of
+                // after commands the new connection never queued.
+                in_transaction.extend_from_slice(&raw);
+                if master.multi.is_none() {
+                    st.journal.relay(&in_transaction);
+                    in_transaction.clear();
+                }
             }
             if let Some(m) = st.replication.master.as_mut() {
                 m.last_io_ms = now_ms();

@@ -193,3 +193,85 @@ fn a_replica_hides_a_key_whose_time_has_passed_as_redis_does() {
     wait_caught_up(&mut primary, &mut oracle);
     assert_eq!(rill.cmd(&["DBSIZE"]), oracle.cmd(&["DBSIZE"]));
 }
+
+/// Read one RESP array command from a replica's connection.
+fn read_command(r: &mut impl std::io::BufRead) -> Vec<String> {
+    let mut line = String::new();
+    let mut next_line = |r: &mut dyn std::io::BufRead| {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    };
+    let head = next_line(r);
+    let n: usize = head.strip_prefix('*').unwrap_or_else(|| panic!("not an array: {head:?}")).parse().unwrap();
+    (0..n)
+        .map(|_| {
+            let len: usize = next_line(r).strip_prefix('$').unwrap().parse().unwrap();
+            let mut buf = vec![0; len + 2];
+            r.read_exact(&mut buf).unwrap();
+            String::from_utf8_lossy(&buf[..len]).into_owned()
+        })
+        .collect()
+}
+
+/// A primary played by the test: it answers the handshake of the replica connecting to it
+/// until PSYNC, and returns the connection and PSYNC's arguments.
+fn accept_replica(listener: &std::net::TcpListener) -> (std::net::TcpStream, Vec<String>) {
+    use std::io::Write;
+    let (mut conn, _) = listener.accept().unwrap();
+    let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+    loop {
+        let cmd = read_command(&mut reader);
+        match cmd[0].to_ascii_uppercase().as_str() {
+            "PING" => conn.write_all(b"+PONG\r\n").unwrap(),
+            "REPLCONF" => conn.write_all(b"+OK\r\n").unwrap(),
+            "PSYNC" => return (conn, cmd),
+            other => panic!("unexpected {other} in the handshake"),
+        }
+    }
+}
+
+/// A link lost inside the primary's MULTI … EXEC: the replica's offset counts the transaction
+/// only once its EXEC ran, so it asks to continue from the MULTI (as a Redis replica does), and
+/// the transaction resent whole is applied once.
+#[test]
+fn a_link_lost_inside_a_transaction_continues_from_its_multi() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let rill_server = Server::rill_with(&["--replicaof", "127.0.0.1", &port]);
+    let replid = "a".repeat(40);
+    let (mut conn, psync) = accept_replica(&listener);
+    assert_eq!(psync[0].to_ascii_uppercase(), "PSYNC");
+    // An empty RDB (checksum 0: not checked), then the stream from offset 100.
+    let rdb = b"REDIS0011\xff\x00\x00\x00\x00\x00\x00\x00\x00";
+    conn.write_all(format!("+FULLRESYNC {replid} 100\r\n${}\r\n", rdb.len()).as_bytes()).unwrap();
+    conn.write_all(rdb).unwrap();
+    let applied = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n";
+    let open_transaction = b"*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n";
+    conn.write_all(applied).unwrap();
+    conn.write_all(open_transaction).unwrap();
+    let mut rill = rill_server.connect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rill.cmd(&["GET", "a"]) != b"$1\r\n1\r\n" {
+        assert!(Instant::now() < deadline, "the replica did not apply the stream");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    drop(conn);
+    // It reconnects and asks for the byte after the last one outside a transaction.
+    let (mut conn, psync) = accept_replica(&listener);
+    let want = 100 + applied.len() + 1;
+    assert_eq!(psync[1..], [replid.clone(), want.to_string()], "PSYNC after a cut inside MULTI");
+    conn.write_all(format!("+CONTINUE {replid}\r\n").as_bytes()).unwrap();
+    conn.write_all(open_transaction).unwrap();
+    let rest = b"*3\r\n$3\r\nSET\r\n$1\r\nc\r\n$1\r\n3\r\n*1\r\n$4\r\nEXEC\r\n";
+    conn.write_all(rest).unwrap();
+    while rill.cmd(&["GET", "c"]) != b"$1\r\n3\r\n" {
+        assert!(Instant::now() < deadline, "the resent transaction was not applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(rill.cmd(&["GET", "b"]), b"$1\r\n2\r\n");
+    let offset = info_field(&mut rill, "replication", "slave_repl_offset").unwrap();
+    assert_eq!(offset, (100 + applied.len() + open_transaction.len() + rest.len()).to_string());
+}
