@@ -287,7 +287,31 @@ pub(super) fn apply_trim(
             ctx.emit(Effect::Command { db: ctx.db, args });
             n
         }
+        TrimRecord::Ids(ids) if !trim.approx => {
+            // An exact trim depends only on the stream's state (entries, PELs, cursors): it is
+            // recorded as itself, and so sent to replicas as itself, as Redis sends it. An
+            // XDELEX of the removed IDs would raise a replica's max-deleted-entry-id, which a
+            // trim does not move (and a later XSETID below it would then fail there only).
+            let (kind, threshold) = match trim.goal {
+                TrimGoal::MaxLen(n) => ("MAXLEN", n.to_string()),
+                TrimGoal::MinId(id) => ("MINID", id.to_string()),
+            };
+            let strategy = match strategy {
+                RefStrategy::KeepRef => "KEEPREF",
+                RefStrategy::DelRef => "DELREF",
+                RefStrategy::Acked => "ACKED",
+            };
+            let words = ["XTRIM", "", kind, "=", &threshold, strategy];
+            let mut args: Vec<Bytes> = words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
+            if let Some(k) = args.get_mut(1) {
+                *k = key.clone();
+            }
+            ctx.emit(Effect::Command { db: ctx.db, args });
+            ids.len() as u64
+        }
         TrimRecord::Ids(ids) => {
+            // An approximate one removed whole nodes' worth, which depends on the node layout:
+            // the removed IDs themselves (docs/REPLICATION.md: the known difference).
             let n = ids.len() as u64;
             ctx.emit(Effect::TrimIds { db: ctx.db, key: key.clone(), ids, delref: strategy == RefStrategy::DelRef });
             n
