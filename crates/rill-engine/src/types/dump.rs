@@ -17,6 +17,7 @@ use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::rdb::{self, LoadContext, RdbError};
 use crate::types::stream::NodeLimits;
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -174,7 +175,7 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         }
     }
     engine.set_expire(ctx.db, &key, expire_at);
-    engine.modified(ctx.db, &key);
+    engine.modified(ctx.db, &key, KeyEvent::Restore);
     engine.signal_ready(ctx.db, &key);
     Ok(Reply::ok())
 }
