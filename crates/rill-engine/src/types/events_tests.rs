@@ -1,11 +1,23 @@
 //! The keyspace events each command family records, checked against Redis 8.2.3.
 //!
-//! Each transcript line is `command => events` (`name:key`, in order). The transcripts were
-//! recorded from a real Redis 8.2.3 (`--notify-keyspace-events EAn`, a client PSUBSCRIBEd to
-//! `__keyevent@0__:*`, each command followed by a PUBLISH marker on that pattern to close its
-//! events) and pasted here unchanged, except where a comment says rill differs.
+//! Each transcript line is `command => events` (`name:key`, in order). The transcripts
+//! (`events_transcripts.txt`) were recorded from a real Redis 8.2.3
+//! (`--notify-keyspace-events EAn`, a client PSUBSCRIBEd to `__keyevent@0__:*`, each command
+//! followed by a PUBLISH marker on that pattern to close its events); rill-server's
+//! `keyspace_events` test replays them against a live Redis 8.2.3 to keep them true. Where
+//! rill differs, the test says so here.
 
 use super::testkit::*;
+
+/// The transcripts, shared with rill-server's live check against Redis.
+const TRANSCRIPTS: &str = include_str!("events_transcripts.txt");
+
+/// The lines of one `## name` section of [`TRANSCRIPTS`].
+fn section(name: &str) -> &'static str {
+    let start = TRANSCRIPTS.find(&format!("## {name}\n")).map(|i| i + name.len() + 4).expect("no such section");
+    let rest = TRANSCRIPTS.get(start..).unwrap_or_default();
+    rest.get(..rest.find("\n## ").unwrap_or(rest.len())).unwrap_or_default()
+}
 
 /// Run every line of `transcript` in order, checking the reply is no error and the events.
 fn check(h: &mut Harness, transcript: &str) {
@@ -22,23 +34,7 @@ fn check(h: &mut Harness, transcript: &str) {
 #[test]
 fn string_events_match_redis() {
     let mut h = Harness::new();
-    check(
-        &mut h,
-        "SET s1 v => new:s1 set:s1
-         SET s1 w => set:s1
-         SET s1 v EX 100 => set:s1 expire:s1
-         SETEX s3 100 v => new:s3 set:s3 expire:s3
-         MSET m1 a m2 b => new:m1 set:m1 new:m2 set:m2
-         SETRANGE s4 2 x => new:s4 setrange:s4
-         INCR n1 => new:n1 incrby:n1
-         INCRBY n1 5 => incrby:n1
-         DECR n1 => incrby:n1
-         INCRBYFLOAT n1 1.5 => incrbyfloat:n1
-         GETDEL s4 => del:s4
-         GETEX s1 EX 100 => expire:s1
-         GETEX s1 PERSIST => persist:s1
-         GETEX s1 PXAT 1 => del:s1",
-    );
+    check(&mut h, section("strings"));
     // Redis 8.2.3 stores a SET whose PXAT is past (`set`, `expire`) and expires it at the
     // next lookup; rill deletes it at once.
     check(&mut h, "SET s5 v PXAT 1 => new:s5 set:s5 del:s5");
@@ -47,101 +43,31 @@ fn string_events_match_redis() {
 #[test]
 fn generic_events_match_redis() {
     let mut h = Harness::new();
-    check(
-        &mut h,
-        "MSET m1 a m2 b => new:m1 set:m1 new:m2 set:m2
-         EXPIRE m1 100 => expire:m1
-         PERSIST m1 => persist:m1
-         EXPIRE m1 0 => del:m1
-         RENAME m2 r1 => new:r1 rename_from:m2 rename_to:r1
-         SET r2 x => new:r2 set:r2
-         RENAME r1 r2 => new:r2 rename_from:r1 rename_to:r2
-         COPY r2 c1 => new:c1 copy_to:c1
-         DEL r2 c1 nosuch => del:r2 del:c1",
-    );
+    check(&mut h, section("generic"));
 }
 
 #[test]
 fn list_events_match_redis() {
     let mut h = Harness::new();
-    check(
-        &mut h,
-        "RPUSH l1 a b c => new:l1 rpush:l1
-         LPUSH l1 z => lpush:l1
-         LPOP l1 => lpop:l1
-         RPOP l1 2 => rpop:l1
-         LINSERT l1 BEFORE a q => linsert:l1
-         LSET l1 0 y => lset:l1
-         LREM l1 1 y => lrem:l1
-         LTRIM l1 0 0 => ltrim:l1
-         RPUSH l2 a b => new:l2 rpush:l2
-         LMOVE l2 l3 LEFT RIGHT => new:l3 rpush:l3 lpop:l2
-         LMOVE l2 l3 RIGHT LEFT => lpush:l3 rpop:l2 del:l2
-         RPUSH l4 a b => new:l4 rpush:l4
-         LMOVE l4 l4 LEFT RIGHT => rpush:l4 lpop:l4
-         LPOP l4 2 => lpop:l4 del:l4
-         RPUSH l5 a => new:l5 rpush:l5
-         BLPOP l5 1 => lpop:l5 del:l5",
-    );
+    check(&mut h, section("list"));
 }
 
 #[test]
 fn hash_events_match_redis() {
     let mut h = Harness::new();
-    check(
-        &mut h,
-        "HSET h1 f v g w => new:h1 hset:h1
-         HSETNX h1 x y => hset:h1
-         HINCRBY h1 n 2 => hincrby:h1
-         HINCRBYFLOAT h1 m 1.5 => hincrbyfloat:h1
-         HDEL h1 f => hdel:h1
-         HGETDEL h1 FIELDS 1 g => hdel:h1
-         HDEL h1 x n m => hdel:h1 del:h1",
-    );
+    check(&mut h, section("hash"));
 }
 
 #[test]
 fn set_events_match_redis() {
     let mut h = Harness::new();
-    check(
-        &mut h,
-        "SADD t1 a b c => new:t1 sadd:t1
-         SREM t1 a => srem:t1
-         SPOP t1 => spop:t1
-         SMOVE t1 t2 b => srem:t1 del:t1 new:t2 sadd:t2
-         SADD t3 a b => new:t3 sadd:t3
-         SADD t4 b c => new:t4 sadd:t4
-         SINTERSTORE t5 t3 t4 => new:t5 sinterstore:t5
-         SUNIONSTORE t5 t3 t4 => sunionstore:t5
-         SDIFFSTORE t5 t3 t4 => sdiffstore:t5
-         SINTERSTORE t5 t3 nosuch => del:t5
-         SPOP t3 5 => spop:t3 del:t3",
-    );
+    check(&mut h, section("set"));
 }
 
 #[test]
 fn stream_events_match_redis() {
     let mut h = Harness::new();
-    check(
-        &mut h,
-        "XADD x1 1-1 a 1 => new:x1 xadd:x1
-         XADD x1 MAXLEN 1 2-1 a 2 => xadd:x1 xtrim:x1
-         XADD x1 3-1 a 3 => xadd:x1
-         XDEL x1 3-1 => xdel:x1
-         XTRIM x1 MAXLEN 0 => xtrim:x1
-         XSETID x1 5-0 => xsetid:x1
-         XGROUP CREATE x1 g1 $ => xgroup-create:x1
-         XGROUP CREATE x2 g1 $ MKSTREAM => new:x2 xgroup-create:x2
-         XGROUP SETID x1 g1 0 => xgroup-setid:x1
-         XGROUP CREATECONSUMER x1 g1 c1 => xgroup-createconsumer:x1
-         XADD x1 6-1 a 1 => xadd:x1
-         XREADGROUP GROUP g1 c2 COUNT 1 STREAMS x1 > => xgroup-createconsumer:x1
-         XCLAIM x1 g1 c3 0 6-1 => xgroup-createconsumer:x1
-         XAUTOCLAIM x1 g1 c4 0 0 => xgroup-createconsumer:x1
-         XGROUP DELCONSUMER x1 g1 c1 => xgroup-delconsumer:x1
-         XACKDEL x1 g1 IDS 1 6-1 => xdel:x1
-         XGROUP DESTROY x1 g1 => xgroup-destroy:x1",
-    );
+    check(&mut h, section("stream"));
 }
 
 #[test]
