@@ -166,6 +166,11 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     }
     let key = owned(key);
     let lfu = engine.config.object.lfu;
+    if exists {
+        // Redis deletes the old key and adds the restored one: `new` (the insert below, an
+        // overwrite here, records none), then `restore`.
+        engine.record_event(ctx.db, &key, KeyEvent::New);
+    }
     engine.insert(ctx.db, key.clone(), value);
     if let Some(e) = engine.entry_mut(ctx.db, &key) {
         match (opts.idletime, opts.freq) {

@@ -109,3 +109,18 @@ fn events_carry_their_db_and_class() {
     h.run(&["LPUSH", "k", "a"]);
     assert_eq!(h.engine.events().count(), 0);
 }
+
+#[test]
+fn restore_records_new_then_restore() {
+    // Redis: RESTORE adds the key (`new`, also after REPLACE deleted the old one), then
+    // `restore`; a TTL already past deletes what REPLACE would replace (`del`).
+    let mut h = Harness::new();
+    h.run(&["SET", "k", "v"]);
+    let rill_resp::Reply::Bulk(payload) = h.run(&["DUMP", "k"]) else { panic!("DUMP") };
+    h.run_bytes(&[b"RESTORE", b"k2", b"0", &payload]);
+    assert_eq!(events(&h), ["new:k2", "restore:k2"]);
+    h.run_bytes(&[b"RESTORE", b"k2", b"0", &payload, b"REPLACE"]);
+    assert_eq!(events(&h), ["new:k2", "restore:k2"]);
+    h.run_bytes(&[b"RESTORE", b"k2", b"1", &payload, b"REPLACE", b"ABSTTL"]);
+    assert_eq!(events(&h), ["del:k2"]);
+}
