@@ -170,7 +170,18 @@ impl EventLog {
     pub(crate) fn clear(&mut self) {
         self.records.clear();
         self.keys.clear();
+        // One huge command (a DEL of a million keys) must not pin its buffers for good.
+        if self.records.capacity() > Self::KEEP_RECORDS {
+            self.records.shrink_to(Self::KEEP_RECORDS);
+        }
+        if self.keys.capacity() > Self::KEEP_KEY_BYTES {
+            self.keys.shrink_to(Self::KEEP_KEY_BYTES);
+        }
     }
+
+    /// What the buffers keep between commands at most.
+    const KEEP_RECORDS: usize = 1024;
+    const KEEP_KEY_BYTES: usize = 64 * 1024;
 
     fn iter(&self) -> impl Iterator<Item = KeyspaceEvent<'_>> + '_ {
         self.records.iter().map(|&(db, event, start, end)| KeyspaceEvent {
