@@ -173,6 +173,9 @@ impl crate::Engine {
         if effect.db() >= self.db_count() {
             return Err(ApplyError::DbOutOfRange(effect.db()));
         }
+        // The events of this effect replace any held before, as `Engine::call` does for a
+        // command: a long replay never piles them up.
+        self.clear_events();
         match effect {
             Effect::Group { .. } | Effect::TrimIds { .. } => {
                 self.apply_stream_effect(&effect).map_err(ApplyError::Stream)

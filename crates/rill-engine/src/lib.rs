@@ -34,4 +34,7 @@ pub mod types;
 pub mod util;
 
 pub use error::CmdError;
-pub use keyspace::{BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, KeyspaceStats, Outcome, Value, WakeOn};
+pub use keyspace::{
+    BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, EventClass, KeyEvent, KeyspaceEvent, KeyspaceStats,
+    Outcome, Value, WakeOn,
+};

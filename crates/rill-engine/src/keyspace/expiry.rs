@@ -22,6 +22,7 @@ impl Engine {
             self.remove(db, key);
             self.expired_log.push((db, Bytes::copy_from_slice(key)));
             self.watch.touch(db, key);
+            self.events.push(db, key, super::KeyEvent::Expired);
             // Clients blocked on the key re-check it, as for any deletion (a group reader
             // learns that its stream is gone).
             self.signal_ready(db, key);
@@ -31,8 +32,10 @@ impl Engine {
     }
 
     /// Remove up to `budget` expired keys across all databases. Returns how many were removed.
+    /// The `expired` events of the pass replace whatever [`Engine::events`] held.
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> usize {
         self.observe_clock(now_ms);
+        self.events.clear();
         let mut removed = 0;
         for db in 0..self.dbs.len() {
             removed += self.expire_due(db, now_ms, budget - removed);

@@ -2,11 +2,13 @@
 //! other layers hang off writes — WATCH invalidation, keys made ready for blocked clients, and
 //! the change counter INFO reports.
 //!
-//! Every write handler calls [`Engine::modified`] for each key it changed. That single call is
-//! what invalidates WATCH (as Redis' `signalModifiedKey`) and counts the change.
+//! Every write handler calls [`Engine::modified`] for each key it changed, naming the keyspace
+//! event Redis fires for the change ([`KeyEvent`]). That single call is what invalidates WATCH
+//! (as Redis' `signalModifiedKey`), counts the change and records the event (see `events`).
 //! Handlers that add data a blocked client may want (list pushes, stream adds) also call
 //! [`Engine::signal_ready`].
 
+mod events;
 mod expiry;
 mod scan;
 #[cfg(test)]
@@ -18,6 +20,7 @@ use indexmap::{IndexMap, IndexSet};
 use rill_resp::Reply;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
+pub use events::{EventClass, KeyEvent, KeyspaceEvent};
 pub use watch::WatchedKeys;
 
 use crate::types::object::meta::Access;
@@ -492,6 +495,8 @@ pub struct Engine {
     /// start: tests check that a pick reads one element per element it returns (RANDOMKEY: a
     /// bounded number), never the whole value. See `types::pick`.
     pub(crate) random_reads: u64,
+    /// The keyspace events of the running command (see [`events`]).
+    events: events::EventLog,
 }
 
 /// What one command did, besides its reply.
@@ -540,6 +545,7 @@ impl Engine {
             first_clock_s: 0,
             lfu_rng_state: 0x0000_1F0C_0DE5,
             random_reads: 0,
+            events: events::EventLog::default(),
         }
     }
 
@@ -663,7 +669,10 @@ impl Engine {
     ) -> &mut Entry {
         self.expire_if_needed(db, key, now_ms);
         let access = self.access(now_ms);
-        match self.db_mut(db).keys.entry(key.clone()) {
+        let loading = self.loading;
+        #[allow(clippy::indexing_slicing)]
+        let (d, events) = (&mut self.dbs[db], &mut self.events);
+        match d.keys.entry(key.clone()) {
             indexmap::map::Entry::Occupied(o) => {
                 let entry = o.into_mut();
                 entry.meta.touch(access);
@@ -672,6 +681,9 @@ impl Engine {
             // A new value starts with fresh counters, as a new Redis object does; it has no
             // expiry, so appending it keeps the runs.
             indexmap::map::Entry::Vacant(v) => {
+                if !loading {
+                    events.push(db, key, KeyEvent::New);
+                }
                 v.insert(Entry { value: make(), expire_at_ms: None, meta: ObjectMeta::created(now_ms) })
             }
         }
@@ -701,9 +713,14 @@ impl Engine {
 
     fn store(&mut self, db: usize, key: &[u8], owned: Option<Bytes>, value: Value) {
         let meta = ObjectMeta::created(self.clock_ms);
+        let loading = self.loading;
         let d = self.db_mut(db);
         let entry = Entry { value, expire_at_ms: None, meta };
         let Some(at) = d.keys.get_index_of(key) else {
+            if !loading {
+                self.events.push(db, key, KeyEvent::New);
+            }
+            let d = self.db_mut(db);
             // No expiry: appending keeps the runs.
             d.keys.insert(owned.unwrap_or_else(|| Bytes::copy_from_slice(key)), entry);
             return;
@@ -733,7 +750,10 @@ impl Engine {
                 }
             }
             None => {
-                d.keys.insert(key, Entry { value, expire_at_ms: None, meta });
+                d.keys.insert(key.clone(), Entry { value, expire_at_ms: None, meta });
+                if !self.loading {
+                    self.events.push(db, &key, KeyEvent::New);
+                }
             }
         }
     }
@@ -760,8 +780,11 @@ impl Engine {
     }
 
     /// Record that `key` in `db` was written: invalidates WATCHes on it and counts a change.
-    pub fn modified(&mut self, db: usize, key: &[u8]) {
+    /// `event` names the change as Redis' keyspace notification does; it is recorded for
+    /// [`Engine::events`].
+    pub fn modified(&mut self, db: usize, key: &[u8], event: KeyEvent) {
         self.watch.touch(db, key);
+        self.events.push(db, key, event);
         self.count_changes(1);
     }
 
@@ -775,6 +798,7 @@ impl Engine {
     /// Run one command: the handler, then what it changed ([`Outcome::changes`]).
     pub fn call(&mut self, handler: crate::command::EngineHandler, ctx: &mut CallCtx, args: &[Bytes]) -> Outcome {
         self.call_changes = 0;
+        self.events.clear();
         let reply = handler(self, ctx, args);
         Outcome { reply, changes: std::mem::take(&mut self.call_changes) }
     }

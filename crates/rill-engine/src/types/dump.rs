@@ -17,6 +17,7 @@ use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::rdb::{self, LoadContext, RdbError};
 use crate::types::stream::NodeLimits;
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -165,6 +166,11 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     }
     let key = owned(key);
     let lfu = engine.config.object.lfu;
+    if exists {
+        // Redis deletes the old key and adds the restored one: `new` (the insert below, an
+        // overwrite here, records none), then `restore`.
+        engine.record_event(ctx.db, &key, KeyEvent::New);
+    }
     engine.insert(ctx.db, key.clone(), value);
     if let Some(e) = engine.entry_mut(ctx.db, &key) {
         match (opts.idletime, opts.freq) {
@@ -174,7 +180,7 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         }
     }
     engine.set_expire(ctx.db, &key, expire_at);
-    engine.modified(ctx.db, &key);
+    engine.modified(ctx.db, &key, KeyEvent::Restore);
     engine.signal_ready(ctx.db, &key);
     Ok(Reply::ok())
 }

@@ -22,9 +22,12 @@ pub mod set;
 pub mod strings;
 
 #[cfg(test)]
+mod events_tests;
+#[cfg(test)]
 pub(crate) mod testkit;
 
 use crate::command::CommandSpec;
+use crate::KeyEvent;
 use crate::{CmdError, Engine};
 use bytes::Bytes;
 
@@ -73,7 +76,7 @@ pub(crate) fn is_token(arg: &[u8], token: &str) -> bool {
 /// Returns whether a key was there.
 pub(crate) fn delete_key(engine: &mut Engine, db: usize, key: &[u8]) -> bool {
     if engine.remove(db, key).is_some() {
-        engine.modified(db, key);
+        engine.modified(db, key, KeyEvent::Del);
         engine.signal_ready(db, key);
         true
     } else {

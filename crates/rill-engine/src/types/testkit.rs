@@ -63,11 +63,18 @@ impl Harness {
         let Handler::Engine(f) = spec.handler else {
             return Reply::error("ERR not an engine command");
         };
-        match f(&mut self.engine, ctx, &args) {
+        // Through `Engine::call`, as the server runs a command: it resets the per-command
+        // state (changes, events) first.
+        match self.engine.call(f, ctx, &args).reply {
             Ok(r) => r,
             Err(e) => e.to_reply(),
         }
     }
+}
+
+/// The events the last command recorded, as `name:key` (the database left out).
+pub(crate) fn events(h: &Harness) -> Vec<String> {
+    h.engine.events().map(|e| format!("{}:{}", e.event.name(), String::from_utf8_lossy(e.key))).collect()
 }
 
 pub(crate) fn bulk(s: &str) -> Reply {

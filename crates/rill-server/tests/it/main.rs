@@ -26,6 +26,7 @@ mod differential;
 mod durability;
 mod encoding_fuzz;
 mod introspection;
+mod keyspace_events;
 mod keyspace_fuzz;
 mod log_format;
 mod lose_nothing;

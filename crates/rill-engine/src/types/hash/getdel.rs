@@ -16,6 +16,7 @@ use super::{hash_cmd, read_hash};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::{arg, delete_key, is_token};
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -62,9 +63,10 @@ fn hgetdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     let values: Vec<Option<Bytes>> = fields.iter().map(|f| hash.swap_remove(&f[..])).collect();
     let now_empty = hash.is_empty();
     if now_empty {
+        engine.record_event(ctx.db, key, KeyEvent::HDel);
         delete_key(engine, ctx.db, key);
     } else if values.iter().any(Option::is_some) {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::HDel);
     }
     Ok(Reply::Array(values.into_iter().map(|v| v.map_or(Reply::Null, Reply::Bulk)).collect()))
 }

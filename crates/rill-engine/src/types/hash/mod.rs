@@ -26,6 +26,7 @@ use super::{arg, arity_error, delete_key, owned};
 use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
 use crate::long_double::LongDouble;
 use crate::util::{int_arg, parse_i64};
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -253,7 +254,7 @@ fn set_fields(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes]) -> Result<i64,
         }
     }
     hash_after_set(meta, hash, 0, 0, &cfg);
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::HSet);
     Ok(added)
 }
 
@@ -275,7 +276,7 @@ fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     hash_before_set(meta, hash, &[(field, value)], &cfg);
     hash.insert(owned(field), owned(value));
     hash_after_set(meta, hash, 0, 0, &cfg);
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::HSet);
     Ok(Reply::Integer(1))
 }
 
@@ -290,9 +291,10 @@ fn hdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         Some(_) => return Err(CmdError::WRONGTYPE),
     };
     if now_empty {
+        engine.record_event(ctx.db, key, KeyEvent::HDel);
         delete_key(engine, ctx.db, key);
     } else if removed > 0 {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::HDel);
     }
     Ok(Reply::Integer(removed as i64))
 }
@@ -311,7 +313,7 @@ fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     hash_after_set(meta, hash, field.len(), value.len(), &cfg);
     hash.insert(owned(field), value);
     hash_after_set(meta, hash, 0, 0, &cfg);
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::HIncrBy);
     Ok(Reply::Integer(new))
 }
 
@@ -332,7 +334,7 @@ fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
     hash_after_set(meta, hash, field.len(), text.len(), &cfg);
     hash.insert(owned(field), text.clone());
     hash_after_set(meta, hash, 0, 0, &cfg);
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::HIncrByFloat);
     Ok(Reply::Bulk(text))
 }
 

@@ -3,6 +3,7 @@
 
 use super::super::{arg, delete_key, is_token};
 use crate::util::int_arg;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -98,7 +99,7 @@ fn expire_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], form: 
         delete_key(engine, ctx.db, key);
     } else {
         engine.set_expire(ctx.db, key, Some(when));
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::Expire);
     }
     Ok(Reply::Integer(1))
 }
@@ -168,6 +169,6 @@ pub(super) fn persist(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) ->
         return Ok(Reply::Integer(0));
     }
     engine.set_expire(ctx.db, key, None);
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::Persist);
     Ok(Reply::Integer(1))
 }

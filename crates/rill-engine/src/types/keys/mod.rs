@@ -35,6 +35,7 @@ use super::{arg, delete_key, is_token, owned};
 use crate::command::{key_at, keys_from, CommandSpec, Flags, Handler};
 use crate::glob::glob_match;
 use crate::util::{int_arg, parse_i64};
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -554,14 +555,15 @@ fn rename_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], nx: bo
         return Ok(Reply::Integer(0));
     }
     let Some(entry) = engine.remove(db, src) else { return Err(CmdError::NO_SUCH_KEY) };
-    engine.modified(db, src);
     // The source is gone: clients blocked on it re-check it (a group reader then gets its
     // NOGROUP error at once, as from Redis, instead of waiting out its timeout).
     engine.signal_ready(db, src);
     engine.remove(db, dst);
     let dst = owned(dst);
+    // Events as Redis fires them: `new` for the destination (stored here), then the pair.
     insert_moved(engine, db, src, &dst, entry);
-    engine.modified(db, &dst);
+    engine.modified(db, src, KeyEvent::RenameFrom);
+    engine.modified(db, &dst, KeyEvent::RenameTo);
     engine.signal_ready(db, &dst);
     Ok(if nx { Reply::Integer(1) } else { Reply::ok() })
 }
@@ -630,7 +632,7 @@ fn copy(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     }
     let dst = owned(dst);
     insert_moved(engine, req.dest_db, src, &dst, entry);
-    engine.modified(req.dest_db, &dst);
+    engine.modified(req.dest_db, &dst, KeyEvent::CopyTo);
     engine.signal_ready(req.dest_db, &dst);
     Ok(Reply::Integer(1))
 }

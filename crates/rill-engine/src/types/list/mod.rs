@@ -38,6 +38,7 @@ use crate::command::{key_at, BeginSearch, CommandSpec, FindKeys, Flags, Handler,
 use crate::long_double::LongDouble;
 use crate::types::object::ObjectConfig;
 use crate::util::{int_arg, parse_i64};
+use crate::KeyEvent;
 use crate::{BlockRequest, CallCtx, CmdError, Engine, Value, WakeOn};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -296,12 +297,32 @@ fn shrunk(list: &List, meta: &mut ObjectMeta, cfg: &ObjectConfig) {
     }
 }
 
-/// After a removal: delete the key if the list is now empty, else record the write.
-fn after_removal(engine: &mut Engine, ctx: &CallCtx, key: &[u8], now_empty: bool) {
+/// After a removal by `event`: delete the key if the list is now empty (the event, then
+/// `del`, as Redis fires them), else record the write.
+fn after_removal(engine: &mut Engine, ctx: &CallCtx, key: &[u8], now_empty: bool, event: KeyEvent) {
     if now_empty {
+        engine.record_event(ctx.db, key, event);
         delete_key(engine, ctx.db, key);
     } else {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, event);
+    }
+}
+
+impl End {
+    /// The event of a pop from this end.
+    fn pop_event(self) -> KeyEvent {
+        match self {
+            End::Head => KeyEvent::LPop,
+            End::Tail => KeyEvent::RPop,
+        }
+    }
+
+    /// The event of a push at this end.
+    fn push_event(self) -> KeyEvent {
+        match self {
+            End::Head => KeyEvent::LPush,
+            End::Tail => KeyEvent::RPush,
+        }
     }
 }
 
@@ -350,7 +371,7 @@ fn push_generic(
         }
     }
     let len = list.len();
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, end.push_event());
     engine.signal_ready(ctx.db, key);
     Ok(Reply::Integer(len as i64))
 }
@@ -398,7 +419,7 @@ fn pop_generic(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], end: End) -> 
     };
     shrunk(list, meta, &cfg);
     let now_empty = list.is_empty();
-    after_removal(engine, ctx, key, now_empty);
+    after_removal(engine, ctx, key, now_empty, end.pop_event());
     Ok(reply)
 }
 
@@ -438,7 +459,7 @@ fn blocking_pop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], end: End
         let Some(value) = pop_tracked(list, meta, end, &cfg) else { continue };
         shrunk(list, meta, &cfg);
         let now_empty = list.is_empty();
-        after_removal(engine, ctx, key, now_empty);
+        after_removal(engine, ctx, key, now_empty, end.pop_event());
         return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(value)]));
     }
     if !ctx.no_block {
@@ -526,7 +547,7 @@ fn lset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         *slot = owned(element);
     }
     shrunk(list, meta, &cfg);
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::LSet);
     Ok(Reply::ok())
 }
 
@@ -557,7 +578,7 @@ fn lrem(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         });
         shrunk(list, meta, &cfg);
         let now_empty = list.is_empty();
-        after_removal(engine, ctx, key, now_empty);
+        after_removal(engine, ctx, key, now_empty, KeyEvent::LRem);
     }
     Ok(Reply::Integer(removed as i64))
 }
@@ -585,7 +606,7 @@ fn ltrim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     }
     shrunk(list, meta, &cfg);
     let now_empty = list.is_empty();
-    after_removal(engine, ctx, key, now_empty);
+    after_removal(engine, ctx, key, now_empty, KeyEvent::LTrim);
     Ok(Reply::ok())
 }
 

@@ -132,12 +132,15 @@ fn move_element(
     if let Some((l, m)) = existing_list(engine, ctx, source)? {
         shrunk(l, m, &cfg);
     }
+    // Redis fires the push on the destination, then the pop (and `del`) on the source.
+    engine.modified(ctx.db, destination, to.push_event());
+    engine.signal_ready(ctx.db, destination);
     if source != &destination[..] {
         let now_empty = existing_list(engine, ctx, source)?.is_none_or(|(l, _)| l.is_empty());
-        after_removal(engine, ctx, source, now_empty);
+        after_removal(engine, ctx, source, now_empty, from.pop_event());
+    } else {
+        engine.record_event(ctx.db, source, from.pop_event());
     }
-    engine.modified(ctx.db, destination);
-    engine.signal_ready(ctx.db, destination);
     Ok(Some(value))
 }
 

@@ -15,6 +15,7 @@ use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::object::encoding::list_layout;
 use crate::types::{arg, is_token, negatable_int_arg, owned};
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -72,7 +73,7 @@ fn linsert(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     layout.insert(list, at, after, element, fill);
     list.insert(at + usize::from(after), owned(element));
     let len = list.len();
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::LInsert);
     Ok(Reply::Integer(len as i64))
 }
 

@@ -21,6 +21,7 @@ use crate::command::{key_at, keys_from, BeginSearch, CommandSpec, FindKeys, Flag
 use crate::types::object::encoding;
 use crate::types::{arg, delete_key, is_token};
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -224,7 +225,12 @@ fn store_op(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], op: SetOp) -> Re
     if let Some(e) = engine.entry_mut(ctx.db, destination) {
         e.meta.form = meta.form;
     }
-    engine.modified(ctx.db, destination);
+    let event = match op {
+        SetOp::Inter => KeyEvent::SInterStore,
+        SetOp::Union => KeyEvent::SUnionStore,
+        SetOp::Diff => KeyEvent::SDiffStore,
+    };
+    engine.modified(ctx.db, destination, event);
     Ok(Reply::Integer(len as i64))
 }
 
@@ -343,9 +349,10 @@ fn smove(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         _ => false,
     };
     if now_empty {
+        engine.record_event(ctx.db, source, KeyEvent::SRem);
         delete_key(engine, ctx.db, source);
     } else {
-        engine.modified(ctx.db, source);
+        engine.modified(ctx.db, source, KeyEvent::SRem);
     }
     let cfg = engine.config.object;
     let entry = engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::Set(Box::default()));
@@ -364,7 +371,7 @@ fn smove(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     // A destination that already held the member is unchanged: not signalled (its WATCH
     // holds), as in Redis.
     if added {
-        engine.modified(ctx.db, destination);
+        engine.modified(ctx.db, destination, KeyEvent::SAdd);
     }
     Ok(Reply::Integer(1))
 }

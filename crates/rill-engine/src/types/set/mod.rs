@@ -17,6 +17,7 @@ pub(crate) mod random;
 use super::object::encoding;
 use super::{arg, delete_key, owned};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -138,7 +139,7 @@ fn sadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         }
     }
     if added > 0 {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::SAdd);
     }
     Ok(Reply::Integer(added as i64))
 }
@@ -154,9 +155,10 @@ fn srem(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         Some(_) => return Err(CmdError::WRONGTYPE),
     };
     if now_empty {
+        engine.record_event(ctx.db, key, KeyEvent::SRem);
         delete_key(engine, ctx.db, key);
     } else if removed > 0 {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::SRem);
     }
     Ok(Reply::Integer(removed as i64))
 }

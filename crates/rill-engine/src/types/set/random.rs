@@ -20,6 +20,7 @@ use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::pick;
 use crate::types::{arg, delete_key, negatable_int_arg};
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -96,9 +97,10 @@ fn spop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         _ => true,
     };
     if now_empty {
+        engine.record_event(ctx.db, key, KeyEvent::SPop);
         delete_key(engine, ctx.db, key);
     } else {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::SPop);
     }
     // Logged as the removal of the members picked: the pick is random.
     let mut effect = Vec::with_capacity(members.len() + 2);

@@ -13,6 +13,7 @@ use super::group::GroupEffect;
 use super::{args, reply};
 use super::{RefStrategy, StreamId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -121,7 +122,7 @@ fn xackdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     }
     engine.count_changes(changes);
     if deleted_any {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::XDel);
     }
     Ok(Reply::Array(results.into_iter().map(Reply::Integer).collect()))
 }

@@ -14,6 +14,7 @@ use super::args::{self, AddTrimArgs, IdmpArg, XaddIdArg};
 use super::{id, idmp, reply, FlatFields, Stream, StreamId, XaddId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::effect::Effect;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -79,8 +80,9 @@ fn xadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 enum Outcome {
     /// An IDMP duplicate: the recorded ID, nothing appended.
     Duplicate(StreamId),
-    /// Appended: the reply, the new ID (formatted once, for the reply and the log).
-    Added(Reply),
+    /// Appended: the reply, the new ID (formatted once, for the reply and the log), and
+    /// whether the trim that followed removed entries.
+    Added(Reply, bool),
 }
 
 fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest<'_>, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -112,8 +114,11 @@ fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest<'_>, args: &
             ctx.emit(Effect::Command { db: ctx.db, args: args.to_vec() });
             Ok(reply::id(id))
         }
-        Outcome::Added(reply) => {
-            engine.modified(ctx.db, req.key);
+        Outcome::Added(reply, trimmed) => {
+            engine.modified(ctx.db, req.key, KeyEvent::XAdd);
+            if trimmed {
+                engine.record_event(ctx.db, req.key, KeyEvent::XTrim);
+            }
             engine.signal_ready(ctx.db, req.key);
             Ok(reply)
         }
@@ -160,10 +165,11 @@ fn append(
     if let Some((pid, iid)) = iid {
         stream.idmp.record(&pid, iid, new_id);
     }
-    if let Some(trim) = req.options.trim {
-        args::apply_trim(stream, trim, req.options.strategy, limits, ctx, req.key);
-    }
-    Ok(Outcome::Added(Reply::Bulk(Bytes::copy_from_slice(id_text))))
+    let trimmed = match req.options.trim {
+        Some(trim) => args::apply_trim(stream, trim, req.options.strategy, limits, ctx, req.key) > 0,
+        None => false,
+    };
+    Ok(Outcome::Added(Reply::Bulk(Bytes::copy_from_slice(id_text)), trimmed))
 }
 
 /// Two iterators chained, with the total length known (the effect encoder writes it first).

@@ -17,6 +17,7 @@ use super::group::{bump, GroupEffect};
 use super::{id, reply, Stream, StreamId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -194,6 +195,9 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         }
     }
     engine.count_changes(changes(&effects));
+    if effects.iter().any(|e| matches!(e, GroupEffect::ConsumerCreated { .. })) {
+        engine.record_event(ctx.db, key, KeyEvent::XGroupCreateConsumer);
+    }
     ctx.emit_group(key, effects);
     Ok(if opts.justid { Reply::Array(out) } else { entries_out.finish() })
 }
@@ -323,6 +327,9 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         None => StreamId::MIN,
     };
     engine.count_changes(changes(&effects));
+    if effects.iter().any(|e| matches!(e, GroupEffect::ConsumerCreated { .. })) {
+        engine.record_event(ctx.db, key, KeyEvent::XGroupCreateConsumer);
+    }
     ctx.emit_group(key, effects);
     let claimed = if justid { Reply::Array(claimed) } else { entries_out.finish() };
     Ok(Reply::Array(vec![reply::id(cursor), claimed, Reply::Array(deleted)]))

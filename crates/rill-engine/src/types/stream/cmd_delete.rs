@@ -13,6 +13,7 @@ use super::args::{self, is};
 use super::{RefStrategy, Stream, StreamId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -71,7 +72,7 @@ fn xdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     };
     let deleted = ids.iter().filter(|id| stream.delete(**id)).count();
     if deleted > 0 {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::XDel);
     }
     Ok(Reply::Integer(deleted as i64))
 }
@@ -141,7 +142,7 @@ fn xdelex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         })
         .collect();
     if results.contains(&XDELEX_DELETED) {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::XDel);
     } else if refs_dropped {
         // DELREF dropped pending references of entries already gone: no entry was deleted
         // (Redis neither signals the key nor counts a change), but the group state changed

@@ -19,6 +19,7 @@ use super::group::GroupEffect;
 use super::{id, Stream, StreamId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -215,7 +216,8 @@ fn xgroup_create(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resu
         let mut s = Box::<Stream>::default();
         s.idmp.configure(Some(engine.config.stream_idmp_duration_secs), Some(engine.config.stream_idmp_maxsize));
         engine.insert(ctx.db, key.clone(), Value::Stream(s));
-        engine.modified(ctx.db, key);
+        // The creation's events: `new`, then the group's (below).
+        engine.modified(ctx.db, key, KeyEvent::XGroupCreate);
         engine.signal_ready(ctx.db, key);
     }
     let Some(stream) = args::write_stream(engine, ctx, key)? else {
@@ -228,6 +230,9 @@ fn xgroup_create(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resu
     let entries_read = entries_read.map(|n| n.min(stream.entries_added()));
     stream.apply_group(GroupEffect::GroupCreated { group: crate::types::owned(group), last_id, entries_read });
     engine.count_changes(1);
+    if exists {
+        engine.record_event(ctx.db, key, KeyEvent::XGroupCreate);
+    }
     Ok(Reply::ok())
 }
 
@@ -249,6 +254,7 @@ fn xgroup_setid(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
     let entries_read = entries_read.map(|n| n.min(stream.entries_added()));
     stream.apply_group(GroupEffect::SetId { group: group.clone(), last_id, entries_read });
     engine.count_changes(1);
+    engine.record_event(ctx.db, key, KeyEvent::XGroupSetId);
     Ok(Reply::ok())
 }
 
@@ -261,6 +267,7 @@ fn xgroup_destroy(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Res
     }
     stream.apply_group(GroupEffect::GroupDestroyed { group: group.clone() });
     engine.count_changes(1);
+    engine.record_event(ctx.db, key, KeyEvent::XGroupDestroy);
     // Clients blocked in XREADGROUP on this group re-run and fail with NOGROUP.
     engine.signal_ready(ctx.db, key);
     Ok(Reply::Integer(1))
@@ -280,6 +287,7 @@ fn xgroup_createconsumer(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes])
         time_ms: ctx.now_ms,
     });
     engine.count_changes(1);
+    engine.record_event(ctx.db, key, KeyEvent::XGroupCreateConsumer);
     ctx.emit_group(key, [effect]);
     Ok(Reply::Integer(1))
 }
@@ -294,6 +302,7 @@ fn xgroup_delconsumer(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) ->
     };
     stream.apply_group(GroupEffect::ConsumerDeleted { group: group.clone(), consumer: consumer.clone() });
     engine.count_changes(1);
+    engine.record_event(ctx.db, key, KeyEvent::XGroupDelConsumer);
     Ok(Reply::Integer(pending as i64))
 }
 

@@ -30,6 +30,7 @@ use super::group::{bump, GroupEffect};
 use super::{cmd_range, reply, Stream, StreamId};
 use crate::command::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{BlockRequest, CallCtx, CmdError, Engine, WakeOn};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -257,6 +258,9 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         let delivered =
             this_stream.iter().any(|e| matches!(e, GroupEffect::Delivered { .. } | GroupEffect::Claimed { .. }));
         engine.count_changes(u64::from(created) + u64::from(delivered));
+        if created {
+            engine.record_event(ctx.db, key, KeyEvent::XGroupCreateConsumer);
+        }
         ctx.emit_group(key, effects.drain(before..));
     }
 

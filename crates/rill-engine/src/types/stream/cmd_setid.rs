@@ -9,6 +9,7 @@ use super::args::{self, is};
 use super::StreamId;
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::util::parse_i64;
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -74,5 +75,6 @@ fn xsetid(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     stream.set_id(req.last_id, req.entries_added, req.max_deleted)?;
     // A write for persistence, but (as in Redis) not a WATCH-visible modification.
     engine.count_changes(1);
+    engine.record_event(ctx.db, key, KeyEvent::XSetId);
     Ok(Reply::ok())
 }

@@ -6,6 +6,7 @@
 
 use super::args;
 use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -41,7 +42,7 @@ fn xtrim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     };
     let removed = args::apply_trim(stream, trim, options.strategy, limits, ctx, key);
     if removed > 0 {
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::XTrim);
     }
     Ok(Reply::Integer(i64::try_from(removed).unwrap_or(i64::MAX)))
 }

@@ -11,6 +11,7 @@
 use super::{read_str, set_expire_time};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::{arg, delete_key, is_token};
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -89,7 +90,7 @@ fn getex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
             let had_ttl = engine.lookup(ctx.db, key, ctx.now_ms).is_some_and(|e| e.expire_at_ms.is_some());
             if had_ttl {
                 engine.set_expire(ctx.db, key, None);
-                engine.modified(ctx.db, key);
+                engine.modified(ctx.db, key, KeyEvent::Persist);
             }
         }
         ExpiryChange::Set { raw, seconds, absolute } => {
@@ -98,7 +99,7 @@ fn getex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
                 delete_key(engine, ctx.db, key);
             } else {
                 engine.set_expire(ctx.db, key, Some(at));
-                engine.modified(ctx.db, key);
+                engine.modified(ctx.db, key, KeyEvent::Expire);
             }
         }
     }

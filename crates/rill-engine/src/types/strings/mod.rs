@@ -32,6 +32,7 @@ use super::{arg, arity_error, delete_key, is_token, owned};
 use crate::command::{key_at, keys_from, CommandSpec, Flags, Handler, KeySpec};
 use crate::long_double::LongDouble;
 use crate::util::{int_arg, parse_i64};
+use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -304,9 +305,9 @@ fn read_str(engine: &mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<Byt
 }
 
 /// Replace the value at `key` with a string, keeping its TTL, and record the write.
-fn store_keep_ttl(engine: &mut Engine, ctx: &CallCtx, key: &[u8], value: Bytes) {
+fn store_keep_ttl(engine: &mut Engine, ctx: &CallCtx, key: &[u8], value: Bytes, event: KeyEvent) {
     engine.insert_keep_ttl(ctx.db, owned(key), Value::Str(value));
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, event);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -435,13 +436,16 @@ fn set_apply(
     } else {
         engine.insert_copy(ctx.db, key, value);
     }
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::Set);
     if let Some(at) = req.expire_at_ms {
         if at <= ctx.now_ms {
-            // An absolute time already past: the key is stored and gone at once.
+            // An absolute time already past: the key is stored and gone at once (Redis 8.2
+            // keeps it until a lookup expires it: `set`, `expire`, later `expired`; here
+            // `set`, `del`).
             delete_key(engine, ctx.db, key);
         } else {
             engine.set_expire(ctx.db, key, Some(at));
+            engine.record_event(ctx.db, key, KeyEvent::Expire);
         }
     }
     Ok(if req.get { old } else { Reply::ok() })
@@ -524,7 +528,7 @@ fn mset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         // As Redis' write lookup: an expired key is removed (and logged) before the overwrite.
         engine.expire_if_needed(ctx.db, key, ctx.now_ms);
         engine.insert_copy(ctx.db, key, Value::Str(owned(value)));
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::Set);
     }
     Ok(Reply::ok())
 }
@@ -538,7 +542,7 @@ fn msetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     }
     for (key, value) in pairs {
         engine.insert_copy(ctx.db, key, Value::Str(owned(value)));
-        engine.modified(ctx.db, key);
+        engine.modified(ctx.db, key, KeyEvent::Set);
     }
     Ok(Reply::Integer(1))
 }
@@ -552,7 +556,7 @@ fn incr_by(engine: &mut Engine, ctx: &CallCtx, key: &[u8], delta: i64) -> Result
         Some(b) => parse_i64(&b).ok_or(CmdError::NOT_INTEGER)?,
     };
     let new = current.checked_add(delta).ok_or(CmdError::full("ERR increment or decrement would overflow"))?;
-    store_keep_ttl(engine, ctx, key, Bytes::from(new.to_string()));
+    store_keep_ttl(engine, ctx, key, Bytes::from(new.to_string()), KeyEvent::IncrBy);
     Ok(Reply::Integer(new))
 }
 
@@ -585,7 +589,7 @@ fn incrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
     let incr = LongDouble::parse(arg(args, 2)?).ok_or(CmdError::NOT_FLOAT)?;
     let new = current.checked_add(incr).ok_or(CmdError::full("ERR increment would produce NaN or Infinity"))?;
     let text = new.to_text();
-    store_keep_ttl(engine, ctx, key, text.clone());
+    store_keep_ttl(engine, ctx, key, text.clone(), KeyEvent::IncrByFloat);
     // Redis builds the result as a plain string: `embstr` or `raw`, never `int`.
     if let Some(e) = engine.entry_mut(ctx.db, key) {
         e.meta.form = Form::StrPlain;
@@ -626,7 +630,7 @@ fn append(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     v.extend_from_slice(value);
     let len = v.len();
     *b = Bytes::from(v);
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::Append);
     Ok(Reply::Integer(len as i64))
 }
 
@@ -686,7 +690,7 @@ fn setrange(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
     }
     let len = v.len().max(old_len);
     *b = Bytes::from(v);
-    engine.modified(ctx.db, key);
+    engine.modified(ctx.db, key, KeyEvent::SetRange);
     Ok(Reply::Integer(len as i64))
 }
 

@@ -1,0 +1,215 @@
+//! Keyspace events: what a write did to a key, named as Redis names the event it publishes for
+//! that change (`__keyevent@<db>__:<name>`), with the class `notify-keyspace-events` selects it
+//! by.
+//!
+//! Every [`Engine::modified`] call names its event; expiry, key creation and the commands that
+//! change a key without counting it as a WATCH-visible write record theirs directly. The engine
+//! keeps the events of the running command in order ([`Engine::events`]); nothing is published
+//! here (no I/O in the engine): the server reads them after the command.
+//!
+//! Cost: one `(db, event, key range)` record and a copy of the key bytes into a buffer that is
+//! reused from command to command, so a write allocates nothing once the buffers have grown.
+
+use super::Engine;
+
+/// The class an event is filed under: its letter in `notify-keyspace-events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventClass {
+    /// `g`: generic commands (DEL, EXPIRE, RENAME, ...).
+    Generic,
+    /// `$`: string commands.
+    String,
+    /// `l`: list commands.
+    List,
+    /// `s`: set commands.
+    Set,
+    /// `h`: hash commands.
+    Hash,
+    /// `z`: sorted-set commands.
+    ZSet,
+    /// `t`: stream commands.
+    Stream,
+    /// `x`: a key removed because its time passed.
+    Expired,
+    /// `e`: a key removed to free memory.
+    Evicted,
+    /// `n`: a key created.
+    New,
+}
+
+impl EventClass {
+    /// The class' letter in `notify-keyspace-events`.
+    pub fn letter(self) -> char {
+        match self {
+            EventClass::Generic => 'g',
+            EventClass::String => '$',
+            EventClass::List => 'l',
+            EventClass::Set => 's',
+            EventClass::Hash => 'h',
+            EventClass::ZSet => 'z',
+            EventClass::Stream => 't',
+            EventClass::Expired => 'x',
+            EventClass::Evicted => 'e',
+            EventClass::New => 'n',
+        }
+    }
+}
+
+macro_rules! key_events {
+    ($($variant:ident => $name:literal, $class:ident;)*) => {
+        /// One keyspace event, as Redis names it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum KeyEvent {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $variant,
+            )*
+        }
+
+        impl KeyEvent {
+            /// Every event, for tests and tables.
+            pub const ALL: &'static [KeyEvent] = &[$(KeyEvent::$variant),*];
+
+            /// The event's name: the channel suffix of `__keyevent@<db>__:<name>` and the
+            /// message of `__keyspace@<db>__:<key>`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(KeyEvent::$variant => $name,)*
+                }
+            }
+
+            /// The class `notify-keyspace-events` selects the event by.
+            pub fn class(self) -> EventClass {
+                match self {
+                    $(KeyEvent::$variant => EventClass::$class,)*
+                }
+            }
+        }
+    };
+}
+
+key_events! {
+    Del => "del", Generic;
+    Expire => "expire", Generic;
+    Persist => "persist", Generic;
+    RenameFrom => "rename_from", Generic;
+    RenameTo => "rename_to", Generic;
+    MoveFrom => "move_from", Generic;
+    MoveTo => "move_to", Generic;
+    CopyTo => "copy_to", Generic;
+    Restore => "restore", Generic;
+    Expired => "expired", Expired;
+    Evicted => "evicted", Evicted;
+    New => "new", New;
+    Set => "set", String;
+    SetRange => "setrange", String;
+    Append => "append", String;
+    IncrBy => "incrby", String;
+    IncrByFloat => "incrbyfloat", String;
+    LPush => "lpush", List;
+    RPush => "rpush", List;
+    LPop => "lpop", List;
+    RPop => "rpop", List;
+    LInsert => "linsert", List;
+    LSet => "lset", List;
+    LTrim => "ltrim", List;
+    LRem => "lrem", List;
+    HSet => "hset", Hash;
+    HDel => "hdel", Hash;
+    HIncrBy => "hincrby", Hash;
+    HIncrByFloat => "hincrbyfloat", Hash;
+    SAdd => "sadd", Set;
+    SRem => "srem", Set;
+    SPop => "spop", Set;
+    SInterStore => "sinterstore", Set;
+    SUnionStore => "sunionstore", Set;
+    SDiffStore => "sdiffstore", Set;
+    XAdd => "xadd", Stream;
+    XTrim => "xtrim", Stream;
+    XDel => "xdel", Stream;
+    XSetId => "xsetid", Stream;
+    XGroupCreate => "xgroup-create", Stream;
+    XGroupSetId => "xgroup-setid", Stream;
+    XGroupDestroy => "xgroup-destroy", Stream;
+    XGroupCreateConsumer => "xgroup-createconsumer", Stream;
+    XGroupDelConsumer => "xgroup-delconsumer", Stream;
+}
+
+impl std::fmt::Display for KeyEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One recorded event: `event` happened to `key` in database `db`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyspaceEvent<'a> {
+    /// The database.
+    pub db: usize,
+    /// The key.
+    pub key: &'a [u8],
+    /// What happened.
+    pub event: KeyEvent,
+}
+
+/// The events recorded since they were last cleared: records pointing into one key buffer,
+/// both kept (with their capacity) from command to command.
+#[derive(Debug, Default)]
+pub(crate) struct EventLog {
+    records: Vec<(usize, KeyEvent, usize, usize)>,
+    keys: Vec<u8>,
+}
+
+impl EventLog {
+    pub(crate) fn push(&mut self, db: usize, key: &[u8], event: KeyEvent) {
+        let start = self.keys.len();
+        self.keys.extend_from_slice(key);
+        self.records.push((db, event, start, self.keys.len()));
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.records.clear();
+        self.keys.clear();
+        // One huge command (a DEL of a million keys) must not pin its buffers for good.
+        if self.records.capacity() > Self::KEEP_RECORDS {
+            self.records.shrink_to(Self::KEEP_RECORDS);
+        }
+        if self.keys.capacity() > Self::KEEP_KEY_BYTES {
+            self.keys.shrink_to(Self::KEEP_KEY_BYTES);
+        }
+    }
+
+    /// What the buffers keep between commands at most.
+    const KEEP_RECORDS: usize = 1024;
+    const KEEP_KEY_BYTES: usize = 64 * 1024;
+
+    fn iter(&self) -> impl Iterator<Item = KeyspaceEvent<'_>> + '_ {
+        self.records.iter().map(|&(db, event, start, end)| KeyspaceEvent {
+            db,
+            key: self.keys.get(start..end).unwrap_or_default(),
+            event,
+        })
+    }
+}
+
+impl Engine {
+    /// Record `event` on `key` without counting a change or touching WATCH (what
+    /// [`Engine::modified`] does besides): for events that are not writes of their own (a key
+    /// created, expired) or a second event of one write.
+    pub fn record_event(&mut self, db: usize, key: &[u8], event: KeyEvent) {
+        self.events.push(db, key, event);
+    }
+
+    /// The events recorded by the command that ran last ([`Engine::call`] clears them before
+    /// running it), the last effect applied ([`Engine::apply_effect`]) or the last
+    /// active-expiry pass ([`Engine::active_expire`]), in the order they happened. Keys
+    /// created while loading record no `new`.
+    pub fn events(&self) -> impl Iterator<Item = KeyspaceEvent<'_>> + '_ {
+        self.events.iter()
+    }
+
+    /// Forget the recorded events (their buffers are kept for the next command).
+    pub fn clear_events(&mut self) {
+        self.events.clear();
+    }
+}
