@@ -14,6 +14,7 @@ pub mod cmd;
 pub mod config;
 pub mod conn;
 pub mod dispatch;
+pub mod identity;
 pub mod info;
 pub mod journal;
 pub mod listen;

@@ -86,7 +86,7 @@ pub async fn run(mut config: Config) -> i32 {
             st.journal.set_log(opened.log);
             if let Some(kept) = opened.kept {
                 // Before any unit: a primary's backlog must see the deletions below.
-                crate::replication::identity::restore(&mut st, kept);
+                crate::identity::restore(&mut st, kept);
             }
             // Keys the snapshot held that had expired are deleted now, as one unit.
             crate::unit::run(&mut st, now_ms(), |st| {
@@ -161,7 +161,7 @@ fn finish_persistence(shared: &Arc<Shared>) {
         tracing::info!("Saving the final RDB snapshot before exiting.");
         let _ = aof::rewrite::save(&mut st);
     }
-    crate::replication::identity::keep_at_shutdown(&st);
+    crate::identity::keep_at_shutdown(&st);
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {

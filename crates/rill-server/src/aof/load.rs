@@ -7,7 +7,7 @@ use super::check::{Records, Tail};
 use super::files::{Files, Manifest};
 use super::{FsyncPolicy, Log};
 use crate::clock::now_ms;
-use crate::replication::identity::{self, Identity};
+use crate::identity::{self, Identity};
 use crate::state::{Shared, State};
 use rill_engine::command::CommandTable;
 use rill_engine::effect::ApplyError;
@@ -433,7 +433,7 @@ pub struct Opened {
     /// snapshot still has them).
     pub skipped_expired: Vec<(usize, bytes::Bytes)>,
     /// The replication identity kept with the data, when it describes exactly the data loaded
-    /// (`replication::identity`).
+    /// (`identity.rs`).
     pub kept: Option<Identity>,
 }
 

@@ -71,7 +71,7 @@ pub struct Snapshot {
     now_ms: i64,
     version: u16,
     /// Aux fields after the standard ones: the replication identity of a `SAVE` / `BGSAVE`
-    /// (`replication::identity`); none in a log's base, as Redis writes none in its AOF base.
+    /// (`identity.rs`); none in a log's base, as Redis writes none in its AOF base.
     aux: Vec<(String, String)>,
 }
 
@@ -128,7 +128,7 @@ pub fn take(st: &State) -> Snapshot {
 
 /// [`take`], with the replication identity at that moment (what `SAVE` and `BGSAVE` write).
 fn take_with_identity(st: &State) -> Snapshot {
-    Snapshot { aux: crate::replication::identity::snapshot_aux(st), ..take(st) }
+    Snapshot { aux: crate::identity::snapshot_aux(st), ..take(st) }
 }
 
 /// Write `snap` to `path` (through a temporary file in the same directory, fsynced, renamed).

@@ -16,7 +16,6 @@
 
 pub mod backlog;
 pub mod forms;
-pub mod identity;
 pub mod primary;
 
 use crate::journal::{Journal, LogSink, Progress, Sink};

@@ -1,4 +1,4 @@
-//! The replication identity across a restart (`replication::identity`): a rill primary shut
+//! The replication identity across a restart (`identity.rs`): a rill primary shut
 //! down cleanly (SHUTDOWN) and started again on its directory continues its history, so its
 //! rill (or Redis) replica continues with `+CONTINUE` instead of loading a snapshot again; a
 //! replica stopped cleanly (SIGTERM) continues from its primary the same way, in the database

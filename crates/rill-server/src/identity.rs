@@ -36,8 +36,8 @@
 //! A replica that went further (it got bytes the saved data lacks) asks for more than the old
 //! history holds and syncs fully.
 
-use super::Replication;
 use crate::aof::files::{sync_dir, Files, Manifest};
+use crate::replication::Replication;
 use crate::state::State;
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -316,10 +316,10 @@ mod tests {
         st.persist.loading = true;
         assert_eq!(Identity::current(&st), None, "loading");
         st.persist.loading = false;
-        st.replication.master = Some(super::super::MasterLink {
+        st.replication.master = Some(crate::replication::MasterLink {
             host: "127.0.0.1".into(),
             port: 1,
-            state: super::super::LinkStatus::Connected,
+            state: crate::replication::LinkStatus::Connected,
             last_io_ms: 0,
             down_since_ms: 0,
             sync_attempts: 1,
