@@ -232,35 +232,28 @@ trait Namespace {
     fn remove(&mut self, name: &[u8], id: u64);
 }
 
-impl Namespace for HashMap<Bytes, BTreeSet<u64>> {
-    fn add(&mut self, name: &Bytes, id: u64) {
-        self.entry(name.clone()).or_default().insert(id);
-    }
+/// The same for a channel table of either kind (plain and shard channels are hashed, patterns
+/// ordered).
+macro_rules! namespace_for {
+    ($map:ident) => {
+        impl Namespace for $map<Bytes, BTreeSet<u64>> {
+            fn add(&mut self, name: &Bytes, id: u64) {
+                self.entry(name.clone()).or_default().insert(id);
+            }
 
-    fn remove(&mut self, name: &[u8], id: u64) {
-        if let Some(ids) = self.get_mut(name) {
-            ids.remove(&id);
-            if ids.is_empty() {
-                self.remove(name);
+            fn remove(&mut self, name: &[u8], id: u64) {
+                if let Some(ids) = self.get_mut(name) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.remove(name);
+                    }
+                }
             }
         }
-    }
+    };
 }
-
-impl Namespace for BTreeMap<Bytes, BTreeSet<u64>> {
-    fn add(&mut self, name: &Bytes, id: u64) {
-        self.entry(name.clone()).or_default().insert(id);
-    }
-
-    fn remove(&mut self, name: &[u8], id: u64) {
-        if let Some(ids) = self.get_mut(name) {
-            ids.remove(&id);
-            if ids.is_empty() {
-                self.remove(name);
-            }
-        }
-    }
-}
+namespace_for!(HashMap);
+namespace_for!(BTreeMap);
 
 /// Deliver `message` on `channel` (a shard channel if `shard`) to every subscriber; returns
 /// how many deliveries were made (a client matched by two patterns counts twice, as in Redis).

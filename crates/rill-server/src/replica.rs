@@ -179,17 +179,23 @@ impl Upstream {
         while data.len() < n {
             // At most what is missing: the stream follows the payload.
             let missing = n - data.len();
-            let mut room = (&mut data).limit(missing);
-            let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.stream.read_buf(&mut room))
-                .await
-                .map_err(|_| "timeout".to_string())?
-                .map_err(|e| format!("read error: {e}"))?;
-            if read == 0 {
-                return Err("the primary closed the connection".into());
-            }
+            read_into(&mut self.stream, &mut (&mut data).limit(missing)).await?;
         }
         Ok(data)
     }
+}
+
+/// One read from the primary into `buf` (at most what it has room for), within the handshake's
+/// timeout; an error when the primary closed the link.
+async fn read_into(stream: &mut TcpStream, buf: &mut impl BufMut) -> Result<(), String> {
+    let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.read_buf(buf))
+        .await
+        .map_err(|_| "timeout".to_string())?
+        .map_err(|e| format!("read error: {e}"))?;
+    if read == 0 {
+        return Err("the primary closed the connection".into());
+    }
+    Ok(())
 }
 
 /// One connection: handshake, sync, stream. `Ok` only when `REPLICAOF` changed meanwhile.
@@ -308,13 +314,7 @@ async fn full_sync(
         let mut data: Vec<u8> = std::mem::take(&mut up.buf).to_vec();
         while !(data.len() >= 40 && data.ends_with(&mark)) {
             data.reserve(READ_CHUNK_BYTES.max(data.len() / 4));
-            let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, up.stream.read_buf(&mut data))
-                .await
-                .map_err(|_| "timeout".to_string())?
-                .map_err(|e| format!("read error: {e}"))?;
-            if read == 0 {
-                return Err("the primary closed the connection".into());
-            }
+            read_into(&mut up.stream, &mut data).await?;
         }
         data.truncate(data.len() - 40);
         (data, true)
@@ -338,7 +338,7 @@ async fn full_sync(
         st.engine.set_loading(true);
     }
     let loader = shared.clone();
-    let origin = std::path::PathBuf::from(format!("the snapshot from {}", "the primary"));
+    let origin = std::path::PathBuf::from("the snapshot from the primary");
     let loaded = tokio::task::spawn_blocking(move || {
         crate::aof::load::load_rdb(&loader, &payload, &origin, crate::aof::load::Expired::Keep)
     })

@@ -358,22 +358,8 @@ pub fn replica_snapshot(shared: &Arc<Shared>, st: &mut State) -> ReplicaSnapshot
     let (tx, rx) = tokio::sync::oneshot::channel();
     let shared = shared.clone();
     std::thread::spawn(move || {
-        let built = (|| {
-            if !log.wait_rotated(seq, Duration::from_secs(60)) {
-                return Err("the writer did not start the new log file".to_string());
-            }
-            let (base, incrs) = {
-                let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
-                let first_new = files.incr_name(seq);
-                let base = files.manifest.base.as_ref().map(|f| files.path(f));
-                let incrs: Vec<PathBuf> =
-                    files.manifest.incrs.iter().take_while(|f| **f != first_new).map(|f| files.path(f)).collect();
-                (base, incrs)
-            };
-            let engine = super::load::rebuild(base.as_deref(), &incrs, config, &shared.log_table)?;
-            let snap = Snapshot::from_engine(engine);
-            snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string())
-        })();
+        let built = rebuild_before(&shared, &log, seq, config)
+            .and_then(|snap| snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string()));
         let mut st = shared.lock();
         st.persist.bgsave_in_progress = false;
         if std::mem::take(&mut st.persist.rewrite_scheduled) {
@@ -395,6 +381,30 @@ fn copy_file(src: &Path, dest: &Path) -> std::io::Result<()> {
     sync_dir(dir)
 }
 
+/// The state just before incremental file `seq`, rebuilt in a private engine from the files
+/// before it (once the writer has switched to `seq`, they are final and on disk: it cut and
+/// fsynced each before switching away from it).
+fn rebuild_before(
+    shared: &Shared,
+    log: &super::Log,
+    seq: u64,
+    config: rill_engine::EngineConfig,
+) -> Result<Snapshot, String> {
+    if !log.wait_rotated(seq, Duration::from_secs(60)) {
+        return Err("the writer did not start the new log file".into());
+    }
+    let (base, incrs) = {
+        let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
+        let first_new = files.incr_name(seq);
+        let base = files.manifest.base.as_ref().map(|f| files.path(f));
+        let incrs: Vec<PathBuf> =
+            files.manifest.incrs.iter().take_while(|f| **f != first_new).map(|f| files.path(f)).collect();
+        (base, incrs)
+    };
+    let engine = super::load::rebuild(base.as_deref(), &incrs, config, &shared.log_table)?;
+    Ok(Snapshot::from_engine(engine))
+}
+
 /// The background part: wait for the rotation, build the snapshot, write it as the new base,
 /// switch the manifest. Returns the base size, the log's total size and the base's path.
 fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u64, u64, PathBuf), String> {
@@ -406,23 +416,14 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
     }
     // Once the writer has switched, the files before the new one are final and on disk: it
     // cut and fsynced each before switching away from it.
-    if !log.wait_rotated(seq, Duration::from_secs(60)) {
-        return Err("the writer did not start the new log file".into());
-    }
     let snap = match source {
-        Source::Copy(snap) => snap,
-        Source::Files { config } => {
-            let (base, incrs) = {
-                let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
-                let first_new = files.incr_name(seq);
-                let base = files.manifest.base.as_ref().map(|f| files.path(f));
-                let incrs: Vec<PathBuf> =
-                    files.manifest.incrs.iter().take_while(|f| **f != first_new).map(|f| files.path(f)).collect();
-                (base, incrs)
-            };
-            let engine = super::load::rebuild(base.as_deref(), &incrs, config, &shared.log_table)?;
-            Snapshot::from_engine(engine)
+        Source::Copy(snap) => {
+            if !log.wait_rotated(seq, Duration::from_secs(60)) {
+                return Err("the writer did not start the new log file".into());
+            }
+            snap
         }
+        Source::Files { config } => rebuild_before(shared, log, seq, config)?,
     };
     let (base_name, base_path) = {
         let files = log.files.lock().unwrap_or_else(|p| p.into_inner());

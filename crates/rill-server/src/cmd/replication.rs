@@ -251,7 +251,6 @@ pub fn replicaof(c: &mut Call) -> CmdResult {
     if !crate::replica::follow(&shared, c.st, host, port) {
         return reply(Reply::simple("OK Already connected to specified master"));
     }
-    // The replicas of this server follow it to the new history: they resync.
     ok()
 }
 

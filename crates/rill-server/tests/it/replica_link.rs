@@ -5,6 +5,7 @@
 //! is cut, and ends equal to rill key by key. `redis-cli --rdb` and `redis-cli --replica`
 //! against rill, and the replies of REPLCONF / PSYNC / SYNC, are checked here too.
 
+pub(crate) use crate::replication::text;
 use crate::replication::{command as stream_command, picture};
 use rill_testkit::{fresh_seed, fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
 use std::time::{Duration, Instant};
@@ -31,16 +32,6 @@ pub(crate) fn wait_caught_up(primary: &mut RawClient, replica: &mut RawClient) {
             "the replica did not catch up: rill at {ours:?}, replica at {theirs:?} (up: {up})"
         );
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-pub(crate) fn text(v: &Value) -> String {
-    match v {
-        Value::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::Simple(s) => s.clone(),
-        Value::Int(n) => n.to_string(),
-        Value::Array(items) => format!("[{}]", items.iter().map(text).collect::<Vec<_>>().join(" ")),
-        other => format!("{other:?}"),
     }
 }
 

@@ -80,7 +80,7 @@ fn kind(e: &Effect) -> &'static str {
     }
 }
 
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     match v {
         Value::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
         Value::Simple(s) => s.clone(),
