@@ -6,7 +6,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RILL="$ROOT/target/release/rill-server"
 WORK=$(mktemp -d)
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+# BENCH_KEEP_LOGS=DIR: the servers' logs are copied there before the scratch dir goes.
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [[ -n ${BENCH_KEEP_LOGS:-} ]]; then mkdir -p "$BENCH_KEEP_LOGS" && cp "$WORK"/*.log "$BENCH_KEEP_LOGS"/ 2>/dev/null; fi
+    rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 start() { # name port cmd... : start pinned to CPU 0, wait for PING

@@ -8,7 +8,9 @@
 #                (PSS of the primary and any child it forked, sampled every 20 ms: Redis' fork
 #                counts once), and the longest PING another client waited on the primary
 #                meanwhile (a client pinging in a loop)
-#   pipelined    redis-benchmark XADD -P 16 against the primary with its replica attached
+#   pipelined    redis-benchmark XADD -P 16 against the primary with its replica attached, and
+#                the replica's lag meanwhile: a probe key SET on the primary every 10 ms, the
+#                time until the replica has it (p50, p99)
 #
 #   bench/replication.sh [--entries N] [--redis PATH] [--rounds R]
 #
@@ -101,9 +103,52 @@ print(f"fullsync_peak_pss_mb {r} {kind} {peak[0] / 1e6:.1f}")
 print(f"fullsync_worst_ping_ms {r} {kind} {worst[0] * 1000:.2f}")
 PY
     local rps
+    # The replica's lag meanwhile: every 10 ms a probe key is set on the primary and read on
+    # the replica until it is there (the time from the SET's reply to the first read that sees
+    # it; reads 0.1 ms apart).
+    python3 - "$port" "$rport" "$kind" "$r" "$WORK/lag-$kind-$r" <<'PY' &
+import socket, sys, time
+port, rport, kind, r, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+def conn(p):
+    s = socket.create_connection(("127.0.0.1", p)); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1); return s
+def call(s, *args):
+    s.sendall(("*%d\r\n" % len(args) + "".join("$%d\r\n%s\r\n" % (len(a), a) for a in args)).encode())
+    buf = b""
+    while not buf.endswith(b"\r\n"):  # SET and EXISTS answer in one line
+        buf += s.recv(4096)
+    return buf
+p, q = conn(port), conn(rport)
+lags = []
+deadline = time.time() + 60
+time.sleep(0.2)
+n = 0
+while time.time() < deadline:
+    n += 1
+    key = "lagprobe:%d" % n
+    call(p, "SET", key, "1")
+    t = time.perf_counter()
+    while call(q, "EXISTS", key) != b":1\r\n":
+        time.sleep(0.0001)
+    lags.append(time.perf_counter() - t)
+    try:
+        open(out + ".stop").close()
+        break
+    except OSError:
+        pass
+    time.sleep(0.01)
+lags.sort()
+with open(out, "w") as f:
+    f.write("%f %f\n" % (lags[len(lags) // 2] * 1000, lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1000))
+PY
+    local prober=$!
     rps=$(taskset -c 1 redis-benchmark -p "$port" -P 16 -n 400000 -c 4 -q XADD bench '*' f v 2>/dev/null \
         | tr '\r' '\n' | awk '/requests per second/ { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) v = $i } END { print v }')
+    touch "$WORK/lag-$kind-$r.stop"
+    wait "$prober"
     echo "xadd_p16_with_replica $r $kind $rps" >>"$RESULTS"
+    read -r lag50 lag99 <"$WORK/lag-$kind-$r"
+    echo "replica_lag_p50_ms $r $kind $lag50" >>"$RESULTS"
+    echo "replica_lag_p99_ms $r $kind $lag99" >>"$RESULTS"
     kill "${PIDS[-1]}" "$ppid" 2>/dev/null || true
     wait "${PIDS[-1]}" "$ppid" 2>/dev/null || true
 }

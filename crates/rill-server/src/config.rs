@@ -160,6 +160,10 @@ pub const PARAMS: &[Param] = &[
     // rill's own: how long (at most, in microseconds) the event loop keeps polling after work
     // before it sleeps; see `poll.rs`. 0: never polls.
     p("busy-poll-us", "20", Kind::Int(0, 1000), true),
+    // rill's own: up to this many keys, a snapshot (log rewrite, a replica's full sync) is a
+    // copy made under the lock, copy-on-write for streams; above it, with the log on, it is
+    // rebuilt from the log files in the background. See `aof/rewrite.rs`.
+    p("snapshot-copy-max-keys", "1000000", Kind::Int(0, i64::MAX), true),
 ];
 
 /// Parameters that are stored but do nothing yet (see [`Config::inert`]).

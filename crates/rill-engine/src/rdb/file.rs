@@ -14,7 +14,8 @@
 
 use super::crc64::crc64;
 use super::io::{Reader, Writer};
-use super::{decode_value, encode_value, LoadContext, RdbError};
+use super::stream::BodyOut;
+use super::{decode_value, encode_body, value_type, LoadContext, RdbError};
 use crate::keyspace::{Entry, Value};
 use crate::types::stream::NodeLimits;
 use bytes::Bytes;
@@ -102,16 +103,12 @@ impl<W: Write> FileWriter<W> {
             self.buf.u8(OP_EXPIRETIME_MS);
             self.buf.millis(t);
         }
-        let mut body = Writer::default();
-        encode_value(&mut body, &entry.value, self.limits, self.now_ms);
-        let (type_byte, rest) = body.buf.split_first().map(|(t, r)| (*t, r)).unwrap_or((0, &[][..]));
-        self.buf.u8(type_byte);
+        let rdb_type = value_type(&entry.value);
+        self.buf.u8(rdb_type);
         self.buf.string(key);
-        self.buf.raw(rest);
-        if self.buf.buf.len() >= 64 * 1024 {
-            self.flush_buf()?;
-        }
-        Ok(())
+        let (limits, now_ms) = (self.limits, self.now_ms);
+        encode_body(self, &entry.value, rdb_type, limits, now_ms)?;
+        self.node_done()
     }
 
     /// End the file (EOF opcode and checksum) and return the writer and the bytes written.
@@ -122,6 +119,20 @@ impl<W: Write> FileWriter<W> {
         self.out.write_all(&crc)?;
         self.written += 8;
         Ok((self.out, self.written))
+    }
+}
+
+impl<W: Write> BodyOut for FileWriter<W> {
+    fn w(&mut self) -> &mut Writer {
+        &mut self.buf
+    }
+
+    /// Pass the bytes on once 64 KiB have gathered.
+    fn node_done(&mut self) -> io::Result<()> {
+        if self.buf.buf.len() >= 64 * 1024 {
+            self.flush_buf()?;
+        }
+        Ok(())
     }
 }
 

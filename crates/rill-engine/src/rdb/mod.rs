@@ -176,8 +176,11 @@ pub struct LoadContext {
 /// O(size of the value).
 pub fn dump(value: &Value, limits: NodeLimits, now_ms: i64) -> Vec<u8> {
     let mut w = Writer::default();
-    let version = encode_value(&mut w, value, limits, now_ms);
-    w.raw(&version.to_le_bytes());
+    let rdb_type = value_type(value);
+    w.u8(rdb_type);
+    // A `Writer` keeps every byte: writing to it cannot fail.
+    let _ = encode_body(&mut w, value, rdb_type, limits, now_ms);
+    w.raw(&version_of(value, rdb_type).to_le_bytes());
     let crc = crc64::crc64(0, &w.buf);
     w.raw(&crc.to_le_bytes());
     w.buf
@@ -210,15 +213,38 @@ pub fn verify_footer(payload: &[u8]) -> Result<&[u8], RdbError> {
     Ok(payload.get(..split).unwrap_or_default())
 }
 
-/// Write the type byte and body of `value`; returns the payload version to stamp.
-fn encode_value(w: &mut Writer, value: &Value, limits: NodeLimits, now_ms: i64) -> u16 {
+/// The type byte a value is written with.
+fn value_type(value: &Value) -> u8 {
     match value {
-        Value::Str(s) => {
-            w.u8(types::STRING);
-            w.string(s);
-        }
+        Value::Str(_) => types::STRING,
+        Value::List(_) => types::LIST_QUICKLIST_2,
+        Value::Set(_) => types::SET,
+        Value::Hash(_) => types::HASH,
+        Value::Stream(s) => stream::type_for(s),
+    }
+}
+
+/// The payload version a value written as `rdb_type` needs.
+fn version_of(value: &Value, rdb_type: u8) -> u16 {
+    match value {
+        Value::Stream(_) if rdb_type > stream::TYPE_STREAM_V3 => RDB_VERSION,
+        Value::Stream(_) => VERSION_REDIS_7_2,
+        _ => VERSION_REDIS_7_0,
+    }
+}
+
+/// Write the body of `value` (its type byte, [`value_type`], already written) to `out`.
+fn encode_body(
+    out: &mut impl stream::BodyOut,
+    value: &Value,
+    rdb_type: u8,
+    limits: NodeLimits,
+    now_ms: i64,
+) -> std::io::Result<()> {
+    let w = out.w();
+    match value {
+        Value::Str(s) => w.string(s),
         Value::List(items) => {
-            w.u8(types::LIST_QUICKLIST_2);
             let nodes = list_nodes(items);
             w.length(nodes.len() as u64);
             for lp in nodes {
@@ -227,28 +253,21 @@ fn encode_value(w: &mut Writer, value: &Value, limits: NodeLimits, now_ms: i64) 
             }
         }
         Value::Set(members) => {
-            w.u8(types::SET);
             w.length(members.len() as u64);
             for m in members.iter() {
                 w.string(m);
             }
         }
         Value::Hash(fields) => {
-            w.u8(types::HASH);
             w.length(fields.len() as u64);
             for (f, v) in fields.iter() {
                 w.string(f);
                 w.string(v);
             }
         }
-        Value::Stream(s) => {
-            let rdb_type = stream::type_for(s);
-            w.u8(rdb_type);
-            stream::encode(w, s, rdb_type, limits, now_ms);
-            return if rdb_type > stream::TYPE_STREAM_V3 { RDB_VERSION } else { VERSION_REDIS_7_2 };
-        }
+        Value::Stream(s) => return stream::encode(out, s, rdb_type, limits, now_ms),
     }
-    VERSION_REDIS_7_0
+    Ok(())
 }
 
 /// A list cut into listpacks of about [`LIST_NODE_MAX_BYTES`] each.

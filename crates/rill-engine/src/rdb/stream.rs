@@ -35,11 +35,15 @@
 use super::io::{id_to_raw, preallocation, Reader, Writer};
 use super::listpack;
 use super::{LoadContext, RdbError};
+use crate::types::stream::codec::{self, Scalar};
 use crate::types::stream::group::{ConsumerSnapshot, GroupSnapshot};
 use crate::types::stream::idmp::{self, Idmp};
 use crate::types::stream::pel::ClaimOrder;
-use crate::types::stream::{NodeLimits, Stream, StreamEntry, StreamId};
+#[cfg(test)]
+use crate::types::stream::StreamEntry;
+use crate::types::stream::{NodeLimits, Stream, StreamId};
 use bytes::Bytes;
+use std::io;
 use std::ops::Bound;
 
 /// Redis 5.0 streams: no first ID, tombstone or entries-added, no entries-read.
@@ -86,15 +90,43 @@ pub fn type_for(s: &Stream) -> u8 {
 // ---------------------------------------------------------------------------------------------
 
 /// Write the body of a stream of type `rdb_type` (one of [`type_for`]'s answers). IIDs
-/// already expired at `now_ms` are left out, as Redis does.
-pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_ms: i64) {
-    let nodes = split_nodes(s.range(StreamId::MIN, StreamId::MAX, false), limits);
-    w.length(nodes.len() as u64);
-    for node in &nodes {
-        let master = node.first().map_or(StreamId::MIN, |(id, _)| *id);
-        w.raw_string(&id_to_raw(master));
-        w.raw_string(&node_listpack(master, node));
+/// already expired at `now_ms` are left out, as Redis does. The entries are read in place
+/// twice — once to cut them into nodes (the count comes first in the format), once to encode
+/// each node — and `out` may pass the bytes on after each node and every few thousand PEL
+/// records, so a stream is never held decoded or encoded whole.
+pub(super) fn encode(
+    out: &mut impl BodyOut,
+    s: &Stream,
+    rdb_type: u8,
+    limits: NodeLimits,
+    now_ms: i64,
+) -> io::Result<()> {
+    let sizes = node_sizes(s, limits);
+    out.w().length(sizes.len() as u64);
+    let mut node = NodeWriter::default();
+    let mut sizes = sizes.into_iter();
+    let mut failed = None;
+    s.for_each_entry(|id, fields| {
+        if failed.is_some() {
+            return;
+        }
+        if node.left == 0 {
+            node.start(id, fields, sizes.next().unwrap_or(1));
+        }
+        node.push(id, fields);
+        if node.left == 0 {
+            let w = out.w();
+            w.raw_string(&id_to_raw(node.master));
+            w.raw_string(&std::mem::take(&mut node.lp).finish());
+            if let Err(e) = out.node_done() {
+                failed = Some(e);
+            }
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
+    let w = out.w();
     w.length(s.len());
     w.length_id(s.last_generated_id());
     w.length_id(s.first_id());
@@ -103,23 +135,32 @@ pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_
 
     w.length(s.groups().len() as u64);
     for (name, g) in s.groups() {
+        let w = out.w();
         w.string(name);
         w.length_id(g.last_delivered_id);
         w.length(g.entries_read.unwrap_or(ENTRIES_READ_UNKNOWN));
         w.length(g.pel().len());
-        for (id, e) in g.pel().iter() {
+        for (i, (id, e)) in g.pel().iter().enumerate() {
+            let w = out.w();
             w.raw(&id_to_raw(id));
             w.millis(e.delivery_time_ms);
             w.length(e.delivery_count);
+            if i % RECORDS_PER_PASS == RECORDS_PER_PASS - 1 {
+                out.node_done()?;
+            }
         }
-        w.length(g.consumers().len() as u64);
+        out.w().length(g.consumers().len() as u64);
         for (cname, c) in g.consumers() {
+            let w = out.w();
             w.string(cname);
             w.millis(c.seen_time_ms);
             w.millis(c.active_time_ms);
             w.length(g.pending_count(c));
-            for id in g.pending_ids(c, Bound::Unbounded) {
-                w.raw(&id_to_raw(id));
+            for (i, id) in g.pending_ids(c, Bound::Unbounded).enumerate() {
+                out.w().raw(&id_to_raw(id));
+                if i % RECORDS_PER_PASS == RECORDS_PER_PASS - 1 {
+                    out.node_done()?;
+                }
             }
         }
         if rdb_type >= TYPE_STREAM_V5 {
@@ -129,14 +170,17 @@ pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_
                 .take_while(|(_, e)| matches!(e.claim_order(), ClaimOrder::Nacked(_)))
                 .map(|(id, _)| id)
                 .collect();
+            let w = out.w();
             w.length(zone.len() as u64);
             for id in zone {
                 w.raw(&id_to_raw(id));
             }
         }
+        out.node_done()?;
     }
 
     if rdb_type >= TYPE_STREAM_V4 {
+        let w = out.w();
         let idmp = &s.idmp;
         w.length(idmp.duration_secs());
         w.length(idmp.max_size());
@@ -158,10 +202,155 @@ pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_
         w.length(idmp.iids_added());
         w.length(idmp.iids_duplicates());
     }
+    Ok(())
 }
 
-/// Cut the entries into nodes the way an append-only Redis stream would: a node closes at
-/// `max_entries` entries or once its bytes would reach `max_bytes` (0 = no limit).
+/// PEL records written between two chances for the writer to pass its bytes on.
+const RECORDS_PER_PASS: usize = 4096;
+
+/// Where a value's body goes: the bytes so far, and the points (between a stream's nodes and
+/// every [`RECORDS_PER_PASS`] PEL records) where a file writer may pass them on. A DUMP
+/// payload ([`Writer`]) keeps them all.
+pub(crate) trait BodyOut {
+    /// The bytes written so far.
+    fn w(&mut self) -> &mut Writer;
+    /// A point where what was written may be passed on.
+    fn node_done(&mut self) -> io::Result<()>;
+}
+
+impl BodyOut for Writer {
+    fn w(&mut self) -> &mut Writer {
+        self
+    }
+
+    fn node_done(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// How many entries each node holds, cut the way an append-only Redis stream would: a node
+/// closes at `max_entries` entries or once its bytes would reach `max_bytes` (0 = no limit).
+fn node_sizes(s: &Stream, limits: NodeLimits) -> Vec<u64> {
+    let mut sizes: Vec<u64> = Vec::new();
+    let mut node_bytes = 0usize;
+    let mut scratch = Vec::new();
+    s.for_each_entry(|_, fields| {
+        let entry_bytes = fields
+            .iter()
+            .map(|(f, v)| f.len() + scalar_len(*v, &mut scratch) + 2 * ELEMENT_OVERHEAD_BYTES)
+            .sum::<usize>();
+        let full = match sizes.last() {
+            None => true,
+            Some(&n) => {
+                (limits.max_entries > 0 && n >= limits.max_entries)
+                    || (limits.max_bytes > 0 && (node_bytes + entry_bytes) as u64 >= limits.max_bytes)
+            }
+        };
+        if full {
+            sizes.push(0);
+            node_bytes = 0;
+        }
+        node_bytes += entry_bytes;
+        if let Some(n) = sizes.last_mut() {
+            *n += 1;
+        }
+    });
+    sizes
+}
+
+/// A value's length as text.
+fn scalar_len(v: Scalar<'_>, scratch: &mut Vec<u8>) -> usize {
+    match v {
+        Scalar::Raw(b) => b.len(),
+        number => {
+            scratch.clear();
+            codec::render(number, scratch);
+            scratch.len()
+        }
+    }
+}
+
+/// The node being encoded: its listpack, its master ID and field names (the first entry's),
+/// and how many entries it still takes.
+#[derive(Default)]
+struct NodeWriter<'s> {
+    lp: listpack::Builder,
+    master: StreamId,
+    names: Vec<&'s [u8]>,
+    left: u64,
+    scratch: Vec<u8>,
+}
+
+impl<'s> NodeWriter<'s> {
+    /// Begin a node of `count` entries with `id` and its fields as the master entry.
+    fn start(&mut self, id: StreamId, fields: &[(&'s [u8], Scalar<'s>)], count: u64) {
+        self.master = id;
+        self.names.clear();
+        self.names.extend(fields.iter().map(|(f, _)| *f));
+        self.left = count;
+        let lp = &mut self.lp;
+        lp.push_int(count as i64);
+        lp.push_int(0);
+        lp.push_int(self.names.len() as i64);
+        for f in &self.names {
+            lp.push_str(f);
+        }
+        lp.push_int(0);
+    }
+
+    fn push(&mut self, id: StreamId, fields: &[(&'s [u8], Scalar<'s>)]) {
+        let same = fields.len() == self.names.len() && fields.iter().zip(&self.names).all(|((f, _), m)| f == m);
+        let master = self.master;
+        self.lp.push_int(if same { FLAG_SAME_FIELDS } else { 0 });
+        self.lp.push_int(id.ms.wrapping_sub(master.ms) as i64);
+        self.lp.push_int(id.seq.wrapping_sub(master.seq) as i64);
+        if same {
+            for (_, v) in fields {
+                self.value(*v);
+            }
+            self.lp.push_int(fields.len() as i64 + 3);
+        } else {
+            self.lp.push_int(fields.len() as i64);
+            for (f, v) in fields {
+                self.lp.push_str(f);
+                self.value(*v);
+            }
+            self.lp.push_int(2 * fields.len() as i64 + 4);
+        }
+        self.left = self.left.saturating_sub(1);
+    }
+
+    fn value(&mut self, v: Scalar<'_>) {
+        match v {
+            Scalar::Raw(b) => self.lp.push_str(b),
+            Scalar::Int(n) => self.lp.push_int(n),
+            number => {
+                self.scratch.clear();
+                codec::render(number, &mut self.scratch);
+                self.lp.push_str(&self.scratch);
+            }
+        }
+    }
+}
+
+/// The encoder before [`encode`] read the entries in place: every entry decoded, then cut into
+/// nodes. Kept as the tests' reference for the node layout.
+#[cfg(test)]
+pub(super) fn encode_entries_reference(s: &Stream, limits: NodeLimits) -> Vec<u8> {
+    let mut w = Writer::default();
+    let nodes = split_nodes(s.range(StreamId::MIN, StreamId::MAX, false), limits);
+    w.length(nodes.len() as u64);
+    for node in &nodes {
+        let master = node.first().map_or(StreamId::MIN, |(id, _)| *id);
+        w.raw_string(&id_to_raw(master));
+        w.raw_string(&node_listpack(master, node));
+    }
+    w.buf
+}
+
+/// Cut the entries into nodes the way an append-only Redis stream would (the reference for
+/// [`node_sizes`]).
+#[cfg(test)]
 fn split_nodes(entries: impl Iterator<Item = StreamEntry>, limits: NodeLimits) -> Vec<Vec<StreamEntry>> {
     let mut nodes: Vec<Vec<StreamEntry>> = Vec::new();
     let mut node_bytes = 0usize;
@@ -186,7 +375,9 @@ fn split_nodes(entries: impl Iterator<Item = StreamEntry>, limits: NodeLimits) -
     nodes
 }
 
-/// One node's listpack; the first entry's fields become the master fields.
+/// One node's listpack; the first entry's fields become the master fields (the reference for
+/// [`NodeWriter`]).
+#[cfg(test)]
 fn node_listpack(master: StreamId, entries: &[StreamEntry]) -> Vec<u8> {
     let master_fields: Vec<&Bytes> =
         entries.first().map(|(_, f)| f.iter().map(|(k, _)| k).collect()).unwrap_or_default();
@@ -353,34 +544,32 @@ fn append_node(s: &mut Stream, master: StreamId, lp: &[u8], limits: NodeLimits) 
     let field_count = usize::try_from(next()?.int()?).map_err(|_| corrupt("stream node field count"))?;
     let mut master_fields = Vec::with_capacity(preallocation(field_count));
     for _ in 0..field_count {
-        master_fields.push(Bytes::from(next()?.to_bytes()));
+        master_fields.push(next()?);
     }
     if next()?.int()? != 0 {
         return Err(corrupt("stream master entry terminator"));
     }
     let (mut seen_live, mut seen_deleted) = (0i64, 0i64);
+    // Each entry's fields are copied into one reused buffer (no allocation per value).
+    let mut fields = EntryText::default();
     for _ in 0..live.saturating_add(deleted) {
         let flags = next()?.int()?;
         let ms = master.ms.wrapping_add(next()?.int()? as u64);
         let seq = master.seq.wrapping_add(next()?.int()? as u64);
-        let mut fields: Vec<(Bytes, Bytes)>;
-        let expected_count;
-        if flags & FLAG_SAME_FIELDS != 0 {
-            fields = Vec::with_capacity(master_fields.len());
+        fields.clear();
+        let expected_count = if flags & FLAG_SAME_FIELDS != 0 {
             for f in &master_fields {
-                fields.push((f.clone(), Bytes::from(next()?.to_bytes())));
+                fields.push(*f, next()?);
             }
-            expected_count = master_fields.len() as i64 + 3;
+            master_fields.len() as i64 + 3
         } else {
             let n = usize::try_from(next()?.int()?).map_err(|_| corrupt("stream entry field count"))?;
-            fields = Vec::with_capacity(preallocation(n));
             for _ in 0..n {
-                let f = Bytes::from(next()?.to_bytes());
-                let v = Bytes::from(next()?.to_bytes());
-                fields.push((f, v));
+                let f = next()?;
+                fields.push(f, next()?);
             }
-            expected_count = 2 * n as i64 + 4;
-        }
+            2 * n as i64 + 4
+        };
         if next()?.int()? != expected_count {
             return Err(corrupt("stream entry element count"));
         }
@@ -395,4 +584,48 @@ fn append_node(s: &mut Stream, master: StreamId, lp: &[u8], limits: NodeLimits) 
         return Err(corrupt("stream node counts differ from its entries"));
     }
     Ok(())
+}
+
+/// One entry's field/value pairs as text in one buffer, reused from entry to entry.
+#[derive(Debug, Default)]
+struct EntryText {
+    text: Vec<u8>,
+    /// Per pair: where the name starts, where the value starts, where the value ends.
+    spans: Vec<(usize, usize, usize)>,
+}
+
+impl EntryText {
+    fn clear(&mut self) {
+        self.text.clear();
+        self.spans.clear();
+    }
+
+    fn push(&mut self, name: listpack::Item<'_>, value: listpack::Item<'_>) {
+        let start = self.text.len();
+        self.put(name);
+        let mid = self.text.len();
+        self.put(value);
+        self.spans.push((start, mid, self.text.len()));
+    }
+
+    fn put(&mut self, item: listpack::Item<'_>) {
+        match item {
+            listpack::Item::Str(s) => self.text.extend_from_slice(s),
+            listpack::Item::Int(v) => {
+                use std::io::Write;
+                let _ = write!(self.text, "{v}");
+            }
+        }
+    }
+}
+
+impl crate::types::stream::Fields for EntryText {
+    fn pair_count(&self) -> usize {
+        self.spans.len()
+    }
+
+    fn pair(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        let &(a, b, c) = self.spans.get(i)?;
+        Some((self.text.get(a..b)?, self.text.get(b..c)?))
+    }
 }

@@ -1,12 +1,14 @@
 //! Snapshots: compaction of the log (BGREWRITEAOF, automatic by size), SAVE and BGSAVE.
 //!
-//! A rewrite tells the writer to start a new incremental file at this exact point; the files
-//! it finishes with (old base + old incremental files) then describe exactly the state at that
-//! point, so a background thread rebuilds that state from them in a private engine — the live
-//! keyspace is neither locked nor copied, clients pause only for the rotation — writes it as
-//! an RDB file, fsyncs and renames it, and switches the manifest to `base = the new snapshot,
-//! incr = the file started at the rotation`. (Only when the log was just turned on, and for
-//! BGSAVE/SAVE without the log, is the keyspace copied under the lock.) A crash at any moment
+//! A rewrite tells the writer to start a new incremental file at this exact point and takes
+//! the state at that point: a copy of the keyspace under the lock, copy-on-write for streams
+//! (their blocks and PEL chunks are shared, so the copy costs O(keys + blocks), and a write
+//! afterwards duplicates only the block or chunk it changes), for up to `snapshot-copy-max-keys`
+//! keys; above that, the files the writer finishes with (old base + old incremental files)
+//! describe exactly that state, so a background thread rebuilds it from them in a private
+//! engine (nothing copied under the lock, twice the memory, slower). Then it writes the state
+//! as an RDB file, fsyncs and renames it, and switches the manifest to `base = the new
+//! snapshot, incr = the file started at the rotation`. A crash at any moment
 //! leaves a manifest that names a complete set of files: before the switch the old base and
 //! every incremental file (old and new) are listed; after it, the new pair.
 
@@ -215,8 +217,9 @@ pub fn start(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
 
 /// Where a rewrite's snapshot comes from.
 enum Source {
-    /// The log was just turned on: the data exists only in memory, so it is copied under the
-    /// lock (a pause proportional to the data, once).
+    /// A copy made under the lock at the rotation point: always when the log was just turned
+    /// on (the data exists only in memory), and whenever the keyspace has at most
+    /// `snapshot-copy-max-keys` keys (the copy shares streams' blocks and PEL chunks).
     Copy(Snapshot),
     /// The files the writer finishes with at the rotation point describe exactly the state at
     /// that point: a background thread rebuilds it from them in a private engine, so the
@@ -240,10 +243,11 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
         // Reserved now: the writer's recovery may create a file before the thread does.
         (files.next_seq(), files.provisional)
     };
-    let source = if provisional {
+    let source = if provisional || copy_is_cheap(st) {
         // The copy must be exactly the state at the rotation point: both happen under the
-        // lock (the new file is prepared here too; this path runs once, when the log is
-        // turned on).
+        // lock (the new file is prepared here too). Streams are copied copy-on-write, so
+        // this costs O(keys + blocks) rather than the data's size, and the rewrite holds no
+        // second engine.
         let file = log.prepare_rotation(seq).map_err(|_| "ERR cannot create the new AOF file")?;
         log.rotate(file);
         Source::Copy(take(st))
@@ -312,6 +316,14 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
     Ok(())
 }
 
+/// Whether a snapshot of the keyspace is a copy made under the lock (copy-on-write for
+/// streams, O(keys)) rather than a rebuild from the log files: up to `snapshot-copy-max-keys`
+/// keys (rill's own directive, default a million: about 50 ms of copying at most).
+fn copy_is_cheap(st: &State) -> bool {
+    let keys: usize = st.engine.dbs().iter().map(|db| db.len()).sum();
+    i64::try_from(keys).is_ok_and(|k| k <= st.config.get_i64("snapshot-copy-max-keys"))
+}
+
 /// What a replica's full sync sends: the state at the moment of its `PSYNC`, as RDB bytes.
 #[derive(Debug)]
 pub enum ReplicaSnapshot {
@@ -322,19 +334,29 @@ pub enum ReplicaSnapshot {
 }
 
 /// The snapshot for a replica's full sync, of the state at this exact point (call under the
-/// lock, in the same critical section that reads the stream's offset). With the log on, the
-/// writer starts a new file here, so the files before it describe exactly this state, and a
-/// background thread rebuilds it from them in a private engine and encodes it — the clients
-/// are paused only for the new file's creation, not for a copy of the keyspace (the same
-/// machinery as compaction; the manifest just lists one more file until the next rewrite).
-/// Without the log, while a rewrite or save runs (their files are not stable), or while the
-/// log's base is still being written, the keyspace is copied under the lock instead. While the
-/// snapshot is built, INFO says a save is in progress and a BGREWRITEAOF waits for it.
+/// lock, in the same critical section that reads the stream's offset).
+///
+/// Usually the keyspace is copied here: a stream's blocks and its PEL's chunks are shared
+/// copy-on-write (`Arc`), so copying a stream costs O(blocks + PEL / 256) pointer copies, not
+/// its size (1M entries with 500k pending: about a millisecond), and a write after the copy
+/// duplicates only the block or chunk it changes. Strings are shared as well; hashes, lists
+/// and sets are copied whole. The cost is O(keys), so above `snapshot-copy-max-keys` keys, when the
+/// log is on and stable, the writer starts a new file instead, so the files before it
+/// describe exactly this state, and a background thread rebuilds it from them in a private
+/// engine (the same machinery as compaction; the manifest just lists one more file until the
+/// next rewrite): slower and twice the memory, but the clients are paused only for the new
+/// file's creation. While it is built, INFO says a save is in progress and a BGREWRITEAOF
+/// waits for it.
 pub fn replica_snapshot(shared: &Arc<Shared>, st: &mut State) -> ReplicaSnapshot {
     let copy = |st: &State| {
-        tracing::info!("Snapshot for a replica: copying the keyspace");
-        ReplicaSnapshot::Copy(take(st))
+        let started = std::time::Instant::now();
+        let snap = take(st);
+        tracing::info!("Snapshot for a replica: keyspace copied in {} us", started.elapsed().as_micros());
+        ReplicaSnapshot::Copy(snap)
     };
+    if copy_is_cheap(st) {
+        return copy(st);
+    }
     let busy = st.persist.rewrite_in_progress || st.persist.bgsave_in_progress || st.persist.loading;
     let Some(log) = st.journal.log().cloned().filter(|l| !busy && l.base.ready() && !l.failed()) else {
         return copy(st);

@@ -2,9 +2,10 @@
 //! (`cmd/replication.rs`), its task stops reading requests and feeds the replica instead.
 //!
 //! ```text
-//!  full sync:  snapshot (taken under the lock) ─► RDB bytes, made on a blocking thread
-//!              ("\n" every second meanwhile, so the replica does not time out)
-//!              ─► "$<len>\r\n" payload   or   "$EOF:<mark>\r\n" payload <mark>
+//!  full sync:  snapshot (copied under the lock, copy-on-write) ─► encoded on a blocking
+//!              thread in 1 MiB chunks, each sent as it is made: "$EOF:<mark>\r\n" ... <mark>
+//!              (a replica without `capa eof`, or a snapshot rebuilt from the log: the whole
+//!              payload is made first, "\n" every second meanwhile, then "$<len>\r\n" payload)
 //!              (after an EOF payload, the stream waits for the replica's first ACK)
 //!  then:       the backlog from the first byte not sent, as it grows (Replication::grown);
 //!              REPLCONF ACK <offset> read back and recorded (INFO, ROLE)
@@ -18,7 +19,7 @@
 
 use super::driver::Signals;
 use super::transport::Transport;
-use crate::aof::rewrite::ReplicaSnapshot;
+use crate::aof::rewrite::{ReplicaSnapshot, Snapshot};
 use crate::replication::primary::{Feed, LinkState};
 use crate::state::{now_ms, Shared};
 use bytes::{Bytes, BytesMut};
@@ -50,53 +51,20 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     let mut wait_first_ack = false;
     if let Some(snapshot) = snapshot {
         let made = std::time::Instant::now();
-        let job = async move {
-            match snapshot {
-                ReplicaSnapshot::Copy(snap) => tokio::task::spawn_blocking(move || {
-                    snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string())
-                })
-                .await
-                .map_err(|e| e.to_string())?,
-                ReplicaSnapshot::Building(rx) => rx.await.map_err(|e| e.to_string())?,
-            }
+        let sent = match snapshot {
+            ReplicaSnapshot::Copy(snap) if eof_mark => match send_streamed(t, snap, sig).await {
+                Ok(bytes) => bytes,
+                Err(why) => return why,
+            },
+            snapshot => match send_whole(t, snapshot, eof_mark, sig).await {
+                Ok(bytes) => bytes,
+                Err(why) => return why,
+            },
         };
-        tokio::pin!(job);
-        let payload: Result<Vec<u8>, String> = loop {
-            tokio::select! {
-                r = &mut job => break r,
-                () = tokio::time::sleep(Duration::from_secs(1)) => {
-                    if !write_all(t, &[b"\n"], sig).await {
-                        return "write error while the snapshot was made";
-                    }
-                }
-                () = sig.kill.notified() => return "killed",
-                _ = sig.shutdown.changed() => return "shutdown",
-            }
-        };
-        let payload = match payload {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                tracing::warn!("the snapshot for a replica could not be made: {e}");
-                return "the snapshot could not be made";
-            }
-        };
-        tracing::info!("Snapshot for a replica made: {} bytes in {} ms", payload.len(), made.elapsed().as_millis());
-        let sending = std::time::Instant::now();
-        let sent = if eof_mark {
-            let mark = crate::run::run_id();
-            let head = format!("$EOF:{mark}\r\n");
-            write_all(t, &[head.as_bytes(), &payload, mark.as_bytes()], sig).await
-        } else {
-            let head = format!("${}\r\n", payload.len());
-            write_all(t, &[head.as_bytes(), &payload], sig).await
-        };
-        if !sent {
-            return "write error while sending the snapshot";
-        }
         tracing::info!(
-            "Synchronization with replica {} succeeded (sent in {} ms)",
+            "Synchronization with replica {} succeeded ({sent} bytes made and sent in {} ms)",
             replica_name(shared, id),
-            sending.elapsed().as_millis()
+            made.elapsed().as_millis()
         );
         if rdb_only {
             return "the snapshot was all it asked for";
@@ -164,6 +132,134 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
             () = sig.kill.notified() => return "killed",
             _ = sig.shutdown.changed() => return "shutdown",
         }
+    }
+}
+
+/// Most bytes of an encoded snapshot handed from the encoder to the link at a time.
+const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+
+/// Encode `snap` on a blocking thread while it is sent, end-marked (`$EOF:<mark>`): the
+/// encoder hands over chunks of [`SNAPSHOT_CHUNK_BYTES`] through a queue of a few, so the
+/// primary never holds the whole encoded snapshot, and sending overlaps encoding. Returns the
+/// payload's size.
+async fn send_streamed<T: Transport>(t: &mut T, snap: Snapshot, sig: &mut Signals) -> Result<u64, &'static str> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let encoder = tokio::task::spawn_blocking(move || {
+        let out = ChunkSender { tx, buf: Vec::with_capacity(SNAPSHOT_CHUNK_BYTES) };
+        let (mut out, size) = snap.write_to(out)?;
+        out.send_rest()?;
+        Ok::<u64, std::io::Error>(size)
+    });
+    let mark = crate::run::run_id();
+    let head = format!("$EOF:{mark}\r\n");
+    if !write_all(t, &[head.as_bytes()], sig).await {
+        return Err("write error while sending the snapshot");
+    }
+    loop {
+        let chunk = tokio::select! {
+            c = rx.recv() => c,
+            () = sig.kill.notified() => return Err("killed"),
+            _ = sig.shutdown.changed() => return Err("shutdown"),
+        };
+        let Some(chunk) = chunk else { break };
+        if !write_all(t, &[&chunk], sig).await {
+            // Dropping the queue stops the encoder at its next chunk.
+            return Err("write error while sending the snapshot");
+        }
+    }
+    let size = match encoder.await {
+        Ok(Ok(size)) => size,
+        Ok(Err(e)) => {
+            tracing::warn!("the snapshot for a replica could not be made: {e}");
+            return Err("the snapshot could not be made");
+        }
+        Err(_) => return Err("the snapshot could not be made"),
+    };
+    if !write_all(t, &[mark.as_bytes()], sig).await {
+        return Err("write error while sending the snapshot");
+    }
+    Ok(size)
+}
+
+/// Make the whole payload first, then send it with its length (a replica without `capa eof`)
+/// or end-marked: a rebuilt snapshot arrives whole. Meanwhile a newline each second keeps the
+/// replica from timing out, as Redis does while it prepares a snapshot.
+async fn send_whole<T: Transport>(
+    t: &mut T,
+    snapshot: ReplicaSnapshot,
+    eof_mark: bool,
+    sig: &mut Signals,
+) -> Result<u64, &'static str> {
+    let job = async move {
+        match snapshot {
+            ReplicaSnapshot::Copy(snap) => tokio::task::spawn_blocking(move || {
+                snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|e| e.to_string())?,
+            ReplicaSnapshot::Building(rx) => rx.await.map_err(|e| e.to_string())?,
+        }
+    };
+    tokio::pin!(job);
+    let payload: Result<Vec<u8>, String> = loop {
+        tokio::select! {
+            r = &mut job => break r,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                if !write_all(t, &[b"\n"], sig).await {
+                    return Err("write error while the snapshot was made");
+                }
+            }
+            () = sig.kill.notified() => return Err("killed"),
+            _ = sig.shutdown.changed() => return Err("shutdown"),
+        }
+    };
+    let payload = payload.map_err(|e| {
+        tracing::warn!("the snapshot for a replica could not be made: {e}");
+        "the snapshot could not be made"
+    })?;
+    let sent = if eof_mark {
+        let mark = crate::run::run_id();
+        let head = format!("$EOF:{mark}\r\n");
+        write_all(t, &[head.as_bytes(), &payload, mark.as_bytes()], sig).await
+    } else {
+        let head = format!("${}\r\n", payload.len());
+        write_all(t, &[head.as_bytes(), &payload], sig).await
+    };
+    if sent {
+        Ok(payload.len() as u64)
+    } else {
+        Err("write error while sending the snapshot")
+    }
+}
+
+/// The encoder's end of [`send_streamed`]: full chunks go into the queue (waiting while it is
+/// full); an error once the link's end is gone.
+struct ChunkSender {
+    tx: tokio::sync::mpsc::Sender<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+impl ChunkSender {
+    fn send_rest(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(SNAPSHOT_CHUNK_BYTES));
+        self.tx.blocking_send(chunk).map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+    }
+}
+
+impl std::io::Write for ChunkSender {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= SNAPSHOT_CHUNK_BYTES {
+            self.send_rest()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -171,11 +171,21 @@ fn a_redis_replica_follows_rill_through_a_full_and_a_partial_sync() {
     follows(fuzz_seed(0x005E_ED0F_4E91), &[]);
 }
 
-/// With the log on, the full sync's snapshot is rebuilt from the log files in the background
-/// (`aof::rewrite::replica_snapshot`), not copied under the lock: it must be the same state.
+/// With the log on, the full sync's snapshot is by default a copy-on-write copy, as without it.
 #[test]
 fn a_redis_replica_follows_rill_with_the_log_on() {
     follows(fuzz_seed(0x0010_6ED5_4E91), &["--appendonly", "yes", "--appendfsync", "everysec"]);
+}
+
+/// Above `snapshot-copy-max-keys` keys the full sync's snapshot is rebuilt from the log files
+/// in the background (`aof::rewrite::replica_snapshot`), not copied under the lock: it must
+/// be the same state.
+#[test]
+fn a_redis_replica_follows_rill_from_a_snapshot_rebuilt_from_the_log() {
+    follows(
+        fuzz_seed(0x0010_6ED5_4E92),
+        &["--appendonly", "yes", "--appendfsync", "everysec", "--snapshot-copy-max-keys", "0"],
+    );
 }
 
 #[test]
@@ -200,7 +210,9 @@ fn follows(seed: u64, rill_args: &[&str]) {
     wait_caught_up(&mut rill, &mut replica);
     assert_equal(&mut rill, &mut replica, &format!("after the full sync (seed {seed})"));
     let rebuilt = rill_server.log().contains("rebuilding it from the log files");
-    assert_eq!(rebuilt, rill_args.contains(&"yes"), "how the snapshot was made: {}", rill_server.log());
+    let copied = rill_server.log().contains("Snapshot for a replica: keyspace copied");
+    let rebuilds = rill_args.windows(2).any(|w| w == ["--snapshot-copy-max-keys", "0"]);
+    assert_eq!((rebuilt, copied), (rebuilds, !rebuilds), "how the snapshot was made: {}", rill_server.log());
     // The stream, as it is made.
     workload(&mut rill, &mut rng, &mut ids, 300);
     wait_caught_up(&mut rill, &mut replica);

@@ -644,12 +644,16 @@ pub struct Fuzz<'a> {
     snapshot: Option<Picture>,
 }
 
-fn startup_args(appendonly: bool, fsync: &str) -> Vec<String> {
+/// `copy_snapshots`: rewrites take copy-on-write copies of the keyspace (the default);
+/// otherwise they rebuild it from the log files (`snapshot-copy-max-keys 0`).
+fn startup_args(appendonly: bool, fsync: &str, copy_snapshots: bool) -> Vec<String> {
     words(&[
         "--appendonly",
         if appendonly { "yes" } else { "no" },
         "--appendfsync",
         fsync,
+        "--snapshot-copy-max-keys",
+        if copy_snapshots { "1000000" } else { "0" },
         // Rewrites by themselves, often.
         "--auto-aof-rewrite-min-size",
         "32768",
@@ -689,7 +693,8 @@ impl<'a> Fuzz<'a> {
     }
 
     fn start(&self, appendonly: bool) -> Result<Running, String> {
-        let args = startup_args(appendonly, self.params.fsync);
+        // Odd seeds copy snapshots, even ones rebuild them from the log: both paths run.
+        let args = startup_args(appendonly, self.params.fsync, self.params.seed % 2 == 1);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let proc = Proc::try_start(self.dir, &args)?;
         let client = proc.client();

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! ChunkedMap<K, V>
-//!   chunks: BTreeMap<K (separator), VecDeque<(K, V)>>   one directory slot per chunk
+//!   chunks: BTreeMap<K (separator), Arc<VecDeque<(K, V)>>>   one directory slot per chunk
 //!     1-0   -> [(1-0, v) (2-0, v) ... (256-0, v)]        ≤ CHUNK_LEN pairs, sorted, packed
 //!     257-0 -> [(257-0, v) ... (325-0, v)]
 //!     326-0 -> [(327-0, v)]                              separator ≤ first key (see below)
@@ -28,8 +28,13 @@
 //! entry, the usual case — moves nothing); iteration O(1) per pair.
 //! Random removals merge a chunk that falls below a quarter full into a neighbour, so no chunk
 //! holds fewer than CHUNK_LEN / 4 pairs unless it has no neighbour to merge with.
+//!
+//! Chunks are shared copy-on-write: a clone of the map (a snapshot for a replica or a
+//! rewrite, see the server's `aof/rewrite.rs`) copies the directory and shares every chunk,
+//! O(n / CHUNK_LEN); the first change to a shared chunk afterwards copies that chunk alone.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// Most pairs per chunk. 256 keeps an in-chunk move to at most 4 KiB (128 pairs of 32 bytes; a
 /// fraction of a microsecond) while the directory costs well under 1 B per pair. Per pending
@@ -40,7 +45,7 @@ pub const CHUNK_LEN: usize = 256;
 /// A sorted map of small `Copy` keys and values (see the module doc).
 #[derive(Debug, Clone)]
 pub struct ChunkedMap<K, V> {
-    chunks: BTreeMap<K, VecDeque<(K, V)>>,
+    chunks: BTreeMap<K, Arc<VecDeque<(K, V)>>>,
     len: usize,
 }
 
@@ -74,7 +79,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     /// filed at or below `key` (a key below every separator is not stored). One descent of
     /// the directory. O(log n).
     fn chunk_of(&self, key: &K) -> Option<(K, &VecDeque<(K, V)>)> {
-        self.chunks.range(..=*key).next_back().map(|(sep, chunk)| (*sep, chunk))
+        self.chunks.range(..=*key).next_back().map(|(sep, chunk)| (*sep, &**chunk))
     }
 
     /// The value for `key`. O(log n).
@@ -91,25 +96,39 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
 
     /// Store `value` under `key`, returning the value it replaces. O(log n + CHUNK_LEN).
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        // Above every key (new deliveries, a snapshot loading): straight onto the last chunk,
+        // as the general path below would put it.
+        if let Some(mut last) = self.chunks.last_entry() {
+            if last.get().back().is_some_and(|(k, _)| *k < key) {
+                self.len += 1;
+                if last.get().len() < CHUNK_LEN {
+                    Arc::make_mut(last.get_mut()).push_back((key, value));
+                } else {
+                    self.chunks.insert(key, Arc::new(VecDeque::from([(key, value)])));
+                }
+                return None;
+            }
+        }
         let Some((sep, chunk)) = self.chunks.range_mut(..=key).next_back() else {
             return self.insert_below_all(key, value);
         };
         let sep = *sep;
         let pos = match chunk.binary_search_by(|(k, _)| k.cmp(&key)) {
             Ok(pos) => {
-                let slot = chunk.get_mut(pos)?;
+                let slot = Arc::make_mut(chunk).get_mut(pos)?;
                 return Some(std::mem::replace(&mut slot.1, value));
             }
             Err(pos) => pos,
         };
         self.len += 1;
         if chunk.len() < CHUNK_LEN {
-            chunk.insert(pos, (key, value));
+            Arc::make_mut(chunk).insert(pos, (key, value));
         } else if pos == CHUNK_LEN {
             // Appending past a full chunk starts the next one, so in-order arrivals leave every
             // chunk full rather than half full.
-            self.chunks.insert(key, VecDeque::from([(key, value)]));
+            self.chunks.insert(key, Arc::new(VecDeque::from([(key, value)])));
         } else {
+            let chunk = Arc::make_mut(chunk);
             let mut right = chunk.split_off(CHUNK_LEN / 2);
             if pos <= CHUNK_LEN / 2 {
                 chunk.insert(pos, (key, value));
@@ -119,7 +138,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             if let Some((first, _)) = right.front() {
                 let first = *first;
                 debug_assert!(first > sep);
-                self.chunks.insert(first, right);
+                self.chunks.insert(first, Arc::new(right));
             }
         }
         None
@@ -129,20 +148,20 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     /// takes it and is re-filed under `key`. Never a replacement: such a key is not stored.
     fn insert_below_all(&mut self, key: K, value: V) -> Option<V> {
         let Some(mut first) = self.chunks.pop_first().map(|(_, chunk)| chunk) else {
-            self.chunks.insert(key, VecDeque::from([(key, value)]));
+            self.chunks.insert(key, Arc::new(VecDeque::from([(key, value)])));
             self.len = 1;
             return None;
         };
         self.len += 1;
         if first.len() < CHUNK_LEN {
-            first.push_front((key, value));
+            Arc::make_mut(&mut first).push_front((key, value));
             self.chunks.insert(key, first);
         } else {
             // Full: the key starts a chunk of its own in front.
             if let Some((sep, _)) = first.front() {
                 self.chunks.insert(*sep, first);
             }
-            self.chunks.insert(key, VecDeque::from([(key, value)]));
+            self.chunks.insert(key, Arc::new(VecDeque::from([(key, value)])));
         }
         None
     }
@@ -152,7 +171,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         let (sep, chunk) = self.chunks.range_mut(..=*key).next_back()?;
         let sep = *sep;
         let pos = chunk.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
-        let (_, value) = chunk.remove(pos)?;
+        let (_, value) = Arc::make_mut(chunk).remove(pos)?;
         let left = chunk.len();
         self.len -= 1;
         if left == 0 {
@@ -169,7 +188,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         use std::ops::Bound::{Excluded, Unbounded};
         let next = self.chunks.range((Excluded(sep), Unbounded)).next().map(|(k, c)| (*k, c.len()));
         let prev = self.chunks.range(..sep).next_back().map(|(k, c)| (*k, c.len()));
-        let len = self.chunks.get(&sep).map_or(0, VecDeque::len);
+        let len = self.chunks.get(&sep).map_or(0, |c| c.len());
         // Merge into the earlier chunk of the pair; its separator covers both ranges.
         let pair = match (prev, next) {
             (Some((p, plen)), _) if plen + len <= CHUNK_LEN => Some((p, sep)),
@@ -177,14 +196,15 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             _ => None,
         };
         if let Some((keep, gone)) = pair {
-            if let Some(mut moved) = self.chunks.remove(&gone) {
+            if let Some(moved) = self.chunks.remove(&gone) {
                 if let Some(chunk) = self.chunks.get_mut(&keep) {
-                    chunk.append(&mut moved);
+                    Arc::make_mut(chunk).append(&mut Arc::unwrap_or_clone(moved));
                 }
             }
         } else if let Some(chunk) = self.chunks.get_mut(&sep) {
             if chunk.capacity() > 4 * chunk.len().max(1) {
-                chunk.shrink_to(2 * chunk.len());
+                let len = chunk.len();
+                Arc::make_mut(chunk).shrink_to(2 * len);
             }
         }
     }
@@ -236,7 +256,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     /// Heap bytes held (chunk allocations plus directory slots, not counting the directory's
     /// node headers). O(n / CHUNK_LEN).
     pub fn heap_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<(K, VecDeque<(K, V)>)>();
+        let slot = std::mem::size_of::<(K, Arc<VecDeque<(K, V)>>)>() + 2 * std::mem::size_of::<usize>();
         self.chunks.values().map(|c| c.capacity() * std::mem::size_of::<(K, V)>() + slot).sum()
     }
 
@@ -248,7 +268,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             if chunk.is_empty() || chunk.len() > CHUNK_LEN {
                 return false;
             }
-            for (k, _) in chunk {
+            for (k, _) in chunk.iter() {
                 if *k < *sep || prev.is_some_and(|p| p >= *k) {
                     return false;
                 }
@@ -282,7 +302,7 @@ impl<'m, K: Ord + Copy, V: Copy> Finder<'m, K, V> {
         if !covered {
             let (sep, chunk) = self.map.chunks.range(..=*key).next_back()?;
             let next = self.map.chunks.range((Excluded(*sep), Unbounded)).next().map(|(k, _)| *k);
-            self.cur = Some((*sep, next, chunk));
+            self.cur = Some((*sep, next, &**chunk));
         }
         let (_, _, chunk) = self.cur?;
         let pos = chunk.binary_search_by(|(k, _)| k.cmp(key)).ok()?;

@@ -202,6 +202,9 @@ pub struct ConsumerSnapshot {
     pub pending: Vec<StreamId>,
 }
 
+/// A group PEL record while a snapshot loads: its ID, delivery time, delivery count, owner.
+type PelRecord = (StreamId, (i64, u64, Option<OwnerId>));
+
 impl Stream {
     /// Add a consumer group from a snapshot (RESTORE). Owned records keep their time and
     /// count; records listed in `nacked` form the XNACK zone in that order; a record nobody
@@ -213,12 +216,17 @@ impl Stream {
         if self.groups.contains_key(&name) {
             return Err("duplicate consumer group");
         }
-        let mut records: BTreeMap<StreamId, (i64, u64, Option<OwnerId>)> = BTreeMap::new();
-        for (id, time, count) in snap.pending {
-            if records.insert(id, (time, count, None)).is_some() {
+        // The records by ID, in a sorted vector (a file lists them in ID order: no sort then).
+        let mut records: Vec<PelRecord> =
+            snap.pending.into_iter().map(|(id, time, count)| (id, (time, count, None))).collect();
+        let ascending = |r: &[PelRecord]| r.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0));
+        if !ascending(&records) {
+            records.sort_unstable_by_key(|r| r.0);
+            if !ascending(&records) {
                 return Err("duplicate group PEL entry");
             }
         }
+        let find = |records: &[PelRecord], id: &StreamId| records.binary_search_by_key(id, |r| r.0).ok();
         let mut group = ConsumerGroup::new(snap.last_delivered_id, snap.entries_read);
         for c in snap.consumers {
             if group.consumers.contains_key(&c.name) {
@@ -228,7 +236,7 @@ impl Stream {
             consumer.active_time_ms = c.active_time_ms;
             let slot = consumer.owner;
             for id in c.pending {
-                match records.get_mut(&id) {
+                match find(&records, &id).and_then(|i| records.get_mut(i)).map(|r| &mut r.1) {
                     Some((_, _, owner @ None)) => *owner = Some(slot),
                     Some(_) => return Err("consumer PEL entry owned twice"),
                     None => return Err("consumer PEL entry missing from the group PEL"),
@@ -237,7 +245,7 @@ impl Stream {
         }
         let mut released: BTreeSet<StreamId> = BTreeSet::new();
         for id in &snap.nacked {
-            match records.get(id) {
+            match find(&records, id).and_then(|i| records.get(i)).map(|r| &r.1) {
                 Some((_, _, None)) if released.insert(*id) => {}
                 Some((_, _, None)) => return Err("duplicate XNACK zone entry"),
                 Some(_) => return Err("XNACK zone entry has an owner"),
@@ -245,7 +253,7 @@ impl Stream {
             }
         }
         for id in snap.nacked {
-            if let Some((_, count, _)) = records.get(&id) {
+            if let Some((_, (_, count, _))) = find(&records, &id).and_then(|i| records.get(i)) {
                 group.pel.set_nacked(id, *count);
             }
         }

@@ -60,6 +60,7 @@ use block::{Block, EntryCursor, EntryPos, Master};
 use bytes::Bytes;
 use std::collections::btree_map;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub use block::NodeLimits;
 pub use id::{StreamId, XaddId};
@@ -198,7 +199,7 @@ pub const TRIM_DEFAULT_LIMIT_MAX: u64 = 1_000_000;
 pub struct Stream {
     /// Entries, in blocks keyed by each block's first stored ID. Invariant: every block has at
     /// least one live entry; blocks' ID ranges do not overlap and are in key order.
-    blocks: BTreeMap<StreamId, Block>,
+    blocks: BTreeMap<StreamId, Arc<Block>>,
     /// `length`: live entries. Equals the sum of the blocks' live counts.
     length: u64,
     /// `last-generated-id`: highest ID ever added (only XSETID lowers it). ≥ every live ID.
@@ -213,6 +214,16 @@ pub struct Stream {
     pub idmp: Idmp,
     /// Consumer groups by name (see [`group`]).
     groups: BTreeMap<Bytes, group::ConsumerGroup>,
+}
+
+/// Mark entry `id` deleted in a block that may be shared with a snapshot (blocks are
+/// copy-on-write: a clone of the stream shares them): a shared block is copied only if the
+/// entry is there to delete. False if there is no such live entry.
+fn mark_deleted(block: &mut Arc<Block>, first: StreamId, id: StreamId) -> bool {
+    if Arc::get_mut(block).is_none() && block.find(first, id).is_none_or(|p| p.deleted) {
+        return false;
+    }
+    Arc::make_mut(block).mark_deleted(first, id)
 }
 
 /// What a trim aims for.
@@ -372,16 +383,16 @@ impl Stream {
         let appended = match self.blocks.last_entry() {
             Some(mut tail) if tail.get().has_room(raw_bytes, limits) => {
                 let first = *tail.key();
-                tail.get_mut().push(first, id, fields)
+                Arc::make_mut(tail.get_mut()).push(first, id, fields)
             }
             Some(mut tail) => {
-                tail.get_mut().shrink();
+                Arc::make_mut(tail.get_mut()).shrink();
                 false
             }
             None => false,
         };
         if !appended {
-            self.blocks.insert(id, Block::new(id, fields));
+            self.blocks.insert(id, Arc::new(Block::new(id, fields)));
         }
         if self.length == 0 {
             self.first_id = id;
@@ -404,7 +415,7 @@ impl Stream {
         let rewritten = tail.get().rewrite_live(first);
         tail.remove();
         if let Some((key, block)) = rewritten {
-            self.blocks.insert(key, block);
+            self.blocks.insert(key, Arc::new(block));
         }
     }
 
@@ -415,7 +426,7 @@ impl Stream {
         let Some((&first, block)) = self.blocks.range_mut(..=id).next_back() else {
             return false;
         };
-        if !block.mark_deleted(first, id) {
+        if !mark_deleted(block, first, id) {
             return false;
         }
         if block.live_count() == 0 {
@@ -495,7 +506,7 @@ impl Stream {
         let mut removed = 0;
         for &id in ids {
             let Some((&first, block)) = self.blocks.range_mut(..=id).next_back() else { continue };
-            if block.mark_deleted(first, id) {
+            if mark_deleted(block, first, id) {
                 removed += 1;
                 self.length = self.length.saturating_sub(1);
                 if block.live_count() == 0 {
@@ -560,7 +571,7 @@ impl Stream {
                     continue;
                 }
                 if let Some(b) = self.blocks.get_mut(&first) {
-                    if b.mark_deleted(first, id) {
+                    if mark_deleted(b, first, id) {
                         self.length = self.length.saturating_sub(1);
                         removed_ids.push(id);
                     }
@@ -621,13 +632,13 @@ impl Stream {
             let marked = match goal {
                 TrimGoal::MaxLen(n) => {
                     let mut excess = self.length.saturating_sub(n);
-                    head.get_mut().delete_front_while(first, |_| {
+                    Arc::make_mut(head.get_mut()).delete_front_while(first, |_| {
                         let go = excess > 0;
                         excess = excess.saturating_sub(1);
                         go
                     })
                 }
-                TrimGoal::MinId(min) => head.get_mut().delete_front_while(first, |id| id < min),
+                TrimGoal::MinId(min) => Arc::make_mut(head.get_mut()).delete_front_while(first, |id| id < min),
             };
             if head.get().live_count() == 0 {
                 head.remove();
@@ -691,6 +702,37 @@ impl Stream {
             Some(self.blocks.range(seek..=end))
         };
         StreamRange { blocks, cursor: None, start, end, rev }
+    }
+
+    /// Every live entry in ID order, read in place: `f` gets each ID and its (name, value)
+    /// pairs borrowed from the blocks (a value is its bytes or a number to render), with no
+    /// allocation per entry (what a snapshot's encoder walks). Stops at an entry that cannot
+    /// be decoded, as [`Self::range`] does. O(entries).
+    pub(crate) fn for_each_entry<'s>(&'s self, mut f: impl FnMut(StreamId, &[(&'s [u8], codec::Scalar<'s>)])) {
+        struct Fields<'a>(Vec<(&'a [u8], codec::Scalar<'a>)>);
+        impl<'a> block::FieldSink<'a> for Fields<'a> {
+            fn count(&mut self, n: usize) {
+                self.0.clear();
+                self.0.reserve(n);
+            }
+            fn field(&mut self, name: &'a [u8], value: codec::Scalar<'a>) {
+                self.0.push((name, value));
+            }
+        }
+        let mut fields = Fields(Vec::new());
+        for (&first, block) in &self.blocks {
+            let block: &'s Block = block;
+            let Some(mut cursor) = block.cursor(first) else { return };
+            while let Some(p) = cursor.next_entry() {
+                if p.deleted {
+                    continue;
+                }
+                if cursor.fields_at(p.offset, &mut fields).is_none() {
+                    return;
+                }
+                f(p.id, &fields.0);
+            }
+        }
     }
 
     /// [`Stream::range`] collected, at most `count` entries (`None` = all).
@@ -757,7 +799,7 @@ impl Stream {
 
     /// Every block with its key (first stored ID), in order: what a snapshot writer walks.
     pub fn blocks(&self) -> impl Iterator<Item = (StreamId, &Block)> + '_ {
-        self.blocks.iter().map(|(k, b)| (*k, b))
+        self.blocks.iter().map(|(k, b)| (*k, &**b))
     }
 
     /// Number of blocks. O(1).
@@ -903,7 +945,7 @@ impl<'a> EntryLookup<'a> {
 #[derive(Debug)]
 pub struct StreamRange<'a> {
     /// Blocks still to visit, consumed from the front (forward) or the back (`rev`).
-    blocks: Option<btree_map::Range<'a, StreamId, Block>>,
+    blocks: Option<btree_map::Range<'a, StreamId, Arc<Block>>>,
     cursor: Option<BlockCursor<'a>>,
     start: StreamId,
     end: StreamId,
