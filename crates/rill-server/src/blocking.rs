@@ -184,7 +184,9 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
 /// outside a batch, it goes through the client's task.
 fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
     let Some(w) = unpark(st, client) else { return };
-    let (fsync_first, safe) = match st.journal.log() {
+    // A replica's readers do not wait for its log (`Replication::reads_wait_for_log`).
+    let waits = st.replication.reads_wait_for_log();
+    let (fsync_first, safe) = match st.journal.log().filter(|_| waits) {
         Some(log) => (log.fsync_before_reply(), log.safe_offset() >= offset),
         None => (false, true),
     };
@@ -200,7 +202,7 @@ fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
         _ => {
             st.blocked.handed_to_tasks += 1;
             // The receiver may be gone (client disconnected); nothing to do then.
-            let wait = st.journal.log().filter(|_| offset > 0).map(|log| (log.clone(), offset));
+            let wait = st.journal.log().filter(|_| offset > 0 && waits).map(|log| (log.clone(), offset));
             let _ = w.tx.send(Outcome::Reply(reply, wait));
         }
     }

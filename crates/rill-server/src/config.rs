@@ -115,6 +115,9 @@ pub const PARAMS: &[Param] = &[
     p("aof-load-truncated", "yes", Kind::Bool, true),
     // Testing aid, as in Redis: pause this many microseconds after each key or record loaded.
     p("key-load-delay", "0", Kind::Int(0, I32), true),
+    // Testing aid, as in Redis: pause this many microseconds after each key a snapshot (SAVE,
+    // BGSAVE, a log rewrite's base, a replica's full sync) writes.
+    p("rdb-key-save-delay", "0", Kind::Int(0, I32), true),
     p("auto-aof-rewrite-percentage", "100", Kind::Int(0, I32), true),
     p("auto-aof-rewrite-min-size", "67108864", Kind::Memory(0, i64::MAX), true),
     p("list-max-listpack-size", "-2", Kind::Int(-5, I32), true),

@@ -75,6 +75,8 @@ pub struct Snapshot {
     /// Aux fields after the standard ones: the replication identity of a `SAVE` / `BGSAVE`
     /// (`identity.rs`); none in a log's base, as Redis writes none in its AOF base.
     aux: Vec<(String, String)>,
+    /// `rdb-key-save-delay`: a pause after each key written (tests of a slow snapshot).
+    key_delay: Duration,
 }
 
 impl Snapshot {
@@ -90,7 +92,7 @@ impl Snapshot {
             dbs.push((i, keys, expires));
         }
         let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
-        Snapshot { dbs, limits, now_ms: now_ms(), version, aux: Vec::new() }
+        Snapshot { dbs, limits, now_ms: now_ms(), version, aux: Vec::new(), key_delay: Duration::ZERO }
     }
 }
 
@@ -102,6 +104,9 @@ impl Snapshot {
             w.select_db(*db, keys.len() as u64, *expires)?;
             for (k, e) in keys {
                 w.key(k, e)?;
+                if !self.key_delay.is_zero() {
+                    std::thread::sleep(self.key_delay);
+                }
             }
         }
         w.finish()
@@ -125,6 +130,7 @@ pub fn take(st: &State) -> Snapshot {
         now_ms: now_ms(),
         version,
         aux: Vec::new(),
+        key_delay: Duration::from_micros(u64::try_from(st.config.get_i64("rdb-key-save-delay")).unwrap_or(0)),
     }
 }
 

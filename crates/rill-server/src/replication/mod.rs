@@ -133,6 +133,16 @@ impl Replication {
         }
     }
 
+    /// Whether a reply that only read must wait until what it read is safe in this server's
+    /// log (`Journal::reply_wait`, and a blocked reader served). Not on a replica: what it
+    /// serves came from its primary, which holds it; its own log is for its restart (which
+    /// resyncs if the log lost it), so its readers do not wait for it — above all not while
+    /// the log's base is written after a full sync, which takes as long as encoding the whole
+    /// dataset. Its clients' own writes (`replica-read-only no`) still wait.
+    pub fn reads_wait_for_log(&self) -> bool {
+        self.master.is_none()
+    }
+
     /// `master_repl_offset`: the last byte of the stream (`base_offset` while there is no
     /// backlog).
     pub fn offset(&self) -> u64 {

@@ -275,3 +275,38 @@ fn a_link_lost_inside_a_transaction_continues_from_its_multi() {
     let offset = info_field(&mut rill, "replication", "slave_repl_offset").unwrap();
     assert_eq!(offset, (100 + applied.len() + open_transaction.len() + rest.len()).to_string());
 }
+
+/// After a full sync a replica with the log on writes its log's base (a snapshot of all it
+/// loaded, as long as encoding the dataset takes): its readers, and readers it serves from the
+/// stream, do not wait for that base (what they read came from the primary, which holds it),
+/// as a Redis replica serves reads once it has loaded. A primary's readers do wait for its log
+/// (`lose_nothing.rs`).
+#[test]
+fn a_replica_serves_readers_while_its_log_base_is_written() {
+    let primary_server = Server::rill();
+    let mut primary = primary_server.connect();
+    for i in 0..200 {
+        primary.cmd(&["SET", &format!("k{i}"), "v"]);
+    }
+    // 200 keys at 10 ms each: the replica's base takes two seconds.
+    let replica_server = Server::rill_with(&["--appendonly", "yes", "--rdb-key-save-delay", "10000"]);
+    let mut replica = replica_server.connect();
+    attach(&mut replica, &mut primary, primary_server.port);
+    let mut reader = replica_server.connect();
+    reader
+        .send(b"*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$5\r\n10000\r\n$7\r\nSTREAMS\r\n$5\r\nfresh\r\n$1\r\n$\r\n")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while info_field(&mut replica, "clients", "blocked_clients").as_deref() != Some("1") {
+        assert!(Instant::now() < deadline, "the reader did not block");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    primary.cmd(&["SET", "fresh-key", "1"]);
+    primary.cmd(&["XADD", "fresh", "7-1", "f", "v"]);
+    wait_caught_up(&mut primary, &mut replica);
+    assert_eq!(replica.cmd(&["GET", "fresh-key"]), b"$1\r\n1\r\n");
+    let got = reader.read_reply().unwrap();
+    assert!(String::from_utf8_lossy(&got).contains("7-1"), "{}", String::from_utf8_lossy(&got));
+    // Both answered while the base was still being written.
+    assert_eq!(info_field(&mut replica, "persistence", "aof_rewrite_in_progress").as_deref(), Some("1"));
+}

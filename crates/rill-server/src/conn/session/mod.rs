@@ -295,8 +295,12 @@ impl Session {
         st.blocked.deliveries_wait_for_log = false;
         let pipelined = conn.cmds_unpublished > 1;
         // Replies wait for this batch's records, and also for any record before them not yet
-        // safe (`Journal::reply_wait`).
-        let wait_log = st.journal.reply_wait(appended_before);
+        // safe (`Journal::reply_wait`; a replica's readers do not, see
+        // `Replication::reads_wait_for_log`).
+        let wait_log = st
+            .journal
+            .reply_wait(appended_before)
+            .filter(|_| st.journal.appended() != appended_before || st.replication.reads_wait_for_log());
         // Parked clients this batch served whose replies are on the way to their tasks (the
         // others' replies are written, or in `deliveries` for this task to write).
         let woke = st.blocked.handed_to_tasks != handed_before;
