@@ -529,9 +529,10 @@ pub fn client_reply(c: &mut Call) -> CmdResult {
 pub fn client_pause(c: &mut Call) -> CmdResult {
     use crate::pause::{Actions, Purpose};
     if c.args.len() > 4 {
-        return Err(CmdError::full(
-            "ERR unknown subcommand or wrong number of arguments for 'pause'. Try CLIENT HELP.",
-        ));
+        return Err(CmdError::owned(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            c.text(1)
+        )));
     }
     let mut actions = Actions::ALL_SET;
     if let Some(mode) = c.args.get(3) {
