@@ -175,6 +175,9 @@ pub enum Action {
     /// confirmations of (P|S)(UN)SUBSCRIBE, one per channel, which Redis sends as pushes
     /// (RESP3 `>` frames) rather than as a reply.
     Pushes(Vec<Reply>),
+    /// The command is held by a pause (`pause.rs`): the connection keeps the request and runs
+    /// it again when the pause changes or ends. Only [`crate::dispatch::execute`] answers it.
+    Held(crate::pause::HeldWait),
 }
 
 impl From<CmdError> for Action {

@@ -69,6 +69,16 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     if let Some(err) = persistence_checks(st, conn, spec) {
         return reject(st, conn, Some(spec), err);
     }
+    // A pause holds the command (queued or run) until it ends; the primary's stream on a
+    // replica is held by its link (`replica.rs`), a replica's feed never reaches dispatch.
+    if !conn.is_master {
+        let writes = may_replicate(conn, spec);
+        if st.pause.holds(writes, now_ms) {
+            let wait =
+                crate::pause::HeldWait { changed: st.pause.subscribe(), until_ms: st.pause.held_until(writes, now_ms) };
+            return Action::Held(wait);
+        }
+    }
     if conn.multi.is_some() {
         if spec.flags.has(Flags::NO_MULTI) {
             return reject(
@@ -96,6 +106,14 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
         conn.last_write = (st.replication.offset(), st.journal.appended());
     }
     action
+}
+
+/// Whether CLIENT PAUSE WRITE holds the command: it writes or may replicate, or it is an EXEC
+/// whose queue holds such a command.
+fn may_replicate(conn: &Conn, spec: &CommandSpec) -> bool {
+    let writes = |s: &CommandSpec| s.flags.has(Flags::WRITE) || s.flags.has(Flags::MAY_REPLICATE);
+    writes(spec)
+        || (spec.flags.has(Flags::EXEC) && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| writes(s))))
 }
 
 /// DEBUG and MODULE LOAD/LOADEX/UNLOAD run only where `enable-debug-command` /

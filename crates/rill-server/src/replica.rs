@@ -22,6 +22,7 @@
 //! starts again from the loaded data.
 
 use crate::client::{Action, Conn};
+use crate::replication::failover::{self, Phase};
 use crate::replication::{LinkStatus, MasterLink};
 use crate::state::{now_ms, Shared, State};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -257,7 +258,16 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
     // server's) gets a full sync.
     let (ask_id, ask_offset) = (replid, (offset + 1).to_string());
     tracing::info!("Trying a partial resynchronization (request {ask_id}:{ask_offset}).");
-    up.send(&[b"PSYNC", ask_id.as_bytes(), ask_offset.as_bytes()]).await?;
+    // A primary handing its role over (FAILOVER) tells the target to take it.
+    let failing_over = shared.lock().replication.failover.phase == Phase::InProgress;
+    if failing_over {
+        up.send(&[b"PSYNC", ask_id.as_bytes(), ask_offset.as_bytes(), b"FAILOVER"]).await.inspect_err(|_| {
+            let mut st = shared.lock();
+            failover::abort(&mut st, "Write error to failover target", now_ms());
+        })?;
+    } else {
+        up.send(&[b"PSYNC", ask_id.as_bytes(), ask_offset.as_bytes()]).await?;
+    }
     let reply = loop {
         let line = up.line().await?;
         // Keep-alive newlines while the primary prepares the snapshot.
@@ -267,6 +277,19 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
     };
     if !current(shared, generation) {
         return Ok(());
+    }
+    if failing_over {
+        let mut st = shared.lock();
+        if st.replication.failover.phase == Phase::InProgress {
+            if reply.starts_with("+CONTINUE") || reply.starts_with("+FULLRESYNC") {
+                // Handed over: the pause ends, and writes now get READONLY.
+                failover::clear(&mut st, now_ms());
+            } else {
+                tracing::warn!("Failover target rejected psync request: {reply}");
+                failover::abort(&mut st, "Failover target rejected psync request", now_ms());
+                return Ok(());
+            }
+        }
     }
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut words = rest.split(' ');
@@ -414,6 +437,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     loop {
         // Apply every complete command in the buffer, one unit each, under one lock hold.
         let mut reply_ack = false;
+        let mut held: Option<crate::pause::HeldWait> = None;
         if !up.buf.is_empty() {
             let mut st = shared.lock();
             if st.replication.link_generation != generation {
@@ -422,6 +446,16 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             // Framed here, not by the request parser (which keeps the bytes of a request it
             // has only part of): every byte the primary sent counts in the offset, exactly.
             while let Some(len) = frame_len(&up.buf) {
+                // CLIENT PAUSE on a replica holds its primary's stream too, as in Redis (all of
+                // it: the stream is applied in order); what arrives meanwhile waits in `buf`.
+                let now = now_ms();
+                if st.pause.holds(true, now) {
+                    held = Some(crate::pause::HeldWait {
+                        changed: st.pause.subscribe(),
+                        until_ms: st.pause.held_until(true, now),
+                    });
+                    break;
+                }
                 let raw = up.buf.split_to(len);
                 let mut frame = raw.clone();
                 match parser.parse_into(&mut frame, &limits, &mut args) {
@@ -460,6 +494,8 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
         }
         up.buf.reserve(READ_CHUNK_BYTES);
         tokio::select! {
+            // Held by a pause: look again when it changes or ends.
+            () = pause_over(held) => continue,
             r = up.stream.read_buf(&mut up.buf) => match r {
                 Ok(0) => return Err("the primary closed the connection".into()),
                 Ok(_) => last_heard = tokio::time::Instant::now(),
@@ -474,6 +510,20 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             () = tokio::time::sleep_until(last_heard + timeout) => {
                 return Err("MASTER timeout: no data nor PING received".into());
             }
+        }
+    }
+}
+
+/// When a pause holding the stream changes or ends (never, without one).
+async fn pause_over(held: Option<crate::pause::HeldWait>) {
+    let Some(mut w) = held else { return std::future::pending().await };
+    let until = w.until_ms.map(|ms| Duration::from_millis(u64::try_from(ms - now_ms()).unwrap_or(0)));
+    match until {
+        Some(d) => {
+            let _ = tokio::time::timeout(d, w.changed.changed()).await;
+        }
+        None => {
+            let _ = w.changed.changed().await;
         }
     }
 }

@@ -230,13 +230,17 @@ async fn cron(shared: Arc<Shared>) {
         }
         // The primary's keep-alive: a PING in the stream every repl-ping-replica-period, so
         // an idle primary's replicas do not time out (it counts in the offsets, as in Redis).
-        if !st.replication.replicas.is_empty() && st.replication.master.is_none() {
+        // Not while paused: the offset must stand still (a failover waits for a replica to
+        // reach it).
+        let paused = st.pause.actions(now).any(crate::pause::Actions::REPLICA);
+        if !st.replication.replicas.is_empty() && st.replication.master.is_none() && !paused {
             let period = crate::replication::primary::seconds(&st.config, "repl-ping-replica-period", 10);
             if now - st.replication.last_ping_ms >= (period * 1000) as i64 {
                 st.replication.last_ping_ms = now;
                 st.journal.stream_only(&[bytes::Bytes::from_static(b"PING")]);
             }
         }
+        crate::replication::failover::tick(&shared, &mut st, now);
         if aof::rewrite::base_due(&st, now) {
             tracing::info!("Starting the rewrite that writes the new log's base");
             let _ = aof::rewrite::start_base(&shared, &mut st);

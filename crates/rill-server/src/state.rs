@@ -238,6 +238,8 @@ pub struct State {
     pub replication: crate::replication::Replication,
     /// Pub/sub: who is subscribed to what.
     pub pubsub: crate::pubsub::PubSub,
+    /// CLIENT PAUSE and a failover's pause of writes, and the clients they hold.
+    pub pause: crate::pause::Pause,
 }
 
 impl State {
@@ -268,6 +270,7 @@ impl State {
             journal: Journal::default(),
             replication: crate::replication::Replication::new(crate::run::run_id()),
             pubsub: crate::pubsub::PubSub::default(),
+            pause: crate::pause::Pause::default(),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,

@@ -111,6 +111,9 @@ impl Flags {
     /// Allowed to a RESP2 client while it is subscribed ((P|S)(UN)SUBSCRIBE, PING, QUIT,
     /// RESET; Redis decides this by the command's function, rill by this flag).
     pub const SUBSCRIBE_CONTEXT: Flags = Flags(1 << 22);
+    /// Writes nothing but may send something to the replicas (PUBLISH, SPUBLISH): held by
+    /// `CLIENT PAUSE WRITE` like a write. Redis' `may-replicate`, which COMMAND INFO leaves out.
+    pub const MAY_REPLICATE: Flags = Flags(1 << 23);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {
@@ -125,7 +128,7 @@ impl Flags {
     /// The flag names in `COMMAND INFO` order.
     pub fn names(self) -> Vec<&'static str> {
         // PROTECTED and rill's own dispatch flags (TRANSACTION_CONTROL, EXEC,
-        // REFUSED_ON_DISK_ERROR, SUBSCRIBE_CONTEXT) are left out: COMMAND INFO lists Redis' flags only.
+        // REFUSED_ON_DISK_ERROR, SUBSCRIBE_CONTEXT) and MAY_REPLICATE are left out: COMMAND INFO lists Redis' flags only.
         const NAMES: [(Flags, &str); 18] = [
             (Flags::WRITE, "write"),
             (Flags::READONLY, "readonly"),

@@ -11,7 +11,7 @@ impl Engine {
     /// Remove `key` if it has expired at `now_ms`. Returns true when it was removed.
     pub fn expire_if_needed(&mut self, db: usize, key: &[u8], now_ms: i64) -> bool {
         self.observe_clock(now_ms);
-        if self.loading || self.replica {
+        if self.keeps_expired(now_ms) {
             return false;
         }
         let expired = match self.db(db).keys.get(key) {
@@ -46,7 +46,7 @@ impl Engine {
     /// Remove up to `budget` expired keys of database `db`, the soonest due first (each
     /// recorded as lazy expiry records it). Returns how many were removed. O(log n) per key.
     pub(crate) fn expire_due(&mut self, db: usize, now_ms: i64, budget: usize) -> usize {
-        if self.loading || self.replica {
+        if self.keeps_expired(now_ms) {
             return 0;
         }
         let mut removed = 0;

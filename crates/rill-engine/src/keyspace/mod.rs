@@ -476,6 +476,9 @@ pub struct Engine {
     /// On a replica, the primary's stream is being applied: its commands see keys whose time
     /// has passed (they are the primary's to delete); other clients' lookups do not.
     applying_stream: bool,
+    /// Expiry is paused before this time, Unix ms (CLIENT PAUSE, FAILOVER): a key whose time
+    /// has passed is hidden but not deleted, as on a replica, so that nothing is written.
+    expiry_paused_until: i64,
     /// Keys removed by lazy or active expiry since the server last drained them, in order:
     /// logged as `DEL` before the effects of the command that found them.
     pub(crate) expired_log: Vec<(usize, Bytes)>,
@@ -539,6 +542,7 @@ impl Engine {
             loading: false,
             replica: false,
             applying_stream: false,
+            expiry_paused_until: 0,
             expired_log: Vec::new(),
             rng_state: 0x005E_ED0F_2111,
             clock_ms: 0,
@@ -618,8 +622,22 @@ impl Engine {
 
     /// On a replica, a key whose time has passed is kept (the primary deletes it) but hidden
     /// from every client but the primary's stream, as Redis' replicas hide it.
+    /// While expiry is paused, the same holds on a primary: the key stays until the pause ends.
     fn hides(&self, db: usize, key: &[u8], now_ms: i64) -> bool {
-        self.replica && !self.applying_stream && self.db(db).keys.get(key).is_some_and(|e| e.is_expired(now_ms))
+        ((self.replica && !self.applying_stream) || now_ms < self.expiry_paused_until)
+            && self.db(db).keys.get(key).is_some_and(|e| e.is_expired(now_ms))
+    }
+
+    /// Whether keys whose time has passed are kept at `now_ms` instead of deleted: while
+    /// loading, on a replica, and while expiry is paused.
+    pub(crate) fn keeps_expired(&self, now_ms: i64) -> bool {
+        self.loading || self.replica || now_ms < self.expiry_paused_until
+    }
+
+    /// Pause expiry (lazy and active) until `until_ms`, Unix ms; 0 (or any past time) resumes
+    /// it. What CLIENT PAUSE and FAILOVER do, so that a paused primary writes nothing.
+    pub fn pause_expiry(&mut self, until_ms: i64) {
+        self.expiry_paused_until = until_ms;
     }
 
     /// The primary's stream is being applied (true) or not: see [`Engine::set_replica`].

@@ -39,6 +39,10 @@ pub const CLIENT_HELP: &[&str] = &[
     "    Assign the name <name> to the current connection.",
     "SETINFO <option> <value>",
     "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Hold the commands of other clients (ALL) or only the ones that write (WRITE) for <timeout> milliseconds.",
+    "UNPAUSE",
+    "    End a CLIENT PAUSE now.",
     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
     "    Unblock the specified blocked client.",
 ];
@@ -519,7 +523,43 @@ pub fn client_reply(c: &mut Call) -> CmdResult {
     }
 }
 
-/// CLIENT UNBLOCK id [TIMEOUT|ERROR]
+/// CLIENT PAUSE timeout [WRITE|ALL]: hold every command (ALL, the default) or the ones that
+/// write or may replicate (WRITE) of normal clients for `timeout` ms; a pause still in effect
+/// keeps the later end (`pause.rs`).
+pub fn client_pause(c: &mut Call) -> CmdResult {
+    use crate::pause::{Actions, Purpose};
+    if c.args.len() > 4 {
+        return Err(CmdError::owned(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            c.text(1)
+        )));
+    }
+    let mut actions = Actions::ALL_SET;
+    if let Some(mode) = c.args.get(3) {
+        if mode.eq_ignore_ascii_case(b"write") {
+            actions = Actions::WRITE_SET;
+        } else if !mode.eq_ignore_ascii_case(b"all") {
+            return Err(CmdError::full("ERR CLIENT PAUSE mode must be WRITE or ALL"));
+        }
+    }
+    let end = super::replication::timeout_ms(c.arg(2), c.now_ms)?.unwrap_or(0);
+    // WRITE does not loosen an ALL pause still in effect (Redis keeps the stricter mode).
+    if c.st.pause.of(Purpose::Client, c.now_ms).any(Actions::ALL) {
+        actions = Actions::ALL_SET;
+    }
+    let expiry = c.st.pause.pause(Purpose::Client, end, actions, c.now_ms);
+    c.st.engine.pause_expiry(expiry);
+    ok()
+}
+
+/// CLIENT UNPAUSE: end CLIENT PAUSE's pause (not a failover's).
+pub fn client_unpause(c: &mut Call) -> CmdResult {
+    let expiry = c.st.pause.unpause(crate::pause::Purpose::Client, c.now_ms);
+    c.st.engine.pause_expiry(expiry);
+    ok()
+}
+
+/// CLIENT UNBLOCK client-id [TIMEOUT|ERROR]
 pub fn client_unblock(c: &mut Call) -> CmdResult {
     let id = parse_i64(c.arg(2)).ok_or(CmdError::NOT_INTEGER)?;
     let as_error = match c.args.get(3) {

@@ -58,6 +58,8 @@ pub fn exec(c: &mut Call) -> CmdResult {
             // PSYNC and SYNC are flagged no-multi: never queued.
             Action::Replica { .. } => CmdError::full("ERR Command not allowed inside a transaction").to_reply(),
             Action::Block { request, .. } => request.timeout_reply,
+            // Only dispatch's checks hold a command, and EXEC passed them for its queue.
+            Action::Held(_) => Reply::Null,
             // One element per confirmation. (Redis writes them into EXEC's reply without
             // counting them, so its array is malformed for more than one channel: redis#12207.)
             Action::Pushes(rs) => {

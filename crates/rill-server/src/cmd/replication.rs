@@ -5,6 +5,7 @@
 
 use super::{ok, reply, syntax, Call, CmdResult};
 use crate::client::Action;
+use crate::replication::failover::{self, Phase};
 use crate::replication::primary::{decide, CopiesWait, Decision, Feed, LinkState, ReplicaLink};
 use rill_engine::util::parse_i64;
 use rill_engine::CmdError;
@@ -68,9 +69,29 @@ pub fn replconf(c: &mut Call) -> CmdResult {
 
 /// `PSYNC replid offset`: continue from the backlog when it holds everything from `offset`
 /// on in this history, else start over from a snapshot (`+FULLRESYNC`).
+///
+/// `PSYNC replid offset FAILOVER` is a primary handing this replica its role (`FAILOVER` on
+/// it): when `replid` is the history this replica follows, it becomes a primary (as REPLICAOF
+/// NO ONE: that history becomes its replid2) and the old primary continues from it.
 pub fn psync(c: &mut Call) -> CmdResult {
     let replid = c.text(1);
     let offset = parse_i64(c.arg(2)).unwrap_or(-1);
+    if c.args.get(3).is_some_and(|a| a.eq_ignore_ascii_case(b"failover")) {
+        tracing::info!("Failover request received for replid {replid}.");
+        if c.st.replication.master.is_none() {
+            return Err(CmdError::full("ERR PSYNC FAILOVER can't be sent to a master."));
+        }
+        if replid != c.st.replication.replid {
+            return Err(CmdError::full("ERR PSYNC FAILOVER replid must match my replid."));
+        }
+        crate::replica::stop(c.st);
+        c.st.config.set_replicaof(None);
+        let from = c.st.clients.get(&c.conn.id).map(|ci| ci.addr.clone()).unwrap_or_default();
+        tracing::info!("MASTER MODE enabled (failover request from '{from}')");
+    }
+    if c.st.replication.failover.phase != Phase::None {
+        return Err(CmdError::full("NOMASTERLINK Can't SYNC while failing over"));
+    }
     attach(c, Some((replid, offset)))
 }
 
@@ -151,7 +172,7 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
 }
 
 /// A timeout in milliseconds, as Redis parses one (`0`: none).
-fn timeout_ms(arg: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
+pub(super) fn timeout_ms(arg: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
     let ms = parse_i64(arg).ok_or(CmdError::full("ERR timeout is not an integer or out of range"))?;
     if ms < 0 {
         return Err(CmdError::full("ERR timeout is negative"));
@@ -218,7 +239,9 @@ fn await_copies(c: &mut Call, w: CopiesWait) -> CmdResult {
     if w.satisfied(&c.st.journal, &c.st.replication) {
         return reply(w.reply(&c.st.journal, &c.st.replication));
     }
-    if w.replicas > 0 && !c.st.replication.replicas.is_empty() {
+    // Not while paused: the offset must stand still (the replicas ACK every second anyway).
+    let paused = c.st.pause.actions(c.now_ms).any(crate::pause::Actions::REPLICA);
+    if w.replicas > 0 && !c.st.replication.replicas.is_empty() && !paused {
         // The replicas answer at once instead of at their next second.
         let getack = [
             bytes::Bytes::from_static(b"REPLCONF"),
@@ -230,9 +253,71 @@ fn await_copies(c: &mut Call, w: CopiesWait) -> CmdResult {
     Ok(Action::AwaitCopies(Box::new(w)))
 }
 
+/// `FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]`: hand the primary role to a replica
+/// once it has the whole stream, writes paused meanwhile (`replication/failover.rs`);
+/// `FAILOVER ABORT` gives a failover under way up.
+pub fn failover(c: &mut Call) -> CmdResult {
+    if c.args.len() == 2 && c.arg(1).eq_ignore_ascii_case(b"abort") {
+        if c.st.replication.failover.phase == Phase::None {
+            return Err(CmdError::full("ERR No failover in progress."));
+        }
+        failover::abort(c.st, "Failover manually aborted", c.now_ms);
+        return ok();
+    }
+    let not_integer = || CmdError::full("ERR value is not an integer or out of range");
+    let mut req = failover::Request::default();
+    let mut j = 1;
+    while j < c.args.len() {
+        let word = c.arg(j);
+        if word.eq_ignore_ascii_case(b"timeout") && j + 1 < c.args.len() && req.timeout_ms.is_none() {
+            let ms = parse_i64(c.arg(j + 1)).ok_or_else(not_integer)?;
+            if ms <= 0 {
+                return Err(CmdError::full("ERR FAILOVER timeout must be greater than 0"));
+            }
+            req.timeout_ms = Some(ms);
+            j += 2;
+        } else if word.eq_ignore_ascii_case(b"to") && j + 2 < c.args.len() && req.target.is_none() {
+            let port = parse_i64(c.arg(j + 2)).ok_or_else(not_integer)?;
+            // Any number parses, as in Redis; one that is no port matches no replica.
+            req.target = Some((c.text(j + 1), u16::try_from(port).unwrap_or(0)));
+            j += 3;
+        } else if word.eq_ignore_ascii_case(b"force") && !req.force {
+            req.force = true;
+            j += 1;
+        } else {
+            return Err(syntax());
+        }
+    }
+    if c.st.replication.failover.phase != Phase::None {
+        return Err(CmdError::full("ERR FAILOVER already in progress."));
+    }
+    if c.st.replication.master.is_some() {
+        return Err(CmdError::full("ERR FAILOVER is not valid when server is a replica."));
+    }
+    if c.st.replication.replicas.is_empty() {
+        return Err(CmdError::full("ERR FAILOVER requires connected replicas."));
+    }
+    if req.force && (req.timeout_ms.is_none() || req.target.is_none()) {
+        return Err(CmdError::full("ERR FAILOVER with force option requires both a timeout and target HOST and IP."));
+    }
+    if let Some((host, port)) = &req.target {
+        let Some(link) = failover::find_replica(c.st, host, *port) else {
+            return Err(CmdError::full("ERR FAILOVER target HOST and PORT is not a replica."));
+        };
+        if link.state != LinkState::Online {
+            return Err(CmdError::full("ERR FAILOVER target replica is not online."));
+        }
+    }
+    failover::start(c.st, req, c.now_ms);
+    ok()
+}
+
 /// `REPLICAOF host port | NO ONE` (and `SLAVEOF`): follow a primary, or stop following one
 /// (`replica.rs`).
 pub fn replicaof(c: &mut Call) -> CmdResult {
+    if c.st.replication.failover.phase != Phase::None {
+        return Err(CmdError::full("ERR REPLICAOF not allowed while failing over."));
+    }
     if c.arg(1).eq_ignore_ascii_case(b"no") && c.arg(2).eq_ignore_ascii_case(b"one") {
         crate::replica::stop(c.st);
         // CONFIG REWRITE drops the file's replicaof line from now on.

@@ -82,6 +82,8 @@ pub const CLIENT_SUBS: &[CommandSpec] = &[
     sub("client|no-touch", 3, Flags::NOSCRIPT.and(LOADING_STALE), SLOW_CONN, "connection", "enabled@(ON | OFF)", "Sets whether this connection's reads update key access times.", "7.2.0", server(&Run(|c| connection::client_on_off(c, "client|no-touch")))),
     sub("client|reply", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "action@(ON | OFF | SKIP)", "Turns replies to this connection on, off, or off for one command.", "3.2.0", server(&Run(connection::client_reply))),
     sub("client|unblock", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "client-id:integer [unblock-type@(TIMEOUT | ERROR)]", "Releases a client blocked on keys.", "5.0.0", server(&Run(connection::client_unblock))),
+    sub("client|pause", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "timeout:integer [mode@(WRITE | ALL)]", "Holds the commands of normal clients, all or the writing ones, for a time.", "3.0.0", server(&Run(connection::client_pause))),
+    sub("client|unpause", 2, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "", "Ends a CLIENT PAUSE.", "6.2.0", server(&Run(connection::client_unpause))),
     sub("client|help", 2, LOADING_STALE, SLOW_CONN, "connection", "", "Lists the CLIENT subcommands.", "5.0.0", server(&Run(|_| reply(help("CLIENT", connection::CLIENT_HELP))))),
 ];
 
@@ -509,7 +511,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..pubsub_cmd(
             "publish",
             3,
-            Flags::PUBSUB.and(LOADING_STALE).and(Flags::FAST),
+            Flags::PUBSUB.and(LOADING_STALE).and(Flags::FAST).and(Flags::MAY_REPLICATE),
             "channel message",
             "Sends a message to a channel's subscribers; returns how many got it.",
             "2.0.0",
@@ -526,7 +528,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..pubsub_cmd(
             "spublish",
             3,
-            Flags::PUBSUB.and(LOADING_STALE).and(Flags::FAST),
+            Flags::PUBSUB.and(LOADING_STALE).and(Flags::FAST).and(Flags::MAY_REPLICATE),
             "shardchannel message",
             "Sends a message to a shard channel's subscribers; returns how many got it.",
             "7.0.0",
@@ -788,6 +790,18 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "1.0.0",
         syntax: "<host port | NO ONE>",
         ..CommandSpec::of(server(&Run(replication::replicaof)))
+    },
+    CommandSpec {
+        name: "failover",
+        arity: -1,
+        flags: Flags::ADMIN.and(Flags::NOSCRIPT).and(Flags::STALE),
+        acl: &["@admin", "@slow", "@dangerous"],
+        group: "server",
+        summary: "Hands the primary role to a replica once it has the whole stream, writes held \
+                  meanwhile.",
+        since: "6.2.0",
+        syntax: "[target@TO (host port:integer [FORCE])] [ABORT] [TIMEOUT milliseconds:integer]",
+        ..CommandSpec::of(server(&Run(replication::failover)))
     },
     CommandSpec {
         name: "psync",

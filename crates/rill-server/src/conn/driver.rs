@@ -50,6 +50,7 @@ async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
             Next::Wait(mut park) => parked(t, s, &mut park, sig).await,
             Next::Read => read(t, s, sig).await,
             Next::Busy => busy(t, s, sig).await,
+            Next::Held(wait) => held(t, s, wait, sig).await,
             Next::Copies(w) => copies(t, s, &w, sig).await,
             Next::Replica(feed) => {
                 let shared = s.shared().clone();
@@ -215,6 +216,33 @@ async fn busy<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
         tokio::select! {
             () = shared.busy.opened() => return true,
             // What the script published reaches its subscribers while it still runs.
+            () = pushed.notified() => {
+                if !write_pushed(t, s, sig).await {
+                    return false;
+                }
+            }
+            r = readable(t), if !full => {
+                if r.is_err() || read_some(t, s).is_none() {
+                    return false;
+                }
+            }
+            () = sig.kill.notified() => return false,
+            _ = sig.shutdown.changed() => return false,
+        }
+    }
+}
+
+/// Wait until the pause holding the next request changes or ends, reading input meanwhile up
+/// to the query buffer limit. False if the connection must close.
+async fn held<T: Transport>(t: &mut T, s: &mut Session, mut wait: crate::pause::HeldWait, sig: &mut Signals) -> bool {
+    let until = wait.until_ms.map(crate::conn::session::instant_at_ms);
+    let pushed = s.push_signal();
+    loop {
+        let full = s.input_full();
+        tokio::select! {
+            // A change (UNPAUSE, a new pause, the failover's end): look again.
+            _ = wait.changed.changed() => return true,
+            () = sleep_until_opt(until) => return true,
             () = pushed.notified() => {
                 if !write_pushed(t, s, sig).await {
                     return false;

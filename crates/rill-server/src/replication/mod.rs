@@ -15,6 +15,7 @@
 //! the compaction machinery); then the replica side.
 
 pub mod backlog;
+pub mod failover;
 pub mod forms;
 pub mod primary;
 
@@ -68,6 +69,8 @@ pub struct Replication {
     pub acked: Arc<tokio::sync::Notify>,
     /// Counts `REPLICAOF` changes: a link task whose number is no longer current ends.
     pub link_generation: u64,
+    /// A `FAILOVER` under way (`master_failover_state`).
+    pub failover: failover::Failover,
 }
 
 /// A replica's view of its primary (INFO, ROLE).
@@ -130,6 +133,7 @@ impl Replication {
             master: None,
             acked: Arc::new(tokio::sync::Notify::new()),
             link_generation: 0,
+            failover: failover::Failover::default(),
         }
     }
 

@@ -25,6 +25,7 @@ mod delivery;
 mod differential;
 mod durability;
 mod encoding_fuzz;
+mod failover;
 mod introspection;
 mod keyspace_events;
 mod keyspace_fuzz;

@@ -64,6 +64,9 @@ pub enum Next {
     Wait(Park),
     /// The busy gate is closed and the next request must wait for it to open (`busy.rs`).
     Busy,
+    /// A pause holds the next request (`pause.rs`): write the output, then wait until the
+    /// pause changes or ends, and run again (the request first).
+    Held(crate::pause::HeldWait),
     /// `WAIT` / `WAITAOF` waits for copies: write the output, then answer it once they exist
     /// or its deadline passes ([`Session::answer_copies`]), and go on.
     Copies(Box<crate::replication::primary::CopiesWait>),
@@ -258,6 +261,12 @@ impl Session {
         }
         if let Some(d) = self.deferred.take() {
             d.apply(&mut st, self.conn.id);
+        }
+        // Held by a pause until now: the request runs again (and may be held again).
+        if st.pause.held.remove(&self.conn.id) {
+            if let Some(c) = st.clients.get_mut(&self.conn.id) {
+                c.blocked = false;
+            }
         }
         let conn = &mut self.conn;
         st.stats.net_input_bytes += self.net_in;
@@ -475,6 +484,7 @@ impl Session {
             d.apply(&mut st, id);
         }
         blocking::unpark(&mut st, id);
+        st.pause.held.remove(&id);
         st.engine.unwatch_all(id);
         st.pubsub.remove_client(id);
         st.stats.net_input_bytes += self.net_in;
@@ -552,6 +562,15 @@ fn run_requests(
             Action::Pushes(rs) => emit_pushes(out, conn, &rs),
             Action::Nothing => {}
             Action::AwaitCopies(w) => return Next::Copies(w),
+            Action::Held(wait) => {
+                // Kept whole, and run first when the pause lets it (CLIENT LIST flag b).
+                *pending = Some(std::mem::take(&mut args));
+                st.pause.held.insert(conn.id);
+                if let Some(c) = st.clients.get_mut(&conn.id) {
+                    c.blocked = true;
+                }
+                return Next::Held(wait);
+            }
             Action::Replica { preamble, feed } => {
                 write_reply(out, &Reply::Raw(preamble.into()), conn.proto);
                 return Next::Replica(feed);
@@ -673,7 +692,7 @@ fn log_client(st: &State, id: u64, f: impl FnOnce(&str)) {
 }
 
 /// An instant `ms` Unix milliseconds from now (or now if that has passed).
-fn instant_at_ms(ms: i64) -> Instant {
+pub(in crate::conn) fn instant_at_ms(ms: i64) -> Instant {
     Instant::now() + Duration::from_millis((ms - now_ms()).max(0) as u64)
 }
 
