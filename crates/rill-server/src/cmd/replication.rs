@@ -154,6 +154,9 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
             (line, feed)
         }
     };
+    // The stream is held for it from where its feed starts, up to its output limit.
+    let limit = st.hot.output_limits.of(crate::client_limits::ClientClass::Replica);
+    feed.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner).hold(c.conn.id, feed.from, limit);
     let ip = match &conf.ip_address {
         Some(ip) => ip.clone(),
         None => {

@@ -95,6 +95,11 @@ pub fn config_set(c: &mut Call) -> CmdResult {
         apply(c, name);
     }
     c.st.hot = crate::state::HotConfig::from(&c.st.config);
+    if let Some(b) = &c.st.replication.backlog {
+        // The attached replicas' output limit (`replication/backlog.rs`).
+        let limit = c.st.hot.output_limits.of(crate::client_limits::ClientClass::Replica);
+        b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).set_limit(limit);
+    }
     ok()
 }
 

@@ -12,14 +12,16 @@
 //! ```
 //!
 //! Every replica reads the one backlog: the primary keeps no copy of the stream per replica.
-//! A replica that falls so far behind that the backlog no longer holds its next byte is
+//! The backlog holds what an attached replica has not been sent yet (while its snapshot is
+//! made and sent, too), up to `client-output-buffer-limit replica`; past it the replica is
 //! dropped, and resyncs (fully) when it reconnects: a slow replica costs the primary no more
-//! memory than `repl-backlog-size`. One that sends nothing for `repl-timeout` seconds is
-//! dropped too.
+//! memory than that limit (`replication/backlog.rs`). One that sends nothing for
+//! `repl-timeout` seconds is dropped too.
 
 use super::driver::Signals;
 use super::transport::Transport;
 use crate::aof::rewrite::{ReplicaSnapshot, Snapshot};
+use crate::replication::backlog::Lost;
 use crate::replication::primary::{Feed, LinkState};
 use crate::state::{now_ms, Shared};
 use bytes::{Bytes, BytesMut};
@@ -29,14 +31,24 @@ use std::io::IoSlice;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Why a replica whose pending output passed `client-output-buffer-limit replica` is dropped.
+const OVER_LIMIT: &str = "overcoming of output buffer limits";
+
 /// Most stream bytes copied out of the backlog per write.
 const FEED_CHUNK_BYTES: usize = 256 * 1024;
 
 /// Feed the replica on `t` (client `id`) until the link ends; then forget it.
 pub async fn run<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Box<Feed>, sig: &mut Signals) {
+    let backlog = feed.backlog.clone();
     let reason = serve(t, shared, id, *feed, sig).await;
     tracing::info!("Connection with replica {} lost: {reason}", replica_name(shared, id));
-    shared.lock().replication.replicas.remove(&id);
+    let mut st = shared.lock();
+    st.replication.replicas.remove(&id);
+    if reason == OVER_LIMIT {
+        st.stats.output_buffer_limit_disconnections += 1;
+    }
+    drop(st);
+    backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner).release(id);
 }
 
 fn replica_name(shared: &Shared, id: u64) -> String {
@@ -49,14 +61,17 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     let mut input = BytesMut::new();
     let mut parser = RequestParser::new();
     let mut wait_first_ack = false;
+    // Whether this replica's pending output passed its limit (looked at while it is not
+    // reading the stream: its snapshot is on the way, or it has not loaded it yet).
+    let over = || backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_over_limit(id);
     if let Some(snapshot) = snapshot {
         let made = std::time::Instant::now();
         let sent = match snapshot {
-            ReplicaSnapshot::Copy(snap) if eof_mark => match send_streamed(t, snap, sig).await {
+            ReplicaSnapshot::Copy(snap) if eof_mark => match send_streamed(t, snap, sig, &over).await {
                 Ok(bytes) => bytes,
                 Err(why) => return why,
             },
-            snapshot => match send_whole(t, snapshot, eof_mark, sig).await {
+            snapshot => match send_whole(t, snapshot, eof_mark, sig, &over).await {
                 Ok(bytes) => bytes,
                 Err(why) => return why,
             },
@@ -78,12 +93,16 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     let mut last_heard = tokio::time::Instant::now();
     let mut next = from;
     loop {
+        if wait_first_ack && over() {
+            return OVER_LIMIT;
+        }
         if !wait_first_ack {
             let chunk = {
-                let b = backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                match b.since(next) {
-                    None => return "it fell behind the backlog",
-                    Some((x, y)) => {
+                let mut b = backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                match b.read(id, next) {
+                    Err(Lost::Behind) => return "it fell behind the backlog",
+                    Err(Lost::OverLimit) => return OVER_LIMIT,
+                    Ok((x, y)) => {
                         let x = x.get(..x.len().min(FEED_CHUNK_BYTES)).unwrap_or_default();
                         let y = y.get(..y.len().min(FEED_CHUNK_BYTES - x.len())).unwrap_or_default();
                         [x, y].concat()
@@ -142,7 +161,12 @@ const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 /// encoder hands over chunks of [`SNAPSHOT_CHUNK_BYTES`] through a queue of a few, so the
 /// primary never holds the whole encoded snapshot, and sending overlaps encoding. Returns the
 /// payload's size.
-async fn send_streamed<T: Transport>(t: &mut T, snap: Snapshot, sig: &mut Signals) -> Result<u64, &'static str> {
+async fn send_streamed<T: Transport>(
+    t: &mut T,
+    snap: Snapshot,
+    sig: &mut Signals,
+    over: &impl Fn() -> bool,
+) -> Result<u64, &'static str> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
     let encoder = tokio::task::spawn_blocking(move || {
         let out = ChunkSender { tx, buf: Vec::with_capacity(SNAPSHOT_CHUNK_BYTES) };
@@ -165,6 +189,9 @@ async fn send_streamed<T: Transport>(t: &mut T, snap: Snapshot, sig: &mut Signal
         if !write_all(t, &[&chunk], sig).await {
             // Dropping the queue stops the encoder at its next chunk.
             return Err("write error while sending the snapshot");
+        }
+        if over() {
+            return Err(OVER_LIMIT);
         }
     }
     let size = match encoder.await {
@@ -189,6 +216,7 @@ async fn send_whole<T: Transport>(
     snapshot: ReplicaSnapshot,
     eof_mark: bool,
     sig: &mut Signals,
+    over: &impl Fn() -> bool,
 ) -> Result<u64, &'static str> {
     let job = async move {
         match snapshot {
@@ -205,6 +233,9 @@ async fn send_whole<T: Transport>(
         tokio::select! {
             r = &mut job => break r,
             () = tokio::time::sleep(Duration::from_secs(1)) => {
+                if over() {
+                    return Err(OVER_LIMIT);
+                }
                 if !write_all(t, &[b"\n"], sig).await {
                     return Err("write error while the snapshot was made");
                 }

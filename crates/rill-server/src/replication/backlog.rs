@@ -11,13 +11,23 @@
 //! Offsets count bytes of the stream since the replication ID began, as Redis counts them:
 //! `offset()` is the number of the last byte written (`master_repl_offset`), the first byte
 //! held is `first_byte_offset()` (`repl_backlog_first_byte_offset`), and a replica that has
-//! applied everything up to byte `n` asks for `n + 1`. At most `capacity` bytes
-//! (`repl-backlog-size`) are held; older ones are dropped as new ones arrive. Writing a unit
-//! is one translation into Redis' forms ([`super::forms`]) and a copy into the ring.
+//! applied everything up to byte `n` asks for `n + 1`. Writing a unit is one translation into
+//! Redis' forms ([`super::forms`]) and a copy into the ring.
+//!
+//! The ring is also every attached replica's output buffer, as Redis (7.0+) shares one
+//! replication buffer between its backlog and its replicas: it holds `capacity` bytes
+//! (`repl-backlog-size`), and more while an attached replica still needs older ones — a
+//! replica receiving its snapshot while writes go on, or one that reads slowly. What a replica
+//! has not been sent yet is its pending output, bounded by `client-output-buffer-limit
+//! replica` (hard: at once; soft: held for longer than its seconds); past it, the replica is
+//! dropped (and resyncs when it comes back), and its bytes are let go. So a slow replica costs
+//! the primary at most its limit, and a full sync under writes succeeds up to it.
 
 use super::forms::{self, Untranslatable};
+use crate::client_limits::ClassLimit;
 use rill_engine::effect::Effect;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
 
 /// The backlog (see the module doc).
 #[derive(Debug)]
@@ -32,6 +42,30 @@ pub struct Backlog {
     stream: forms::Stream,
     /// Scratch for one unit's bytes.
     scratch: Vec<u8>,
+    /// Attached replicas (by client ID): the first byte each has not been sent yet.
+    holds: BTreeMap<u64, Hold>,
+    /// Replicas dropped for their output limit; their links end when they next look.
+    over_limit: BTreeSet<u64>,
+    /// `client-output-buffer-limit replica`.
+    limit: ClassLimit,
+}
+
+/// An attached replica's place in the ring (see the module doc).
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    /// The first byte not sent to it yet.
+    next: u64,
+    /// Since when its pending output has been at or above the soft limit.
+    over_soft_since: Option<Instant>,
+}
+
+/// Why a replica cannot be fed from the backlog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lost {
+    /// The bytes it needs are no longer held.
+    Behind,
+    /// Its pending output passed `client-output-buffer-limit replica`.
+    OverLimit,
 }
 
 impl Backlog {
@@ -44,7 +78,51 @@ impl Backlog {
             offset,
             stream: forms::Stream::new(),
             scratch: Vec::new(),
+            holds: BTreeMap::new(),
+            over_limit: BTreeSet::new(),
+            limit: ClassLimit::default(),
         }
+    }
+
+    /// Hold the stream from byte `from` on for replica `id` (attached by PSYNC or SYNC), under
+    /// `limit` (`client-output-buffer-limit replica`, which also applies to every other
+    /// attached replica from now on).
+    pub fn hold(&mut self, id: u64, from: u64, limit: ClassLimit) {
+        self.limit = limit;
+        self.over_limit.remove(&id);
+        self.holds.insert(id, Hold { next: from, over_soft_since: None });
+    }
+
+    /// Whether replica `id` was dropped for passing its output limit.
+    pub fn is_over_limit(&self, id: u64) -> bool {
+        self.over_limit.contains(&id)
+    }
+
+    /// `client-output-buffer-limit replica` changed (CONFIG SET).
+    pub fn set_limit(&mut self, limit: ClassLimit) {
+        self.limit = limit;
+    }
+
+    /// Replica `id`'s link ended: its bytes are no longer held for it.
+    pub fn release(&mut self, id: u64) {
+        self.holds.remove(&id);
+        self.over_limit.remove(&id);
+        self.trim();
+    }
+
+    /// The bytes from byte number `from` to the end for replica `id`, which has been sent
+    /// everything before `from` (so those are no longer held for it).
+    pub fn read(&mut self, id: u64, from: u64) -> Result<(&[u8], &[u8]), Lost> {
+        if self.over_limit.contains(&id) {
+            return Err(Lost::OverLimit);
+        }
+        if let Some(h) = self.holds.get_mut(&id) {
+            if from > h.next {
+                h.next = from;
+                self.trim();
+            }
+        }
+        self.since(from).ok_or(Lost::Behind)
     }
 
     /// The number of the last byte written (`master_repl_offset`).
@@ -91,6 +169,8 @@ impl Backlog {
     /// Empty, continuing after byte `offset` (a replica's full sync from its primary).
     pub fn reset(&mut self, offset: u64) {
         self.ring.clear();
+        self.holds.clear();
+        self.over_limit.clear();
         self.offset = offset;
         self.stream = forms::Stream::new();
     }
@@ -110,13 +190,43 @@ impl Backlog {
     /// Append bytes of the stream as they are (PING, `REPLCONF GETACK *`).
     pub fn append(&mut self, bytes: &[u8]) {
         self.offset += bytes.len() as u64;
-        if bytes.len() >= self.capacity {
+        if bytes.len() >= self.capacity && self.holds.is_empty() {
             self.ring.clear();
             self.ring.extend(bytes.get(bytes.len() - self.capacity..).unwrap_or_default());
             return;
         }
         self.ring.extend(bytes);
+        self.check_limits(Instant::now());
         self.trim();
+    }
+
+    /// Drop the holds of replicas whose pending output passed their limit.
+    fn check_limits(&mut self, now: Instant) {
+        let ClassLimit { hard_bytes, soft_bytes, soft_seconds } = self.limit;
+        if hard_bytes == 0 && soft_bytes == 0 {
+            return;
+        }
+        let end = self.offset + 1;
+        let mut dropped = Vec::new();
+        for (id, h) in &mut self.holds {
+            let pending = end.saturating_sub(h.next);
+            let over_soft = soft_bytes > 0 && pending >= soft_bytes;
+            let since = *h.over_soft_since.get_or_insert(now);
+            if !over_soft {
+                h.over_soft_since = None;
+            }
+            let soft_expired = over_soft && now.duration_since(since).as_secs_f64() > soft_seconds.max(0) as f64;
+            if (hard_bytes > 0 && pending >= hard_bytes) || soft_expired {
+                dropped.push(*id);
+            }
+        }
+        for id in dropped {
+            tracing::warn!(
+                "Replica client id={id} scheduled to be closed ASAP for overcoming of output buffer limits."
+            );
+            self.holds.remove(&id);
+            self.over_limit.insert(id);
+        }
     }
 
     /// The bytes from byte number `from` to the end, as two slices (the ring may wrap), or
@@ -136,10 +246,22 @@ impl Backlog {
         })
     }
 
+    /// Drop the bytes neither the backlog's size nor an attached replica keeps.
     fn trim(&mut self) {
-        if self.ring.len() > self.capacity {
-            let excess = self.ring.len() - self.capacity;
+        if self.ring.len() <= self.capacity {
+            return;
+        }
+        let mut excess = self.ring.len() - self.capacity;
+        if let Some(needed) = self.holds.values().map(|h| h.next).min() {
+            let first = self.first_byte_offset();
+            excess = excess.min(usize::try_from(needed.saturating_sub(first)).unwrap_or(usize::MAX));
+        }
+        if excess > 0 {
             self.ring.drain(..excess);
+            if self.ring.capacity() > 4 * self.capacity.max(self.ring.len()) {
+                // The ring grew for a replica that is gone or caught up: give the memory back.
+                self.ring.shrink_to(self.capacity.max(self.ring.len()));
+            }
         }
     }
 }
@@ -208,6 +330,52 @@ mod tests {
         b.set_capacity(2);
         assert_eq!((b.first_byte_offset(), b.histlen(), b.capacity()), (1002, 2, 2));
         assert_eq!(joined(b.since(1002).unwrap()), b"yz");
+    }
+
+    fn limit(hard: u64, soft: u64, soft_seconds: i64) -> ClassLimit {
+        ClassLimit { hard_bytes: hard, soft_bytes: soft, soft_seconds }
+    }
+
+    #[test]
+    fn an_attached_replica_keeps_what_it_was_not_sent_up_to_its_limit() {
+        let mut b = Backlog::new(4, 0);
+        b.hold(7, 1, limit(20, 0, 0));
+        b.append(b"abcdef");
+        b.append(b"ghij");
+        assert_eq!((b.first_byte_offset(), b.histlen()), (1, 10), "held beyond the backlog's 4 bytes");
+        assert_eq!(b.read(7, 1).map(joined), Ok(b"abcdefghij".to_vec()));
+        // Sent up to byte 8: only the backlog's own size and byte 9 on are kept.
+        assert_eq!(b.read(7, 9).map(joined), Ok(b"ij".to_vec()));
+        assert_eq!((b.first_byte_offset(), b.histlen()), (7, 4));
+        // Another replica that never reads passes the hard limit: dropped, its bytes let go;
+        // the one that reads goes on.
+        assert_eq!(b.read(7, 11).map(joined), Ok(Vec::new()));
+        b.hold(8, 11, limit(20, 0, 0));
+        b.append(&[b'x'; 19]);
+        assert_eq!(b.histlen(), 19, "held for both");
+        assert_eq!(b.read(7, 30).map(joined), Ok(Vec::new()));
+        assert_eq!(b.histlen(), 19, "still held for 8");
+        b.append(b"y");
+        assert!(b.is_over_limit(8) && !b.is_over_limit(7));
+        assert_eq!(b.read(8, 11), Err(Lost::OverLimit));
+        assert_eq!(b.histlen(), 4, "nothing held beyond the backlog");
+        assert_eq!(b.read(7, 30).map(joined), Ok(b"y".to_vec()));
+        b.release(8);
+        b.hold(8, b.offset() + 1, limit(20, 0, 0));
+        assert!(b.read(8, b.offset() + 1).is_ok(), "attached again: fed again");
+    }
+
+    #[test]
+    fn the_soft_limit_drops_a_replica_held_above_it_for_longer_than_its_seconds() {
+        let mut b = Backlog::new(4, 0);
+        b.hold(1, 1, limit(0, 5, 0));
+        b.append(b"abc");
+        assert!(b.read(1, 1).is_ok(), "below the soft limit");
+        b.append(b"def");
+        assert!(b.read(1, 1).is_ok(), "at it since now: not for longer than 0 s yet");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        b.append(b"g");
+        assert_eq!(b.read(1, 1), Err(Lost::OverLimit));
     }
 
     #[test]

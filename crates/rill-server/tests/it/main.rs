@@ -37,6 +37,7 @@ mod protected_mode;
 mod protocol;
 mod pubsub;
 mod rdb_corpus;
+mod replica_limits;
 mod replica_link;
 mod replica_restart;
 mod replica_side;
