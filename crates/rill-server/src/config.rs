@@ -166,7 +166,6 @@ pub const PARAMS: &[Param] = &[
 const INERT: &[&str] = &[
     "replica-lazy-flush",
     "replica-ignore-maxmemory",
-    "repl-backlog-ttl",
     "repl-diskless-sync",
     "repl-diskless-sync-delay",
     "repl-diskless-sync-max-replicas",

@@ -7,7 +7,7 @@
 
 pub(crate) use crate::replication::text;
 use crate::replication::{command as stream_command, picture};
-use rill_testkit::{fresh_seed, fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
+use rill_testkit::{fresh_seed, fuzz_seed, Launch, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
 use std::time::{Duration, Instant};
 
 /// `field:value` of an INFO reply.
@@ -395,4 +395,77 @@ fn wait_and_waitaof_count_the_replicas_that_hold_a_write() {
     }
     // Reads are still served.
     assert!(rill.cmd(&["GET", "k"]).starts_with(b"$2\r\nv"));
+}
+
+/// `repl-backlog-ttl`: a primary whose last replica left more than that many seconds ago frees
+/// its backlog and takes a new replication ID (replid2 cleared); the offset stays and no longer
+/// grows, and the replica that comes back syncs fully. The same steps and checks run on Redis
+/// 8.2.3 and on rill.
+#[test]
+fn a_primary_without_replicas_frees_its_backlog_after_repl_backlog_ttl() {
+    let rill = Launch::rill().args(&["--repl-backlog-ttl", "1"]).start();
+    backlog_ttl_frees_the_backlog(&rill);
+    if let Some(redis) = Launch::reference(ReferenceServer::Redis8) {
+        backlog_ttl_frees_the_backlog(&redis.args(&["--repl-backlog-ttl", "1"]).start());
+    }
+}
+
+fn backlog_ttl_frees_the_backlog(server: &Server) {
+    let who = server.label();
+    let mut c = server.connect();
+    let info = |c: &mut RawClient, f: &str| info_field(c, "replication", f).unwrap_or_default();
+    let mut replica = server.connect();
+    replica.send(b"PSYNC ? -1\r\n").unwrap();
+    let line = String::from_utf8_lossy(&replica.read_reply().unwrap()).into_owned();
+    let replid = line.split(' ').nth(1).unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info(&mut c, "connected_slaves") != "1" {
+        assert!(Instant::now() < deadline, "{who}: the replica did not attach");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.cmd(&["SET", "a", "1"]);
+    drop(replica);
+    while info(&mut c, "connected_slaves") != "0" {
+        assert!(Instant::now() < deadline, "{who}: the replica did not leave");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = Instant::now();
+    assert_eq!(info(&mut c, "repl_backlog_active"), "1", "{who}: freed at once");
+    let offset = info(&mut c, "master_repl_offset");
+    assert_ne!(offset, "0", "{who}");
+    while info(&mut c, "repl_backlog_active") != "0" {
+        assert!(left.elapsed() < Duration::from_secs(5), "{who}: the backlog was not freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(left.elapsed() > Duration::from_millis(900), "{who}: freed after {:?}", left.elapsed());
+    // What INFO says after the free.
+    let new_id = info(&mut c, "master_replid");
+    assert!(new_id.len() == 40 && new_id != replid, "{who}: {new_id}");
+    for (field, want) in [
+        ("role", "master"),
+        ("connected_slaves", "0"),
+        ("master_replid2", &"0".repeat(40)),
+        ("master_repl_offset", &offset),
+        ("second_repl_offset", "-1"),
+        ("repl_backlog_active", "0"),
+        ("repl_backlog_size", "1048576"),
+        ("repl_backlog_first_byte_offset", "0"),
+        ("repl_backlog_histlen", "0"),
+    ] {
+        assert_eq!(info(&mut c, field), want, "{who}: {field} after the free");
+    }
+    // Without a backlog the offset stays.
+    c.cmd(&["SET", "b", "2"]);
+    assert_eq!(info(&mut c, "master_repl_offset"), offset, "{who}");
+    // The replica that comes back syncs fully from the kept offset, and the backlog made for
+    // it starts one more history (Redis makes every backlog made from scratch so).
+    let mut back = server.connect();
+    let next: u64 = offset.parse::<u64>().unwrap() + 1;
+    back.send(format!("PSYNC {replid} {next}\r\n").as_bytes()).unwrap();
+    let line = String::from_utf8_lossy(&back.read_reply().unwrap()).into_owned();
+    let words: Vec<&str> = line.trim_end().split(' ').collect();
+    assert!(words.len() == 3 && words[0] == "+FULLRESYNC" && words[2] == offset, "{who}: {line}");
+    assert!(words[1] != replid && words[1] != new_id, "{who}: {line}");
+    assert_eq!(info(&mut c, "master_replid"), words[1], "{who}");
+    assert_eq!(info(&mut c, "repl_backlog_active"), "1", "{who}: a new backlog");
 }
