@@ -72,6 +72,7 @@ const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 const I32: i64 = i32::MAX as i64;
 /// `repl-diskless-load` as Redis 8.2 spells it (later versions add `flushdb`).
 const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb"];
+const RDB_COMPAT: &[&str] = &["auto", "7.0"];
 
 /// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
 /// rill's own layouts; they are kept so tools and the Redis test suite can read and set them.
@@ -160,6 +161,10 @@ pub const PARAMS: &[Param] = &[
     // rill's own: how long (at most, in microseconds) the event loop keeps polling after work
     // before it sleeps; see `poll.rs`. 0: never polls.
     p("busy-poll-us", "20", Kind::Int(0, 1000), true),
+    // rill's own: the RDB a replica's full sync is sent in. `auto`: the oldest version that
+    // holds the data (12, or 14 with 8.6-only stream state); `7.0`: RDB 10 with Redis 7.0's
+    // stream type, for Redis 7.0 replicas (docs/REPLICATION.md, "Redis 7.0 replicas").
+    p("repl-rdb-compat", "auto", Kind::Enum(RDB_COMPAT), true),
 ];
 
 /// Parameters that are stored but do nothing yet (see [`Config::inert`]).

@@ -85,7 +85,9 @@ pub fn type_for(s: &Stream) -> u8 {
 // Writing
 // ---------------------------------------------------------------------------------------------
 
-/// Write the body of a stream of type `rdb_type` (one of [`type_for`]'s answers). IIDs
+/// Write the body of a stream of type `rdb_type` (one of [`type_for`]'s answers, or
+/// [`TYPE_STREAM_V2`] for Redis 7.0: no consumer active-time; only for a stream whose
+/// [`type_for`] is at most V3, since V2 has no place for IDMP state or XNACKed entries). IIDs
 /// already expired at `now_ms` are left out, as Redis does.
 pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_ms: i64) {
     let nodes = split_nodes(s.range(StreamId::MIN, StreamId::MAX, false), limits);
@@ -116,7 +118,9 @@ pub fn encode(w: &mut Writer, s: &Stream, rdb_type: u8, limits: NodeLimits, now_
         for (cname, c) in g.consumers() {
             w.string(cname);
             w.millis(c.seen_time_ms);
-            w.millis(c.active_time_ms);
+            if rdb_type >= TYPE_STREAM_V3 {
+                w.millis(c.active_time_ms);
+            }
             w.length(g.pending_count(c));
             for id in g.pending_ids(c, Bound::Unbounded) {
                 w.raw(&id_to_raw(id));

@@ -331,9 +331,18 @@ pub enum ReplicaSnapshot {
 /// log's base is still being written, the keyspace is copied under the lock instead. While the
 /// snapshot is built, INFO says a save is in progress and a BGREWRITEAOF waits for it.
 pub fn replica_snapshot(shared: &Arc<Shared>, st: &mut State) -> ReplicaSnapshot {
+    // `repl-rdb-compat 7.0`: RDB 10, streams in Redis 7.0's type (`FileWriter::key`).
+    let rdb_7_0 = st.config.get("repl-rdb-compat") == "7.0";
+    let for_replica = move |snap: Snapshot| {
+        if rdb_7_0 {
+            Snapshot { version: rill_engine::rdb::VERSION_REDIS_7_0, ..snap }
+        } else {
+            snap
+        }
+    };
     let copy = |st: &State| {
         tracing::info!("Snapshot for a replica: copying the keyspace");
-        ReplicaSnapshot::Copy(take(st))
+        ReplicaSnapshot::Copy(for_replica(take(st)))
     };
     let busy = st.persist.rewrite_in_progress || st.persist.bgsave_in_progress || st.persist.loading;
     let Some(log) = st.journal.log().cloned().filter(|l| !busy && l.base.ready() && !l.failed()) else {
@@ -359,6 +368,7 @@ pub fn replica_snapshot(shared: &Arc<Shared>, st: &mut State) -> ReplicaSnapshot
     let shared = shared.clone();
     std::thread::spawn(move || {
         let built = rebuild_before(&shared, &log, seq, config)
+            .map(for_replica)
             .and_then(|snap| snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string()));
         let mut st = shared.lock();
         st.persist.bgsave_in_progress = false;

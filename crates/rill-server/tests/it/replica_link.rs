@@ -128,9 +128,23 @@ fn other_command(rng: &mut Rng) -> Vec<String> {
 /// Run `steps` random commands on rill: stream and group commands (the forms test's
 /// generator) and the other types, in databases 0 and 1, transactions included.
 pub(crate) fn workload(rill: &mut RawClient, rng: &mut Rng, ids: &mut Vec<String>, steps: usize) {
+    workload_with(rill, rng, ids, steps, |_| true);
+}
+
+/// [`workload`] of the commands `keep` accepts (the others are drawn and left out).
+fn workload_with(
+    rill: &mut RawClient,
+    rng: &mut Rng,
+    ids: &mut Vec<String>,
+    steps: usize,
+    keep: impl Fn(&[String]) -> bool,
+) {
     let mut in_multi = false;
     for _ in 0..steps {
         let mut cmd = if rng.below(3) == 0 { other_command(rng) } else { stream_command(rng, ids) };
+        if !keep(&cmd) {
+            continue;
+        }
         match cmd[0].as_str() {
             "MULTI" if in_multi => cmd = vec!["EXEC".into()],
             "EXEC" if !in_multi => continue,
@@ -468,4 +482,52 @@ fn backlog_ttl_frees_the_backlog(server: &Server) {
     assert!(words[1] != replid && words[1] != new_id, "{who}: {line}");
     assert_eq!(info(&mut c, "master_replid"), words[1], "{who}");
     assert_eq!(info(&mut c, "repl_backlog_active"), "1", "{who}: a new backlog");
+}
+
+/// `repl-rdb-compat 7.0`: a Redis 7.0.15 replica (RDB 10, stream type 19) loads rill's full
+/// sync and follows the stream of a workload that 7.0 can parse (no DELREF/ACKED trims), and
+/// equals rill key by key but for the groups' lag (7.0 counts it otherwise). A stream with
+/// state 7.0 cannot hold (here an XNACKed entry) fails the next full sync, named in rill's log.
+#[test]
+fn a_redis_7_0_replica_follows_rill_with_repl_rdb_compat_7_0() {
+    let Some(binary) = ReferenceServer::Redis7.require() else { return };
+    let seed = fuzz_seed(0x0007_0015_4E91);
+    let rill_server = Server::rill_with(&["--repl-rdb-compat", "7.0"]);
+    let mut rill = rill_server.connect();
+    let mut rng = Rng::new(seed);
+    let mut ids = Vec::new();
+    let known_to_7_0 = |cmd: &[String]| !cmd.iter().any(|w| w == "DELREF" || w == "ACKED");
+    workload_with(&mut rill, &mut rng, &mut ids, 300, known_to_7_0);
+    let port = rill_server.port.to_string();
+    let redis =
+        Server::start(ServerKind::Redis(ReferenceServer::Redis7), &binary, &["--replicaof", "127.0.0.1", &port]);
+    let mut replica = redis.connect();
+    wait_caught_up(&mut rill, &mut replica);
+    assert_equal_but(&mut rill, &mut replica, &format!("after the full sync (seed {seed})"), &["lag"]);
+    workload_with(&mut rill, &mut rng, &mut ids, 300, known_to_7_0);
+    wait_caught_up(&mut rill, &mut replica);
+    assert_equal_but(&mut rill, &mut replica, &format!("after streaming (seed {seed})"), &["lag"]);
+    assert_eq!(info_field(&mut rill, "stats", "sync_full").as_deref(), Some("1"));
+
+    // A released (XNACKed) entry: no RDB 10 holds it, so a new full sync is refused.
+    for cmd in [
+        &["SELECT", "0"][..],
+        &["XADD", "nacked", "1-1", "f", "v"],
+        &["XGROUP", "CREATE", "nacked", "g", "0"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "nacked", ">"],
+        &["XNACK", "nacked", "g", "FAIL", "IDS", "1", "1-1"],
+    ] {
+        let reply = rill.cmd(cmd);
+        assert!(!reply.starts_with(b"-"), "{cmd:?}: {}", String::from_utf8_lossy(&reply));
+    }
+    let mut second = rill_server.connect();
+    second.send(b"PSYNC ? -1\r\n").unwrap();
+    let line = String::from_utf8_lossy(&second.read_reply().unwrap()).into_owned();
+    assert!(line.starts_with("+FULLRESYNC "), "{line}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let why = "key 'nacked' cannot be written in RDB 10 for Redis 7.0";
+    while !rill_server.log().contains(why) {
+        assert!(Instant::now() < deadline, "no refusal in the log: {}", rill_server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
