@@ -14,7 +14,9 @@
 //!   - XADD with `*` / `ms-*`: `XADD key [IDMP pid iid] <final id> field value ...`, IDMPAUTO
 //!     resolved to its IID;
 //!   - trimming (`~` depends on block layout): the exact prefix (`XTRIM key MINID = id`,
-//!     `MAXLEN = 0`) or, for DELREF/ACKED with groups, the removed IDs ([`Effect::TrimIds`]);
+//!     `MAXLEN = 0`) or, for DELREF/ACKED with groups, an exact `XTRIM key MAXLEN|MINID = n
+//!     DELREF|ACKED` that removes the same entries (rill before that wrote the removed IDs,
+//!     [`Effect::TrimIds`], which still replays);
 //!   - XREADGROUP, XCLAIM, XAUTOCLAIM, XNACK, XGROUP CREATECONSUMER: the consumer-group
 //!     changes with every time, count and owner spelled out ([`Effect::Group`]);
 //!   - SPOP: `SREM` of the members it picked.
@@ -95,6 +97,8 @@ pub enum Effect {
     },
     /// Trimming removed exactly these entries (DELREF / ACKED trimming with groups, where the
     /// removed set need not be a prefix). `delref`: every group's references to them go too.
+    /// Written by older rills only (such a trim is now recorded as an exact `XTRIM`, see the
+    /// module doc); logs holding it still replay.
     TrimIds {
         /// Database index.
         db: usize,

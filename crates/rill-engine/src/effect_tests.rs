@@ -51,6 +51,10 @@ fn command() -> impl Strategy<Value = Vec<String>> {
             .prop_map(move |(k, n, m)| s(&["XTRIM", k, "MAXLEN", "~", &n.to_string(), "LIMIT", "3", m])),
         1 => (key.clone(), 0u8..6, prop_oneof![Just("DELREF"), Just("ACKED")])
             .prop_map(move |(k, n, m)| s(&["XTRIM", k, "MAXLEN", &n.to_string(), m])),
+        1 => (key.clone(), id.clone(), prop_oneof![Just("DELREF"), Just("ACKED")])
+            .prop_map(move |(k, i, m)| s(&["XTRIM", k, "MINID", "~", &i, m])),
+        1 => (key.clone(), 0u8..6, prop_oneof![Just("DELREF"), Just("ACKED")])
+            .prop_map(move |(k, n, m)| s(&["XADD", k, m, "MAXLEN", "~", &n.to_string(), "*", "f", "v"])),
         1 => key.clone().prop_map(move |k| s(&["XGROUP", "CREATE", k, "g", "0", "MKSTREAM"])),
         1 => key.clone().prop_map(move |k| s(&["XGROUP", "CREATECONSUMER", k, "g", "c3"])),
         3 => (key.clone(), 0u8..3, 1u8..4).prop_map(move |(k, c, n)| s(&["XREADGROUP", "GROUP", "g", &format!("c{c}"), "COUNT", &n.to_string(), "STREAMS", k, ">"])),
@@ -142,4 +146,45 @@ fn every_kind_of_effect_on_a_missing_database_is_db_out_of_range() {
         }
     }
     assert_eq!(engine.total_keys(), 0);
+}
+
+/// A DELREF/ACKED trim with groups is recorded as an exact XTRIM that removes the same entries
+/// on any node layout: ACKED as `MINID = <last removed + 1>` (Redis' `MAXLEN = <length left>`
+/// stops early on a replica whose walk meets a node with referenced entries first), DELREF
+/// approximate as Redis sends it (`MAXLEN = <length left>`, `MINID = <first left>`).
+#[test]
+fn delref_and_acked_trims_are_recorded_as_exact_xtrims() {
+    let table = CommandTable::new(&families());
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["XTRIM", "s", "MAXLEN", "~", "0", "ACKED"], &["XTRIM", "s", "MINID", "=", "4-1", "ACKED"]),
+        (&["XTRIM", "s", "MAXLEN", "0", "ACKED"], &["XTRIM", "s", "MINID", "=", "4-1", "ACKED"]),
+        (&["XTRIM", "s", "MINID", "9", "ACKED"], &["XTRIM", "s", "MINID", "=", "9-0", "ACKED"]),
+        (&["XTRIM", "s", "MAXLEN", "~", "2", "DELREF"], &["XTRIM", "s", "MAXLEN", "=", "2", "DELREF"]),
+        (&["XTRIM", "s", "MINID", "~", "5", "DELREF"], &["XTRIM", "s", "MINID", "=", "5-0", "DELREF"]),
+        (&["XTRIM", "s", "MINID", "~", "9", "DELREF"], &["XTRIM", "s", "MAXLEN", "=", "0", "DELREF"]),
+        (&["XTRIM", "s", "MAXLEN", "4", "DELREF"], &["XTRIM", "s", "MAXLEN", "=", "4", "DELREF"]),
+    ];
+    for (trim, want) in cases {
+        // Entries 1..6 in nodes of three, all delivered to g, 3 and 4 acknowledged.
+        let mut live = Engine::new(EngineConfig { stream_node_max_entries: 3, ..EngineConfig::default() });
+        let mut log = Vec::new();
+        let mut setup: Vec<Vec<String>> = (1..=6).map(|i| s(&["XADD", "s", &format!("{i}-0"), "f", "v"])).collect();
+        setup.push(s(&["XGROUP", "CREATE", "s", "g", "0"]));
+        setup.push(s(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]));
+        setup.push(s(&["XACK", "s", "g", "3-0", "4-0"]));
+        for args in &setup {
+            log.push(run_logged(&mut live, &table, 1, args));
+        }
+        let effects = run_logged(&mut live, &table, 1, &s(trim));
+        let want = Effect::Command { db: 0, args: want.iter().map(|w| Bytes::from(w.to_string())).collect() };
+        assert_eq!(effects, vec![want], "{trim:?}");
+        log.push(effects);
+        let mut copy = Engine::new(EngineConfig { stream_node_max_entries: 2, ..EngineConfig::default() });
+        for effects in &log {
+            replay(&mut copy, &table, 1, effects);
+        }
+        let view = |e: &Engine| e.db(0).get_raw(b"s").map(|e| crate::rdb::dump(&e.value, Default::default(), 1));
+        assert!(view(&live) == view(&copy), "{trim:?}: the replay on other nodes differs");
+    }
 }

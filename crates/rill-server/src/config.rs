@@ -72,6 +72,7 @@ const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 const I32: i64 = i32::MAX as i64;
 /// `repl-diskless-load` as Redis 8.2 spells it (later versions add `flushdb`).
 const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb"];
+const RDB_COMPAT: &[&str] = &["auto", "7.0"];
 
 /// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
 /// rill's own layouts; they are kept so tools and the Redis test suite can read and set them.
@@ -167,13 +168,16 @@ pub const PARAMS: &[Param] = &[
     // copy made under the lock, copy-on-write for streams; above it, with the log on, it is
     // rebuilt from the log files in the background. See `aof/rewrite.rs`.
     p("snapshot-copy-max-keys", "1000000", Kind::Int(0, i64::MAX), true),
+    // rill's own: the RDB a replica's full sync is sent in. `auto`: the oldest version that
+    // holds the data (12, or 14 with 8.6-only stream state); `7.0`: RDB 10 with Redis 7.0's
+    // stream type, for Redis 7.0 replicas (docs/REPLICATION.md, "Redis 7.0 replicas").
+    p("repl-rdb-compat", "auto", Kind::Enum(RDB_COMPAT), true),
 ];
 
 /// Parameters that are stored but do nothing yet (see [`Config::inert`]).
 const INERT: &[&str] = &[
     "replica-lazy-flush",
     "replica-ignore-maxmemory",
-    "repl-backlog-ttl",
     "repl-diskless-sync",
     "repl-diskless-sync-delay",
     "repl-diskless-sync-max-replicas",

@@ -56,6 +56,12 @@ pub trait Sink: Progress + Send + std::fmt::Debug {
 
     /// Bytes of the primary's stream, as received (a replica's stream for its own replicas).
     fn relay(&mut self, _bytes: &[u8]) {}
+
+    /// Whether the sink is done (a replication backlog that was freed): the journal drops it
+    /// at [`Journal::drop_closed_sinks`].
+    fn closed(&self) -> bool {
+        false
+    }
 }
 
 /// The sink replies wait for: the log (`aof::Log`). Shared with its writer threads, hence
@@ -153,6 +159,11 @@ impl<L: LogSink> Journal<L> {
     /// Add a sink: every unit committed from now on goes to it too.
     pub fn add_sink(&mut self, sink: Box<dyn Sink>) {
         self.sinks.push(sink);
+    }
+
+    /// Drop the sinks that say they are done ([`Sink::closed`]).
+    pub fn drop_closed_sinks(&mut self) {
+        self.sinks.retain(|s| !s.closed());
     }
 
     /// Whether effects are being recorded: some sink exists.

@@ -241,6 +241,12 @@ async fn cron(shared: Arc<Shared>) {
             }
         }
         crate::replication::failover::tick(&shared, &mut st, now);
+        // repl-backlog-ttl: a primary without replicas for that long frees its backlog.
+        let ttl = st.config.get_i64("repl-backlog-ttl");
+        let st_ref = &mut *st;
+        if st_ref.replication.expire_backlog(&mut st_ref.journal, now, ttl, run_id) {
+            tracing::info!("Replication backlog freed after {ttl} seconds without connected replicas.");
+        }
         if aof::rewrite::base_due(&st, now) {
             tracing::info!("Starting the rewrite that writes the new log's base");
             let _ = aof::rewrite::start_base(&shared, &mut st);

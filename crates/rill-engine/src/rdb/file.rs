@@ -15,7 +15,7 @@
 use super::crc64::crc64;
 use super::io::{Reader, Writer};
 use super::stream::BodyOut;
-use super::{decode_value, encode_body, value_type, LoadContext, RdbError};
+use super::{decode_value, encode_body, value_type, value_type_7_0, LoadContext, RdbError, VERSION_REDIS_7_0};
 use crate::keyspace::{Entry, Value};
 use crate::types::stream::NodeLimits;
 use bytes::Bytes;
@@ -43,6 +43,8 @@ pub struct FileWriter<W: Write> {
     buf: Writer,
     limits: NodeLimits,
     now_ms: i64,
+    /// The file is for Redis 7.0 (RDB 10): streams in its type.
+    redis_7_0: bool,
 }
 
 impl<W: Write> FileWriter<W> {
@@ -61,7 +63,8 @@ impl<W: Write> FileWriter<W> {
         now_ms: i64,
         extra: &[(String, String)],
     ) -> io::Result<FileWriter<W>> {
-        let mut w = FileWriter { out, crc: 0, written: 0, buf: Writer::default(), limits, now_ms };
+        let redis_7_0 = version <= VERSION_REDIS_7_0;
+        let mut w = FileWriter { out, crc: 0, written: 0, buf: Writer::default(), limits, now_ms, redis_7_0 };
         w.buf.raw(format!("REDIS{version:04}").as_bytes());
         let standard = [
             ("redis-ver", "8.2.3".to_string()),
@@ -97,13 +100,24 @@ impl<W: Write> FileWriter<W> {
         self.flush_buf()
     }
 
-    /// One key.
+    /// One key. In a file of version [`VERSION_REDIS_7_0`], a stream with state Redis 7.0
+    /// cannot hold (IDMP, XNACKed entries) fails the file with an `InvalidData` error naming
+    /// the key.
     pub fn key(&mut self, key: &[u8], entry: &Entry) -> io::Result<()> {
+        let rdb_type = if self.redis_7_0 {
+            value_type_7_0(&entry.value).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("key '{}' cannot be written in RDB 10 for Redis 7.0: {e}", String::from_utf8_lossy(key)),
+                )
+            })?
+        } else {
+            value_type(&entry.value)
+        };
         if let Some(t) = entry.expire_at_ms {
             self.buf.u8(OP_EXPIRETIME_MS);
             self.buf.millis(t);
         }
-        let rdb_type = value_type(&entry.value);
         self.buf.u8(rdb_type);
         self.buf.string(key);
         let (limits, now_ms) = (self.limits, self.now_ms);
@@ -136,7 +150,8 @@ impl<W: Write> BodyOut for FileWriter<W> {
     }
 }
 
-/// The RDB version a file holding these values needs: 12 (Redis 7.4 / 8.x) unless a stream
+/// The RDB version a file holding these values needs (a file for Redis 7.0 is stamped
+/// [`VERSION_REDIS_7_0`] instead, see [`FileWriter::key`]): 12 (Redis 7.4 / 8.x) unless a stream
 /// carries 8.6-only state (IDMP tables or XNACKed entries), then rill's newest.
 pub fn version_for<'a>(values: impl IntoIterator<Item = &'a Value>) -> u16 {
     let newest = values.into_iter().any(|v| match v {
@@ -295,6 +310,7 @@ impl<'a> FileReader<'a> {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+    use crate::rdb::io::Writer;
     use crate::types::stream::NodeLimits;
 
     fn ctx() -> LoadContext {
@@ -348,6 +364,49 @@ mod tests {
         assert_eq!(r.aux("repl-stream-db"), Some(&b"3"[..]));
         assert_eq!(r.aux("redis-ver"), Some(&b"8.2.3"[..]));
         assert!(r.aux("aof-base").is_none());
+    }
+
+    /// A file for Redis 7.0 (RDB 10) holds streams in 7.0's type 19, which reads back to the
+    /// same stream but the consumers' active-times; a stream with XNACKed entries is refused,
+    /// naming its key.
+    #[test]
+    fn a_file_for_redis_7_0_holds_streams_in_type_19_and_refuses_8_6_state() {
+        use crate::types::testkit::Harness;
+        let mut h = Harness::new();
+        for line in [
+            "XADD s 1-1 f v",
+            "XADD s 2-1 f w",
+            "XGROUP CREATE s g 0",
+            "XREADGROUP GROUP g c COUNT 1 STREAMS s >",
+            "SADD set a b",
+        ] {
+            h.run(&line.split(' ').collect::<Vec<_>>());
+        }
+        let value = |h: &Harness, k: &[u8]| h.engine.db(0).get_raw(k).unwrap().value.clone();
+        let file = |h: &Harness| {
+            let mut w = FileWriter::new(Vec::new(), VERSION_REDIS_7_0, NodeLimits::default(), 1_000).unwrap();
+            w.select_db(0, 2, 0).unwrap();
+            for k in [&b"s"[..], b"set"] {
+                w.key(k, &Entry::new(value(h, k), None))?;
+            }
+            w.finish().map(|(bytes, _)| bytes)
+        };
+        let bytes = file(&h).unwrap();
+        assert_eq!(&bytes[..9], b"REDIS0010");
+        let mut r = FileReader::new(&bytes, ctx(), 16).unwrap();
+        let s = r.next_key().unwrap().unwrap();
+        let v2 = |v: &Value| {
+            let Value::Stream(s) = v else { panic!("not a stream") };
+            let mut w = Writer::default();
+            crate::rdb::stream::encode(&mut w, s, crate::rdb::stream::TYPE_STREAM_V2, NodeLimits::default(), 1_000);
+            w.buf
+        };
+        assert_eq!(v2(&s.entry.value), v2(&value(&h, b"s")));
+        assert_eq!(r.next_key().unwrap().unwrap().entry.value, value(&h, b"set"));
+        h.run(&["XNACK", "s", "g", "FAIL", "IDS", "1", "1-1"]);
+        let err = file(&h).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("key 's'"), "{err}");
     }
 
     /// A file with one small key in a database of a high index.

@@ -20,7 +20,7 @@
 //! | list   | 18 `LIST_QUICKLIST_2`                | listpack nodes of ≤ 8 KiB            | 10      |
 //! | set    | 2 `SET`                              | count + members                      | 10      |
 //! | hash   | 4 `HASH`                             | count + field/value pairs            | 10      |
-//! | stream | 21 `STREAM_LISTPACKS_3`, or 27 `STREAM_LISTPACKS_5` when it has IDMP state or XNACKed entries | see [`stream`] | 11 / 14 |
+//! | stream | 21 `STREAM_LISTPACKS_3`, or 27 `STREAM_LISTPACKS_5` when it has IDMP state or XNACKed entries; 19 `STREAM_LISTPACKS_2` in a file for Redis 7.0 ([`file::FileWriter`] of version 10) | see [`stream`] | 11 / 14 |
 //!
 //! What we read: the above plus list 1, 10 (ziplist), 14 (quicklist of ziplists); set 11
 //! (intset), 20 (listpack); hash 9 (zipmap), 13 (ziplist), 16 (listpack); streams 15, 19, 21,
@@ -53,8 +53,9 @@ use std::collections::VecDeque;
 
 /// The newest RDB version we read (Redis unstable's `RDB_VERSION`).
 pub const RDB_VERSION: u16 = 14;
-/// Version stamped on payloads whose types Redis 7.0 already knew.
-const VERSION_REDIS_7_0: u16 = 10;
+/// Version stamped on payloads whose types Redis 7.0 already knew; a snapshot written in it
+/// ([`file::FileWriter`]) holds streams in Redis 7.0's type.
+pub const VERSION_REDIS_7_0: u16 = 10;
 /// Version stamped on payloads using Redis 7.2's stream type.
 const VERSION_REDIS_7_2: u16 = 11;
 /// Footer: version (2 bytes) + CRC (8 bytes).
@@ -211,6 +212,19 @@ pub fn verify_footer(payload: &[u8]) -> Result<&[u8], RdbError> {
         return Err(RdbError::VersionOrChecksum);
     }
     Ok(payload.get(..split).unwrap_or_default())
+}
+
+/// The type byte a value is written with in a file for Redis 7.0 (RDB 10): a stream in 7.0's
+/// type ([`stream::TYPE_STREAM_V2`]: its consumers' active-times left out). A stream holding
+/// state 7.0 has no place for (IDMP, XNACKed entries) is refused.
+fn value_type_7_0(value: &Value) -> Result<u8, &'static str> {
+    match value {
+        Value::Stream(s) if stream::type_for(s) > stream::TYPE_STREAM_V3 => {
+            Err("a stream with IDMP state or XNACKed entries, which Redis 7.0 cannot hold")
+        }
+        Value::Stream(_) => Ok(stream::TYPE_STREAM_V2),
+        other => Ok(value_type(other)),
+    }
 }
 
 /// The type byte a value is written with.

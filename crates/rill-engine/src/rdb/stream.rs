@@ -89,7 +89,9 @@ pub fn type_for(s: &Stream) -> u8 {
 // Writing
 // ---------------------------------------------------------------------------------------------
 
-/// Write the body of a stream of type `rdb_type` (one of [`type_for`]'s answers). IIDs
+/// Write the body of a stream of type `rdb_type` (one of [`type_for`]'s answers, or
+/// [`TYPE_STREAM_V2`] for Redis 7.0: no consumer active-time; only for a stream whose
+/// [`type_for`] is at most V3, since V2 has no place for IDMP state or XNACKed entries). IIDs
 /// already expired at `now_ms` are left out, as Redis does. The entries are read in place
 /// twice — once to cut them into nodes (the count comes first in the format), once to encode
 /// each node — and `out` may pass the bytes on after each node and every few thousand PEL
@@ -154,7 +156,9 @@ pub(super) fn encode(
             let w = out.w();
             w.string(cname);
             w.millis(c.seen_time_ms);
-            w.millis(c.active_time_ms);
+            if rdb_type >= TYPE_STREAM_V3 {
+                w.millis(c.active_time_ms);
+            }
             w.length(g.pending_count(c));
             for (i, id) in g.pending_ids(c, Bound::Unbounded).enumerate() {
                 out.w().raw(&id_to_raw(id));

@@ -354,9 +354,18 @@ pub enum ReplicaSnapshot {
 /// file's creation. While it is built, INFO says a save is in progress and a BGREWRITEAOF
 /// waits for it.
 pub fn replica_snapshot(shared: &Arc<Shared>, st: &mut State) -> ReplicaSnapshot {
+    // `repl-rdb-compat 7.0`: RDB 10, streams in Redis 7.0's type (`FileWriter::key`).
+    let rdb_7_0 = st.config.get("repl-rdb-compat") == "7.0";
+    let for_replica = move |snap: Snapshot| {
+        if rdb_7_0 {
+            Snapshot { version: rill_engine::rdb::VERSION_REDIS_7_0, ..snap }
+        } else {
+            snap
+        }
+    };
     let copy = |st: &State| {
         let started = std::time::Instant::now();
-        let snap = take(st);
+        let snap = for_replica(take(st));
         tracing::info!("Snapshot for a replica: keyspace copied in {} us", started.elapsed().as_micros());
         ReplicaSnapshot::Copy(snap)
     };
@@ -387,6 +396,7 @@ pub fn replica_snapshot(shared: &Arc<Shared>, st: &mut State) -> ReplicaSnapshot
     let shared = shared.clone();
     std::thread::spawn(move || {
         let built = rebuild_before(&shared, &log, seq, config)
+            .map(for_replica)
             .and_then(|snap| snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string()));
         let mut st = shared.lock();
         st.persist.bgsave_in_progress = false;

@@ -108,7 +108,7 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
     }
     let size = usize::try_from(c.st.config.get_i64("repl-backlog-size")).unwrap_or(1 << 20);
     let st = &mut *c.st;
-    let backlog = st.replication.start_backlog(&mut st.journal, size);
+    let backlog = st.replication.backlog_for_replica(&mut st.journal, size, crate::run::run_id);
     let Some(grown) = st.replication.grown.clone() else {
         return Err(CmdError::full("ERR the replication backlog could not be made"));
     };

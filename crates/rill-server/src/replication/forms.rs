@@ -18,7 +18,7 @@
 //! | `Acked` (XACK, or a claim finding the entry deleted) | `XACK key group id` |
 //! | `Nacked` (XNACK) | `XNACK key group FAIL IDS 1 id RETRYCOUNT n FORCE` |
 //! | group created / destroyed / cursor set, consumer deleted | `XGROUP CREATE` / `DESTROY` / `SETID` / `DELCONSUMER` |
-//! | `TrimIds` (a DELREF / ACKED trim removing a non-prefix set) | `XDELEX key DELREF IDS n id ...`, or `XDEL key id ...` for KEEPREF |
+//! | `TrimIds` (an older rill's record of a DELREF / ACKED trim; live units hold an exact `XTRIM` instead) | `XDELEX key DELREF IDS n id ...`, or `XDEL key id ...` for KEEPREF |
 //!
 //! A unit of more than one command is wrapped in `MULTI` / `EXEC`, and `SELECT db` precedes a
 //! command whose database is not the one the stream last selected (for a transaction, the

@@ -24,6 +24,7 @@ use backlog::Backlog;
 use bytes::Bytes;
 use rill_engine::effect::EffectBuf;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -71,6 +72,11 @@ pub struct Replication {
     pub link_generation: u64,
     /// A `FAILOVER` under way (`master_failover_state`).
     pub failover: failover::Failover,
+    /// Since when (Unix ms) this server is a primary without replicas: `repl-backlog-ttl`
+    /// counts from there ([`Replication::expire_backlog`]); 0 until the cron first looks.
+    pub no_replicas_since_ms: i64,
+    /// Set when the backlog is freed: its journal sink is then dropped.
+    backlog_freed: Arc<AtomicBool>,
 }
 
 /// A replica's view of its primary (INFO, ROLE).
@@ -134,6 +140,8 @@ impl Replication {
             acked: Arc::new(tokio::sync::Notify::new()),
             link_generation: 0,
             failover: failover::Failover::default(),
+            no_replicas_since_ms: 0,
+            backlog_freed: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -210,10 +218,70 @@ impl Replication {
         }
         let backlog = Arc::new(Mutex::new(Backlog::new(size, self.offset())));
         let (grown, rx) = watch::channel(self.offset());
-        journal.add_sink(Box::new(BacklogSink { backlog: backlog.clone(), grown, relaying: self.master.is_some() }));
+        self.backlog_freed = Arc::new(AtomicBool::new(false));
+        journal.add_sink(Box::new(BacklogSink {
+            backlog: backlog.clone(),
+            grown,
+            relaying: self.master.is_some(),
+            freed: self.backlog_freed.clone(),
+        }));
         self.backlog = Some(backlog.clone());
         self.grown = Some(rx);
         backlog
+    }
+}
+
+impl Replication {
+    /// The backlog for a replica attaching (`PSYNC`, `SYNC`): made now if there is none, and
+    /// then, on a primary, in a new history (a new ID, replid2 cleared), as Redis makes it: the
+    /// offset has not counted the writes made without a backlog, so no replica may continue
+    /// the old ID from it (one that followed this server before a `repl-backlog-ttl` free).
+    pub fn backlog_for_replica<L: LogSink>(
+        &mut self,
+        journal: &mut Journal<L>,
+        size: usize,
+        new_replid: impl FnOnce() -> String,
+    ) -> Arc<Mutex<Backlog>> {
+        if self.backlog.is_none() && self.master.is_none() {
+            self.replid = new_replid();
+            self.replid2 = "0".repeat(40);
+            self.second_offset = -1;
+        }
+        self.start_backlog(journal, size)
+    }
+
+    /// `repl-backlog-ttl` (Redis' rule, run by the cron): a primary that has had a backlog and
+    /// no replica for more than `ttl_secs` seconds (0: never) frees the backlog. The stream's
+    /// offset then stays where it is until a replica makes a new backlog, so the history gets
+    /// a new ID and forgets `replid2` (a replica of the old ID would otherwise continue across
+    /// writes it never got): a replica that comes back syncs fully. A replica never frees its
+    /// backlog (it may be promoted), and a promoted one counts from its promotion. Returns
+    /// whether it freed the backlog.
+    pub fn expire_backlog<L: LogSink>(
+        &mut self,
+        journal: &mut Journal<L>,
+        now_ms: i64,
+        ttl_secs: i64,
+        new_replid: impl FnOnce() -> String,
+    ) -> bool {
+        if !self.replicas.is_empty() || self.master.is_some() || self.no_replicas_since_ms == 0 {
+            self.no_replicas_since_ms = now_ms;
+            return false;
+        }
+        // Whole seconds, compared as Redis compares its `unixtime`s.
+        let idle = now_ms.div_euclid(1000) - self.no_replicas_since_ms.div_euclid(1000);
+        if ttl_secs <= 0 || self.backlog.is_none() || idle <= ttl_secs {
+            return false;
+        }
+        self.base_offset = self.offset();
+        self.backlog = None;
+        self.grown = None;
+        self.backlog_freed.store(true, Ordering::Relaxed);
+        journal.drop_closed_sinks();
+        self.replid = new_replid();
+        self.replid2 = "0".repeat(40);
+        self.second_offset = -1;
+        true
     }
 }
 
@@ -225,6 +293,8 @@ struct BacklogSink {
     grown: watch::Sender<u64>,
     /// A replica: the stream is the primary's, relayed; applied units are not added.
     relaying: bool,
+    /// The backlog was freed ([`Replication::expire_backlog`]): this sink is done.
+    freed: Arc<AtomicBool>,
 }
 
 impl BacklogSink {
@@ -289,6 +359,10 @@ impl Sink for BacklogSink {
         self.lock().forget_selected();
     }
 
+    fn closed(&self) -> bool {
+        self.freed.load(Ordering::Relaxed)
+    }
+
     fn relay(&mut self, bytes: &[u8]) {
         if !self.relaying {
             return;
@@ -351,5 +425,39 @@ mod tests {
         assert!(info.contains("repl_backlog_active:1\r\n"), "{info}");
         assert!(info.contains(&format!("master_repl_offset:{}\r\n", want.len())), "{info}");
         assert!(info.contains("repl_backlog_first_byte_offset:1\r\n"), "{info}");
+    }
+
+    #[test]
+    fn repl_backlog_ttl_frees_the_backlog_of_a_primary_left_without_replicas() {
+        let st = State::new(crate::config::Config::default());
+        let shared = Shared::new(st, crate::cmd::table(), crate::cmd::table(), 0, "0".repeat(40));
+        let t0 = 1_000_000;
+        let mut st = shared.lock();
+        let st = &mut *st;
+        let r = &mut st.replication;
+        r.start_backlog(&mut st.journal, 1 << 20);
+        let id = || "1".repeat(40);
+        // The first look starts the count; the idle time must pass the ttl, in whole seconds.
+        assert!(!r.expire_backlog(&mut st.journal, t0, 1, id));
+        assert!(!r.expire_backlog(&mut st.journal, t0 + 1_999, 1, id));
+        // 0: never.
+        assert!(!r.expire_backlog(&mut st.journal, t0 + 60_000, 0, id));
+        // A replica never frees its own; once promoted, the count starts again.
+        r.master = Some(MasterLink {
+            host: "h".into(),
+            port: 1,
+            state: LinkStatus::Connected,
+            last_io_ms: 0,
+            down_since_ms: 0,
+            sync_attempts: 0,
+        });
+        assert!(!r.expire_backlog(&mut st.journal, t0 + 60_000, 1, id));
+        r.master = None;
+        assert!(!r.expire_backlog(&mut st.journal, t0 + 61_000, 1, id));
+        r.replid2 = "2".repeat(40);
+        r.second_offset = 5;
+        assert!(r.expire_backlog(&mut st.journal, t0 + 62_000, 1, id));
+        assert!(r.backlog.is_none() && !st.journal.recording(), "the backlog's sink is gone");
+        assert_eq!((r.replid.as_str(), r.replid2.as_str(), r.second_offset), (&*"1".repeat(40), &*"0".repeat(40), -1));
     }
 }

@@ -7,7 +7,7 @@
 
 pub(crate) use crate::replication::text;
 use crate::replication::{command as stream_command, picture};
-use rill_testkit::{fresh_seed, fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
+use rill_testkit::{fresh_seed, fuzz_seed, Launch, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
 use std::time::{Duration, Instant};
 
 /// `field:value` of an INFO reply.
@@ -128,9 +128,23 @@ fn other_command(rng: &mut Rng) -> Vec<String> {
 /// Run `steps` random commands on rill: stream and group commands (the forms test's
 /// generator) and the other types, in databases 0 and 1, transactions included.
 pub(crate) fn workload(rill: &mut RawClient, rng: &mut Rng, ids: &mut Vec<String>, steps: usize) {
+    workload_with(rill, rng, ids, steps, |_| true);
+}
+
+/// [`workload`] of the commands `keep` accepts (the others are drawn and left out).
+fn workload_with(
+    rill: &mut RawClient,
+    rng: &mut Rng,
+    ids: &mut Vec<String>,
+    steps: usize,
+    keep: impl Fn(&[String]) -> bool,
+) {
     let mut in_multi = false;
     for _ in 0..steps {
         let mut cmd = if rng.below(3) == 0 { other_command(rng) } else { stream_command(rng, ids) };
+        if !keep(&cmd) {
+            continue;
+        }
         match cmd[0].as_str() {
             "MULTI" if in_multi => cmd = vec!["EXEC".into()],
             "EXEC" if !in_multi => continue,
@@ -407,4 +421,125 @@ fn wait_and_waitaof_count_the_replicas_that_hold_a_write() {
     }
     // Reads are still served.
     assert!(rill.cmd(&["GET", "k"]).starts_with(b"$2\r\nv"));
+}
+
+/// `repl-backlog-ttl`: a primary whose last replica left more than that many seconds ago frees
+/// its backlog and takes a new replication ID (replid2 cleared); the offset stays and no longer
+/// grows, and the replica that comes back syncs fully. The same steps and checks run on Redis
+/// 8.2.3 and on rill.
+#[test]
+fn a_primary_without_replicas_frees_its_backlog_after_repl_backlog_ttl() {
+    let rill = Launch::rill().args(&["--repl-backlog-ttl", "1"]).start();
+    backlog_ttl_frees_the_backlog(&rill);
+    if let Some(redis) = Launch::reference(ReferenceServer::Redis8) {
+        backlog_ttl_frees_the_backlog(&redis.args(&["--repl-backlog-ttl", "1"]).start());
+    }
+}
+
+fn backlog_ttl_frees_the_backlog(server: &Server) {
+    let who = server.label();
+    let mut c = server.connect();
+    let info = |c: &mut RawClient, f: &str| info_field(c, "replication", f).unwrap_or_default();
+    let mut replica = server.connect();
+    replica.send(b"PSYNC ? -1\r\n").unwrap();
+    let line = String::from_utf8_lossy(&replica.read_reply().unwrap()).into_owned();
+    let replid = line.split(' ').nth(1).unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info(&mut c, "connected_slaves") != "1" {
+        assert!(Instant::now() < deadline, "{who}: the replica did not attach");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.cmd(&["SET", "a", "1"]);
+    drop(replica);
+    while info(&mut c, "connected_slaves") != "0" {
+        assert!(Instant::now() < deadline, "{who}: the replica did not leave");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = Instant::now();
+    assert_eq!(info(&mut c, "repl_backlog_active"), "1", "{who}: freed at once");
+    let offset = info(&mut c, "master_repl_offset");
+    assert_ne!(offset, "0", "{who}");
+    while info(&mut c, "repl_backlog_active") != "0" {
+        assert!(left.elapsed() < Duration::from_secs(5), "{who}: the backlog was not freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(left.elapsed() > Duration::from_millis(900), "{who}: freed after {:?}", left.elapsed());
+    // What INFO says after the free.
+    let new_id = info(&mut c, "master_replid");
+    assert!(new_id.len() == 40 && new_id != replid, "{who}: {new_id}");
+    for (field, want) in [
+        ("role", "master"),
+        ("connected_slaves", "0"),
+        ("master_replid2", &"0".repeat(40)),
+        ("master_repl_offset", &offset),
+        ("second_repl_offset", "-1"),
+        ("repl_backlog_active", "0"),
+        ("repl_backlog_size", "1048576"),
+        ("repl_backlog_first_byte_offset", "0"),
+        ("repl_backlog_histlen", "0"),
+    ] {
+        assert_eq!(info(&mut c, field), want, "{who}: {field} after the free");
+    }
+    // Without a backlog the offset stays.
+    c.cmd(&["SET", "b", "2"]);
+    assert_eq!(info(&mut c, "master_repl_offset"), offset, "{who}");
+    // The replica that comes back syncs fully from the kept offset, and the backlog made for
+    // it starts one more history (Redis makes every backlog made from scratch so).
+    let mut back = server.connect();
+    let next: u64 = offset.parse::<u64>().unwrap() + 1;
+    back.send(format!("PSYNC {replid} {next}\r\n").as_bytes()).unwrap();
+    let line = String::from_utf8_lossy(&back.read_reply().unwrap()).into_owned();
+    let words: Vec<&str> = line.trim_end().split(' ').collect();
+    assert!(words.len() == 3 && words[0] == "+FULLRESYNC" && words[2] == offset, "{who}: {line}");
+    assert!(words[1] != replid && words[1] != new_id, "{who}: {line}");
+    assert_eq!(info(&mut c, "master_replid"), words[1], "{who}");
+    assert_eq!(info(&mut c, "repl_backlog_active"), "1", "{who}: a new backlog");
+}
+
+/// `repl-rdb-compat 7.0`: a Redis 7.0.15 replica (RDB 10, stream type 19) loads rill's full
+/// sync and follows the stream of a workload that 7.0 can parse (no DELREF/ACKED trims), and
+/// equals rill key by key but for the groups' lag (7.0 counts it otherwise). A stream with
+/// state 7.0 cannot hold (here an XNACKed entry) fails the next full sync, named in rill's log.
+#[test]
+fn a_redis_7_0_replica_follows_rill_with_repl_rdb_compat_7_0() {
+    let Some(binary) = ReferenceServer::Redis7.require() else { return };
+    let seed = fuzz_seed(0x0007_0015_4E91);
+    let rill_server = Server::rill_with(&["--repl-rdb-compat", "7.0"]);
+    let mut rill = rill_server.connect();
+    let mut rng = Rng::new(seed);
+    let mut ids = Vec::new();
+    let known_to_7_0 = |cmd: &[String]| !cmd.iter().any(|w| w == "DELREF" || w == "ACKED");
+    workload_with(&mut rill, &mut rng, &mut ids, 300, known_to_7_0);
+    let port = rill_server.port.to_string();
+    let redis =
+        Server::start(ServerKind::Redis(ReferenceServer::Redis7), &binary, &["--replicaof", "127.0.0.1", &port]);
+    let mut replica = redis.connect();
+    wait_caught_up(&mut rill, &mut replica);
+    assert_equal_but(&mut rill, &mut replica, &format!("after the full sync (seed {seed})"), &["lag"]);
+    workload_with(&mut rill, &mut rng, &mut ids, 300, known_to_7_0);
+    wait_caught_up(&mut rill, &mut replica);
+    assert_equal_but(&mut rill, &mut replica, &format!("after streaming (seed {seed})"), &["lag"]);
+    assert_eq!(info_field(&mut rill, "stats", "sync_full").as_deref(), Some("1"));
+
+    // A released (XNACKed) entry: no RDB 10 holds it, so a new full sync is refused.
+    for cmd in [
+        &["SELECT", "0"][..],
+        &["XADD", "nacked", "1-1", "f", "v"],
+        &["XGROUP", "CREATE", "nacked", "g", "0"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "nacked", ">"],
+        &["XNACK", "nacked", "g", "FAIL", "IDS", "1", "1-1"],
+    ] {
+        let reply = rill.cmd(cmd);
+        assert!(!reply.starts_with(b"-"), "{cmd:?}: {}", String::from_utf8_lossy(&reply));
+    }
+    let mut second = rill_server.connect();
+    second.send(b"PSYNC ? -1\r\n").unwrap();
+    let line = String::from_utf8_lossy(&second.read_reply().unwrap()).into_owned();
+    assert!(line.starts_with("+FULLRESYNC "), "{line}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let why = "key 'nacked' cannot be written in RDB 10 for Redis 7.0";
+    while !rill_server.log().contains(why) {
+        assert!(Instant::now() < deadline, "no refusal in the log: {}", rill_server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

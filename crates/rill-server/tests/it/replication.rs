@@ -196,10 +196,25 @@ pub(crate) fn command(rng: &mut Rng, ids: &[String]) -> Vec<String> {
             }
             c
         }
-        17 => match rng.below(3) {
+        17 => match rng.below(5) {
             0 => vec!["XGROUP".into(), "CREATECONSUMER".into(), key, group, consumer],
             1 => vec!["XGROUP".into(), "DELCONSUMER".into(), key, group, consumer],
-            _ => vec!["XTRIM".into(), key, "MINID".into(), some_id(rng)],
+            2 => vec!["XTRIM".into(), key, "MINID".into(), some_id(rng)],
+            // DELREF/ACKED trims, `~` ones too: sent as exact XTRIMs that remove the same
+            // entries (never as XDELEX/XDEL, which would move max-deleted-entry-id).
+            _ => {
+                let mut c = vec!["XTRIM".into(), key];
+                if rng.below(2) == 0 {
+                    c.extend(["MAXLEN".into(), rng.pick(&["~", "=", "~"]).into(), rng.below(8).to_string()]);
+                } else {
+                    c.extend(["MINID".into(), rng.pick(&["~", "=", "~"]).into(), some_id(rng)]);
+                }
+                if rng.below(3) == 0 && c[3] == "~" {
+                    c.extend(["LIMIT".into(), (1 + rng.below(4)).to_string()]);
+                }
+                c.push(rng.pick(&["DELREF", "ACKED"]).into());
+                c
+            }
         },
         18 => vec!["MULTI".into()],
         _ => vec!["EXEC".into()],

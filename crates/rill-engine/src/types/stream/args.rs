@@ -287,35 +287,60 @@ pub(super) fn apply_trim(
             ctx.emit(Effect::Command { db: ctx.db, args });
             n
         }
-        TrimRecord::Ids(ids) if !trim.approx => {
-            // An exact trim depends only on the stream's state (entries, PELs, cursors): it is
-            // recorded as itself, and so sent to replicas as itself, as Redis sends it. An
-            // XDELEX of the removed IDs would raise a replica's max-deleted-entry-id, which a
-            // trim does not move (and a later XSETID below it would then fail there only).
-            let (kind, threshold) = match trim.goal {
-                TrimGoal::MaxLen(n) => ("MAXLEN", n.to_string()),
-                TrimGoal::MinId(id) => ("MINID", id.to_string()),
-            };
+        TrimRecord::Ids(ids) => {
+            // DELREF/ACKED trimming with groups. Recorded, and so sent to replicas, as an exact
+            // XTRIM whose replay on the same state removes exactly these entries: never the
+            // removed IDs (an XDELEX/XDEL would raise a replica's max-deleted-entry-id, which
+            // a trim does not move, and a later XSETID below it would fail there only).
+            let (kind, threshold) = trim_form(stream, &trim, strategy, &ids);
             let strategy = match strategy {
                 RefStrategy::KeepRef => "KEEPREF",
                 RefStrategy::DelRef => "DELREF",
                 RefStrategy::Acked => "ACKED",
             };
-            let words = ["XTRIM", "", kind, "=", &threshold, strategy];
-            let mut args: Vec<Bytes> = words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
-            if let Some(k) = args.get_mut(1) {
-                *k = key.clone();
-            }
+            let args = vec![
+                Bytes::from_static(b"XTRIM"),
+                key.clone(),
+                Bytes::from_static(kind.as_bytes()),
+                Bytes::from_static(b"="),
+                Bytes::from(threshold),
+                Bytes::from_static(strategy.as_bytes()),
+            ];
             ctx.emit(Effect::Command { db: ctx.db, args });
             ids.len() as u64
         }
-        TrimRecord::Ids(ids) => {
-            // An approximate one removed whole nodes' worth, which depends on the node layout:
-            // the removed IDs themselves (docs/REPLICATION.md: the known difference).
-            let n = ids.len() as u64;
-            ctx.emit(Effect::TrimIds { db: ctx.db, key: key.clone(), ids, delref: strategy == RefStrategy::DelRef });
-            n
-        }
+    }
+}
+
+/// The exact goal (`MAXLEN`/`MINID` and its threshold) that replays a DELREF/ACKED trim with
+/// groups that removed `ids` (ascending) from the state before it, whatever the node layout.
+///
+/// * An exact trim is itself, as Redis sends it, except ACKED with MAXLEN (below).
+/// * DELREF removes every entry it passes, so an approximate one removed a prefix: Redis'
+///   form, `MAXLEN = <length left>` or `MINID = <first ID left>` (`MAXLEN = 0` when nothing
+///   is left: Redis' `MINID = 0-0` then would remove nothing).
+/// * ACKED passes over the entries a group still references and removes every other one up
+///   to where it stopped: `MINID = <last removed ID + 1>` removes exactly those again
+///   (`MAXLEN = 0` if that ID is the largest there is). Redis sends an approximate ACKED trim
+///   as `MAXLEN = <length left>` / `MINID = <first ID left>`, which its replicas may apply
+///   differently (the MINID form stops at a referenced entry the trim passed; the MAXLEN walk
+///   stops after the node in which the smaller goal falls), and an exact `MAXLEN = n ACKED`
+///   stops after such a node too, which depends on the node layout.
+fn trim_form(stream: &Stream, trim: &TrimArgs, strategy: RefStrategy, ids: &[StreamId]) -> (&'static str, String) {
+    let exact = |goal: &TrimGoal| match goal {
+        TrimGoal::MaxLen(n) => ("MAXLEN", n.to_string()),
+        TrimGoal::MinId(id) => ("MINID", id.to_string()),
+    };
+    match (strategy, trim.approx, &trim.goal) {
+        (RefStrategy::Acked, false, goal @ TrimGoal::MinId(_)) => exact(goal),
+        (RefStrategy::Acked, _, _) => match ids.last().and_then(|last| last.next()) {
+            Some(after) => ("MINID", after.to_string()),
+            None => ("MAXLEN", "0".to_string()),
+        },
+        (_, false, goal) => exact(goal),
+        (_, true, _) if stream.is_empty() => ("MAXLEN", "0".to_string()),
+        (_, true, TrimGoal::MaxLen(_)) => ("MAXLEN", stream.len().to_string()),
+        (_, true, TrimGoal::MinId(_)) => ("MINID", stream.first_id().to_string()),
     }
 }
 
