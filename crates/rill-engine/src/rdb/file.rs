@@ -398,7 +398,8 @@ mod tests {
         let v2 = |v: &Value| {
             let Value::Stream(s) = v else { panic!("not a stream") };
             let mut w = Writer::default();
-            crate::rdb::stream::encode(&mut w, s, crate::rdb::stream::TYPE_STREAM_V2, NodeLimits::default(), 1_000);
+            crate::rdb::stream::encode(&mut w, s, crate::rdb::stream::TYPE_STREAM_V2, NodeLimits::default(), 1_000)
+                .unwrap();
             w.buf
         };
         assert_eq!(v2(&s.entry.value), v2(&value(&h, b"s")));
