@@ -172,17 +172,35 @@ impl Upstream {
 
     /// Exactly `n` bytes (a snapshot's payload): read straight into a buffer of that size,
     /// in large reads, with what `buf` already holds first.
-    async fn bytes(&mut self, n: usize) -> Result<Vec<u8>, String> {
+    async fn bytes(&mut self, n: usize, crc: &mut BodyCrc) -> Result<Vec<u8>, String> {
         let held = self.buf.len().min(n);
         let mut data: Vec<u8> = Vec::new();
         data.try_reserve_exact(n).map_err(|_| format!("cannot allocate {n} bytes for the snapshot"))?;
         data.extend_from_slice(self.buf.split_to(held).as_ref());
         while data.len() < n {
+            crc.advance(&data, data.len().min(n.saturating_sub(8)));
             // At most what is missing: the stream follows the payload.
             let missing = n - data.len();
             read_into(&mut self.stream, &mut (&mut data).limit(missing)).await?;
         }
         Ok(data)
+    }
+}
+
+/// The CRC-64 of a payload's first `done` bytes, extended as more of it arrives.
+#[derive(Debug, Default)]
+struct BodyCrc {
+    crc: u64,
+    done: usize,
+}
+
+impl BodyCrc {
+    /// Extend it over `data[done..upto]`.
+    fn advance(&mut self, data: &[u8], upto: usize) {
+        if let Some(more) = data.get(self.done..upto) {
+            self.crc = rill_engine::rdb::crc64::crc64(self.crc, more);
+            self.done = upto;
+        }
     }
 }
 
@@ -327,6 +345,10 @@ async fn full_sync(
             break line;
         }
     };
+    // The checksum of the payload's body (all but its last 8 bytes) is computed as the bytes
+    // arrive, behind the end by the bytes that may turn out not to be body (the stored
+    // checksum, and the end mark), so loading need not read the payload once more for it.
+    let mut crc = BodyCrc::default();
     let (payload, eof) = if let Some(mark) = head.strip_prefix("$EOF:") {
         let mark = mark.as_bytes().to_vec();
         if mark.len() != 40 {
@@ -336,6 +358,7 @@ async fn full_sync(
         // large reads straight into the payload's buffer.
         let mut data: Vec<u8> = std::mem::take(&mut up.buf).to_vec();
         while !(data.len() >= 40 && data.ends_with(&mark)) {
+            crc.advance(&data, data.len().saturating_sub(40 + 8));
             data.reserve(READ_CHUNK_BYTES.max(data.len() / 4));
             read_into(&mut up.stream, &mut data).await?;
         }
@@ -343,7 +366,7 @@ async fn full_sync(
         (data, true)
     } else if let Some(len) = head.strip_prefix('$') {
         let len: usize = len.parse().map_err(|_| format!("bad payload length in {head}"))?;
-        (up.bytes(len).await?, false)
+        (up.bytes(len, &mut crc).await?, false)
     } else if head.starts_with('-') {
         return Err(format!("MASTER aborted replication with an error: {head}"));
     } else {
@@ -362,8 +385,10 @@ async fn full_sync(
     }
     let loader = shared.clone();
     let origin = std::path::PathBuf::from("the snapshot from the primary");
+    crc.advance(&payload, payload.len().saturating_sub(8));
+    let body_crc = crc.crc;
     let loaded = tokio::task::spawn_blocking(move || {
-        crate::aof::load::load_rdb(&loader, &payload, &origin, crate::aof::load::Expired::Keep)
+        crate::aof::load::load_rdb_with_crc(&loader, &payload, &origin, crate::aof::load::Expired::Keep, body_crc)
     })
     .await
     .map_err(|e| format!("loading failed: {e}"));

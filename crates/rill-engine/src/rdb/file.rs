@@ -196,6 +196,18 @@ impl<'a> FileReader<'a> {
     /// Check the magic, version and (if present) the checksum of `bytes`, for a server with
     /// `databases` databases.
     pub fn new(bytes: &'a [u8], ctx: LoadContext, databases: usize) -> Result<FileReader<'a>, RdbError> {
+        FileReader::with_body_crc(bytes, ctx, databases, None)
+    }
+
+    /// [`FileReader::new`], given the CRC-64 of everything before the stored checksum when it
+    /// is already known (a replica computes it while the payload arrives), so it is not
+    /// computed again.
+    pub fn with_body_crc(
+        bytes: &'a [u8],
+        ctx: LoadContext,
+        databases: usize,
+        body_crc: Option<u64>,
+    ) -> Result<FileReader<'a>, RdbError> {
         let magic = bytes.get(..9).ok_or(RdbError::Truncated)?;
         if magic.get(..5) != Some(b"REDIS") {
             return Err(RdbError::Corrupt("not an RDB file (wrong signature)"));
@@ -215,7 +227,7 @@ impl<'a> FileReader<'a> {
         if body.last() != Some(&OP_EOF) {
             return Err(RdbError::Truncated);
         }
-        if stored != 0 && stored != crc64(0, body) {
+        if stored != 0 && stored != body_crc.unwrap_or_else(|| crc64(0, body)) {
             return Err(RdbError::VersionOrChecksum);
         }
         let r = Reader::new(body.get(9..).unwrap_or_default());

@@ -176,7 +176,7 @@ pub fn load_snapshot(
 /// fields), if it keeps a whole one.
 fn load_snapshot_kept(shared: &Shared, path: &std::path::Path, expired: Expired) -> Result<Loaded, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    load_rdb_kept(shared, &bytes, path, expired)
+    load_rdb_kept(shared, &bytes, path, expired, None)
 }
 
 /// The keys a snapshot's load skipped as expired, and the replication identity it kept.
@@ -190,18 +190,37 @@ pub fn load_rdb(
     path: &std::path::Path,
     expired: Expired,
 ) -> Result<Vec<(usize, bytes::Bytes)>, String> {
-    load_rdb_kept(shared, bytes, path, expired).map(|(skipped, _)| skipped)
+    load_rdb_kept(shared, bytes, path, expired, None).map(|(skipped, _)| skipped)
+}
+
+/// [`load_rdb`] of a payload whose body checksum was computed as it arrived (a replica's
+/// full sync, `replica.rs`).
+pub fn load_rdb_with_crc(
+    shared: &Shared,
+    bytes: &[u8],
+    path: &std::path::Path,
+    expired: Expired,
+    body_crc: u64,
+) -> Result<Vec<(usize, bytes::Bytes)>, String> {
+    load_rdb_kept(shared, bytes, path, expired, Some(body_crc)).map(|(skipped, _)| skipped)
 }
 
 /// [`load_rdb`], with the replication identity the snapshot keeps.
-fn load_rdb_kept(shared: &Shared, bytes: &[u8], path: &std::path::Path, expired: Expired) -> Result<Loaded, String> {
+fn load_rdb_kept(
+    shared: &Shared,
+    bytes: &[u8],
+    path: &std::path::Path,
+    expired: Expired,
+    body_crc: Option<u64>,
+) -> Result<Loaded, String> {
     let started = Instant::now();
     let load_now = now_ms();
     let (ctx, databases) = {
         let st = shared.lock();
         (load_context(&st, load_now), st.engine.db_count())
     };
-    let mut reader = FileReader::new(bytes, ctx, databases).map_err(|e| snapshot_error(path, None, &e))?;
+    let mut reader =
+        FileReader::with_body_crc(bytes, ctx, databases, body_crc).map_err(|e| snapshot_error(path, None, &e))?;
     let mut n: u64 = 0;
     let mut skipped = Vec::new();
     let mut next_progress = PROGRESS_BYTES;

@@ -23,8 +23,16 @@ fn rill_follows_a_redis_primary_and_takes_over_from_it() {
     for which in [ReferenceServer::Redis8, ReferenceServer::Redis7] {
         let Some(binary) = which.require() else { continue };
         let seed = fuzz_seed(0x0050_4E91_CA7E);
-        // No wait before a disk-less sync (Redis waits 5 s for more replicas by default).
-        let redis = Server::start(ServerKind::Redis(which), &binary, &["--repl-diskless-sync-delay", "0"]);
+        // No wait before a disk-less sync (Redis waits 5 s for more replicas by default). The
+        // 8.x primary sends its snapshot end-marked (`$EOF:`, disk-less), the 7.0 one from a
+        // file, with its length (`$<len>`): both ways of reading the payload (and of checking
+        // its checksum as it arrives) are taken.
+        let diskless = if which == ReferenceServer::Redis7 { "no" } else { "yes" };
+        let redis = Server::start(
+            ServerKind::Redis(which),
+            &binary,
+            &["--repl-diskless-sync-delay", "0", "--repl-diskless-sync", diskless],
+        );
         let mut primary = redis.connect();
         let mut rng = Rng::new(seed);
         let mut ids = Vec::new();
