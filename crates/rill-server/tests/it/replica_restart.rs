@@ -34,6 +34,22 @@ fn syncs(c: &mut RawClient) -> (String, String) {
     (field(c, "stats", "sync_full"), field(c, "stats", "sync_partial_ok"))
 }
 
+/// After the primary restarted: wait until the replica has synced with it again (fully or
+/// partially), then until it caught up. The offsets alone may already match before the
+/// replica noticed its link went down (nothing was written since), and it has not resynced.
+fn wait_resynced(p: &mut RawClient, r: &mut RawClient) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (full, partial) = syncs(p);
+        if full != "0" || partial != "0" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the replica never synced with the restarted primary");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    wait_caught_up(p, r);
+}
+
 /// A primary with its log on, and a replica of it with its log on, caught up after a workload.
 fn pair(seed: u64) -> (TempDir, TempDir, Proc, Proc, Rng, Vec<String>) {
     let (pdir, rdir) = (TempDir::new("rill-restart-primary"), TempDir::new("rill-restart-replica"));
@@ -44,7 +60,7 @@ fn pair(seed: u64) -> (TempDir, TempDir, Proc, Proc, Rng, Vec<String>) {
     let mut ids = Vec::new();
     let (mut p, mut r) = (primary.client(), replica.client());
     workload(&mut p, &mut rng, &mut ids, 300);
-    wait_caught_up(&mut p, &mut r);
+    wait_resynced(&mut p, &mut r);
     assert_eq!(syncs(&mut p), ("1".into(), "0".into()));
     (pdir, rdir, primary, replica, rng, ids)
 }
@@ -72,7 +88,7 @@ fn a_primary_restarted_cleanly_continues_its_history_and_one_killed_starts_a_new
     assert_eq!(field(&mut p, "replication", "second_repl_offset"), (offset + 1).to_string());
     assert_ne!(field(&mut p, "replication", "master_replid"), replid);
     assert!(field(&mut p, "replication", "master_repl_offset").parse::<u64>().unwrap() >= offset);
-    wait_caught_up(&mut p, &mut r);
+    wait_resynced(&mut p, &mut r);
     assert_eq!(syncs(&mut p), ("0".into(), "1".into()), "the replica did not continue partially");
     // The replica follows the new ID (psync2: `+CONTINUE <new id>`).
     assert_eq!(field(&mut r, "replication", "master_replid"), field(&mut p, "replication", "master_replid"));
@@ -88,7 +104,7 @@ fn a_primary_restarted_cleanly_continues_its_history_and_one_killed_starts_a_new
     let mut p = primary.client();
     assert_eq!(field(&mut p, "replication", "master_replid2"), "0".repeat(40));
     assert_eq!(field(&mut p, "replication", "second_repl_offset"), "-1");
-    wait_caught_up(&mut p, &mut r);
+    wait_resynced(&mut p, &mut r);
     assert_eq!(syncs(&mut p), ("1".into(), "0".into()), "after kill -9 the replica must sync fully");
     workload(&mut p, &mut rng, &mut ids, 100);
     wait_caught_up(&mut p, &mut r);
@@ -112,7 +128,7 @@ fn a_replica_restarted_cleanly_continues_from_its_primary_in_the_database_select
     let replica =
         Proc::start_on(rdir.path(), replica_port, &["--appendonly", "yes", "--replicaof", "127.0.0.1", &port]);
     let mut r = replica.client();
-    wait_caught_up(&mut p, &mut r);
+    wait_resynced(&mut p, &mut r);
     assert_eq!(syncs(&mut p), ("1".into(), "1".into()), "the restarted replica did not continue partially");
     assert_eq!(r.cmd(&["SELECT", "1"]), b"+OK\r\n");
     assert_eq!(r.cmd(&["GET", "while-down"]), b"$1\r\n2\r\n");
@@ -147,7 +163,7 @@ fn a_primary_without_its_log_keeps_its_history_in_the_snapshot_saved_at_shutdown
     let primary = Proc::start_on(pdir.path(), port, &["--appendonly", "no"]);
     let mut p = primary.client();
     assert_eq!(field(&mut p, "replication", "master_replid2"), replid);
-    wait_caught_up(&mut p, &mut r);
+    wait_resynced(&mut p, &mut r);
     assert_eq!(syncs(&mut p), ("0".into(), "1".into()), "the replica did not continue partially");
     r.cmd(&["SELECT", "0"]);
     assert_eq!(r.cmd(&["EXISTS", "short-lived"]), b":0\r\n", "the expired key's deletion did not reach the replica");
@@ -217,7 +233,7 @@ fn a_redis_replica_continues_after_the_rill_primary_restarts() {
     shut_down(primary);
     let primary = Proc::start_on(pdir.path(), port, &["--appendonly", "yes"]);
     let mut p = primary.client();
-    wait_caught_up(&mut p, &mut rc);
+    wait_resynced(&mut p, &mut rc);
     assert_eq!(syncs(&mut p), ("0".into(), "1".into()), "the Redis replica did not continue partially");
     assert_eq!(field(&mut rc, "replication", "master_replid"), field(&mut p, "replication", "master_replid"));
     workload(&mut p, &mut rng, &mut ids, 300);
