@@ -36,6 +36,10 @@ use tokio::net::TcpStream;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Room made for each read from the primary.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Most payload bytes handed to the loader at a time (a full sync, [`receive_payload`]).
+const PAYLOAD_CHUNK_BYTES: usize = 256 * 1024;
+/// Most chunks waiting for the loader: what a full sync holds of the payload at once.
+const PAYLOAD_QUEUE_CHUNKS: usize = 16;
 /// Pause between attempts to reach the primary.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// The client id the primary's stream runs under (never a real connection's: those count
@@ -167,39 +171,6 @@ impl Upstream {
                 return Ok(text);
             }
             tokio::time::timeout(HANDSHAKE_TIMEOUT, self.fill()).await.map_err(|_| "timeout".to_string())??;
-        }
-    }
-
-    /// Exactly `n` bytes (a snapshot's payload): read straight into a buffer of that size,
-    /// in large reads, with what `buf` already holds first.
-    async fn bytes(&mut self, n: usize, crc: &mut BodyCrc) -> Result<Vec<u8>, String> {
-        let held = self.buf.len().min(n);
-        let mut data: Vec<u8> = Vec::new();
-        data.try_reserve_exact(n).map_err(|_| format!("cannot allocate {n} bytes for the snapshot"))?;
-        data.extend_from_slice(self.buf.split_to(held).as_ref());
-        while data.len() < n {
-            crc.advance(&data, data.len().min(n.saturating_sub(8)));
-            // At most what is missing: the stream follows the payload.
-            let missing = n - data.len();
-            read_into(&mut self.stream, &mut (&mut data).limit(missing)).await?;
-        }
-        Ok(data)
-    }
-}
-
-/// The CRC-64 of a payload's first `done` bytes, extended as more of it arrives.
-#[derive(Debug, Default)]
-struct BodyCrc {
-    crc: u64,
-    done: usize,
-}
-
-impl BodyCrc {
-    /// Extend it over `data[done..upto]`.
-    fn advance(&mut self, data: &[u8], upto: usize) {
-        if let Some(more) = data.get(self.done..upto) {
-            self.crc = rill_engine::rdb::crc64::crc64(self.crc, more);
-            self.done = upto;
         }
     }
 }
@@ -345,82 +316,123 @@ async fn full_sync(
             break line;
         }
     };
-    // The checksum of the payload's body (all but its last 8 bytes) is computed as the bytes
-    // arrive, behind the end by the bytes that may turn out not to be body (the stored
-    // checksum, and the end mark), so loading need not read the payload once more for it.
-    let mut crc = BodyCrc::default();
-    let (payload, eof) = if let Some(mark) = head.strip_prefix("$EOF:") {
-        let mark = mark.as_bytes().to_vec();
+    let (mark, total) = if let Some(mark) = head.strip_prefix("$EOF:") {
         if mark.len() != 40 {
             return Err(format!("bad end mark in {head}"));
         }
-        // Read until the payload ends with the mark (nothing follows it until we ACK), in
-        // large reads straight into the payload's buffer.
-        let mut data: Vec<u8> = std::mem::take(&mut up.buf).to_vec();
-        while !(data.len() >= 40 && data.ends_with(&mark)) {
-            crc.advance(&data, data.len().saturating_sub(40 + 8));
-            data.reserve(READ_CHUNK_BYTES.max(data.len() / 4));
-            read_into(&mut up.stream, &mut data).await?;
-        }
-        data.truncate(data.len() - 40);
-        (data, true)
+        tracing::info!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF");
+        (Some(mark.as_bytes().to_vec()), None)
     } else if let Some(len) = head.strip_prefix('$') {
         let len: usize = len.parse().map_err(|_| format!("bad payload length in {head}"))?;
-        (up.bytes(len, &mut crc).await?, false)
+        tracing::info!("MASTER <-> REPLICA sync: receiving {len} bytes from master");
+        (None, Some(len))
     } else if head.starts_with('-') {
         return Err(format!("MASTER aborted replication with an error: {head}"));
     } else {
         return Err(format!("Bad protocol from MASTER, the first byte is not '$': {head}"));
     };
-    tracing::info!("MASTER <-> REPLICA sync: receiving {} bytes from master", payload.len());
-    {
-        let mut st = shared.lock();
-        if st.replication.link_generation != generation {
-            return Ok(());
-        }
-        tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
-        st.engine.flush_all();
-        st.persist.loading = true;
-        st.engine.set_loading(true);
-    }
+    // The payload is loaded as it arrives, into a new engine on a blocking thread, while this
+    // server goes on serving what it had (as Redis' `repl-diskless-load swapdb`): a transfer
+    // that fails leaves it as it was. Loading and the transfer overlap; at most
+    // PAYLOAD_QUEUE_CHUNKS chunks wait between them.
+    tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(PAYLOAD_QUEUE_CHUNKS);
     let loader = shared.clone();
     let origin = std::path::PathBuf::from("the snapshot from the primary");
-    crc.advance(&payload, payload.len().saturating_sub(8));
-    let body_crc = crc.crc;
-    let loaded = tokio::task::spawn_blocking(move || {
-        crate::aof::load::load_rdb_with_crc(&loader, &payload, &origin, crate::aof::load::Expired::Keep, body_crc)
-    })
-    .await
-    .map_err(|e| format!("loading failed: {e}"));
-    finish_load(shared, loaded, id, at)?;
-    if eof {
+    let loading = tokio::task::spawn_blocking(move || {
+        crate::aof::load::load_rdb_streaming(&loader, || rx.blocking_recv(), total, &origin)
+    });
+    let received = receive_payload(up, mark.as_deref(), total, &tx).await;
+    drop(tx);
+    let loaded = loading.await.map_err(|e| format!("loading failed: {e}")).and_then(|r| r);
+    let loaded = match (received, loaded) {
+        (Ok(()), loaded) => loaded,
+        // The loader stopped first (the payload is bad): its error says why.
+        (Err(None), Err(e)) => Err(e),
+        (Err(None), Ok(_)) => Err("the loader stopped before the payload ended".into()),
+        // The transfer failed: the loader saw its input stop short.
+        (Err(Some(e)), _) => return Err(e),
+    };
+    if !finish_load(shared, generation, loaded, id, at)? {
+        return Ok(());
+    }
+    if mark.is_some() {
         // Nothing follows an end-marked payload until we say we loaded it.
         up.send(&[b"REPLCONF", b"ACK", at.to_string().as_bytes()]).await?;
     }
     Ok(())
 }
 
+/// Pass the snapshot's payload to the loader in chunks as it arrives: `$EOF:` form (`mark`:
+/// everything up to the end mark, which is held back until more arrives, since nothing follows
+/// it) or `$<total>` form (exactly `total` bytes: what follows is the stream). `Err(None)`: the
+/// loader stopped taking chunks; `Err(Some(why))`: the link failed.
+async fn receive_payload(
+    up: &mut Upstream,
+    mark: Option<&[u8]>,
+    total: Option<usize>,
+    tx: &tokio::sync::mpsc::Sender<Vec<u8>>,
+) -> Result<(), Option<String>> {
+    match mark {
+        Some(mark) => {
+            let mut held: Vec<u8> = std::mem::take(&mut up.buf).to_vec();
+            loop {
+                if held.len() >= mark.len() && held.ends_with(mark) {
+                    held.truncate(held.len() - mark.len());
+                    if !held.is_empty() {
+                        tx.send(held).await.map_err(|_| None)?;
+                    }
+                    return Ok(());
+                }
+                if held.len() >= mark.len() + PAYLOAD_CHUNK_BYTES {
+                    let keep = held.split_off(held.len() - mark.len());
+                    tx.send(std::mem::replace(&mut held, keep)).await.map_err(|_| None)?;
+                }
+                held.reserve(READ_CHUNK_BYTES);
+                read_into(&mut up.stream, &mut held).await.map_err(Some)?;
+            }
+        }
+        None => {
+            let mut left = total.unwrap_or(0);
+            let first = up.buf.split_to(up.buf.len().min(left)).to_vec();
+            left -= first.len();
+            if !first.is_empty() {
+                tx.send(first).await.map_err(|_| None)?;
+            }
+            while left > 0 {
+                let mut chunk: Vec<u8> = Vec::with_capacity(PAYLOAD_CHUNK_BYTES.min(left));
+                let room = chunk.capacity();
+                // At most what is missing: the stream follows the payload.
+                read_into(&mut up.stream, &mut (&mut chunk).limit(room)).await.map_err(Some)?;
+                left -= chunk.len();
+                tx.send(chunk).await.map_err(|_| None)?;
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Make the loaded snapshot the keyspace (or drop it, if it failed to load): the new history,
 /// and the log restarted from it.
 fn finish_load(
     shared: &Arc<Shared>,
-    loaded: Result<Result<Vec<(usize, Bytes)>, String>, String>,
+    generation: u64,
+    loaded: Result<rill_engine::Engine, String>,
     id: String,
     at: u64,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let mut st = shared.lock();
-    st.engine.set_loading(false);
-    st.persist.loading = false;
-    match loaded {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) | Err(e) => {
-            // Half a dataset must not be served as the primary's, nor continued as its
-            // history: the next attempt must sync fully (Redis drops its cached primary).
-            st.engine.flush_all();
-            st.replication.restart_at(crate::run::run_id(), 0);
-            return Err(format!("Failed trying to load the MASTER synchronization DB from socket: {e}"));
-        }
+    let engine = match loaded {
+        Ok(engine) => engine,
+        // What this server had is still what it serves, with the history it belongs to.
+        Err(e) => return Err(format!("Failed trying to load the MASTER synchronization DB from socket: {e}")),
+    };
+    if st.replication.link_generation != generation {
+        // REPLICAOF changed meanwhile: this snapshot is no longer the one to follow.
+        return Ok(false);
     }
+    tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
+    st.engine.replace_all(engine);
     st.replication.restart_at(id, at);
     disconnect_replicas(&mut st);
     st.persist.dirty_at_save = st.engine.dirty();
@@ -434,7 +446,7 @@ fn finish_load(
         }
     }
     tracing::info!("MASTER <-> REPLICA sync: Finished with success");
-    Ok(())
+    Ok(true)
 }
 
 /// Apply the primary's stream until the link breaks or `REPLICAOF` changes.

@@ -981,6 +981,30 @@ impl Engine {
         }
     }
 
+    /// Replace every database with `other`'s (a replica's full sync, loaded into a private
+    /// engine while this one went on serving): as FLUSHALL followed by the new keys, WATCHes
+    /// on keys of either invalidated and readers blocked on a key the new data has signalled.
+    /// O(keys) only for what is watched or blocked on.
+    pub fn replace_all(&mut self, other: Engine) {
+        self.flush_all();
+        for (i, d) in other.dbs.into_iter().enumerate().take(self.dbs.len()) {
+            for key in d.keys.keys() {
+                self.watch.touch(i, key);
+            }
+            let ready: Vec<Bytes> = self
+                .blocking_keys
+                .keys()
+                .filter(|(db, k)| *db == i && d.keys.get(k).is_some())
+                .map(|(_, k)| k.clone())
+                .collect();
+            self.count_changes(d.keys.len() as u64);
+            *self.db_mut(i) = d;
+            for k in ready {
+                self.signal_ready(i, &k);
+            }
+        }
+    }
+
     /// Swap two databases (SWAPDB), invalidating WATCHes on keys of both.
     pub fn swap_db(&mut self, a: usize, b: usize) {
         for db in [a, b] {

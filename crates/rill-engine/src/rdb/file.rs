@@ -179,7 +179,6 @@ pub struct LoadedKey {
 /// Reads a snapshot from memory, key by key.
 #[derive(Debug)]
 pub struct FileReader<'a> {
-    whole: &'a [u8],
     r: Reader<'a>,
     db: usize,
     /// The server's `databases`: the indexes a file may select.
@@ -196,18 +195,6 @@ impl<'a> FileReader<'a> {
     /// Check the magic, version and (if present) the checksum of `bytes`, for a server with
     /// `databases` databases.
     pub fn new(bytes: &'a [u8], ctx: LoadContext, databases: usize) -> Result<FileReader<'a>, RdbError> {
-        FileReader::with_body_crc(bytes, ctx, databases, None)
-    }
-
-    /// [`FileReader::new`], given the CRC-64 of everything before the stored checksum when it
-    /// is already known (a replica computes it while the payload arrives), so it is not
-    /// computed again.
-    pub fn with_body_crc(
-        bytes: &'a [u8],
-        ctx: LoadContext,
-        databases: usize,
-        body_crc: Option<u64>,
-    ) -> Result<FileReader<'a>, RdbError> {
         let magic = bytes.get(..9).ok_or(RdbError::Truncated)?;
         if magic.get(..5) != Some(b"REDIS") {
             return Err(RdbError::Corrupt("not an RDB file (wrong signature)"));
@@ -227,16 +214,44 @@ impl<'a> FileReader<'a> {
         if body.last() != Some(&OP_EOF) {
             return Err(RdbError::Truncated);
         }
-        if stored != 0 && stored != body_crc.unwrap_or_else(|| crc64(0, body)) {
+        if stored != 0 && stored != crc64(0, body) {
             return Err(RdbError::VersionOrChecksum);
         }
-        let r = Reader::new(body.get(9..).unwrap_or_default());
-        Ok(FileReader { whole: bytes, r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new() })
+        let mut r = Reader::new(body);
+        r.bytes(9)?;
+        Ok(FileReader { r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new() })
     }
 
-    /// Byte offset of the reader in the file (progress reports).
+    /// Read a snapshot as it arrives in chunks from `source` (`None`: no more), `total` bytes
+    /// long if known: keys are read as soon as their bytes are there, so loading overlaps the
+    /// transfer (a replica's full sync). Only the magic and version are checked up front; the
+    /// caller checks the checksum that follows the end marker once the payload is all there
+    /// (see [`FileReader::position`]).
+    pub fn streaming(
+        source: impl FnMut() -> Option<Vec<u8>> + 'a,
+        total: Option<usize>,
+        ctx: LoadContext,
+        databases: usize,
+    ) -> Result<FileReader<'a>, RdbError> {
+        let mut r = Reader::streaming(source, total);
+        let magic = r.bytes(9)?;
+        if magic.get(..5) != Some(b"REDIS") {
+            return Err(RdbError::Corrupt("not an RDB file (wrong signature)"));
+        }
+        let version: u16 = std::str::from_utf8(magic.get(5..9).unwrap_or_default())
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or(RdbError::Corrupt("bad RDB version"))?;
+        if version > super::RDB_VERSION {
+            return Err(RdbError::VersionOrChecksum);
+        }
+        Ok(FileReader { r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new() })
+    }
+
+    /// Byte offset of the reader in the file (progress reports; after the end marker of a
+    /// streamed file, where its checksum starts).
     pub fn offset(&self) -> usize {
-        self.whole.len().saturating_sub(8).saturating_sub(self.r.remaining())
+        self.r.position()
     }
 
     /// The database and name of the key [`FileReader::next_key`] was reading when it failed
@@ -327,6 +342,47 @@ mod tests {
 
     fn ctx() -> LoadContext {
         LoadContext { limits: NodeLimits::default(), idmp_duration_secs: 100, idmp_max_size: 100, now_ms: 0 }
+    }
+
+    /// A file read as it arrives, in chunks of any sizes (one byte each included), gives the
+    /// keys the whole file gives, ends exactly where its checksum starts, and a file cut short
+    /// fails as truncated.
+    #[test]
+    fn a_streamed_file_reads_as_the_whole_one() {
+        let mut w = FileWriter::new(Vec::new(), 12, NodeLimits::new(3, 0), 1_000).unwrap();
+        w.select_db(0, 3, 1).unwrap();
+        let mut stream = crate::types::stream::Stream::new();
+        for i in 1..=20u64 {
+            let fields = vec![(Bytes::from_static(b"f"), Bytes::from(format!("{}", i * 7)))];
+            stream.append(crate::types::stream::StreamId::new(i, 0), &fields, NodeLimits::new(3, 0)).unwrap();
+        }
+        w.key(b"s", &Entry::new(Value::Str(Bytes::from(vec![b'x'; 300])), Some(5_000))).unwrap();
+        w.key(b"x", &Entry::new(Value::Stream(Box::new(stream)), None)).unwrap();
+        w.select_db(2, 1, 0).unwrap();
+        w.key(
+            b"l",
+            &Entry::new(Value::List(["a", "b"].iter().map(|s| Bytes::from_static(s.as_bytes())).collect()), None),
+        )
+        .unwrap();
+        let (bytes, _) = w.finish().unwrap();
+        let whole: Vec<LoadedKey> = {
+            let mut r = FileReader::new(&bytes, ctx(), 16).unwrap();
+            std::iter::from_fn(|| r.next_key().unwrap()).collect()
+        };
+        let view =
+            |keys: &[LoadedKey]| format!("{:?}", keys.iter().map(|k| (k.db, &k.key, &k.entry)).collect::<Vec<_>>());
+        for chunk in [1usize, 2, 7, 64, 1000, bytes.len()] {
+            let mut parts = bytes.chunks(chunk).map(<[u8]>::to_vec);
+            let mut r = FileReader::streaming(move || parts.next(), None, ctx(), 16).unwrap();
+            let got: Vec<LoadedKey> = std::iter::from_fn(|| r.next_key().unwrap()).collect();
+            assert_eq!(view(&got), view(&whole), "chunks of {chunk}");
+            assert_eq!(r.offset(), bytes.len() - 8, "the checksum follows, chunks of {chunk}");
+            let cut = bytes[..bytes.len() / 2].to_vec();
+            let mut once = Some(cut);
+            let mut r = FileReader::streaming(move || once.take(), None, ctx(), 16).unwrap();
+            let err = std::iter::from_fn(|| r.next_key().transpose()).find_map(Result::err);
+            assert_eq!(err, Some(RdbError::Truncated));
+        }
     }
 
     #[test]

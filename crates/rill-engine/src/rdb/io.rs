@@ -39,34 +39,111 @@ enum Length {
 }
 
 /// A cursor over a payload. Every read checks bounds and fails with [`RdbError`] on truncation.
-#[derive(Debug)]
+///
+/// Either over a slice that holds the whole payload, or over a payload that arrives in chunks
+/// ([`Reader::streaming`]: a replica loading its primary's snapshot as it is sent): the reader
+/// then holds only the bytes it has not read yet, pulling more chunks as a read needs them.
 pub struct Reader<'a> {
-    buf: &'a [u8],
+    window: Window<'a>,
     pos: usize,
+    /// Bytes dropped from the front of an owned window (so `pos` counts from there).
+    dropped: usize,
+    /// Where more bytes come from; none left when it answers `None`.
+    source: Option<Source<'a>>,
+    /// The payload's whole length, if known.
+    total: Option<usize>,
+}
+
+/// A streaming reader's supply of chunks.
+type Source<'a> = Box<dyn FnMut() -> Option<Vec<u8>> + 'a>;
+
+enum Window<'a> {
+    Slice(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl std::fmt::Debug for Reader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("position", &self.position()).field("total", &self.total).finish()
+    }
 }
 
 impl<'a> Reader<'a> {
     /// Read from the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Reader<'a> {
-        Reader { buf, pos: 0 }
+        Reader { window: Window::Slice(buf), pos: 0, dropped: 0, source: None, total: Some(buf.len()) }
     }
 
-    /// Bytes not yet read.
+    /// Read a payload that arrives in chunks from `source` (`None`: no more), of `total`
+    /// bytes if known.
+    pub fn streaming(source: impl FnMut() -> Option<Vec<u8>> + 'a, total: Option<usize>) -> Reader<'a> {
+        Reader { window: Window::Owned(Vec::new()), pos: 0, dropped: 0, source: Some(Box::new(source)), total }
+    }
+
+    fn window(&self) -> &[u8] {
+        match &self.window {
+            Window::Slice(b) => b,
+            Window::Owned(v) => v,
+        }
+    }
+
+    /// Make at least `n` unread bytes available, pulling chunks from the source; false if the
+    /// payload ends first.
+    fn fill(&mut self, n: usize) -> bool {
+        loop {
+            let have = self.window().len().saturating_sub(self.pos);
+            if have >= n {
+                return true;
+            }
+            let Some(source) = self.source.as_mut() else { return false };
+            let Some(chunk) = source() else {
+                self.source = None;
+                return false;
+            };
+            if let Window::Owned(v) = &mut self.window {
+                // What was read goes first, so the window holds only unread bytes (and the
+                // one value being read).
+                if self.pos > 0 {
+                    v.drain(..self.pos);
+                    self.dropped += self.pos;
+                    self.pos = 0;
+                }
+                v.extend_from_slice(&chunk);
+            }
+        }
+    }
+
+    /// Bytes read so far from the start of the payload.
+    pub fn position(&self) -> usize {
+        self.dropped + self.pos
+    }
+
+    /// Bytes not yet read (for a streamed payload of unknown length: as many as may come).
     pub fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
+        match self.total {
+            Some(total) => total.saturating_sub(self.position()),
+            None => usize::MAX,
+        }
     }
 
     /// The next `n` bytes.
-    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], RdbError> {
+    pub fn bytes(&mut self, n: usize) -> Result<&[u8], RdbError> {
+        if !self.fill(n) {
+            return Err(RdbError::Truncated);
+        }
+        // After `fill`: it may have moved the window.
         let end = self.pos.checked_add(n).ok_or(RdbError::Truncated)?;
-        let out = self.buf.get(self.pos..end).ok_or(RdbError::Truncated)?;
+        let start = self.pos;
         self.pos = end;
-        Ok(out)
+        self.window().get(start..end).ok_or(RdbError::Truncated)
     }
 
     /// One byte.
     pub fn u8(&mut self) -> Result<u8, RdbError> {
-        let b = *self.buf.get(self.pos).ok_or(RdbError::Truncated)?;
+        if !self.fill(1) {
+            return Err(RdbError::Truncated);
+        }
+        let b = *self.window().get(self.pos).ok_or(RdbError::Truncated)?;
         self.pos += 1;
         Ok(b)
     }

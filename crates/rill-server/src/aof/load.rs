@@ -176,7 +176,7 @@ pub fn load_snapshot(
 /// fields), if it keeps a whole one.
 fn load_snapshot_kept(shared: &Shared, path: &std::path::Path, expired: Expired) -> Result<Loaded, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    load_rdb_kept(shared, &bytes, path, expired, None)
+    load_rdb_kept(shared, &bytes, path, expired)
 }
 
 /// The keys a snapshot's load skipped as expired, and the replication identity it kept.
@@ -190,37 +190,100 @@ pub fn load_rdb(
     path: &std::path::Path,
     expired: Expired,
 ) -> Result<Vec<(usize, bytes::Bytes)>, String> {
-    load_rdb_kept(shared, bytes, path, expired, None).map(|(skipped, _)| skipped)
-}
-
-/// [`load_rdb`] of a payload whose body checksum was computed as it arrived (a replica's
-/// full sync, `replica.rs`).
-pub fn load_rdb_with_crc(
-    shared: &Shared,
-    bytes: &[u8],
-    path: &std::path::Path,
-    expired: Expired,
-    body_crc: u64,
-) -> Result<Vec<(usize, bytes::Bytes)>, String> {
-    load_rdb_kept(shared, bytes, path, expired, Some(body_crc)).map(|(skipped, _)| skipped)
+    load_rdb_kept(shared, bytes, path, expired).map(|(skipped, _)| skipped)
 }
 
 /// [`load_rdb`], with the replication identity the snapshot keeps.
-fn load_rdb_kept(
-    shared: &Shared,
-    bytes: &[u8],
-    path: &std::path::Path,
-    expired: Expired,
-    body_crc: Option<u64>,
-) -> Result<Loaded, String> {
+fn load_rdb_kept(shared: &Shared, bytes: &[u8], path: &std::path::Path, expired: Expired) -> Result<Loaded, String> {
     let started = Instant::now();
     let load_now = now_ms();
     let (ctx, databases) = {
         let st = shared.lock();
         (load_context(&st, load_now), st.engine.db_count())
     };
+    let mut reader = FileReader::new(bytes, ctx, databases).map_err(|e| snapshot_error(path, None, &e))?;
+    load_keys(shared, &mut reader, path, Some(bytes.len()), expired, load_now, started)
+}
+
+/// Load a snapshot as it arrives into a new engine of this server's configuration, while the
+/// server goes on serving its own: `source` gives the bytes in chunks (`None`: the end), the
+/// whole payload `total` bytes long if that is known. Keys are read as soon as their bytes are
+/// there (a replica's full sync overlaps loading with the transfer). The checksum is computed
+/// over the chunks as they pass and checked against the one after the end marker; a payload
+/// that does not end right after it fails the load. The caller swaps the engine's data in
+/// (`Engine::replace_all`) — or, on failure, keeps serving what it had.
+pub fn load_rdb_streaming(
+    shared: &Shared,
+    source: impl FnMut() -> Option<Vec<u8>>,
+    total: Option<usize>,
+    path: &std::path::Path,
+) -> Result<Engine, String> {
+    let started = Instant::now();
+    let load_now = now_ms();
+    let (ctx, mut engine) = {
+        let st = shared.lock();
+        (load_context(&st, load_now), Engine::new(st.engine.config().clone()))
+    };
+    engine.set_loading(true);
+    // The checksum of everything but the last 8 bytes seen (which may be the stored checksum).
+    let check = std::cell::RefCell::new((0u64, Vec::<u8>::new(), 0usize));
+    let mut source = source;
+    let counted = || {
+        let chunk = source()?;
+        let mut c = check.borrow_mut();
+        let (crc, tail, seen) = &mut *c;
+        *seen += chunk.len();
+        tail.extend_from_slice(&chunk);
+        let settled = tail.len().saturating_sub(8);
+        *crc = rill_engine::rdb::crc64::crc64(*crc, tail.get(..settled).unwrap_or_default());
+        tail.drain(..settled);
+        Some(chunk)
+    };
     let mut reader =
-        FileReader::with_body_crc(bytes, ctx, databases, body_crc).map_err(|e| snapshot_error(path, None, &e))?;
+        FileReader::streaming(counted, total, ctx, engine.db_count()).map_err(|e| snapshot_error(path, None, &e))?;
+    let mut n: u64 = 0;
+    let mut skipped = Vec::new();
+    loop {
+        match reader.next_key() {
+            Ok(Some(k)) => {
+                insert_loaded(&mut engine, k, path, load_now, Expired::Keep, &mut skipped)?;
+                n += 1;
+            }
+            Ok(None) => break,
+            Err(e) => return Err(snapshot_error(path, Some(&reader), &e)),
+        }
+    }
+    let end = reader.offset();
+    drop(reader);
+    let (crc, tail, seen) = check.into_inner();
+    if seen != end + 8 || tail.len() != 8 {
+        return Err(format!(
+            "Bad file format reading {}: {} bytes after the end marker where the checksum's 8 belong",
+            path.display(),
+            seen.saturating_sub(end)
+        ));
+    }
+    let mut stored = [0u8; 8];
+    stored.copy_from_slice(&tail);
+    let stored = u64::from_le_bytes(stored);
+    if stored != 0 && stored != crc {
+        return Err(format!("Wrong RDB checksum reading {}", path.display()));
+    }
+    engine.set_loading(false);
+    tracing::info!("Loaded {n} keys from {} in {:.3} s", path.display(), started.elapsed().as_secs_f64());
+    Ok(engine)
+}
+
+/// The keys of `reader` into the keyspace, in batches under the lock.
+fn load_keys(
+    shared: &Shared,
+    reader: &mut FileReader<'_>,
+    path: &std::path::Path,
+    total: Option<usize>,
+    expired: Expired,
+    load_now: i64,
+    started: Instant,
+) -> Result<Loaded, String> {
     let mut n: u64 = 0;
     let mut skipped = Vec::new();
     let mut next_progress = PROGRESS_BYTES;
@@ -241,7 +304,7 @@ fn load_rdb_kept(
                     );
                     return Ok((skipped, Identity::from_aux(|name| reader.aux(name))));
                 }
-                Err(e) => return Err(snapshot_error(path, Some(&reader), &e)),
+                Err(e) => return Err(snapshot_error(path, Some(reader), &e)),
             }
         }
         drop(st);
@@ -249,7 +312,12 @@ fn load_rdb_kept(
             std::thread::sleep(delay);
         }
         if reader.offset() as u64 >= next_progress {
-            tracing::info!("Loading {}: {} MB of {} MB", path.display(), reader.offset() >> 20, bytes.len() >> 20);
+            match total {
+                Some(total) => {
+                    tracing::info!("Loading {}: {} MB of {} MB", path.display(), reader.offset() >> 20, total >> 20)
+                }
+                None => tracing::info!("Loading {}: {} MB", path.display(), reader.offset() >> 20),
+            }
             next_progress += PROGRESS_BYTES;
         }
     }

@@ -318,3 +318,68 @@ fn a_replica_serves_readers_while_its_log_base_is_written() {
     // Both answered while the base was still being written.
     assert_eq!(info_field(&mut replica, "persistence", "aof_rewrite_in_progress").as_deref(), Some("1"));
 }
+
+/// A full sync is loaded as it arrives, into a new keyspace while the old one is served (as
+/// Redis' `repl-diskless-load swapdb`): a payload cut short, or one whose checksum is wrong,
+/// leaves the replica with what it had, still answering from it; a good one replaces it.
+#[test]
+fn a_full_sync_that_fails_leaves_the_replica_with_what_it_had() {
+    use rill_engine::rdb::file::FileWriter;
+    use rill_engine::types::stream::NodeLimits;
+    use rill_engine::{Entry, Value};
+    use std::io::Write;
+    // A payload of 2000 keys, big enough to arrive in several chunks.
+    let mut w = FileWriter::new(Vec::new(), 12, NodeLimits::default(), 1_000).unwrap();
+    w.select_db(0, 2000, 0).unwrap();
+    for i in 0..2000 {
+        let value = Value::Str(bytes::Bytes::from(vec![b'v'; 500]));
+        w.key(format!("new{i}").as_bytes(), &Entry::new(value, None)).unwrap();
+    }
+    let (rdb, _) = w.finish().unwrap();
+    let mut bad_crc = rdb.clone();
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 0xff;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let rill_server = Server::rill();
+    let mut rill = rill_server.connect();
+    rill.cmd(&["SET", "old", "1"]);
+    assert_eq!(rill.cmd(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    let replid = "b".repeat(40);
+    let mark = "m".repeat(40);
+    let wait_log = |what: &str, times: usize| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rill_server.log().matches(what).count() < times {
+            assert!(Instant::now() < deadline, "no '{what}' in the log:\n{}", rill_server.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Cut short: half the payload, then the link closes.
+    let (mut conn, _) = accept_replica(&listener);
+    conn.write_all(format!("+FULLRESYNC {replid} 100\r\n$EOF:{mark}\r\n").as_bytes()).unwrap();
+    conn.write_all(&rdb[..rdb.len() / 2]).unwrap();
+    drop(conn);
+    wait_log("MASTER <-> REPLICA sync started", 2);
+    assert_eq!(rill.cmd(&["GET", "old"]), b"$1\r\n1\r\n", "a transfer cut short took the old data");
+    assert_eq!(rill.cmd(&["EXISTS", "new0"]), b":0\r\n");
+    // The whole payload with a wrong checksum.
+    let (mut conn, _) = accept_replica(&listener);
+    conn.write_all(format!("+FULLRESYNC {replid} 100\r\n${}\r\n", bad_crc.len()).as_bytes()).unwrap();
+    conn.write_all(&bad_crc).unwrap();
+    wait_log("Wrong RDB checksum", 1);
+    assert_eq!(rill.cmd(&["GET", "old"]), b"$1\r\n1\r\n", "a payload with a bad checksum took the old data");
+    assert_eq!(rill.cmd(&["DBSIZE"]), b":1\r\n");
+    drop(conn);
+    // A good one replaces it.
+    let (mut conn, _) = accept_replica(&listener);
+    conn.write_all(format!("+FULLRESYNC {replid} 100\r\n$EOF:{mark}\r\n").as_bytes()).unwrap();
+    for part in rdb.chunks(7000) {
+        conn.write_all(part).unwrap();
+    }
+    conn.write_all(mark.as_bytes()).unwrap();
+    wait_log("MASTER <-> REPLICA sync: Finished with success", 1);
+    assert_eq!(rill.cmd(&["DBSIZE"]), b":2000\r\n");
+    assert_eq!(rill.cmd(&["EXISTS", "old"]), b":0\r\n");
+    assert_eq!(info_field(&mut rill, "replication", "master_replid").as_deref(), Some(replid.as_str()));
+}
