@@ -223,10 +223,14 @@ pub fn start(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
 
 /// Where a rewrite's snapshot comes from.
 enum Source {
-    /// A copy made under the lock at the rotation point: always when the log was just turned
-    /// on (the data exists only in memory), and whenever the keyspace has at most
-    /// `snapshot-copy-max-keys` keys (the copy shares streams' blocks and PEL chunks).
+    /// A copy made under the lock at the rotation point, when the log was just turned on (the
+    /// data exists only in memory): the new file is prepared under the lock too.
     Copy(Snapshot),
+    /// A copy made by the thread at the rotation point, under the lock, once it has prepared
+    /// the new file without it (creating the file and rewriting the manifest fsync: a few
+    /// milliseconds the clients need not wait): whenever the keyspace has at most
+    /// `snapshot-copy-max-keys` keys (the copy shares streams' blocks and PEL chunks).
+    CopyAtRotation,
     /// The files the writer finishes with at the rotation point describe exactly the state at
     /// that point: a background thread rebuilds it from them in a private engine, so the
     /// live keyspace is neither locked nor copied. Which files those are is read from the
@@ -249,14 +253,16 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
         // Reserved now: the writer's recovery may create a file before the thread does.
         (files.next_seq(), files.provisional)
     };
-    let source = if provisional || copy_is_cheap(st) {
+    let source = if provisional {
         // The copy must be exactly the state at the rotation point: both happen under the
-        // lock (the new file is prepared here too). Streams are copied copy-on-write, so
-        // this costs O(keys + blocks) rather than the data's size, and the rewrite holds no
-        // second engine.
+        // lock (the new file is prepared here too; this path runs once, when the log is
+        // turned on). Streams are copied copy-on-write, so this costs O(keys + blocks)
+        // rather than the data's size, and the rewrite holds no second engine.
         let file = log.prepare_rotation(seq).map_err(|_| "ERR cannot create the new AOF file")?;
         log.rotate(file);
         Source::Copy(take(st))
+    } else if copy_is_cheap(st) {
+        Source::CopyAtRotation
     } else {
         // Any point will do: the thread prepares the new file, then rotates.
         Source::Files { config: st.engine.config().clone() }
@@ -456,6 +462,24 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
     // cut and fsynced each before switching away from it.
     let snap = match source {
         Source::Copy(snap) => {
+            if !log.wait_rotated(seq, Duration::from_secs(60)) {
+                return Err("the writer did not start the new log file".into());
+            }
+            snap
+        }
+        Source::CopyAtRotation => {
+            let file = log.prepare_rotation(seq).map_err(|e| format!("cannot create the new AOF file: {e}"))?;
+            let snap = {
+                let st = shared.lock();
+                let started = Instant::now();
+                log.rotate(file);
+                let snap = take(&st);
+                let paused = started.elapsed();
+                if paused > Duration::from_millis(5) {
+                    tracing::info!("Rewrite: keyspace copied in {} ms", paused.as_millis());
+                }
+                snap
+            };
             if !log.wait_rotated(seq, Duration::from_secs(60)) {
                 return Err("the writer did not start the new log file".into());
             }
