@@ -141,7 +141,7 @@ with open(out, "w") as f:
     f.write("%f %f\n" % (lags[len(lags) // 2] * 1000, lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1000))
 PY
     local prober=$!
-    rps=$(taskset -c 1 redis-benchmark -p "$port" -P 16 -n 400000 -c 4 -q XADD bench '*' f v 2>/dev/null \
+    rps=$(taskset -c 1 redis-benchmark -p "$port" -P 16 -n 1000000 -c 4 -q XADD bench '*' f v 2>/dev/null \
         | tr '\r' '\n' | awk '/requests per second/ { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) v = $i } END { print v }')
     touch "$WORK/lag-$kind-$r.stop"
     wait "$prober"

@@ -36,6 +36,8 @@ use tokio::net::TcpStream;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Room made for each read from the primary.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Most commands of the primary's stream applied under one hold of the lock.
+const APPLY_BATCH: usize = 128;
 /// Most payload bytes handed to the loader at a time (a full sync, [`receive_payload`]).
 const PAYLOAD_CHUNK_BYTES: usize = 256 * 1024;
 /// Most chunks waiting for the loader: what a full sync holds of the payload at once.
@@ -472,9 +474,12 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     // The bytes of a transaction of the primary's still open (see the relay below).
     let mut in_transaction: Vec<u8> = Vec::new();
     loop {
-        // Apply every complete command in the buffer, one unit each, under one lock hold.
+        // Apply the complete commands in the buffer, one unit each, up to APPLY_BATCH under
+        // one lock hold: the clients of this replica get the lock between batches, as a
+        // Redis replica serves its clients between reads of its primary's stream.
         let mut reply_ack = false;
         let mut held: Option<crate::pause::HeldWait> = None;
+        let mut more = false;
         if !up.buf.is_empty() {
             let mut st = shared.lock();
             if st.replication.link_generation != generation {
@@ -482,7 +487,13 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             }
             // Framed here, not by the request parser (which keeps the bytes of a request it
             // has only part of): every byte the primary sent counts in the offset, exactly.
+            let mut applied = 0usize;
             while let Some(len) = frame_len(&up.buf) {
+                if applied == APPLY_BATCH {
+                    more = true;
+                    break;
+                }
+                applied += 1;
                 // CLIENT PAUSE on a replica holds its primary's stream too, as in Redis (all of
                 // it: the stream is applied in order); what arrives meanwhile waits in `buf`.
                 let now = now_ms();
@@ -528,6 +539,10 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
         }
         if reply_ack {
             send_ack(shared, &mut up, &mut fack).await?;
+        }
+        if more {
+            tokio::task::yield_now().await;
+            continue;
         }
         up.buf.reserve(READ_CHUNK_BYTES);
         tokio::select! {

@@ -193,6 +193,7 @@ pub fn bgsave(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> 
     let path = PathBuf::from(st.config.get("dbfilename"));
     let shared = shared.clone();
     std::thread::spawn(move || {
+        background_priority();
         let r = write(&snap, &path);
         let mut st = shared.lock();
         st.persist.bgsave_in_progress = false;
@@ -281,6 +282,7 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
     }
     let shared = shared.clone();
     std::thread::spawn(move || {
+        background_priority();
         let r = run(&shared, &log, source, seq);
         let saved = match (&r, &save_to) {
             (Ok((_, _, base_path)), Some(dest)) => Some(copy_file(base_path, dest)),
@@ -327,6 +329,21 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
     });
     Ok(())
 }
+
+/// Lower the calling thread's scheduling priority (nice 10; per thread on Linux): a thread
+/// that writes a snapshot (rewrite, BGSAVE, a replica's full sync) yields the CPU to the event
+/// loop whenever both want it, so clients wait less behind it; with a core to itself it runs
+/// as fast. Call it on a thread of its own: an unprivileged process cannot raise it back.
+pub fn background_priority() {
+    #[cfg(unix)]
+    if let Err(e) = rustix::process::setpriority_process(None, BACKGROUND_NICE) {
+        tracing::debug!("could not lower a snapshot thread's priority: {e}");
+    }
+}
+
+/// The nice value of the threads that write snapshots.
+#[cfg(unix)]
+const BACKGROUND_NICE: i32 = 10;
 
 /// Whether a snapshot of the keyspace is a copy made under the lock (copy-on-write for
 /// streams, O(keys)) rather than a rebuild from the log files: up to `snapshot-copy-max-keys`
@@ -401,6 +418,7 @@ pub fn replica_snapshot(shared: &Arc<Shared>, st: &mut State) -> ReplicaSnapshot
     let (tx, rx) = tokio::sync::oneshot::channel();
     let shared = shared.clone();
     std::thread::spawn(move || {
+        background_priority();
         let built = rebuild_before(&shared, &log, seq, config)
             .map(for_replica)
             .and_then(|snap| snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string()));

@@ -168,7 +168,7 @@ async fn send_streamed<T: Transport>(
     over: &impl Fn() -> bool,
 ) -> Result<u64, &'static str> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
-    let encoder = tokio::task::spawn_blocking(move || {
+    let encoder = background(move || {
         let out = ChunkSender { tx, buf: Vec::with_capacity(SNAPSHOT_CHUNK_BYTES) };
         let (mut out, size) = snap.write_to(out)?;
         out.send_rest()?;
@@ -220,11 +220,11 @@ async fn send_whole<T: Transport>(
 ) -> Result<u64, &'static str> {
     let job = async move {
         match snapshot {
-            ReplicaSnapshot::Copy(snap) => tokio::task::spawn_blocking(move || {
-                snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string())
-            })
-            .await
-            .map_err(|e| e.to_string())?,
+            ReplicaSnapshot::Copy(snap) => {
+                background(move || snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string()))
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
             ReplicaSnapshot::Building(rx) => rx.await.map_err(|e| e.to_string())?,
         }
     };
@@ -261,6 +261,17 @@ async fn send_whole<T: Transport>(
     } else {
         Err("write error while sending the snapshot")
     }
+}
+
+/// Run `work` on a thread of its own at a lower priority (`rewrite::background_priority`:
+/// the event loop comes first when both want the CPU); its result arrives on the receiver.
+fn background<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> tokio::sync::oneshot::Receiver<R> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        crate::aof::rewrite::background_priority();
+        let _ = tx.send(work());
+    });
+    rx
 }
 
 /// The encoder's end of [`send_streamed`]: full chunks go into the queue (waiting while it is
