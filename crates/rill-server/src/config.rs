@@ -153,6 +153,9 @@ pub const PARAMS: &[Param] = &[
     p("repl-diskless-sync-max-replicas", "0", Kind::Int(0, I32), true),
     p("repl-diskless-load", "disabled", Kind::Enum(DISKLESS_LOAD), true),
     p("repl-disable-tcp-nodelay", "no", Kind::Bool, true),
+    // Redis 8's second connection for a full sync's RDB. rill sends the RDB on the replication
+    // link itself, so its default is `no`; `yes` is stored and reported, and warned about.
+    p("repl-rdb-channel", "no", Kind::Bool, true),
     p("min-replicas-to-write", "0", Kind::Int(0, I32), true),
     p("min-replicas-max-lag", "10", Kind::Int(0, I32), true),
     // The replication backlog's size (`replication::backlog`), applied when it is made and on
@@ -183,6 +186,7 @@ const INERT: &[&str] = &[
     "repl-diskless-sync-max-replicas",
     "repl-diskless-load",
     "repl-disable-tcp-nodelay",
+    "repl-rdb-channel",
     "min-replicas-to-write",
     "min-replicas-max-lag",
 ];
@@ -942,6 +946,9 @@ mod tests {
             ("10.0.0.1 6380", "pw", "2")
         );
         assert_eq!(c.inert(), ["min-replicas-to-write"], "replicaof and masterauth act");
+        let c = Config::from_args(&args(&["--repl-rdb-channel", "yes"])).unwrap();
+        assert_eq!((c.get("repl-rdb-channel"), c.inert()), ("yes", vec!["repl-rdb-channel"]));
+        assert_eq!(Config::default().get("repl-rdb-channel"), "no", "rill has no rdb channel");
         let c = Config::from_args(&args(&["--replicaof", "NO", "one"])).unwrap();
         assert_eq!(c.get("replicaof"), "");
         assert!(c.inert().is_empty());

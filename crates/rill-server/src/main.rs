@@ -44,6 +44,14 @@ fn main() {
     };
     logging::init(config.get("loglevel"), config.get("logfile"));
     crash_on_panic();
+    // First line of the log, as Redis' start-up banner: the version and the process id
+    // (tools that start servers match " PID: <pid>" to tell this process' log from an older one).
+    tracing::info!(
+        "rill-server {} (Redis protocol {}) starting, PID: {}",
+        env!("CARGO_PKG_VERSION"),
+        cmd::connection::REDIS_VERSION,
+        std::process::id()
+    );
     for name in &config.ignored {
         tracing::warn!(
             "directive '{name}' is accepted for compatibility with redis.conf but not implemented by rill; ignored"

@@ -63,6 +63,7 @@ pub async fn run(mut config: Config) -> i32 {
     state.persist.loading = true;
     state.engine.set_loading(true);
     let shared = Shared::new(state, table, log_table, port, run_id()).into_arc();
+    tracing::info!("Server initialized");
     tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
 
     for listener in listeners {
@@ -95,6 +96,8 @@ pub async fn run(mut config: Config) -> i32 {
                 }
             });
             tracing::info!("DB loaded from disk, ready to accept connections");
+            // Redis' line once the data is loaded (tools wait for "Ready to accept").
+            tracing::info!("Ready to accept connections tcp");
         }
         Ok(Err(e)) => {
             tracing::error!("{e}");

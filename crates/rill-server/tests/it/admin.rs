@@ -350,3 +350,21 @@ fn an_idle_server_stops_polling() {
     let used = ticks() - before;
     assert!(used < 20, "an idle server used {used} clock ticks in a second");
 }
+
+#[test]
+fn repl_rdb_channel_is_a_known_directive_and_off_in_rill() {
+    // Redis 8 test suites set it on every replication test; rill stores it (and warns at
+    // start-up when it is on) but always sends a full sync's RDB on the link itself.
+    let server = Server::rill();
+    let mut c = server.connect();
+    assert_eq!(
+        escape(&c.cmd(&["CONFIG", "GET", "repl-rdb-channel"])),
+        escape(b"*2\r\n$16\r\nrepl-rdb-channel\r\n$2\r\nno\r\n")
+    );
+    assert_eq!(c.cmd(&["CONFIG", "SET", "repl-rdb-channel", "yes"]), b"+OK\r\n");
+    assert_eq!(
+        escape(&c.cmd(&["CONFIG", "GET", "repl-rdb-channel"])),
+        escape(b"*2\r\n$16\r\nrepl-rdb-channel\r\n$3\r\nyes\r\n")
+    );
+    assert!(c.cmd(&["CONFIG", "SET", "repl-rdb-channel", "maybe"]).starts_with(b"-ERR"));
+}

@@ -91,3 +91,17 @@ fn log_written_to_a_file_has_no_colour_codes() {
     assert!(log.contains("ready to accept connections"), "{log}");
     assert!(!log.contains('\u{1b}'), "ANSI escape codes in a log written to a file:\n{log:?}");
 }
+
+#[test]
+fn start_up_log_has_redis_pid_initialized_and_ready_lines() {
+    // Tools that start servers (Redis' own test runner among them) match " PID: <pid>"
+    // followed later by "Server initialized", then wait for "Ready to accept".
+    let server = Server::rill();
+    let mut c = server.connect();
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    let log = server.log();
+    let pid = log.find(&format!(" PID: {}\n", server.pid())).unwrap_or_else(|| panic!("no PID line\n{log}"));
+    let init = log.find("Server initialized").unwrap_or_else(|| panic!("no Server initialized\n{log}"));
+    let ready = log.find("Ready to accept connections tcp").unwrap_or_else(|| panic!("no Ready line\n{log}"));
+    assert!(pid < init && init < ready, "{log}");
+}
