@@ -150,6 +150,21 @@ impl<W: Write> BodyOut for FileWriter<W> {
     }
 }
 
+/// Check a file's first 9 bytes: `REDIS` and a version this server reads.
+fn check_magic(magic: &[u8]) -> Result<(), RdbError> {
+    if magic.get(..5) != Some(b"REDIS") {
+        return Err(RdbError::Corrupt("not an RDB file (wrong signature)"));
+    }
+    let version: u16 = std::str::from_utf8(magic.get(5..9).unwrap_or_default())
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or(RdbError::Corrupt("bad RDB version"))?;
+    if version > super::RDB_VERSION {
+        return Err(RdbError::VersionOrChecksum);
+    }
+    Ok(())
+}
+
 /// The RDB version a file holding these values needs (a file for Redis 7.0 is stamped
 /// [`VERSION_REDIS_7_0`] instead, see [`FileWriter::key`]): 12 (Redis 7.4 / 8.x) unless a stream
 /// carries 8.6-only state (IDMP tables or XNACKed entries), then rill's newest.
@@ -195,17 +210,7 @@ impl<'a> FileReader<'a> {
     /// Check the magic, version and (if present) the checksum of `bytes`, for a server with
     /// `databases` databases.
     pub fn new(bytes: &'a [u8], ctx: LoadContext, databases: usize) -> Result<FileReader<'a>, RdbError> {
-        let magic = bytes.get(..9).ok_or(RdbError::Truncated)?;
-        if magic.get(..5) != Some(b"REDIS") {
-            return Err(RdbError::Corrupt("not an RDB file (wrong signature)"));
-        }
-        let version: u16 = std::str::from_utf8(magic.get(5..9).unwrap_or_default())
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .ok_or(RdbError::Corrupt("bad RDB version"))?;
-        if version > super::RDB_VERSION {
-            return Err(RdbError::VersionOrChecksum);
-        }
+        check_magic(bytes.get(..9).ok_or(RdbError::Truncated)?)?;
         let split = bytes.len().checked_sub(8).ok_or(RdbError::Truncated)?;
         let (body, crc) = bytes.split_at(split);
         let mut stored = [0u8; 8];
@@ -234,17 +239,7 @@ impl<'a> FileReader<'a> {
         databases: usize,
     ) -> Result<FileReader<'a>, RdbError> {
         let mut r = Reader::streaming(source, total);
-        let magic = r.bytes(9)?;
-        if magic.get(..5) != Some(b"REDIS") {
-            return Err(RdbError::Corrupt("not an RDB file (wrong signature)"));
-        }
-        let version: u16 = std::str::from_utf8(magic.get(5..9).unwrap_or_default())
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .ok_or(RdbError::Corrupt("bad RDB version"))?;
-        if version > super::RDB_VERSION {
-            return Err(RdbError::VersionOrChecksum);
-        }
+        check_magic(r.bytes(9)?)?;
         Ok(FileReader { r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new() })
     }
 

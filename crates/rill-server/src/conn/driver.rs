@@ -210,39 +210,38 @@ async fn write_pushed<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signal
 /// False if the connection must close.
 async fn busy<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bool {
     let shared = s.shared().clone();
-    let pushed = s.push_signal();
-    loop {
-        let full = s.input_full();
-        tokio::select! {
-            () = shared.busy.opened() => return true,
-            // What the script published reaches its subscribers while it still runs.
-            () = pushed.notified() => {
-                if !write_pushed(t, s, sig).await {
-                    return false;
-                }
-            }
-            r = readable(t), if !full => {
-                if r.is_err() || read_some(t, s).is_none() {
-                    return false;
-                }
-            }
-            () = sig.kill.notified() => return false,
-            _ = sig.shutdown.changed() => return false,
-        }
-    }
+    // What the script published reaches its subscribers while it still runs.
+    wait_reading(t, s, sig, shared.busy.opened()).await
 }
 
 /// Wait until the pause holding the next request changes or ends, reading input meanwhile up
 /// to the query buffer limit. False if the connection must close.
 async fn held<T: Transport>(t: &mut T, s: &mut Session, mut wait: crate::pause::HeldWait, sig: &mut Signals) -> bool {
     let until = wait.until_ms.map(crate::conn::session::instant_at_ms);
+    // A change (UNPAUSE, a new pause, the failover's end), or its end: look again.
+    let over = async move {
+        tokio::select! {
+            _ = wait.changed.changed() => {}
+            () = sleep_until_opt(until) => {}
+        }
+    };
+    wait_reading(t, s, sig, over).await
+}
+
+/// Until `done`, read input up to the query buffer limit and write what is pushed to this
+/// client. True once `done` happened, false if the connection must close.
+async fn wait_reading<T: Transport>(
+    t: &mut T,
+    s: &mut Session,
+    sig: &mut Signals,
+    done: impl std::future::Future<Output = ()>,
+) -> bool {
     let pushed = s.push_signal();
+    tokio::pin!(done);
     loop {
         let full = s.input_full();
         tokio::select! {
-            // A change (UNPAUSE, a new pause, the failover's end): look again.
-            _ = wait.changed.changed() => return true,
-            () = sleep_until_opt(until) => return true,
+            () = &mut done => return true,
             () = pushed.notified() => {
                 if !write_pushed(t, s, sig).await {
                     return false;
