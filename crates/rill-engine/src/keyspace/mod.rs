@@ -628,6 +628,14 @@ impl Engine {
             && self.db(db).keys.get(key).is_some_and(|e| e.is_expired(now_ms))
     }
 
+    /// Whether a write that sets expiry time `at_ms` deletes the key at once, the time being
+    /// past at `now_ms`: not on a replica, which stores the time and leaves the deletion to its
+    /// primary (Redis' replicas do so: a PEXPIREAT applied late must not delete a key the
+    /// primary still has).
+    pub(crate) fn expired_on_write(&self, at_ms: i64, now_ms: i64) -> bool {
+        at_ms <= now_ms && !self.replica
+    }
+
     /// Whether keys whose time has passed are kept at `now_ms` instead of deleted: while
     /// loading, on a replica, and while expiry is paused.
     pub(crate) fn keeps_expired(&self, now_ms: i64) -> bool {

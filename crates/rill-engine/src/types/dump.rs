@@ -155,7 +155,7 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         t if opts.absttl => Some(t),
         t => Some(t.saturating_add(ctx.now_ms)),
     };
-    if matches!(expire_at, Some(t) if t <= ctx.now_ms) {
+    if matches!(expire_at, Some(t) if engine.expired_on_write(t, ctx.now_ms)) {
         // Already expired: Redis replies OK, creates nothing, and still deletes what REPLACE
         // would have replaced.
         if exists {

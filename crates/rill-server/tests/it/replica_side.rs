@@ -239,6 +239,65 @@ fn accept_replica(listener: &std::net::TcpListener) -> (std::net::TcpStream, Vec
     }
 }
 
+/// A write from the primary that sets an expiry time already past where the replica applies
+/// it (a PEXPIREAT or SET PXAT that arrives late) stores the time and keeps the key, hidden, for
+/// the primary's DEL, as a Redis replica does: deleting it would leave the replica without a key
+/// its primary still has. The same stream, from a primary played by the test, to rill and to a
+/// Redis 8.2.3 replica.
+#[test]
+fn a_replica_keeps_a_key_whose_expiry_arrives_already_past_as_redis_does() {
+    use std::io::Write;
+    let Some(binary) = ReferenceServer::Redis8.require() else { return };
+    let mut seen = Vec::new();
+    for kind in ["rill", "redis"] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port().to_string();
+        let server = match kind {
+            "rill" => Server::rill_with(&["--replicaof", "127.0.0.1", &port]),
+            _ => {
+                Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, &["--replicaof", "127.0.0.1", &port])
+            }
+        };
+        let (mut conn, _) = accept_replica(&listener);
+        let rdb = b"REDIS0011\xff\x00\x00\x00\x00\x00\x00\x00\x00";
+        conn.write_all(format!("+FULLRESYNC {} 0\r\n${}\r\n", "b".repeat(40), rdb.len()).as_bytes()).unwrap();
+        conn.write_all(rdb).unwrap();
+        let mut stream = bytes::BytesMut::new();
+        for cmd in [
+            &["SELECT", "0"][..],
+            &["SET", "a", "1"],
+            &["PEXPIREAT", "a", "1"],
+            &["SET", "b", "2", "PXAT", "1"],
+            &["SET", "c", "3"],
+            &["EXPIREAT", "c", "1"],
+            &["SET", "kept", "v"],
+        ] {
+            rill_resp::write_request(&mut stream, &cmd.iter().map(|a| a.as_bytes()).collect::<Vec<_>>());
+        }
+        conn.write_all(&stream).unwrap();
+        let mut client = server.connect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while client.cmd(&["GET", "kept"]) != b"$1\r\nv\r\n" {
+            assert!(Instant::now() < deadline, "{kind} did not apply the stream");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let replies: Vec<Vec<u8>> = [
+            &["DBSIZE"][..],
+            &["EXISTS", "a", "b", "c", "kept"],
+            &["GET", "a"],
+            &["TTL", "b"],
+            &["PEXPIRETIME", "c"],
+            &["SCAN", "0", "COUNT", "100"],
+        ]
+        .iter()
+        .map(|cmd| client.cmd(cmd))
+        .collect();
+        seen.push(replies);
+        drop(conn);
+    }
+    assert_eq!(String::from_utf8_lossy(&seen[0].concat()), String::from_utf8_lossy(&seen[1].concat()));
+}
+
 /// A link lost inside the primary's MULTI … EXEC: the replica's offset counts the transaction
 /// only once its EXEC ran, so it asks to continue from the MULTI (as a Redis replica does), and
 /// the transaction resent whole is applied once.

@@ -95,7 +95,7 @@ fn expire_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], form: 
     if !allowed {
         return Ok(Reply::Integer(0));
     }
-    if when <= ctx.now_ms {
+    if engine.expired_on_write(when, ctx.now_ms) {
         delete_key(engine, ctx.db, key);
     } else {
         engine.set_expire(ctx.db, key, Some(when));

@@ -95,7 +95,7 @@ fn getex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         }
         ExpiryChange::Set { raw, seconds, absolute } => {
             let at = set_expire_time("getex", raw, seconds, absolute, ctx.now_ms)?;
-            if at <= ctx.now_ms {
+            if engine.expired_on_write(at, ctx.now_ms) {
                 delete_key(engine, ctx.db, key);
             } else {
                 engine.set_expire(ctx.db, key, Some(at));

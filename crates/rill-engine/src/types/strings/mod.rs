@@ -438,7 +438,7 @@ fn set_apply(
     }
     engine.modified(ctx.db, key, KeyEvent::Set);
     if let Some(at) = req.expire_at_ms {
-        if at <= ctx.now_ms {
+        if engine.expired_on_write(at, ctx.now_ms) {
             // An absolute time already past: the key is stored and gone at once (Redis 8.2
             // keeps it until a lookup expires it: `set`, `expire`, later `expired`; here
             // `set`, `del`).
