@@ -245,6 +245,10 @@ impl crate::Engine {
             return Ok(Err("XADD effect could not be applied"));
         }
         self.count_changes(1);
+        // A replica applying its primary's records: its WATCHes break and its blocked readers
+        // are served as by the command (both cost nothing when nobody waits, as in a replay).
+        self.watch.touch(db, key);
+        self.signal_ready(db, key);
         Ok(Ok(()))
     }
 
@@ -274,6 +278,7 @@ impl crate::Engine {
             Effect::Command { .. } => {}
         }
         self.count_changes(1);
+        self.watch.touch(db, key);
         Ok(())
     }
 }

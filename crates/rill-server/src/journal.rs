@@ -57,6 +57,10 @@ pub trait Sink: Progress + Send + std::fmt::Debug {
     /// Bytes of the primary's stream, as received (a replica's stream for its own replicas).
     fn relay(&mut self, _bytes: &[u8]) {}
 
+    /// rill's record of the primary's next unit, as received (a rill primary's `RILL.UNIT`):
+    /// its `len` bytes are relayed next.
+    fn relay_record(&mut self, _len: u64, _body: &Bytes) {}
+
     /// Whether the sink is done (a replication backlog that was freed): the journal drops it
     /// at [`Journal::drop_closed_sinks`].
     fn closed(&self) -> bool {
@@ -252,6 +256,14 @@ impl<L: LogSink> Journal<L> {
     pub fn relay(&mut self, bytes: &[u8]) {
         for sink in &mut self.sinks {
             sink.relay(bytes);
+        }
+    }
+
+    /// Hand rill's record of the primary's next unit to the replication streams (see
+    /// [`Sink::relay_record`]).
+    pub fn relay_record(&mut self, len: u64, body: &Bytes) {
+        for sink in &mut self.sinks {
+            sink.relay_record(len, body);
         }
     }
 

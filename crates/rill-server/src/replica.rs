@@ -235,7 +235,8 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
         up.send(&[b"REPLCONF", b"ip-address", announce_ip.as_bytes()]).await?;
         expected += 1;
     }
-    up.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]).await?;
+    // `capa rill`: a rill primary sends its own record of each unit too (any Redis ignores it).
+    up.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2", b"capa", b"rill"]).await?;
     expected += 1;
     for _ in 0..expected {
         let r = up.line().await?;
@@ -473,6 +474,8 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     let mut fack = 0u64;
     // The bytes of a transaction of the primary's still open (see the relay below).
     let mut in_transaction: Vec<u8> = Vec::new();
+    // The unit whose bytes are arriving after its record (a rill primary's `RILL.UNIT`).
+    let mut recorded: Option<Recorded> = None;
     loop {
         // Apply the complete commands in the buffer, one unit each, up to APPLY_BATCH under
         // one lock hold: the clients of this replica get the lock between batches, as a
@@ -511,6 +514,39 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                     // A blank line: nothing to run.
                     Ok(false) => args.clear(),
                     Err(e) => return Err(format!("protocol error in the primary's stream: {e:?}")),
+                }
+                if let Some(unit) = recorded.as_mut() {
+                    // A command of a unit whose record was applied: counted, not run.
+                    unit.bytes.extend_from_slice(&raw);
+                    if args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"select")) {
+                        if let Some(db) = args.get(1).and_then(|a| std::str::from_utf8(a).ok()?.parse().ok()) {
+                            master.db = db;
+                        }
+                    }
+                    if unit.bytes.len() >= unit.len {
+                        let unit = recorded.take().unwrap_or_default();
+                        if unit.bytes.len() > unit.len {
+                            return Err("the primary's stream does not match its unit record".into());
+                        }
+                        apply_record(shared, &mut st, &unit.body)?;
+                        st.journal.relay_record(unit.len as u64, &unit.body);
+                        st.journal.relay(&unit.bytes);
+                        st.replication.stream_db = master.db;
+                    }
+                    continue;
+                }
+                if args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"rill.unit")) && master.multi.is_none() {
+                    let len = args.get(1).and_then(|a| std::str::from_utf8(a).ok()?.parse::<usize>().ok());
+                    let (Some(len), Some(body)) = (len, args.get(2).cloned()) else {
+                        return Err("a malformed RILL.UNIT in the primary's stream".into());
+                    };
+                    if len == 0 {
+                        apply_record(shared, &mut st, &body)?;
+                        st.journal.relay_record(0, &body);
+                    } else {
+                        recorded = Some(Recorded { len, body, bytes: Vec::with_capacity(len) });
+                    }
+                    continue;
                 }
                 let getack = args.len() >= 2
                     && args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"replconf"))
@@ -564,6 +600,53 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             }
         }
     }
+}
+
+/// A unit of a rill primary whose record arrived and whose bytes (Redis' forms, which the
+/// record replaces here) are arriving: applied once they all have, so that the offset, which
+/// counts them, and the data move together.
+#[derive(Debug, Default)]
+struct Recorded {
+    /// How many bytes of Redis' forms the unit has.
+    len: usize,
+    /// The record (`rill_engine::effect` record body).
+    body: Bytes,
+    /// Its bytes received so far (relayed as they are, for this server's own replicas).
+    bytes: Vec<u8>,
+}
+
+/// Apply rill's record of one of the primary's units, as one unit here (`unit::run`): each
+/// effect as the log replays it, at the primary's time, so this server's log gets the same
+/// record and its data what the primary's has (a consumer's seen-time too, which Redis' forms
+/// do not carry); PUBLISH and SPUBLISH reach this server's subscribers.
+fn apply_record(shared: &Shared, st: &mut State, body: &Bytes) -> Result<(), String> {
+    use rill_engine::effect::{Effect, EffectBuf};
+    let (time, effects) =
+        rill_engine::effect::decode_record_shared(body.clone()).map_err(|e| format!("a bad unit record: {e}"))?;
+    crate::unit::run(st, time, |st| {
+        st.engine.set_applying_stream(true);
+        let mut buf = EffectBuf::default();
+        for effect in effects {
+            if let Effect::Command { db, args } = &effect {
+                let shard = args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"spublish"));
+                if shard || args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"publish")) {
+                    if let (Some(channel), Some(message)) = (args.get(1), args.get(2)) {
+                        crate::pubsub::publish(st, shard, channel, message, time);
+                    }
+                    st.journal.push_unlogged_command(*db, args);
+                    continue;
+                }
+            }
+            buf.push(&effect);
+            if let Err(e) = st.engine.apply_effect(&shared.log_table, time, effect) {
+                // A primary records only what it did: a failure means the copy now differs.
+                tracing::warn!("an effect from the primary failed on this replica: {e}");
+            }
+            st.journal.push(&mut buf);
+        }
+        st.engine.set_applying_stream(false);
+    });
+    Ok(())
 }
 
 /// When a pause holding the stream changes or ends (never, without one).

@@ -39,6 +39,7 @@ pub fn replconf(c: &mut Call) -> CmdResult {
             b"capa" => match value.to_ascii_lowercase().as_slice() {
                 b"eof" => conf.capa_eof = true,
                 b"psync2" => conf.capa_psync2 = true,
+                b"rill" => conf.capa_rill = true,
                 // Unknown capabilities are ignored: a newer replica offers more than we use.
                 _ => {}
             },
@@ -125,7 +126,8 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
             } else {
                 "+CONTINUE\r\n".to_string()
             };
-            let feed = Feed { snapshot: None, from, eof_mark: false, backlog, grown, rdb_only: false };
+            let feed =
+                Feed { snapshot: None, from, eof_mark: false, backlog, grown, rdb_only: false, rill: conf.capa_rill };
             (line, feed)
         }
         Decision::Full => {
@@ -150,13 +152,20 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
                 backlog,
                 grown,
                 rdb_only: conf.rdb_only,
+                rill: conf.capa_rill,
             };
             (line, feed)
         }
     };
     // The stream is held for it from where its feed starts, up to its output limit.
     let limit = st.hot.output_limits.of(crate::client_limits::ClientClass::Replica);
-    feed.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner).hold(c.conn.id, feed.from, limit);
+    {
+        let mut b = feed.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        b.hold(c.conn.id, feed.from, limit);
+        if conf.capa_rill {
+            b.keep_records();
+        }
+    }
     let ip = match &conf.ip_address {
         Some(ip) => ip.clone(),
         None => {

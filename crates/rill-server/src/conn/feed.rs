@@ -57,7 +57,9 @@ fn replica_name(shared: &Shared, id: u64) -> String {
 }
 
 async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Feed, sig: &mut Signals) -> &'static str {
-    let Feed { snapshot, from, eof_mark, backlog, mut grown, rdb_only } = feed;
+    let Feed { snapshot, from, eof_mark, backlog, mut grown, rdb_only, rill } = feed;
+    // The last of rill's records sent (a rill replica's feed).
+    let mut sent_record: Option<u64> = None;
     let mut input = BytesMut::new();
     let mut parser = RequestParser::new();
     let mut wait_first_ack = false;
@@ -97,23 +99,30 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
             return OVER_LIMIT;
         }
         if !wait_first_ack {
-            let chunk = {
+            let read = {
                 let mut b = backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                match b.read(id, next) {
-                    Err(Lost::Behind) => return "it fell behind the backlog",
-                    Err(Lost::OverLimit) => return OVER_LIMIT,
-                    Ok((x, y)) => {
+                if rill {
+                    with_records(&mut b, id, next, &mut sent_record)
+                } else {
+                    b.read(id, next).map(|(x, y)| {
                         let x = x.get(..x.len().min(FEED_CHUNK_BYTES)).unwrap_or_default();
                         let y = y.get(..y.len().min(FEED_CHUNK_BYTES - x.len())).unwrap_or_default();
-                        [x, y].concat()
-                    }
+                        let chunk = [x, y].concat();
+                        let n = chunk.len() as u64;
+                        (chunk, n)
+                    })
                 }
+            };
+            let (chunk, stream_bytes) = match read {
+                Err(Lost::Behind) => return "it fell behind the backlog",
+                Err(Lost::OverLimit) => return OVER_LIMIT,
+                Ok(read) => read,
             };
             if !chunk.is_empty() {
                 if !write_all(t, &[&chunk], sig).await {
                     return "write error";
                 }
-                next += chunk.len() as u64;
+                next += stream_bytes;
                 continue;
             }
         }
@@ -152,6 +161,41 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
             _ = sig.shutdown.changed() => return "shutdown",
         }
     }
+}
+
+/// A rill replica's next chunk: the stream's bytes from `next` with rill's record of each unit
+/// before the unit's bytes (`RILL.UNIT <bytes> <record>`, see `replication/backlog.rs`), up to
+/// about [`FEED_CHUNK_BYTES`]. Returns the chunk and how many stream bytes it holds (the
+/// records do not count in the offsets).
+fn with_records(
+    b: &mut crate::replication::backlog::Backlog,
+    id: u64,
+    mut next: u64,
+    sent_record: &mut Option<u64>,
+) -> Result<(Vec<u8>, u64), Lost> {
+    use crate::replication::backlog::Next;
+    let mut chunk = Vec::new();
+    let mut stream_bytes = 0u64;
+    while chunk.len() < FEED_CHUNK_BYTES {
+        match b.read_records(id, next, *sent_record, FEED_CHUNK_BYTES - chunk.len())? {
+            Next::Record(r) => {
+                *sent_record = Some(r.seq);
+                let len = Bytes::from(r.len.to_string());
+                crate::replication::forms::encode_command(&mut chunk, &[Bytes::from_static(b"RILL.UNIT"), len, r.body]);
+            }
+            Next::Bytes(x, y) => {
+                let n = (x.len() + y.len()) as u64;
+                if n == 0 {
+                    break;
+                }
+                chunk.extend_from_slice(x);
+                chunk.extend_from_slice(y);
+                next += n;
+                stream_bytes += n;
+            }
+        }
+    }
+    Ok((chunk, stream_bytes))
 }
 
 /// Most bytes of an encoded snapshot handed from the encoder to the link at a time.

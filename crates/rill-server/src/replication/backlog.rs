@@ -22,9 +22,19 @@
 //! replica` (hard: at once; soft: held for longer than its seconds); past it, the replica is
 //! dropped (and resyncs when it comes back), and its bytes are let go. So a slow replica costs
 //! the primary at most its limit, and a full sync under writes succeeds up to it.
+//!
+//! Next to the bytes, the backlog keeps rill's own record of each unit they hold, once a rill
+//! replica has asked for them (`REPLCONF capa rill`): the unit's effects as the log encodes
+//! them, and where its bytes start and how many there are. A rill replica is sent each record
+//! (`RILL.UNIT`) just before the unit's bytes, applies the record, which carries what Redis'
+//! forms cannot (a consumer's seen-time, and every effect exactly as the primary logged it),
+//! and takes the bytes that follow only to count them: the offsets are the same for every
+//! replica, rill or Redis, so PSYNC and a failover work across both kinds
+//! (docs/REPLICATION.md, rill → rill).
 
 use super::forms::{self, Untranslatable};
 use crate::client_limits::ClassLimit;
+use bytes::Bytes;
 use rill_engine::effect::Effect;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
@@ -48,6 +58,39 @@ pub struct Backlog {
     over_limit: BTreeSet<u64>,
     /// `client-output-buffer-limit replica`.
     limit: ClassLimit,
+    /// rill's records of the units whose bytes start in the ring, oldest first (see the
+    /// module doc).
+    records: VecDeque<UnitRecord>,
+    /// Whether units are recorded: since a rill replica asked for them.
+    keep_records: bool,
+    /// The number the next record takes.
+    next_record: u64,
+    /// Bytes of the records' bodies: held to at most the backlog's size (records of units
+    /// without bytes do not move the ring, so the ring alone would not bound them).
+    record_bytes: usize,
+}
+
+/// rill's own record of one unit in the stream (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitRecord {
+    /// Its number: records are sent in this order, each once.
+    pub seq: u64,
+    /// The first byte of the unit's Redis forms (the offset after the bytes before it, plus 1).
+    pub start: u64,
+    /// How many bytes of Redis' forms follow it (0: the unit has none, e.g. only a consumer's
+    /// seen-time moved).
+    pub len: u64,
+    /// The unit as the log encodes a record body (`rill_engine::effect::encode_record_buf`).
+    pub body: Bytes,
+}
+
+/// What a rill replica is to be sent next (see [`Backlog::read_records`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next<'a> {
+    /// The record of the unit whose bytes start where the replica is.
+    Record(UnitRecord),
+    /// Bytes of the stream, up to the next record's start (two slices: the ring may wrap).
+    Bytes(&'a [u8], &'a [u8]),
 }
 
 /// An attached replica's place in the ring (see the module doc).
@@ -81,6 +124,55 @@ impl Backlog {
             holds: BTreeMap::new(),
             over_limit: BTreeSet::new(),
             limit: ClassLimit::default(),
+            records: VecDeque::new(),
+            keep_records: false,
+            next_record: 0,
+            record_bytes: 0,
+        }
+    }
+
+    /// Keep rill's record of every unit from now on (a rill replica attached).
+    pub fn keep_records(&mut self) {
+        self.keep_records = true;
+    }
+
+    /// Whether units are recorded.
+    pub fn keeps_records(&self) -> bool {
+        self.keep_records
+    }
+
+    /// Add the record of a unit whose `len` bytes of Redis' forms are appended next (or were
+    /// just appended, if `len` is 0: none). Called by whoever appends the unit, before it.
+    pub fn add_record(&mut self, len: u64, body: Bytes) {
+        let seq = self.next_record;
+        self.next_record += 1;
+        self.record_bytes += body.len();
+        self.records.push_back(UnitRecord { seq, start: self.offset + 1, len, body });
+        // The oldest go first: a replica that needed one takes that unit's bytes instead.
+        while self.record_bytes > self.capacity {
+            let Some(r) = self.records.pop_front() else { break };
+            self.record_bytes -= r.body.len();
+        }
+    }
+
+    /// What to send replica `id`, a rill replica that has been sent every byte before `from`
+    /// and every record up to number `sent` (`None`: none yet; the first it is sent is then
+    /// the first whose unit starts at or after `from`): the next record if its unit starts at
+    /// `from`, else the bytes from `from` up to the next record's start (at most `max`).
+    pub fn read_records(&mut self, id: u64, from: u64, sent: Option<u64>, max: usize) -> Result<Next<'_>, Lost> {
+        // The first record not sent yet whose unit starts at or after `from`.
+        let after = sent.map_or(0, |s| s + 1);
+        let i = self.records.partition_point(|r| r.seq < after || r.start < from);
+        let next = self.records.get(i).cloned();
+        let (x, y) = self.read(id, from)?;
+        match next {
+            Some(r) if r.start == from => Ok(Next::Record(r)),
+            next => {
+                let limit = next.map_or(max, |r| max.min(usize::try_from(r.start - from).unwrap_or(usize::MAX)));
+                let x = x.get(..x.len().min(limit)).unwrap_or_default();
+                let y = y.get(..y.len().min(limit - x.len())).unwrap_or_default();
+                Ok(Next::Bytes(x, y))
+            }
         }
     }
 
@@ -155,11 +247,15 @@ impl Backlog {
     /// Append one committed unit, in Redis' forms. Returns how many bytes it added. A unit
     /// with no Redis form (a record from an old log) adds nothing and says so: the replicas
     /// must then resync fully.
-    pub fn append_unit(&mut self, effects: &[Effect]) -> Result<usize, Untranslatable> {
+    /// `record`: rill's record of the unit (see the module doc), kept if records are.
+    pub fn append_unit(&mut self, effects: &[Effect], record: impl FnOnce() -> Bytes) -> Result<usize, Untranslatable> {
         let commands = forms::commands(effects)?;
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
         self.stream.encode(&commands, &mut bytes);
+        if self.keep_records {
+            self.add_record(bytes.len() as u64, record());
+        }
         self.append(&bytes);
         let n = bytes.len();
         self.scratch = bytes;
@@ -171,6 +267,8 @@ impl Backlog {
         self.ring.clear();
         self.holds.clear();
         self.over_limit.clear();
+        self.records.clear();
+        self.record_bytes = 0;
         self.offset = offset;
         self.stream = forms::Stream::new();
     }
@@ -193,6 +291,7 @@ impl Backlog {
         if bytes.len() >= self.capacity && self.holds.is_empty() {
             self.ring.clear();
             self.ring.extend(bytes.get(bytes.len() - self.capacity..).unwrap_or_default());
+            self.drop_old_records();
             return;
         }
         self.ring.extend(bytes);
@@ -262,6 +361,18 @@ impl Backlog {
                 // The ring grew for a replica that is gone or caught up: give the memory back.
                 self.ring.shrink_to(self.capacity.max(self.ring.len()));
             }
+            self.drop_old_records();
+        }
+    }
+
+    /// Drop the records of units whose first bytes are no longer held: a replica can start
+    /// only where bytes are, and one starting inside a unit takes its bytes as they are.
+    fn drop_old_records(&mut self) {
+        let first = self.first_byte_offset();
+        while self.records.front().is_some_and(|r| r.start < first) {
+            if let Some(r) = self.records.pop_front() {
+                self.record_bytes -= r.body.len();
+            }
         }
     }
 }
@@ -270,7 +381,6 @@ impl Backlog {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
 
     fn joined(parts: (&[u8], &[u8])) -> Vec<u8> {
         [parts.0, parts.1].concat()
@@ -383,13 +493,79 @@ mod tests {
         let mut b = Backlog::new(1 << 20, 0);
         let set =
             Effect::command(0, vec![Bytes::from_static(b"SET"), Bytes::from_static(b"k"), Bytes::from_static(b"v")]);
-        let n = b.append_unit(std::slice::from_ref(&set)).unwrap();
+        let n = b.append_unit(std::slice::from_ref(&set), Bytes::new).unwrap();
         let wire = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
         assert_eq!(n, wire.len());
         assert_eq!(joined(b.since(1).unwrap()), wire);
         // The same database: no SELECT this time.
-        let n2 = b.append_unit(&[set]).unwrap();
+        let n2 = b.append_unit(&[set], Bytes::new).unwrap();
         assert_eq!(n2, wire.len() - 23);
         assert_eq!(b.offset() as usize, n + n2);
+    }
+
+    /// A rill replica is sent each unit's record just before the unit's bytes, each record
+    /// once, records of units without bytes included; one starting inside a unit takes that
+    /// unit's bytes as they are; records go with the bytes they precede, and never hold more
+    /// than the backlog's size.
+    #[test]
+    fn records_go_before_their_units_bytes_once_each() {
+        let mut b = Backlog::new(256, 0);
+        b.keep_records();
+        let set = |v: &'static str| {
+            Effect::command(
+                0,
+                vec![Bytes::from_static(b"SET"), Bytes::from_static(b"k"), Bytes::from_static(v.as_bytes())],
+            )
+        };
+        let n1 = b.append_unit(&[set("1")], || Bytes::from_static(b"r1")).unwrap() as u64;
+        b.add_record(0, Bytes::from_static(b"seen"));
+        let n2 = b.append_unit(&[set("2")], || Bytes::from_static(b"r2")).unwrap() as u64;
+        b.hold(9, 1, ClassLimit::default());
+        let mut sent = None;
+        let mut got = Vec::new();
+        let mut from = 1;
+        loop {
+            match b.read_records(9, from, sent, 1 << 20).unwrap() {
+                Next::Record(r) => {
+                    sent = Some(r.seq);
+                    got.push(format!("record {} len {} at {}", String::from_utf8_lossy(&r.body), r.len, r.start));
+                }
+                Next::Bytes(x, y) if x.len() + y.len() == 0 => break,
+                Next::Bytes(x, y) => {
+                    got.push(format!("{} bytes", x.len() + y.len()));
+                    from += (x.len() + y.len()) as u64;
+                }
+            }
+        }
+        let start2 = n1 + 1;
+        assert_eq!(
+            got,
+            vec![
+                format!("record r1 len {n1} at 1"),
+                format!("{n1} bytes"),
+                format!("record seen len 0 at {start2}"),
+                format!("record r2 len {n2} at {start2}"),
+                format!("{n2} bytes"),
+            ]
+        );
+        // From inside the first unit: its bytes as they are, then the records after it.
+        match b.read_records(9, 3, None, 1 << 20).unwrap() {
+            Next::Bytes(x, y) => assert_eq!((x.len() + y.len()) as u64, n1 - 2),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(b.read_records(9, start2, None, 1 << 20).unwrap(), Next::Record(r) if &r.body[..] == b"seen"));
+        // Past the backlog's size, the oldest records go; and with the bytes they precede.
+        b.release(9);
+        for _ in 0..40 {
+            b.add_record(0, Bytes::from_static(b"0123456789"));
+        }
+        assert!(
+            b.record_bytes <= 256 && b.records.len() == 25,
+            "{} records, {} bytes",
+            b.records.len(),
+            b.record_bytes
+        );
+        b.append(&[b'x'; 257]);
+        assert!(b.records.is_empty() && b.record_bytes == 0, "their units' bytes left the ring");
     }
 }

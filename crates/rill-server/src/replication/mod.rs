@@ -316,15 +316,19 @@ impl Progress for BacklogSink {
 }
 
 impl Sink for BacklogSink {
-    fn commit(&mut self, _time_ms: i64, unit: &EffectBuf) {
+    fn commit(&mut self, time_ms: i64, unit: &EffectBuf) {
         if self.relaying {
             return;
         }
         let mut backlog = self.lock();
-        let written = unit
-            .decode()
-            .map_err(|e| e.to_string())
-            .and_then(|effects| backlog.append_unit(&effects).map_err(|e| e.to_string()));
+        let written = unit.decode().map_err(|e| e.to_string()).and_then(|effects| {
+            let record = || {
+                let mut body = Vec::with_capacity(unit.byte_len() + 16);
+                rill_engine::effect::encode_record_buf(&mut body, time_ms, unit);
+                Bytes::from(body)
+            };
+            backlog.append_unit(&effects, record).map_err(|e| e.to_string())
+        });
         if let Err(why) = written {
             // Only a record read back from an old log can lack a Redis form, and units here are
             // live: this is a bug, and the replicas' copy would now differ.
@@ -361,6 +365,20 @@ impl Sink for BacklogSink {
 
     fn closed(&self) -> bool {
         self.freed.load(Ordering::Relaxed)
+    }
+
+    fn relay_record(&mut self, len: u64, body: &Bytes) {
+        if !self.relaying {
+            return;
+        }
+        let mut backlog = self.lock();
+        backlog.add_record(len, body.clone());
+        let end = backlog.offset();
+        drop(backlog);
+        if len == 0 {
+            // No bytes follow to wake the feeds.
+            self.grown.send_replace(end);
+        }
     }
 
     fn relay(&mut self, bytes: &[u8]) {

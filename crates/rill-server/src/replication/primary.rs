@@ -31,6 +31,10 @@ pub struct ReplConf {
     pub capa_psync2: bool,
     /// `rdb-only 1`: it wants the snapshot and nothing after it (`redis-cli --rdb`).
     pub rdb_only: bool,
+    /// `capa rill`: a rill replica, sent rill's record of each unit before its bytes
+    /// (`backlog.rs`); Redis ignores the capability, so a rill replica can offer it to any
+    /// primary.
+    pub capa_rill: bool,
 }
 
 /// Where a replica's link stands (INFO `state=`).
@@ -164,4 +168,6 @@ pub struct Feed {
     pub grown: tokio::sync::watch::Receiver<u64>,
     /// Close after the snapshot (`REPLCONF rdb-only 1`).
     pub rdb_only: bool,
+    /// A rill replica: send rill's records too (`REPLCONF capa rill`).
+    pub rill: bool,
 }

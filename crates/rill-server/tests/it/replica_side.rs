@@ -202,6 +202,57 @@ fn a_replica_hides_a_key_whose_time_has_passed_as_redis_does() {
     assert_eq!(rill.cmd(&["DBSIZE"]), oracle.cmd(&["DBSIZE"]));
 }
 
+/// rill → rill → rill: each replica is sent rill's own record of every unit (`capa rill`), so
+/// what Redis' forms cannot carry arrives exactly — a consumer's seen-time (moved by a read
+/// that found nothing too, a unit with no Redis form at all) and active-time — through a relay,
+/// across a link dropped and continued partially, and from a promoted replica.
+#[test]
+fn rill_replicas_carry_consumers_times_exactly_through_a_chain_and_a_partial_resync() {
+    let (a_server, b_server, c_server) = (Server::rill(), Server::rill(), Server::rill());
+    let (mut a, mut b, mut c) = (a_server.connect(), b_server.connect(), c_server.connect());
+    attach(&mut b, &mut a, a_server.port);
+    attach(&mut c, &mut b, b_server.port);
+    let full = |x: &mut RawClient| x.cmd(&["XINFO", "STREAM", "s", "FULL"]);
+    let step = |x: &mut RawClient, round: usize| {
+        x.cmd(&["XADD", "s", "*", "n", &round.to_string()]);
+        x.cmd(&["XREADGROUP", "GROUP", "g", "alice", "COUNT", "1", "STREAMS", "s", ">"]);
+        std::thread::sleep(Duration::from_millis(3));
+        // Nothing new for bob: only his seen-time moves.
+        x.cmd(&["XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", ">"]);
+        std::thread::sleep(Duration::from_millis(3));
+    };
+    a.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    for round in 0..5 {
+        step(&mut a, round);
+    }
+    wait_caught_up(&mut a, &mut b);
+    wait_caught_up(&mut b, &mut c);
+    let ours = full(&mut a);
+    assert!(String::from_utf8_lossy(&ours).contains("bob"), "{}", String::from_utf8_lossy(&ours));
+    assert_eq!(String::from_utf8_lossy(&full(&mut b)), String::from_utf8_lossy(&ours), "B");
+    assert_eq!(String::from_utf8_lossy(&full(&mut c)), String::from_utf8_lossy(&ours), "C, chained");
+    // B's link dropped: it continues partially, and what it missed comes with its records.
+    let partial_before: u64 = info_field(&mut a, "stats", "sync_partial_ok").unwrap().parse().unwrap();
+    assert_eq!(a.cmd(&["CLIENT", "KILL", "TYPE", "replica"]), b":1\r\n");
+    for round in 5..10 {
+        step(&mut a, round);
+    }
+    wait_caught_up(&mut a, &mut b);
+    wait_caught_up(&mut b, &mut c);
+    let partial: u64 = info_field(&mut a, "stats", "sync_partial_ok").unwrap().parse().unwrap();
+    assert_eq!(partial, partial_before + 1, "B continued partially");
+    let ours = full(&mut a);
+    assert_eq!(String::from_utf8_lossy(&full(&mut b)), String::from_utf8_lossy(&ours), "B after the drop");
+    assert_eq!(String::from_utf8_lossy(&full(&mut c)), String::from_utf8_lossy(&ours), "C after B's drop");
+    // B promoted: C goes on from B's own units.
+    assert_eq!(b.cmd(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    for round in 10..13 {
+        step(&mut b, round);
+    }
+    wait_caught_up(&mut b, &mut c);
+    assert_eq!(String::from_utf8_lossy(&full(&mut c)), String::from_utf8_lossy(&full(&mut b)), "C under B");
+}
+
 /// Read one RESP array command from a replica's connection.
 fn read_command(r: &mut impl std::io::BufRead) -> Vec<String> {
     let mut line = String::new();
