@@ -296,6 +296,9 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
         if !new_id.is_empty() && new_id != st.replication.replid {
             st.replication.shift_replid(new_id.to_string());
             tracing::info!("Master replication ID changed to {new_id}");
+            // This server's own replicas follow the old ID: reconnecting tells them the new
+            // one (`+CONTINUE <new replid>`), as Redis drops them here.
+            disconnect_replicas(&mut st);
         }
         tracing::info!("Successful partial resynchronization with master.");
     } else {

@@ -253,6 +253,45 @@ fn rill_replicas_carry_consumers_times_exactly_through_a_chain_and_a_partial_res
     assert_eq!(String::from_utf8_lossy(&full(&mut c)), String::from_utf8_lossy(&full(&mut b)), "C under B");
 }
 
+/// A replica that continues under a new replication ID (`+CONTINUE <new id>`: its primary was
+/// promoted, or it moved to a promoted sibling) drops its own replicas, as Redis does, so that
+/// they reconnect and learn the new ID: otherwise they would keep the old one and a failover
+/// among them could not continue partially.
+#[test]
+fn a_replica_that_continues_under_a_new_id_tells_its_own_replicas() {
+    let servers: Vec<Server> = (0..4).map(|_| Server::rill()).collect();
+    let mut c: Vec<RawClient> = servers.iter().map(Server::connect).collect();
+    let port = |i: usize| servers[i].port;
+    let (a, rest) = c.split_at_mut(1);
+    let (b, rest) = rest.split_at_mut(1);
+    let (cc, d) = rest.split_at_mut(1);
+    let (a, b, cc, d) = (&mut a[0], &mut b[0], &mut cc[0], &mut d[0]);
+    // A ─► B ─► C, and A ─► D.
+    attach(b, a, port(0));
+    attach(cc, b, port(1));
+    attach(d, a, port(0));
+    a.cmd(&["SET", "k", "1"]);
+    wait_caught_up(a, b);
+    wait_caught_up(b, cc);
+    wait_caught_up(a, d);
+    let b_full = info_field(b, "stats", "sync_full");
+    // D is promoted; B moves under it and continues partially, under D's new ID.
+    assert_eq!(d.cmd(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    let new_id = info_field(d, "replication", "master_replid").unwrap();
+    attach(b, d, port(3));
+    assert_eq!(info_field(d, "stats", "sync_partial_ok").as_deref(), Some("1"), "B continued partially");
+    d.cmd(&["SET", "k", "2"]);
+    wait_caught_up(d, b);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(cc, "replication", "master_replid").as_deref() != Some(new_id.as_str()) {
+        assert!(Instant::now() < deadline, "C still follows the old ID");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    wait_caught_up(b, cc);
+    assert_eq!(cc.cmd(&["GET", "k"]), b"$1\r\n2\r\n");
+    assert_eq!(info_field(b, "stats", "sync_full"), b_full, "C continued partially from B");
+}
+
 /// Read one RESP array command from a replica's connection.
 fn read_command(r: &mut impl std::io::BufRead) -> Vec<String> {
     let mut line = String::new();
