@@ -519,8 +519,14 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                     Err(e) => return Err(format!("protocol error in the primary's stream: {e:?}")),
                 }
                 if let Some(unit) = recorded.as_mut() {
-                    // A command of a unit whose record was applied: counted, not run.
+                    // A command of a unit whose record is applied instead: not run, but counted
+                    // in the offset and in INFO commandstats, as a Redis replica running it
+                    // counts it (tools read those).
                     unit.bytes.extend_from_slice(&raw);
+                    if let rill_engine::command::Lookup::Found(spec) = shared.log_table.resolve(&args) {
+                        st.stats.command(spec).calls += 1;
+                        st.stats.commands_processed += 1;
+                    }
                     if args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"select")) {
                         if let Some(db) = args.get(1).and_then(|a| std::str::from_utf8(a).ok()?.parse().ok()) {
                             master.db = db;

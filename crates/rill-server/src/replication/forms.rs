@@ -47,13 +47,49 @@ impl std::fmt::Display for Untranslatable {
     }
 }
 
+/// Whether `rest` delivers an entry to `consumer` of `group` on `key` (an XCLAIM form).
+fn claims_later(rest: &[Effect], db: usize, key: &Bytes, group: &Bytes, consumer: &Bytes) -> bool {
+    rest.iter().any(|e| {
+        matches!(e, Effect::Group { db: d, key: k, effect: GroupEffect::Delivered { group: g, consumer: c, noack: false, .. } }
+            if *d == db && k == key && g == group && c == consumer)
+    })
+}
+
+/// A command logged as itself, as Redis propagates it: GETSET as `SET`, and SET without its
+/// `GET` (what the reply needed, not the write), so a Redis replica counts the same calls in
+/// INFO commandstats.
+fn command_form(args: &[Bytes]) -> Vec<Bytes> {
+    match args.first() {
+        Some(name) if name.eq_ignore_ascii_case(b"getset") => {
+            std::iter::once(b("SET")).chain(args.iter().skip(1).cloned()).collect()
+        }
+        Some(name)
+            if name.eq_ignore_ascii_case(b"set") && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) =>
+        {
+            args.iter()
+                .enumerate()
+                .filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"get"))
+                .map(|(_, a)| a.clone())
+                .collect()
+        }
+        _ => args.to_vec(),
+    }
+}
+
 /// The commands a Redis replica runs for one unit's effects, in order (no SELECT, MULTI or
 /// EXEC yet: [`Stream::encode`] adds them).
 pub fn commands(effects: &[Effect]) -> Result<Vec<Command>, Untranslatable> {
     let mut out = Vec::with_capacity(effects.len());
     // The group cursor a run of deliveries leaves: sent once, after the run.
     let mut cursor: Option<Command> = None;
-    for effect in effects {
+    for (at, effect) in effects.iter().enumerate() {
+        if let Effect::Group { db, key, effect: GroupEffect::ConsumerCreated { group, consumer, .. } } = effect {
+            if claims_later(effects.get(at + 1..).unwrap_or_default(), *db, key, group, consumer) {
+                // The XCLAIM of its first delivery makes the consumer on the replica: Redis
+                // propagates the creation only when no XCLAIM follows.
+                continue;
+            }
+        }
         if let Effect::Group {
             db,
             key,
@@ -71,7 +107,7 @@ pub fn commands(effects: &[Effect]) -> Result<Vec<Command>, Untranslatable> {
         }
         out.extend(cursor.take());
         match effect {
-            Effect::Command { db, args } => out.push((*db, args.clone())),
+            Effect::Command { db, args } => out.push((*db, command_form(args))),
             Effect::Group { db, key, effect } => {
                 if let Some(args) = group_form(key, effect)? {
                     out.push((*db, args));
@@ -280,6 +316,18 @@ mod tests {
     }
 
     #[test]
+    fn a_consumer_made_by_a_read_with_no_claim_and_getset_travel_as_redis_sends_them() {
+        let effects = vec![
+            group(0, "s", GroupEffect::ConsumerCreated { group: bulk("g"), consumer: bulk("c"), time_ms: 77 }),
+            Effect::command(0, ["GETSET", "k", "v"].map(bulk).to_vec()),
+            Effect::command(0, ["SET", "k", "v", "GET", "PX", "5", "get"].map(bulk).to_vec()),
+            Effect::command(0, ["SET", "k", "get"].map(bulk).to_vec()),
+        ];
+        let got: Vec<String> = commands(&effects).unwrap().iter().map(|(_, a)| line(a)).collect();
+        assert_eq!(got, ["XGROUP CREATECONSUMER s g c", "SET k v", "SET k v PX 5", "SET k get"]);
+    }
+
+    #[test]
     fn a_read_of_new_entries_is_claims_then_one_cursor_move() {
         let delivered = |n: u64, noack: bool| GroupEffect::Delivered {
             group: bulk("g"),
@@ -300,7 +348,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                "XGROUP CREATECONSUMER s g c",
+                // No CREATECONSUMER: the XCLAIM makes the consumer, as Redis propagates it.
                 "XCLAIM s g c 0 5-0 TIME 77 RETRYCOUNT 1 FORCE JUSTID LASTID 5-0",
                 "XCLAIM s g c 0 6-0 TIME 77 RETRYCOUNT 1 FORCE JUSTID LASTID 6-0",
                 "XGROUP SETID s g 6-0 ENTRIESREAD 6",
