@@ -55,30 +55,98 @@ fn claims_later(rest: &[Effect], db: usize, key: &Bytes, group: &Bytes, consumer
     })
 }
 
-/// A command logged as itself, as Redis propagates it: GETSET as `SET`, and SET without its
-/// `GET` (what the reply needed, not the write), so a Redis replica counts the same calls in
-/// INFO commandstats.
-fn command_form(args: &[Bytes]) -> Vec<Bytes> {
-    match args.first() {
-        Some(name) if name.eq_ignore_ascii_case(b"getset") => {
-            std::iter::once(b("SET")).chain(args.iter().skip(1).cloned()).collect()
+/// A command logged as itself, as Redis propagates it (the unit ran at `time_ms`):
+/// - a relative or seconds expiry as an absolute one in ms — EXPIRE, PEXPIRE and EXPIREAT as
+///   `PEXPIREAT key ms`, SET with EX/PX/EXAT, SETEX and PSETEX as `SET key value PXAT ms`,
+///   GETEX as `PEXPIREAT` or `PERSIST` — so a replica that applies it late (after a
+///   partial resync, from the backlog) keeps the primary's time; one already past as `DEL`;
+/// - GETSET as `SET`, SET without its `GET`, GETDEL as `DEL` (what the reply needed, not the
+///   write), so a Redis replica counts the same calls in INFO commandstats.
+fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
+    let name = args.first().map(|a| a.to_ascii_lowercase()).unwrap_or_default();
+    let int = |i: usize| -> Option<i64> { std::str::from_utf8(args.get(i)?).ok()?.parse().ok() };
+    let key = || args.get(1).cloned().unwrap_or_default();
+    let del = || vec![b("DEL"), key()];
+    let at = |unit_ms: i64, relative: bool, raw: i64| -> Option<i64> {
+        let ms = raw.checked_mul(unit_ms)?;
+        if relative {
+            ms.checked_add(time_ms)
+        } else {
+            Some(ms)
         }
-        Some(name)
-            if name.eq_ignore_ascii_case(b"set") && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) =>
-        {
-            args.iter()
-                .enumerate()
-                .filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"get"))
-                .map(|(_, a)| a.clone())
-                .collect()
+    };
+    let expire_form = |ms: i64| -> Vec<Bytes> {
+        if ms <= time_ms {
+            del()
+        } else {
+            let mut out = vec![b("PEXPIREAT"), key(), number_i64(ms)];
+            out.extend(args.iter().skip(3).cloned());
+            out
         }
-        _ => args.to_vec(),
-    }
+    };
+    let set_form = |value: Bytes, ms: i64| -> Vec<Bytes> {
+        if ms <= time_ms {
+            del()
+        } else {
+            vec![b("SET"), key(), value, b("PXAT"), number_i64(ms)]
+        }
+    };
+    let absolute = match name.as_slice() {
+        b"expire" => int(2).and_then(|t| at(1000, true, t)).map(expire_form),
+        b"pexpire" => int(2).and_then(|t| at(1, true, t)).map(expire_form),
+        b"expireat" => int(2).and_then(|t| at(1000, false, t)).map(expire_form),
+        b"pexpireat" => int(2).and_then(|t| at(1, false, t)).map(expire_form),
+        b"setex" => {
+            int(2).and_then(|t| at(1000, true, t)).map(|ms| set_form(args.get(3).cloned().unwrap_or_default(), ms))
+        }
+        b"psetex" => {
+            int(2).and_then(|t| at(1, true, t)).map(|ms| set_form(args.get(3).cloned().unwrap_or_default(), ms))
+        }
+        b"getdel" => Some(del()),
+        b"getset" => Some(std::iter::once(b("SET")).chain(args.iter().skip(1).cloned()).collect()),
+        b"set" | b"getex" => {
+            // The expiry option and its value, if any.
+            let option = (2..args.len()).find_map(|i| {
+                let word = args.get(i)?.to_ascii_lowercase();
+                let (unit, relative) = match word.as_slice() {
+                    b"ex" => (1000, true),
+                    b"px" => (1, true),
+                    b"exat" => (1000, false),
+                    b"pxat" => (1, false),
+                    b"persist" => return Some(None),
+                    _ => return None,
+                };
+                Some(int(i + 1).and_then(|t| at(unit, relative, t)))
+            });
+            match (name.as_slice(), option) {
+                (b"getex", Some(Some(ms))) => {
+                    Some(if ms <= time_ms { del() } else { vec![b("PEXPIREAT"), key(), number_i64(ms)] })
+                }
+                (b"getex", Some(None)) => Some(vec![b("PERSIST"), key()]),
+                (b"set", Some(Some(ms))) => Some(set_form(args.get(2).cloned().unwrap_or_default(), ms)),
+                (b"set", _) => Some(
+                    args.iter()
+                        .enumerate()
+                        .filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"get"))
+                        .map(|(_, a)| a.clone())
+                        .collect(),
+                ),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    absolute.unwrap_or_else(|| args.to_vec())
+}
+
+/// A signed number as a bulk.
+fn number_i64(n: i64) -> Bytes {
+    Bytes::from(n.to_string())
 }
 
 /// The commands a Redis replica runs for one unit's effects, in order (no SELECT, MULTI or
 /// EXEC yet: [`Stream::encode`] adds them).
-pub fn commands(effects: &[Effect]) -> Result<Vec<Command>, Untranslatable> {
+pub fn commands(effects: &[Effect], time_ms: i64) -> Result<Vec<Command>, Untranslatable> {
     let mut out = Vec::with_capacity(effects.len());
     // The group cursor a run of deliveries leaves: sent once, after the run.
     let mut cursor: Option<Command> = None;
@@ -107,7 +175,7 @@ pub fn commands(effects: &[Effect]) -> Result<Vec<Command>, Untranslatable> {
         }
         out.extend(cursor.take());
         match effect {
-            Effect::Command { db, args } => out.push((*db, command_form(args))),
+            Effect::Command { db, args } => out.push((*db, command_form(args, time_ms))),
             Effect::Group { db, key, effect } => {
                 if let Some(args) = group_form(key, effect)? {
                     out.push((*db, args));
@@ -323,8 +391,56 @@ mod tests {
             Effect::command(0, ["SET", "k", "v", "GET", "PX", "5", "get"].map(bulk).to_vec()),
             Effect::command(0, ["SET", "k", "get"].map(bulk).to_vec()),
         ];
-        let got: Vec<String> = commands(&effects).unwrap().iter().map(|(_, a)| line(a)).collect();
-        assert_eq!(got, ["XGROUP CREATECONSUMER s g c", "SET k v", "SET k v PX 5", "SET k get"]);
+        let got: Vec<String> = commands(&effects, 0).unwrap().iter().map(|(_, a)| line(a)).collect();
+        assert_eq!(got, ["XGROUP CREATECONSUMER s g c", "SET k v", "SET k v PXAT 5", "SET k get"]);
+    }
+
+    #[test]
+    fn expiry_times_travel_absolute_and_one_already_past_as_a_del() {
+        let cmd = |line: &str| Effect::command(0, line.split(' ').map(bulk).collect());
+        let effects: Vec<Effect> = [
+            "EXPIRE k 10 GT",
+            "PEXPIRE k 1500",
+            "EXPIREAT k 2",
+            "PEXPIREAT k 1999",
+            "EXPIRE k -1",
+            "SETEX k 3 v",
+            "PSETEX k 30 v",
+            "SET k v EX 1 NX GET",
+            "SET k v pxat 2500",
+            "SET k v EXAT 1",
+            "SET k v KEEPTTL",
+            "GETEX k PX 100",
+            "GETEX k PERSIST",
+            "GETEX k EXAT 1",
+            "GETDEL k",
+            "RESTORE k 50 payload",
+        ]
+        .iter()
+        .map(|l| cmd(l))
+        .collect();
+        let got: Vec<String> = commands(&effects, 2000).unwrap().iter().map(|(_, a)| line(a)).collect();
+        assert_eq!(
+            got,
+            [
+                "PEXPIREAT k 12000 GT",
+                "PEXPIREAT k 3500",
+                "DEL k",
+                "DEL k",
+                "DEL k",
+                "SET k v PXAT 5000",
+                "SET k v PXAT 2030",
+                "SET k v PXAT 3000",
+                "SET k v PXAT 2500",
+                "DEL k",
+                "SET k v KEEPTTL",
+                "PEXPIREAT k 2100",
+                "PERSIST k",
+                "DEL k",
+                "DEL k",
+                "RESTORE k 50 payload",
+            ]
+        );
     }
 
     #[test]
@@ -344,7 +460,7 @@ mod tests {
             group(0, "s", delivered(6, false)),
             group(0, "t", delivered(9, true)),
         ];
-        let got: Vec<String> = commands(&effects).unwrap().iter().map(|(_, a)| line(a)).collect();
+        let got: Vec<String> = commands(&effects, 0).unwrap().iter().map(|(_, a)| line(a)).collect();
         assert_eq!(
             got,
             [
@@ -384,22 +500,22 @@ mod tests {
             (GroupEffect::Acked { group: g(), id: id(5) }, "XACK s g 5-0"),
         ];
         for (effect, want) in cases {
-            let got = commands(&[group(0, "s", effect.clone())]).unwrap();
+            let got = commands(&[group(0, "s", effect.clone())], 0).unwrap();
             assert_eq!(got.len(), 1, "{effect:?}");
             assert_eq!(line(&got[0].1), want);
         }
         let seen = GroupEffect::ConsumerSeen { group: g(), consumer: bulk("c"), time_ms: 1 };
-        assert_eq!(commands(&[group(0, "s", seen)]).unwrap(), vec![]);
+        assert_eq!(commands(&[group(0, "s", seen)], 0).unwrap(), vec![]);
         let old = GroupEffect::Redelivered { group: g(), consumer: Bytes::new(), id: id(5), time_ms: 9, count: 4 };
-        assert!(commands(&[group(0, "s", old)]).is_err(), "a record without the owner has no form");
+        assert!(commands(&[group(0, "s", old)], 0).is_err(), "a record without the owner has no form");
     }
 
     #[test]
     fn trims_of_chosen_ids_are_deletions() {
         let trim =
             |delref| Effect::TrimIds { db: 0, key: bulk("s"), ids: vec![id(1), StreamId { ms: 4, seq: 2 }], delref };
-        assert_eq!(line(&commands(&[trim(true)]).unwrap()[0].1), "XDELEX s DELREF IDS 2 1-0 4-2");
-        assert_eq!(line(&commands(&[trim(false)]).unwrap()[0].1), "XDEL s 1-0 4-2");
+        assert_eq!(line(&commands(&[trim(true)], 0).unwrap()[0].1), "XDELEX s DELREF IDS 2 1-0 4-2");
+        assert_eq!(line(&commands(&[trim(false)], 0).unwrap()[0].1), "XDEL s 1-0 4-2");
     }
 
     #[test]

@@ -327,7 +327,7 @@ impl Sink for BacklogSink {
                 rill_engine::effect::encode_record_buf(&mut body, time_ms, unit);
                 Bytes::from(body)
             };
-            backlog.append_unit(&effects, record).map_err(|e| e.to_string())
+            backlog.append_unit(&effects, time_ms, record).map_err(|e| e.to_string())
         });
         if let Err(why) = written {
             // Only a record read back from an old log can lack a Redis form, and units here are

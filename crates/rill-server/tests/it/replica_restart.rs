@@ -234,7 +234,13 @@ fn a_redis_replica_continues_after_the_rill_primary_restarts() {
     let primary = Proc::start_on(pdir.path(), port, &["--appendonly", "yes"]);
     let mut p = primary.client();
     wait_resynced(&mut p, &mut rc);
-    assert_eq!(syncs(&mut p), ("0".into(), "1".into()), "the Redis replica did not continue partially");
+    assert_eq!(
+        syncs(&mut p),
+        ("0".into(), "1".into()),
+        "the Redis replica did not continue partially: {}\nREDIS {}",
+        primary.log(),
+        redis.log()
+    );
     assert_eq!(field(&mut rc, "replication", "master_replid"), field(&mut p, "replication", "master_replid"));
     workload(&mut p, &mut rng, &mut ids, 300);
     wait_caught_up(&mut p, &mut rc);

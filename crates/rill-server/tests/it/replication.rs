@@ -308,9 +308,9 @@ fn replica_reaches_rills_state(seed: u64, check_coverage: bool) {
             _ => {}
         }
         let units: Vec<_> = std::mem::take(&mut *rill.sink.units.lock().unwrap());
-        for (_, effects) in units {
+        for (time_ms, effects) in units {
             kinds.extend(effects.iter().map(kind));
-            let commands = forms::commands(&effects).unwrap();
+            let commands = forms::commands(&effects, time_ms).unwrap();
             let mut bytes = Vec::new();
             let written = stream.encode(&commands, &mut bytes);
             replica.send(&bytes).unwrap();
