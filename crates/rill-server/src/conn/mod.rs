@@ -176,7 +176,14 @@ pub fn admit(st: &mut State, id: u64, peer: Peer, authenticated: bool) -> Admitt
 /// Serve an admitted client over `transport` until it quits, is killed, or the server shuts
 /// down; its client record is removed at the end.
 pub async fn serve<T: Transport>(shared: Arc<Shared>, transport: T, client: Admitted) {
-    let signals = Signals { kill: client.kill, shutdown: shared.shutdown.subscribe() };
+    let mut shutdown = shared.shutdown.subscribe();
+    if *shutdown.borrow() {
+        // Accepted while the server shuts down: a new receiver has seen the change, so it would
+        // never fire. Such a client must not be served (a replica attaching now would be sent
+        // bytes past the offset the server keeps for its restart).
+        shutdown.mark_changed();
+    }
+    let signals = Signals { kill: client.kill, shutdown };
     let session =
         Session::new(shared, client.id, client.mem, client.authenticated, &client.hot, transport.direct(), client.push);
     driver::drive(transport, session, signals).await;
