@@ -14,6 +14,8 @@
 //!   sets, streams, DUMP/RESTORE), each with its `COMMANDS` specs next to its handlers.
 //! - [`command`]: the command table: one [`command::CommandSpec`] per command, read by dispatch,
 //!   `COMMAND`, `COMMAND DOCS` and MULTI queueing.
+//! - [`debug`]: what DEBUG computes from the keyspace (Redis' dataset digest) and writes into it
+//!   (POPULATE).
 //! - [`effect`]: what a write did, as the log and replication carry it: the record codec and
 //!   [`Engine::apply_effect`], the one way a replay changes the keyspace.
 //! - [`rdb`]: the RDB format (snapshots, DUMP payloads, a primary's full sync).
@@ -21,6 +23,7 @@
 //!   integer parsing.
 
 pub mod command;
+pub mod debug;
 pub mod effect;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]

@@ -560,7 +560,7 @@ impl Engine {
     }
 
     #[allow(clippy::indexing_slicing)]
-    fn db_mut(&mut self, db: usize) -> &mut Db {
+    pub(crate) fn db_mut(&mut self, db: usize) -> &mut Db {
         &mut self.dbs[db]
     }
 

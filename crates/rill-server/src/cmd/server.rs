@@ -5,7 +5,8 @@ use crate::client::Action;
 use crate::info;
 use crate::state::{now_us, Stats};
 use bytes::Bytes;
-use rill_engine::util::parse_f64;
+use rill_engine::debug::hex as digest_hex;
+use rill_engine::util::{parse_f64, parse_i64};
 use rill_engine::CmdError;
 use rill_resp::Reply;
 
@@ -211,6 +212,14 @@ const DEBUG_HELP: &[&str] = &[
     "    Show low-level information about the value stored at <key>.",
     "PANIC",
     "    Panic inside the command: the server aborts, and a restart replays the log.",
+    "DIGEST",
+    "    A 40-hex-digit fingerprint of every database's data, equal to Redis' for the same data.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    The fingerprint of each key's value (all zeros for a missing key).",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys <prefix>:0, <prefix>:1, ... (prefix 'key') holding",
+    "    'value:N', cut or zero-padded to <size> bytes if given. Existing keys are kept.",
+    "    Logged as SETs (Redis neither logs nor replicates it).",
 ];
 
 /// DEBUG subcommand [args]: the safe subset. Anything else is an error, never a dropped
@@ -269,11 +278,52 @@ pub fn debug(c: &mut Call) -> CmdResult {
                 e.value.type_name(),
             ))))
         }
+        ("digest", 2) => reply(Reply::Simple(Bytes::from(digest_hex(&c.st.engine.dataset_digest())))),
+        ("digest-value", _) => {
+            let db = c.conn.db;
+            let digests = c.args.iter().skip(2).map(|key| {
+                // Not an access, and found even when its time has passed, as in Redis.
+                Reply::Simple(Bytes::from(digest_hex(&c.st.engine.key_value_digest(db, key))))
+            });
+            reply(Reply::Array(digests.collect()))
+        }
+        ("populate", 3..=5) => debug_populate(c),
         _ => Err(CmdError::owned(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
             c.text(1)
         ))),
     }
+}
+
+/// DEBUG POPULATE count [prefix] [size]: the arguments checked in Redis' order (count, then
+/// loading, then size), then the keys made by the engine, which records each one as a `SET`.
+fn debug_populate(c: &mut Call) -> CmdResult {
+    // Redis answers the same for text that is not a number and for a negative one.
+    let non_negative = |arg: &[u8]| {
+        parse_i64(arg)
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or(CmdError::full("ERR value is out of range, must be positive"))
+    };
+    let count = non_negative(c.arg(2))?;
+    if c.st.persist.loading {
+        return Err(CmdError::full("LOADING Redis is loading the dataset in memory"));
+    }
+    let size = if c.args.len() == 5 { non_negative(c.arg(4))? } else { 0 };
+    let prefix =
+        if c.args.len() >= 4 { c.args.get(3).cloned().unwrap_or_default() } else { Bytes::from_static(b"key") };
+    let mut ctx = rill_engine::CallCtx::new(c.conn.db, c.now_ms, c.conn.id);
+    ctx.recording = c.st.journal.recording();
+    if ctx.recording {
+        ctx.effects = c.st.journal.lend_buf();
+    }
+    let made = c.st.engine.populate(&mut ctx, count, &prefix, size);
+    // Deletions of expired keys it met first, then its SETs.
+    c.st.collect_effects(&mut ctx.effects);
+    if ctx.recording {
+        c.st.journal.return_buf(std::mem::take(&mut ctx.effects));
+    }
+    made?;
+    ok()
 }
 
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]

@@ -852,7 +852,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: ADMIN_FLAGS.and(Flags::PROTECTED),
         acl: ADMIN_ACL,
         group: "server",
-        summary: "Debugging helpers: SLEEP, LOG, SET-ACTIVE-EXPIRE, OBJECT, PANIC, HELP.",
+        summary:
+            "Debugging helpers: SLEEP, LOG, SET-ACTIVE-EXPIRE, OBJECT, PANIC, DIGEST, DIGEST-VALUE, POPULATE, HELP.",
         since: "1.0.0",
         syntax: "subcommand [arg ...]",
         ..CommandSpec::of(server(&Run(server::debug)))

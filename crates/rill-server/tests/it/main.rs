@@ -23,6 +23,7 @@ mod config_rewrite;
 mod connection_limits;
 mod delivery;
 mod differential;
+mod digest;
 mod durability;
 mod encoding_fuzz;
 mod failover;
