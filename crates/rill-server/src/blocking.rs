@@ -21,13 +21,18 @@
 //!
 //! Cost: O(k log n) to park or unpark a client on k keys with n clients parked on each;
 //! serving a ready key costs one command run per parked client tried.
+//!
+//! A client in `WAIT` / `WAITAOF` is not parked here (its connection waits for copies, not
+//! keys: `conn/driver.rs`), but it is registered ([`wait_copies`]) so that a change of role
+//! reaches it: when the server starts following a primary, every blocked client, parked or
+//! waiting for copies, is answered `-UNBLOCKED` and closed ([`unblock_all_for_role_change`]).
 
 use crate::conn::DirectWrite;
 use crate::journal::LogSink;
 use crate::state::State;
 use bytes::{Buf, Bytes};
 use rill_engine::command::{CommandSpec, Handler};
-use rill_engine::{BlockRequest, CallCtx, WakeOn};
+use rill_engine::{BlockRequest, CallCtx, CmdError, WakeOn};
 use rill_resp::{OutputBuffer, Reply};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -47,6 +52,9 @@ pub enum Outcome {
         /// Bytes of the whole reply.
         len: usize,
     },
+    /// Write this reply, then close the connection (the server changed role under the
+    /// blocked command: [`unblock_all_for_role_change`]).
+    Close(Reply),
 }
 
 /// A served client's reply, encoded, to be written straight to its stream.
@@ -98,6 +106,17 @@ pub struct Blocked {
     pub deliveries_wait_for_log: bool,
     /// Served clients whose replies went to their own tasks, ever.
     pub handed_to_tasks: u64,
+    /// Clients waiting in `WAIT` / `WAITAOF`, by id.
+    copies: HashMap<u64, CopiesWaiter>,
+}
+
+/// A client waiting in `WAIT` / `WAITAOF`.
+#[derive(Debug)]
+struct CopiesWaiter {
+    /// The command waiting (its failure is counted on it).
+    spec: &'static CommandSpec,
+    /// Set when its wait was ended by force: the reply to write before closing.
+    ended: Option<Reply>,
 }
 
 impl Blocked {
@@ -131,6 +150,66 @@ impl Blocked {
     pub fn wake_at(&self, client: u64) -> Option<i64> {
         self.waiters.get(&client).and_then(|(w, _)| w.request.wake_at_ms)
     }
+}
+
+/// `client` waits in `WAIT` / `WAITAOF` until [`end_copies_wait`].
+pub fn wait_copies(st: &mut State, client: u64, spec: &'static CommandSpec) {
+    st.blocked.copies.insert(client, CopiesWaiter { spec, ended: None });
+}
+
+/// `client`'s wait for copies ends, as its connection answers it (or closes): the reply to
+/// write and close after, if the wait was ended by force. The answer must be decided under
+/// the same lock, so that a wait is never both answered and ended by force.
+pub fn end_copies_wait(st: &mut State, client: u64) -> Option<Reply> {
+    st.blocked.copies.remove(&client).and_then(|w| w.ended)
+}
+
+/// Whether `client`'s wait for copies was ended by force (it then answers with
+/// [`end_copies_wait`]'s reply).
+pub fn copies_wait_ended(st: &State, client: u64) -> bool {
+    st.blocked.copies.get(&client).is_some_and(|w| w.ended.is_some())
+}
+
+/// What Redis answers a blocked client when the server becomes a replica.
+const ROLE_CHANGED: CmdError =
+    CmdError::full("UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)");
+
+/// The server starts following a primary (`REPLICAOF host port`, a failover's demotion, a
+/// replica pointed elsewhere): every blocked client, parked on keys or waiting in `WAIT` /
+/// `WAITAOF`, is answered `-UNBLOCKED ...` and its connection closes after the reply, as Redis
+/// does (`disconnectAllBlockedClients`). Otherwise a command that blocked on the primary would
+/// be served by the replicated stream, and the replica would make changes of its own (an
+/// XREADGROUP's deliveries). Each counts as a failed call of its command and an `UNBLOCKED`
+/// error. Clients held by a pause are not blocked here: their command runs afresh once the
+/// pause ends.
+pub fn unblock_all_for_role_change(st: &mut State) {
+    let reply = ROLE_CHANGED.to_reply();
+    let parked: Vec<u64> = st.blocked.waiters.keys().copied().collect();
+    for client in parked {
+        let Some(w) = unpark(st, client) else { continue };
+        count_unblocked(st, w.spec);
+        st.blocked.handed_to_tasks += 1;
+        // The receiver may be gone (client disconnected); nothing to do then.
+        let _ = w.tx.send(Outcome::Close(reply.clone()));
+    }
+    let mut ended = Vec::new();
+    for w in st.blocked.copies.values_mut().filter(|w| w.ended.is_none()) {
+        w.ended = Some(reply.clone());
+        ended.push(w.spec);
+    }
+    if !ended.is_empty() {
+        // A waiting connection looks at its wait again when an acknowledgement arrives.
+        st.replication.acked.notify_waiters();
+    }
+    for spec in ended {
+        count_unblocked(st, spec);
+    }
+}
+
+/// A blocked command ended by an error: a failed call of `spec`, and an `UNBLOCKED` error.
+fn count_unblocked(st: &mut State, spec: &'static CommandSpec) {
+    st.stats.count_error(ROLE_CHANGED.text().as_bytes());
+    st.stats.command(spec).failed += 1;
 }
 
 /// Park `client`. A key listed twice (`BLPOP k k 0`) queues it once.

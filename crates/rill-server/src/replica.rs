@@ -53,6 +53,9 @@ pub fn follow(shared: &Arc<Shared>, st: &mut State, host: String, port: u16) -> 
     if st.replication.master.as_ref().is_some_and(|m| m.host == host && m.port == port) {
         return false;
     }
+    // Clients blocked on this server as it was are answered -UNBLOCKED and closed, as Redis
+    // does: the replicated stream must not serve them.
+    crate::blocking::unblock_all_for_role_change(st);
     let was_primary = st.replication.master.is_none();
     st.replication.link_generation += 1;
     let generation = st.replication.link_generation;

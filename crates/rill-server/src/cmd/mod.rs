@@ -30,6 +30,8 @@ pub struct Call<'a> {
     pub conn: &'a mut Conn,
     /// Arguments, name included.
     pub args: &'a [Bytes],
+    /// The command running.
+    pub spec: &'static CommandSpec,
     /// Now, Unix ms.
     pub now_ms: i64,
 }
@@ -84,7 +86,7 @@ pub fn run(
             spec.name
         )));
     };
-    f(&mut Call { shared, st, conn, args, now_ms })
+    f(&mut Call { shared, st, conn, args, spec, now_ms })
 }
 
 /// The command table: every engine command family and the server's own commands.

@@ -210,6 +210,7 @@ pub fn wait(c: &mut Call) -> CmdResult {
         replicas: usize::try_from(wanted).unwrap_or(0),
         aof: false,
         deadline_ms,
+        spec: c.spec,
     };
     await_copies(c, w)
 }
@@ -241,6 +242,7 @@ pub fn waitaof(c: &mut Call) -> CmdResult {
         replicas,
         aof: true,
         deadline_ms,
+        spec: c.spec,
     };
     await_copies(c, w)
 }

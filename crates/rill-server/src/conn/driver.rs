@@ -7,7 +7,7 @@
 //! parked command, the busy gate), it also writes what other tasks push to the client
 //! (`push.rs`).
 
-use super::session::{Batch, Next, OutputWatch, Park, Released, Session, QBUF_IDLE_SHRINK, QBUF_SHRINK_RETRY};
+use super::session::{Batch, Copies, Next, OutputWatch, Park, Released, Session, QBUF_IDLE_SHRINK, QBUF_SHRINK_RETRY};
 use super::transport::Transport;
 use bytes::Buf;
 use rill_resp::OutputBuffer;
@@ -82,6 +82,10 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
                         return rest.is_empty() || write_out(t, &mut rest, &mut s.watch, sig).await;
                     }
                     Released::Reply => break,
+                    Released::Last => {
+                        let _ = write_out(t, &mut s.out, &mut s.watch, sig).await;
+                        return false;
+                    }
                 }
             }
             () = sleep_until_opt(deadline) => {
@@ -111,7 +115,8 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
 
 /// Wait until a `WAIT` / `WAITAOF` has its copies (a replica's ACK wakes it; the local log's
 /// fsync is looked at every few milliseconds) or its deadline passes, reading any input that
-/// arrives meanwhile. False if the connection must close.
+/// arrives meanwhile. A wait ended by force (the server became a replica) writes its reply and
+/// closes. False if the connection must close.
 async fn copies<T: Transport>(
     t: &mut T,
     s: &mut Session,
@@ -120,17 +125,23 @@ async fn copies<T: Transport>(
 ) -> bool {
     let acked = s.shared().lock().replication.acked.clone();
     let deadline = Session::copies_deadline(w);
+    let mut timed_out = false;
     loop {
         let notified = acked.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if s.answer_copies(w, false) {
-            return true;
+        match s.answer_copies(w, timed_out) {
+            Copies::Waiting => {}
+            Copies::Answered => return true,
+            Copies::Close => {
+                let _ = write_out(t, &mut s.out, &mut s.watch, sig).await;
+                return false;
+            }
         }
         tokio::select! {
             () = &mut notified => {}
             () = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
-            () = sleep_until_opt(deadline) => return s.answer_copies(w, true),
+            () = sleep_until_opt(deadline) => timed_out = true,
             r = readable(t) => {
                 if r.is_err() || read_some(t, s).is_none() {
                     return false;

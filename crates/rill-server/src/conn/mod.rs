@@ -98,7 +98,7 @@ mod session;
 pub mod transport;
 
 pub use driver::Signals;
-pub use session::{Batch, Next, Park, Released, Session};
+pub use session::{Batch, Copies, Next, Park, Released, Session};
 pub use transport::{DirectWrite, Stream, Tcp, Transport};
 
 use crate::client_limits::ClientMemory;

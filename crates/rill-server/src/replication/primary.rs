@@ -125,6 +125,8 @@ pub struct CopiesWait {
     pub aof: bool,
     /// When to answer anyway, Unix ms (`None`: never).
     pub deadline_ms: Option<i64>,
+    /// The command waiting (`WAIT` or `WAITAOF`).
+    pub spec: &'static rill_engine::command::CommandSpec,
 }
 
 impl CopiesWait {

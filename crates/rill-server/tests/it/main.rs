@@ -22,6 +22,7 @@ mod clients;
 mod config_rewrite;
 mod connection_limits;
 mod delivery;
+mod demote;
 mod differential;
 mod digest;
 mod durability;

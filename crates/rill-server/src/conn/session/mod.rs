@@ -75,6 +75,17 @@ pub enum Next {
     Replica(Box<crate::replication::primary::Feed>),
 }
 
+/// Where a `WAIT` / `WAITAOF` stands ([`Session::answer_copies`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Copies {
+    /// Still waiting.
+    Waiting,
+    /// The reply is in the output buffer: write it, then go on.
+    Answered,
+    /// The reply is in the output buffer: write it, then close the connection.
+    Close,
+}
+
 /// What a batch leaves for the driver besides [`Next`].
 #[derive(Debug)]
 pub struct Batch {
@@ -224,17 +235,22 @@ impl Session {
         self.conn.id
     }
 
-    /// A `WAIT` / `WAITAOF` waiting: when its copies exist, or `timed_out`, queue its reply and
-    /// return true.
-    pub fn answer_copies(&mut self, w: &crate::replication::primary::CopiesWait, timed_out: bool) -> bool {
-        let st = self.shared.lock();
-        if !timed_out && !w.satisfied(&st.journal, &st.replication) {
-            return false;
+    /// A `WAIT` / `WAITAOF` waiting: when its copies exist, or `timed_out`, queue its reply;
+    /// when its wait was ended by force (the server became a replica), queue that reply and
+    /// say the connection must close after it.
+    pub fn answer_copies(&mut self, w: &crate::replication::primary::CopiesWait, timed_out: bool) -> Copies {
+        let mut st = self.shared.lock();
+        let ended = blocking::copies_wait_ended(&st, self.conn.id);
+        if !ended && !timed_out && !w.satisfied(&st.journal, &st.replication) {
+            return Copies::Waiting;
         }
-        let reply = w.reply(&st.journal, &st.replication);
+        let (reply, answer) = match blocking::end_copies_wait(&mut st, self.conn.id) {
+            Some(r) => (r, Copies::Close),
+            None => (w.reply(&st.journal, &st.replication), Copies::Answered),
+        };
         drop(st);
         emit(&mut self.out, &mut self.conn, &reply);
-        true
+        answer
     }
 
     /// When a `WAIT` / `WAITAOF` answers anyway.
@@ -484,6 +500,7 @@ impl Session {
             d.apply(&mut st, id);
         }
         blocking::unpark(&mut st, id);
+        blocking::end_copies_wait(&mut st, id);
         st.pause.held.remove(&id);
         st.engine.unwatch_all(id);
         st.pubsub.remove_client(id);
@@ -561,7 +578,11 @@ fn run_requests(
             Action::Reply(r) => emit(out, conn, &r),
             Action::Pushes(rs) => emit_pushes(out, conn, &rs),
             Action::Nothing => {}
-            Action::AwaitCopies(w) => return Next::Copies(w),
+            Action::AwaitCopies(w) => {
+                // Registered, so that a change of role ends the wait (`blocking.rs`).
+                blocking::wait_copies(st, conn.id, w.spec);
+                return Next::Copies(w);
+            }
             Action::Held(wait) => {
                 // Kept whole, and run first when the pause lets it (CLIENT LIST flag b).
                 *pending = Some(std::mem::take(&mut args));

@@ -39,6 +39,8 @@ pub enum Released {
     Written(OutputBuffer),
     /// The reply is in the output buffer: write it, then run again.
     Reply,
+    /// The reply is in the output buffer: write it, then close the connection.
+    Last,
 }
 
 impl Session {
@@ -57,6 +59,10 @@ impl Session {
                 }
                 self.emit_parked_reply(&reply);
                 Released::Reply
+            }
+            Ok(Outcome::Close(reply)) => {
+                self.emit_parked_reply(&reply);
+                Released::Last
             }
             // Unparked without a reply: killed.
             Err(_) => Released::Close,
