@@ -120,9 +120,14 @@ struct CopiesWaiter {
 }
 
 impl Blocked {
-    /// Number of blocked clients.
+    /// Number of clients parked on keys.
     pub fn len(&self) -> usize {
         self.waiters.len()
+    }
+
+    /// Number of clients waiting in `WAIT` / `WAITAOF` (blocked too, as Redis counts them).
+    pub fn copies_len(&self) -> usize {
+        self.copies.len()
     }
 
     /// Whether nobody is blocked.
@@ -155,13 +160,21 @@ impl Blocked {
 /// `client` waits in `WAIT` / `WAITAOF` until [`end_copies_wait`].
 pub fn wait_copies(st: &mut State, client: u64, spec: &'static CommandSpec) {
     st.blocked.copies.insert(client, CopiesWaiter { spec, ended: None });
+    if let Some(c) = st.clients.get_mut(&client) {
+        // CLIENT LIST flag `b`, as for a client parked on keys.
+        c.blocked = true;
+    }
 }
 
 /// `client`'s wait for copies ends, as its connection answers it (or closes): the reply to
 /// write and close after, if the wait was ended by force. The answer must be decided under
 /// the same lock, so that a wait is never both answered and ended by force.
 pub fn end_copies_wait(st: &mut State, client: u64) -> Option<Reply> {
-    st.blocked.copies.remove(&client).and_then(|w| w.ended)
+    let w = st.blocked.copies.remove(&client)?;
+    if let Some(c) = st.clients.get_mut(&client) {
+        c.blocked = false;
+    }
+    w.ended
 }
 
 /// Whether `client`'s wait for copies was ended by force (it then answers with

@@ -109,7 +109,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "# Clients");
             line!(out, "connected_clients:{}", st.clients.len());
             line!(out, "maxclients:{}", st.config.get("maxclients"));
-            line!(out, "blocked_clients:{}", st.blocked.len() + st.pause.held.len());
+            line!(out, "blocked_clients:{}", st.blocked.len() + st.blocked.copies_len() + st.pause.held.len());
             line!(out, "tracking_clients:0");
             line!(out, "pubsub_clients:{}", st.pubsub.client_count());
             line!(out, "watching_clients:{}", st.engine.watching_clients());

@@ -577,7 +577,9 @@ pub fn client_unblock(c: &mut Call) -> CmdResult {
         w.request.timeout_reply.clone()
     };
     if r.is_error() {
+        // An error ends the command: a failed call of it too, as Redis counts it.
         c.st.stats.count_error(b"UNBLOCKED");
+        c.st.stats.command(w.spec).failed += 1;
     }
     c.st.blocked.handed_to_tasks += 1;
     let _ = w.tx.send(crate::blocking::Outcome::Reply(r, None));

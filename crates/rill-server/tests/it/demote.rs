@@ -175,3 +175,49 @@ fn failover_unblocks_a_blocked_xreadgroup_on_the_old_primary() {
     let errors = String::from_utf8_lossy(a.cmd_value(&["INFO", "errorstats"]).as_bytes().unwrap()).into_owned();
     assert!(errors.contains("errorstat_UNBLOCKED:count=1"), "{errors}");
 }
+
+/// A client waiting in WAIT or WAITAOF is a blocked client, as Redis counts it: INFO
+/// `blocked_clients` and CLIENT LIST's flag `b`; and a client released by `CLIENT UNBLOCK ...
+/// ERROR` has a failed call of its command besides the `UNBLOCKED` error. Compared with Redis
+/// 8.2.3.
+#[test]
+fn a_wait_is_a_blocked_client_and_an_unblock_error_a_failed_call_as_in_redis() {
+    let Some(redis) = ReferenceServer::Redis8.require() else { return };
+    let steps = |kind: ServerKind, binary: &std::path::Path| -> Vec<String> {
+        let server = Server::start(kind, binary, &[]);
+        let mut admin = server.connect();
+        let mut out = Vec::new();
+        let mut wait = block(&server, &["WAIT", "1", "0"]);
+        let wait_id = wait_id_of(&mut admin, "wait");
+        out.push(format!("blocked_clients:{:?}", info_field(&mut admin, "clients", "blocked_clients")));
+        out.push(format!("flags of the waiting client: {}", flags_of(&mut admin, &wait_id)));
+        let mut blpop = block(&server, &["BLPOP", "l", "0"]);
+        out.push(format!("blocked_clients:{:?}", info_field(&mut admin, "clients", "blocked_clients")));
+        let blpop_id = wait_id_of(&mut admin, "blpop");
+        out.push(format!(
+            "unblock: {:?}",
+            String::from_utf8_lossy(&admin.cmd(&["CLIENT", "UNBLOCK", &blpop_id, "ERROR"]))
+        ));
+        out.push(format!("blpop got: {:?}", String::from_utf8_lossy(&blpop.read_reply().unwrap())));
+        out.extend(stats(&mut admin, &["blpop"]));
+        drop(wait.send(b""));
+        out
+    };
+    let (kind, binary) = Server::subject_binary();
+    let ours = steps(kind, &binary);
+    let theirs = steps(ServerKind::Redis(ReferenceServer::Redis8), &redis);
+    assert_eq!(ours, theirs);
+}
+
+/// The id of the client whose last command is `cmd` (CLIENT LIST).
+fn wait_id_of(admin: &mut RawClient, cmd: &str) -> String {
+    let list = String::from_utf8_lossy(admin.cmd_value(&["CLIENT", "LIST"]).as_bytes().unwrap()).into_owned();
+    let line = list.lines().find(|l| l.contains(&format!(" cmd={cmd} "))).unwrap_or_else(|| panic!("{list}"));
+    line.split(' ').find_map(|f| f.strip_prefix("id=")).unwrap().to_string()
+}
+
+/// CLIENT LIST's flags of client `id`.
+fn flags_of(admin: &mut RawClient, id: &str) -> String {
+    let list = String::from_utf8_lossy(admin.cmd_value(&["CLIENT", "LIST", "ID", id]).as_bytes().unwrap()).into_owned();
+    list.split(' ').find_map(|f| f.strip_prefix("flags=")).unwrap_or_default().to_string()
+}
