@@ -61,7 +61,8 @@ fn claims_later(rest: &[Effect], db: usize, key: &Bytes, group: &Bytes, consumer
 ///   GETEX as `PEXPIREAT` or `PERSIST` — so a replica that applies it late (after a
 ///   partial resync, from the backlog) keeps the primary's time; one already past as `DEL`;
 /// - GETSET as `SET`, SET without its `GET`, GETDEL as `DEL` (what the reply needed, not the
-///   write), so a Redis replica counts the same calls in INFO commandstats.
+///   write), BRPOPLPUSH as `RPOPLPUSH`, BLMOVE as `LMOVE`, a one-key BLPOP/BRPOP as
+///   `LPOP`/`RPOP`, so a Redis replica counts the same calls in INFO commandstats.
 fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
     let name = args.first().map(|a| a.to_ascii_lowercase()).unwrap_or_default();
     let int = |i: usize| -> Option<i64> { std::str::from_utf8(args.get(i)?).ok()?.parse().ok() };
@@ -103,6 +104,13 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
             int(2).and_then(|t| at(1, true, t)).map(|ms| set_form(args.get(3).cloned().unwrap_or_default(), ms))
         }
         b"getdel" => Some(del()),
+        // A blocking list command that was served, as the command it then was.
+        b"brpoplpush" if args.len() == 4 => Some(vec![b("RPOPLPUSH"), key(), args.get(2).cloned().unwrap_or_default()]),
+        b"blmove" if args.len() == 6 => {
+            Some(std::iter::once(b("LMOVE")).chain(args.iter().skip(1).take(4).cloned()).collect())
+        }
+        b"blpop" if args.len() == 3 => Some(vec![b("LPOP"), key()]),
+        b"brpop" if args.len() == 3 => Some(vec![b("RPOP"), key()]),
         b"getset" => Some(std::iter::once(b("SET")).chain(args.iter().skip(1).cloned()).collect()),
         b"set" | b"getex" => {
             // The expiry option and its value, if any.
@@ -415,6 +423,11 @@ mod tests {
             "GETEX k EXAT 1",
             "GETDEL k",
             "RESTORE k 50 payload",
+            "BRPOPLPUSH a b 0",
+            "BLMOVE a b LEFT RIGHT 1.5",
+            "BLPOP a 0",
+            "BRPOP a 0",
+            "BLPOP a b 0",
         ]
         .iter()
         .map(|l| cmd(l))
@@ -439,6 +452,11 @@ mod tests {
                 "DEL k",
                 "DEL k",
                 "RESTORE k 50 payload",
+                "RPOPLPUSH a b",
+                "LMOVE a b LEFT RIGHT",
+                "LPOP a",
+                "RPOP a",
+                "BLPOP a b 0",
             ]
         );
     }

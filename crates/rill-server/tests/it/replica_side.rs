@@ -312,6 +312,11 @@ fn a_replica_counts_its_primarys_commands_as_redis_does() {
         p.cmd(&["XADD", "s", "1-1", "f", "v"]);
         p.cmd(&["XGROUP", "CREATE", "s", "g", "0"]);
         p.cmd(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]);
+        p.cmd(&["RPUSH", "l", "a", "b", "c", "d"]);
+        p.cmd(&["BLMOVE", "l", "m", "LEFT", "RIGHT", "0"]);
+        p.cmd(&["BRPOPLPUSH", "l", "m", "0"]);
+        p.cmd(&["BLPOP", "l", "0"]);
+        p.cmd(&["EXPIRE", "m", "100"]);
         wait_caught_up(&mut p, &mut r);
         let stats = String::from_utf8_lossy(&r.cmd(&["INFO", "commandstats"])).into_owned();
         let calls: Vec<String> = stats
