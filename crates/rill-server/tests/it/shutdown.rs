@@ -350,3 +350,30 @@ fn shutdown_abort_resumes_writes_and_fails_the_callers_as_redis() {
     let got: Vec<_> = got.into_iter().filter(|(step, _)| !step.ends_with(" then")).collect();
     assert_eq!(pretty(&got), pretty(&theirs), "rill and {}", redis.label());
 }
+
+/// A final save that fails (dump.rdb is a directory) cancels the shutdown with Redis' error and
+/// the server goes on; with FORCE it exits anyway. Compared with Redis 8.2.3.
+#[test]
+fn a_failed_final_save_cancels_the_shutdown_unless_forced() {
+    let mut servers = vec![Server::rill()];
+    servers.extend(Launch::reference(ReferenceServer::Redis8).map(|l| l.start()));
+    let mut answers = Vec::new();
+    for server in &mut servers {
+        std::fs::create_dir(server.dir().join("dump.rdb")).unwrap();
+        let mut c = server.connect();
+        assert_eq!(c.cmd(&["SET", "k", "v"]), b"+OK\r\n");
+        let refused = c.cmd(&["SHUTDOWN", "SAVE"]);
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n", "{} went on", server.label());
+        assert!(server.is_running(), "{} exited", server.label());
+        assert!(server.log().contains("Error trying to save the DB, can't exit."), "{}", server.log());
+        c.send_command(&[b"SHUTDOWN", b"SAVE", b"FORCE"]).unwrap();
+        let status = server.wait_exit(Duration::from_secs(10)).expect("still running after SHUTDOWN SAVE FORCE");
+        assert!(status.success(), "{status}");
+        assert!(server.log().contains("Error trying to save the DB. Exit anyway."), "{}", server.log());
+        answers.push(refused);
+    }
+    assert_eq!(escape(&answers[0]), escape(b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n"));
+    if let Some(redis) = answers.get(1) {
+        assert_eq!(escape(&answers[0]), escape(redis), "rill and redis 8.2.3");
+    }
+}
