@@ -139,6 +139,15 @@ fn answers_within(client: &mut RawClient, wait: Duration) -> Option<Vec<u8>> {
     r
 }
 
+/// Wait until INFO `blocked_clients` reads `n`.
+fn wait_blocked(c: &mut RawClient, n: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(c, "clients", "blocked_clients").as_deref() != Some(n) {
+        assert!(Instant::now() < deadline, "blocked_clients never became {n}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn wait_log(server: &Server, line: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !server.log().contains(line) {
@@ -181,7 +190,7 @@ fn shutdown_waits_until_the_lagging_replica_acknowledges_the_last_write() {
     writer.send_command(&[b"SET", b"k", b"during"]).unwrap();
     assert_eq!(answers_within(&mut writer, Duration::from_millis(300)), None, "a write ran during the wait");
     assert_eq!(c.cmd(&["GET", "k"]), b"$4\r\nlast\r\n");
-    assert_eq!(info_field(&mut c, "clients", "blocked_clients").as_deref(), Some("2"), "the caller and the writer");
+    wait_blocked(&mut c, "2"); // the caller and the writer
     assert!(server.is_running(), "exited before the replica acknowledged");
     // The replica was asked for an ACK; it answers with everything it has.
     replica.read_until("GETACK");
@@ -221,7 +230,8 @@ fn sigterm_waits_for_the_replica_the_same_way() {
 
 #[test]
 fn the_wait_ends_at_shutdown_timeout_with_a_warning_for_the_lagging_replica() {
-    let (mut server, mut c, replica) = lagging(&["--shutdown-timeout", "1"]);
+    // No keep-alive PING between the offset read here and the SHUTDOWN.
+    let (mut server, mut c, replica) = lagging(&["--shutdown-timeout", "1", "--repl-ping-replica-period", "3600"]);
     let lag = info_field(&mut c, "replication", "master_repl_offset").unwrap().parse::<u64>().unwrap();
     let began = Instant::now();
     c.send_command(&[b"SHUTDOWN"]).unwrap();
@@ -281,11 +291,7 @@ fn abort_scenario(server: &mut Server, then_ping: bool) -> Vec<(String, Vec<u8>)
         caller.send_command(&[b"SHUTDOWN"]).unwrap();
     }
     wait_shutdown_in_progress(&mut c);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while info_field(&mut c, "clients", "blocked_clients").as_deref() != Some("2") {
-        assert!(Instant::now() < deadline, "the two SHUTDOWN callers are not blocked");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_blocked(&mut c, "2"); // the two callers
     let mut writer = server.connect();
     writer.send_command(&[b"INCR", b"n"]).unwrap();
     out.push((
