@@ -178,6 +178,9 @@ pub enum Action {
     /// The command is held by a pause (`pause.rs`): the connection keeps the request and runs
     /// it again when the pause changes or ends. Only [`crate::dispatch::execute`] answers it.
     Held(crate::pause::HeldWait),
+    /// `SHUTDOWN`: the caller waits until the process ends (the connection closes, no reply)
+    /// or the shutdown is cancelled (a change here: it gets the error) (`shutdown.rs`).
+    AwaitShutdown(tokio::sync::watch::Receiver<u64>),
 }
 
 impl From<CmdError> for Action {

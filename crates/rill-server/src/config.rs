@@ -156,6 +156,9 @@ pub const PARAMS: &[Param] = &[
     // Redis 8's second connection for a full sync's RDB. rill sends the RDB on the replication
     // link itself, so its default is `no`; `yes` is stored and reported, and warned about.
     p("repl-rdb-channel", "no", Kind::Bool, true),
+    // How long a primary's shutdown waits for its replicas to acknowledge the whole stream
+    // (`shutdown.rs`); 0: it does not wait.
+    p("shutdown-timeout", "10", Kind::Int(0, I32), true),
     p("min-replicas-to-write", "0", Kind::Int(0, I32), true),
     p("min-replicas-max-lag", "10", Kind::Int(0, I32), true),
     // The replication backlog's size (`replication::backlog`), applied when it is made and on
@@ -228,7 +231,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "aof-timestamp-enabled",
     "aof-rewrite-incremental-fsync",
     "no-appendfsync-on-rewrite",
-    "shutdown-timeout",
     "shutdown-on-sigint",
     "shutdown-on-sigterm",
     "cluster-enabled",

@@ -104,12 +104,20 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "configured_hz:{}", st.config.get("hz"));
             line!(out, "executable:{}", std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default());
             line!(out, "config_file:{}", st.config.file.clone().unwrap_or_default());
+            // Only while a shutdown waits for its replicas, as in Redis.
+            if let Some(ms) = st.shutdown.remaining_ms(now_ms) {
+                line!(out, "shutdown_in_milliseconds:{ms}");
+            }
         }
         "clients" => {
             line!(out, "# Clients");
             line!(out, "connected_clients:{}", st.clients.len());
             line!(out, "maxclients:{}", st.config.get("maxclients"));
-            line!(out, "blocked_clients:{}", st.blocked.len() + st.blocked.copies_len() + st.pause.held.len());
+            line!(
+                out,
+                "blocked_clients:{}",
+                st.blocked.len() + st.blocked.copies_len() + st.pause.held.len() + st.shutdown.blocked.len()
+            );
             line!(out, "tracking_clients:0");
             line!(out, "pubsub_clients:{}", st.pubsub.client_count());
             line!(out, "watching_clients:{}", st.engine.watching_clients());

@@ -27,5 +27,6 @@ pub mod ratelimit;
 pub mod replica;
 pub mod replication;
 pub mod run;
+pub mod shutdown;
 pub mod state;
 pub mod unit;

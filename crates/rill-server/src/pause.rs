@@ -1,7 +1,8 @@
-//! Pausing clients: `CLIENT PAUSE timeout [WRITE|ALL]` / `CLIENT UNPAUSE`, and the pause of
-//! writes a `FAILOVER` holds while its target catches up (docs/REPLICATION.md).
+//! Pausing clients: `CLIENT PAUSE timeout [WRITE|ALL]` / `CLIENT UNPAUSE`, the pause of
+//! writes a `FAILOVER` holds while its target catches up, and the one a shutdown holds while
+//! its replicas catch up (`shutdown.rs`; docs/REPLICATION.md).
 //!
-//! Each purpose (the CLIENT command, a failover) holds its own pause: the actions it stops and
+//! Each purpose (the CLIENT command, a failover, a shutdown) holds its own pause: the actions it stops and
 //! until when. What is paused at a time is the union of the purposes whose end has not come.
 //! A paused command is *held*, not refused: dispatch answers [`crate::client::Action::Held`]
 //! before queueing or running it, the connection keeps the request and waits (`conn/driver.rs`)
@@ -55,7 +56,12 @@ pub enum Purpose {
     Client = 0,
     /// A `FAILOVER` waiting for its target, or handing over.
     Failover = 1,
+    /// A shutdown waiting for its replicas (writes), or finishing (everything).
+    Shutdown = 2,
 }
+
+/// How many purposes there are.
+const PURPOSES: usize = 3;
 
 /// One purpose's pause.
 #[derive(Debug, Clone, Copy, Default)]
@@ -69,7 +75,7 @@ struct Held {
 /// clients whenever a pause changes.
 #[derive(Debug)]
 pub struct Pause {
-    per: [Held; 2],
+    per: [Held; PURPOSES],
     /// Connections holding a request back (INFO `blocked_clients`).
     pub held: BTreeSet<u64>,
     changed: watch::Sender<u64>,
@@ -77,7 +83,7 @@ pub struct Pause {
 
 impl Default for Pause {
     fn default() -> Pause {
-        Pause { per: [Held::default(); 2], held: BTreeSet::new(), changed: watch::channel(0).0 }
+        Pause { per: [Held::default(); PURPOSES], held: BTreeSet::new(), changed: watch::channel(0).0 }
     }
 }
 
@@ -146,12 +152,11 @@ impl Pause {
     }
 
     fn slot(&mut self, purpose: Purpose) -> &mut Held {
-        let i = purpose as usize;
-        let [client, failover] = &mut self.per;
-        if i == 0 {
-            client
-        } else {
-            failover
+        let [client, failover, shutdown] = &mut self.per;
+        match purpose {
+            Purpose::Client => client,
+            Purpose::Failover => failover,
+            Purpose::Shutdown => shutdown,
         }
     }
 

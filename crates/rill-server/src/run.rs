@@ -121,50 +121,90 @@ pub async fn run(mut config: Config) -> i32 {
     poll::set_max_us(u64::try_from(shared.lock().config.get_i64("busy-poll-us")).unwrap_or(0));
     tokio::spawn(poll::run());
 
-    let mut shutdown = shared.shutdown.subscribe();
-    let term = async {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            match signal(SignalKind::terminate()) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        }
-        #[cfg(not(unix))]
-        std::future::pending::<()>().await
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::warn!("Received SIGINT scheduling shutdown..."),
-        () = term => tracing::warn!("Received SIGTERM scheduling shutdown..."),
-        _ = shutdown.changed() => {}
-    }
-    let _ = shared.shutdown.send(true);
-    finish_persistence(&shared);
+    shutdown_controller(&shared).await;
     tracing::warn!("rill is now ready to exit, bye bye...");
     0
 }
 
-/// On shutdown: write and fsync the log, then, as Redis, save a snapshot if save points are
-/// set or SHUTDOWN SAVE asked for one (whether the log is on or not: a dump.rdb kept beside
-/// the log is expected to hold the state at the stop).
-fn finish_persistence(shared: &Arc<Shared>) {
-    let log = shared.lock().journal.log().cloned();
-    if let Some(log) = log {
-        tracing::info!("Calling fsync() on the AOF file.");
-        log.shutdown();
+/// Receive SIGTERM and SIGINT, and carry out the shutdown SHUTDOWN or a signal started
+/// (`shutdown.rs`): wait while it waits for the replicas, then finish it. Returns once the
+/// server is to exit (a save that failed without FORCE cancels the shutdown: it goes on).
+async fn shutdown_controller(shared: &Arc<Shared>) {
+    let wake = shared.lock().shutdown.waker();
+    let mut term = Signal::new(Signal::TERM);
+    let mut int = Signal::new(Signal::INT);
+    loop {
+        let waiting = shared.lock().shutdown.in_progress();
+        // While a shutdown waits, the replicas' ACKs are looked at often (Redis: every cron tick).
+        let tick = async {
+            if waiting {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let signal = tokio::select! {
+            () = int.recv() => Some(Signal::INT),
+            () = term.recv() => Some(Signal::TERM),
+            () = wake.notified() => None,
+            () = tick => None,
+        };
+        let mut st = shared.lock();
+        let now = now_ms();
+        match signal {
+            Some(Signal::INT) if st.shutdown.by_signal() => {
+                // A second Ctrl-C: the user will not wait.
+                tracing::warn!("You insist... exiting now.");
+                std::process::exit(1);
+            }
+            Some(sig) => {
+                tracing::warn!("Received {sig} scheduling shutdown...");
+                crate::shutdown::start(&mut st, crate::shutdown::Flags::default(), true, now);
+            }
+            None => {}
+        }
+        if crate::shutdown::due(&mut st, now) {
+            drop(st);
+            if crate::shutdown::finish(shared) {
+                return;
+            }
+        }
     }
-    let mut st = shared.lock();
-    if (!st.config.get("save").trim().is_empty() || st.persist.force_shutdown_save)
-        && !st.persist.loading
-        && !st.persist.skip_shutdown_save
-    {
-        tracing::info!("Saving the final RDB snapshot before exiting.");
-        let _ = aof::rewrite::save(&mut st);
+}
+
+/// A shutdown signal's stream (SIGTERM, SIGINT); never fires where there are none.
+struct Signal {
+    #[cfg(unix)]
+    inner: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signal {
+    const TERM: &'static str = "SIGTERM";
+    const INT: &'static str = "SIGINT";
+
+    fn new(name: &'static str) -> Signal {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let kind = if name == Self::TERM { SignalKind::terminate() } else { SignalKind::interrupt() };
+            Signal { inner: signal(kind).ok() }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = name;
+            Signal {}
+        }
     }
-    crate::identity::keep_at_shutdown(&st);
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some(s) = self.inner.as_mut() {
+            if s.recv().await.is_some() {
+                return;
+            }
+        }
+        std::future::pending::<()>().await;
+    }
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {

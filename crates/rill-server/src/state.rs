@@ -240,6 +240,8 @@ pub struct State {
     pub pubsub: crate::pubsub::PubSub,
     /// CLIENT PAUSE and a failover's pause of writes, and the clients they hold.
     pub pause: crate::pause::Pause,
+    /// A shutdown waiting for its replicas or finishing, and the SHUTDOWN callers it blocks.
+    pub shutdown: crate::shutdown::Shutdown,
 }
 
 impl State {
@@ -271,6 +273,7 @@ impl State {
             replication: crate::replication::Replication::new(crate::run::run_id()),
             pubsub: crate::pubsub::PubSub::default(),
             pause: crate::pause::Pause::default(),
+            shutdown: crate::shutdown::Shutdown::default(),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,

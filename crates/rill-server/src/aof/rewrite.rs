@@ -56,10 +56,6 @@ pub struct Persist {
     pub saves: u64,
     /// When the last rewrite writing a missing base started (Unix ms; `base_due`).
     pub base_attempt_ms: i64,
-    /// SHUTDOWN NOSAVE: no final snapshot.
-    pub skip_shutdown_save: bool,
-    /// SHUTDOWN SAVE: a final snapshot even without save points.
-    pub force_shutdown_save: bool,
 }
 
 /// One database of a snapshot: its index, its keys, how many have a TTL.

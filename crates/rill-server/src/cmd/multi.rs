@@ -55,8 +55,10 @@ pub fn exec(c: &mut Call) -> CmdResult {
             Action::Nothing => Reply::Null,
             // Inside EXEC nothing waits (WAIT answers with what there is).
             Action::AwaitCopies(w) => w.reply(&c.st.journal, &c.st.replication),
-            // PSYNC and SYNC are flagged no-multi: never queued.
-            Action::Replica { .. } => CmdError::full("ERR Command not allowed inside a transaction").to_reply(),
+            // PSYNC, SYNC and SHUTDOWN are flagged no-multi: never queued.
+            Action::Replica { .. } | Action::AwaitShutdown(_) => {
+                CmdError::full("ERR Command not allowed inside a transaction").to_reply()
+            }
             Action::Block { request, .. } => request.timeout_reply,
             // Only dispatch's checks hold a command, and EXEC passed them for its queue.
             Action::Held(_) => Reply::Null,

@@ -326,30 +326,36 @@ fn debug_populate(c: &mut Call) -> CmdResult {
     ok()
 }
 
-/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: a primary with lagging replicas pauses
+/// writes and waits for them first (`shutdown.rs`); the caller stays blocked until the process
+/// ends (no reply) or the shutdown is cancelled (an error).
 pub fn shutdown(c: &mut Call) -> CmdResult {
+    let mut flags = crate::shutdown::Flags::default();
     let mut abort = false;
     for a in c.args.iter().skip(1) {
         match a.to_ascii_lowercase().as_slice() {
-            b"nosave" | b"save" | b"now" | b"force" => {}
+            b"nosave" => flags.nosave = true,
+            b"save" => flags.save = true,
+            b"now" => flags.now = true,
+            b"force" => flags.force = true,
             b"abort" => abort = true,
             _ => return Err(syntax()),
         }
     }
+    if (abort && flags != crate::shutdown::Flags::default()) || (flags.save && flags.nosave) {
+        return Err(syntax());
+    }
     if abort {
-        return Err(CmdError::full("ERR No shutdown in progress."));
+        return if crate::shutdown::abort(c.st, c.now_ms) {
+            ok()
+        } else {
+            Err(CmdError::full("ERR No shutdown in progress."))
+        };
     }
-    for a in c.args.iter().skip(1) {
-        if a.eq_ignore_ascii_case(b"nosave") {
-            c.st.persist.skip_shutdown_save = true;
-        } else if a.eq_ignore_ascii_case(b"save") {
-            c.st.persist.force_shutdown_save = true;
-        }
-    }
-    tracing::warn!("User requested shutdown...");
-    let _ = c.shared.shutdown.send(true);
-    // Redis closes the connection without a reply when it shuts down.
-    Ok(Action::Close(None))
+    // Subscribed before it starts: a cancellation from here on reaches this caller.
+    let cancelled = c.st.shutdown.subscribe();
+    crate::shutdown::start(c.st, flags, false, c.now_ms);
+    Ok(Action::AwaitShutdown(cancelled))
 }
 
 /// FUNCTION FLUSH [ASYNC|SYNC]: rill runs no scripts, so there is nothing to flush.

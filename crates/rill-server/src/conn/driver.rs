@@ -52,6 +52,17 @@ async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
             Next::Busy => busy(t, s, sig).await,
             Next::Held(wait) => held(t, s, wait, sig).await,
             Next::Copies(w) => copies(t, s, &w, sig).await,
+            Next::Shutdown(mut cancelled) => {
+                // The exit closes the connection (`sig.shutdown`): no reply, as from Redis.
+                let done = wait_reading(t, s, sig, async move {
+                    let _ = cancelled.changed().await;
+                })
+                .await;
+                if done {
+                    s.shutdown_cancelled();
+                }
+                done
+            }
             Next::Replica(feed) => {
                 let shared = s.shared().clone();
                 super::feed::run(t, &shared, s.client_id(), feed, sig).await;

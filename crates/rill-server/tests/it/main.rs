@@ -49,6 +49,7 @@ mod restart_fuzz_test;
 mod restore_hostile;
 mod security;
 mod shared_replies;
+mod shutdown;
 mod startup;
 mod stream_fuzz;
 mod transport;

@@ -73,6 +73,9 @@ pub enum Next {
     /// The connection became a replica's link (`PSYNC`, `SYNC`): write the output, then feed
     /// the replica (`conn/feed.rs`) until the link ends.
     Replica(Box<crate::replication::primary::Feed>),
+    /// `SHUTDOWN` blocked: write the output, then wait until the process ends (the connection
+    /// closes) or the shutdown is cancelled ([`Session::shutdown_cancelled`]), and go on.
+    Shutdown(tokio::sync::watch::Receiver<u64>),
 }
 
 /// Where a `WAIT` / `WAITAOF` stands ([`Session::answer_copies`]).
@@ -251,6 +254,22 @@ impl Session {
         drop(st);
         emit(&mut self.out, &mut self.conn, &reply);
         answer
+    }
+
+    /// The shutdown this client's `SHUTDOWN` waited for was cancelled (ABORT, a failed save):
+    /// it is no longer blocked and gets Redis' error.
+    pub fn shutdown_cancelled(&mut self) {
+        let error = rill_engine::CmdError::full("ERR Errors trying to SHUTDOWN. Check logs.").to_reply();
+        let mut st = self.shared.lock();
+        st.shutdown.blocked.remove(&self.conn.id);
+        if let Some(c) = st.clients.get_mut(&self.conn.id) {
+            c.blocked = false;
+        }
+        if let Reply::Error(text) = &error {
+            st.stats.count_error(text);
+        }
+        drop(st);
+        emit(&mut self.out, &mut self.conn, &error);
     }
 
     /// When a `WAIT` / `WAITAOF` answers anyway.
@@ -502,6 +521,7 @@ impl Session {
         blocking::unpark(&mut st, id);
         blocking::end_copies_wait(&mut st, id);
         st.pause.held.remove(&id);
+        st.shutdown.blocked.remove(&id);
         st.engine.unwatch_all(id);
         st.pubsub.remove_client(id);
         st.stats.net_input_bytes += self.net_in;
@@ -582,6 +602,14 @@ fn run_requests(
                 // Registered, so that a change of role ends the wait (`blocking.rs`).
                 blocking::wait_copies(st, conn.id, w.spec);
                 return Next::Copies(w);
+            }
+            Action::AwaitShutdown(cancelled) => {
+                // Blocked until the exit or a cancellation (CLIENT LIST flag b).
+                st.shutdown.blocked.insert(conn.id);
+                if let Some(c) = st.clients.get_mut(&conn.id) {
+                    c.blocked = true;
+                }
+                return Next::Shutdown(cancelled);
             }
             Action::Held(wait) => {
                 // Kept whole, and run first when the pause lets it (CLIENT LIST flag b).
