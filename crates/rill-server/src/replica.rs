@@ -44,9 +44,6 @@ const PAYLOAD_CHUNK_BYTES: usize = 256 * 1024;
 const PAYLOAD_QUEUE_CHUNKS: usize = 16;
 /// Pause between attempts to reach the primary.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
-/// The client id the primary's stream runs under (never a real connection's: those count
-/// up from 1).
-const MASTER_CLIENT_ID: u64 = u64::MAX;
 
 /// `REPLICAOF host port`: follow that primary from now on. Already following it: false.
 pub fn follow(shared: &Arc<Shared>, st: &mut State, host: String, port: u16) -> bool {
@@ -458,9 +455,47 @@ fn finish_load(
     Ok(true)
 }
 
+/// The primary's link as a client of this server, while its stream is applied: CLIENT LIST
+/// shows it (`flags=M`), INFO counts it in `connected_clients`, and CLIENT KILL (by its
+/// address, `ID` or `TYPE master`) drops the link, which then continues partially, as in Redis.
+/// Its record goes when the stream stops.
+struct MasterClient {
+    shared: Arc<Shared>,
+    id: u64,
+    kill: Arc<tokio::sync::Notify>,
+}
+
+impl MasterClient {
+    fn register(shared: &Arc<Shared>, stream: &TcpStream) -> MasterClient {
+        let id = shared.next_client_id();
+        let peer = crate::conn::Peer {
+            addr: stream.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
+            laddr: stream.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            fd: {
+                use std::os::fd::AsRawFd;
+                i64::from(stream.as_raw_fd())
+            },
+        };
+        let mut st = shared.lock();
+        let admitted = crate::conn::admit(&mut st, id, peer, true);
+        if let Some(ci) = st.clients.get_mut(&id) {
+            ci.kind = crate::state::ClientKind::Master;
+        }
+        MasterClient { shared: shared.clone(), id, kill: admitted.kill }
+    }
+}
+
+impl Drop for MasterClient {
+    fn drop(&mut self) {
+        // Never dropped while the state lock is held: declared before any guard of it.
+        self.shared.lock().clients.remove(&self.id);
+    }
+}
+
 /// Apply the primary's stream until the link breaks or `REPLICAOF` changes.
 async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -> Result<(), String> {
     set_state(shared, generation, LinkStatus::Connected);
+    let client = MasterClient::register(shared, &up.stream);
     {
         let mut st = shared.lock();
         if let Some(m) = st.replication.master.as_mut() {
@@ -470,7 +505,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     let timeout = Duration::from_secs(crate::replication::primary::seconds(&shared.lock().config, "repl-timeout", 60));
     let mut parser = RequestParser::new();
     let limits = Limits { max_bulk_len: usize::MAX >> 1, max_inline_len: 64 * 1024, authenticated: true };
-    let mut master = Conn::new(MASTER_CLIENT_ID, true);
+    let mut master = Conn::new(client.id, true);
     master.is_master = true;
     // A continued stream does not select its database again: it is the one selected last.
     master.db = shared.lock().replication.stream_db;
@@ -610,6 +645,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             () = tokio::time::sleep_until(last_heard + timeout) => {
                 return Err("MASTER timeout: no data nor PING received".into());
             }
+            () = client.kill.notified() => return Err("the link was killed (CLIENT KILL)".into()),
         }
     }
 }

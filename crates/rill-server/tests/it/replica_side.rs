@@ -334,6 +334,54 @@ fn a_replica_counts_its_primarys_commands_as_redis_does() {
     assert_eq!(seen[0], seen[1], "rill's replica, then Redis'");
 }
 
+/// A replica's link to its primary is a client of the replica, as in Redis: CLIENT LIST shows
+/// it (`flags=M`, its address the primary's), INFO counts it in `connected_clients`, and
+/// `CLIENT KILL TYPE master` or by its address drops the link, which continues partially.
+/// Compared with a Redis 8.2.3 replica of a Redis 8.2.3 primary.
+#[test]
+fn a_replicas_link_to_its_primary_is_a_client_it_can_kill_as_in_redis() {
+    let Some(binary) = ReferenceServer::Redis8.require() else { return };
+    let redis = || Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, &[]);
+    let mut seen = Vec::new();
+    for (primary, replica) in [(Server::rill(), Server::rill()), (redis(), redis())] {
+        let (mut p, mut r) = (primary.connect(), replica.connect());
+        attach(&mut r, &mut p, primary.port);
+        let master_lines = |r: &mut RawClient| -> Vec<String> {
+            let list = String::from_utf8_lossy(r.cmd_value(&["CLIENT", "LIST", "TYPE", "master"]).as_bytes().unwrap())
+                .into_owned();
+            list.lines()
+                .map(|l| {
+                    let field = |name: &str| l.split(' ').find_map(|f| f.strip_prefix(name)).unwrap_or("?").to_string();
+                    let addr = field("addr=").replace(&primary.port.to_string(), "PRIMARY");
+                    format!("addr={addr} flags={}", field("flags="))
+                })
+                .collect()
+        };
+        let mut out = master_lines(&mut r);
+        out.push(format!("connected_clients {:?}", info_field(&mut r, "clients", "connected_clients")));
+        let partial = |p: &mut RawClient| info_field(p, "stats", "sync_partial_ok").unwrap();
+        let before = partial(&mut p);
+        out.push(format!("kill by type: {:?}", String::from_utf8_lossy(&r.cmd(&["CLIENT", "KILL", "TYPE", "master"]))));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while partial(&mut p) == before {
+            assert!(Instant::now() < deadline, "the link did not continue partially");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        p.cmd(&["SET", "after", "1"]);
+        wait_caught_up(&mut p, &mut r);
+        out.push(format!("after: {:?}", String::from_utf8_lossy(&r.cmd(&["GET", "after"]))));
+        let addr = format!("127.0.0.1:{}", primary.port);
+        let before = partial(&mut p);
+        out.push(format!("kill by addr: {:?}", String::from_utf8_lossy(&r.cmd(&["CLIENT", "KILL", &addr]))));
+        while partial(&mut p) == before {
+            assert!(Instant::now() < deadline, "the link did not continue partially");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        seen.push(out);
+    }
+    assert_eq!(seen[0], seen[1], "rill's replica, then Redis'");
+}
+
 /// Read one RESP array command from a replica's connection.
 fn read_command(r: &mut impl std::io::BufRead) -> Vec<String> {
     let mut line = String::new();
