@@ -129,15 +129,8 @@ pub fn start(st: &mut State, mut flags: Flags, by_signal: bool, now_ms: i64) -> 
     let timeout_s = st.config.get_i64("shutdown-timeout");
     if !flags.now && timeout_s != 0 && !replicas_caught_up(st) {
         st.shutdown.phase = Phase::Waiting { until_ms: now_ms.saturating_add(timeout_s.saturating_mul(1000)) };
-        // Ask for ACKs now rather than at the replicas' next second (not while a pause keeps the
-        // offset still: the replicas' own ACKs come anyway).
-        if !st.pause.actions(now_ms).any(Actions::REPLICA) {
-            st.journal.stream_only(&[
-                bytes::Bytes::from_static(b"REPLCONF"),
-                bytes::Bytes::from_static(b"GETACK"),
-                bytes::Bytes::from_static(b"*"),
-            ]);
-        }
+        // Ask for ACKs now rather than at the replicas' next second.
+        crate::replication::primary::request_acks(st, now_ms);
         let expiry = st.pause.pause(Purpose::Shutdown, i64::MAX, Actions::WRITE_SET, now_ms);
         st.engine.pause_expiry(expiry);
         tracing::info!("Waiting for replicas before shutting down.");

@@ -253,16 +253,9 @@ fn await_copies(c: &mut Call, w: CopiesWait) -> CmdResult {
     if w.satisfied(&c.st.journal, &c.st.replication) {
         return reply(w.reply(&c.st.journal, &c.st.replication));
     }
-    // Not while paused: the offset must stand still (the replicas ACK every second anyway).
-    let paused = c.st.pause.actions(c.now_ms).any(crate::pause::Actions::REPLICA);
-    if w.replicas > 0 && !c.st.replication.replicas.is_empty() && !paused {
+    if w.replicas > 0 {
         // The replicas answer at once instead of at their next second.
-        let getack = [
-            bytes::Bytes::from_static(b"REPLCONF"),
-            bytes::Bytes::from_static(b"GETACK"),
-            bytes::Bytes::from_static(b"*"),
-        ];
-        c.st.journal.stream_only(&getack);
+        crate::replication::primary::request_acks(c.st, c.now_ms);
     }
     Ok(Action::AwaitCopies(Box::new(w)))
 }

@@ -219,3 +219,19 @@ fn failover_between_redis_and_rill_both_ways() {
         assert_equal(&mut r, &mut p, what);
     }
 }
+
+/// FAILOVER asks the replicas for their offsets at once (`REPLCONF GETACK *`) instead of
+/// waiting for their next periodic ACK: the write pause of a handover lasts milliseconds, not
+/// up to a second (Redis waits for the periodic ACK). A replica played by the test sees the
+/// GETACK before it has acknowledged anything since it loaded the snapshot.
+#[test]
+fn failover_asks_the_replicas_for_their_offsets_at_once() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    let mut replica = crate::shutdown::TestReplica::attach(server.port);
+    replica.drain(Duration::from_millis(200));
+    assert!(!replica.holds("GETACK"), "no GETACK before the failover");
+    assert_eq!(c.cmd(&["FAILOVER"]), b"+OK\r\n");
+    replica.read_until("GETACK");
+    assert_eq!(c.cmd(&["FAILOVER", "ABORT"]), b"+OK\r\n");
+}

@@ -17,7 +17,7 @@ const REPLICA_PORT: &str = "7777";
 
 /// A replica played by the test: it does the handshake, takes the snapshot, then reads the
 /// stream into `stream` and sends `REPLCONF ACK` only when told.
-struct TestReplica {
+pub(crate) struct TestReplica {
     sock: TcpStream,
     /// The primary's offset at the snapshot.
     start: u64,
@@ -28,7 +28,7 @@ struct TestReplica {
 }
 
 impl TestReplica {
-    fn attach(port: u16) -> TestReplica {
+    pub(crate) fn attach(port: u16) -> TestReplica {
         let mut sock = TcpStream::connect(("127.0.0.1", port)).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut pending = Vec::new();
@@ -73,7 +73,7 @@ impl TestReplica {
     }
 
     /// Read the stream until it holds `needle`.
-    fn read_until(&mut self, needle: &str) {
+    pub(crate) fn read_until(&mut self, needle: &str) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.holds(needle) {
             assert!(Instant::now() < deadline, "the stream never brought {needle}: {}", escape(&self.stream));
@@ -82,7 +82,7 @@ impl TestReplica {
     }
 
     /// Read whatever arrives within `quiet`.
-    fn drain(&mut self, quiet: Duration) {
+    pub(crate) fn drain(&mut self, quiet: Duration) {
         self.sock.set_read_timeout(Some(quiet)).unwrap();
         let mut chunk = [0u8; 4096];
         while let Ok(n @ 1..) = self.sock.read(&mut chunk) {
@@ -91,7 +91,7 @@ impl TestReplica {
         self.sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     }
 
-    fn holds(&self, needle: &str) -> bool {
+    pub(crate) fn holds(&self, needle: &str) -> bool {
         self.stream.windows(needle.len()).any(|w| w == needle.as_bytes())
     }
 }
