@@ -130,7 +130,7 @@ pub fn start(st: &mut State, mut flags: Flags, by_signal: bool, now_ms: i64) -> 
     if !flags.now && timeout_s != 0 && !replicas_caught_up(st) {
         st.shutdown.phase = Phase::Waiting { until_ms: now_ms.saturating_add(timeout_s.saturating_mul(1000)) };
         // Ask for ACKs now rather than at the replicas' next second.
-        crate::replication::primary::request_acks(st, now_ms);
+        st.request_replica_acks(now_ms);
         let expiry = st.pause.pause(Purpose::Shutdown, i64::MAX, Actions::WRITE_SET, now_ms);
         st.engine.pause_expiry(expiry);
         tracing::info!("Waiting for replicas before shutting down.");

@@ -283,6 +283,20 @@ impl State {
         }
     }
 
+    /// Ask every replica to acknowledge its offset now (`REPLCONF GETACK *` into the stream)
+    /// rather than at its next second, unless a pause keeps the offset still (the replicas' own
+    /// ACKs come anyway). For whoever waits on the replicas' ACKs: WAIT, a shutdown, a failover.
+    pub fn request_replica_acks(&mut self, now_ms: i64) {
+        if self.replication.replicas.is_empty() || self.pause.actions(now_ms).any(crate::pause::Actions::REPLICA) {
+            return;
+        }
+        self.journal.stream_only(&[
+            Bytes::from_static(b"REPLCONF"),
+            Bytes::from_static(b"GETACK"),
+            Bytes::from_static(b"*"),
+        ]);
+    }
+
     /// Close the current unit of effects and hand it to the journal's sinks; returns the log
     /// offset a reply must wait for.
     pub fn commit_effects(&mut self, now_ms: i64) -> u64 {

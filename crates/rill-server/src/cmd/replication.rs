@@ -255,7 +255,7 @@ fn await_copies(c: &mut Call, w: CopiesWait) -> CmdResult {
     }
     if w.replicas > 0 {
         // The replicas answer at once instead of at their next second.
-        crate::replication::primary::request_acks(c.st, c.now_ms);
+        c.st.request_replica_acks(c.now_ms);
     }
     Ok(Action::AwaitCopies(Box::new(w)))
 }

@@ -84,7 +84,7 @@ pub fn start(st: &mut State, req: Request, now_ms: i64) {
     };
     // The replicas say how far they are now rather than at their next second: the handover
     // (and the write pause) takes milliseconds, not up to a second as in Redis.
-    super::primary::request_acks(st, now_ms);
+    st.request_replica_acks(now_ms);
     let expiry = st.pause.pause(Purpose::Failover, i64::MAX, Actions::WRITE_SET, now_ms);
     st.engine.pause_expiry(expiry);
 }

@@ -173,17 +173,3 @@ pub struct Feed {
     /// A rill replica: send rill's records too (`REPLCONF capa rill`).
     pub rill: bool,
 }
-
-/// Ask every replica to acknowledge its offset now (`REPLCONF GETACK *` into the stream)
-/// rather than at its next second, unless a pause keeps the offset still (the replicas' own
-/// ACKs come anyway). For whoever waits on the replicas' ACKs: WAIT, a shutdown, a failover.
-pub fn request_acks(st: &mut crate::state::State, now_ms: i64) {
-    if st.replication.replicas.is_empty() || st.pause.actions(now_ms).any(crate::pause::Actions::REPLICA) {
-        return;
-    }
-    st.journal.stream_only(&[
-        bytes::Bytes::from_static(b"REPLCONF"),
-        bytes::Bytes::from_static(b"GETACK"),
-        bytes::Bytes::from_static(b"*"),
-    ]);
-}
