@@ -35,6 +35,9 @@ pub enum Kind {
     ReplicaOf,
     /// `notify-keyspace-events`: event class letters, stored in Redis' canonical order.
     KeyspaceEvents,
+    /// `shutdown-on-sigint` / `-sigterm`: `default`, or any of `save nosave now force` (not
+    /// both `save` and `nosave`), stored in that order.
+    ShutdownFlags,
 }
 
 /// One implemented parameter.
@@ -159,6 +162,9 @@ pub const PARAMS: &[Param] = &[
     // How long a primary's shutdown waits for its replicas to acknowledge the whole stream
     // (`shutdown.rs`); 0: it does not wait.
     p("shutdown-timeout", "10", Kind::Int(0, I32), true),
+    // What a signal's shutdown does (SHUTDOWN's flags; `default`: none).
+    p("shutdown-on-sigint", "default", Kind::ShutdownFlags, true),
+    p("shutdown-on-sigterm", "default", Kind::ShutdownFlags, true),
     p("min-replicas-to-write", "0", Kind::Int(0, I32), true),
     p("min-replicas-max-lag", "10", Kind::Int(0, I32), true),
     // The replication backlog's size (`replication::backlog`), applied when it is made and on
@@ -231,8 +237,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "aof-timestamp-enabled",
     "aof-rewrite-incremental-fsync",
     "no-appendfsync-on-rewrite",
-    "shutdown-on-sigint",
-    "shutdown-on-sigterm",
     "cluster-enabled",
     "cluster-config-file",
     "cluster-node-timeout",
@@ -454,6 +458,7 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             }
         }
         Kind::KeyspaceEvents => keyspace_events(value),
+        Kind::ShutdownFlags => shutdown_flags(value),
         Kind::SavePoints => {
             let parts: Vec<&str> = value.split_whitespace().collect();
             if !parts.len().is_multiple_of(2) || parts.iter().any(|x| x.parse::<u64>().is_err()) {
@@ -462,6 +467,29 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             Ok(parts.join(" "))
         }
     }
+}
+
+/// `shutdown-on-sigint` / `-sigterm` as Redis reads and reports them: words of `default save
+/// nosave now force` (any case), reported in that order, `default` alone when none is set.
+fn shutdown_flags(value: &str) -> Result<String, String> {
+    const WORDS: [&str; 5] = ["default", "save", "nosave", "now", "force"];
+    let mut set = [false; 5];
+    for word in value.split_whitespace() {
+        let lower = word.to_ascii_lowercase();
+        match WORDS.iter().position(|w| *w == lower) {
+            Some(i) => {
+                if let Some(on) = set.get_mut(i) {
+                    *on = true;
+                }
+            }
+            None => return Err("argument(s) must be one of the following: ".to_string() + &WORDS.join(", ")),
+        }
+    }
+    if set.get(1..3) == Some(&[true, true]) {
+        return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+    }
+    let on: Vec<&str> = WORDS.iter().zip(set).skip(1).filter(|(_, on)| *on).map(|(w, _)| *w).collect();
+    Ok(if on.is_empty() { "default".to_string() } else { on.join(" ") })
 }
 
 /// `notify-keyspace-events` as Redis 8.2 reads and reports it: any letters of

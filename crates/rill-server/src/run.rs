@@ -159,7 +159,16 @@ async fn shutdown_controller(shared: &Arc<Shared>) {
             }
             Some(sig) => {
                 tracing::warn!("Received {sig} scheduling shutdown...");
-                crate::shutdown::start(&mut st, crate::shutdown::Flags::default(), true, now);
+                // `shutdown-on-sigint` / `-sigterm`: SHUTDOWN's flags for a signal.
+                let directive = if sig == Signal::INT { "shutdown-on-sigint" } else { "shutdown-on-sigterm" };
+                let words = st.config.get(directive).to_string();
+                let flags = crate::shutdown::Flags {
+                    save: words.contains("save") && !words.contains("nosave"),
+                    nosave: words.contains("nosave"),
+                    now: words.contains("now"),
+                    force: words.contains("force"),
+                };
+                crate::shutdown::start(&mut st, flags, true, now);
             }
             None => {}
         }

@@ -215,7 +215,9 @@ fn lines_for(p: &Param, value: &str) -> Vec<(String, bool)> {
         }
         (_, Kind::Text) => vec![(format!("{name} {}", repr(value)), differs)],
         (_, Kind::Memory(..)) => vec![(format!("{name} {}", memory(value)), differs)],
-        (_, Kind::Int(..) | Kind::Bool | Kind::Enum(_)) => vec![(format!("{name} {value}"), differs)],
+        (_, Kind::Int(..) | Kind::Bool | Kind::Enum(_) | Kind::ShutdownFlags) => {
+            vec![(format!("{name} {value}"), differs)]
+        }
     }
 }
 

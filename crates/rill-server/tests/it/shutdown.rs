@@ -383,3 +383,22 @@ fn a_failed_final_save_cancels_the_shutdown_unless_forced() {
         assert_eq!(escape(&answers[0]), escape(redis), "rill and redis 8.2.3");
     }
 }
+
+/// `shutdown-on-sigterm` gives a signal's shutdown SHUTDOWN's flags, as in Redis: `now` does
+/// not wait for a lagging replica, and `nosave` writes no snapshot though save points are set
+/// (the default waits, and saves).
+#[test]
+fn shutdown_on_sigterm_gives_the_signal_shutdowns_flags() {
+    let (mut server, _c, _replica) =
+        lagging(&["--shutdown-timeout", "60", "--save", "3600 1", "--shutdown-on-sigterm", "now nosave"]);
+    sigterm(&server);
+    let status = server.wait_exit(Duration::from_secs(5)).expect("SIGTERM with `now` did not exit at once");
+    assert!(status.success(), "{status}");
+    let log = server.log();
+    assert!(!log.contains("Waiting for replicas"), "{log}");
+    assert!(!log.contains("Saving the final RDB snapshot"), "nosave: {log}");
+    // The default: the same signal waits for the replica.
+    let (server, mut c, _replica) = lagging(&["--shutdown-timeout", "60"]);
+    sigterm(&server);
+    wait_shutdown_in_progress(&mut c);
+}
