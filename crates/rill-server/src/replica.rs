@@ -566,7 +566,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                         st.stats.commands_processed += 1;
                     }
                     if args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"select")) {
-                        if let Some(db) = args.get(1).and_then(|a| std::str::from_utf8(a).ok()?.parse().ok()) {
+                        if let Some(db) = number(args.get(1)) {
                             master.db = db;
                         }
                     }
@@ -583,7 +583,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                     continue;
                 }
                 if args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"rill.unit")) && master.multi.is_none() {
-                    let len = args.get(1).and_then(|a| std::str::from_utf8(a).ok()?.parse::<usize>().ok());
+                    let len: Option<usize> = number(args.get(1));
                     let (Some(len), Some(body)) = (len, args.get(2).cloned()) else {
                         return Err("a malformed RILL.UNIT in the primary's stream".into());
                     };
@@ -648,6 +648,11 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             () = client.kill.notified() => return Err("the link was killed (CLIENT KILL)".into()),
         }
     }
+}
+
+/// A decimal argument of the primary's stream.
+fn number<T: std::str::FromStr>(arg: Option<&Bytes>) -> Option<T> {
+    std::str::from_utf8(arg?).ok()?.parse().ok()
 }
 
 /// A unit of a rill primary whose record arrived and whose bytes (Redis' forms, which the

@@ -162,11 +162,12 @@ async fn shutdown_controller(shared: &Arc<Shared>) {
                 // `shutdown-on-sigint` / `-sigterm`: SHUTDOWN's flags for a signal.
                 let directive = if sig == Signal::INT { "shutdown-on-sigint" } else { "shutdown-on-sigterm" };
                 let words = st.config.get(directive).to_string();
+                let has = |word: &str| words.split_whitespace().any(|w| w == word);
                 let flags = crate::shutdown::Flags {
-                    save: words.contains("save") && !words.contains("nosave"),
-                    nosave: words.contains("nosave"),
-                    now: words.contains("now"),
-                    force: words.contains("force"),
+                    save: has("save"),
+                    nosave: has("nosave"),
+                    now: has("now"),
+                    force: has("force"),
                 };
                 crate::shutdown::start(&mut st, flags, true, now);
             }

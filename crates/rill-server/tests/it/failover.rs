@@ -18,7 +18,7 @@ fn wait_field(client: &mut RawClient, field: &str, want: &str) {
 }
 
 /// Whether a reply arrives within `wait` (the client's read timeout is restored after).
-fn answers_within(client: &mut RawClient, wait: Duration) -> Option<Vec<u8>> {
+pub(crate) fn answers_within(client: &mut RawClient, wait: Duration) -> Option<Vec<u8>> {
     client.set_read_timeout(wait);
     let r = client.read_reply().ok();
     client.set_read_timeout(Duration::from_secs(30));

@@ -292,18 +292,38 @@ fn a_replica_that_continues_under_a_new_id_tells_its_own_replicas() {
     assert_eq!(info_field(b, "stats", "sync_full"), b_full, "C continued partially from B");
 }
 
+/// Run `steps` on a rill primary with a rill replica attached, then on a Redis 8.2.3 primary
+/// with a Redis 8.2.3 replica: what each run reported, rill's first (None: no Redis 8.2.3).
+fn rill_then_redis_pairs(
+    mut steps: impl FnMut(&Server, &mut RawClient, &mut RawClient) -> Vec<String>,
+) -> Option<[Vec<String>; 2]> {
+    let binary = ReferenceServer::Redis8.require()?;
+    let redis = || Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, &[]);
+    let mut run = |primary: Server, replica: Server| {
+        let (mut p, mut r) = (primary.connect(), replica.connect());
+        attach(&mut r, &mut p, primary.port);
+        steps(&primary, &mut p, &mut r)
+    };
+    let ours = run(Server::rill(), Server::rill());
+    Some([ours, run(redis(), redis())])
+}
+
+/// Wait until the primary `p` counts one more partial resynchronization than `before`.
+fn wait_partial_after(p: &mut RawClient, before: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(p, "stats", "sync_partial_ok").as_deref() == Some(before) {
+        assert!(Instant::now() < deadline, "the link did not continue partially");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// What a replica counts in INFO commandstats for its primary's stream is what a Redis replica
 /// of a Redis primary counts: GETSET and SET ... GET arrive as SET (Redis' forms), and a rill
 /// replica, which applies rill's records instead of running the forms, still counts the forms'
 /// calls (tools such as redis_exporter read them). Compared with Redis 8.2.3 on both sides.
 #[test]
 fn a_replica_counts_its_primarys_commands_as_redis_does() {
-    let Some(binary) = ReferenceServer::Redis8.require() else { return };
-    let redis = || Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, &[]);
-    let mut seen = Vec::new();
-    for (primary, replica) in [(Server::rill(), Server::rill()), (redis(), redis())] {
-        let (mut p, mut r) = (primary.connect(), replica.connect());
-        attach(&mut r, &mut p, primary.port);
+    let seen = rill_then_redis_pairs(|_, p, r| {
         r.cmd(&["CONFIG", "RESETSTAT"]);
         p.cmd(&["SET", "test", "foo"]);
         p.cmd(&["GETSET", "test", "bar"]);
@@ -317,9 +337,9 @@ fn a_replica_counts_its_primarys_commands_as_redis_does() {
         p.cmd(&["BRPOPLPUSH", "l", "m", "0"]);
         p.cmd(&["BLPOP", "l", "0"]);
         p.cmd(&["EXPIRE", "m", "100"]);
-        wait_caught_up(&mut p, &mut r);
+        wait_caught_up(p, r);
         let stats = String::from_utf8_lossy(&r.cmd(&["INFO", "commandstats"])).into_owned();
-        let calls: Vec<String> = stats
+        let mut calls: Vec<String> = stats
             .lines()
             .filter(|l| l.starts_with("cmdstat_"))
             .filter(|l| {
@@ -327,11 +347,11 @@ fn a_replica_counts_its_primarys_commands_as_redis_does() {
             })
             .map(|l| l.split(",usec=").next().unwrap_or(l).to_string())
             .collect();
-        let mut calls = calls;
         calls.sort();
-        seen.push(calls);
-    }
-    assert_eq!(seen[0], seen[1], "rill's replica, then Redis'");
+        calls
+    });
+    let Some([ours, theirs]) = seen else { return };
+    assert_eq!(ours, theirs, "rill's replica, then Redis'");
 }
 
 /// A replica's link to its primary is a client of the replica, as in Redis: CLIENT LIST shows
@@ -340,46 +360,33 @@ fn a_replica_counts_its_primarys_commands_as_redis_does() {
 /// Compared with a Redis 8.2.3 replica of a Redis 8.2.3 primary.
 #[test]
 fn a_replicas_link_to_its_primary_is_a_client_it_can_kill_as_in_redis() {
-    let Some(binary) = ReferenceServer::Redis8.require() else { return };
-    let redis = || Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, &[]);
-    let mut seen = Vec::new();
-    for (primary, replica) in [(Server::rill(), Server::rill()), (redis(), redis())] {
-        let (mut p, mut r) = (primary.connect(), replica.connect());
-        attach(&mut r, &mut p, primary.port);
-        let master_lines = |r: &mut RawClient| -> Vec<String> {
-            let list = String::from_utf8_lossy(r.cmd_value(&["CLIENT", "LIST", "TYPE", "master"]).as_bytes().unwrap())
-                .into_owned();
-            list.lines()
-                .map(|l| {
-                    let field = |name: &str| l.split(' ').find_map(|f| f.strip_prefix(name)).unwrap_or("?").to_string();
-                    let addr = field("addr=").replace(&primary.port.to_string(), "PRIMARY");
-                    format!("addr={addr} flags={}", field("flags="))
-                })
-                .collect()
-        };
-        let mut out = master_lines(&mut r);
-        out.push(format!("connected_clients {:?}", info_field(&mut r, "clients", "connected_clients")));
-        let partial = |p: &mut RawClient| info_field(p, "stats", "sync_partial_ok").unwrap();
-        let before = partial(&mut p);
-        out.push(format!("kill by type: {:?}", String::from_utf8_lossy(&r.cmd(&["CLIENT", "KILL", "TYPE", "master"]))));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while partial(&mut p) == before {
-            assert!(Instant::now() < deadline, "the link did not continue partially");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        p.cmd(&["SET", "after", "1"]);
-        wait_caught_up(&mut p, &mut r);
-        out.push(format!("after: {:?}", String::from_utf8_lossy(&r.cmd(&["GET", "after"]))));
+    let seen = rill_then_redis_pairs(|primary, p, r| {
+        let list = String::from_utf8_lossy(r.cmd_value(&["CLIENT", "LIST", "TYPE", "master"]).as_bytes().unwrap())
+            .into_owned();
+        let mut out: Vec<String> = list
+            .lines()
+            .map(|l| {
+                let field = |name: &str| l.split(' ').find_map(|f| f.strip_prefix(name)).unwrap_or("?").to_string();
+                let addr = field("addr=").replace(&primary.port.to_string(), "PRIMARY");
+                format!("addr={addr} flags={}", field("flags="))
+            })
+            .collect();
+        out.push(format!("connected_clients {:?}", info_field(r, "clients", "connected_clients")));
         let addr = format!("127.0.0.1:{}", primary.port);
-        let before = partial(&mut p);
-        out.push(format!("kill by addr: {:?}", String::from_utf8_lossy(&r.cmd(&["CLIENT", "KILL", &addr]))));
-        while partial(&mut p) == before {
-            assert!(Instant::now() < deadline, "the link did not continue partially");
-            std::thread::sleep(Duration::from_millis(50));
+        for (how, kill) in
+            [("type", ["CLIENT", "KILL", "TYPE", "master"].as_slice()), ("addr", &["CLIENT", "KILL", &addr])]
+        {
+            let before = info_field(p, "stats", "sync_partial_ok").unwrap();
+            out.push(format!("kill by {how}: {:?}", String::from_utf8_lossy(&r.cmd(kill))));
+            wait_partial_after(p, &before);
+            p.cmd(&["SET", "after", how]);
+            wait_caught_up(p, r);
+            out.push(format!("after: {:?}", String::from_utf8_lossy(&r.cmd(&["GET", "after"]))));
         }
-        seen.push(out);
-    }
-    assert_eq!(seen[0], seen[1], "rill's replica, then Redis'");
+        out
+    });
+    let Some([ours, theirs]) = seen else { return };
+    assert_eq!(ours, theirs, "rill's replica, then Redis'");
 }
 
 /// Read one RESP array command from a replica's connection.

@@ -5,6 +5,7 @@
 //! test wants; the abort scenario runs step by step on Redis 8.2.3 too and the replies are
 //! compared byte for byte.
 
+use crate::failover::answers_within;
 use crate::replica_link::info_field;
 use rill_testkit::{escape, Launch, RawClient, ReferenceServer, Server};
 use std::io::{Read, Write};
@@ -131,14 +132,6 @@ fn wait_shutdown_in_progress(c: &mut RawClient) -> i64 {
     }
 }
 
-/// Whether a reply arrives within `wait` (the read timeout is restored after).
-fn answers_within(client: &mut RawClient, wait: Duration) -> Option<Vec<u8>> {
-    client.set_read_timeout(wait);
-    let r = client.read_reply().ok();
-    client.set_read_timeout(Duration::from_secs(30));
-    r
-}
-
 /// Wait until INFO `blocked_clients` reads `n`.
 fn wait_blocked(c: &mut RawClient, n: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -162,16 +155,23 @@ fn sigterm(server: &Server) {
     assert!(status.success());
 }
 
-/// A rill primary with the test's replica caught up, then one write the replica reads but does
-/// not acknowledge.
-fn lagging(extra: &[&str]) -> (Server, RawClient, TestReplica) {
-    let server = Server::rill_with(extra);
+/// A client of `server` and the test's replica attached to it, which has read and acknowledged
+/// one write and everything before it.
+fn caught_up(server: &Server) -> (RawClient, TestReplica) {
     let mut c = server.connect();
     let mut replica = TestReplica::attach(server.port);
     assert_eq!(c.cmd(&["SET", "k", "first"]), b"+OK\r\n");
     replica.read_until("first");
-    replica.drain(Duration::from_millis(50));
+    replica.drain(Duration::from_millis(100));
     replica.ack();
+    (c, replica)
+}
+
+/// A rill primary with the test's replica caught up, then one write the replica reads but does
+/// not acknowledge.
+fn lagging(extra: &[&str]) -> (Server, RawClient, TestReplica) {
+    let server = Server::rill_with(extra);
+    let (mut c, mut replica) = caught_up(&server);
     assert_eq!(c.cmd(&["SET", "k", "last"]), b"+OK\r\n");
     replica.read_until("last");
     (server, c, replica)
@@ -272,12 +272,7 @@ fn shutdown_now_and_a_zero_timeout_do_not_wait() {
 /// such a client and fails an assertion on its next command; newer Redis serves it, as rill).
 fn abort_scenario(server: &mut Server, then_ping: bool) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut c = server.connect();
-    let mut replica = TestReplica::attach(server.port);
-    assert_eq!(c.cmd(&["SET", "k", "first"]), b"+OK\r\n");
-    replica.read_until("first");
-    replica.drain(Duration::from_millis(100));
-    replica.ack();
+    let (mut c, mut replica) = caught_up(server);
     // Caught up (Redis takes the ACK on its next event): no wait, nothing to abort.
     out.push(("ABORT with no shutdown".into(), c.cmd(&["SHUTDOWN", "ABORT"])));
     for bad in [&["SHUTDOWN", "ABORT", "NOW"][..], &["SHUTDOWN", "NOSAVE", "SAVE"], &["SHUTDOWN", "FOO"]] {
