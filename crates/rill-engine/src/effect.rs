@@ -41,6 +41,7 @@
 
 use crate::types::stream::codec;
 use crate::types::stream::group::GroupEffect;
+use crate::types::stream::policy::{Counters, PolicyState, Release, Settings};
 use crate::types::stream::StreamId;
 use bytes::Bytes;
 
@@ -74,6 +75,11 @@ mod group_tag {
     pub const LAST_ID_RAISED_READ: u8 = 13;
     /// `Redelivered` with the owner (tag 9, written before, lacks it).
     pub const REDELIVERED_TO: u8 = 14;
+    pub const POLICY_SET: u8 = 15;
+    pub const POLICY_RESTORED: u8 = 16;
+    pub const HANDED_BACK: u8 = 17;
+    pub const DEAD_LETTERED: u8 = 18;
+    pub const TOUCHED: u8 = 19;
 }
 
 /// One concrete change, as logged and replayed (see the module doc).
@@ -270,8 +276,15 @@ impl crate::Engine {
         let crate::Value::Stream(stream) = &mut entry.value else {
             return Err("stream effect on a key of another type");
         };
+        let mut armed = None;
         match effect {
-            Effect::Group { effect, .. } => stream.apply_group_effect(effect),
+            Effect::Group { effect, .. } => {
+                stream.apply_group_effect(effect);
+                let group = effect.group();
+                if stream.group(group).is_some_and(|g| g.policy().is_some()) {
+                    armed = Some(group);
+                }
+            }
             Effect::TrimIds { ids, delref, .. } => {
                 stream.remove_trimmed(ids, *delref);
             }
@@ -279,6 +292,11 @@ impl crate::Engine {
         }
         self.count_changes(1);
         self.watch.touch(db, key);
+        // A policy group's deadlines travel with it: a promoted replica or a restarted
+        // server enforces them from the replayed state.
+        if let Some(group) = armed {
+            self.arm_policy(db, key, group);
+        }
         Ok(())
     }
 }
@@ -539,6 +557,65 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_str(out, group);
             put_id(out, *id);
         }
+        GroupEffect::PolicySet { group, settings } => {
+            out.push(group_tag::POLICY_SET);
+            put_str(out, group);
+            put_settings(out, settings);
+        }
+        GroupEffect::PolicyRestored { group, state } => {
+            out.push(group_tag::POLICY_RESTORED);
+            put_str(out, group);
+            for n in state.counters.to_array() {
+                put_varint(out, n);
+            }
+            for list in [&state.delayed, &state.first_delivery] {
+                put_varint(out, list.len() as u64);
+                for (id, at) in list {
+                    put_id(out, *id);
+                    put_i64(out, *at);
+                }
+            }
+        }
+        GroupEffect::HandedBack { group, id, count, ready_at_ms, why } => {
+            out.push(group_tag::HANDED_BACK);
+            put_str(out, group);
+            put_id(out, *id);
+            put_varint(out, *count);
+            put_i64(out, *ready_at_ms);
+            out.push(why.code());
+        }
+        GroupEffect::DeadLettered { group, id } => {
+            out.push(group_tag::DEAD_LETTERED);
+            put_str(out, group);
+            put_id(out, *id);
+        }
+        GroupEffect::Touched { group, consumer, id, time_ms, count } => {
+            out.push(group_tag::TOUCHED);
+            put_str(out, group);
+            put_str(out, consumer);
+            put_id(out, *id);
+            put_i64(out, *time_ms);
+            put_varint(out, *count);
+        }
+    }
+}
+
+/// Policy settings: `version:u8 (=1) maxdeliver:varint deadletter:opt-str ackwait:varint
+/// n:varint backoff:varint{n}`; a later version appends fields.
+fn put_settings(out: &mut Vec<u8>, s: &Settings) {
+    out.push(1);
+    put_varint(out, s.max_deliver);
+    match &s.dead_letter {
+        None => out.push(0),
+        Some(k) => {
+            out.push(1);
+            put_str(out, k);
+        }
+    }
+    put_varint(out, s.ack_wait_ms);
+    put_varint(out, s.backoff_ms.len() as u64);
+    for d in &s.backoff_ms {
+        put_varint(out, *d);
     }
 }
 
@@ -706,8 +783,57 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
         },
         group_tag::NACKED => GroupEffect::Nacked { group, id: c.id()?, count: c.varint()? },
         group_tag::ACKED => GroupEffect::Acked { group, id: c.id()? },
+        group_tag::POLICY_SET => GroupEffect::PolicySet { group, settings: settings(c)? },
+        group_tag::POLICY_RESTORED => {
+            let mut counters = [0u64; 7];
+            for n in &mut counters {
+                *n = c.varint()?;
+            }
+            let mut lists = [Vec::new(), Vec::new()];
+            for list in &mut lists {
+                let n = c.len()?;
+                for _ in 0..n {
+                    list.push((c.id()?, c.i64()?));
+                }
+            }
+            let [delayed, first_delivery] = lists;
+            GroupEffect::PolicyRestored {
+                group,
+                state: PolicyState { counters: Counters::from_array(counters), delayed, first_delivery },
+            }
+        }
+        group_tag::HANDED_BACK => GroupEffect::HandedBack {
+            group,
+            id: c.id()?,
+            count: c.varint()?,
+            ready_at_ms: c.i64()?,
+            why: Release::from_code(c.u8()?),
+        },
+        group_tag::DEAD_LETTERED => GroupEffect::DeadLettered { group, id: c.id()? },
+        group_tag::TOUCHED => {
+            GroupEffect::Touched { group, consumer: c.str()?, id: c.id()?, time_ms: c.i64()?, count: c.varint()? }
+        }
         _ => return Err(DecodeError("unknown group effect type")),
     })
+}
+
+/// [`put_settings`]' inverse.
+fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
+    if c.u8()? != 1 {
+        return Err(DecodeError("unknown policy settings version"));
+    }
+    let max_deliver = c.varint()?;
+    let dead_letter = match c.u8()? {
+        0 => None,
+        _ => Some(c.str()?),
+    };
+    let ack_wait_ms = c.varint()?;
+    let n = c.len()?;
+    let mut backoff_ms = Vec::new();
+    for _ in 0..n {
+        backoff_ms.push(c.varint()?);
+    }
+    Ok(Settings { max_deliver, dead_letter, ack_wait_ms, backoff_ms })
 }
 
 #[cfg(test)]
@@ -772,6 +898,36 @@ mod tests {
             ),
             (bytes(), id(), any::<u64>()).prop_map(|(group, id, count)| GroupEffect::Nacked { group, id, count }),
             (bytes(), id()).prop_map(|(group, id)| GroupEffect::Acked { group, id }),
+            (
+                bytes(),
+                any::<u64>(),
+                proptest::option::of(bytes()),
+                any::<u64>(),
+                proptest::collection::vec(any::<u64>(), 0..4)
+            )
+                .prop_map(|(group, max_deliver, dead_letter, ack_wait_ms, backoff_ms)| {
+                    GroupEffect::PolicySet {
+                        group,
+                        settings: Settings { max_deliver, dead_letter, ack_wait_ms, backoff_ms },
+                    }
+                }),
+            (
+                bytes(),
+                any::<[u64; 7]>(),
+                proptest::collection::vec((id(), any::<i64>()), 0..3),
+                proptest::collection::vec((id(), any::<i64>()), 0..3)
+            )
+                .prop_map(|(group, counters, delayed, first_delivery)| GroupEffect::PolicyRestored {
+                    group,
+                    state: PolicyState { counters: Counters::from_array(counters), delayed, first_delivery },
+                }),
+            (bytes(), id(), any::<u64>(), any::<i64>(), 0u8..3).prop_map(|(group, id, count, ready_at_ms, why)| {
+                GroupEffect::HandedBack { group, id, count, ready_at_ms, why: Release::from_code(why) }
+            }),
+            (bytes(), id()).prop_map(|(group, id)| GroupEffect::DeadLettered { group, id }),
+            (bytes(), bytes(), id(), any::<i64>(), any::<u64>()).prop_map(|(group, consumer, id, time_ms, count)| {
+                GroupEffect::Touched { group, consumer, id, time_ms, count }
+            }),
         ]
     }
 

@@ -118,6 +118,7 @@ pub async fn run(mut config: Config) -> i32 {
         }
     }
     tokio::spawn(cron(shared.clone()));
+    tokio::spawn(policy_timer(shared.clone()));
     poll::set_max_us(u64::try_from(shared.lock().config.get_i64("busy-poll-us")).unwrap_or(0));
     tokio::spawn(poll::run());
 
@@ -263,6 +264,51 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd }, nopass)
         };
         tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
+    }
+}
+
+/// The group policies' timer (docs/spec/policies.md §1.4): sleeps until the earliest time a
+/// policy group needs a look (`Engine::next_policy_due`), or until a unit moves that time
+/// earlier (`State::policy_wake`), then runs the due work as one unit — hand-backs, dead
+/// letters and their wake-ups, like any write. A replica never acts (its primary's records
+/// carry the policies' effects), nor does a server whose writes are paused; both look again
+/// a little later.
+async fn policy_timer(shared: Arc<Shared>) {
+    /// How long a server that may not act waits before looking again.
+    const HELD_MS: u64 = 100;
+    let wake = shared.lock().policy_wake.clone();
+    loop {
+        let (next, may_act) = {
+            let mut st = shared.lock();
+            st.engine.take_policy_due_moved();
+            let now = now_ms();
+            let may_act = st.replication.master.is_none() && !st.pause.actions(now).any(crate::pause::Actions::WRITE);
+            (st.engine.next_policy_due(), may_act)
+        };
+        let now = now_ms();
+        let wait_ms = match next {
+            Some(_) if !may_act => Some(HELD_MS),
+            Some(at) if at <= now => None,
+            Some(at) => Some(u64::try_from(at - now).unwrap_or(0)),
+            None => {
+                wake.notified().await;
+                continue;
+            }
+        };
+        if let Some(ms) = wait_ms {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                () = wake.notified() => {}
+            }
+            continue;
+        }
+        let mut st = shared.lock();
+        let now = now_ms();
+        crate::unit::run(&mut st, now, |st| {
+            let recording = st.journal.recording();
+            let mut effects = st.engine.run_policy_timers(now, recording);
+            st.collect_effects(&mut effects);
+        });
     }
 }
 

@@ -242,6 +242,8 @@ pub struct State {
     pub pause: crate::pause::Pause,
     /// A shutdown waiting for its replicas or finishing, and the SHUTDOWN callers it blocks.
     pub shutdown: crate::shutdown::Shutdown,
+    /// Wakes the policy timer (`run.rs`) when a group policy's earliest due moved earlier.
+    pub policy_wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl State {
@@ -274,6 +276,7 @@ impl State {
             pubsub: crate::pubsub::PubSub::default(),
             pause: crate::pause::Pause::default(),
             shutdown: crate::shutdown::Shutdown::default(),
+            policy_wake: Default::default(),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,

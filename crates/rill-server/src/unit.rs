@@ -23,6 +23,10 @@ pub fn run<R>(st: &mut State, now_ms: i64, work: impl FnOnce(&mut State) -> R) -
     let done = work(st);
     close(st, now_ms);
     crate::blocking::serve_ready(st, now_ms);
+    // A group policy's deadline earlier than the timer's sleep: wake it to re-read.
+    if st.engine.take_policy_due_moved() {
+        st.policy_wake.notify_one();
+    }
     done
 }
 

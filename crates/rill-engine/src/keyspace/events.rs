@@ -133,6 +133,7 @@ key_events! {
     XGroupDestroy => "xgroup-destroy", Stream;
     XGroupCreateConsumer => "xgroup-createconsumer", Stream;
     XGroupDelConsumer => "xgroup-delconsumer", Stream;
+    RillDeadLetter => "rill-deadletter", Stream;
 }
 
 impl std::fmt::Display for KeyEvent {

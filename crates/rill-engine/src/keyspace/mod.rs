@@ -500,6 +500,8 @@ pub struct Engine {
     pub(crate) random_reads: u64,
     /// The keyspace events of the running command (see [`events`]).
     events: events::EventLog,
+    /// When each group with a policy needs a look (`types::stream::policy_act`).
+    pub(crate) policy_timer: crate::types::stream::policy_act::PolicyTimer,
 }
 
 /// What one command did, besides its reply.
@@ -550,6 +552,7 @@ impl Engine {
             lfu_rng_state: 0x0000_1F0C_0DE5,
             random_reads: 0,
             events: events::EventLog::default(),
+            policy_timer: Default::default(),
         }
     }
 
@@ -738,6 +741,13 @@ impl Engine {
     }
 
     fn store(&mut self, db: usize, key: &[u8], owned: Option<Bytes>, value: Value) {
+        if let Value::Stream(s) = &value {
+            let groups = s.policy_groups();
+            if !groups.is_empty() {
+                let at = self.clock_ms;
+                self.arm_policies_of(db, &Bytes::copy_from_slice(key), groups, at);
+            }
+        }
         let meta = ObjectMeta::created(self.clock_ms);
         let loading = self.loading;
         let d = self.db_mut(db);
@@ -764,6 +774,13 @@ impl Engine {
 
     /// Store `value` under `key`, keeping the old key's expiry if there was one.
     pub fn insert_keep_ttl(&mut self, db: usize, key: Bytes, value: Value) {
+        if let Value::Stream(s) = &value {
+            let groups = s.policy_groups();
+            if !groups.is_empty() {
+                let at = self.clock_ms;
+                self.arm_policies_of(db, &key, groups, at);
+            }
+        }
         let meta = ObjectMeta::created(self.clock_ms);
         let d = self.db_mut(db);
         match d.keys.get_mut(&key) {
@@ -1011,6 +1028,7 @@ impl Engine {
                 self.signal_ready(i, &k);
             }
         }
+        self.rearm_all_policies();
     }
 
     /// Swap two databases (SWAPDB), invalidating WATCHes on keys of both.
@@ -1023,6 +1041,7 @@ impl Engine {
             }
         }
         self.dbs.swap(a, b);
+        self.rearm_all_policies();
         // Clients blocked on keys of either database may now be served.
         let blocked: Vec<(usize, Bytes)> =
             self.blocking_keys.keys().filter(|(d, _)| *d == a || *d == b).cloned().collect();

@@ -22,6 +22,8 @@ use bytes::Bytes;
 use std::io::{self, Write};
 
 const OP_AUX: u8 = 0xFA;
+/// The aux field holding the group policies of the stream key that follows it.
+const POLICY_AUX: &str = "rill-policy";
 const OP_RESIZEDB: u8 = 0xFB;
 const OP_EXPIRETIME_MS: u8 = 0xFC;
 const OP_EXPIRETIME: u8 = 0xFD;
@@ -114,6 +116,15 @@ impl<W: Write> FileWriter<W> {
         } else {
             value_type(&entry.value)
         };
+        // rill's group policies, which Redis' stream type has no place for, go in an aux field
+        // right before the key (Redis skips aux fields it does not know, wherever they are).
+        if let crate::Value::Stream(s) = &entry.value {
+            if let Some(record) = s.policy_record() {
+                self.buf.u8(OP_AUX);
+                self.buf.string(POLICY_AUX.as_bytes());
+                self.buf.string(&record);
+            }
+        }
         if let Some(t) = entry.expire_at_ms {
             self.buf.u8(OP_EXPIRETIME_MS);
             self.buf.millis(t);
@@ -204,6 +215,8 @@ pub struct FileReader<'a> {
     done: bool,
     /// The aux fields read so far, in file order (a name may repeat: the last one counts).
     aux: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The `rill-policy` field read for the key that comes next.
+    policy: Option<Vec<u8>>,
 }
 
 impl<'a> FileReader<'a> {
@@ -224,7 +237,7 @@ impl<'a> FileReader<'a> {
         }
         let mut r = Reader::new(body);
         r.bytes(9)?;
-        Ok(FileReader { r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new() })
+        Ok(FileReader { r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new(), policy: None })
     }
 
     /// Read a snapshot as it arrives in chunks from `source` (`None`: no more), `total` bytes
@@ -240,7 +253,7 @@ impl<'a> FileReader<'a> {
     ) -> Result<FileReader<'a>, RdbError> {
         let mut r = Reader::streaming(source, total);
         check_magic(r.bytes(9)?)?;
-        Ok(FileReader { r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new() })
+        Ok(FileReader { r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new(), policy: None })
     }
 
     /// Byte offset of the reader in the file (progress reports; after the end marker of a
@@ -279,7 +292,11 @@ impl<'a> FileReader<'a> {
                 OP_AUX => {
                     let name = self.r.string()?;
                     let value = self.r.string()?;
-                    self.aux.push((name, value));
+                    if name == POLICY_AUX.as_bytes() {
+                        self.policy = Some(value);
+                    } else {
+                        self.aux.push((name, value));
+                    }
                 }
                 OP_SELECTDB => {
                     // An index, not a count of things still to read: it is bounded by the
@@ -319,7 +336,12 @@ impl<'a> FileReader<'a> {
                 rdb_type => {
                     let key = Bytes::from(self.r.string()?);
                     self.reading = Some(key.clone());
-                    let value = decode_value(&mut self.r, rdb_type, &self.ctx)?;
+                    let mut value = decode_value(&mut self.r, rdb_type, &self.ctx)?;
+                    if let Some(record) = self.policy.take() {
+                        if let crate::Value::Stream(s) = &mut value {
+                            s.restore_policies(&record).map_err(RdbError::Corrupt)?;
+                        }
+                    }
                     self.reading = None;
                     return Ok(Some(LoadedKey { db: self.db, key, entry: Entry::new(value, expire_at_ms) }));
                 }

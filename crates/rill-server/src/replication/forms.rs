@@ -239,7 +239,7 @@ fn group_form(key: &Bytes, effect: &GroupEffect) -> Result<Option<Vec<Bytes>>, U
         GroupEffect::Claimed { group, consumer, id, time_ms, count, .. } => {
             xclaim(key, group, consumer, *id, *time_ms, *count, None)
         }
-        GroupEffect::Nacked { group, id, count } => vec![
+        GroupEffect::Nacked { group, id, count } | GroupEffect::HandedBack { group, id, count, .. } => vec![
             b("XNACK"),
             k,
             group.clone(),
@@ -251,7 +251,14 @@ fn group_form(key: &Bytes, effect: &GroupEffect) -> Result<Option<Vec<Bytes>>, U
             number(*count),
             b("FORCE"),
         ],
-        GroupEffect::Acked { group, id } => vec![b("XACK"), k, group.clone(), id_arg(*id)],
+        GroupEffect::Acked { group, id } | GroupEffect::DeadLettered { group, id } => {
+            vec![b("XACK"), k, group.clone(), id_arg(*id)]
+        }
+        GroupEffect::Touched { group, consumer, id, time_ms, count } => {
+            xclaim(key, group, consumer, *id, *time_ms, *count, None)
+        }
+        // A policy is rill's own: a Redis replica has no place for it (spec §9).
+        GroupEffect::PolicySet { .. } | GroupEffect::PolicyRestored { .. } => return Ok(None),
     }))
 }
 
@@ -516,6 +523,22 @@ mod tests {
             ),
             (GroupEffect::Nacked { group: g(), id: id(5), count: 2 }, "XNACK s g FAIL IDS 1 5-0 RETRYCOUNT 2 FORCE"),
             (GroupEffect::Acked { group: g(), id: id(5) }, "XACK s g 5-0"),
+            // A policy's actions in their closest Redis forms (policies spec §9).
+            (
+                GroupEffect::HandedBack {
+                    group: g(),
+                    id: id(5),
+                    count: 3,
+                    ready_at_ms: 70,
+                    why: rill_engine::types::stream::policy::Release::Deadline,
+                },
+                "XNACK s g FAIL IDS 1 5-0 RETRYCOUNT 3 FORCE",
+            ),
+            (GroupEffect::DeadLettered { group: g(), id: id(5) }, "XACK s g 5-0"),
+            (
+                GroupEffect::Touched { group: g(), consumer: bulk("c"), id: id(5), time_ms: 11, count: 2 },
+                "XCLAIM s g c 0 5-0 TIME 11 RETRYCOUNT 2 FORCE JUSTID",
+            ),
         ];
         for (effect, want) in cases {
             let got = commands(&[group(0, "s", effect.clone())], 0).unwrap();
@@ -524,6 +547,8 @@ mod tests {
         }
         let seen = GroupEffect::ConsumerSeen { group: g(), consumer: bulk("c"), time_ms: 1 };
         assert_eq!(commands(&[group(0, "s", seen)], 0).unwrap(), vec![]);
+        let policy = GroupEffect::PolicySet { group: g(), settings: Default::default() };
+        assert_eq!(commands(&[group(0, "s", policy)], 0).unwrap(), vec![], "a policy is rill's own");
         let old = GroupEffect::Redelivered { group: g(), consumer: Bytes::new(), id: id(5), time_ms: 9, count: 4 };
         assert!(commands(&[group(0, "s", old)], 0).is_err(), "a record without the owner has no form");
     }

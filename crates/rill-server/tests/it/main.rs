@@ -35,6 +35,7 @@ mod log_format;
 mod lose_nothing;
 mod partition;
 mod persistence;
+mod policies;
 mod protected_mode;
 mod protocol;
 mod pubsub;

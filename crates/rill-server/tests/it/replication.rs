@@ -76,6 +76,11 @@ fn kind(e: &Effect) -> &'static str {
             GroupEffect::Claimed { .. } => "Claimed",
             GroupEffect::Nacked { .. } => "Nacked",
             GroupEffect::Acked { .. } => "Acked",
+            GroupEffect::PolicySet { .. } => "PolicySet",
+            GroupEffect::PolicyRestored { .. } => "PolicyRestored",
+            GroupEffect::HandedBack { .. } => "HandedBack",
+            GroupEffect::DeadLettered { .. } => "DeadLettered",
+            GroupEffect::Touched { .. } => "Touched",
         },
     }
 }

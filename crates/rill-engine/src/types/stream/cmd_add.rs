@@ -71,7 +71,7 @@ fn parse(args: &[Bytes]) -> Result<XaddRequest<'_>, CmdError> {
     Ok(XaddRequest { key, options, id, fields: FlatFields(field_args) })
 }
 
-fn xadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+pub(super) fn xadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let req = parse(args)?;
     execute(engine, ctx, req, args)
 }

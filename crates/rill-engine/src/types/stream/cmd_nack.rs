@@ -14,6 +14,8 @@
 use super::args::{self, is};
 use super::group::GroupEffect;
 use super::pel::DELIVERY_COUNT_MAX;
+use super::policy::Release;
+use super::policy_act::{end_attempt, Ending};
 use super::StreamId;
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::util::parse_i64;
@@ -112,6 +114,9 @@ fn xnack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         .collect::<Result<Vec<StreamId>, _>>()?;
 
     let stream = args::group_stream(engine, ctx, key, group, || args::no_key_or_group(key, group))?;
+    if stream.group(group).is_some_and(|g| g.policy().is_some()) {
+        return Ok(Reply::Integer(nack_with_policy(engine, ctx, key, group, &ids, mode, retry_count, force) as i64));
+    }
     let mut released = 0u64;
     let mut effects = Vec::new();
     for id in ids {
@@ -131,4 +136,50 @@ fn xnack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         engine.signal_ready(ctx.db, key);
     }
     Ok(Reply::Integer(released as i64))
+}
+
+/// XNACK on a group with a policy (policies spec §3, §5): each pending entry's attempt ends
+/// there — FAIL and SILENT hand it back after its backoff (or dead-letter it at MAXDELIVER),
+/// FATAL dead-letters it at once. FORCE first makes a record for an entry not pending (count
+/// 0, released). Returns the entries acted on.
+#[allow(clippy::too_many_arguments)]
+fn nack_with_policy(
+    engine: &mut Engine,
+    ctx: &mut CallCtx,
+    key: &Bytes,
+    group: &Bytes,
+    ids: &[StreamId],
+    mode: Mode,
+    retry_count: Option<u64>,
+    force: bool,
+) -> u64 {
+    let mut acted = 0u64;
+    for &id in ids {
+        let Ok(Some(stream)) = args::write_stream(engine, ctx, key) else { break };
+        let current = match stream.group(group).and_then(|g| g.pel().get(id)) {
+            Some(p) => p.delivery_count,
+            None if force && stream.contains(id) => {
+                let count = mode.count(0, retry_count);
+                let effect = stream.apply_group(GroupEffect::Nacked { group: group.clone(), id, count });
+                ctx.emit_group(key, [effect]);
+                engine.count_changes(1);
+                acted += 1;
+                continue;
+            }
+            None => continue,
+        };
+        let how = match (mode, retry_count) {
+            (Mode::Fatal, None) => Ending::Fatal,
+            _ => Ending::Failed(Release::Nack, None),
+        };
+        if end_attempt(engine, ctx, key, group, id, how, Some(mode.count(current, retry_count))) {
+            acted += 1;
+        }
+    }
+    ctx.explicit();
+    if acted > 0 {
+        engine.signal_ready(ctx.db, key);
+        engine.arm_policy(ctx.db, key, group);
+    }
+    acted
 }

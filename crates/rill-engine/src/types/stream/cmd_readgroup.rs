@@ -251,6 +251,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 }
             }
         }
+        let policy = stream.group(&req.group).is_some_and(|g| g.policy().is_some());
         // Redis counts one change per stream that delivered or claimed something (history
         // re-reads are too minor to count), plus a consumer creation.
         let this_stream = effects.get(before..).unwrap_or_default();
@@ -262,6 +263,9 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             engine.record_event(ctx.db, key, KeyEvent::XGroupCreateConsumer);
         }
         ctx.emit_group(key, effects.drain(before..));
+        if policy {
+            engine.arm_policy(ctx.db, key, &req.group);
+        }
     }
 
     if !served.is_empty() {
@@ -382,13 +386,15 @@ fn new_entries(
     effects: &mut Vec<GroupEffect>,
 ) -> Option<Reply> {
     let last_delivered = stream.group(&req.group)?.last_delivered_id;
-    // No entry can be above the last generated ID.
-    if stream.last_generated_id() <= last_delivered {
-        return None;
-    }
-    let start = last_delivered.next()?;
     let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
     let mut out = reply::EntriesBuilder::with_capacity(count);
+    // A group with a policy serves its hand-back queue first (policies spec §4).
+    handed_back(stream, req, now_ms, count, budget, &mut out, effects);
+    let served = out.len();
+    // No entry can be above the last generated ID.
+    let Some(start) = last_delivered.next().filter(|_| stream.last_generated_id() > last_delivered) else {
+        return (served > 0).then(|| out.finish());
+    };
     let mut ids: Vec<StreamId> = Vec::with_capacity(count.min(16));
     cmd_range::forward(stream, start, StreamId::MAX, count, &mut out, |id, size| {
         let ok = budget.take(|| size as u64);
@@ -398,8 +404,8 @@ fn new_entries(
         ok
     });
     // An entry that failed to decode was admitted but not added.
-    ids.truncate(out.len());
-    if ids.is_empty() {
+    ids.truncate(out.len() - served);
+    if out.len() == 0 {
         return None;
     }
     for id in ids {
@@ -415,6 +421,62 @@ fn new_entries(
         }));
     }
     Some(out.finish())
+}
+
+/// The hand-back queue of a group with a policy, first in a `>` read (policies spec §4): its
+/// entries in ID order, while `count` and `budget` allow, each claimed by the reader (a
+/// delivery counted). An entry whose payload is gone leaves the PEL (as XAUTOCLAIM drops it).
+/// A NOACK read takes nothing from the queue (it would leave nothing to redeliver).
+fn handed_back(
+    stream: &mut Stream,
+    req: &Request,
+    now_ms: i64,
+    count: usize,
+    budget: &mut Budget,
+    out: &mut reply::EntriesBuilder,
+    effects: &mut Vec<GroupEffect>,
+) {
+    if req.noack {
+        return;
+    }
+    let Some(p) = stream.groups.get_mut(&req.group).and_then(|g| g.policy_mut()) else { return };
+    p.promote_due(now_ms);
+    let ready: Vec<StreamId> = p.ready().take(count).collect();
+    if ready.is_empty() {
+        return;
+    }
+    let mut picks: Vec<(StreamId, u64)> = Vec::with_capacity(ready.len());
+    let mut gone = Vec::new();
+    if let Some(g) = stream.group(&req.group) {
+        let mut lookup = stream.lookup();
+        for id in ready {
+            if out.len() >= count {
+                break;
+            }
+            let Some(size) = out.push_found(&mut lookup, id, 0) else {
+                gone.push(id);
+                continue;
+            };
+            if !budget.take(|| size as u64) {
+                out.pop(size);
+                break;
+            }
+            picks.push((id, g.pel().get(id).map_or(0, |e| e.delivery_count)));
+        }
+    }
+    for id in gone {
+        effects.push(stream.apply_group(GroupEffect::Acked { group: req.group.clone(), id }));
+    }
+    for (id, n) in picks {
+        effects.push(stream.apply_group(GroupEffect::Claimed {
+            group: req.group.clone(),
+            consumer: req.consumer.clone(),
+            id,
+            time_ms: now_ms,
+            count: bump(n),
+            active_ms: now_ms,
+        }));
+    }
 }
 
 /// A `>` read with CLAIM: pending entries idle for `min_idle` ms first, then new entries, all

@@ -29,6 +29,7 @@
 //! expressed as [`GroupEffect::Acked`] records.
 
 use super::pel::{OwnerId, Pel, DELIVERY_COUNT_MAX};
+use super::policy::{Policy, PolicyState, Release, Settings};
 use super::{Stream, StreamId};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -65,11 +66,24 @@ pub struct ConsumerGroup {
     pel: Pel,
     /// Consumers by name.
     consumers: BTreeMap<Bytes, Consumer>,
+    /// rill's policy (`RILL.GROUP SET`); `None`: the group behaves as Redis' exactly.
+    policy: Option<Box<Policy>>,
 }
 
 impl ConsumerGroup {
     fn new(last_delivered_id: StreamId, entries_read: Option<u64>) -> ConsumerGroup {
-        ConsumerGroup { last_delivered_id, entries_read, pel: Pel::default(), consumers: BTreeMap::new() }
+        ConsumerGroup { last_delivered_id, entries_read, pel: Pel::default(), consumers: BTreeMap::new(), policy: None }
+    }
+
+    /// The group's policy, if it has one.
+    pub fn policy(&self) -> Option<&Policy> {
+        self.policy.as_deref()
+    }
+
+    /// The group's policy, to move delayed entries whose time has come into its hand-back
+    /// queue ([`Policy::promote_due`], which changes nothing observable).
+    pub fn policy_mut(&mut self) -> Option<&mut Policy> {
+        self.policy.as_deref_mut()
     }
 
     /// The group PEL.
@@ -128,7 +142,9 @@ impl ConsumerGroup {
     /// Check the PEL indexes and that consumers and PEL slots match one to one.
     pub fn validate(&self) -> bool {
         let mut slots = BTreeSet::new();
-        self.pel.validate()
+        let released = || self.pel.claim_order().filter(|(_, p)| p.owner.is_none()).map(|(id, _)| id).collect();
+        self.policy.as_ref().is_none_or(|p| p.validate(&released()))
+            && self.pel.validate()
             && self
                 .consumers
                 .iter()
@@ -172,6 +188,45 @@ pub enum GroupEffect {
     Nacked { group: Bytes, id: StreamId, count: u64 },
     /// `id` is no longer pending: XACK, XACKDEL, DELREF, or a claim finding its payload gone.
     Acked { group: Bytes, id: StreamId },
+    /// RILL.GROUP SET / UNSET: the group's policy settings are now `settings` (the group gets
+    /// a policy if it had none; its released entries join the hand-back queue).
+    PolicySet { group: Bytes, settings: Settings },
+    /// A snapshot's policy state (counters, delays, first deliveries), after its `PolicySet`.
+    PolicyRestored { group: Bytes, state: PolicyState },
+    /// A policy released `id` (no owner, count `count`), deliverable again at `ready_at_ms`
+    /// (0: at once); `why` counts it.
+    HandedBack { group: Bytes, id: StreamId, count: u64, ready_at_ms: i64, why: Release },
+    /// A policy moved `id` to the dead-letter stream (the XADD is the effect before this one):
+    /// it leaves the PEL.
+    DeadLettered { group: Bytes, id: StreamId },
+    /// RILL.TOUCH: the deadline of `id`, owned by `consumer`, restarts at `time_ms`; its count
+    /// (`count`, unchanged) is spelled out for a Redis replica's XCLAIM.
+    Touched { group: Bytes, consumer: Bytes, id: StreamId, time_ms: i64, count: u64 },
+}
+
+impl GroupEffect {
+    /// The group the effect changes.
+    pub fn group(&self) -> &Bytes {
+        match self {
+            GroupEffect::GroupCreated { group, .. }
+            | GroupEffect::GroupDestroyed { group }
+            | GroupEffect::SetId { group, .. }
+            | GroupEffect::LastIdRaised { group, .. }
+            | GroupEffect::ConsumerCreated { group, .. }
+            | GroupEffect::ConsumerSeen { group, .. }
+            | GroupEffect::ConsumerDeleted { group, .. }
+            | GroupEffect::Delivered { group, .. }
+            | GroupEffect::Redelivered { group, .. }
+            | GroupEffect::Claimed { group, .. }
+            | GroupEffect::Nacked { group, .. }
+            | GroupEffect::Acked { group, .. }
+            | GroupEffect::PolicySet { group, .. }
+            | GroupEffect::PolicyRestored { group, .. }
+            | GroupEffect::HandedBack { group, .. }
+            | GroupEffect::DeadLettered { group, .. }
+            | GroupEffect::Touched { group, .. } => group,
+        }
+    }
 }
 
 /// A consumer group as a snapshot describes it, for [`Stream::restore_group`].
@@ -331,6 +386,10 @@ impl Stream {
         for &id in ids {
             if g.pel.remove(id) {
                 acked += 1;
+                if let Some(p) = g.policy.as_deref_mut() {
+                    p.forget(id);
+                    p.counters.acked += 1;
+                }
                 #[cfg(test)]
                 EFFECT_LOG.with(|log| log.borrow_mut().push(GroupEffect::Acked { group: group.clone(), id }));
             }
@@ -380,6 +439,11 @@ impl Stream {
             GroupEffect::ConsumerDeleted { group, consumer } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     if let Some(c) = g.consumers.remove(consumer) {
+                        if let Some(p) = g.policy.as_deref_mut() {
+                            for id in g.pel.owned_ids(c.owner, std::ops::Bound::Unbounded) {
+                                p.forget(id);
+                            }
+                        }
                         g.pel.remove_owner(c.owner);
                     }
                 }
@@ -391,26 +455,93 @@ impl Stream {
                     if !*noack {
                         g.own(*id, consumer, *time_ms, 1, *time_ms);
                     }
+                    if let Some(p) = g.policy.as_deref_mut() {
+                        p.counters.delivered += 1;
+                        p.forget(*id);
+                        if !*noack {
+                            p.delivered(*id, *time_ms);
+                        }
+                    }
                 }
             }
             GroupEffect::Redelivered { group, id, time_ms, count, .. } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.pel.touch(*id, *time_ms, *count);
+                    if let Some(p) = g.policy.as_deref_mut() {
+                        p.counters.redelivered += 1;
+                    }
                 }
             }
             GroupEffect::Claimed { group, consumer, id, time_ms, count, active_ms } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.own(*id, consumer, *time_ms, *count, *active_ms);
+                    if let Some(p) = g.policy.as_deref_mut() {
+                        p.counters.redelivered += 1;
+                        p.delivered(*id, *time_ms);
+                    }
                 }
             }
             GroupEffect::Nacked { group, id, count } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.pel.set_nacked(*id, *count);
+                    if let Some(p) = g.policy.as_deref_mut() {
+                        p.counters.nacked += 1;
+                        p.released(*id, 0);
+                    }
                 }
             }
             GroupEffect::Acked { group, id } => {
                 if let Some(g) = self.groups.get_mut(group) {
-                    g.pel.remove(*id);
+                    if g.pel.remove(*id) {
+                        if let Some(p) = g.policy.as_deref_mut() {
+                            p.forget(*id);
+                            p.counters.acked += 1;
+                        }
+                    }
+                }
+            }
+            GroupEffect::PolicySet { group, settings } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    match g.policy.as_deref_mut() {
+                        Some(p) => p.settings = settings.clone(),
+                        None => {
+                            let released = g.pel.claim_order().filter(|(_, e)| e.owner.is_none()).map(|(id, _)| id);
+                            g.policy = Some(Box::new(Policy::new(settings.clone(), released)));
+                        }
+                    }
+                }
+            }
+            GroupEffect::PolicyRestored { group, state } => {
+                if let Some(p) = self.groups.get_mut(group).and_then(|g| g.policy.as_deref_mut()) {
+                    p.restore(state);
+                }
+            }
+            GroupEffect::HandedBack { group, id, count, ready_at_ms, why } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.pel.set_nacked(*id, *count);
+                    if let Some(p) = g.policy.as_deref_mut() {
+                        match why {
+                            Release::Deadline => p.counters.handed_back += 1,
+                            Release::Nack => p.counters.nacked += 1,
+                            Release::DeadLetterFailed => p.counters.dead_letter_failures += 1,
+                        }
+                        p.released(*id, *ready_at_ms);
+                    }
+                }
+            }
+            GroupEffect::DeadLettered { group, id } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    if g.pel.remove(*id) {
+                        if let Some(p) = g.policy.as_deref_mut() {
+                            p.forget(*id);
+                            p.counters.dead_lettered += 1;
+                        }
+                    }
+                }
+            }
+            GroupEffect::Touched { group, id, time_ms, count, .. } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.pel.touch(*id, *time_ms, *count);
                 }
             }
         }

@@ -25,6 +25,8 @@ pub mod group;
 pub mod id;
 pub mod idmp;
 pub mod pel;
+pub mod policy;
+pub mod policy_act;
 
 mod args;
 mod cmd_ack;
@@ -37,6 +39,7 @@ mod cmd_idmp_record;
 mod cmd_info;
 mod cmd_nack;
 mod cmd_pending;
+mod cmd_policy;
 mod cmd_range;
 mod cmd_read;
 mod cmd_readgroup;
@@ -88,6 +91,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd_config::XCFGSET,
     cmd_idmp_record::XIDMPRECORD,
     cmd_info::XINFO,
+    cmd_policy::RILL_GROUP,
+    cmd_policy::RILL_NACK,
+    cmd_policy::RILL_TOUCH,
 ];
 
 /// One entry as returned by reads: its ID and its field/value pairs in the order given to

@@ -254,6 +254,11 @@ impl Pel {
             .filter_map(|id| self.get(id).map(|e| (id, e)))
     }
 
+    /// Owned entries, oldest delivery first: (delivery time ms, ID). O(log n) to start.
+    pub fn owned_by_time(&self) -> impl Iterator<Item = (i64, StreamId)> + '_ {
+        self.delivered.iter().map(|((key, id), ())| (key >> TIE_BITS, id))
+    }
+
     // -----------------------------------------------------------------------------------------
     // Owners (consumers)
     // -----------------------------------------------------------------------------------------

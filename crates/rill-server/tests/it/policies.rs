@@ -1,0 +1,388 @@
+//! Group policies (docs/spec/policies.md) through a real client (the `redis` crate) and the raw
+//! client: a crashed consumer's entries handed back by ACKWAIT to a reader of `>` only, a
+//! poison entry dead-lettered after exactly MAXDELIVER attempts with its provenance, BACKOFF
+//! and RILL.NACK DELAY, RILL.TOUCH, every bad input with its error (and a rejected SET changing
+//! nothing), and the policies' state across kill -9, a log rewrite and a snapshot.
+
+use rill_testkit::{escape, Proc, RawClient, Server, TempDir, Value};
+use std::time::{Duration, Instant};
+
+fn redis_client(server: &Server) -> redis::Connection {
+    redis::Client::open(server.url()).unwrap().get_connection().unwrap()
+}
+
+/// `RILL.GROUP INFO` as (name, value) pairs, values as text (arrays joined by commas).
+fn info(c: &mut RawClient, key: &str, group: &str) -> Vec<(String, String)> {
+    let v = c.cmd_value(&["RILL.GROUP", "INFO", key, group]);
+    let items = v.as_array().unwrap_or_else(|| panic!("{v:?}")).to_vec();
+    items
+        .chunks(2)
+        .map(|kv| {
+            let text = |v: &Value| match v {
+                Value::Int(n) => n.to_string(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| if let Value::Int(n) = i { n.to_string() } else { String::new() })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.as_str().unwrap_or_default().to_string(),
+            };
+            (text(&kv[0]), text(&kv[1]))
+        })
+        .collect()
+}
+
+fn field(pairs: &[(String, String)], name: &str) -> String {
+    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap_or_else(|| panic!("no {name} in {pairs:?}"))
+}
+
+fn ok(c: &mut RawClient, args: &[&str]) {
+    let r = c.cmd(args);
+    assert_eq!(r, b"+OK\r\n", "{args:?}: {}", escape(&r));
+}
+
+/// A consumer crashes holding 50 entries; a second consumer, blocked on `>` only, gets all
+/// of them once their ack deadline passes (woken by the hand-back), each as a second delivery.
+#[test]
+fn a_crashed_consumers_entries_reach_a_reader_of_new_entries_after_ackwait() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "ACKWAIT", "300"]);
+    let mut ids = Vec::new();
+    let mut con = redis_client(&server);
+    for i in 0..50 {
+        let id: String = redis::cmd("XADD").arg("s").arg("*").arg("n").arg(i).query(&mut con).unwrap();
+        ids.push(id);
+    }
+    let read = |con: &mut redis::Connection, consumer: &str, block: Option<u64>| -> Vec<String> {
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP").arg("g").arg(consumer).arg("COUNT").arg(100);
+        if let Some(ms) = block {
+            cmd.arg("BLOCK").arg(ms);
+        }
+        let reply: redis::Value = cmd.arg("STREAMS").arg("s").arg(">").query(con).unwrap();
+        let mut got = Vec::new();
+        if let redis::Value::Array(streams) = reply {
+            for s in streams {
+                let redis::Value::Array(kv) = s else { continue };
+                let Some(redis::Value::Array(entries)) = kv.get(1) else { continue };
+                for e in entries {
+                    if let redis::Value::Array(e) = e {
+                        if let Some(redis::Value::BulkString(id)) = e.first() {
+                            got.push(String::from_utf8_lossy(id).into_owned());
+                        }
+                    }
+                }
+            }
+        }
+        got
+    };
+    let crashed = read(&mut con, "crashed", None);
+    assert_eq!(crashed, ids);
+    let delivered_at = Instant::now();
+    // Nothing new yet: the rescuer blocks, and is woken by the hand-back.
+    let mut rescuer = redis_client(&server);
+    let rescued = read(&mut rescuer, "rescuer", Some(5000));
+    let waited = delivered_at.elapsed();
+    assert_eq!(rescued, ids, "handed back in ID order, all of them");
+    assert!(waited >= Duration::from_millis(280), "handed back before the deadline: {waited:?}");
+    let pending: redis::Value =
+        redis::cmd("XPENDING").arg("s").arg("g").arg("-").arg("+").arg(100).query(&mut con).unwrap();
+    let redis::Value::Array(rows) = pending else { panic!("{pending:?}") };
+    assert_eq!(rows.len(), 50);
+    for row in rows {
+        let redis::Value::Array(row) = row else { panic!() };
+        assert_eq!(row.get(1), Some(&redis::Value::BulkString(b"rescuer".to_vec())));
+        assert_eq!(row.get(3), Some(&redis::Value::Int(2)), "a second delivery");
+    }
+    let i = info(&mut c, "s", "g");
+    assert_eq!(field(&i, "handed-back"), "50");
+    assert_eq!(field(&i, "redelivered"), "50");
+    assert_eq!(field(&i, "delivered"), "50");
+    // The old owner's late XACK still acks (as in Redis and JetStream).
+    let acked: i64 = redis::cmd("XACK").arg("s").arg("g").arg(&ids[0]).query(&mut con).unwrap();
+    assert_eq!(acked, 1);
+    assert_eq!(field(&info(&mut c, "s", "g"), "acked"), "1");
+}
+
+/// A poison entry: MAXDELIVER 3, each attempt ends in XNACK FAIL; the third failure moves it
+/// to the dead-letter stream (waking its blocked reader) with its fields and provenance, and
+/// it leaves the PEL; the other entry is untouched.
+#[test]
+fn a_poison_entry_is_dead_lettered_after_exactly_maxdeliver_attempts() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "orders", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "orders", "g", "MAXDELIVER", "3"]);
+    c.cmd(&["XADD", "orders", "1-1", "sku", "A", "qty", "2"]);
+    c.cmd(&["XADD", "orders", "2-1", "sku", "B"]);
+    // A reader of the dead-letter stream, blocked before anything is there.
+    let mut dlq_reader = server.connect();
+    dlq_reader.send_command(&[b"XREAD", b"BLOCK", b"10000", b"STREAMS", b"{orders}:dlq", b"$"]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    for attempt in 1..=3 {
+        let r = c.cmd(&["XREADGROUP", "GROUP", "g", "w", "COUNT", "1", "STREAMS", "orders", ">"]);
+        assert!(escape(&r).contains("1-1"), "attempt {attempt}: {}", escape(&r));
+        assert_eq!(c.cmd(&["XLEN", "{orders}:dlq"]), b":0\r\n", "not before the last attempt");
+        assert_eq!(c.cmd(&["XNACK", "orders", "g", "FAIL", "IDS", "1", "1-1"]), b":1\r\n");
+    }
+    let woke = escape(&dlq_reader.read_reply().unwrap());
+    assert!(woke.contains("rill-reason"), "{woke}");
+    let entries = c.cmd_value(&["XRANGE", "{orders}:dlq", "-", "+"]);
+    let entries = entries.as_array().unwrap();
+    assert_eq!(entries.len(), 1);
+    let fields: Vec<String> =
+        entries[0].as_array().unwrap()[1].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    assert_eq!(&fields[..4], ["sku", "A", "qty", "2"], "the original fields first, in order");
+    let prov: Vec<(&str, &str)> = fields[4..].chunks(2).map(|kv| (kv[0].as_str(), kv[1].as_str())).collect();
+    let names: Vec<&str> = prov.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        names,
+        [
+            "rill-source-stream",
+            "rill-source-id",
+            "rill-group",
+            "rill-consumer",
+            "rill-deliveries",
+            "rill-reason",
+            "rill-first-delivery-ms",
+            "rill-last-delivery-ms"
+        ]
+    );
+    assert_eq!(
+        &prov[..6],
+        [
+            ("rill-source-stream", "orders"),
+            ("rill-source-id", "1-1"),
+            ("rill-group", "g"),
+            ("rill-consumer", "w"),
+            ("rill-deliveries", "3"),
+            ("rill-reason", "maxdeliver")
+        ]
+    );
+    // Out of the PEL; the source entry stays in the stream.
+    assert_eq!(c.cmd(&["XPENDING", "orders", "g", "-", "+", "10"]), b"*0\r\n");
+    assert_eq!(c.cmd(&["XLEN", "orders"]), b":2\r\n");
+    let i = info(&mut c, "orders", "g");
+    assert_eq!((field(&i, "dead-lettered").as_str(), field(&i, "nacked").as_str()), ("1", "2"));
+    // The next `>` read goes on with the other entry.
+    let r = c.cmd(&["XREADGROUP", "GROUP", "g", "w", "COUNT", "5", "STREAMS", "orders", ">"]);
+    assert!(escape(&r).contains("2-1") && !escape(&r).contains("1-1"), "{}", escape(&r));
+    // XNACK FATAL dead-letters at once, reason fatal; a DLQ of another type fails the move,
+    // which leaves the entry pending and counts the failure.
+    ok(&mut c, &["SET", "taken", "x"]);
+    let e = c.cmd(&["RILL.GROUP", "SET", "orders", "g", "DEADLETTER", "taken"]);
+    assert!(escape(&e).starts_with("-ERR DEADLETTER names a key"), "{}", escape(&e));
+    assert_eq!(c.cmd(&["XNACK", "orders", "g", "FATAL", "IDS", "1", "2-1"]), b":1\r\n");
+    let last = escape(&c.cmd(&["XREVRANGE", "{orders}:dlq", "+", "-", "COUNT", "1"]));
+    assert!(last.contains("fatal") && last.contains("2-1"), "{last}");
+}
+
+/// BACKOFF delays a failed entry; RILL.NACK DELAY overrides the schedule; DELAY 0 is at once;
+/// a blocked `>` reader is woken when the delay ends.
+#[test]
+fn backoff_and_nack_delay_hold_an_entry_back_for_their_time() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "BACKOFF", "400,800"]);
+    c.cmd(&["XADD", "s", "1-1", "f", "v"]);
+    let read = |c: &mut RawClient, block: &str| {
+        let args = ["XREADGROUP", "GROUP", "g", "w", "BLOCK", block, "STREAMS", "s", ">"];
+        escape(&c.cmd(&args))
+    };
+    let first = read(&mut c, "100");
+    assert!(first.contains("1-1"), "{first}");
+    let failed_at = Instant::now();
+    assert_eq!(c.cmd(&["RILL.NACK", "s", "g", "IDS", "1", "1-1"]), b":1\r\n");
+    // Waiting out its first backoff value: not served to a non-blocking read.
+    let none = c.cmd(&["XREADGROUP", "GROUP", "g", "w", "STREAMS", "s", ">"]);
+    assert_eq!(none, b"*-1\r\n", "{}", escape(&none));
+    assert_eq!(field(&info(&mut c, "s", "g"), "delayed"), "1");
+    let r = read(&mut c, "5000");
+    let waited = failed_at.elapsed();
+    assert!(r.contains("1-1"), "{r}");
+    assert!(waited >= Duration::from_millis(380), "served after {waited:?}");
+    // An explicit delay overrides the schedule; DELAY 0 hands it back at once.
+    assert_eq!(c.cmd(&["RILL.NACK", "s", "g", "DELAY", "0", "IDS", "1", "1-1"]), b":1\r\n");
+    assert!(read(&mut c, "100").contains("1-1"));
+    let failed_at = Instant::now();
+    assert_eq!(c.cmd(&["RILL.NACK", "s", "g", "DELAY", "150", "IDS", "1", "1-1"]), b":1\r\n");
+    assert!(read(&mut c, "5000").contains("1-1"));
+    let waited = failed_at.elapsed();
+    assert!(waited >= Duration::from_millis(140) && waited < Duration::from_millis(700), "{waited:?}");
+}
+
+/// RILL.TOUCH restarts the deadline of entries the consumer owns, without a delivery; ids it
+/// does not own are not counted.
+#[test]
+fn touch_keeps_an_entry_from_being_handed_back() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "ACKWAIT", "400"]);
+    c.cmd(&["XADD", "s", "1-1", "f", "v"]);
+    c.cmd(&["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"]);
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(c.cmd(&["RILL.TOUCH", "s", "g", "alice", "IDS", "2", "1-1", "9-9"]), b":1\r\n");
+    }
+    assert_eq!(c.cmd(&["RILL.TOUCH", "s", "g", "bob", "IDS", "1", "1-1"]), b":0\r\n");
+    let p = c.cmd_value(&["XPENDING", "s", "g", "-", "+", "10"]);
+    let row = p.as_array().unwrap()[0].as_array().unwrap().to_vec();
+    assert_eq!((row[1].as_str(), &row[3]), (Some("alice"), &Value::Int(1)), "still alice's, one delivery: {p:?}");
+    std::thread::sleep(Duration::from_millis(600));
+    let p = escape(&c.cmd(&["XPENDING", "s", "g", "-", "+", "10"]));
+    assert!(!p.contains("alice"), "handed back once not touched: {p}");
+}
+
+/// Every bad input gets its error, and a rejected SET changes nothing.
+#[test]
+fn bad_policy_input_is_refused_and_changes_nothing() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    let err = |c: &mut RawClient, args: &[&str]| {
+        let r = c.cmd(args);
+        assert!(r.starts_with(b"-"), "{args:?}: {}", escape(&r));
+        String::from_utf8_lossy(&r).trim_end().to_string()
+    };
+    assert_eq!(err(&mut c, &["RILL.GROUP", "GET", "nokey", "g"]), "-NOGROUP No such key 'nokey' or consumer group 'g'");
+    ok(&mut c, &["SET", "str", "x"]);
+    assert!(err(&mut c, &["RILL.GROUP", "SET", "str", "g", "MAXDELIVER", "1"]).starts_with("-WRONGTYPE"));
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    assert_eq!(
+        err(&mut c, &["RILL.GROUP", "SET", "s", "nog", "MAXDELIVER", "1"]),
+        "-NOGROUP No such key 's' or consumer group 'nog'"
+    );
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "MAXDELIVER", "4", "ACKWAIT", "1000"]);
+    let before = info(&mut c, "s", "g");
+    for (args, want) in [
+        (vec!["MAXDELIVER", "-1"], "-ERR MAXDELIVER must be 0 (off) or a positive integer"),
+        (vec!["ACKWAIT", "soon"], "-ERR ACKWAIT must be 0 (off) or a positive integer (milliseconds)"),
+        (
+            vec!["BACKOFF", "10,,20"],
+            "-ERR BACKOFF must be 1 to 32 comma-separated non-negative integers (milliseconds)",
+        ),
+        (vec!["DEADLETTER", "s"], "-ERR DEADLETTER may not name the stream itself"),
+        (vec!["DEADLETTER", "str"], "-ERR DEADLETTER names a key that holds a value other than a stream"),
+        (vec!["ORDERBY", "sym"], "-ERR ORDERBY is not supported by this version of rill"),
+        (vec!["NOSUCH", "1"], "-ERR syntax error"),
+        (vec!["MAXDELIVER"], "-ERR syntax error"),
+    ] {
+        // A good pair first: all-or-nothing means it is not applied either.
+        let mut full = vec!["RILL.GROUP", "SET", "s", "g", "MAXDELIVER", "9"];
+        full.extend(args);
+        assert_eq!(err(&mut c, &full), want, "{full:?}");
+    }
+    let too_many = vec!["1"; 33].join(",");
+    assert!(err(&mut c, &["RILL.GROUP", "SET", "s", "g", "BACKOFF", &too_many]).starts_with("-ERR BACKOFF"));
+    assert_eq!(info(&mut c, "s", "g"), before, "nothing changed");
+    assert_eq!(
+        err(&mut c, &["RILL.GROUP", "SET", "s", "g"]),
+        "-ERR wrong number of arguments for 'rill.group|set' command"
+    );
+    assert!(err(&mut c, &["RILL.GROUP", "NOPE"]).starts_with("-ERR unknown subcommand 'NOPE'"));
+    assert_eq!(err(&mut c, &["RILL.NACK", "s", "g", "IDS", "0", "1-1"]), "-ERR numids must be a positive integer");
+    assert_eq!(err(&mut c, &["RILL.NACK", "s", "g", "IDS", "2", "1-1"]), "-ERR number of IDs doesn't match numids");
+    assert_eq!(
+        err(&mut c, &["RILL.NACK", "s", "g", "DELAY", "-5", "IDS", "1", "1-1"]),
+        "-ERR DELAY must be 0 (off) or a positive integer (milliseconds)"
+    );
+    assert_eq!(
+        err(&mut c, &["RILL.NACK", "s", "g", "IDS", "1", "bad"]),
+        "-ERR Invalid stream ID specified as stream command argument"
+    );
+    ok(&mut c, &["XGROUP", "CREATE", "s", "plain", "$"]);
+    assert_eq!(
+        err(&mut c, &["RILL.NACK", "s", "plain", "DELAY", "10", "IDS", "1", "1-1"]),
+        "-ERR DELAY needs a group with a policy (RILL.GROUP SET)"
+    );
+    assert!(err(&mut c, &["RILL.TOUCH", "s", "g", "c", "IDS"]).contains("wrong number of arguments"));
+    // UNSET returns options to their defaults; a group without a policy reads as defaults.
+    ok(&mut c, &["RILL.GROUP", "UNSET", "s", "g", "MAXDELIVER", "ackwait"]);
+    let after = info(&mut c, "s", "g");
+    assert_eq!((field(&after, "maxdeliver").as_str(), field(&after, "ackwait").as_str()), ("0", "0"));
+    assert_eq!(field(&info(&mut c, "s", "plain"), "deadletter"), "{s}:dlq");
+    // The command table documents them.
+    let docs = escape(&c.cmd(&["COMMAND", "DOCS", "rill.group"]));
+    assert!(docs.contains("rill.group|set") && docs.contains("policy"), "{docs}");
+    assert!(escape(&c.cmd(&["COMMAND", "INFO", "rill.nack"])).contains("rill.nack"));
+}
+
+/// A policy's settings, counters and delays come back after kill -9 (from the log), after a
+/// log rewrite (from its base snapshot) and from an RDB snapshot alone.
+#[test]
+fn policies_survive_kill_9_a_rewrite_and_a_snapshot() {
+    let dir = TempDir::new("policies-restart");
+    let start = || Proc::start(dir.path(), &["--appendonly", "yes", "--appendfsync", "always"]);
+    let server = start();
+    let mut c = server.client();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(
+        &mut c,
+        &[
+            "RILL.GROUP",
+            "SET",
+            "s",
+            "g",
+            "ACKWAIT",
+            "600000",
+            "BACKOFF",
+            "600000",
+            "MAXDELIVER",
+            "5",
+            "DEADLETTER",
+            "dead",
+        ],
+    );
+    for id in ["1-1", "2-1", "3-1"] {
+        c.cmd(&["XADD", "s", id, "f", "v"]);
+    }
+    c.cmd(&["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"]);
+    c.cmd(&["XACK", "s", "g", "3-1"]);
+    assert_eq!(c.cmd(&["RILL.NACK", "s", "g", "IDS", "1", "1-1"]), b":1\r\n");
+    let state = |c: &mut RawClient| {
+        let mut i = info(c, "s", "g");
+        i.retain(|(k, _)| k != "oldest-pending-ms");
+        // Each pending entry without its idle time (which goes on counting).
+        let p = c.cmd_value(&["XPENDING", "s", "g", "-", "+", "10"]);
+        let rows: Vec<String> = p
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let r = r.as_array().unwrap();
+                format!("{:?} {:?} {:?}", r[0], r[1], r[3])
+            })
+            .collect();
+        (i, rows)
+    };
+    let before = state(&mut c);
+    assert_eq!(field(&before.0, "delayed"), "1");
+    server.kill9();
+    let server = start();
+    let mut c = server.client();
+    assert_eq!(state(&mut c), before, "after kill -9 (log replay)");
+    ok(&mut c, &["SET", "x", "1"]);
+    c.cmd(&["BGREWRITEAOF"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let busy = |c: &mut RawClient| {
+        let p = String::from_utf8_lossy(&c.cmd(&["INFO", "persistence"])).into_owned();
+        p.contains("aof_rewrite_in_progress:1") || p.contains("aof_rewrite_scheduled:1")
+    };
+    while busy(&mut c) {
+        assert!(Instant::now() < deadline, "rewrite did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.kill9();
+    let server = start();
+    let mut c = server.client();
+    assert_eq!(state(&mut c), before, "after a rewrite (base snapshot)");
+    ok(&mut c, &["SAVE"]);
+    server.kill9();
+    std::fs::remove_dir_all(dir.path().join("appendonlydir")).unwrap();
+    let server = Proc::start(dir.path(), &[]);
+    let mut c = server.client();
+    assert_eq!(state(&mut c), before, "from the RDB snapshot alone");
+}
