@@ -386,3 +386,80 @@ fn policies_survive_kill_9_a_rewrite_and_a_snapshot() {
     let mut c = server.client();
     assert_eq!(state(&mut c), before, "from the RDB snapshot alone");
 }
+
+/// A rill replica gets the policy and every action as its primary's records and never acts
+/// itself (its counters equal the primary's); promoted mid-policy, it enforces the deadline of
+/// an entry its old primary delivered. A full sync carries the policy in the snapshot.
+#[test]
+fn a_rill_replica_holds_the_policy_without_acting_and_enforces_it_once_promoted() {
+    use crate::replica_link::wait_caught_up;
+    let (p_server, r_server, late_server) = (Server::rill(), Server::rill(), Server::rill());
+    let (mut p, mut r, mut late) = (p_server.connect(), r_server.connect(), late_server.connect());
+    assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &p_server.port.to_string()]), b"+OK\r\n");
+    ok(&mut p, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut p, &["RILL.GROUP", "SET", "s", "g", "ACKWAIT", "300", "MAXDELIVER", "2"]);
+    p.cmd(&["XADD", "s", "1-1", "f", "v"]);
+    p.cmd(&["XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    // Handed back by the primary's timer, then dead-lettered at the second deadline.
+    std::thread::sleep(Duration::from_millis(450));
+    p.cmd(&["XREADGROUP", "GROUP", "g", "b", "STREAMS", "s", ">"]);
+    std::thread::sleep(Duration::from_millis(450));
+    let settle = |p: &mut RawClient| {
+        let mut i = info(p, "s", "g");
+        i.retain(|(k, _)| k != "oldest-pending-ms");
+        i
+    };
+    let ours = settle(&mut p);
+    assert_eq!((field(&ours, "handed-back").as_str(), field(&ours, "dead-lettered").as_str()), ("1", "1"));
+    wait_caught_up(&mut p, &mut r);
+    assert_eq!(settle(&mut r), ours, "the replica holds the primary's state");
+    assert_eq!(r.cmd(&["XLEN", "{s}:dlq"]), b":1\r\n");
+    // A replica attached now gets it all through a full sync's snapshot.
+    assert_eq!(late.cmd(&["REPLICAOF", "127.0.0.1", &p_server.port.to_string()]), b"+OK\r\n");
+    wait_caught_up(&mut p, &mut late);
+    assert_eq!(settle(&mut late), ours, "through a full sync");
+    // A delivery on the primary, then the replica is promoted before its deadline: the
+    // replica did not hand it back while a replica, and does once it is the primary.
+    p.cmd(&["XADD", "s", "2-1", "f", "v"]);
+    p.cmd(&["XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    wait_caught_up(&mut p, &mut r);
+    drop(p_server);
+    assert_eq!(r.cmd(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let i = info(&mut r, "s", "g");
+        if field(&i, "handed-back") == "2" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the promoted replica never handed 2-1 back: {i:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An entry claimed explicitly (XCLAIM, XAUTOCLAIM) on a group with ACKWAIT gets a deadline
+/// from its claim, like a delivery: a claimer that dies loses it back to the group.
+#[test]
+fn claimed_entries_have_ack_deadlines_too() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    c.cmd(&["XADD", "s", "1-1", "f", "v"]);
+    c.cmd(&["XADD", "s", "2-1", "f", "v"]);
+    c.cmd(&["XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    // Released before the policy exists: they are the hand-back queue once it does.
+    assert_eq!(c.cmd(&["XNACK", "s", "g", "FAIL", "IDS", "2", "1-1", "2-1"]), b":2\r\n");
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "ACKWAIT", "300"]);
+    assert_eq!(field(&info(&mut c, "s", "g"), "handed-back-queue"), "2");
+    let claimed = escape(&c.cmd(&["XCLAIM", "s", "g", "b", "0", "1-1", "JUSTID"]));
+    assert!(claimed.contains("1-1"), "{claimed}");
+    let auto = escape(&c.cmd(&["XAUTOCLAIM", "s", "g", "b", "0", "2-1", "JUSTID"]));
+    assert!(auto.contains("2-1"), "{auto}");
+    assert_eq!(field(&info(&mut c, "s", "g"), "handed-back-queue"), "0");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while field(&info(&mut c, "s", "g"), "handed-back") != "2" {
+        assert!(Instant::now() < deadline, "claimed entries never handed back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = escape(&c.cmd(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]));
+    assert!(r.contains("1-1") && r.contains("2-1"), "{r}");
+}

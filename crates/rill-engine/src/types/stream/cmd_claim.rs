@@ -194,11 +194,16 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
             entries_out.push_stored(stream, id);
         }
     }
+    let policy = stream.group(group).is_some_and(|g| g.policy().is_some());
     engine.count_changes(changes(&effects));
     if effects.iter().any(|e| matches!(e, GroupEffect::ConsumerCreated { .. })) {
         engine.record_event(ctx.db, key, KeyEvent::XGroupCreateConsumer);
     }
     ctx.emit_group(key, effects);
+    if policy {
+        // A claimed entry's ack deadline runs from its claim (policies spec §4).
+        engine.arm_policy(ctx.db, key, group);
+    }
     Ok(if opts.justid { Reply::Array(out) } else { entries_out.finish() })
 }
 
@@ -326,11 +331,15 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             .unwrap_or(StreamId::MIN),
         None => StreamId::MIN,
     };
+    let policy = stream.group(group).is_some_and(|g| g.policy().is_some());
     engine.count_changes(changes(&effects));
     if effects.iter().any(|e| matches!(e, GroupEffect::ConsumerCreated { .. })) {
         engine.record_event(ctx.db, key, KeyEvent::XGroupCreateConsumer);
     }
     ctx.emit_group(key, effects);
+    if policy {
+        engine.arm_policy(ctx.db, key, group);
+    }
     let claimed = if justid { Reply::Array(claimed) } else { entries_out.finish() };
     Ok(Reply::Array(vec![reply::id(cursor), claimed, Reply::Array(deleted)]))
 }
