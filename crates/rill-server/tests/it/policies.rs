@@ -463,3 +463,32 @@ fn claimed_entries_have_ack_deadlines_too() {
     let r = escape(&c.cmd(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]));
     assert!(r.contains("1-1") && r.contains("2-1"), "{r}");
 }
+
+/// A claim (XCLAIM, XAUTOCLAIM, XREADGROUP ... CLAIM) of an entry that has had MAXDELIVER
+/// deliveries dead-letters it instead of delivering it again.
+#[test]
+fn a_claim_of_an_entry_at_its_limit_dead_letters_it() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "MAXDELIVER", "2"]);
+    for id in ["1-1", "2-1", "3-1"] {
+        c.cmd(&["XADD", "s", id, "f", "v"]);
+    }
+    c.cmd(&["XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"]);
+    // A second delivery of each, by claim: the limit is reached, not passed.
+    let second = escape(&c.cmd(&["XCLAIM", "s", "g", "b", "0", "1-1", "2-1", "3-1"]));
+    assert!(second.contains("1-1") && second.contains("3-1"), "{second}");
+    // The third would pass it: each claim form dead-letters instead.
+    assert_eq!(c.cmd(&["XCLAIM", "s", "g", "c", "0", "1-1", "JUSTID"]), b"*0\r\n");
+    let auto = escape(&c.cmd(&["XAUTOCLAIM", "s", "g", "c", "0", "2-1", "COUNT", "1", "JUSTID"]));
+    assert!(!auto.contains("$3\\r\\n2-1"), "{auto}");
+    let read = escape(&c.cmd(&["XREADGROUP", "GROUP", "g", "c", "CLAIM", "0", "STREAMS", "s", ">"]));
+    assert!(!read.contains("3-1"), "{read}");
+    assert_eq!(c.cmd(&["XPENDING", "s", "g", "-", "+", "10"]), b"*0\r\n");
+    let dlq = escape(&c.cmd(&["XRANGE", "{s}:dlq", "-", "+"]));
+    for id in ["1-1", "2-1", "3-1"] {
+        assert!(dlq.contains(&format!("rill-source-id\\r\\n$3\\r\\n{id}")), "{id} in {dlq}");
+    }
+    assert_eq!(field(&info(&mut c, "s", "g"), "dead-lettered"), "3");
+}

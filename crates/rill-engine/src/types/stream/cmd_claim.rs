@@ -14,7 +14,7 @@
 
 use super::args::{self, is};
 use super::group::{bump, GroupEffect};
-use super::{id, reply, Stream, StreamId};
+use super::{id, policy_act, reply, Stream, StreamId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::util::parse_i64;
 use crate::KeyEvent;
@@ -152,6 +152,8 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     // JUSTID replies with IDs; otherwise the entries go straight from the blocks into the reply.
     let mut out = Vec::new();
     let mut entries_out = reply::EntriesBuilder::with_capacity(ids.len());
+    // Entries a policy dead-letters instead of delivering again (policies spec §3).
+    let mut at_limit = Vec::new();
     for id in ids {
         let pending = stream
             .group(group)
@@ -174,6 +176,10 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
             if idle < min_idle {
                 continue;
             }
+        }
+        if policy_act::at_limit(stream, group, id) {
+            at_limit.push(id);
+            continue;
         }
         let count = match opts.retry_count {
             Some(n) => n,
@@ -203,6 +209,7 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     if policy {
         // A claimed entry's ack deadline runs from its claim (policies spec §4).
         engine.arm_policy(ctx.db, key, group);
+        policy_act::dead_letter_at_limit(engine, ctx, key, group, &at_limit);
     }
     Ok(if opts.justid { Reply::Array(out) } else { entries_out.finish() })
 }
@@ -271,6 +278,7 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     // Without JUSTID the claimed entries go straight from the blocks into the reply.
     let mut entries_out = reply::EntriesBuilder::with_capacity(usize::try_from(count).unwrap_or(usize::MAX));
     let mut last_inspected: Option<StreamId> = None;
+    let mut at_limit = Vec::new();
     if let Some(g) = stream.group(group) {
         let mut entries = stream.lookup();
         let mut attempts = count.saturating_mul(AUTOCLAIM_ATTEMPTS_PER_COUNT);
@@ -289,7 +297,10 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             } else {
                 let idle_enough =
                     pending.owner.is_none() || min_idle == 0 || now.wrapping_sub(pending.delivery_time_ms) >= min_idle;
-                if idle_enough && (justid || entries_out.push_found(&mut entries, id, 0).is_some()) {
+                if idle_enough && policy_act::at_limit(stream, group, id) {
+                    // Dead-lettered below instead of claimed; it takes no slot.
+                    at_limit.push(id);
+                } else if idle_enough && (justid || entries_out.push_found(&mut entries, id, 0).is_some()) {
                     let count = if justid { pending.delivery_count } else { bump(pending.delivery_count) };
                     steps.push(Step::Claim(id, count));
                     slots -= 1;
@@ -339,6 +350,7 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     ctx.emit_group(key, effects);
     if policy {
         engine.arm_policy(ctx.db, key, group);
+        policy_act::dead_letter_at_limit(engine, ctx, key, group, &at_limit);
     }
     let claimed = if justid { Reply::Array(claimed) } else { entries_out.finish() };
     Ok(Reply::Array(vec![reply::id(cursor), claimed, Reply::Array(deleted)]))

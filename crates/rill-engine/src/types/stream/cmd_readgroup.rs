@@ -27,7 +27,7 @@ use super::cmd_read::{
     TIMEOUT_OUT_OF_RANGE,
 };
 use super::group::{bump, GroupEffect};
-use super::{cmd_range, reply, Stream, StreamId};
+use super::{cmd_range, policy_act, reply, Stream, StreamId};
 use crate::command::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::util::parse_i64;
 use crate::KeyEvent;
@@ -217,6 +217,8 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let mut claim = req.claim;
     let mut served: Vec<(Bytes, Reply)> = Vec::new();
     let mut effects = Vec::new();
+    // Entries a CLAIM found at a policy's MAXDELIVER: dead-lettered, not delivered.
+    let mut at_limit = Vec::new();
     // Every change is logged as the group effects below, never as this request.
     ctx.explicit();
     for (key, kind) in keys.iter().zip(kinds) {
@@ -244,7 +246,9 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             ReadKind::New => {
                 let entries = match claim {
                     None => new_entries(stream, &req, ctx.now_ms, &mut budget, &mut effects),
-                    Some(min_idle) => claim_and_new(stream, &req, min_idle, ctx.now_ms, &mut budget, &mut effects),
+                    Some(min_idle) => {
+                        claim_and_new(stream, &req, min_idle, ctx.now_ms, &mut budget, &mut effects, &mut at_limit)
+                    }
                 };
                 if let Some(entries) = entries {
                     served.push((key.clone(), entries));
@@ -265,7 +269,9 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         ctx.emit_group(key, effects.drain(before..));
         if policy {
             engine.arm_policy(ctx.db, key, &req.group);
+            policy_act::dead_letter_at_limit(engine, ctx, key, &req.group, &at_limit);
         }
+        at_limit.clear();
     }
 
     if !served.is_empty() {
@@ -481,7 +487,9 @@ fn handed_back(
 
 /// A `>` read with CLAIM: pending entries idle for `min_idle` ms first, then new entries, all
 /// 4-element, COUNT over both together. The entries go straight from the blocks into a
-/// pre-encoded reply; `None` if there are none.
+/// pre-encoded reply; `None` if there are none. Entries a policy must dead-letter instead of
+/// delivering again go to `at_limit`.
+#[allow(clippy::too_many_arguments)]
 fn claim_and_new(
     stream: &mut Stream,
     req: &Request,
@@ -489,6 +497,7 @@ fn claim_and_new(
     now_ms: i64,
     budget: &mut Budget,
     effects: &mut Vec<GroupEffect>,
+    at_limit: &mut Vec<StreamId>,
 ) -> Option<Reply> {
     let room = |n: usize| req.count == 0 || (n as u64) < req.count;
     let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
@@ -502,6 +511,10 @@ fn claim_and_new(
             // Redis compares unsigned: a delivery time in the future counts as idle.
             if (idle as u64) < min_idle || !room(picks.len()) {
                 break;
+            }
+            if policy_act::at_limit(stream, &req.group, id) {
+                at_limit.push(id);
+                continue;
             }
             // Entries whose payload is gone are skipped and left pending.
             let Some(size) = out.push_found(&mut entries, id, 2) else { continue };

@@ -206,6 +206,8 @@ pub enum Ending {
     Failed(Release, Option<u64>),
     /// XNACK FATAL: dead-letter it at once.
     Fatal,
+    /// A claim found it at its MAXDELIVER limit: dead-letter it instead of delivering it.
+    AtLimit,
 }
 
 /// End the attempt on pending entry `id` of `group` (a group with a policy): hand it back or
@@ -228,6 +230,7 @@ pub fn end_attempt(
     let backoff = p.backoff_for(count);
     let reason = match how {
         Ending::Fatal => Some("fatal"),
+        Ending::AtLimit => Some("maxdeliver"),
         Ending::Failed(..) if max > 0 && count >= max => Some("maxdeliver"),
         Ending::Failed(..) => None,
     };
@@ -315,6 +318,31 @@ fn dead_letter(engine: &mut Engine, ctx: &mut CallCtx, key: &Bytes, group: &Byte
     engine.count_changes(1);
     engine.record_event(ctx.db, key, KeyEvent::RillDeadLetter);
     true
+}
+
+/// Whether a claim of `id` in `group` must dead-letter it instead (policies spec §3): the
+/// group's MAXDELIVER is set and the entry has been delivered that many times.
+pub fn at_limit(stream: &Stream, group: &[u8], id: StreamId) -> bool {
+    let Some(g) = stream.group(group) else { return false };
+    let Some(p) = g.policy() else { return false };
+    let max = p.settings.max_deliver;
+    max > 0 && g.pel().get(id).is_some_and(|e| e.delivery_count >= max)
+}
+
+/// Dead-letter each of `ids` (claims found them at their limit), then wake the group's
+/// readers and re-arm its timer. Returns how many went.
+pub fn dead_letter_at_limit(engine: &mut Engine, ctx: &mut CallCtx, key: &Bytes, group: &Bytes, ids: &[StreamId]) -> u64 {
+    let mut n = 0;
+    for &id in ids {
+        if end_attempt(engine, ctx, key, group, id, Ending::AtLimit, None) {
+            n += 1;
+        }
+    }
+    if n > 0 {
+        engine.signal_ready(ctx.db, key);
+        engine.arm_policy(ctx.db, key, group);
+    }
+    n
 }
 
 impl Stream {
