@@ -3,6 +3,7 @@
 //! Redis or a Redis Cluster (`--cluster`), through the `rill-worker` crate.
 
 mod commands;
+mod dead_letters;
 mod demo;
 mod output;
 
@@ -172,20 +173,20 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let mut conn = g.connect().await?;
             match action {
                 DlqAction::List { stream, count, dlq } => {
-                    let dlq = commands::dlq_name(&stream, dlq)?;
-                    commands::dlq_list(&mut conn, &dlq, count, g.json).await?
+                    let dlq = dead_letters::dlq_name(&stream, dlq)?;
+                    dead_letters::dlq_list(&mut conn, &dlq, count, g.json).await?
                 }
                 DlqAction::Show { stream, id, dlq } => {
-                    let dlq = commands::dlq_name(&stream, dlq)?;
-                    commands::dlq_show(&mut conn, &dlq, &id, g.json).await?
+                    let dlq = dead_letters::dlq_name(&stream, dlq)?;
+                    dead_letters::dlq_show(&mut conn, &dlq, &id, g.json).await?
                 }
                 DlqAction::Replay { stream, ids, dlq } => {
-                    let dlq = commands::dlq_name(&stream, dlq)?;
-                    commands::dlq_replay(&mut conn, &dlq, &ids, g.json).await?
+                    let dlq = dead_letters::dlq_name(&stream, dlq)?;
+                    dead_letters::dlq_replay(&mut conn, &dlq, &ids, g.json).await?
                 }
                 DlqAction::Purge { stream, ids, all, dlq } => {
-                    let dlq = commands::dlq_name(&stream, dlq)?;
-                    commands::dlq_purge(&mut conn, &dlq, &ids, all, g.json).await?
+                    let dlq = dead_letters::dlq_name(&stream, dlq)?;
+                    dead_letters::dlq_purge(&mut conn, &dlq, &ids, all, g.json).await?
                 }
             }
         }

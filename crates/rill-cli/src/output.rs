@@ -96,6 +96,11 @@ pub fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Field/value pairs on one line: `f1=v1 f2=v2`.
+pub fn fields_inline(fields: &[(Vec<u8>, Vec<u8>)]) -> String {
+    fields.iter().map(|(f, v)| format!("{}={}", lossy(f), lossy(v))).collect::<Vec<_>>().join(" ")
+}
+
 /// A table printed with columns padded to their widest cell.
 #[derive(Debug, Default)]
 pub struct Table {

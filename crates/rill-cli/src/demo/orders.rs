@@ -22,7 +22,8 @@ use rill_worker::{
 use tokio::task::JoinHandle;
 
 use super::{wait_until, Rng};
-use crate::commands::{dlq_table, groups_text};
+use crate::commands::groups_text;
+use crate::dead_letters::dlq_table;
 
 const STREAM: &str = "{orders}";
 const DLQ: &str = "{orders}:dlq";

@@ -14,7 +14,8 @@ use rill_worker::reply::read_reply;
 use rill_worker::{dlq, ops, CancellationToken, Entry, HandlerError, Target, Worker, WorkerConfig};
 
 use super::{wait_until, Rng};
-use crate::commands::{dlq_table, pending_text};
+use crate::commands::pending_text;
+use crate::dead_letters::dlq_table;
 
 const STREAM: &str = "{ticks}";
 const DLQ: &str = "{ticks}:dlq";

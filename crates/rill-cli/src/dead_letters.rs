@@ -1,0 +1,202 @@
+//! `rill dlq list|show|replay|purge`: the dead letters of a stream.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rill_worker::dlq::{self, DeadLetter};
+use rill_worker::{keys, ops, Connection, WorkerError};
+
+use crate::output::{fields_inline, lossy, Json, Table};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// The dead-letter stream of `stream`: `--dlq` if given, else the default derived name.
+pub fn dlq_name(stream: &str, explicit: Option<String>) -> Result<String> {
+    match explicit {
+        Some(name) => Ok(name),
+        None => Ok(keys::default_dead_letter_stream(stream)?),
+    }
+}
+
+// --- dlq --------------------------------------------------------------------------------------
+
+fn letter_json(l: &DeadLetter) -> Json {
+    Json::obj([
+        ("id", Json::str(&l.id)),
+        ("source_stream", Json::str(&l.source_stream)),
+        ("source_id", Json::str(&l.source_id)),
+        ("group", Json::str(&l.group)),
+        ("consumer", Json::str(&l.consumer)),
+        ("deliveries", Json::uint(l.deliveries)),
+        ("reason", Json::str(&l.reason)),
+        ("fields", Json::fields(&l.fields)),
+    ])
+}
+
+pub fn dlq_table(letters: &[DeadLetter]) -> String {
+    let mut t = Table::new(["id", "source-id", "deliveries", "reason", "fields"]);
+    for l in letters {
+        t.row(vec![
+            l.id.clone(),
+            l.source_id.clone(),
+            l.deliveries.to_string(),
+            l.reason.clone(),
+            fields_inline(&l.fields),
+        ]);
+    }
+    t.render()
+}
+
+pub async fn dlq_list(conn: &mut Connection, dlq_stream: &str, count: usize, json: bool) -> Result<()> {
+    let letters = dlq::list(conn, dlq_stream, "-", count).await?;
+    let total = ops::length(conn, dlq_stream).await?;
+    if json {
+        let doc = Json::obj([
+            ("dlq", Json::str(dlq_stream)),
+            ("length", Json::uint(total)),
+            ("letters", Json::Array(letters.iter().map(letter_json).collect())),
+        ]);
+        println!("{}", doc.render());
+        return Ok(());
+    }
+    println!("{dlq_stream}: {total} dead letters");
+    if !letters.is_empty() {
+        println!();
+        print!("{}", dlq_table(&letters));
+    }
+    Ok(())
+}
+
+pub async fn dlq_show(conn: &mut Connection, dlq_stream: &str, id: &str, json: bool) -> Result<()> {
+    let Some(l) = dlq::get(conn, dlq_stream, id).await? else {
+        return Err(format!("no dead letter {id} in {dlq_stream}").into());
+    };
+    if json {
+        println!("{}", letter_json(&l).render());
+        return Ok(());
+    }
+    let mut t = Table::new(["field", "value"]);
+    for (f, v) in &l.fields {
+        t.row(vec![lossy(f), lossy(v)]);
+    }
+    println!("dead letter {} in {dlq_stream}", l.id);
+    println!("  from      {} {}", l.source_stream, l.source_id);
+    println!("  group     {} (consumer {})", l.group, l.consumer);
+    println!("  delivered {} times", l.deliveries);
+    println!("  reason    {}", l.reason);
+    println!();
+    print!("{}", t.render());
+    Ok(())
+}
+
+/// Collects the letters to act on: the given IDs, or every letter.
+async fn letters(conn: &mut Connection, dlq_stream: &str, ids: &[String]) -> Result<Vec<DeadLetter>> {
+    if ids.is_empty() {
+        let mut all = Vec::new();
+        let mut start = "-".to_owned();
+        loop {
+            let page = dlq::list(conn, dlq_stream, &start, 500).await?;
+            let Some(last) = page.last() else { break };
+            start = format!("({}", last.id);
+            let done = page.len() < 500;
+            all.extend(page);
+            if done {
+                break;
+            }
+        }
+        return Ok(all);
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        match dlq::get(conn, dlq_stream, id).await? {
+            Some(l) => out.push(l),
+            None => return Err(format!("no dead letter {id} in {dlq_stream}").into()),
+        }
+    }
+    Ok(out)
+}
+
+fn progress(len: usize, json: bool, verb: &str) -> ProgressBar {
+    if json || len < 50 {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len as u64);
+    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(verb.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+pub async fn dlq_replay(conn: &mut Connection, dlq_stream: &str, ids: &[String], json: bool) -> Result<()> {
+    let letters = letters(conn, dlq_stream, ids).await?;
+    let bar = progress(letters.len(), json, "replaying");
+    let mut replayed = Vec::with_capacity(letters.len());
+    let mut failure: Option<WorkerError> = None;
+    for l in &letters {
+        match dlq::replay(conn, dlq_stream, l).await {
+            Ok(new_id) => {
+                bar.inc(1);
+                replayed.push((l.id.clone(), l.source_stream.clone(), new_id));
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if json {
+        let doc = Json::obj([
+            ("dlq", Json::str(dlq_stream)),
+            (
+                "replayed",
+                Json::Array(
+                    replayed
+                        .iter()
+                        .map(|(old, stream, new)| {
+                            Json::obj([
+                                ("dead_letter", Json::str(old)),
+                                ("stream", Json::str(stream)),
+                                ("id", Json::str(new)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            ("error", failure.as_ref().map_or(Json::Null, |e| Json::str(e.to_string()))),
+        ]);
+        println!("{}", doc.render());
+    } else {
+        for (old, stream, new) in &replayed {
+            println!("{old} -> {stream} {new}");
+        }
+        println!("replayed {} of {} dead letters", replayed.len(), letters.len());
+    }
+    match failure {
+        Some(e) => Err(format!("replay stopped: {e} (that dead letter and the rest are still in {dlq_stream})").into()),
+        None => Ok(()),
+    }
+}
+
+pub async fn dlq_purge(conn: &mut Connection, dlq_stream: &str, ids: &[String], all: bool, json: bool) -> Result<()> {
+    if ids.is_empty() && !all {
+        return Err("name the dead letters to purge, or pass --all".into());
+    }
+    let ids: Vec<String> =
+        if all { letters(conn, dlq_stream, &[]).await?.into_iter().map(|l| l.id).collect() } else { ids.to_vec() };
+    let bar = progress(ids.len(), json, "purging");
+    let mut deleted = 0;
+    for chunk in ids.chunks(500) {
+        deleted += dlq::purge(conn, dlq_stream, chunk).await?;
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    if json {
+        println!("{}", Json::obj([("dlq", Json::str(dlq_stream)), ("deleted", Json::uint(deleted))]).render());
+    } else {
+        println!("deleted {deleted} dead letters from {dlq_stream}");
+    }
+    Ok(())
+}
