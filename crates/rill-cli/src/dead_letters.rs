@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use rill_worker::dlq::{self, DeadLetter};
+use rill_worker::dlq::{self, DeadLetter, ProvenanceStyle};
 use rill_worker::{keys, ops, Connection, WorkerError};
 
 use crate::output::{fields_inline, lossy, Json, Table};
@@ -18,17 +18,23 @@ pub fn dlq_name(stream: &str, explicit: Option<String>) -> Result<String> {
     }
 }
 
-// --- dlq --------------------------------------------------------------------------------------
+/// What is known of a letter's group, consumer, delivery count and reason: everything for
+/// rill's provenance, nothing for the posts' `deadLetteredFrom`.
+fn recorded(l: &DeadLetter) -> bool {
+    l.style == ProvenanceStyle::Rill
+}
 
 fn letter_json(l: &DeadLetter) -> Json {
+    let known = |value: Json| if recorded(l) { value } else { Json::Null };
     Json::obj([
         ("id", Json::str(&l.id)),
+        ("provenance", Json::str(l.style.name())),
         ("source_stream", Json::str(&l.source_stream)),
         ("source_id", Json::str(&l.source_id)),
-        ("group", Json::str(&l.group)),
-        ("consumer", Json::str(&l.consumer)),
-        ("deliveries", Json::uint(l.deliveries)),
-        ("reason", Json::str(&l.reason)),
+        ("group", known(Json::str(&l.group))),
+        ("consumer", known(Json::str(&l.consumer))),
+        ("deliveries", known(Json::uint(l.deliveries))),
+        ("reason", known(Json::str(&l.reason))),
         ("fields", Json::fields(&l.fields)),
     ])
 }
@@ -36,40 +42,59 @@ fn letter_json(l: &DeadLetter) -> Json {
 pub fn dlq_table(letters: &[DeadLetter]) -> String {
     let mut t = Table::new(["id", "source-id", "deliveries", "reason", "fields"]);
     for l in letters {
+        let known = |value: String| if recorded(l) { value } else { "-".to_owned() };
         t.row(vec![
             l.id.clone(),
             l.source_id.clone(),
-            l.deliveries.to_string(),
-            l.reason.clone(),
+            known(l.deliveries.to_string()),
+            known(l.reason.clone()),
             fields_inline(&l.fields),
         ]);
     }
     t.render()
 }
 
+const NO_PROVENANCE: &str = "neither rill-* provenance fields nor deadLetteredFrom";
+
 pub async fn dlq_list(conn: &mut Connection, dlq_stream: &str, count: usize, json: bool) -> Result<()> {
-    let letters = dlq::list(conn, dlq_stream, "-", count).await?;
+    let page = dlq::page(conn, dlq_stream, "-", count).await?;
     let total = ops::length(conn, dlq_stream).await?;
     if json {
         let doc = Json::obj([
             ("dlq", Json::str(dlq_stream)),
             ("length", Json::uint(total)),
-            ("letters", Json::Array(letters.iter().map(letter_json).collect())),
+            ("letters", Json::Array(page.letters.iter().map(letter_json).collect())),
+            ("unrecognised", Json::Array(page.unrecognised.iter().map(Json::str).collect())),
         ]);
         println!("{}", doc.render());
         return Ok(());
     }
     println!("{dlq_stream}: {total} dead letters");
-    if !letters.is_empty() {
+    if !page.letters.is_empty() {
         println!();
-        print!("{}", dlq_table(&letters));
+        print!("{}", dlq_table(&page.letters));
+    }
+    if !page.unrecognised.is_empty() {
+        println!(
+            "\n{} entries with {NO_PROVENANCE}, not shown: {}",
+            page.unrecognised.len(),
+            page.unrecognised.join(" ")
+        );
+    }
+    let shown = (page.letters.len() + page.unrecognised.len()) as u64;
+    if shown < total {
+        println!("... {} more (use --count)", total - shown);
     }
     Ok(())
 }
 
+fn not_found(id: &str, dlq_stream: &str) -> String {
+    format!("no dead letter {id} in {dlq_stream} (no such entry, or one with {NO_PROVENANCE})")
+}
+
 pub async fn dlq_show(conn: &mut Connection, dlq_stream: &str, id: &str, json: bool) -> Result<()> {
     let Some(l) = dlq::get(conn, dlq_stream, id).await? else {
-        return Err(format!("no dead letter {id} in {dlq_stream}").into());
+        return Err(not_found(id, dlq_stream).into());
     };
     if json {
         println!("{}", letter_json(&l).render());
@@ -81,36 +106,49 @@ pub async fn dlq_show(conn: &mut Connection, dlq_stream: &str, id: &str, json: b
     }
     println!("dead letter {} in {dlq_stream}", l.id);
     println!("  from      {} {}", l.source_stream, l.source_id);
-    println!("  group     {} (consumer {})", l.group, l.consumer);
-    println!("  delivered {} times", l.deliveries);
-    println!("  reason    {}", l.reason);
+    if recorded(&l) {
+        println!("  group     {} (consumer {})", l.group, l.consumer);
+        println!("  delivered {} times", l.deliveries);
+        println!("  reason    {}", l.reason);
+    } else {
+        println!("  (written with deadLetteredFrom: no group, consumer, delivery count or reason recorded)");
+    }
     println!();
     print!("{}", t.render());
     Ok(())
 }
 
+/// Every entry of a dead-letter stream, page by page.
+struct Everything {
+    letters: Vec<DeadLetter>,
+    /// IDs of entries with neither provenance style: never replayed, purged only by ID.
+    unrecognised: Vec<String>,
+}
+
+async fn everything(conn: &mut Connection, dlq_stream: &str) -> Result<Everything> {
+    let mut all = Everything { letters: Vec::new(), unrecognised: Vec::new() };
+    let mut start = "-".to_owned();
+    loop {
+        let page = dlq::page(conn, dlq_stream, &start, 500).await?;
+        all.letters.extend(page.letters);
+        all.unrecognised.extend(page.unrecognised);
+        match page.next {
+            Some(next) => start = next,
+            None => return Ok(all),
+        }
+    }
+}
+
 /// Collects the letters to act on: the given IDs, or every letter.
 async fn letters(conn: &mut Connection, dlq_stream: &str, ids: &[String]) -> Result<Vec<DeadLetter>> {
     if ids.is_empty() {
-        let mut all = Vec::new();
-        let mut start = "-".to_owned();
-        loop {
-            let page = dlq::list(conn, dlq_stream, &start, 500).await?;
-            let Some(last) = page.last() else { break };
-            start = format!("({}", last.id);
-            let done = page.len() < 500;
-            all.extend(page);
-            if done {
-                break;
-            }
-        }
-        return Ok(all);
+        return Ok(everything(conn, dlq_stream).await?.letters);
     }
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         match dlq::get(conn, dlq_stream, id).await? {
             Some(l) => out.push(l),
-            None => return Err(format!("no dead letter {id} in {dlq_stream}").into()),
+            None => return Err(not_found(id, dlq_stream).into()),
         }
     }
     Ok(out)

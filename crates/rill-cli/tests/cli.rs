@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use rill_testkit::{redis_cli, ReferenceServer, Server};
+use rill_testkit::{redis_cli, RawClient, ReferenceServer, Server};
 use std::process::{Command, Stdio};
 
 /// Debian's redis-server 7.0.15.
@@ -19,6 +19,33 @@ fn rill(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `rill --url <server> args...`, which must succeed; its stdout.
+fn rill_ok(server: &Server, args: &[&str]) -> String {
+    let url = server.url();
+    let mut all = vec!["--url", url.as_str()];
+    all.extend_from_slice(args);
+    let (ok, stdout, stderr) = rill(&all);
+    assert!(ok, "rill {args:?} failed: {stderr}\n{stdout}");
+    stdout
+}
+
+/// Sends every command, then reads every reply; panics on an error reply.
+fn pipeline(server: &Server, commands: &[Vec<String>]) {
+    let mut client = RawClient::connect(server.port);
+    for c in commands {
+        let args: Vec<&[u8]> = c.iter().map(|a| a.as_bytes()).collect();
+        client.send_command(&args).unwrap();
+    }
+    for c in commands {
+        let reply = client.read_reply().unwrap();
+        assert!(!reply.starts_with(b"-"), "{c:?}: {}", String::from_utf8_lossy(&reply));
+    }
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| (*a).to_owned()).collect()
 }
 
 fn assert_ticker_story(stdout: &str) {
@@ -148,7 +175,7 @@ fn operator_commands(server: Server) {
     let json = run(&["--json", "dlq", "show", "{s}", "9-0"]);
     assert_eq!(
         json.trim(),
-        r#"{"id":"9-0","source_stream":"{s}","source_id":"7-0","group":"g","consumer":"c1","deliveries":5,"reason":"boom","fields":{"n":"7","note":"two words"}}"#
+        r#"{"id":"9-0","provenance":"rill","source_stream":"{s}","source_id":"7-0","group":"g","consumer":"c1","deliveries":5,"reason":"boom","fields":{"n":"7","note":"two words"}}"#
     );
 
     let json = run(&["--json", "tail", "{s}", "--group", "g", "--history", "2", "--limit", "2"]);
@@ -202,4 +229,71 @@ fn operator_commands_against_redis() {
 #[test]
 fn operator_commands_against_rill() {
     operator_commands(Server::rill());
+}
+
+/// Dead letters written the way a popular blog post's Node worker writes them (the fields, then
+/// `deadLetteredFrom: <stream>/<id>`) are listed, shown, replayed and purged like rill's own.
+fn posts_style_dead_letters(server: Server) {
+    let posts_letter = |id: &str, n: &str, from: &str| {
+        strings(&["XADD", "{p}:dlq", id, "n", n, "poison", "1", "deadLetteredFrom", from])
+    };
+    pipeline(
+        &server,
+        &[
+            strings(&["XADD", "{p}:dlq", "1-0", "note", "not a dead letter"]),
+            posts_letter("2-0", "3", "{p}/1712-3"),
+            posts_letter("3-0", "13", "{p}/1712-13"),
+        ],
+    );
+
+    let text = rill_ok(&server, &["dlq", "list", "{p}"]);
+    assert!(text.contains("{p}:dlq: 3 dead letters"), "{text}");
+    assert!(text.contains("2-0  1712-3     -           -       n=3 poison=1"), "{text}");
+    assert!(text.contains("3-0  1712-13    -           -       n=13 poison=1"), "{text}");
+    assert!(
+        text.contains("1 entries with neither rill-* provenance fields nor deadLetteredFrom, not shown: 1-0"),
+        "{text}"
+    );
+    let json = rill_ok(&server, &["--json", "dlq", "show", "{p}", "2-0"]);
+    assert_eq!(
+        json.trim(),
+        r#"{"id":"2-0","provenance":"deadLetteredFrom","source_stream":"{p}","source_id":"1712-3","group":null,"consumer":null,"deliveries":null,"reason":null,"fields":{"n":"3","poison":"1"}}"#
+    );
+    let text = rill_ok(&server, &["dlq", "show", "{p}", "3-0"]);
+    assert!(text.contains("from      {p} 1712-13"), "{text}");
+
+    let text = rill_ok(&server, &["dlq", "replay", "{p}", "2-0"]);
+    assert!(text.contains("2-0 -> {p} "), "{text}");
+    let replayed = redis_cli(server.port, &["XRANGE", "{p}", "-", "+"]).unwrap();
+    assert_eq!(replayed.lines().skip(1).collect::<Vec<_>>(), ["n", "3", "poison", "1"], "{replayed}");
+
+    let json = rill_ok(&server, &["--json", "dlq", "purge", "{p}", "--all"]);
+    assert!(json.starts_with(r#"{"dlq":"{p}:dlq","deleted":1"#), "{json}");
+    assert_eq!(redis_cli(server.port, &["XRANGE", "{p}:dlq", "-", "+"]).unwrap().lines().next(), Some("1-0"));
+}
+
+#[test]
+fn posts_style_dead_letters_against_redis() {
+    posts_style_dead_letters(redis());
+}
+
+#[test]
+fn posts_style_dead_letters_against_rill() {
+    posts_style_dead_letters(Server::rill());
+}
+
+/// `purge --all` pages through the whole dead-letter stream: a page of 500 entries with fewer
+/// than 500 dead letters in it is not the last page.
+#[test]
+fn purge_all_reads_past_a_page_with_other_entries() {
+    let server = Server::rill();
+    let mut commands = vec![strings(&["XADD", "{q}:dlq", "1-0", "note", "not a dead letter"])];
+    for i in 0..600 {
+        let from = format!("{{q}}/5-{i}");
+        commands.push(strings(&["XADD", "{q}:dlq", &format!("2-{i}"), "n", &i.to_string(), "deadLetteredFrom", &from]));
+    }
+    pipeline(&server, &commands);
+    let text = rill_ok(&server, &["dlq", "purge", "{q}", "--all"]);
+    assert!(text.contains("deleted 600 dead letters from {q}:dlq"), "{text}");
+    assert_eq!(redis_cli(server.port, &["XLEN", "{q}:dlq"]).unwrap().trim(), "1");
 }
