@@ -62,6 +62,10 @@ enum Command {
         count: usize,
     },
     /// Dead letters of a stream (kept in `<stream>:dlq`, or `{<stream>}:dlq` for untagged names).
+    ///
+    /// A dead-letter stream may also hold letters of other streams (`ticks` and `{ticks}` share
+    /// `{ticks}:dlq`): list and show print each letter's source; replay and purge act only on
+    /// the letters whose provenance names STREAM and refuse named IDs of other streams.
     Dlq {
         #[command(subcommand)]
         action: DlqAction,
@@ -106,20 +110,22 @@ enum DlqAction {
         #[arg(long)]
         dlq: Option<String>,
     },
-    /// Re-add dead letters to their source stream; each is deleted only after its XADD succeeded.
+    /// Re-add dead letters of STREAM to STREAM, the source their provenance names; each is
+    /// deleted only after its XADD succeeded.
     Replay {
         stream: String,
-        /// IDs to replay (default: all).
+        /// IDs to replay (default: every dead letter of STREAM).
         ids: Vec<String>,
         #[arg(long)]
         dlq: Option<String>,
     },
-    /// Delete dead letters.
+    /// Delete dead letters of STREAM.
     Purge {
         stream: String,
         /// IDs to delete.
         ids: Vec<String>,
-        /// Delete all of them.
+        /// Delete all dead letters of STREAM (letters of other streams and entries without
+        /// provenance stay).
         #[arg(long, conflicts_with = "ids")]
         all: bool,
         #[arg(long)]
@@ -174,19 +180,19 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             match action {
                 DlqAction::List { stream, count, dlq } => {
                     let dlq = dead_letters::dlq_name(&stream, dlq)?;
-                    dead_letters::dlq_list(&mut conn, &dlq, count, g.json).await?
+                    dead_letters::dlq_list(&mut conn, &stream, &dlq, count, g.json).await?
                 }
                 DlqAction::Show { stream, id, dlq } => {
                     let dlq = dead_letters::dlq_name(&stream, dlq)?;
-                    dead_letters::dlq_show(&mut conn, &dlq, &id, g.json).await?
+                    dead_letters::dlq_show(&mut conn, &stream, &dlq, &id, g.json).await?
                 }
                 DlqAction::Replay { stream, ids, dlq } => {
                     let dlq = dead_letters::dlq_name(&stream, dlq)?;
-                    dead_letters::dlq_replay(&mut conn, &dlq, &ids, g.json).await?
+                    dead_letters::dlq_replay(&mut conn, &stream, &dlq, &ids, g.json).await?
                 }
                 DlqAction::Purge { stream, ids, all, dlq } => {
                     let dlq = dead_letters::dlq_name(&stream, dlq)?;
-                    dead_letters::dlq_purge(&mut conn, &dlq, &ids, all, g.json).await?
+                    dead_letters::dlq_purge(&mut conn, &stream, &dlq, &ids, all, g.json).await?
                 }
             }
         }

@@ -31,6 +31,16 @@ fn rill_ok(server: &Server, args: &[&str]) -> String {
     stdout
 }
 
+/// `rill --url <server> args...`, which must fail; its stderr.
+fn rill_err(server: &Server, args: &[&str]) -> String {
+    let url = server.url();
+    let mut all = vec!["--url", url.as_str()];
+    all.extend_from_slice(args);
+    let (ok, stdout, stderr) = rill(&all);
+    assert!(!ok, "rill {args:?} succeeded: {stdout}");
+    stderr
+}
+
 /// Sends every command, then reads every reply; panics on an error reply.
 fn pipeline(server: &Server, commands: &[Vec<String>]) {
     let mut client = RawClient::connect(server.port);
@@ -170,8 +180,8 @@ fn operator_commands(server: Server) {
     assert!(json.contains(r#""name":"g","consumers":1,"pending":3,"lag":0,"last_delivered_id":"3-0""#), "{json}");
 
     let text = run(&["dlq", "list", "{s}"]);
-    assert!(text.contains("{s}:dlq: 1 dead letters"), "{text}");
-    assert!(text.contains("9-0  7-0"), "{text}");
+    assert!(text.contains("{s}:dlq: 1 entries"), "{text}");
+    assert!(text.contains("9-0  {s}     7-0"), "{text}");
     let json = run(&["--json", "dlq", "show", "{s}", "9-0"]);
     assert_eq!(
         json.trim(),
@@ -218,7 +228,7 @@ fn operator_commands(server: Server) {
     )
     .unwrap();
     let json = run(&["--json", "dlq", "purge", "{s}", "--all"]);
-    assert_eq!(json.trim(), r#"{"dlq":"{s}:dlq","deleted":1}"#);
+    assert_eq!(json.trim(), r#"{"dlq":"{s}:dlq","deleted":1,"left_other_streams":{},"left_unrecognised":0}"#);
 }
 
 #[test]
@@ -247,9 +257,9 @@ fn posts_style_dead_letters(server: Server) {
     );
 
     let text = rill_ok(&server, &["dlq", "list", "{p}"]);
-    assert!(text.contains("{p}:dlq: 3 dead letters"), "{text}");
-    assert!(text.contains("2-0  1712-3     -           -       n=3 poison=1"), "{text}");
-    assert!(text.contains("3-0  1712-13    -           -       n=13 poison=1"), "{text}");
+    assert!(text.contains("{p}:dlq: 3 entries"), "{text}");
+    assert!(text.contains("2-0  {p}     1712-3     -           -       n=3 poison=1"), "{text}");
+    assert!(text.contains("3-0  {p}     1712-13    -           -       n=13 poison=1"), "{text}");
     assert!(
         text.contains("1 entries with neither rill-* provenance fields nor deadLetteredFrom, not shown: 1-0"),
         "{text}"
@@ -296,4 +306,89 @@ fn purge_all_reads_past_a_page_with_other_entries() {
     let text = rill_ok(&server, &["dlq", "purge", "{q}", "--all"]);
     assert!(text.contains("deleted 600 dead letters from {q}:dlq"), "{text}");
     assert_eq!(redis_cli(server.port, &["XLEN", "{q}:dlq"]).unwrap().trim(), "1");
+}
+
+/// The untagged `t` and the tagged `{t}` share the default dead-letter stream `{t}:dlq`. A
+/// letter is replayed only to the stream its provenance names, and only when that is the stream
+/// asked for: `rill dlq replay t` must not write `{t}`'s letters into `{t}`.
+fn shared_default_dead_letter_stream(server: Server) {
+    let rill_letter = |id: &str, value: &str, source: &str| {
+        strings(&[
+            "XADD",
+            "{t}:dlq",
+            id,
+            "a",
+            value,
+            "rill-source-stream",
+            source,
+            "rill-source-id",
+            "5-0",
+            "rill-group",
+            "g",
+            "rill-consumer",
+            "c",
+            "rill-deliveries",
+            "3",
+            "rill-reason",
+            "boom",
+        ])
+    };
+    pipeline(
+        &server,
+        &[
+            rill_letter("1-0", "of-tagged", "{t}"),
+            strings(&["XADD", "{t}:dlq", "2-0", "a", "of-untagged", "deadLetteredFrom", "t/6-0"]),
+            rill_letter("3-0", "of-untagged-too", "t"),
+        ],
+    );
+    let port = server.port;
+    let untouched = || {
+        assert_eq!(redis_cli(port, &["XLEN", "{t}:dlq"]).unwrap().trim(), "3");
+        assert_eq!(redis_cli(port, &["EXISTS", "t", "{t}"]).unwrap().trim(), "0");
+    };
+
+    let err = rill_err(&server, &["dlq", "replay", "t", "1-0"]);
+    assert!(
+        err.contains("1 of the named dead letters in {t}:dlq came from another stream than t; nothing was replayed"),
+        "{err}"
+    );
+    assert!(err.contains("1-0 came from {t}: rill dlq replay '{t}' 1-0"), "{err}");
+    assert!(err.contains("{t}:dlq is the default dead-letter stream of both t and {t}"), "{err}");
+    untouched();
+    // Refused as a whole: the letter of t named first is not replayed either.
+    rill_err(&server, &["dlq", "replay", "t", "2-0", "1-0"]);
+    untouched();
+    let err = rill_err(&server, &["dlq", "purge", "t", "1-0"]);
+    assert!(err.contains("nothing was purged") && err.contains("rill dlq purge '{t}' 1-0"), "{err}");
+    untouched();
+
+    let text = rill_ok(&server, &["dlq", "list", "t"]);
+    assert!(text.contains("1-0  {t}     5-0"), "{text}");
+    assert!(text.contains("1 of these came from {t}, not t: replay and purge of t leave them alone"), "{text}");
+    let text = rill_ok(&server, &["dlq", "show", "t", "1-0"]);
+    assert!(text.contains("note      not from t; replay it with: rill dlq replay '{t}' 1-0"), "{text}");
+
+    let text = rill_ok(&server, &["dlq", "replay", "t"]);
+    assert!(text.contains("replayed 2 of 2 dead letters of t"), "{text}");
+    assert!(text.contains("left 1 dead letters of {t} in {t}:dlq (not t's): rill dlq replay '{t}'"), "{text}");
+    let replayed = redis_cli(port, &["XRANGE", "t", "-", "+"]).unwrap();
+    assert!(replayed.contains("of-untagged\n") && replayed.contains("of-untagged-too"), "{replayed}");
+    assert_eq!(redis_cli(port, &["EXISTS", "{t}"]).unwrap().trim(), "0");
+
+    let json = rill_ok(&server, &["--json", "dlq", "purge", "t", "--all"]);
+    assert_eq!(json.trim(), r#"{"dlq":"{t}:dlq","deleted":0,"left_other_streams":{"{t}":1},"left_unrecognised":0}"#);
+    let text = rill_ok(&server, &["dlq", "replay", "{t}"]);
+    assert!(text.contains("1-0 -> {t} "), "{text}");
+    assert_eq!(redis_cli(port, &["XLEN", "{t}"]).unwrap().trim(), "1");
+    assert_eq!(redis_cli(port, &["XLEN", "{t}:dlq"]).unwrap().trim(), "0");
+}
+
+#[test]
+fn shared_default_dead_letter_stream_against_redis() {
+    shared_default_dead_letter_stream(redis());
+}
+
+#[test]
+fn shared_default_dead_letter_stream_against_rill() {
+    shared_default_dead_letter_stream(Server::rill());
 }
