@@ -136,15 +136,32 @@ enum DlqAction {
 #[derive(Debug, Subcommand)]
 enum DemoKind {
     /// The market-tick story: a crashed pod, a rescue, poison ticks in the dead-letter stream.
+    /// Keys: rill-demo:{ticks}, rill-demo:{ticks}:dlq.
     Ticker {
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
+        #[command(flatten)]
+        args: DemoArgs,
     },
     /// Order workers that crash and restart, a poison order, and safe trimming.
+    /// Keys: rill-demo:{orders}, rill-demo:{orders}:dlq, rill-demo:{orders}:fulfilled.
     Orders {
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
+        #[command(flatten)]
+        args: DemoArgs,
     },
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Delete the demo's keys if they exist (a demo refuses to run over existing keys).
+    #[arg(long)]
+    force: bool,
+}
+
+impl DemoArgs {
+    fn options(&self) -> demo::DemoOptions {
+        demo::DemoOptions { seed: self.seed, force: self.force }
+    }
 }
 
 fn main() -> ExitCode {
@@ -206,8 +223,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 None => g.target(),
             };
             match which {
-                DemoKind::Ticker { seed } => demo::ticker::run(&target, seed).await?,
-                DemoKind::Orders { seed } => demo::orders::run(&target, seed).await?,
+                DemoKind::Ticker { args } => demo::ticker::run(&target, args.options()).await?,
+                DemoKind::Orders { args } => demo::orders::run(&target, args.options()).await?,
             }
         }
     }

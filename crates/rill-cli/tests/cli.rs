@@ -60,15 +60,15 @@ fn strings(args: &[&str]) -> Vec<String> {
 
 fn assert_ticker_story(stdout: &str) {
     for line in [
-        "== 1. market simulator (seed 42): 50 ticks for 10 symbols -> {ticks}",
+        "== 1. market simulator (seed 42): 50 ticks for 10 symbols -> rill-demo:{ticks}",
         "9 ticks have seq 3 (poison)",
         "pod-crash read 50 ticks ... and crashed",
-        "{ticks} / pricing: 50 pending",
+        "rill-demo:{ticks} / pricing: 50 pending",
         "pod-crash  50",
         "pod-rescue: handled 41, reclaimed",
         "dead-lettered 9",
-        "{ticks} / pricing: 0 pending",
-        "dead letters in {ticks}:dlq (rill dlq list {ticks}): 9",
+        "rill-demo:{ticks} / pricing: 0 pending",
+        "dead letters in rill-demo:{ticks}:dlq (rill dlq list 'rill-demo:{ticks}'): 9",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
@@ -90,6 +90,37 @@ fn demo_ticker_against_redis() {
     assert!(ok, "{stdout}\n{stderr}");
     assert!(!stdout.contains("# started "));
     assert_ticker_story(&stdout);
+}
+
+/// The demos' keys are their own (`rill-demo:` prefix), and a demo refuses to run over an
+/// existing one unless given --force.
+#[test]
+fn demos_keep_to_their_own_keys() {
+    let server = Server::rill();
+    let port = server.port;
+    // The user's data, under the names the demos used to DEL.
+    for key in ["{ticks}", "{ticks}:dlq", "{orders}", "{orders}:dlq"] {
+        redis_cli(port, &["XADD", key, "1-0", "mine", "1"]).unwrap();
+    }
+    redis_cli(port, &["SADD", "{orders}:fulfilled", "order-1"]).unwrap();
+    redis_cli(port, &["SET", "rill-demo:{ticks}:dlq", "not a stream"]).unwrap();
+
+    let err = rill_err(&server, &["demo", "ticker"]);
+    assert!(err.contains("rill-demo:{ticks}:dlq already exists on this server"), "{err}");
+    assert!(err.contains("nothing was changed. Pass --force"), "{err}");
+    assert_eq!(redis_cli(port, &["GET", "rill-demo:{ticks}:dlq"]).unwrap().trim(), "not a stream");
+    assert_eq!(redis_cli(port, &["EXISTS", "rill-demo:{ticks}"]).unwrap().trim(), "0");
+
+    assert_ticker_story(&rill_ok(&server, &["demo", "ticker", "--force"]));
+    // A second run finds the first run's keys.
+    let err = rill_err(&server, &["demo", "ticker"]);
+    assert!(err.contains("rill-demo:{ticks}, rill-demo:{ticks}:dlq already exist on this server"), "{err}");
+    assert_orders_story(&rill_ok(&server, &["demo", "orders"]));
+
+    for key in ["{ticks}", "{ticks}:dlq", "{orders}", "{orders}:dlq"] {
+        assert_eq!(redis_cli(port, &["XLEN", key]).unwrap().trim(), "1", "{key}");
+    }
+    assert_eq!(redis_cli(port, &["SCARD", "{orders}:fulfilled"]).unwrap().trim(), "1");
 }
 
 fn assert_orders_story(stdout: &str) {

@@ -1,4 +1,9 @@
 //! The demos, and the rill-server they start when no `--url` is given.
+//!
+//! A demo pointed at a server with `--url` shares it with whatever is there, so its keys are
+//! its own (`rill-demo:{ticks}`, ...: a prefix no application uses by accident) and it refuses
+//! to start when one of them exists, unless `--force` says they may be deleted. The keys stay
+//! after the run, for `rill dlq list` and friends.
 
 pub mod orders;
 pub mod ticker;
@@ -7,6 +12,48 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use redis::Value;
+use rill_worker::Connection;
+
+/// What every demo is told.
+#[derive(Debug, Clone, Copy)]
+pub struct DemoOptions {
+    /// Seeds the demo's randomness.
+    pub seed: u64,
+    /// Delete the demo's keys if they exist, instead of refusing to run.
+    pub force: bool,
+}
+
+/// Makes the demo's `keys` free: refuses, changing nothing, when one exists and `force` is
+/// off; deletes them (one `DEL` each) when it is on.
+pub async fn take_keys(conn: &mut Connection, keys: &[&str], force: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let mut taken = Vec::new();
+    for key in keys {
+        let exists: i64 = redis::cmd("EXISTS").arg(*key).query_async(conn).await?;
+        if exists > 0 {
+            taken.push(*key);
+        }
+    }
+    if taken.is_empty() {
+        return Ok(());
+    }
+    if !force {
+        let verb = if taken.len() == 1 { "exists" } else { "exist" };
+        return Err(format!(
+            "{} already {verb} on this server (this demo's keys are {}: left by an earlier run, or \
+             not the demo's at all); nothing was changed. Pass --force to delete them and run, or \
+             point --url at another server",
+            taken.join(", "),
+            keys.join(", ")
+        )
+        .into());
+    }
+    for key in taken {
+        let _: Value = redis::cmd("DEL").arg(key).query_async(conn).await?;
+    }
+    Ok(())
+}
 
 /// A rill-server started for a demo on a free loopback port, killed (by pid) on drop.
 #[derive(Debug)]

@@ -1,14 +1,14 @@
 //! `rill demo orders`: order workers that crash and restart, a poison order, and trimming
 //! that never drops what the group still needs.
 //!
-//! 1. Workers w1, w2, w3 join group `fulfillment` on `{orders}` (delivery limit 4, min-idle 1 s).
-//!    Their handler is idempotent: `SADD {orders}:fulfilled <order>`.
-//! 2. The shop writes 300 orders in 3 waves with `XADD {orders} MAXLEN ~ 150 *`; order 42 has
+//! 1. Workers w1, w2, w3 join group `fulfillment` on `rill-demo:{orders}` (delivery limit 4,
+//!    min-idle 1 s). Their handler is idempotent: `SADD rill-demo:{orders}:fulfilled <order>`.
+//! 2. The shop writes 300 orders in 3 waves with `XADD rill-demo:{orders} MAXLEN ~ 150 *`; order 42 has
 //!    sku POISON. Before each wave the demo waits until the group has caught up, so the
 //!    approximate cap only ever drops acked entries.
 //! 3. During wave 1, w2 crashes and restarts under its own name: its pending history comes
 //!    back first. During wave 2, w3 crashes for good; w4 reclaims its entries after 1 s.
-//! 4. The poison order reaches the delivery limit and moves to `{orders}:dlq`.
+//! 4. The poison order reaches the delivery limit and moves to `rill-demo:{orders}:dlq`.
 //! 5. Every other order is fulfilled; pending is 0; a final `XTRIM MINID ~` at the group's
 //!    safe point; the groups table.
 
@@ -21,13 +21,13 @@ use rill_worker::{
 };
 use tokio::task::JoinHandle;
 
-use super::{wait_until, Rng};
+use super::{take_keys, wait_until, DemoOptions, Rng};
 use crate::commands::groups_text;
 use crate::dead_letters::dlq_table;
 
-const STREAM: &str = "{orders}";
-const DLQ: &str = "{orders}:dlq";
-const FULFILLED: &str = "{orders}:fulfilled";
+const STREAM: &str = "rill-demo:{orders}";
+const DLQ: &str = "rill-demo:{orders}:dlq";
+const FULFILLED: &str = "rill-demo:{orders}:fulfilled";
 const GROUP: &str = "fulfillment";
 const WAVES: usize = 3;
 const WAVE: usize = 100;
@@ -88,9 +88,9 @@ async fn caught_up(conn: &Connection, expect_dead: u64) -> bool {
     groups.iter().any(|g| g.name == GROUP && g.pending == 0 && g.lag.unwrap_or(1) == 0) && dead >= expect_dead
 }
 
-pub async fn run(target: &Target, seed: u64) -> Result<()> {
+pub async fn run(target: &Target, options: DemoOptions) -> Result<()> {
     let mut conn = target.connect(None).await?;
-    let _: Value = redis::cmd("DEL").arg(STREAM).arg(DLQ).arg(FULFILLED).query_async(&mut conn).await?;
+    take_keys(&mut conn, &[STREAM, DLQ, FULFILLED], options.force).await?;
     let _: Value = redis::cmd("XGROUP")
         .arg("CREATE")
         .arg(STREAM)
@@ -99,7 +99,7 @@ pub async fn run(target: &Target, seed: u64) -> Result<()> {
         .arg("MKSTREAM")
         .query_async(&mut conn)
         .await?;
-    let mut rng = Rng(seed);
+    let mut rng = Rng(options.seed);
 
     println!("== 1. workers join group {GROUP} on {STREAM} (delivery limit {DELIVERY_LIMIT}, min-idle 1s)");
     let mut workers = vec![start(target, "w1", &conn)?, start(target, "w2", &conn)?, start(target, "w3", &conn)?];

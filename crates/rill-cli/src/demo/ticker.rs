@@ -4,8 +4,11 @@
 //! 2. Consumer `pod-crash` reads all 50 and dies without acking.
 //! 3. The pending summary shows 50 entries owned by `pod-crash`.
 //! 4. Worker `pod-rescue` reclaims them once they have idled for min-idle (1 s); ticks with
-//!    seq 3 are poison and fail until the delivery limit (3) moves them to `{ticks}:dlq`.
+//!    seq 3 are poison and fail until the delivery limit (3) moves them to
+//!    `rill-demo:{ticks}:dlq`.
 //! 5. Pending is 0; the dead letters are listed.
+//!
+//! Its keys are `rill-demo:{ticks}` and its dead-letter stream (see [`super::take_keys`]).
 
 use std::time::Duration;
 
@@ -13,12 +16,12 @@ use redis::Value;
 use rill_worker::reply::read_reply;
 use rill_worker::{dlq, ops, CancellationToken, Entry, HandlerError, Target, Worker, WorkerConfig};
 
-use super::{wait_until, Rng};
+use super::{take_keys, wait_until, DemoOptions, Rng};
 use crate::commands::pending_text;
 use crate::dead_letters::dlq_table;
 
-const STREAM: &str = "{ticks}";
-const DLQ: &str = "{ticks}:dlq";
+const STREAM: &str = "rill-demo:{ticks}";
+const DLQ: &str = "rill-demo:{ticks}:dlq";
 const GROUP: &str = "pricing";
 const SYMBOLS: [(&str, u64); 10] = [
     ("AAPL", 18_920),
@@ -71,9 +74,10 @@ fn price(cents: u64) -> String {
     format!("{}.{:02}", cents / 100, cents % 100)
 }
 
-pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::Error>> {
+pub async fn run(target: &Target, options: DemoOptions) -> Result<(), Box<dyn std::error::Error>> {
+    let seed = options.seed;
     let mut conn = target.connect(None).await?;
-    let _: Value = redis::cmd("DEL").arg(STREAM).arg(DLQ).query_async(&mut conn).await?;
+    take_keys(&mut conn, &[STREAM, DLQ], options.force).await?;
 
     println!("== 1. market simulator (seed {seed}): {TICKS} ticks for {} symbols -> {STREAM}", SYMBOLS.len());
     let ticks = simulate(seed, TICKS);
@@ -169,7 +173,7 @@ pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::E
     let report = ops::pending(&mut conn, STREAM, GROUP, 5).await?;
     println!("{}", indent(&pending_text(STREAM, GROUP, &report)));
     let letters = dlq::list(&mut conn, DLQ, "-", 100).await?;
-    println!("   dead letters in {DLQ} (rill dlq list {STREAM}): {}", letters.len());
+    println!("   dead letters in {DLQ} (rill dlq list '{STREAM}'): {}", letters.len());
     println!("{}", indent(&dlq_table(&letters)));
     Ok(())
 }
