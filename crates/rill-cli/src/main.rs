@@ -29,7 +29,8 @@ struct Global {
     /// Treat --url as a seed node of a Redis Cluster.
     #[arg(long, global = true)]
     cluster: bool,
-    /// Machine-readable output (one JSON document; `tail` prints one per line).
+    /// Machine-readable output (one JSON document; `tail` prints one per line; a demo prints
+    /// its summary figures only).
     #[arg(long, global = true)]
     json: bool,
 }
@@ -159,8 +160,8 @@ struct DemoArgs {
 }
 
 impl DemoArgs {
-    fn options(&self) -> demo::DemoOptions {
-        demo::DemoOptions { seed: self.seed, force: self.force }
+    fn options(&self, json: bool) -> demo::DemoOptions {
+        demo::DemoOptions { seed: self.seed, force: self.force, json }
     }
 }
 
@@ -222,9 +223,17 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 Some(s) => Target::Single(s.url()),
                 None => g.target(),
             };
-            match which {
-                DemoKind::Ticker { args } => demo::ticker::run(&target, args.options()).await?,
-                DemoKind::Orders { args } => demo::orders::run(&target, args.options()).await?,
+            let (DemoKind::Ticker { args } | DemoKind::Orders { args }) = &which;
+            let options = args.options(g.json);
+            if let Some(s) = &server {
+                options.story().say(s.started());
+            }
+            let summary = match which {
+                DemoKind::Ticker { .. } => demo::ticker::run(&target, options).await?,
+                DemoKind::Orders { .. } => demo::orders::run(&target, options).await?,
+            };
+            if g.json {
+                println!("{}", summary.render());
             }
         }
     }

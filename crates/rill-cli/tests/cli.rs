@@ -1,5 +1,6 @@
-//! The `rill` binary end to end: the demos (embedded rill-server and Debian's redis-server) and
-//! the operator commands' text and `--json` output against both servers.
+//! The `rill` binary end to end: the demos (embedded rill-server and Debian's redis-server,
+//! their own keys, `--json`) and the operator commands' text and `--json` output against both
+//! servers, with dead letters of both provenance styles and of two sources in one stream.
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -132,9 +133,66 @@ fn assert_orders_story(stdout: &str) {
         "fulfilled orders: 299 of 299",
         "delivery limit 4 reached; last error: sku POISON is not in the catalogue",
         "order=order-0042 sku=POISON",
+        // Every run is counted, the crashed ones too.
+        "   w2      CRASHED  ",
+        "   w3      CRASHED  ",
+        "   all 5 runs: handled 29",
+        "MAXLEN ~ 150 left 200 entries, not 150: approximate trimming removes whole nodes only, up to 100 \
+         entries each (stream-node-max-entries), and stops before a node whose removal would leave fewer than 150",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
+}
+
+/// The numbers that follow `"key":` in a JSON document, in order.
+fn json_numbers(json: &str, key: &str) -> Vec<u64> {
+    let pattern = format!("\"{key}\":");
+    json.match_indices(&pattern)
+        .map(|(at, _)| {
+            let rest = &json[at + pattern.len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap_or_else(|_| panic!("{key} is not a number in {json}"))
+        })
+        .collect()
+}
+
+/// `--json` holds for the demos too: stdout is one JSON document, the run's summary figures.
+#[test]
+fn demos_print_one_json_document() {
+    let (ok, stdout, stderr) = rill(&["--json", "demo", "ticker"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let json = stdout.trim();
+    assert!(json.starts_with(r#"{"demo":"ticker","seed":42,"stream":"rill-demo:{ticks}","group":"pricing""#), "{json}");
+    for part in [
+        r#""ticks":50,"poison_ticks":9,"delivery_limit":3,"crashed_consumer_read":50,"pending_after_crash":50,"#,
+        r#""handled":41,"#,
+        r#""dead_lettered":9},"pending_at_end":0,"dead_letters":9}"#,
+    ] {
+        assert!(json.contains(part), "missing {part} in {json}");
+    }
+
+    let (ok, stdout, stderr) = rill(&["--json", "demo", "orders", "--seed", "7"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let json = stdout.trim();
+    assert!(json.starts_with(r#"{"demo":"orders","seed":7,"#) && json.ends_with('}'), "{json}");
+    for part in [
+        r#""maxlen_approx":150,"node_max_entries":100,"lengths_after_waves":[100,200,200],"#,
+        r#"{"name":"w2","crashed":true,"#,
+        r#"{"name":"w3","crashed":true,"#,
+        r#""fulfilled":299,"dead_letters":1,"#,
+    ] {
+        assert!(json.contains(part), "missing {part} in {json}");
+    }
+    assert_eq!(json.matches(r#""crashed":"#).count(), 5, "{json}");
+    // Five runs then the total; a crashed run may miss the count of an ack it never saw
+    // answered (at most its concurrency, 2, per crash).
+    let handled = json_numbers(json, "handled");
+    assert_eq!(handled.len(), 6, "{json}");
+    assert_eq!(handled[..5].iter().sum::<u64>(), handled[5], "{json}");
+    assert!((295..=299).contains(&handled[5]), "{json}");
+    assert!(handled[1] + handled[2] > 0, "the crashed runs handled nothing? {json}");
 }
 
 #[test]

@@ -23,6 +23,34 @@ pub struct DemoOptions {
     pub seed: u64,
     /// Delete the demo's keys if they exist, instead of refusing to run.
     pub force: bool,
+    /// `--json`: no narration; the caller prints the summary the demo returns.
+    pub json: bool,
+}
+
+impl DemoOptions {
+    pub fn story(self) -> Story {
+        Story { quiet: self.json }
+    }
+}
+
+/// A demo's narration: printed, or dropped under `--json`, whose stdout is one JSON document
+/// (the demo's summary figures).
+#[derive(Debug, Clone, Copy)]
+pub struct Story {
+    quiet: bool,
+}
+
+impl Story {
+    pub fn say(self, text: impl std::fmt::Display) {
+        if !self.quiet {
+            println!("{text}");
+        }
+    }
+}
+
+/// `text` indented by three spaces, to sit under a demo's step heading.
+pub fn indent(text: &str) -> String {
+    text.lines().map(|l| if l.is_empty() { String::new() } else { format!("   {l}") }).collect::<Vec<_>>().join("\n")
 }
 
 /// Makes the demo's `keys` free: refuses, changing nothing, when one exists and `force` is
@@ -61,6 +89,7 @@ pub struct EmbeddedServer {
     child: Child,
     port: u16,
     dir: PathBuf,
+    binary: PathBuf,
 }
 
 impl EmbeddedServer {
@@ -88,12 +117,8 @@ impl EmbeddedServer {
                 .stderr(Stdio::null())
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-            let mut server = EmbeddedServer { child, port, dir };
+            let mut server = EmbeddedServer { child, port, dir, binary: binary.clone() };
             if server.wait_ready() {
-                println!(
-                    "# started {} on 127.0.0.1:{port} (in memory; stopped when the demo ends)\n",
-                    binary.display()
-                );
                 return Ok(server);
             }
             last = format!("{} did not answer on port {port}", binary.display());
@@ -117,6 +142,15 @@ impl EmbeddedServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The line a demo's narration starts with.
+    pub fn started(&self) -> String {
+        format!(
+            "# started {} on 127.0.0.1:{} (in memory; stopped when the demo ends)\n",
+            self.binary.display(),
+            self.port
+        )
     }
 }
 
