@@ -127,6 +127,8 @@ fn letter_json(l: &DeadLetter) -> Json {
         ("consumer", known(Json::str(&l.consumer))),
         ("deliveries", known(Json::uint(l.deliveries))),
         ("reason", known(Json::str(&l.reason))),
+        ("first_delivery_ms", l.first_delivery_ms.map_or(Json::Null, Json::uint)),
+        ("last_delivery_ms", l.last_delivery_ms.map_or(Json::Null, Json::uint)),
         ("fields", Json::fields(&l.fields)),
     ])
 }
@@ -217,6 +219,9 @@ pub async fn dlq_show(conn: &mut Connection, stream: &str, dlq_stream: &str, id:
         println!("  group     {} (consumer {})", l.group, l.consumer);
         println!("  delivered {} times", l.deliveries);
         println!("  reason    {}", l.reason);
+        if let (Some(first), Some(last)) = (l.first_delivery_ms, l.last_delivery_ms) {
+            println!("  first delivered at {first} ms, last at {last} ms (unix time; written by the server's policy)");
+        }
     } else {
         println!("  (written with deadLetteredFrom: no group, consumer, delivery count or reason recorded)");
     }

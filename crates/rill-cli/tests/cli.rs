@@ -274,7 +274,7 @@ fn operator_commands(server: Server) {
     let json = run(&["--json", "dlq", "show", "{s}", "9-0"]);
     assert_eq!(
         json.trim(),
-        r#"{"id":"9-0","provenance":"rill","source_stream":"{s}","source_id":"7-0","group":"g","consumer":"c1","deliveries":5,"reason":"boom","fields":{"n":"7","note":"two words"}}"#
+        r#"{"id":"9-0","provenance":"rill","source_stream":"{s}","source_id":"7-0","group":"g","consumer":"c1","deliveries":5,"reason":"boom","first_delivery_ms":null,"last_delivery_ms":null,"fields":{"n":"7","note":"two words"}}"#
     );
 
     let json = run(&["--json", "tail", "{s}", "--group", "g", "--history", "2", "--limit", "2"]);
@@ -356,7 +356,7 @@ fn posts_style_dead_letters(server: Server) {
     let json = rill_ok(&server, &["--json", "dlq", "show", "{p}", "2-0"]);
     assert_eq!(
         json.trim(),
-        r#"{"id":"2-0","provenance":"deadLetteredFrom","source_stream":"{p}","source_id":"1712-3","group":null,"consumer":null,"deliveries":null,"reason":null,"fields":{"n":"3","poison":"1"}}"#
+        r#"{"id":"2-0","provenance":"deadLetteredFrom","source_stream":"{p}","source_id":"1712-3","group":null,"consumer":null,"deliveries":null,"reason":null,"first_delivery_ms":null,"last_delivery_ms":null,"fields":{"n":"3","poison":"1"}}"#
     );
     let text = rill_ok(&server, &["dlq", "show", "{p}", "3-0"]);
     assert!(text.contains("from      {p} 1712-13"), "{text}");
@@ -379,6 +379,49 @@ fn posts_style_dead_letters_against_redis() {
 #[test]
 fn posts_style_dead_letters_against_rill() {
     posts_style_dead_letters(Server::rill());
+}
+
+/// A dead letter as a rill server's MAXDELIVER policy writes it: rill's six provenance fields
+/// and the first and last delivery times (docs/spec/policies.md §3).
+#[test]
+fn server_made_dead_letters_are_read() {
+    let server = Server::rill();
+    redis_cli(
+        server.port,
+        &[
+            "XADD",
+            "{o}:dlq",
+            "9-0",
+            "sku",
+            "a",
+            "rill-source-stream",
+            "{o}",
+            "rill-source-id",
+            "5-0",
+            "rill-group",
+            "g",
+            "rill-consumer",
+            "c",
+            "rill-deliveries",
+            "4",
+            "rill-reason",
+            "maxdeliver",
+            "rill-first-delivery-ms",
+            "1000",
+            "rill-last-delivery-ms",
+            "2500",
+        ],
+    )
+    .unwrap();
+    let json = rill_ok(&server, &["--json", "dlq", "show", "{o}", "9-0"]);
+    assert_eq!(
+        json.trim(),
+        r#"{"id":"9-0","provenance":"rill","source_stream":"{o}","source_id":"5-0","group":"g","consumer":"c","deliveries":4,"reason":"maxdeliver","first_delivery_ms":1000,"last_delivery_ms":2500,"fields":{"sku":"a"}}"#
+    );
+    let text = rill_ok(&server, &["dlq", "replay", "{o}"]);
+    assert!(text.contains("replayed 1 of 1 dead letters of {o}"), "{text}");
+    let replayed = redis_cli(server.port, &["XRANGE", "{o}", "-", "+"]).unwrap();
+    assert_eq!(replayed.lines().skip(1).collect::<Vec<_>>(), ["sku", "a"], "{replayed}");
 }
 
 /// `purge --all` pages through the whole dead-letter stream: a page of 500 entries with fewer

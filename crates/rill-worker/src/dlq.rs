@@ -1,10 +1,11 @@
 //! Dead letters: the entry format, the atomic move, and replay.
 //!
 //! A dead letter is the original entry's fields, in order, followed by a provenance block. Two
-//! styles of block are read; rill-worker writes the first:
+//! styles of block are read; rill-worker writes the first, and so does a rill server enforcing
+//! a group's delivery limit (docs/spec/policies.md §3), with two more fields:
 //!
 //! ```text
-//! rill style (six fields)                            posts style (one field)
+//! rill style (six fields; eight from the server)     posts style (one field)
 //! <field 1> <value 1> ... <field n> <value n>        <field 1> <value 1> ... <field n> <value n>
 //! rill-source-stream  <stream the entry came from>   deadLetteredFrom  <stream>/<id>
 //! rill-source-id      <its ID there>
@@ -12,6 +13,8 @@
 //! rill-consumer       <consumer that moved it>
 //! rill-deliveries     <delivery count when it was moved>
 //! rill-reason         <why: the handler's message, or the delivery limit>
+//! rill-first-delivery-ms  <unix ms>    (server only)
+//! rill-last-delivery-ms   <unix ms>    (server only)
 //! ```
 //!
 //! The posts style is what a widely read blog post's Node.js worker writes
@@ -19,9 +22,9 @@
 //! tests/clients); many existing dead-letter streams hold it. It records the source and nothing
 //! else. Its value is split at the last `/` (an entry ID has none, a stream name may).
 //!
-//! The provenance is recognised by position (the last six fields with exactly these names, or
-//! a last field `deadLetteredFrom` whose value ends in `/<ms>-<seq>`), so an original entry
-//! that happens to have a field called `rill-reason` still replays intact.
+//! The provenance is recognised by position (the last eight or six fields with exactly these
+//! names, or a last field `deadLetteredFrom` whose value ends in `/<ms>-<seq>`), so an original
+//! entry that happens to have a field called `rill-reason` still replays intact.
 //!
 //! Moving is one transaction, `MULTI; XADD <dlq> * ...; XACK <stream> <group> <id>; EXEC`: the
 //! entry is never both pending and dead-lettered, nor neither. On a cluster both keys must share
@@ -47,6 +50,12 @@ pub mod field {
     pub const REASON: &str = "rill-reason";
     /// All of them, in order.
     pub const ALL: [&str; 6] = [SOURCE_STREAM, SOURCE_ID, GROUP, CONSUMER, DELIVERIES, REASON];
+    /// Written after [`ALL`] by a server's dead-letter policy only.
+    pub const FIRST_DELIVERY_MS: &str = "rill-first-delivery-ms";
+    pub const LAST_DELIVERY_MS: &str = "rill-last-delivery-ms";
+    /// The server's block, in order.
+    pub const ALL_SERVER: [&str; 8] =
+        [SOURCE_STREAM, SOURCE_ID, GROUP, CONSUMER, DELIVERIES, REASON, FIRST_DELIVERY_MS, LAST_DELIVERY_MS];
     /// The one field of the posts style: `<stream>/<id>`.
     pub const DEAD_LETTERED_FROM: &str = "deadLetteredFrom";
 }
@@ -86,6 +95,9 @@ pub struct DeadLetter {
     pub deliveries: u64,
     /// Empty for [`ProvenanceStyle::DeadLetteredFrom`].
     pub reason: String,
+    /// Times of the first and last delivery, when a server's policy wrote the letter.
+    pub first_delivery_ms: Option<u64>,
+    pub last_delivery_ms: Option<u64>,
     pub style: ProvenanceStyle,
     /// The original entry's fields.
     pub fields: Vec<(Vec<u8>, Vec<u8>)>,
@@ -100,13 +112,8 @@ impl DeadLetter {
     }
 
     fn rill_style(id: &str, fields: &[(Vec<u8>, Vec<u8>)]) -> Option<DeadLetter> {
-        let split = fields.len().checked_sub(field::ALL.len())?;
-        let (original, provenance) = fields.split_at(split);
-        let names_match =
-            provenance.iter().zip(field::ALL).all(|((name, _), expected)| name.as_slice() == expected.as_bytes());
-        if !names_match {
-            return None;
-        }
+        let (original, provenance) =
+            trailing_block(fields, &field::ALL_SERVER).or_else(|| trailing_block(fields, &field::ALL))?;
         let mut values = provenance.iter().map(|(_, v)| String::from_utf8_lossy(v).into_owned());
         let mut next = || values.next().unwrap_or_default();
         Some(DeadLetter {
@@ -117,6 +124,8 @@ impl DeadLetter {
             consumer: next(),
             deliveries: next().parse().unwrap_or(0),
             reason: next(),
+            first_delivery_ms: values.next().and_then(|v| v.parse().ok()),
+            last_delivery_ms: values.next().and_then(|v| v.parse().ok()),
             style: ProvenanceStyle::Rill,
             fields: original.to_vec(),
         })
@@ -140,10 +149,23 @@ impl DeadLetter {
             consumer: String::new(),
             deliveries: 0,
             reason: String::new(),
+            first_delivery_ms: None,
+            last_delivery_ms: None,
             style: ProvenanceStyle::DeadLetteredFrom,
             fields: original.to_vec(),
         })
     }
+}
+
+/// An entry's field/value pairs, in order.
+type Fields = [(Vec<u8>, Vec<u8>)];
+
+/// `fields` split before its last `names.len()` fields, if those have exactly `names`.
+fn trailing_block<'a>(fields: &'a Fields, names: &[&str]) -> Option<(&'a Fields, &'a Fields)> {
+    let split = fields.len().checked_sub(names.len())?;
+    let (original, block) = fields.split_at(split);
+    let names_match = block.iter().zip(names).all(|((name, _), expected)| name.as_slice() == expected.as_bytes());
+    names_match.then_some((original, block))
 }
 
 /// `<ms>-<seq>`, both decimal: the form of every ID a server returns.
@@ -328,8 +350,26 @@ mod tests {
         assert_eq!(letter.deliveries, 3);
         assert_eq!(letter.reason, "boom");
         assert_eq!(letter.style, ProvenanceStyle::Rill);
+        assert_eq!((letter.first_delivery_ms, letter.last_delivery_ms), (None, None));
         let foreign = RawEntry { id: "1-0".into(), fields: Some(vec![pair("a", "1")]), claimed: None };
         assert!(DeadLetter::from_raw(foreign).is_none());
+    }
+
+    #[test]
+    fn the_servers_eight_fields_are_read() {
+        let original = vec![pair("rill-last-delivery-ms", "an original field"), pair("n", "1")];
+        let mut fields = original.clone();
+        let values = ["orders", "5-0", "g", "c", "4", "maxdeliver", "1000", "2500"];
+        for (name, value) in field::ALL_SERVER.iter().zip(values) {
+            fields.push(pair(name, value));
+        }
+        let letter = DeadLetter::from_raw(RawEntry { id: "9-0".into(), fields: Some(fields), claimed: None }).unwrap();
+        assert_eq!(letter.fields, original);
+        assert_eq!(
+            (letter.source_stream.as_str(), letter.deliveries, letter.reason.as_str()),
+            ("orders", 4, "maxdeliver")
+        );
+        assert_eq!((letter.first_delivery_ms, letter.last_delivery_ms), (Some(1000), Some(2500)));
     }
 
     #[test]
