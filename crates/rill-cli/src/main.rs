@@ -3,6 +3,7 @@
 //! Redis or a Redis Cluster (`--cluster`), through the `rill-worker` crate.
 
 mod commands;
+mod dead_letters;
 mod demo;
 mod output;
 
@@ -28,7 +29,8 @@ struct Global {
     /// Treat --url as a seed node of a Redis Cluster.
     #[arg(long, global = true)]
     cluster: bool,
-    /// Machine-readable output (one JSON document; `tail` prints one per line).
+    /// Machine-readable output (one JSON document; `tail` prints one per line; a demo prints
+    /// its summary figures only).
     #[arg(long, global = true)]
     json: bool,
 }
@@ -61,6 +63,10 @@ enum Command {
         count: usize,
     },
     /// Dead letters of a stream (kept in `<stream>:dlq`, or `{<stream>}:dlq` for untagged names).
+    ///
+    /// A dead-letter stream may also hold letters of other streams (`ticks` and `{ticks}` share
+    /// `{ticks}:dlq`): list and show print each letter's source; replay and purge act only on
+    /// the letters whose provenance names STREAM and refuse named IDs of other streams.
     Dlq {
         #[command(subcommand)]
         action: DlqAction,
@@ -105,20 +111,22 @@ enum DlqAction {
         #[arg(long)]
         dlq: Option<String>,
     },
-    /// Re-add dead letters to their source stream; each is deleted only after its XADD succeeded.
+    /// Re-add dead letters of STREAM to STREAM, the source their provenance names; each is
+    /// deleted only after its XADD succeeded.
     Replay {
         stream: String,
-        /// IDs to replay (default: all).
+        /// IDs to replay (default: every dead letter of STREAM).
         ids: Vec<String>,
         #[arg(long)]
         dlq: Option<String>,
     },
-    /// Delete dead letters.
+    /// Delete dead letters of STREAM.
     Purge {
         stream: String,
         /// IDs to delete.
         ids: Vec<String>,
-        /// Delete all of them.
+        /// Delete all dead letters of STREAM (letters of other streams and entries without
+        /// provenance stay).
         #[arg(long, conflicts_with = "ids")]
         all: bool,
         #[arg(long)]
@@ -129,15 +137,32 @@ enum DlqAction {
 #[derive(Debug, Subcommand)]
 enum DemoKind {
     /// The market-tick story: a crashed pod, a rescue, poison ticks in the dead-letter stream.
+    /// Keys: rill-demo:{ticks}, rill-demo:{ticks}:dlq.
     Ticker {
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
+        #[command(flatten)]
+        args: DemoArgs,
     },
     /// Order workers that crash and restart, a poison order, and safe trimming.
+    /// Keys: rill-demo:{orders}, rill-demo:{orders}:dlq, rill-demo:{orders}:fulfilled.
     Orders {
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
+        #[command(flatten)]
+        args: DemoArgs,
     },
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Delete the demo's keys if they exist (a demo refuses to run over existing keys).
+    #[arg(long)]
+    force: bool,
+}
+
+impl DemoArgs {
+    fn options(&self, json: bool) -> demo::DemoOptions {
+        demo::DemoOptions { seed: self.seed, force: self.force, json }
+    }
 }
 
 fn main() -> ExitCode {
@@ -172,20 +197,20 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let mut conn = g.connect().await?;
             match action {
                 DlqAction::List { stream, count, dlq } => {
-                    let dlq = commands::dlq_name(&stream, dlq)?;
-                    commands::dlq_list(&mut conn, &dlq, count, g.json).await?
+                    let dlq = dead_letters::dlq_name(&stream, dlq)?;
+                    dead_letters::dlq_list(&mut conn, &stream, &dlq, count, g.json).await?
                 }
                 DlqAction::Show { stream, id, dlq } => {
-                    let dlq = commands::dlq_name(&stream, dlq)?;
-                    commands::dlq_show(&mut conn, &dlq, &id, g.json).await?
+                    let dlq = dead_letters::dlq_name(&stream, dlq)?;
+                    dead_letters::dlq_show(&mut conn, &stream, &dlq, &id, g.json).await?
                 }
                 DlqAction::Replay { stream, ids, dlq } => {
-                    let dlq = commands::dlq_name(&stream, dlq)?;
-                    commands::dlq_replay(&mut conn, &dlq, &ids, g.json).await?
+                    let dlq = dead_letters::dlq_name(&stream, dlq)?;
+                    dead_letters::dlq_replay(&mut conn, &stream, &dlq, &ids, g.json).await?
                 }
                 DlqAction::Purge { stream, ids, all, dlq } => {
-                    let dlq = commands::dlq_name(&stream, dlq)?;
-                    commands::dlq_purge(&mut conn, &dlq, &ids, all, g.json).await?
+                    let dlq = dead_letters::dlq_name(&stream, dlq)?;
+                    dead_letters::dlq_purge(&mut conn, &stream, &dlq, &ids, all, g.json).await?
                 }
             }
         }
@@ -198,9 +223,17 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 Some(s) => Target::Single(s.url()),
                 None => g.target(),
             };
-            match which {
-                DemoKind::Ticker { seed } => demo::ticker::run(&target, seed).await?,
-                DemoKind::Orders { seed } => demo::orders::run(&target, seed).await?,
+            let (DemoKind::Ticker { args } | DemoKind::Orders { args }) = &which;
+            let options = args.options(g.json);
+            if let Some(s) = &server {
+                options.story().say(s.started());
+            }
+            let summary = match which {
+                DemoKind::Ticker { .. } => demo::ticker::run(&target, options).await?,
+                DemoKind::Orders { .. } => demo::orders::run(&target, options).await?,
+            };
+            if g.json {
+                println!("{}", summary.render());
             }
         }
     }

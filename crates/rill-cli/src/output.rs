@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Json {
     Null,
+    Bool(bool),
     Int(i64),
     Str(String),
     Array(Vec<Json>),
@@ -44,6 +45,7 @@ impl Json {
     fn write(&self, out: &mut String) {
         match self {
             Json::Null => out.push_str("null"),
+            Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             Json::Int(i) => {
                 let _ = write!(out, "{i}");
             }
@@ -94,6 +96,11 @@ fn write_str(out: &mut String, s: &str) {
 
 pub fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// Field/value pairs on one line: `f1=v1 f2=v2`.
+pub fn fields_inline(fields: &[(Vec<u8>, Vec<u8>)]) -> String {
+    fields.iter().map(|(f, v)| format!("{}={}", lossy(f), lossy(v))).collect::<Vec<_>>().join(" ")
 }
 
 /// A table printed with columns padded to their widest cell.
@@ -160,8 +167,11 @@ mod tests {
 
     #[test]
     fn json_escapes() {
-        let j = Json::obj([("a", Json::str("x\"y\n")), ("b", Json::Array(vec![Json::Int(1), Json::Null]))]);
-        assert_eq!(j.render(), r#"{"a":"x\"y\n","b":[1,null]}"#);
+        let j = Json::obj([
+            ("a", Json::str("x\"y\n")),
+            ("b", Json::Array(vec![Json::Int(1), Json::Null, Json::Bool(true)])),
+        ]);
+        assert_eq!(j.render(), r#"{"a":"x\"y\n","b":[1,null,true]}"#);
     }
 
     #[test]

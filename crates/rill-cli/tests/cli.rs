@@ -1,9 +1,10 @@
-//! The `rill` binary end to end: the demos (embedded rill-server and Debian's redis-server) and
-//! the operator commands' text and `--json` output against both servers.
+//! The `rill` binary end to end: the demos (embedded rill-server and Debian's redis-server,
+//! their own keys, `--json`) and the operator commands' text and `--json` output against both
+//! servers, with dead letters of both provenance styles and of two sources in one stream.
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use rill_testkit::{redis_cli, ReferenceServer, Server};
+use rill_testkit::{redis_cli, RawClient, ReferenceServer, Server};
 use std::process::{Command, Stdio};
 
 /// Debian's redis-server 7.0.15.
@@ -21,17 +22,54 @@ fn rill(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `rill --url <server> args...`, which must succeed; its stdout.
+fn rill_ok(server: &Server, args: &[&str]) -> String {
+    let url = server.url();
+    let mut all = vec!["--url", url.as_str()];
+    all.extend_from_slice(args);
+    let (ok, stdout, stderr) = rill(&all);
+    assert!(ok, "rill {args:?} failed: {stderr}\n{stdout}");
+    stdout
+}
+
+/// `rill --url <server> args...`, which must fail; its stderr.
+fn rill_err(server: &Server, args: &[&str]) -> String {
+    let url = server.url();
+    let mut all = vec!["--url", url.as_str()];
+    all.extend_from_slice(args);
+    let (ok, stdout, stderr) = rill(&all);
+    assert!(!ok, "rill {args:?} succeeded: {stdout}");
+    stderr
+}
+
+/// Sends every command, then reads every reply; panics on an error reply.
+fn pipeline(server: &Server, commands: &[Vec<String>]) {
+    let mut client = RawClient::connect(server.port);
+    for c in commands {
+        let args: Vec<&[u8]> = c.iter().map(|a| a.as_bytes()).collect();
+        client.send_command(&args).unwrap();
+    }
+    for c in commands {
+        let reply = client.read_reply().unwrap();
+        assert!(!reply.starts_with(b"-"), "{c:?}: {}", String::from_utf8_lossy(&reply));
+    }
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| (*a).to_owned()).collect()
+}
+
 fn assert_ticker_story(stdout: &str) {
     for line in [
-        "== 1. market simulator (seed 42): 50 ticks for 10 symbols -> {ticks}",
+        "== 1. market simulator (seed 42): 50 ticks for 10 symbols -> rill-demo:{ticks}",
         "9 ticks have seq 3 (poison)",
         "pod-crash read 50 ticks ... and crashed",
-        "{ticks} / pricing: 50 pending",
+        "rill-demo:{ticks} / pricing: 50 pending",
         "pod-crash  50",
         "pod-rescue: handled 41, reclaimed",
         "dead-lettered 9",
-        "{ticks} / pricing: 0 pending",
-        "dead letters in {ticks}:dlq (rill dlq list {ticks}): 9",
+        "rill-demo:{ticks} / pricing: 0 pending",
+        "dead letters in rill-demo:{ticks}:dlq (rill dlq list 'rill-demo:{ticks}'): 9",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
@@ -55,6 +93,37 @@ fn demo_ticker_against_redis() {
     assert_ticker_story(&stdout);
 }
 
+/// The demos' keys are their own (`rill-demo:` prefix), and a demo refuses to run over an
+/// existing one unless given --force.
+#[test]
+fn demos_keep_to_their_own_keys() {
+    let server = Server::rill();
+    let port = server.port;
+    // The user's data, under the names the demos used to DEL.
+    for key in ["{ticks}", "{ticks}:dlq", "{orders}", "{orders}:dlq"] {
+        redis_cli(port, &["XADD", key, "1-0", "mine", "1"]).unwrap();
+    }
+    redis_cli(port, &["SADD", "{orders}:fulfilled", "order-1"]).unwrap();
+    redis_cli(port, &["SET", "rill-demo:{ticks}:dlq", "not a stream"]).unwrap();
+
+    let err = rill_err(&server, &["demo", "ticker"]);
+    assert!(err.contains("rill-demo:{ticks}:dlq already exists on this server"), "{err}");
+    assert!(err.contains("nothing was changed. Pass --force"), "{err}");
+    assert_eq!(redis_cli(port, &["GET", "rill-demo:{ticks}:dlq"]).unwrap().trim(), "not a stream");
+    assert_eq!(redis_cli(port, &["EXISTS", "rill-demo:{ticks}"]).unwrap().trim(), "0");
+
+    assert_ticker_story(&rill_ok(&server, &["demo", "ticker", "--force"]));
+    // A second run finds the first run's keys.
+    let err = rill_err(&server, &["demo", "ticker"]);
+    assert!(err.contains("rill-demo:{ticks}, rill-demo:{ticks}:dlq already exist on this server"), "{err}");
+    assert_orders_story(&rill_ok(&server, &["demo", "orders"]));
+
+    for key in ["{ticks}", "{ticks}:dlq", "{orders}", "{orders}:dlq"] {
+        assert_eq!(redis_cli(port, &["XLEN", key]).unwrap().trim(), "1", "{key}");
+    }
+    assert_eq!(redis_cli(port, &["SCARD", "{orders}:fulfilled"]).unwrap().trim(), "1");
+}
+
 fn assert_orders_story(stdout: &str) {
     for line in [
         "w2 CRASHED",
@@ -64,9 +133,66 @@ fn assert_orders_story(stdout: &str) {
         "fulfilled orders: 299 of 299",
         "delivery limit 4 reached; last error: sku POISON is not in the catalogue",
         "order=order-0042 sku=POISON",
+        // Every run is counted, the crashed ones too.
+        "   w2      CRASHED  ",
+        "   w3      CRASHED  ",
+        "   all 5 runs: handled 29",
+        "MAXLEN ~ 150 left 200 entries, not 150: approximate trimming removes whole nodes only, up to 100 \
+         entries each (stream-node-max-entries), and stops before a node whose removal would leave fewer than 150",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
+}
+
+/// The numbers that follow `"key":` in a JSON document, in order.
+fn json_numbers(json: &str, key: &str) -> Vec<u64> {
+    let pattern = format!("\"{key}\":");
+    json.match_indices(&pattern)
+        .map(|(at, _)| {
+            let rest = &json[at + pattern.len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap_or_else(|_| panic!("{key} is not a number in {json}"))
+        })
+        .collect()
+}
+
+/// `--json` holds for the demos too: stdout is one JSON document, the run's summary figures.
+#[test]
+fn demos_print_one_json_document() {
+    let (ok, stdout, stderr) = rill(&["--json", "demo", "ticker"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let json = stdout.trim();
+    assert!(json.starts_with(r#"{"demo":"ticker","seed":42,"stream":"rill-demo:{ticks}","group":"pricing""#), "{json}");
+    for part in [
+        r#""ticks":50,"poison_ticks":9,"delivery_limit":3,"crashed_consumer_read":50,"pending_after_crash":50,"#,
+        r#""handled":41,"#,
+        r#""dead_lettered":9},"pending_at_end":0,"dead_letters":9}"#,
+    ] {
+        assert!(json.contains(part), "missing {part} in {json}");
+    }
+
+    let (ok, stdout, stderr) = rill(&["--json", "demo", "orders", "--seed", "7"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let json = stdout.trim();
+    assert!(json.starts_with(r#"{"demo":"orders","seed":7,"#) && json.ends_with('}'), "{json}");
+    for part in [
+        r#""maxlen_approx":150,"node_max_entries":100,"lengths_after_waves":[100,200,200],"#,
+        r#"{"name":"w2","crashed":true,"#,
+        r#"{"name":"w3","crashed":true,"#,
+        r#""fulfilled":299,"dead_letters":1,"#,
+    ] {
+        assert!(json.contains(part), "missing {part} in {json}");
+    }
+    assert_eq!(json.matches(r#""crashed":"#).count(), 5, "{json}");
+    // Five runs then the total; a crashed run may miss the count of an ack it never saw
+    // answered (at most its concurrency, 2, per crash).
+    let handled = json_numbers(json, "handled");
+    assert_eq!(handled.len(), 6, "{json}");
+    assert_eq!(handled[..5].iter().sum::<u64>(), handled[5], "{json}");
+    assert!((295..=299).contains(&handled[5]), "{json}");
+    assert!(handled[1] + handled[2] > 0, "the crashed runs handled nothing? {json}");
 }
 
 #[test]
@@ -143,12 +269,12 @@ fn operator_commands(server: Server) {
     assert!(json.contains(r#""name":"g","consumers":1,"pending":3,"lag":0,"last_delivered_id":"3-0""#), "{json}");
 
     let text = run(&["dlq", "list", "{s}"]);
-    assert!(text.contains("{s}:dlq: 1 dead letters"), "{text}");
-    assert!(text.contains("9-0  7-0"), "{text}");
+    assert!(text.contains("{s}:dlq: 1 entries"), "{text}");
+    assert!(text.contains("9-0  {s}     7-0"), "{text}");
     let json = run(&["--json", "dlq", "show", "{s}", "9-0"]);
     assert_eq!(
         json.trim(),
-        r#"{"id":"9-0","source_stream":"{s}","source_id":"7-0","group":"g","consumer":"c1","deliveries":5,"reason":"boom","fields":{"n":"7","note":"two words"}}"#
+        r#"{"id":"9-0","provenance":"rill","source_stream":"{s}","source_id":"7-0","group":"g","consumer":"c1","deliveries":5,"reason":"boom","first_delivery_ms":null,"last_delivery_ms":null,"fields":{"n":"7","note":"two words"}}"#
     );
 
     let json = run(&["--json", "tail", "{s}", "--group", "g", "--history", "2", "--limit", "2"]);
@@ -191,7 +317,7 @@ fn operator_commands(server: Server) {
     )
     .unwrap();
     let json = run(&["--json", "dlq", "purge", "{s}", "--all"]);
-    assert_eq!(json.trim(), r#"{"dlq":"{s}:dlq","deleted":1}"#);
+    assert_eq!(json.trim(), r#"{"dlq":"{s}:dlq","deleted":1,"left_other_streams":{},"left_unrecognised":0}"#);
 }
 
 #[test]
@@ -202,4 +328,199 @@ fn operator_commands_against_redis() {
 #[test]
 fn operator_commands_against_rill() {
     operator_commands(Server::rill());
+}
+
+/// Dead letters written the way a popular blog post's Node worker writes them (the fields, then
+/// `deadLetteredFrom: <stream>/<id>`) are listed, shown, replayed and purged like rill's own.
+fn posts_style_dead_letters(server: Server) {
+    let posts_letter = |id: &str, n: &str, from: &str| {
+        strings(&["XADD", "{p}:dlq", id, "n", n, "poison", "1", "deadLetteredFrom", from])
+    };
+    pipeline(
+        &server,
+        &[
+            strings(&["XADD", "{p}:dlq", "1-0", "note", "not a dead letter"]),
+            posts_letter("2-0", "3", "{p}/1712-3"),
+            posts_letter("3-0", "13", "{p}/1712-13"),
+        ],
+    );
+
+    let text = rill_ok(&server, &["dlq", "list", "{p}"]);
+    assert!(text.contains("{p}:dlq: 3 entries"), "{text}");
+    assert!(text.contains("2-0  {p}     1712-3     -           -       n=3 poison=1"), "{text}");
+    assert!(text.contains("3-0  {p}     1712-13    -           -       n=13 poison=1"), "{text}");
+    assert!(
+        text.contains("1 entries with neither rill-* provenance fields nor deadLetteredFrom, not shown: 1-0"),
+        "{text}"
+    );
+    let json = rill_ok(&server, &["--json", "dlq", "show", "{p}", "2-0"]);
+    assert_eq!(
+        json.trim(),
+        r#"{"id":"2-0","provenance":"deadLetteredFrom","source_stream":"{p}","source_id":"1712-3","group":null,"consumer":null,"deliveries":null,"reason":null,"first_delivery_ms":null,"last_delivery_ms":null,"fields":{"n":"3","poison":"1"}}"#
+    );
+    let text = rill_ok(&server, &["dlq", "show", "{p}", "3-0"]);
+    assert!(text.contains("from      {p} 1712-13"), "{text}");
+
+    let text = rill_ok(&server, &["dlq", "replay", "{p}", "2-0"]);
+    assert!(text.contains("2-0 -> {p} "), "{text}");
+    let replayed = redis_cli(server.port, &["XRANGE", "{p}", "-", "+"]).unwrap();
+    assert_eq!(replayed.lines().skip(1).collect::<Vec<_>>(), ["n", "3", "poison", "1"], "{replayed}");
+
+    let json = rill_ok(&server, &["--json", "dlq", "purge", "{p}", "--all"]);
+    assert!(json.starts_with(r#"{"dlq":"{p}:dlq","deleted":1"#), "{json}");
+    assert_eq!(redis_cli(server.port, &["XRANGE", "{p}:dlq", "-", "+"]).unwrap().lines().next(), Some("1-0"));
+}
+
+#[test]
+fn posts_style_dead_letters_against_redis() {
+    posts_style_dead_letters(redis());
+}
+
+#[test]
+fn posts_style_dead_letters_against_rill() {
+    posts_style_dead_letters(Server::rill());
+}
+
+/// A dead letter as a rill server's MAXDELIVER policy writes it: rill's six provenance fields
+/// and the first and last delivery times (docs/spec/policies.md §3).
+#[test]
+fn server_made_dead_letters_are_read() {
+    let server = Server::rill();
+    redis_cli(
+        server.port,
+        &[
+            "XADD",
+            "{o}:dlq",
+            "9-0",
+            "sku",
+            "a",
+            "rill-source-stream",
+            "{o}",
+            "rill-source-id",
+            "5-0",
+            "rill-group",
+            "g",
+            "rill-consumer",
+            "c",
+            "rill-deliveries",
+            "4",
+            "rill-reason",
+            "maxdeliver",
+            "rill-first-delivery-ms",
+            "1000",
+            "rill-last-delivery-ms",
+            "2500",
+        ],
+    )
+    .unwrap();
+    let json = rill_ok(&server, &["--json", "dlq", "show", "{o}", "9-0"]);
+    assert_eq!(
+        json.trim(),
+        r#"{"id":"9-0","provenance":"rill","source_stream":"{o}","source_id":"5-0","group":"g","consumer":"c","deliveries":4,"reason":"maxdeliver","first_delivery_ms":1000,"last_delivery_ms":2500,"fields":{"sku":"a"}}"#
+    );
+    let text = rill_ok(&server, &["dlq", "replay", "{o}"]);
+    assert!(text.contains("replayed 1 of 1 dead letters of {o}"), "{text}");
+    let replayed = redis_cli(server.port, &["XRANGE", "{o}", "-", "+"]).unwrap();
+    assert_eq!(replayed.lines().skip(1).collect::<Vec<_>>(), ["sku", "a"], "{replayed}");
+}
+
+/// `purge --all` pages through the whole dead-letter stream: a page of 500 entries with fewer
+/// than 500 dead letters in it is not the last page.
+#[test]
+fn purge_all_reads_past_a_page_with_other_entries() {
+    let server = Server::rill();
+    let mut commands = vec![strings(&["XADD", "{q}:dlq", "1-0", "note", "not a dead letter"])];
+    for i in 0..600 {
+        let from = format!("{{q}}/5-{i}");
+        commands.push(strings(&["XADD", "{q}:dlq", &format!("2-{i}"), "n", &i.to_string(), "deadLetteredFrom", &from]));
+    }
+    pipeline(&server, &commands);
+    let text = rill_ok(&server, &["dlq", "purge", "{q}", "--all"]);
+    assert!(text.contains("deleted 600 dead letters from {q}:dlq"), "{text}");
+    assert_eq!(redis_cli(server.port, &["XLEN", "{q}:dlq"]).unwrap().trim(), "1");
+}
+
+/// The untagged `t` and the tagged `{t}` share the default dead-letter stream `{t}:dlq`. A
+/// letter is replayed only to the stream its provenance names, and only when that is the stream
+/// asked for: `rill dlq replay t` must not write `{t}`'s letters into `{t}`.
+fn shared_default_dead_letter_stream(server: Server) {
+    let rill_letter = |id: &str, value: &str, source: &str| {
+        strings(&[
+            "XADD",
+            "{t}:dlq",
+            id,
+            "a",
+            value,
+            "rill-source-stream",
+            source,
+            "rill-source-id",
+            "5-0",
+            "rill-group",
+            "g",
+            "rill-consumer",
+            "c",
+            "rill-deliveries",
+            "3",
+            "rill-reason",
+            "boom",
+        ])
+    };
+    pipeline(
+        &server,
+        &[
+            rill_letter("1-0", "of-tagged", "{t}"),
+            strings(&["XADD", "{t}:dlq", "2-0", "a", "of-untagged", "deadLetteredFrom", "t/6-0"]),
+            rill_letter("3-0", "of-untagged-too", "t"),
+        ],
+    );
+    let port = server.port;
+    let untouched = || {
+        assert_eq!(redis_cli(port, &["XLEN", "{t}:dlq"]).unwrap().trim(), "3");
+        assert_eq!(redis_cli(port, &["EXISTS", "t", "{t}"]).unwrap().trim(), "0");
+    };
+
+    let err = rill_err(&server, &["dlq", "replay", "t", "1-0"]);
+    assert!(
+        err.contains("1 of the named dead letters in {t}:dlq came from another stream than t; nothing was replayed"),
+        "{err}"
+    );
+    assert!(err.contains("1-0 came from {t}: rill dlq replay '{t}' 1-0"), "{err}");
+    assert!(err.contains("{t}:dlq is the default dead-letter stream of both t and {t}"), "{err}");
+    untouched();
+    // Refused as a whole: the letter of t named first is not replayed either.
+    rill_err(&server, &["dlq", "replay", "t", "2-0", "1-0"]);
+    untouched();
+    let err = rill_err(&server, &["dlq", "purge", "t", "1-0"]);
+    assert!(err.contains("nothing was purged") && err.contains("rill dlq purge '{t}' 1-0"), "{err}");
+    untouched();
+
+    let text = rill_ok(&server, &["dlq", "list", "t"]);
+    assert!(text.contains("1-0  {t}     5-0"), "{text}");
+    assert!(text.contains("1 of these came from {t}, not t: replay and purge of t leave them alone"), "{text}");
+    let text = rill_ok(&server, &["dlq", "show", "t", "1-0"]);
+    assert!(text.contains("note      not from t; replay it with: rill dlq replay '{t}' 1-0"), "{text}");
+
+    let text = rill_ok(&server, &["dlq", "replay", "t"]);
+    assert!(text.contains("replayed 2 of 2 dead letters of t"), "{text}");
+    assert!(text.contains("left 1 dead letters of {t} in {t}:dlq (not t's): rill dlq replay '{t}'"), "{text}");
+    let replayed = redis_cli(port, &["XRANGE", "t", "-", "+"]).unwrap();
+    assert!(replayed.contains("of-untagged\n") && replayed.contains("of-untagged-too"), "{replayed}");
+    assert_eq!(redis_cli(port, &["EXISTS", "{t}"]).unwrap().trim(), "0");
+
+    let json = rill_ok(&server, &["--json", "dlq", "purge", "t", "--all"]);
+    assert_eq!(json.trim(), r#"{"dlq":"{t}:dlq","deleted":0,"left_other_streams":{"{t}":1},"left_unrecognised":0}"#);
+    let text = rill_ok(&server, &["dlq", "replay", "{t}"]);
+    assert!(text.contains("1-0 -> {t} "), "{text}");
+    assert_eq!(redis_cli(port, &["XLEN", "{t}"]).unwrap().trim(), "1");
+    assert_eq!(redis_cli(port, &["XLEN", "{t}:dlq"]).unwrap().trim(), "0");
+}
+
+#[test]
+fn shared_default_dead_letter_stream_against_redis() {
+    shared_default_dead_letter_stream(redis());
+}
+
+#[test]
+fn shared_default_dead_letter_stream_against_rill() {
+    shared_default_dead_letter_stream(Server::rill());
 }

@@ -18,6 +18,13 @@
 //! derived key hash to the same bytes. That only works when the name contains no `{` or `}` of
 //! its own (`a}b` or `x{}y` would yield a different tag); such names are refused and the caller
 //! must name the dead-letter stream explicitly.
+//!
+//! The rule has one collision, and it is kept: the untagged `orders` and the tagged `{orders}`
+//! derive the same `{orders}:dlq` (no other pair does, see [`default_dead_letter_shared_with`]).
+//! Any key in the slot of `orders` must contain `{orders}`, so only a longer suffix for untagged
+//! names could avoid it, and that would break the documented rule (docs/spec/policies.md §2).
+//! What makes the shared stream safe is that a dead letter names its source: replay writes to
+//! that source, and `rill dlq` acts only on the letters of the stream it is given.
 
 use crate::error::ConfigError;
 
@@ -45,6 +52,17 @@ pub fn derived_key(stream: &str, suffix: &str) -> Result<String, ConfigError> {
 /// stream name has no hash tag.
 pub fn default_dead_letter_stream(stream: &str) -> Result<String, ConfigError> {
     derived_key(stream, "dlq")
+}
+
+/// The other stream whose default dead-letter stream is the same key as `stream`'s, if there is
+/// one: `{k}` for an untagged `k`, and `k` for a stream named exactly `{k}` (with no other
+/// braces). Other tagged names (`app:{o}:in`) derive a key no other stream derives.
+pub fn default_dead_letter_shared_with(stream: &str) -> Option<String> {
+    if hash_tag(stream).is_none() {
+        return (!stream.contains(['{', '}'])).then(|| format!("{{{stream}}}"));
+    }
+    let inner = stream.strip_prefix('{')?.strip_suffix('}')?;
+    (!inner.is_empty() && !inner.contains(['{', '}'])).then(|| inner.to_owned())
 }
 
 /// The bytes Redis Cluster hashes for `key`.
@@ -75,6 +93,17 @@ mod tests {
         }
         assert_eq!(default_dead_letter_stream("{orders}").ok().as_deref(), Some("{orders}:dlq"));
         assert_eq!(default_dead_letter_stream("orders").ok().as_deref(), Some("{orders}:dlq"));
+    }
+
+    #[test]
+    fn the_one_collision_is_named() {
+        for (stream, other) in [("orders", "{orders}"), ("{orders}", "orders"), ("ticks:2024", "{ticks:2024}")] {
+            assert_eq!(default_dead_letter_shared_with(stream).as_deref(), Some(other), "{stream}");
+            assert_eq!(default_dead_letter_stream(stream).ok(), default_dead_letter_stream(other).ok(), "{stream}");
+        }
+        for stream in ["app:{o}:in", "{o}:in", "x{o}", "{{a}}", "a}b", "{}x"] {
+            assert_eq!(default_dead_letter_shared_with(stream), None, "{stream}");
+        }
     }
 
     #[test]

@@ -1,4 +1,9 @@
 //! The demos, and the rill-server they start when no `--url` is given.
+//!
+//! A demo pointed at a server with `--url` shares it with whatever is there, so its keys are
+//! its own (`rill-demo:{ticks}`, ...: a prefix no application uses by accident) and it refuses
+//! to start when one of them exists, unless `--force` says they may be deleted. The keys stay
+//! after the run, for `rill dlq list` and friends.
 
 pub mod orders;
 pub mod ticker;
@@ -8,12 +13,83 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use redis::Value;
+use rill_worker::Connection;
+
+/// What every demo is told.
+#[derive(Debug, Clone, Copy)]
+pub struct DemoOptions {
+    /// Seeds the demo's randomness.
+    pub seed: u64,
+    /// Delete the demo's keys if they exist, instead of refusing to run.
+    pub force: bool,
+    /// `--json`: no narration; the caller prints the summary the demo returns.
+    pub json: bool,
+}
+
+impl DemoOptions {
+    pub fn story(self) -> Story {
+        Story { quiet: self.json }
+    }
+}
+
+/// A demo's narration: printed, or dropped under `--json`, whose stdout is one JSON document
+/// (the demo's summary figures).
+#[derive(Debug, Clone, Copy)]
+pub struct Story {
+    quiet: bool,
+}
+
+impl Story {
+    pub fn say(self, text: impl std::fmt::Display) {
+        if !self.quiet {
+            println!("{text}");
+        }
+    }
+}
+
+/// `text` indented by three spaces, to sit under a demo's step heading.
+pub fn indent(text: &str) -> String {
+    text.lines().map(|l| if l.is_empty() { String::new() } else { format!("   {l}") }).collect::<Vec<_>>().join("\n")
+}
+
+/// Makes the demo's `keys` free: refuses, changing nothing, when one exists and `force` is
+/// off; deletes them (one `DEL` each) when it is on.
+pub async fn take_keys(conn: &mut Connection, keys: &[&str], force: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let mut taken = Vec::new();
+    for key in keys {
+        let exists: i64 = redis::cmd("EXISTS").arg(*key).query_async(conn).await?;
+        if exists > 0 {
+            taken.push(*key);
+        }
+    }
+    if taken.is_empty() {
+        return Ok(());
+    }
+    if !force {
+        let verb = if taken.len() == 1 { "exists" } else { "exist" };
+        return Err(format!(
+            "{} already {verb} on this server (this demo's keys are {}: left by an earlier run, or \
+             not the demo's at all); nothing was changed. Pass --force to delete them and run, or \
+             point --url at another server",
+            taken.join(", "),
+            keys.join(", ")
+        )
+        .into());
+    }
+    for key in taken {
+        let _: Value = redis::cmd("DEL").arg(key).query_async(conn).await?;
+    }
+    Ok(())
+}
+
 /// A rill-server started for a demo on a free loopback port, killed (by pid) on drop.
 #[derive(Debug)]
 pub struct EmbeddedServer {
     child: Child,
     port: u16,
     dir: PathBuf,
+    binary: PathBuf,
 }
 
 impl EmbeddedServer {
@@ -41,12 +117,8 @@ impl EmbeddedServer {
                 .stderr(Stdio::null())
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-            let mut server = EmbeddedServer { child, port, dir };
+            let mut server = EmbeddedServer { child, port, dir, binary: binary.clone() };
             if server.wait_ready() {
-                println!(
-                    "# started {} on 127.0.0.1:{port} (in memory; stopped when the demo ends)\n",
-                    binary.display()
-                );
                 return Ok(server);
             }
             last = format!("{} did not answer on port {port}", binary.display());
@@ -70,6 +142,15 @@ impl EmbeddedServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The line a demo's narration starts with.
+    pub fn started(&self) -> String {
+        format!(
+            "# started {} on 127.0.0.1:{} (in memory; stopped when the demo ends)\n",
+            self.binary.display(),
+            self.port
+        )
     }
 }
 

@@ -4,8 +4,11 @@
 //! 2. Consumer `pod-crash` reads all 50 and dies without acking.
 //! 3. The pending summary shows 50 entries owned by `pod-crash`.
 //! 4. Worker `pod-rescue` reclaims them once they have idled for min-idle (1 s); ticks with
-//!    seq 3 are poison and fail until the delivery limit (3) moves them to `{ticks}:dlq`.
+//!    seq 3 are poison and fail until the delivery limit (3) moves them to
+//!    `rill-demo:{ticks}:dlq`.
 //! 5. Pending is 0; the dead letters are listed.
+//!
+//! Its keys are `rill-demo:{ticks}` and its dead-letter stream (see [`super::take_keys`]).
 
 use std::time::Duration;
 
@@ -13,11 +16,13 @@ use redis::Value;
 use rill_worker::reply::read_reply;
 use rill_worker::{dlq, ops, CancellationToken, Entry, HandlerError, Target, Worker, WorkerConfig};
 
-use super::{wait_until, Rng};
-use crate::commands::{dlq_table, pending_text};
+use super::{indent, take_keys, wait_until, DemoOptions, Rng};
+use crate::commands::pending_text;
+use crate::dead_letters::dlq_table;
+use crate::output::Json;
 
-const STREAM: &str = "{ticks}";
-const DLQ: &str = "{ticks}:dlq";
+const STREAM: &str = "rill-demo:{ticks}";
+const DLQ: &str = "rill-demo:{ticks}:dlq";
 const GROUP: &str = "pricing";
 const SYMBOLS: [(&str, u64); 10] = [
     ("AAPL", 18_920),
@@ -70,11 +75,17 @@ fn price(cents: u64) -> String {
     format!("{}.{:02}", cents / 100, cents % 100)
 }
 
-pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the story; returns its summary figures (the `--json` document).
+pub async fn run(target: &Target, options: DemoOptions) -> Result<Json, Box<dyn std::error::Error>> {
+    let seed = options.seed;
+    let story = options.story();
     let mut conn = target.connect(None).await?;
-    let _: Value = redis::cmd("DEL").arg(STREAM).arg(DLQ).query_async(&mut conn).await?;
+    take_keys(&mut conn, &[STREAM, DLQ], options.force).await?;
 
-    println!("== 1. market simulator (seed {seed}): {TICKS} ticks for {} symbols -> {STREAM}", SYMBOLS.len());
+    story.say(format_args!(
+        "== 1. market simulator (seed {seed}): {TICKS} ticks for {} symbols -> {STREAM}",
+        SYMBOLS.len()
+    ));
     let ticks = simulate(seed, TICKS);
     let mut pipe = redis::pipe();
     for t in &ticks {
@@ -92,12 +103,14 @@ pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::E
     }
     let ids: Vec<String> = pipe.query_async(&mut conn).await?;
     for (id, t) in ids.iter().zip(&ticks).take(5) {
-        println!("   {id}  {:<5} {:>8}  seq {}", t.symbol, price(t.price_cents), t.seq);
+        story.say(format_args!("   {id}  {:<5} {:>8}  seq {}", t.symbol, price(t.price_cents), t.seq));
     }
     let poison = ticks.iter().filter(|t| t.seq == POISON_SEQ).count();
-    println!("   ... {} more; {poison} ticks have seq {POISON_SEQ} (poison)\n", TICKS.saturating_sub(5));
+    story.say(format_args!("   ... {} more; {poison} ticks have seq {POISON_SEQ} (poison)\n", TICKS.saturating_sub(5)));
 
-    println!("== 2. consumer pod-crash joins group {GROUP}, reads all {TICKS} ticks, and dies before acking");
+    story.say(format_args!(
+        "== 2. consumer pod-crash joins group {GROUP}, reads all {TICKS} ticks, and dies before acking"
+    ));
     let _: Value = redis::cmd("XGROUP").arg("CREATE").arg(STREAM).arg(GROUP).arg("0").query_async(&mut conn).await?;
     let v: Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
@@ -111,16 +124,17 @@ pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::E
         .query_async(&mut conn)
         .await?;
     let read = read_reply(&v, STREAM, "XREADGROUP")?.len();
-    println!("   pod-crash read {read} ticks ... and crashed\n");
+    story.say(format_args!("   pod-crash read {read} ticks ... and crashed\n"));
 
-    println!("== 3. pending summary (rill pending {STREAM} {GROUP})");
+    story.say(format_args!("== 3. pending summary (rill pending {STREAM} {GROUP})"));
     let report = ops::pending(&mut conn, STREAM, GROUP, 5).await?;
-    println!("{}", indent(&pending_text(STREAM, GROUP, &report)));
+    let pending_after_crash = report.summary.count;
+    story.say(format_args!("{}", indent(&pending_text(STREAM, GROUP, &report))));
 
-    println!(
+    story.say(format_args!(
         "== 4. pod-rescue starts: reclaims entries idle for {}s, delivery limit {DELIVERY_LIMIT}, ticks with seq {POISON_SEQ} fail",
         MIN_IDLE.as_secs()
-    );
+    ));
     let config = WorkerConfig::new(STREAM, GROUP, "pod-rescue")?
         .with_min_idle(MIN_IDLE)
         .with_reclaim_interval(Duration::from_millis(250))
@@ -128,19 +142,22 @@ pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::E
         .with_delivery_limit(DELIVERY_LIMIT)
         .with_concurrency(1)
         .with_batch_size(10);
-    let worker = Worker::new(target.clone(), config, |e: Entry| async move {
+    let worker = Worker::new(target.clone(), config, move |e: Entry| async move {
         let symbol = e.get_str("symbol").unwrap_or("?").to_owned();
         let seq = e.get_str("seq").unwrap_or("?").to_owned();
         if seq == POISON_SEQ.to_string() {
-            println!("   pod-rescue  {}  {symbol:<5} seq {seq}: poison, fails (delivery {})", e.id, e.deliveries);
+            story.say(format_args!(
+                "   pod-rescue  {}  {symbol:<5} seq {seq}: poison, fails (delivery {})",
+                e.id, e.deliveries
+            ));
             return Err(HandlerError::retry(format!("cannot price {symbol} tick seq {seq}")));
         }
-        println!(
+        story.say(format_args!(
             "   pod-rescue  {}  {symbol:<5} seq {seq} @ {} handled (delivery {})",
             e.id,
             e.get_str("price").unwrap_or("?"),
             e.deliveries
-        );
+        ));
         Ok(())
     })?;
     let token = CancellationToken::new();
@@ -155,26 +172,45 @@ pub async fn run(target: &Target, seed: u64) -> Result<(), Box<dyn std::error::E
     })
     .await;
     token.cancel();
-    let report = run.await??;
+    let rescue = run.await??;
     if !done {
         return Err("the demo did not finish within 60 s".into());
     }
-    println!(
+    story.say(format_args!(
         "   pod-rescue: handled {}, reclaimed {}, failed attempts {}, dead-lettered {}\n",
-        report.handled, report.reclaimed, report.failed, report.dead_lettered
-    );
+        rescue.handled, rescue.reclaimed, rescue.failed, rescue.dead_lettered
+    ));
 
-    println!("== 5. the end state");
+    story.say(format_args!("== 5. the end state"));
     let report = ops::pending(&mut conn, STREAM, GROUP, 5).await?;
-    println!("{}", indent(&pending_text(STREAM, GROUP, &report)));
+    story.say(format_args!("{}", indent(&pending_text(STREAM, GROUP, &report))));
     let letters = dlq::list(&mut conn, DLQ, "-", 100).await?;
-    println!("   dead letters in {DLQ} (rill dlq list {STREAM}): {}", letters.len());
-    println!("{}", indent(&dlq_table(&letters)));
-    Ok(())
-}
-
-fn indent(text: &str) -> String {
-    text.lines().map(|l| if l.is_empty() { String::new() } else { format!("   {l}") }).collect::<Vec<_>>().join("\n")
+    story.say(format_args!("   dead letters in {DLQ} (rill dlq list '{STREAM}'): {}", letters.len()));
+    story.say(format_args!("{}", indent(&dlq_table(&letters))));
+    Ok(Json::obj([
+        ("demo", Json::str("ticker")),
+        ("seed", Json::uint(seed)),
+        ("stream", Json::str(STREAM)),
+        ("group", Json::str(GROUP)),
+        ("dead_letter_stream", Json::str(DLQ)),
+        ("ticks", Json::uint(ids.len() as u64)),
+        ("poison_ticks", Json::uint(poison as u64)),
+        ("delivery_limit", Json::uint(DELIVERY_LIMIT)),
+        ("crashed_consumer_read", Json::uint(read as u64)),
+        ("pending_after_crash", Json::uint(pending_after_crash)),
+        (
+            "rescue",
+            Json::obj([
+                ("consumer", Json::str("pod-rescue")),
+                ("handled", Json::uint(rescue.handled)),
+                ("reclaimed", Json::uint(rescue.reclaimed)),
+                ("failed_attempts", Json::uint(rescue.failed)),
+                ("dead_lettered", Json::uint(rescue.dead_lettered)),
+            ]),
+        ),
+        ("pending_at_end", Json::uint(report.summary.count)),
+        ("dead_letters", Json::uint(letters.len() as u64)),
+    ]))
 }
 
 #[cfg(test)]
