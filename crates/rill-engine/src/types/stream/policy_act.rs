@@ -331,7 +331,13 @@ pub fn at_limit(stream: &Stream, group: &[u8], id: StreamId) -> bool {
 
 /// Dead-letter each of `ids` (claims found them at their limit), then wake the group's
 /// readers and re-arm its timer. Returns how many went.
-pub fn dead_letter_at_limit(engine: &mut Engine, ctx: &mut CallCtx, key: &Bytes, group: &Bytes, ids: &[StreamId]) -> u64 {
+pub fn dead_letter_at_limit(
+    engine: &mut Engine,
+    ctx: &mut CallCtx,
+    key: &Bytes,
+    group: &Bytes,
+    ids: &[StreamId],
+) -> u64 {
     let mut n = 0;
     for &id in ids {
         if end_attempt(engine, ctx, key, group, id, Ending::AtLimit, None) {
