@@ -600,10 +600,11 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
     }
 }
 
-/// Policy settings: `version:u8 (=1) maxdeliver:varint deadletter:opt-str ackwait:varint
-/// n:varint backoff:varint{n}`; a later version appends fields.
+/// Policy settings: `version:u8 maxdeliver:varint deadletter:opt-str ackwait:varint
+/// n:varint backoff:varint{n}`, then from version 2 `maxackpending:varint
+/// maxackpendingconsumer:varint`; a later version appends fields.
 fn put_settings(out: &mut Vec<u8>, s: &Settings) {
-    out.push(1);
+    out.push(2);
     put_varint(out, s.max_deliver);
     match &s.dead_letter {
         None => out.push(0),
@@ -617,6 +618,8 @@ fn put_settings(out: &mut Vec<u8>, s: &Settings) {
     for d in &s.backoff_ms {
         put_varint(out, *d);
     }
+    put_varint(out, s.max_ack_pending);
+    put_varint(out, s.max_ack_pending_consumer);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -819,7 +822,8 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
 
 /// [`put_settings`]' inverse.
 fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
-    if c.u8()? != 1 {
+    let version = c.u8()?;
+    if !(1..=2).contains(&version) {
         return Err(DecodeError("unknown policy settings version"));
     }
     let max_deliver = c.varint()?;
@@ -833,7 +837,11 @@ fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
     for _ in 0..n {
         backoff_ms.push(c.varint()?);
     }
-    Ok(Settings { max_deliver, dead_letter, ack_wait_ms, backoff_ms })
+    let (max_ack_pending, max_ack_pending_consumer) = match version {
+        1 => (0, 0),
+        _ => (c.varint()?, c.varint()?),
+    };
+    Ok(Settings { max_deliver, dead_letter, ack_wait_ms, backoff_ms, max_ack_pending, max_ack_pending_consumer })
 }
 
 #[cfg(test)]
@@ -903,12 +911,20 @@ mod tests {
                 any::<u64>(),
                 proptest::option::of(bytes()),
                 any::<u64>(),
-                proptest::collection::vec(any::<u64>(), 0..4)
+                proptest::collection::vec(any::<u64>(), 0..4),
+                any::<(u64, u64)>()
             )
-                .prop_map(|(group, max_deliver, dead_letter, ack_wait_ms, backoff_ms)| {
+                .prop_map(|(group, max_deliver, dead_letter, ack_wait_ms, backoff_ms, (cap, cap_c))| {
                     GroupEffect::PolicySet {
                         group,
-                        settings: Settings { max_deliver, dead_letter, ack_wait_ms, backoff_ms },
+                        settings: Settings {
+                            max_deliver,
+                            dead_letter,
+                            ack_wait_ms,
+                            backoff_ms,
+                            max_ack_pending: cap,
+                            max_ack_pending_consumer: cap_c,
+                        },
                     }
                 }),
             (

@@ -492,3 +492,47 @@ fn a_claim_of_an_entry_at_its_limit_dead_letters_it() {
     }
     assert_eq!(field(&info(&mut c, "s", "g"), "dead-lettered"), "3");
 }
+
+/// MAXACKPENDING / MAXACKPENDINGCONSUMER: a read takes only what fits under the caps; at a cap
+/// it gets Redis' answer for nothing new (nil, or it blocks, woken by an XACK that frees room);
+/// claims claim fewer; INFO counts the reads held back.
+#[test]
+fn pending_caps_stall_reads_and_claims_and_resume_on_ack() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "MAXACKPENDING", "3", "MAXACKPENDINGCONSUMER", "2"]);
+    for i in 1..=6 {
+        c.cmd(&["XADD", "s", &format!("{i}-1"), "f", "v"]);
+    }
+    let ids = |r: &[u8]| -> Vec<String> {
+        let text = escape(r);
+        (1..=6)
+            .map(|i| format!("{i}-1"))
+            .filter(|id| text.contains(&format!("${}\\r\\n{id}\\r\\n", id.len())))
+            .collect()
+    };
+    let read =
+        |c: &mut RawClient, who: &str| c.cmd(&["XREADGROUP", "GROUP", "g", who, "COUNT", "10", "STREAMS", "s", ">"]);
+    assert_eq!(ids(&read(&mut c, "a")), ["1-1", "2-1"], "the consumer cap");
+    assert_eq!(read(&mut c, "a"), b"*-1\r\n", "a is at its cap");
+    assert_eq!(ids(&read(&mut c, "b")), ["3-1"], "the group cap");
+    assert_eq!(read(&mut c, "b"), b"*-1\r\n", "the group is at its cap");
+    // A claim that would pass a cap claims fewer: b may take one of a's (the group's count
+    // stays), not a released one.
+    assert_eq!(c.cmd(&["XNACK", "s", "g", "FAIL", "IDS", "1", "2-1"]), b":1\r\n");
+    assert_eq!(ids(&read(&mut c, "c")), ["2-1"], "a hand-back fits the room it freed");
+    let claimed = c.cmd(&["XCLAIM", "s", "g", "b", "0", "1-1", "JUSTID"]);
+    assert!(escape(&claimed).contains("1-1"), "{}", escape(&claimed));
+    assert_eq!(c.cmd(&["XCLAIM", "s", "g", "b", "0", "2-1", "JUSTID"]), b"*0\r\n", "b is at its own cap");
+    // A blocked reader at the cap is woken by an XACK that frees room.
+    let mut blocked = server.connect();
+    blocked.send_command(&[b"XREADGROUP", b"GROUP", b"g", b"d", b"BLOCK", b"5000", b"STREAMS", b"s", b">"]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(c.cmd(&["XACK", "s", "g", "1-1"]), b":1\r\n");
+    let woke = blocked.read_reply().unwrap();
+    assert_eq!(ids(&woke), ["4-1"], "{}", escape(&woke));
+    let held: u64 = field(&info(&mut c, "s", "g"), "reads-held-back").parse().unwrap();
+    assert!(held >= 3, "held back {held}");
+    assert_eq!(field(&info(&mut c, "s", "g"), "maxackpending"), "3");
+}

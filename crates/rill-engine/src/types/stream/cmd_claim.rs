@@ -154,6 +154,7 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     let mut entries_out = reply::EntriesBuilder::with_capacity(ids.len());
     // Entries a policy dead-letters instead of delivering again (policies spec §3).
     let mut at_limit = Vec::new();
+    let mut caps = policy_act::Caps::of(stream, group, consumer);
     for id in ids {
         let pending = stream
             .group(group)
@@ -180,6 +181,12 @@ fn xclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         if policy_act::at_limit(stream, group, id) {
             at_limit.push(id);
             continue;
+        }
+        // A pending cap claims fewer (policies spec §7).
+        if let Some(caps) = caps.as_mut() {
+            if !caps.admit(stream, group, consumer, id) {
+                continue;
+            }
         }
         let count = match opts.retry_count {
             Some(n) => n,
@@ -279,6 +286,7 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let mut entries_out = reply::EntriesBuilder::with_capacity(usize::try_from(count).unwrap_or(usize::MAX));
     let mut last_inspected: Option<StreamId> = None;
     let mut at_limit = Vec::new();
+    let mut caps = policy_act::Caps::of(stream, group, consumer);
     if let Some(g) = stream.group(group) {
         let mut entries = stream.lookup();
         let mut attempts = count.saturating_mul(AUTOCLAIM_ATTEMPTS_PER_COUNT);
@@ -300,6 +308,8 @@ fn xautoclaim(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 if idle_enough && policy_act::at_limit(stream, group, id) {
                     // Dead-lettered below instead of claimed; it takes no slot.
                     at_limit.push(id);
+                } else if idle_enough && !caps.as_mut().is_none_or(|c| c.admit(stream, group, consumer, id)) {
+                    // A pending cap claims fewer (policies spec §7).
                 } else if idle_enough && (justid || entries_out.push_found(&mut entries, id, 0).is_some()) {
                     let count = if justid { pending.delivery_count } else { bump(pending.delivery_count) };
                     steps.push(Step::Claim(id, count));

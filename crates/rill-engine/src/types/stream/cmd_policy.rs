@@ -10,9 +10,9 @@
 //! RILL.TOUCH key group consumer IDS numids id [id ...]        -> integer
 //! ```
 //!
-//! Options this rill enforces: MAXDELIVER, DEADLETTER, ACKWAIT, BACKOFF. The spec's others
-//! (ORDERBY, MAXACKPENDING, MAXACKPENDINGCONSUMER, CONSUMERIDLE, GROUPIDLE) are refused with an
-//! error that says so, never accepted and ignored.
+//! Options this rill enforces: MAXDELIVER, DEADLETTER, ACKWAIT, BACKOFF, MAXACKPENDING,
+//! MAXACKPENDINGCONSUMER. The spec's others (ORDERBY, CONSUMERIDLE, GROUPIDLE) are refused
+//! with an error that says so, never accepted and ignored.
 
 use super::args::{self, is};
 use super::group::GroupEffect;
@@ -158,7 +158,7 @@ pub(super) const RILL_TOUCH: CommandSpec = CommandSpec {
 };
 
 /// The options of the spec this rill does not enforce yet.
-const NOT_YET: &[&str] = &["ORDERBY", "MAXACKPENDING", "MAXACKPENDINGCONSUMER", "CONSUMERIDLE", "GROUPIDLE"];
+const NOT_YET: &[&str] = &["ORDERBY", "CONSUMERIDLE", "GROUPIDLE"];
 
 fn not_yet(option: &str) -> CmdError {
     CmdError::owned(format!("ERR {option} is not supported by this version of rill"))
@@ -166,7 +166,9 @@ fn not_yet(option: &str) -> CmdError {
 
 /// The option an argument names, upper case.
 fn option_name(arg: &[u8]) -> Result<&'static str, CmdError> {
-    for name in ["MAXDELIVER", "DEADLETTER", "ACKWAIT", "BACKOFF"].into_iter().chain(NOT_YET.iter().copied()) {
+    const ENFORCED: [&str; 6] =
+        ["MAXDELIVER", "DEADLETTER", "ACKWAIT", "BACKOFF", "MAXACKPENDING", "MAXACKPENDINGCONSUMER"];
+    for name in ENFORCED.into_iter().chain(NOT_YET.iter().copied()) {
         if is(arg, name) {
             return match NOT_YET.contains(&name) {
                 true => Err(not_yet(name)),
@@ -209,6 +211,10 @@ fn group_set(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<R
             "MAXDELIVER" => settings.max_deliver = non_negative(value, "MAXDELIVER", "")?,
             "ACKWAIT" => settings.ack_wait_ms = non_negative(value, "ACKWAIT", " (milliseconds)")?,
             "BACKOFF" => settings.backoff_ms = backoff(value)?,
+            "MAXACKPENDING" => settings.max_ack_pending = non_negative(value, "MAXACKPENDING", "")?,
+            "MAXACKPENDINGCONSUMER" => {
+                settings.max_ack_pending_consumer = non_negative(value, "MAXACKPENDINGCONSUMER", "")?;
+            }
             _ => {
                 if value.is_empty() {
                     return Err(CmdError::full("ERR DEADLETTER must name a key"));
@@ -264,6 +270,8 @@ fn group_unset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
             "MAXDELIVER" => settings.max_deliver = 0,
             "ACKWAIT" => settings.ack_wait_ms = 0,
             "BACKOFF" => settings.backoff_ms.clear(),
+            "MAXACKPENDING" => settings.max_ack_pending = 0,
+            "MAXACKPENDINGCONSUMER" => settings.max_ack_pending_consumer = 0,
             _ => settings.dead_letter = None,
         }
     }
@@ -300,8 +308,8 @@ fn options(key: &[u8], settings: &Settings) -> Vec<(Reply, Reply)> {
         (reply::name("ackwait"), ms(settings.ack_wait_ms)),
         (reply::name("backoff"), Reply::Array(settings.backoff_ms.iter().map(|d| ms(*d)).collect())),
         (reply::name("orderby"), Reply::Bulk(Bytes::new())),
-        (reply::name("maxackpending"), Reply::Integer(0)),
-        (reply::name("maxackpendingconsumer"), Reply::Integer(0)),
+        (reply::name("maxackpending"), ms(settings.max_ack_pending)),
+        (reply::name("maxackpendingconsumer"), ms(settings.max_ack_pending_consumer)),
         (reply::name("consumeridle"), Reply::Integer(0)),
         (reply::name("groupidle"), Reply::Integer(0)),
     ]
@@ -323,6 +331,7 @@ fn group_info(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let settings = g.policy().map(|p| p.settings.clone()).unwrap_or_default();
     let counters = g.policy().map(|p| p.counters).unwrap_or_default();
     let delayed = g.policy().map_or(0, |p| p.delayed_count(now));
+    let held_back = g.policy().map_or(0, |p| p.held_back.0);
     let released = g.pel().nacked_count();
     let oldest = g.pel().owned_by_time().next().map_or(0, |(t, _)| (now - t).max(0));
     let mut map = options(key, &settings);
@@ -340,6 +349,7 @@ fn group_info(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         (reply::name("delayed"), n(delayed)),
         (reply::name("deferred"), n(0)),
         (reply::name("oldest-pending-ms"), Reply::Integer(oldest)),
+        (reply::name("reads-held-back"), n(held_back)),
     ]);
     Ok(Reply::Map(map))
 }
@@ -353,6 +363,8 @@ fn group_help(_: &mut Engine, _: &mut CallCtx, _: &[Bytes]) -> Result<Reply, Cmd
         "    DEADLETTER <key>    the dead-letter stream (default {<key>}:dlq)",
         "    ACKWAIT <ms>        hand an entry back when unacked this long (0: off)",
         "    BACKOFF <ms,...>    delays before a failed entry is delivered again",
+        "    MAXACKPENDING <n>   cap on entries the group's consumers own (0: off)",
+        "    MAXACKPENDINGCONSUMER <n>   the same cap per consumer (0: off)",
         "UNSET <key> <group> <option> [<option> ...]",
         "    Return options to their defaults.",
         "GET <key> <group>",

@@ -67,7 +67,7 @@ pub(super) const XREADGROUP: CommandSpec = CommandSpec {
 };
 
 /// A validated XREADGROUP, before the keys are looked at.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Request {
     group: Bytes,
     consumer: Bytes,
@@ -244,10 +244,28 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 served.push((key.clone(), Reply::Array(entries)));
             }
             ReadKind::New => {
+                // A pending cap limits what a `>` read takes (policies spec §7); at the cap the
+                // read gets what Redis answers when nothing is new.
+                let caps = policy_act::Caps::of(stream, &req.group, &req.consumer);
+                let capped;
+                let req = match caps.map(|c| c.read_room()) {
+                    None => &req,
+                    Some(room) => {
+                        if room == 0 {
+                            if let Some(p) = stream.groups.get_mut(&req.group).and_then(|g| g.policy_mut()) {
+                                p.held_back.0 += 1;
+                            }
+                        }
+                        capped =
+                            Request { count: if req.count == 0 { room } else { req.count.min(room) }, ..req.clone() };
+                        &capped
+                    }
+                };
                 let entries = match claim {
-                    None => new_entries(stream, &req, ctx.now_ms, &mut budget, &mut effects),
+                    _ if req.count == 0 && caps.is_some() => None,
+                    None => new_entries(stream, req, ctx.now_ms, &mut budget, &mut effects),
                     Some(min_idle) => {
-                        claim_and_new(stream, &req, min_idle, ctx.now_ms, &mut budget, &mut effects, &mut at_limit)
+                        claim_and_new(stream, req, min_idle, ctx.now_ms, &mut budget, &mut effects, &mut at_limit)
                     }
                 };
                 if let Some(entries) = entries {

@@ -40,6 +40,10 @@ pub struct Settings {
     pub ack_wait_ms: u64,
     /// Delays before a failed entry is deliverable again; empty = none.
     pub backoff_ms: Vec<u64>,
+    /// Cap on entries owned by the group's consumers; 0 = off.
+    pub max_ack_pending: u64,
+    /// Cap on entries owned by one consumer; 0 = off.
+    pub max_ack_pending_consumer: u64,
 }
 
 /// Why an entry was released by a policy (for the counters and the dead letter's reason).
@@ -124,7 +128,23 @@ pub struct Policy {
     delayed: BTreeMap<StreamId, i64>,
     delay_order: BTreeSet<(i64, StreamId)>,
     first_delivery: BTreeMap<StreamId, i64>,
+    /// `>` reads a pending cap held back (served less, or nothing), since this server
+    /// started: an observation, not state (not logged, not compared).
+    pub held_back: RuntimeCount,
 }
+
+/// A count a server keeps of what it saw, not part of the state a log or a replica must
+/// reproduce: every two compare equal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RuntimeCount(pub u64);
+
+impl PartialEq for RuntimeCount {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RuntimeCount {}
 
 /// What a snapshot keeps of a policy beyond its settings: counters, delays, first deliveries.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -245,6 +265,19 @@ impl Policy {
             && self.ready.iter().chain(self.delayed.keys()).all(|id| released.contains(id))
             && self.delay_order.len() == self.delayed.len()
             && self.delay_order.iter().all(|(at, id)| self.delayed.get(id) == Some(at))
+    }
+
+    /// How many more entries a `>` read by a consumer owning `consumer_owned` entries may
+    /// take, the group's consumers owning `group_owned`: `None` without a cap.
+    pub fn room(&self, group_owned: u64, consumer_owned: u64) -> Option<u64> {
+        let cap = |max: u64, owned: u64| (max > 0).then(|| max.saturating_sub(owned));
+        match (
+            cap(self.settings.max_ack_pending, group_owned),
+            cap(self.settings.max_ack_pending_consumer, consumer_owned),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The delay before an entry that failed its `attempt`-th delivery is deliverable again.

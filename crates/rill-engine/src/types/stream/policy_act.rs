@@ -351,6 +351,57 @@ pub fn dead_letter_at_limit(
     n
 }
 
+/// What a group's pending caps still admit (policies spec §7), for a claim by one consumer.
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    group_room: Option<u64>,
+    consumer_room: Option<u64>,
+}
+
+impl Caps {
+    /// The caps of `group` for `consumer`; `None` when the group has no cap.
+    pub fn of(stream: &Stream, group: &[u8], consumer: &[u8]) -> Option<Caps> {
+        let g = stream.group(group)?;
+        let s = &g.policy()?.settings;
+        if s.max_ack_pending == 0 && s.max_ack_pending_consumer == 0 {
+            return None;
+        }
+        let group_owned = g.pel().len() - g.pel().nacked_count();
+        let consumer_owned = g.consumer(consumer).map_or(0, |c| g.pending_count(c));
+        let room = |max: u64, owned: u64| (max > 0).then(|| max.saturating_sub(owned));
+        Some(Caps {
+            group_room: room(s.max_ack_pending, group_owned),
+            consumer_room: room(s.max_ack_pending_consumer, consumer_owned),
+        })
+    }
+
+    /// Whether a claim of `id` by `consumer` fits under the caps; if it does, the room it
+    /// takes is counted. A claim adds to the group's owned entries when `id` is released or
+    /// not pending, and to the consumer's when another consumer (or nobody) owns it.
+    pub fn admit(&mut self, stream: &Stream, group: &[u8], consumer: &[u8], id: StreamId) -> bool {
+        let owner = stream.group(group).and_then(|g| g.pel().get(id)).map(|e| e.owner.cloned());
+        let adds_group = !matches!(owner, Some(Some(_)));
+        let adds_consumer = !matches!(&owner, Some(Some(o)) if o.as_ref() == consumer);
+        let fits = |room: Option<u64>, adds: bool| !adds || room.is_none_or(|r| r > 0);
+        if !fits(self.group_room, adds_group) || !fits(self.consumer_room, adds_consumer) {
+            return false;
+        }
+        let take = |room: &mut Option<u64>, adds: bool| {
+            if let Some(r) = room.as_mut().filter(|_| adds) {
+                *r -= 1;
+            }
+        };
+        take(&mut self.group_room, adds_group);
+        take(&mut self.consumer_room, adds_consumer);
+        true
+    }
+
+    /// How many entries a `>` read may take at most (each adds to both counts).
+    pub fn read_room(&self) -> u64 {
+        self.group_room.unwrap_or(u64::MAX).min(self.consumer_room.unwrap_or(u64::MAX))
+    }
+}
+
 impl Stream {
     /// The names of the groups that have a policy.
     pub fn policy_groups(&self) -> Vec<Bytes> {
