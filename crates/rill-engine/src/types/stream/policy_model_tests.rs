@@ -1,5 +1,5 @@
 //! A model test of group policies (docs/spec/policies.md §3–§5, docs/POLICIES.md): random
-//! sequences of XADD, XDEL, `>` reads by three consumers, XACK, XNACK (SILENT, FAIL, FATAL,
+//! sequences of XADD, XDEL, XCLAIM, `>` reads by three consumers, XACK, XNACK (SILENT, FAIL, FATAL,
 //! RETRYCOUNT), RILL.NACK with and without DELAY, RILL.TOUCH, clock steps followed by the policy
 //! timer, RILL.GROUP SET / UNSET, and a DEADLETTER key that stops holding a stream, run against
 //! the engine and against a plain model of one group (a BTreeMap PEL, the counters, the dead
@@ -246,6 +246,40 @@ impl Model {
         served
     }
 
+    /// `XCLAIM s g consumer min_idle id ...`: the entries claimed. Claims are explicit
+    /// overrides (§4): released and delayed entries are taken too, and this rill does not
+    /// apply MAXDELIVER to them yet (docs/POLICIES.md).
+    fn claim(&mut self, consumer: &str, min_idle_ms: i64, ids: &[Id]) -> Vec<Id> {
+        let now = self.now_ms;
+        let policy = self.policy.is_some();
+        let mut claimed = Vec::new();
+        for &id in ids {
+            let Some(p) = self.pel.get(&id) else { continue };
+            if self.deleted.contains(&id) {
+                self.pel.remove(&id);
+                if policy {
+                    self.counters.acked += 1;
+                }
+                continue;
+            }
+            if p.owner.is_some() && min_idle_ms > 0 && now - p.time_ms < min_idle_ms {
+                continue;
+            }
+            let order = self.order();
+            let p = self.pel.get_mut(&id).unwrap();
+            p.owner = Some(consumer.to_string());
+            p.count = p.count.saturating_add(1).min(DELIVERY_COUNT_MAX);
+            p.time_ms = now;
+            p.order = order;
+            if policy {
+                p.first_ms.get_or_insert(now);
+                self.counters.redelivered += 1;
+            }
+            claimed.push(id);
+        }
+        claimed
+    }
+
     fn delete(&mut self, id: Id) -> u64 {
         u64::from(self.entries.binary_search(&id).is_ok() && self.deleted.insert(id))
     }
@@ -421,6 +455,7 @@ impl Model {
                 SetOption::MaxDeliver(n) => settings.max_deliver = *n,
                 SetOption::AckWait(ms) => settings.ack_wait_ms = *ms,
                 SetOption::Backoff(ms) => settings.backoff_ms = ms.clone(),
+                SetOption::DeadLetter(KEY) => return Err("-ERR DEADLETTER may not name the stream itself".into()),
                 SetOption::DeadLetter(key) if *key == OTHER_DLQ && self.other_dlq_is_string => {
                     return Err("-ERR DEADLETTER names a key that holds a value other than a stream".into());
                 }
@@ -700,6 +735,11 @@ enum Op {
         consumer: u8,
         ids: Vec<Pick>,
     },
+    Claim {
+        consumer: u8,
+        min_idle_ms: i64,
+        ids: Vec<Pick>,
+    },
     /// Advance the clock by this much, then (if `timer`) run the policy timer.
     Step {
         ms: i64,
@@ -739,7 +779,7 @@ fn set_options() -> impl Strategy<Value = Vec<SetOption>> {
         proptest::option::of(0u64..5),
         proptest::option::of(ack_wait()),
         proptest::option::of(backoff()),
-        proptest::option::weighted(0.3, dead_letter_key()),
+        proptest::option::weighted(0.3, prop_oneof![6 => dead_letter_key(), 1 => Just(KEY)]),
         proptest::option::weighted(0.1, 0usize..4),
     )
         .prop_map(|(max, wait, backoff, dlq, bad)| {
@@ -800,6 +840,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(mode, retry_count, ids)| Op::Nack { mode, retry_count, ids }),
         2 => (delay, picks()).prop_map(|(delay, ids)| Op::RillNack { delay, ids }),
         2 => (0u8..3, picks()).prop_map(|(consumer, ids)| Op::Touch { consumer, ids }),
+        1 => (0u8..3, prop_oneof![Just(0i64), Just(30)], picks())
+            .prop_map(|(consumer, min_idle_ms, ids)| Op::Claim { consumer, min_idle_ms, ids }),
         4 => (prop_oneof![3 => 0i64..30, 1 => 30i64..250], timer).prop_map(|(ms, timer)| Op::Step { ms, timer }),
         3 => (-1i64..=1, timer).prop_map(|(offset, timer)| Op::StepToDue { offset, timer }),
         1 => set_options().prop_map(Op::Set),
@@ -909,6 +951,14 @@ fn step(live: &mut Live, model: &mut Model, op: &Op) -> Result<(), TestCaseError
             let mut args = words(&["RILL.TOUCH", KEY, GROUP, &c]);
             args.extend(id_args(&ids));
             (live.run(&args), format!(":{}", model.touch(&c, &ids)))
+        }
+        Op::Claim { consumer, min_idle_ms, ids } => {
+            let ids = pick_ids(model, ids);
+            let c = consumer_name(*consumer);
+            let mut args = words(&["XCLAIM", KEY, GROUP, &c, &min_idle_ms.to_string()]);
+            args.extend(ids.iter().map(|id| id_text(*id)));
+            let claimed = model.claim(&c, *min_idle_ms, &ids);
+            (live.run(&args), model.entries_reply(&claimed))
         }
         Op::Step { ms, timer } => {
             advance(live, model, model.now_ms + ms, *timer);
