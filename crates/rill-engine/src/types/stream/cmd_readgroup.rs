@@ -449,8 +449,10 @@ fn new_entries(
 
 /// The hand-back queue of a group with a policy, first in a `>` read (policies spec §4): its
 /// entries in ID order, while `count` and `budget` allow, each claimed by the reader (a
-/// delivery counted). An entry whose payload is gone leaves the PEL (as XAUTOCLAIM drops it).
-/// A NOACK read takes nothing from the queue (it would leave nothing to redeliver).
+/// delivery counted). An entry whose payload is gone leaves the PEL (as XAUTOCLAIM drops it)
+/// and takes no place in the reply, so the queue is walked until `count` entries are served:
+/// a new entry is never served while a handed-back one waits. A NOACK read takes nothing from
+/// the queue (it would leave nothing to redeliver).
 fn handed_back(
     stream: &mut Stream,
     req: &Request,
@@ -465,15 +467,11 @@ fn handed_back(
     }
     let Some(p) = stream.groups.get_mut(&req.group).and_then(|g| g.policy_mut()) else { return };
     p.promote_due(now_ms);
-    let ready: Vec<StreamId> = p.ready().take(count).collect();
-    if ready.is_empty() {
-        return;
-    }
-    let mut picks: Vec<(StreamId, u64)> = Vec::with_capacity(ready.len());
+    let mut picks: Vec<(StreamId, u64)> = Vec::new();
     let mut gone = Vec::new();
     if let Some(g) = stream.group(&req.group) {
         let mut lookup = stream.lookup();
-        for id in ready {
+        for id in g.policy().into_iter().flat_map(|p| p.ready()) {
             if out.len() >= count {
                 break;
             }

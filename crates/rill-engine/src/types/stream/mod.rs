@@ -54,6 +54,8 @@ mod group_tests;
 #[cfg(test)]
 mod pel_tests;
 #[cfg(test)]
+mod policy_model_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::command::CommandSpec;
