@@ -148,6 +148,8 @@ enum Ending {
     Failed(Why, Option<u64>),
     /// XNACK FATAL: dead-letter it at once.
     Fatal,
+    /// A claim found it at its MAXDELIVER: dead-letter it (reason `maxdeliver`).
+    AtLimit,
 }
 
 #[derive(Debug)]
@@ -253,6 +255,7 @@ impl Model {
         let now = self.now_ms;
         let policy = self.policy.is_some();
         let mut claimed = Vec::new();
+        let mut at_limit = Vec::new();
         for &id in ids {
             let Some(p) = self.pel.get(&id) else { continue };
             if self.deleted.contains(&id) {
@@ -263,6 +266,12 @@ impl Model {
                 continue;
             }
             if p.owner.is_some() && min_idle_ms > 0 && now - p.time_ms < min_idle_ms {
+                continue;
+            }
+            // At its MAXDELIVER: dead-lettered after the claims instead of delivered (§3).
+            let max = self.policy.as_ref().map_or(0, |s| s.max_deliver);
+            if max > 0 && p.count >= max {
+                at_limit.push(id);
                 continue;
             }
             let order = self.order();
@@ -276,6 +285,11 @@ impl Model {
                 self.counters.redelivered += 1;
             }
             claimed.push(id);
+        }
+        for id in at_limit {
+            if let Some(count) = self.pel.get(&id).map(|p| p.count) {
+                self.end_attempt(id, Ending::AtLimit, count);
+            }
         }
         claimed
     }
@@ -311,6 +325,7 @@ impl Model {
         let settings = self.policy.clone().unwrap();
         let reason = match ending {
             Ending::Fatal => Some("fatal"),
+            Ending::AtLimit => Some("maxdeliver"),
             Ending::Failed(..) if settings.max_deliver > 0 && count >= settings.max_deliver => Some("maxdeliver"),
             Ending::Failed(..) => None,
         };
@@ -553,6 +568,8 @@ impl Model {
             ("delayed", format!(":{delayed}")),
             ("deferred", ":0".into()),
             ("oldest-pending-ms", format!(":{oldest}")),
+            // The model sets no pending cap (MAXACKPENDING is covered by the server's tests).
+            ("reads-held-back", ":0".into()),
         ];
         let fields: Vec<String> = fields.into_iter().map(|(k, v)| format!("{k}={v}")).collect();
         format!("{{{}}}", fields.join(" "))
