@@ -117,9 +117,10 @@ impl WorkerConfig {
         self
     }
 
-    /// The idempotency guard key of entry `id`: `<stream>:done:<id>`, in the stream's slot.
+    /// The idempotency guard key of entry `id`, in the stream's slot and naming the stream
+    /// exactly (see [`keys::guard_key`]).
     pub fn guard_key(&self, id: &str) -> Result<String, ConfigError> {
-        keys::derived_key(&self.stream, &format!("done:{id}"))
+        keys::guard_key(&self.stream, id)
     }
 
     /// Checks the settings before anything touches the server.
