@@ -524,3 +524,47 @@ fn shared_default_dead_letter_stream_against_redis() {
 fn shared_default_dead_letter_stream_against_rill() {
     shared_default_dead_letter_stream(Server::rill());
 }
+
+/// `rill policy get|set|unset|info` on rill, in text and `--json`; on Redis they refuse.
+#[test]
+fn policy_commands() {
+    let server = Server::rill();
+    redis_cli(server.port, &["XGROUP", "CREATE", "{p}", "g", "0", "MKSTREAM"]).unwrap();
+
+    let out =
+        rill_ok(&server, &["policy", "set", "{p}", "g", "MAXDELIVER", "5", "ACKWAIT", "30000", "BACKOFF", "100,1000"]);
+    assert!(out.starts_with("{p} / g: policy\n"), "{out}");
+    for row in ["maxdeliver", "ackwait", "100,1000", "{p}:dlq"] {
+        assert!(out.contains(row), "missing {row:?} in:\n{out}");
+    }
+    let get = redis_cli(server.port, &["RILL.GROUP", "GET", "{p}", "g"]).unwrap();
+    assert!(get.contains("30000"), "the server holds the policy: {get}");
+
+    let json = rill_ok(&server, &["--json", "policy", "get", "{p}", "g"]);
+    assert!(
+        json.starts_with(
+            r#"{"stream":"{p}","group":"g","policy":{"maxdeliver":5,"deadletter":"{p}:dlq","ackwait":30000,"backoff":[100,1000],"#
+        ),
+        "{json}"
+    );
+    let json = rill_ok(&server, &["--json", "policy", "unset", "{p}", "g", "BACKOFF", "ACKWAIT"]);
+    assert!(json.contains(r#""ackwait":0,"backoff":[],"#), "{json}");
+    let json = rill_ok(&server, &["--json", "policy", "info", "{p}", "g"]);
+    assert!(json.contains(r#""maxdeliver":5,"#) && json.contains(r#""dead-lettered":0,"#), "{json}");
+    let text = rill_ok(&server, &["policy", "info", "{p}", "g"]);
+    assert!(text.contains("handed-back"), "{text}");
+
+    // The server checks the pairs; nothing changes on a bad one.
+    let err = rill_err(&server, &["policy", "set", "{p}", "g", "MAXDELIVER", "2", "ACKWAIT", "soon"]);
+    assert!(err.contains("ACKWAIT"), "{err}");
+    assert!(rill_ok(&server, &["--json", "policy", "get", "{p}", "g"]).contains(r#""maxdeliver":5,"#));
+    let err = rill_err(&server, &["policy", "get", "{p}", "nogroup"]);
+    assert!(err.contains("NOGROUP"), "{err}");
+
+    let redis = redis();
+    redis_cli(redis.port, &["XGROUP", "CREATE", "{p}", "g", "0", "MKSTREAM"]).unwrap();
+    for args in [&["policy", "get", "{p}", "g"][..], &["policy", "set", "{p}", "g", "MAXDELIVER", "5"]] {
+        let err = rill_err(&redis, args);
+        assert!(err.contains("this server has no group policies"), "{err}");
+    }
+}
