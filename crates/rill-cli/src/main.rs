@@ -171,6 +171,11 @@ enum DemoKind {
     Ticker {
         #[command(flatten)]
         args: DemoArgs,
+        /// Tell the story with a rill server's group policy (RILL.GROUP MAXDELIVER 3 ACKWAIT
+        /// 1000): the consumers only read `>`, XACK and RILL.NACK; no XAUTOCLAIM, no
+        /// client-side dead letters. Needs rill (an embedded one without --url).
+        #[arg(long)]
+        server_policies: bool,
     },
     /// Order workers that crash and restart, a poison order, and safe trimming.
     /// Keys: rill-demo:{orders}, rill-demo:{orders}:dlq, rill-demo:{orders}:fulfilled.
@@ -270,12 +275,13 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 Some(s) => Target::Single(s.url()),
                 None => g.target(),
             };
-            let (DemoKind::Ticker { args } | DemoKind::Orders { args }) = &which;
+            let (DemoKind::Ticker { args, .. } | DemoKind::Orders { args }) = &which;
             let options = args.options(g.json);
             if let Some(s) = &server {
                 options.story().say(s.started());
             }
             let summary = match which {
+                DemoKind::Ticker { server_policies: true, .. } => demo::ticker_policies::run(&target, options).await?,
                 DemoKind::Ticker { .. } => demo::ticker::run(&target, options).await?,
                 DemoKind::Orders { .. } => demo::orders::run(&target, options).await?,
             };

@@ -568,3 +568,40 @@ fn policy_commands() {
         assert!(err.contains("this server has no group policies"), "{err}");
     }
 }
+
+/// `rill demo ticker --server-policies`: the server hands back the crashed pod's ticks and
+/// dead-letters the poison ones; the demo's consumer only reads `>`, acks and nacks.
+#[test]
+fn demo_ticker_with_server_policies() {
+    let (ok, stdout, stderr) = rill(&["demo", "ticker", "--server-policies"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    for line in [
+        "RILL.GROUP SET rill-demo:{ticks} pricing MAXDELIVER 3 ACKWAIT 1000",
+        "pod-crash read 50 ticks ... and crashed",
+        "rill-demo:{ticks} / pricing: 50 pending",
+        "pod-rescue: handled 41; sent ",
+        " RILL.NACKs, 0 XAUTOCLAIM, 0 XCLAIM, 0 dead-letter XADDs",
+        "rill-demo:{ticks} / pricing: 0 pending",
+        "written by the server (rill dlq list 'rill-demo:{ticks}'): 9",
+        "no XAUTOCLAIM sweep and no client-side dead-lettering ran",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    assert_eq!(stdout.matches("the server dead-letters it").count(), 9, "{stdout}");
+    assert!(stdout.matches("maxdeliver").count() >= 9, "the letters' reason: {stdout}");
+
+    let (ok, stdout, stderr) = rill(&["--json", "demo", "ticker", "--server-policies"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    for part in
+        [r#""server_policies":true"#, r#""xautoclaim":0,"client_dead_letters":0}"#, r#""server_dead_lettered":9,"#]
+    {
+        assert!(stdout.contains(part), "missing {part} in {stdout}");
+    }
+    assert!(stdout.trim_end().ends_with(r#""pending_at_end":0,"dead_letters":9}"#), "{stdout}");
+
+    let redis = redis();
+    let err = rill_err(&redis, &["demo", "ticker", "--server-policies"]);
+    assert!(err.contains("needs a rill server (RILL.GROUP)"), "{err}");
+    assert_eq!(redis_cli(redis.port, &["EXISTS", "rill-demo:{ticks}"]).unwrap().trim(), "0");
+}
