@@ -6,6 +6,7 @@ mod commands;
 mod dead_letters;
 mod demo;
 mod output;
+mod policies;
 
 use std::process::ExitCode;
 
@@ -86,6 +87,12 @@ enum Command {
     },
     /// Consumer groups of a stream: consumers, pending, lag.
     Groups { stream: String },
+    /// A group's server-side policy (rill's RILL.GROUP: MAXDELIVER, DEADLETTER, ACKWAIT,
+    /// BACKOFF). Redis has no policies: these commands say so and change nothing.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
     /// Demos of the reliable consumer loop.
     Demo {
         #[command(subcommand)]
@@ -135,12 +142,40 @@ enum DlqAction {
 }
 
 #[derive(Debug, Subcommand)]
+enum PolicyAction {
+    /// Every option of the group's policy, set or default.
+    Get { stream: String, group: String },
+    /// Sets options, all or none: `rill policy set s g MAXDELIVER 5 ACKWAIT 30000 BACKOFF 100,1000`.
+    Set {
+        stream: String,
+        group: String,
+        /// OPTION VALUE pairs.
+        #[arg(required = true, num_args = 2.., value_names = ["OPTION", "VALUE"])]
+        pairs: Vec<String>,
+    },
+    /// Puts options back to their defaults.
+    Unset {
+        stream: String,
+        group: String,
+        #[arg(required = true)]
+        options: Vec<String>,
+    },
+    /// The options and the policy's counters (delivered, handed-back, dead-lettered, ...).
+    Info { stream: String, group: String },
+}
+
+#[derive(Debug, Subcommand)]
 enum DemoKind {
     /// The market-tick story: a crashed pod, a rescue, poison ticks in the dead-letter stream.
     /// Keys: rill-demo:{ticks}, rill-demo:{ticks}:dlq.
     Ticker {
         #[command(flatten)]
         args: DemoArgs,
+        /// Tell the story with a rill server's group policy (RILL.GROUP MAXDELIVER 3 ACKWAIT
+        /// 1000): the consumers only read `>`, XACK and RILL.NACK; no XAUTOCLAIM, no
+        /// client-side dead letters. Needs rill (an embedded one without --url).
+        #[arg(long)]
+        server_policies: bool,
     },
     /// Order workers that crash and restart, a poison order, and safe trimming.
     /// Keys: rill-demo:{orders}, rill-demo:{orders}:dlq, rill-demo:{orders}:fulfilled.
@@ -190,6 +225,23 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             commands::pending(&mut g.connect().await?, &stream, &group, count, g.json).await?
         }
         Command::Groups { stream } => commands::groups(&mut g.connect().await?, &stream, g.json).await?,
+        Command::Policy { action } => {
+            let mut conn = g.connect().await?;
+            match action {
+                PolicyAction::Get { stream, group } => {
+                    policies::show(&mut conn, &stream, &group, policies::View::Get, g.json).await?
+                }
+                PolicyAction::Info { stream, group } => {
+                    policies::show(&mut conn, &stream, &group, policies::View::Info, g.json).await?
+                }
+                PolicyAction::Set { stream, group, pairs } => {
+                    policies::set(&mut conn, &stream, &group, &pairs, g.json).await?
+                }
+                PolicyAction::Unset { stream, group, options } => {
+                    policies::unset(&mut conn, &stream, &group, &options, g.json).await?
+                }
+            }
+        }
         Command::Tail { stream, group, history, limit } => {
             commands::tail(&g.target(), &stream, group.as_deref(), history, limit, g.json).await?
         }
@@ -223,12 +275,13 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 Some(s) => Target::Single(s.url()),
                 None => g.target(),
             };
-            let (DemoKind::Ticker { args } | DemoKind::Orders { args }) = &which;
+            let (DemoKind::Ticker { args, .. } | DemoKind::Orders { args }) = &which;
             let options = args.options(g.json);
             if let Some(s) = &server {
                 options.story().say(s.started());
             }
             let summary = match which {
+                DemoKind::Ticker { server_policies: true, .. } => demo::ticker_policies::run(&target, options).await?,
                 DemoKind::Ticker { .. } => demo::ticker::run(&target, options).await?,
                 DemoKind::Orders { .. } => demo::orders::run(&target, options).await?,
             };

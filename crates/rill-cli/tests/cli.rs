@@ -524,3 +524,84 @@ fn shared_default_dead_letter_stream_against_redis() {
 fn shared_default_dead_letter_stream_against_rill() {
     shared_default_dead_letter_stream(Server::rill());
 }
+
+/// `rill policy get|set|unset|info` on rill, in text and `--json`; on Redis they refuse.
+#[test]
+fn policy_commands() {
+    let server = Server::rill();
+    redis_cli(server.port, &["XGROUP", "CREATE", "{p}", "g", "0", "MKSTREAM"]).unwrap();
+
+    let out =
+        rill_ok(&server, &["policy", "set", "{p}", "g", "MAXDELIVER", "5", "ACKWAIT", "30000", "BACKOFF", "100,1000"]);
+    assert!(out.starts_with("{p} / g: policy\n"), "{out}");
+    for row in ["maxdeliver", "ackwait", "100,1000", "{p}:dlq"] {
+        assert!(out.contains(row), "missing {row:?} in:\n{out}");
+    }
+    let get = redis_cli(server.port, &["RILL.GROUP", "GET", "{p}", "g"]).unwrap();
+    assert!(get.contains("30000"), "the server holds the policy: {get}");
+
+    let json = rill_ok(&server, &["--json", "policy", "get", "{p}", "g"]);
+    assert!(
+        json.starts_with(
+            r#"{"stream":"{p}","group":"g","policy":{"maxdeliver":5,"deadletter":"{p}:dlq","ackwait":30000,"backoff":[100,1000],"#
+        ),
+        "{json}"
+    );
+    let json = rill_ok(&server, &["--json", "policy", "unset", "{p}", "g", "BACKOFF", "ACKWAIT"]);
+    assert!(json.contains(r#""ackwait":0,"backoff":[],"#), "{json}");
+    let json = rill_ok(&server, &["--json", "policy", "info", "{p}", "g"]);
+    assert!(json.contains(r#""maxdeliver":5,"#) && json.contains(r#""dead-lettered":0,"#), "{json}");
+    let text = rill_ok(&server, &["policy", "info", "{p}", "g"]);
+    assert!(text.contains("handed-back"), "{text}");
+
+    // The server checks the pairs; nothing changes on a bad one.
+    let err = rill_err(&server, &["policy", "set", "{p}", "g", "MAXDELIVER", "2", "ACKWAIT", "soon"]);
+    assert!(err.contains("ACKWAIT"), "{err}");
+    assert!(rill_ok(&server, &["--json", "policy", "get", "{p}", "g"]).contains(r#""maxdeliver":5,"#));
+    let err = rill_err(&server, &["policy", "get", "{p}", "nogroup"]);
+    assert!(err.contains("NOGROUP"), "{err}");
+
+    let redis = redis();
+    redis_cli(redis.port, &["XGROUP", "CREATE", "{p}", "g", "0", "MKSTREAM"]).unwrap();
+    for args in [&["policy", "get", "{p}", "g"][..], &["policy", "set", "{p}", "g", "MAXDELIVER", "5"]] {
+        let err = rill_err(&redis, args);
+        assert!(err.contains("this server has no group policies"), "{err}");
+    }
+}
+
+/// `rill demo ticker --server-policies`: the server hands back the crashed pod's ticks and
+/// dead-letters the poison ones; the demo's consumer only reads `>`, acks and nacks.
+#[test]
+fn demo_ticker_with_server_policies() {
+    let (ok, stdout, stderr) = rill(&["demo", "ticker", "--server-policies"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    for line in [
+        "RILL.GROUP SET rill-demo:{ticks} pricing MAXDELIVER 3 ACKWAIT 1000",
+        "pod-crash read 50 ticks ... and crashed",
+        "rill-demo:{ticks} / pricing: 50 pending",
+        "pod-rescue: handled 41; sent ",
+        " RILL.NACKs, 0 XAUTOCLAIM, 0 XCLAIM, 0 dead-letter XADDs",
+        "rill-demo:{ticks} / pricing: 0 pending",
+        "written by the server (rill dlq list 'rill-demo:{ticks}'): 9",
+        "no XAUTOCLAIM sweep and no client-side dead-lettering ran",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    assert_eq!(stdout.matches("the server dead-letters it").count(), 9, "{stdout}");
+    assert!(stdout.matches("maxdeliver").count() >= 9, "the letters' reason: {stdout}");
+
+    let (ok, stdout, stderr) = rill(&["--json", "demo", "ticker", "--server-policies"]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    for part in
+        [r#""server_policies":true"#, r#""xautoclaim":0,"client_dead_letters":0}"#, r#""server_dead_lettered":9,"#]
+    {
+        assert!(stdout.contains(part), "missing {part} in {stdout}");
+    }
+    assert!(stdout.trim_end().ends_with(r#""pending_at_end":0,"dead_letters":9}"#), "{stdout}");
+
+    let redis = redis();
+    let err = rill_err(&redis, &["demo", "ticker", "--server-policies"]);
+    assert!(err.contains("needs a rill server (RILL.GROUP)"), "{err}");
+    assert_eq!(redis_cli(redis.port, &["EXISTS", "rill-demo:{ticks}"]).unwrap().trim(), "0");
+}

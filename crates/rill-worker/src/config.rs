@@ -16,6 +16,23 @@ pub enum FeatureMode {
     Legacy,
 }
 
+/// Whether the worker hands retries, reclaim and dead-lettering to a rill server's group
+/// policy (`RILL.GROUP`, see [`crate::policy`]). On a server without `RILL.GROUP` (Redis,
+/// Valkey) every mode runs the client-side loop; so does [`FeatureMode::Legacy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServerPolicyMode {
+    /// Never ask: the client-side loop (XAUTOCLAIM or XREADGROUP CLAIM, client dead letters).
+    Off,
+    /// Use the group's policy if it has one (`RILL.GROUP GET`: MAXDELIVER or ACKWAIT set);
+    /// leave the group's settings alone.
+    #[default]
+    UseIfPresent,
+    /// Set the group's policy from this config at start (MAXDELIVER = `delivery_limit`,
+    /// DEADLETTER = `dead_letter_stream`, ACKWAIT = `min_idle`, BACKOFF = `retry_backoff`),
+    /// then use it.
+    Set,
+}
+
 /// Settings of one [`crate::Worker`]. Build with [`WorkerConfig::new`] and the `with_*` methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
@@ -52,12 +69,18 @@ pub struct WorkerConfig {
     pub group_start: String,
     /// Feature detection or forced Redis 7 behaviour.
     pub features: FeatureMode,
+    /// Whether to use (or set) the group's server-side policy where the server has one.
+    pub server_policy: ServerPolicyMode,
+    /// Delays before a failed entry is delivered again (the n-th failure waits the n-th value,
+    /// the last repeats). Only a server policy applies it (`BACKOFF`); the client-side loop
+    /// retries at once.
+    pub retry_backoff: Vec<Duration>,
 }
 
 impl WorkerConfig {
     /// Defaults: batch 16, block 2 s, min-idle 30 s, sweep every 5 s, delivery limit 5,
     /// dead letters in `<stream>:dlq` (hash-tagged), 4 handlers, no idempotency guard, new
-    /// groups start at `0`.
+    /// groups start at `0`, a group's server policy used if it has one, no retry backoff.
     pub fn new(stream: &str, group: &str, consumer: &str) -> Result<WorkerConfig, ConfigError> {
         Ok(WorkerConfig {
             stream: stream.to_owned(),
@@ -73,6 +96,8 @@ impl WorkerConfig {
             idempotency_ttl: None,
             group_start: "0".to_owned(),
             features: FeatureMode::Detect,
+            server_policy: ServerPolicyMode::UseIfPresent,
+            retry_backoff: Vec::new(),
         })
     }
 
@@ -116,10 +141,19 @@ impl WorkerConfig {
         self.features = mode;
         self
     }
+    pub fn with_server_policy(mut self, mode: ServerPolicyMode) -> Self {
+        self.server_policy = mode;
+        self
+    }
+    pub fn with_retry_backoff(mut self, delays: &[Duration]) -> Self {
+        self.retry_backoff = delays.to_vec();
+        self
+    }
 
-    /// The idempotency guard key of entry `id`: `<stream>:done:<id>`, in the stream's slot.
+    /// The idempotency guard key of entry `id`, in the stream's slot and naming the stream
+    /// exactly (see [`keys::guard_key`]).
     pub fn guard_key(&self, id: &str) -> Result<String, ConfigError> {
-        keys::derived_key(&self.stream, &format!("done:{id}"))
+        keys::guard_key(&self.stream, id)
     }
 
     /// Checks the settings before anything touches the server.
@@ -142,6 +176,10 @@ impl WorkerConfig {
                 stream: self.stream.clone(),
                 dead_letter: self.dead_letter_stream.clone(),
             });
+        }
+        if self.retry_backoff.len() > 32 {
+            // The server's limit for BACKOFF.
+            return Err(ConfigError::OutOfRange { what: "retry_backoff takes at most 32 delays" });
         }
         if self.idempotency_ttl.is_some() {
             self.guard_key("0-0")?;

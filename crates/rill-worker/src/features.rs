@@ -5,11 +5,13 @@
 //!   the `CLAIM` token in `COMMAND DOCS XREADGROUP`.
 //! * `XNACK` (Redis 8.8, rill): hands entries back to the group without acking them. Detected
 //!   by `COMMAND INFO XNACK` naming the command (an unknown command is a nil element).
+//! * `RILL.GROUP` (rill): server-side group policies ([`crate::policy`]). Detected by
+//!   `COMMAND INFO RILL.GROUP` naming the command; Redis answers nil.
 
 use redis::Value;
 
 use crate::conn::Connection;
-use crate::reply::{as_array, as_bytes};
+use crate::reply::as_bytes;
 
 /// Optional stream commands the server understands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,21 +20,18 @@ pub struct ServerFeatures {
     pub claim_on_read: bool,
     /// `XNACK key group SILENT|FAIL|FATAL IDS n id...` is available.
     pub xnack: bool,
+    /// `RILL.GROUP`, `RILL.NACK`, `RILL.TOUCH` (group policies) are available.
+    pub policies: bool,
 }
 
 impl ServerFeatures {
     /// Only what Redis 7 has: XAUTOCLAIM sweeps, no XNACK.
-    pub const LEGACY: ServerFeatures = ServerFeatures { claim_on_read: false, xnack: false };
+    pub const LEGACY: ServerFeatures = ServerFeatures { claim_on_read: false, xnack: false, policies: false };
 
-    /// Asks the server. A server that refuses `COMMAND DOCS` (Redis < 7) has neither feature.
+    /// Asks the server. A server that refuses `COMMAND DOCS` (Redis < 7) has none of them.
     pub async fn detect(conn: &mut Connection) -> ServerFeatures {
-        let xnack = redis::cmd("COMMAND")
-            .arg("INFO")
-            .arg("XNACK")
-            .query_async::<Value>(conn)
-            .await
-            .map(|v| as_array(&v).is_some_and(|items| items.iter().any(|i| !matches!(i, Value::Nil))))
-            .unwrap_or(false);
+        let xnack = names_command(conn, "XNACK").await;
+        let policies = names_command(conn, "RILL.GROUP").await;
         let claim_on_read = redis::cmd("COMMAND")
             .arg("DOCS")
             .arg("XREADGROUP")
@@ -40,8 +39,18 @@ impl ServerFeatures {
             .await
             .map(|v| contains_token(&v, b"CLAIM"))
             .unwrap_or(false);
-        ServerFeatures { claim_on_read, xnack }
+        ServerFeatures { claim_on_read, xnack, policies }
     }
+}
+
+/// `COMMAND INFO <name>` names the command (an unknown one is a nil element).
+async fn names_command(conn: &mut Connection, name: &str) -> bool {
+    redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg(name)
+        .query_async::<Value>(conn)
+        .await
+        .is_ok_and(|v| crate::policy::names_a_command(&v))
 }
 
 /// True when some string anywhere in `v` equals `token` (ASCII case-insensitively).

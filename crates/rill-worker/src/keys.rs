@@ -48,6 +48,34 @@ pub fn derived_key(stream: &str, suffix: &str) -> Result<String, ConfigError> {
     Ok(format!("{{{stream}}}:{suffix}"))
 }
 
+/// The idempotency guard key of entry `id` of `stream`:
+/// `{<hashed part>}:done:<byte length of stream>:<stream>:<id>`.
+///
+/// Unlike [`derived_key`], the guard key must name its stream exactly: `ticks` and `{ticks}`
+/// both derive `{ticks}:...`, and a guard shared between them would ack an entry of one stream
+/// unhandled because the other stream handled the same ID. So the full name follows the hash
+/// tag, length-prefixed, which makes the key determine the stream and the ID:
+///
+/// | stream       | guard key of `1-0`             | hashed bytes |
+/// |--------------|--------------------------------|--------------|
+/// | `ticks`      | `{ticks}:done:5:ticks:1-0`     | `ticks`      |
+/// | `{ticks}`    | `{ticks}:done:7:{ticks}:1-0`   | `ticks`      |
+/// | `app:{o}:in` | `{o}:done:10:app:{o}:in:1-0`   | `o`          |
+///
+/// The leading `{...}` is the stream's own tag (or its whole name when it has none), so the key
+/// stays in the stream's slot; a tag never contains `}`, so the first `}` ends it. Untagged
+/// names with stray braces are refused, as in [`derived_key`].
+pub fn guard_key(stream: &str, id: &str) -> Result<String, ConfigError> {
+    let tag = match hash_tag(stream) {
+        Some(tag) => tag,
+        None if stream.contains(['{', '}']) => {
+            return Err(ConfigError::UntaggableStreamName { stream: stream.to_owned() })
+        }
+        None => stream,
+    };
+    Ok(format!("{{{tag}}}:done:{}:{stream}:{id}", stream.len()))
+}
+
 /// The default dead-letter stream of `stream`: `<stream>:dlq`, or `{<stream>}:dlq` when the
 /// stream name has no hash tag.
 pub fn default_dead_letter_stream(stream: &str) -> Result<String, ConfigError> {
@@ -104,6 +132,26 @@ mod tests {
         for stream in ["app:{o}:in", "{o}:in", "x{o}", "{{a}}", "a}b", "{}x"] {
             assert_eq!(default_dead_letter_shared_with(stream), None, "{stream}");
         }
+    }
+
+    #[test]
+    fn guard_keys_name_their_stream_exactly() {
+        // `ticks` and `{ticks}` share a dead-letter stream; they must not share guards.
+        let plain = guard_key("ticks", "1-0").expect("taggable");
+        let tagged = guard_key("{ticks}", "1-0").expect("taggable");
+        assert_ne!(plain, tagged);
+        assert_eq!(plain, "{ticks}:done:5:ticks:1-0");
+        assert_eq!(tagged, "{ticks}:done:7:{ticks}:1-0");
+        for stream in ["ticks", "{ticks}", "app:{o}:in", "{{a}}", "x{ticks}y"] {
+            let key = guard_key(stream, "7-1").expect("taggable");
+            assert_eq!(hashed_part(&key), hashed_part(stream), "{stream} -> {key}");
+        }
+        // No two of these (stream, id) pairs meet, even where names and IDs could be re-split.
+        let pairs = [("a", "1:b:1-0"), ("a:1:b", "1-0"), ("{a}", "1-0"), ("a", "1-0"), ("x{a}y", "1-0")];
+        let keys: std::collections::BTreeSet<String> =
+            pairs.iter().map(|(s, id)| guard_key(s, id).expect("taggable")).collect();
+        assert_eq!(keys.len(), pairs.len(), "{keys:?}");
+        assert!(guard_key("a}b", "1-0").is_err());
     }
 
     #[test]

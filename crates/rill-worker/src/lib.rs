@@ -36,13 +36,15 @@ pub mod features;
 pub mod keys;
 pub mod metrics;
 pub mod ops;
+pub mod policy;
 pub mod reply;
 pub mod worker;
 
-pub use config::{FeatureMode, WorkerConfig};
+pub use config::{FeatureMode, ServerPolicyMode, WorkerConfig};
 pub use conn::{Connection, Target};
 pub use error::{ConfigError, WorkerError};
 pub use features::ServerFeatures;
+pub use policy::GroupPolicy;
 pub use reply::Entry;
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{FailureAction, Handler, HandlerError, Worker, WorkerReport, WorkerStats};

@@ -15,6 +15,23 @@
 //!                                                                                    else XNACK FAIL, or stay pending
 //! ```
 //!
+//! **With a server policy** (rill's `RILL.GROUP`, used when the group has MAXDELIVER or ACKWAIT
+//! set, or set from the config with [`crate::ServerPolicyMode::Set`]) the server does the
+//! reclaiming and the dead-lettering, and the loop shrinks to:
+//!
+//! ```text
+//!   refill: 1. own history (as above)   3. new: XREADGROUP ... BLOCK b STREAMS s >  (no CLAIM,
+//!           no sweep: the server hands back entries unacked for ACKWAIT and serves them first)
+//!   handler ├ Ok          → XACK (+ guard)
+//!           ├ DeadLetter  → XNACK s g FATAL IDS 1 id      (the server dead-letters, reason fatal)
+//!           └ Retry       → RILL.NACK s g IDS 1 id        (the server applies BACKOFF, and at
+//!                                                          MAXDELIVER dead-letters: maxdeliver)
+//! ```
+//!
+//! The worker then never XADDs a dead letter. If the group's policy has no MAXDELIVER (ACKWAIT
+//! only), a Retry at `delivery_limit` ends with `XNACK FATAL`, so the limit still holds. On a
+//! server without `RILL.GROUP` the client-side loop above runs whatever the mode.
+//!
 //! The queue is refilled only when empty, so at most one batch waits for handler slots.
 //! Reading history first matters: entries delivered to this consumer name before a crash are
 //! in its PEL, and `>` never returns them again.
@@ -27,7 +44,7 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,12 +53,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{FeatureMode, WorkerConfig};
+use crate::config::{FeatureMode, ServerPolicyMode, WorkerConfig};
 use crate::conn::{Connection, Target};
 use crate::dlq::{self, Provenance};
 use crate::error::WorkerError;
 use crate::features::ServerFeatures;
 use crate::metrics as m;
+use crate::policy;
 use crate::reply::{self, Entry, RawEntry};
 
 /// What the handler wants done with an entry it could not handle.
@@ -95,9 +113,12 @@ pub struct WorkerStats {
     /// Handler returned an error or panicked, or the ack failed.
     pub failed: AtomicU64,
     /// Entries delivered again through a claim (XREADGROUP CLAIM or XAUTOCLAIM): taken over
-    /// from an idle consumer, or retried after a failure (XNACK FAIL or left pending).
+    /// from an idle consumer, or retried after a failure (XNACK FAIL or left pending). With a
+    /// server policy: entries a `>` read delivered again after the server handed them back.
     pub reclaimed: AtomicU64,
-    /// Entries moved to the dead-letter stream.
+    /// Entries moved to the dead-letter stream by the worker, or (with a server policy) handed
+    /// to the server with `XNACK FATAL`. Dead letters the server makes at MAXDELIVER are counted
+    /// in `RILL.GROUP INFO`'s `dead-lettered`, not here.
     pub dead_lettered: AtomicU64,
     /// Entries acked without running the handler because the idempotency guard knew them.
     pub duplicates: AtomicU64,
@@ -214,6 +235,17 @@ struct Shared<H> {
     handler: Arc<H>,
     stats: Arc<WorkerStats>,
     features: ServerFeatures,
+    /// The group has a server policy the loop defers to (see the module docs). Changes only
+    /// when the group is re-created after NOGROUP.
+    server_policy: AtomicBool,
+    /// The policy's MAXDELIVER (0: none, the worker ends retries at its own limit).
+    server_max_deliver: AtomicU64,
+}
+
+impl<H> Shared<H> {
+    fn uses_server_policy(&self) -> bool {
+        self.server_policy.load(Ordering::Relaxed)
+    }
 }
 
 /// The state of one `Worker::run`.
@@ -259,6 +291,8 @@ impl<H: Handler> Run<H> {
                 handler: worker.handler,
                 stats: Arc::clone(&worker.stats),
                 features,
+                server_policy: AtomicBool::new(false),
+                server_max_deliver: AtomicU64::new(0),
             }),
             stats: worker.stats,
             shutdown,
@@ -274,7 +308,38 @@ impl<H: Handler> Run<H> {
         };
         run.reader_id = run.client_id().await;
         run.ensure_group().await?;
+        run.adopt_policy().await?;
         Ok(run)
+    }
+
+    /// Sets the group's server policy from the config (mode `Set`) and decides whether the
+    /// loop defers to it. Only on a server with `RILL.GROUP` and without `FeatureMode::Legacy`.
+    async fn adopt_policy(&mut self) -> Result<(), WorkerError> {
+        let c = Arc::clone(&self.shared.config);
+        let eligible = self.shared.features.policies
+            && c.features == FeatureMode::Detect
+            && c.server_policy != ServerPolicyMode::Off;
+        let found = if eligible {
+            if c.server_policy == ServerPolicyMode::Set {
+                policy::set_from_config(&mut self.commands, &c).await?;
+            }
+            Some(policy::get(&mut self.commands, &c.stream, &c.group).await?)
+        } else {
+            None
+        };
+        let active = found.as_ref().is_some_and(policy::GroupPolicy::is_active);
+        let max_deliver = found.as_ref().map_or(0, |p| p.max_deliver);
+        self.shared.server_policy.store(active, Ordering::Relaxed);
+        self.shared.server_max_deliver.store(max_deliver, Ordering::Relaxed);
+        tracing::info!(
+            stream = %c.stream,
+            group = %c.group,
+            server_policy = active,
+            policy = ?found,
+            "{}",
+            if active { "the server's group policy reclaims and dead-letters" } else { "client-side reclaim and dead letters" }
+        );
+        Ok(())
     }
 
     fn config(&self) -> &WorkerConfig {
@@ -335,6 +400,8 @@ impl<H: Handler> Run<H> {
                         "consumer group is gone (NOGROUP); creating it again"
                     );
                     self.ensure_group().await?;
+                    // A re-created group has no policy: set it again, or fall back.
+                    self.adopt_policy().await?;
                     bump(&self.stats.group_recreated, 1);
                     self.history_cursor = Some("0".to_owned());
                     self.sweep_cursor = None;
@@ -405,6 +472,12 @@ impl<H: Handler> Run<H> {
         if let Some(cursor) = self.history_cursor.clone() {
             let (entries, next) = self.read_history(&cursor).await?;
             self.history_cursor = next;
+            self.queue.extend(entries);
+            return Ok(());
+        }
+        if self.shared.uses_server_policy() {
+            // The server hands back entries of dead consumers to `>` reads: no sweep.
+            let entries = self.read_new().await?;
             self.queue.extend(entries);
             return Ok(());
         }
@@ -498,7 +571,8 @@ impl<H: Handler> Run<H> {
     /// `XREADGROUP GROUP g c COUNT n BLOCK b [CLAIM min-idle] STREAMS s >`.
     async fn read_new(&mut self) -> Result<Vec<Entry>, WorkerError> {
         let c = Arc::clone(&self.shared.config);
-        let claim = self.shared.features.claim_on_read;
+        let server_policy = self.shared.uses_server_policy();
+        let claim = self.shared.features.claim_on_read && !server_policy;
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
             .arg(&c.group)
@@ -529,6 +603,17 @@ impl<H: Handler> Run<H> {
         }
         .map_err(WorkerError::redis("XREADGROUP"))?;
         let raw = reply::read_reply(&v, &c.stream, "XREADGROUP")?;
+        if server_policy {
+            // Handed-back entries come as plain 2-element entries: XPENDING tells their count.
+            let entries = self.with_delivery_counts(raw).await?;
+            let again = entries.iter().filter(|e| e.deliveries > 1).count() as u64;
+            if again > 0 {
+                tracing::info!(count = again, "entries handed back by the server's policy delivered again");
+                bump(&self.stats.reclaimed, again);
+                m::reclaimed(&c, again);
+            }
+            return Ok(entries);
+        }
         let mut entries = Vec::with_capacity(raw.len());
         let mut reclaimed = 0u64;
         for e in raw {
@@ -621,7 +706,8 @@ async fn connect_pair(target: &Target) -> Result<(Connection, Connection), Worke
 async fn process<H: Handler>(shared: &Shared<H>, mut conn: Connection, entry: Entry) {
     let c = &shared.config;
     let stats = &shared.stats;
-    if entry.deliveries > c.delivery_limit {
+    let server_policy = shared.uses_server_policy();
+    if !server_policy && entry.deliveries > c.delivery_limit {
         let reason = format!(
             "delivered {} times, over the limit of {} (the handler never finished)",
             entry.deliveries, c.delivery_limit
@@ -665,6 +751,10 @@ async fn process<H: Handler>(shared: &Shared<H>, mut conn: Connection, entry: En
         Err(err) => {
             bump(&stats.failed, 1);
             m::failed(c);
+            if server_policy {
+                settle_with_policy(shared, &mut conn, &entry, &err).await;
+                return;
+            }
             match err.action {
                 FailureAction::DeadLetter => dead_letter(shared, &mut conn, &entry, &err.reason).await,
                 FailureAction::Retry if entry.deliveries >= c.delivery_limit => {
@@ -691,6 +781,39 @@ async fn process<H: Handler>(shared: &Shared<H>, mut conn: Connection, entry: En
                     }
                 }
             }
+        }
+    }
+}
+
+/// A failed entry on a group with a server policy: `XNACK FATAL` (the server dead-letters it,
+/// reason `fatal`) or `RILL.NACK` (the server applies BACKOFF and MAXDELIVER). Nothing is
+/// written to the dead-letter stream from here.
+async fn settle_with_policy<H>(shared: &Shared<H>, conn: &mut Connection, entry: &Entry, err: &HandlerError) {
+    let c = &shared.config;
+    let max_deliver = shared.server_max_deliver.load(Ordering::Relaxed);
+    // A policy without MAXDELIVER never ends retries; the worker's own limit does, by FATAL.
+    let fatal = err.action == FailureAction::DeadLetter || (max_deliver == 0 && entry.deliveries >= c.delivery_limit);
+    let mut cmd = if fatal {
+        let mut cmd = redis::cmd("XNACK");
+        cmd.arg(&c.stream).arg(&c.group).arg("FATAL");
+        cmd
+    } else {
+        let mut cmd = redis::cmd("RILL.NACK");
+        cmd.arg(&c.stream).arg(&c.group);
+        cmd
+    };
+    cmd.arg("IDS").arg(1).arg(&entry.id);
+    match cmd.query_async::<i64>(conn).await {
+        Ok(n) if fatal && n > 0 => {
+            tracing::warn!(id = %entry.id, reason = %err.reason, "handed to the server to dead-letter (XNACK FATAL)");
+            bump(&shared.stats.dead_lettered, 1);
+            m::dead_lettered(c);
+        }
+        Ok(_) => {
+            tracing::debug!(id = %entry.id, deliveries = entry.deliveries, reason = %err.reason, "handed back (RILL.NACK)");
+        }
+        Err(e) => {
+            tracing::warn!(id = %entry.id, error = %e, "NACK failed; the server hands the entry back after ACKWAIT");
         }
     }
 }

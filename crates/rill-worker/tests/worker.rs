@@ -72,5 +72,8 @@ async fn features_are_detected() {
     let mut c = scenarios::connect(&redis.target()).await;
     assert_eq!(ServerFeatures::detect(&mut c).await, ServerFeatures::LEGACY);
     let mut c = scenarios::connect(&rill.target()).await;
-    assert_eq!(ServerFeatures::detect(&mut c).await, ServerFeatures { claim_on_read: true, xnack: true });
+    assert_eq!(
+        ServerFeatures::detect(&mut c).await,
+        ServerFeatures { claim_on_read: true, xnack: true, policies: true }
+    );
 }

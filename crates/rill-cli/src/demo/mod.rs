@@ -7,6 +7,7 @@
 
 pub mod orders;
 pub mod ticker;
+pub mod ticker_policies;
 
 use std::net::TcpListener;
 use std::path::PathBuf;

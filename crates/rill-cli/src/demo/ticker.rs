@@ -21,10 +21,10 @@ use crate::commands::pending_text;
 use crate::dead_letters::dlq_table;
 use crate::output::Json;
 
-const STREAM: &str = "rill-demo:{ticks}";
-const DLQ: &str = "rill-demo:{ticks}:dlq";
-const GROUP: &str = "pricing";
-const SYMBOLS: [(&str, u64); 10] = [
+pub(super) const STREAM: &str = "rill-demo:{ticks}";
+pub(super) const DLQ: &str = "rill-demo:{ticks}:dlq";
+pub(super) const GROUP: &str = "pricing";
+pub(super) const SYMBOLS: [(&str, u64); 10] = [
     ("AAPL", 18_920),
     ("MSFT", 41_510),
     ("NVDA", 12_030),
@@ -36,10 +36,10 @@ const SYMBOLS: [(&str, u64); 10] = [
     ("INTC", 3_110),
     ("ORCL", 12_790),
 ];
-const TICKS: usize = 50;
+pub(super) const TICKS: usize = 50;
 const MIN_IDLE: Duration = Duration::from_secs(1);
-const DELIVERY_LIMIT: u64 = 3;
-const POISON_SEQ: u64 = 3;
+pub(super) const DELIVERY_LIMIT: u64 = 3;
+pub(super) const POISON_SEQ: u64 = 3;
 
 /// One simulated tick.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub fn simulate(seed: u64, n: usize) -> Vec<Tick> {
     ticks
 }
 
-fn price(cents: u64) -> String {
+pub(super) fn price(cents: u64) -> String {
     format!("{}.{:02}", cents / 100, cents % 100)
 }
 
