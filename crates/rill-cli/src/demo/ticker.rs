@@ -75,17 +75,11 @@ pub(super) fn price(cents: u64) -> String {
     format!("{}.{:02}", cents / 100, cents % 100)
 }
 
-/// Runs the story; returns its summary figures (the `--json` document).
-pub async fn run(target: &Target, options: DemoOptions) -> Result<Json, Box<dyn std::error::Error>> {
-    let seed = options.seed;
-    let story = options.story();
-    let mut conn = target.connect(None).await?;
-    take_keys(&mut conn, &[STREAM, DLQ], options.force).await?;
-
-    story.say(format_args!(
-        "== 1. market simulator (seed {seed}): {TICKS} ticks for {} symbols -> {STREAM}",
-        SYMBOLS.len()
-    ));
+/// The simulator's ticks for `seed`, appended to [`STREAM`] in one pipeline; their IDs.
+pub(super) async fn produce(
+    conn: &mut rill_worker::Connection,
+    seed: u64,
+) -> redis::RedisResult<(Vec<Tick>, Vec<String>)> {
     let ticks = simulate(seed, TICKS);
     let mut pipe = redis::pipe();
     for t in &ticks {
@@ -101,7 +95,22 @@ pub async fn run(target: &Target, options: DemoOptions) -> Result<Json, Box<dyn 
             .arg("ts")
             .arg(t.ts_ms);
     }
-    let ids: Vec<String> = pipe.query_async(&mut conn).await?;
+    let ids: Vec<String> = pipe.query_async(conn).await?;
+    Ok((ticks, ids))
+}
+
+/// Runs the story; returns its summary figures (the `--json` document).
+pub async fn run(target: &Target, options: DemoOptions) -> Result<Json, Box<dyn std::error::Error>> {
+    let seed = options.seed;
+    let story = options.story();
+    let mut conn = target.connect(None).await?;
+    take_keys(&mut conn, &[STREAM, DLQ], options.force).await?;
+
+    story.say(format_args!(
+        "== 1. market simulator (seed {seed}): {TICKS} ticks for {} symbols -> {STREAM}",
+        SYMBOLS.len()
+    ));
+    let (ticks, ids) = produce(&mut conn, seed).await?;
     for (id, t) in ids.iter().zip(&ticks).take(5) {
         story.say(format_args!("   {id}  {:<5} {:>8}  seq {}", t.symbol, price(t.price_cents), t.seq));
     }

@@ -21,7 +21,7 @@ use rill_worker::policy::{self, PolicyValue};
 use rill_worker::reply::read_reply;
 use rill_worker::{dlq, ops, Connection, ServerFeatures, Target};
 
-use super::ticker::{price, simulate, DELIVERY_LIMIT, DLQ, GROUP, POISON_SEQ, STREAM, SYMBOLS, TICKS};
+use super::ticker::{produce, DELIVERY_LIMIT, DLQ, GROUP, POISON_SEQ, STREAM, SYMBOLS, TICKS};
 use super::{indent, take_keys, DemoOptions};
 use crate::commands::pending_text;
 use crate::dead_letters::dlq_table;
@@ -55,22 +55,7 @@ pub async fn run(target: &Target, options: DemoOptions) -> Result<Json, Box<dyn 
         "== 1. market simulator (seed {seed}): {TICKS} ticks for {} symbols -> {STREAM}",
         SYMBOLS.len()
     ));
-    let ticks = simulate(seed, TICKS);
-    let mut pipe = redis::pipe();
-    for t in &ticks {
-        pipe.cmd("XADD")
-            .arg(STREAM)
-            .arg("*")
-            .arg("symbol")
-            .arg(t.symbol)
-            .arg("price")
-            .arg(price(t.price_cents))
-            .arg("seq")
-            .arg(t.seq)
-            .arg("ts")
-            .arg(t.ts_ms);
-    }
-    let ids: Vec<String> = pipe.query_async(&mut conn).await?;
+    let (ticks, ids) = produce(&mut conn, seed).await?;
     let poison = ticks.iter().filter(|t| t.seq == POISON_SEQ).count();
     story.say(format_args!("   {} ticks; {poison} have seq {POISON_SEQ} (poison)\n", ids.len()));
 

@@ -69,7 +69,7 @@ fn xack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let ids =
         args.get(3..).unwrap_or_default().iter().map(|a| args::strict_id(a)).collect::<Result<Vec<StreamId>, _>>()?;
     let acked = stream.ack(group, &ids);
-    let capped = stream.group(group).and_then(|g| g.policy()).is_some_and(|p| p.room(0, 0).is_some());
+    let capped = stream.group(group).and_then(|g| g.policy()).is_some_and(|p| p.has_caps());
     engine.count_changes(acked);
     if capped && acked > 0 {
         // Readers held at a pending cap may now be served (policies spec §7).

@@ -267,17 +267,9 @@ impl Policy {
             && self.delay_order.iter().all(|(at, id)| self.delayed.get(id) == Some(at))
     }
 
-    /// How many more entries a `>` read by a consumer owning `consumer_owned` entries may
-    /// take, the group's consumers owning `group_owned`: `None` without a cap.
-    pub fn room(&self, group_owned: u64, consumer_owned: u64) -> Option<u64> {
-        let cap = |max: u64, owned: u64| (max > 0).then(|| max.saturating_sub(owned));
-        match (
-            cap(self.settings.max_ack_pending, group_owned),
-            cap(self.settings.max_ack_pending_consumer, consumer_owned),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+    /// Whether a pending cap (MAXACKPENDING, MAXACKPENDINGCONSUMER) is set.
+    pub fn has_caps(&self) -> bool {
+        self.settings.max_ack_pending > 0 || self.settings.max_ack_pending_consumer > 0
     }
 
     /// The delay before an entry that failed its `attempt`-th delivery is deliverable again.

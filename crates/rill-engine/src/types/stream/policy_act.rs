@@ -362,10 +362,8 @@ impl Caps {
     /// The caps of `group` for `consumer`; `None` when the group has no cap.
     pub fn of(stream: &Stream, group: &[u8], consumer: &[u8]) -> Option<Caps> {
         let g = stream.group(group)?;
-        let s = &g.policy()?.settings;
-        if s.max_ack_pending == 0 && s.max_ack_pending_consumer == 0 {
-            return None;
-        }
+        let p = g.policy().filter(|p| p.has_caps())?;
+        let s = &p.settings;
         let group_owned = g.pel().len() - g.pel().nacked_count();
         let consumer_owned = g.consumer(consumer).map_or(0, |c| g.pending_count(c));
         let room = |max: u64, owned: u64| (max > 0).then(|| max.saturating_sub(owned));
