@@ -124,9 +124,9 @@ def main():
             reply = r.xreadgroup(
                 args.group, args.consumer, {args.stream: ">"}, count=args.count, block=args.block
             )
-            # RESP2 replies [[stream, entries]], RESP3 {stream: entries}; nothing came: None.
-            streams = reply.items() if isinstance(reply, dict) else (reply or [])
-            for _stream, entries in streams:
+            # [[stream, [(id, {field: value}), ...]]], or None when nothing came. (That is the
+            # shape of redis-py's default protocol, RESP2; with RESP3 it returns a dict.)
+            for _stream, entries in reply or []:
                 for entry_id, fields in entries:
                     received += 1
                     if args.crash_after:
