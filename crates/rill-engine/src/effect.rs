@@ -80,6 +80,10 @@ mod group_tag {
     pub const HANDED_BACK: u8 = 17;
     pub const DEAD_LETTERED: u8 = 18;
     pub const TOUCHED: u8 = 19;
+    pub const DEFERRED: u8 = 20;
+    pub const DEFERRED_DROPPED: u8 = 21;
+    /// `PolicyRestored` with ORDERBY's deferred entries (tag 16, written before, lacks them).
+    pub const POLICY_RESTORED_ORDER: u8 = 22;
 }
 
 /// One concrete change, as logged and replayed (see the module doc).
@@ -563,7 +567,8 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_settings(out, settings);
         }
         GroupEffect::PolicyRestored { group, state } => {
-            out.push(group_tag::POLICY_RESTORED);
+            let ordered = !state.deferred.is_empty();
+            out.push(if ordered { group_tag::POLICY_RESTORED_ORDER } else { group_tag::POLICY_RESTORED });
             put_str(out, group);
             for n in state.counters.to_array() {
                 put_varint(out, n);
@@ -573,6 +578,19 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
                 for (id, at) in list {
                     put_id(out, *id);
                     put_i64(out, *at);
+                }
+            }
+            if ordered {
+                put_varint(out, state.deferred.len() as u64);
+                for (id, key) in &state.deferred {
+                    put_id(out, *id);
+                    match key {
+                        None => out.push(0),
+                        Some(k) => {
+                            out.push(1);
+                            put_str(out, k);
+                        }
+                    }
                 }
             }
         }
@@ -597,14 +615,26 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_i64(out, *time_ms);
             put_varint(out, *count);
         }
+        GroupEffect::Deferred { group, id, key } => {
+            out.push(group_tag::DEFERRED);
+            put_str(out, group);
+            put_id(out, *id);
+            put_str(out, key);
+        }
+        GroupEffect::DeferredDropped { group, id } => {
+            out.push(group_tag::DEFERRED_DROPPED);
+            put_str(out, group);
+            put_id(out, *id);
+        }
     }
 }
 
 /// Policy settings: `version:u8 maxdeliver:varint deadletter:opt-str ackwait:varint
 /// n:varint backoff:varint{n}`, then from version 2 `maxackpending:varint
-/// maxackpendingconsumer:varint`; a later version appends fields.
+/// maxackpendingconsumer:varint`, from version 3 `orderby:opt-str`; a later version appends
+/// fields.
 fn put_settings(out: &mut Vec<u8>, s: &Settings) {
-    out.push(2);
+    out.push(3);
     put_varint(out, s.max_deliver);
     match &s.dead_letter {
         None => out.push(0),
@@ -620,6 +650,13 @@ fn put_settings(out: &mut Vec<u8>, s: &Settings) {
     }
     put_varint(out, s.max_ack_pending);
     put_varint(out, s.max_ack_pending_consumer);
+    match &s.order_by {
+        None => out.push(0),
+        Some(f) => {
+            out.push(1);
+            put_str(out, f);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -664,6 +701,14 @@ impl Cursor {
     fn str(&mut self) -> Result<Bytes, DecodeError> {
         let n = self.len()?;
         self.bytes(n)
+    }
+
+    /// A flag byte (0: none) then a string.
+    fn opt_str(&mut self) -> Result<Option<Bytes>, DecodeError> {
+        Ok(match self.u8()? {
+            0 => None,
+            _ => Some(self.str()?),
+        })
     }
 
     fn i64(&mut self) -> Result<i64, DecodeError> {
@@ -787,7 +832,7 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
         group_tag::NACKED => GroupEffect::Nacked { group, id: c.id()?, count: c.varint()? },
         group_tag::ACKED => GroupEffect::Acked { group, id: c.id()? },
         group_tag::POLICY_SET => GroupEffect::PolicySet { group, settings: settings(c)? },
-        group_tag::POLICY_RESTORED => {
+        tag @ (group_tag::POLICY_RESTORED | group_tag::POLICY_RESTORED_ORDER) => {
             let mut counters = [0u64; 7];
             for n in &mut counters {
                 *n = c.varint()?;
@@ -800,9 +845,17 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
                 }
             }
             let [delayed, first_delivery] = lists;
+            let mut deferred = Vec::new();
+            if tag == group_tag::POLICY_RESTORED_ORDER {
+                let n = c.len()?;
+                for _ in 0..n {
+                    let id = c.id()?;
+                    deferred.push((id, c.opt_str()?));
+                }
+            }
             GroupEffect::PolicyRestored {
                 group,
-                state: PolicyState { counters: Counters::from_array(counters), delayed, first_delivery },
+                state: PolicyState { counters: Counters::from_array(counters), delayed, first_delivery, deferred },
             }
         }
         group_tag::HANDED_BACK => GroupEffect::HandedBack {
@@ -816,6 +869,8 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
         group_tag::TOUCHED => {
             GroupEffect::Touched { group, consumer: c.str()?, id: c.id()?, time_ms: c.i64()?, count: c.varint()? }
         }
+        group_tag::DEFERRED => GroupEffect::Deferred { group, id: c.id()?, key: c.str()? },
+        group_tag::DEFERRED_DROPPED => GroupEffect::DeferredDropped { group, id: c.id()? },
         _ => return Err(DecodeError("unknown group effect type")),
     })
 }
@@ -823,14 +878,11 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
 /// [`put_settings`]' inverse.
 fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
     let version = c.u8()?;
-    if !(1..=2).contains(&version) {
+    if !(1..=3).contains(&version) {
         return Err(DecodeError("unknown policy settings version"));
     }
     let max_deliver = c.varint()?;
-    let dead_letter = match c.u8()? {
-        0 => None,
-        _ => Some(c.str()?),
-    };
+    let dead_letter = c.opt_str()?;
     let ack_wait_ms = c.varint()?;
     let n = c.len()?;
     let mut backoff_ms = Vec::new();
@@ -841,7 +893,16 @@ fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
         1 => (0, 0),
         _ => (c.varint()?, c.varint()?),
     };
-    Ok(Settings { max_deliver, dead_letter, ack_wait_ms, backoff_ms, max_ack_pending, max_ack_pending_consumer })
+    let order_by = if version >= 3 { c.opt_str()? } else { None };
+    Ok(Settings {
+        max_deliver,
+        dead_letter,
+        ack_wait_ms,
+        backoff_ms,
+        max_ack_pending,
+        max_ack_pending_consumer,
+        order_by,
+    })
 }
 
 #[cfg(test)]
@@ -912,30 +973,42 @@ mod tests {
                 proptest::option::of(bytes()),
                 any::<u64>(),
                 proptest::collection::vec(any::<u64>(), 0..4),
-                any::<(u64, u64)>()
+                any::<(u64, u64)>(),
+                proptest::option::of(bytes())
             )
-                .prop_map(|(group, max_deliver, dead_letter, ack_wait_ms, backoff_ms, (cap, cap_c))| {
-                    GroupEffect::PolicySet {
-                        group,
-                        settings: Settings {
-                            max_deliver,
-                            dead_letter,
-                            ack_wait_ms,
-                            backoff_ms,
-                            max_ack_pending: cap,
-                            max_ack_pending_consumer: cap_c,
-                        },
+                .prop_map(
+                    |(group, max_deliver, dead_letter, ack_wait_ms, backoff_ms, (cap, cap_c), order_by)| {
+                        GroupEffect::PolicySet {
+                            group,
+                            settings: Settings {
+                                max_deliver,
+                                dead_letter,
+                                ack_wait_ms,
+                                backoff_ms,
+                                max_ack_pending: cap,
+                                max_ack_pending_consumer: cap_c,
+                                order_by,
+                            },
+                        }
                     }
-                }),
+                ),
             (
                 bytes(),
                 any::<[u64; 7]>(),
                 proptest::collection::vec((id(), any::<i64>()), 0..3),
-                proptest::collection::vec((id(), any::<i64>()), 0..3)
+                proptest::collection::vec((id(), any::<i64>()), 0..3),
+                proptest::collection::vec((id(), proptest::option::of(bytes())), 0..3)
             )
-                .prop_map(|(group, counters, delayed, first_delivery)| GroupEffect::PolicyRestored {
-                    group,
-                    state: PolicyState { counters: Counters::from_array(counters), delayed, first_delivery },
+                .prop_map(|(group, counters, delayed, first_delivery, deferred)| {
+                    GroupEffect::PolicyRestored {
+                        group,
+                        state: PolicyState {
+                            counters: Counters::from_array(counters),
+                            delayed,
+                            first_delivery,
+                            deferred,
+                        },
+                    }
                 }),
             (bytes(), id(), any::<u64>(), any::<i64>(), 0u8..3).prop_map(|(group, id, count, ready_at_ms, why)| {
                 GroupEffect::HandedBack { group, id, count, ready_at_ms, why: Release::from_code(why) }
@@ -944,6 +1017,8 @@ mod tests {
             (bytes(), bytes(), id(), any::<i64>(), any::<u64>()).prop_map(|(group, consumer, id, time_ms, count)| {
                 GroupEffect::Touched { group, consumer, id, time_ms, count }
             }),
+            (bytes(), id(), bytes()).prop_map(|(group, id, key)| GroupEffect::Deferred { group, id, key }),
+            (bytes(), id()).prop_map(|(group, id)| GroupEffect::DeferredDropped { group, id }),
         ]
     }
 

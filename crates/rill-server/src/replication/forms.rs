@@ -259,6 +259,10 @@ fn group_form(key: &Bytes, effect: &GroupEffect) -> Result<Option<Vec<Bytes>>, U
         }
         // A policy is rill's own: a Redis replica has no place for it (spec §9).
         GroupEffect::PolicySet { .. } | GroupEffect::PolicyRestored { .. } => return Ok(None),
+        // ORDERBY's deferral has no Redis form: a Redis replica's cursor stays before a
+        // deferred entry until a later delivery's LASTID passes it, so a Redis replica promoted
+        // meanwhile delivers it again rather than losing it.
+        GroupEffect::Deferred { .. } | GroupEffect::DeferredDropped { .. } => return Ok(None),
     }))
 }
 

@@ -2,7 +2,8 @@
 //! client: a crashed consumer's entries handed back by ACKWAIT to a reader of `>` only, a
 //! poison entry dead-lettered after exactly MAXDELIVER attempts with its provenance, BACKOFF
 //! and RILL.NACK DELAY, RILL.TOUCH, every bad input with its error (and a rejected SET changing
-//! nothing), and the policies' state across kill -9, a log rewrite and a snapshot.
+//! nothing), ORDERBY with four concurrent consumers, and the policies' state (ORDERBY's
+//! deferred entries included) across kill -9, a log rewrite and a snapshot.
 
 use rill_testkit::{escape, Proc, RawClient, Server, TempDir, Value};
 use std::time::{Duration, Instant};
@@ -266,7 +267,7 @@ fn bad_policy_input_is_refused_and_changes_nothing() {
         ),
         (vec!["DEADLETTER", "s"], "-ERR DEADLETTER may not name the stream itself"),
         (vec!["DEADLETTER", "str"], "-ERR DEADLETTER names a key that holds a value other than a stream"),
-        (vec!["ORDERBY", "sym"], "-ERR ORDERBY is not supported by this version of rill"),
+        (vec!["CONSUMERIDLE", "5000"], "-ERR CONSUMERIDLE is not supported by this version of rill"),
         (vec!["NOSUCH", "1"], "-ERR syntax error"),
         (vec!["MAXDELIVER"], "-ERR syntax error"),
     ] {
@@ -342,9 +343,17 @@ fn policies_survive_kill_9_a_rewrite_and_a_snapshot() {
     c.cmd(&["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"]);
     c.cmd(&["XACK", "s", "g", "3-1"]);
     assert_eq!(c.cmd(&["RILL.NACK", "s", "g", "IDS", "1", "1-1"]), b":1\r\n");
+    // A second group orders by `f`: one entry in flight, two deferred behind it.
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g2", "0"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g2", "ORDERBY", "f"]);
+    let first = c.cmd(&["XREADGROUP", "GROUP", "g2", "bob", "COUNT", "10", "STREAMS", "s", ">"]);
+    assert!(escape(&first).contains("1-1") && !escape(&first).contains("2-1"), "{}", escape(&first));
     let state = |c: &mut RawClient| {
         let mut i = info(c, "s", "g");
         i.retain(|(k, _)| k != "oldest-pending-ms");
+        let mut i2 = info(c, "s", "g2");
+        i2.retain(|(k, _)| k != "oldest-pending-ms");
+        i.extend(i2);
         // Each pending entry without its idle time (which goes on counting).
         let p = c.cmd_value(&["XPENDING", "s", "g", "-", "+", "10"]);
         let rows: Vec<String> = p
@@ -360,6 +369,7 @@ fn policies_survive_kill_9_a_rewrite_and_a_snapshot() {
     };
     let before = state(&mut c);
     assert_eq!(field(&before.0, "delayed"), "1");
+    assert_eq!(field(&info(&mut c, "s", "g2"), "deferred"), "2");
     server.kill9();
     let server = start();
     let mut c = server.client();
@@ -385,6 +395,10 @@ fn policies_survive_kill_9_a_rewrite_and_a_snapshot() {
     let server = Proc::start(dir.path(), &[]);
     let mut c = server.client();
     assert_eq!(state(&mut c), before, "from the RDB snapshot alone");
+    // The deferred entries come next, in order, once the key's entry in flight is acked.
+    assert_eq!(c.cmd(&["XACK", "s", "g2", "1-1"]), b":1\r\n");
+    let next = c.cmd(&["XREADGROUP", "GROUP", "g2", "bob", "COUNT", "10", "STREAMS", "s", ">"]);
+    assert!(escape(&next).contains("2-1") && !escape(&next).contains("3-1"), "{}", escape(&next));
 }
 
 /// A rill replica gets the policy and every action as its primary's records and never acts
@@ -535,4 +549,188 @@ fn pending_caps_stall_reads_and_claims_and_resume_on_ack() {
     let held: u64 = field(&info(&mut c, "s", "g"), "reads-held-back").parse().unwrap();
     assert!(held >= 3, "held back {held}");
     assert_eq!(field(&info(&mut c, "s", "g"), "maxackpending"), "3");
+}
+
+/// ORDERBY with four consumers reading `>` at once (the `redis` crate, one thread each): two
+/// entries of one key are never held by two consumers at once, and each key's entries are
+/// acknowledged in stream order, through RILL.NACK redeliveries too; every entry is handled.
+#[test]
+fn orderby_keeps_one_entry_per_key_in_flight_and_each_keys_order() {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    const ENTRIES: usize = 400;
+    const SYMBOLS: usize = 6;
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "ticks", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "ticks", "g", "ORDERBY", "sym", "ACKWAIT", "30000"]);
+    let mut con = redis_client(&server);
+    // A skewed mix: symbol 0 is a third of the ticks; a few ticks carry no symbol (unordered).
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for n in 0..ENTRIES {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let sym = if rng.is_multiple_of(3) { 0 } else { (rng >> 8) as usize % SYMBOLS };
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg("ticks").arg("*").arg("n").arg(n);
+        if n % 50 != 7 {
+            cmd.arg("sym").arg(format!("s{sym}"));
+        }
+        let _: String = cmd.query(&mut con).unwrap();
+    }
+    // sym -> consumer holding one of its entries; sym -> n values in ack order.
+    let holding: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let acked: Arc<Mutex<HashMap<String, Vec<usize>>>> = Arc::default();
+    let handled = Arc::new(Mutex::new(0usize));
+    let mut workers = Vec::new();
+    for w in 0..4 {
+        let (holding, acked, handled) = (holding.clone(), acked.clone(), handled.clone());
+        let mut con = redis_client(&server);
+        workers.push(std::thread::spawn(move || {
+            let me = format!("w{w}");
+            let mut seed = 7 + w as u64;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while *handled.lock().unwrap() < ENTRIES && Instant::now() < deadline {
+                let reply: redis::Value = redis::cmd("XREADGROUP")
+                    .arg("GROUP")
+                    .arg("g")
+                    .arg(&me)
+                    .arg("COUNT")
+                    .arg(4)
+                    .arg("BLOCK")
+                    .arg(50)
+                    .arg("STREAMS")
+                    .arg("ticks")
+                    .arg(">")
+                    .query(&mut con)
+                    .unwrap();
+                let mut batch: Vec<(String, usize, Option<String>)> = Vec::new();
+                if let redis::Value::Array(streams) = reply {
+                    for s in streams {
+                        let redis::Value::Array(kv) = s else { continue };
+                        let Some(redis::Value::Array(entries)) = kv.get(1) else { continue };
+                        for e in entries {
+                            let redis::Value::Array(e) = e else { continue };
+                            let (Some(redis::Value::BulkString(id)), Some(redis::Value::Array(fields))) =
+                                (e.first(), e.get(1))
+                            else {
+                                continue;
+                            };
+                            let text = |v: &redis::Value| match v {
+                                redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                                other => panic!("{other:?}"),
+                            };
+                            let pairs: Vec<String> = fields.iter().map(text).collect();
+                            let get = |name: &str| pairs.chunks(2).find(|p| p[0] == name).map(|p| p[1].clone());
+                            batch.push((
+                                text(&redis::Value::BulkString(id.clone())),
+                                get("n").unwrap().parse().unwrap(),
+                                get("sym"),
+                            ));
+                        }
+                    }
+                }
+                for (_, n, sym) in &batch {
+                    if let Some(sym) = sym {
+                        let mut h = holding.lock().unwrap();
+                        assert!(
+                            h.insert(sym.clone(), me.clone()).is_none(),
+                            "{sym} in flight twice (entry {n}): {h:?}"
+                        );
+                    }
+                }
+                for (id, n, sym) in batch {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    std::thread::sleep(Duration::from_micros(seed % 2000));
+                    if let Some(sym) = &sym {
+                        holding.lock().unwrap().remove(sym);
+                    }
+                    if seed.is_multiple_of(10) {
+                        // A failed attempt: handed back, and delivered again before the key's next.
+                        let _: i64 = redis::cmd("RILL.NACK")
+                            .arg("ticks")
+                            .arg("g")
+                            .arg("IDS")
+                            .arg(1)
+                            .arg(&id)
+                            .query(&mut con)
+                            .unwrap();
+                        continue;
+                    }
+                    // Recorded before the XACK: the key's next entry can go out once it is in.
+                    acked.lock().unwrap().entry(sym.unwrap_or_default()).or_default().push(n);
+                    let n_acked: i64 = redis::cmd("XACK").arg("ticks").arg("g").arg(&id).query(&mut con).unwrap();
+                    assert_eq!(n_acked, 1, "{id}");
+                    *handled.lock().unwrap() += 1;
+                }
+            }
+        }));
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(*handled.lock().unwrap(), ENTRIES, "every entry handled once");
+    let acked = acked.lock().unwrap();
+    for (sym, ns) in acked.iter().filter(|(sym, _)| !sym.is_empty()) {
+        assert!(ns.windows(2).all(|w| w[0] < w[1]), "{sym} out of stream order: {ns:?}");
+    }
+    let i = info(&mut c, "ticks", "g");
+    assert_eq!(field(&i, "pending"), "0");
+    assert_eq!(field(&i, "deferred"), "0");
+    assert_eq!(field(&i, "orderby"), "sym");
+    let lag = c.cmd_value(&["XINFO", "GROUPS", "ticks"]);
+    assert!(format!("{lag:?}").contains("Int(0)"), "{lag:?}");
+}
+
+/// ORDERBY's edges through the raw client: entries of a busy key are deferred while others
+/// flow, `deferred` counts them and XINFO's lag keeps them, a blocked reader is woken when the
+/// key's entry is acked, a deleted deferred entry is skipped, and unsetting ORDERBY serves the
+/// deferred ones first.
+#[test]
+fn orderby_defers_busy_keys_wakes_blocked_readers_and_unsets_cleanly() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "ORDERBY", "k"]);
+    for (id, k) in [("1-1", "a"), ("2-1", "a"), ("3-1", "b"), ("4-1", "a"), ("5-1", "c")] {
+        c.cmd(&["XADD", "s", id, "k", k]);
+    }
+    let ids = |r: &[u8]| -> Vec<String> {
+        let text = escape(r);
+        (1..=9)
+            .map(|i| format!("{i}-1"))
+            .filter(|id| text.contains(&format!("${}\\r\\n{id}\\r\\n", id.len())))
+            .collect()
+    };
+    let read =
+        |c: &mut RawClient, who: &str| c.cmd(&["XREADGROUP", "GROUP", "g", who, "COUNT", "10", "STREAMS", "s", ">"]);
+    assert_eq!(ids(&read(&mut c, "x")), ["1-1", "3-1", "5-1"], "a's later entries wait");
+    assert_eq!(field(&info(&mut c, "s", "g"), "deferred"), "2");
+    let groups = escape(&c.cmd(&["XINFO", "GROUPS", "s"]));
+    assert!(groups.contains("$3\\r\\nlag\\r\\n:2\\r\\n"), "deferred entries are not delivered yet: {groups}");
+    assert_eq!(read(&mut c, "y"), b"*-1\r\n", "nothing free");
+    // A reader blocked on `>` is woken by the ack that frees key a.
+    let mut blocked = server.connect();
+    blocked.send_command(&[b"XREADGROUP", b"GROUP", b"g", b"y", b"BLOCK", b"5000", b"STREAMS", b"s", b">"]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(c.cmd(&["XACK", "s", "g", "1-1"]), b":1\r\n");
+    assert_eq!(ids(&blocked.read_reply().unwrap()), ["2-1"]);
+    // 4-1 is deleted while it waits: it is skipped, and a's next entry flows.
+    assert_eq!(c.cmd(&["XDEL", "s", "4-1"]), b":1\r\n");
+    c.cmd(&["XADD", "s", "6-1", "k", "a"]);
+    assert_eq!(c.cmd(&["XACK", "s", "g", "2-1"]), b":1\r\n");
+    assert_eq!(ids(&read(&mut c, "y")), ["6-1"]);
+    // Unset with entries deferred: they are served first, unordered, then new entries.
+    c.cmd(&["XADD", "s", "7-1", "k", "a"]);
+    c.cmd(&["XADD", "s", "8-1", "k", "a"]);
+    assert!(read(&mut c, "y") == b"*-1\r\n");
+    assert_eq!(field(&info(&mut c, "s", "g"), "deferred"), "2");
+    ok(&mut c, &["RILL.GROUP", "UNSET", "s", "g", "ORDERBY"]);
+    c.cmd(&["XADD", "s", "9-1", "k", "a"]);
+    assert_eq!(ids(&read(&mut c, "z")), ["7-1", "8-1", "9-1"]);
+    assert_eq!(field(&info(&mut c, "s", "g"), "deferred"), "0");
+    assert_eq!(field(&info(&mut c, "s", "g"), "orderby"), "");
 }

@@ -81,6 +81,8 @@ fn kind(e: &Effect) -> &'static str {
             GroupEffect::HandedBack { .. } => "HandedBack",
             GroupEffect::DeadLettered { .. } => "DeadLettered",
             GroupEffect::Touched { .. } => "Touched",
+            GroupEffect::Deferred { .. } => "Deferred",
+            GroupEffect::DeferredDropped { .. } => "DeferredDropped",
         },
     }
 }

@@ -10,7 +10,7 @@
 
 use super::cmd_delete::parse_ids_args;
 use super::group::GroupEffect;
-use super::{args, reply};
+use super::{args, policy_act, reply};
 use super::{RefStrategy, StreamId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::KeyEvent;
@@ -69,11 +69,9 @@ fn xack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let ids =
         args.get(3..).unwrap_or_default().iter().map(|a| args::strict_id(a)).collect::<Result<Vec<StreamId>, _>>()?;
     let acked = stream.ack(group, &ids);
-    let capped = stream.group(group).and_then(|g| g.policy()).is_some_and(|p| p.has_caps());
     engine.count_changes(acked);
-    if capped && acked > 0 {
-        // Readers held at a pending cap may now be served (policies spec §7).
-        engine.signal_ready(ctx.db, key);
+    if acked > 0 {
+        policy_act::wake_readers_if_freed(engine, ctx, key, group);
     }
     Ok(reply::count(acked))
 }
@@ -126,6 +124,9 @@ fn xackdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         results.push(result);
     }
     engine.count_changes(changes);
+    if changes > 0 {
+        policy_act::wake_readers_if_freed(engine, ctx, key, group);
+    }
     if deleted_any {
         engine.modified(ctx.db, key, KeyEvent::XDel);
     }

@@ -16,7 +16,7 @@
 
 use super::args::{self, is, text};
 use super::group::GroupEffect;
-use super::{id, Stream, StreamId};
+use super::{id, policy_act, Stream, StreamId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::util::parse_i64;
 use crate::KeyEvent;
@@ -303,6 +303,9 @@ fn xgroup_delconsumer(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) ->
     stream.apply_group(GroupEffect::ConsumerDeleted { group: group.clone(), consumer: consumer.clone() });
     engine.count_changes(1);
     engine.record_event(ctx.db, key, KeyEvent::XGroupDelConsumer);
+    if pending > 0 {
+        policy_act::wake_readers_if_freed(engine, ctx, key, group);
+    }
     Ok(Reply::Integer(pending as i64))
 }
 

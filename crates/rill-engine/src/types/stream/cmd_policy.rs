@@ -10,9 +10,9 @@
 //! RILL.TOUCH key group consumer IDS numids id [id ...]        -> integer
 //! ```
 //!
-//! Options this rill enforces: MAXDELIVER, DEADLETTER, ACKWAIT, BACKOFF, MAXACKPENDING,
-//! MAXACKPENDINGCONSUMER. The spec's others (ORDERBY, CONSUMERIDLE, GROUPIDLE) are refused
-//! with an error that says so, never accepted and ignored.
+//! Options this rill enforces: MAXDELIVER, DEADLETTER, ACKWAIT, BACKOFF, ORDERBY,
+//! MAXACKPENDING, MAXACKPENDINGCONSUMER. The spec's others (CONSUMERIDLE, GROUPIDLE) are
+//! refused with an error that says so, never accepted and ignored.
 
 use super::args::{self, is};
 use super::group::GroupEffect;
@@ -158,7 +158,7 @@ pub(super) const RILL_TOUCH: CommandSpec = CommandSpec {
 };
 
 /// The options of the spec this rill does not enforce yet.
-const NOT_YET: &[&str] = &["ORDERBY", "CONSUMERIDLE", "GROUPIDLE"];
+const NOT_YET: &[&str] = &["CONSUMERIDLE", "GROUPIDLE"];
 
 fn not_yet(option: &str) -> CmdError {
     CmdError::owned(format!("ERR {option} is not supported by this version of rill"))
@@ -166,8 +166,8 @@ fn not_yet(option: &str) -> CmdError {
 
 /// The option an argument names, upper case.
 fn option_name(arg: &[u8]) -> Result<&'static str, CmdError> {
-    const ENFORCED: [&str; 6] =
-        ["MAXDELIVER", "DEADLETTER", "ACKWAIT", "BACKOFF", "MAXACKPENDING", "MAXACKPENDINGCONSUMER"];
+    const ENFORCED: [&str; 7] =
+        ["MAXDELIVER", "DEADLETTER", "ACKWAIT", "BACKOFF", "ORDERBY", "MAXACKPENDING", "MAXACKPENDINGCONSUMER"];
     for name in ENFORCED.into_iter().chain(NOT_YET.iter().copied()) {
         if is(arg, name) {
             return match NOT_YET.contains(&name) {
@@ -215,6 +215,8 @@ fn group_set(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<R
             "MAXACKPENDINGCONSUMER" => {
                 settings.max_ack_pending_consumer = non_negative(value, "MAXACKPENDINGCONSUMER", "")?;
             }
+            // An empty field name turns ordering off, as UNSET does.
+            "ORDERBY" => settings.order_by = (!value.is_empty()).then(|| crate::types::owned(value)),
             _ => {
                 if value.is_empty() {
                     return Err(CmdError::full("ERR DEADLETTER must name a key"));
@@ -272,6 +274,7 @@ fn group_unset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
             "BACKOFF" => settings.backoff_ms.clear(),
             "MAXACKPENDING" => settings.max_ack_pending = 0,
             "MAXACKPENDINGCONSUMER" => settings.max_ack_pending_consumer = 0,
+            "ORDERBY" => settings.order_by = None,
             _ => settings.dead_letter = None,
         }
     }
@@ -307,7 +310,7 @@ fn options(key: &[u8], settings: &Settings) -> Vec<(Reply, Reply)> {
         (reply::name("deadletter"), Reply::Bulk(dlq)),
         (reply::name("ackwait"), ms(settings.ack_wait_ms)),
         (reply::name("backoff"), Reply::Array(settings.backoff_ms.iter().map(|d| ms(*d)).collect())),
-        (reply::name("orderby"), Reply::Bulk(Bytes::new())),
+        (reply::name("orderby"), Reply::Bulk(settings.order_by.clone().unwrap_or_default())),
         (reply::name("maxackpending"), ms(settings.max_ack_pending)),
         (reply::name("maxackpendingconsumer"), ms(settings.max_ack_pending_consumer)),
         (reply::name("consumeridle"), Reply::Integer(0)),
@@ -332,6 +335,7 @@ fn group_info(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let counters = g.policy().map(|p| p.counters).unwrap_or_default();
     let delayed = g.policy().map_or(0, |p| p.delayed_count(now));
     let held_back = g.policy().map_or(0, |p| p.held_back.0);
+    let deferred = g.policy().map_or(0, |p| p.order.deferred_count());
     let released = g.pel().nacked_count();
     let oldest = g.pel().owned_by_time().next().map_or(0, |(t, _)| (now - t).max(0));
     let mut map = options(key, &settings);
@@ -347,7 +351,7 @@ fn group_info(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         (reply::name("dead-lettered"), n(counters.dead_lettered)),
         (reply::name("dead-letter-failures"), n(counters.dead_letter_failures)),
         (reply::name("delayed"), n(delayed)),
-        (reply::name("deferred"), n(0)),
+        (reply::name("deferred"), n(deferred)),
         (reply::name("oldest-pending-ms"), Reply::Integer(oldest)),
         (reply::name("reads-held-back"), n(held_back)),
     ]);
@@ -363,6 +367,7 @@ fn group_help(_: &mut Engine, _: &mut CallCtx, _: &[Bytes]) -> Result<Reply, Cmd
         "    DEADLETTER <key>    the dead-letter stream (default {<key>}:dlq)",
         "    ACKWAIT <ms>        hand an entry back when unacked this long (0: off)",
         "    BACKOFF <ms,...>    delays before a failed entry is delivered again",
+        "    ORDERBY <field>     one entry in flight per value of this field (empty: off)",
         "    MAXACKPENDING <n>   cap on entries the group's consumers own (0: off)",
         "    MAXACKPENDINGCONSUMER <n>   the same cap per consumer (0: off)",
         "UNSET <key> <group> <option> [<option> ...]",

@@ -27,6 +27,7 @@ use super::cmd_read::{
     TIMEOUT_OUT_OF_RANGE,
 };
 use super::group::{bump, GroupEffect};
+use super::policy::Policy;
 use super::{cmd_range, policy_act, reply, Stream, StreamId};
 use crate::command::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::util::parse_i64;
@@ -219,6 +220,8 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let mut effects = Vec::new();
     // Entries a CLAIM found at a policy's MAXDELIVER: dead-lettered, not delivered.
     let mut at_limit = Vec::new();
+    // An ORDERBY read stopped after deferring its most entries, with more to look at.
+    let mut more = false;
     // Every change is logged as the group effects below, never as this request.
     ctx.explicit();
     for (key, kind) in keys.iter().zip(kinds) {
@@ -263,7 +266,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 };
                 let entries = match claim {
                     _ if req.count == 0 && caps.is_some() => None,
-                    None => new_entries(stream, req, ctx.now_ms, &mut budget, &mut effects),
+                    None => new_entries(stream, req, ctx.now_ms, &mut budget, &mut effects, &mut more),
                     Some(min_idle) => {
                         claim_and_new(stream, req, min_idle, ctx.now_ms, &mut budget, &mut effects, &mut at_limit)
                     }
@@ -309,7 +312,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     // timer: an entry delivered meanwhile may be claimable by then, and nothing signals it),
     // but no sooner than `CLAIM_RECHECK_MS`, so a small min-idle does not make the server
     // re-run the client every millisecond.
-    let wake_at_ms = claim.map(|min_idle| {
+    let claim_wake_at_ms = claim.map(|min_idle| {
         let oldest = keys
             .iter()
             .filter_map(|key| {
@@ -329,6 +332,8 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             }
         }
     });
+    // A read that stopped at its deferral limit is re-run at once for the rest.
+    let wake_at_ms = if more { Some(ctx.now_ms) } else { claim_wake_at_ms };
     ctx.block = Some(BlockRequest {
         keys: block_keys,
         wakes_on: WakeOn::AnyChange,
@@ -408,12 +413,21 @@ fn new_entries(
     now_ms: i64,
     budget: &mut Budget,
     effects: &mut Vec<GroupEffect>,
+    more: &mut bool,
 ) -> Option<Reply> {
     let last_delivered = stream.group(&req.group)?.last_delivered_id;
     let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
     let mut out = reply::EntriesBuilder::with_capacity(count);
     // A group with a policy serves its hand-back queue first (policies spec §4).
     handed_back(stream, req, now_ms, count, budget, &mut out, effects);
+    let policy = stream.group(&req.group).and_then(|g| g.policy());
+    if !req.noack && policy.is_some_and(Policy::orders) {
+        let by_key = policy.is_some_and(|p| p.settings.order_by.is_some());
+        *more = ordered(stream, req, now_ms, count, 0, budget, &mut out, effects);
+        if by_key {
+            return (out.len() > 0).then(|| out.finish());
+        }
+    }
     let served = out.len();
     // No entry can be above the last generated ID.
     let Some(start) = last_delivered.next().filter(|_| stream.last_generated_id() > last_delivered) else {
@@ -501,6 +515,120 @@ fn handed_back(
     }
 }
 
+/// The most entries one `>` read defers (ORDERBY): a read that meets this many entries of busy
+/// keys stops there, and a blocking reader is re-run at once for the rest, so one hot key
+/// cannot make a single read walk the whole stream.
+const DEFER_MAX: usize = 10_000;
+
+/// ORDERBY's part of a `>` read (policies spec §6), after the hand-back queue: first the
+/// deferred entries whose key is free, in ID order, then new entries, where an entry whose key
+/// has an entry in flight, waiting, or served by this read is deferred (the cursor passes it)
+/// instead of served. Entries without the field are served as usual. Each entry gets `extra`
+/// trailing integers 0 (XREADGROUP CLAIM's idle time and count of a new entry). Returns whether
+/// it stopped at [`DEFER_MAX`] with entries left to look at.
+#[allow(clippy::too_many_arguments)]
+fn ordered(
+    stream: &mut Stream,
+    req: &Request,
+    now_ms: i64,
+    count: usize,
+    extra: usize,
+    budget: &mut Budget,
+    out: &mut reply::EntriesBuilder,
+    effects: &mut Vec<GroupEffect>,
+) -> bool {
+    // The size MAXSIZE counts for an entry with its trailing integers.
+    let counted = |size: usize| (size + 3 * extra) as u64;
+    let mut after = None;
+    while out.len() < count {
+        let order = stream.group(&req.group).and_then(|g| g.policy()).map(|p| &p.order);
+        let Some(id) = order.and_then(|o| o.next_unblocked(after)) else { break };
+        after = Some(id);
+        let pushed = out.push_found(&mut stream.lookup(), id, extra);
+        let Some(size) = pushed else {
+            effects.push(stream.apply_group(GroupEffect::DeferredDropped { group: req.group.clone(), id }));
+            continue;
+        };
+        if !budget.take(|| counted(size)) {
+            out.pop(size);
+            return false;
+        }
+        for _ in 0..extra {
+            out.int(0);
+        }
+        let entries_read = stream.group(&req.group).and_then(|g| g.entries_read).map(|n| n.saturating_add(1));
+        effects.push(stream.apply_group(GroupEffect::Delivered {
+            group: req.group.clone(),
+            consumer: req.consumer.clone(),
+            id,
+            time_ms: now_ms,
+            entries_read,
+            noack: false,
+        }));
+    }
+    let Some(g) = stream.group(&req.group) else { return false };
+    let (Some(p), last_delivered) = (g.policy(), g.last_delivered_id) else { return false };
+    let Some(field) = p.settings.order_by.as_ref() else { return false };
+    let Some(start) = last_delivered.next().filter(|_| stream.last_generated_id() > last_delivered) else {
+        return false;
+    };
+    // Each new entry: `Some(key)` = deferred behind `key`, `None` = served.
+    let mut plan: Vec<(StreamId, Option<Bytes>)> = Vec::new();
+    let mut taken: std::collections::HashSet<Bytes> = std::collections::HashSet::new();
+    let mut deferred = 0;
+    let mut more = false;
+    let mut lookup = stream.lookup();
+    for (id, fields) in stream.range(start, StreamId::MAX, false) {
+        if out.len() >= count {
+            break;
+        }
+        if deferred >= DEFER_MAX {
+            more = true;
+            break;
+        }
+        if p.order.is_waiting(id) {
+            continue;
+        }
+        let key = fields.into_iter().find(|(f, _)| f == field).map(|(_, v)| v);
+        match key {
+            Some(k) if p.order.blocked(&k) || taken.contains(&k) => {
+                plan.push((id, Some(k)));
+                deferred += 1;
+            }
+            key => {
+                let Some(size) = out.push_found(&mut lookup, id, extra) else { continue };
+                if !budget.take(|| counted(size)) {
+                    out.pop(size);
+                    break;
+                }
+                for _ in 0..extra {
+                    out.int(0);
+                }
+                plan.push((id, None));
+                taken.extend(key);
+            }
+        }
+    }
+    for (id, key) in plan {
+        let effect = match key {
+            Some(key) => GroupEffect::Deferred { group: req.group.clone(), id, key },
+            None => {
+                let Some(g) = stream.group(&req.group) else { break };
+                GroupEffect::Delivered {
+                    group: req.group.clone(),
+                    consumer: req.consumer.clone(),
+                    id,
+                    time_ms: now_ms,
+                    entries_read: stream.entries_read_after(g, id),
+                    noack: false,
+                }
+            }
+        };
+        effects.push(stream.apply_group(effect));
+    }
+    more
+}
+
 /// A `>` read with CLAIM: pending entries idle for `min_idle` ms first, then new entries, all
 /// 4-element, COUNT over both together. The entries go straight from the blocks into a
 /// pre-encoded reply; `None` if there are none. Entries a policy must dead-letter instead of
@@ -553,6 +681,11 @@ fn claim_and_new(
             count: bump(count),
             active_ms: now_ms,
         }));
+    }
+    // ORDERBY decides which new entries (and deferred ones) a `>` read gets, with CLAIM too.
+    if !req.noack && stream.group(&req.group).and_then(|g| g.policy()).is_some_and(|p| p.settings.order_by.is_some()) {
+        ordered(stream, req, now_ms, count, 2, budget, &mut out, effects);
+        return (out.len() > 0).then(|| out.finish());
     }
     let fresh = new_after_claims(stream, req, &room, budget, &mut out);
     for id in fresh {

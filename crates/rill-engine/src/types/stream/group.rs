@@ -28,12 +28,15 @@
 //! (appends, deletions, trims) are not group effects; DELREF's dropping of references is
 //! expressed as [`GroupEffect::Acked`] records.
 
+use super::block::Block;
+use super::order::KeyOrder;
 use super::pel::{OwnerId, Pel, DELIVERY_COUNT_MAX};
 use super::policy::{Policy, PolicyState, Release, Settings};
 use super::{Stream, StreamId};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// A consumer of a group.
 #[derive(Debug, Clone)]
@@ -144,6 +147,7 @@ impl ConsumerGroup {
         let mut slots = BTreeSet::new();
         let released = || self.pel.claim_order().filter(|(_, p)| p.owner.is_none()).map(|(id, _)| id).collect();
         self.policy.as_ref().is_none_or(|p| p.validate(&released()))
+            && self.policy.as_ref().is_none_or(|p| p.order.pending_ids().all(|id| self.pel.contains(id)))
             && self.pel.validate()
             && self
                 .consumers
@@ -202,6 +206,12 @@ pub enum GroupEffect {
     /// RILL.TOUCH: the deadline of `id`, owned by `consumer`, restarts at `time_ms`; its count
     /// (`count`, unchanged) is spelled out for a Redis replica's XCLAIM.
     Touched { group: Bytes, consumer: Bytes, id: StreamId, time_ms: i64, count: u64 },
+    /// ORDERBY: a `>` read passed the new entry `id`, whose `key` had an entry in flight:
+    /// last-delivered-id := `id` (entries-read unchanged: it counts `id` when it is delivered),
+    /// and `id` waits behind its key's entries.
+    Deferred { group: Bytes, id: StreamId, key: Bytes },
+    /// ORDERBY: the deferred entry `id` was found deleted when its turn came: it stops waiting.
+    DeferredDropped { group: Bytes, id: StreamId },
 }
 
 impl GroupEffect {
@@ -224,7 +234,9 @@ impl GroupEffect {
             | GroupEffect::PolicyRestored { group, .. }
             | GroupEffect::HandedBack { group, .. }
             | GroupEffect::DeadLettered { group, .. }
-            | GroupEffect::Touched { group, .. } => group,
+            | GroupEffect::Touched { group, .. }
+            | GroupEffect::Deferred { group, .. }
+            | GroupEffect::DeferredDropped { group, .. } => group,
         }
     }
 }
@@ -333,6 +345,34 @@ thread_local! {
     /// Every effect commands applied on this thread (tests check replay against it).
     pub(crate) static EFFECT_LOG: std::cell::RefCell<Vec<GroupEffect>> =
         const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The value of `field` (its first occurrence) in the live entry `id`, if any.
+pub(super) fn field_of(blocks: &BTreeMap<StreamId, Arc<Block>>, id: StreamId, field: &[u8]) -> Option<Bytes> {
+    let (&first, block) = blocks.range(..=id).next_back()?;
+    let p = block.find(first, id).filter(|p| !p.deleted)?;
+    let master = block.master(first)?;
+    let names: Vec<Bytes> = master.fields.iter().map(|f| Bytes::copy_from_slice(f)).collect();
+    let fields = block.decode_at(first, &master, &names, p.offset)?;
+    fields.into_iter().find(|(f, _)| f.as_ref() == field).map(|(_, v)| v)
+}
+
+/// ORDERBY's state after the field changed to `field` (`None`: off): the PEL's entries keyed
+/// by their new values, and every deferred entry deferred again behind its new key, in ID order
+/// (loose when it lacks the field or is gone, so nothing the cursor passed is lost).
+fn rekey(blocks: &BTreeMap<StreamId, Arc<Block>>, pel: &Pel, old: &KeyOrder, field: Option<&Bytes>) -> KeyOrder {
+    let mut order = KeyOrder::default();
+    if let Some(f) = field {
+        for (id, _) in pel.claim_order() {
+            if let Some(key) = field_of(blocks, id, f) {
+                order.pending(id, Some(key));
+            }
+        }
+    }
+    for (id, _) in old.waiting() {
+        order.defer(id, field.and_then(|f| field_of(blocks, id, f)));
+    }
+    order
 }
 
 /// Saturating +1 on a delivery count.
@@ -449,8 +489,10 @@ impl Stream {
                 }
             }
             GroupEffect::Delivered { group, consumer, id, time_ms, entries_read, noack } => {
-                if let Some(g) = self.groups.get_mut(group) {
-                    g.last_delivered_id = *id;
+                let Stream { groups, blocks, .. } = self;
+                if let Some(g) = groups.get_mut(group) {
+                    // A deferred entry (ORDERBY) is delivered after the cursor passed it.
+                    g.last_delivered_id = g.last_delivered_id.max(*id);
                     g.entries_read = *entries_read;
                     if !*noack {
                         g.own(*id, consumer, *time_ms, 1, *time_ms);
@@ -458,8 +500,12 @@ impl Stream {
                     if let Some(p) = g.policy.as_deref_mut() {
                         p.counters.delivered += 1;
                         p.forget(*id);
-                        if !*noack {
+                        if *noack {
+                            p.order.drop_waiting(*id);
+                        } else {
                             p.delivered(*id, *time_ms);
+                            let key = p.settings.order_by.as_ref().and_then(|f| field_of(blocks, *id, f));
+                            p.order.pending(*id, key);
                         }
                     }
                 }
@@ -473,11 +519,16 @@ impl Stream {
                 }
             }
             GroupEffect::Claimed { group, consumer, id, time_ms, count, active_ms } => {
-                if let Some(g) = self.groups.get_mut(group) {
+                let Stream { groups, blocks, .. } = self;
+                if let Some(g) = groups.get_mut(group) {
                     g.own(*id, consumer, *time_ms, *count, *active_ms);
                     if let Some(p) = g.policy.as_deref_mut() {
                         p.counters.redelivered += 1;
                         p.delivered(*id, *time_ms);
+                        if p.order.pending_key(*id).is_none() {
+                            let key = p.settings.order_by.as_ref().and_then(|f| field_of(blocks, *id, f));
+                            p.order.pending(*id, key);
+                        }
                     }
                 }
             }
@@ -501,12 +552,19 @@ impl Stream {
                 }
             }
             GroupEffect::PolicySet { group, settings } => {
-                if let Some(g) = self.groups.get_mut(group) {
+                let Stream { groups, blocks, .. } = self;
+                if let Some(g) = groups.get_mut(group) {
+                    let before = g.policy.as_ref().and_then(|p| p.settings.order_by.clone());
                     match g.policy.as_deref_mut() {
                         Some(p) => p.settings = settings.clone(),
                         None => {
                             let released = g.pel.claim_order().filter(|(_, e)| e.owner.is_none()).map(|(id, _)| id);
                             g.policy = Some(Box::new(Policy::new(settings.clone(), released)));
+                        }
+                    }
+                    if before != settings.order_by {
+                        if let Some(p) = g.policy.as_deref_mut() {
+                            p.order = rekey(blocks, &g.pel, &p.order, settings.order_by.as_ref());
                         }
                     }
                 }
@@ -542,6 +600,19 @@ impl Stream {
             GroupEffect::Touched { group, id, time_ms, count, .. } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.pel.touch(*id, *time_ms, *count);
+                }
+            }
+            GroupEffect::Deferred { group, id, key } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.last_delivered_id = g.last_delivered_id.max(*id);
+                    if let Some(p) = g.policy.as_deref_mut() {
+                        p.order.defer(*id, Some(key.clone()));
+                    }
+                }
+            }
+            GroupEffect::DeferredDropped { group, id } => {
+                if let Some(p) = self.groups.get_mut(group).and_then(|g| g.policy.as_deref_mut()) {
+                    p.order.drop_waiting(*id);
                 }
             }
         }

@@ -24,6 +24,7 @@ pub(crate) mod codec;
 pub mod group;
 pub mod id;
 pub mod idmp;
+pub mod order;
 pub mod pel;
 pub mod policy;
 pub mod policy_act;

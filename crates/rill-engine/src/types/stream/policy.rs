@@ -10,6 +10,7 @@
 //!     delayed: {ID -> at}     released entries waiting out a backoff or NACK delay
 //!     delay_order: {(at, ID)}   the same, by time (the timer's index)
 //!     first_delivery: {ID -> ms}   for the dead letter's provenance
+//!     order: KeyOrder         ORDERBY's keys in flight and deferred entries (order.rs)
 //! ```
 //!
 //! Invariant: on a group with a policy, every released (XNACK-zone) PEL entry is in exactly one
@@ -20,6 +21,7 @@
 //! Counters are changed only by applying group effects, so a log replay or a replica reaches
 //! the same values. They count from the moment the group got its policy.
 
+use super::order::KeyOrder;
 use super::StreamId;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +46,8 @@ pub struct Settings {
     pub max_ack_pending: u64,
     /// Cap on entries owned by one consumer; 0 = off.
     pub max_ack_pending_consumer: u64,
+    /// The field whose value orders delivery (ORDERBY); `None` = off.
+    pub order_by: Option<Bytes>,
 }
 
 /// Why an entry was released by a policy (for the counters and the dead letter's reason).
@@ -128,6 +132,9 @@ pub struct Policy {
     delayed: BTreeMap<StreamId, i64>,
     delay_order: BTreeSet<(i64, StreamId)>,
     first_delivery: BTreeMap<StreamId, i64>,
+    /// ORDERBY's state (empty without ORDERBY, unless entries deferred before it was unset
+    /// still wait: they are served first, unordered).
+    pub order: KeyOrder,
     /// `>` reads a pending cap held back (served less, or nothing), since this server
     /// started: an observation, not state (not logged, not compared).
     pub held_back: RuntimeCount,
@@ -155,6 +162,8 @@ pub struct PolicyState {
     pub delayed: Vec<(StreamId, i64)>,
     /// Pending entries with their first delivery time.
     pub first_delivery: Vec<(StreamId, i64)>,
+    /// Entries ORDERBY deferred, in ID order, with their key (`None`: no longer ordered).
+    pub deferred: Vec<(StreamId, Option<Bytes>)>,
 }
 
 impl Policy {
@@ -218,6 +227,7 @@ impl Policy {
     pub fn forget(&mut self, id: StreamId) {
         self.unrelease(id);
         self.first_delivery.remove(&id);
+        self.order.left(id);
     }
 
     /// `id` was delivered at `time_ms` (kept as its first delivery if it has none).
@@ -243,6 +253,7 @@ impl Policy {
             counters: self.counters,
             delayed: self.delayed.iter().map(|(id, at)| (*id, *at)).collect(),
             first_delivery: self.first_delivery.iter().map(|(id, at)| (*id, *at)).collect(),
+            deferred: self.order.waiting().into_iter().map(|(id, k)| (id, k.cloned())).collect(),
         }
     }
 
@@ -256,6 +267,9 @@ impl Policy {
             }
         }
         self.first_delivery = state.first_delivery.iter().copied().collect();
+        for (id, key) in &state.deferred {
+            self.order.defer(*id, key.clone());
+        }
     }
 
     /// Whether the released entries are exactly `released` (tests and the snapshot loader).
@@ -265,6 +279,19 @@ impl Policy {
             && self.ready.iter().chain(self.delayed.keys()).all(|id| released.contains(id))
             && self.delay_order.len() == self.delayed.len()
             && self.delay_order.iter().all(|(at, id)| self.delayed.get(id) == Some(at))
+            && self.order.validate()
+    }
+
+    /// Whether `>` reads go through ORDERBY's path: ORDERBY is set, or entries it deferred
+    /// before it was unset still wait.
+    pub fn orders(&self) -> bool {
+        self.settings.order_by.is_some() || self.order.deferred_count() > 0
+    }
+
+    /// Whether an XACK (or another removal from the PEL) may let a blocked `>` reader have
+    /// something: a pending cap may have room, or a key's deferred entries may be free.
+    pub fn frees_readers(&self) -> bool {
+        self.has_caps() || self.order.has_unblocked()
     }
 
     /// Whether a pending cap (MAXACKPENDING, MAXACKPENDINGCONSUMER) is set.

@@ -24,7 +24,7 @@
 //! command's, so the log and replicas get it; applying those effects never acts again.
 
 use super::group::GroupEffect;
-use super::policy::{default_dead_letter, Release};
+use super::policy::{default_dead_letter, Policy, Release};
 use super::{args, Stream, StreamId};
 use crate::{CallCtx, Engine, KeyEvent, Value};
 use bytes::Bytes;
@@ -356,6 +356,19 @@ pub fn dead_letter_at_limit(
 pub struct Caps {
     group_room: Option<u64>,
     consumer_room: Option<u64>,
+}
+
+/// After entries left `group`'s PEL (XACK, XACKDEL, XGROUP DELCONSUMER): wake blocked `>`
+/// readers if that may have made room under a pending cap (§7) or freed a key whose entries
+/// ORDERBY deferred (§6).
+pub fn wake_readers_if_freed(engine: &mut Engine, ctx: &CallCtx, key: &Bytes, group: &[u8]) {
+    let freed = match engine.peek(ctx.db, key, ctx.now_ms).map(|e| &e.value) {
+        Some(Value::Stream(s)) => s.group(group).and_then(|g| g.policy()).is_some_and(Policy::frees_readers),
+        _ => false,
+    };
+    if freed {
+        engine.signal_ready(ctx.db, key);
+    }
 }
 
 impl Caps {

@@ -1,9 +1,11 @@
-//! A model test of group policies (docs/spec/policies.md §3–§5, docs/POLICIES.md): random
+//! A model test of group policies (docs/spec/policies.md §3–§6, docs/POLICIES.md): random
 //! sequences of XADD, XDEL, XCLAIM, `>` reads by three consumers, XACK, XNACK (SILENT, FAIL, FATAL,
 //! RETRYCOUNT), RILL.NACK with and without DELAY, RILL.TOUCH, clock steps followed by the policy
-//! timer, RILL.GROUP SET / UNSET, and a DEADLETTER key that stops holding a stream, run against
-//! the engine and against a plain model of one group (a BTreeMap PEL, the counters, the dead
-//! letters as lists).
+//! timer, RILL.GROUP SET / UNSET (ORDERBY on and off included), and a DEADLETTER key that stops
+//! holding a stream, run against the engine and against a plain model of one group (a BTreeMap
+//! PEL whose entries remember the ORDERBY key they hold, the deferred entries as a map, the
+//! counters, the dead letters as lists). Each entry has a field `k` (one of three keys) for
+//! ORDERBY.
 //!
 //! After every step the engine must read as the model says: XPENDING's extended form, RILL.GROUP
 //! INFO (settings and counters), both dead-letter streams with their provenance fields, and the
@@ -18,7 +20,11 @@
 //! its policy; a released entry's last delivery time is 0 (Redis' XNACK zone keeps none), so a
 //! dead letter made of a released entry says `rill-consumer` "" and `rill-last-delivery-ms` 0;
 //! `rill-deliveries` is the entry's count before the attempt ended; an entry whose payload is
-//! gone (XDEL) leaves the PEL as by XACK where it would be dead-lettered or served.
+//! gone (XDEL) leaves the PEL as by XACK where it would be dead-lettered or served. ORDERBY
+//! records an entry's key when it starts tracking the entry (a delivery or claim while ORDERBY
+//! is on, or ORDERBY being set over a PEL) if its payload exists then: a pending entry deleted
+//! before that holds no key; one deleted after keeps holding its key until it leaves the PEL.
+//! A deferred entry whose payload is gone when its turn comes is dropped, counted nowhere.
 //!
 //! One place where the model follows the engine and not the spec: §3 says a dead-letter move
 //! that failed is retried on the next attempt end, but a failed `XNACK FATAL` move leaves only
@@ -50,6 +56,11 @@ const START_MS: i64 = 1_700_000_000_000;
 /// A stream ID as `(ms, seq)`.
 type Id = (u64, u64);
 
+/// The value of an entry's `k` field.
+fn key_name(key: u8) -> &'static str {
+    ["a", "b", "c"][usize::from(key)]
+}
+
 fn id_text((ms, seq): Id) -> String {
     format!("{ms}-{seq}")
 }
@@ -71,6 +82,8 @@ struct Settings {
     ack_wait_ms: u64,
     backoff_ms: Vec<u64>,
     dead_letter: Option<&'static str>,
+    /// ORDERBY k.
+    order_by: bool,
 }
 
 impl Settings {
@@ -105,6 +118,8 @@ struct Pending {
     first_ms: Option<i64>,
     /// While released: deliverable from this time on (0: at once).
     ready_at_ms: i64,
+    /// The ORDERBY key it holds in flight (see the module doc).
+    key: Option<u8>,
 }
 
 /// One entry of a dead-letter stream.
@@ -113,6 +128,8 @@ struct DeadLetter {
     id: Id,
     /// The source entry's `n` field (its index in the source stream).
     n: usize,
+    /// The source entry's `k` field.
+    key: u8,
     source: Id,
     consumer: String,
     deliveries: u64,
@@ -158,8 +175,12 @@ struct Model {
     /// `None` until the group gets a policy (a group without one is Redis' exactly).
     policy: Option<Settings>,
     counters: Counters,
-    /// The source stream's IDs; entry `i` has the field `n` = `i`.
+    /// The source stream's IDs; entry `i` has the fields `n` = `i`, `k` = `keys[i]`.
     entries: Vec<Id>,
+    keys: Vec<u8>,
+    /// Entries ORDERBY deferred (the cursor passed them), with the key they wait behind
+    /// (`None`: deliverable at once, ORDERBY was unset or they were gone when it was set).
+    deferred: BTreeMap<Id, Option<u8>>,
     /// Entries deleted by XDEL (their payload is gone; they may still be pending).
     deleted: BTreeSet<Id>,
     /// Entries `..delivered` were handed out by `>` reads.
@@ -179,6 +200,8 @@ impl Model {
             policy: None,
             counters: Counters::default(),
             entries: Vec::new(),
+            keys: Vec::new(),
+            deferred: BTreeMap::new(),
             deleted: BTreeSet::new(),
             delivered: 0,
             pel: BTreeMap::new(),
@@ -193,10 +216,68 @@ impl Model {
         self.next_order
     }
 
-    fn add(&mut self) -> Id {
+    fn add(&mut self, key: u8) -> Id {
         let id = auto_id(self.entries.last().copied(), self.now_ms);
         self.entries.push(id);
+        self.keys.push(key);
         id
+    }
+
+    fn key_of(&self, id: Id) -> u8 {
+        self.keys[self.entries.binary_search(&id).unwrap()]
+    }
+
+    fn ordering(&self) -> bool {
+        self.policy.as_ref().is_some_and(|s| s.order_by)
+    }
+
+    /// The key ORDERBY records for `id` if it starts tracking it now.
+    fn tracked_key(&self, id: Id) -> Option<u8> {
+        (self.ordering() && !self.deleted.contains(&id)).then(|| self.key_of(id))
+    }
+
+    /// Pending `id` was delivered again: it holds its key from now on if it held none.
+    fn keyed(&mut self, id: Id) {
+        let key = self.tracked_key(id);
+        let p = self.pel.get_mut(&id).unwrap();
+        if p.key.is_none() {
+            p.key = key;
+        }
+    }
+
+    /// Whether `key` has an entry in flight (pending, owned or not).
+    fn in_flight(&self, key: u8) -> bool {
+        self.pel.values().any(|p| p.key == Some(key))
+    }
+
+    /// Deliver the new entry `id` to `consumer` (a `>` read).
+    fn deliver_new(&mut self, id: Id, consumer: &str) {
+        let now = self.now_ms;
+        let order = self.order();
+        let policy = self.policy.is_some();
+        let key = self.tracked_key(id);
+        let first_ms = policy.then_some(now);
+        let p =
+            Pending { owner: Some(consumer.to_string()), count: 1, time_ms: now, order, first_ms, ready_at_ms: 0, key };
+        self.pel.insert(id, p);
+        if policy {
+            self.counters.delivered += 1;
+        }
+    }
+
+    /// ORDERBY changed: every pending and deferred entry holds (or waits behind) its key if
+    /// ORDERBY is on and its payload exists, else none.
+    fn rekey(&mut self) {
+        let ids: Vec<Id> = self.pel.keys().copied().collect();
+        for id in ids {
+            let key = self.tracked_key(id);
+            self.pel.get_mut(&id).unwrap().key = key;
+        }
+        let ids: Vec<Id> = self.deferred.keys().copied().collect();
+        for id in ids {
+            let key = self.tracked_key(id);
+            self.deferred.insert(id, key);
+        }
     }
 
     /// `XREADGROUP GROUP g consumer COUNT count STREAMS s >`: the entries served, in order.
@@ -226,8 +307,28 @@ impl Model {
                 p.order = order;
                 p.first_ms.get_or_insert(now);
                 self.counters.redelivered += 1;
+                self.keyed(id);
                 served.push(id);
             }
+        }
+        // Deferred entries next (§6), in ID order: each one whose key has nothing in flight
+        // and no earlier deferred entry.
+        let waiting: Vec<Id> = self.deferred.keys().copied().collect();
+        for id in waiting {
+            if served.len() >= count {
+                break;
+            }
+            if let Some(k) = self.deferred[&id] {
+                if self.in_flight(k) || self.deferred.range(..id).any(|(_, w)| *w == Some(k)) {
+                    continue;
+                }
+            }
+            self.deferred.remove(&id);
+            if self.deleted.contains(&id) {
+                continue;
+            }
+            self.deliver_new(id, consumer);
+            served.push(id);
         }
         while served.len() < count && self.delivered < self.entries.len() {
             let id = self.entries[self.delivered];
@@ -235,14 +336,14 @@ impl Model {
             if self.deleted.contains(&id) {
                 continue;
             }
-            let order = self.order();
-            let first_ms = policy.then_some(now);
-            let p =
-                Pending { owner: Some(consumer.to_string()), count: 1, time_ms: now, order, first_ms, ready_at_ms: 0 };
-            self.pel.insert(id, p);
-            if policy {
-                self.counters.delivered += 1;
+            if self.ordering() {
+                let k = self.key_of(id);
+                if self.in_flight(k) || self.deferred.values().any(|w| *w == Some(k)) {
+                    self.deferred.insert(id, Some(k));
+                    continue;
+                }
             }
+            self.deliver_new(id, consumer);
             served.push(id);
         }
         served
@@ -283,6 +384,7 @@ impl Model {
             if policy {
                 p.first_ms.get_or_insert(now);
                 self.counters.redelivered += 1;
+                self.keyed(id);
             }
             claimed.push(id);
         }
@@ -366,6 +468,7 @@ impl Model {
         list.push(DeadLetter {
             id: auto_id(list.last().map(|d| d.id), self.now_ms),
             n,
+            key: self.keys[n],
             source: id,
             consumer: p.owner.unwrap_or_default(),
             deliveries: p.count,
@@ -475,17 +578,23 @@ impl Model {
                     return Err("-ERR DEADLETTER names a key that holds a value other than a stream".into());
                 }
                 SetOption::DeadLetter(key) => settings.dead_letter = Some(key),
+                SetOption::OrderBy(on) => settings.order_by = *on,
                 SetOption::BadMaxDeliver => {
                     return Err("-ERR MAXDELIVER must be 0 (off) or a positive integer".into());
                 }
             }
         }
+        let reorder = settings.order_by != self.ordering();
         self.policy = Some(settings);
+        if reorder {
+            self.rekey();
+        }
         Ok(())
     }
 
     /// `RILL.GROUP UNSET`: options back to their defaults (a group without a policy keeps none).
     fn unset(&mut self, names: &[OptionName]) {
+        let ordering = self.ordering();
         let Some(settings) = self.policy.as_mut() else { return };
         for name in names {
             match name {
@@ -493,7 +602,11 @@ impl Model {
                 OptionName::AckWait => settings.ack_wait_ms = 0,
                 OptionName::Backoff => settings.backoff_ms.clear(),
                 OptionName::DeadLetter => settings.dead_letter = None,
+                OptionName::OrderBy => settings.order_by = false,
             }
+        }
+        if ordering != self.ordering() {
+            self.rekey();
         }
     }
 
@@ -511,7 +624,10 @@ impl Model {
     fn entries_reply(&self, ids: &[Id]) -> String {
         let entries: Vec<String> = ids
             .iter()
-            .map(|id| format!("[{} [n {}]]", id_text(*id), self.entries.binary_search(id).unwrap()))
+            .map(|id| {
+                let n = self.entries.binary_search(id).unwrap();
+                format!("[{} [n {n} k {}]]", id_text(*id), key_name(self.keys[n]))
+            })
             .collect();
         format!("[{}]", entries.join(" "))
     }
@@ -551,7 +667,7 @@ impl Model {
             ("deadletter", settings.dead_letter_key().to_string()),
             ("ackwait", format!(":{}", settings.ack_wait_ms)),
             ("backoff", format!("[{}]", backoff.join(" "))),
-            ("orderby", String::new()),
+            ("orderby", if settings.order_by { "k".into() } else { String::new() }),
             ("maxackpending", ":0".into()),
             ("maxackpendingconsumer", ":0".into()),
             ("consumeridle", ":0".into()),
@@ -566,7 +682,7 @@ impl Model {
             ("dead-lettered", format!(":{}", c.dead_lettered)),
             ("dead-letter-failures", format!(":{}", c.dead_letter_failures)),
             ("delayed", format!(":{delayed}")),
-            ("deferred", ":0".into()),
+            ("deferred", format!(":{}", self.deferred.len())),
             ("oldest-pending-ms", format!(":{oldest}")),
             // The model sets no pending cap (MAXACKPENDING is covered by the server's tests).
             ("reads-held-back", ":0".into()),
@@ -587,11 +703,12 @@ impl Model {
                 list.iter()
                     .map(|d| {
                         format!(
-                            "[{} [n {} rill-source-stream {KEY} rill-source-id {} rill-group {GROUP} \
+                            "[{} [n {} k {} rill-source-stream {KEY} rill-source-id {} rill-group {GROUP} \
                              rill-consumer {} rill-deliveries {} rill-reason {} rill-first-delivery-ms {} \
                              rill-last-delivery-ms {}]]",
                             id_text(d.id),
                             d.n,
+                            key_name(d.key),
                             id_text(d.source),
                             d.consumer,
                             d.deliveries,
@@ -709,6 +826,8 @@ enum SetOption {
     AckWait(u64),
     Backoff(Vec<u64>),
     DeadLetter(&'static str),
+    /// `ORDERBY k` (on) or `ORDERBY ""` (off).
+    OrderBy(bool),
     /// `MAXDELIVER -1`: refused, so the whole SET changes nothing.
     BadMaxDeliver,
 }
@@ -719,6 +838,7 @@ enum OptionName {
     AckWait,
     Backoff,
     DeadLetter,
+    OrderBy,
 }
 
 /// An ID to name in a command: a pending one (most of the time) or any entry of the stream,
@@ -731,7 +851,8 @@ struct Pick {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Add,
+    /// XADD with this key (`k` field).
+    Add(u8),
     /// XDEL of one entry (pending or not).
     Delete(Pick),
     Read {
@@ -798,13 +919,15 @@ fn set_options() -> impl Strategy<Value = Vec<SetOption>> {
         proptest::option::of(backoff()),
         proptest::option::weighted(0.3, prop_oneof![6 => dead_letter_key(), 1 => Just(KEY)]),
         proptest::option::weighted(0.1, 0usize..4),
+        proptest::option::weighted(0.2, any::<bool>()),
     )
-        .prop_map(|(max, wait, backoff, dlq, bad)| {
+        .prop_map(|(max, wait, backoff, dlq, bad, order)| {
             let mut options: Vec<SetOption> = [
                 max.map(SetOption::MaxDeliver),
                 wait.map(SetOption::AckWait),
                 backoff.map(SetOption::Backoff),
                 dlq.map(SetOption::DeadLetter),
+                order.map(SetOption::OrderBy),
             ]
             .into_iter()
             .flatten()
@@ -826,11 +949,15 @@ fn initial_settings() -> impl Strategy<Value = Vec<SetOption>> {
         prop_oneof![1 => Just(0u64), 4 => Just(20), 4 => Just(50), 2 => Just(100)],
         proptest::option::weighted(0.6, backoff()),
         proptest::option::weighted(0.3, dead_letter_key()),
+        proptest::bool::weighted(0.5),
     )
-        .prop_map(|(max, wait, backoff, dlq)| {
+        .prop_map(|(max, wait, backoff, dlq, order)| {
             let mut options = vec![SetOption::MaxDeliver(max), SetOption::AckWait(wait)];
             options.extend(backoff.map(SetOption::Backoff));
             options.extend(dlq.map(SetOption::DeadLetter));
+            if order {
+                options.push(SetOption::OrderBy(true));
+            }
             options
         })
 }
@@ -840,7 +967,8 @@ fn option_name() -> impl Strategy<Value = OptionName> {
         Just(OptionName::MaxDeliver),
         Just(OptionName::AckWait),
         Just(OptionName::Backoff),
-        Just(OptionName::DeadLetter)
+        Just(OptionName::DeadLetter),
+        Just(OptionName::OrderBy)
     ]
 }
 
@@ -849,7 +977,7 @@ fn op() -> impl Strategy<Value = Op> {
     let delay = proptest::option::of(prop_oneof![1 => Just(0u64), 3 => 1u64..60]);
     let timer = proptest::bool::weighted(0.9);
     prop_oneof![
-        4 => Just(Op::Add),
+        4 => (0u8..3).prop_map(Op::Add),
         1 => (proptest::bool::weighted(0.7), any::<usize>()).prop_map(|(pending, index)| Op::Delete(Pick { pending, index })),
         6 => (0u8..3, 1usize..4).prop_map(|(consumer, count)| Op::Read { consumer, count }),
         2 => picks().prop_map(Op::Ack),
@@ -905,6 +1033,7 @@ fn set_args(options: &[SetOption]) -> Vec<String> {
             SetOption::AckWait(ms) => ("ACKWAIT", ms.to_string()),
             SetOption::Backoff(ms) => ("BACKOFF", ms.iter().map(|d| d.to_string()).collect::<Vec<String>>().join(",")),
             SetOption::DeadLetter(key) => ("DEADLETTER", key.to_string()),
+            SetOption::OrderBy(on) => ("ORDERBY", if *on { "k" } else { "" }.to_string()),
             SetOption::BadMaxDeliver => ("MAXDELIVER", "-1".to_string()),
         };
         args.push(name.into());
@@ -916,10 +1045,10 @@ fn set_args(options: &[SetOption]) -> Vec<String> {
 /// Run `op` on both sides; the engine's reply must be the model's.
 fn step(live: &mut Live, model: &mut Model, op: &Op) -> Result<(), TestCaseError> {
     let (got, want) = match op {
-        Op::Add => {
+        Op::Add(key) => {
             let n = model.entries.len().to_string();
-            let got = live.run_words(&["XADD", KEY, "*", "n", &n]);
-            (got, id_text(model.add()))
+            let got = live.run_words(&["XADD", KEY, "*", "n", &n, "k", key_name(*key)]);
+            (got, id_text(model.add(*key)))
         }
         Op::Delete(pick) => {
             let id = pick_ids(model, &[*pick])[0];
@@ -998,6 +1127,7 @@ fn step(live: &mut Live, model: &mut Model, op: &Op) -> Result<(), TestCaseError
                     OptionName::AckWait => "ACKWAIT",
                     OptionName::Backoff => "BACKOFF",
                     OptionName::DeadLetter => "DEADLETTER",
+                    OptionName::OrderBy => "ORDERBY",
                 }
                 .to_string()
             }));
