@@ -82,8 +82,12 @@ mod group_tag {
     pub const TOUCHED: u8 = 19;
     pub const DEFERRED: u8 = 20;
     pub const DEFERRED_DROPPED: u8 = 21;
-    /// `PolicyRestored` with ORDERBY's deferred entries (tag 16, written before, lacks them).
-    pub const POLICY_RESTORED_ORDER: u8 = 22;
+    /// `PolicyRestored` with the consumers-expired counter, ORDERBY's deferred entries and the
+    /// activity times (tag 16, written before, lacks them).
+    pub const POLICY_RESTORED_2: u8 = 22;
+    /// `PolicySet` with its time (tag 15, written before, lacks it).
+    pub const POLICY_SET_AT: u8 = 23;
+    pub const CONSUMER_EXPIRED: u8 = 24;
 }
 
 /// One concrete change, as logged and replayed (see the module doc).
@@ -561,14 +565,14 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_str(out, group);
             put_id(out, *id);
         }
-        GroupEffect::PolicySet { group, settings } => {
-            out.push(group_tag::POLICY_SET);
+        GroupEffect::PolicySet { group, settings, time_ms } => {
+            out.push(group_tag::POLICY_SET_AT);
             put_str(out, group);
             put_settings(out, settings);
+            put_i64(out, *time_ms);
         }
         GroupEffect::PolicyRestored { group, state } => {
-            let ordered = !state.deferred.is_empty();
-            out.push(if ordered { group_tag::POLICY_RESTORED_ORDER } else { group_tag::POLICY_RESTORED });
+            out.push(group_tag::POLICY_RESTORED_2);
             put_str(out, group);
             for n in state.counters.to_array() {
                 put_varint(out, n);
@@ -580,18 +584,22 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
                     put_i64(out, *at);
                 }
             }
-            if ordered {
-                put_varint(out, state.deferred.len() as u64);
-                for (id, key) in &state.deferred {
-                    put_id(out, *id);
-                    match key {
-                        None => out.push(0),
-                        Some(k) => {
-                            out.push(1);
-                            put_str(out, k);
-                        }
+            put_varint(out, state.deferred.len() as u64);
+            for (id, key) in &state.deferred {
+                put_id(out, *id);
+                match key {
+                    None => out.push(0),
+                    Some(k) => {
+                        out.push(1);
+                        put_str(out, k);
                     }
                 }
+            }
+            put_i64(out, state.group_active_ms);
+            put_varint(out, state.activity.len() as u64);
+            for (consumer, t) in &state.activity {
+                put_str(out, consumer);
+                put_i64(out, *t);
             }
         }
         GroupEffect::HandedBack { group, id, count, ready_at_ms, why } => {
@@ -626,15 +634,20 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_str(out, group);
             put_id(out, *id);
         }
+        GroupEffect::ConsumerExpired { group, consumer } => {
+            out.push(group_tag::CONSUMER_EXPIRED);
+            put_str(out, group);
+            put_str(out, consumer);
+        }
     }
 }
 
 /// Policy settings: `version:u8 maxdeliver:varint deadletter:opt-str ackwait:varint
 /// n:varint backoff:varint{n}`, then from version 2 `maxackpending:varint
-/// maxackpendingconsumer:varint`, from version 3 `orderby:opt-str`; a later version appends
-/// fields.
+/// maxackpendingconsumer:varint`, from version 3 `orderby:opt-str`, from version 4
+/// `consumeridle:varint groupidle:varint`; a later version appends fields.
 fn put_settings(out: &mut Vec<u8>, s: &Settings) {
-    out.push(3);
+    out.push(4);
     put_varint(out, s.max_deliver);
     match &s.dead_letter {
         None => out.push(0),
@@ -657,6 +670,8 @@ fn put_settings(out: &mut Vec<u8>, s: &Settings) {
             put_str(out, f);
         }
     }
+    put_varint(out, s.consumer_idle_ms);
+    put_varint(out, s.group_idle_ms);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -831,10 +846,12 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
         },
         group_tag::NACKED => GroupEffect::Nacked { group, id: c.id()?, count: c.varint()? },
         group_tag::ACKED => GroupEffect::Acked { group, id: c.id()? },
-        group_tag::POLICY_SET => GroupEffect::PolicySet { group, settings: settings(c)? },
-        tag @ (group_tag::POLICY_RESTORED | group_tag::POLICY_RESTORED_ORDER) => {
-            let mut counters = [0u64; 7];
-            for n in &mut counters {
+        group_tag::POLICY_SET => GroupEffect::PolicySet { group, settings: settings(c)?, time_ms: 0 },
+        group_tag::POLICY_SET_AT => GroupEffect::PolicySet { group, settings: settings(c)?, time_ms: c.i64()? },
+        tag @ (group_tag::POLICY_RESTORED | group_tag::POLICY_RESTORED_2) => {
+            let newer = tag == group_tag::POLICY_RESTORED_2;
+            let mut counters = [0u64; 8];
+            for n in counters.iter_mut().take(if newer { 8 } else { 7 }) {
                 *n = c.varint()?;
             }
             let mut lists = [Vec::new(), Vec::new()];
@@ -846,16 +863,31 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
             }
             let [delayed, first_delivery] = lists;
             let mut deferred = Vec::new();
-            if tag == group_tag::POLICY_RESTORED_ORDER {
+            let mut group_active_ms = 0;
+            let mut activity = Vec::new();
+            if newer {
                 let n = c.len()?;
                 for _ in 0..n {
                     let id = c.id()?;
                     deferred.push((id, c.opt_str()?));
                 }
+                group_active_ms = c.i64()?;
+                let n = c.len()?;
+                for _ in 0..n {
+                    let consumer = c.str()?;
+                    activity.push((consumer, c.i64()?));
+                }
             }
             GroupEffect::PolicyRestored {
                 group,
-                state: PolicyState { counters: Counters::from_array(counters), delayed, first_delivery, deferred },
+                state: PolicyState {
+                    counters: Counters::from_array(counters),
+                    delayed,
+                    first_delivery,
+                    deferred,
+                    group_active_ms,
+                    activity,
+                },
             }
         }
         group_tag::HANDED_BACK => GroupEffect::HandedBack {
@@ -871,6 +903,7 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
         }
         group_tag::DEFERRED => GroupEffect::Deferred { group, id: c.id()?, key: c.str()? },
         group_tag::DEFERRED_DROPPED => GroupEffect::DeferredDropped { group, id: c.id()? },
+        group_tag::CONSUMER_EXPIRED => GroupEffect::ConsumerExpired { group, consumer: c.str()? },
         _ => return Err(DecodeError("unknown group effect type")),
     })
 }
@@ -878,7 +911,7 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
 /// [`put_settings`]' inverse.
 fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
     let version = c.u8()?;
-    if !(1..=3).contains(&version) {
+    if !(1..=4).contains(&version) {
         return Err(DecodeError("unknown policy settings version"));
     }
     let max_deliver = c.varint()?;
@@ -894,6 +927,7 @@ fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
         _ => (c.varint()?, c.varint()?),
     };
     let order_by = if version >= 3 { c.opt_str()? } else { None };
+    let (consumer_idle_ms, group_idle_ms) = if version >= 4 { (c.varint()?, c.varint()?) } else { (0, 0) };
     Ok(Settings {
         max_deliver,
         dead_letter,
@@ -902,6 +936,8 @@ fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
         max_ack_pending,
         max_ack_pending_consumer,
         order_by,
+        consumer_idle_ms,
+        group_idle_ms,
     })
 }
 
@@ -974,10 +1010,20 @@ mod tests {
                 any::<u64>(),
                 proptest::collection::vec(any::<u64>(), 0..4),
                 any::<(u64, u64)>(),
-                proptest::option::of(bytes())
+                proptest::option::of(bytes()),
+                any::<(u64, u64, i64)>()
             )
                 .prop_map(
-                    |(group, max_deliver, dead_letter, ack_wait_ms, backoff_ms, (cap, cap_c), order_by)| {
+                    |(
+                        group,
+                        max_deliver,
+                        dead_letter,
+                        ack_wait_ms,
+                        backoff_ms,
+                        (cap, cap_c),
+                        order_by,
+                        (ci, gi, t),
+                    )| {
                         GroupEffect::PolicySet {
                             group,
                             settings: Settings {
@@ -988,28 +1034,36 @@ mod tests {
                                 max_ack_pending: cap,
                                 max_ack_pending_consumer: cap_c,
                                 order_by,
+                                consumer_idle_ms: ci,
+                                group_idle_ms: gi,
                             },
+                            time_ms: t,
                         }
                     }
                 ),
             (
                 bytes(),
-                any::<[u64; 7]>(),
+                any::<[u64; 8]>(),
                 proptest::collection::vec((id(), any::<i64>()), 0..3),
                 proptest::collection::vec((id(), any::<i64>()), 0..3),
-                proptest::collection::vec((id(), proptest::option::of(bytes())), 0..3)
+                proptest::collection::vec((id(), proptest::option::of(bytes())), 0..3),
+                (any::<i64>(), proptest::collection::vec((bytes(), any::<i64>()), 0..3))
             )
-                .prop_map(|(group, counters, delayed, first_delivery, deferred)| {
-                    GroupEffect::PolicyRestored {
-                        group,
-                        state: PolicyState {
-                            counters: Counters::from_array(counters),
-                            delayed,
-                            first_delivery,
-                            deferred,
-                        },
+                .prop_map(
+                    |(group, counters, delayed, first_delivery, deferred, (group_active_ms, activity))| {
+                        GroupEffect::PolicyRestored {
+                            group,
+                            state: PolicyState {
+                                counters: Counters::from_array(counters),
+                                delayed,
+                                first_delivery,
+                                deferred,
+                                group_active_ms,
+                                activity,
+                            },
+                        }
                     }
-                }),
+                ),
             (bytes(), id(), any::<u64>(), any::<i64>(), 0u8..3).prop_map(|(group, id, count, ready_at_ms, why)| {
                 GroupEffect::HandedBack { group, id, count, ready_at_ms, why: Release::from_code(why) }
             }),
@@ -1019,6 +1073,7 @@ mod tests {
             }),
             (bytes(), id(), bytes()).prop_map(|(group, id, key)| GroupEffect::Deferred { group, id, key }),
             (bytes(), id()).prop_map(|(group, id)| GroupEffect::DeferredDropped { group, id }),
+            (bytes(), bytes()).prop_map(|(group, consumer)| GroupEffect::ConsumerExpired { group, consumer }),
         ]
     }
 

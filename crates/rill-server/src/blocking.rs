@@ -155,6 +155,21 @@ impl Blocked {
     pub fn wake_at(&self, client: u64) -> Option<i64> {
         self.waiters.get(&client).and_then(|(w, _)| w.request.wake_at_ms)
     }
+
+    /// Whether a client is parked in XREADGROUP on `key` of `db` for `group`, as `consumer`
+    /// (any consumer: `None`): group policies' idle expiry spares such a reader
+    /// (`rill_engine::BlockedReaders`). O(clients parked on the key).
+    pub fn reading(&self, db: usize, key: &[u8], group: &[u8], consumer: Option<&[u8]>) -> bool {
+        let Some(clients) = self.by_key.get(&(db, Bytes::copy_from_slice(key))) else { return false };
+        clients.values().filter_map(|client| self.waiters.get(client)).any(|(w, _)| {
+            w.spec.name == "xreadgroup"
+                && w.args.windows(3).any(|a| {
+                    matches!(a, [token, g, c] if token.eq_ignore_ascii_case(b"GROUP")
+                        && g.as_ref() == group
+                        && consumer.is_none_or(|want| c.as_ref() == want))
+                })
+        })
+    }
 }
 
 /// `client` waits in `WAIT` / `WAITAOF` until [`end_copies_wait`].

@@ -306,7 +306,10 @@ async fn policy_timer(shared: Arc<Shared>) {
         let now = now_ms();
         crate::unit::run(&mut st, now, |st| {
             let recording = st.journal.recording();
-            let mut effects = st.engine.run_policy_timers(now, recording);
+            let blocked = &st.blocked;
+            let mut effects = st.engine.run_policy_timers(now, recording, &|db, key, group, consumer| {
+                blocked.reading(db, key, group, consumer)
+            });
             st.collect_effects(&mut effects);
         });
     }

@@ -134,6 +134,7 @@ key_events! {
     XGroupCreateConsumer => "xgroup-createconsumer", Stream;
     XGroupDelConsumer => "xgroup-delconsumer", Stream;
     RillDeadLetter => "rill-deadletter", Stream;
+    RillGroupExpired => "rill-group-expired", Stream;
 }
 
 impl std::fmt::Display for KeyEvent {

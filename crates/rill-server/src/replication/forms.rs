@@ -224,7 +224,8 @@ fn group_form(key: &Bytes, effect: &GroupEffect) -> Result<Option<Vec<Bytes>>, U
             vec![b("XGROUP"), b("CREATECONSUMER"), k, group.clone(), consumer.clone()]
         }
         GroupEffect::ConsumerSeen { .. } => return Ok(None),
-        GroupEffect::ConsumerDeleted { group, consumer } => {
+        // An expiry's entries were handed back (XNACK forms) by the effects before it.
+        GroupEffect::ConsumerDeleted { group, consumer } | GroupEffect::ConsumerExpired { group, consumer } => {
             vec![b("XGROUP"), b("DELCONSUMER"), k, group.clone(), consumer.clone()]
         }
         GroupEffect::Delivered { group, consumer, id, time_ms, .. } => {
@@ -551,7 +552,7 @@ mod tests {
         }
         let seen = GroupEffect::ConsumerSeen { group: g(), consumer: bulk("c"), time_ms: 1 };
         assert_eq!(commands(&[group(0, "s", seen)], 0).unwrap(), vec![]);
-        let policy = GroupEffect::PolicySet { group: g(), settings: Default::default() };
+        let policy = GroupEffect::PolicySet { group: g(), settings: Default::default(), time_ms: 5 };
         assert_eq!(commands(&[group(0, "s", policy)], 0).unwrap(), vec![], "a policy is rill's own");
         let old = GroupEffect::Redelivered { group: g(), consumer: Bytes::new(), id: id(5), time_ms: 9, count: 4 };
         assert!(commands(&[group(0, "s", old)], 0).is_err(), "a record without the owner has no form");

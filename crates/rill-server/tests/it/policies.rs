@@ -267,7 +267,8 @@ fn bad_policy_input_is_refused_and_changes_nothing() {
         ),
         (vec!["DEADLETTER", "s"], "-ERR DEADLETTER may not name the stream itself"),
         (vec!["DEADLETTER", "str"], "-ERR DEADLETTER names a key that holds a value other than a stream"),
-        (vec!["CONSUMERIDLE", "5000"], "-ERR CONSUMERIDLE is not supported by this version of rill"),
+        (vec!["CONSUMERIDLE", "999"], "-ERR CONSUMERIDLE must be 0 (off) or at least 1000 (milliseconds)"),
+        (vec!["GROUPIDLE", "-5"], "-ERR GROUPIDLE must be 0 (off) or at least 1000 (milliseconds)"),
         (vec!["NOSUCH", "1"], "-ERR syntax error"),
         (vec!["MAXDELIVER"], "-ERR syntax error"),
     ] {
@@ -733,4 +734,143 @@ fn orderby_defers_busy_keys_wakes_blocked_readers_and_unsets_cleanly() {
     assert_eq!(ids(&read(&mut c, "z")), ["7-1", "8-1", "9-1"]);
     assert_eq!(field(&info(&mut c, "s", "g"), "deferred"), "0");
     assert_eq!(field(&info(&mut c, "s", "g"), "orderby"), "");
+}
+
+/// CONSUMERIDLE through real clients: a consumer that crashed holding entries (no read, ack or
+/// claim since) is removed and its entries handed back — to a consumer blocked on `>` the
+/// whole time, which is itself spared although it has been silent longer than CONSUMERIDLE.
+/// Nothing is lost: every entry ends acked by the survivor.
+#[test]
+fn consumeridle_removes_a_silent_consumer_and_spares_a_blocked_one() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "CONSUMERIDLE", "1000"]);
+    let mut con = redis_client(&server);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let id: String = redis::cmd("XADD").arg("s").arg("*").arg("n").arg(i).query(&mut con).unwrap();
+        ids.push(id);
+    }
+    let entries = |reply: redis::Value| -> Vec<String> {
+        let mut got = Vec::new();
+        if let redis::Value::Array(streams) = reply {
+            for s in streams {
+                let redis::Value::Array(kv) = s else { continue };
+                let Some(redis::Value::Array(list)) = kv.get(1) else { continue };
+                for e in list {
+                    if let redis::Value::Array(e) = e {
+                        if let Some(redis::Value::BulkString(id)) = e.first() {
+                            got.push(String::from_utf8_lossy(id).into_owned());
+                        }
+                    }
+                }
+            }
+        }
+        got
+    };
+    let crashed: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("g")
+        .arg("crashed")
+        .arg("COUNT")
+        .arg(100)
+        .arg("STREAMS")
+        .arg("s")
+        .arg(">")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(entries(crashed), ids);
+    let started = Instant::now();
+    // The survivor blocks on `>` with nothing new: it waits past CONSUMERIDLE, spared, and is
+    // woken by the crashed consumer's entries.
+    let mut survivor = redis_client(&server);
+    let got: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("g")
+        .arg("survivor")
+        .arg("COUNT")
+        .arg(100)
+        .arg("BLOCK")
+        .arg(10_000)
+        .arg("STREAMS")
+        .arg("s")
+        .arg(">")
+        .query(&mut survivor)
+        .unwrap();
+    let waited = started.elapsed();
+    assert_eq!(entries(got), ids, "every entry of the removed consumer, in ID order");
+    assert!(waited >= Duration::from_millis(900), "expired early: {waited:?}");
+    let consumers = escape(&c.cmd(&["XINFO", "CONSUMERS", "s", "g"]));
+    assert!(!consumers.contains("crashed") && consumers.contains("survivor"), "{consumers}");
+    let i = info(&mut c, "s", "g");
+    assert_eq!(field(&i, "consumers-expired"), "1");
+    assert_eq!(field(&i, "handed-back"), "20");
+    assert_eq!(field(&i, "consumeridle"), "1000");
+    let mut ack = redis::cmd("XACK");
+    ack.arg("s").arg("g");
+    for id in &ids {
+        ack.arg(id);
+    }
+    let acked: i64 = ack.query(&mut survivor).unwrap();
+    assert_eq!(acked, 20);
+    // An active consumer is never removed: the survivor keeps acking and reading.
+    std::thread::sleep(Duration::from_millis(600));
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("g")
+        .arg("survivor")
+        .arg("STREAMS")
+        .arg("s")
+        .arg(">")
+        .query(&mut survivor)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(escape(&c.cmd(&["XINFO", "CONSUMERS", "s", "g"])).contains("survivor"));
+    // A consumer blocked on `>` longer than CONSUMERIDLE, holding an entry it is still
+    // handling, keeps it while it waits.
+    let mut waiter = server.connect();
+    let held = c.cmd(&["XADD", "s", "*", "n", "held"]);
+    let held = String::from_utf8_lossy(&held[held.iter().position(|b| *b == b'\n').unwrap() + 1..]).trim().to_string();
+    waiter.cmd(&["XREADGROUP", "GROUP", "g", "waiter", "STREAMS", "s", ">"]);
+    waiter
+        .send_command(&[b"XREADGROUP", b"GROUP", b"g", b"waiter", b"BLOCK", b"5000", b"STREAMS", b"s", b">"])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1600));
+    let pending = escape(&c.cmd(&["XPENDING", "s", "g", "-", "+", "10"]));
+    assert!(pending.contains(&held) && pending.contains("waiter"), "a blocked reader lost its entry: {pending}");
+    c.cmd(&["XADD", "s", "*", "n", "late"]);
+    assert!(escape(&waiter.read_reply().unwrap()).contains("late"));
+    // Bad values.
+    let r = c.cmd(&["RILL.GROUP", "SET", "s", "g", "CONSUMERIDLE", "999"]);
+    assert_eq!(escape(&r), "-ERR CONSUMERIDLE must be 0 (off) or at least 1000 (milliseconds)\\r\\n");
+}
+
+/// GROUPIDLE: an inactive group is destroyed (its PEL with it); one with a reader blocked on it
+/// is kept while the reader waits.
+#[test]
+fn groupidle_destroys_an_inactive_group_and_keeps_a_read_one() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "idle", "$", "MKSTREAM"]);
+    c.cmd(&["XADD", "s", "1-1", "f", "v"]);
+    // Nothing new for `read`: its reader blocks.
+    ok(&mut c, &["XGROUP", "CREATE", "s", "read", "$"]);
+    c.cmd(&["XGROUP", "SETID", "s", "idle", "0"]);
+    c.cmd(&["XREADGROUP", "GROUP", "idle", "a", "STREAMS", "s", ">"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "idle", "GROUPIDLE", "1000"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "read", "GROUPIDLE", "1000"]);
+    let mut blocked = server.connect();
+    blocked.send_command(&[b"XREADGROUP", b"GROUP", b"read", b"b", b"BLOCK", b"2500", b"STREAMS", b"s", b">"]).unwrap();
+    std::thread::sleep(Duration::from_millis(1600));
+    let groups = escape(&c.cmd(&["XINFO", "GROUPS", "s"]));
+    assert!(!groups.contains("idle") && groups.contains("read"), "{groups}");
+    assert_eq!(blocked.read_reply().unwrap(), b"*-1\r\n", "the reader timed out, untouched");
+    // Its reader gone, the group is looked at again within a second and destroyed.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while escape(&c.cmd(&["XINFO", "GROUPS", "s"])).contains("read") {
+        assert!(Instant::now() < deadline, "the read group outlived GROUPIDLE with no reader");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(c.cmd(&["XLEN", "s"]), b":1\r\n", "the stream stays");
 }

@@ -83,6 +83,7 @@ fn kind(e: &Effect) -> &'static str {
             GroupEffect::Touched { .. } => "Touched",
             GroupEffect::Deferred { .. } => "Deferred",
             GroupEffect::DeferredDropped { .. } => "DeferredDropped",
+            GroupEffect::ConsumerExpired { .. } => "ConsumerExpired",
         },
     }
 }

@@ -68,7 +68,7 @@ fn xack(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     }
     let ids =
         args.get(3..).unwrap_or_default().iter().map(|a| args::strict_id(a)).collect::<Result<Vec<StreamId>, _>>()?;
-    let acked = stream.ack(group, &ids);
+    let acked = stream.ack(group, &ids, ctx.now_ms);
     engine.count_changes(acked);
     if acked > 0 {
         policy_act::wake_readers_if_freed(engine, ctx, key, group);

@@ -10,13 +10,12 @@
 //! RILL.TOUCH key group consumer IDS numids id [id ...]        -> integer
 //! ```
 //!
-//! Options this rill enforces: MAXDELIVER, DEADLETTER, ACKWAIT, BACKOFF, ORDERBY,
-//! MAXACKPENDING, MAXACKPENDINGCONSUMER. The spec's others (CONSUMERIDLE, GROUPIDLE) are
-//! refused with an error that says so, never accepted and ignored.
+//! Options: MAXDELIVER, DEADLETTER, ACKWAIT, BACKOFF, ORDERBY, MAXACKPENDING,
+//! MAXACKPENDINGCONSUMER, CONSUMERIDLE, GROUPIDLE (every option of the spec).
 
 use super::args::{self, is};
 use super::group::GroupEffect;
-use super::policy::{default_dead_letter, Release, Settings, BACKOFF_MAX_VALUES};
+use super::policy::{default_dead_letter, Release, Settings, BACKOFF_MAX_VALUES, IDLE_MIN_MS};
 use super::policy_act::{end_attempt, Ending};
 use super::{reply, StreamId};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
@@ -157,26 +156,27 @@ pub(super) const RILL_TOUCH: CommandSpec = CommandSpec {
     ..CommandSpec::of(Handler::Engine(rill_touch))
 };
 
-/// The options of the spec this rill does not enforce yet.
-const NOT_YET: &[&str] = &["CONSUMERIDLE", "GROUPIDLE"];
-
-fn not_yet(option: &str) -> CmdError {
-    CmdError::owned(format!("ERR {option} is not supported by this version of rill"))
-}
-
 /// The option an argument names, upper case.
 fn option_name(arg: &[u8]) -> Result<&'static str, CmdError> {
-    const ENFORCED: [&str; 7] =
-        ["MAXDELIVER", "DEADLETTER", "ACKWAIT", "BACKOFF", "ORDERBY", "MAXACKPENDING", "MAXACKPENDINGCONSUMER"];
-    for name in ENFORCED.into_iter().chain(NOT_YET.iter().copied()) {
-        if is(arg, name) {
-            return match NOT_YET.contains(&name) {
-                true => Err(not_yet(name)),
-                false => Ok(name),
-            };
-        }
-    }
-    Err(CmdError::SYNTAX)
+    const OPTIONS: [&str; 9] = [
+        "MAXDELIVER",
+        "DEADLETTER",
+        "ACKWAIT",
+        "BACKOFF",
+        "ORDERBY",
+        "MAXACKPENDING",
+        "MAXACKPENDINGCONSUMER",
+        "CONSUMERIDLE",
+        "GROUPIDLE",
+    ];
+    OPTIONS.into_iter().find(|name| is(arg, name)).ok_or(CmdError::SYNTAX)
+}
+
+/// CONSUMERIDLE / GROUPIDLE: 0 (off) or at least [`IDLE_MIN_MS`].
+fn idle(value: &[u8], option: &str) -> Result<u64, CmdError> {
+    parse_i64(value).and_then(|n| u64::try_from(n).ok()).filter(|n| *n == 0 || *n >= IDLE_MIN_MS).ok_or_else(|| {
+        CmdError::owned(format!("ERR {option} must be 0 (off) or at least {IDLE_MIN_MS} (milliseconds)"))
+    })
 }
 
 /// A count or time: a non-negative integer.
@@ -215,6 +215,8 @@ fn group_set(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<R
             "MAXACKPENDINGCONSUMER" => {
                 settings.max_ack_pending_consumer = non_negative(value, "MAXACKPENDINGCONSUMER", "")?;
             }
+            "CONSUMERIDLE" => settings.consumer_idle_ms = idle(value, "CONSUMERIDLE")?,
+            "GROUPIDLE" => settings.group_idle_ms = idle(value, "GROUPIDLE")?,
             // An empty field name turns ordering off, as UNSET does.
             "ORDERBY" => settings.order_by = (!value.is_empty()).then(|| crate::types::owned(value)),
             _ => {
@@ -275,6 +277,8 @@ fn group_unset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
             "MAXACKPENDING" => settings.max_ack_pending = 0,
             "MAXACKPENDINGCONSUMER" => settings.max_ack_pending_consumer = 0,
             "ORDERBY" => settings.order_by = None,
+            "CONSUMERIDLE" => settings.consumer_idle_ms = 0,
+            "GROUPIDLE" => settings.group_idle_ms = 0,
             _ => settings.dead_letter = None,
         }
     }
@@ -285,7 +289,7 @@ fn group_unset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
 /// Store `settings` as the group's policy (one effect), and arm its timer.
 fn apply_settings(engine: &mut Engine, ctx: &mut CallCtx, key: &Bytes, group: &Bytes, settings: Settings) {
     let Ok(Some(stream)) = args::write_stream(engine, ctx, key) else { return };
-    let effect = stream.apply_group(GroupEffect::PolicySet { group: group.clone(), settings });
+    let effect = stream.apply_group(GroupEffect::PolicySet { group: group.clone(), settings, time_ms: ctx.now_ms });
     ctx.emit_group(key, [effect]);
     engine.count_changes(1);
     engine.watch.touch(ctx.db, key);
@@ -313,8 +317,8 @@ fn options(key: &[u8], settings: &Settings) -> Vec<(Reply, Reply)> {
         (reply::name("orderby"), Reply::Bulk(settings.order_by.clone().unwrap_or_default())),
         (reply::name("maxackpending"), ms(settings.max_ack_pending)),
         (reply::name("maxackpendingconsumer"), ms(settings.max_ack_pending_consumer)),
-        (reply::name("consumeridle"), Reply::Integer(0)),
-        (reply::name("groupidle"), Reply::Integer(0)),
+        (reply::name("consumeridle"), ms(settings.consumer_idle_ms)),
+        (reply::name("groupidle"), ms(settings.group_idle_ms)),
     ]
 }
 
@@ -354,6 +358,7 @@ fn group_info(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         (reply::name("deferred"), n(deferred)),
         (reply::name("oldest-pending-ms"), Reply::Integer(oldest)),
         (reply::name("reads-held-back"), n(held_back)),
+        (reply::name("consumers-expired"), n(counters.consumers_expired)),
     ]);
     Ok(Reply::Map(map))
 }
@@ -370,6 +375,8 @@ fn group_help(_: &mut Engine, _: &mut CallCtx, _: &[Bytes]) -> Result<Reply, Cmd
         "    ORDERBY <field>     one entry in flight per value of this field (empty: off)",
         "    MAXACKPENDING <n>   cap on entries the group's consumers own (0: off)",
         "    MAXACKPENDINGCONSUMER <n>   the same cap per consumer (0: off)",
+        "    CONSUMERIDLE <ms>   remove a consumer inactive this long, handing its entries back (0: off)",
+        "    GROUPIDLE <ms>      destroy the group when inactive this long (0: off)",
         "UNSET <key> <group> <option> [<option> ...]",
         "    Return options to their defaults.",
         "GET <key> <group>",

@@ -142,6 +142,13 @@ impl ConsumerGroup {
         self.pel.set_owned(id, owner, time_ms, count);
     }
 
+    /// With a policy: `consumer` was active at `t` (idle expiry's clock).
+    fn active(&mut self, consumer: &[u8], t: i64) {
+        if let Some(p) = self.policy.as_deref_mut() {
+            p.active(consumer, t);
+        }
+    }
+
     /// Check the PEL indexes and that consumers and PEL slots match one to one.
     pub fn validate(&self) -> bool {
         let mut slots = BTreeSet::new();
@@ -192,9 +199,11 @@ pub enum GroupEffect {
     Nacked { group: Bytes, id: StreamId, count: u64 },
     /// `id` is no longer pending: XACK, XACKDEL, DELREF, or a claim finding its payload gone.
     Acked { group: Bytes, id: StreamId },
-    /// RILL.GROUP SET / UNSET: the group's policy settings are now `settings` (the group gets
-    /// a policy if it had none; its released entries join the hand-back queue).
-    PolicySet { group: Bytes, settings: Settings },
+    /// RILL.GROUP SET / UNSET at `time_ms`: the group's policy settings are now `settings`
+    /// (the group gets a policy if it had none; its released entries join the hand-back queue;
+    /// the setting counts as the group's activity). `time_ms` is 0 in records written before
+    /// it was recorded, and in snapshots (their `PolicyRestored` has the times).
+    PolicySet { group: Bytes, settings: Settings, time_ms: i64 },
     /// A snapshot's policy state (counters, delays, first deliveries), after its `PolicySet`.
     PolicyRestored { group: Bytes, state: PolicyState },
     /// A policy released `id` (no owner, count `count`), deliverable again at `ready_at_ms`
@@ -212,6 +221,9 @@ pub enum GroupEffect {
     Deferred { group: Bytes, id: StreamId, key: Bytes },
     /// ORDERBY: the deferred entry `id` was found deleted when its turn came: it stops waiting.
     DeferredDropped { group: Bytes, id: StreamId },
+    /// CONSUMERIDLE removed `consumer` (its entries were handed back by the effects before):
+    /// as `ConsumerDeleted`, counted.
+    ConsumerExpired { group: Bytes, consumer: Bytes },
 }
 
 impl GroupEffect {
@@ -236,7 +248,8 @@ impl GroupEffect {
             | GroupEffect::DeadLettered { group, .. }
             | GroupEffect::Touched { group, .. }
             | GroupEffect::Deferred { group, .. }
-            | GroupEffect::DeferredDropped { group, .. } => group,
+            | GroupEffect::DeferredDropped { group, .. }
+            | GroupEffect::ConsumerExpired { group, .. } => group,
         }
     }
 }
@@ -420,10 +433,17 @@ impl Stream {
     /// XACK: the [`GroupEffect::Acked`] effect for each of `ids` pending in `group`, the others
     /// skipped. Returns how many were pending. One group lookup in all, one PEL removal per ID
     /// (the same changes as applying each `Acked` record, without a lookup per record).
-    pub fn ack(&mut self, group: &Bytes, ids: &[StreamId]) -> u64 {
+    pub fn ack(&mut self, group: &Bytes, ids: &[StreamId], now_ms: i64) -> u64 {
         let Some(g) = self.groups.get_mut(group) else { return 0 };
         let mut acked = 0;
         for &id in ids {
+            // An XACK is its owner's activity (idle expiry, policies spec §8).
+            if g.policy.is_some() {
+                let owner = g.pel.get(id).and_then(|e| e.owner.cloned());
+                if let (Some(owner), Some(p)) = (owner, g.policy.as_deref_mut()) {
+                    p.active(&owner, now_ms);
+                }
+            }
             if g.pel.remove(id) {
                 acked += 1;
                 if let Some(p) = g.policy.as_deref_mut() {
@@ -469,19 +489,26 @@ impl Stream {
             GroupEffect::ConsumerCreated { group, consumer, time_ms } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.consumer_or_create(consumer, *time_ms);
+                    g.active(consumer, *time_ms);
                 }
             }
             GroupEffect::ConsumerSeen { group, consumer, time_ms } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.consumer_or_create(consumer, *time_ms).seen_time_ms = *time_ms;
+                    g.active(consumer, *time_ms);
                 }
             }
-            GroupEffect::ConsumerDeleted { group, consumer } => {
+            GroupEffect::ConsumerDeleted { group, consumer } | GroupEffect::ConsumerExpired { group, consumer } => {
+                let expired = matches!(effect, GroupEffect::ConsumerExpired { .. });
                 if let Some(g) = self.groups.get_mut(group) {
                     if let Some(c) = g.consumers.remove(consumer) {
                         if let Some(p) = g.policy.as_deref_mut() {
                             for id in g.pel.owned_ids(c.owner, std::ops::Bound::Unbounded) {
                                 p.forget(id);
+                            }
+                            p.consumer_gone(consumer);
+                            if expired {
+                                p.counters.consumers_expired += 1;
                             }
                         }
                         g.pel.remove_owner(c.owner);
@@ -498,6 +525,7 @@ impl Stream {
                         g.own(*id, consumer, *time_ms, 1, *time_ms);
                     }
                     if let Some(p) = g.policy.as_deref_mut() {
+                        p.active(consumer, *time_ms);
                         p.counters.delivered += 1;
                         p.forget(*id);
                         if *noack {
@@ -510,10 +538,13 @@ impl Stream {
                     }
                 }
             }
-            GroupEffect::Redelivered { group, id, time_ms, count, .. } => {
+            GroupEffect::Redelivered { group, consumer, id, time_ms, count } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.pel.touch(*id, *time_ms, *count);
                     if let Some(p) = g.policy.as_deref_mut() {
+                        if !consumer.is_empty() {
+                            p.active(consumer, *time_ms);
+                        }
                         p.counters.redelivered += 1;
                     }
                 }
@@ -523,6 +554,7 @@ impl Stream {
                 if let Some(g) = groups.get_mut(group) {
                     g.own(*id, consumer, *time_ms, *count, *active_ms);
                     if let Some(p) = g.policy.as_deref_mut() {
+                        p.active(consumer, *active_ms);
                         p.counters.redelivered += 1;
                         p.delivered(*id, *time_ms);
                         if p.order.pending_key(*id).is_none() {
@@ -551,7 +583,7 @@ impl Stream {
                     }
                 }
             }
-            GroupEffect::PolicySet { group, settings } => {
+            GroupEffect::PolicySet { group, settings, time_ms } => {
                 let Stream { groups, blocks, .. } = self;
                 if let Some(g) = groups.get_mut(group) {
                     let before = g.policy.as_ref().and_then(|p| p.settings.order_by.clone());
@@ -559,8 +591,17 @@ impl Stream {
                         Some(p) => p.settings = settings.clone(),
                         None => {
                             let released = g.pel.claim_order().filter(|(_, e)| e.owner.is_none()).map(|(id, _)| id);
-                            g.policy = Some(Box::new(Policy::new(settings.clone(), released)));
+                            let mut p = Policy::new(settings.clone(), released);
+                            // The consumers' activity so far, as Redis' state has it.
+                            for (name, c) in &g.consumers {
+                                p.active(name, c.seen_time_ms.max(c.active_time_ms));
+                            }
+                            g.policy = Some(Box::new(p));
                         }
+                    }
+                    if let Some(p) = g.policy.as_deref_mut() {
+                        p.group_active_ms = p.group_active_ms.max(*time_ms);
+                        p.idle_recheck.0 = 0;
                     }
                     if before != settings.order_by {
                         if let Some(p) = g.policy.as_deref_mut() {
@@ -597,9 +638,10 @@ impl Stream {
                     }
                 }
             }
-            GroupEffect::Touched { group, id, time_ms, count, .. } => {
+            GroupEffect::Touched { group, consumer, id, time_ms, count } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.pel.touch(*id, *time_ms, *count);
+                    g.active(consumer, *time_ms);
                 }
             }
             GroupEffect::Deferred { group, id, key } => {

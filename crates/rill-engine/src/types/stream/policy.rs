@@ -24,7 +24,7 @@
 use super::order::KeyOrder;
 use super::StreamId;
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The most values BACKOFF takes.
 pub const BACKOFF_MAX_VALUES: usize = 32;
@@ -48,6 +48,10 @@ pub struct Settings {
     pub max_ack_pending_consumer: u64,
     /// The field whose value orders delivery (ORDERBY); `None` = off.
     pub order_by: Option<Bytes>,
+    /// A consumer inactive this long (ms) is removed, its entries handed back; 0 = off.
+    pub consumer_idle_ms: u64,
+    /// A group inactive this long (ms) is destroyed; 0 = off.
+    pub group_idle_ms: u64,
 }
 
 /// Why an entry was released by a policy (for the counters and the dead letter's reason).
@@ -98,11 +102,13 @@ pub struct Counters {
     pub dead_lettered: u64,
     /// Dead-letter moves that could not be done.
     pub dead_letter_failures: u64,
+    /// Consumers CONSUMERIDLE removed.
+    pub consumers_expired: u64,
 }
 
 impl Counters {
     /// The counters in record order.
-    pub fn to_array(self) -> [u64; 7] {
+    pub fn to_array(self) -> [u64; 8] {
         [
             self.delivered,
             self.redelivered,
@@ -111,13 +117,24 @@ impl Counters {
             self.nacked,
             self.dead_lettered,
             self.dead_letter_failures,
+            self.consumers_expired,
         ]
     }
 
     /// From [`Counters::to_array`]'s order.
-    pub fn from_array(a: [u64; 7]) -> Counters {
-        let [delivered, redelivered, acked, handed_back, nacked, dead_lettered, dead_letter_failures] = a;
-        Counters { delivered, redelivered, acked, handed_back, nacked, dead_lettered, dead_letter_failures }
+    pub fn from_array(a: [u64; 8]) -> Counters {
+        let [delivered, redelivered, acked, handed_back, nacked, dead_lettered, dead_letter_failures, consumers_expired] =
+            a;
+        Counters {
+            delivered,
+            redelivered,
+            acked,
+            handed_back,
+            nacked,
+            dead_lettered,
+            dead_letter_failures,
+            consumers_expired,
+        }
     }
 }
 
@@ -135,6 +152,15 @@ pub struct Policy {
     /// ORDERBY's state (empty without ORDERBY, unless entries deferred before it was unset
     /// still wait: they are served first, unordered).
     pub order: KeyOrder,
+    /// Each consumer's last activity (a read or claim attempt, a delivery, an XACK of an entry
+    /// it owned, a RILL.TOUCH), ms, and the same by time (CONSUMERIDLE's index).
+    activity: HashMap<Bytes, i64>,
+    idle_order: BTreeSet<(i64, Bytes)>,
+    /// The group's last activity (any consumer's, or the policy's setting), ms (GROUPIDLE).
+    pub group_active_ms: i64,
+    /// Idle expiry found a blocked reader it may not expire: look again no sooner than this
+    /// (a server's observation, not state).
+    pub idle_recheck: RuntimeTime,
     /// `>` reads a pending cap held back (served less, or nothing), since this server
     /// started: an observation, not state (not logged, not compared).
     pub held_back: RuntimeCount,
@@ -153,6 +179,19 @@ impl PartialEq for RuntimeCount {
 
 impl Eq for RuntimeCount {}
 
+/// A time a server keeps for itself, not part of the state a log or a replica must reproduce:
+/// every two compare equal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RuntimeTime(pub i64);
+
+impl PartialEq for RuntimeTime {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RuntimeTime {}
+
 /// What a snapshot keeps of a policy beyond its settings: counters, delays, first deliveries.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PolicyState {
@@ -164,6 +203,10 @@ pub struct PolicyState {
     pub first_delivery: Vec<(StreamId, i64)>,
     /// Entries ORDERBY deferred, in ID order, with their key (`None`: no longer ordered).
     pub deferred: Vec<(StreamId, Option<Bytes>)>,
+    /// The group's last activity.
+    pub group_active_ms: i64,
+    /// Each consumer's last activity.
+    pub activity: Vec<(Bytes, i64)>,
 }
 
 impl Policy {
@@ -254,6 +297,8 @@ impl Policy {
             delayed: self.delayed.iter().map(|(id, at)| (*id, *at)).collect(),
             first_delivery: self.first_delivery.iter().map(|(id, at)| (*id, *at)).collect(),
             deferred: self.order.waiting().into_iter().map(|(id, k)| (id, k.cloned())).collect(),
+            group_active_ms: self.group_active_ms,
+            activity: self.idle_order.iter().map(|(t, c)| (c.clone(), *t)).collect(),
         }
     }
 
@@ -270,6 +315,56 @@ impl Policy {
         for (id, key) in &state.deferred {
             self.order.defer(*id, key.clone());
         }
+        for (consumer, t) in &state.activity {
+            self.active(consumer, *t);
+        }
+        self.group_active_ms = self.group_active_ms.max(state.group_active_ms);
+    }
+
+    /// `consumer` was active at `t` (so was the group). O(log c).
+    pub fn active(&mut self, consumer: &[u8], t: i64) {
+        self.group_active_ms = self.group_active_ms.max(t);
+        let name = match self.activity.get_key_value(consumer) {
+            Some((_, old)) if *old >= t => return,
+            Some((name, old)) => {
+                let name = name.clone();
+                self.idle_order.remove(&(*old, name.clone()));
+                name
+            }
+            None => Bytes::copy_from_slice(consumer),
+        };
+        self.idle_order.insert((t, name.clone()));
+        self.activity.insert(name, t);
+    }
+
+    /// `consumer` was deleted.
+    pub fn consumer_gone(&mut self, consumer: &[u8]) {
+        if let Some((name, t)) = self.activity.remove_entry(consumer) {
+            self.idle_order.remove(&(t, name));
+        }
+    }
+
+    /// Consumers by last activity, least recent first.
+    pub fn least_active(&self) -> impl Iterator<Item = (i64, &Bytes)> + '_ {
+        self.idle_order.iter().map(|(t, c)| (*t, c))
+    }
+
+    /// When idle expiry (CONSUMERIDLE, GROUPIDLE) next needs a look. O(1).
+    pub fn idle_due(&self) -> Option<i64> {
+        let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let consumer = match self.settings.consumer_idle_ms {
+            0 => None,
+            idle => self.idle_order.first().map(|(t, _)| t.saturating_add(ms(idle))),
+        };
+        let group = match self.settings.group_idle_ms {
+            0 => None,
+            idle => Some(self.group_active_ms.saturating_add(ms(idle))),
+        };
+        let due = match (consumer, group) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        due.map(|d| d.max(self.idle_recheck.0))
     }
 
     /// Whether the released entries are exactly `released` (tests and the snapshot loader).

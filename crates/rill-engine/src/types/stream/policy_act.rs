@@ -75,8 +75,16 @@ impl PolicyTimer {
     }
 }
 
-/// When `group` next needs a look: its oldest owned entry's ack deadline or its first delay's
-/// end, whichever comes first. O(log n).
+/// Whether a client is blocked in XREADGROUP on the stream at `key` of database `db` for
+/// `group`, as `consumer` (any consumer: `None`). The server knows its blocked clients; idle
+/// expiry (policies spec §8) spares a consumer, or a group, that one is reading for.
+pub type BlockedReaders<'a> = &'a dyn Fn(usize, &[u8], &[u8], Option<&[u8]>) -> bool;
+
+/// How long idle expiry that found a blocked reader waits before looking again, at most.
+const IDLE_RECHECK_MS: i64 = 1000;
+
+/// When `group` next needs a look: its oldest owned entry's ack deadline, its first delay's
+/// end, or its idle expiry's (CONSUMERIDLE, GROUPIDLE), whichever comes first. O(log n).
 fn next_due(stream: &Stream, group: &[u8]) -> Option<i64> {
     let g = stream.group(group)?;
     let p = g.policy()?;
@@ -87,10 +95,7 @@ fn next_due(stream: &Stream, group: &[u8]) -> Option<i64> {
             g.pel().owned_by_time().next().map(|(t, _)| t.saturating_add(wait))
         }
     };
-    match (deadline, p.next_delay_end()) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    [deadline, p.next_delay_end(), p.idle_due()].into_iter().flatten().min()
 }
 
 impl Engine {
@@ -147,13 +152,22 @@ impl Engine {
 
     /// The policy timer's work at `now_ms` (see the module doc): returns the effects, to be
     /// recorded as one unit. `recording`: whether effects are wanted (some sink exists).
-    pub fn run_policy_timers(&mut self, now_ms: i64, recording: bool) -> crate::effect::EffectBuf {
+    /// `blocked`: which readers are blocked (idle expiry spares them).
+    pub fn run_policy_timers(
+        &mut self,
+        now_ms: i64,
+        recording: bool,
+        blocked: BlockedReaders<'_>,
+    ) -> crate::effect::EffectBuf {
         let mut out = crate::effect::EffectBuf::default();
         let mut budget = TIMER_BUDGET;
         for (db, key, group) in self.policy_timer.take_due(now_ms) {
             let mut ctx = CallCtx::new(db, now_ms, 0);
             ctx.recording = recording;
             budget = budget.saturating_sub(self.policy_group_due(&mut ctx, &key, &group, budget));
+            if budget > 0 {
+                budget = budget.saturating_sub(self.idle_expiry(&mut ctx, &key, &group, blocked, budget));
+            }
             self.arm_policy(db, &key, &group);
             if budget == 0 {
                 // The rest of this group's work is due now: look again at once.
@@ -192,6 +206,100 @@ impl Engine {
             end_attempt(self, ctx, key, group, id, Ending::Failed(Release::Deadline, None), None);
         }
         if acted + promoted > 0 {
+            self.signal_ready(ctx.db, key);
+        }
+        acted
+    }
+}
+
+impl Engine {
+    /// Idle expiry of `group` at `ctx.now_ms` (policies spec §8): a group inactive for
+    /// GROUPIDLE is destroyed (`rill-group-expired`); each consumer inactive for CONSUMERIDLE
+    /// has its entries handed back as failed attempts (dead-lettered at MAXDELIVER) and is
+    /// removed. A consumer (or, for GROUPIDLE, any consumer) blocked in a read is spared, and
+    /// looked at again a little later. Returns the entries and consumers acted on, at most
+    /// `budget` entries (the rest on the next run).
+    fn idle_expiry(
+        &mut self,
+        ctx: &mut CallCtx,
+        key: &Bytes,
+        group: &Bytes,
+        blocked: BlockedReaders<'_>,
+        budget: usize,
+    ) -> usize {
+        let now = ctx.now_ms;
+        let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let Some(Value::Stream(stream)) = self.dbs.get(ctx.db).and_then(|d| d.keys.get(key)).map(|e| &e.value) else {
+            return 0;
+        };
+        let Some(p) = stream.group(group).and_then(|g| g.policy()) else { return 0 };
+        if p.idle_recheck.0 > now {
+            return 0;
+        }
+        let (consumer_idle, group_idle) = (p.settings.consumer_idle_ms, p.settings.group_idle_ms);
+        let group_expired = group_idle > 0 && p.group_active_ms.saturating_add(ms(group_idle)) <= now;
+        let idle_consumers: Vec<Bytes> = match consumer_idle {
+            0 => Vec::new(),
+            idle => p
+                .least_active()
+                .take_while(|(t, _)| t.saturating_add(ms(idle)) <= now)
+                .map(|(_, c)| c.clone())
+                .collect(),
+        };
+        let mut recheck = None;
+        if group_expired {
+            if !blocked(ctx.db, key, group, None) {
+                let Ok(Some(stream)) = args::write_stream(self, ctx, key) else { return 0 };
+                let effect = stream.apply_group(GroupEffect::GroupDestroyed { group: group.clone() });
+                ctx.emit_group(key, [effect]);
+                self.count_changes(1);
+                self.record_event(ctx.db, key, KeyEvent::RillGroupExpired);
+                // Its blocked readers (none, or they would have spared it) and WATCHers.
+                self.signal_ready(ctx.db, key);
+                return 1;
+            }
+            recheck = Some(ms(group_idle).min(IDLE_RECHECK_MS));
+        }
+        let mut acted = 0;
+        for consumer in idle_consumers {
+            if blocked(ctx.db, key, group, Some(&consumer)) {
+                recheck = Some(ms(consumer_idle).min(IDLE_RECHECK_MS));
+                continue;
+            }
+            let room = budget.saturating_sub(acted);
+            let owned: Vec<StreamId> = match self.dbs.get(ctx.db).and_then(|d| d.keys.get(key)).map(|e| &e.value) {
+                Some(Value::Stream(s)) => s
+                    .group(group)
+                    .and_then(|g| {
+                        Some(g.pending_ids(g.consumer(&consumer)?, std::ops::Bound::Unbounded).take(room + 1).collect())
+                    })
+                    .unwrap_or_default(),
+                _ => break,
+            };
+            let more = owned.len() > room;
+            for id in owned.into_iter().take(room) {
+                end_attempt(self, ctx, key, group, id, Ending::Failed(Release::Deadline, None), None);
+                acted += 1;
+            }
+            if more {
+                // The rest next run (the caller looks again at once); the consumer stays idle.
+                return acted.max(budget);
+            }
+            let Ok(Some(stream)) = args::write_stream(self, ctx, key) else { break };
+            let effect = stream.apply_group(GroupEffect::ConsumerExpired { group: group.clone(), consumer });
+            ctx.emit_group(key, [effect]);
+            self.count_changes(1);
+            self.record_event(ctx.db, key, KeyEvent::XGroupDelConsumer);
+            acted += 1;
+        }
+        if let Some(wait) = recheck {
+            if let Ok(Some(stream)) = args::write_stream(self, ctx, key) {
+                if let Some(p) = stream.groups.get_mut(group).and_then(|g| g.policy_mut()) {
+                    p.idle_recheck.0 = now.saturating_add(wait);
+                }
+            }
+        }
+        if acted > 0 {
             self.signal_ready(ctx.db, key);
         }
         acted
@@ -427,7 +535,11 @@ impl Stream {
         for (name, g) in &self.groups {
             let Some(p) = g.policy() else { continue };
             let group = |effect| crate::effect::Effect::Group { db: 0, key: Bytes::new(), effect };
-            effects.push(group(GroupEffect::PolicySet { group: name.clone(), settings: p.settings.clone() }));
+            effects.push(group(GroupEffect::PolicySet {
+                group: name.clone(),
+                settings: p.settings.clone(),
+                time_ms: 0,
+            }));
             effects.push(group(GroupEffect::PolicyRestored { group: name.clone(), state: p.state() }));
         }
         if effects.is_empty() {

@@ -84,6 +84,8 @@ struct Settings {
     dead_letter: Option<&'static str>,
     /// ORDERBY k.
     order_by: bool,
+    /// CONSUMERIDLE.
+    consumer_idle_ms: u64,
 }
 
 impl Settings {
@@ -148,6 +150,7 @@ struct Counters {
     nacked: u64,
     dead_lettered: u64,
     dead_letter_failures: u64,
+    consumers_expired: u64,
 }
 
 /// Why a failed attempt ended (which counter it goes to).
@@ -191,6 +194,12 @@ struct Model {
     dead_letters: BTreeMap<&'static str, Vec<DeadLetter>>,
     /// [`OTHER_DLQ`] holds a string: dead-letter moves to it fail.
     other_dlq_is_string: bool,
+    /// The group's consumers with their seen-time (a read or claim attempt; Redis' state).
+    seen: BTreeMap<String, i64>,
+    /// With a policy: each consumer's last activity (a read or claim attempt, an XACK of an
+    /// entry it owned, a RILL.TOUCH that touched something); from the seen-times when the policy
+    /// came.
+    activity: BTreeMap<String, i64>,
 }
 
 impl Model {
@@ -208,7 +217,23 @@ impl Model {
             next_order: 0,
             dead_letters: BTreeMap::new(),
             other_dlq_is_string: false,
+            seen: BTreeMap::new(),
+            activity: BTreeMap::new(),
         }
+    }
+
+    /// `consumer` is active now (with a policy).
+    fn active(&mut self, consumer: &str) {
+        if self.policy.is_some() {
+            let t = self.activity.entry(consumer.to_string()).or_insert(self.now_ms);
+            *t = (*t).max(self.now_ms);
+        }
+    }
+
+    /// `consumer` tried to read or claim.
+    fn seen_now(&mut self, consumer: &str) {
+        self.seen.insert(consumer.to_string(), self.now_ms);
+        self.active(consumer);
     }
 
     fn order(&mut self) -> u64 {
@@ -284,6 +309,7 @@ impl Model {
     /// The hand-back queue comes first; an entry of it whose payload is gone leaves the PEL
     /// (as XAUTOCLAIM drops it) and takes no place in the reply.
     fn read(&mut self, consumer: &str, count: usize) -> Vec<Id> {
+        self.seen_now(consumer);
         let now = self.now_ms;
         let policy = self.policy.is_some();
         let mut served = Vec::new();
@@ -353,6 +379,7 @@ impl Model {
     /// overrides (§4): released and delayed entries are taken too, and this rill does not
     /// apply MAXDELIVER to them yet (docs/POLICIES.md).
     fn claim(&mut self, consumer: &str, min_idle_ms: i64, ids: &[Id]) -> Vec<Id> {
+        self.seen_now(consumer);
         let now = self.now_ms;
         let policy = self.policy.is_some();
         let mut claimed = Vec::new();
@@ -403,6 +430,9 @@ impl Model {
     fn ack(&mut self, ids: &[Id]) -> u64 {
         let mut acked = 0;
         for id in ids {
+            if let Some(owner) = self.pel.get(id).and_then(|p| p.owner.clone()) {
+                self.active(&owner);
+            }
             if self.pel.remove(id).is_some() {
                 acked += 1;
                 if self.policy.is_some() {
@@ -529,6 +559,7 @@ impl Model {
                 p.time_ms = self.now_ms;
                 p.order = order;
                 touched += 1;
+                self.active(consumer);
             }
         }
         touched
@@ -537,6 +568,35 @@ impl Model {
     /// The policy timer at `now_ms` (§4): every owned entry whose ack deadline has come ends its
     /// attempt, oldest delivery first.
     fn timer(&mut self) {
+        self.deadlines();
+        self.idle_expiry();
+    }
+
+    /// CONSUMERIDLE (§8): each consumer inactive that long, least recently active first, has
+    /// its entries (by ID) handed back as failed attempts, and is removed.
+    fn idle_expiry(&mut self) {
+        let idle = self.policy.as_ref().map_or(0, |s| i64::try_from(s.consumer_idle_ms).unwrap());
+        if idle == 0 {
+            return;
+        }
+        let mut due: Vec<(i64, String)> =
+            self.activity.iter().filter(|(_, t)| **t + idle <= self.now_ms).map(|(c, t)| (*t, c.clone())).collect();
+        due.sort();
+        for (_, consumer) in due {
+            let owned: Vec<Id> =
+                self.pel.iter().filter(|(_, p)| p.owner.as_deref() == Some(&consumer)).map(|(id, _)| *id).collect();
+            for id in owned {
+                let count = self.pel[&id].count;
+                self.end_attempt(id, Ending::Failed(Why::Deadline, None), count);
+            }
+            self.activity.remove(&consumer);
+            self.seen.remove(&consumer);
+            self.counters.consumers_expired += 1;
+        }
+    }
+
+    /// ACKWAIT (§4): every owned entry whose deadline has come, oldest delivery first.
+    fn deadlines(&mut self) {
         let Some(wait) = self.policy.as_ref().map(|s| s.ack_wait_ms).filter(|w| *w > 0) else { return };
         let wait = i64::try_from(wait).unwrap();
         let mut due: Vec<(i64, u64, Id)> = self
@@ -555,6 +615,8 @@ impl Model {
     /// When the policy next has something to do: the earliest ack deadline or delay end.
     fn next_due(&self) -> Option<i64> {
         let wait = self.policy.as_ref().map_or(0, |s| i64::try_from(s.ack_wait_ms).unwrap());
+        let idle = self.policy.as_ref().map_or(0, |s| i64::try_from(s.consumer_idle_ms).unwrap());
+        let expiry = self.activity.values().min().filter(|_| idle > 0).map(|t| t + idle);
         self.pel
             .values()
             .filter_map(|p| match &p.owner {
@@ -562,6 +624,7 @@ impl Model {
                 Some(_) => None,
                 None => Some(p.ready_at_ms).filter(|at| *at > self.now_ms),
             })
+            .chain(expiry)
             .min()
     }
 
@@ -579,12 +642,17 @@ impl Model {
                 }
                 SetOption::DeadLetter(key) => settings.dead_letter = Some(key),
                 SetOption::OrderBy(on) => settings.order_by = *on,
+                SetOption::ConsumerIdle(ms) => settings.consumer_idle_ms = *ms,
                 SetOption::BadMaxDeliver => {
                     return Err("-ERR MAXDELIVER must be 0 (off) or a positive integer".into());
                 }
             }
         }
         let reorder = settings.order_by != self.ordering();
+        if self.policy.is_none() {
+            // The consumers' activity so far is their seen-time.
+            self.activity = self.seen.clone();
+        }
         self.policy = Some(settings);
         if reorder {
             self.rekey();
@@ -603,6 +671,7 @@ impl Model {
                 OptionName::Backoff => settings.backoff_ms.clear(),
                 OptionName::DeadLetter => settings.dead_letter = None,
                 OptionName::OrderBy => settings.order_by = false,
+                OptionName::ConsumerIdle => settings.consumer_idle_ms = 0,
             }
         }
         if ordering != self.ordering() {
@@ -670,7 +739,7 @@ impl Model {
             ("orderby", if settings.order_by { "k".into() } else { String::new() }),
             ("maxackpending", ":0".into()),
             ("maxackpendingconsumer", ":0".into()),
-            ("consumeridle", ":0".into()),
+            ("consumeridle", format!(":{}", settings.consumer_idle_ms)),
             ("groupidle", ":0".into()),
             ("pending", format!(":{}", self.pel.len())),
             ("handed-back-queue", format!(":{}", released - delayed)),
@@ -686,6 +755,7 @@ impl Model {
             ("oldest-pending-ms", format!(":{oldest}")),
             // The model sets no pending cap (MAXACKPENDING is covered by the server's tests).
             ("reads-held-back", ":0".into()),
+            ("consumers-expired", format!(":{}", c.consumers_expired)),
         ];
         let fields: Vec<String> = fields.into_iter().map(|(k, v)| format!("{k}={v}")).collect();
         format!("{{{}}}", fields.join(" "))
@@ -784,7 +854,7 @@ impl Live {
 
     /// The policy timer's run at the current time (its effects are one record).
     fn timer(&mut self) -> Vec<Effect> {
-        let effects = self.engine.run_policy_timers(self.now_ms, true).decode().unwrap();
+        let effects = self.engine.run_policy_timers(self.now_ms, true, &|_, _, _, _| false).decode().unwrap();
         if !effects.is_empty() {
             self.log.push((self.now_ms, effects.clone()));
         }
@@ -828,6 +898,7 @@ enum SetOption {
     DeadLetter(&'static str),
     /// `ORDERBY k` (on) or `ORDERBY ""` (off).
     OrderBy(bool),
+    ConsumerIdle(u64),
     /// `MAXDELIVER -1`: refused, so the whole SET changes nothing.
     BadMaxDeliver,
 }
@@ -839,6 +910,7 @@ enum OptionName {
     Backoff,
     DeadLetter,
     OrderBy,
+    ConsumerIdle,
 }
 
 /// An ID to name in a command: a pending one (most of the time) or any entry of the stream,
@@ -907,6 +979,10 @@ fn backoff() -> impl Strategy<Value = Vec<u64>> {
     proptest::collection::vec(prop_oneof![Just(0u64), Just(5), Just(15), Just(40)], 1..4)
 }
 
+fn consumer_idle() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), Just(1000), Just(1300)]
+}
+
 fn dead_letter_key() -> impl Strategy<Value = &'static str> {
     prop_oneof![Just(DEFAULT_DLQ), Just(OTHER_DLQ)]
 }
@@ -920,14 +996,16 @@ fn set_options() -> impl Strategy<Value = Vec<SetOption>> {
         proptest::option::weighted(0.3, prop_oneof![6 => dead_letter_key(), 1 => Just(KEY)]),
         proptest::option::weighted(0.1, 0usize..4),
         proptest::option::weighted(0.2, any::<bool>()),
+        proptest::option::weighted(0.15, consumer_idle()),
     )
-        .prop_map(|(max, wait, backoff, dlq, bad, order)| {
+        .prop_map(|(max, wait, backoff, dlq, bad, order, idle)| {
             let mut options: Vec<SetOption> = [
                 max.map(SetOption::MaxDeliver),
                 wait.map(SetOption::AckWait),
                 backoff.map(SetOption::Backoff),
                 dlq.map(SetOption::DeadLetter),
                 order.map(SetOption::OrderBy),
+                idle.map(SetOption::ConsumerIdle),
             ]
             .into_iter()
             .flatten()
@@ -950,14 +1028,16 @@ fn initial_settings() -> impl Strategy<Value = Vec<SetOption>> {
         proptest::option::weighted(0.6, backoff()),
         proptest::option::weighted(0.3, dead_letter_key()),
         proptest::bool::weighted(0.5),
+        proptest::option::weighted(0.3, consumer_idle()),
     )
-        .prop_map(|(max, wait, backoff, dlq, order)| {
+        .prop_map(|(max, wait, backoff, dlq, order, idle)| {
             let mut options = vec![SetOption::MaxDeliver(max), SetOption::AckWait(wait)];
             options.extend(backoff.map(SetOption::Backoff));
             options.extend(dlq.map(SetOption::DeadLetter));
             if order {
                 options.push(SetOption::OrderBy(true));
             }
+            options.extend(idle.map(SetOption::ConsumerIdle));
             options
         })
 }
@@ -968,7 +1048,8 @@ fn option_name() -> impl Strategy<Value = OptionName> {
         Just(OptionName::AckWait),
         Just(OptionName::Backoff),
         Just(OptionName::DeadLetter),
-        Just(OptionName::OrderBy)
+        Just(OptionName::OrderBy),
+        Just(OptionName::ConsumerIdle)
     ]
 }
 
@@ -1034,6 +1115,7 @@ fn set_args(options: &[SetOption]) -> Vec<String> {
             SetOption::Backoff(ms) => ("BACKOFF", ms.iter().map(|d| d.to_string()).collect::<Vec<String>>().join(",")),
             SetOption::DeadLetter(key) => ("DEADLETTER", key.to_string()),
             SetOption::OrderBy(on) => ("ORDERBY", if *on { "k" } else { "" }.to_string()),
+            SetOption::ConsumerIdle(ms) => ("CONSUMERIDLE", ms.to_string()),
             SetOption::BadMaxDeliver => ("MAXDELIVER", "-1".to_string()),
         };
         args.push(name.into());
@@ -1128,6 +1210,7 @@ fn step(live: &mut Live, model: &mut Model, op: &Op) -> Result<(), TestCaseError
                     OptionName::Backoff => "BACKOFF",
                     OptionName::DeadLetter => "DEADLETTER",
                     OptionName::OrderBy => "ORDERBY",
+                    OptionName::ConsumerIdle => "CONSUMERIDLE",
                 }
                 .to_string()
             }));
@@ -1215,6 +1298,42 @@ fn run_case(initial: Vec<SetOption>, policy_after: usize, mut ops: Vec<Op>) -> R
         check(&mut live, &model).map_err(|e| TestCaseError::fail(format!("after step {i} {op:?}: {e}")))?;
     }
     check_replay(&mut live, &mut model)
+}
+
+/// GROUPIDLE: a group nobody reads, acks or claims from for that long is destroyed by the
+/// timer, with a `rill-group-expired` event; a reader blocked on it spares it (looked at again a
+/// second later); a read in time postpones it. Replay of the effects reaches the same state.
+#[test]
+fn groupidle_destroys_an_inactive_group_unless_a_reader_waits_on_it() {
+    use crate::KeyEvent;
+    let mut live = Live::new();
+    assert_eq!(live.run_words(&["XGROUP", "CREATE", KEY, GROUP, "$", "MKSTREAM"]), "+OK");
+    assert_eq!(live.run_words(&["RILL.GROUP", "SET", KEY, GROUP, "GROUPIDLE", "1000"]), "+OK");
+    live.now_ms += 600;
+    live.run_words(&["XREADGROUP", "GROUP", GROUP, "c0", "STREAMS", KEY, ">"]);
+    live.now_ms += 600;
+    live.timer();
+    assert_eq!(live.engine.next_policy_due(), Some(START_MS + 1600), "the read moved the expiry");
+    live.now_ms = START_MS + 1600;
+    // A reader blocked on the group spares it.
+    let waiting = |_: usize, _: &[u8], g: &[u8], c: Option<&[u8]>| g == GROUP.as_bytes() && c.is_none();
+    let spared = live.engine.run_policy_timers(live.now_ms, true, &waiting).decode().unwrap();
+    assert!(spared.is_empty(), "{spared:?}");
+    assert_eq!(live.engine.next_policy_due(), Some(START_MS + 2600), "looked at again a second later");
+    live.now_ms = START_MS + 2600;
+    live.engine.clear_events();
+    let effects = live.timer();
+    assert!(
+        matches!(
+            effects.as_slice(),
+            [Effect::Group { effect: crate::types::stream::group::GroupEffect::GroupDestroyed { .. }, .. }]
+        ),
+        "{effects:?}"
+    );
+    let events: Vec<KeyEvent> = live.engine.events().map(|e| e.event).collect();
+    assert_eq!(events, [KeyEvent::RillGroupExpired]);
+    assert_eq!(live.run_words(&["XINFO", "GROUPS", KEY]), "[]");
+    assert_eq!(live.engine.next_policy_due(), None);
 }
 
 /// A handed-back entry whose payload is gone takes no place in a `>` read: the next one in the
