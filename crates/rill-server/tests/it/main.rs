@@ -36,6 +36,7 @@ mod lose_nothing;
 mod partition;
 mod persistence;
 mod policies;
+mod policy_kill;
 mod protected_mode;
 mod protocol;
 mod pubsub;
