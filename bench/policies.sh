@@ -25,13 +25,15 @@
 #                    what the policy itself changes).
 # Comparable settings: rill's ACKWAIT and rill-worker's min-idle (claim / XAUTOCLAIM min idle
 # time) are the same value, --ackwait (1000 ms).
-# Two load levels per mode: --rate (default 80000/s, above what 4 workers sharing one core
+# Two load levels per mode: --rate (default 100000/s, above what 4 workers sharing one core
 # handle: the handled rate is the capacity) and --low-rate (20000/s, below it: every mode does
 # the same work, so server CPU per entry compares like with like).
 # Figures per run: offered and handled entries/s (handler calls returning Ok in the measured
 # window), server CPU per handled entry (utime+stime of the server process over the window),
-# client CPU per entry, death -> handled again (for each good entry a killed worker held per
-# XPENDING right after the kill: time to the next handler call on it, p50/p99/max), and the
+# client CPU per entry, run-queue wait of the server and of the clients (schedstat: the box is
+# shared), death -> handled again (for each good entry a killed worker held per XPENDING right
+# after the kill: time to the next handler call on it, p50/p99/max; and that call's time minus the
+# entry's deadline, its last delivery + ACKWAIT, which isolates how late each mechanism acts), the
 # checks after a drain (PEL empty, everything delivered): every good entry handled at least once
 # (duplicates counted) or dead-lettered, every poison entry exactly once in the DLQ.
 #
@@ -48,7 +50,7 @@ set -euo pipefail
 QUICK=0
 ROUNDS=""
 SECS=""
-RATE=80000
+RATE=100000
 LOW_RATE=20000
 KILL_EVERY=""
 ACKWAIT=1000
@@ -75,7 +77,7 @@ done
 if ((QUICK)); then
     ROUNDS=${ROUNDS:-1} SECS=${SECS:-10} KILL_EVERY=${KILL_EVERY:-2}
 else
-    ROUNDS=${ROUNDS:-2} SECS=${SECS:-30} KILL_EVERY=${KILL_EVERY:-3}
+    ROUNDS=${ROUNDS:-3} SECS=${SECS:-30} KILL_EVERY=${KILL_EVERY:-3}
 fi
 # The newest Redis, built from source (Redis 8.x with CLAIM and XNACK), unless told otherwise.
 if [[ -z $REDIS ]]; then
@@ -148,31 +150,49 @@ python3 - "$RESULTS" "$WORK/pelresults" "$RATE" "$LOW_RATE" <<'PY'
 import sys, statistics
 path, pelpath, rate, low = sys.argv[1:5]
 rows = [dict(kv.split("=", 1) for kv in line.split()) for line in open(path) if line.strip()]
-def med(rate, name, key):
-    xs = [float(r[key]) for r in rows if r["rate"] == rate and r["name"] == name]
-    return statistics.median(xs) if xs else float("nan")
 names = []
 for r in rows:
     if r["name"] not in names:
         names.append(r["name"])
-checks = {n: all(r["check"] == "ok" for r in rows if r["name"] == n) for n in names}
+def sel(rt, name):
+    return [r for r in rows if r["rate"] == rt and r["name"] == name]
+def med(rt, name, key):
+    xs = [float(r[key]) for r in sel(rt, name)]
+    return statistics.median(xs) if xs else float("nan")
+def paired(rt, a, b, key):
+    """Median and range of the per-round ratios a/b."""
+    by = {}
+    for r in rows:
+        if r["rate"] == rt and r["name"] in (a, b):
+            by.setdefault(r["round"], {})[r["name"]] = float(r[key])
+    xs = sorted(v[a] / v[b] for v in by.values() if a in v and b in v and v[b] > 0)
+    if not xs:
+        return "n/a"
+    return f"{statistics.median(xs):.2f}x ({xs[0]:.2f}..{xs[-1]:.2f})" if len(xs) > 1 else f"{xs[0]:.2f}x"
 for rt, what in ((rate, "saturated"), (low, "fixed load")):
     print(f"offered {rt}/s ({what}):")
-    print(f"  {'':16} {'handled/s':>10} {'srv us/e':>9} {'srv busy':>8} {'cli us/e':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'dups':>5} {'good->dlq':>9} {'checks':>6}")
+    print(f"  {'':16} {'handled/s':>9} {'srv us/e':>8} {'busy':>5} {'wait':>5} {'cli us/e':>8} {'cli':>5} {'wait':>5}"
+          f" {'p50 ms':>6} {'p99 ms':>6} {'max ms':>6} {'+p50':>5} {'+p99':>5} {'held':>5} {'dups':>5} {'good>dlq':>8} {'checks':>6}")
     for n in names:
-        sel = [r for r in rows if r["rate"] == rt and r["name"] == n]
-        if not sel:
+        s = sel(rt, n)
+        if not s:
             continue
-        print(f"  {n:16} {med(rt,n,'handled_eps'):10.0f} {med(rt,n,'server_cpu_us'):9.2f} {med(rt,n,'server_busy')*100:7.0f}% "
-              f"{med(rt,n,'client_cpu_us'):9.2f} {med(rt,n,'lat_p50_ms'):7.0f} {med(rt,n,'lat_p99_ms'):7.0f} {med(rt,n,'lat_max_ms'):7.0f} "
-              f"{sum(int(r['dup_entries']) for r in sel):5d} {sum(int(r['good_dlq']) for r in sel):9d} "
-              f"{'ok' if all(r['check']=='ok' for r in sel) else 'FAILED':>6}")
-    for other in [n for n in names if n.startswith("redis")]:
-        h = med(rt, "rill-policy", "handled_eps") / med(rt, other, "handled_eps")
-        c = med(rt, "rill-policy", "server_cpu_us") / med(rt, other, "server_cpu_us")
-        l = med(rt, "rill-policy", "lat_p99_ms") / med(rt, other, "lat_p99_ms")
-        print(f"  rill-policy / {other}: handled/s {h:.2f}x (goal >= 1.5), death->handled p99 {l:.2f}x (goal <= 0.2), "
-              f"server CPU per entry {c:.2f}x")
+        print(f"  {n:16} {med(rt,n,'handled_eps'):9.0f} {med(rt,n,'server_cpu_us'):8.2f} {med(rt,n,'server_busy')*100:4.0f}%"
+              f" {med(rt,n,'server_wait')*100:4.0f}% {med(rt,n,'client_cpu_us'):8.2f} {med(rt,n,'client_run')*100:4.0f}%"
+              f" {med(rt,n,'client_wait')*100:4.0f}% {med(rt,n,'lat_p50_ms'):6.0f} {med(rt,n,'lat_p99_ms'):6.0f}"
+              f" {max(float(r['lat_max_ms']) for r in s):6.0f} {med(rt,n,'over_p50_ms'):5.0f} {med(rt,n,'over_p99_ms'):5.0f}"
+              f" {sum(int(r['held']) for r in s):5d}"
+              f" {sum(int(r['dup_entries']) for r in s):5d} {sum(int(r['good_dlq']) for r in s):8d}"
+              f" {'ok' if all(r['check'] == 'ok' for r in s) else 'FAILED':>6}")
+    for other in [n for n in names if n != "rill-policy"]:
+        print(f"  rill-policy / {other}: handled/s {paired(rt, 'rill-policy', other, 'handled_eps')},"
+              f" death->handled p99 {paired(rt, 'rill-policy', other, 'lat_p99_ms')}"
+              f" (after the deadline: {paired(rt, 'rill-policy', other, 'over_p99_ms')}),"
+              f" server CPU per entry {paired(rt, 'rill-policy', other, 'server_cpu_us')}")
+print("(busy: server CPU / window; wait: time runnable but waiting for a core (other processes on it);"
+      " cli: the client processes' CPU on core 1; p50/p99/max: death -> next handler call, +p50/+p99: that"
+      " call minus the entry's deadline (last delivery + ACKWAIT / min-idle), medians over rounds, max over all;"
+      " held: good entries killed workers held, summed; ratios: median (min..max) of per-round ratios)")
 pel = [dict(kv.split("=", 1) for kv in line.split()) for line in open(pelpath) if line.strip()]
 if pel:
     print(f"hand-backs over a {pel[0]['entries']}-entry PEL:")
@@ -186,8 +206,10 @@ if pel:
         if total and o:
             print(f"  rill timer+read vs redis {step}: {float(total['eps'])/float(o['eps']):.2f}x entries/s, "
                   f"{float(total['eps_cpu'])/float(o['eps_cpu']):.2f}x entries per server CPU-second")
-    timer = get.get(("rill", "timer"))
-    if timer:
-        print(f"  rill timer alone: {float(timer['eps']):.0f} hand-backs/s ({float(timer['eps_cpu']):.0f} per CPU-second)")
-print("checks: " + ", ".join(f"{n} {'ok' if ok else 'FAILED'}" for n, ok in checks.items()))
+    timer, xa = get.get(("rill", "timer")), get.get(("redis", "xautoclaim"))
+    if timer and xa:
+        print(f"  rill timer alone vs redis xautoclaim: {float(timer['eps'])/float(xa['eps']):.1f}x entries/s, "
+              f"{float(timer['eps_cpu'])/float(xa['eps_cpu']):.1f}x entries per server CPU-second")
+print("checks: " + ", ".join(f"{n} {'ok' if all(r['check'] == 'ok' for r in rows if r['name'] == n) else 'FAILED'}"
+                             for n in names))
 PY

@@ -115,6 +115,20 @@ fn proc_cpu(pid: u32, tick: f64) -> Option<f64> {
     Some((utime + stime) / tick)
 }
 
+/// Time on a CPU and time runnable but waiting for one, summed over a process's threads, in
+/// seconds (`/proc/<pid>/task/*/schedstat`, exact, unlike the tick-sampled CPU counters).
+fn sched(pid: u32) -> (f64, f64) {
+    let mut total = (0.0, 0.0);
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return total };
+    for t in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else { continue };
+        let mut parts = text.split_whitespace().map(|x| x.parse::<f64>().unwrap_or(0.0));
+        total.0 += parts.next().unwrap_or(0.0) / 1e9;
+        total.1 += parts.next().unwrap_or(0.0) / 1e9;
+    }
+    total
+}
+
 fn clock_ticks() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
@@ -187,12 +201,16 @@ struct Proc {
     consumer: String,
     child: tokio::process::Child,
     pid: u32,
+    /// `sched` when the measured window began (or at spawn, inside it).
+    base: (f64, f64),
 }
 
 struct Kill {
     at_us: u64,
     consumer: String,
-    held: Vec<u128>,
+    /// The IDs the killed consumer held, each with its deadline (wall-clock us): its last
+    /// delivery (XPENDING's idle time) plus ACKWAIT / min-idle.
+    held: Vec<(u128, u64)>,
 }
 
 struct Spawner {
@@ -220,7 +238,7 @@ impl Spawner {
             .kill_on_drop(true)
             .spawn()?;
         let pid = child.id().ok_or("worker exited at once")?;
-        Ok(Proc { consumer, child, pid })
+        Ok(Proc { consumer, child, pid, base: (0.0, 0.0) })
     }
 }
 
@@ -350,8 +368,15 @@ async fn run(args: &[String]) -> Result<()> {
 
     tokio::time::sleep_until(at(warmup).into()).await;
     let (w0_us, w0_sent, w0_cpu) = (now_us(), sent.load(Ordering::Relaxed), server_cpu());
+    let server_sched = || if server_pid == 0 { (f64::NAN, f64::NAN) } else { sched(server_pid) };
+    let w0_server_sched = server_sched();
+    let w0_own_sched = sched(std::process::id());
+    for p in &mut procs {
+        p.base = sched(p.pid);
+    }
+    // Client processes' (run, wait) seconds within the window.
+    let mut client_sched = (0.0, 0.0);
     let mut kills = Vec::new();
-    let mut worker_cpu = 0.0;
     let mut generation = 0usize;
     let mut k = 0usize;
     loop {
@@ -364,12 +389,15 @@ async fn run(args: &[String]) -> Result<()> {
         k += 1;
         generation += usize::from(slot == 0);
         let Some(victim) = procs.get_mut(slot) else { break };
-        worker_cpu += proc_cpu(victim.pid, tick).unwrap_or(0.0);
+        let now = sched(victim.pid);
+        client_sched.0 += now.0 - victim.base.0;
+        client_sched.1 += now.1 - victim.base.1;
         let at_us = now_us();
         victim.child.start_kill()?;
         victim.child.wait().await?;
         // Let the server read what the dead process had written (XACKs in flight) first.
         tokio::time::sleep(Duration::from_millis(20)).await;
+        let asked_us = now_us();
         let v: Value = redis::cmd("XPENDING")
             .arg(STREAM)
             .arg(GROUP)
@@ -379,12 +407,26 @@ async fn run(args: &[String]) -> Result<()> {
             .arg(&victim.consumer)
             .query_async(&mut conn)
             .await?;
-        let held = reply::pending_entries(&v)?.iter().filter_map(|p| id_key(&p.id)).collect();
+        let deadline = |idle_ms: i64| {
+            let idle_us = u64::try_from(idle_ms.max(0)).unwrap_or(0) * 1000;
+            asked_us.saturating_sub(idle_us) + ackwait * 1000
+        };
+        let held =
+            reply::pending_entries(&v)?.iter().filter_map(|p| Some((id_key(&p.id)?, deadline(p.idle_ms)))).collect();
         kills.push(Kill { at_us, consumer: victim.consumer.clone(), held });
         *victim = spawner.spawn(format!("w{slot}-{generation}"))?;
     }
     tokio::time::sleep_until(at(warmup + secs).into()).await;
     let (w1_us, w1_sent, w1_cpu) = (now_us(), sent.load(Ordering::Relaxed), server_cpu());
+    let w1_server_sched = server_sched();
+    for p in &procs {
+        let now = sched(p.pid);
+        client_sched.0 += now.0 - p.base.0;
+        client_sched.1 += now.1 - p.base.1;
+    }
+    let own = sched(std::process::id());
+    client_sched.0 += own.0 - w0_own_sched.0;
+    client_sched.1 += own.1 - w0_own_sched.1;
     let (backlog_pending, _) = group_state(&mut conn).await?;
     stop.cancel();
     let ids = producer.await??;
@@ -405,11 +447,9 @@ async fn run(args: &[String]) -> Result<()> {
     let drain_secs = drain_start.elapsed().as_secs_f64();
     let (final_pending, _) = group_state(&mut conn).await?;
     for p in &mut procs {
-        worker_cpu += proc_cpu(p.pid, tick).unwrap_or(0.0);
         p.child.start_kill()?;
         p.child.wait().await?;
     }
-    let own_cpu = proc_cpu(std::process::id(), tick).unwrap_or(0.0);
 
     let policy_info = if mode == "policy" {
         let v: Value = redis::cmd("RILL.GROUP").arg("INFO").arg(STREAM).arg(GROUP).query_async(&mut conn).await?;
@@ -450,12 +490,11 @@ async fn run(args: &[String]) -> Result<()> {
     }
 
     // The handler-call records.
-    let held_set: HashSet<u128> = kills.iter().flat_map(|k| k.held.iter().copied()).collect();
+    let held_set: HashSet<u128> = kills.iter().flat_map(|k| k.held.iter().map(|(id, _)| *id)).collect();
     let mut ok_runs: HashMap<u128, u32> = HashMap::with_capacity(produced);
     let mut fail_runs: HashMap<u128, u32> = HashMap::new();
     let mut times: HashMap<u128, Vec<u64>> = HashMap::new();
     let mut ok_in_window = 0u64;
-    let mut ok_total = 0u64;
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();
         if path.extension().and_then(|e| e.to_str()) != Some("log") {
@@ -469,7 +508,6 @@ async fn run(args: &[String]) -> Result<()> {
             let (Some(id), Ok(t)) = (id_key(id), t.parse::<u64>()) else { continue };
             if kind == "o" {
                 *ok_runs.entry(id).or_default() += 1;
-                ok_total += 1;
                 if (w0_us..w1_us).contains(&t) {
                     ok_in_window += 1;
                 }
@@ -524,10 +562,12 @@ async fn run(args: &[String]) -> Result<()> {
     // apart.)
     let poison_set: HashSet<u128> = ids.iter().filter(|(_, p)| *p).map(|(id, _)| *id).collect();
     let mut lat_ms = Vec::new();
+    // Next handler call minus the entry's deadline: how late the hand-back or claim came.
+    let mut over_ms = Vec::new();
     let (mut held_total, mut held_poison, mut held_dlq_only, mut held_acked, mut held_never) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     for kill in &kills {
-        for id in &kill.held {
+        for (id, deadline) in &kill.held {
             if poison_set.contains(id) {
                 held_poison += 1;
                 continue;
@@ -536,7 +576,10 @@ async fn run(args: &[String]) -> Result<()> {
             let ts = times.get(id).map(Vec::as_slice).unwrap_or_default();
             let next = ts.iter().filter(|&&t| t > kill.at_us).min().copied();
             match next {
-                Some(t) => lat_ms.push((t - kill.at_us) as f64 / 1000.0),
+                Some(t) => {
+                    lat_ms.push((t - kill.at_us) as f64 / 1000.0);
+                    over_ms.push((t as f64 - *deadline as f64) / 1000.0);
+                }
                 None if dlq_ids.contains_key(id) => held_dlq_only += 1,
                 // Handled before the kill, its XACK still on the wire when XPENDING looked.
                 None if ts.iter().any(|&t| t <= kill.at_us) => held_acked += 1,
@@ -545,11 +588,15 @@ async fn run(args: &[String]) -> Result<()> {
         }
     }
     lat_ms.sort_by(f64::total_cmp);
+    over_ms.sort_by(f64::total_cmp);
 
     let window = (w1_us - w0_us) as f64 / 1e6;
     let offered_eps = (w1_sent - w0_sent) as f64 / window;
     let handled_eps = ok_in_window as f64 / window;
     let cpu = w1_cpu - w0_cpu;
+    let server_wait = (w1_server_sched.1 - w0_server_sched.1) / window;
+    let (client_run, client_wait) = (client_sched.0 / window, client_sched.1 / window);
+    let client_us = client_sched.0 / ok_in_window.max(1) as f64 * 1e6;
     let ok =
         drained && unhandled == 0 && poison_missing == 0 && poison_dup_dlq == 0 && dlq_foreign == 0 && held_never == 0;
     println!("mode {mode}: {workers} worker processes, {} kills (SIGKILL) in {window:.1} s", kills.len());
@@ -558,11 +605,13 @@ async fn run(args: &[String]) -> Result<()> {
          in the window); pending at window end {backlog_pending}"
     );
     println!(
-        "  server CPU {:.1} us per handled entry ({:.0} % of a core); client CPU {:.1} us per handled entry \
-         (workers + producer, whole run)",
+        "  server CPU {:.1} us per handled entry ({:.0} % of a core; it waited {:.0} % of the time for its core); \
+         client CPU {client_us:.1} us per handled entry (workers + producer: {:.0} % of a core, {:.0} % waiting)",
         cpu / ok_in_window.max(1) as f64 * 1e6,
         cpu / window * 100.0,
-        (worker_cpu + own_cpu) / ok_total.max(1) as f64 * 1e6
+        server_wait * 100.0,
+        client_run * 100.0,
+        client_wait * 100.0
     );
     println!(
         "  death -> handled again: {} good entries held by killed workers; p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms \
@@ -572,6 +621,12 @@ async fn run(args: &[String]) -> Result<()> {
         percentile(&lat_ms, 50.0),
         percentile(&lat_ms, 99.0),
         lat_ms.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "  after the deadline (last delivery + {ackwait} ms): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        percentile(&over_ms, 50.0),
+        percentile(&over_ms, 99.0),
+        over_ms.last().copied().unwrap_or(f64::NAN)
     );
     println!(
         "  checks: produced {produced}, poison {poison} ({poison_dlq} in the DLQ, {poison_missing} missing, \
@@ -588,16 +643,19 @@ async fn run(args: &[String]) -> Result<()> {
     }
     println!(
         "result mode={mode} offered_eps={offered_eps:.0} handled_eps={handled_eps:.0} server_cpu_us={:.2} \
-         server_busy={:.2} client_cpu_us={:.2} kills={} held={held_total} never={held_never} lat_p50_ms={:.1} lat_p99_ms={:.1} \
-         lat_max_ms={:.1} produced={produced} poison={poison} poison_dlq={poison_dlq} good_dlq={good_dlq} \
+         server_busy={:.2} server_wait={server_wait:.2} client_cpu_us={client_us:.2} client_run={client_run:.2} \
+         client_wait={client_wait:.2} kills={} held={held_total} never={held_never} lat_p50_ms={:.1} lat_p99_ms={:.1} \
+         lat_max_ms={:.1} over_p50_ms={:.1} over_p99_ms={:.1} over_max_ms={:.1} produced={produced} poison={poison} poison_dlq={poison_dlq} good_dlq={good_dlq} \
          unhandled={unhandled} dup_entries={dup_entries} dup_runs={dup_runs} drain_s={drain_secs:.1} check={}",
         cpu / ok_in_window.max(1) as f64 * 1e6,
         cpu / window,
-        (worker_cpu + own_cpu) / ok_total.max(1) as f64 * 1e6,
         kills.len(),
         percentile(&lat_ms, 50.0),
         percentile(&lat_ms, 99.0),
         lat_ms.last().copied().unwrap_or(f64::NAN),
+        percentile(&over_ms, 50.0),
+        percentile(&over_ms, 99.0),
+        over_ms.last().copied().unwrap_or(f64::NAN),
         if ok { "ok" } else { "FAILED" }
     );
     Ok(())
