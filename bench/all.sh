@@ -10,7 +10,7 @@
 # Each script's output goes to DIR/<script>.txt (default: a new folder under
 # ${BENCH_RESULTS:-~/.cache/rill-bench/results}); a summary of which ran lists at the end.
 # Everything it needs is in this repository (bench/harness, bench/floor, the loadgen); it builds
-# rill-server --release first. Takes about 65 minutes (about 20 with --quick).
+# rill-server --release first. Takes about 90 minutes (about 20 with --quick).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REDIS=/usr/bin/redis-server

@@ -45,7 +45,8 @@
 #
 # Server pinned to CPU 0, every client process to CPU 1 (bench/lib.sh). The client core is the
 # bottleneck of the saturated runs (see the client CPU per entry): compare server CPU per entry
-# too. Takes ~25 min (--quick: 1 round of 10 s per run, ~6 min).
+# too. Takes 30-50 min (3 rounds; each saturated run drains its backlog at the handled rate;
+# --quick: 1 round of 10 s per run, 3-6 min). Results of a run: docs/POLICIES.md.
 set -euo pipefail
 QUICK=0
 ROUNDS=""
