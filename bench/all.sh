@@ -10,7 +10,7 @@
 # Each script's output goes to DIR/<script>.txt (default: a new folder under
 # ${BENCH_RESULTS:-~/.cache/rill-bench/results}); a summary of which ran lists at the end.
 # Everything it needs is in this repository (bench/harness, bench/floor, the loadgen); it builds
-# rill-server --release first. Takes about 45 minutes (about 15 with --quick).
+# rill-server --release first. Takes about 90 minutes (about 20 with --quick).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REDIS=/usr/bin/redis-server
@@ -56,6 +56,7 @@ run streams "$ROOT/bench/streams.sh" --redis "$REDIS" $(q --quick)
 run pel "$ROOT/bench/pel.sh" --redis "$REDIS" $(q --entries 200000 --rounds 3)
 run durability "$ROOT/bench/durability.sh" --redis "$REDIS" $(q --quick)
 run worker "$ROOT/bench/worker.sh" --redis "$REDIS" $(q --rounds 3)
+run policies "$ROOT/bench/policies.sh" --redis "$REDIS" $(q --quick)
 run floor "$ROOT/bench/floor.sh" --redis "$REDIS" $(q --rounds 3)
 run neighbour "$ROOT/bench/neighbour.sh" --redis "$REDIS" $(q --rounds 3)
 run random "$ROOT/bench/random.sh" --redis "$REDIS" $(q --keys 300000 --fields 100000 --volatile 50000)
