@@ -86,13 +86,26 @@ impl Live {
         let mut copy = Live::new();
         copy.now_ms = self.now_ms;
         copy.engine.set_loading(true);
-        for (time, effects) in &self.log {
-            for e in effects {
-                copy.engine.apply_effect(&copy.table, *time, e.clone()).unwrap();
-            }
-        }
+        copy.apply_log(&self.log);
         copy.engine.set_loading(false);
         copy
+    }
+
+    /// A fresh engine that applied this one's log as a replica applies its primary's records.
+    fn replica(&self) -> Live {
+        let mut copy = Live::new();
+        copy.now_ms = self.now_ms;
+        copy.engine.set_replica(true);
+        copy.apply_log(&self.log);
+        copy
+    }
+
+    fn apply_log(&mut self, log: &[(i64, Vec<Effect>)]) {
+        for (time, effects) in log {
+            for e in effects {
+                self.engine.apply_effect(&self.table, *time, e.clone()).unwrap();
+            }
+        }
     }
 
     fn xlen(&mut self, key: &str) -> String {
@@ -307,15 +320,19 @@ fn replay_reaches_the_same_state_and_never_trims_by_itself() {
     l.run("XADD k * f v");
     l.run("XADD k * f v");
     l.run("RILL.STREAM SET k MAXAGE 1000");
-    let keys = ["s", "d", "k"];
+    // One that had no entry when MAXAGE was set: only its (replayed) append makes it due.
+    l.run("XGROUP CREATE e g $ MKSTREAM");
+    l.run("RILL.STREAM SET e MAXAGE 1000");
+    l.run("XADD e * f v");
+    let keys = ["s", "d", "k", "e"];
     let live = l.view(&keys);
     assert!(l.log.iter().flat_map(|(_, e)| e).filter(|e| text(e).starts_with("XTRIM")).count() >= 3);
 
     let mut copy = l.replayed();
     assert_eq!(copy.view(&keys), live, "the replayed state");
     // A replica: its sweep does nothing however late it runs.
-    let mut replica = l.replayed();
-    replica.engine.set_replica(true);
+    let mut replica = l.replica();
+    assert_eq!(replica.view(&keys), live, "the replica's state");
     replica.now_ms += 1_000_000_000;
     assert_eq!(replica.timer(), Vec::<String>::new());
     assert_eq!(replica.view(&keys), live);
@@ -330,15 +347,22 @@ fn replay_reaches_the_same_state_and_never_trims_by_itself() {
     loading.engine.apply_effect(&loading.table, 99_999_999, Effect::Command { db: 0, args: add }).unwrap();
     assert_eq!(loading.xlen("k"), ":3");
 
-    // The timer, later, does the same on both (a restarted server enforces MAXAGE).
-    for side in [&mut l, &mut copy] {
+    // The timer, later, does the same on all three (a restarted server, a promoted replica
+    // enforce MAXAGE).
+    replica.engine.set_replica(false);
+    replica.now_ms = l.now_ms;
+    for side in [&mut l, &mut copy, &mut replica] {
         side.now_ms += 3000;
         side.run("XACK s g 1000050-0");
     }
     let ours = l.timer();
-    assert!(ours.iter().any(|e| e.starts_with("XTRIM s")) && ours.iter().any(|e| e.starts_with("XTRIM k")), "{ours:?}");
-    assert_eq!(copy.timer(), ours);
+    for k in ["s", "k", "e"] {
+        assert!(ours.iter().any(|e| e.starts_with(&format!("XTRIM {k} "))), "{k}: {ours:?}");
+    }
+    assert_eq!(copy.timer(), ours, "after a restart");
+    assert_eq!(replica.timer(), ours, "after a promotion");
     assert_eq!(copy.view(&keys), l.view(&keys));
+    assert_eq!(replica.view(&keys), l.view(&keys));
 }
 
 /// Without MAXAGE nothing changes: XADD records only itself, the index holds nothing, the
@@ -412,4 +436,29 @@ fn the_setting_survives_a_snapshot_and_a_rename() {
     loaded.now_ms = 400_000;
     assert_eq!(loaded.timer(), ["XTRIM t MAXLEN = 0"]);
     assert_eq!(loaded.run("RILL.STREAM GET t"), "{maxage=:300000 refmode=DELREF}");
+}
+
+/// ACKED over more referenced entries than one look takes: a look that could remove nothing
+/// does not come back at once (no busy loop) but after the recheck delay; once some are acked,
+/// it trims them and resumes at once for the rest of its window.
+#[test]
+fn acked_with_a_full_window_of_referenced_entries_waits_for_the_recheck() {
+    let mut l = Live::new();
+    for i in 1..=1500 {
+        l.run(&format!("XADD s {i}-0 f v"));
+    }
+    l.run("XGROUP CREATE s g 0");
+    l.run("XREADGROUP GROUP g c COUNT 2000 STREAMS s >");
+    l.run("RILL.STREAM SET s MAXAGE 1000 ACKED");
+    assert_eq!(l.timer(), Vec::<String>::new(), "every entry is pending");
+    assert_eq!(l.engine.next_policy_due(), Some(l.now_ms + super::max_age::RECHECK_MS));
+    let ids: Vec<String> = (1..=500).map(|i| format!("{i}-0")).collect();
+    assert_eq!(l.run(&format!("XACK s g {}", ids.join(" "))), ":500");
+    l.now_ms += super::max_age::RECHECK_MS;
+    assert_eq!(l.timer(), ["XTRIM s MINID = 1001-0 ACKED"]);
+    assert_eq!(l.xlen("s"), ":1000");
+    assert_eq!(l.engine.next_policy_due(), Some(l.now_ms), "the window had room: at once");
+    assert_eq!(l.timer(), Vec::<String>::new());
+    assert_eq!(l.engine.next_policy_due(), Some(l.now_ms + super::max_age::RECHECK_MS));
+    assert_eq!(l.view(&["s"]), l.replayed().view(&["s"]));
 }
