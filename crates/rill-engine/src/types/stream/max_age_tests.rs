@@ -2,6 +2,8 @@
 //! trim on XADD, the bounded sweep and its resumption, the three reference modes, the exact
 //! effects and their replay (which never trims by itself), and the setting in a snapshot.
 
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
 use super::cmd_tests::show;
 use crate::command::{CommandTable, Flags, Handler, Lookup};
 use crate::effect::Effect;
