@@ -502,6 +502,8 @@ pub struct Engine {
     events: events::EventLog,
     /// When each group with a policy needs a look (`types::stream::policy_act`).
     pub(crate) policy_timer: crate::types::stream::policy_act::PolicyTimer,
+    /// When each stream with MAXAGE needs a look (`types::stream::max_age`).
+    pub(crate) max_age_index: crate::types::stream::max_age::AgeIndex,
 }
 
 /// What one command did, besides its reply.
@@ -553,6 +555,7 @@ impl Engine {
             random_reads: 0,
             events: events::EventLog::default(),
             policy_timer: Default::default(),
+            max_age_index: Default::default(),
         }
     }
 
@@ -747,6 +750,7 @@ impl Engine {
                 let at = self.clock_ms;
                 self.arm_policies_of(db, &Bytes::copy_from_slice(key), groups, at);
             }
+            self.arm_max_age_of(db, key, s);
         }
         let meta = ObjectMeta::created(self.clock_ms);
         let loading = self.loading;
@@ -780,6 +784,7 @@ impl Engine {
                 let at = self.clock_ms;
                 self.arm_policies_of(db, &key, groups, at);
             }
+            self.arm_max_age_of(db, &key, s);
         }
         let meta = ObjectMeta::created(self.clock_ms);
         let d = self.db_mut(db);
@@ -892,12 +897,20 @@ impl Engine {
     /// primary's deletions arrive in the stream it applies.
     pub fn set_replica(&mut self, replica: bool) {
         self.replica = replica;
+        if !replica {
+            // A promoted replica enforces MAXAGE from the state it applied.
+            self.rearm_all_max_ages();
+        }
     }
 
     /// Loading (a snapshot or the log) or not: while loading, keys never expire and no
     /// expiry is recorded.
     pub fn set_loading(&mut self, loading: bool) {
         self.loading = loading;
+        if !loading {
+            // Replayed appends did not arm MAXAGE's index: rebuild it from the loaded state.
+            self.rearm_all_max_ages();
+        }
     }
 
     /// Take the keys expiry removed since the last call, in order (each is logged as `DEL`).
@@ -1029,6 +1042,7 @@ impl Engine {
             }
         }
         self.rearm_all_policies();
+        self.rearm_all_max_ages();
     }
 
     /// Swap two databases (SWAPDB), invalidating WATCHes on keys of both.
@@ -1042,6 +1056,7 @@ impl Engine {
         }
         self.dbs.swap(a, b);
         self.rearm_all_policies();
+        self.rearm_all_max_ages();
         // Clients blocked on keys of either database may now be served.
         let blocked: Vec<(usize, Bytes)> =
             self.blocking_keys.keys().filter(|(d, _)| *d == a || *d == b).cloned().collect();

@@ -24,6 +24,8 @@ use std::io::{self, Write};
 const OP_AUX: u8 = 0xFA;
 /// The aux field holding the group policies of the stream key that follows it.
 const POLICY_AUX: &str = "rill-policy";
+/// The aux field holding the settings (MAXAGE) of the stream key that follows it.
+const STREAM_AUX: &str = "rill-stream";
 const OP_RESIZEDB: u8 = 0xFB;
 const OP_EXPIRETIME_MS: u8 = 0xFC;
 const OP_EXPIRETIME: u8 = 0xFD;
@@ -124,6 +126,11 @@ impl<W: Write> FileWriter<W> {
                 self.buf.string(POLICY_AUX.as_bytes());
                 self.buf.string(&record);
             }
+            if let Some(settings) = s.settings_aux() {
+                self.buf.u8(OP_AUX);
+                self.buf.string(STREAM_AUX.as_bytes());
+                self.buf.string(&settings);
+            }
         }
         if let Some(t) = entry.expire_at_ms {
             self.buf.u8(OP_EXPIRETIME_MS);
@@ -217,6 +224,8 @@ pub struct FileReader<'a> {
     aux: Vec<(Vec<u8>, Vec<u8>)>,
     /// The `rill-policy` field read for the key that comes next.
     policy: Option<Vec<u8>>,
+    /// The `rill-stream` field read for the key that comes next.
+    settings: Option<Vec<u8>>,
 }
 
 impl<'a> FileReader<'a> {
@@ -237,7 +246,17 @@ impl<'a> FileReader<'a> {
         }
         let mut r = Reader::new(body);
         r.bytes(9)?;
-        Ok(FileReader { r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new(), policy: None })
+        Ok(FileReader {
+            r,
+            db: 0,
+            databases,
+            reading: None,
+            ctx,
+            done: false,
+            aux: Vec::new(),
+            policy: None,
+            settings: None,
+        })
     }
 
     /// Read a snapshot as it arrives in chunks from `source` (`None`: no more), `total` bytes
@@ -253,7 +272,17 @@ impl<'a> FileReader<'a> {
     ) -> Result<FileReader<'a>, RdbError> {
         let mut r = Reader::streaming(source, total);
         check_magic(r.bytes(9)?)?;
-        Ok(FileReader { r, db: 0, databases, reading: None, ctx, done: false, aux: Vec::new(), policy: None })
+        Ok(FileReader {
+            r,
+            db: 0,
+            databases,
+            reading: None,
+            ctx,
+            done: false,
+            aux: Vec::new(),
+            policy: None,
+            settings: None,
+        })
     }
 
     /// Byte offset of the reader in the file (progress reports; after the end marker of a
@@ -294,6 +323,8 @@ impl<'a> FileReader<'a> {
                     let value = self.r.string()?;
                     if name == POLICY_AUX.as_bytes() {
                         self.policy = Some(value);
+                    } else if name == STREAM_AUX.as_bytes() {
+                        self.settings = Some(value);
                     } else {
                         self.aux.push((name, value));
                     }
@@ -340,6 +371,11 @@ impl<'a> FileReader<'a> {
                     if let Some(record) = self.policy.take() {
                         if let crate::Value::Stream(s) = &mut value {
                             s.restore_policies(&record).map_err(RdbError::Corrupt)?;
+                        }
+                    }
+                    if let Some(settings) = self.settings.take() {
+                        if let crate::Value::Stream(s) = &mut value {
+                            s.restore_settings(&settings).map_err(RdbError::Corrupt)?;
                         }
                     }
                     self.reading = None;

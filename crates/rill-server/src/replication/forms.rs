@@ -183,6 +183,9 @@ pub fn commands(effects: &[Effect], time_ms: i64) -> Result<Vec<Command>, Untran
         }
         out.extend(cursor.take());
         match effect {
+            // rill's stream settings have no Redis form: a Redis replica gets the trims they
+            // make (exact XTRIMs), not the setting.
+            Effect::Command { args, .. } if args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"RILL.STREAM")) => {}
             Effect::Command { db, args } => out.push((*db, command_form(args, time_ms))),
             Effect::Group { db, key, effect } => {
                 if let Some(args) = group_form(key, effect)? {

@@ -33,6 +33,7 @@ mod keyspace_events;
 mod keyspace_fuzz;
 mod log_format;
 mod lose_nothing;
+mod max_age;
 mod partition;
 mod persistence;
 mod policies;

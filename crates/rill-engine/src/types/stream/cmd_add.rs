@@ -80,9 +80,9 @@ pub(super) fn xadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Re
 enum Outcome {
     /// An IDMP duplicate: the recorded ID, nothing appended.
     Duplicate(StreamId),
-    /// Appended: the reply, the new ID (formatted once, for the reply and the log), and
-    /// whether the trim that followed removed entries.
-    Added(Reply, bool),
+    /// Appended: the reply, the new ID (formatted once, for the reply and the log),
+    /// whether the trim that followed removed entries, and whether the stream has MAXAGE.
+    Added(Reply, bool, bool),
 }
 
 fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest<'_>, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -114,9 +114,11 @@ fn execute(engine: &mut Engine, ctx: &mut CallCtx, req: XaddRequest<'_>, args: &
             ctx.emit(Effect::Command { db: ctx.db, args: args.to_vec() });
             Ok(reply::id(id))
         }
-        Outcome::Added(reply, trimmed) => {
+        Outcome::Added(reply, trimmed, max_age) => {
+            // MAXAGE's lazy trim (policies spec §8), after the append and its own trim.
+            let aged = max_age && super::max_age::trim_on_add(engine, ctx, req.key);
             engine.modified(ctx.db, req.key, KeyEvent::XAdd);
-            if trimmed {
+            if trimmed || aged {
                 engine.record_event(ctx.db, req.key, KeyEvent::XTrim);
             }
             engine.signal_ready(ctx.db, req.key);
@@ -169,7 +171,7 @@ fn append(
         Some(trim) => args::apply_trim(stream, trim, req.options.strategy, limits, ctx, req.key) > 0,
         None => false,
     };
-    Ok(Outcome::Added(Reply::Bulk(Bytes::copy_from_slice(id_text)), trimmed))
+    Ok(Outcome::Added(Reply::Bulk(Bytes::copy_from_slice(id_text)), trimmed, stream.max_age().is_some()))
 }
 
 /// Two iterators chained, with the total length known (the effect encoder writes it first).

@@ -24,6 +24,7 @@ pub(crate) mod codec;
 pub mod group;
 pub mod id;
 pub mod idmp;
+pub mod max_age;
 pub mod order;
 pub mod pel;
 pub mod policy;
@@ -45,6 +46,7 @@ mod cmd_range;
 mod cmd_read;
 mod cmd_readgroup;
 mod cmd_setid;
+mod cmd_stream_policy;
 mod cmd_trim;
 mod reply;
 
@@ -52,6 +54,8 @@ mod reply;
 mod cmd_tests;
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod max_age_tests;
 #[cfg(test)]
 mod pel_tests;
 #[cfg(test)]
@@ -97,6 +101,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd_policy::RILL_GROUP,
     cmd_policy::RILL_NACK,
     cmd_policy::RILL_TOUCH,
+    cmd_stream_policy::RILL_STREAM,
 ];
 
 /// One entry as returned by reads: its ID and its field/value pairs in the order given to
@@ -223,6 +228,8 @@ pub struct Stream {
     pub idmp: Idmp,
     /// Consumer groups by name (see [`group`]).
     groups: BTreeMap<Bytes, group::ConsumerGroup>,
+    /// rill's retention by age (RILL.STREAM SET MAXAGE, see [`max_age`]); `None`: off.
+    max_age: Option<max_age::MaxAge>,
 }
 
 /// Mark entry `id` deleted in a block that may be shared with a snapshot (blocks are

@@ -139,15 +139,15 @@ impl Engine {
         self.policy_timer.moved_earlier = true;
     }
 
-    /// The earliest time a policy group needs a look.
+    /// The earliest time a policy group (or a stream with MAXAGE, `max_age.rs`) needs a look.
     pub fn next_policy_due(&self) -> Option<i64> {
-        self.policy_timer.by_due.first().map(|(at, ..)| *at)
+        self.policy_timer.by_due.first().map(|(at, ..)| *at).into_iter().chain(self.next_age_due()).min()
     }
 
     /// Whether the earliest due moved earlier since the last call (the server's timer then
     /// re-reads [`Engine::next_policy_due`]).
     pub fn take_policy_due_moved(&mut self) -> bool {
-        std::mem::take(&mut self.policy_timer.moved_earlier)
+        std::mem::take(&mut self.policy_timer.moved_earlier) | self.take_age_due_moved()
     }
 
     /// The policy timer's work at `now_ms` (see the module doc): returns the effects, to be
@@ -175,6 +175,7 @@ impl Engine {
             }
             out.append(&mut ctx.effects);
         }
+        out.append(&mut self.run_age_sweep(now_ms, recording));
         out
     }
 
