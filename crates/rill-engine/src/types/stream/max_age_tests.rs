@@ -61,7 +61,7 @@ impl Live {
 
     /// The policy timer's run now (MAXAGE's sweep included): its effects, as text.
     fn timer(&mut self) -> Vec<String> {
-        let effects = self.engine.run_policy_timers(self.now_ms, true).decode().unwrap();
+        let effects = self.engine.run_policy_timers(self.now_ms, true, &|_, _, _, _| false).decode().unwrap();
         if !effects.is_empty() {
             self.log.push((self.now_ms, effects.clone()));
         }
