@@ -587,13 +587,7 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_varint(out, state.deferred.len() as u64);
             for (id, key) in &state.deferred {
                 put_id(out, *id);
-                match key {
-                    None => out.push(0),
-                    Some(k) => {
-                        out.push(1);
-                        put_str(out, k);
-                    }
-                }
+                put_opt_str(out, key.as_ref());
             }
             put_i64(out, state.group_active_ms);
             put_varint(out, state.activity.len() as u64);
@@ -642,6 +636,17 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
     }
 }
 
+/// A flag byte (0: none, 1: some) then the string ([`Cursor::opt_str`]' inverse).
+fn put_opt_str(out: &mut Vec<u8>, v: Option<&Bytes>) {
+    match v {
+        None => out.push(0),
+        Some(v) => {
+            out.push(1);
+            put_str(out, v);
+        }
+    }
+}
+
 /// Policy settings: `version:u8 maxdeliver:varint deadletter:opt-str ackwait:varint
 /// n:varint backoff:varint{n}`, then from version 2 `maxackpending:varint
 /// maxackpendingconsumer:varint`, from version 3 `orderby:opt-str`, from version 4
@@ -649,13 +654,7 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
 fn put_settings(out: &mut Vec<u8>, s: &Settings) {
     out.push(4);
     put_varint(out, s.max_deliver);
-    match &s.dead_letter {
-        None => out.push(0),
-        Some(k) => {
-            out.push(1);
-            put_str(out, k);
-        }
-    }
+    put_opt_str(out, s.dead_letter.as_ref());
     put_varint(out, s.ack_wait_ms);
     put_varint(out, s.backoff_ms.len() as u64);
     for d in &s.backoff_ms {
@@ -663,13 +662,7 @@ fn put_settings(out: &mut Vec<u8>, s: &Settings) {
     }
     put_varint(out, s.max_ack_pending);
     put_varint(out, s.max_ack_pending_consumer);
-    match &s.order_by {
-        None => out.push(0),
-        Some(f) => {
-            out.push(1);
-            put_str(out, f);
-        }
-    }
+    put_opt_str(out, s.order_by.as_ref());
     put_varint(out, s.consumer_idle_ms);
     put_varint(out, s.group_idle_ms);
 }

@@ -246,7 +246,12 @@ impl<'a> FileReader<'a> {
         }
         let mut r = Reader::new(body);
         r.bytes(9)?;
-        Ok(FileReader {
+        Ok(FileReader::at_start(r, ctx, databases))
+    }
+
+    /// A reader whose `r` is just past the magic and version.
+    fn at_start(r: Reader<'a>, ctx: LoadContext, databases: usize) -> FileReader<'a> {
+        FileReader {
             r,
             db: 0,
             databases,
@@ -256,7 +261,7 @@ impl<'a> FileReader<'a> {
             aux: Vec::new(),
             policy: None,
             settings: None,
-        })
+        }
     }
 
     /// Read a snapshot as it arrives in chunks from `source` (`None`: no more), `total` bytes
@@ -272,17 +277,7 @@ impl<'a> FileReader<'a> {
     ) -> Result<FileReader<'a>, RdbError> {
         let mut r = Reader::streaming(source, total);
         check_magic(r.bytes(9)?)?;
-        Ok(FileReader {
-            r,
-            db: 0,
-            databases,
-            reading: None,
-            ctx,
-            done: false,
-            aux: Vec::new(),
-            policy: None,
-            settings: None,
-        })
+        Ok(FileReader::at_start(r, ctx, databases))
     }
 
     /// Byte offset of the reader in the file (progress reports; after the end marker of a

@@ -4,10 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use super::cmd_tests::show;
-use crate::command::{CommandTable, Flags, Handler, Lookup};
+use super::policy_model_tests::run_recorded;
+use crate::command::CommandTable;
 use crate::effect::Effect;
-use crate::{CallCtx, Engine, EngineConfig};
+use crate::{Engine, EngineConfig};
 use bytes::Bytes;
 
 const START_MS: i64 = 1_000_000;
@@ -34,29 +34,7 @@ impl Live {
     /// record (explicit effects, else itself if it changed something) goes to the log.
     fn run(&mut self, line: &str) -> String {
         let args: Vec<Bytes> = line.split_whitespace().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
-        let spec = match self.table.resolve(&args) {
-            Lookup::Found(s) => s,
-            _ => return "-ERR unknown".into(),
-        };
-        if !spec.arity_ok(args.len()) {
-            return show(&crate::CmdError::arity(spec.name).to_reply());
-        }
-        let Handler::Engine(handler) = spec.handler else { panic!("not an engine command") };
-        let mut ctx = CallCtx::new(0, self.now_ms, 1);
-        ctx.recording = true;
-        ctx.no_block = true;
-        let outcome = self.engine.call(handler, &mut ctx, &args);
-        let mut effects: Vec<Effect> =
-            self.engine.take_expired().into_iter().map(|(db, key)| Effect::del(db, key)).collect();
-        if ctx.explicit {
-            effects.extend(ctx.effects.decode().unwrap());
-        } else if outcome.changes > 0 && spec.flags.has(Flags::WRITE) {
-            effects.push(Effect::Command { db: 0, args });
-        }
-        if !effects.is_empty() {
-            self.log.push((self.now_ms, effects));
-        }
-        show(&outcome.reply.unwrap_or_else(|e| e.to_reply()))
+        run_recorded(&mut self.engine, &self.table, self.now_ms, &mut self.log, args)
     }
 
     /// The policy timer's run now (MAXAGE's sweep included): its effects, as text.

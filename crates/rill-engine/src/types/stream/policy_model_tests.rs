@@ -823,28 +823,11 @@ impl Live {
         }
     }
 
-    /// Run a command as the server does and keep the record it would log (its explicit
-    /// effects, else the command itself if it changed something); the reply as `show` renders it.
+    /// Run a command as the server does and keep the record it would log; the reply as
+    /// `show` renders it (see [`run_recorded`]).
     fn run(&mut self, args: &[String]) -> String {
         let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.clone())).collect();
-        let Lookup::Found(spec) = self.table.resolve(&args) else { panic!("unknown command {args:?}") };
-        assert!(spec.arity_ok(args.len()), "arity of {args:?}");
-        let Handler::Engine(handler) = spec.handler else { panic!("not an engine command: {args:?}") };
-        let mut ctx = CallCtx::new(0, self.now_ms, 1);
-        ctx.recording = true;
-        ctx.no_block = true;
-        let outcome = self.engine.call(handler, &mut ctx, &args);
-        let mut effects: Vec<Effect> =
-            self.engine.take_expired().into_iter().map(|(db, key)| Effect::del(db, key)).collect();
-        if ctx.explicit {
-            effects.extend(ctx.effects.decode().unwrap());
-        } else if outcome.changes > 0 && spec.flags.has(Flags::WRITE) {
-            effects.push(Effect::Command { db: 0, args });
-        }
-        if !effects.is_empty() {
-            self.log.push((self.now_ms, effects));
-        }
-        show(&outcome.reply.unwrap_or_else(|e| e.to_reply()))
+        run_recorded(&mut self.engine, &self.table, self.now_ms, &mut self.log, args)
     }
 
     fn run_words(&mut self, words: &[&str]) -> String {
@@ -877,6 +860,37 @@ impl Live {
             _ => false,
         }
     }
+}
+
+/// Run `args` on `engine` at `now_ms` as the server does, and push the record it would log
+/// (its explicit effects, else the command itself if it changed something) onto `log`; the
+/// reply as `show` renders it (an unknown command or a wrong arity: their errors).
+pub(super) fn run_recorded(
+    engine: &mut Engine,
+    table: &CommandTable,
+    now_ms: i64,
+    log: &mut Vec<(i64, Vec<Effect>)>,
+    args: Vec<Bytes>,
+) -> String {
+    let Lookup::Found(spec) = table.resolve(&args) else { return "-ERR unknown".into() };
+    if !spec.arity_ok(args.len()) {
+        return show(&crate::CmdError::arity(spec.name).to_reply());
+    }
+    let Handler::Engine(handler) = spec.handler else { panic!("not an engine command: {args:?}") };
+    let mut ctx = CallCtx::new(0, now_ms, 1);
+    ctx.recording = true;
+    ctx.no_block = true;
+    let outcome = engine.call(handler, &mut ctx, &args);
+    let mut effects: Vec<Effect> = engine.take_expired().into_iter().map(|(db, key)| Effect::del(db, key)).collect();
+    if ctx.explicit {
+        effects.extend(ctx.effects.decode().unwrap());
+    } else if outcome.changes > 0 && spec.flags.has(Flags::WRITE) {
+        effects.push(Effect::Command { db: 0, args });
+    }
+    if !effects.is_empty() {
+        log.push((now_ms, effects));
+    }
+    show(&outcome.reply.unwrap_or_else(|e| e.to_reply()))
 }
 
 // ---------------------------------------------------------------------------------------------
