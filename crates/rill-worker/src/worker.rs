@@ -42,7 +42,7 @@
 //! counted; elsewhere they stay in this consumer's PEL for its next start or for reclaim), and
 //! running handlers finish and ack before `run` returns.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -632,27 +632,58 @@ impl<H: Handler> Run<H> {
         Ok(entries)
     }
 
-    /// Looks up delivery counts with one `XPENDING s g id id 1` per entry (pipelined);
-    /// entries no longer pending for this consumer are dropped.
+    /// Looks up delivery counts with one `XPENDING s g first last n consumer` over the batch's
+    /// ID range (this consumer's pending entries in it: the batch and at most the entries it
+    /// holds besides), then one `XPENDING s g id id 1 consumer` per entry the range reply was
+    /// too short to reach. Entries no longer pending for this consumer are dropped.
     async fn with_delivery_counts(&mut self, raw: Vec<RawEntry>) -> Result<Vec<Entry>, WorkerError> {
         if raw.is_empty() {
             return Ok(Vec::new());
         }
         let c = Arc::clone(&self.shared.config);
-        let mut pipe = redis::pipe();
-        for e in &raw {
-            pipe.cmd("XPENDING").arg(&c.stream).arg(&c.group).arg(&e.id).arg(&e.id).arg(1).arg(&c.consumer);
-        }
-        let replies: Vec<Value> =
-            pipe.query_async(&mut self.commands).await.map_err(WorkerError::redis("XPENDING delivery counts"))?;
-        let mut out = Vec::with_capacity(raw.len());
-        for (e, v) in raw.into_iter().zip(replies) {
-            let Some(row) = reply::pending_entries(&v)?.into_iter().next() else {
-                continue;
-            };
-            if let Some(fields) = e.fields {
-                out.push(Entry { stream: c.stream.clone(), id: e.id, fields, deliveries: row.deliveries });
+        let (Some(first), Some(last)) =
+            (raw.iter().map(|e| id_key(&e.id)).min(), raw.iter().map(|e| id_key(&e.id)).max())
+        else {
+            return Ok(Vec::new());
+        };
+        let limit = raw.len() + self.tasks.len() + self.queue.len() + c.concurrency;
+        let v: Value = redis::cmd("XPENDING")
+            .arg(&c.stream)
+            .arg(&c.group)
+            .arg(format!("{}-{}", first.0, first.1))
+            .arg(format!("{}-{}", last.0, last.1))
+            .arg(limit)
+            .arg(&c.consumer)
+            .query_async(&mut self.commands)
+            .await
+            .map_err(WorkerError::redis("XPENDING delivery counts"))?;
+        let rows = reply::pending_entries(&v)?;
+        // A full reply may have stopped before the batch's last IDs: those are looked up one
+        // by one. Below the last row, an ID missing from the reply is not pending.
+        let reached = if rows.len() >= limit { rows.last().map(|r| id_key(&r.id)) } else { Some(last) };
+        let mut counts: HashMap<String, u64> = rows.into_iter().map(|r| (r.id, r.deliveries)).collect();
+        let unreached: Vec<&str> = raw
+            .iter()
+            .filter(|e| reached.is_none_or(|r| id_key(&e.id) > r) && !counts.contains_key(&e.id))
+            .map(|e| e.id.as_str())
+            .collect();
+        if !unreached.is_empty() {
+            let mut pipe = redis::pipe();
+            for id in &unreached {
+                pipe.cmd("XPENDING").arg(&c.stream).arg(&c.group).arg(id).arg(id).arg(1).arg(&c.consumer);
             }
+            let replies: Vec<Value> =
+                pipe.query_async(&mut self.commands).await.map_err(WorkerError::redis("XPENDING delivery counts"))?;
+            for v in replies {
+                if let Some(row) = reply::pending_entries(&v)?.into_iter().next() {
+                    counts.insert(row.id, row.deliveries);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        for e in raw {
+            let (Some(deliveries), Some(fields)) = (counts.get(&e.id), e.fields) else { continue };
+            out.push(Entry { stream: c.stream.clone(), id: e.id, fields, deliveries: *deliveries });
         }
         Ok(out)
     }
@@ -690,6 +721,12 @@ impl<H: Handler> Run<H> {
             }
         }
     }
+}
+
+/// A stream ID as a sortable pair (an unparsable part counts as 0; IDs come from the server).
+fn id_key(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
 fn millis(d: Duration) -> u64 {

@@ -96,6 +96,10 @@ async fn crashed_worker_entries_come_back_to_gt_reads_after_ackwait() {
     let handed_back = info.iter().find(|(k, _)| k == "handed-back").map(|(_, v)| v.to_string()).unwrap();
     assert!(report.reclaimed >= 1, "entries the crashed worker held came back: {report:?}");
     assert_eq!(handed_back, report.reclaimed.to_string(), "each came back by the server's deadline, not by a claim");
+    // Each entry carries its delivery count: 2 for a handed-back one, 1 for the rest.
+    let again = seen.entries().iter().filter(|e| e.deliveries == 2).count();
+    assert!(seen.entries().iter().all(|e| e.deliveries == 1 || e.deliveries == 2), "{:?}", seen.entries());
+    assert_eq!(again.to_string(), handed_back, "{:?}", seen.entries());
     assert_eq!(calls(&mut conn, "xautoclaim").await, 0, "no XAUTOCLAIM ran");
     assert_eq!(calls(&mut conn, "xclaim").await, 0, "no XCLAIM ran");
 }
