@@ -15,6 +15,8 @@
 #   rill-policy      rill, `RILL.GROUP SET {rel} g MAXDELIVER 5 ACKWAIT <ackwait> DEADLETTER
 #                    {rel}:dlq` (set by the workers, ServerPolicyMode::Set): workers read `>`,
 #                    XACK, RILL.NACK the poison; the server hands back and dead-letters.
+#   rill-close       rill-policy plus `RELEASEONCLOSE 1`: a killed worker's entries are handed
+#                    back when the server sees its connections close, not at ACKWAIT.
 #   redis            Redis, rill-worker's client-side loop as it runs there by default: on 8.4+
 #                    XREADGROUP ... CLAIM <min-idle> + XNACK FAIL; client dead letters (MULTI
 #                    XADD + XACK).
@@ -31,8 +33,8 @@
 # Figures per run: offered and handled entries/s (handler calls returning Ok in the measured
 # window), server CPU per handled entry (utime+stime of the server process over the window),
 # client CPU per entry, run-queue wait of the server and of the clients (schedstat: the box is
-# shared), death -> handled again (for each good entry a killed worker held per XPENDING right
-# after the kill: time to the next handler call on it, p50/p99/max; and that call's time minus the
+# shared), death -> handled again (for each good entry a killed worker held per XPENDING after a
+# SIGSTOP froze it, 20 ms before the SIGKILL: time to the next handler call on it, p50/p99/max; and that call's time minus the
 # entry's deadline, its last delivery + ACKWAIT, which isolates how late each mechanism acts), the
 # checks after a drain (PEL empty, everything delivered): every good entry handled at least once
 # (duplicates counted) or dead-lettered, every poison entry exactly once in the DLQ.
@@ -98,7 +100,7 @@ RILL_PID=${PIDS[-1]}
 start redis "$REDIS_PORT" "$REDIS" --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no
 REDIS_PID=${PIDS[-1]}
 version=$("$REDIS" --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
-MODES="rill-policy redis"
+MODES="rill-policy rill-close redis"
 if redis-cli -p "$REDIS_PORT" COMMAND DOCS XREADGROUP | grep -cx CLAIM >/dev/null; then
     MODES="$MODES redis-autoclaim"
 fi
@@ -113,6 +115,7 @@ run_one() { # MODE RATE ROUND
     local mode=$1 rate=$2 round=$3 port pid arg dir
     case $mode in
         rill-policy) port=$RILL_PORT pid=$RILL_PID arg=policy ;;
+        rill-close) port=$RILL_PORT pid=$RILL_PID arg=policy-close ;;
         rill-clientloop) port=$RILL_PORT pid=$RILL_PID arg=detect ;;
         redis) port=$REDIS_PORT pid=$REDIS_PID arg=detect ;;
         redis-autoclaim) port=$REDIS_PORT pid=$REDIS_PID arg=legacy ;;
@@ -146,7 +149,7 @@ else
 fi
 
 echo
-echo "== summary (medians over rounds; ratios rill-policy / the other)"
+echo "== summary (medians over rounds; ratios rill-policy or rill-close / the other)"
 python3 - "$RESULTS" "$WORK/pelresults" "$RATE" "$LOW_RATE" <<'PY'
 import sys, statistics
 path, pelpath, rate, low = sys.argv[1:5]
@@ -185,11 +188,13 @@ for rt, what in ((rate, "saturated"), (low, "fixed load")):
               f" {sum(int(r['held']) for r in s):5d}"
               f" {sum(int(r['dup_entries']) for r in s):5d} {sum(int(r['good_dlq']) for r in s):8d}"
               f" {'ok' if all(r['check'] == 'ok' for r in s) else 'FAILED':>6}")
-    for other in [n for n in names if n != "rill-policy"]:
-        print(f"  rill-policy / {other}: handled/s {paired(rt, 'rill-policy', other, 'handled_eps')},"
-              f" death->handled p99 {paired(rt, 'rill-policy', other, 'lat_p99_ms')}"
-              f" (after the deadline: {paired(rt, 'rill-policy', other, 'over_p99_ms')}),"
-              f" server CPU per entry {paired(rt, 'rill-policy', other, 'server_cpu_us')}")
+    for mine in ("rill-policy", "rill-close"):
+        for other in [n for n in names if not n.startswith("rill-policy") and n != "rill-close"]:
+            # rill-close acts before the deadline: how late after it is no measure there.
+            after = "" if mine == "rill-close" else f" (after the deadline: {paired(rt, mine, other, 'over_p99_ms')})"
+            print(f"  {mine} / {other}: handled/s {paired(rt, mine, other, 'handled_eps')},"
+                  f" death->handled p99 {paired(rt, mine, other, 'lat_p99_ms')}{after},"
+                  f" server CPU per entry {paired(rt, mine, other, 'server_cpu_us')}")
 print("(busy: server CPU / window; wait: time runnable but waiting for a core (other processes on it);"
       " cli: the client processes' CPU on core 1; p50/p99/max: death -> next handler call, +p50/+p99: that"
       " call minus the entry's deadline (last delivery + ACKWAIT / min-idle), medians over rounds, max over all;"

@@ -88,6 +88,9 @@ mod group_tag {
     /// `PolicySet` with its time (tag 15, written before, lacks it).
     pub const POLICY_SET_AT: u8 = 23;
     pub const CONSUMER_EXPIRED: u8 = 24;
+    /// `PolicyRestored` with its counters' number before them (the released-on-close counter
+    /// and any later one; tag 22, written before, holds 8).
+    pub const POLICY_RESTORED_3: u8 = 25;
 }
 
 /// One concrete change, as logged and replayed (see the module doc).
@@ -572,8 +575,9 @@ fn encode_group(out: &mut Vec<u8>, effect: &GroupEffect) {
             put_i64(out, *time_ms);
         }
         GroupEffect::PolicyRestored { group, state } => {
-            out.push(group_tag::POLICY_RESTORED_2);
+            out.push(group_tag::POLICY_RESTORED_3);
             put_str(out, group);
+            put_varint(out, Counters::LEN as u64);
             for n in state.counters.to_array() {
                 put_varint(out, n);
             }
@@ -652,7 +656,7 @@ fn put_opt_str(out: &mut Vec<u8>, v: Option<&Bytes>) {
 /// maxackpendingconsumer:varint`, from version 3 `orderby:opt-str`, from version 4
 /// `consumeridle:varint groupidle:varint`; a later version appends fields.
 fn put_settings(out: &mut Vec<u8>, s: &Settings) {
-    out.push(4);
+    out.push(5);
     put_varint(out, s.max_deliver);
     put_opt_str(out, s.dead_letter.as_ref());
     put_varint(out, s.ack_wait_ms);
@@ -665,6 +669,7 @@ fn put_settings(out: &mut Vec<u8>, s: &Settings) {
     put_opt_str(out, s.order_by.as_ref());
     put_varint(out, s.consumer_idle_ms);
     put_varint(out, s.group_idle_ms);
+    out.push(u8::from(s.release_on_close));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -841,11 +846,20 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
         group_tag::ACKED => GroupEffect::Acked { group, id: c.id()? },
         group_tag::POLICY_SET => GroupEffect::PolicySet { group, settings: settings(c)?, time_ms: 0 },
         group_tag::POLICY_SET_AT => GroupEffect::PolicySet { group, settings: settings(c)?, time_ms: c.i64()? },
-        tag @ (group_tag::POLICY_RESTORED | group_tag::POLICY_RESTORED_2) => {
-            let newer = tag == group_tag::POLICY_RESTORED_2;
-            let mut counters = [0u64; 8];
-            for n in counters.iter_mut().take(if newer { 8 } else { 7 }) {
-                *n = c.varint()?;
+        tag @ (group_tag::POLICY_RESTORED | group_tag::POLICY_RESTORED_2 | group_tag::POLICY_RESTORED_3) => {
+            let newer = tag != group_tag::POLICY_RESTORED;
+            let held = match tag {
+                group_tag::POLICY_RESTORED => 7,
+                group_tag::POLICY_RESTORED_2 => 8,
+                _ => c.len()?,
+            };
+            let mut counters = [0u64; Counters::LEN];
+            for i in 0..held {
+                // Counters a later version added are skipped.
+                let n = c.varint()?;
+                if let Some(slot) = counters.get_mut(i) {
+                    *slot = n;
+                }
             }
             let mut lists = [Vec::new(), Vec::new()];
             for list in &mut lists {
@@ -904,7 +918,7 @@ fn decode_group(c: &mut Cursor) -> Result<GroupEffect, DecodeError> {
 /// [`put_settings`]' inverse.
 fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
     let version = c.u8()?;
-    if !(1..=4).contains(&version) {
+    if !(1..=5).contains(&version) {
         return Err(DecodeError("unknown policy settings version"));
     }
     let max_deliver = c.varint()?;
@@ -921,6 +935,7 @@ fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
     };
     let order_by = if version >= 3 { c.opt_str()? } else { None };
     let (consumer_idle_ms, group_idle_ms) = if version >= 4 { (c.varint()?, c.varint()?) } else { (0, 0) };
+    let release_on_close = version >= 5 && c.u8()? != 0;
     Ok(Settings {
         max_deliver,
         dead_letter,
@@ -931,6 +946,7 @@ fn settings(c: &mut Cursor) -> Result<Settings, DecodeError> {
         order_by,
         consumer_idle_ms,
         group_idle_ms,
+        release_on_close,
     })
 }
 
@@ -1004,7 +1020,7 @@ mod tests {
                 proptest::collection::vec(any::<u64>(), 0..4),
                 any::<(u64, u64)>(),
                 proptest::option::of(bytes()),
-                any::<(u64, u64, i64)>()
+                any::<(u64, u64, i64, bool)>()
             )
                 .prop_map(
                     |(
@@ -1015,7 +1031,7 @@ mod tests {
                         backoff_ms,
                         (cap, cap_c),
                         order_by,
-                        (ci, gi, t),
+                        (ci, gi, t, release_on_close),
                     )| {
                         GroupEffect::PolicySet {
                             group,
@@ -1029,6 +1045,7 @@ mod tests {
                                 order_by,
                                 consumer_idle_ms: ci,
                                 group_idle_ms: gi,
+                                release_on_close,
                             },
                             time_ms: t,
                         }
@@ -1036,7 +1053,7 @@ mod tests {
                 ),
             (
                 bytes(),
-                any::<[u64; 8]>(),
+                any::<[u64; Counters::LEN]>(),
                 proptest::collection::vec((id(), any::<i64>()), 0..3),
                 proptest::collection::vec((id(), any::<i64>()), 0..3),
                 proptest::collection::vec((id(), proptest::option::of(bytes())), 0..3),
@@ -1057,7 +1074,7 @@ mod tests {
                         }
                     }
                 ),
-            (bytes(), id(), any::<u64>(), any::<i64>(), 0u8..3).prop_map(|(group, id, count, ready_at_ms, why)| {
+            (bytes(), id(), any::<u64>(), any::<i64>(), 0u8..4).prop_map(|(group, id, count, ready_at_ms, why)| {
                 GroupEffect::HandedBack { group, id, count, ready_at_ms, why: Release::from_code(why) }
             }),
             (bytes(), id()).prop_map(|(group, id)| GroupEffect::DeadLettered { group, id }),

@@ -8,6 +8,8 @@
 //!
 //! * `policy`: rill with `RILL.GROUP SET ... MAXDELIVER 5 ACKWAIT <ackwait> DEADLETTER` (set by
 //!   the workers, `ServerPolicyMode::Set`): workers read `>` and ack, `RILL.NACK` the poison.
+//! * `policy-close`: the same with `RELEASEONCLOSE 1`: a killed worker's entries are handed back
+//!   when its connections close, not at ACKWAIT.
 //! * `detect`: rill-worker's client-side loop as it runs on that server by default (Redis 8.4+:
 //!   `XREADGROUP ... CLAIM <min-idle>` and `XNACK FAIL`; Redis 7: as `legacy`).
 //! * `legacy`: `FeatureMode::Legacy`: an XAUTOCLAIM sweep every `--sweep` ms, no XNACK.
@@ -15,7 +17,8 @@
 //! Each worker appends one line per handler call (`id wallclock-us o|f`) to its own file with
 //! one write(2), so the record survives the SIGKILL. Afterwards the producer stops, the group
 //! drains (PEL empty, everything delivered), and the files, the kills (time, and the IDs the
-//! killed consumer held: `XPENDING ... consumer` right after the kill) and the dead-letter
+//! killed consumer held: `XPENDING ... consumer` after a SIGSTOP froze it, right before the
+//! SIGKILL) and the dead-letter
 //! stream are checked: every produced entry handled at least once or dead-lettered, poison
 //! entries in the dead-letter stream exactly once, duplicates counted, and for every entry a
 //! killed worker held, the time from its death to the next handler call on that entry.
@@ -24,7 +27,7 @@
 //! the policy timer, then `>` reads; Redis: XAUTOCLAIM, and XREADGROUP CLAIM where it exists).
 //!
 //! ```text
-//! reliable run URL --mode policy|detect|legacy [--rate N] [--secs S] [--warmup S] [--kill-every S]
+//! reliable run URL --mode policy|policy-close|detect|legacy [--rate N] [--secs S] [--warmup S] [--kill-every S]
 //!              [--workers N] [--ackwait MS] [--sweep MS] [--server-pid PID] [--dir DIR] [--drain S]
 //! reliable pel URL --kind rill|redis [--entries N] [--ackwait MS] [--server-pid PID]
 //! reliable worker URL CONSUMER MODE ACKWAIT_MS SWEEP_MS LOGFILE      (started by `run`)
@@ -139,6 +142,26 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// The entries `consumer` owns, each with its deadline (wall-clock us): its last delivery
+/// (XPENDING's idle time) plus ACKWAIT / min-idle.
+async fn owned_by(conn: &mut Connection, consumer: &str, ackwait: u64) -> Result<Vec<(u128, u64)>> {
+    let asked_us = now_us();
+    let v: Value = redis::cmd("XPENDING")
+        .arg(STREAM)
+        .arg(GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(1_000_000)
+        .arg(consumer)
+        .query_async(conn)
+        .await?;
+    let deadline = |idle_ms: i64| {
+        let idle_us = u64::try_from(idle_ms.max(0)).unwrap_or(0) * 1000;
+        asked_us.saturating_sub(idle_us) + ackwait * 1000
+    };
+    Ok(reply::pending_entries(&v)?.iter().filter_map(|p| Some((id_key(&p.id)?, deadline(p.idle_ms)))).collect())
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -167,6 +190,7 @@ async fn worker(args: &[String]) -> Result<()> {
         .with_group_start("$");
     config = match mode.as_str() {
         "policy" => config.with_server_policy(ServerPolicyMode::Set),
+        "policy-close" => config.with_server_policy(ServerPolicyMode::Set).with_release_on_close(true),
         "detect" => config.with_server_policy(ServerPolicyMode::Off),
         "legacy" => config.with_server_policy(ServerPolicyMode::Off).with_features(FeatureMode::Legacy),
         other => return Err(format!("unknown mode {other}").into()),
@@ -392,27 +416,20 @@ async fn run(args: &[String]) -> Result<()> {
         let now = sched(victim.pid);
         client_sched.0 += now.0 - victim.base.0;
         client_sched.1 += now.1 - victim.base.1;
+        // Freeze the victim first (SIGSTOP): its sockets stay open, so nothing it holds is
+        // handed back yet (with RELEASEONCLOSE the server hands it back as soon as the socket
+        // closes: asking after the kill would find nothing), and it reads and acks no more.
+        // Let the server read what it had written (XACKs in flight), then see what it owns:
+        // exactly what it dies with.
+        let stopped = std::process::Command::new("kill").args(["-STOP", &victim.pid.to_string()]).status()?;
+        if !stopped.success() {
+            return Err(format!("kill -STOP {} failed", victim.pid).into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let held = owned_by(&mut conn, &victim.consumer, ackwait).await?;
         let at_us = now_us();
         victim.child.start_kill()?;
         victim.child.wait().await?;
-        // Let the server read what the dead process had written (XACKs in flight) first.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let asked_us = now_us();
-        let v: Value = redis::cmd("XPENDING")
-            .arg(STREAM)
-            .arg(GROUP)
-            .arg("-")
-            .arg("+")
-            .arg(1_000_000)
-            .arg(&victim.consumer)
-            .query_async(&mut conn)
-            .await?;
-        let deadline = |idle_ms: i64| {
-            let idle_us = u64::try_from(idle_ms.max(0)).unwrap_or(0) * 1000;
-            asked_us.saturating_sub(idle_us) + ackwait * 1000
-        };
-        let held =
-            reply::pending_entries(&v)?.iter().filter_map(|p| Some((id_key(&p.id)?, deadline(p.idle_ms)))).collect();
         kills.push(Kill { at_us, consumer: victim.consumer.clone(), held });
         *victim = spawner.spawn(format!("w{slot}-{generation}"))?;
     }
@@ -451,7 +468,7 @@ async fn run(args: &[String]) -> Result<()> {
         p.child.wait().await?;
     }
 
-    let policy_info = if mode == "policy" {
+    let policy_info = if mode.starts_with("policy") {
         let v: Value = redis::cmd("RILL.GROUP").arg("INFO").arg(STREAM).arg(GROUP).query_async(&mut conn).await?;
         let pairs = map_pairs(&v);
         ["handed-back", "nacked", "dead-lettered", "redelivered"]

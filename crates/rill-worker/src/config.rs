@@ -28,8 +28,8 @@ pub enum ServerPolicyMode {
     #[default]
     UseIfPresent,
     /// Set the group's policy from this config at start (MAXDELIVER = `delivery_limit`,
-    /// DEADLETTER = `dead_letter_stream`, ACKWAIT = `min_idle`, BACKOFF = `retry_backoff`),
-    /// then use it.
+    /// DEADLETTER = `dead_letter_stream`, ACKWAIT = `min_idle`, BACKOFF = `retry_backoff`,
+    /// RELEASEONCLOSE = `release_on_close`), then use it.
     Set,
 }
 
@@ -75,6 +75,10 @@ pub struct WorkerConfig {
     /// the last repeats). Only a server policy applies it (`BACKOFF`); the client-side loop
     /// retries at once.
     pub retry_backoff: Vec<Duration>,
+    /// Ask the server to hand this group's entries back as soon as the last connection that
+    /// read them as a consumer closes (`RELEASEONCLOSE`): a killed worker's entries go to the
+    /// others at once instead of after `min_idle`. Set with [`ServerPolicyMode::Set`] only.
+    pub release_on_close: bool,
 }
 
 impl WorkerConfig {
@@ -98,6 +102,7 @@ impl WorkerConfig {
             features: FeatureMode::Detect,
             server_policy: ServerPolicyMode::UseIfPresent,
             retry_backoff: Vec::new(),
+            release_on_close: false,
         })
     }
 
@@ -147,6 +152,10 @@ impl WorkerConfig {
     }
     pub fn with_retry_backoff(mut self, delays: &[Duration]) -> Self {
         self.retry_backoff = delays.to_vec();
+        self
+    }
+    pub fn with_release_on_close(mut self, on: bool) -> Self {
+        self.release_on_close = on;
         self
     }
 

@@ -13,6 +13,7 @@
 //! | `dead_letter_stream`  | `DEADLETTER`            | same key the client-side loop writes to      |
 //! | `min_idle`            | `ACKWAIT` (ms)          | both mean "unacked this long: owner is dead" |
 //! | `retry_backoff`       | `BACKOFF` (ms list)     | empty: `UNSET BACKOFF` (retry at once)       |
+//! | `release_on_close`    | `RELEASEONCLOSE` (0/1)  | a killed worker's entries come back at once  |
 
 use redis::Value;
 
@@ -166,6 +167,7 @@ pub fn pairs_from_config(config: &WorkerConfig) -> Vec<(String, String)> {
         ("MAXDELIVER".to_owned(), config.delivery_limit.to_string()),
         ("DEADLETTER".to_owned(), config.dead_letter_stream.clone()),
         ("ACKWAIT".to_owned(), ms(config.min_idle)),
+        ("RELEASEONCLOSE".to_owned(), u8::from(config.release_on_close).to_string()),
     ];
     if !config.retry_backoff.is_empty() {
         let list: Vec<String> = config.retry_backoff.iter().map(|d| ms(*d)).collect();
@@ -203,7 +205,7 @@ mod tests {
             .with_retry_backoff(&[Duration::from_millis(10), Duration::from_secs(1)]);
         let pairs = pairs_from_config(&config);
         let text: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        assert_eq!(text, ["MAXDELIVER=4", "DEADLETTER={t}:dlq", "ACKWAIT=1500", "BACKOFF=10,1000"]);
+        assert_eq!(text, ["MAXDELIVER=4", "DEADLETTER={t}:dlq", "ACKWAIT=1500", "RELEASEONCLOSE=0", "BACKOFF=10,1000"]);
     }
 
     #[test]

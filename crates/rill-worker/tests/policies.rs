@@ -104,6 +104,65 @@ async fn crashed_worker_entries_come_back_to_gt_reads_after_ackwait() {
     assert_eq!(calls(&mut conn, "xclaim").await, 0, "no XCLAIM ran");
 }
 
+/// (a') `with_release_on_close(true)` under `ServerPolicyMode::Set`: the crashed worker's
+/// entries come back as soon as its connections close, although `min_idle` (ACKWAIT) is a
+/// minute: the rescuer handles every entry within seconds, each handed back by the close
+/// (`released-on-close`), none by the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashed_worker_entries_come_back_at_once_with_release_on_close() {
+    let server = Server::rill();
+    let target = server.target();
+    let stream = "{pclose}";
+    let mut conn = connect(&target).await;
+    create_group(&mut conn, stream, "g").await;
+    let ids: std::collections::BTreeSet<String> =
+        produce(&mut conn, stream, 0..12, |_| vec![]).await.into_iter().collect();
+    let slow = config(stream, "pod-crash", FeatureMode::Detect)
+        .with_min_idle(Duration::from_secs(60))
+        .with_batch_size(4)
+        .with_server_policy(ServerPolicyMode::Set)
+        .with_release_on_close(true);
+    let crashed = spawn(&target, slow.clone(), |_e: Entry| std::future::pending::<Result<(), HandlerError>>());
+    wait_for(10, "pod-crash to hold entries", || {
+        let mut c = conn.clone();
+        async move { pending_count(&mut c, stream, "g").await > 0 }
+    })
+    .await;
+    let rows = policy::get_rows(&mut conn, stream, "g").await.unwrap();
+    assert!(rows.iter().any(|(k, v)| k == "releaseonclose" && v.to_string() == "1"), "{rows:?}");
+    crashed.kill().await;
+    let killed_at = std::time::Instant::now();
+
+    let seen = Seen::default();
+    let s = seen.clone();
+    let mut rescue_config = slow.with_batch_size(16);
+    rescue_config.consumer = "pod-rescue".to_owned();
+    let rescue = spawn(&target, rescue_config, move |e: Entry| {
+        let s = s.clone();
+        async move {
+            s.record(&e);
+            Ok(())
+        }
+    });
+    wait_for(20, "every entry handled and acked", || {
+        let mut c = conn.clone();
+        let seen = seen.clone();
+        async move { seen.len() == 12 && pending_count(&mut c, stream, "g").await == 0 }
+    })
+    .await;
+    assert!(killed_at.elapsed() < Duration::from_secs(30), "not at the 60 s deadline: {:?}", killed_at.elapsed());
+    let report = rescue.stop().await;
+    assert_eq!(seen.ids(), ids);
+    assert!(seen.counts().values().all(|&n| n == 1), "{:?}", seen.counts());
+    let info = policy::info_rows(&mut conn, stream, "g").await.unwrap();
+    let get = |name: &str| info.iter().find(|(k, _)| k == name).map(|(_, v)| v.to_string()).unwrap();
+    assert!(report.reclaimed >= 1, "entries the crashed worker held came back: {report:?}");
+    assert_eq!(get("released-on-close"), report.reclaimed.to_string(), "each came back by the close");
+    assert_eq!(get("handed-back"), "0", "none by the deadline");
+    let again = seen.entries().iter().filter(|e| e.deliveries == 2).count();
+    assert_eq!(again.to_string(), get("released-on-close"), "{:?}", seen.entries());
+}
+
 /// (b) With `ServerPolicyMode::Set` and `delivery_limit 3`, a poison entry whose handler asks
 /// for a retry reaches the server's dead-letter stream after exactly 3 attempts, written by the
 /// server (`rill-reason maxdeliver`); a handler's DeadLetter goes there as `fatal`.

@@ -504,6 +504,9 @@ pub struct Engine {
     pub(crate) policy_timer: crate::types::stream::policy_act::PolicyTimer,
     /// When each stream with MAXAGE needs a look (`types::stream::max_age`).
     pub(crate) max_age_index: crate::types::stream::max_age::AgeIndex,
+    /// Which connections read as which consumers of RELEASEONCLOSE groups
+    /// (`types::stream::policy_close`).
+    pub(crate) policy_readers: crate::types::stream::policy_close::PolicyReaders,
 }
 
 /// What one command did, besides its reply.
@@ -556,6 +559,7 @@ impl Engine {
             events: events::EventLog::default(),
             policy_timer: Default::default(),
             max_age_index: Default::default(),
+            policy_readers: Default::default(),
         }
     }
 

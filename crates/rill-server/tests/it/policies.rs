@@ -874,3 +874,102 @@ fn groupidle_destroys_an_inactive_group_and_keeps_a_read_one() {
     }
     assert_eq!(c.cmd(&["XLEN", "s"]), b":1\r\n", "the stream stays");
 }
+
+/// RELEASEONCLOSE: a worker process (redis-cli) reads 20 entries as `crashed` and is killed
+/// with SIGKILL; its kernel closes the socket, and a consumer blocked on `>` gets all 20 at
+/// once — long before the group's ACKWAIT of 60 s — each as a second delivery, counted in
+/// `released-on-close`. A consumer with a second live connection keeps its entries when one
+/// of them closes; without the option a close changes nothing.
+#[test]
+fn a_killed_readers_entries_are_handed_back_when_its_connection_closes() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "ACKWAIT", "60000", "RELEASEONCLOSE", "1"]);
+    for i in 0..20 {
+        c.cmd(&["XADD", "s", "*", "n", &i.to_string()]);
+    }
+    // A real process reads as `crashed` and is killed while holding the entries.
+    let mut cli = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-cli");
+    let mut stdin = cli.stdin.take().unwrap();
+    writeln!(stdin, "XREADGROUP GROUP g crashed COUNT 100 STREAMS s >").unwrap();
+    writeln!(stdin, "PING").unwrap();
+    let mut out = BufReader::new(cli.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.ends_with("PONG\n") {}
+    let owned = c.cmd_value(&["XPENDING", "s", "g", "-", "+", "100", "crashed"]);
+    assert_eq!(owned.as_array().map(|a| a.len()), Some(20), "{owned:?}");
+    // A rescuer blocks on `>`; the kill wakes it with the 20 entries.
+    let port = server.port;
+    let rescuer = std::thread::spawn(move || {
+        let mut r = rill_testkit::RawClient::connect(port);
+        let t = Instant::now();
+        let v = r.cmd_value(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "rescuer",
+            "COUNT",
+            "100",
+            "BLOCK",
+            "10000",
+            "STREAMS",
+            "s",
+            ">",
+        ]);
+        // The rescuer's connection stays open (its close would hand them back again).
+        (v, t.elapsed(), r)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let killed_at = Instant::now();
+    cli.kill().unwrap();
+    cli.wait().unwrap();
+    let (v, _, _rescuer) = rescuer.join().unwrap();
+    let after_kill = killed_at.elapsed();
+    let entries = v.as_array().and_then(|s| s.first()).and_then(|s| s.as_array()).and_then(|kv| kv.get(1)).cloned();
+    assert_eq!(entries.as_ref().and_then(|e| e.as_array()).map(|e| e.len()), Some(20), "{v:?}");
+    assert!(after_kill < Duration::from_secs(5), "handed back on the close, not at ACKWAIT: {after_kill:?}");
+    let rows = c.cmd_value(&["XPENDING", "s", "g", "-", "+", "100"]);
+    for row in rows.as_array().unwrap() {
+        let row = row.as_array().unwrap();
+        assert_eq!(row[1].as_str(), Some("rescuer"));
+        assert_eq!(row[3], Value::Int(2), "a second delivery");
+    }
+    let i = info(&mut c, "s", "g");
+    assert_eq!(field(&i, "released-on-close"), "20");
+    assert_eq!(field(&i, "handed-back"), "0");
+    assert_eq!(field(&i, "releaseonclose"), "1");
+
+    // Two connections read as `twice`; one closes: its entries stay.
+    c.cmd(&["XADD", "s", "*", "n", "x"]);
+    let mut a = server.connect();
+    let mut b = server.connect();
+    a.cmd(&["XREADGROUP", "GROUP", "g", "twice", "STREAMS", "s", ">"]);
+    b.cmd(&["XREADGROUP", "GROUP", "g", "twice", "STREAMS", "s", "0"]);
+    drop(a);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.cmd_value(&["XPENDING", "s", "g", "-", "+", "10", "twice"]).as_array().map(|a| a.len()), Some(1));
+    drop(b);
+    let t = Instant::now();
+    while field(&info(&mut c, "s", "g"), "released-on-close") != "21" {
+        assert!(t.elapsed() < Duration::from_secs(5), "the last close released it");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Without the option a close changes nothing.
+    ok(&mut c, &["RILL.GROUP", "UNSET", "s", "g", "RELEASEONCLOSE"]);
+    let mut d = server.connect();
+    d.cmd(&["XREADGROUP", "GROUP", "g", "kept", "STREAMS", "s", ">"]);
+    assert_eq!(c.cmd_value(&["XPENDING", "s", "g", "-", "+", "10", "kept"]).as_array().map(|a| a.len()), Some(1));
+    drop(d);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.cmd_value(&["XPENDING", "s", "g", "-", "+", "10", "kept"]).as_array().map(|a| a.len()), Some(1));
+    assert_eq!(field(&info(&mut c, "s", "g"), "released-on-close"), "21");
+}

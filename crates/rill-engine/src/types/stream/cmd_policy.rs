@@ -158,7 +158,7 @@ pub(super) const RILL_TOUCH: CommandSpec = CommandSpec {
 
 /// The option an argument names, upper case.
 fn option_name(arg: &[u8]) -> Result<&'static str, CmdError> {
-    const OPTIONS: [&str; 9] = [
+    const OPTIONS: [&str; 10] = [
         "MAXDELIVER",
         "DEADLETTER",
         "ACKWAIT",
@@ -168,6 +168,7 @@ fn option_name(arg: &[u8]) -> Result<&'static str, CmdError> {
         "MAXACKPENDINGCONSUMER",
         "CONSUMERIDLE",
         "GROUPIDLE",
+        "RELEASEONCLOSE",
     ];
     OPTIONS.into_iter().find(|name| is(arg, name)).ok_or(CmdError::SYNTAX)
 }
@@ -177,6 +178,15 @@ fn idle(value: &[u8], option: &str) -> Result<u64, CmdError> {
     parse_i64(value).and_then(|n| u64::try_from(n).ok()).filter(|n| *n == 0 || *n >= IDLE_MIN_MS).ok_or_else(|| {
         CmdError::owned(format!("ERR {option} must be 0 (off) or at least {IDLE_MIN_MS} (milliseconds)"))
     })
+}
+
+/// A switch: 0 (off) or 1 (on).
+fn switch(value: &[u8], option: &str) -> Result<bool, CmdError> {
+    match value {
+        b"0" => Ok(false),
+        b"1" => Ok(true),
+        _ => Err(CmdError::owned(format!("ERR {option} must be 0 (off) or 1 (on)"))),
+    }
 }
 
 /// A count or time: a non-negative integer.
@@ -217,6 +227,7 @@ fn group_set(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<R
             }
             "CONSUMERIDLE" => settings.consumer_idle_ms = idle(value, "CONSUMERIDLE")?,
             "GROUPIDLE" => settings.group_idle_ms = idle(value, "GROUPIDLE")?,
+            "RELEASEONCLOSE" => settings.release_on_close = switch(value, "RELEASEONCLOSE")?,
             // An empty field name turns ordering off, as UNSET does.
             "ORDERBY" => settings.order_by = (!value.is_empty()).then(|| crate::types::owned(value)),
             _ => {
@@ -279,6 +290,7 @@ fn group_unset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result
             "ORDERBY" => settings.order_by = None,
             "CONSUMERIDLE" => settings.consumer_idle_ms = 0,
             "GROUPIDLE" => settings.group_idle_ms = 0,
+            "RELEASEONCLOSE" => settings.release_on_close = false,
             _ => settings.dead_letter = None,
         }
     }
@@ -319,6 +331,7 @@ fn options(key: &[u8], settings: &Settings) -> Vec<(Reply, Reply)> {
         (reply::name("maxackpendingconsumer"), ms(settings.max_ack_pending_consumer)),
         (reply::name("consumeridle"), ms(settings.consumer_idle_ms)),
         (reply::name("groupidle"), ms(settings.group_idle_ms)),
+        (reply::name("releaseonclose"), Reply::Integer(i64::from(settings.release_on_close))),
     ]
 }
 
@@ -359,6 +372,7 @@ fn group_info(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
         (reply::name("oldest-pending-ms"), Reply::Integer(oldest)),
         (reply::name("reads-held-back"), n(held_back)),
         (reply::name("consumers-expired"), n(counters.consumers_expired)),
+        (reply::name("released-on-close"), n(counters.released_on_close)),
     ]);
     Ok(Reply::Map(map))
 }
@@ -377,6 +391,7 @@ fn group_help(_: &mut Engine, _: &mut CallCtx, _: &[Bytes]) -> Result<Reply, Cmd
         "    MAXACKPENDINGCONSUMER <n>   the same cap per consumer (0: off)",
         "    CONSUMERIDLE <ms>   remove a consumer inactive this long, handing its entries back (0: off)",
         "    GROUPIDLE <ms>      destroy the group when inactive this long (0: off)",
+        "    RELEASEONCLOSE <0|1>   hand a consumer's entries back when the last connection that read as it closes",
         "UNSET <key> <group> <option> [<option> ...]",
         "    Return options to their defaults.",
         "GET <key> <group>",

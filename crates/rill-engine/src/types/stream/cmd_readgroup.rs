@@ -276,7 +276,7 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
                 }
             }
         }
-        let policy = stream.group(&req.group).is_some_and(|g| g.policy().is_some());
+        let policy = stream.group(&req.group).and_then(|g| g.policy()).map(|p| p.settings.release_on_close);
         // Redis counts one change per stream that delivered or claimed something (history
         // re-reads are too minor to count), plus a consumer creation.
         let this_stream = effects.get(before..).unwrap_or_default();
@@ -288,7 +288,10 @@ fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
             engine.record_event(ctx.db, key, KeyEvent::XGroupCreateConsumer);
         }
         ctx.emit_group(key, effects.drain(before..));
-        if policy {
+        if let Some(release_on_close) = policy {
+            if release_on_close {
+                engine.note_policy_reader(ctx.client_id, ctx.db, key, &req.group, &req.consumer);
+            }
             engine.arm_policy(ctx.db, key, &req.group);
             policy_act::dead_letter_at_limit(engine, ctx, key, &req.group, &at_limit);
         }

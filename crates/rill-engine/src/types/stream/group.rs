@@ -623,6 +623,7 @@ impl Stream {
                             Release::Deadline => p.counters.handed_back += 1,
                             Release::Nack => p.counters.nacked += 1,
                             Release::DeadLetterFailed => p.counters.dead_letter_failures += 1,
+                            Release::Closed => p.counters.released_on_close += 1,
                         }
                         p.released(*id, *ready_at_ms);
                     }

@@ -29,6 +29,7 @@ pub mod order;
 pub mod pel;
 pub mod policy;
 pub mod policy_act;
+pub mod policy_close;
 
 mod args;
 mod cmd_ack;
@@ -58,6 +59,8 @@ mod group_tests;
 mod max_age_tests;
 #[cfg(test)]
 mod pel_tests;
+#[cfg(test)]
+mod policy_close_tests;
 #[cfg(test)]
 mod policy_model_tests;
 #[cfg(test)]

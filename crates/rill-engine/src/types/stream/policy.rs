@@ -52,6 +52,9 @@ pub struct Settings {
     pub consumer_idle_ms: u64,
     /// A group inactive this long (ms) is destroyed; 0 = off.
     pub group_idle_ms: u64,
+    /// When the last connection that read as a consumer closes, that consumer's entries are
+    /// handed back at once (RELEASEONCLOSE).
+    pub release_on_close: bool,
 }
 
 /// Why an entry was released by a policy (for the counters and the dead letter's reason).
@@ -63,6 +66,8 @@ pub enum Release {
     Nack,
     /// A dead-letter move failed (the key holds another type): it stays pending, unowned.
     DeadLetterFailed,
+    /// The last connection that read as its owner closed (RELEASEONCLOSE).
+    Closed,
 }
 
 impl Release {
@@ -72,6 +77,7 @@ impl Release {
             Release::Deadline => 0,
             Release::Nack => 1,
             Release::DeadLetterFailed => 2,
+            Release::Closed => 3,
         }
     }
 
@@ -80,6 +86,7 @@ impl Release {
         match code {
             1 => Release::Nack,
             2 => Release::DeadLetterFailed,
+            3 => Release::Closed,
             _ => Release::Deadline,
         }
     }
@@ -104,11 +111,16 @@ pub struct Counters {
     pub dead_letter_failures: u64,
     /// Consumers CONSUMERIDLE removed.
     pub consumers_expired: u64,
+    /// Entries handed back because the last connection that read as their owner closed.
+    pub released_on_close: u64,
 }
 
 impl Counters {
+    /// How many counters a record holds.
+    pub const LEN: usize = 9;
+
     /// The counters in record order.
-    pub fn to_array(self) -> [u64; 8] {
+    pub fn to_array(self) -> [u64; Counters::LEN] {
         [
             self.delivered,
             self.redelivered,
@@ -118,12 +130,13 @@ impl Counters {
             self.dead_lettered,
             self.dead_letter_failures,
             self.consumers_expired,
+            self.released_on_close,
         ]
     }
 
     /// From [`Counters::to_array`]'s order.
-    pub fn from_array(a: [u64; 8]) -> Counters {
-        let [delivered, redelivered, acked, handed_back, nacked, dead_lettered, dead_letter_failures, consumers_expired] =
+    pub fn from_array(a: [u64; Counters::LEN]) -> Counters {
+        let [delivered, redelivered, acked, handed_back, nacked, dead_lettered, dead_letter_failures, consumers_expired, released_on_close] =
             a;
         Counters {
             delivered,
@@ -134,6 +147,7 @@ impl Counters {
             dead_lettered,
             dead_letter_failures,
             consumers_expired,
+            released_on_close,
         }
     }
 }
@@ -164,7 +178,23 @@ pub struct Policy {
     /// `>` reads a pending cap held back (served less, or nothing), since this server
     /// started: an observation, not state (not logged, not compared).
     pub held_back: RuntimeCount,
+    /// Consumers whose last reading connection closed, their entries to be handed back by the
+    /// timer (RELEASEONCLOSE): what this server saw, not state (not logged, not compared).
+    pub closing: RuntimeSet,
 }
+
+/// Consumer names a server keeps for itself, not part of the state a log or a replica must
+/// reproduce: every two compare equal.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeSet(pub BTreeSet<Bytes>);
+
+impl PartialEq for RuntimeSet {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RuntimeSet {}
 
 /// A count a server keeps of what it saw, not part of the state a log or a replica must
 /// reproduce: every two compare equal.

@@ -60,6 +60,11 @@ impl PolicyTimer {
         self.by_due.insert((at, db, key.clone(), group.clone()));
     }
 
+    /// Make sure `group` of `key` is looked at on the timer's next run, whatever its time.
+    pub(crate) fn arm_now(&mut self, db: usize, key: &Bytes, group: &Bytes) {
+        self.arm(db, key, group, i64::MIN);
+    }
+
     /// Take the groups due at `now_ms`.
     fn take_due(&mut self, now_ms: i64) -> Vec<(usize, Bytes, Bytes)> {
         let mut due = Vec::new();
@@ -95,7 +100,9 @@ fn next_due(stream: &Stream, group: &[u8]) -> Option<i64> {
             g.pel().owned_by_time().next().map(|(t, _)| t.saturating_add(wait))
         }
     };
-    [deadline, p.next_delay_end(), p.idle_due()].into_iter().flatten().min()
+    // Consumers whose connections closed (RELEASEONCLOSE): at once.
+    let closing = (!p.closing.0.is_empty()).then_some(i64::MIN);
+    [deadline, p.next_delay_end(), p.idle_due(), closing].into_iter().flatten().min()
 }
 
 impl Engine {
@@ -165,6 +172,9 @@ impl Engine {
             let mut ctx = CallCtx::new(db, now_ms, 0);
             ctx.recording = recording;
             budget = budget.saturating_sub(self.policy_group_due(&mut ctx, &key, &group, budget));
+            if budget > 0 {
+                budget = budget.saturating_sub(self.release_closed(&mut ctx, &key, &group, budget));
+            }
             if budget > 0 {
                 budget = budget.saturating_sub(self.idle_expiry(&mut ctx, &key, &group, blocked, budget));
             }

@@ -86,6 +86,8 @@ struct Settings {
     order_by: bool,
     /// CONSUMERIDLE.
     consumer_idle_ms: u64,
+    /// RELEASEONCLOSE.
+    release_on_close: bool,
 }
 
 impl Settings {
@@ -151,6 +153,7 @@ struct Counters {
     dead_lettered: u64,
     dead_letter_failures: u64,
     consumers_expired: u64,
+    released_on_close: u64,
 }
 
 /// Why a failed attempt ended (which counter it goes to).
@@ -158,6 +161,8 @@ struct Counters {
 enum Why {
     Deadline,
     Nack,
+    /// The last connection that read as its owner closed (RELEASEONCLOSE).
+    Closed,
 }
 
 /// How an attempt ended.
@@ -200,6 +205,11 @@ struct Model {
     /// entry it owned, a RILL.TOUCH that touched something); from the seen-times when the policy
     /// came.
     activity: BTreeMap<String, i64>,
+    /// RELEASEONCLOSE: consumers whose connection (consumer `cN` reads on connection N + 10)
+    /// read as them while the option was on, and has not closed.
+    readers: BTreeSet<String>,
+    /// Consumers whose last reading connection closed, for the timer to hand back.
+    closing: BTreeSet<String>,
 }
 
 impl Model {
@@ -219,6 +229,8 @@ impl Model {
             other_dlq_is_string: false,
             seen: BTreeMap::new(),
             activity: BTreeMap::new(),
+            readers: BTreeSet::new(),
+            closing: BTreeSet::new(),
         }
     }
 
@@ -476,6 +488,7 @@ impl Model {
         match why {
             Why::Deadline => self.counters.handed_back += 1,
             Why::Nack => self.counters.nacked += 1,
+            Why::Closed => self.counters.released_on_close += 1,
         }
     }
 
@@ -569,7 +582,49 @@ impl Model {
     /// attempt, oldest delivery first.
     fn timer(&mut self) {
         self.deadlines();
+        self.release_closed();
         self.idle_expiry();
+    }
+
+    /// A `>` read as `consumer` ran: with RELEASEONCLOSE its connection reads as it from now
+    /// on (and it is alive again if it was closing).
+    fn noted_reader(&mut self, consumer: &str) {
+        if self.policy.as_ref().is_some_and(|s| s.release_on_close) {
+            self.readers.insert(consumer.to_string());
+            self.closing.remove(consumer);
+        }
+    }
+
+    /// The connection consumer `consumer` reads on closed. Returns whether the timer now has
+    /// its entries to hand back: it was the consumer's reader, the option is on and it owns
+    /// something.
+    fn close(&mut self, consumer: &str) -> bool {
+        if !self.readers.remove(consumer) {
+            return false;
+        }
+        let on = self.policy.as_ref().is_some_and(|s| s.release_on_close);
+        let owns = self.pel.values().any(|p| p.owner.as_deref() == Some(consumer));
+        if on && owns {
+            self.closing.insert(consumer.to_string());
+        }
+        on && owns
+    }
+
+    /// RELEASEONCLOSE (§4): each consumer marked closing, by name, with no reader again and
+    /// the option still on, has its entries (by ID) handed back as failed attempts.
+    fn release_closed(&mut self) {
+        let on = self.policy.as_ref().is_some_and(|s| s.release_on_close);
+        for consumer in std::mem::take(&mut self.closing) {
+            if !on || self.readers.contains(&consumer) {
+                continue;
+            }
+            let owned: Vec<Id> =
+                self.pel.iter().filter(|(_, p)| p.owner.as_deref() == Some(&consumer)).map(|(id, _)| *id).collect();
+            for id in owned {
+                let count = self.pel[&id].count;
+                self.end_attempt(id, Ending::Failed(Why::Closed, None), count);
+            }
+        }
     }
 
     /// CONSUMERIDLE (§8): each consumer inactive that long, least recently active first, has
@@ -625,6 +680,7 @@ impl Model {
                 None => Some(p.ready_at_ms).filter(|at| *at > self.now_ms),
             })
             .chain(expiry)
+            .chain((!self.closing.is_empty()).then_some(self.now_ms))
             .min()
     }
 
@@ -643,6 +699,7 @@ impl Model {
                 SetOption::DeadLetter(key) => settings.dead_letter = Some(key),
                 SetOption::OrderBy(on) => settings.order_by = *on,
                 SetOption::ConsumerIdle(ms) => settings.consumer_idle_ms = *ms,
+                SetOption::ReleaseOnClose(on) => settings.release_on_close = *on,
                 SetOption::BadMaxDeliver => {
                     return Err("-ERR MAXDELIVER must be 0 (off) or a positive integer".into());
                 }
@@ -672,6 +729,7 @@ impl Model {
                 OptionName::DeadLetter => settings.dead_letter = None,
                 OptionName::OrderBy => settings.order_by = false,
                 OptionName::ConsumerIdle => settings.consumer_idle_ms = 0,
+                OptionName::ReleaseOnClose => settings.release_on_close = false,
             }
         }
         if ordering != self.ordering() {
@@ -741,6 +799,7 @@ impl Model {
             ("maxackpendingconsumer", ":0".into()),
             ("consumeridle", format!(":{}", settings.consumer_idle_ms)),
             ("groupidle", ":0".into()),
+            ("releaseonclose", format!(":{}", u8::from(settings.release_on_close))),
             ("pending", format!(":{}", self.pel.len())),
             ("handed-back-queue", format!(":{}", released - delayed)),
             ("delivered", format!(":{}", c.delivered)),
@@ -756,6 +815,7 @@ impl Model {
             // The model sets no pending cap (MAXACKPENDING is covered by the server's tests).
             ("reads-held-back", ":0".into()),
             ("consumers-expired", format!(":{}", c.consumers_expired)),
+            ("released-on-close", format!(":{}", c.released_on_close)),
         ];
         let fields: Vec<String> = fields.into_iter().map(|(k, v)| format!("{k}={v}")).collect();
         format!("{{{}}}", fields.join(" "))
@@ -830,6 +890,12 @@ impl Live {
         run_recorded(&mut self.engine, &self.table, self.now_ms, &mut self.log, args)
     }
 
+    /// [`Live::run`] as connection `client`.
+    fn run_as(&mut self, client: u64, args: &[String]) -> String {
+        let args: Vec<Bytes> = args.iter().map(|a| Bytes::from(a.clone())).collect();
+        run_recorded_as(&mut self.engine, &self.table, self.now_ms, &mut self.log, client, args)
+    }
+
     fn run_words(&mut self, words: &[&str]) -> String {
         let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
         self.run(&args)
@@ -872,12 +938,24 @@ pub(super) fn run_recorded(
     log: &mut Vec<(i64, Vec<Effect>)>,
     args: Vec<Bytes>,
 ) -> String {
+    run_recorded_as(engine, table, now_ms, log, 1, args)
+}
+
+/// [`run_recorded`] as connection `client`.
+pub(super) fn run_recorded_as(
+    engine: &mut Engine,
+    table: &CommandTable,
+    now_ms: i64,
+    log: &mut Vec<(i64, Vec<Effect>)>,
+    client: u64,
+    args: Vec<Bytes>,
+) -> String {
     let Lookup::Found(spec) = table.resolve(&args) else { return "-ERR unknown".into() };
     if !spec.arity_ok(args.len()) {
         return show(&crate::CmdError::arity(spec.name).to_reply());
     }
     let Handler::Engine(handler) = spec.handler else { panic!("not an engine command: {args:?}") };
-    let mut ctx = CallCtx::new(0, now_ms, 1);
+    let mut ctx = CallCtx::new(0, now_ms, client);
     ctx.recording = true;
     ctx.no_block = true;
     let outcome = engine.call(handler, &mut ctx, &args);
@@ -913,6 +991,7 @@ enum SetOption {
     /// `ORDERBY k` (on) or `ORDERBY ""` (off).
     OrderBy(bool),
     ConsumerIdle(u64),
+    ReleaseOnClose(bool),
     /// `MAXDELIVER -1`: refused, so the whole SET changes nothing.
     BadMaxDeliver,
 }
@@ -925,6 +1004,7 @@ enum OptionName {
     DeadLetter,
     OrderBy,
     ConsumerIdle,
+    ReleaseOnClose,
 }
 
 /// An ID to name in a command: a pending one (most of the time) or any entry of the stream,
@@ -978,6 +1058,8 @@ enum Op {
     Unset(Vec<OptionName>),
     /// [`OTHER_DLQ`] becomes a string (`SET`), or is deleted if it is one.
     ToggleOtherDlq,
+    /// The connection consumer `cN` reads on closes.
+    Close(u8),
 }
 
 fn picks() -> impl Strategy<Value = Vec<Pick>> {
@@ -1011,8 +1093,9 @@ fn set_options() -> impl Strategy<Value = Vec<SetOption>> {
         proptest::option::weighted(0.1, 0usize..4),
         proptest::option::weighted(0.2, any::<bool>()),
         proptest::option::weighted(0.15, consumer_idle()),
+        proptest::option::weighted(0.2, any::<bool>()),
     )
-        .prop_map(|(max, wait, backoff, dlq, bad, order, idle)| {
+        .prop_map(|(max, wait, backoff, dlq, bad, order, idle, close)| {
             let mut options: Vec<SetOption> = [
                 max.map(SetOption::MaxDeliver),
                 wait.map(SetOption::AckWait),
@@ -1020,6 +1103,7 @@ fn set_options() -> impl Strategy<Value = Vec<SetOption>> {
                 dlq.map(SetOption::DeadLetter),
                 order.map(SetOption::OrderBy),
                 idle.map(SetOption::ConsumerIdle),
+                close.map(SetOption::ReleaseOnClose),
             ]
             .into_iter()
             .flatten()
@@ -1043,8 +1127,9 @@ fn initial_settings() -> impl Strategy<Value = Vec<SetOption>> {
         proptest::option::weighted(0.3, dead_letter_key()),
         proptest::bool::weighted(0.5),
         proptest::option::weighted(0.3, consumer_idle()),
+        proptest::bool::weighted(0.4),
     )
-        .prop_map(|(max, wait, backoff, dlq, order, idle)| {
+        .prop_map(|(max, wait, backoff, dlq, order, idle, close)| {
             let mut options = vec![SetOption::MaxDeliver(max), SetOption::AckWait(wait)];
             options.extend(backoff.map(SetOption::Backoff));
             options.extend(dlq.map(SetOption::DeadLetter));
@@ -1052,6 +1137,9 @@ fn initial_settings() -> impl Strategy<Value = Vec<SetOption>> {
                 options.push(SetOption::OrderBy(true));
             }
             options.extend(idle.map(SetOption::ConsumerIdle));
+            if close {
+                options.push(SetOption::ReleaseOnClose(true));
+            }
             options
         })
 }
@@ -1063,7 +1151,8 @@ fn option_name() -> impl Strategy<Value = OptionName> {
         Just(OptionName::Backoff),
         Just(OptionName::DeadLetter),
         Just(OptionName::OrderBy),
-        Just(OptionName::ConsumerIdle)
+        Just(OptionName::ConsumerIdle),
+        Just(OptionName::ReleaseOnClose)
     ]
 }
 
@@ -1087,6 +1176,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => set_options().prop_map(Op::Set),
         1 => proptest::collection::vec(option_name(), 1..3).prop_map(Op::Unset),
         1 => Just(Op::ToggleOtherDlq),
+        1 => (0u8..3).prop_map(Op::Close),
     ]
 }
 
@@ -1096,6 +1186,11 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn consumer_name(c: u8) -> String {
     format!("c{c}")
+}
+
+/// The connection consumer `c`'s reads run on (RELEASEONCLOSE tracks connections).
+fn reader_client(c: u8) -> u64 {
+    u64::from(c) + 10
 }
 
 /// The IDs `picks` name in the model's current state (an absent ID when there is none).
@@ -1130,6 +1225,7 @@ fn set_args(options: &[SetOption]) -> Vec<String> {
             SetOption::DeadLetter(key) => ("DEADLETTER", key.to_string()),
             SetOption::OrderBy(on) => ("ORDERBY", if *on { "k" } else { "" }.to_string()),
             SetOption::ConsumerIdle(ms) => ("CONSUMERIDLE", ms.to_string()),
+            SetOption::ReleaseOnClose(on) => ("RELEASEONCLOSE", u8::from(*on).to_string()),
             SetOption::BadMaxDeliver => ("MAXDELIVER", "-1".to_string()),
         };
         args.push(name.into());
@@ -1152,9 +1248,10 @@ fn step(live: &mut Live, model: &mut Model, op: &Op) -> Result<(), TestCaseError
         }
         Op::Read { consumer, count } => {
             let c = consumer_name(*consumer);
-            let got =
-                live.run_words(&["XREADGROUP", "GROUP", GROUP, &c, "COUNT", &count.to_string(), "STREAMS", KEY, ">"]);
+            let args = words(&["XREADGROUP", "GROUP", GROUP, &c, "COUNT", &count.to_string(), "STREAMS", KEY, ">"]);
+            let got = live.run_as(reader_client(*consumer), &args);
             let served = model.read(&c, *count);
+            model.noted_reader(&c);
             (got, model.read_reply(&served))
         }
         Op::Ack(picks) => {
@@ -1225,11 +1322,16 @@ fn step(live: &mut Live, model: &mut Model, op: &Op) -> Result<(), TestCaseError
                     OptionName::DeadLetter => "DEADLETTER",
                     OptionName::OrderBy => "ORDERBY",
                     OptionName::ConsumerIdle => "CONSUMERIDLE",
+                    OptionName::ReleaseOnClose => "RELEASEONCLOSE",
                 }
                 .to_string()
             }));
             model.unset(names);
             (live.run(&args), "+OK".into())
+        }
+        Op::Close(consumer) => {
+            let marked = live.engine.policy_client_closed(reader_client(*consumer));
+            (marked.to_string(), model.close(&consumer_name(*consumer)).to_string())
         }
         Op::ToggleOtherDlq => {
             if model.other_dlq_is_string {

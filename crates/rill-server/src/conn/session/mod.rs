@@ -523,6 +523,11 @@ impl Session {
         st.pause.held.remove(&id);
         st.shutdown.blocked.remove(&id);
         st.engine.unwatch_all(id);
+        // RELEASEONCLOSE: the consumers only this connection read as have their entries
+        // handed back by the policy timer, as a unit of its own.
+        if st.engine.policy_client_closed(id) {
+            st.policy_wake.notify_one();
+        }
         st.pubsub.remove_client(id);
         st.stats.net_input_bytes += self.net_in;
         st.clients.remove(&id);
