@@ -352,12 +352,23 @@ pub struct Config {
     /// Where the file said `user default on nopass ... ~* &* +@all` (see [`open_default_user`]),
     /// checked against `requirepass` once everything is read.
     open_default_user: Option<(usize, String)>,
+    /// The event classes `notify-keyspace-events` selects, as its letters with `A` expanded,
+    /// including the ones Redis keeps beside `A` without reporting them (see
+    /// [`keyspace_events`]).
+    event_letters: String,
 }
 
 impl Default for Config {
     fn default() -> Self {
         let values = PARAMS.iter().map(|p| (p.name, canonical(p, p.default).unwrap_or_default())).collect();
-        Config { values, file: None, ignored: Vec::new(), renames: Vec::new(), open_default_user: None }
+        Config {
+            values,
+            file: None,
+            ignored: Vec::new(),
+            renames: Vec::new(),
+            open_default_user: None,
+            event_letters: String::new(),
+        }
     }
 }
 
@@ -498,8 +509,8 @@ fn shutdown_flags(value: &str) -> Result<String, String> {
 /// the letters Redis' message names.
 ///
 /// rill keeps the text Redis reports, so `An` is kept as `A`. Redis keeps the `n` set beside
-/// `A` without showing it (until a CONFIG REWRITE and restart, which lose it there too); when
-/// keyspace notifications land, the classes must be kept apart from this text.
+/// `A` without showing it (until a CONFIG REWRITE and restart, which lose it there too); so
+/// does rill: the classes notifications use are kept apart ([`Config::keyspace_event_letters`]).
 fn keyspace_events(value: &str) -> Result<String, String> {
     const TYPES: &str = "g$lshzxetdnoc";
     const ALL: &str = "g$lshzxetd";
@@ -522,6 +533,17 @@ fn keyspace_events(value: &str) -> Result<String, String> {
     }
     out.extend(KINDS.chars().filter(|c| seen.contains(c)));
     Ok(out)
+}
+
+/// The letters of an accepted `notify-keyspace-events` value, `A` expanded, each once.
+fn event_letters(value: &str) -> String {
+    let mut out = String::new();
+    for c in value.chars().flat_map(|c| if c == 'A' { "g$lshzxetd".chars().collect::<Vec<_>>() } else { vec![c] }) {
+        if !out.contains(c) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The names the server creates files under must be plain names inside `dir`, never paths:
@@ -689,7 +711,7 @@ impl Config {
                     return Err(err("wrong number of arguments"));
                 }
                 let v = canonical_over(p, self.values.get(p.name), &joined).map_err(|r| err(&r))?;
-                self.values.insert(p.name, v);
+                self.store(p, v, &joined);
             } else if lname == "include" && values.len() == 1 {
                 self.include(values.first().map_or("", String::as_str), depth, &err)?;
             } else if lname == "rename-command" && values.len() == 2 {
@@ -728,8 +750,23 @@ impl Config {
     pub fn set_startup(&mut self, name: &str, value: &str) -> Result<(), String> {
         let p = param(name).ok_or_else(|| format!("unknown parameter '{name}'"))?;
         let v = canonical(p, value)?;
-        self.values.insert(p.name, v);
+        self.store(p, v, value);
         Ok(())
+    }
+
+    /// Set parameter `p` to its canonical value `v`, given as `raw`.
+    fn store(&mut self, p: &'static Param, v: String, raw: &str) {
+        if matches!(p.kind, Kind::KeyspaceEvents) {
+            self.event_letters = event_letters(raw);
+        }
+        self.values.insert(p.name, v);
+    }
+
+    /// The event classes `notify-keyspace-events` selects: its letters, `A` expanded to
+    /// `g$lshzxetd`, plus `K` / `E` for the channels (`n` next to `A` included, though Redis
+    /// reports `A` alone).
+    pub fn keyspace_event_letters(&self) -> &str {
+        &self.event_letters
     }
 
     /// Current value of an implemented parameter ("" if unknown).
@@ -795,20 +832,20 @@ impl Config {
             }
             params.push(p);
         }
-        let mut staged: Vec<(&'static str, String)> = Vec::new();
+        let mut staged: Vec<(&'static Param, String, &str)> = Vec::new();
         for (p, (name, value)) in params.iter().zip(pairs) {
             let v = canonical_over(p, self.values.get(p.name), value).map_err(|r| failed(name, &r))?;
-            staged.push((p.name, v));
+            staged.push((*p, v, value.as_str()));
         }
         // Each parameter once, even when it was also set under an alias.
         let mut names: Vec<&'static str> = Vec::new();
-        for (n, _) in &staged {
-            if !names.contains(n) {
-                names.push(n);
+        for (p, ..) in &staged {
+            if !names.contains(&p.name) {
+                names.push(p.name);
             }
         }
-        for (n, v) in staged {
-            self.values.insert(n, v);
+        for (p, v, raw) in staged {
+            self.store(p, v, raw);
         }
         Ok(names)
     }

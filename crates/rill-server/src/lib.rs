@@ -19,6 +19,7 @@ pub mod info;
 pub mod journal;
 pub mod listen;
 pub mod logging;
+pub mod notify;
 pub mod pause;
 pub mod poll;
 pub mod pubsub;

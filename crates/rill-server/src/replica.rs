@@ -695,6 +695,8 @@ fn apply_record(shared: &Shared, st: &mut State, body: &Bytes) -> Result<(), Str
                 // A primary records only what it did: a failure means the copy now differs.
                 tracing::warn!("an effect from the primary failed on this replica: {e}");
             }
+            // A replica notifies its own subscribers of what it applied, as Redis' do.
+            crate::notify::publish_events(st, time);
             st.journal.push(&mut buf);
         }
         st.engine.set_applying_stream(false);

@@ -307,10 +307,12 @@ async fn policy_timer(shared: Arc<Shared>) {
         crate::unit::run(&mut st, now, |st| {
             let recording = st.journal.recording();
             let blocked = &st.blocked;
+            st.engine.clear_events();
             let mut effects = st.engine.run_policy_timers(now, recording, &|db, key, group, consumer| {
                 blocked.reading(db, key, group, consumer)
             });
             st.collect_effects(&mut effects);
+            crate::notify::publish_events(st, now);
         });
     }
 }
@@ -328,7 +330,10 @@ async fn cron(shared: Arc<Shared>) {
             // One unit per sweep: expired keys are logged as deletions, one record, and
             // clients blocked on a key that expired re-check it (a group reader gets its
             // NOGROUP error now, as from Redis).
-            crate::unit::run(&mut st, now, |st| st.engine.active_expire(now, EXPIRE_BUDGET_KEYS));
+            crate::unit::run(&mut st, now, |st| {
+                st.engine.active_expire(now, EXPIRE_BUDGET_KEYS);
+                crate::notify::publish_events(st, now);
+            });
         }
         // The primary's keep-alive: a PING in the stream every repl-ping-replica-period, so
         // an idle primary's replicas do not time out (it counts in the offsets, as in Redis).

@@ -367,6 +367,8 @@ pub struct HotConfig {
     pub min_replicas_to_write: usize,
     /// `min-replicas-max-lag` in seconds.
     pub min_replicas_max_lag: i64,
+    /// `notify-keyspace-events`.
+    pub notify: crate::notify::Notify,
 }
 
 impl HotConfig {
@@ -380,6 +382,7 @@ impl HotConfig {
             query_buffer_limit: u64::try_from(config.get_i64("client-query-buffer-limit")).unwrap_or(u64::MAX),
             min_replicas_to_write: usize::try_from(config.get_i64("min-replicas-to-write")).unwrap_or(0),
             min_replicas_max_lag: config.get_i64("min-replicas-max-lag"),
+            notify: crate::notify::Notify::from_letters(config.keyspace_event_letters()),
         }
     }
 }

@@ -1,0 +1,94 @@
+//! Keyspace notifications (`notify-keyspace-events`): after each engine call — a command, a
+//! blocked client served, an effect a replica applies, an active-expiry pass, a policy timer
+//! run — the events the engine recorded (`Engine::events`, named and classed as Redis does)
+//! are published over Pub/Sub as Redis publishes them: `__keyspace@<db>__:<key>` with the
+//! event's name, and `__keyevent@<db>__:<event>` with the key, for the classes selected.
+//!
+//! Off (the default) it costs one branch per call: the engine keeps recording (into buffers it
+//! reuses) and the events are dropped with the next call.
+
+use bytes::Bytes;
+use rill_engine::EventClass;
+
+use crate::state::State;
+
+/// What `notify-keyspace-events` selects, read once per CONFIG SET (`HotConfig`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Notify {
+    /// `K`: `__keyspace@<db>__:<key>` channels.
+    keyspace: bool,
+    /// `E`: `__keyevent@<db>__:<event>` channels.
+    keyevent: bool,
+    /// The classes' letters selected, as a bit set over [`CLASS_LETTERS`].
+    classes: u16,
+}
+
+/// Every class letter the engine files events under.
+const CLASS_LETTERS: &str = "g$lshzxetdn";
+
+fn bit(letter: char) -> u16 {
+    CLASS_LETTERS.find(letter).map_or(0, |i| 1 << i)
+}
+
+impl Notify {
+    /// From `Config::keyspace_event_letters` (`A` already expanded).
+    pub fn from_letters(letters: &str) -> Notify {
+        Notify {
+            keyspace: letters.contains('K'),
+            keyevent: letters.contains('E'),
+            classes: letters.chars().fold(0, |set, c| set | bit(c)),
+        }
+    }
+
+    /// Whether anything would be published (a channel kind and a class).
+    pub fn on(self) -> bool {
+        (self.keyspace || self.keyevent) && self.classes != 0
+    }
+
+    fn selects(self, class: EventClass) -> bool {
+        self.classes & bit(class.letter()) != 0
+    }
+}
+
+/// Publish the events the engine recorded in its last call, then forget them.
+pub fn publish_events(st: &mut State, now_ms: i64) {
+    let notify = st.hot.notify;
+    if !notify.on() {
+        return;
+    }
+    let events: Vec<(usize, Bytes, &'static str)> = st
+        .engine
+        .events()
+        .filter(|e| notify.selects(e.event.class()))
+        .map(|e| (e.db, Bytes::copy_from_slice(e.key), e.event.name()))
+        .collect();
+    st.engine.clear_events();
+    for (db, key, name) in events {
+        if notify.keyspace {
+            let mut channel = format!("__keyspace@{db}__:").into_bytes();
+            channel.extend_from_slice(&key);
+            crate::pubsub::publish(st, false, &Bytes::from(channel), &Bytes::from_static(name.as_bytes()), now_ms);
+        }
+        if notify.keyevent {
+            let channel = Bytes::from(format!("__keyevent@{db}__:{name}"));
+            crate::pubsub::publish(st, false, &channel, &key, now_ms);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn letters_select_channels_and_classes() {
+        let n = Notify::from_letters("g$lshzxetdKE");
+        assert!(n.on() && n.keyspace && n.keyevent);
+        assert!(n.selects(EventClass::Stream) && n.selects(EventClass::Expired));
+        assert!(!n.selects(EventClass::New), "n is not part of A");
+        assert!(Notify::from_letters("g$lshzxetdnK").selects(EventClass::New));
+        assert!(!Notify::from_letters("t").on(), "no channel kind: nothing is published");
+        assert!(!Notify::from_letters("KE").on(), "no class: nothing is published");
+        assert!(!Notify::from_letters("").on());
+    }
+}
