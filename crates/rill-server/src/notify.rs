@@ -24,7 +24,7 @@ pub struct Notify {
 }
 
 /// Every class letter the engine files events under.
-const CLASS_LETTERS: &str = "g$lshzxetdn";
+const CLASS_LETTERS: &str = "g$lshzxetdnoc";
 
 fn bit(letter: char) -> u16 {
     CLASS_LETTERS.find(letter).map_or(0, |i| 1 << i)

@@ -35,6 +35,11 @@ pub enum EventClass {
     Evicted,
     /// `n`: a key created.
     New,
+    /// `o`: a key's value replaced by a new one (SET over an existing key, a RENAME, COPY or
+    /// RESTORE onto one).
+    Overwritten,
+    /// `c`: a key overwritten by a value of another type.
+    TypeChanged,
 }
 
 impl EventClass {
@@ -51,6 +56,8 @@ impl EventClass {
             EventClass::Expired => 'x',
             EventClass::Evicted => 'e',
             EventClass::New => 'n',
+            EventClass::Overwritten => 'o',
+            EventClass::TypeChanged => 'c',
         }
     }
 }
@@ -101,6 +108,8 @@ key_events! {
     Expired => "expired", Expired;
     Evicted => "evicted", Evicted;
     New => "new", New;
+    Overwritten => "overwritten", Overwritten;
+    TypeChanged => "type_changed", TypeChanged;
     Set => "set", String;
     SetRange => "setrange", String;
     Append => "append", String;
@@ -195,6 +204,18 @@ impl EventLog {
 }
 
 impl Engine {
+    /// Record that `key` was overwritten by a value of type `new_type` where one of
+    /// `old_type` was (`None`: it did not exist, and nothing is recorded): `overwritten`,
+    /// and `type_changed` if the types differ — what Redis records where it replaces a key's
+    /// value whole.
+    pub fn record_overwrite(&mut self, db: usize, key: &[u8], old_type: Option<&'static str>, new_type: &str) {
+        let Some(old_type) = old_type else { return };
+        self.events.push(db, key, KeyEvent::Overwritten);
+        if old_type != new_type {
+            self.events.push(db, key, KeyEvent::TypeChanged);
+        }
+    }
+
     /// Record `event` on `key` without counting a change or touching WATCH (what
     /// [`Engine::modified`] does besides): for events that are not writes of their own (a key
     /// created, expired) or a second event of one write.

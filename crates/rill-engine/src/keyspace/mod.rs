@@ -780,6 +780,21 @@ impl Engine {
         }
     }
 
+    /// Store `value` under `key` as Redis' `setKey` does (SET, MSET, GETSET, the set algebra's
+    /// STORE forms): the old value replaced whole (its expiry dropped unless `keep_ttl`), with
+    /// `overwritten` (and `type_changed`) recorded when there was one, before the caller's
+    /// own event. The caller has expired an old key whose time passed (a write lookup).
+    pub fn set_key(&mut self, db: usize, key: &[u8], value: Value, keep_ttl: bool) {
+        let old_type = self.db(db).get_raw(key).map(|e| e.value.type_name());
+        let new_type = value.type_name();
+        self.record_overwrite(db, key, old_type, new_type);
+        if keep_ttl {
+            self.insert_keep_ttl(db, Bytes::copy_from_slice(key), value);
+        } else {
+            self.insert_copy(db, key, value);
+        }
+    }
+
     /// Store `value` under `key`, keeping the old key's expiry if there was one.
     pub fn insert_keep_ttl(&mut self, db: usize, key: Bytes, value: Value) {
         if let Value::Stream(s) = &value {

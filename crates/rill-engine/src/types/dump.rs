@@ -135,7 +135,8 @@ fn parse_options(args: &[Bytes]) -> Result<RestoreOptions, CmdError> {
 fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let opts = parse_options(args)?;
-    let exists = engine.lookup_mut(ctx.db, key, ctx.now_ms).is_some();
+    let old_type = engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| e.value.type_name());
+    let exists = old_type.is_some();
     if exists && !opts.replace {
         return Err(BUSYKEY);
     }
@@ -171,6 +172,7 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         // overwrite here, records none), then `restore`.
         engine.record_event(ctx.db, &key, KeyEvent::New);
     }
+    let new_type = value.type_name();
     engine.insert(ctx.db, key.clone(), value);
     if let Some(e) = engine.entry_mut(ctx.db, &key) {
         match (opts.idletime, opts.freq) {
@@ -181,6 +183,8 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     }
     engine.set_expire(ctx.db, &key, expire_at);
     engine.modified(ctx.db, &key, KeyEvent::Restore);
+    // REPLACE of a key that was there: `overwritten` (`type_changed`) after `restore`.
+    engine.record_overwrite(ctx.db, &key, old_type, new_type);
     engine.signal_ready(ctx.db, &key);
     Ok(Reply::ok())
 }

@@ -113,14 +113,19 @@ fn events_carry_their_db_and_class() {
 #[test]
 fn restore_records_new_then_restore() {
     // Redis: RESTORE adds the key (`new`, also after REPLACE deleted the old one), then
-    // `restore`; a TTL already past deletes what REPLACE would replace (`del`).
+    // `restore`, then for a REPLACE of a key that was there `overwritten` (and `type_changed`
+    // for another type: checked with Redis 8.2.3); a TTL already past deletes what REPLACE
+    // would replace (`del`).
     let mut h = Harness::new();
     h.run(&["SET", "k", "v"]);
     let rill_resp::Reply::Bulk(payload) = h.run(&["DUMP", "k"]) else { panic!("DUMP") };
     h.run_bytes(&[b"RESTORE", b"k2", b"0", &payload]);
     assert_eq!(events(&h), ["new:k2", "restore:k2"]);
     h.run_bytes(&[b"RESTORE", b"k2", b"0", &payload, b"REPLACE"]);
-    assert_eq!(events(&h), ["new:k2", "restore:k2"]);
+    assert_eq!(events(&h), ["new:k2", "restore:k2", "overwritten:k2"]);
+    h.run(&["RPUSH", "k3", "a"]);
+    h.run_bytes(&[b"RESTORE", b"k3", b"0", &payload, b"REPLACE"]);
+    assert_eq!(events(&h), ["new:k3", "restore:k3", "overwritten:k3", "type_changed:k3"]);
     h.run_bytes(&[b"RESTORE", b"k2", b"1", &payload, b"REPLACE", b"ABSTTL"]);
     assert_eq!(events(&h), ["del:k2"]);
 }

@@ -49,7 +49,7 @@ fn transcripts_are_what_rill_publishes() {
 
 fn check_transcripts(server: &Server) {
     let redis = server;
-    RawClient::connect(redis.port).cmd_value(&["CONFIG", "SET", "notify-keyspace-events", "EAn"]);
+    RawClient::connect(redis.port).cmd_value(&["CONFIG", "SET", "notify-keyspace-events", "EAnoc"]);
     let mut sections = 0;
     for section in TRANSCRIPTS.split("\n## ").skip(1) {
         let lines: Vec<(&str, &str)> = section
@@ -98,6 +98,10 @@ const WORKLOAD: &[&str] = &[
     "EXPIRE str2 100",
     "PERSIST str2",
     "SET gone 1 PX 1",
+    "SET str2 again",
+    "RPUSH over a",
+    "SET over b",
+    "COPY over list REPLACE",
     "DEL list h set",
 ];
 
@@ -148,6 +152,8 @@ fn notifications_are_byte_for_byte_redis_8s() {
         ("Et", "*"),
         ("Kgx", "*"),
         ("KEn$", "*"),
+        ("KEAoc", "*"),
+        ("Ec", "*"),
         ("K", "*"),
     ] {
         for resp3 in [false, true] {

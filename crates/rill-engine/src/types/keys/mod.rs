@@ -558,12 +558,15 @@ fn rename_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], nx: bo
     // The source is gone: clients blocked on it re-check it (a group reader then gets its
     // NOGROUP error at once, as from Redis, instead of waiting out its timeout).
     engine.signal_ready(db, src);
-    engine.remove(db, dst);
+    let old_type = engine.remove(db, dst).map(|e| e.value.type_name());
     let dst = owned(dst);
-    // Events as Redis fires them: `new` for the destination (stored here), then the pair.
+    let new_type = entry.value.type_name();
+    // Events as Redis fires them: `new` for the destination (stored here), the pair, then
+    // `overwritten` (`type_changed`) if a key was there.
     insert_moved(engine, db, src, &dst, entry);
     engine.modified(db, src, KeyEvent::RenameFrom);
     engine.modified(db, &dst, KeyEvent::RenameTo);
+    engine.record_overwrite(db, &dst, old_type, new_type);
     engine.signal_ready(db, &dst);
     Ok(if nx { Reply::Integer(1) } else { Reply::ok() })
 }
@@ -624,15 +627,18 @@ fn copy(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let Some(entry) = engine.lookup(ctx.db, src, ctx.now_ms).cloned() else {
         return Ok(Reply::Integer(0));
     };
+    let mut old_type = None;
     if engine.lookup(req.dest_db, dst, ctx.now_ms).is_some() {
         if !req.replace {
             return Ok(Reply::Integer(0));
         }
-        engine.remove(req.dest_db, dst);
+        old_type = engine.remove(req.dest_db, dst).map(|e| e.value.type_name());
     }
     let dst = owned(dst);
+    let new_type = entry.value.type_name();
     insert_moved(engine, req.dest_db, src, &dst, entry);
     engine.modified(req.dest_db, &dst, KeyEvent::CopyTo);
+    engine.record_overwrite(req.dest_db, &dst, old_type, new_type);
     engine.signal_ready(req.dest_db, &dst);
     Ok(Reply::Integer(1))
 }

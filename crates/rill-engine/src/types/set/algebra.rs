@@ -221,7 +221,7 @@ fn store_op(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], op: SetOp) -> Re
     if !from_first {
         encoding::set_built(&mut meta, &set, &cfg);
     }
-    engine.insert(ctx.db, crate::types::owned(destination), Value::Set(Box::new(set)));
+    engine.set_key(ctx.db, destination, Value::Set(Box::new(set)), false);
     if let Some(e) = engine.entry_mut(ctx.db, destination) {
         e.meta.form = meta.form;
     }

@@ -430,12 +430,7 @@ fn set_apply(
     if skip {
         return Ok(if req.get { old } else { Reply::Null });
     }
-    let value = Value::Str(owned(value));
-    if req.keep_ttl {
-        engine.insert_keep_ttl(ctx.db, owned(key), value);
-    } else {
-        engine.insert_copy(ctx.db, key, value);
-    }
+    engine.set_key(ctx.db, key, Value::Str(owned(value)), req.keep_ttl);
     engine.modified(ctx.db, key, KeyEvent::Set);
     if let Some(at) = req.expire_at_ms {
         if engine.expired_on_write(at, ctx.now_ms) {
@@ -527,7 +522,7 @@ fn mset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     for (key, value) in pairs(args)? {
         // As Redis' write lookup: an expired key is removed (and logged) before the overwrite.
         engine.expire_if_needed(ctx.db, key, ctx.now_ms);
-        engine.insert_copy(ctx.db, key, Value::Str(owned(value)));
+        engine.set_key(ctx.db, key, Value::Str(owned(value)), false);
         engine.modified(ctx.db, key, KeyEvent::Set);
     }
     Ok(Reply::ok())
