@@ -11,7 +11,7 @@ mod policies;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use rill_worker::{Connection, Target, WorkerError};
+use rill_worker::{Connection, Target};
 
 #[derive(Debug, Parser)]
 #[command(name = "rill", version, about = "Inspect and repair Redis Streams consumer groups")]
@@ -24,7 +24,8 @@ struct Cli {
 
 #[derive(Debug, Args)]
 struct Global {
-    /// Server URL. The demos start a rill-server of their own when it is not given.
+    /// Server URL (default: the RILL_URL environment variable, else REDIS_URL, else
+    /// redis://127.0.0.1:6379). The demos start a rill-server of their own when none is given.
     #[arg(long, global = true)]
     url: Option<String>,
     /// Treat --url as a seed node of a Redis Cluster.
@@ -39,8 +40,18 @@ struct Global {
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
 impl Global {
+    /// The server named by `--url`, else by `RILL_URL`, else by `REDIS_URL` (`None`: none).
+    fn given_url(&self) -> Option<String> {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        self.url.clone().or_else(|| env("RILL_URL")).or_else(|| env("REDIS_URL"))
+    }
+
+    fn url(&self) -> String {
+        self.given_url().unwrap_or_else(|| DEFAULT_URL.to_owned())
+    }
+
     fn target(&self) -> Target {
-        let url = self.url.clone().unwrap_or_else(|| DEFAULT_URL.to_owned());
+        let url = self.url();
         if self.cluster {
             Target::Cluster(vec![url])
         } else {
@@ -48,8 +59,11 @@ impl Global {
         }
     }
 
-    async fn connect(&self) -> Result<Connection, WorkerError> {
-        self.target().connect(None).await
+    /// A connection, or an error that names the address tried and how to give another.
+    async fn connect(&self) -> Result<Connection, Box<dyn std::error::Error>> {
+        self.target().connect(None).await.map_err(|e| {
+            format!("could not connect to {} ({e}); name the server with --url or RILL_URL", self.url()).into()
+        })
     }
 }
 
@@ -267,7 +281,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Command::Demo { which } => {
-            let server = match &g.url {
+            let server = match &g.given_url() {
                 Some(_) => None,
                 None => Some(demo::EmbeddedServer::start()?),
             };

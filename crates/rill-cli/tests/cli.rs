@@ -14,7 +14,17 @@ fn redis() -> Server {
 }
 
 fn rill(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rill")).args(args).stdin(Stdio::null()).output().unwrap();
+    rill_env(args, &[])
+}
+
+/// `rill args...` with only the given server variables set (RILL_URL, REDIS_URL).
+fn rill_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rill"));
+    cmd.args(args).stdin(Stdio::null()).env_remove("RILL_URL").env_remove("REDIS_URL");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -611,4 +621,26 @@ fn demo_ticker_with_server_policies() {
     let err = rill_err(&redis, &["demo", "ticker", "--server-policies"]);
     assert!(err.contains("needs a rill server (RILL.GROUP)"), "{err}");
     assert_eq!(redis_cli(redis.port, &["EXISTS", "rill-demo:{ticks}"]).unwrap().trim(), "0");
+}
+
+/// The server comes from `--url`, else `RILL_URL`, else `REDIS_URL`; a failed connection names
+/// the address it tried.
+#[test]
+fn the_server_comes_from_url_or_the_environment_and_failures_name_it() {
+    let server = Server::rill();
+    RawClient::connect(server.port).cmd(&["XGROUP", "CREATE", "envs", "g", "$", "MKSTREAM"]);
+    let url = server.url();
+    for var in ["RILL_URL", "REDIS_URL"] {
+        let (ok, stdout, stderr) = rill_env(&["groups", "envs"], &[(var, &url)]);
+        assert!(ok, "{var}: {stderr}");
+        assert!(stdout.contains('g'), "{var}: {stdout}");
+    }
+    // RILL_URL wins over REDIS_URL, --url over both.
+    let dead = "redis://127.0.0.1:1";
+    let (ok, _, stderr) = rill_env(&["groups", "envs"], &[("RILL_URL", dead), ("REDIS_URL", &url)]);
+    assert!(!ok);
+    assert!(stderr.contains("could not connect to redis://127.0.0.1:1"), "{stderr}");
+    assert!(stderr.contains("--url or RILL_URL"), "{stderr}");
+    let (ok, _, stderr) = rill_env(&["--url", &url, "groups", "envs"], &[("RILL_URL", dead)]);
+    assert!(ok, "{stderr}");
 }

@@ -731,6 +731,13 @@ impl Config {
         Ok(())
     }
 
+    /// The monitoring directives set away from their defaults that rill stores and reports
+    /// but does not act on yet (no LATENCY or SLOWLOG yet; start-up warns about each).
+    pub fn unobserved(&self) -> Vec<&'static str> {
+        const UNOBSERVED: &[&str] = &["latency-monitor-threshold", "slowlog-log-slower-than", "slowlog-max-len"];
+        UNOBSERVED.iter().copied().filter(|name| param(name).is_some_and(|p| self.get(name) != p.default)).collect()
+    }
+
     /// The replication directives set away from their defaults that rill stores and reports
     /// but does not act on yet (start-up warns about each).
     pub fn inert(&self) -> Vec<&'static str> {
@@ -1019,6 +1026,14 @@ mod tests {
         let c = Config::from_args(&args(&["--replicaof", "NO", "one"])).unwrap();
         assert_eq!(c.get("replicaof"), "");
         assert!(c.inert().is_empty());
+        let c = Config::from_args(&args(&["--latency-monitor-threshold", "5", "--slowlog-max-len", "128"])).unwrap();
+        assert_eq!(c.unobserved(), ["latency-monitor-threshold"], "slowlog-max-len 128 is the default");
+        // `n` beside `A` is kept for notifications though CONFIG GET shows `A` alone, as Redis.
+        let mut c = Config::from_args(&args(&["--notify-keyspace-events", "KEAn"])).unwrap();
+        assert_eq!(c.get("notify-keyspace-events"), "AKE");
+        assert_eq!(c.keyspace_event_letters(), "KEg$lshzxetdn");
+        c.set_many(&[("notify-keyspace-events".into(), "Ex".into())], true).unwrap();
+        assert_eq!((c.get("notify-keyspace-events"), c.keyspace_event_letters()), ("xE", "Ex"));
         for (bad, why) in [
             (&["--replicaof", "h", "70000"][..], "Invalid master port"),
             (&["--replicaof", "h", "1x"], "Invalid master port"),

@@ -166,11 +166,17 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "aof_rewrites:{}", p.rewrites);
             line!(out, "aof_last_write_status:{}", ok(!log.is_some_and(|l| l.failed())));
             if let Some(l) = log {
-                let d = l.durable();
                 line!(out, "aof_current_size:{}", p.base_file_size + status.incr_size);
                 line!(out, "aof_base_size:{}", p.rewrite_base_size);
                 line!(out, "aof_buffer_length:{}", st.journal.appended().saturating_sub(l.written()));
-                line!(out, "aof_pending_fsync_bytes:{}", l.written().saturating_sub(d.offset));
+                // Written to the OS and not yet covered by an fsync (`always`: none once a reply
+                // went out; `everysec`: at most about a second's worth). Under `no` rill never
+                // fsyncs: nothing waits for one.
+                let pending = match st.config.get("appendfsync") {
+                    "no" => 0,
+                    _ => l.written().saturating_sub(l.synced()),
+                };
+                line!(out, "aof_pending_fsync_bytes:{pending}");
                 line!(out, "aof_delayed_fsync:{}", status.delayed_fsync);
                 line!(out, "aof_fsync_policy:{}", st.config.get("appendfsync"));
                 if let Some(e) = &status.last_error {

@@ -12,7 +12,7 @@ static GLOBAL: rill_server::alloc::Counting = rill_server::alloc::Counting;
 
 fn usage() {
     println!(
-        "Usage: rill-server [/path/to/rill.conf] [options]\n       rill-server -v or --version\n       rill-server -h or --help\n\nExamples:\n       rill-server (listen on 127.0.0.1:6379, data in ./data)\n       rill-server --port 7777\n       rill-server /etc/rill/rill.conf --loglevel verbose"
+        "Usage: rill-server [/path/to/rill.conf] [options]\n       rill-server -v or --version\n       rill-server -h or --help\n       rill-server --check-log <file.incr.rlog> [--fix]   check (and with --fix, cut back to its last good record) a log file\n\nExamples:\n       rill-server (listen on 127.0.0.1:6379, data in ./data)\n       rill-server --port 7777\n       rill-server /etc/rill/rill.conf --loglevel verbose"
     );
 }
 
@@ -60,6 +60,11 @@ fn main() {
     for name in config.inert() {
         tracing::warn!("directive '{name}' is stored and reported, but rill's replication does not act on it yet");
     }
+    for name in config.unobserved() {
+        tracing::warn!(
+            "directive '{name}' is stored and reported, but rill does not record latency or slow commands yet"
+        );
+    }
     if config.get("daemonize") == "yes" {
         tracing::warn!("daemonize yes is not supported; running in the foreground");
     }
@@ -73,6 +78,16 @@ fn main() {
     if let Ok(abs) = std::env::current_dir() {
         let _ = config.set_startup("dir", &abs.display().to_string());
     }
+    // Where the data lives and how safe an acknowledged write is: the first things an
+    // operator looks for in the log.
+    tracing::info!(
+        "Data directory {}; append-only log {} (appendfsync {}); snapshots: save \"{}\" to {}",
+        config.get("dir"),
+        if config.get("appendonly") == "yes" { "on" } else { "off" },
+        config.get("appendfsync"),
+        config.get("save"),
+        config.get("dbfilename")
+    );
     clock::calibrate();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,

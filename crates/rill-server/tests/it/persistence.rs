@@ -758,3 +758,29 @@ fn dump_payloads_cross_with_redis_at_listpack_back_length_boundaries() {
         }
     }
 }
+
+/// `aof_pending_fsync_bytes` counts bytes written and not yet fsynced: under `everysec` it
+/// falls back to 0 once the second's fsync ran (it used to only grow), under `always` it is 0
+/// after every reply, under `no` (rill never fsyncs) it is 0.
+#[test]
+fn pending_fsync_bytes_fall_back_once_fsynced() {
+    let server = rill_testkit::Server::rill_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let mut c = server.connect();
+    for round in 0..3 {
+        for i in 0..50 {
+            c.cmd(&["XADD", "s", "*", "round", &round.to_string(), "i", &i.to_string()]);
+        }
+        let t = std::time::Instant::now();
+        while info_field(&mut c, "aof_pending_fsync_bytes") != 0 {
+            assert!(t.elapsed() < Duration::from_secs(5), "round {round}: never fsynced");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for policy in ["always", "no"] {
+        c.cmd(&["CONFIG", "SET", "appendfsync", policy]);
+        for i in 0..20 {
+            c.cmd(&["SET", &format!("k{i}"), "v"]);
+        }
+        assert_eq!(info_field(&mut c, "aof_pending_fsync_bytes"), 0, "{policy}");
+    }
+}
