@@ -107,6 +107,7 @@ fn xackdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
             results.push(NOT_PENDING);
             continue;
         }
+        stream.ack_activity(group, id, ctx.now_ms);
         stream.apply_group(GroupEffect::Acked { group: group.clone(), id });
         changes += 1;
         let result = match opts.strategy {

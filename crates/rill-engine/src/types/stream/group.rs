@@ -78,6 +78,17 @@ impl ConsumerGroup {
         ConsumerGroup { last_delivered_id, entries_read, pel: Pel::default(), consumers: BTreeMap::new(), policy: None }
     }
 
+    /// The owner of pending `id` acknowledged it: its activity, with a policy.
+    fn ack_activity(&mut self, id: StreamId, now_ms: i64) {
+        if self.policy.is_none() {
+            return;
+        }
+        let owner = self.pel.get(id).and_then(|e| e.owner.cloned());
+        if let (Some(owner), Some(p)) = (owner, self.policy.as_deref_mut()) {
+            p.active(&owner, now_ms);
+        }
+    }
+
     /// The group's policy, if it has one.
     pub fn policy(&self) -> Option<&Policy> {
         self.policy.as_deref()
@@ -437,13 +448,7 @@ impl Stream {
         let Some(g) = self.groups.get_mut(group) else { return 0 };
         let mut acked = 0;
         for &id in ids {
-            // An XACK is its owner's activity (idle expiry, policies spec §8).
-            if g.policy.is_some() {
-                let owner = g.pel.get(id).and_then(|e| e.owner.cloned());
-                if let (Some(owner), Some(p)) = (owner, g.policy.as_deref_mut()) {
-                    p.active(&owner, now_ms);
-                }
-            }
+            g.ack_activity(id, now_ms);
             if g.pel.remove(id) {
                 acked += 1;
                 if let Some(p) = g.policy.as_deref_mut() {
@@ -455,6 +460,14 @@ impl Stream {
             }
         }
         acked
+    }
+
+    /// An acknowledgement of pending `id` of `group` (XACK, XACKDEL) is its owner's activity
+    /// (idle expiry, policies spec §8).
+    pub fn ack_activity(&mut self, group: &[u8], id: StreamId, now_ms: i64) {
+        if let Some(g) = self.groups.get_mut(group) {
+            g.ack_activity(id, now_ms);
+        }
     }
 
     /// A copy of the stream without its groups (tests replay effects onto it).

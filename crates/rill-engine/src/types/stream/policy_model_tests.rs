@@ -1483,3 +1483,35 @@ proptest! {
         run_case(initial, policy_after, ops)?;
     }
 }
+
+/// An XACKDEL is its owner's activity, as an XACK is: CONSUMERIDLE counts from it (it used to
+/// expire a consumer that only acknowledged with XACKDEL), and a replay reaches the same state.
+#[test]
+fn xackdel_is_activity_for_consumeridle() {
+    let mut live = Live::new();
+    assert_eq!(live.run_words(&["XGROUP", "CREATE", KEY, GROUP, "$", "MKSTREAM"]), "+OK");
+    assert_eq!(live.run_words(&["RILL.GROUP", "SET", KEY, GROUP, "CONSUMERIDLE", "1000"]), "+OK");
+    for i in 1..=2 {
+        live.run_words(&["XADD", KEY, &format!("{i}-0"), "n", &i.to_string()]);
+    }
+    live.run_words(&["XREADGROUP", "GROUP", GROUP, "c0", "COUNT", "2", "STREAMS", KEY, ">"]);
+    live.now_ms += 900;
+    assert_eq!(live.run_words(&["XACKDEL", KEY, GROUP, "IDS", "1", "1-0"]), "[:1]");
+    live.now_ms += 600;
+    live.timer();
+    assert_eq!(live.run_words(&["XPENDING", KEY, GROUP, "-", "+", "10"]), "[[2-0 c0 :1500 :1]]", "c0 kept its entry");
+    assert_eq!(live.engine.next_policy_due(), Some(START_MS + 1900), "idle from the XACKDEL on");
+    live.now_ms = START_MS + 1900;
+    live.timer();
+    assert_eq!(live.run_words(&["XPENDING", KEY, GROUP, "-", "+", "10"]), "[[2-0  :-1 :1]]", "expired: handed back");
+    let mut copy = Live::new();
+    copy.engine.set_loading(true);
+    for (time, effects) in &live.log {
+        for e in effects {
+            copy.engine.apply_effect(&copy.table, *time, e.clone()).unwrap();
+        }
+    }
+    copy.engine.set_loading(false);
+    copy.now_ms = live.now_ms;
+    assert_eq!(full_view(&mut copy), full_view(&mut live));
+}
