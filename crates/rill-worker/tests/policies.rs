@@ -31,6 +31,47 @@ async fn calls(conn: &mut rill_worker::Connection, name: &str) -> u64 {
         .map_or(0, |rest| rest.split(',').next().unwrap().trim().parse().unwrap())
 }
 
+/// A worker with `crash_config` takes entries of its stream and hangs on them, and is killed
+/// (its connections close); a rescuer with the same config under another consumer name (its
+/// own history would return the entries at once, without the server's hand-back) then handles
+/// every one of `total` entries. Returns what the rescuer saw and its report.
+async fn crash_and_rescue(
+    target: &rill_worker::Target,
+    conn: &mut rill_worker::Connection,
+    crash_config: rill_worker::WorkerConfig,
+    total: usize,
+) -> (Seen, rill_worker::WorkerReport) {
+    let stream = crash_config.stream.clone();
+    let crashed = spawn(target, crash_config.clone(), |_e: Entry| std::future::pending::<Result<(), HandlerError>>());
+    let s = stream.clone();
+    wait_for(10, "the crashing worker to hold entries", || {
+        let mut c = conn.clone();
+        let s = s.clone();
+        async move { pending_count(&mut c, &s, "g").await > 0 }
+    })
+    .await;
+    crashed.kill().await;
+    let seen = Seen::default();
+    let recorder = seen.clone();
+    let mut rescue_config = crash_config.with_batch_size(16);
+    rescue_config.consumer = "pod-rescue".to_owned();
+    let rescue = spawn(target, rescue_config, move |e: Entry| {
+        let s = recorder.clone();
+        async move {
+            s.record(&e);
+            Ok(())
+        }
+    });
+    wait_for(20, "every entry handled and acked", || {
+        let mut c = conn.clone();
+        let seen = seen.clone();
+        let s = stream.clone();
+        async move { seen.len() == total && pending_count(&mut c, &s, "g").await == 0 }
+    })
+    .await;
+    (seen, rescue.stop().await)
+}
+
 #[tokio::test]
 async fn rill_has_policies_redis_does_not() {
     let rill = Server::rill();
@@ -62,34 +103,7 @@ async fn crashed_worker_entries_come_back_to_gt_reads_after_ackwait() {
 
     let slow =
         config(stream, "pod-crash", FeatureMode::Detect).with_min_idle(Duration::from_millis(200)).with_batch_size(4);
-    let crashed = spawn(&target, slow.clone(), |_e: Entry| std::future::pending::<Result<(), HandlerError>>());
-    wait_for(10, "pod-crash to hold entries", || {
-        let mut c = conn.clone();
-        async move { pending_count(&mut c, stream, "g").await > 0 }
-    })
-    .await;
-    crashed.kill().await;
-
-    let seen = Seen::default();
-    let s = seen.clone();
-    // The crashed worker's config but for the consumer name (its own history would return
-    // the entries at once, without the server's hand-back).
-    let mut rescue_config = slow.with_batch_size(16);
-    rescue_config.consumer = "pod-rescue".to_owned();
-    let rescue = spawn(&target, rescue_config, move |e: Entry| {
-        let s = s.clone();
-        async move {
-            s.record(&e);
-            Ok(())
-        }
-    });
-    wait_for(20, "every entry handled and acked", || {
-        let mut c = conn.clone();
-        let seen = seen.clone();
-        async move { seen.len() == 12 && pending_count(&mut c, stream, "g").await == 0 }
-    })
-    .await;
-    let report = rescue.stop().await;
+    let (seen, report) = crash_and_rescue(&target, &mut conn, slow, 12).await;
     assert_eq!(seen.ids(), ids);
     assert!(seen.counts().values().all(|&n| n == 1), "{:?}", seen.counts());
     let info = policy::info_rows(&mut conn, stream, "g").await.unwrap();
@@ -122,36 +136,12 @@ async fn crashed_worker_entries_come_back_at_once_with_release_on_close() {
         .with_batch_size(4)
         .with_server_policy(ServerPolicyMode::Set)
         .with_release_on_close(true);
-    let crashed = spawn(&target, slow.clone(), |_e: Entry| std::future::pending::<Result<(), HandlerError>>());
-    wait_for(10, "pod-crash to hold entries", || {
-        let mut c = conn.clone();
-        async move { pending_count(&mut c, stream, "g").await > 0 }
-    })
-    .await;
-    let rows = policy::get_rows(&mut conn, stream, "g").await.unwrap();
+    let mut c = conn.clone();
+    let started = std::time::Instant::now();
+    let (seen, report) = crash_and_rescue(&target, &mut conn, slow, 12).await;
+    assert!(started.elapsed() < Duration::from_secs(30), "not at the 60 s deadline: {:?}", started.elapsed());
+    let rows = policy::get_rows(&mut c, stream, "g").await.unwrap();
     assert!(rows.iter().any(|(k, v)| k == "releaseonclose" && v.to_string() == "1"), "{rows:?}");
-    crashed.kill().await;
-    let killed_at = std::time::Instant::now();
-
-    let seen = Seen::default();
-    let s = seen.clone();
-    let mut rescue_config = slow.with_batch_size(16);
-    rescue_config.consumer = "pod-rescue".to_owned();
-    let rescue = spawn(&target, rescue_config, move |e: Entry| {
-        let s = s.clone();
-        async move {
-            s.record(&e);
-            Ok(())
-        }
-    });
-    wait_for(20, "every entry handled and acked", || {
-        let mut c = conn.clone();
-        let seen = seen.clone();
-        async move { seen.len() == 12 && pending_count(&mut c, stream, "g").await == 0 }
-    })
-    .await;
-    assert!(killed_at.elapsed() < Duration::from_secs(30), "not at the 60 s deadline: {:?}", killed_at.elapsed());
-    let report = rescue.stop().await;
     assert_eq!(seen.ids(), ids);
     assert!(seen.counts().values().all(|&n| n == 1), "{:?}", seen.counts());
     let info = policy::info_rows(&mut conn, stream, "g").await.unwrap();
