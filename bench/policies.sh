@@ -161,7 +161,8 @@ for r in rows:
 def sel(rt, name):
     return [r for r in rows if r["rate"] == rt and r["name"] == name]
 def med(rt, name, key):
-    xs = [float(r[key]) for r in sel(rt, name)]
+    # A round with nothing to measure (no good entry held by a victim) gives NaN: left out.
+    xs = [x for x in (float(r[key]) for r in sel(rt, name)) if x == x]
     return statistics.median(xs) if xs else float("nan")
 def paired(rt, a, b, key):
     """Median and range of the per-round ratios a/b."""
@@ -169,7 +170,7 @@ def paired(rt, a, b, key):
     for r in rows:
         if r["rate"] == rt and r["name"] in (a, b):
             by.setdefault(r["round"], {})[r["name"]] = float(r[key])
-    xs = sorted(v[a] / v[b] for v in by.values() if a in v and b in v and v[b] > 0)
+    xs = sorted(v[a] / v[b] for v in by.values() if a in v and b in v and v[b] > 0 and v[a] == v[a])
     if not xs:
         return "n/a"
     return f"{statistics.median(xs):.2f}x ({xs[0]:.2f}..{xs[-1]:.2f})" if len(xs) > 1 else f"{xs[0]:.2f}x"
