@@ -567,6 +567,7 @@ fn rename_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], nx: bo
     engine.modified(db, src, KeyEvent::RenameFrom);
     engine.modified(db, &dst, KeyEvent::RenameTo);
     engine.record_overwrite(db, &dst, old_type, new_type);
+    engine.policy_readers_renamed(db, src, &dst);
     engine.signal_ready(db, &dst);
     Ok(if nx { Reply::Integer(1) } else { Reply::ok() })
 }

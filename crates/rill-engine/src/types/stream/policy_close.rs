@@ -154,6 +154,47 @@ impl Engine {
         }
     }
 
+    /// The key at `from` was renamed to `to` in database `db` (RENAME, RENAMENX): the
+    /// connections that read as consumers of the stream there read as them under the new name,
+    /// and those that read at `to` (a key the rename replaced) no longer read as anything.
+    pub(crate) fn policy_readers_renamed(&mut self, db: usize, from: &[u8], to: &Bytes) {
+        let readers = &mut self.policy_readers;
+        if readers.count.is_empty() {
+            return;
+        }
+        let renamed = |r: &Reader| -> Option<Reader> {
+            match r {
+                (d, k, g, c) if *d == db && k.as_ref() == to.as_ref() => {
+                    Some((usize::MAX, k.clone(), g.clone(), c.clone()))
+                }
+                (d, k, g, c) if *d == db && k.as_ref() == from => Some((db, to.clone(), g.clone(), c.clone())),
+                _ => None,
+            }
+        };
+        // `usize::MAX` marks a reader of the replaced key: dropped.
+        let count = std::mem::take(&mut readers.count);
+        for (r, n) in count {
+            match renamed(&r) {
+                Some((usize::MAX, ..)) => {}
+                Some(new) => *readers.count.entry(new).or_default() += n,
+                None => *readers.count.entry(r).or_default() += n,
+            }
+        }
+        for set in readers.by_client.values_mut() {
+            if !set.iter().any(|r| renamed(r).is_some()) {
+                continue;
+            }
+            *set = std::mem::take(set)
+                .into_iter()
+                .filter_map(|r| match renamed(&r) {
+                    Some((usize::MAX, ..)) => None,
+                    Some(new) => Some(new),
+                    None => Some(r),
+                })
+                .collect();
+        }
+    }
+
     /// Consumers live connections read as, over every group (tests).
     #[cfg(test)]
     pub(crate) fn policy_reader_count(&self) -> usize {

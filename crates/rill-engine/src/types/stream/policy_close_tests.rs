@@ -213,3 +213,24 @@ fn the_option_is_checked_shown_and_unset() {
     assert!(live.run(1, "RILL.GROUP GET s g").contains("releaseonclose=:0"));
     live.assert_replays();
 }
+
+#[test]
+fn a_renamed_stream_keeps_its_readers() {
+    let mut live = Live::new(3, "RELEASEONCLOSE 1");
+    live.run(7, "XREADGROUP GROUP g c1 COUNT 2 STREAMS s >");
+    // A reader of the key the rename replaces reads as nothing afterwards.
+    live.run(1, "XGROUP CREATE t g $ MKSTREAM");
+    live.run(1, "RILL.GROUP SET t g RELEASEONCLOSE 1");
+    live.run(1, "XADD t 9-0 k a");
+    live.run(8, "XREADGROUP GROUP g c1 STREAMS t >");
+    assert_eq!(live.run(1, "RENAME s t"), "+OK");
+    assert!(!live.engine.policy_client_closed(8), "its stream is gone");
+    assert!(live.engine.policy_client_closed(7), "c1 of the renamed stream");
+    let effects = live.timer();
+    assert_eq!(closed_hand_backs(&effects), ["1-0", "2-0"], "{effects:?}");
+    assert!(
+        effects.iter().all(|e| matches!(e, Effect::Group { key, .. } if key.as_ref() == b"t")),
+        "under the new name: {effects:?}"
+    );
+    assert_eq!(live.engine.policy_reader_count(), 0);
+}
