@@ -87,6 +87,18 @@ pub struct Waiter {
     /// it (a TCP socket does, a TLS stream does not: `conn/transport.rs`), replies are on, and
     /// nothing of the client's was waiting to be written when it parked.
     pub direct: Option<Arc<dyn DirectWrite>>,
+    /// How long its first run took, µs: counted with its last when it ends ([`ended`]).
+    pub ran_micros: u64,
+}
+
+/// A parked command ended (served, timed out, unblocked): its durations, first run and last
+/// (the wait between is not the server's), go into its latency histogram and the slow log, as
+/// for a command that did not park (`dispatch::call`). `args` as the client sent them.
+pub fn ended(st: &mut State, spec: &'static CommandSpec, args: &[Bytes], client: u64, micros: u64, now_ms: i64) {
+    if st.hot.latency_tracking {
+        st.stats.command(spec).histogram.get_or_insert_with(Default::default).record_micros(micros);
+    }
+    crate::slowlog::consider(st, spec, args, &[], client, micros, now_ms);
 }
 
 /// Every parked client.
@@ -216,6 +228,7 @@ pub fn unblock_all_for_role_change(st: &mut State) {
     for client in parked {
         let Some(w) = unpark(st, client) else { continue };
         count_unblocked(st, w.spec);
+        ended(st, w.spec, &w.args, client, w.ran_micros, crate::clock::now_ms());
         st.blocked.handed_to_tasks += 1;
         // The receiver may be gone (client disconnected); nothing to do then.
         let _ = w.tx.send(Outcome::Close(reply.clone()));
@@ -400,7 +413,13 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let w_db = w.db;
     // Borrowed out of the waiter for the run (the handler needs the state mutably), put back
     // if the client stays parked.
-    let args = st.blocked.waiters.get_mut(&client).map(|(w, _)| std::mem::take(&mut w.args)).unwrap_or_default();
+    let (args, ran) = st
+        .blocked
+        .waiters
+        .get_mut(&client)
+        .map(|(w, _)| (std::mem::take(&mut w.args), w.ran_micros))
+        .unwrap_or_default();
+    let started = crate::clock::Tick::now();
     ctx.recording = st.journal.recording();
     let outcome = st.engine.call(handler, &mut ctx, &args);
     st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes, spec, w_db, &args);
@@ -422,5 +441,6 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
             e.to_reply()
         }
     };
+    ended(st, spec, &args, client, ran + crate::clock::Tick::now().micros_since(started), now_ms);
     release_at(st, client, reply, offset);
 }

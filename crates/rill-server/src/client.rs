@@ -57,6 +57,13 @@ pub struct Conn {
     /// Subscribed to any channel, pattern or shard channel (Redis' `CLIENT_PUBSUB`): a RESP2
     /// client then runs only the commands flagged `SUBSCRIBE_CONTEXT`.
     pub subscribed: bool,
+    /// The positions of the running command's secret arguments (a password), set by its
+    /// handler: SLOWLOG (and MONITOR) show `(redacted)` in their place. Cleared after each
+    /// command.
+    pub redacted: Vec<u32>,
+    /// How long the last command ran, µs: a command that parks is timed again when it ends,
+    /// and its first run counts too (`blocking::Waiter::ran_micros`).
+    pub last_micros: u64,
 }
 
 impl Conn {
@@ -83,6 +90,8 @@ impl Conn {
             is_master: false,
             last_write: (0, 0),
             subscribed: false,
+            redacted: Vec::new(),
+            last_micros: 0,
         }
     }
 }

@@ -38,6 +38,9 @@ pub enum Kind {
     /// `shutdown-on-sigint` / `-sigterm`: `default`, or any of `save nosave now force` (not
     /// both `save` and `nosave`), stored in that order.
     ShutdownFlags,
+    /// `latency-tracking-info-percentiles`: numbers from 0 to 100, stored as C's `%f` with the
+    /// trailing zeros trimmed (`99.9`, `50`); `""` for none.
+    Percentiles,
 }
 
 /// One implemented parameter.
@@ -113,7 +116,11 @@ pub const PARAMS: &[Param] = &[
     p("notify-keyspace-events", "", Kind::KeyspaceEvents, true),
     p("slowlog-log-slower-than", "10000", Kind::Int(-1, i64::MAX), true),
     p("slowlog-max-len", "128", Kind::Int(0, i64::MAX), true),
+    p("slowlog-entry-max-argc", "32", Kind::Int(2, I32), true),
+    p("slowlog-entry-max-string-len", "128", Kind::Int(1, i64::MAX), true),
     p("latency-monitor-threshold", "0", Kind::Int(0, i64::MAX), true),
+    p("latency-tracking", "yes", Kind::Bool, true),
+    p("latency-tracking-info-percentiles", "50 99 99.9", Kind::Percentiles, true),
     p("lazyfree-lazy-user-del", "no", Kind::Bool, true),
     p("lazyfree-lazy-user-flush", "no", Kind::Bool, true),
     p("aof-load-truncated", "yes", Kind::Bool, true),
@@ -185,6 +192,12 @@ pub const PARAMS: &[Param] = &[
     // stream type, for Redis 7.0 replicas (docs/REPLICATION.md, "Redis 7.0 replicas").
     p("repl-rdb-compat", "auto", Kind::Enum(RDB_COMPAT), true),
 ];
+
+/// Parameters whose values are secrets: CONFIG SET's arguments for them are redacted in
+/// SLOWLOG and MONITOR (the TLS ones too, though rill has no TLS yet: a secret sent to a
+/// server that refuses it is still a secret).
+pub const SENSITIVE: &[&str] =
+    &["requirepass", "masterauth", "masteruser", "tls-key-file-pass", "tls-client-key-file-pass"];
 
 /// Parameters that are stored but do nothing yet (see [`Config::inert`]).
 const INERT: &[&str] = &[
@@ -470,6 +483,7 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
         }
         Kind::KeyspaceEvents => keyspace_events(value),
         Kind::ShutdownFlags => shutdown_flags(value),
+        Kind::Percentiles => percentiles(value),
         Kind::SavePoints => {
             let parts: Vec<&str> = value.split_whitespace().collect();
             if !parts.len().is_multiple_of(2) || parts.iter().any(|x| x.parse::<u64>().is_err()) {
@@ -478,6 +492,29 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             Ok(parts.join(" "))
         }
     }
+}
+
+/// `latency-tracking-info-percentiles` as Redis reads and reports it.
+fn percentiles(value: &str) -> Result<String, String> {
+    let mut out = Vec::new();
+    for word in value.split_whitespace() {
+        let v: f64 = word
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or_else(|| "Invalid latency-tracking-info-percentiles parameters".to_string())?;
+        if !(0.0..=100.0).contains(&v) {
+            return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".into());
+        }
+        out.push(trim_double(v));
+    }
+    Ok(out.join(" "))
+}
+
+/// A number as C's `%f` prints it (six decimals), without trailing zeros or a trailing point.
+pub fn trim_double(v: f64) -> String {
+    let s = format!("{v:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// `shutdown-on-sigint` / `-sigterm` as Redis reads and reports them: words of `default save
@@ -731,11 +768,9 @@ impl Config {
         Ok(())
     }
 
-    /// The monitoring directives set away from their defaults that rill stores and reports
-    /// but does not act on yet (no LATENCY or SLOWLOG yet; start-up warns about each).
-    pub fn unobserved(&self) -> Vec<&'static str> {
-        const UNOBSERVED: &[&str] = &["latency-monitor-threshold", "slowlog-log-slower-than", "slowlog-max-len"];
-        UNOBSERVED.iter().copied().filter(|name| param(name).is_some_and(|p| self.get(name) != p.default)).collect()
+    /// `latency-tracking-info-percentiles` as numbers.
+    pub fn percentiles(&self) -> Vec<f64> {
+        self.get("latency-tracking-info-percentiles").split_whitespace().filter_map(|w| w.parse().ok()).collect()
     }
 
     /// The replication directives set away from their defaults that rill stores and reports
@@ -1026,8 +1061,20 @@ mod tests {
         let c = Config::from_args(&args(&["--replicaof", "NO", "one"])).unwrap();
         assert_eq!(c.get("replicaof"), "");
         assert!(c.inert().is_empty());
-        let c = Config::from_args(&args(&["--latency-monitor-threshold", "5", "--slowlog-max-len", "128"])).unwrap();
-        assert_eq!(c.unobserved(), ["latency-monitor-threshold"], "slowlog-max-len 128 is the default");
+        let c = Config::from_args(&args(&["--latency-tracking-info-percentiles", "50.0 99 99.90 0"])).unwrap();
+        assert_eq!(c.get("latency-tracking-info-percentiles"), "50 99 99.9 0");
+        assert_eq!(c.percentiles(), [50.0, 99.0, 99.9, 0.0]);
+        let mut c = Config::default();
+        assert_eq!(c.get("latency-tracking-info-percentiles"), "50 99 99.9");
+        c.set_many(&[("latency-tracking-info-percentiles".into(), "".into())], true).unwrap();
+        assert!(c.percentiles().is_empty());
+        for (bad, why) in [
+            ("x", "Invalid latency-tracking-info-percentiles parameters"),
+            ("101", "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"),
+        ] {
+            let e = c.set_many(&[("latency-tracking-info-percentiles".into(), bad.into())], true).unwrap_err();
+            assert!(e.ends_with(why), "{e}");
+        }
         // `n` beside `A` is kept for notifications though CONFIG GET shows `A` alone, as Redis.
         let mut c = Config::from_args(&args(&["--notify-keyspace-events", "KEAn"])).unwrap();
         assert_eq!(c.get("notify-keyspace-events"), "AKE");

@@ -289,9 +289,24 @@ pub fn call(
         }
     };
     let finished = Tick::now();
+    let micros = finished.micros_since(conn.clock);
+    let tracking = st.hot.latency_tracking;
     let stat = st.stats.command(spec);
     stat.calls += 1;
-    stat.usec += finished.micros_since(conn.clock);
+    stat.usec += micros;
+    let parked = matches!(action, Action::Block { .. });
+    // A command that parks is counted in the histogram and the slow log when it ends.
+    if !parked {
+        if tracking {
+            stat.histogram.get_or_insert_with(Default::default).record_micros(micros);
+        }
+        crate::slowlog::consider(st, spec, args, &conn.redacted, conn.id, micros, now_ms);
+    }
+    if !conn.redacted.is_empty() {
+        conn.redacted.clear();
+    }
+    conn.last_micros = micros;
+    latency_sample(st, spec, micros, now_ms);
     conn.clock = finished;
     st.stats.commands_processed += 1;
     let failed = match &action {
@@ -304,10 +319,19 @@ pub fn call(
     }
     // As Redis, CLIENT LIST's tot-cmds counts a command once it has run (CLIENT INFO does not
     // count itself), and one that blocked when it is released (`blocking::unpark`).
-    if !matches!(action, Action::Block { .. }) {
+    if !parked {
         conn.cmds_unpublished += 1;
     }
     action
+}
+
+/// The latency monitor's `command` / `fast-command` events: a command of `spec` ran `micros`.
+pub fn latency_sample(st: &mut State, spec: &CommandSpec, micros: u64, now_ms: i64) {
+    let threshold = st.hot.latency_threshold_ms;
+    if threshold > 0 && micros / 1000 >= threshold {
+        let event = if spec.flags.has(Flags::FAST) { "fast-command" } else { "command" };
+        st.latency.sample(event, micros / 1000, now_ms.div_euclid(1000));
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,23 @@ const DEFAULT: &[&str] = &[
     "cluster",
     "keyspace",
 ];
-const ALL_EXTRA: &[&str] = &["commandstats"];
+const ALL_EXTRA: &[&str] = &["commandstats", "latencystats"];
+/// Every section in the order Redis prints them.
+const ORDER: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "latencystats",
+    "cluster",
+    "keyspace",
+];
 
 /// Render INFO for the requested sections (lower case; empty = default).
 pub fn render(shared: &Shared, st: &State, requested: &[String], now_ms: i64) -> String {
@@ -41,15 +57,8 @@ pub fn render(shared: &Shared, st: &State, requested: &[String], now_ms: i64) ->
             }
         }
     }
-    let mut seen = Vec::new();
-    wanted.retain(|s| {
-        if seen.contains(s) {
-            false
-        } else {
-            seen.push(*s);
-            true
-        }
-    });
+    // Redis' order, whatever the order asked in.
+    let wanted: Vec<&str> = ORDER.iter().copied().filter(|s| wanted.contains(s)).collect();
     let mut out = String::new();
     for (i, section) in wanted.iter().enumerate() {
         if i > 0 {
@@ -208,6 +217,9 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "total_reads_processed:{}", s.commands_processed);
             line!(out, "client_query_buffer_limit_disconnections:{}", s.query_buffer_limit_disconnections);
             line!(out, "client_output_buffer_limit_disconnections:{}", s.output_buffer_limit_disconnections);
+            line!(out, "slowlog_commands_count:{}", s.slowlog.count);
+            line!(out, "slowlog_commands_time_ms_max:{:.2}", s.slowlog.micros_max as f64 / 1000.0);
+            line!(out, "slowlog_commands_time_ms_sum:{:.2}", s.slowlog.micros_sum as f64 / 1000.0);
             // Redis prints these last in the section, in this order.
             line!(out, "acl_access_denied_auth:{}", s.acl.denied_auth);
             line!(out, "acl_access_denied_cmd:{}", s.acl.denied_cmd);
@@ -300,15 +312,41 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             for s in stats {
                 let name = s.name;
                 let per = if s.calls > 0 { s.usec as f64 / s.calls as f64 } else { 0.0 };
-                line!(
+                let _ = write!(
                     out,
                     "cmdstat_{}:calls={},usec={},usec_per_call={per:.2},rejected_calls={},failed_calls={}",
-                    name,
-                    s.calls,
-                    s.usec,
-                    s.rejected,
-                    s.failed
+                    name, s.calls, s.usec, s.rejected, s.failed
                 );
+                // Only for a command the slow log took, as Redis.
+                if s.slowlog.count > 0 {
+                    let _ = write!(
+                        out,
+                        ",slowlog_count={},slowlog_time_ms_sum={:.2},slowlog_time_ms_max={:.2}",
+                        s.slowlog.count,
+                        s.slowlog.micros_sum as f64 / 1000.0,
+                        s.slowlog.micros_max as f64 / 1000.0
+                    );
+                }
+                out.push_str("\r\n");
+            }
+        }
+        "latencystats" => {
+            line!(out, "# Latencystats");
+            if st.hot.latency_tracking {
+                let percentiles = st.config.percentiles();
+                let mut stats: Vec<_> = st.stats.commands.values().filter(|s| s.histogram.is_some()).collect();
+                stats.sort_by_key(|s| s.name);
+                for s in stats {
+                    let Some(h) = &s.histogram else { continue };
+                    let values: Vec<String> = percentiles
+                        .iter()
+                        .map(|&p| {
+                            let us = h.value_at_percentile(p) as f64 / 1000.0;
+                            format!("p{}={us:.3}", crate::config::trim_double(p))
+                        })
+                        .collect();
+                    line!(out, "latency_percentiles_usec_{}:{}", s.name, values.join(","));
+                }
             }
         }
         _ => {}

@@ -60,11 +60,6 @@ fn main() {
     for name in config.inert() {
         tracing::warn!("directive '{name}' is stored and reported, but rill's replication does not act on it yet");
     }
-    for name in config.unobserved() {
-        tracing::warn!(
-            "directive '{name}' is stored and reported, but rill does not record latency or slow commands yet"
-        );
-    }
     if config.get("daemonize") == "yes" {
         tracing::warn!("daemonize yes is not supported; running in the foreground");
     }

@@ -330,10 +330,15 @@ async fn cron(shared: Arc<Shared>) {
             // One unit per sweep: expired keys are logged as deletions, one record, and
             // clients blocked on a key that expired re-check it (a group reader gets its
             // NOGROUP error now, as from Redis).
+            let started = crate::clock::Tick::now();
             crate::unit::run(&mut st, now, |st| {
                 st.engine.active_expire(now, EXPIRE_BUDGET_KEYS);
                 crate::notify::publish_events(st, now);
             });
+            // The latency monitor's `expire-cycle` event: the sweep held every client up.
+            let ms = crate::clock::Tick::now().micros_since(started) / 1000;
+            let threshold = st.hot.latency_threshold_ms;
+            st.latency.sample_if_needed(threshold, "expire-cycle", ms, now.div_euclid(1000));
         }
         // The primary's keep-alive: a PING in the stream every repl-ping-replica-period, so
         // an idle primary's replicas do not time out (it counts in the offsets, as in Redis).

@@ -163,6 +163,8 @@ pub struct Stats {
     /// its static spec: hashing a pointer is cheaper than hashing and comparing the name on
     /// every command.
     pub commands: HashMap<usize, CommandStat, foldhash::fast::RandomState>,
+    /// `slowlog_commands_*`: what the slow log took.
+    pub slowlog: crate::slowlog::Totals,
 }
 
 /// The `acl_access_denied_*` counters of INFO stats. As in Redis, CONFIG RESETSTAT keeps them.
@@ -180,8 +182,8 @@ pub struct AclStats {
     pub denied_tls_cert: u64,
 }
 
-/// One `cmdstat_` line.
-#[derive(Debug, Default, Clone, Copy)]
+/// One `cmdstat_` line, and the command's latency histogram.
+#[derive(Debug, Default, Clone)]
 pub struct CommandStat {
     /// Full command name.
     pub name: &'static str,
@@ -193,6 +195,10 @@ pub struct CommandStat {
     pub rejected: u64,
     /// Ran and replied an error.
     pub failed: u64,
+    /// What the slow log took of it (`slowlog_*` fields, shown once it has any).
+    pub slowlog: crate::slowlog::Totals,
+    /// Its durations (`latency-tracking`), made on the first one.
+    pub histogram: Option<Box<crate::latency::Histogram>>,
 }
 
 impl Stats {
@@ -244,6 +250,10 @@ pub struct State {
     pub shutdown: crate::shutdown::Shutdown,
     /// Wakes the policy timer (`run.rs`) when a group policy's earliest due moved earlier.
     pub policy_wake: std::sync::Arc<tokio::sync::Notify>,
+    /// SLOWLOG's entries.
+    pub slowlog: crate::slowlog::SlowLog,
+    /// The latency monitor's events (LATENCY LATEST, HISTORY, ...).
+    pub latency: crate::latency::Monitor,
 }
 
 impl State {
@@ -277,6 +287,8 @@ impl State {
             pause: crate::pause::Pause::default(),
             shutdown: crate::shutdown::Shutdown::default(),
             policy_wake: Default::default(),
+            slowlog: Default::default(),
+            latency: Default::default(),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,
@@ -369,6 +381,12 @@ pub struct HotConfig {
     pub min_replicas_max_lag: i64,
     /// `notify-keyspace-events`.
     pub notify: crate::notify::Notify,
+    /// `slowlog-*`.
+    pub slowlog: crate::slowlog::Limits,
+    /// `latency-tracking`: per-command histograms kept.
+    pub latency_tracking: bool,
+    /// `latency-monitor-threshold` in ms (0: the monitor is off).
+    pub latency_threshold_ms: u64,
 }
 
 impl HotConfig {
@@ -383,6 +401,9 @@ impl HotConfig {
             min_replicas_to_write: usize::try_from(config.get_i64("min-replicas-to-write")).unwrap_or(0),
             min_replicas_max_lag: config.get_i64("min-replicas-max-lag"),
             notify: crate::notify::Notify::from_letters(config.keyspace_event_letters()),
+            slowlog: crate::slowlog::Limits::from(config),
+            latency_tracking: config.get("latency-tracking") != "no",
+            latency_threshold_ms: u64::try_from(config.get_i64("latency-monitor-threshold")).unwrap_or(0),
         }
     }
 }

@@ -127,6 +127,10 @@ fn authenticate(c: &mut Call, username: Option<&[u8]>, password: &[u8]) -> Resul
 
 /// AUTH [username] password
 pub fn auth(c: &mut Call) -> CmdResult {
+    // The user name and password never reach SLOWLOG or MONITOR.
+    if c.args.len() <= 3 {
+        c.conn.redacted.extend(1..c.args.len() as u32);
+    }
     match c.args.len() {
         2 => authenticate(c, None, &c.args[1].clone())?,
         3 => {
@@ -164,6 +168,7 @@ pub fn hello(c: &mut Call) -> CmdResult {
         let opt = &c.args[i];
         let more = c.args.len() - 1 - i;
         if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            c.conn.redacted.extend([i as u32 + 1, i as u32 + 2]);
             creds = Some((c.args[i + 1].clone(), c.args[i + 2].clone()));
             i += 3;
         } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
@@ -581,6 +586,7 @@ pub fn client_unblock(c: &mut Call) -> CmdResult {
         c.st.stats.count_error(b"UNBLOCKED");
         c.st.stats.command(w.spec).failed += 1;
     }
+    blocking::ended(c.st, w.spec, &w.args, id as u64, w.ran_micros, c.now_ms);
     c.st.blocked.handed_to_tasks += 1;
     let _ = w.tx.send(crate::blocking::Outcome::Reply(r, None));
     Ok(Action::Reply(Reply::Integer(1)))

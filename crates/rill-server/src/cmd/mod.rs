@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod introspect;
+pub mod latency;
 pub mod multi;
 pub mod pubsub;
 pub mod replication;

@@ -55,6 +55,13 @@ pub fn config_set(c: &mut Call) -> CmdResult {
     if !c.args.len().is_multiple_of(2) {
         return Err(CmdError::arity("config|set"));
     }
+    // A secret's value never reaches SLOWLOG or MONITOR, whether or not the call succeeds.
+    for (i, name) in c.args.iter().enumerate().skip(2).step_by(2) {
+        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+        if crate::config::SENSITIVE.contains(&name.as_str()) {
+            c.conn.redacted.push(i as u32 + 1);
+        }
+    }
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let pairs: Vec<(String, String)> = c
         .args

@@ -1,7 +1,7 @@
 //! Declarations of the commands the server itself runs (connection, server, transactions,
 //! introspection). Data commands are declared next to their handlers in rill-engine.
 
-use super::{connection, help, introspect, multi, pubsub, replication, reply, server, Run};
+use super::{connection, help, introspect, latency, multi, pubsub, replication, reply, server, Run};
 use crate::client::Action;
 use rill_engine::command::{key_at, keys_from, CommandSpec, Flags, Handler};
 use rill_engine::CmdError;
@@ -343,6 +343,172 @@ const SUBSCRIBE_GROWS: Flags = SUBSCRIBE_FLAGS.and(Flags::DENYOOM);
 const SHARD_CHANNELS: &[rill_engine::command::KeySpec] = &[keys_from(1, 1, &["not_key"])];
 const SHARD_CHANNEL: &[rill_engine::command::KeySpec] = &[key_at(1, &["not_key"])];
 
+/// SLOWLOG subcommands.
+pub const SLOWLOG_SUBS: &[CommandSpec] = &[
+    CommandSpec {
+        tips: &["request_policy:all_nodes", "nondeterministic_output"],
+        complexity: "O(N) where N is the number of entries returned",
+        ..sub(
+            "slowlog|get",
+            -2,
+            Flags::ADMIN.and(LOADING_STALE),
+            ADMIN_ACL,
+            "server",
+            "[count:integer]",
+            "Returns the newest entries of the slow log.",
+            "2.2.12",
+            server(&Run(latency::slowlog_get)),
+        )
+    },
+    CommandSpec {
+        tips: &["request_policy:all_nodes", "response_policy:agg_sum", "nondeterministic_output"],
+        ..sub(
+            "slowlog|len",
+            2,
+            Flags::ADMIN.and(LOADING_STALE),
+            ADMIN_ACL,
+            "server",
+            "",
+            "Returns how many entries the slow log holds.",
+            "2.2.12",
+            server(&Run(latency::slowlog_len)),
+        )
+    },
+    CommandSpec {
+        tips: &["request_policy:all_nodes", "response_policy:all_succeeded"],
+        complexity: "O(N) where N is the number of entries in the slow log",
+        ..sub(
+            "slowlog|reset",
+            2,
+            Flags::ADMIN.and(LOADING_STALE),
+            ADMIN_ACL,
+            "server",
+            "",
+            "Empties the slow log.",
+            "2.2.12",
+            server(&Run(latency::slowlog_reset)),
+        )
+    },
+    sub(
+        "slowlog|help",
+        2,
+        LOADING_STALE,
+        &["@slow"],
+        "server",
+        "",
+        "Lists the SLOWLOG subcommands.",
+        "6.2.0",
+        server(&Run(|_| reply(help("SLOWLOG", latency::SLOWLOG_HELP)))),
+    ),
+];
+
+/// LATENCY subcommands.
+pub const LATENCY_SUBS: &[CommandSpec] = &[
+    CommandSpec {
+        tips: LATENCY_REPORT_TIPS,
+        ..sub(
+            "latency|latest",
+            2,
+            ADMIN_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "",
+            "Returns each latency event's newest sample and all-time high.",
+            "2.8.13",
+            server(&Run(latency::latency_latest)),
+        )
+    },
+    CommandSpec {
+        tips: LATENCY_REPORT_TIPS,
+        complexity: "O(N) where N is the number of samples",
+        ..sub(
+            "latency|history",
+            3,
+            ADMIN_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "event",
+            "Returns a latency event's samples.",
+            "2.8.13",
+            server(&Run(latency::latency_history)),
+        )
+    },
+    CommandSpec {
+        tips: &["request_policy:all_nodes", "response_policy:agg_sum"],
+        complexity: "O(N) where N is the number of events",
+        ..sub(
+            "latency|reset",
+            -2,
+            ADMIN_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "[event ...]",
+            "Forgets the samples of some or all latency events.",
+            "2.8.13",
+            server(&Run(latency::latency_reset)),
+        )
+    },
+    CommandSpec {
+        tips: LATENCY_REPORT_TIPS,
+        complexity: "O(N) where N is the number of samples",
+        ..sub(
+            "latency|graph",
+            3,
+            ADMIN_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "event",
+            "Draws a latency event's samples as text.",
+            "2.8.13",
+            server(&Run(latency::latency_graph)),
+        )
+    },
+    CommandSpec {
+        tips: LATENCY_REPORT_TIPS,
+        complexity: "O(N) where N is the number of events",
+        ..sub(
+            "latency|doctor",
+            2,
+            ADMIN_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "",
+            "Reports on the latency events recorded, in words.",
+            "2.8.13",
+            server(&Run(latency::latency_doctor)),
+        )
+    },
+    CommandSpec {
+        tips: LATENCY_REPORT_TIPS,
+        complexity: "O(N) where N is the number of commands with durations",
+        ..sub(
+            "latency|histogram",
+            -2,
+            ADMIN_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "[command ...]",
+            "Returns the cumulative distribution of commands' durations.",
+            "7.0.0",
+            server(&Run(latency::latency_histogram)),
+        )
+    },
+    sub(
+        "latency|help",
+        2,
+        LOADING_STALE,
+        &["@slow"],
+        "server",
+        "",
+        "Lists the LATENCY subcommands.",
+        "2.8.13",
+        server(&Run(|_| reply(help("LATENCY", latency::LATENCY_HELP)))),
+    ),
+];
+
+const LATENCY_REPORT_TIPS: &[&str] =
+    &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"];
+
 /// PUBSUB subcommands.
 pub const PUBSUB_SUBS: &[CommandSpec] = &[
     sub(
@@ -620,6 +786,26 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Commands about client connections.",
         since: "2.4.0",
         subcommands: CLIENT_SUBS,
+        ..CommandSpec::of(Handler::Container)
+    },
+    CommandSpec {
+        name: "slowlog",
+        arity: -2,
+        acl: &["@slow"],
+        group: "server",
+        summary: "Commands about the slow log.",
+        since: "2.2.12",
+        subcommands: SLOWLOG_SUBS,
+        ..CommandSpec::of(Handler::Container)
+    },
+    CommandSpec {
+        name: "latency",
+        arity: -2,
+        acl: &["@slow"],
+        group: "server",
+        summary: "Commands about latency: the monitor's events and command durations.",
+        since: "2.8.13",
+        subcommands: LATENCY_SUBS,
         ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {

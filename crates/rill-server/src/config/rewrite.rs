@@ -213,6 +213,9 @@ fn lines_for(p: &Param, value: &str) -> Vec<(String, bool)> {
         ("requirepass" | "pidfile" | "masterauth" | "masteruser" | "replica-announce-ip", _) if value.is_empty() => {
             Vec::new()
         }
+        // The numbers as words; `""` for none, so that the defaults do not come back.
+        (_, Kind::Percentiles) if value.is_empty() => vec![(format!("{name} \"\""), differs)],
+        (_, Kind::Percentiles) => vec![(format!("{name} {value}"), differs)],
         (_, Kind::Text) => vec![(format!("{name} {}", repr(value)), differs)],
         (_, Kind::Memory(..)) => vec![(format!("{name} {}", memory(value)), differs)],
         (_, Kind::Int(..) | Kind::Bool | Kind::Enum(_) | Kind::ShutdownFlags) => {

@@ -53,6 +53,7 @@ mod restore_hostile;
 mod security;
 mod shared_replies;
 mod shutdown;
+mod slowlog;
 mod startup;
 mod stream_fuzz;
 mod transport;

@@ -650,8 +650,16 @@ fn run_requests(
                     deadline: request.deadline_ms.map(instant_at_ms),
                     wake: request.wake_at_ms.map(instant_at_ms),
                 };
-                let waiter =
-                    Waiter { spec, args, db: conn.db, request, tx, resp3: conn.proto == Protocol::Resp3, direct };
+                let waiter = Waiter {
+                    spec,
+                    args,
+                    db: conn.db,
+                    request,
+                    tx,
+                    resp3: conn.proto == Protocol::Resp3,
+                    direct,
+                    ran_micros: conn.last_micros,
+                };
                 blocking::park(st, conn.id, waiter);
                 return Next::Wait(park);
             }

@@ -72,7 +72,12 @@ impl Session {
     /// The parked command's deadline passed: true if its timeout reply is now in the output
     /// buffer, false if it had been served meanwhile (its reply is on the channel).
     pub fn park_timed_out(&mut self) -> bool {
-        let waiter = blocking::unpark(&mut self.shared.lock(), self.conn.id);
+        let mut st = self.shared.lock();
+        let waiter = blocking::unpark(&mut st, self.conn.id);
+        if let Some(w) = &waiter {
+            blocking::ended(&mut st, w.spec, &w.args, self.conn.id, w.ran_micros, now_ms());
+        }
+        drop(st);
         match waiter {
             Some(w) => {
                 self.emit_parked_reply(&w.request.timeout_reply);
