@@ -8,7 +8,7 @@
 //!   with a logged warning, so an existing redis.conf keeps working;
 //! - anything else: start-up stops with Redis' "Bad directive" message.
 
-mod rewrite;
+pub mod rewrite;
 
 pub use rewrite::{rewrite_file, rewrite_text, SIGNATURE};
 use std::collections::BTreeMap;

@@ -279,7 +279,7 @@ pub fn call(
             }
         }
         Handler::Server(_) | Handler::Container => {
-            let action = match cmd::run(shared, st, conn, spec, args, now_ms) {
+            let action = match cmd::run(shared, st, conn, spec, args, now_ms, in_exec) {
                 Ok(a) => a,
                 Err(e) => e.into(),
             };
@@ -301,6 +301,14 @@ pub fn call(
             stat.histogram.get_or_insert_with(Default::default).record_micros(micros);
         }
         crate::slowlog::consider(st, spec, args, &conn.redacted, conn.id, micros, now_ms);
+    }
+    if !st.monitors.is_empty() {
+        // A command that parks is shown once, now (its arguments went into the action).
+        let shown: &[Bytes] = match &action {
+            Action::Block { args, .. } => args,
+            _ => args,
+        };
+        crate::monitor::feed(st, spec, conn.id, conn.db, shown, &conn.redacted);
     }
     if !conn.redacted.is_empty() {
         conn.redacted.clear();

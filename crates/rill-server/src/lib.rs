@@ -20,6 +20,7 @@ pub mod journal;
 pub mod latency;
 pub mod listen;
 pub mod logging;
+pub mod monitor;
 pub mod notify;
 pub mod pause;
 pub mod poll;

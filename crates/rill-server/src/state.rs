@@ -72,6 +72,8 @@ pub struct ClientInfo {
     pub subs: crate::pubsub::SubscriptionCounts,
     /// Where other tasks hand it output it did not ask for (`src/push.rs`).
     pub push: crate::push::PushSender,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: bool,
 }
 
 /// What a connection is to the server, besides what it subscribed to.
@@ -252,6 +254,8 @@ pub struct State {
     pub policy_wake: std::sync::Arc<tokio::sync::Notify>,
     /// SLOWLOG's entries.
     pub slowlog: crate::slowlog::SlowLog,
+    /// The connections in MONITOR mode.
+    pub monitors: crate::monitor::Monitors,
     /// The latency monitor's events (LATENCY LATEST, HISTORY, ...).
     pub latency: crate::latency::Monitor,
 }
@@ -288,6 +292,7 @@ impl State {
             shutdown: crate::shutdown::Shutdown::default(),
             policy_wake: Default::default(),
             slowlog: Default::default(),
+            monitors: Default::default(),
             latency: Default::default(),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,

@@ -233,6 +233,7 @@ pub fn select(c: &mut Call) -> CmdResult {
 /// when a password is set. Library name and version survive, as in Redis.
 pub fn reset(c: &mut Call) -> CmdResult {
     c.conn.multi = None;
+    set_monitor(c, false);
     c.st.engine.unwatch_all(c.conn.id);
     super::pubsub::leave_all(c);
     c.conn.db = 0;
@@ -248,6 +249,32 @@ pub fn reset(c: &mut Call) -> CmdResult {
         ci.no_touch = false;
     }
     reply(Reply::simple("RESET"))
+}
+
+/// MONITOR: from now on this connection is shown every command clients run (`monitor.rs`).
+/// Its own commands still run. Inside EXEC it is refused, as a client that must get one reply
+/// per command cannot take a stream of them.
+pub fn monitor(c: &mut Call) -> CmdResult {
+    if c.in_exec {
+        return Err(CmdError::full("ERR MONITOR isn't allowed for DENY BLOCKING client"));
+    }
+    if c.st.monitors.contains(c.conn.id) {
+        // Already monitoring: nothing, not even a reply, as Redis.
+        return Ok(Action::Nothing);
+    }
+    set_monitor(c, true);
+    ok()
+}
+
+fn set_monitor(c: &mut Call, on: bool) {
+    if on {
+        c.st.monitors.add(c.conn.id);
+    } else {
+        c.st.monitors.remove(c.conn.id);
+    }
+    if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+        ci.monitor = on;
+    }
 }
 
 /// CLIENT SETNAME name
@@ -294,6 +321,9 @@ pub fn client_setinfo(c: &mut Call) -> CmdResult {
 /// One CLIENT LIST line (without the trailing newline), fields in Redis 8's order.
 pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     let mut flags = String::new();
+    if ci.monitor {
+        flags.push('O');
+    }
     match ci.kind {
         crate::state::ClientKind::Replica => flags.push('S'),
         crate::state::ClientKind::Master => flags.push('M'),
@@ -483,6 +513,7 @@ fn kill(c: &mut Call, id: u64) {
 /// the pub/sub registry at once, so no PUBLISH counts it any more.
 pub fn close_client(st: &mut crate::state::State, id: u64) {
     blocking::unpark(st, id);
+    st.monitors.remove(id);
     st.pubsub.remove_client(id);
     if let Some(ci) = st.clients.get_mut(&id) {
         ci.killed = true;

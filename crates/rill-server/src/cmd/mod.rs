@@ -35,6 +35,8 @@ pub struct Call<'a> {
     pub spec: &'static CommandSpec,
     /// Now, Unix ms.
     pub now_ms: i64,
+    /// Run by EXEC (nothing may block; MONITOR is refused).
+    pub in_exec: bool,
 }
 
 impl Call<'_> {
@@ -77,6 +79,7 @@ pub fn run(
     spec: &'static CommandSpec,
     args: &[Bytes],
     now_ms: i64,
+    in_exec: bool,
 ) -> CmdResult {
     let Handler::Server(handler) = spec.handler else {
         return Err(CmdError::owned(format!("ERR '{}' is not a server command", spec.name)));
@@ -87,7 +90,7 @@ pub fn run(
             spec.name
         )));
     };
-    f(&mut Call { shared, st, conn, args, spec, now_ms })
+    f(&mut Call { shared, st, conn, args, spec, now_ms, in_exec })
 }
 
 /// The command table: every engine command family and the server's own commands.

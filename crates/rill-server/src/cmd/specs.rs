@@ -789,6 +789,16 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {
+        name: "monitor",
+        arity: 1,
+        flags: ADMIN_FLAGS,
+        acl: ADMIN_ACL,
+        group: "server",
+        summary: "Streams every command the server runs to this connection.",
+        since: "1.0.0",
+        ..CommandSpec::of(server(&Run(connection::monitor)))
+    },
+    CommandSpec {
         name: "slowlog",
         arity: -2,
         acl: &["@slow"],

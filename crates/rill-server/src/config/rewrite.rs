@@ -243,8 +243,13 @@ fn memory(value: &str) -> String {
 /// A string as Redis quotes it (`sdscatrepr`): always in double quotes, `\\ \" \n \r \t \a \b`
 /// escaped, any other byte outside printable ASCII as `\xHH`. The config reader undoes it.
 fn repr(value: &str) -> String {
+    repr_bytes(value.as_bytes())
+}
+
+/// [`repr`] of any bytes (MONITOR quotes each argument so).
+pub fn repr_bytes(value: &[u8]) -> String {
     let mut out = String::from("\"");
-    for &b in value.as_bytes() {
+    for &b in value {
         match b {
             b'\\' => out.push_str("\\\\"),
             b'"' => out.push_str("\\\""),

@@ -168,6 +168,7 @@ pub fn admit(st: &mut State, id: u64, peer: Peer, authenticated: bool) -> Admitt
             kind: ClientKind::Normal,
             subs: Default::default(),
             push: push_tx,
+            monitor: false,
         },
     );
     Admitted { id, kill, authenticated, mem, hot: st.hot, push: push_rx }

@@ -34,6 +34,7 @@ mod keyspace_fuzz;
 mod log_format;
 mod lose_nothing;
 mod max_age;
+mod monitor;
 mod partition;
 mod persistence;
 mod policies;

@@ -519,6 +519,7 @@ impl Session {
             d.apply(&mut st, id);
         }
         blocking::unpark(&mut st, id);
+        st.monitors.remove(id);
         blocking::end_copies_wait(&mut st, id);
         st.pause.held.remove(&id);
         st.shutdown.blocked.remove(&id);
