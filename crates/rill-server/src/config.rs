@@ -191,6 +191,10 @@ pub const PARAMS: &[Param] = &[
     // holds the data (12, or 14 with 8.6-only stream state); `7.0`: RDB 10 with Redis 7.0's
     // stream type, for Redis 7.0 replicas (docs/REPLICATION.md, "Redis 7.0 replicas").
     p("repl-rdb-compat", "auto", Kind::Enum(RDB_COMPAT), true),
+    // rill's own: the HTTP port of `/metrics` (`http.rs`), on `bind`'s addresses; 0: none.
+    p("metrics-port", "0", Kind::Int(0, 65535), false),
+    // rill's own: `/metrics` has a series per consumer too (cardinality: off by default).
+    p("metrics-consumers", "no", Kind::Bool, true),
 ];
 
 /// Parameters whose values are secrets: CONFIG SET's arguments for them are redacted in

@@ -83,6 +83,14 @@ impl Histogram {
         }
     }
 
+    /// Durations counted at or below `micros` µs (a bin straddling the bound counts when its
+    /// lowest value is within it).
+    pub fn count_at_or_below_micros(&self, micros: u64) -> u64 {
+        let top = micros.saturating_mul(1000).clamp(1, MAX_NS);
+        let last = index(top);
+        self.counts.iter().take(last + 1).sum()
+    }
+
     /// Durations counted.
     pub fn total(&self) -> u64 {
         self.total

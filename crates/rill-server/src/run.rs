@@ -45,6 +45,19 @@ pub async fn run(mut config: Config) -> i32 {
             return 1;
         }
     };
+    // The HTTP port (/metrics), if asked for: bound now, so a port in use stops start-up.
+    let metrics_port = u16::try_from(config.get_i64("metrics-port")).unwrap_or(0);
+    let http_listeners = if metrics_port == 0 {
+        Vec::new()
+    } else {
+        match listen::bind_all(config.get("bind"), metrics_port, backlog).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("metrics-port: {e}");
+                return 1;
+            }
+        }
+    };
     let mut table = cmd::table();
     // The log names commands as they are, whatever clients call them: it is replayed through
     // a table without the renames, so changing rename-command never strands a log.
@@ -68,6 +81,12 @@ pub async fn run(mut config: Config) -> i32 {
 
     for listener in listeners {
         tokio::spawn(accept_loop(shared.clone(), listener));
+    }
+    if metrics_port != 0 {
+        tracing::info!("Serving /metrics over HTTP on port {metrics_port}");
+    }
+    for listener in http_listeners {
+        tokio::spawn(crate::http::accept_loop(shared.clone(), listener));
     }
     // Load the data while already answering (-LOADING until done).
     let loader = shared.clone();

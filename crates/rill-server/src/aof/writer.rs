@@ -128,6 +128,19 @@ pub struct LogStatus {
     pub incr_size: u64,
     /// Number of the current incremental file.
     pub incr_seq: u64,
+    /// How long each fsync of the log took (`/metrics`: `rill_effect_log_fsync_duration_seconds`).
+    pub fsync: crate::latency::Histogram,
+    /// Their total, µs.
+    pub fsync_micros: u64,
+}
+
+impl LogStatus {
+    /// Count an fsync that took from `started` to now.
+    fn fsynced(&mut self, started: std::time::Instant) {
+        let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.fsync.record_micros(us);
+        self.fsync_micros += us;
+    }
 }
 
 /// The writer's timings (the fault tests shorten them).
@@ -722,7 +735,9 @@ impl Log {
     /// succeeds.
     fn sync_current(&self, sink: &Sink) -> io::Result<()> {
         let _g = lock(&self.fsync_lock);
+        let started = std::time::Instant::now();
         sink.file.sync_data()?;
+        lock(&self.status).fsynced(started);
         if self.tainted.load(Ordering::Relaxed) {
             return Err(self.taint_error());
         }
@@ -1006,8 +1021,12 @@ impl Log {
                 return;
             }
             self.fsync_started_ms.store(self.now_ms(), Ordering::Relaxed);
+            let started = std::time::Instant::now();
             let r = file.sync_data();
             self.fsync_started_ms.store(0, Ordering::Relaxed);
+            if r.is_ok() {
+                lock(&self.status).fsynced(started);
+            }
             if let Err(e) = r {
                 self.unsynced.store(true, Ordering::Relaxed);
                 self.set_failed(&e, "fsyncing");

@@ -78,7 +78,7 @@ pub fn default_user_nopass(config: &crate::config::Config) -> bool {
 /// of `given` is compared (against `secret` repeated), with no exit at the first difference,
 /// and a length difference only sets the result. The loop's length is the attacker's own
 /// input length. Redis compares SHA-256 digests for the same purpose.
-fn password_matches(secret: &[u8], given: &[u8]) -> bool {
+pub fn password_matches(secret: &[u8], given: &[u8]) -> bool {
     if secret.is_empty() {
         return given.is_empty();
     }

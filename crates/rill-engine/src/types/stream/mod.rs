@@ -25,6 +25,7 @@ pub mod group;
 pub mod id;
 pub mod idmp;
 pub mod max_age;
+pub mod metrics;
 pub mod order;
 pub mod pel;
 pub mod policy;
@@ -752,6 +753,23 @@ impl Stream {
                 f(p.id, &fields.0);
             }
         }
+    }
+
+    /// The ID of the first live entry after `after`, without decoding any entry's fields: O(log
+    /// K) to find the block, then the entries before it in that block (and in any block of
+    /// deleted entries only).
+    pub fn first_live_id_after(&self, after: StreamId) -> Option<StreamId> {
+        let start = after.next()?;
+        let seek = self.blocks.range(..=start).next_back().map_or(start, |(k, _)| *k);
+        for (&first, block) in self.blocks.range(seek..) {
+            let mut cursor = block.cursor_from(first, start)?;
+            while let Some(p) = cursor.next_entry() {
+                if !p.deleted && p.id >= start {
+                    return Some(p.id);
+                }
+            }
+        }
+        None
     }
 
     /// [`Stream::range`] collected, at most `count` entries (`None` = all).
