@@ -38,6 +38,8 @@ command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+# redis_exporter, pointed at rill and at Redis by tests/it/exporter.rs.
+command -v prometheus-redis-exporter >/dev/null 2>&1 || missing+=(prometheus-redis-exporter)
 if ((${#missing[@]})); then
     # Unique names, stable order.
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | awk '!seen[$0]++')
@@ -53,6 +55,13 @@ if ((${#missing[@]})); then
         $SUDO systemctl disable redis-server >/dev/null 2>&1 || true
     elif command -v service >/dev/null 2>&1; then
         $SUDO service redis-server stop >/dev/null 2>&1 || true
+    fi
+    # And the exporter's service (it would scrape a system redis on 6379).
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus-redis-exporter 2>/dev/null; then
+        $SUDO systemctl stop prometheus-redis-exporter || true
+        $SUDO systemctl disable prometheus-redis-exporter >/dev/null 2>&1 || true
+    elif command -v service >/dev/null 2>&1; then
+        $SUDO service prometheus-redis-exporter stop >/dev/null 2>&1 || true
     fi
     # The same for the Sentinel service apt may start on 26379.
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-sentinel 2>/dev/null; then

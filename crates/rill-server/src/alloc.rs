@@ -65,6 +65,48 @@ pub fn allocated_bytes() -> u64 {
     ALLOCATED.load(Ordering::Relaxed)
 }
 
+/// Heap bytes once start-up was done (INFO `used_memory_startup`).
+static STARTUP: AtomicU64 = AtomicU64::new(0);
+
+/// Record the heap as start-up left it (before the data is loaded).
+pub fn mark_startup() {
+    STARTUP.store(allocated_bytes(), Ordering::Relaxed);
+}
+
+/// When the cron last saw the peak grow, Unix seconds, and the peak it saw.
+static PEAK_TIME: AtomicU64 = AtomicU64::new(0);
+static PEAK_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// Called by the cron: if the peak grew since the last call, it was reached about now (the
+/// allocator itself reads no clock).
+pub fn note_peak_time(now_secs: u64) {
+    let peak = peak_bytes();
+    if peak > PEAK_SEEN.swap(peak, Ordering::Relaxed) {
+        PEAK_TIME.store(now_secs, Ordering::Relaxed);
+    }
+}
+
+/// When `peak_bytes` was reached, Unix seconds, as the cron saw it (0: not yet).
+pub fn peak_time_secs() -> u64 {
+    PEAK_TIME.load(Ordering::Relaxed)
+}
+
+/// `used_memory_startup`.
+pub fn startup_bytes() -> u64 {
+    STARTUP.load(Ordering::Relaxed)
+}
+
+/// The machine's memory from /proc/meminfo (0 where unavailable).
+pub fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// Highest `allocated_bytes` seen.
 pub fn peak_bytes() -> u64 {
     PEAK.load(Ordering::Relaxed)

@@ -46,6 +46,15 @@ fn ticks_per_us() -> f64 {
     })
 }
 
+/// What INFO's `monotonic_clock` says of the clock durations are measured with.
+pub fn describe() -> String {
+    if cfg!(target_arch = "x86_64") {
+        format!("X86 TSC @ {} ticks/us", ticks_per_us() as u64)
+    } else {
+        "POSIX clock_gettime".to_string()
+    }
+}
+
 /// Measure the tick rate now (at start-up) rather than on the first command.
 pub fn calibrate() {
     let _ = ticks_per_us();

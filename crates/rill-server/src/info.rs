@@ -11,6 +11,7 @@ const DEFAULT: &[&str] = &[
     "clients",
     "memory",
     "persistence",
+    "threads",
     "stats",
     "replication",
     "cpu",
@@ -26,6 +27,7 @@ const ORDER: &[&str] = &[
     "clients",
     "memory",
     "persistence",
+    "threads",
     "stats",
     "replication",
     "cpu",
@@ -102,8 +104,13 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "redis_mode:standalone");
             line!(out, "os:{} {}", std::env::consts::OS, std::env::consts::ARCH);
             line!(out, "arch_bits:{}", usize::BITS);
+            line!(out, "monotonic_clock:{}", crate::clock::describe());
             line!(out, "multiplexing_api:epoll");
+            // Rust's atomics; no C compiler built rill.
+            line!(out, "atomicvar_api:rust-std");
+            line!(out, "gcc_version:0.0.0");
             line!(out, "process_id:{}", std::process::id());
+            line!(out, "process_supervised:no");
             line!(out, "run_id:{}", shared.run_id);
             line!(out, "tcp_port:{}", shared.port);
             line!(out, "server_time_usec:{}", now_ms * 1000);
@@ -111,8 +118,13 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "uptime_in_days:{}", up / 86400);
             line!(out, "hz:{}", st.config.get("hz"));
             line!(out, "configured_hz:{}", st.config.get("hz"));
+            // Redis' LRU clock: seconds, in 24 bits.
+            line!(out, "lru_clock:{}", (now_ms / 1000) & ((1 << 24) - 1));
             line!(out, "executable:{}", std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default());
             line!(out, "config_file:{}", st.config.file.clone().unwrap_or_default());
+            line!(out, "io_threads_active:0");
+            let binds: Vec<String> = st.config.get("bind").split_whitespace().map(|b| format!("bind={b}")).collect();
+            line!(out, "listener0:name=tcp,{},port={}", binds.join(","), shared.port);
             // Only while a shutdown waits for its replicas, as in Redis.
             if let Some(ms) = st.shutdown.remaining_ms(now_ms) {
                 line!(out, "shutdown_in_milliseconds:{ms}");
@@ -121,7 +133,14 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
         "clients" => {
             line!(out, "# Clients");
             line!(out, "connected_clients:{}", st.clients.len());
+            line!(out, "cluster_connections:0");
             line!(out, "maxclients:{}", st.config.get("maxclients"));
+            let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+            let max_in = st.clients.values().map(|c| load(&c.mem.qbuf)).max().unwrap_or(0);
+            let max_out =
+                st.clients.values().map(|c| c.mem.output_fields().2 + c.push.queued_bytes()).max().unwrap_or(0);
+            line!(out, "client_recent_max_input_buffer:{max_in}");
+            line!(out, "client_recent_max_output_buffer:{max_out}");
             line!(
                 out,
                 "blocked_clients:{}",
@@ -138,21 +157,85 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
         "memory" => {
             let used = alloc::allocated_bytes();
             let rss = alloc::rss_bytes();
+            let peak = alloc::peak_bytes().max(used);
+            let startup = alloc::startup_bytes().min(used);
             let max: u64 = st.config.get("maxmemory").parse().unwrap_or(0);
+            // What is not the data: the clients' buffers, the replication backlog, the log's
+            // unwritten records, and what start-up took.
+            let mut clients_normal = 0;
+            let mut clients_replicas = 0;
+            for c in st.clients.values() {
+                let held = c.mem.total() + c.push.queued_bytes();
+                match c.kind {
+                    crate::state::ClientKind::Replica => clients_replicas += held,
+                    _ => clients_normal += held,
+                }
+            }
+            let backlog = st.replication.with_backlog(|b| b.histlen() as u64).unwrap_or(0);
+            let aof_buffer = st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()));
+            let overhead = startup + clients_normal + clients_replicas + backlog + aof_buffer;
+            let dataset = used.saturating_sub(overhead);
+            let perc = |a: u64, b: u64| if b > 0 { a as f64 * 100.0 / b as f64 } else { 0.0 };
+            let total_memory = alloc::total_system_memory();
             line!(out, "# Memory");
             line!(out, "used_memory:{used}");
             line!(out, "used_memory_human:{}", human(used));
             line!(out, "used_memory_rss:{rss}");
             line!(out, "used_memory_rss_human:{}", human(rss));
-            line!(out, "used_memory_peak:{}", alloc::peak_bytes());
-            line!(out, "used_memory_peak_human:{}", human(alloc::peak_bytes()));
-            line!(out, "used_memory_dataset:{used}");
+            line!(out, "used_memory_peak:{peak}");
+            line!(out, "used_memory_peak_human:{}", human(peak));
+            line!(out, "used_memory_peak_time:{}", alloc::peak_time_secs());
+            line!(out, "used_memory_peak_perc:{:.2}%", perc(used, peak));
+            line!(out, "used_memory_overhead:{overhead}");
+            line!(out, "used_memory_startup:{startup}");
+            line!(out, "used_memory_dataset:{dataset}");
+            line!(out, "used_memory_dataset_perc:{:.2}%", perc(dataset, used.saturating_sub(startup)));
+            // rill counts its own allocations over the system allocator: what it asked for is
+            // what it holds, as far as it can tell.
+            line!(out, "allocator_allocated:{used}");
+            line!(out, "allocator_active:{used}");
+            line!(out, "allocator_resident:{rss}");
+            line!(out, "allocator_muzzy:0");
+            line!(out, "total_system_memory:{total_memory}");
+            line!(out, "total_system_memory_human:{}", human(total_memory));
+            // No Lua yet (the scripting issue): nothing held for it.
+            line!(out, "used_memory_lua:0");
+            line!(out, "used_memory_vm_eval:0");
+            line!(out, "used_memory_lua_human:0B");
+            line!(out, "used_memory_scripts_eval:0");
+            line!(out, "number_of_cached_scripts:0");
+            line!(out, "number_of_functions:0");
+            line!(out, "number_of_libraries:0");
+            line!(out, "used_memory_vm_functions:0");
+            line!(out, "used_memory_vm_total:0");
+            line!(out, "used_memory_vm_total_human:0B");
+            line!(out, "used_memory_functions:0");
+            line!(out, "used_memory_scripts:0");
+            line!(out, "used_memory_scripts_human:0B");
             line!(out, "maxmemory:{max}");
             line!(out, "maxmemory_human:{}", human(max));
             line!(out, "maxmemory_policy:{}", st.config.get("maxmemory-policy"));
+            line!(out, "allocator_frag_ratio:1.00");
+            line!(out, "allocator_frag_bytes:0");
+            line!(out, "allocator_rss_ratio:{:.2}", if used > 0 { rss as f64 / used as f64 } else { 1.0 });
+            line!(out, "allocator_rss_bytes:{}", rss.saturating_sub(used));
+            line!(out, "rss_overhead_ratio:1.00");
+            line!(out, "rss_overhead_bytes:0");
             line!(out, "mem_fragmentation_ratio:{:.2}", if used > 0 { rss as f64 / used as f64 } else { 1.0 });
+            line!(out, "mem_fragmentation_bytes:{}", i128::from(rss) - i128::from(used));
+            line!(out, "mem_not_counted_for_evict:0");
+            line!(out, "mem_replication_backlog:{backlog}");
+            line!(out, "mem_total_replication_buffers:{backlog}");
+            line!(out, "mem_replica_full_sync_buffer:0");
+            line!(out, "mem_clients_slaves:{clients_replicas}");
+            line!(out, "mem_clients_normal:{clients_normal}");
+            line!(out, "mem_cluster_links:0");
+            line!(out, "mem_aof_buffer:{aof_buffer}");
             line!(out, "mem_allocator:system");
+            line!(out, "mem_overhead_db_hashtable_rehashing:0");
+            line!(out, "active_defrag_running:0");
             line!(out, "lazyfree_pending_objects:0");
+            line!(out, "lazyfreed_objects:0");
         }
         "persistence" => {
             let p = &st.persist;
@@ -160,20 +243,38 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "# Persistence");
             line!(out, "loading:{}", u8::from(p.loading));
             line!(out, "async_loading:0");
+            // No fork: a snapshot is a copy-on-write view of the keyspace inside the process
+            // (docs/REPLICATION.md), so these fork figures stay 0.
+            line!(out, "current_cow_peak:0");
+            line!(out, "current_cow_size:0");
+            line!(out, "current_cow_size_age:0");
+            line!(out, "current_fork_perc:0.00");
+            line!(out, "current_save_keys_processed:0");
+            line!(out, "current_save_keys_total:0");
             line!(out, "rdb_changes_since_last_save:{}", st.engine.dirty().saturating_sub(p.dirty_at_save));
             line!(out, "rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress));
             line!(out, "rdb_last_save_time:{}", st.last_save_unix);
             line!(out, "rdb_last_bgsave_status:{}", ok(p.last_bgsave_ok));
+            line!(out, "rdb_last_bgsave_time_sec:-1");
+            line!(out, "rdb_current_bgsave_time_sec:-1");
             line!(out, "rdb_saves:{}", p.saves);
+            line!(out, "rdb_last_cow_size:0");
+            line!(out, "rdb_last_load_keys_expired:{}", p.last_load_keys_expired);
+            line!(out, "rdb_last_load_keys_loaded:{}", p.last_load_keys_loaded);
             let log = st.journal.log();
             let status = log.and_then(|l| l.status.lock().ok().map(|s| s.clone())).unwrap_or_default();
             line!(out, "aof_enabled:{}", u8::from(log.is_some()));
             line!(out, "aof_rewrite_in_progress:{}", u8::from(p.rewrite_in_progress));
             line!(out, "aof_rewrite_scheduled:{}", u8::from(p.rewrite_scheduled));
             line!(out, "aof_last_rewrite_time_sec:{}", p.last_rewrite_secs);
+            line!(out, "aof_current_rewrite_time_sec:-1");
             line!(out, "aof_last_bgrewrite_status:{}", ok(p.last_rewrite_ok));
             line!(out, "aof_rewrites:{}", p.rewrites);
+            line!(out, "aof_rewrites_consecutive_failures:{}", u8::from(!p.last_rewrite_ok));
             line!(out, "aof_last_write_status:{}", ok(!log.is_some_and(|l| l.failed())));
+            line!(out, "aof_last_cow_size:0");
+            line!(out, "module_fork_in_progress:0");
+            line!(out, "module_fork_last_cow_size:0");
             if let Some(l) = log {
                 line!(out, "aof_current_size:{}", p.base_file_size + status.incr_size);
                 line!(out, "aof_base_size:{}", p.rewrite_base_size);
@@ -193,30 +294,87 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                 }
             }
         }
+        "threads" => {
+            // rill's requests run on its runtime's threads, not Redis' I/O threads: one line,
+            // as a Redis without I/O threads prints it.
+            line!(out, "# Threads");
+            let s = &st.stats;
+            line!(
+                out,
+                "io_thread_0:clients={},reads={},writes={}",
+                st.clients.len(),
+                s.commands_processed,
+                s.commands_processed
+            );
+        }
         "stats" => {
             let s = &st.stats;
+            let inst = &s.instantaneous;
             line!(out, "# Stats");
             line!(out, "total_connections_received:{}", s.connections_received);
             line!(out, "total_commands_processed:{}", s.commands_processed);
-            line!(out, "instantaneous_ops_per_sec:0");
+            line!(out, "instantaneous_ops_per_sec:{}", inst.rate(0) as u64);
             line!(out, "total_net_input_bytes:{}", s.net_input_bytes);
             line!(out, "total_net_output_bytes:{}", s.net_output_bytes);
+            line!(out, "total_net_repl_input_bytes:{}", s.net_repl_input_bytes);
+            line!(out, "total_net_repl_output_bytes:{}", s.net_repl_output_bytes);
+            line!(out, "instantaneous_input_kbps:{:.2}", inst.rate(1) / 1024.0);
+            line!(out, "instantaneous_output_kbps:{:.2}", inst.rate(2) / 1024.0);
+            line!(out, "instantaneous_input_repl_kbps:{:.2}", inst.rate(3) / 1024.0);
+            line!(out, "instantaneous_output_repl_kbps:{:.2}", inst.rate(4) / 1024.0);
             line!(out, "rejected_connections:{}", s.rejected_connections);
             let syncs = st.replication.syncs;
             line!(out, "sync_full:{}", syncs.full);
             line!(out, "sync_partial_ok:{}", syncs.partial_ok);
             line!(out, "sync_partial_err:{}", syncs.partial_err);
+            line!(out, "expired_subkeys:0");
             line!(out, "expired_keys:{}", st.engine.stats().expired_keys);
+            line!(out, "expired_stale_perc:0.00");
+            line!(out, "expired_time_cap_reached_count:0");
+            line!(out, "expire_cycle_cpu_milliseconds:{}", s.expire_cycle_us / 1000);
+            // rill never evicts (maxmemory is noeviction whatever the policy is called).
             line!(out, "evicted_keys:0");
+            line!(out, "evicted_clients:0");
+            line!(out, "evicted_scripts:0");
+            line!(out, "total_eviction_exceeded_time:0");
+            line!(out, "current_eviction_exceeded_time:0");
             line!(out, "keyspace_hits:{}", st.engine.stats().hits);
             line!(out, "keyspace_misses:{}", st.engine.stats().misses);
             line!(out, "pubsub_channels:{}", st.pubsub.channel_count());
             line!(out, "pubsub_patterns:{}", st.pubsub.pattern_count());
             line!(out, "pubsubshard_channels:{}", st.pubsub.shard_channel_count());
+            line!(out, "latest_fork_usec:0");
+            line!(out, "total_forks:0");
+            line!(out, "migrate_cached_sockets:0");
+            line!(out, "slave_expires_tracked_keys:0");
+            line!(out, "active_defrag_hits:0");
+            line!(out, "active_defrag_misses:0");
+            line!(out, "active_defrag_key_hits:0");
+            line!(out, "active_defrag_key_misses:0");
+            line!(out, "total_active_defrag_time:0");
+            line!(out, "current_active_defrag_time:0");
+            line!(out, "tracking_total_keys:0");
+            line!(out, "tracking_total_items:0");
+            line!(out, "tracking_total_prefixes:0");
+            line!(out, "unexpected_error_replies:0");
             line!(out, "total_error_replies:{}", s.error_replies);
+            line!(out, "dump_payload_sanitizations:0");
             line!(out, "total_reads_processed:{}", s.commands_processed);
+            line!(out, "total_writes_processed:{}", s.commands_processed);
+            line!(out, "io_threaded_reads_processed:0");
+            line!(out, "io_threaded_writes_processed:0");
+            line!(out, "io_threaded_total_prefetch_batches:0");
+            line!(out, "io_threaded_total_prefetch_entries:0");
             line!(out, "client_query_buffer_limit_disconnections:{}", s.query_buffer_limit_disconnections);
             line!(out, "client_output_buffer_limit_disconnections:{}", s.output_buffer_limit_disconnections);
+            line!(out, "reply_buffer_shrinks:0");
+            line!(out, "reply_buffer_expands:0");
+            // Redis' event-loop figures: rill has no single event loop; its cron ticks stand in.
+            line!(out, "eventloop_cycles:0");
+            line!(out, "eventloop_duration_sum:0");
+            line!(out, "eventloop_duration_cmd_sum:0");
+            line!(out, "instantaneous_eventloop_cycles_per_sec:0");
+            line!(out, "instantaneous_eventloop_duration_usec:0");
             line!(out, "slowlog_commands_count:{}", s.slowlog.count);
             line!(out, "slowlog_commands_time_ms_max:{:.2}", s.slowlog.micros_max as f64 / 1000.0);
             line!(out, "slowlog_commands_time_ms_sum:{:.2}", s.slowlog.micros_sum as f64 / 1000.0);
@@ -285,6 +443,11 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "# CPU");
             line!(out, "used_cpu_sys:{sys:.6}");
             line!(out, "used_cpu_user:{user:.6}");
+            line!(out, "used_cpu_sys_children:0.000000");
+            line!(out, "used_cpu_user_children:0.000000");
+            // No main thread does all the work: the process's figures.
+            line!(out, "used_cpu_sys_main_thread:{sys:.6}");
+            line!(out, "used_cpu_user_main_thread:{user:.6}");
         }
         "modules" => line!(out, "# Modules"),
         "errorstats" => {

@@ -173,7 +173,8 @@ pub fn server_figures(shared: &Shared, st: &State, now_ms: i64) -> ServerFigures
         Some(l) => {
             let status = l.status.lock().map(|s| s.clone()).unwrap_or_default();
             let size = st.persist.base_file_size + status.incr_size;
-            (true, size, Some((buckets(&status.fsync), status.fsync.total(), status.fsync_micros)))
+            let times = l.fsync_times.lock().map(|t| t.clone()).unwrap_or_default();
+            (true, size, Some((buckets(&times.histogram), times.histogram.total(), times.micros)))
         }
         None => (false, 0, None),
     };

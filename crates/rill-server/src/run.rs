@@ -76,6 +76,7 @@ pub async fn run(mut config: Config) -> i32 {
     state.persist.loading = true;
     state.engine.set_loading(true);
     let shared = Shared::new(state, table, log_table, port, run_id()).into_arc();
+    crate::alloc::mark_startup();
     tracing::info!("Server initialized");
     tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
 
@@ -108,6 +109,8 @@ pub async fn run(mut config: Config) -> i32 {
                 // Before any unit: a primary's backlog must see the deletions below.
                 crate::identity::restore(&mut st, kept);
             }
+            st.persist.last_load_keys_loaded = st.engine.dbs().iter().map(|d| d.len() as u64).sum();
+            st.persist.last_load_keys_expired = opened.skipped_expired.len() as u64;
             // Keys the snapshot held that had expired are deleted now, as one unit.
             crate::unit::run(&mut st, now_ms(), |st| {
                 for (db, key) in &opened.skipped_expired {
@@ -355,10 +358,31 @@ async fn cron(shared: Arc<Shared>) {
                 crate::notify::publish_events(st, now);
             });
             // The latency monitor's `expire-cycle` event: the sweep held every client up.
-            let ms = crate::clock::Tick::now().micros_since(started) / 1000;
+            let us = crate::clock::Tick::now().micros_since(started);
+            st.stats.expire_cycle_us += us;
+            let ms = us / 1000;
             let threshold = st.hot.latency_threshold_ms;
             st.latency.sample_if_needed(threshold, "expire-cycle", ms, now.div_euclid(1000));
         }
+        // INFO's instantaneous_* rates, one sample per tick; the replication stream's bytes
+        // counted by how far the offset moved (received on a replica, sent to each replica).
+        let offset = st.replication.offset();
+        let moved = offset.saturating_sub(std::mem::replace(&mut st.stats.repl_offset_seen, offset));
+        if st.replication.master.is_some() {
+            st.stats.net_repl_input_bytes += moved;
+        } else {
+            st.stats.net_repl_output_bytes += moved * st.replication.replicas.len() as u64;
+        }
+        let s = &st.stats;
+        let counters = [
+            s.commands_processed,
+            s.net_input_bytes,
+            s.net_output_bytes,
+            s.net_repl_input_bytes,
+            s.net_repl_output_bytes,
+        ];
+        st.stats.instantaneous.sample(now, counters);
+        crate::alloc::note_peak_time(u64::try_from(now / 1000).unwrap_or(0));
         // The primary's keep-alive: a PING in the stream every repl-ping-replica-period, so
         // an idle primary's replicas do not time out (it counts in the offsets, as in Redis).
         // Not while paused: the offset must stand still (a failover waits for a replica to

@@ -167,6 +167,56 @@ pub struct Stats {
     pub commands: HashMap<usize, CommandStat, foldhash::fast::RandomState>,
     /// `slowlog_commands_*`: what the slow log took.
     pub slowlog: crate::slowlog::Totals,
+    /// The `instantaneous_*` rates, sampled by the cron.
+    pub instantaneous: Instantaneous,
+    /// `expire_cycle_cpu_milliseconds`: time active expiry took, µs.
+    pub expire_cycle_us: u64,
+    /// `total_net_repl_input_bytes`: the replication stream received (a replica).
+    pub net_repl_input_bytes: u64,
+    /// `total_net_repl_output_bytes`: the replication stream sent, to every replica.
+    pub net_repl_output_bytes: u64,
+    /// The replication offset the cron last saw (to count the two above).
+    pub repl_offset_seen: u64,
+}
+
+/// Samples kept per rate (Redis keeps 16, taken every 100 ms).
+const RATE_SAMPLES: usize = 16;
+
+/// INFO's `instantaneous_*` figures: per-second rates averaged over the last 16 samples, a
+/// sample being the counter's growth since the one before (Redis' way, so the figures move
+/// alike).
+#[derive(Debug, Default, Clone)]
+pub struct Instantaneous {
+    /// Per rate (ops, input bytes, output bytes, replication input, replication output): the
+    /// samples, per second.
+    samples: [[f64; RATE_SAMPLES]; 5],
+    next: usize,
+    /// The counters and the time (ms) at the last sample.
+    last: Option<(i64, [u64; 5])>,
+}
+
+impl Instantaneous {
+    /// Take a sample of the five counters at `now_ms`.
+    pub fn sample(&mut self, now_ms: i64, counters: [u64; 5]) {
+        if let Some((then, before)) = self.last {
+            let secs = (now_ms - then) as f64 / 1000.0;
+            if secs <= 0.0 {
+                return;
+            }
+            for (i, (now, was)) in counters.iter().zip(before).enumerate() {
+                if let Some(slot) = self.samples.get_mut(i).and_then(|s| s.get_mut(self.next)) {
+                    *slot = now.saturating_sub(was) as f64 / secs;
+                }
+            }
+            self.next = (self.next + 1) % RATE_SAMPLES;
+        }
+        self.last = Some((now_ms, counters));
+    }
+
+    /// The average of rate `i`'s samples.
+    pub fn rate(&self, i: usize) -> f64 {
+        self.samples.get(i).map_or(0.0, |s| s.iter().sum::<f64>() / RATE_SAMPLES as f64)
+    }
 }
 
 /// The `acl_access_denied_*` counters of INFO stats. As in Redis, CONFIG RESETSTAT keeps them.

@@ -28,6 +28,11 @@ use std::time::{Duration, Instant};
 /// Persistence status INFO reports (behind the state lock).
 #[derive(Debug, Default)]
 pub struct Persist {
+    /// Keys the last load read, and those of them it dropped as expired
+    /// (`rdb_last_load_keys_loaded`, `rdb_last_load_keys_expired`).
+    pub last_load_keys_loaded: u64,
+    /// See `last_load_keys_loaded`.
+    pub last_load_keys_expired: u64,
     /// Loading the dataset at start-up.
     pub loading: bool,
     /// A log rewrite runs.

@@ -128,18 +128,25 @@ pub struct LogStatus {
     pub incr_size: u64,
     /// Number of the current incremental file.
     pub incr_seq: u64,
-    /// How long each fsync of the log took (`/metrics`: `rill_effect_log_fsync_duration_seconds`).
-    pub fsync: crate::latency::Histogram,
-    /// Their total, µs.
-    pub fsync_micros: u64,
 }
 
-impl LogStatus {
+/// How long the log's fsyncs took (`/metrics`: `rill_effect_log_fsync_duration_seconds`):
+/// behind a lock of its own, taken only to count one and to read them, never while another
+/// of the log's locks is waited for.
+#[derive(Debug, Default, Clone)]
+pub struct FsyncTimes {
+    /// Their durations.
+    pub histogram: crate::latency::Histogram,
+    /// Their total, µs.
+    pub micros: u64,
+}
+
+impl FsyncTimes {
     /// Count an fsync that took from `started` to now.
-    fn fsynced(&mut self, started: std::time::Instant) {
+    fn count(&mut self, started: std::time::Instant) {
         let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.fsync.record_micros(us);
-        self.fsync_micros += us;
+        self.histogram.record_micros(us);
+        self.micros += us;
     }
 }
 
@@ -243,6 +250,8 @@ pub struct Log {
     pub files: Mutex<Files>,
     /// Status for INFO.
     pub status: Mutex<LogStatus>,
+    /// How long its fsyncs took.
+    pub fsync_times: Mutex<FsyncTimes>,
     /// Highest incremental file number the writer has rotated to (recoveries do not count).
     rotated: (Mutex<u64>, Condvar),
     unsynced: AtomicBool,
@@ -365,6 +374,7 @@ impl Log {
             policy: AtomicU8::new(policy_code(policy)),
             files: Mutex::new(files),
             status: Mutex::new(LogStatus { incr_size: file_len, incr_seq: seq, ..LogStatus::default() }),
+            fsync_times: Mutex::default(),
             rotated: (Mutex::new(seq), Condvar::new()),
             unsynced: AtomicBool::new(false),
             fsync_started_ms: AtomicU64::new(0),
@@ -737,7 +747,7 @@ impl Log {
         let _g = lock(&self.fsync_lock);
         let started = std::time::Instant::now();
         sink.file.sync_data()?;
-        lock(&self.status).fsynced(started);
+        lock(&self.fsync_times).count(started);
         if self.tainted.load(Ordering::Relaxed) {
             return Err(self.taint_error());
         }
@@ -1025,7 +1035,7 @@ impl Log {
             let r = file.sync_data();
             self.fsync_started_ms.store(0, Ordering::Relaxed);
             if r.is_ok() {
-                lock(&self.status).fsynced(started);
+                lock(&self.fsync_times).count(started);
             }
             if let Err(e) = r {
                 self.unsynced.store(true, Ordering::Relaxed);

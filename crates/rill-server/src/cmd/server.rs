@@ -166,7 +166,8 @@ fn apply(c: &mut Call, name: &str) {
 pub fn config_resetstat(c: &mut Call) -> CmdResult {
     // Redis keeps the ACL counters across RESETSTAT.
     let acl = c.st.stats.acl;
-    c.st.stats = Stats { acl, ..Stats::default() };
+    let repl_offset_seen = c.st.stats.repl_offset_seen;
+    c.st.stats = Stats { acl, repl_offset_seen, ..Stats::default() };
     c.st.engine.reset_stats();
     ok()
 }

@@ -27,6 +27,7 @@ mod differential;
 mod digest;
 mod durability;
 mod encoding_fuzz;
+mod exporter;
 mod failover;
 mod introspection;
 mod keyspace_events;
