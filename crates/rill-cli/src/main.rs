@@ -7,6 +7,7 @@ mod dead_letters;
 mod demo;
 mod output;
 mod policies;
+mod top;
 
 use std::process::ExitCode;
 
@@ -106,6 +107,16 @@ enum Command {
     Policy {
         #[command(subcommand)]
         action: PolicyAction,
+    },
+    /// A live view of a rill server's streams and groups: length, input rate, lag (entries and
+    /// age), pending, oldest pending, delivery rate, dead letters. Needs rill (RILL.METRICS).
+    Top {
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 2.0)]
+        interval: f64,
+        /// Stop after N refreshes (default: until interrupted).
+        #[arg(long)]
+        count: Option<usize>,
     },
     /// Demos of the reliable consumer loop.
     Demo {
@@ -239,6 +250,13 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             commands::pending(&mut g.connect().await?, &stream, &group, count, g.json).await?
         }
         Command::Groups { stream } => commands::groups(&mut g.connect().await?, &stream, g.json).await?,
+        Command::Top { interval, count } => {
+            if !(interval.is_finite() && interval > 0.0) {
+                return Err("--interval must be a positive number of seconds".into());
+            }
+            let interval = std::time::Duration::from_secs_f64(interval);
+            top::run(&mut g.connect().await?, &g.url(), interval, count, g.json).await?
+        }
         Command::Policy { action } => {
             let mut conn = g.connect().await?;
             match action {

@@ -644,3 +644,56 @@ fn the_server_comes_from_url_or_the_environment_and_failures_name_it() {
     let (ok, _, stderr) = rill_env(&["--url", &url, "groups", "envs"], &[("RILL_URL", dead)]);
     assert!(ok, "{stderr}");
 }
+
+/// `rill top` reads RILL.METRICS: every stream and group with its lag, pending and oldest
+/// pending, across databases and more streams than one page; two refreshes give rates; on
+/// Redis it says it needs rill.
+#[test]
+fn top_shows_every_stream_and_group() {
+    let server = Server::rill();
+    setup(&server);
+    let mut cmds = Vec::new();
+    for i in 0..600 {
+        cmds.push(strings(&["XADD", &format!("many:{i:03}"), "*", "f", "v"]));
+    }
+    pipeline(&server, &cmds);
+    let mut c = RawClient::connect(server.port);
+    c.cmd(&["SELECT", "3"]);
+    c.cmd(&["XADD", "other", "1-0", "a", "b"]);
+    c.cmd(&["XADD", "other", "2-0", "a", "b"]);
+    c.cmd(&["XGROUP", "CREATE", "other", "late", "0"]);
+
+    let text = rill_ok(&server, &["top", "--count", "2", "--interval", "0.2"]);
+    let screens: Vec<&str> = text.split("rill top  ").filter(|s| !s.is_empty()).collect();
+    assert_eq!(screens.len(), 2, "{text}");
+    let second = screens[1];
+    assert!(second.contains("primary") && second.contains("603 streams"), "{second}");
+    let row = second.lines().find(|l| l.starts_with("{s} ")).unwrap_or_else(|| panic!("{second}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // stream length in/s group lag lag-age pending oldest out/s dead
+    assert_eq!(&cells[..5], ["{s}", "3", "0.0", "g", "0"], "{row}");
+    assert_eq!(cells[6], "3", "{row}");
+    let row = second.lines().find(|l| l.starts_with("3:other ")).unwrap_or_else(|| panic!("{second}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[..5], ["3:other", "2", "0.0", "late", "2"], "{row}");
+    assert!(second.contains("many:599"), "{second}");
+
+    let json = rill_ok(&server, &["--json", "top", "--count", "1"]);
+    assert_eq!(json.lines().count(), 1, "{json}");
+    assert!(
+        json.contains(
+            r#""stream":"{s}","length":3,"entries_added":3,"groups":[{"group":"g","lag":0,"lag_ms":0,"pending":3,"#
+        ),
+        "{json}"
+    );
+    assert!(
+        json.contains(r#""db":3,"stream":"other","length":2,"entries_added":2,"groups":[{"group":"late","lag":2,"#),
+        "{json}"
+    );
+    assert_eq!(json.matches(r#""stream":"many:"#).count(), 600);
+
+    let err = rill_err(&redis(), &["top", "--count", "1"]);
+    assert!(err.contains("`rill top` needs a rill server"), "{err}");
+    let err = rill_err(&server, &["top", "--interval", "0"]);
+    assert!(err.contains("--interval must be a positive number"), "{err}");
+}

@@ -224,19 +224,19 @@ pub fn server_figures(shared: &Shared, st: &State, now_ms: i64) -> ServerFigures
     }
 }
 
-/// One page of the keyspace walk: from `(db, position)`, at most [`PAGE_KEYS`] keys; the
-/// streams met go into `out` (unless `seen` has them). Returns where the next page starts.
-pub fn page(
+/// One page of the keyspace walk: from `(db, position)`, at most `keys` keys; the streams
+/// met go into `out`. Returns where the next page starts (`None`: the walk is done).
+pub fn page_from(
     st: &State,
     from: (usize, usize),
     now_ms: i64,
     consumers: bool,
-    seen: &mut HashSet<(usize, Bytes)>,
+    keys: usize,
     out: &mut Vec<StreamRow>,
 ) -> Option<(usize, usize)> {
     let dbs = st.engine.dbs();
     let (mut db, mut pos) = from;
-    let mut budget = PAGE_KEYS;
+    let mut budget = keys;
     while let Some(d) = dbs.get(db) {
         while budget > 0 {
             let Some((key, entry)) = d.key_at(pos) else { break };
@@ -246,9 +246,7 @@ pub fn page(
                 continue;
             }
             if let Value::Stream(s) = &entry.value {
-                if seen.insert((db, key.clone())) {
-                    out.push(StreamRow { db, key: key.clone(), m: s.metrics(now_ms, consumers) });
-                }
+                out.push(StreamRow { db, key: key.clone(), m: s.metrics(now_ms, consumers) });
             }
         }
         if budget == 0 {
@@ -271,11 +269,14 @@ pub async fn collect(shared: &Shared) -> Snapshot {
     let mut streams = Vec::new();
     let mut seen = HashSet::new();
     let mut at = Some((0, 0));
+    let mut rows = Vec::new();
     while let Some(from) = at {
         at = {
             let st = shared.lock();
-            page(&st, from, crate::clock::now_ms(), consumers, &mut seen, &mut streams)
+            page_from(&st, from, crate::clock::now_ms(), consumers, PAGE_KEYS, &mut rows)
         };
+        // A key met twice (moved by a deletion between pages) keeps its first reading.
+        streams.extend(rows.drain(..).filter(|r: &StreamRow| seen.insert((r.db, r.key.clone()))));
         tokio::task::yield_now().await;
     }
     Snapshot { server, streams, consumers }

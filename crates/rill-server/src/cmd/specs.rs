@@ -1,7 +1,7 @@
 //! Declarations of the commands the server itself runs (connection, server, transactions,
 //! introspection). Data commands are declared next to their handlers in rill-engine.
 
-use super::{connection, help, introspect, latency, multi, pubsub, replication, reply, server, Run};
+use super::{connection, help, introspect, latency, metrics, multi, pubsub, replication, reply, server, Run};
 use crate::client::Action;
 use rill_engine::command::{key_at, keys_from, CommandSpec, Flags, Handler};
 use rill_engine::CmdError;
@@ -509,6 +509,51 @@ pub const LATENCY_SUBS: &[CommandSpec] = &[
 const LATENCY_REPORT_TIPS: &[&str] =
     &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"];
 
+/// RILL.METRICS subcommands.
+pub const RILL_METRICS_SUBS: &[CommandSpec] = &[
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        complexity: "O(C + D) for C commands run and D databases",
+        ..sub(
+            "rill.metrics|server",
+            2,
+            LOADING_STALE,
+            &["@slow"],
+            "server",
+            "",
+            "Returns the server's figures as a map (rill's own command).",
+            "0.1.0",
+            server(&Run(metrics::server)),
+        )
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        complexity: "O(N) for the N keys looked at (COUNT), plus each stream's groups",
+        ..sub(
+            "rill.metrics|streams",
+            -3,
+            LOADING_STALE,
+            &["@slow", "@stream"],
+            "server",
+            "cursor [COUNT count:integer] [CONSUMERS]",
+            "Returns the figures of the next streams of a keyspace walk (rill's own command).",
+            "0.1.0",
+            server(&Run(metrics::streams)),
+        )
+    },
+    sub(
+        "rill.metrics|help",
+        2,
+        LOADING_STALE,
+        &["@slow"],
+        "server",
+        "",
+        "Lists the RILL.METRICS subcommands.",
+        "0.1.0",
+        server(&Run(|_| reply(help("RILL.METRICS", metrics::HELP)))),
+    ),
+];
+
 /// PUBSUB subcommands.
 pub const PUBSUB_SUBS: &[CommandSpec] = &[
     sub(
@@ -786,6 +831,16 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Commands about client connections.",
         since: "2.4.0",
         subcommands: CLIENT_SUBS,
+        ..CommandSpec::of(Handler::Container)
+    },
+    CommandSpec {
+        name: "rill.metrics",
+        arity: -2,
+        acl: &["@slow"],
+        group: "server",
+        summary: "The figures /metrics shows, over the Redis protocol (rill's own command).",
+        since: "0.1.0",
+        subcommands: RILL_METRICS_SUBS,
         ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {

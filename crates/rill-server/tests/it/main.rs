@@ -52,6 +52,7 @@ mod replication;
 #[path = "restart_fuzz.rs"]
 mod restart_fuzz_test;
 mod restore_hostile;
+mod rill_metrics;
 mod security;
 mod shared_replies;
 mod shutdown;
