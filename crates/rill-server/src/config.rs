@@ -195,6 +195,9 @@ pub const PARAMS: &[Param] = &[
     p("metrics-port", "0", Kind::Int(0, 65535), false),
     // rill's own: `/metrics` has a series per consumer too (cardinality: off by default).
     p("metrics-consumers", "no", Kind::Bool, true),
+    // rill's own: the console (`/` on metrics-port) shows but never acts: no forms, and
+    // POST /action is refused.
+    p("console-read-only", "no", Kind::Bool, true),
 ];
 
 /// Parameters whose values are secrets: CONFIG SET's arguments for them are redacted in

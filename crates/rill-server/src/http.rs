@@ -1,19 +1,22 @@
 //! The HTTP port (`metrics-port`, off by default): `GET /metrics` in the Prometheus text
-//! format (`metrics.rs`). HTTP/1.1 from hyper; this module only routes and guards.
+//! format (`metrics.rs`) and the operator console at `/` (`console/`). HTTP/1.1 from hyper;
+//! this module only routes and guards.
 //!
 //! The same rules as the Redis port: it listens on `bind`'s addresses; with `protected-mode
 //! yes` and no password, only loopback peers are served (others get 403); with `requirepass`
 //! set, a request must carry it as HTTP Basic credentials (any user name; 401 otherwise,
 //! counted in `acl_access_denied_auth`). Requests are small and bounded: headers must arrive
 //! within 10 s and fit in 16 KiB (hyper answers 431 past it, 400 to a malformed request);
-//! only GET and HEAD are served (405), on `/metrics` (404 elsewhere).
+//! GET and HEAD are served, and POST on `/action` only (405 otherwise), with a body of at
+//! most 64 KiB (413). Pages forbid framing and anything not from the console itself (CSP).
 
+use crate::console::{Answer, Origin, Site};
 use crate::state::Shared;
 use base64::Engine as _;
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CONTENT_TYPE, HOST, LOCATION, ORIGIN, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,9 +27,14 @@ use tokio::net::TcpListener;
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// The largest request head accepted.
 const MAX_HEAD: usize = 16 * 1024;
+/// The largest request body accepted (an action's form).
+const MAX_BODY: usize = 64 * 1024;
+/// What pages may load: only the console's own stylesheet; forms post only to it; no frames.
+const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'";
 
 /// Serve the HTTP port on `listener` until the process exits.
-pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+pub async fn accept_loop(site: Arc<Site>, listener: TcpListener) {
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -36,11 +44,11 @@ pub async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
-        let shared = shared.clone();
+        let site = site.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
-                let shared = shared.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(&shared, peer, req).await) }
+                let site = site.clone();
+                async move { Ok::<_, std::convert::Infallible>(handle(&site, peer, req).await) }
             });
             let io = hyper_util::rt::TokioIo::new(socket);
             let mut builder = hyper::server::conn::http1::Builder::new();
@@ -97,22 +105,95 @@ fn guard(shared: &Shared, peer: SocketAddr, req: &Request<Incoming>) -> Option<R
     }
 }
 
-async fn handle(shared: &Arc<Shared>, peer: SocketAddr, req: Request<Incoming>) -> Response<Full<Bytes>> {
-    if let Some(refused) = guard(shared, peer, &req) {
+async fn handle(site: &Arc<Site>, peer: SocketAddr, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    if let Some(refused) = guard(&site.shared, peer, &req) {
         return refused;
     }
-    if req.uri().path() != "/metrics" {
-        return response(StatusCode::NOT_FOUND, "Not found: this port serves /metrics.\n");
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    if method == Method::POST && path == "/action" {
+        return action(site, req).await;
     }
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = response(StatusCode::METHOD_NOT_ALLOWED, "Only GET and HEAD.\n");
-        r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    if path == "/action" || (method != Method::GET && method != Method::HEAD) {
+        let mut r = response(StatusCode::METHOD_NOT_ALLOWED, "Only GET and HEAD (and POST to /action).\n");
+        r.headers_mut().insert(ALLOW, HeaderValue::from_static(if path == "/action" { "POST" } else { "GET, HEAD" }));
         return r;
     }
-    let snap = Arc::new(crate::metrics::collect(shared).await);
-    let text = render_in_background(snap).await;
-    let mut r = response(StatusCode::OK, if req.method() == Method::HEAD { String::new() } else { text });
-    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS));
+    let mut r = if path == "/metrics" {
+        let snap = Arc::new(crate::metrics::collect(&site.shared).await);
+        let text = render_in_background(snap).await;
+        let mut r = response(StatusCode::OK, text);
+        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS));
+        r
+    } else {
+        let query = req.uri().query().unwrap_or("").as_bytes().to_vec();
+        answer(crate::console::get(site, &path, &query).await)
+    };
+    if method == Method::HEAD {
+        *r.body_mut() = Full::new(Bytes::new());
+    }
+    r
+}
+
+/// POST /action: read the form (bounded), check where it comes from, run it.
+async fn action(site: &Arc<Site>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let host = header(HOST.as_str());
+    let origin = header(ORIGIN.as_str());
+    let fetch_site = header("sec-fetch-site");
+    let form = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|t| {
+        t.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+    });
+    if !form {
+        return answer(Answer::Refused(
+            415,
+            "Refused: an action is a form (application/x-www-form-urlencoded).".to_owned(),
+        ));
+    }
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return answer(Answer::Refused(413, format!("Refused: a form of more than {MAX_BODY} bytes."))),
+    };
+    let origin = Origin { host, origin, fetch_site };
+    let site = site.clone();
+    // Actions take the state lock (a replay-all, many times): off the async workers.
+    let done = tokio::task::spawn_blocking(move || crate::console::post(&site, &origin, &body)).await;
+    answer(done.unwrap_or_else(|_| Answer::Refused(500, "The action failed.".to_owned())))
+}
+
+/// The HTTP response of a console answer.
+fn answer(a: Answer) -> Response<Full<Bytes>> {
+    let mut r = match a {
+        Answer::Page(html) => {
+            let mut r = response(StatusCode::OK, html);
+            r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+            r
+        }
+        Answer::Css => {
+            let mut r = response(StatusCode::OK, crate::console::html::CSS);
+            r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8"));
+            r
+        }
+        Answer::Redirect(to) => {
+            let mut r = response(StatusCode::SEE_OTHER, "");
+            if let Ok(v) = HeaderValue::from_str(&to) {
+                r.headers_mut().insert(LOCATION, v);
+            }
+            r
+        }
+        Answer::Refused(code, why) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
+            let mut r = response(status, crate::console::html::page("Refused", false, Some(&why), ""));
+            r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+            r
+        }
+    };
+    let h = r.headers_mut();
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    h.insert("cache-control", HeaderValue::from_static("no-store"));
     r
 }
 

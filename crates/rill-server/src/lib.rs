@@ -13,6 +13,7 @@ pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod conn;
+pub mod console;
 pub mod dispatch;
 pub mod http;
 pub mod identity;

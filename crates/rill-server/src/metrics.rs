@@ -258,6 +258,19 @@ pub fn page_from(
     None
 }
 
+/// One stream's row (with its consumers), if `key` of `db` holds a live stream; read as it
+/// is, touching nothing (no expiry, not an access).
+pub fn stream_row(st: &State, db: usize, key: &[u8], now_ms: i64) -> Option<StreamRow> {
+    let entry = st.engine.dbs().get(db)?.get_raw(key)?;
+    if entry.is_expired(now_ms) {
+        return None;
+    }
+    match &entry.value {
+        Value::Stream(s) => Some(StreamRow { db, key: Bytes::copy_from_slice(key), m: s.metrics(now_ms, true) }),
+        _ => None,
+    }
+}
+
 /// Take a snapshot: the server's figures, then the keyspace page by page, releasing the lock
 /// between pages.
 pub async fn collect(shared: &Shared) -> Snapshot {

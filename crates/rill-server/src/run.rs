@@ -86,8 +86,12 @@ pub async fn run(mut config: Config) -> i32 {
     if metrics_port != 0 {
         tracing::info!("Serving /metrics over HTTP on port {metrics_port}");
     }
-    for listener in http_listeners {
-        tokio::spawn(crate::http::accept_loop(shared.clone(), listener));
+    if !http_listeners.is_empty() {
+        let site = Arc::new(crate::console::Site::new(shared.clone()));
+        tokio::spawn(crate::console::history::sample_loop(site.clone()));
+        for listener in http_listeners {
+            tokio::spawn(crate::http::accept_loop(site.clone(), listener));
+        }
     }
     // Load the data while already answering (-LOADING until done).
     let loader = shared.clone();
