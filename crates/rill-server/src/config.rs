@@ -200,6 +200,10 @@ pub const PARAMS: &[Param] = &[
     p("console-read-only", "no", Kind::Bool, true),
 ];
 
+/// Parameters Redis keeps out of `CONFIG GET` patterns (its testing and internal knobs):
+/// answered only when asked for by name.
+pub const HIDDEN: &[&str] = &["key-load-delay", "rdb-key-save-delay", "repl-rdb-channel"];
+
 /// Parameters whose values are secrets: CONFIG SET's arguments for them are redacted in
 /// SLOWLOG and MONITOR (the TLS ones too, though rill has no TLS yet: a secret sent to a
 /// server that refuses it is still a secret).
@@ -828,7 +832,8 @@ impl Config {
         self.get(name).parse().unwrap_or(0)
     }
 
-    /// `CONFIG GET`: every (name, value) whose name matches one of the glob patterns.
+    /// `CONFIG GET`: every (name, value) whose name matches one of the glob patterns; a
+    /// [`HIDDEN`] parameter only when named without a wildcard.
     pub fn matching(&self, patterns: &[&[u8]]) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
         let aliases = ALIASES.iter().filter_map(|(alias, p)| Some((*alias, self.values.get(p)?)));
@@ -846,7 +851,8 @@ impl Config {
                 continue;
             }
             for (name, value) in &named {
-                if rill_engine::glob::glob_match(pat, name.as_bytes(), true)
+                if !HIDDEN.contains(name)
+                    && rill_engine::glob::glob_match(pat, name.as_bytes(), true)
                     && !out.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
                 {
                     out.push((name.to_string(), (*value).clone()));

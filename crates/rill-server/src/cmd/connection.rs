@@ -448,6 +448,10 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
         return match target {
             Some(ci) => {
                 let id = ci.id;
+                if id == c.conn.id {
+                    // The caller itself: answered, then closed (as Redis closes it after the reply).
+                    return Ok(Action::Close(Some(Reply::ok())));
+                }
                 kill(c, id);
                 ok()
             }
@@ -470,8 +474,18 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
             },
             "addr" => addr = Some(val),
             "laddr" => laddr = Some(val),
-            "user" => user = Some(val),
-            "maxage" => maxage = Some(parse_i64(val.as_bytes()).ok_or(CmdError::NOT_INTEGER)?),
+            "user" => {
+                // One user exists until ACL users do (issue 27): `default`.
+                if val != "default" {
+                    return Err(CmdError::owned(format!("ERR No such user '{val}'")));
+                }
+                user = Some(val)
+            }
+            "maxage" => match parse_i64(val.as_bytes()) {
+                Some(n) if n > 0 => maxage = Some(n),
+                Some(_) => return Err(CmdError::full("ERR maxage should be greater than 0")),
+                None => return Err(CmdError::full("ERR maxage is not an integer or out of range")),
+            },
             "type" => of_type = Some(client_type(&val)?),
             "skipme" => match val.to_ascii_lowercase().as_str() {
                 "yes" => skipme = true,
@@ -497,10 +511,15 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
             .filter(|ci| !(skipme && ci.id == me))
             .map(|ci| ci.id)
             .collect();
-    for v in &victims {
+    let count = Reply::Integer(victims.len() as i64);
+    for v in victims.iter().filter(|v| **v != me) {
         kill(c, *v);
     }
-    reply(Reply::Integer(victims.len() as i64))
+    if victims.contains(&me) {
+        // The caller among them: it gets the count, then its connection is closed.
+        return Ok(Action::Close(Some(count)));
+    }
+    reply(count)
 }
 
 /// Tell a connection to close.

@@ -114,3 +114,32 @@ fn raw_client_sees_resp3_types() {
         "{info}"
     );
 }
+
+/// CLIENT KILL that selects the caller itself (SKIPME no, or its own address) answers it first
+/// and then closes it, as Redis does; the others are closed at once. The same on Redis 8.2.3.
+#[test]
+fn client_kill_of_the_caller_answers_before_closing() {
+    let rill = Server::rill();
+    let redis =
+        Server::reference(rill_testkit::ReferenceServer::Redis8).expect("Redis 8.2.3: run scripts/install-deps.sh");
+    for server in [&rill, &redis] {
+        let mut others: Vec<rill_testkit::RawClient> =
+            (0..2).map(|_| rill_testkit::RawClient::connect(server.port)).collect();
+        for o in &mut others {
+            assert_eq!(o.cmd(&["PING"]), b"+PONG\r\n");
+        }
+        let mut me = rill_testkit::RawClient::connect(server.port);
+        assert_eq!(me.cmd(&["CLIENT", "KILL", "SKIPME", "no"]), b":3\r\n", "port {}", server.port);
+        let (rest, closed) = me.read_until_close(std::time::Duration::from_secs(5));
+        assert!(rest.is_empty() && closed, "port {}: {rest:?}", server.port);
+        for o in &mut others {
+            let (_, closed) = o.read_until_close(std::time::Duration::from_secs(5));
+            assert!(closed);
+        }
+        let mut me = rill_testkit::RawClient::connect(server.port);
+        let addr = me.local_addr().unwrap().to_string();
+        assert_eq!(me.cmd(&["CLIENT", "KILL", &addr]), b"+OK\r\n");
+        let (rest, closed) = me.read_until_close(std::time::Duration::from_secs(5));
+        assert!(rest.is_empty() && closed, "port {}: {rest:?}", server.port);
+    }
+}
