@@ -9,12 +9,14 @@
 //! within 10 s and fit in 16 KiB (hyper answers 431 past it, 400 to a malformed request);
 //! GET and HEAD are served, and POST on `/action` only (405 otherwise), with a body of at
 //! most 64 KiB (413). Pages forbid framing and anything not from the console itself (CSP).
+//! Bodies go out in 64 KiB frames with a yield every 256 KiB ([`Paced`]): a 16 MB scrape does
+//! not hold the worker that serves Redis clients for milliseconds at a time.
 
 use crate::console::{Answer, Origin, Site};
 use crate::state::Shared;
 use base64::Engine as _;
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full, Limited};
+use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CONTENT_TYPE, HOST, LOCATION, ORIGIN, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -62,15 +64,15 @@ pub async fn accept_loop(site: Arc<Site>, listener: TcpListener) {
     }
 }
 
-fn response(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(body.into()));
+fn response(status: StatusCode, body: impl Into<Bytes>) -> Response<Paced> {
+    let mut r = Response::new(Paced::new(body.into()));
     *r.status_mut() = status;
     r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     r
 }
 
 /// Whether the request may be served: `None` if so, else the response refusing it.
-fn guard(shared: &Shared, peer: SocketAddr, req: &Request<Incoming>) -> Option<Response<Full<Bytes>>> {
+fn guard(shared: &Shared, peer: SocketAddr, req: &Request<Incoming>) -> Option<Response<Paced>> {
     let mut st = shared.lock();
     let secret = st.config.get("requirepass").to_string();
     if secret.is_empty() {
@@ -105,7 +107,7 @@ fn guard(shared: &Shared, peer: SocketAddr, req: &Request<Incoming>) -> Option<R
     }
 }
 
-async fn handle(site: &Arc<Site>, peer: SocketAddr, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(site: &Arc<Site>, peer: SocketAddr, req: Request<Incoming>) -> Response<Paced> {
     if let Some(refused) = guard(&site.shared, peer, &req) {
         return refused;
     }
@@ -130,13 +132,13 @@ async fn handle(site: &Arc<Site>, peer: SocketAddr, req: Request<Incoming>) -> R
         answer(crate::console::get(site, &path, &query).await)
     };
     if method == Method::HEAD {
-        *r.body_mut() = Full::new(Bytes::new());
+        *r.body_mut() = Paced::new(Bytes::new());
     }
     r
 }
 
 /// POST /action: read the form (bounded), check where it comes from, run it.
-async fn action(site: &Arc<Site>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn action(site: &Arc<Site>, req: Request<Incoming>) -> Response<Paced> {
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let host = header(HOST.as_str());
     let origin = header(ORIGIN.as_str());
@@ -162,7 +164,7 @@ async fn action(site: &Arc<Site>, req: Request<Incoming>) -> Response<Full<Bytes
 }
 
 /// The HTTP response of a console answer.
-fn answer(a: Answer) -> Response<Full<Bytes>> {
+fn answer(a: Answer) -> Response<Paced> {
     let mut r = match a {
         Answer::Page(html) => {
             let mut r = response(StatusCode::OK, html);
@@ -217,5 +219,59 @@ fn lowest_priority() {
     {
         let tid = rustix::thread::gettid();
         let _ = rustix::process::setpriority_process(Some(tid), 19);
+    }
+}
+
+/// A response body handed to hyper in frames of [`Paced::FRAME`] bytes, yielding to the
+/// scheduler after every [`Paced::BURST`] frames: a 16 MB exposition is then written a few
+/// hundred KB at a time between the clients' requests on the same worker, rather than in
+/// socket-buffer-sized copies that hold it for milliseconds.
+#[derive(Debug)]
+pub struct Paced {
+    data: Bytes,
+    since_yield: usize,
+}
+
+impl Paced {
+    /// Bytes per frame.
+    const FRAME: usize = 64 * 1024;
+    /// Frames between yields.
+    const BURST: usize = 4;
+
+    /// A body of `data`.
+    pub fn new(data: Bytes) -> Paced {
+        Paced { data, since_yield: 0 }
+    }
+}
+
+impl hyper::body::Body for Paced {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        if self.data.is_empty() {
+            return Poll::Ready(None);
+        }
+        if self.since_yield == Self::BURST {
+            self.since_yield = 0;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.since_yield += 1;
+        let n = self.data.len().min(Self::FRAME);
+        let frame = self.data.split_to(n);
+        Poll::Ready(Some(Ok(hyper::body::Frame::data(frame))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.data.len() as u64)
     }
 }
