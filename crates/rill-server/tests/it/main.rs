@@ -21,6 +21,7 @@ mod client_limits;
 mod clients;
 mod config_rewrite;
 mod connection_limits;
+mod console;
 mod delivery;
 mod demote;
 mod differential;
