@@ -83,8 +83,9 @@ const RDB_COMPAT: &[&str] = &["auto", "7.0"];
 /// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
 /// rill's own layouts; they are kept so tools and the Redis test suite can read and set them.
 pub const PARAMS: &[Param] = &[
-    p("port", "6379", Kind::Int(0, 65535), false),
-    p("bind", "127.0.0.1", Kind::Text, false),
+    // Changed at run time as Redis changes them: the listeners are rebound (`listen::Port`).
+    p("port", "6379", Kind::Int(0, 65535), true),
+    p("bind", "127.0.0.1", Kind::Text, true),
     p("dir", "./data", Kind::Text, true),
     p("requirepass", "", Kind::Text, true),
     p("maxclients", "10000", Kind::Int(1, I32), true),
@@ -192,7 +193,7 @@ pub const PARAMS: &[Param] = &[
     // stream type, for Redis 7.0 replicas (docs/REPLICATION.md, "Redis 7.0 replicas").
     p("repl-rdb-compat", "auto", Kind::Enum(RDB_COMPAT), true),
     // rill's own: the HTTP port of `/metrics` (`http.rs`), on `bind`'s addresses; 0: none.
-    p("metrics-port", "0", Kind::Int(0, 65535), false),
+    p("metrics-port", "0", Kind::Int(0, 65535), true),
     // rill's own: `/metrics` has a series per consumer too (cardinality: off by default).
     p("metrics-consumers", "no", Kind::Bool, true),
     // rill's own: the console (`/` on metrics-port) shows but never acts: no forms, and

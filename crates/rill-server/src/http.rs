@@ -36,7 +36,7 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; f
                    frame-ancestors 'none'; base-uri 'none'";
 
 /// Serve the HTTP port on `listener` until the process exits.
-pub async fn accept_loop(site: Arc<Site>, listener: TcpListener) {
+pub async fn accept_loop(site: Arc<Site>, listener: Arc<TcpListener>) {
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(x) => x,

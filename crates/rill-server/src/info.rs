@@ -112,7 +112,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "process_id:{}", std::process::id());
             line!(out, "process_supervised:no");
             line!(out, "run_id:{}", shared.run_id);
-            line!(out, "tcp_port:{}", shared.port);
+            line!(out, "tcp_port:{}", shared.port());
             line!(out, "server_time_usec:{}", now_ms * 1000);
             line!(out, "uptime_in_seconds:{up}");
             line!(out, "uptime_in_days:{}", up / 86400);
@@ -124,7 +124,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "config_file:{}", st.config.file.clone().unwrap_or_default());
             line!(out, "io_threads_active:0");
             let binds: Vec<String> = st.config.get("bind").split_whitespace().map(|b| format!("bind={b}")).collect();
-            line!(out, "listener0:name=tcp,{},port={}", binds.join(","), shared.port);
+            line!(out, "listener0:name=tcp,{},port={}", binds.join(","), shared.port());
             // Only while a shutdown waits for its replicas, as in Redis.
             if let Some(ms) = st.shutdown.remaining_ms(now_ms) {
                 line!(out, "shutdown_in_milliseconds:{ms}");

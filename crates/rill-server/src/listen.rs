@@ -174,7 +174,8 @@ fn listen_on(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
 /// The socket address a `bind` word names: `*` and `::*` are every IPv4 and IPv6 address,
 /// literals are taken as they are, names are resolved (the first address of the family the
 /// word implies, IPv6 when it holds a colon).
-async fn resolve(word: &str, port: u16) -> io::Result<SocketAddr> {
+fn resolve(word: &str, port: u16) -> io::Result<SocketAddr> {
+    use std::net::ToSocketAddrs as _;
     match word {
         "*" => return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)),
         "::*" => return Ok(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)),
@@ -184,8 +185,8 @@ async fn resolve(word: &str, port: u16) -> io::Result<SocketAddr> {
         return Ok(SocketAddr::new(ip, port));
     }
     let v6 = word.contains(':');
-    tokio::net::lookup_host((word, port))
-        .await?
+    (word, port)
+        .to_socket_addrs()?
         .find(|a| a.is_ipv6() == v6)
         .ok_or_else(|| io::Error::new(io::ErrorKind::AddrNotAvailable, "no address of that family"))
 }
@@ -194,14 +195,17 @@ async fn resolve(word: &str, port: u16) -> io::Result<SocketAddr> {
 /// message to log before exiting.
 pub async fn bind_all(bind: &str, port: u16, backlog: u32) -> Result<Vec<TcpListener>, String> {
     warn_if_backlog_capped(backlog);
+    bind_now(bind, port, backlog)
+}
+
+/// [`bind_all`] from synchronous code (CONFIG SET; in the runtime's context): a name in
+/// `bind` is resolved by the system resolver, blocking.
+pub fn bind_now(bind: &str, port: u16, backlog: u32) -> Result<Vec<TcpListener>, String> {
     let mut listeners = Vec::new();
     for word in bind.split_whitespace() {
         let optional = word.starts_with('-');
         let word = word.trim_start_matches('-');
-        let bound = match resolve(word, port).await {
-            Ok(addr) => listen_on(addr, backlog),
-            Err(e) => Err(e),
-        };
+        let bound = resolve(word, port).and_then(|addr| listen_on(addr, backlog));
         match bound {
             Ok(l) => listeners.push(l),
             Err(e) => {
@@ -216,6 +220,120 @@ pub async fn bind_all(bind: &str, port: u16, backlog: u32) -> Result<Vec<TcpList
         return Err("Configured to not listen anywhere, exiting.".to_string());
     }
     Ok(listeners)
+}
+
+/// What serves a newly bound listener: spawns its accept loop and returns the task's handle
+/// (`None` once the server is going away).
+pub type Serve = std::sync::Arc<dyn Fn(std::sync::Arc<TcpListener>) -> Option<tokio::task::AbortHandle> + Send + Sync>;
+
+/// The listening sockets of one port (the Redis port, the HTTP port), changed at run time by
+/// `CONFIG SET port|bind|metrics-port` as Redis changes its own: the old sockets are closed
+/// first (a new one on an overlapping address needs their port), the new ones bound, and if
+/// that fails the old addresses are bound again and the change refused.
+#[derive(Default)]
+pub struct Port {
+    inner: std::sync::Mutex<Bound>,
+}
+
+#[derive(Default)]
+struct Bound {
+    port: u16,
+    bind: String,
+    open: Vec<(std::sync::Arc<TcpListener>, Option<tokio::task::AbortHandle>)>,
+    serve: Option<Serve>,
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port").field("port", &self.port()).finish_non_exhaustive()
+    }
+}
+
+impl Port {
+    /// A port known to be `port`, with nothing bound here (tests, start-up before binding).
+    pub fn at(port: u16) -> Port {
+        Port { inner: std::sync::Mutex::new(Bound { port, ..Bound::default() }) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Bound> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The port listened on (0: none).
+    pub fn port(&self) -> u16 {
+        self.lock().port
+    }
+
+    /// Serve `listeners`, bound to `bind` on `port`, with `serve`; and later rebinds too.
+    pub fn install(&self, port: u16, bind: &str, listeners: Vec<TcpListener>, serve: Serve) {
+        let mut b = self.lock();
+        b.port = port;
+        b.bind = bind.to_owned();
+        b.open = listeners
+            .into_iter()
+            .map(|l| {
+                let l = std::sync::Arc::new(l);
+                let task = serve(l.clone());
+                (l, task)
+            })
+            .collect();
+        b.serve = Some(serve);
+    }
+
+    /// Listen on `port` of `bind`'s addresses instead (port 0: nowhere). Unchanged addresses
+    /// are left alone. `Err` when the new sockets could not all be bound (the old ones are
+    /// then bound again).
+    pub fn rebind(&self, bind: &str, port: u16, backlog: u32) -> Result<(), String> {
+        let mut b = self.lock();
+        if b.port == port && b.bind == bind {
+            return Ok(());
+        }
+        let Some(serve) = b.serve.clone() else { return Err("the port is not served here".to_owned()) };
+        #[cfg(unix)]
+        for (l, _) in &b.open {
+            // Stops accepting and frees the address now; the accept loop is ended below.
+            let _ = rustix::net::shutdown(&**l, rustix::net::Shutdown::Both);
+        }
+        let bound = if port == 0 { Ok(Vec::new()) } else { bind_now(bind, port, backlog) };
+        for (_, task) in b.open.drain(..) {
+            if let Some(t) = task {
+                t.abort();
+            }
+        }
+        let (listeners, result) = match bound {
+            Ok(l) => {
+                b.port = port;
+                b.bind = bind.to_owned();
+                (l, Ok(()))
+            }
+            Err(e) => {
+                let old = if b.port == 0 { Ok(Vec::new()) } else { bind_now(&b.bind, b.port, backlog) };
+                let old = old.unwrap_or_else(|e2| {
+                    tracing::warn!("Could not listen again on port {}: {e2}", b.port);
+                    Vec::new()
+                });
+                (old, Err(e))
+            }
+        };
+        b.open = listeners
+            .into_iter()
+            .map(|l| {
+                let l = std::sync::Arc::new(l);
+                let task = serve(l.clone());
+                (l, task)
+            })
+            .collect();
+        result
+    }
+}
+
+/// The server's ports.
+#[derive(Debug, Default)]
+pub struct Ports {
+    /// The Redis protocol's (`port`, `bind`).
+    pub redis: Port,
+    /// The HTTP port's (`metrics-port`, `bind`).
+    pub http: Port,
 }
 
 /// Redis' warning when the kernel caps the backlog below `tcp-backlog`.

@@ -209,7 +209,7 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
         let user = st.config.get("masteruser").to_string();
         let auth = (!pass.is_empty()).then_some((user, pass));
         let announce_port = st.config.get_i64("replica-announce-port");
-        let my_port = if announce_port > 0 { announce_port.to_string() } else { shared.port.to_string() };
+        let my_port = if announce_port > 0 { announce_port.to_string() } else { shared.port().to_string() };
         let ip = st.config.get("replica-announce-ip").to_string();
         (auth, my_port, ip, st.replication.replid.clone(), st.replication.offset())
     };

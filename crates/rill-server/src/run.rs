@@ -80,19 +80,25 @@ pub async fn run(mut config: Config) -> i32 {
     tracing::info!("Server initialized");
     tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
 
-    for listener in listeners {
-        tokio::spawn(accept_loop(shared.clone(), listener));
-    }
+    // The ports, served now and rebound by CONFIG SET port|bind|metrics-port (`listen::Port`).
+    let bind = shared.lock().config.get("bind").to_string();
+    let weak = Arc::downgrade(&shared);
+    let serve_redis: listen::Serve =
+        Arc::new(move |l| weak.upgrade().map(|shared| tokio::spawn(accept_loop(shared, l)).abort_handle()));
+    shared.ports.redis.install(port, &bind, listeners, serve_redis);
     if metrics_port != 0 {
         tracing::info!("Serving /metrics over HTTP on port {metrics_port}");
     }
-    if !http_listeners.is_empty() {
-        let site = Arc::new(crate::console::Site::new(shared.clone()));
-        tokio::spawn(crate::console::history::sample_loop(site.clone()));
-        for listener in http_listeners {
-            tokio::spawn(crate::http::accept_loop(site.clone(), listener));
-        }
-    }
+    // The console's site lives as long as this function runs (the server's life); its charts'
+    // sampler starts with the first HTTP listener.
+    let site = Arc::new(crate::console::Site::new(shared.clone()));
+    let weak_site = Arc::downgrade(&site);
+    let serve_http: listen::Serve = Arc::new(move |l| {
+        let site = weak_site.upgrade()?;
+        site.start_sampling();
+        Some(tokio::spawn(crate::http::accept_loop(site, l)).abort_handle())
+    });
+    shared.ports.http.install(metrics_port, &bind, http_listeners, serve_http);
     // Load the data while already answering (-LOADING until done).
     let loader = shared.clone();
     let opened = tokio::task::spawn_blocking(move || aof::load::open(&loader)).await;
@@ -244,7 +250,7 @@ impl Signal {
     }
 }
 
-async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
     let mut errors = listen::AcceptErrors::default();
     loop {
         let (socket, peer) = match listener.accept().await {

@@ -475,8 +475,8 @@ pub struct Shared {
     pub started: Instant,
     /// 40 hex characters, new each start.
     pub run_id: String,
-    /// The port actually listened on.
-    pub port: u16,
+    /// The listening sockets: the Redis port and the HTTP port (`listen::Ports`).
+    pub ports: crate::listen::Ports,
     /// Set to true to stop the server.
     pub shutdown: watch::Sender<bool>,
     /// Closed while a long script holds the lock: connections look at it before they take the
@@ -498,12 +498,17 @@ impl Shared {
             log_table,
             started: Instant::now(),
             run_id,
-            port,
+            ports: crate::listen::Ports { redis: crate::listen::Port::at(port), http: Default::default() },
             shutdown,
             busy: Default::default(),
             next_id: std::sync::atomic::AtomicU64::new(1),
             me: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The Redis port listened on now (`CONFIG SET port` changes it; 0: none).
+    pub fn port(&self) -> u16 {
+        self.ports.redis.port()
     }
 
     /// Wrap in an `Arc` that [`Shared::arc`] can hand out again.

@@ -98,6 +98,37 @@ pub fn config_set(c: &mut Call) -> CmdResult {
             return Err(CmdError::owned(format!("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {fitted}")));
         }
     }
+    // The listeners, last: a port that cannot be listened on refuses the whole call, with
+    // the old sockets bound again (Redis' rollback).
+    let rebinds_redis = changed.iter().any(|n| *n == "port" || *n == "bind");
+    let rebinds_http = changed.iter().any(|n| *n == "metrics-port" || *n == "bind");
+    if rebinds_redis || rebinds_http {
+        let backlog = u32::try_from(trial.get_i64("tcp-backlog")).unwrap_or(511);
+        let bind = trial.get("bind").to_string();
+        let port_of = |name: &str| u16::try_from(trial.get_i64(name)).unwrap_or(0);
+        let failed = |arg: &str, why: &str| {
+            CmdError::owned(format!("ERR CONFIG SET failed (possibly related to argument '{arg}') - {why}"))
+        };
+        let why = |port_changed: bool| {
+            if port_changed {
+                "Unable to listen on this port. Check server logs."
+            } else {
+                "Failed to bind to specified addresses."
+            }
+        };
+        let ports = &c.shared.ports;
+        let (old_bind, old_port) = (c.st.config.get("bind").to_string(), c.st.config.get_i64("port"));
+        if rebinds_redis && ports.redis.rebind(&bind, port_of("port"), backlog).is_err() {
+            let port_changed = changed.contains(&"port");
+            return Err(failed(if port_changed { "port" } else { "bind" }, why(port_changed)));
+        }
+        if rebinds_http && ports.http.rebind(&bind, port_of("metrics-port"), backlog).is_err() {
+            // Both or neither: the Redis port goes back to where it was.
+            let _ = ports.redis.rebind(&old_bind, u16::try_from(old_port).unwrap_or(0), backlog);
+            let port_changed = changed.contains(&"metrics-port");
+            return Err(failed(if port_changed { "metrics-port" } else { "bind" }, why(port_changed)));
+        }
+    }
     c.st.config = trial;
     for name in changed {
         apply(c, name);

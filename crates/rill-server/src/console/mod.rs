@@ -41,6 +41,8 @@ pub struct Site {
     pub token: String,
     /// The charts' samples.
     pub history: Mutex<history::History>,
+    /// Whether the sampler runs (it starts with the first HTTP listener).
+    sampling: std::sync::Once,
 }
 
 impl std::fmt::Debug for Site {
@@ -52,7 +54,20 @@ impl std::fmt::Debug for Site {
 impl Site {
     /// A site for `shared` with a fresh token.
     pub fn new(shared: Arc<Shared>) -> Site {
-        Site { shared, token: random_token(), history: Mutex::new(history::History::default()) }
+        Site {
+            shared,
+            token: random_token(),
+            history: Mutex::new(history::History::default()),
+            sampling: std::sync::Once::new(),
+        }
+    }
+
+    /// Start sampling the charts' figures, once (from the runtime's context).
+    pub fn start_sampling(self: &Arc<Site>) {
+        let site = self.clone();
+        self.sampling.call_once(|| {
+            tokio::spawn(history::sample_loop(site));
+        });
     }
 
     /// Whether actions are refused (`console-read-only yes`).

@@ -41,6 +41,7 @@ mod partition;
 mod persistence;
 mod policies;
 mod policy_kill;
+mod ports;
 mod protected_mode;
 mod protocol;
 mod pubsub;
