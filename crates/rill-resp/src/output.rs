@@ -103,6 +103,12 @@ impl OutputBuffer {
         self.encoded.capacity() + self.payload_bytes
     }
 
+    /// Unwritten bytes of the referenced payloads: output shared with the values it comes
+    /// from (CLIENT LIST `omem-shared`).
+    pub fn referenced_bytes(&self) -> usize {
+        self.payload_bytes
+    }
+
     /// Capacity of the encoded buffer alone.
     pub fn encoded_capacity(&self) -> usize {
         self.encoded.capacity()

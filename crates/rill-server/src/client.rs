@@ -30,6 +30,8 @@ pub struct Conn {
     pub last_cmd: &'static str,
     /// Commands run since the shared client record was last updated.
     pub cmds_unpublished: u64,
+    /// Commands run in the current batch of input (CLIENT LIST `avg-pipeline-len-sum`).
+    pub batch_cmds: u64,
     /// Bytes read since the shared client record was last updated.
     pub net_in_unpublished: u64,
     /// Bytes written since the shared client record was last updated.
@@ -79,6 +81,7 @@ impl Conn {
             clock: Tick::now(),
             last_cmd: "",
             cmds_unpublished: 0,
+            batch_cmds: 0,
             net_in_unpublished: 0,
             net_out_unpublished: 0,
             batch_now_ms: 0,

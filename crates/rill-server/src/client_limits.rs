@@ -312,6 +312,9 @@ pub struct ClientMemory {
     /// Memory the output holds: its buffer's capacity and the referenced payloads' unwritten
     /// bytes.
     pub out_held: AtomicU64,
+    /// Of `out_pending`, the bytes of payloads the output references (shared with the values
+    /// they come from).
+    pub out_shared: AtomicU64,
     /// Unparsed input bytes.
     pub qbuf: AtomicU64,
     /// Free room in the input buffer (0 while the client holds no private buffer, as Redis

@@ -329,6 +329,7 @@ pub fn call(
     // count itself), and one that blocked when it is released (`blocking::unpark`).
     if !parked {
         conn.cmds_unpublished += 1;
+        conn.batch_cmds += 1;
     }
     action
 }

@@ -51,6 +51,12 @@ pub struct ClientInfo {
     pub tot_cmds: u64,
     /// Bytes read from this client.
     pub net_in: u64,
+    /// Reads from its socket (CLIENT LIST `read-events`).
+    pub read_events: u64,
+    /// Commands per batch of input, summed, and the batches that held any (CLIENT LIST
+    /// `avg-pipeline-len-sum`, `avg-pipeline-len-cnt`).
+    pub pipeline_len_sum: u64,
+    pub pipeline_len_cnt: u64,
     /// Bytes written to this client.
     pub net_out: u64,
     /// CLIENT NO-EVICT.

@@ -354,8 +354,10 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     let queued = ci.push.queued_bytes();
     let (oll, omem) = (oll.max(u64::from(queued > 0)), omem + queued);
     let events = if omem + obl > 0 { "rw" } else { "r" };
+    // Of omem, the payloads referenced rather than copied (shared with their values).
+    let shared = load(&ci.mem.out_shared).min(omem);
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} omem-shared={shared} omem-unshared={} tot-mem={} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={} read-events={} avg-pipeline-len-sum={} avg-pipeline-len-cnt={}",
         ci.id,
         ci.addr,
         ci.laddr,
@@ -373,6 +375,7 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
         load(&ci.mem.qbuf),
         load(&ci.mem.qbuf_free),
         load(&ci.mem.multi_mem),
+        omem - shared,
         ci.mem.total() + queued,
         cmd,
         ci.resp,
@@ -381,6 +384,9 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
         ci.net_in,
         ci.net_out,
         ci.tot_cmds,
+        ci.read_events,
+        ci.pipeline_len_sum,
+        ci.pipeline_len_cnt,
     )
 }
 

@@ -143,3 +143,74 @@ fn client_kill_of_the_caller_answers_before_closing() {
         assert!(rest.is_empty() && closed, "port {}: {rest:?}", server.port);
     }
 }
+
+fn client_field(line: &str, name: &str) -> u64 {
+    let prefix = format!("{name}=");
+    line.split(' ')
+        .find_map(|f| f.trim().strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {name} in {line}"))
+        .parse()
+        .unwrap()
+}
+
+fn client_line_of(c: &mut rill_testkit::RawClient, id: &str) -> String {
+    let all = c.cmd_value(&["CLIENT", "LIST", "ID", id]);
+    String::from_utf8(all.as_bytes().unwrap().to_vec()).unwrap()
+}
+
+/// The newest Redis' CLIENT LIST fields: `read-events` (reads from the socket), the pipeline
+/// figures (commands per batch of input: one each when sent one at a time, all five when sent
+/// together), and `omem-shared` / `omem-unshared` (of the output waiting, the part that
+/// references the values it comes from: a large GET reply a client does not read).
+#[test]
+fn client_list_counts_reads_pipelines_and_shared_output() {
+    let server = Server::rill();
+    let mut admin = rill_testkit::RawClient::connect(server.port);
+    let mut c = rill_testkit::RawClient::connect(server.port);
+    let id = c.cmd_value(&["CLIENT", "ID"]);
+    let id = match id {
+        rill_testkit::Value::Int(n) => n.to_string(),
+        other => panic!("{other}"),
+    };
+    let before = client_line_of(&mut admin, &id);
+    for _ in 0..3 {
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    }
+    let after = client_line_of(&mut admin, &id);
+    let delta = |f: &str| client_field(&after, f) - client_field(&before, f);
+    assert!(delta("read-events") >= 3, "{before}\n{after}");
+    assert_eq!(delta("avg-pipeline-len-sum"), 3);
+    assert_eq!(delta("avg-pipeline-len-cnt"), 3);
+    // Five at once.
+    c.send(b"*1\r\n$4\r\nPING\r\n".repeat(5).as_slice()).unwrap();
+    for _ in 0..5 {
+        assert_eq!(c.read_reply().unwrap(), b"+PONG\r\n");
+    }
+    let last = client_line_of(&mut admin, &id);
+    assert_eq!(client_field(&last, "avg-pipeline-len-sum") - client_field(&after, "avg-pipeline-len-sum"), 5, "{last}");
+    assert!(client_field(&last, "avg-pipeline-len-cnt") - client_field(&after, "avg-pipeline-len-cnt") >= 1);
+
+    // A reader that does not read: the replies of a 1 MB value wait, referenced, not copied
+    // (the server stops reading its requests while a megabyte is unsent).
+    let big = "x".repeat(1 << 20);
+    assert_eq!(admin.cmd(&["SET", "big", &big]), b"+OK\r\n");
+    let mut slow = rill_testkit::RawClient::connect(server.port);
+    let slow_id = match slow.cmd_value(&["CLIENT", "ID"]) {
+        rill_testkit::Value::Int(n) => n.to_string(),
+        other => panic!("{other}"),
+    };
+    slow.send(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n".repeat(40).as_slice()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let line = client_line_of(&mut admin, &slow_id);
+        let (omem, shared, unshared) =
+            (client_field(&line, "omem"), client_field(&line, "omem-shared"), client_field(&line, "omem-unshared"));
+        assert_eq!(shared + unshared, omem, "{line}");
+        if shared >= 100 << 10 {
+            assert!(unshared < 64 << 10, "the payload was copied: {line}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no shared output: {line}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

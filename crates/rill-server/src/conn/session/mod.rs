@@ -121,6 +121,7 @@ impl OutputWatch {
     /// `obl`, `omem`, `tot-mem`).
     pub fn pending(&self, out: &OutputBuffer, written: usize) {
         ClientMemory::set(&self.mem.out_pending, out.len());
+        ClientMemory::set(&self.mem.out_shared, out.referenced_bytes());
         ClientMemory::set(&self.mem.out_written, written);
         ClientMemory::set(&self.mem.out_held, out.held_bytes());
     }
@@ -167,6 +168,8 @@ pub struct Session {
     deliveries: Vec<Delivery>,
     /// Bytes read not yet added to the counters.
     net_in: u64,
+    /// Reads since the last batch (CLIENT LIST `read-events`).
+    read_events: u64,
     /// Output bytes not yet added to this connection's counter, and of those the ones not yet
     /// added to the server's (replies written directly by another connection were counted by
     /// it).
@@ -217,6 +220,7 @@ impl Session {
             watch,
             deliveries: Vec::new(),
             net_in: 0,
+            read_events: 0,
             net_out: 0,
             net_out_uncounted: 0,
             direct,
@@ -320,6 +324,12 @@ impl Session {
             log_client(&st, conn.id, |line| client_limits::log_query_limit_close(line, &self.inbuf));
             return Batch { next: Next::Drop, woke: false, wait_log: None, pipelined: false };
         }
+        // CLIENT LIST `read-events`: the reads that brought this batch's input, counted before
+        // its commands run (CLIENT INFO counts the read that brought it, as in Redis).
+        if let Some(c) = st.clients.get_mut(&conn.id) {
+            c.read_events += std::mem::take(&mut self.read_events);
+        }
+        conn.batch_cmds = 0;
         let handed_before = st.blocked.handed_to_tasks;
         let appended_before = st.journal.appended();
         st.blocked.deliveries = Some(std::mem::take(&mut self.deliveries));
@@ -338,6 +348,13 @@ impl Session {
         self.deliveries = st.blocked.deliveries.take().unwrap_or_default();
         st.blocked.deliveries_wait_for_log = false;
         let pipelined = conn.cmds_unpublished > 1;
+        // CLIENT LIST `avg-pipeline-len-sum|cnt`: the commands each batch of input held.
+        if conn.batch_cmds > 0 {
+            if let Some(c) = st.clients.get_mut(&conn.id) {
+                c.pipeline_len_sum += conn.batch_cmds;
+                c.pipeline_len_cnt += 1;
+            }
+        }
         // Replies wait for this batch's records, and also for any record before them not yet
         // safe (`Journal::reply_wait`; a replica's readers do not, see
         // `Replication::reads_wait_for_log`).
@@ -428,6 +445,7 @@ impl Session {
     /// `n` bytes were read into the query buffer.
     pub fn received(&mut self, n: usize) {
         self.net_in += n as u64;
+        self.read_events += 1;
     }
 
     /// Before waiting for input: a big argument is read into a buffer of its size, as Redis
@@ -473,6 +491,7 @@ impl Session {
         // Counted as output when pushed.
         self.push.take_drained();
         ClientMemory::set(&self.watch.mem.out_pending, self.out.len());
+        ClientMemory::set(&self.watch.mem.out_shared, self.out.referenced_bytes());
         n > 0
     }
 
@@ -511,6 +530,7 @@ impl Session {
     /// Release what this client held in the server (its buffers go with the session).
     pub async fn finish(mut self) {
         ClientMemory::set(&self.watch.mem.out_pending, 0);
+        ClientMemory::set(&self.watch.mem.out_shared, 0);
         // The lock is the script's while the gate is closed.
         self.shared.busy.opened().await;
         let mut st = self.shared.lock();
@@ -544,6 +564,7 @@ impl Session {
             if self.qbuf_private || !inbuf.is_empty() { inbuf.capacity() - inbuf.len() } else { 0 },
         );
         ClientMemory::set(&mem.out_pending, self.out.len());
+        ClientMemory::set(&mem.out_shared, self.out.referenced_bytes());
         ClientMemory::set(&mem.out_written, 0);
         ClientMemory::set(&mem.out_held, self.out.held_bytes());
         ClientMemory::set(&mem.multi_mem, self.conn.multi.as_ref().map_or(0, |m| m.argv_bytes));
