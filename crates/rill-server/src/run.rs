@@ -374,6 +374,17 @@ async fn cron(shared: Arc<Shared>) {
             let threshold = st.hot.latency_threshold_ms;
             st.latency.sample_if_needed(threshold, "expire-cycle", ms, now.div_euclid(1000));
         }
+        // The latency monitor's `aof-fsync-always`: fsyncs that writes waited for under
+        // `appendfsync always`, timed by the log's writer.
+        let threshold = st.hot.latency_threshold_ms;
+        let slow: Vec<(i64, u64)> = st
+            .journal
+            .log()
+            .and_then(|l| l.fsync_times.lock().ok().map(|mut t| t.slow_always.drain(..).collect()))
+            .unwrap_or_default();
+        for (secs, ms) in slow {
+            st.latency.sample_if_needed(threshold, "aof-fsync-always", ms, secs);
+        }
         // INFO's instantaneous_* rates, one sample per tick; the replication stream's bytes
         // counted by how far the offset moved (received on a replica, sent to each replica).
         let offset = st.replication.offset();

@@ -638,3 +638,38 @@ fn records_just_before_a_rotation_are_on_disk_when_acknowledged() {
     log.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An fsync a write waited for under `always` that took a millisecond or more is kept for the
+/// latency monitor's `aof-fsync-always` event, with its duration; a fast one is not.
+#[test]
+fn slow_fsyncs_under_always_are_kept_for_the_latency_monitor() {
+    let dir = temp_dir();
+    let disk = Disk::new(Plan::default());
+    let slow = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let slow_hook = slow.clone();
+    *disk.before_sync.lock().unwrap() = Some(Box::new(move |_: &Path| {
+        if slow_hook.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(15));
+        }
+    }));
+    let mut files = Files::new(dir.to_str().unwrap(), NAME);
+    let f = files.create_incr(1).unwrap();
+    files.write_manifest(Manifest { base: None, incrs: vec![files.incr_name(1)] }).unwrap();
+    let tuning = Tuning {
+        retry: Duration::from_millis(2),
+        shutdown_retry: Duration::from_millis(2),
+        fsync_every: None,
+        prealloc_chunk: 64 << 10,
+    };
+    let log = Log::start_with(files, f, 1, 8, FsyncPolicy::Always, Box::new(Layer(disk.clone())), tuning).unwrap();
+    let end = log.append_with(|out| encode(out, 0));
+    assert!(log.wait_durable(end).blocking_recv().unwrap());
+    assert!(log.fsync_times.lock().unwrap().slow_always.is_empty(), "a fast fsync was kept");
+    slow.store(true, std::sync::atomic::Ordering::Relaxed);
+    let end = log.append_with(|out| encode(out, 1));
+    assert!(log.wait_durable(end).blocking_recv().unwrap());
+    let kept: Vec<(i64, u64)> = log.fsync_times.lock().unwrap().slow_always.iter().copied().collect();
+    assert!(!kept.is_empty() && kept.iter().all(|&(_, ms)| ms >= 15), "{kept:?}");
+    log.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -139,14 +139,28 @@ pub struct FsyncTimes {
     pub histogram: crate::latency::Histogram,
     /// Their total, µs.
     pub micros: u64,
+    /// The fsyncs under `always` that took a millisecond or more, as (Unix seconds, ms), for
+    /// the latency monitor's `aof-fsync-always` event (the cron takes them; at most
+    /// [`FsyncTimes::SLOW_KEPT`] wait).
+    pub slow_always: std::collections::VecDeque<(i64, u64)>,
 }
 
 impl FsyncTimes {
-    /// Count an fsync that took from `started` to now.
-    fn count(&mut self, started: std::time::Instant) {
+    /// Slow fsyncs kept for the cron at most (the latency monitor's history is as long).
+    pub const SLOW_KEPT: usize = 160;
+
+    /// Count an fsync that took from `started` to now; `always`: one a write waited for
+    /// under `appendfsync always`.
+    fn count(&mut self, started: std::time::Instant, always: bool) {
         let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.histogram.record_micros(us);
         self.micros += us;
+        if always && us >= 1000 {
+            if self.slow_always.len() == Self::SLOW_KEPT {
+                self.slow_always.pop_front();
+            }
+            self.slow_always.push_back((crate::clock::now_ms().div_euclid(1000), us / 1000));
+        }
     }
 }
 
@@ -747,7 +761,7 @@ impl Log {
         let _g = lock(&self.fsync_lock);
         let started = std::time::Instant::now();
         sink.file.sync_data()?;
-        lock(&self.fsync_times).count(started);
+        lock(&self.fsync_times).count(started, self.policy() == FsyncPolicy::Always);
         if self.tainted.load(Ordering::Relaxed) {
             return Err(self.taint_error());
         }
@@ -1035,7 +1049,7 @@ impl Log {
             let r = file.sync_data();
             self.fsync_started_ms.store(0, Ordering::Relaxed);
             if r.is_ok() {
-                lock(&self.fsync_times).count(started);
+                lock(&self.fsync_times).count(started, false);
             }
             if let Err(e) = r {
                 self.unsynced.store(true, Ordering::Relaxed);
