@@ -553,7 +553,7 @@ fn shutdown_flags(value: &str) -> Result<String, String> {
 }
 
 /// `notify-keyspace-events` as Redis 8.2 reads and reports it: any letters of
-/// `A g $ l s h z x e t d n o c K E m`, each once, in this order; `A` stands for
+/// `A g $ l s h z x e t d n o c K E m` (and the newest Redis' `S T I V`), each once, in this order; `A` stands for
 /// `g$lshzxetd` (so `n`, `o` and `c` are not shown next to it, as in Redis). The error names
 /// the letters Redis' message names.
 ///
@@ -563,7 +563,9 @@ fn shutdown_flags(value: &str) -> Result<String, String> {
 fn keyspace_events(value: &str) -> Result<String, String> {
     const TYPES: &str = "g$lshzxetdnoc";
     const ALL: &str = "g$lshzxetd";
-    const KINDS: &str = "KEm";
+    // The channels: key space and key event, misses, and the newest Redis' subkey channels
+    // (`S` subkeyspace, `T` subkeyevent, `I` subkeyspaceitem, `V` subkeyspaceevent).
+    const KINDS: &str = "KEmSTIV";
     let mut seen = std::collections::BTreeSet::new();
     for c in value.chars() {
         match c {

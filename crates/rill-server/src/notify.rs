@@ -19,6 +19,13 @@ pub struct Notify {
     keyspace: bool,
     /// `E`: `__keyevent@<db>__:<event>` channels.
     keyevent: bool,
+    /// The subkey channels of the fields an event names (hash commands): `S`
+    /// `__subkeyspace@<db>__:<key>`, `T` `__subkeyevent@<db>__:<event>`, `I`
+    /// `__subkeyspaceitem@<db>__:<key>\n<field>`, `V` `__subkeyspaceevent@<db>__:<event>|<key>`.
+    subkeyspace: bool,
+    subkeyevent: bool,
+    subkeyspaceitem: bool,
+    subkeyspaceevent: bool,
     /// The classes' letters selected, as a bit set over [`CLASS_LETTERS`].
     classes: u16,
 }
@@ -36,13 +43,22 @@ impl Notify {
         Notify {
             keyspace: letters.contains('K'),
             keyevent: letters.contains('E'),
+            subkeyspace: letters.contains('S'),
+            subkeyevent: letters.contains('T'),
+            subkeyspaceitem: letters.contains('I'),
+            subkeyspaceevent: letters.contains('V'),
             classes: letters.chars().fold(0, |set, c| set | bit(c)),
         }
     }
 
     /// Whether anything would be published (a channel kind and a class).
     pub fn on(self) -> bool {
-        (self.keyspace || self.keyevent) && self.classes != 0
+        (self.keyspace || self.keyevent || self.subkeys()) && self.classes != 0
+    }
+
+    /// Whether a subkey channel is selected: the engine then records the fields events name.
+    pub fn subkeys(self) -> bool {
+        self.subkeyspace || self.subkeyevent || self.subkeyspaceitem || self.subkeyspaceevent
     }
 
     fn selects(self, class: EventClass) -> bool {
@@ -56,14 +72,18 @@ pub fn publish_events(st: &mut State, now_ms: i64) {
     if !notify.on() {
         return;
     }
-    let events: Vec<(usize, Bytes, &'static str)> = st
+    type Event = (usize, Bytes, &'static str, Vec<Bytes>);
+    let events: Vec<Event> = st
         .engine
         .events()
         .filter(|e| notify.selects(e.event.class()))
-        .map(|e| (e.db, Bytes::copy_from_slice(e.key), e.event.name()))
+        .map(|e| {
+            let subkeys = e.subkeys.iter().map(|s| Bytes::copy_from_slice(s)).collect();
+            (e.db, Bytes::copy_from_slice(e.key), e.event.name(), subkeys)
+        })
         .collect();
     st.engine.clear_events();
-    for (db, key, name) in events {
+    for (db, key, name, subkeys) in events {
         if notify.keyspace {
             let mut channel = format!("__keyspace@{db}__:").into_bytes();
             channel.extend_from_slice(&key);
@@ -73,6 +93,60 @@ pub fn publish_events(st: &mut State, now_ms: i64) {
             let channel = Bytes::from(format!("__keyevent@{db}__:{name}"));
             crate::pubsub::publish(st, false, &channel, &key, now_ms);
         }
+        if !subkeys.is_empty() {
+            publish_subkeys(st, notify, db, &key, name, &subkeys, now_ms);
+        }
+    }
+}
+
+/// `<len>:<subkey>[,<len>:<subkey>...]`, appended to `out`.
+fn subkeys_payload(out: &mut Vec<u8>, subkeys: &[Bytes]) {
+    for (i, s) in subkeys.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(format!("{}:", s.len()).as_bytes());
+        out.extend_from_slice(s);
+    }
+}
+
+/// The newest Redis' subkey notifications of one event (its fields `subkeys`), on the
+/// channels selected, in Redis' order and formats.
+fn publish_subkeys(st: &mut State, notify: Notify, db: usize, key: &Bytes, name: &str, subkeys: &[Bytes], now_ms: i64) {
+    let publish = |st: &mut State, channel: Vec<u8>, message: Vec<u8>| {
+        crate::pubsub::publish(st, false, &Bytes::from(channel), &Bytes::from(message), now_ms);
+    };
+    if notify.subkeyspace {
+        let mut channel = format!("__subkeyspace@{db}__:").into_bytes();
+        channel.extend_from_slice(key);
+        let mut message = format!("{name}|").into_bytes();
+        subkeys_payload(&mut message, subkeys);
+        publish(st, channel, message);
+    }
+    if notify.subkeyevent {
+        let channel = format!("__subkeyevent@{db}__:{name}").into_bytes();
+        let mut message = format!("{}:", key.len()).into_bytes();
+        message.extend_from_slice(key);
+        message.push(b'|');
+        subkeys_payload(&mut message, subkeys);
+        publish(st, channel, message);
+    }
+    // One message per field; not for a key holding a newline (the channel could not be read back).
+    if notify.subkeyspaceitem && !key.contains(&b'\n') {
+        for s in subkeys {
+            let mut channel = format!("__subkeyspaceitem@{db}__:").into_bytes();
+            channel.extend_from_slice(key);
+            channel.push(b'\n');
+            channel.extend_from_slice(s);
+            publish(st, channel, name.as_bytes().to_vec());
+        }
+    }
+    if notify.subkeyspaceevent && !name.contains('|') {
+        let mut channel = format!("__subkeyspaceevent@{db}__:{name}|").into_bytes();
+        channel.extend_from_slice(key);
+        let mut message = Vec::new();
+        subkeys_payload(&mut message, subkeys);
+        publish(st, channel, message);
     }
 }
 

@@ -331,7 +331,8 @@ impl State {
         for name in rill_engine::types::object::ObjectConfig::DIRECTIVES {
             engine_config.object.set(name, config.get(name), config.get_i64(name));
         }
-        let engine = Engine::new(engine_config);
+        let mut engine = Engine::new(engine_config);
+        engine.set_subkey_events(HotConfig::from(&config).notify.subkeys());
         State {
             hot: HotConfig::from(&config),
             engine,

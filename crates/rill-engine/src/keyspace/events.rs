@@ -152,8 +152,9 @@ impl std::fmt::Display for KeyEvent {
     }
 }
 
-/// One recorded event: `event` happened to `key` in database `db`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One recorded event: `event` happened to `key` in database `db`, to the fields `subkeys`
+/// of it when the command names them (the hash commands, for Redis' subkey notifications).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyspaceEvent<'a> {
     /// The database.
     pub db: usize,
@@ -161,26 +162,55 @@ pub struct KeyspaceEvent<'a> {
     pub key: &'a [u8],
     /// What happened.
     pub event: KeyEvent,
+    /// The fields it happened to, in the command's order; empty unless subkey events are
+    /// recorded ([`Engine::set_subkey_events`]).
+    pub subkeys: Vec<&'a [u8]>,
 }
 
-/// The events recorded since they were last cleared: records pointing into one key buffer,
-/// both kept (with their capacity) from command to command.
+/// One record: database, event, the key's byte range, and the range of its subkeys in
+/// `EventLog::subs`.
+type Record = (usize, KeyEvent, usize, usize, usize, usize);
+
+/// The events recorded since they were last cleared: records pointing into one byte buffer
+/// (keys and subkeys), all kept (with their capacity) from command to command.
 #[derive(Debug, Default)]
 pub(crate) struct EventLog {
-    records: Vec<(usize, KeyEvent, usize, usize)>,
+    records: Vec<Record>,
     keys: Vec<u8>,
+    /// Byte ranges in `keys` of the records' subkeys.
+    subs: Vec<(usize, usize)>,
+    /// Whether subkeys are recorded at all (someone may publish them).
+    pub(crate) want_subkeys: bool,
 }
 
 impl EventLog {
     pub(crate) fn push(&mut self, db: usize, key: &[u8], event: KeyEvent) {
         let start = self.keys.len();
         self.keys.extend_from_slice(key);
-        self.records.push((db, event, start, self.keys.len()));
+        let s = self.subs.len();
+        self.records.push((db, event, start, self.keys.len(), s, s));
+    }
+
+    /// Attach `subkeys` to the last record.
+    fn attach<'a>(&mut self, subkeys: impl IntoIterator<Item = &'a [u8]>) {
+        if self.records.is_empty() {
+            return;
+        }
+        for sk in subkeys {
+            let start = self.keys.len();
+            self.keys.extend_from_slice(sk);
+            self.subs.push((start, self.keys.len()));
+        }
+        let end = self.subs.len();
+        if let Some(last) = self.records.last_mut() {
+            last.5 = end;
+        }
     }
 
     pub(crate) fn clear(&mut self) {
         self.records.clear();
         self.keys.clear();
+        self.subs.clear();
         // One huge command (a DEL of a million keys) must not pin its buffers for good.
         if self.records.capacity() > Self::KEEP_RECORDS {
             self.records.shrink_to(Self::KEEP_RECORDS);
@@ -195,10 +225,17 @@ impl EventLog {
     const KEEP_KEY_BYTES: usize = 64 * 1024;
 
     fn iter(&self) -> impl Iterator<Item = KeyspaceEvent<'_>> + '_ {
-        self.records.iter().map(|&(db, event, start, end)| KeyspaceEvent {
+        self.records.iter().map(|&(db, event, start, end, s0, s1)| KeyspaceEvent {
             db,
             key: self.keys.get(start..end).unwrap_or_default(),
             event,
+            subkeys: self
+                .subs
+                .get(s0..s1)
+                .unwrap_or_default()
+                .iter()
+                .map(|&(a, b)| self.keys.get(a..b).unwrap_or_default())
+                .collect(),
         })
     }
 }
@@ -213,6 +250,20 @@ impl Engine {
         self.events.push(db, key, KeyEvent::Overwritten);
         if old_type != new_type {
             self.events.push(db, key, KeyEvent::TypeChanged);
+        }
+    }
+
+    /// Record from now on (`true`) the fields the hash commands change, for Redis' subkey
+    /// notifications, or not (`false`: the default; naming them costs a copy of each).
+    pub fn set_subkey_events(&mut self, on: bool) {
+        self.events.want_subkeys = on;
+    }
+
+    /// Attach the fields `subkeys` to the event recorded last (what [`Engine::modified`] or
+    /// [`Engine::record_event`] just recorded), if subkey events are recorded.
+    pub fn attach_subkeys<'a>(&mut self, subkeys: impl IntoIterator<Item = &'a [u8]>) {
+        if self.events.want_subkeys {
+            self.events.attach(subkeys);
         }
     }
 

@@ -134,6 +134,8 @@ pub fn config_set(c: &mut Call) -> CmdResult {
         apply(c, name);
     }
     c.st.hot = crate::state::HotConfig::from(&c.st.config);
+    // The engine names the fields of hash events only while a subkey channel is selected.
+    c.st.engine.set_subkey_events(c.st.hot.notify.subkeys());
     if let Some(b) = &c.st.replication.backlog {
         // The attached replicas' output limit (`replication/backlog.rs`).
         let limit = c.st.hot.output_limits.of(crate::client_limits::ClientClass::Replica);

@@ -62,11 +62,14 @@ fn hgetdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     };
     let values: Vec<Option<Bytes>> = fields.iter().map(|f| hash.swap_remove(&f[..])).collect();
     let now_empty = hash.is_empty();
+    let deleted = fields.iter().zip(&values).filter(|(_, v)| v.is_some()).map(|(f, _)| &f[..]);
     if now_empty {
         engine.record_event(ctx.db, key, KeyEvent::HDel);
+        engine.attach_subkeys(deleted);
         delete_key(engine, ctx.db, key);
     } else if values.iter().any(Option::is_some) {
         engine.modified(ctx.db, key, KeyEvent::HDel);
+        engine.attach_subkeys(deleted);
     }
     Ok(Reply::Array(values.into_iter().map(|v| v.map_or(Reply::Null, Reply::Bulk)).collect()))
 }

@@ -255,6 +255,7 @@ fn set_fields(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes]) -> Result<i64,
     }
     hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key, KeyEvent::HSet);
+    engine.attach_subkeys(args.iter().skip(2).step_by(2).map(|f| &f[..]));
     Ok(added)
 }
 
@@ -277,6 +278,7 @@ fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     hash.insert(owned(field), owned(value));
     hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key, KeyEvent::HSet);
+    engine.attach_subkeys([&field[..]]);
     Ok(Reply::Integer(1))
 }
 
@@ -285,18 +287,20 @@ fn hdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let (removed, now_empty) = match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
         None => return Ok(Reply::Integer(0)),
         Some(Value::Hash(h)) => {
-            let removed = args.iter().skip(2).filter(|f| h.swap_remove(&f[..]).is_some()).count();
+            let removed: Vec<&Bytes> = args.iter().skip(2).filter(|f| h.swap_remove(&f[..]).is_some()).collect();
             (removed, h.is_empty())
         }
         Some(_) => return Err(CmdError::WRONGTYPE),
     };
     if now_empty {
         engine.record_event(ctx.db, key, KeyEvent::HDel);
+        engine.attach_subkeys(removed.iter().map(|f| &f[..]));
         delete_key(engine, ctx.db, key);
-    } else if removed > 0 {
+    } else if !removed.is_empty() {
         engine.modified(ctx.db, key, KeyEvent::HDel);
+        engine.attach_subkeys(removed.iter().map(|f| &f[..]));
     }
-    Ok(Reply::Integer(removed as i64))
+    Ok(Reply::Integer(removed.len() as i64))
 }
 
 fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -314,6 +318,7 @@ fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     hash.insert(owned(field), value);
     hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key, KeyEvent::HIncrBy);
+    engine.attach_subkeys([&field[..]]);
     Ok(Reply::Integer(new))
 }
 
@@ -335,6 +340,7 @@ fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
     hash.insert(owned(field), text.clone());
     hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key, KeyEvent::HIncrByFloat);
+    engine.attach_subkeys([&field[..]]);
     Ok(Reply::Bulk(text))
 }
 
