@@ -387,11 +387,6 @@ pub fn group(site: &Site, p: &Params, read_only: bool) -> PageResult {
         ("oldest pending", g.oldest_pending_idle_ms.map_or_else(|| "-".to_owned(), dur)),
         ("consumers", g.consumers.to_string()),
     ]));
-    if let Some(info) = &policy {
-        body.push_str("<h2>Policy</h2>");
-        let rows: Vec<Vec<String>> = info.iter().map(|(k, v)| vec![esc(k), esc(&reply_text(v))]).collect();
-        body.push_str(&table("policy", &["option / counter", "value"], &rows));
-    }
     body.push_str("<h2>Consumers</h2>");
     let base = group_href(db, &key, &group);
     let rows: Vec<Vec<String>> = g
@@ -469,6 +464,12 @@ pub fn group(site: &Site, p: &Params, read_only: bool) -> PageResult {
                 esc(&enc(last.as_bytes()))
             );
         }
+    }
+    // The policy last: the pending entries are what this page is opened for.
+    if let Some(info) = &policy {
+        body.push_str("<h2>Policy</h2>");
+        let rows: Vec<Vec<String>> = info.iter().map(|(k, v)| vec![esc(k), esc(&reply_text(v))]).collect();
+        body.push_str(&table("policy", &["option / counter", "value"], &rows));
     }
     Ok((title, body))
 }
