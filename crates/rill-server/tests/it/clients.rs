@@ -206,11 +206,13 @@ fn client_list_counts_reads_pipelines_and_shared_output() {
         let (omem, shared, unshared) =
             (client_field(&line, "omem"), client_field(&line, "omem-shared"), client_field(&line, "omem-unshared"));
         assert_eq!(shared + unshared, omem, "{line}");
-        if shared >= 100 << 10 {
-            assert!(unshared < 64 << 10, "the payload was copied: {line}");
+        // How much of a reply waits depends on what the kernel's buffers took; whatever it
+        // is, the payload part of it is referenced and only the framing is the client's own.
+        // (The two figures are published one after the other: a reading may fall between.)
+        if shared > 0 && unshared < 1024 {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "no shared output: {line}");
+        assert!(std::time::Instant::now() < deadline, "no shared output, or the payload copied: {line}");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
