@@ -19,7 +19,6 @@ Every process it starts is stopped by pid; everything binds 127.0.0.1.
 import base64
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ import urllib.parse
 import urllib.request
 
 import redis
+from rill_http import check, results, start
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -37,44 +37,6 @@ from selenium.webdriver.common.by import By
 BINARY = sys.argv[1]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHOTS = os.path.join(ROOT, "target", "console")
-results = {"passed": 0, "failed": 0}
-
-
-def check(name, fn):
-    try:
-        fn()
-    except Exception:  # noqa: BLE001 - report every kind of failure the same way
-        results["failed"] += 1
-        print(f"FAIL {name}")
-        traceback.print_exc(file=sys.stdout)
-    else:
-        results["passed"] += 1
-        print(f"ok   {name}")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def start(dir_, *extra, password=None):
-    port, http = free_port(), free_port()
-    args = [BINARY, "--port", str(port), "--bind", "127.0.0.1", "--dir", dir_, "--save", "",
-            "--metrics-port", str(http), *extra]
-    p = subprocess.Popen(args, stdout=open(f"{dir_}/server.log", "w"), stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            r = redis.Redis(port=port, password=password, socket_timeout=5)
-            if r.ping():
-                return p, port, http
-        except Exception:  # noqa: BLE001 - still starting
-            time.sleep(0.05)
-    raise RuntimeError("rill did not start")
 
 
 def browser():
@@ -151,7 +113,7 @@ def main():
     dir_ = tempfile.mkdtemp(prefix="rill-console-")
     proc = driver = None
     try:
-        proc, port, http = start(dir_)
+        proc, port, http = start(BINARY, dir_)
         r = redis.Redis(port=port, decode_responses=True, socket_timeout=10)
         workload(r)
         driver = browser()
@@ -369,7 +331,7 @@ def main():
     dir_ = tempfile.mkdtemp(prefix="rill-console-")
     proc = None
     try:
-        proc, port, http = start(dir_, "--requirepass", "s3cret", password="s3cret")
+        proc, port, http = start(BINARY, dir_, "--requirepass", "s3cret", password="s3cret")
 
         def password():
             status, headers, _ = get(http, "/")

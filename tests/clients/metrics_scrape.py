@@ -13,7 +13,6 @@ Every process it starts is stopped by pid; everything binds 127.0.0.1.
 import base64
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,47 +21,10 @@ import urllib.error
 import urllib.request
 
 import redis
+from rill_http import check, results, start
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 BINARY = sys.argv[1]
-results = {"passed": 0, "failed": 0}
-
-
-def check(name, fn):
-    try:
-        fn()
-    except Exception:  # noqa: BLE001 - report every kind of failure the same way
-        results["failed"] += 1
-        print(f"FAIL {name}")
-        traceback.print_exc(file=sys.stdout)
-    else:
-        results["passed"] += 1
-        print(f"ok   {name}")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def start(dir_, *extra, password=None):
-    port, http = free_port(), free_port()
-    args = [BINARY, "--port", str(port), "--bind", "127.0.0.1", "--dir", dir_, "--save", "",
-            "--metrics-port", str(http), *extra]
-    p = subprocess.Popen(args, stdout=open(f"{dir_}/server.log", "w"), stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            r = redis.Redis(port=port, password=password, socket_timeout=5)
-            if r.ping():
-                return p, port, http
-        except Exception:  # noqa: BLE001 - still starting
-            time.sleep(0.05)
-    raise RuntimeError("rill did not start")
 
 
 def scrape(http, auth=None):
@@ -120,7 +82,7 @@ def main():
     dir_ = tempfile.mkdtemp(prefix="rill-metrics-")
     proc = None
     try:
-        proc, port, http = start(dir_, "--metrics-consumers", "yes")
+        proc, port, http = start(BINARY, dir_, "--metrics-consumers", "yes")
         r = redis.Redis(port=port, socket_timeout=10)
         for i in range(10):
             r.xadd("orders", {"n": i}, id=f"{1000 + i}-0")
@@ -252,7 +214,7 @@ def main():
     dir_ = tempfile.mkdtemp(prefix="rill-metrics-")
     proc = None
     try:
-        proc, port, http = start(dir_, "--requirepass", "s3cret", password="s3cret")
+        proc, port, http = start(BINARY, dir_, "--requirepass", "s3cret", password="s3cret")
 
         def password():
             assert status_of(http) == 401

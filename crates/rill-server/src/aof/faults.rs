@@ -353,11 +353,9 @@ fn check_power_loss(
     });
 }
 
-/// Write `RECORDS` records one at a time, waiting for each to be acknowledged (or refused),
-/// with a rotation after `ROTATE_AFTER`, checking after each step.
-fn run(policy: FsyncPolicy, plan: Plan, prealloc_chunk: u64, what: &str) -> Outcome {
-    let dir = temp_dir();
-    let disk = Disk::new(plan);
+/// A log in `dir` (file 1 and its manifest), writing through `disk`, with fast retries and no
+/// everysec thread.
+fn start_log(dir: &Path, disk: &Arc<Disk>, policy: FsyncPolicy, prealloc_chunk: u64) -> Arc<Log> {
     let mut files = Files::new(dir.to_str().unwrap(), NAME);
     let f = files.create_incr(1).unwrap();
     files.write_manifest(Manifest { base: None, incrs: vec![files.incr_name(1)] }).unwrap();
@@ -367,7 +365,15 @@ fn run(policy: FsyncPolicy, plan: Plan, prealloc_chunk: u64, what: &str) -> Outc
         fsync_every: None,
         prealloc_chunk,
     };
-    let log = Log::start_with(files, f, 1, 8, policy, Box::new(Layer(disk.clone())), tuning).unwrap();
+    Log::start_with(files, f, 1, 8, policy, Box::new(Layer(disk.clone())), tuning).unwrap()
+}
+
+/// Write `RECORDS` records one at a time, waiting for each to be acknowledged (or refused),
+/// with a rotation after `ROTATE_AFTER`, checking after each step.
+fn run(policy: FsyncPolicy, plan: Plan, prealloc_chunk: u64, what: &str) -> Outcome {
+    let dir = temp_dir();
+    let disk = Disk::new(plan);
+    let log = start_log(&dir, &disk, policy, prealloc_chunk);
     let mut ends = Vec::new();
     let mut acked = Vec::new();
     let mut last_reported = 0;
@@ -574,16 +580,7 @@ fn a_write_accepted_as_soon_as_the_recovery_ends_is_acknowledged() {
             go_rx.recv().unwrap();
         }
     }));
-    let mut files = Files::new(dir.to_str().unwrap(), NAME);
-    let f = files.create_incr(1).unwrap();
-    files.write_manifest(Manifest { base: None, incrs: vec![files.incr_name(1)] }).unwrap();
-    let tuning = Tuning {
-        retry: Duration::from_millis(2),
-        shutdown_retry: Duration::from_millis(2),
-        fsync_every: None,
-        prealloc_chunk: 64 << 10,
-    };
-    let log = Log::start_with(files, f, 1, 8, FsyncPolicy::Always, Box::new(Layer(disk.clone())), tuning).unwrap();
+    let log = start_log(&dir, &disk, FsyncPolicy::Always, 64 << 10);
     let first = log.append_with(|out| encode(out, 0));
     assert!(!log.wait_durable(first).blocking_recv().unwrap(), "record 0's fsync failed");
     reached_rx.recv_timeout(Duration::from_secs(10)).expect("the recovery fsyncs the fresh file");
@@ -611,16 +608,7 @@ fn a_write_accepted_as_soon_as_the_recovery_ends_is_acknowledged() {
 fn records_just_before_a_rotation_are_on_disk_when_acknowledged() {
     let dir = temp_dir();
     let disk = Disk::new(Plan::default());
-    let mut files = Files::new(dir.to_str().unwrap(), NAME);
-    let f = files.create_incr(1).unwrap();
-    files.write_manifest(Manifest { base: None, incrs: vec![files.incr_name(1)] }).unwrap();
-    let tuning = Tuning {
-        retry: Duration::from_millis(2),
-        shutdown_retry: Duration::from_millis(2),
-        fsync_every: None,
-        prealloc_chunk: 64 << 10,
-    };
-    let log = Log::start_with(files, f, 1, 8, FsyncPolicy::Always, Box::new(Layer(disk.clone())), tuning).unwrap();
+    let log = start_log(&dir, &disk, FsyncPolicy::Always, 64 << 10);
     let (mut ends, mut acked) = (Vec::new(), Vec::new());
     for i in 0..3 {
         // The writer is held back so that the record and the rotation are one round.
@@ -652,16 +640,7 @@ fn slow_fsyncs_under_always_are_kept_for_the_latency_monitor() {
             std::thread::sleep(Duration::from_millis(15));
         }
     }));
-    let mut files = Files::new(dir.to_str().unwrap(), NAME);
-    let f = files.create_incr(1).unwrap();
-    files.write_manifest(Manifest { base: None, incrs: vec![files.incr_name(1)] }).unwrap();
-    let tuning = Tuning {
-        retry: Duration::from_millis(2),
-        shutdown_retry: Duration::from_millis(2),
-        fsync_every: None,
-        prealloc_chunk: 64 << 10,
-    };
-    let log = Log::start_with(files, f, 1, 8, FsyncPolicy::Always, Box::new(Layer(disk.clone())), tuning).unwrap();
+    let log = start_log(&dir, &disk, FsyncPolicy::Always, 64 << 10);
     let end = log.append_with(|out| encode(out, 0));
     assert!(log.wait_durable(end).blocking_recv().unwrap());
     assert!(log.fsync_times.lock().unwrap().slow_always.is_empty(), "a fast fsync was kept");
