@@ -200,7 +200,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "blpop",
         arity: -3,
-        flags: Flags::WRITE.and(Flags::NOSCRIPT).and(Flags::BLOCKING),
+        flags: Flags::WRITE.and(Flags::BLOCKING),
         last_key: -2,
         acl: &["@write", "@list", "@slow", "@blocking"],
         key_specs: BLOCKING_KEYS,
@@ -213,7 +213,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "brpop",
         arity: -3,
-        flags: Flags::WRITE.and(Flags::NOSCRIPT).and(Flags::BLOCKING),
+        flags: Flags::WRITE.and(Flags::BLOCKING),
         last_key: -2,
         acl: &["@write", "@list", "@slow", "@blocking"],
         key_specs: BLOCKING_KEYS,
