@@ -2,9 +2,12 @@
 //! that while a long script holds the lock the other clients are answered `-BUSY` at once
 //! instead of queueing on the mutex (which would also stall the runtime thread they run on).
 //!
-//! rill has no scripting yet; the gate's own API ([`BusyGate::close`]) is the only way to close
-//! it today, and the tests use it. While it is closed a connection runs its requests without
-//! the lock (`session/busy_path.rs`), one at a time in order:
+//! The gate has three states. **Open**: connections take the lock. **Running**: a script holds
+//! the lock and has not yet run `busy-reply-threshold`: connections do not take the lock (it
+//! would hold their runtime thread for the script's run) but wait for the gate to change,
+//! reading input meanwhile, as Redis leaves their requests unread. **Closed** (busy): the script
+//! ran past the threshold; a connection runs its requests without the lock
+//! (`session/busy_path.rs`), one at a time in order:
 //!
 //! * a request the gate can decide alone — a known command with the right arity, from an
 //!   authenticated client (or a `no-auth` command), not `protected` (DEBUG, MODULE), and not
@@ -27,74 +30,198 @@
 //! failing to write its log, a refused command is answered BUSY where Redis says OOM or
 //! MISCONF.
 //!
-//! What a script runner must do (the contract this gate offers):
+//! What the script runner does (`script/`):
 //!
-//! 1. Close the gate while it holds the state lock, once the script has run longer than
-//!    `busy-reply-threshold` (Redis' `lua-time-limit`, 5 s by default), and keep the
-//!    [`Closed`] value alive until the script ends; dropping it opens the gate and wakes every
-//!    connection waiting for it. One runner at a time (scripts run under the lock, so they are
-//!    one at a time anyway).
-//! 2. Give the lock up now and then while the gate is closed (Redis' periodic event
-//!    processing during a script). A connection that read the gate open just before it closed
-//!    is waiting on the mutex; when it gets the lock it looks at the gate again, sees it
-//!    closed, gives the lock back without running anything and answers as above. Without
-//!    such yields those few connections (and their runtime threads) wait for the script's end.
-//! 3. Honour SCRIPT KILL and SHUTDOWN NOSAVE while the gate is closed. Neither can be
-//!    decided here today: rill's SCRIPT has no KILL subcommand (refused as an unknown
-//!    subcommand when the gate opens), and SHUTDOWN, being `allow-busy`, waits for the gate. The runner must add
-//!    a kill request to the gate that these two set without the lock and that it polls at
-//!    its yields, and teach the busy path above to answer them.
-//! 4. Not expect admission, CLIENT LIST or INFO to make progress while it holds the lock:
-//!    they take it. A connection that ends while the gate is closed waits for the gate before
-//!    it takes the lock to remove its client record.
+//! 1. [`BusyGate::start_script`] when a script starts (under the lock), [`BusyGate::script_past_threshold`]
+//!    from its hook once it has run `busy-reply-threshold` (Redis' `lua-time-limit`), and
+//!    dropping the [`ScriptRun`] when it ends opens the gate and wakes every waiting connection.
+//! 2. A connection that found the gate open just before the script began waits on the mutex
+//!    for the script's run: the session takes the lock with `try_lock` first and goes to wait
+//!    on the gate when it finds it taken by a script, so only a connection that lost that race
+//!    within the microseconds before the script's start is held.
+//! 3. `SCRIPT KILL` and `FUNCTION KILL` (flagged `busy-kill`) are answered by the busy path
+//!    itself: `+OK` and the run's kill flag set, which the script's hook reads and stops it
+//!    with; `-UNKILLABLE` once the script wrote; `-NOTBUSY` while no script runs; the other
+//!    kind's `-BUSY` for a function killed with SCRIPT KILL and the reverse.
+//! 4. Admission, CLIENT LIST and INFO make no progress while a script holds the lock: they
+//!    take it. A connection that ends while the gate is not open waits for it before it takes
+//!    the lock to remove its client record.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use tokio::sync::Notify;
 
 /// Redis' reply to a command refused while a script runs past `busy-reply-threshold`.
 pub const BUSY_SCRIPT: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
-/// Open (the normal state) or closed while a long script runs. Lives in [`crate::state::Shared`]
-/// as `busy`; see the module documentation for the contract.
+/// The same while a function runs.
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
+const OPEN: u8 = 0;
+const RUNNING: u8 = 1;
+const CLOSED: u8 = 2;
+
+/// The gate in front of the state lock. Lives in [`crate::state::Shared`] as `busy`; see the
+/// module documentation for the contract.
 #[derive(Debug, Default)]
 pub struct BusyGate {
-    /// Set while a script runs past the threshold.
-    closed: AtomicBool,
-    /// Woken when the gate opens.
-    reopened: Notify,
+    /// OPEN, RUNNING (a script holds the lock) or CLOSED (past the threshold).
+    state: AtomicU8,
+    /// The running script is a function (FCALL), not an EVAL script.
+    function: AtomicBool,
+    /// The running script wrote: it can no longer be killed.
+    dirty: AtomicBool,
+    /// SCRIPT KILL / FUNCTION KILL asked the running script to stop.
+    kill: AtomicBool,
+    /// When the running script started, µs since the epoch (0: none runs).
+    started_us: AtomicI64,
+    /// The running script's `busy-reply-threshold`, ms (0: never busy).
+    threshold_ms: AtomicI64,
+    /// Times the running script's runtime thread was handed on (`script/vm.rs`).
+    pub handoffs: AtomicU8,
+    /// Woken when the state changes.
+    changed: Notify,
 }
 
 impl BusyGate {
     /// Whether requests may take the state lock. One atomic load: connections ask before
     /// every batch.
     pub fn is_open(&self) -> bool {
-        !self.closed.load(Ordering::Acquire)
+        self.state.load(Ordering::Acquire) == OPEN
     }
 
-    /// Close the gate until the returned value is dropped. To be called with the state lock
-    /// held (module documentation, point 1).
+    /// Whether a script runs below the threshold: wait, do not take the lock.
+    pub fn is_running(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RUNNING
+    }
+
+    /// Close the gate until the returned value is dropped (tests; a script closes it through
+    /// [`ScriptRun`]).
     pub fn close(&self) -> Closed<'_> {
-        self.closed.store(true, Ordering::Release);
+        self.set(CLOSED);
         Closed { gate: self }
+    }
+
+    /// A script starts (called under the state lock): the gate is RUNNING until the returned
+    /// value is dropped.
+    pub fn start_script(&self, function: bool, threshold_ms: i64) -> ScriptRun<'_> {
+        self.function.store(function, Ordering::Release);
+        self.threshold_ms.store(threshold_ms, Ordering::Release);
+        self.handoffs.store(0, Ordering::Release);
+        self.dirty.store(false, Ordering::Release);
+        self.kill.store(false, Ordering::Release);
+        self.started_us.store(crate::clock::now_us().max(1), Ordering::Release);
+        self.set(RUNNING);
+        ScriptRun { gate: self }
+    }
+
+    /// How long the running script has run, ms (`None`: no script runs).
+    pub fn script_ran_ms(&self) -> Option<i64> {
+        let started = self.started_us.load(Ordering::Acquire);
+        (started > 0).then(|| (crate::clock::now_us() - started) / 1000)
+    }
+
+    /// The running script's `busy-reply-threshold`, ms.
+    pub fn threshold_ms(&self) -> i64 {
+        self.threshold_ms.load(Ordering::Acquire)
+    }
+
+    /// The running script passed `busy-reply-threshold`: close the gate (other clients get
+    /// BUSY). True the first time.
+    pub fn script_past_threshold(&self) -> bool {
+        if self.state.compare_exchange(RUNNING, CLOSED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            self.changed.notify_waiters();
+            return true;
+        }
+        false
+    }
+
+    /// The running script wrote: SCRIPT KILL can no longer stop it.
+    pub fn script_wrote(&self) {
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Whether SCRIPT KILL / FUNCTION KILL asked the running script to stop.
+    pub fn script_killed(&self) -> bool {
+        self.kill.load(Ordering::Acquire)
+    }
+
+    /// Whether the running script is a function.
+    pub fn running_function(&self) -> bool {
+        self.function.load(Ordering::Acquire)
     }
 
     /// Wait until the gate is open.
     pub async fn opened(&self) {
+        self.wait_until(|s| s == OPEN).await;
+    }
+
+    /// Wait until no script runs below the threshold (the gate is open or closed).
+    pub async fn settled(&self) {
+        self.wait_until(|s| s != RUNNING).await;
+    }
+
+    async fn wait_until(&self, done: impl Fn(u8) -> bool) {
         loop {
-            let reopened = self.reopened.notified();
-            tokio::pin!(reopened);
-            // Registered before the check, so an opening between the two is not missed.
-            reopened.as_mut().enable();
-            if self.is_open() {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the check, so a change between the two is not missed.
+            changed.as_mut().enable();
+            if done(self.state.load(Ordering::Acquire)) {
                 return;
             }
-            reopened.await;
+            changed.await;
         }
     }
 
-    fn open(&self) {
-        self.closed.store(false, Ordering::Release);
-        self.reopened.notify_waiters();
+    /// What SCRIPT KILL (`function: false`) or FUNCTION KILL answers while the gate is not
+    /// open, without the lock: `Ok` when the script was told to stop, else the error text.
+    pub fn kill(&self, function: bool) -> Result<(), &'static str> {
+        if self.state.load(Ordering::Acquire) == OPEN {
+            return Err("NOTBUSY No scripts in execution right now.");
+        }
+        if self.dirty.load(Ordering::Acquire) {
+            return Err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
+        }
+        let running_function = self.function.load(Ordering::Acquire);
+        if running_function && !function {
+            return Err(BUSY_FUNCTION);
+        }
+        if !running_function && function {
+            return Err(BUSY_SCRIPT);
+        }
+        self.kill.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The BUSY reply for the running kind of script.
+    pub fn busy_reply(&self) -> &'static str {
+        if self.function.load(Ordering::Acquire) {
+            BUSY_FUNCTION
+        } else {
+            BUSY_SCRIPT
+        }
+    }
+
+    fn set(&self, state: u8) {
+        self.state.store(state, Ordering::Release);
+        self.changed.notify_waiters();
+    }
+}
+
+/// A script's run: the gate is RUNNING, then CLOSED past the threshold, and open again when
+/// this is dropped.
+#[derive(Debug)]
+#[must_use = "the gate opens again when this is dropped"]
+pub struct ScriptRun<'a> {
+    gate: &'a BusyGate,
+}
+
+impl Drop for ScriptRun<'_> {
+    fn drop(&mut self) {
+        self.gate.kill.store(false, Ordering::Release);
+        self.gate.started_us.store(0, Ordering::Release);
+        self.gate.set(OPEN);
     }
 }
 
@@ -107,7 +234,7 @@ pub struct Closed<'a> {
 
 impl Drop for Closed<'_> {
     fn drop(&mut self) {
-        self.gate.open();
+        self.gate.set(OPEN);
     }
 }
 
@@ -134,5 +261,31 @@ mod tests {
         assert!(matches!(woke, Ok(Ok(()))), "the waiter saw the gate open");
         // Open already: no wait at all.
         tokio::time::timeout(Duration::from_secs(5), gate.opened()).await.unwrap_or_else(|_| panic!("open gate"));
+    }
+
+    #[tokio::test]
+    async fn a_running_script_settles_when_it_passes_the_threshold_and_kill_follows_the_rules() {
+        let gate = std::sync::Arc::new(BusyGate::default());
+        assert_eq!(gate.kill(false), Err("NOTBUSY No scripts in execution right now."));
+        let run = gate.start_script(false, 5000);
+        assert!(gate.is_running() && !gate.is_open());
+        let waiter = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.settled().await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "below the threshold: still waiting");
+        assert!(gate.script_past_threshold());
+        let woke = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+        assert!(matches!(woke, Ok(Ok(()))));
+        assert_eq!(gate.kill(true), Err(BUSY_SCRIPT), "FUNCTION KILL does not stop an EVAL script");
+        assert_eq!(gate.kill(false), Ok(()));
+        assert!(gate.script_killed());
+        drop(run);
+        assert!(gate.is_open());
+        let run = gate.start_script(true, 5000);
+        gate.script_wrote();
+        assert!(gate.kill(true).is_err_and(|e| e.starts_with("UNKILLABLE")));
+        drop(run);
     }
 }

@@ -66,6 +66,9 @@ pub struct Conn {
     /// How long the last command ran, µs: a command that parks is timed again when it ends,
     /// and its first run counts too (`blocking::Waiter::ran_micros`).
     pub last_micros: u64,
+    /// The error this command replies was counted already (a script's error that a command
+    /// inside it raised): dispatch counts the call failed but not the error again.
+    pub error_already_counted: bool,
 }
 
 impl Conn {
@@ -95,6 +98,7 @@ impl Conn {
             subscribed: false,
             redacted: Vec::new(),
             last_micros: 0,
+            error_already_counted: false,
         }
     }
 }

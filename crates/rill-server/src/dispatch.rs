@@ -58,6 +58,8 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     if !spec.arity_ok(args.len()) {
         return reject(st, conn, Some(spec), CmdError::arity(spec.name).to_reply());
     }
+    // A script's declared flags replace the command's own for the checks below.
+    let flags = if spec.flags.has(Flags::SCRIPT) { crate::script::command_flags(st, spec, args) } else { spec.flags };
     if spec.flags.has(Flags::PROTECTED) {
         if let Some(err) = protected_command_error(st, conn, spec) {
             return reject(st, conn, Some(spec), err);
@@ -66,13 +68,13 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     if !conn.authenticated && !spec.flags.has(Flags::NO_AUTH) {
         return reject(st, conn, Some(spec), CmdError::full("NOAUTH Authentication required.").to_reply());
     }
-    if let Some(err) = persistence_checks(st, conn, spec) {
+    if let Some(err) = persistence_checks(st, conn, spec, flags) {
         return reject(st, conn, Some(spec), err);
     }
     // A pause holds the command (queued or run) until it ends; the primary's stream on a
     // replica is held by its link (`replica.rs`), a replica's feed never reaches dispatch.
     if !conn.is_master {
-        let writes = may_replicate(conn, spec);
+        let writes = may_replicate(conn, flags);
         if st.pause.holds(writes, now_ms) {
             let wait =
                 crate::pause::HeldWait { changed: st.pause.subscribe(), until_ms: st.pause.held_until(writes, now_ms) };
@@ -110,10 +112,11 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
 
 /// Whether CLIENT PAUSE WRITE holds the command: it writes or may replicate, or it is an EXEC
 /// whose queue holds such a command.
-fn may_replicate(conn: &Conn, spec: &CommandSpec) -> bool {
-    let writes = |s: &CommandSpec| s.flags.has(Flags::WRITE) || s.flags.has(Flags::MAY_REPLICATE);
-    writes(spec)
-        || (spec.flags.has(Flags::EXEC) && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| writes(s))))
+fn may_replicate(conn: &Conn, flags: Flags) -> bool {
+    let writes = |f: Flags| f.has(Flags::WRITE) || f.has(Flags::MAY_REPLICATE);
+    writes(flags)
+        || (flags.has(Flags::EXEC)
+            && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| writes(s.flags))))
 }
 
 /// DEBUG and MODULE LOAD/LOADEX/UNLOAD run only where `enable-debug-command` /
@@ -134,23 +137,23 @@ fn protected_command_error(st: &State, conn: &Conn, spec: &'static CommandSpec) 
 /// may grow it, and for an EXEC whose queue holds one), the log (`-MISCONF` for writes and
 /// PING while the last write or fsync failed), RESP2 subscribe mode (only the commands
 /// flagged `SUBSCRIBE_CONTEXT`), and loading (`-LOADING` for commands not flagged `loading`).
-fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Option<Reply> {
+fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec, flags: Flags) -> Option<Reply> {
     let maxmemory = st.hot.maxmemory;
     if maxmemory > 0 {
-        let denyoom = spec.flags.has(Flags::DENYOOM)
-            || (spec.flags.has(Flags::EXEC)
+        let denyoom = flags.has(Flags::DENYOOM)
+            || (flags.has(Flags::EXEC)
                 && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags.has(Flags::DENYOOM))));
         if denyoom && crate::alloc::allocated_bytes() > maxmemory {
             return Some(CmdError::full("OOM command not allowed when used memory > 'maxmemory'.").to_reply());
         }
     }
-    if spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::REFUSED_ON_DISK_ERROR) {
+    if flags.has(Flags::WRITE) || flags.has(Flags::REFUSED_ON_DISK_ERROR) {
         if let Some(why) = st.journal.refusal() {
             return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
         }
     }
-    let write = spec.flags.has(Flags::WRITE)
-        || (spec.flags.has(Flags::EXEC)
+    let write = flags.has(Flags::WRITE)
+        || (flags.has(Flags::EXEC)
             && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags.has(Flags::WRITE))));
     // min-replicas-to-write: a primary refuses writes while too few replicas acknowledged
     // within min-replicas-max-lag seconds (Redis checks only with both set).
@@ -166,7 +169,7 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Op
             return Some(CmdError::full("READONLY You can't write against a read only replica.").to_reply());
         }
         let stale = link.state != crate::replication::LinkStatus::Connected;
-        if stale && !spec.flags.has(Flags::STALE) && st.config.get("replica-serve-stale-data") == "no" {
+        if stale && !flags.has(Flags::STALE) && st.config.get("replica-serve-stale-data") == "no" {
             return Some(
                 CmdError::full("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.")
                     .to_reply(),
@@ -175,13 +178,13 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec) -> Op
     }
     // A RESP2 client in subscribe mode reads replies as messages: only the commands of that
     // mode run (RESP3 tells pushes from replies, so it has no such mode).
-    if conn.subscribed && conn.proto == Protocol::Resp2 && !spec.flags.has(Flags::SUBSCRIBE_CONTEXT) {
+    if conn.subscribed && conn.proto == Protocol::Resp2 && !flags.has(Flags::SUBSCRIBE_CONTEXT) {
         return Some(Reply::Error(Bytes::from(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             spec.name
         ))));
     }
-    if st.persist.loading && !spec.flags.has(Flags::LOADING) {
+    if st.persist.loading && !flags.has(Flags::LOADING) {
         return Some(CmdError::full("LOADING Redis is loading the dataset in memory").to_reply());
     }
     None
@@ -323,7 +326,9 @@ pub fn call(
     };
     if let Some(t) = failed {
         st.stats.command(spec).failed += 1;
-        st.stats.count_error(&t);
+        if !std::mem::take(&mut conn.error_already_counted) {
+            st.stats.count_error(&t);
+        }
     }
     // As Redis, CLIENT LIST's tot-cmds counts a command once it has run (CLIENT INFO does not
     // count itself), and one that blocked when it is released (`blocking::unpark`).

@@ -198,20 +198,21 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "allocator_muzzy:0");
             line!(out, "total_system_memory:{total_memory}");
             line!(out, "total_system_memory_human:{}", human(total_memory));
-            // No Lua yet (the scripting issue): nothing held for it.
-            line!(out, "used_memory_lua:0");
-            line!(out, "used_memory_vm_eval:0");
-            line!(out, "used_memory_lua_human:0B");
-            line!(out, "used_memory_scripts_eval:0");
-            line!(out, "number_of_cached_scripts:0");
+            // Scripts: the EVAL VM and cache (functions come with FUNCTION).
+            let (lua, scripts) = (st.scripts.vm_memory(), st.scripts.cache_memory());
+            line!(out, "used_memory_lua:{lua}");
+            line!(out, "used_memory_vm_eval:{lua}");
+            line!(out, "used_memory_lua_human:{}", human(lua as u64));
+            line!(out, "used_memory_scripts_eval:{scripts}");
+            line!(out, "number_of_cached_scripts:{}", st.scripts.cached());
             line!(out, "number_of_functions:0");
             line!(out, "number_of_libraries:0");
             line!(out, "used_memory_vm_functions:0");
-            line!(out, "used_memory_vm_total:0");
-            line!(out, "used_memory_vm_total_human:0B");
+            line!(out, "used_memory_vm_total:{lua}");
+            line!(out, "used_memory_vm_total_human:{}", human(lua as u64));
             line!(out, "used_memory_functions:0");
-            line!(out, "used_memory_scripts:0");
-            line!(out, "used_memory_scripts_human:0B");
+            line!(out, "used_memory_scripts:{scripts}");
+            line!(out, "used_memory_scripts_human:{}", human(scripts as u64));
             line!(out, "maxmemory:{max}");
             line!(out, "maxmemory_human:{}", human(max));
             line!(out, "maxmemory_policy:{}", st.config.get("maxmemory-policy"));
@@ -335,7 +336,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             // rill never evicts (maxmemory is noeviction whatever the policy is called).
             line!(out, "evicted_keys:0");
             line!(out, "evicted_clients:0");
-            line!(out, "evicted_scripts:0");
+            line!(out, "evicted_scripts:{}", st.scripts.evicted);
             line!(out, "total_eviction_exceeded_time:0");
             line!(out, "current_eviction_exceeded_time:0");
             line!(out, "keyspace_hits:{}", st.engine.stats().hits);

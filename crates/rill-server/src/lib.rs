@@ -33,6 +33,7 @@ pub mod ratelimit;
 pub mod replica;
 pub mod replication;
 pub mod run;
+pub mod script;
 pub mod shutdown;
 pub mod slowlog;
 pub mod state;

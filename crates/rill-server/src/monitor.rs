@@ -64,7 +64,23 @@ pub fn feed(st: &mut State, spec: &CommandSpec, client: u64, db: usize, args: &[
     if st.monitors.is_empty() || spec.flags.has(Flags::ADMIN) || spec.flags.has(Flags::SKIP_MONITOR) {
         return;
     }
-    let peer = st.clients.get(&client).map(|c| c.addr.clone()).unwrap_or_default();
+    send(st, client, db, args, redacted);
+}
+
+/// Show a script command (EVAL and kin, flagged skip-monitor so dispatch does not show it
+/// after the commands it runs) before it runs, as Redis does.
+pub fn feed_script(st: &mut State, client: u64, db: usize, args: &[Bytes], redacted: &[u32]) {
+    if !st.monitors.is_empty() {
+        send(st, client, db, args, redacted);
+    }
+}
+
+fn send(st: &mut State, client: u64, db: usize, args: &[Bytes], redacted: &[u32]) {
+    let peer = match st.clients.get(&client) {
+        Some(c) => c.addr.clone(),
+        None if client == st.scripts.client_id => "lua".to_string(),
+        None => String::new(),
+    };
     let now_us = crate::clock::now_us();
     let frame = line(now_us, db, &peer, args, redacted);
     let now_secs = now_us.div_euclid(1_000_000);

@@ -250,8 +250,25 @@ impl Signal {
     }
 }
 
+/// The socket's descriptor (CLIENT LIST `fd`), or −1.
+fn socket_fd(socket: &tokio::net::TcpStream) -> i64 {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        i64::from(socket.as_raw_fd())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = socket;
+        -1
+    }
+}
+
 async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
     let mut errors = listen::AcceptErrors::default();
+    // The admission facts of the last client admitted under the lock (password needed,
+    // protected mode, the limits), for clients that arrive while a script holds it.
+    let mut last_admission: Option<(bool, bool, crate::state::HotConfig)> = None;
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(x) => {
@@ -267,8 +284,26 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
             }
         };
         let id = shared.next_client_id();
+        if !shared.busy.is_open() {
+            // A script holds the lock: admit with the facts seen last, register later.
+            if let Some((nopass, protected, hot)) = last_admission {
+                if listen::protected_mode_denies(protected, nopass, peer.ip()) {
+                    listen::refuse(&socket, listen::DENIED);
+                    continue;
+                }
+                let laddr = socket.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                let admitted = conn::admit_later(
+                    id,
+                    conn::Peer { addr: peer.to_string(), laddr, fd: socket_fd(&socket) },
+                    nopass,
+                    hot,
+                );
+                tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
+                continue;
+            }
+        }
         let admitted = {
-            let mut st = shared.lock();
+            let mut st = shared.lock_async().await;
             let max = st.config.get_i64("maxclients").max(1) as usize;
             if st.clients.len() >= max {
                 st.stats.rejected_connections += 1;
@@ -277,7 +312,9 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
                 continue;
             }
             let nopass = cmd::connection::default_user_nopass(&st.config);
-            if listen::protected_mode_denies(st.config.get("protected-mode") == "yes", nopass, peer.ip()) {
+            let protected = st.config.get("protected-mode") == "yes";
+            last_admission = Some((nopass, protected, st.hot));
+            if listen::protected_mode_denies(protected, nopass, peer.ip()) {
                 // Counted as Redis counts it: rejected, and not a connection received.
                 st.stats.rejected_connections += 1;
                 drop(st);
@@ -286,14 +323,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
             }
             st.stats.connections_received += 1;
             let laddr = socket.local_addr().map(|a| a.to_string()).unwrap_or_default();
-            #[cfg(unix)]
-            let fd = {
-                use std::os::fd::AsRawFd;
-                i64::from(socket.as_raw_fd())
-            };
-            #[cfg(not(unix))]
-            let fd = -1;
-            conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd }, nopass)
+            conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd: socket_fd(&socket) }, nopass)
         };
         tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
     }
@@ -311,7 +341,7 @@ async fn policy_timer(shared: Arc<Shared>) {
     let wake = shared.lock().policy_wake.clone();
     loop {
         let (next, may_act) = {
-            let mut st = shared.lock();
+            let mut st = shared.lock_async().await;
             st.engine.take_policy_due_moved();
             let now = now_ms();
             let may_act = st.replication.master.is_none() && !st.pause.actions(now).any(crate::pause::Actions::WRITE);
@@ -334,7 +364,7 @@ async fn policy_timer(shared: Arc<Shared>) {
             }
             continue;
         }
-        let mut st = shared.lock();
+        let mut st = shared.lock_async().await;
         let now = now_ms();
         crate::unit::run(&mut st, now, |st| {
             let recording = st.journal.recording();
@@ -354,9 +384,9 @@ async fn cron(shared: Arc<Shared>) {
     /// Keys removed per database sweep per tick, so one tick never stalls clients for long.
     const EXPIRE_BUDGET_KEYS: usize = 2000;
     loop {
-        let hz = shared.lock().config.get_i64("hz").clamp(1, 500);
+        let hz = shared.lock_async().await.config.get_i64("hz").clamp(1, 500);
         tokio::time::sleep(Duration::from_millis((1000 / hz) as u64)).await;
-        let mut st = shared.lock();
+        let mut st = shared.lock_async().await;
         let now = now_ms();
         if st.active_expire {
             // One unit per sweep: expired keys are logged as deletions, one record, and

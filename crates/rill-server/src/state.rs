@@ -314,6 +314,8 @@ pub struct State {
     pub monitors: crate::monitor::Monitors,
     /// The latency monitor's events (LATENCY LATEST, HISTORY, ...).
     pub latency: crate::latency::Monitor,
+    /// Scripts: the Lua VM and the script cache (`script/`).
+    pub scripts: crate::script::Scripts,
 }
 
 impl State {
@@ -351,6 +353,7 @@ impl State {
             slowlog: Default::default(),
             monitors: Default::default(),
             latency: Default::default(),
+            scripts: Default::default(),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,
@@ -488,7 +491,7 @@ pub struct Shared {
     pub shutdown: watch::Sender<bool>,
     /// Closed while a long script holds the lock: connections look at it before they take the
     /// lock, and answer `-BUSY` instead (`src/busy.rs`).
-    pub busy: crate::busy::BusyGate,
+    pub busy: Arc<crate::busy::BusyGate>,
     /// Next client id.
     next_id: std::sync::atomic::AtomicU64,
     /// This value's own `Arc`, for background work started from a command.
@@ -541,6 +544,38 @@ impl Shared {
                 tracing::error!("the state lock is poisoned: a panic left the state half-changed; aborting");
                 std::process::abort()
             }
+        }
+    }
+
+    /// Take the lock from a task without ever blocking its runtime thread on a running script:
+    /// while the busy gate is not open (a script holds the lock) it waits for the gate; a lock
+    /// held by an ordinary batch (microseconds) is retried after yielding. For the background
+    /// tasks (accepting connections, the cron, the policy timer), which would otherwise stall
+    /// a runtime thread for a long script's whole run.
+    pub async fn lock_async(&self) -> MutexGuard<'_, State> {
+        let mut tries = 0u32;
+        loop {
+            if !self.busy.is_open() {
+                self.busy.opened().await;
+            }
+            if let Some(g) = self.try_lock() {
+                return g;
+            }
+            tries += 1;
+            if tries < 64 {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+    }
+
+    /// Take the lock if nobody holds it.
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, State>> {
+        match self.state.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+            Err(std::sync::TryLockError::Poisoned(_)) => Some(self.lock()),
         }
     }
 

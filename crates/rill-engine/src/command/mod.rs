@@ -114,6 +114,14 @@ impl Flags {
     /// Writes nothing but may send something to the replicas (PUBLISH, SPUBLISH): held by
     /// `CLIENT PAUSE WRITE` like a write. Redis' `may-replicate`, which COMMAND INFO leaves out.
     pub const MAY_REPLICATE: Flags = Flags(1 << 23);
+    /// Runs a script (EVAL and its kin): a script that declares flags in its shebang has them
+    /// replace WRITE, DENYOOM and STALE for dispatch's checks, as Redis does.
+    pub const SCRIPT: Flags = Flags(1 << 24);
+    /// Answered by the busy gate itself while a script runs past the threshold: stops the
+    /// running EVAL script (SCRIPT KILL).
+    pub const KILL_SCRIPT: Flags = Flags(1 << 25);
+    /// The same for a running function (FUNCTION KILL).
+    pub const KILL_FUNCTION: Flags = Flags(1 << 26);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {
@@ -128,7 +136,7 @@ impl Flags {
     /// The flag names in `COMMAND INFO` order.
     pub fn names(self) -> Vec<&'static str> {
         // PROTECTED and rill's own dispatch flags (TRANSACTION_CONTROL, EXEC,
-        // REFUSED_ON_DISK_ERROR, SUBSCRIBE_CONTEXT) and MAY_REPLICATE are left out: COMMAND INFO lists Redis' flags only.
+        // REFUSED_ON_DISK_ERROR, SUBSCRIBE_CONTEXT, SCRIPT, KILL_*) and MAY_REPLICATE are left out: COMMAND INFO lists Redis' flags only.
         const NAMES: [(Flags, &str); 18] = [
             (Flags::WRITE, "write"),
             (Flags::READONLY, "readonly"),

@@ -98,6 +98,7 @@ pub fn run(
 pub fn table() -> rill_engine::command::CommandTable {
     let mut families = rill_engine::types::families();
     families.push(specs::COMMANDS);
+    families.push(specs::SCRIPT_COMMANDS);
     rill_engine::command::CommandTable::new(&families)
 }
 

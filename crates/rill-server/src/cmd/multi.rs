@@ -7,6 +7,7 @@
 use super::{ok, reply, Call, CmdResult};
 use crate::client::{Action, Multi};
 use crate::dispatch;
+use crate::state::State;
 use rill_engine::CmdError;
 use rill_resp::Reply;
 
@@ -47,31 +48,38 @@ pub fn exec(c: &mut Call) -> CmdResult {
     end_transaction(c);
     let mut replies = Vec::with_capacity(m.queued.len());
     for (spec, mut args) in m.queued {
-        let r = match dispatch::call(c.shared, c.st, c.conn, spec, &mut args, c.now_ms, true) {
-            Action::Reply(r) | Action::Close(Some(r)) => r,
-            Action::Close(None) => Reply::ok(),
-            // Redis would add no element for REPLCONF ACK inside EXEC, leaving its array one
-            // short; a null keeps the reply well-formed.
-            Action::Nothing => Reply::Null,
-            // Inside EXEC nothing waits (WAIT answers with what there is).
-            Action::AwaitCopies(w) => w.reply(&c.st.journal, &c.st.replication),
-            // PSYNC, SYNC and SHUTDOWN are flagged no-multi: never queued.
-            Action::Replica { .. } | Action::AwaitShutdown(_) => {
-                CmdError::full("ERR Command not allowed inside a transaction").to_reply()
-            }
-            Action::Block { request, .. } => request.timeout_reply,
-            // Only dispatch's checks hold a command, and EXEC passed them for its queue.
-            Action::Held(_) => Reply::Null,
-            // One element per confirmation. (Redis writes them into EXEC's reply without
-            // counting them, so its array is malformed for more than one channel: redis#12207.)
-            Action::Pushes(rs) => {
-                replies.extend(rs);
-                continue;
-            }
-        };
-        replies.push(r);
+        let action = dispatch::call(c.shared, c.st, c.conn, spec, &mut args, c.now_ms, true);
+        inline_replies(c.st, action, &mut replies);
     }
     reply(Reply::Array(replies))
+}
+
+/// The reply of a command run where nothing may wait (inside EXEC, or called by a script),
+/// added to `out`: what each kind of action answers there.
+pub fn inline_replies(st: &State, action: Action, out: &mut Vec<Reply>) {
+    let r = match action {
+        Action::Reply(r) | Action::Close(Some(r)) => r,
+        Action::Close(None) => Reply::ok(),
+        // Redis would add no element for REPLCONF ACK inside EXEC, leaving its array one
+        // short; a null keeps the reply well-formed.
+        Action::Nothing => Reply::Null,
+        // Nothing waits here (WAIT answers with what there is).
+        Action::AwaitCopies(w) => w.reply(&st.journal, &st.replication),
+        // PSYNC, SYNC and SHUTDOWN are flagged no-multi and noscript: never run here.
+        Action::Replica { .. } | Action::AwaitShutdown(_) => {
+            CmdError::full("ERR Command not allowed inside a transaction").to_reply()
+        }
+        Action::Block { request, .. } => request.timeout_reply,
+        // Only dispatch's checks hold a command, and the caller passed them.
+        Action::Held(_) => Reply::Null,
+        // One element per confirmation. (Redis writes them into EXEC's reply without
+        // counting them, so its array is malformed for more than one channel: redis#12207.)
+        Action::Pushes(rs) => {
+            out.extend(rs);
+            return;
+        }
+    };
+    out.push(r);
 }
 
 /// DISCARD

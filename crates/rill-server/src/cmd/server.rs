@@ -408,15 +408,6 @@ pub fn function_flush(c: &mut Call) -> CmdResult {
     }
 }
 
-/// SCRIPT FLUSH [ASYNC|SYNC]: rill runs no scripts, so the cache is always empty.
-pub fn script_flush(c: &mut Call) -> CmdResult {
-    match c.args.get(2) {
-        None => ok(),
-        Some(a) if c.args.len() == 3 && (a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync")) => ok(),
-        Some(_) => Err(CmdError::full("ERR SCRIPT FLUSH only support SYNC|ASYNC option")),
-    }
-}
-
 /// SAVE: write the snapshot now.
 pub fn save(c: &mut Call) -> CmdResult {
     if c.st.persist.bgsave_in_progress {

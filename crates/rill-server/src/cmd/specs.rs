@@ -3,7 +3,7 @@
 
 use super::{connection, help, introspect, latency, metrics, multi, pubsub, replication, reply, server, Run};
 use crate::client::Action;
-use rill_engine::command::{key_at, keys_from, CommandSpec, Flags, Handler};
+use rill_engine::command::{key_at, keys_from, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use rill_engine::CmdError;
 use rill_resp::Reply;
 
@@ -242,8 +242,30 @@ pub const FUNCTION_SUBS: &[CommandSpec] = &[
     ),
 ];
 
-/// SCRIPT subcommands (only FLUSH: rill runs no scripts, but test runners and tools flush them).
+/// SCRIPT subcommands: the script cache (`script/`).
 pub const SCRIPT_SUBS: &[CommandSpec] = &[
+    sub(
+        "script|debug",
+        3,
+        Flags::NOSCRIPT,
+        &["@slow", "@scripting"],
+        "scripting",
+        "mode@(YES | SYNC | NO)",
+        "Sets the debug mode of the scripts this connection runs (rill: NO only).",
+        "3.2.0",
+        server(&Run(crate::script::script_debug)),
+    ),
+    sub(
+        "script|exists",
+        -3,
+        Flags::NOSCRIPT,
+        &["@slow", "@scripting"],
+        "scripting",
+        "sha1 ...",
+        "Says, per SHA1, whether the script is in the script cache.",
+        "2.6.0",
+        server(&Run(crate::script::script_exists)),
+    ),
     sub(
         "script|flush",
         -2,
@@ -251,9 +273,9 @@ pub const SCRIPT_SUBS: &[CommandSpec] = &[
         &["@slow", "@scripting"],
         "scripting",
         "[flush-type@(ASYNC | SYNC)]",
-        "Empties the script cache (rill has none, so nothing to empty).",
+        "Empties the script cache.",
         "2.6.0",
-        server(&Run(server::script_flush)),
+        server(&Run(crate::script::script_flush)),
     ),
     sub(
         "script|help",
@@ -264,7 +286,110 @@ pub const SCRIPT_SUBS: &[CommandSpec] = &[
         "",
         "Lists the SCRIPT subcommands.",
         "5.0.0",
-        server(&Run(|_| reply(help("SCRIPT", &["FLUSH [ASYNC|SYNC]", "    Flush the Lua scripts cache."])))),
+        server(&Run(|_| reply(help("SCRIPT", crate::script::SCRIPT_HELP)))),
+    ),
+    sub(
+        "script|kill",
+        2,
+        Flags::NOSCRIPT.and(Flags::ALLOW_BUSY).and(Flags::KILL_SCRIPT),
+        &["@slow", "@scripting"],
+        "scripting",
+        "",
+        "Stops the script running now, if it has written nothing.",
+        "2.6.0",
+        server(&Run(crate::script::script_kill)),
+    ),
+    sub(
+        "script|load",
+        3,
+        Flags::NOSCRIPT.and(Flags::STALE),
+        &["@slow", "@scripting"],
+        "scripting",
+        "script:string",
+        "Compiles a script into the script cache without running it.",
+        "2.6.0",
+        server(&Run(crate::script::script_load)),
+    ),
+];
+
+/// The key spec of EVAL and FCALL: `numkeys` keys after the script, used in any way.
+const SCRIPT_KEYS_RW: &[KeySpec] = &[KeySpec {
+    flags: &["RW", "ACCESS", "UPDATE"],
+    begin: BeginSearch::Index(2),
+    find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+}];
+
+/// The same for the read-only forms.
+const SCRIPT_KEYS_RO: &[KeySpec] = &[KeySpec {
+    flags: &["RO", "ACCESS"],
+    begin: BeginSearch::Index(2),
+    find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+}];
+
+const SCRIPT_RUN: Flags = Flags::NOSCRIPT
+    .and(Flags::STALE)
+    .and(Flags::SKIP_MONITOR)
+    .and(Flags::NO_MANDATORY_KEYS)
+    .and(Flags::MOVABLEKEYS)
+    .and(Flags::SCRIPT);
+
+/// A command that runs a script.
+const fn script_run(
+    name: &'static str,
+    read_only: bool,
+    syntax: &'static str,
+    summary: &'static str,
+    since: &'static str,
+    run: &'static Run,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity: -3,
+        flags: if read_only { SCRIPT_RUN.and(Flags::READONLY) } else { SCRIPT_RUN },
+        acl: &["@slow", "@scripting"],
+        key_specs: if read_only { SCRIPT_KEYS_RO } else { SCRIPT_KEYS_RW },
+        group: "scripting",
+        summary,
+        since,
+        complexity: "Depends on the script.",
+        syntax,
+        ..CommandSpec::of(server(run))
+    }
+}
+
+/// EVAL and its kin.
+pub const SCRIPT_COMMANDS: &[CommandSpec] = &[
+    script_run(
+        "eval",
+        false,
+        "script:string numkeys:integer [key:key ...] [arg:string ...]",
+        "Runs a Lua script on the server.",
+        "2.6.0",
+        &Run(crate::script::eval),
+    ),
+    script_run(
+        "eval_ro",
+        true,
+        "script:string numkeys:integer [key:key ...] [arg:string ...]",
+        "Runs a Lua script that may not write.",
+        "7.0.0",
+        &Run(crate::script::eval_ro),
+    ),
+    script_run(
+        "evalsha",
+        false,
+        "sha1:string numkeys:integer [key:key ...] [arg:string ...]",
+        "Runs a cached Lua script by its SHA1.",
+        "2.6.0",
+        &Run(crate::script::evalsha),
+    ),
+    script_run(
+        "evalsha_ro",
+        true,
+        "sha1:string numkeys:integer [key:key ...] [arg:string ...]",
+        "Runs a cached Lua script that may not write, by its SHA1.",
+        "7.0.0",
+        &Run(crate::script::evalsha_ro),
     ),
 ];
 

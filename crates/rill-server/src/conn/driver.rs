@@ -100,11 +100,16 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
                 }
             }
             () = sleep_until_opt(deadline) => {
+                // The lock is a running script's while the gate is not open.
+                s.shared().clone().busy.opened().await;
                 if s.park_timed_out() {
                     break;
                 }
             }
-            () = sleep_until_opt(wake_up) => s.park_wake(park),
+            () = sleep_until_opt(wake_up) => {
+                s.shared().clone().busy.opened().await;
+                s.park_wake(park);
+            }
             r = readable(t) => {
                 if r.is_err() || read_some(t, s).is_none() {
                     return false;
@@ -228,12 +233,17 @@ async fn write_pushed<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signal
     true
 }
 
-/// Wait for the busy gate to open, reading input meanwhile up to the query buffer limit.
-/// False if the connection must close.
+/// Wait for the busy gate to open (or, with no request held for it, for a script below the
+/// threshold to end or pass it), reading input meanwhile up to the query buffer limit. False
+/// if the connection must close.
 async fn busy<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bool {
     let shared = s.shared().clone();
     // What the script published reaches its subscribers while it still runs.
-    wait_reading(t, s, sig, shared.busy.opened()).await
+    if s.waits_for_open() {
+        wait_reading(t, s, sig, shared.busy.opened()).await
+    } else {
+        wait_reading(t, s, sig, shared.busy.settled()).await
+    }
 }
 
 /// Wait until the pause holding the next request changes or ends, reading input meanwhile up

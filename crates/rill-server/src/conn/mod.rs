@@ -120,6 +120,9 @@ pub struct Admitted {
     hot: HotConfig,
     /// Where other tasks push output to this client (`src/push.rs`).
     pub(crate) push: crate::push::PushReceiver,
+    /// Its client record, when it was admitted while a script held the lock: the connection
+    /// registers it the first time it holds the lock ([`admit_later`]).
+    pub(crate) unregistered: Option<Box<crate::state::ClientInfo>>,
 }
 
 /// Where a client connects from and to (CLIENT LIST `addr`, `laddr`, `fd`).
@@ -136,45 +139,58 @@ pub struct Peer {
 /// Register client `id` in the server's client table (under the lock, as admission checks
 /// `maxclients` in the same critical section). `authenticated`: no password is required.
 pub fn admit(st: &mut State, id: u64, peer: Peer, authenticated: bool) -> Admitted {
+    let (info, admitted) = new_client(id, peer, authenticated, st.hot);
+    st.clients.insert(id, info);
+    admitted
+}
+
+/// Admit client `id` without the lock, while a script holds it: with the admission facts
+/// the accept loop saw last (`hot`); its record is added when the connection first holds
+/// the lock, so that it can be answered (BUSY, SCRIPT KILL) meanwhile, as Redis answers a new
+/// client during a long script.
+pub fn admit_later(id: u64, peer: Peer, authenticated: bool, hot: HotConfig) -> Admitted {
+    let (info, mut admitted) = new_client(id, peer, authenticated, hot);
+    admitted.unregistered = Some(Box::new(info));
+    admitted
+}
+
+fn new_client(id: u64, peer: Peer, authenticated: bool, hot: HotConfig) -> (ClientInfo, Admitted) {
     let now = now_ms();
     let kill = Arc::new(Notify::new());
     let mem = Arc::new(ClientMemory::default());
     let (push_tx, push_rx) = crate::push::channel();
-    st.clients.insert(
+    let info = ClientInfo {
         id,
-        ClientInfo {
-            id,
-            addr: peer.addr,
-            laddr: peer.laddr,
-            fd: peer.fd,
-            name: Bytes::new(),
-            lib_name: Bytes::new(),
-            lib_ver: Bytes::new(),
-            created_ms: now,
-            last_interaction_ms: now,
-            db: 0,
-            resp: 2,
-            multi: -1,
-            last_cmd: "",
-            tot_cmds: 0,
-            net_in: 0,
-            read_events: 0,
-            pipeline_len_sum: 0,
-            pipeline_len_cnt: 0,
-            net_out: 0,
-            no_evict: false,
-            no_touch: false,
-            killed: false,
-            kill: kill.clone(),
-            blocked: false,
-            mem: mem.clone(),
-            kind: ClientKind::Normal,
-            subs: Default::default(),
-            push: push_tx,
-            monitor: false,
-        },
-    );
-    Admitted { id, kill, authenticated, mem, hot: st.hot, push: push_rx }
+        addr: peer.addr,
+        laddr: peer.laddr,
+        fd: peer.fd,
+        name: Bytes::new(),
+        lib_name: Bytes::new(),
+        lib_ver: Bytes::new(),
+        created_ms: now,
+        last_interaction_ms: now,
+        db: 0,
+        resp: 2,
+        multi: -1,
+        last_cmd: "",
+        tot_cmds: 0,
+        net_in: 0,
+        read_events: 0,
+        pipeline_len_sum: 0,
+        pipeline_len_cnt: 0,
+        net_out: 0,
+        no_evict: false,
+        no_touch: false,
+        killed: false,
+        kill: kill.clone(),
+        blocked: false,
+        mem: mem.clone(),
+        kind: ClientKind::Normal,
+        subs: Default::default(),
+        push: push_tx,
+        monitor: false,
+    };
+    (info, Admitted { id, kill, authenticated, mem, hot, push: push_rx, unregistered: None })
 }
 
 /// Serve an admitted client over `transport` until it quits, is killed, or the server shuts
@@ -188,7 +204,10 @@ pub async fn serve<T: Transport>(shared: Arc<Shared>, transport: T, client: Admi
         shutdown.mark_changed();
     }
     let signals = Signals { kill: client.kill, shutdown };
-    let session =
+    let mut session =
         Session::new(shared, client.id, client.mem, client.authenticated, &client.hot, transport.direct(), client.push);
+    if let Some(info) = client.unregistered {
+        session.register_later(info);
+    }
     driver::drive(transport, session, signals).await;
 }

@@ -55,6 +55,7 @@ mod replication;
 mod restart_fuzz_test;
 mod restore_hostile;
 mod rill_metrics;
+mod scripting;
 mod security;
 mod shared_replies;
 mod shutdown;

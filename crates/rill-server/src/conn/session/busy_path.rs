@@ -2,7 +2,6 @@
 //! (`src/busy.rs` says what it refuses and what waits).
 
 use super::{emit, log_client, Batch, Next, Session, INLINE_MAX_BYTES};
-use crate::busy::BUSY_SCRIPT;
 use crate::client_limits;
 use crate::state::{now_ms, State};
 use bytes::Bytes;
@@ -20,10 +19,16 @@ pub(super) struct Deferred {
     discard_watch: bool,
     /// The client was closed for its output limits.
     output_limit_close: bool,
+    /// Its client record, admitted while a script held the lock (`conn::admit_later`).
+    pub(super) register: Option<Box<crate::state::ClientInfo>>,
 }
 
 impl Deferred {
     pub(super) fn apply(self, st: &mut State, id: u64) {
+        if let Some(info) = self.register {
+            st.stats.connections_received += 1;
+            st.clients.insert(id, *info);
+        }
         for spec in self.rejected {
             st.stats.command(spec).rejected += 1;
         }
@@ -91,15 +96,27 @@ impl Session {
                     return Next::Close;
                 }
             }
-            let refused = match self.shared.table.resolve(&args) {
-                Lookup::Found(spec) if busy_refuses(spec, args.len(), self.conn.authenticated) => spec,
+            let reply = match self.shared.table.resolve(&args) {
+                Lookup::Found(spec) if kills(spec, args.len(), self.conn.authenticated) => {
+                    // SCRIPT KILL / FUNCTION KILL: answered here, the script stops at its hook.
+                    match self.shared.busy.kill(spec.flags.has(Flags::KILL_FUNCTION)) {
+                        Ok(()) => Reply::ok(),
+                        Err(text) => {
+                            let text = Bytes::from_static(text.as_bytes());
+                            self.deferred.get_or_insert_default().errors.push(text.clone());
+                            Reply::Error(text)
+                        }
+                    }
+                }
+                Lookup::Found(spec) if busy_refuses(spec, args.len(), self.conn.authenticated) => {
+                    self.refuse_busy(spec)
+                }
                 _ => {
                     self.pending = Some(args);
                     return Next::Busy;
                 }
             };
             args.clear();
-            let reply = self.refuse_busy(refused);
             emit(&mut self.out, &mut self.conn, &reply);
             let pending = self.out.len() as u64;
             if self.conn.close_asap || self.watch.guard.over(pending, &limit, self.conn.authenticated, now_ms() / 1000)
@@ -122,16 +139,22 @@ impl Session {
         }
         let deferred = self.deferred.get_or_insert_default();
         deferred.rejected.push(spec);
-        let text = if spec.name == "exec" {
+        let busy = self.shared.busy.busy_reply();
+        let text = if spec.flags.has(Flags::EXEC) {
             self.conn.multi = None;
             deferred.discard_watch = true;
-            Bytes::from(format!("EXECABORT Transaction discarded because of: {BUSY_SCRIPT}"))
+            Bytes::from(format!("EXECABORT Transaction discarded because of: {busy}"))
         } else {
-            Bytes::from_static(BUSY_SCRIPT.as_bytes())
+            Bytes::from_static(busy.as_bytes())
         };
         deferred.errors.push(text.clone());
         Reply::Error(text)
     }
+}
+
+/// Whether this request is a SCRIPT KILL or FUNCTION KILL the busy path answers itself.
+fn kills(spec: &CommandSpec, argc: usize, authenticated: bool) -> bool {
+    (spec.flags.has(Flags::KILL_SCRIPT) || spec.flags.has(Flags::KILL_FUNCTION)) && spec.arity_ok(argc) && authenticated
 }
 
 /// Whether the busy gate refuses this request itself (`busy.rs`): every check Redis makes

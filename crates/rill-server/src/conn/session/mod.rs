@@ -232,6 +232,18 @@ impl Session {
         }
     }
 
+    /// Register the client record the first time this connection holds the lock (it was
+    /// admitted while a script held it).
+    pub fn register_later(&mut self, info: Box<crate::state::ClientInfo>) {
+        self.deferred.get_or_insert_default().register = Some(info);
+    }
+
+    /// Whether a request waits for the busy gate to open (the busy path could not decide it);
+    /// otherwise the connection waits only until no script runs below the threshold.
+    pub fn waits_for_open(&self) -> bool {
+        self.pending.is_some()
+    }
+
     /// The server this client belongs to.
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
@@ -288,12 +300,22 @@ impl Session {
     /// Run what the query buffer holds: under the state lock (once for the whole batch), or,
     /// while the busy gate is closed, without it (`busy.rs`).
     pub fn run_batch(&mut self) -> Batch {
+        if self.shared.busy.is_running() {
+            // A script holds the lock and has not reached the threshold: wait for it.
+            return Batch { next: Next::Busy, woke: false, wait_log: None, pipelined: false };
+        }
         if !self.shared.busy.is_open() {
             return self.busy_batch();
         }
-        let mut st = self.shared.lock();
-        // Closed while this task waited for the lock: the script runner gave the lock up for a
-        // moment; nothing may run but what the busy path allows.
+        let shared = self.shared.clone();
+        let mut st = match shared.try_lock() {
+            Some(st) => st,
+            // Taken by a script that started meanwhile: wait on the gate, not on the lock.
+            None if !shared.busy.is_open() => return self.run_batch(),
+            None => shared.lock(),
+        };
+        // Closed while this task waited for the lock (the tests' gate, which no script holds
+        // the lock for): nothing may run but what the busy path allows.
         if !self.shared.busy.is_open() {
             drop(st);
             return self.busy_batch();
@@ -531,7 +553,7 @@ impl Session {
     pub async fn finish(mut self) {
         ClientMemory::set(&self.watch.mem.out_pending, 0);
         ClientMemory::set(&self.watch.mem.out_shared, 0);
-        // The lock is the script's while the gate is closed.
+        // The lock is the script's while the gate is not open.
         self.shared.busy.opened().await;
         let mut st = self.shared.lock();
         let id = self.conn.id;

@@ -1,0 +1,254 @@
+//! Values between the server and Lua, as Redis converts them.
+//!
+//! A command's reply reaches the script as the script's protocol (RESP2 unless
+//! `redis.setresp(3)`) would carry it:
+//!
+//! | reply | RESP2 | RESP3 |
+//! |---|---|---|
+//! | integer | number | number |
+//! | bulk string | string | string |
+//! | null bulk / null array | false | nil |
+//! | status | `{ok=text}` | `{ok=text}` |
+//! | error | `{err=text}` | `{err=text}` |
+//! | array (and a RESP2 map, set, push) | table 1..n | table 1..n |
+//! | map / set | (flat array / array) | `{map={k=v}}` / `{set={m=true}}` |
+//! | double / boolean / big number / verbatim | as RESP2 writes them (bulk, integer) | `{double=n}` / boolean / `{big_number=s}` / `{verbatim_string={format=, string=}}` |
+//!
+//! A script's returned value becomes the reply: a string a bulk string, a number an integer
+//! (truncated), a boolean `:1`/null in RESP2 (a RESP3 boolean after `redis.setresp(3)`), a
+//! table an error (`err`), status (`ok`), double, big number, verbatim, map or set by its
+//! field, else an array of its elements 1.. up to the first nil; anything else null.
+
+use bytes::{Bytes, BytesMut};
+use mlua::{Lua, Table, Value};
+use rill_resp::{Protocol, Reply};
+
+/// A command's reply as the script sees it.
+pub fn to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value> {
+    Ok(match reply {
+        Reply::Integer(n) => Value::Number(*n as f64),
+        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+        Reply::Null | Reply::NullArray => {
+            if resp3 {
+                Value::Nil
+            } else {
+                Value::Boolean(false)
+            }
+        }
+        Reply::Simple(s) => Value::Table(field(lua, "ok", Value::String(lua.create_string(s)?))?),
+        Reply::Error(e) => Value::Table(error(lua, e)?),
+        Reply::Array(items) | Reply::Push(items) => Value::Table(array(lua, items, resp3)?),
+        Reply::Set(items) if !resp3 => Value::Table(array(lua, items, resp3)?),
+        Reply::Set(items) => {
+            let set = lua.create_table_with_capacity(0, items.len())?;
+            for item in items {
+                set.raw_set(to_lua(lua, item, resp3)?, true)?;
+            }
+            Value::Table(field(lua, "set", Value::Table(set))?)
+        }
+        Reply::Map(pairs) if !resp3 => {
+            let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                t.raw_set(2 * i + 1, to_lua(lua, k, resp3)?)?;
+                t.raw_set(2 * i + 2, to_lua(lua, v, resp3)?)?;
+            }
+            Value::Table(t)
+        }
+        Reply::Map(pairs) => {
+            let map = lua.create_table_with_capacity(0, pairs.len())?;
+            for (k, v) in pairs {
+                map.raw_set(to_lua(lua, k, resp3)?, to_lua(lua, v, resp3)?)?;
+            }
+            Value::Table(field(lua, "map", Value::Table(map))?)
+        }
+        Reply::Boolean(b) if resp3 => Value::Boolean(*b),
+        Reply::Double(d) if resp3 => Value::Table(field(lua, "double", Value::Number(*d))?),
+        Reply::BigNumber(n) if resp3 => Value::Table(field(lua, "big_number", Value::String(lua.create_string(n)?))?),
+        Reply::Verbatim { format, text } if resp3 => {
+            let inner = lua.create_table()?;
+            inner.raw_set("string", lua.create_string(text)?)?;
+            inner.raw_set("format", lua.create_string(format)?)?;
+            Value::Table(field(lua, "verbatim_string", Value::Table(inner))?)
+        }
+        Reply::Attribute(_, inner) => to_lua(lua, inner, resp3)?,
+        // Pre-encoded parts and the RESP3-only types in RESP2: what the wire would carry.
+        other => {
+            let proto = if resp3 { Protocol::Resp3 } else { Protocol::Resp2 };
+            let mut out = BytesMut::new();
+            rill_resp::write_reply(&mut out, other, proto);
+            let mut values = Vec::new();
+            let mut at = 0;
+            while let Ok(Some((v, used))) = rill_resp::parse_reply(out.get(at..).unwrap_or_default()) {
+                if used == 0 {
+                    break;
+                }
+                values.push(v);
+                at += used;
+            }
+            match values.len() {
+                1 => to_lua(lua, values.first().unwrap_or(&Reply::Null), resp3)?,
+                _ => Value::Table(array(lua, &values, resp3)?),
+            }
+        }
+    })
+}
+
+fn array(lua: &Lua, items: &[Reply], resp3: bool) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.iter().enumerate() {
+        t.raw_set(i + 1, to_lua(lua, item, resp3)?)?;
+    }
+    Ok(t)
+}
+
+fn field(lua: &Lua, name: &str, v: Value) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(0, 1)?;
+    t.raw_set(name, v)?;
+    Ok(t)
+}
+
+/// A command's error as redis.call raises it: `{err=text, ignore_error_stats_update=true}`
+/// (the command already counted it).
+pub fn error(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
+    let t = error_table(lua, text)?;
+    t.raw_set("ignore_error_stats_update", true)?;
+    Ok(t)
+}
+
+/// `{err=text}` with the text as Redis keeps it: a code first (`ERR` when it has none), no
+/// trailing line break.
+pub fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
+    let text = text.strip_prefix(b"-").unwrap_or(text);
+    let end = text.iter().rposition(|&b| b != b'\r' && b != b'\n').map_or(0, |p| p + 1);
+    let text = text.get(..end).unwrap_or(text);
+    lua.create_table_from([("err", lua.create_string(text)?)])
+}
+
+/// How a script's failure is counted: an error a command inside it already counted is not
+/// counted again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// Count the reply's error as usual.
+    No,
+    /// A command's error, counted when it happened.
+    Already,
+}
+
+/// How deep a returned table may nest (a table that holds itself would never end): past it
+/// the innermost reply is Redis' error.
+const MAX_DEPTH: usize = 500;
+
+/// The reply for a script's returned value. `resp3` is the script's protocol (booleans).
+pub fn to_reply(v: &Value, resp3: bool) -> (Reply, Counted) {
+    match v {
+        Value::Table(t) => table_reply(t, resp3, 0),
+        other => (plain_reply(other, resp3, 0), Counted::No),
+    }
+}
+
+fn plain_reply(v: &Value, resp3: bool, depth: usize) -> Reply {
+    match v {
+        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Boolean(b) if resp3 => Reply::Boolean(*b),
+        Value::Boolean(true) => Reply::Integer(1),
+        Value::Integer(i) => Reply::Integer(*i),
+        Value::Number(n) => Reply::Integer(lua_integer(*n)),
+        Value::Table(_) if depth >= MAX_DEPTH => Reply::Error(Bytes::from_static(b"ERR reached lua stack limit")),
+        Value::Table(t) => table_reply(t, resp3, depth + 1).0,
+        _ => Reply::Null,
+    }
+}
+
+/// A Lua number as Redis casts it to an integer: truncated; out of range (or NaN) the x86
+/// conversion's answer, the smallest integer.
+fn lua_integer(n: f64) -> i64 {
+    if n.is_nan() || !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
+fn text_field(t: &Table, name: &str) -> Option<Bytes> {
+    match t.raw_get::<Value>(name).ok()? {
+        Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
+        _ => None,
+    }
+}
+
+fn spaces(b: Bytes) -> Bytes {
+    if b.iter().any(|&c| c == b'\r' || c == b'\n') {
+        Bytes::from(b.iter().map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }).collect::<Vec<u8>>())
+    } else {
+        b
+    }
+}
+
+fn table_reply(t: &Table, resp3: bool, depth: usize) -> (Reply, Counted) {
+    if let Some(err) = text_field(t, "err") {
+        let counted = match t.raw_get::<Value>("ignore_error_stats_update") {
+            Ok(Value::Boolean(true)) => Counted::Already,
+            _ => Counted::No,
+        };
+        return (Reply::Error(err), counted);
+    }
+    if let Some(ok) = text_field(t, "ok") {
+        return (Reply::Simple(spaces(ok)), Counted::No);
+    }
+    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
+        return (Reply::Double(d), Counted::No);
+    }
+    if let Ok(Value::Integer(d)) = t.raw_get::<Value>("double") {
+        return (Reply::Double(d as f64), Counted::No);
+    }
+    if let Some(n) = text_field(t, "big_number") {
+        return (Reply::BigNumber(spaces(n)), Counted::No);
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
+        if let (Some(format), Some(text)) = (text_field(&v, "format"), text_field(&v, "string")) {
+            let mut f = [b' '; 3];
+            for (slot, b) in f.iter_mut().zip(format.iter()) {
+                *slot = *b;
+            }
+            return (Reply::Verbatim { format: f, text }, Counted::No);
+        }
+    }
+    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+        let pairs = m.pairs::<Value, Value>().filter_map(Result::ok);
+        let pairs = pairs.map(|(k, v)| (plain_reply(&k, resp3, depth), plain_reply(&v, resp3, depth))).collect();
+        return (Reply::Map(pairs), Counted::No);
+    }
+    if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
+        let members =
+            s.pairs::<Value, Value>().filter_map(Result::ok).map(|(k, _)| plain_reply(&k, resp3, depth)).collect();
+        return (Reply::Set(members), Counted::No);
+    }
+    let mut items = Vec::new();
+    for i in 1.. {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => items.push(plain_reply(&v, resp3, depth)),
+        }
+    }
+    (Reply::Array(items), Counted::No)
+}
+
+/// A Lua argument of redis.call as the command gets it: a string as it is, a number as an
+/// integer when it is one (within ±2^62), otherwise in Redis' shortest decimal form.
+pub fn arg(v: &Value) -> Option<Bytes> {
+    match v {
+        Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Integer(i) => Some(number_text(*i as f64)),
+        Value::Number(n) => Some(number_text(*n)),
+        _ => None,
+    }
+}
+
+fn number_text(n: f64) -> Bytes {
+    let limit = (i64::MAX / 2) as f64;
+    if n.fract() == 0.0 && n >= -limit && n <= limit {
+        Bytes::from((n as i64).to_string())
+    } else {
+        Bytes::from(rill_resp::double_text(n))
+    }
+}

@@ -1,0 +1,716 @@
+//! Scripts: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, with Lua 5.1 as Redis embeds it.
+//!
+//! ```text
+//!  EVAL body n keys.. args..   (a server command, under the state lock, inside dispatch's unit)
+//!    ─► cache: SHA1(body) → compiled function (+ the shebang's flags); EVAL adds, 500 kept LRU
+//!    ─► prepare: the flags' checks (read-only script on *_RO, replica, MISCONF, OOM, stale)
+//!    ─► Vm::call_eval: KEYS/ARGV, the host function for this run
+//!         redis.call(..) ─► host ─► the script's checks ─► dispatch::call on the script's own
+//!                                   connection (its own db, RESP2 unless setresp(3)), nothing
+//!                                   blocks, the time is the script's start time
+//!    ─► the returned value as the reply; an error as Redis words it ("... script: <sha>, on
+//!       @user_script:<line>.")
+//! ```
+//!
+//! A script runs alone: it holds the state lock for its whole run, so no other command sees
+//! half of it. Its commands record their effects into the unit dispatch opened for the EVAL,
+//! so the log, the replicas and MONITOR get the commands it ran (Redis 7's effect
+//! replication), as one unit: a restart or a replica never runs the script again, and kill -9
+//! leaves all of its writes or none.
+
+pub mod convert;
+pub mod libs;
+pub mod vm;
+
+use crate::client::{Action, Conn};
+use crate::cmd::{reply, Call, CmdResult};
+use crate::state::State;
+use bytes::Bytes;
+use mlua::{Lua, MultiValue, Value};
+use rill_engine::command::{CommandSpec, Flags, Lookup};
+use rill_engine::CmdError;
+use rill_resp::{Protocol, Reply};
+use std::collections::{BTreeMap, HashMap};
+
+/// How many scripts EVAL may leave in the cache; the least recently used goes first (scripts
+/// loaded with SCRIPT LOAD are never evicted).
+const EVAL_CACHE_MAX: usize = 500;
+
+/// The SHA1 of `bytes` in lower-case hex.
+pub fn sha1_hex(bytes: &[u8]) -> String {
+    use sha1::Digest as _;
+    let digest = sha1::Sha1::digest(bytes);
+    let mut out = String::with_capacity(40);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// The flags a script may declare in its shebang (`#!lua flags=no-writes,allow-oom`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScriptFlags {
+    /// No shebang: Redis' old rules (each command checked as it runs).
+    pub compat: bool,
+    /// `no-writes`
+    pub no_writes: bool,
+    /// `allow-oom`
+    pub allow_oom: bool,
+    /// `allow-stale`
+    pub allow_stale: bool,
+    /// `no-cluster`
+    pub no_cluster: bool,
+    /// `allow-cross-slot-keys`
+    pub allow_cross_slot: bool,
+}
+
+impl ScriptFlags {
+    /// The flags of a body and the length of its shebang line (kept out of the compiled code,
+    /// its line break kept so line numbers stay), or Redis' error text.
+    pub fn parse(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
+        if !body.starts_with(b"#!") {
+            return Ok((ScriptFlags { compat: true, ..Default::default() }, 0));
+        }
+        let Some(end) = body.iter().position(|&b| b == b'\n') else {
+            return Err("Invalid script shebang".to_string());
+        };
+        let line = String::from_utf8_lossy(body.get(..end).unwrap_or_default()).into_owned();
+        let parts: Vec<&str> = line.split_ascii_whitespace().collect();
+        let Some(engine) = parts.first() else {
+            return Err("Invalid engine in script shebang".to_string());
+        };
+        if *engine != "#!lua" {
+            return Err(format!("Unexpected engine in script shebang: {engine}"));
+        }
+        let mut flags = ScriptFlags::default();
+        for part in parts.iter().skip(1) {
+            let Some(list) = part.strip_prefix("flags=") else {
+                return Err(format!("Unknown lua shebang option: {part}"));
+            };
+            for flag in list.split(',') {
+                match flag {
+                    "no-writes" => flags.no_writes = true,
+                    "allow-oom" => flags.allow_oom = true,
+                    "allow-stale" => flags.allow_stale = true,
+                    "no-cluster" => flags.no_cluster = true,
+                    "allow-cross-slot-keys" => flags.allow_cross_slot = true,
+                    "" if list.is_empty() => {}
+                    other => return Err(format!("Unexpected flag in script shebang: {other}")),
+                }
+            }
+        }
+        Ok((flags, end))
+    }
+
+    /// The command flags dispatch checks an EVAL of this script by: declared flags replace
+    /// WRITE, DENYOOM and STALE (and MAY_REPLICATE); without a shebang, the command's own.
+    pub fn command_flags(self, flags: Flags) -> Flags {
+        if self.compat {
+            return flags;
+        }
+        let cleared = flags.0 & !(Flags::STALE.0 | Flags::DENYOOM.0 | Flags::WRITE.0 | Flags::MAY_REPLICATE.0);
+        let mut out = Flags(cleared);
+        if !self.allow_oom && !self.no_writes {
+            out = out.and(Flags::DENYOOM);
+        }
+        if !self.no_writes {
+            out = out.and(Flags::WRITE);
+        }
+        if self.allow_stale {
+            out = out.and(Flags::STALE);
+        }
+        out
+    }
+}
+
+/// A cached script (its compiled function is in the VM, under its SHA1).
+#[derive(Debug)]
+struct Cached {
+    body: Bytes,
+    flags: ScriptFlags,
+    /// Its place in the eviction order (EVAL-made scripts only).
+    lru: Option<u64>,
+}
+
+/// The scripting state: the VM, the script cache and the connection scripts run commands on.
+#[derive(Debug)]
+pub struct Scripts {
+    vm: Option<vm::Vm>,
+    cache: HashMap<String, Cached>,
+    /// EVAL-made scripts by last use.
+    lru: BTreeMap<u64, String>,
+    tick: u64,
+    /// Bytes of the cached bodies and their names.
+    body_bytes: usize,
+    /// Scripts EVAL's cache pushed out (INFO `evicted_scripts`).
+    pub evicted: u64,
+    /// The connection scripts' commands run on (taken for a run).
+    conn: Option<Conn>,
+    /// Its client id (MONITOR shows its commands as `lua`).
+    pub client_id: u64,
+    /// Scripts made or run since the last garbage collection step.
+    gc_count: u32,
+}
+
+impl Default for Scripts {
+    fn default() -> Scripts {
+        Scripts::new()
+    }
+}
+
+impl Scripts {
+    /// An empty cache; the VM is made on first use.
+    pub fn new() -> Scripts {
+        Scripts {
+            vm: None,
+            cache: HashMap::new(),
+            lru: BTreeMap::new(),
+            tick: 0,
+            body_bytes: 0,
+            evicted: 0,
+            conn: None,
+            client_id: u64::MAX,
+            gc_count: 0,
+        }
+    }
+
+    fn vm(&mut self, gate: &std::sync::Arc<crate::busy::BusyGate>) -> Result<&vm::Vm, CmdError> {
+        if self.vm.is_none() {
+            let made = vm::Vm::new(crate::cmd::connection::REDIS_VERSION, gate.clone())
+                .map_err(|e| CmdError::owned(format!("ERR failed to create the Lua VM: {}", vm::error_text(&e))))?;
+            self.vm = Some(made);
+        }
+        self.vm.as_ref().ok_or_else(|| CmdError::full("ERR no Lua VM"))
+    }
+
+    /// Bytes the Lua VM holds (INFO `used_memory_lua`).
+    pub fn vm_memory(&self) -> usize {
+        self.vm.as_ref().map_or(0, vm::Vm::used_memory)
+    }
+
+    /// Bytes the cache holds (INFO `used_memory_scripts_eval`).
+    pub fn cache_memory(&self) -> usize {
+        self.body_bytes + self.cache.len() * (std::mem::size_of::<Cached>() + 64)
+    }
+
+    /// Scripts in the cache.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Empty the cache and start a new VM (SCRIPT FLUSH).
+    pub fn flush(&mut self) {
+        let (evicted, client_id, conn) = (self.evicted, self.client_id, self.conn.take());
+        *self = Scripts::new();
+        self.evicted = evicted;
+        self.client_id = client_id;
+        self.conn = conn;
+    }
+
+    /// The cached script `sha` (lower case), marked used: its flags.
+    fn lookup(&mut self, sha: &str) -> Option<ScriptFlags> {
+        self.tick += 1;
+        let tick = self.tick;
+        let c = self.cache.get_mut(sha)?;
+        if let Some(old) = c.lru.replace(tick) {
+            self.lru.remove(&old);
+            self.lru.insert(tick, sha.to_string());
+        } else {
+            c.lru = None;
+        }
+        Some(c.flags)
+    }
+
+    /// Compile and cache `body` under `sha`; `from_eval`: evictable. Redis' error text when it
+    /// does not compile.
+    fn add(
+        &mut self,
+        gate: &std::sync::Arc<crate::busy::BusyGate>,
+        sha: &str,
+        body: &Bytes,
+        from_eval: bool,
+    ) -> Result<ScriptFlags, CmdError> {
+        if let Some(c) = self.cache.get(sha) {
+            return Ok(c.flags);
+        }
+        let (flags, shebang) = ScriptFlags::parse(body).map_err(|e| CmdError::owned(format!("ERR {e}")))?;
+        let code = body.get(shebang..).unwrap_or_default();
+        self.vm(gate)?
+            .compile(sha, code)
+            .map_err(|e| CmdError::owned(format!("ERR Error compiling script (new function): {e}")))?;
+        let lru = if from_eval {
+            while self.lru.len() >= EVAL_CACHE_MAX {
+                let Some((_, oldest)) = self.lru.pop_first() else { break };
+                if let Some(gone) = self.cache.remove(&oldest) {
+                    self.body_bytes -= gone.body.len() + oldest.len();
+                }
+                if let Some(vm) = &self.vm {
+                    vm.forget(&oldest);
+                }
+                self.evicted += 1;
+            }
+            self.tick += 1;
+            self.lru.insert(self.tick, sha.to_string());
+            Some(self.tick)
+        } else {
+            None
+        };
+        if let Some(vm) = &self.vm {
+            vm.gc_tick(&mut self.gc_count);
+        }
+        self.body_bytes += body.len() + sha.len();
+        self.cache.insert(sha.to_string(), Cached { body: body.clone(), flags, lru });
+        Ok(flags)
+    }
+
+    /// A cached script's body.
+    pub fn body(&self, sha: &str) -> Option<&Bytes> {
+        self.cache.get(sha).map(|c| &c.body)
+    }
+}
+
+/// The flags dispatch checks a command flagged `SCRIPT` by (EVAL and kin): the shebang's,
+/// when the script is known (cached, or the body of an EVAL).
+pub fn command_flags(st: &State, spec: &CommandSpec, args: &[Bytes]) -> Flags {
+    let Some(first) = args.get(1) else { return spec.flags };
+    let by_sha = spec.name.starts_with("evalsha");
+    let sha = if by_sha {
+        if first.len() != 40 {
+            return spec.flags;
+        }
+        String::from_utf8_lossy(first).to_ascii_lowercase()
+    } else {
+        sha1_hex(first)
+    };
+    let flags = match st.scripts.cache.get(&sha) {
+        Some(c) => c.flags,
+        None if by_sha => return spec.flags,
+        None => match ScriptFlags::parse(first) {
+            Ok((f, _)) => f,
+            Err(_) => return spec.flags,
+        },
+    };
+    flags.command_flags(spec.flags)
+}
+
+/// EVAL script numkeys [key ...] [arg ...]
+pub fn eval(c: &mut Call) -> CmdResult {
+    run_script(c, false, false)
+}
+
+/// EVAL_RO script numkeys [key ...] [arg ...]
+pub fn eval_ro(c: &mut Call) -> CmdResult {
+    run_script(c, false, true)
+}
+
+/// EVALSHA sha1 numkeys [key ...] [arg ...]
+pub fn evalsha(c: &mut Call) -> CmdResult {
+    run_script(c, true, false)
+}
+
+/// EVALSHA_RO sha1 numkeys [key ...] [arg ...]
+pub fn evalsha_ro(c: &mut Call) -> CmdResult {
+    run_script(c, true, true)
+}
+
+const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
+    // MONITOR sees the script before the commands it runs (EVAL itself skips dispatch's feed).
+    crate::monitor::feed_script(c.st, c.conn.id, c.conn.db, c.args, &c.conn.redacted);
+    let first = c.args.get(1).cloned().unwrap_or_default();
+    if by_sha && first.len() != 40 {
+        return Err(CmdError::full(NOSCRIPT));
+    }
+    let numkeys = std::str::from_utf8(c.arg(2))
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| CmdError::full("ERR value is not an integer or out of range"))?;
+    let rest = c.args.len() as i64 - 3;
+    if numkeys > rest {
+        return Err(CmdError::full("ERR Number of keys can't be greater than number of args"));
+    }
+    if numkeys < 0 {
+        return Err(CmdError::full("ERR Number of keys can't be negative"));
+    }
+    let sha = if by_sha { String::from_utf8_lossy(&first).to_ascii_lowercase() } else { sha1_hex(&first) };
+    let flags = match c.st.scripts.lookup(&sha) {
+        Some(found) => found,
+        None if by_sha => return Err(CmdError::full(NOSCRIPT)),
+        None => c.st.scripts.add(&c.shared.busy, &sha, &first, true)?,
+    };
+    let split = 3 + numkeys as usize;
+    let keys = c.args.get(3..split).unwrap_or_default().to_vec();
+    let argv = c.args.get(split..).unwrap_or_default().to_vec();
+    let mut run = prepare(c, flags, read_only)?;
+    let gate = c.shared.busy.clone();
+    let vm = c.st.scripts.vm(&gate)?.clone();
+    let lua = vm.lua().clone();
+    let Some(func) = vm.function(&sha) else {
+        return Err(CmdError::full(NOSCRIPT));
+    };
+    let threshold = c.st.config.get_i64("busy-reply-threshold");
+    let mut conn = c.st.scripts.conn.take().unwrap_or_else(|| {
+        let id = c.shared.next_client_id();
+        Conn::new(id, true)
+    });
+    c.st.scripts.client_id = conn.id;
+    conn.db = c.conn.db;
+    conn.proto = Protocol::Resp2;
+    conn.multi = None;
+    let (outcome, killed) = {
+        let _running = gate.start_script(false, threshold);
+        let cell = std::cell::RefCell::new(Host { call: c, conn: &mut conn, run: &mut run });
+        let outcome = vm.call_eval(&func, &keys, &argv, |lua, op, args| host(&cell, lua, op, args));
+        (outcome, gate.script_killed())
+    };
+    if killed {
+        // Its hook fires on every line now; the next script gets the count hook back.
+        let _ = vm::reset_hook(&vm, gate.clone());
+    }
+    let resp3 = conn.proto == Protocol::Resp3;
+    c.st.scripts.conn = Some(conn);
+    vm.gc_tick(&mut c.st.scripts.gc_count);
+    let funcname = format!("f_{sha}");
+    match outcome {
+        Ok(Ok(value)) => {
+            let (r, counted) = convert::to_reply(&value, resp3);
+            c.conn.error_already_counted = counted == convert::Counted::Already;
+            reply(r)
+        }
+        Ok(Err(err)) => {
+            let (r, counted) = error_reply(&lua, err, &sha, &funcname);
+            c.conn.error_already_counted = counted == convert::Counted::Already;
+            reply(r)
+        }
+        Err(e) => Err(CmdError::owned(format!(
+            "ERR Error running script {funcname}, {:.100}",
+            vm::error_text(&e).replace(['\r', '\n'], " ")
+        ))),
+    }
+}
+
+/// The reply for a raised error: its text, then where it happened.
+fn error_reply(lua: &Lua, err: Value, sha: &str, funcname: &str) -> (Reply, convert::Counted) {
+    let Value::Table(t) = err else {
+        let text = vm::describe(lua, err);
+        return (
+            Reply::Error(Bytes::from(format!("ERR Error running script {funcname}, {text:.100}"))),
+            convert::Counted::No,
+        );
+    };
+    let text = |name: &str| match t.raw_get::<Value>(name) {
+        Ok(Value::String(s)) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
+        Ok(Value::Integer(n)) => Some(n.to_string()),
+        Ok(Value::Number(n)) => Some(if n.fract() == 0.0 { (n as i64).to_string() } else { n.to_string() }),
+        _ => None,
+    };
+    let mut msg = text("err").unwrap_or_else(|| "ERR unknown error".to_string());
+    if let (Some(source), Some(line)) = (text("source"), text("line")) {
+        msg.push_str(&format!(" script: {sha}, on {source}:{line}."));
+    }
+    let counted = match t.raw_get::<Value>("ignore_error_stats_update") {
+        Ok(Value::Boolean(true)) => convert::Counted::Already,
+        _ => convert::Counted::No,
+    };
+    (Reply::Error(Bytes::from(msg)), counted)
+}
+
+/// What a run may do, decided before it starts.
+#[derive(Debug)]
+struct RunRules {
+    read_only: bool,
+    allow_oom: bool,
+    /// Over maxmemory when the script started.
+    oom_at_start: bool,
+    /// A write command ran.
+    dirty: bool,
+}
+
+/// Redis' checks before a script runs, by its declared flags.
+fn prepare(c: &mut Call, flags: ScriptFlags, ro_command: bool) -> Result<RunRules, CmdError> {
+    let st = &*c.st;
+    let replica = st.replication.master.is_some();
+    let stale = st.replication.master.as_ref().is_some_and(|l| {
+        l.state != crate::replication::LinkStatus::Connected && st.config.get("replica-serve-stale-data") == "no"
+    });
+    let maxmemory = st.hot.maxmemory;
+    let oom = maxmemory > 0 && crate::alloc::allocated_bytes() > maxmemory;
+    if !flags.compat {
+        if stale && !flags.allow_stale {
+            return Err(CmdError::full("MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' and 'allow-stale' flag is not set on the script."));
+        }
+        if !flags.no_writes {
+            if replica && !c.conn.is_master && st.config.get("replica-read-only") != "no" {
+                return Err(CmdError::full("READONLY Can not run script with write flag on readonly replica"));
+            }
+            if let Some(why) = st.journal.refusal() {
+                return Err(CmdError::owned(format!("MISCONF Redis is configured to persist data to AOF, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts. AOF error: {why}")));
+            }
+            if ro_command {
+                return Err(CmdError::full("ERR Can not execute a script with write flag using *_ro command."));
+            }
+            if !enough_replicas(st) {
+                return Err(CmdError::full("NOREPLICAS Not enough good replicas to write."));
+            }
+        }
+        if oom && !flags.allow_oom && !flags.no_writes {
+            return Err(CmdError::full(
+                "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
+            ));
+        }
+    } else if stale {
+        return Err(CmdError::full("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
+    }
+    Ok(RunRules {
+        read_only: ro_command || (!flags.compat && flags.no_writes),
+        allow_oom: !flags.compat && flags.allow_oom,
+        oom_at_start: oom,
+        dirty: false,
+    })
+}
+
+fn enough_replicas(st: &State) -> bool {
+    let min = st.hot.min_replicas_to_write;
+    if min == 0 || st.hot.min_replicas_max_lag == 0 || st.replication.master.is_some() {
+        return true;
+    }
+    st.replication.good_replicas(crate::clock::now_ms(), st.hot.min_replicas_max_lag) >= min
+}
+
+/// What the host function of one run holds.
+struct Host<'c, 'a> {
+    call: &'c mut Call<'a>,
+    conn: &'c mut Conn,
+    run: &'c mut RunRules,
+}
+
+/// The API functions that reach the server: redis.call and redis.pcall (the reply), setresp,
+/// set_repl, acl_check_cmd; each returns a value and whether it is an error table.
+fn host(
+    cell: &std::cell::RefCell<Host<'_, '_>>,
+    lua: &Lua,
+    op: vm::Op,
+    args: MultiValue,
+) -> mlua::Result<(Value, bool)> {
+    let rest: Vec<Value> = args.into_iter().collect();
+    let mut h =
+        cell.try_borrow_mut().map_err(|_| mlua::Error::RuntimeError("recursive call of the Redis API".into()))?;
+    match op {
+        vm::Op::Call | vm::Op::Pcall => command(&mut h, lua, &rest),
+        vm::Op::SetResp => set_resp(&mut h, lua, &rest),
+        vm::Op::SetRepl => set_repl(lua, &rest),
+        vm::Op::AclCheck => acl_check(&h, lua, &rest),
+    }
+}
+
+fn err_value(lua: &Lua, text: &str) -> mlua::Result<(Value, bool)> {
+    Ok((Value::Table(convert::error_table(lua, text.as_bytes())?), true))
+}
+
+fn with_code(text: &str) -> String {
+    format!("ERR {text}")
+}
+
+fn script_args(lua: &Lua, rest: &[Value]) -> mlua::Result<Result<Vec<Bytes>, (Value, bool)>> {
+    if rest.is_empty() {
+        return Ok(Err(err_value(lua, &with_code("Please specify at least one argument for this redis lib call"))?));
+    }
+    let mut out = Vec::with_capacity(rest.len());
+    for v in rest {
+        match convert::arg(v) {
+            Some(b) => out.push(b),
+            None => {
+                return Ok(Err(err_value(
+                    lua,
+                    &with_code("Lua redis lib command arguments must be strings or integers"),
+                )?))
+            }
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// redis.call / redis.pcall: the script's checks, then the command on the script's connection.
+fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &[Value]) -> mlua::Result<(Value, bool)> {
+    let mut args = match script_args(lua, rest)? {
+        Ok(a) => a,
+        Err(e) => return Ok(e),
+    };
+    let c = &mut *h.call;
+    let spec = match c.shared.table.resolve(&args) {
+        Lookup::Found(s) if s.arity_ok(args.len()) => s,
+        Lookup::Found(s) => {
+            return rejected(c.st, Some(s), lua, "ERR Wrong number of args calling Redis command from script")
+        }
+        _ => return rejected(c.st, None, lua, "ERR Unknown Redis command called from script"),
+    };
+    if let Some(refusal) = refusal(c.st, h.conn, spec, h.run) {
+        return rejected(c.st, Some(spec), lua, &refusal);
+    }
+    if spec.flags.has(Flags::WRITE) {
+        h.run.dirty = true;
+        c.shared.busy.script_wrote();
+    }
+    let action = crate::dispatch::call(c.shared, c.st, h.conn, spec, &mut args, c.now_ms, true);
+    let mut replies = Vec::with_capacity(1);
+    crate::cmd::multi::inline_replies(c.st, action, &mut replies);
+    let reply = replies.pop().unwrap_or(Reply::Null);
+    let failed = matches!(reply, Reply::Error(_));
+    Ok((convert::to_lua(lua, &reply, h.conn.proto == Protocol::Resp3)?, failed))
+}
+
+/// A call the script's checks refused: counted as a rejected call and an error, as Redis.
+fn rejected(st: &mut State, spec: Option<&'static CommandSpec>, lua: &Lua, text: &str) -> mlua::Result<(Value, bool)> {
+    if let Some(s) = spec {
+        st.stats.command(s).rejected += 1;
+    }
+    st.stats.count_error(text.as_bytes());
+    let (v, failed) = err_value(lua, text)?;
+    if let Value::Table(t) = &v {
+        t.raw_set("ignore_error_stats_update", true)?;
+    }
+    Ok((v, failed))
+}
+
+/// Why the script may not run `spec` now, in Redis' order; `None`: it may.
+fn refusal(st: &State, conn: &Conn, spec: &CommandSpec, run: &RunRules) -> Option<String> {
+    if spec.flags.has(Flags::NOSCRIPT) {
+        return Some(with_code("This Redis command is not allowed from script"));
+    }
+    if let Some(link) = &st.replication.master {
+        let stale = link.state != crate::replication::LinkStatus::Connected;
+        if stale && st.config.get("replica-serve-stale-data") == "no" && !spec.flags.has(Flags::STALE) {
+            return Some(with_code("Can not execute the command on a stale replica"));
+        }
+    }
+    let writes = spec.flags.has(Flags::WRITE);
+    if run.read_only && (writes || spec.flags.has(Flags::MAY_REPLICATE)) {
+        return Some(with_code("Write commands are not allowed from read-only scripts."));
+    }
+    if writes && !run.dirty {
+        if st.replication.master.is_some() && !conn.is_master && st.config.get("replica-read-only") != "no" {
+            return Some("READONLY You can't write against a read only replica.".to_string());
+        }
+        if let Some(why) = st.journal.refusal() {
+            return Some(format!("MISCONF Errors writing to the AOF file: {why}"));
+        }
+        if !enough_replicas(st) {
+            return Some("NOREPLICAS Not enough good replicas to write.".to_string());
+        }
+    }
+    if !run.allow_oom && !run.dirty && run.oom_at_start && spec.flags.has(Flags::DENYOOM) {
+        return Some("OOM command not allowed when used memory > 'maxmemory'.".to_string());
+    }
+    None
+}
+
+fn set_resp(h: &mut Host<'_, '_>, lua: &Lua, rest: &[Value]) -> mlua::Result<(Value, bool)> {
+    if rest.len() != 1 {
+        return err_value(lua, &with_code("redis.setresp() requires one argument."));
+    }
+    match rest.first().and_then(number) {
+        Some(2) => h.conn.proto = Protocol::Resp2,
+        Some(3) => h.conn.proto = Protocol::Resp3,
+        _ => return err_value(lua, &with_code("RESP version must be 2 or 3.")),
+    }
+    Ok((Value::Nil, false))
+}
+
+/// redis.set_repl: accepted. rill logs and replicates every write a script makes (its effects
+/// are the unit's), so there is nothing to switch off; the flags are checked as Redis does.
+fn set_repl(lua: &Lua, rest: &[Value]) -> mlua::Result<(Value, bool)> {
+    if rest.len() != 1 {
+        return err_value(lua, &with_code("redis.set_repl() requires one argument."));
+    }
+    match rest.first().and_then(number) {
+        Some(f) if f & !3 == 0 => Ok((Value::Nil, false)),
+        _ => {
+            err_value(lua, &with_code("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."))
+        }
+    }
+}
+
+/// redis.acl_check_cmd: whether the caller may run the command (every user may, until ACL
+/// users exist); the command must exist.
+fn acl_check(h: &Host<'_, '_>, lua: &Lua, rest: &[Value]) -> mlua::Result<(Value, bool)> {
+    let args = match script_args(lua, rest)? {
+        Ok(a) => a,
+        Err(e) => return Ok(e),
+    };
+    // (Redis 8.2.3 answers true for a known command whatever its arguments.)
+    match h.call.shared.table.resolve(&args) {
+        Lookup::Found(_) => Ok((Value::Boolean(true), false)),
+        _ => err_value(lua, &with_code("Invalid command passed to redis.acl_check_cmd()")),
+    }
+}
+
+fn number(v: &Value) -> Option<i64> {
+    match v {
+        Value::Integer(i) => Some(*i),
+        Value::Number(n) => Some(*n as i64),
+        Value::String(s) => std::str::from_utf8(&s.as_bytes()).ok()?.trim().parse::<f64>().ok().map(|n| n as i64),
+        _ => None,
+    }
+}
+
+/// SCRIPT LOAD script
+pub fn script_load(c: &mut Call) -> CmdResult {
+    let body = c.args.get(2).cloned().unwrap_or_default();
+    let sha = sha1_hex(&body);
+    c.st.scripts.add(&c.shared.busy, &sha, &body, false)?;
+    reply(Reply::Bulk(Bytes::from(sha)))
+}
+
+/// SCRIPT EXISTS sha1 [sha1 ...]
+pub fn script_exists(c: &mut Call) -> CmdResult {
+    let found = c
+        .args
+        .iter()
+        .skip(2)
+        .map(|s| Reply::Integer(i64::from(c.st.scripts.cache.contains_key(&*String::from_utf8_lossy(s)))))
+        .collect();
+    reply(Reply::Array(found))
+}
+
+/// SCRIPT FLUSH [ASYNC|SYNC]
+pub fn script_flush(c: &mut Call) -> CmdResult {
+    match c.args.get(2) {
+        Some(a) if c.args.len() == 3 && (a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync")) => {}
+        None => {}
+        Some(_) => return Err(CmdError::full("ERR SCRIPT FLUSH only support SYNC|ASYNC option")),
+    }
+    c.st.scripts.flush();
+    Ok(Action::Reply(Reply::ok()))
+}
+
+/// SCRIPT KILL: nothing runs while this command can run (a script holds the lock it needs).
+pub fn script_kill(_c: &mut Call) -> CmdResult {
+    Err(CmdError::full("NOTBUSY No scripts in execution right now."))
+}
+
+/// SCRIPT DEBUG YES|SYNC|NO: only NO (rill has no Lua debugger).
+pub fn script_debug(c: &mut Call) -> CmdResult {
+    let mode = c.arg(2);
+    if mode.eq_ignore_ascii_case(b"no") {
+        return Ok(Action::Reply(Reply::ok()));
+    }
+    if mode.eq_ignore_ascii_case(b"yes") || mode.eq_ignore_ascii_case(b"sync") {
+        return Err(CmdError::full("ERR rill has no Lua debugger: only SCRIPT DEBUG NO is supported"));
+    }
+    Err(CmdError::full("ERR Use SCRIPT DEBUG YES/SYNC/NO"))
+}
+
+/// SCRIPT HELP lines.
+pub const SCRIPT_HELP: &[&str] = &[
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed (rill: NO only).",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Say, per SHA1, whether the script is in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Empty the script cache.",
+    "KILL",
+    "    Stop the script running now, if it wrote nothing.",
+    "LOAD <script>",
+    "    Put a script in the script cache without running it.",
+];

@@ -1,0 +1,585 @@
+//! The Lua VM scripts run in: Lua 5.1 (mlua's vendored build), the libraries Redis loads, the
+//! sandbox (`sandbox.lua`), the message handler that turns an error into Redis' error table,
+//! and the run of one compiled script with the host function of that run.
+//!
+//! ```text
+//!  Vm::new ─► libraries (base, table, string, math, os.clock; cjson, cmsgpack, bit, struct)
+//!          ─► sandbox.lua: redis.*, read-only globals; returns (env, run)
+//!  Vm::compile(body) ─► a function whose environment is `env` ("@user_script")
+//!  Vm::call_eval(f, keys, args, host) ─► redis.call & co = host (this run only), KEYS/ARGV
+//!                                   run(f, handler) = xpcall: (true, value) | (false, error table)
+//! ```
+//!
+//! The host function is the only way a script reaches the server (redis.call, pcall, setresp,
+//! set_repl, acl_check_cmd): the five are Rust functions made in an `mlua` scope around one
+//! run, so they may borrow the locked state, and they are gone when the run ends. They are C
+//! functions to Lua, as in Redis, so `return redis.call(...)` keeps the script's frame for the
+//! error's place. An error they raise is Redis' error table, carried through Lua as [`Raised`].
+
+use crate::busy::BusyGate;
+use mlua::{ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The chunk name of rill's own Lua code: frames from it are skipped when an error is placed.
+const INTERNAL_SOURCE: &str = "=rill";
+
+/// One Lua VM with its sandbox (a clone is another handle to the same VM).
+#[derive(Clone)]
+pub struct Vm {
+    lua: Lua,
+    /// The globals as scripts see them.
+    env: Table,
+    /// `run(f, handler, ...)`: xpcall with arguments.
+    run: Function,
+    /// The message handler: any error to Redis' `{err=, source=, line=}` table.
+    handler: Function,
+    /// The real `redis` table (scripts see a read-only view of it).
+    redis: Table,
+    /// The compiled scripts by name. Held in Lua, not as one handle each: mlua's handles live
+    /// on a stack of about 8000 slots, and a cache holds more scripts than that.
+    funcs: Table,
+}
+
+impl std::fmt::Debug for Vm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vm").field("used_memory", &self.lua.used_memory()).finish_non_exhaustive()
+    }
+}
+
+/// The outcome of a run: the returned value, or the error table (or text) it raised.
+pub type Outcome = Result<Value, Value>;
+
+impl Vm {
+    /// A new VM with the sandbox in place. `version` is what redis.REDIS_VERSION says; `gate`
+    /// is the busy gate its scripts' hook reports to.
+    pub fn new(version: &str, gate: Arc<BusyGate>) -> mlua::Result<Vm> {
+        let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::OS, LuaOptions::default())?;
+        install_hook(&lua, gate, false)?;
+        crate::script::libs::open_all(&lua)?;
+        let rust = lua.create_table()?;
+        rust.set(
+            "sha1hex",
+            lua.create_function(|_, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raise_text("ERR wrong number of arguments"));
+                }
+                let text = match args.front() {
+                    Some(Value::String(s)) => s.as_bytes().to_vec(),
+                    Some(Value::Integer(i)) => i.to_string().into_bytes(),
+                    Some(Value::Number(n)) => lua_number_text(*n).into_bytes(),
+                    _ => Vec::new(),
+                };
+                Ok(super::sha1_hex(&text))
+            })?,
+        )?;
+        rust.set("log", lua.create_function(|_, args: MultiValue| log(&args))?)?;
+        rust.set(
+            "guards",
+            lua.create_function(|lua, (readonly, setmetatable, rawset): (Table, Function, Function)| {
+                let ro = readonly.clone();
+                let guarded_setmetatable = lua.create_function(move |_, args: MultiValue| {
+                    refuse_readonly(&ro, &args)?;
+                    setmetatable.call::<MultiValue>(args)
+                })?;
+                let guarded_rawset = lua.create_function(move |_, args: MultiValue| {
+                    refuse_readonly(&readonly, &args)?;
+                    rawset.call::<MultiValue>(args)
+                })?;
+                Ok((guarded_setmetatable, guarded_rawset))
+            })?,
+        )?;
+        rust.set("version", version)?;
+        rust.set("version_num", version_num(version))?;
+        let rand = Arc::new(Rand48::seeded(crate::clock::now_us() as u64));
+        let r = rand.clone();
+        rust.set("random", lua.create_function(move |_, args: MultiValue| r.random(&args))?)?;
+        rust.set(
+            "randomseed",
+            lua.create_function(move |_, seed: Value| {
+                rand.seed(lua_int(&seed).ok_or_else(|| bad_argument(1, "randomseed", "number expected"))?);
+                Ok(())
+            })?,
+        )?;
+        rust.set(
+            "raised_text",
+            lua.create_function(|_, e: Value| {
+                Ok(match e {
+                    Value::Error(e) => raised(&e).map(|r| r.err.clone()),
+                    _ => None,
+                })
+            })?,
+        )?;
+        let (env, run, redis, readonly): (Table, Function, Table, Table) =
+            lua.load(include_str!("sandbox.lua")).set_name(INTERNAL_SOURCE).set_mode(ChunkMode::Text).call(rust)?;
+        // cjson's array metatable is reached through the registry, not the globals: made
+        // read-only here.
+        let libs: Table = lua.named_registry_value(super::libs::REGISTRY_KEY)?;
+        if let Ok(mt) = libs.raw_get::<Table>("array_mt") {
+            readonly.raw_set(mt, true)?;
+        }
+        let handler = lua.create_function(|lua, err: Value| error_table(lua, err))?;
+        let funcs = lua.create_table()?;
+        Ok(Vm { lua, env, run, handler, redis, funcs })
+    }
+
+    /// The VM's handle (cheap to clone).
+    pub fn lua(&self) -> &Lua {
+        &self.lua
+    }
+
+    /// Bytes the VM holds.
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// Compile a script body (text only) into a function running in the sandbox, kept under
+    /// `name`; the Lua error text when it does not compile.
+    pub fn compile(&self, name: &str, body: &[u8]) -> Result<(), String> {
+        let f = self
+            .lua
+            .load(body)
+            .set_name("@user_script")
+            .set_mode(ChunkMode::Text)
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => error_text(&other),
+            })?;
+        self.funcs.raw_set(name, f).map_err(|e| error_text(&e))
+    }
+
+    /// The function kept under `name`.
+    pub fn function(&self, name: &str) -> Option<Function> {
+        self.funcs.raw_get::<Option<Function>>(name).ok().flatten()
+    }
+
+    /// A step of the garbage collector, every 50 calls (Redis' rhythm): scripts made and
+    /// run leave garbage that Lua's own pace would let grow.
+    pub fn gc_tick(&self, count: &mut u32) {
+        *count += 1;
+        if *count >= 50 {
+            *count = 0;
+            let _ = self.lua.gc_step_kbytes(50);
+        }
+    }
+
+    /// Forget the function kept under `name`.
+    pub fn forget(&self, name: &str) {
+        let _ = self.funcs.raw_set(name, Value::Nil);
+    }
+
+    /// Run `f` with `KEYS` and `ARGV` set (EVAL's globals) and the API functions that reach
+    /// the server answered by `host(op, args)` for this run only: it returns a value and
+    /// whether it is an error table (raised by every function but redis.pcall).
+    pub fn call_eval<H>(
+        &self,
+        f: &Function,
+        keys: &[bytes::Bytes],
+        args: &[bytes::Bytes],
+        host: H,
+    ) -> mlua::Result<Outcome>
+    where
+        H: Fn(&Lua, Op, MultiValue) -> mlua::Result<(Value, bool)>,
+    {
+        let globals = self.lua.globals();
+        globals.raw_set("KEYS", self.array(keys)?)?;
+        globals.raw_set("ARGV", self.array(args)?)?;
+        let host = &host;
+        self.lua.scope(|scope| {
+            for op in [Op::Call, Op::Pcall, Op::SetResp, Op::SetRepl, Op::AclCheck] {
+                let f = scope.create_function(move |lua, args: MultiValue| {
+                    let (value, failed) = host(lua, op, args)?;
+                    if failed && op != Op::Pcall {
+                        return Err(raise(value));
+                    }
+                    Ok(value)
+                })?;
+                self.redis.raw_set(op.name(), f)?;
+            }
+            let out = self.run.call::<MultiValue>((f.clone(), self.handler.clone()));
+            for op in [Op::Call, Op::Pcall, Op::SetResp, Op::SetRepl, Op::AclCheck] {
+                self.redis.raw_set(op.name(), Value::Nil)?;
+            }
+            let mut out = out?.into_iter();
+            let ok = matches!(out.next(), Some(Value::Boolean(true)));
+            let value = out.next().unwrap_or(Value::Nil);
+            Ok(if ok { Ok(value) } else { Err(value) })
+        })
+    }
+
+    fn array(&self, items: &[bytes::Bytes]) -> mlua::Result<Table> {
+        let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+        for (i, item) in items.iter().enumerate() {
+            t.raw_set(i + 1, self.lua.create_string(item)?)?;
+        }
+        Ok(t)
+    }
+}
+
+/// Instructions between two looks at the clock (Redis' count hook).
+const HOOK_EVERY: u32 = 100_000;
+
+/// After how long a script's runtime thread is handed on, so that the other connections'
+/// tasks it had queued run on another thread.
+const HANDOFF_AFTER_MS: i64 = 10;
+
+/// The script's hook: every [`HOOK_EVERY`] instructions it looks at the clock and the kill
+/// flag. Past `busy-reply-threshold` it closes the busy gate (the other clients get BUSY);
+/// killed (SCRIPT KILL) it raises Redis' error, then on every line, so that a pcall cannot
+/// keep the script alive.
+fn install_hook(lua: &Lua, gate: Arc<BusyGate>, every_line: bool) -> mlua::Result<()> {
+    let triggers =
+        if every_line { HookTriggers::EVERY_LINE } else { HookTriggers::new().every_nth_instruction(HOOK_EVERY) };
+    lua.set_hook(triggers, move |lua, _| {
+        let Some(ran) = gate.script_ran_ms() else { return Ok(VmState::Continue) };
+        if gate.script_killed() {
+            if !every_line {
+                tracing::info!("Lua script killed by user with SCRIPT KILL.");
+                install_hook(lua, gate.clone(), true)?;
+            }
+            return Err(raise_text("ERR Script killed by user with SCRIPT KILL..."));
+        }
+        let threshold = gate.threshold_ms();
+        if threshold > 0 && ran >= threshold && gate.script_past_threshold() {
+            let kill = if gate.running_function() { "FUNCTION KILL" } else { "SCRIPT KILL" };
+            tracing::warn!(
+                "Slow script detected: still in execution after {ran} milliseconds. You can try killing the script using the {kill} command."
+            );
+        }
+        if ran >= HANDOFF_AFTER_MS && gate.handoffs.fetch_add(1, Ordering::AcqRel) < 3 {
+            hand_off_thread();
+        }
+        Ok(VmState::Continue)
+    })
+}
+
+/// Put the count hook back after a killed script's line hook.
+pub fn reset_hook(vm: &Vm, gate: Arc<BusyGate>) -> mlua::Result<()> {
+    install_hook(&vm.lua, gate, false)
+}
+
+/// A long script must not hold a runtime worker thread (and the tasks queued on it): tokio's
+/// `block_in_place` hands the worker's queue to a new thread while this one goes on with the
+/// script. The hand-over happens once the new thread has picked the queue up; the short
+/// sleep gives it the time to (tried up to three times per script).
+fn hand_off_thread() {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi {
+        tokio::task::block_in_place(|| std::thread::sleep(std::time::Duration::from_millis(1)));
+    }
+}
+
+/// The API functions that reach the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// redis.call
+    Call,
+    /// redis.pcall
+    Pcall,
+    /// redis.setresp
+    SetResp,
+    /// redis.set_repl
+    SetRepl,
+    /// redis.acl_check_cmd
+    AclCheck,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Call => "call",
+            Op::Pcall => "pcall",
+            Op::SetResp => "setresp",
+            Op::SetRepl => "set_repl",
+            Op::AclCheck => "acl_check_cmd",
+        }
+    }
+}
+
+/// Redis' error table raised by a Rust function: Lua carries it as an error value of its own,
+/// which the message handler (and the sandbox's pcall) turn back into the table (the text).
+#[derive(Debug, Clone)]
+pub struct Raised {
+    /// The `err` text: a code, a space, the message.
+    pub err: String,
+    /// A command counted this error already.
+    pub ignore_stats: bool,
+}
+
+impl std::fmt::Display for Raised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.err)
+    }
+}
+
+impl std::error::Error for Raised {}
+
+/// The error for an error table.
+fn raise(v: Value) -> mlua::Error {
+    let (err, ignore_stats) = match &v {
+        Value::Table(t) => (
+            t.raw_get::<mlua::String>("err")
+                .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
+                .unwrap_or_default(),
+            matches!(t.raw_get::<Value>("ignore_error_stats_update"), Ok(Value::Boolean(true))),
+        ),
+        _ => ("ERR unknown error".to_string(), false),
+    };
+    mlua::Error::external(Raised { err, ignore_stats })
+}
+
+/// The [`Raised`] inside an error, through mlua's wrapping.
+fn raised(e: &mlua::Error) -> Option<&Raised> {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => raised(cause),
+        other => other.downcast_ref::<Raised>(),
+    }
+}
+
+/// The message handler: Redis' error table for any error value, with the place of the error
+/// (the first frame that is neither a C function at the top nor rill's own Lua).
+fn error_table(lua: &Lua, err: Value) -> mlua::Result<Table> {
+    let table = match err {
+        Value::Table(t) => t,
+        Value::Error(e) if raised(&e).is_some() => {
+            let r = raised(&e).cloned().unwrap_or(Raised { err: String::new(), ignore_stats: false });
+            let t = lua.create_table()?;
+            t.raw_set("err", r.err)?;
+            if r.ignore_stats {
+                t.raw_set("ignore_error_stats_update", true)?;
+            }
+            t
+        }
+        other => {
+            let t = lua.create_table()?;
+            t.raw_set("err", format!("ERR {}", describe(lua, other)))?;
+            t
+        }
+    };
+    // Level 0 is this handler, 1 the function that raised the error.
+    let mut level = 1;
+    if lua.inspect_stack(level, |d| d.source().what == "C").unwrap_or(false) {
+        level += 1;
+    }
+    loop {
+        let frame = lua.inspect_stack(level, |d| {
+            let source = d.source().source.map(|s| s.into_owned()).unwrap_or_default();
+            (source, d.current_line().map_or(-1, |n| n as i64))
+        });
+        match frame {
+            Some((source, _)) if source == INTERNAL_SOURCE || source == "=(tail call)" => level += 1,
+            Some((source, line)) => {
+                table.raw_set("source", source)?;
+                table.raw_set("line", line)?;
+                break;
+            }
+            None => break,
+        }
+    }
+    Ok(table)
+}
+
+/// An error value as text, as Lua's `tostring` would show it (an error raised by Rust code as
+/// its message).
+pub fn describe(lua: &Lua, v: Value) -> String {
+    match v {
+        Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+        Value::Error(e) => error_text(&e),
+        other => lua
+            .globals()
+            .raw_get::<Function>("tostring")
+            .and_then(|f| f.call::<mlua::String>(other))
+            .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
+            .unwrap_or_else(|_| "unknown error".to_string()),
+    }
+}
+
+/// The message of an error raised from Rust (without mlua's wrapping).
+pub fn error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => error_text(cause),
+        mlua::Error::RuntimeError(m) | mlua::Error::SyntaxError { message: m, .. } => m.clone(),
+        mlua::Error::MemoryError(m) => m.clone(),
+        mlua::Error::BadArgument { pos, name, cause, .. } => {
+            format!("bad argument #{pos} to '{}' ({})", name.as_deref().unwrap_or("?"), error_text(cause))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// setmetatable/rawset on a read-only table: Redis' error, without a place of its own.
+fn refuse_readonly(readonly: &Table, args: &MultiValue) -> mlua::Result<()> {
+    if let Some(Value::Table(t)) = args.front() {
+        if readonly.raw_get::<Option<bool>>(t.clone())?.unwrap_or(false) {
+            return Err(mlua::Error::RuntimeError("Attempt to modify a readonly table".to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// redis.log(level, message ...): into the server's log at the matching level.
+fn log(args: &MultiValue) -> mlua::Result<()> {
+    if args.len() < 2 {
+        return Err(raise_text("ERR redis.log() requires two arguments or more."));
+    }
+    let Some(level) = args.front().and_then(lua_int) else {
+        return Err(raise_text("ERR First argument must be a number (log level)."));
+    };
+    if !(0..=3).contains(&level) {
+        return Err(raise_text("ERR Invalid log level."));
+    }
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .filter_map(|v| match v {
+            Value::String(s) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
+            Value::Integer(i) => Some(i.to_string()),
+            Value::Number(n) => Some(lua_number_text(*n)),
+            _ => None,
+        })
+        .collect();
+    let text = words.join(" ");
+    match level {
+        0 | 1 => tracing::debug!(target: "rill::script", "{text}"),
+        2 => tracing::info!(target: "rill::script", "{text}"),
+        _ => tracing::warn!(target: "rill::script", "{text}"),
+    }
+    Ok(())
+}
+
+/// A number as Lua's `tostring` writes it (`%.14g`).
+pub fn lua_number_text(n: f64) -> String {
+    if n.is_nan() {
+        return if n.is_sign_negative() { "-nan".into() } else { "nan".into() };
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        return format!("{}", n as i64);
+    }
+    // %.14g: 14 significant digits, exponent form below 1e-4 or from 1e14.
+    let exp = n.abs().log10().floor() as i32;
+    if !(-4..14).contains(&exp) {
+        let s = format!("{:.13e}", n);
+        let (mantissa, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+        let e: i32 = e.parse().unwrap_or(0);
+        return format!("{mantissa}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
+    }
+    let decimals = (13 - exp).max(0) as usize;
+    let s = format!("{:.*}", decimals, n);
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// An error raised as Redis' error table with `text`.
+fn raise_text(text: &str) -> mlua::Error {
+    mlua::Error::external(Raised { err: text.to_string(), ignore_stats: false })
+}
+
+fn bad_argument(pos: usize, name: &str, why: &str) -> mlua::Error {
+    mlua::Error::RuntimeError(format!("bad argument #{pos} to '{name}' ({why})"))
+}
+
+/// A Lua number (or numeric string) as an integer, as `luaL_checkint` reads it.
+fn lua_int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Integer(i) => Some(*i),
+        Value::Number(n) => Some(*n as i64),
+        Value::String(s) => std::str::from_utf8(&s.as_bytes()).ok()?.trim().parse::<f64>().ok().map(|n| n as i64),
+        _ => None,
+    }
+}
+
+/// `8.10.1` as Redis' number `0x080a01`.
+fn version_num(version: &str) -> i64 {
+    let mut n = 0i64;
+    for part in version.split('.').take(3) {
+        n = (n << 8) | part.parse::<i64>().unwrap_or(0);
+    }
+    n
+}
+
+/// `math.random` as Redis has it: a 48-bit linear congruential generator (the drand48
+/// family) that gives the same sequence for the same seed on every platform.
+#[derive(Debug)]
+struct Rand48 {
+    state: AtomicU64,
+}
+
+const RAND48_MASK: u64 = (1 << 48) - 1;
+const RAND48_MAX: u64 = i32::MAX as u64;
+
+impl Rand48 {
+    fn seeded(seed: u64) -> Rand48 {
+        let r = Rand48 { state: AtomicU64::new(0) };
+        r.seed(seed as i64);
+        r
+    }
+
+    fn seed(&self, seed: i64) {
+        let low32 = (seed as i32) as u32 as u64;
+        self.state.store(((low32 << 16) | 0x330e) & RAND48_MASK, Ordering::Relaxed);
+    }
+
+    /// The next 31-bit value.
+    fn next(&self) -> u64 {
+        let x = self.state.load(Ordering::Relaxed);
+        let x = x.wrapping_mul(0x5_deec_e66d).wrapping_add(0xb) & RAND48_MASK;
+        self.state.store(x, Ordering::Relaxed);
+        x >> 17
+    }
+
+    fn random(&self, args: &MultiValue) -> mlua::Result<f64> {
+        let r = (self.next() % RAND48_MAX) as f64 / RAND48_MAX as f64;
+        let int = |i: usize| {
+            args.get(i).and_then(lua_int).ok_or_else(|| bad_argument(i + 1, "random", "number expected, got no value"))
+        };
+        match args.len() {
+            0 => Ok(r),
+            1 => {
+                let u = int(0)?;
+                if u < 1 {
+                    return Err(bad_argument(1, "random", "interval is empty"));
+                }
+                Ok((r * u as f64).floor() + 1.0)
+            }
+            2 => {
+                let (l, u) = (int(0)?, int(1)?);
+                if l > u {
+                    return Err(bad_argument(2, "random", "interval is empty"));
+                }
+                Ok((r * (u - l + 1) as f64).floor() + l as f64)
+            }
+            _ => Err(mlua::Error::RuntimeError("wrong number of arguments".to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_number_packs_three_parts() {
+        assert_eq!(version_num("8.10.1"), 0x080a01);
+        assert_eq!(version_num("7.0.15"), 0x07000f);
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_sequence() {
+        let a = Rand48::seeded(0);
+        let b = Rand48::seeded(0);
+        a.seed(42);
+        b.seed(42);
+        assert_eq!((a.next(), a.next()), (b.next(), b.next()));
+    }
+}

@@ -1,0 +1,134 @@
+//! Scripts as units of effects and busy scripts: a script's writes are logged and replicated
+//! as the commands it ran, all or none (kill -9 during a script leaves none of its writes; one
+//! that finished survives whole), a replica gets the effects (it never runs the script), and
+//! a script that runs past `busy-reply-threshold` gets other clients BUSY — old and newly
+//! connected ones — until SCRIPT KILL stops it, which it refuses once the script wrote. The
+//! replies of scripts are compared with Redis in tests/diff/scripting.redis.
+
+use rill_testkit::{Proc, RawClient, TempDir};
+use std::time::{Duration, Instant};
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn text(b: Vec<u8>) -> String {
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+const LOG: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+
+#[test]
+fn a_script_is_one_unit_in_the_log_all_or_nothing_across_kill_9() {
+    let dir = TempDir::new("script-unit");
+    let server = Proc::start(dir.path(), &LOG);
+    let port = server.port;
+    let mut c = server.client();
+    let done = text(c.cmd(&[
+        "EVAL",
+        "redis.call('set', KEYS[1], ARGV[1]) redis.call('incrby', KEYS[2], 5) \
+         return redis.call('xadd', KEYS[3], '*', 'f', 'v')",
+        "3",
+        "a",
+        "n",
+        "s",
+        "one",
+    ]));
+    assert!(done.starts_with('$'), "{done}");
+    let stream_id = done.lines().nth(1).unwrap_or_default().to_string();
+
+    // A script that wrote and then never ends: unkillable, and its write never committed.
+    c.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]);
+    c.send_command(&[b"EVAL", b"redis.call('set', 'half', 'written') while true do end", b"0"]).unwrap();
+    let mut other = server.client();
+    wait_until("BUSY from another client", || text(other.cmd(&["PING"])).starts_with("-BUSY"));
+    assert!(text(other.cmd(&["SCRIPT", "KILL"])).starts_with("-UNKILLABLE Sorry the script already executed write"));
+    drop(other);
+    drop(c);
+    server.kill9();
+
+    let server = Proc::start_on(dir.path(), port, &LOG);
+    let mut c = server.client();
+    assert_eq!(c.cmd(&["GET", "a"]), b"$3\r\none\r\n");
+    assert_eq!(c.cmd(&["GET", "n"]), b"$1\r\n5\r\n");
+    let range = text(c.cmd(&["XRANGE", "s", "-", "+"]));
+    assert!(range.contains(&stream_id), "the ID the script's XADD made, replayed: {range}");
+    assert_eq!(c.cmd(&["EXISTS", "half"]), b":0\r\n", "a script cut short leaves none of its writes");
+}
+
+#[test]
+fn busy_scripts_answer_other_clients_busy_until_script_kill() {
+    let dir = TempDir::new("script-busy");
+    let server = Proc::start(dir.path(), &[]);
+    let mut admin = server.client();
+    assert_eq!(text(admin.cmd(&["SCRIPT", "KILL"])), "-NOTBUSY No scripts in execution right now.\r\n");
+    admin.cmd(&["CONFIG", "SET", "lua-time-limit", "50"]);
+    admin.cmd(&["SET", "k", "v"]);
+
+    let mut runner = server.client();
+    runner.send_command(&[b"EVAL", b"local i = 0 while true do i = i + 1 end", b"0"]).unwrap();
+    // A client connected before the script and one that connects while it runs both get BUSY.
+    wait_until("BUSY", || text(admin.cmd(&["GET", "k"])).starts_with("-BUSY"));
+    let mut late = RawClient::connect(server.port);
+    assert_eq!(
+        text(late.cmd(&["PING"])),
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    assert_eq!(late.cmd(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    runner.set_read_timeout(Duration::from_secs(10));
+    let killed = text(runner.read_reply().unwrap());
+    assert!(killed.starts_with("-ERR Script killed by user with SCRIPT KILL... script: "), "{killed}");
+    assert!(killed.contains("on @user_script:1."), "{killed}");
+    assert_eq!(admin.cmd(&["GET", "k"]), b"$1\r\nv\r\n");
+    // The script's connection serves the next script; the VM's hook is back to normal.
+    assert_eq!(runner.cmd(&["EVAL", "return 1 + 1", "0"]), b":2\r\n");
+    let info = text(admin.cmd(&["INFO", "errorstats"]));
+    assert!(info.contains("errorstat_BUSY:count="), "{info}");
+    // A pcall cannot catch the kill: the script is stopped at its next line.
+    runner.send_command(&[b"EVAL", b"while true do pcall(function() while true do end end) end", b"0"]).unwrap();
+    wait_until("BUSY again", || text(admin.cmd(&["PING"])).starts_with("-BUSY"));
+    assert_eq!(admin.cmd(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    assert!(text(runner.read_reply().unwrap()).contains("Script killed by user"));
+    assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn a_replica_applies_a_scripts_effects_without_running_it() {
+    let dir = TempDir::new("script-primary");
+    let primary = Proc::start(dir.path(), &[]);
+    let port = primary.port.to_string();
+    let replica_dir = TempDir::new("script-replica");
+    let replica = Proc::start(replica_dir.path(), &["--replicaof", "127.0.0.1", &port]);
+    let mut c = primary.client();
+    c.cmd(&["SADD", "pool", "a", "b", "c", "d"]);
+    // Random and time-dependent choices: the replica must get what the script did.
+    let reply = text(c.cmd(&[
+        "EVAL",
+        "local m = redis.call('spop', KEYS[1]) redis.call('set', 'picked', m) \
+         redis.call('xadd', 'log', '*', 'picked', m) redis.call('expire', 'picked', 100) \
+         return m",
+        "1",
+        "pool",
+    ]));
+    assert!(reply.starts_with('$'), "{reply}");
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), b":1\r\n");
+    let picture = |c: &mut RawClient| {
+        (
+            c.cmd(&["SMEMBERS", "pool"]).len(),
+            c.cmd(&["GET", "picked"]),
+            c.cmd(&["XRANGE", "log", "-", "+"]),
+            text(c.cmd(&["PEXPIRETIME", "picked"])),
+        )
+    };
+    let want = picture(&mut c);
+    let mut r = replica.client();
+    wait_until("the replica to hold the script's effects", || picture(&mut r) == want);
+    // The replica's commandstats show the commands the script ran, never EVAL.
+    let stats = text(r.cmd(&["INFO", "commandstats"]));
+    assert!(!stats.contains("cmdstat_eval:"), "{stats}");
+    assert!(stats.contains("cmdstat_srem:") || stats.contains("cmdstat_spop:"), "{stats}");
+}
