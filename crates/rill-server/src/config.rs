@@ -199,6 +199,8 @@ pub const PARAMS: &[Param] = &[
     // rill's own: the console (`/` on metrics-port) shows but never acts: no forms, and
     // POST /action is refused.
     p("console-read-only", "no", Kind::Bool, true),
+    // rill's own: the most memory the Lua VM of scripts may hold.
+    p("script-memory-limit", "1073741824", Kind::Memory(1024 * 1024, i64::MAX), true),
 ];
 
 /// Parameters Redis keeps out of `CONFIG GET` patterns (its testing and internal knobs):

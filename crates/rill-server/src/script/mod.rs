@@ -150,6 +150,8 @@ pub struct Scripts {
     pub client_id: u64,
     /// Scripts made or run since the last garbage collection step.
     gc_count: u32,
+    /// The VM's memory limit as last set (`script-memory-limit`).
+    memory_limit: usize,
 }
 
 impl Default for Scripts {
@@ -171,6 +173,7 @@ impl Scripts {
             conn: None,
             client_id: u64::MAX,
             gc_count: 0,
+            memory_limit: 0,
         }
     }
 
@@ -235,9 +238,14 @@ impl Scripts {
         }
         let (flags, shebang) = ScriptFlags::parse(body).map_err(|e| CmdError::owned(format!("ERR {e}")))?;
         let code = body.get(shebang..).unwrap_or_default();
-        self.vm(gate)?
-            .compile(sha, code)
-            .map_err(|e| CmdError::owned(format!("ERR Error compiling script (new function): {e}")))?;
+        let memory_limit = self.memory_limit;
+        let vm = self.vm(gate)?;
+        let compiled = vm.compile(sha, code).or_else(|_| {
+            // Out of memory, perhaps because of garbage: collect and try once more.
+            vm::collect(vm.lua(), memory_limit);
+            vm.compile(sha, code)
+        });
+        compiled.map_err(|e| CmdError::owned(format!("ERR Error compiling script (new function): {e}")))?;
         let lru = if from_eval {
             while self.lru.len() >= EVAL_CACHE_MAX {
                 let Some((_, oldest)) = self.lru.pop_first() else { break };
@@ -350,6 +358,11 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
         return Err(CmdError::full(NOSCRIPT));
     };
     let threshold = c.st.config.get_i64("busy-reply-threshold");
+    let limit = usize::try_from(c.st.config.get_i64("script-memory-limit")).unwrap_or(usize::MAX);
+    if c.st.scripts.memory_limit != limit {
+        let _ = lua.set_memory_limit(limit);
+        c.st.scripts.memory_limit = limit;
+    }
     let mut conn = c.st.scripts.conn.take().unwrap_or_else(|| {
         let id = c.shared.next_client_id();
         Conn::new(id, true)
@@ -370,7 +383,13 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     }
     let resp3 = conn.proto == Protocol::Resp3;
     c.st.scripts.conn = Some(conn);
-    vm.gc_tick(&mut c.st.scripts.gc_count);
+    if matches!(outcome, Ok(Ok(_))) {
+        vm.gc_tick(&mut c.st.scripts.gc_count);
+    } else {
+        // A failed script may have left much garbage (one that ran out of memory: up to
+        // script-memory-limit): collected now, so the next script has room.
+        vm::collect(&lua, c.st.scripts.memory_limit);
+    }
     let funcname = format!("f_{sha}");
     match outcome {
         Ok(Ok(value)) => {

@@ -205,7 +205,8 @@ do
         local nargs = select_('#', ...)
         local t, i, j = ...
         if type_(t) ~= 'table' then
-            return unpack(...)
+            local got = nargs == 0 and 'no value' or type_(t)
+            error_("bad argument #1 to 'unpack' (table expected, got " .. got .. ')', 2)
         end
         local first = i == nil and 1 or int(i)
         local last = j == nil and #t or int(j)
@@ -216,7 +217,13 @@ do
             return
         end
         if last - first + 1 > 8000 - nargs then
-            error_('too many results to unpack', 0)
+            error_('too many results to unpack', 2)
+        end
+        -- As many arguments as given: the C one's room is 8000 less its arguments.
+        if nargs == 1 then
+            return unpack(t)
+        elseif nargs == 2 then
+            return unpack(t, first)
         end
         return unpack(t, first, last)
     end

@@ -255,6 +255,17 @@ fn install_hook(lua: &Lua, gate: Arc<BusyGate>, every_line: bool) -> mlua::Resul
     })
 }
 
+/// A full garbage collection with the memory limit lifted meanwhile (collecting allocates a
+/// little, and a VM at its limit could not), then `limit` again (0: none).
+pub fn collect(lua: &Lua, limit: usize) {
+    let _ = lua.set_memory_limit(0);
+    let _ = lua.gc_collect();
+    let _ = lua.gc_collect();
+    if limit > 0 {
+        let _ = lua.set_memory_limit(limit);
+    }
+}
+
 /// Put the count hook back after a killed script's line hook.
 pub fn reset_hook(vm: &Vm, gate: Arc<BusyGate>) -> mlua::Result<()> {
     install_hook(&vm.lua, gate, false)

@@ -132,3 +132,25 @@ fn a_replica_applies_a_scripts_effects_without_running_it() {
     assert!(!stats.contains("cmdstat_eval:"), "{stats}");
     assert!(stats.contains("cmdstat_srem:") || stats.contains("cmdstat_spop:"), "{stats}");
 }
+
+#[test]
+fn a_script_past_script_memory_limit_fails_and_the_vm_serves_the_next_one() {
+    let dir = TempDir::new("script-memory");
+    let server = Proc::start(dir.path(), &["--script-memory-limit", "8mb"]);
+    let mut c = server.client();
+    let grow = "redis.call('set', 'before', 'kept') local t = {} \
+                for i = 1, 1e7 do t[i] = string.rep('x', 100) .. i end return #t";
+    let failed = text(c.cmd(&["EVAL", grow, "0"]));
+    assert!(failed.starts_with("-ERR Error running script f_") && failed.contains("not enough memory"), "{failed}");
+    // The write before the failure stays, as any failing script's does.
+    assert_eq!(c.cmd(&["GET", "before"]), b"$4\r\nkept\r\n");
+    assert_eq!(c.cmd(&["EVAL", "return #string.rep('y', 1000)", "0"]), b":1000\r\n");
+    let info = text(c.cmd(&["INFO", "memory"]));
+    let lua: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory_lua:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!(lua < 4 * 1024 * 1024, "the failed script's garbage was collected: {lua}");
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+}
