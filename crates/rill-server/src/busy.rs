@@ -2,10 +2,12 @@
 //! that while a long script holds the lock the other clients are answered `-BUSY` at once
 //! instead of queueing on the mutex (which would also stall the runtime thread they run on).
 //!
-//! The gate has three states. **Open**: connections take the lock. **Running**: a script holds
-//! the lock and has not yet run `busy-reply-threshold`: connections do not take the lock (it
-//! would hold their runtime thread for the script's run) but wait for the gate to change,
-//! reading input meanwhile, as Redis leaves their requests unread. **Closed** (busy): the script
+//! The gate has three states. **Open**: connections take the lock (a script that runs for less
+//! than its hook's first look, about a million Lua instructions, never moves the gate: waiting
+//! on the mutex for it is cheaper than waking every connection afterwards). **Running**: a
+//! script holds the lock and has run that long but not `busy-reply-threshold`: connections do
+//! not take the lock (it would hold their runtime thread for the script's run) but wait for the
+//! gate to change, reading input meanwhile, as Redis leaves their requests unread. **Closed** (busy): the script
 //! ran past the threshold; a connection runs its requests without the lock
 //! (`session/busy_path.rs`), one at a time in order:
 //!
@@ -32,13 +34,15 @@
 //!
 //! What the script runner does (`script/`):
 //!
-//! 1. [`BusyGate::start_script`] when a script starts (under the lock), [`BusyGate::script_past_threshold`]
-//!    from its hook once it has run `busy-reply-threshold` (Redis' `lua-time-limit`), and
-//!    dropping the [`ScriptRun`] when it ends opens the gate and wakes every waiting connection.
-//! 2. A connection that found the gate open just before the script began waits on the mutex
+//! 1. [`BusyGate::start_script`] when a script starts (under the lock), [`BusyGate::script_running`]
+//!    from its hook at every look, [`BusyGate::script_past_threshold`] once it has run
+//!    `busy-reply-threshold` (Redis' `lua-time-limit`), and dropping the [`ScriptRun`] when it
+//!    ends opens the gate and wakes every waiting connection.
+//! 2. A connection that found the gate open before the hook's first look waits on the mutex
 //!    for the script's run: the session takes the lock with `try_lock` first and goes to wait
-//!    on the gate when it finds it taken by a script, so only a connection that lost that race
-//!    within the microseconds before the script's start is held.
+//!    on the gate when it finds it taken by a script marked running, so only connections that
+//!    arrived in the script's first instants are held (and the script hands its own runtime
+//!    thread's queue on: `script/vm.rs`).
 //! 3. `SCRIPT KILL` and `FUNCTION KILL` (flagged `busy-kill`) are answered by the busy path
 //!    itself: `+OK` and the run's kill flag set, which the script's hook reads and stops it
 //!    with; `-UNKILLABLE` once the script wrote; `-NOTBUSY` while no script runs; the other
@@ -111,8 +115,13 @@ impl BusyGate {
         self.dirty.store(false, Ordering::Release);
         self.kill.store(false, Ordering::Release);
         self.started_us.store(crate::clock::now_us().max(1), Ordering::Release);
-        self.set(RUNNING);
         ScriptRun { gate: self }
+    }
+
+    /// The running script is still running at its hook's look: connections wait on the gate
+    /// from now on instead of the mutex.
+    pub fn script_running(&self) {
+        let _ = self.state.compare_exchange(OPEN, RUNNING, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// How long the running script has run, ms (`None`: no script runs).
@@ -129,6 +138,7 @@ impl BusyGate {
     /// The running script passed `busy-reply-threshold`: close the gate (other clients get
     /// BUSY). True the first time.
     pub fn script_past_threshold(&self) -> bool {
+        self.script_running();
         if self.state.compare_exchange(RUNNING, CLOSED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             self.changed.notify_waiters();
             return true;
@@ -221,7 +231,9 @@ impl Drop for ScriptRun<'_> {
     fn drop(&mut self) {
         self.gate.kill.store(false, Ordering::Release);
         self.gate.started_us.store(0, Ordering::Release);
-        self.gate.set(OPEN);
+        if self.gate.state.load(Ordering::Acquire) != OPEN {
+            self.gate.set(OPEN);
+        }
     }
 }
 
@@ -268,6 +280,8 @@ mod tests {
         let gate = std::sync::Arc::new(BusyGate::default());
         assert_eq!(gate.kill(false), Err("NOTBUSY No scripts in execution right now."));
         let run = gate.start_script(false, 5000);
+        assert!(gate.is_open(), "a script that just started moves nothing");
+        gate.script_running();
         assert!(gate.is_running() && !gate.is_open());
         let waiter = tokio::spawn({
             let gate = gate.clone();
@@ -284,6 +298,7 @@ mod tests {
         drop(run);
         assert!(gate.is_open());
         let run = gate.start_script(true, 5000);
+        gate.script_running();
         gate.script_wrote();
         assert!(gate.kill(true).is_err_and(|e| e.starts_with("UNKILLABLE")));
         drop(run);

@@ -40,9 +40,12 @@ const EVAL_CACHE_MAX: usize = 500;
 pub fn sha1_hex(bytes: &[u8]) -> String {
     use sha1::Digest as _;
     let digest = sha1::Sha1::digest(bytes);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(40);
     for b in digest {
-        out.push_str(&format!("{b:02x}"));
+        for nibble in [b >> 4, b & 15] {
+            out.push(char::from(HEX.get(usize::from(nibble)).copied().unwrap_or(b'0')));
+        }
     }
     out
 }
@@ -352,9 +355,15 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     let argv = c.args.get(split..).unwrap_or_default().to_vec();
     let mut run = prepare(c, flags, read_only)?;
     let gate = c.shared.busy.clone();
-    let vm = c.st.scripts.vm(&gate)?.clone();
+    c.st.scripts.vm(&gate)?;
+    // The VM is out of the state for the run (the commands the script calls borrow the state;
+    // none of them reaches the VM: SCRIPT and FUNCTION are noscript).
+    let Some(vm) = c.st.scripts.vm.take() else {
+        return Err(CmdError::full("ERR no Lua VM"));
+    };
     let lua = vm.lua().clone();
     let Some(func) = vm.function(&sha) else {
+        c.st.scripts.vm = Some(vm);
         return Err(CmdError::full(NOSCRIPT));
     };
     let threshold = c.st.config.get_i64("busy-reply-threshold");
@@ -373,7 +382,7 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     conn.multi = None;
     let (outcome, killed) = {
         let _running = gate.start_script(false, threshold);
-        let cell = std::cell::RefCell::new(Host { call: c, conn: &mut conn, run: &mut run });
+        let cell = std::cell::RefCell::new(Host { call: c, conn: &mut conn, run: &mut run, resp: &vm.resp });
         let outcome = vm.call_eval(&func, &keys, &argv, |lua, op, args| host(&cell, lua, op, args));
         (outcome, gate.script_killed())
     };
@@ -381,7 +390,7 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
         // Its hook fires on every line now; the next script gets the count hook back.
         let _ = vm::reset_hook(&vm, gate.clone());
     }
-    let resp3 = conn.proto == Protocol::Resp3;
+    let resp3 = vm.resp.load(std::sync::atomic::Ordering::Acquire) == 3;
     c.st.scripts.conn = Some(conn);
     if matches!(outcome, Ok(Ok(_))) {
         vm.gc_tick(&mut c.st.scripts.gc_count);
@@ -390,7 +399,7 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
         // script-memory-limit): collected now, so the next script has room.
         vm::collect(&lua, c.st.scripts.memory_limit);
     }
-    let funcname = format!("f_{sha}");
+    c.st.scripts.vm = Some(vm);
     match outcome {
         Ok(Ok(value)) => {
             let (r, counted) = convert::to_reply(&value, resp3);
@@ -398,23 +407,23 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
             reply(r)
         }
         Ok(Err(err)) => {
-            let (r, counted) = error_reply(&lua, err, &sha, &funcname);
+            let (r, counted) = error_reply(&lua, err, &sha);
             c.conn.error_already_counted = counted == convert::Counted::Already;
             reply(r)
         }
         Err(e) => Err(CmdError::owned(format!(
-            "ERR Error running script {funcname}, {:.100}",
+            "ERR Error running script f_{sha}, {:.100}",
             vm::error_text(&e).replace(['\r', '\n'], " ")
         ))),
     }
 }
 
 /// The reply for a raised error: its text, then where it happened.
-fn error_reply(lua: &Lua, err: Value, sha: &str, funcname: &str) -> (Reply, convert::Counted) {
+fn error_reply(lua: &Lua, err: Value, sha: &str) -> (Reply, convert::Counted) {
     let Value::Table(t) = err else {
         let text = vm::describe(lua, err);
         return (
-            Reply::Error(Bytes::from(format!("ERR Error running script {funcname}, {text:.100}"))),
+            Reply::Error(Bytes::from(format!("ERR Error running script f_{sha}, {text:.100}"))),
             convert::Counted::No,
         );
     };
@@ -502,10 +511,11 @@ struct Host<'c, 'a> {
     call: &'c mut Call<'a>,
     conn: &'c mut Conn,
     run: &'c mut RunRules,
+    /// The protocol redis.setresp chose.
+    resp: &'c std::sync::atomic::AtomicU8,
 }
 
-/// The API functions that reach the server: redis.call and redis.pcall (the reply), setresp,
-/// set_repl, acl_check_cmd; each returns a value and whether it is an error table.
+/// redis.call and redis.pcall: the reply, and whether it is an error table.
 fn host(
     cell: &std::cell::RefCell<Host<'_, '_>>,
     lua: &Lua,
@@ -515,12 +525,8 @@ fn host(
     let rest: Vec<Value> = args.into_iter().collect();
     let mut h =
         cell.try_borrow_mut().map_err(|_| mlua::Error::RuntimeError("recursive call of the Redis API".into()))?;
-    match op {
-        vm::Op::Call | vm::Op::Pcall => command(&mut h, lua, &rest),
-        vm::Op::SetResp => set_resp(&mut h, lua, &rest),
-        vm::Op::SetRepl => set_repl(lua, &rest),
-        vm::Op::AclCheck => acl_check(&h, lua, &rest),
-    }
+    let _ = op;
+    command(&mut h, lua, &rest)
 }
 
 fn err_value(lua: &Lua, text: &str) -> mlua::Result<(Value, bool)> {
@@ -556,6 +562,8 @@ fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &[Value]) -> mlua::Result<(Val
         Ok(a) => a,
         Err(e) => return Ok(e),
     };
+    h.conn.proto =
+        if h.resp.load(std::sync::atomic::Ordering::Acquire) == 3 { Protocol::Resp3 } else { Protocol::Resp2 };
     let c = &mut *h.call;
     let spec = match c.shared.table.resolve(&args) {
         Lookup::Found(s) if s.arity_ok(args.len()) => s,
@@ -622,55 +630,6 @@ fn refusal(st: &State, conn: &Conn, spec: &CommandSpec, run: &RunRules) -> Optio
         return Some("OOM command not allowed when used memory > 'maxmemory'.".to_string());
     }
     None
-}
-
-fn set_resp(h: &mut Host<'_, '_>, lua: &Lua, rest: &[Value]) -> mlua::Result<(Value, bool)> {
-    if rest.len() != 1 {
-        return err_value(lua, &with_code("redis.setresp() requires one argument."));
-    }
-    match rest.first().and_then(number) {
-        Some(2) => h.conn.proto = Protocol::Resp2,
-        Some(3) => h.conn.proto = Protocol::Resp3,
-        _ => return err_value(lua, &with_code("RESP version must be 2 or 3.")),
-    }
-    Ok((Value::Nil, false))
-}
-
-/// redis.set_repl: accepted. rill logs and replicates every write a script makes (its effects
-/// are the unit's), so there is nothing to switch off; the flags are checked as Redis does.
-fn set_repl(lua: &Lua, rest: &[Value]) -> mlua::Result<(Value, bool)> {
-    if rest.len() != 1 {
-        return err_value(lua, &with_code("redis.set_repl() requires one argument."));
-    }
-    match rest.first().and_then(number) {
-        Some(f) if f & !3 == 0 => Ok((Value::Nil, false)),
-        _ => {
-            err_value(lua, &with_code("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."))
-        }
-    }
-}
-
-/// redis.acl_check_cmd: whether the caller may run the command (every user may, until ACL
-/// users exist); the command must exist.
-fn acl_check(h: &Host<'_, '_>, lua: &Lua, rest: &[Value]) -> mlua::Result<(Value, bool)> {
-    let args = match script_args(lua, rest)? {
-        Ok(a) => a,
-        Err(e) => return Ok(e),
-    };
-    // (Redis 8.2.3 answers true for a known command whatever its arguments.)
-    match h.call.shared.table.resolve(&args) {
-        Lookup::Found(_) => Ok((Value::Boolean(true), false)),
-        _ => err_value(lua, &with_code("Invalid command passed to redis.acl_check_cmd()")),
-    }
-}
-
-fn number(v: &Value) -> Option<i64> {
-    match v {
-        Value::Integer(i) => Some(*i),
-        Value::Number(n) => Some(*n as i64),
-        Value::String(s) => std::str::from_utf8(&s.as_bytes()).ok()?.trim().parse::<f64>().ok().map(|n| n as i64),
-        _ => None,
-    }
 }
 
 /// SCRIPT LOAD script

@@ -36,6 +36,8 @@ pub struct Vm {
     handler: Function,
     /// The real `redis` table (scripts see a read-only view of it).
     redis: Table,
+    /// The protocol the running script's commands answer in (redis.setresp: 2 or 3).
+    pub resp: Arc<std::sync::atomic::AtomicU8>,
     /// The compiled scripts by name. Held in Lua, not as one handle each: mlua's handles live
     /// on a stack of about 8000 slots, and a cache holds more scripts than that.
     funcs: Table,
@@ -120,7 +122,9 @@ impl Vm {
         }
         let handler = lua.create_function(|lua, err: Value| error_table(lua, err))?;
         let funcs = lua.create_table()?;
-        Ok(Vm { lua, env, run, handler, redis, funcs })
+        let resp = Arc::new(std::sync::atomic::AtomicU8::new(2));
+        install_api(&lua, &redis, resp.clone())?;
+        Ok(Vm { lua, env, run, handler, redis, resp, funcs })
     }
 
     /// The VM's handle (cheap to clone).
@@ -170,9 +174,9 @@ impl Vm {
         let _ = self.funcs.raw_set(name, Value::Nil);
     }
 
-    /// Run `f` with `KEYS` and `ARGV` set (EVAL's globals) and the API functions that reach
-    /// the server answered by `host(op, args)` for this run only: it returns a value and
-    /// whether it is an error table (raised by every function but redis.pcall).
+    /// Run `f` with `KEYS` and `ARGV` set (EVAL's globals) and redis.call / redis.pcall
+    /// answered by `host(op, args)` for this run only: it returns a value and whether it is an
+    /// error table (raised by redis.call).
     pub fn call_eval<H>(
         &self,
         f: &Function,
@@ -186,9 +190,10 @@ impl Vm {
         let globals = self.lua.globals();
         globals.raw_set("KEYS", self.array(keys)?)?;
         globals.raw_set("ARGV", self.array(args)?)?;
+        self.resp.store(2, Ordering::Release);
         let host = &host;
         self.lua.scope(|scope| {
-            for op in [Op::Call, Op::Pcall, Op::SetResp, Op::SetRepl, Op::AclCheck] {
+            for op in [Op::Call, Op::Pcall] {
                 let f = scope.create_function(move |lua, args: MultiValue| {
                     let (value, failed) = host(lua, op, args)?;
                     if failed && op != Op::Pcall {
@@ -199,7 +204,7 @@ impl Vm {
                 self.redis.raw_set(op.name(), f)?;
             }
             let out = self.run.call::<MultiValue>((f.clone(), self.handler.clone()));
-            for op in [Op::Call, Op::Pcall, Op::SetResp, Op::SetRepl, Op::AclCheck] {
+            for op in [Op::Call, Op::Pcall] {
                 self.redis.raw_set(op.name(), Value::Nil)?;
             }
             let mut out = out?.into_iter();
@@ -234,6 +239,7 @@ fn install_hook(lua: &Lua, gate: Arc<BusyGate>, every_line: bool) -> mlua::Resul
         if every_line { HookTriggers::EVERY_LINE } else { HookTriggers::new().every_nth_instruction(HOOK_EVERY) };
     lua.set_hook(triggers, move |lua, _| {
         let Some(ran) = gate.script_ran_ms() else { return Ok(VmState::Continue) };
+        gate.script_running();
         if gate.script_killed() {
             if !every_line {
                 tracing::info!("Lua script killed by user with SCRIPT KILL.");
@@ -283,19 +289,13 @@ fn hand_off_thread() {
     }
 }
 
-/// The API functions that reach the server.
+/// The API functions that reach the server for a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     /// redis.call
     Call,
     /// redis.pcall
     Pcall,
-    /// redis.setresp
-    SetResp,
-    /// redis.set_repl
-    SetRepl,
-    /// redis.acl_check_cmd
-    AclCheck,
 }
 
 impl Op {
@@ -303,11 +303,66 @@ impl Op {
         match self {
             Op::Call => "call",
             Op::Pcall => "pcall",
-            Op::SetResp => "setresp",
-            Op::SetRepl => "set_repl",
-            Op::AclCheck => "acl_check_cmd",
         }
     }
+}
+
+/// redis.setresp, redis.set_repl and redis.acl_check_cmd: made once per VM (they need no
+/// run; setresp leaves the protocol in `resp` for the run to read).
+fn install_api(lua: &Lua, redis: &Table, resp: Arc<std::sync::atomic::AtomicU8>) -> mlua::Result<()> {
+    redis.raw_set(
+        "setresp",
+        lua.create_function(move |_, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(raise_text("ERR redis.setresp() requires one argument."));
+            }
+            match args.front().and_then(lua_int) {
+                Some(v @ (2 | 3)) => resp.store(v as u8, Ordering::Release),
+                _ => return Err(raise_text("ERR RESP version must be 2 or 3.")),
+            }
+            Ok(())
+        })?,
+    )?;
+    // Accepted: rill logs and replicates every write a script makes (its effects are the
+    // unit's), so there is nothing to switch off; the flags are checked as Redis does.
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(|_, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(raise_text("ERR redis.set_repl() requires one argument."));
+            }
+            match args.front().and_then(lua_int) {
+                Some(f) if f & !3 == 0 => Ok(()),
+                _ => {
+                    Err(raise_text("ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."))
+                }
+            }
+        })?,
+    )?;
+    // Whether the caller may run the command: every user may until ACL users exist; the
+    // command must exist (Redis 8.2.3 answers true for a known command whatever its
+    // arguments). Read from a table of its own (renamed commands keep their names here).
+    let table = crate::cmd::table();
+    redis.raw_set(
+        "acl_check_cmd",
+        lua.create_function(move |_, args: MultiValue| {
+            if args.is_empty() {
+                return Err(raise_text("ERR Please specify at least one argument for this redis lib call"));
+            }
+            let mut argv = Vec::with_capacity(args.len());
+            for v in &args {
+                match super::convert::arg(v) {
+                    Some(b) => argv.push(b),
+                    None => return Err(raise_text("ERR Lua redis lib command arguments must be strings or integers")),
+                }
+            }
+            match table.resolve(&argv) {
+                rill_engine::command::Lookup::Found(_) => Ok(true),
+                _ => Err(raise_text("ERR Invalid command passed to redis.acl_check_cmd()")),
+            }
+        })?,
+    )?;
+    Ok(())
 }
 
 /// Redis' error table raised by a Rust function: Lua carries it as an error value of its own,
