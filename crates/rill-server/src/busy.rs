@@ -38,11 +38,11 @@
 //!    from its hook at every look, [`BusyGate::script_past_threshold`] once it has run
 //!    `busy-reply-threshold` (Redis' `lua-time-limit`), and dropping the [`ScriptRun`] when it
 //!    ends opens the gate and wakes every waiting connection.
-//! 2. A connection that found the gate open before the hook's first look waits on the mutex
-//!    for the script's run: the session takes the lock with `try_lock` first and goes to wait
-//!    on the gate when it finds it taken by a script marked running, so only connections that
-//!    arrived in the script's first instants are held (and the script hands its own runtime
-//!    thread's queue on: `script/vm.rs`).
+//! 2. A connection never waits on the mutex for a script: the session takes the lock with
+//!    `try_lock` first, and when a script holds it ([`BusyGate::script_started`]) waits on
+//!    the gate instead (`settled`: the script's end or its threshold), even before the hook
+//!    marked the script running; only a connection that found the lock free an instant
+//!    before the script took it and is already in `lock()` waits there.
 //! 3. `SCRIPT KILL` and `FUNCTION KILL` (flagged `busy-kill`) are answered by the busy path
 //!    itself: `+OK` and the run's kill flag set, which the script's hook reads and stops it
 //!    with; `-UNKILLABLE` once the script wrote; `-NOTBUSY` while no script runs; the other
@@ -121,7 +121,9 @@ impl BusyGate {
     /// The running script is still running at its hook's look: connections wait on the gate
     /// from now on instead of the mutex.
     pub fn script_running(&self) {
-        let _ = self.state.compare_exchange(OPEN, RUNNING, Ordering::AcqRel, Ordering::Acquire);
+        if self.state.compare_exchange(OPEN, RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            self.changed.notify_waiters();
+        }
     }
 
     /// How long the running script has run, ms (`None`: no script runs).
@@ -166,9 +168,15 @@ impl BusyGate {
         self.wait_until(|s| s == OPEN).await;
     }
 
-    /// Wait until no script runs below the threshold (the gate is open or closed).
+    /// Wait until no script runs below the threshold: the gate is closed (past it), or open
+    /// with no script running.
     pub async fn settled(&self) {
-        self.wait_until(|s| s != RUNNING).await;
+        self.wait_until(|s| s == CLOSED || (s == OPEN && self.started_us.load(Ordering::Acquire) == 0)).await;
+    }
+
+    /// Whether a script runs now (it holds the lock), whatever the gate's state.
+    pub fn script_started(&self) -> bool {
+        self.started_us.load(Ordering::Acquire) != 0
     }
 
     async fn wait_until(&self, done: impl Fn(u8) -> bool) {
@@ -231,9 +239,9 @@ impl Drop for ScriptRun<'_> {
     fn drop(&mut self) {
         self.gate.kill.store(false, Ordering::Release);
         self.gate.started_us.store(0, Ordering::Release);
-        if self.gate.state.load(Ordering::Acquire) != OPEN {
-            self.gate.set(OPEN);
-        }
+        // Also when it stayed open: a connection that found the lock taken by the script
+        // waits for its end (`settled`).
+        self.gate.set(OPEN);
     }
 }
 

@@ -310,8 +310,12 @@ impl Session {
         let shared = self.shared.clone();
         let mut st = match shared.try_lock() {
             Some(st) => st,
-            // Taken by a script that started meanwhile: wait on the gate, not on the lock.
+            // Taken by a script: wait on the gate, not on the lock (past the threshold, the
+            // busy path answers).
             None if !shared.busy.is_open() => return self.run_batch(),
+            None if shared.busy.script_started() => {
+                return Batch { next: Next::Busy, woke: false, wait_log: None, pipelined: false };
+            }
             None => shared.lock(),
         };
         // Closed while this task waited for the lock (the tests' gate, which no script holds
