@@ -391,6 +391,9 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
         let _ = vm::reset_hook(&vm, gate.clone());
     }
     let resp3 = vm.resp.load(std::sync::atomic::Ordering::Acquire) == 3;
+    // The commands a script ran count as its caller's (CLIENT LIST tot-cmds), as in Redis.
+    c.conn.cmds_unpublished += std::mem::take(&mut conn.cmds_unpublished);
+    conn.batch_cmds = 0;
     c.st.scripts.conn = Some(conn);
     if matches!(outcome, Ok(Ok(_))) {
         vm.gc_tick(&mut c.st.scripts.gc_count);
