@@ -188,6 +188,27 @@ pub struct Session {
     pub(super) push: PushReceiver,
 }
 
+/// The lock, taken by a script now: most scripts end within microseconds, so yield the thread
+/// a few times (on a shared core that lets the script go on) and take it then; `None` when
+/// the script is still running after that (or its hook marked it running): the connection
+/// waits on the gate instead, so that it never sits in `lock()` for a long script's run.
+fn lock_after_script(shared: &Shared) -> Option<std::sync::MutexGuard<'_, State>> {
+    for _ in 0..32 {
+        std::thread::yield_now();
+        if !shared.busy.is_open() {
+            return None;
+        }
+        if let Some(st) = shared.try_lock() {
+            return Some(st);
+        }
+        if !shared.busy.script_started() {
+            // The script ended and an ordinary batch holds the lock: wait for it as usual.
+            return Some(shared.lock());
+        }
+    }
+    None
+}
+
 impl Session {
     /// The protocol state of a client just admitted (`hot`: the configuration then).
     pub fn new(
@@ -313,9 +334,10 @@ impl Session {
             // Taken by a script: wait on the gate, not on the lock (past the threshold, the
             // busy path answers).
             None if !shared.busy.is_open() => return self.run_batch(),
-            None if shared.busy.script_started() => {
-                return Batch { next: Next::Busy, woke: false, wait_log: None, pipelined: false };
-            }
+            None if shared.busy.script_started() => match lock_after_script(&shared) {
+                Some(st) => st,
+                None => return Batch { next: Next::Busy, woke: false, wait_log: None, pipelined: false },
+            },
             None => shared.lock(),
         };
         // Closed while this task waited for the lock (the tests' gate, which no script holds
