@@ -23,9 +23,6 @@ source "$(dirname "$0")/lib.sh"
 start rill 7211 "$RILL" --port 7211 --dir "$WORK/rill" --save '' --appendonly no
 start redis 7212 "$REDIS" --port 7212 --bind 127.0.0.1 --save '' --appendonly no
 
-cpu_ticks() { # pid -> utime+stime in clock ticks (all threads)
-    awk '{ print $14 + $15 }' "/proc/$1/stat"
-}
 pid_of() { if [[ $1 == 7211 ]]; then echo "${PIDS[0]}"; else echo "${PIDS[1]}"; fi; }
 run() { # port pipeline -> "test rps us_per_op" lines, one redis-benchmark run per test so the
         # server CPU of each can be read from /proc

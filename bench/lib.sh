@@ -15,6 +15,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # pid -> utime+stime in clock ticks (all threads)
+
 start() { # name port cmd... : start pinned to CPU 0, wait for PING
     local name=$1 port=$2; shift 2
     mkdir -p "$WORK/$name"

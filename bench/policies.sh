@@ -92,7 +92,6 @@ source "$(dirname "$0")/lib.sh"
 (cd "$ROOT" && cargo build --release -q -p rill-worker --example reliable)
 CLIENT="$ROOT/target/release/examples/reliable"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 RILL_PORT=$(free_port)
 REDIS_PORT=$(free_port)
 start rill "$RILL_PORT" "$RILL" --port "$RILL_PORT" --bind 127.0.0.1 --dir "$WORK/rill" --save '' --appendonly no

@@ -25,7 +25,6 @@ while [[ $# -gt 0 ]]; do
 done
 command -v redis-benchmark >/dev/null || { echo "redis-benchmark missing: apt-get install redis-tools" >&2; exit 2; }
 source "$(dirname "$0")/lib.sh"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 A=$(free_port)
 B=$(free_port)
 start rill "$A" "$RILL" --port "$A" --bind 127.0.0.1 --dir "$WORK/rill" --save '' --appendonly no
@@ -39,7 +38,6 @@ for port in "$A" "$B"; do
     SHA1=$(redis-cli -p "$port" SCRIPT LOAD "$ONE")
 done
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 pid_of() { if [[ $1 == "$A" ]]; then echo "${PIDS[0]}"; else echo "${PIDS[1]}"; fi; }
 bench() { # port pipeline test args... -> "test rps us_per_op"
     local port=$1 pipeline=$2 test=$3 pid before after rps n=$REQUESTS

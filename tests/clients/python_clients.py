@@ -5,26 +5,14 @@ Usage: python_clients.py PORT   (run with .deps/venv/bin/python)
 Prints one line per check and a final line `python: N passed, M failed`; exits 1 on failure.
 """
 import sys
-import traceback
 import uuid
 
 import redis
 
+from checks import check, results
+
 PORT = int(sys.argv[1])
 PREFIX = f"pytest:{uuid.uuid4().hex[:8]}:"
-results = {"passed": 0, "failed": 0}
-
-
-def check(name, fn):
-    try:
-        fn()
-    except Exception:  # noqa: BLE001 - report every kind of failure the same way
-        results["failed"] += 1
-        print(f"FAIL {name}")
-        traceback.print_exc(file=sys.stdout)
-    else:
-        results["passed"] += 1
-        print(f"ok   {name}")
 
 
 def client(protocol, **kw):

@@ -1,29 +1,14 @@
-"""What the HTTP-port tests (metrics_scrape.py, console_browser.py) share: their check counter,
-a free loopback port, and a rill of their own with `--metrics-port`, started in a scratch
-directory and waited for until it answers PING. The caller stops it by its pid."""
+"""What the HTTP-port tests (metrics_scrape.py, console_browser.py) share: the check counter
+(checks.py, re-exported), a free loopback port, and a rill of their own with `--metrics-port`,
+started in a scratch directory and waited for until it answers PING. The caller stops it by its
+pid."""
 import socket
 import subprocess
-import sys
 import time
-import traceback
 
 import redis
 
-results = {"passed": 0, "failed": 0}
-
-
-def check(name, fn):
-    """Run one check; count and print its outcome (a failure's traceback too)."""
-    try:
-        fn()
-    except Exception:  # noqa: BLE001 - report every kind of failure the same way
-        results["failed"] += 1
-        print(f"FAIL {name}")
-        traceback.print_exc(file=sys.stdout)
-    else:
-        results["passed"] += 1
-        print(f"ok   {name}")
-
+from checks import check, results  # noqa: F401 - re-exported to the HTTP-port tests
 
 def free_port():
     s = socket.socket()

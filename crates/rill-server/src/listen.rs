@@ -226,6 +226,9 @@ pub fn bind_now(bind: &str, port: u16, backlog: u32) -> Result<Vec<TcpListener>,
 /// (`None` once the server is going away).
 pub type Serve = std::sync::Arc<dyn Fn(std::sync::Arc<TcpListener>) -> Option<tokio::task::AbortHandle> + Send + Sync>;
 
+/// A listening socket and the task accepting on it.
+type OpenListener = (std::sync::Arc<TcpListener>, Option<tokio::task::AbortHandle>);
+
 /// The listening sockets of one port (the Redis port, the HTTP port), changed at run time by
 /// `CONFIG SET port|bind|metrics-port` as Redis changes its own: the old sockets are closed
 /// first (a new one on an overlapping address needs their port), the new ones bound, and if
@@ -239,7 +242,7 @@ pub struct Port {
 struct Bound {
     port: u16,
     bind: String,
-    open: Vec<(std::sync::Arc<TcpListener>, Option<tokio::task::AbortHandle>)>,
+    open: Vec<OpenListener>,
     serve: Option<Serve>,
 }
 
@@ -269,14 +272,7 @@ impl Port {
         let mut b = self.lock();
         b.port = port;
         b.bind = bind.to_owned();
-        b.open = listeners
-            .into_iter()
-            .map(|l| {
-                let l = std::sync::Arc::new(l);
-                let task = serve(l.clone());
-                (l, task)
-            })
-            .collect();
+        b.open = serve_all(listeners, &serve);
         b.serve = Some(serve);
     }
 
@@ -315,16 +311,21 @@ impl Port {
                 (old, Err(e))
             }
         };
-        b.open = listeners
-            .into_iter()
-            .map(|l| {
-                let l = std::sync::Arc::new(l);
-                let task = serve(l.clone());
-                (l, task)
-            })
-            .collect();
+        b.open = serve_all(listeners, &serve);
         result
     }
+}
+
+/// Start `serve` on each listener: the listeners with their tasks.
+fn serve_all(listeners: Vec<TcpListener>, serve: &Serve) -> Vec<OpenListener> {
+    listeners
+        .into_iter()
+        .map(|l| {
+            let l = std::sync::Arc::new(l);
+            let task = serve(l.clone());
+            (l, task)
+        })
+        .collect()
 }
 
 /// The server's ports.

@@ -218,11 +218,11 @@ impl Scripts {
         self.tick += 1;
         let tick = self.tick;
         let c = self.cache.get_mut(sha)?;
-        if let Some(old) = c.lru.replace(tick) {
+        if let Some(old) = c.lru {
+            // An EVAL-made script: to the young end of the eviction order.
             self.lru.remove(&old);
             self.lru.insert(tick, sha.to_string());
-        } else {
-            c.lru = None;
+            c.lru = Some(tick);
         }
         Some(c.flags)
     }
@@ -383,7 +383,7 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     let (outcome, killed) = {
         let _running = gate.start_script(false, threshold);
         let cell = std::cell::RefCell::new(Host { call: c, conn: &mut conn, run: &mut run, resp: &vm.resp });
-        let outcome = vm.call_eval(&func, &keys, &argv, |lua, op, args| host(&cell, lua, op, args));
+        let outcome = vm.call_eval(&func, &keys, &argv, |lua, _op, args| host(&cell, lua, args));
         (outcome, gate.script_killed())
     };
     if killed {
@@ -519,16 +519,10 @@ struct Host<'c, 'a> {
 }
 
 /// redis.call and redis.pcall: the reply, and whether it is an error table.
-fn host(
-    cell: &std::cell::RefCell<Host<'_, '_>>,
-    lua: &Lua,
-    op: vm::Op,
-    args: MultiValue,
-) -> mlua::Result<(Value, bool)> {
+fn host(cell: &std::cell::RefCell<Host<'_, '_>>, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
     let rest: Vec<Value> = args.into_iter().collect();
     let mut h =
         cell.try_borrow_mut().map_err(|_| mlua::Error::RuntimeError("recursive call of the Redis API".into()))?;
-    let _ = op;
     command(&mut h, lua, &rest)
 }
 

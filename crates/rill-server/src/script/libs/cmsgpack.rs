@@ -497,14 +497,7 @@ fn unpack_full(lua: &Lua, args: &Args, base: i64, limit: i64, offset: i64) -> Li
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::{lua, run};
-
-    fn hex(lua: &mlua::Lua, expr: &str) -> String {
-        run(
-            lua,
-            &format!("local e = {expr} local h = '' for i = 1, #e do h = h .. string.format('%02x', string.byte(e, i)) end return h"),
-        )
-    }
+    use super::super::test_util::{hex, lua, run};
 
     #[test]
     fn redis_pack_double_and_int64() {

@@ -573,6 +573,14 @@ pub(crate) mod test_util {
         }
     }
 
+    /// The bytes the Lua expression `expr` gives, in hex (as `run` renders results).
+    pub(crate) fn hex(lua: &Lua, expr: &str) -> String {
+        run(
+            lua,
+            &format!("local e = {expr} local h = '' for i = 1, #e do h = h .. string.format('%02x', string.byte(e, i)) end return h"),
+        )
+    }
+
     fn render(v: &mlua::Value) -> String {
         match v {
             mlua::Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),

@@ -327,14 +327,7 @@ pub(crate) fn open(lua: &Lua) -> mlua::Result<Table> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::{lua, run};
-
-    fn hex(lua: &mlua::Lua, expr: &str) -> String {
-        run(
-            lua,
-            &format!("local e = {expr} local h = '' for i = 1, #e do h = h .. string.format('%02x', string.byte(e, i)) end return h"),
-        )
-    }
+    use super::super::test_util::{hex, lua, run};
 
     #[test]
     fn packing() {
