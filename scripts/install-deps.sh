@@ -27,6 +27,8 @@ mkdir -p "$DEPS"
 
 # --- Debian packages ---------------------------------------------------------------------------
 missing=()
+# A C compiler: mlua builds the Lua 5.1 that scripts run in from source (vendored).
+command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
