@@ -34,6 +34,9 @@
 //! effect  := 0x01 db:varint argc:varint (len:varint bytes){argc}            Command
 //!          | 0x02 db:varint key:str group-effect                           Group
 //!          | 0x03 db:varint key:str delref:u8 n:varint id{n}                TrimIds
+//!          | 0x04 code:str                                                 Library
+//!          | 0x05 name:str                                                 LibraryDeleted
+//!          | 0x06                                                          LibrariesFlushed
 //! str     := len:varint bytes          id := ms:varint seq:varint
 //! opt-u64 := 0x00 | 0x01 varint       varint := unsigned LEB128, at most 10 bytes
 //! group-effect := tag:u8 group:str fields (in the order of the GroupEffect variant)
@@ -54,6 +57,12 @@ mod tag {
     pub const GROUP: u8 = 2;
     /// [`super::Effect::TrimIds`].
     pub const TRIM_IDS: u8 = 3;
+    /// [`super::Effect::Library`].
+    pub const LIBRARY: u8 = 4;
+    /// [`super::Effect::LibraryDeleted`].
+    pub const LIBRARY_DELETED: u8 = 5;
+    /// [`super::Effect::LibrariesFlushed`].
+    pub const LIBRARIES_FLUSHED: u8 = 6;
 }
 
 /// The first byte of a group effect: which [`GroupEffect`] variant follows (log format, as
@@ -126,6 +135,20 @@ pub enum Effect {
         /// DELREF: drop group references to the removed entries.
         delref: bool,
     },
+    /// FUNCTION LOAD (and RESTORE): the library `code`, named by its first line, added or
+    /// replacing the one of that name. The server checked it before (it compiles, registers
+    /// functions, collides with nothing): replay only keeps it.
+    Library {
+        /// The library's whole code.
+        code: Bytes,
+    },
+    /// FUNCTION DELETE: the library `name` is gone.
+    LibraryDeleted {
+        /// The library's name.
+        name: Bytes,
+    },
+    /// FUNCTION FLUSH (and RESTORE ... FLUSH): no libraries.
+    LibrariesFlushed,
 }
 
 impl Effect {
@@ -143,6 +166,8 @@ impl Effect {
     pub fn db(&self) -> usize {
         match self {
             Effect::Command { db, .. } | Effect::Group { db, .. } | Effect::TrimIds { db, .. } => *db,
+            // Libraries belong to no database.
+            Effect::Library { .. } | Effect::LibraryDeleted { .. } | Effect::LibrariesFlushed => 0,
         }
     }
 }
@@ -200,6 +225,15 @@ impl crate::Engine {
         match effect {
             Effect::Group { .. } | Effect::TrimIds { .. } => {
                 self.apply_stream_effect(&effect).map_err(ApplyError::Stream)
+            }
+            Effect::Library { code } => self.libraries_mut().set(code).map_err(ApplyError::Command),
+            Effect::LibraryDeleted { name } => {
+                self.libraries_mut().remove(&String::from_utf8_lossy(&name));
+                Ok(())
+            }
+            Effect::LibrariesFlushed => {
+                self.libraries_mut().clear();
+                Ok(())
             }
             Effect::Command { db, args } => {
                 // The most common record, straight into the stream.
@@ -275,7 +309,7 @@ impl crate::Engine {
     pub fn apply_stream_effect(&mut self, effect: &Effect) -> Result<(), &'static str> {
         let (db, key) = match effect {
             Effect::Group { db, key, .. } | Effect::TrimIds { db, key, .. } => (*db, key),
-            Effect::Command { .. } => return Err("not a stream effect"),
+            _ => return Err("not a stream effect"),
         };
         let entry = self
             .dbs
@@ -299,7 +333,7 @@ impl crate::Engine {
             Effect::TrimIds { ids, delref, .. } => {
                 stream.remove_trimmed(ids, *delref);
             }
-            Effect::Command { .. } => {}
+            _ => {}
         }
         self.count_changes(1);
         self.watch.touch(db, key);
@@ -487,6 +521,15 @@ fn encode_effect(out: &mut Vec<u8>, effect: &Effect) {
                 put_id(out, *id);
             }
         }
+        Effect::Library { code } => {
+            out.push(tag::LIBRARY);
+            put_str(out, code);
+        }
+        Effect::LibraryDeleted { name } => {
+            out.push(tag::LIBRARY_DELETED);
+            put_str(out, name);
+        }
+        Effect::LibrariesFlushed => out.push(tag::LIBRARIES_FLUSHED),
     }
 }
 
@@ -800,6 +843,9 @@ fn decode_effect(c: &mut Cursor) -> Result<Effect, DecodeError> {
             }
             Ok(Effect::TrimIds { db, key, ids, delref })
         }
+        tag::LIBRARY => Ok(Effect::Library { code: c.str()? }),
+        tag::LIBRARY_DELETED => Ok(Effect::LibraryDeleted { name: c.str()? }),
+        tag::LIBRARIES_FLUSHED => Ok(Effect::LibrariesFlushed),
         _ => Err(DecodeError("unknown effect type")),
     }
 }
@@ -1093,6 +1139,9 @@ mod tests {
             (0usize..16, bytes(), group_effect()).prop_map(|(db, key, effect)| Effect::Group { db, key, effect }),
             (0usize..16, bytes(), proptest::collection::vec(id(), 0..5), any::<bool>())
                 .prop_map(|(db, key, ids, delref)| Effect::TrimIds { db, key, ids, delref }),
+            bytes().prop_map(|code| Effect::Library { code }),
+            bytes().prop_map(|name| Effect::LibraryDeleted { name }),
+            Just(Effect::LibrariesFlushed),
         ]
     }
 

@@ -29,6 +29,7 @@ pub mod effect;
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod effect_tests;
 pub mod error;
+pub mod functions;
 pub mod glob;
 pub mod keyspace;
 pub mod long_double;

@@ -47,11 +47,15 @@
 //!    itself: `+OK` and the run's kill flag set, which the script's hook reads and stops it
 //!    with; `-UNKILLABLE` once the script wrote; `-NOTBUSY` while no script runs; the other
 //!    kind's `-BUSY` for a function killed with SCRIPT KILL and the reverse.
+//!    `FUNCTION STATS` (flagged `script-stats`) is answered there too, from what the runner
+//!    told the gate ([`BusyGate::describe_run`], [`BusyGate::set_function_counts`]): the
+//!    running function, or the BUSY reply while an EVAL script runs, as Redis answers.
 //! 4. Admission, CLIENT LIST and INFO make no progress while a script holds the lock: they
 //!    take it. A connection that ends while the gate is not open waits for it before it takes
 //!    the lock to remove its client record.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
+use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 /// Redis' reply to a command refused while a script runs past `busy-reply-threshold`.
@@ -85,6 +89,11 @@ pub struct BusyGate {
     pub handoffs: AtomicU8,
     /// Woken when the state changes.
     changed: Notify,
+    /// The running function's name and the command that called it (FUNCTION STATS).
+    running: std::sync::Mutex<Option<(String, Vec<Bytes>)>>,
+    /// How many function libraries and functions there are (FUNCTION STATS while busy).
+    libraries: AtomicUsize,
+    functions: AtomicUsize,
 }
 
 impl BusyGate {
@@ -212,6 +221,34 @@ impl BusyGate {
         Ok(())
     }
 
+    /// The running function is `name`, called by `args` (FUNCTION STATS while it runs).
+    pub fn describe_run(&self, name: &str, args: &[Bytes]) {
+        if let Ok(mut r) = self.running.lock() {
+            *r = Some((name.to_string(), args.to_vec()));
+        }
+    }
+
+    /// How many function libraries and functions there are now.
+    pub fn set_function_counts(&self, libraries: usize, functions: usize) {
+        self.libraries.store(libraries, Ordering::Release);
+        self.functions.store(functions, Ordering::Release);
+    }
+
+    /// FUNCTION STATS while the gate is not open, without the lock: the running function and
+    /// the counts, or the BUSY reply while an EVAL script runs.
+    pub fn function_stats(&self) -> Result<rill_resp::Reply, &'static str> {
+        if !self.function.load(Ordering::Acquire) {
+            return Err(BUSY_SCRIPT);
+        }
+        let running = self.running.lock().ok().and_then(|r| r.clone());
+        let ms = self.script_ran_ms().unwrap_or(0);
+        Ok(crate::script::functions::stats_reply(
+            running.map(|(name, args)| (name, args, ms)),
+            self.libraries.load(Ordering::Acquire),
+            self.functions.load(Ordering::Acquire),
+        ))
+    }
+
     /// The BUSY reply for the running kind of script.
     pub fn busy_reply(&self) -> &'static str {
         if self.function.load(Ordering::Acquire) {
@@ -239,6 +276,9 @@ impl Drop for ScriptRun<'_> {
     fn drop(&mut self) {
         self.gate.kill.store(false, Ordering::Release);
         self.gate.started_us.store(0, Ordering::Release);
+        if let Ok(mut r) = self.gate.running.lock() {
+            *r = None;
+        }
         // Also when it stayed open: a connection that found the lock taken by the script
         // waits for its end (`settled`).
         self.gate.set(OPEN);

@@ -198,21 +198,23 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "allocator_muzzy:0");
             line!(out, "total_system_memory:{total_memory}");
             line!(out, "total_system_memory_human:{}", human(total_memory));
-            // Scripts: the EVAL VM and cache (functions come with FUNCTION).
+            // Scripts: the EVAL VM and cache, the function VM and libraries.
             let (lua, scripts) = (st.scripts.vm_memory(), st.scripts.cache_memory());
+            let f = &st.scripts.functions;
+            let (fvm, fmem, (nlibs, nfuncs)) = (f.vm_memory(), f.overhead(), f.counts());
             line!(out, "used_memory_lua:{lua}");
             line!(out, "used_memory_vm_eval:{lua}");
             line!(out, "used_memory_lua_human:{}", human(lua as u64));
             line!(out, "used_memory_scripts_eval:{scripts}");
             line!(out, "number_of_cached_scripts:{}", st.scripts.cached());
-            line!(out, "number_of_functions:0");
-            line!(out, "number_of_libraries:0");
-            line!(out, "used_memory_vm_functions:0");
-            line!(out, "used_memory_vm_total:{lua}");
-            line!(out, "used_memory_vm_total_human:{}", human(lua as u64));
-            line!(out, "used_memory_functions:0");
-            line!(out, "used_memory_scripts:{scripts}");
-            line!(out, "used_memory_scripts_human:{}", human(scripts as u64));
+            line!(out, "number_of_functions:{nfuncs}");
+            line!(out, "number_of_libraries:{nlibs}");
+            line!(out, "used_memory_vm_functions:{fvm}");
+            line!(out, "used_memory_vm_total:{}", lua + fvm);
+            line!(out, "used_memory_vm_total_human:{}", human((lua + fvm) as u64));
+            line!(out, "used_memory_functions:{fmem}");
+            line!(out, "used_memory_scripts:{}", scripts + fmem);
+            line!(out, "used_memory_scripts_human:{}", human((scripts + fmem) as u64));
             line!(out, "maxmemory:{max}");
             line!(out, "maxmemory_human:{}", human(max));
             line!(out, "maxmemory_policy:{}", st.config.get("maxmemory-policy"));
@@ -236,7 +238,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "mem_overhead_db_hashtable_rehashing:0");
             line!(out, "active_defrag_running:0");
             line!(out, "lazyfree_pending_objects:0");
-            line!(out, "lazyfreed_objects:0");
+            line!(out, "lazyfreed_objects:{}", st.stats.lazyfreed_objects);
         }
         "persistence" => {
             let p = &st.persist;

@@ -204,7 +204,18 @@ impl<L: LogSink> Journal<L> {
         }
     }
 
-    /// Add a command logged as itself.
+    /// Add an effect a server command made (FUNCTION LOAD and kin: changes outside the
+    /// keyspace, which no engine command records).
+    pub fn push_effect(&mut self, effect: &rill_engine::effect::Effect) {
+        if self.recording() {
+            self.unit.push(effect);
+            if let Some(log_unit) = self.log_unit.as_mut() {
+                log_unit.push(effect);
+            }
+        }
+    }
+
+    /// Add a command effect (a write logged as itself).
     pub fn push_command(&mut self, db: usize, args: &[Bytes]) {
         if self.recording() {
             self.unit.command(db, args.iter().map(|a| &a[..]));

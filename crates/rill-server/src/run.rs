@@ -447,6 +447,10 @@ async fn cron(shared: Arc<Shared>) {
             }
         }
         crate::replication::failover::tick(&shared, &mut st, now);
+        // The function VM follows the engine's libraries when they changed other than by a
+        // FUNCTION command here (a replay, a full sync, a rill primary's records).
+        let st_ref = &mut *st;
+        st_ref.scripts.functions.follow(st_ref.engine.libraries(), &shared.busy);
         // repl-backlog-ttl: a primary without replicas for that long frees its backlog.
         let ttl = st.config.get_i64("repl-backlog-ttl");
         let st_ref = &mut *st;

@@ -177,6 +177,9 @@ pub struct Stats {
     pub instantaneous: Instantaneous,
     /// `expire_cycle_cpu_milliseconds`: time active expiry took, µs.
     pub expire_cycle_us: u64,
+    /// `lazyfreed_objects`: objects freed on a background thread (FUNCTION FLUSH ASYNC's
+    /// libraries and their VM).
+    pub lazyfreed_objects: u64,
     /// `total_net_repl_input_bytes`: the replication stream received (a replica).
     pub net_repl_input_bytes: u64,
     /// `total_net_repl_output_bytes`: the replication stream sent, to every replica.

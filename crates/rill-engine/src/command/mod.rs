@@ -122,6 +122,8 @@ impl Flags {
     pub const KILL_SCRIPT: Flags = Flags(1 << 25);
     /// The same for a running function (FUNCTION KILL).
     pub const KILL_FUNCTION: Flags = Flags(1 << 26);
+    /// Answered by the busy gate itself while a script runs: what runs (FUNCTION STATS).
+    pub const SCRIPT_STATS: Flags = Flags(1 << 27);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {

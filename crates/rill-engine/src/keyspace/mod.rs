@@ -444,6 +444,8 @@ impl CallCtx {
 pub struct Engine {
     /// The databases, `config.databases` of them (fixed at start-up).
     pub(crate) dbs: Vec<Db>,
+    /// The function libraries (not in any database: FLUSHALL keeps them, as in Redis).
+    libraries: crate::functions::Libraries,
     /// Engine settings. `databases` never changes after [`Engine::new`].
     pub(crate) config: EngineConfig,
     /// WATCH bookkeeping.
@@ -560,7 +562,21 @@ impl Engine {
             policy_timer: Default::default(),
             max_age_index: Default::default(),
             policy_readers: Default::default(),
+            libraries: Default::default(),
         }
+    }
+
+    /// The function libraries (FUNCTION LOAD).
+    pub fn libraries(&self) -> &crate::functions::Libraries {
+        &self.libraries
+    }
+
+    /// The function libraries, to change (counted as one change for the save points): a
+    /// change must also be recorded as its effect (`Effect::Library` and kin), as the
+    /// server's FUNCTION commands do.
+    pub fn libraries_mut(&mut self) -> &mut crate::functions::Libraries {
+        self.count_changes(1);
+        &mut self.libraries
     }
 
     /// The database at `db`. Panics only on an index the server never hands out.
@@ -1044,6 +1060,10 @@ impl Engine {
     /// O(keys) only for what is watched or blocked on.
     pub fn replace_all(&mut self, other: Engine) {
         self.flush_all();
+        // A full sync's snapshot brings its libraries (none: no libraries), as in Redis. Set
+        // through `replace_with`, so the version moves on from this engine's.
+        let codes: Vec<Bytes> = other.libraries.iter().map(|l| l.code.clone()).collect();
+        let _ = self.libraries.replace_with(codes);
         for (i, d) in other.dbs.into_iter().enumerate().take(self.dbs.len()) {
             for key in d.keys.keys() {
                 self.watch.touch(i, key);

@@ -94,6 +94,13 @@ impl<W: Write> FileWriter<W> {
         Ok(())
     }
 
+    /// One function library (its whole code), before the databases as Redis writes them.
+    pub fn function(&mut self, code: &[u8]) -> io::Result<()> {
+        self.buf.u8(OP_FUNCTION2);
+        self.buf.raw_string(code);
+        self.node_done()
+    }
+
     /// Start database `db` holding `keys` keys, `expires` of them with a TTL.
     pub fn select_db(&mut self, db: usize, keys: u64, expires: u64) -> io::Result<()> {
         self.buf.u8(OP_SELECTDB);
@@ -226,6 +233,8 @@ pub struct FileReader<'a> {
     policy: Option<Vec<u8>>,
     /// The `rill-stream` field read for the key that comes next.
     settings: Option<Vec<u8>>,
+    /// The function libraries' code read so far (`FUNCTION2` records).
+    functions: Vec<Bytes>,
 }
 
 impl<'a> FileReader<'a> {
@@ -261,7 +270,14 @@ impl<'a> FileReader<'a> {
             aux: Vec::new(),
             policy: None,
             settings: None,
+            functions: Vec::new(),
         }
+    }
+
+    /// The function libraries read so far (Redis writes them before the first key: after the
+    /// last [`FileReader::next_key`] they are all there), taken out of the reader.
+    pub fn take_functions(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.functions)
     }
 
     /// Read a snapshot as it arrives in chunks from `source` (`None`: no more), `total` bytes
@@ -356,7 +372,8 @@ impl<'a> FileReader<'a> {
                     self.r.length()?;
                 }
                 OP_FUNCTION2 => {
-                    self.r.string()?;
+                    let code = self.r.string()?;
+                    self.functions.push(Bytes::from(code));
                 }
                 OP_MODULE_AUX => return Err(RdbError::UnsupportedType(OP_MODULE_AUX)),
                 rdb_type => {

@@ -35,7 +35,7 @@
 
 pub mod crc64;
 pub mod file;
-mod io;
+pub(crate) mod io;
 mod legacy;
 pub(crate) mod listpack;
 mod lzf;

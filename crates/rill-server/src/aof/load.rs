@@ -114,6 +114,19 @@ fn insert_loaded(
     Ok(())
 }
 
+/// The function libraries a snapshot holds, in place of the engine's (a snapshot without
+/// any leaves none, as in Redis).
+fn load_libraries(engine: &mut Engine, reader: &mut FileReader<'_>, path: &std::path::Path) -> Result<(), String> {
+    let codes = reader.take_functions();
+    if codes.is_empty() && engine.libraries().is_empty() {
+        return Ok(());
+    }
+    engine
+        .libraries_mut()
+        .replace_with(codes)
+        .map_err(|e| format!("{}: bad snapshot: a function library: {e}", path.display()))
+}
+
 /// Rebuild, in a private engine, the state the log files `base` + `incrs` describe (a
 /// compaction reads the files the writer has finished with, so it needs no lock and no copy
 /// of the live keyspace). Any damage in them fails the rebuild.
@@ -133,7 +146,10 @@ pub fn rebuild(
         loop {
             match reader.next_key() {
                 Ok(Some(k)) => insert_loaded(&mut engine, k, path, ctx_now, Expired::Keep, &mut Vec::new())?,
-                Ok(None) => break,
+                Ok(None) => {
+                    load_libraries(&mut engine, &mut reader, path)?;
+                    break;
+                }
                 Err(e) => return Err(snapshot_error(path, Some(&reader), &e)),
             }
         }
@@ -249,7 +265,10 @@ pub fn load_rdb_streaming(
                 insert_loaded(&mut engine, k, path, load_now, Expired::Keep, &mut skipped)?;
                 n += 1;
             }
-            Ok(None) => break,
+            Ok(None) => {
+                load_libraries(&mut engine, &mut reader, path)?;
+                break;
+            }
             Err(e) => return Err(snapshot_error(path, Some(&reader), &e)),
         }
     }
@@ -297,6 +316,7 @@ fn load_keys(
                     n += 1;
                 }
                 Ok(None) => {
+                    load_libraries(&mut st.engine, reader, path)?;
                     tracing::info!(
                         "Loaded {n} keys from {} in {:.3} s",
                         path.display(),

@@ -70,6 +70,8 @@ type DbCopy = (usize, Vec<(Bytes, Entry)>, u64);
 #[derive(Debug)]
 pub struct Snapshot {
     dbs: Vec<DbCopy>,
+    /// The function libraries' code (written before the databases, as Redis does).
+    libraries: Vec<Bytes>,
     limits: NodeLimits,
     now_ms: i64,
     version: u16,
@@ -93,7 +95,8 @@ impl Snapshot {
             dbs.push((i, keys, expires));
         }
         let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
-        Snapshot { dbs, limits, now_ms: now_ms(), version, aux: Vec::new(), key_delay: Duration::ZERO }
+        let libraries = library_codes(&engine);
+        Snapshot { dbs, libraries, limits, now_ms: now_ms(), version, aux: Vec::new(), key_delay: Duration::ZERO }
     }
 }
 
@@ -101,6 +104,9 @@ impl Snapshot {
     /// Write the snapshot as an RDB file to `out`; returns `out` and the bytes written.
     pub fn write_to<W: std::io::Write>(&self, out: W) -> std::io::Result<(W, u64)> {
         let mut w = FileWriter::with_aux(out, self.version, self.limits, self.now_ms, &self.aux)?;
+        for code in &self.libraries {
+            w.function(code)?;
+        }
         for (db, keys, expires) in &self.dbs {
             w.select_db(*db, keys.len() as u64, *expires)?;
             for (k, e) in keys {
@@ -127,12 +133,18 @@ pub fn take(st: &State) -> Snapshot {
     let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
     Snapshot {
         dbs,
+        libraries: library_codes(&st.engine),
         limits: NodeLimits::new(st.engine.config().stream_node_max_entries, st.engine.config().stream_node_max_bytes),
         now_ms: now_ms(),
         version,
         aux: Vec::new(),
         key_delay: Duration::from_micros(u64::try_from(st.config.get_i64("rdb-key-save-delay")).unwrap_or(0)),
     }
+}
+
+/// The code of every function library (shared, not copied).
+fn library_codes(engine: &rill_engine::Engine) -> Vec<Bytes> {
+    engine.libraries().iter().map(|l| l.code.clone()).collect()
 }
 
 /// [`take`], with the replication identity at that moment (what `SAVE` and `BGSAVE` write).

@@ -1,4 +1,4 @@
-//! Server commands: INFO, CONFIG, FLUSHDB/FLUSHALL, SWAPDB, TIME, DEBUG, SHUTDOWN, FUNCTION.
+//! Server commands: INFO, CONFIG, FLUSHDB/FLUSHALL, SWAPDB, TIME, DEBUG, SHUTDOWN.
 
 use super::{ok, reply, syntax, Call, CmdResult};
 use crate::client::Action;
@@ -257,6 +257,9 @@ const DEBUG_HELP: &[&str] = &[
     "    A 40-hex-digit fingerprint of every database's data, equal to Redis' for the same data.",
     "DIGEST-VALUE <key> [<key> ...]",
     "    The fingerprint of each key's value (all zeros for a missing key).",
+    "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
+    "    Save the snapshot (not with NOSAVE), empty the data and the function libraries (not",
+    "    with NOFLUSH), load the snapshot back (MERGE: its keys and libraries replace those there).",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys <prefix>:0, <prefix>:1, ... (prefix 'key') holding",
     "    'value:N', cut or zero-padded to <size> bytes if given. Existing keys are kept.",
@@ -329,11 +332,102 @@ pub fn debug(c: &mut Call) -> CmdResult {
             reply(Reply::Array(digests.collect()))
         }
         ("populate", 3..=5) => debug_populate(c),
+        ("reload", _) => debug_reload(c),
         _ => Err(CmdError::owned(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
             c.text(1)
         ))),
     }
+}
+
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save the snapshot (unless NOSAVE), empty the
+/// keyspace and the function libraries (unless NOFLUSH), and load the snapshot file back;
+/// MERGE lets what it holds replace keys and libraries already there, without it one there
+/// fails the load (nothing changed). A reload after a save and a flush gives back what was
+/// there, so it records nothing; any other changes the data, and records what it changed
+/// (FLUSHALL, a RESTORE per key, each library) like any write.
+fn debug_reload(c: &mut Call) -> CmdResult {
+    let (mut merge, mut flush, mut save) = (false, true, true);
+    for a in c.args.iter().skip(2) {
+        if a.eq_ignore_ascii_case(b"merge") {
+            merge = true;
+        } else if a.eq_ignore_ascii_case(b"noflush") {
+            flush = false;
+        } else if a.eq_ignore_ascii_case(b"nosave") {
+            save = false;
+        } else {
+            return Err(CmdError::full("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."));
+        }
+    }
+    if save && crate::aof::rewrite::save(c.st).is_err() {
+        return Err(CmdError::full("ERR"));
+    }
+    let failed = || CmdError::full("ERR Error trying to load the RDB dump, check server logs.");
+    let path = std::path::PathBuf::from(c.st.config.get("dbfilename"));
+    let config = c.st.engine.config().clone();
+    let mut loaded = crate::aof::load::rebuild(Some(&path), &[], config, &c.shared.log_table).map_err(|e| {
+        tracing::warn!("DEBUG RELOAD: {e}");
+        failed()
+    })?;
+    if save && flush {
+        c.st.engine.replace_all(loaded);
+        tracing::info!("DB reloaded by DEBUG RELOAD");
+        return ok();
+    }
+    let libraries: Vec<Bytes> = loaded.libraries().iter().map(|l| l.code.clone()).collect();
+    let dbs = loaded.drain_dbs();
+    if !flush && !merge {
+        let engine = &c.st.engine;
+        let dup_key = dbs.iter().enumerate().find_map(|(db, keys)| {
+            keys.iter().find(|(k, _)| engine.db(db).get_raw(k).is_some()).map(|(k, _)| k.clone())
+        });
+        let dup_lib = libraries.iter().find_map(|code| {
+            let name = rill_engine::functions::parse_meta(code).ok()?.name;
+            engine.libraries().get(&name).is_some().then_some(name)
+        });
+        if let Some(key) = dup_key {
+            tracing::warn!("DEBUG RELOAD: the snapshot holds key '{}', already there", String::from_utf8_lossy(&key));
+            return Err(failed());
+        }
+        if let Some(name) = dup_lib {
+            tracing::warn!("DEBUG RELOAD: the snapshot holds library '{name}', already there");
+            return Err(failed());
+        }
+    }
+    if flush {
+        c.st.journal.push_command(0, &[Bytes::from_static(b"FLUSHALL")]);
+        c.st.engine.flush_all();
+        c.st.journal.push_effect(&rill_engine::effect::Effect::LibrariesFlushed);
+        c.st.engine.libraries_mut().clear();
+    }
+    let limits = rill_engine::types::stream::NodeLimits::new(
+        c.st.engine.config().stream_node_max_entries,
+        c.st.engine.config().stream_node_max_bytes,
+    );
+    for (db, keys) in dbs.into_iter().enumerate() {
+        for (key, entry) in keys {
+            let payload = rill_engine::rdb::dump(&entry.value, limits, c.now_ms);
+            let mut args = vec![
+                Bytes::from_static(b"RESTORE"),
+                key.clone(),
+                Bytes::from(entry.expire_at_ms.unwrap_or(0).to_string()),
+                Bytes::from(payload),
+                Bytes::from_static(b"REPLACE"),
+            ];
+            if entry.expire_at_ms.is_some() {
+                args.push(Bytes::from_static(b"ABSTTL"));
+            }
+            c.st.journal.push_command(db, &args);
+            c.st.engine.insert(db, key.clone(), entry.value);
+            c.st.engine.set_expire(db, &key, entry.expire_at_ms);
+        }
+    }
+    for code in libraries {
+        let _ = c.st.engine.libraries_mut().set(code.clone());
+        c.st.journal.push_effect(&rill_engine::effect::Effect::Library { code });
+    }
+    tracing::info!("DB reloaded by DEBUG RELOAD");
+    ok()
 }
 
 /// DEBUG POPULATE count [prefix] [size]: the arguments checked in Redis' order (count, then
@@ -397,15 +491,6 @@ pub fn shutdown(c: &mut Call) -> CmdResult {
     let cancelled = c.st.shutdown.subscribe();
     crate::shutdown::start(c.st, flags, false, c.now_ms);
     Ok(Action::AwaitShutdown(cancelled))
-}
-
-/// FUNCTION FLUSH [ASYNC|SYNC]: rill runs no scripts, so there is nothing to flush.
-pub fn function_flush(c: &mut Call) -> CmdResult {
-    match c.args.get(2) {
-        None => ok(),
-        Some(a) if a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync") => ok(),
-        Some(_) => Err(CmdError::full("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")),
-    }
 }
 
 /// SAVE: write the snapshot now.

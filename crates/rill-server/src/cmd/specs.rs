@@ -3,6 +3,7 @@
 
 use super::{connection, help, introspect, latency, metrics, multi, pubsub, replication, reply, server, Run};
 use crate::client::Action;
+use crate::script::functions;
 use rill_engine::command::{key_at, keys_from, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use rill_engine::CmdError;
 use rill_resp::Reply;
@@ -216,8 +217,30 @@ pub const COMMAND_SUBS: &[CommandSpec] = &[
     ),
 ];
 
-/// FUNCTION subcommands (only FLUSH: rill has no scripting, but tools flush functions).
+/// FUNCTION subcommands: function libraries (`script/functions.rs`).
 pub const FUNCTION_SUBS: &[CommandSpec] = &[
+    sub(
+        "function|delete",
+        3,
+        Flags::NOSCRIPT.and(Flags::WRITE),
+        &["@write", "@slow", "@scripting"],
+        "scripting",
+        "library-name:string",
+        "Deletes a library and its functions.",
+        "7.0.0",
+        server(&Run(functions::function_delete)),
+    ),
+    sub(
+        "function|dump",
+        2,
+        Flags::NOSCRIPT,
+        &["@slow", "@scripting"],
+        "scripting",
+        "",
+        "Dumps every library into a payload FUNCTION RESTORE loads.",
+        "7.0.0",
+        server(&Run(functions::function_dump)),
+    ),
     sub(
         "function|flush",
         -2,
@@ -225,9 +248,9 @@ pub const FUNCTION_SUBS: &[CommandSpec] = &[
         &["@write", "@slow", "@scripting"],
         "scripting",
         "[flush-type@(ASYNC | SYNC)]",
-        "Deletes all functions (rill has none, so nothing to delete).",
+        "Deletes every library and function.",
         "7.0.0",
-        server(&Run(server::function_flush)),
+        server(&Run(functions::function_flush)),
     ),
     sub(
         "function|help",
@@ -238,7 +261,62 @@ pub const FUNCTION_SUBS: &[CommandSpec] = &[
         "",
         "Lists the FUNCTION subcommands.",
         "7.0.0",
-        server(&Run(|_| reply(help("FUNCTION", &["FLUSH [ASYNC|SYNC]", "    Delete all functions."])))),
+        server(&Run(|_| reply(help("FUNCTION", functions::FUNCTION_HELP)))),
+    ),
+    sub(
+        "function|kill",
+        2,
+        Flags::NOSCRIPT.and(Flags::ALLOW_BUSY).and(Flags::KILL_FUNCTION),
+        &["@slow", "@scripting"],
+        "scripting",
+        "",
+        "Stops the function running now, if it has written nothing.",
+        "7.0.0",
+        server(&Run(crate::script::script_kill)),
+    ),
+    sub(
+        "function|list",
+        -2,
+        Flags::NOSCRIPT,
+        &["@slow", "@scripting"],
+        "scripting",
+        "[LIBRARYNAME library-name-pattern:string] [WITHCODE]",
+        "Lists the libraries and their functions.",
+        "7.0.0",
+        server(&Run(functions::function_list)),
+    ),
+    sub(
+        "function|load",
+        -3,
+        Flags::NOSCRIPT.and(Flags::WRITE).and(Flags::DENYOOM),
+        &["@write", "@slow", "@scripting"],
+        "scripting",
+        "[REPLACE] function-code:string",
+        "Loads a library of functions.",
+        "7.0.0",
+        server(&Run(functions::function_load)),
+    ),
+    sub(
+        "function|restore",
+        -3,
+        Flags::NOSCRIPT.and(Flags::WRITE).and(Flags::DENYOOM),
+        &["@write", "@slow", "@scripting"],
+        "scripting",
+        "serialized-value:string [policy@(FLUSH | APPEND | REPLACE)]",
+        "Loads the libraries of a FUNCTION DUMP payload.",
+        "7.0.0",
+        server(&Run(functions::function_restore)),
+    ),
+    sub(
+        "function|stats",
+        2,
+        Flags::NOSCRIPT.and(Flags::ALLOW_BUSY).and(Flags::SCRIPT_STATS),
+        &["@slow", "@scripting"],
+        "scripting",
+        "",
+        "Reports the function running now and how many libraries and functions there are.",
+        "7.0.0",
+        server(&Run(functions::function_stats)),
     ),
 ];
 
@@ -390,6 +468,22 @@ pub const SCRIPT_COMMANDS: &[CommandSpec] = &[
         "Runs a cached Lua script that may not write, by its SHA1.",
         "7.0.0",
         &Run(crate::script::evalsha_ro),
+    ),
+    script_run(
+        "fcall",
+        false,
+        "function:string numkeys:integer [key:key ...] [arg:string ...]",
+        "Runs a function of a loaded library.",
+        "7.0.0",
+        &Run(functions::fcall),
+    ),
+    script_run(
+        "fcall_ro",
+        true,
+        "function:string numkeys:integer [key:key ...] [arg:string ...]",
+        "Runs a function of a loaded library that may not write.",
+        "7.0.0",
+        &Run(functions::fcall_ro),
     ),
 ];
 

@@ -201,6 +201,10 @@ pub fn commands(effects: &[Effect], time_ms: i64) -> Result<Vec<Command>, Untran
                 args.extend(ids.iter().map(|id| id_arg(*id)));
                 out.push((*db, args));
             }
+            // Libraries: the commands that made them (FUNCTION RESTORE arrives as its loads).
+            Effect::Library { code } => out.push((0, vec![b("FUNCTION"), b("LOAD"), b("REPLACE"), code.clone()])),
+            Effect::LibraryDeleted { name } => out.push((0, vec![b("FUNCTION"), b("DELETE"), name.clone()])),
+            Effect::LibrariesFlushed => out.push((0, vec![b("FUNCTION"), b("FLUSH"), b("SYNC")])),
         }
     }
     out.extend(cursor);

@@ -19,6 +19,7 @@
 //! leaves all of its writes or none.
 
 pub mod convert;
+pub mod functions;
 pub mod libs;
 pub mod vm;
 
@@ -105,6 +106,42 @@ impl ScriptFlags {
         Ok((flags, end))
     }
 
+    /// The flags' names in Redis' order (FUNCTION LIST).
+    pub const NAMES: [&'static str; 5] =
+        ["no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"];
+
+    /// The bit of flag `name` (any case) in [`ScriptFlags::bits`].
+    pub fn bit_of(name: &[u8]) -> Option<u32> {
+        ScriptFlags::NAMES.iter().position(|n| n.as_bytes().eq_ignore_ascii_case(name)).map(|i| 1 << i)
+    }
+
+    /// The declared flags as bits, in [`ScriptFlags::NAMES`]' order.
+    pub fn bits(self) -> u32 {
+        [self.no_writes, self.allow_oom, self.allow_stale, self.no_cluster, self.allow_cross_slot]
+            .iter()
+            .enumerate()
+            .fold(0, |acc, (i, on)| if *on { acc | 1 << i } else { acc })
+    }
+
+    /// A function's flags from their bits (a function always declares its flags).
+    pub fn from_bits(bits: u32) -> ScriptFlags {
+        let on = |i: u32| bits & (1 << i) != 0;
+        ScriptFlags {
+            compat: false,
+            no_writes: on(0),
+            allow_oom: on(1),
+            allow_stale: on(2),
+            no_cluster: on(3),
+            allow_cross_slot: on(4),
+        }
+    }
+
+    /// The names of the flags set, in Redis' order.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        let bits = self.bits();
+        ScriptFlags::NAMES.into_iter().enumerate().filter(move |(i, _)| bits & (1 << i) != 0).map(|(_, n)| n)
+    }
+
     /// The command flags dispatch checks an EVAL of this script by: declared flags replace
     /// WRITE, DENYOOM and STALE (and MAY_REPLICATE); without a shebang, the command's own.
     pub fn command_flags(self, flags: Flags) -> Flags {
@@ -155,6 +192,8 @@ pub struct Scripts {
     gc_count: u32,
     /// The VM's memory limit as last set (`script-memory-limit`).
     memory_limit: usize,
+    /// The function libraries' VM (FUNCTION, FCALL).
+    pub functions: functions::Functions,
 }
 
 impl Default for Scripts {
@@ -177,6 +216,7 @@ impl Scripts {
             client_id: u64::MAX,
             gc_count: 0,
             memory_limit: 0,
+            functions: functions::Functions::default(),
         }
     }
 
@@ -207,10 +247,12 @@ impl Scripts {
     /// Empty the cache and start a new VM (SCRIPT FLUSH).
     pub fn flush(&mut self) {
         let (evicted, client_id, conn) = (self.evicted, self.client_id, self.conn.take());
+        let functions = std::mem::take(&mut self.functions);
         *self = Scripts::new();
         self.evicted = evicted;
         self.client_id = client_id;
         self.conn = conn;
+        self.functions = functions;
     }
 
     /// The cached script `sha` (lower case), marked used: its flags.
@@ -284,6 +326,9 @@ impl Scripts {
 /// when the script is known (cached, or the body of an EVAL).
 pub fn command_flags(st: &State, spec: &CommandSpec, args: &[Bytes]) -> Flags {
     let Some(first) = args.get(1) else { return spec.flags };
+    if spec.name.starts_with("fcall") {
+        return st.scripts.functions.flags_of(first).map_or(spec.flags, |f| f.command_flags(spec.flags));
+    }
     let by_sha = spec.name.starts_with("evalsha");
     let sha = if by_sha {
         if first.len() != 40 {
@@ -333,27 +378,14 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     if by_sha && first.len() != 40 {
         return Err(CmdError::full(NOSCRIPT));
     }
-    let numkeys = std::str::from_utf8(c.arg(2))
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .ok_or_else(|| CmdError::full("ERR value is not an integer or out of range"))?;
-    let rest = c.args.len() as i64 - 3;
-    if numkeys > rest {
-        return Err(CmdError::full("ERR Number of keys can't be greater than number of args"));
-    }
-    if numkeys < 0 {
-        return Err(CmdError::full("ERR Number of keys can't be negative"));
-    }
+    let numkeys = numkeys(c, "ERR value is not an integer or out of range")?;
     let sha = if by_sha { String::from_utf8_lossy(&first).to_ascii_lowercase() } else { sha1_hex(&first) };
     let flags = match c.st.scripts.lookup(&sha) {
         Some(found) => found,
         None if by_sha => return Err(CmdError::full(NOSCRIPT)),
         None => c.st.scripts.add(&c.shared.busy, &sha, &first, true)?,
     };
-    let split = 3 + numkeys as usize;
-    let keys = c.args.get(3..split).unwrap_or_default().to_vec();
-    let argv = c.args.get(split..).unwrap_or_default().to_vec();
-    let mut run = prepare(c, flags, read_only)?;
+    let run = prepare(c, flags, read_only)?;
     let gate = c.shared.busy.clone();
     c.st.scripts.vm(&gate)?;
     // The VM is out of the state for the run (the commands the script calls borrow the state;
@@ -361,16 +393,55 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     let Some(vm) = c.st.scripts.vm.take() else {
         return Err(CmdError::full("ERR no Lua VM"));
     };
-    let lua = vm.lua().clone();
     let Some(func) = vm.function(&sha) else {
         c.st.scripts.vm = Some(vm);
         return Err(CmdError::full(NOSCRIPT));
     };
+    let (vm, result) = execute(c, vm, &func, numkeys, run, None, &sha);
+    c.st.scripts.vm = Some(vm);
+    result
+}
+
+/// The `numkeys` argument (third) of EVAL and FCALL, checked against the arguments.
+fn numkeys(c: &Call, not_a_number: &'static str) -> Result<usize, CmdError> {
+    let numkeys = std::str::from_utf8(c.arg(2))
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| CmdError::full(not_a_number))?;
+    let rest = c.args.len() as i64 - 3;
+    if numkeys > rest {
+        return Err(CmdError::full("ERR Number of keys can't be greater than number of args"));
+    }
+    if numkeys < 0 {
+        return Err(CmdError::full("ERR Number of keys can't be negative"));
+    }
+    Ok(numkeys as usize)
+}
+
+/// Run `func` of `vm` (taken out of the state) with the keys and arguments after `numkeys`:
+/// an EVAL script (`function` None, named `sha` in errors) or the function `function`.
+/// Hands the VM back with the reply.
+fn execute(
+    c: &mut Call,
+    vm: vm::Vm,
+    func: &mlua::Function,
+    numkeys: usize,
+    mut run: RunRules,
+    function: Option<&str>,
+    sha: &str,
+) -> (vm::Vm, CmdResult) {
+    let split = 3 + numkeys;
+    let keys = c.args.get(3..split).unwrap_or_default().to_vec();
+    let argv = c.args.get(split..).unwrap_or_default().to_vec();
+    let gate = c.shared.busy.clone();
+    let lua = vm.lua().clone();
     let threshold = c.st.config.get_i64("busy-reply-threshold");
     let limit = usize::try_from(c.st.config.get_i64("script-memory-limit")).unwrap_or(usize::MAX);
-    if c.st.scripts.memory_limit != limit {
+    let memory_limit =
+        if function.is_some() { &mut c.st.scripts.functions.memory_limit } else { &mut c.st.scripts.memory_limit };
+    if *memory_limit != limit {
         let _ = lua.set_memory_limit(limit);
-        c.st.scripts.memory_limit = limit;
+        *memory_limit = limit;
     }
     let mut conn = c.st.scripts.conn.take().unwrap_or_else(|| {
         let id = c.shared.next_client_id();
@@ -381,9 +452,12 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     conn.proto = Protocol::Resp2;
     conn.multi = None;
     let (outcome, killed) = {
-        let _running = gate.start_script(false, threshold);
+        let _running = gate.start_script(function.is_some(), threshold);
+        if let Some(name) = function {
+            gate.describe_run(name, c.args);
+        }
         let cell = std::cell::RefCell::new(Host { call: c, conn: &mut conn, run: &mut run, resp: &vm.resp });
-        let outcome = vm.call_eval(&func, &keys, &argv, |lua, _op, args| host(&cell, lua, args));
+        let outcome = vm.call_eval(func, &keys, &argv, function.is_some(), |lua, _op, args| host(&cell, lua, args));
         (outcome, gate.script_killed())
     };
     if killed {
@@ -395,33 +469,40 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     c.conn.cmds_unpublished += std::mem::take(&mut conn.cmds_unpublished);
     conn.batch_cmds = 0;
     c.st.scripts.conn = Some(conn);
+    let (gc_count, memory_limit) = if function.is_some() {
+        (&mut c.st.scripts.functions.gc_count, c.st.scripts.functions.memory_limit)
+    } else {
+        (&mut c.st.scripts.gc_count, c.st.scripts.memory_limit)
+    };
     if matches!(outcome, Ok(Ok(_))) {
-        vm.gc_tick(&mut c.st.scripts.gc_count);
+        vm.gc_tick(gc_count);
     } else {
         // A failed script may have left much garbage (one that ran out of memory: up to
         // script-memory-limit): collected now, so the next script has room.
-        vm::collect(&lua, c.st.scripts.memory_limit);
+        vm::collect(&lua, memory_limit);
     }
-    c.st.scripts.vm = Some(vm);
-    match outcome {
+    let name = function.unwrap_or(sha);
+    let result = match outcome {
         Ok(Ok(value)) => {
             let (r, counted) = convert::to_reply(&value, resp3);
             c.conn.error_already_counted = counted == convert::Counted::Already;
             reply(r)
         }
         Ok(Err(err)) => {
-            let (r, counted) = error_reply(&lua, err, &sha);
+            let (r, counted) = error_reply(&lua, err, name);
             c.conn.error_already_counted = counted == convert::Counted::Already;
             reply(r)
         }
         Err(e) => Err(CmdError::owned(format!(
-            "ERR Error running script f_{sha}, {:.100}",
+            "ERR Error running script f_{name}, {:.100}",
             vm::error_text(&e).replace(['\r', '\n'], " ")
         ))),
-    }
+    };
+    (vm, result)
 }
 
-/// The reply for a raised error: its text, then where it happened.
+/// The reply for a raised error: its text, then where it happened (in the script `sha`, or
+/// the function of that name).
 fn error_reply(lua: &Lua, err: Value, sha: &str) -> (Reply, convert::Counted) {
     let Value::Table(t) = err else {
         let text = vm::describe(lua, err);

@@ -48,10 +48,14 @@ local function protect(t)
     return view(t)
 end
 
+-- Where the environment's reads go: the globals, or, while FUNCTION LOAD runs a library's
+-- code, the library API (`set_loading`).
+local lookup = G
+
 -- The environment scripts run in; its metatable shows as a read-only view.
 local envmt = {
     __index = function(_, k)
-        local v = rawget_(G, k)
+        local v = rawget_(lookup, k)
         if v == nil then
             error_("Script attempted to access nonexistent global variable '" .. tostring_(k) .. "'", 2)
         end
@@ -265,6 +269,41 @@ if smt then
     smt.__metatable = view(smt)
 end
 
+-- The library API: all a library's code sees while FUNCTION LOAD runs it (functions it
+-- registers run later, with the globals). A name it lacks fails as a missing global does.
+local function strict(t)
+    local mt = {
+        __index = function(_, k)
+            local v = rawget_(t, k)
+            if v == nil then
+                error_("Script attempted to access nonexistent global variable '" .. tostring_(k) .. "'", 2)
+            end
+            return v
+        end,
+        __newindex = deny,
+        __metatable = false,
+    }
+    local proxy = setmetatable_({}, mt)
+    readonly[proxy] = true
+    backing[proxy] = t
+    return proxy
+end
+local library_api = strict({
+    redis = strict({
+        register_function = rust.register_function,
+        log = rust.log,
+        LOG_DEBUG = 0,
+        LOG_VERBOSE = 1,
+        LOG_NOTICE = 2,
+        LOG_WARNING = 3,
+        REDIS_VERSION = rust.version,
+        REDIS_VERSION_NUM = rust.version_num,
+    }),
+})
+local function set_loading(on)
+    lookup = on and backing[library_api] or G
+end
+
 -- Runs `f` in protected mode with the message handler: (true, result) or (false, error).
 local function run(f, handler, ...)
     if select_('#', ...) == 0 then
@@ -276,4 +315,4 @@ local function run(f, handler, ...)
     end, handler)
 end
 
-return env, run, redis, readonly
+return env, run, redis, readonly, set_loading

@@ -41,7 +41,30 @@ pub struct Vm {
     /// The compiled scripts by name. Held in Lua, not as one handle each: mlua's handles live
     /// on a stack of about 8000 slots, and a cache holds more scripts than that.
     funcs: Table,
+    /// `set_loading(on)`: the environment reads the library API (FUNCTION LOAD) or the globals.
+    set_loading: Function,
+    /// The busy gate its scripts' hook reports to.
+    gate: Arc<BusyGate>,
 }
+
+/// A function a library's code registered (redis.register_function) while FUNCTION LOAD ran it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    /// Its name, as given.
+    pub name: String,
+    /// Its description, if given.
+    pub description: Option<String>,
+    /// Its flags.
+    pub flags: super::ScriptFlags,
+}
+
+/// The functions registered by the library code FUNCTION LOAD is running (the VM's app data
+/// while it runs): their descriptions and their callbacks, kept in the registry (one array
+/// slot each, the least a kept Lua value costs).
+struct Loading(Vec<(Registered, mlua::RegistryKey)>);
+
+/// How long a library's code may run at FUNCTION LOAD (Redis' 500 ms).
+pub const LOAD_TIMEOUT_MS: u64 = 500;
 
 impl std::fmt::Debug for Vm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,7 +80,7 @@ impl Vm {
     /// is the busy gate its scripts' hook reports to.
     pub fn new(version: &str, gate: Arc<BusyGate>) -> mlua::Result<Vm> {
         let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::OS, LuaOptions::default())?;
-        install_hook(&lua, gate, false)?;
+        install_hook(&lua, gate.clone(), false)?;
         crate::script::libs::open_all(&lua)?;
         let rust = lua.create_table()?;
         rust.set(
@@ -76,6 +99,7 @@ impl Vm {
             })?,
         )?;
         rust.set("log", lua.create_function(|_, args: MultiValue| log(&args))?)?;
+        rust.set("register_function", lua.create_function(register_function)?)?;
         rust.set(
             "guards",
             lua.create_function(|lua, (readonly, setmetatable, rawset): (Table, Function, Function)| {
@@ -112,7 +136,7 @@ impl Vm {
                 })
             })?,
         )?;
-        let (env, run, redis, readonly): (Table, Function, Table, Table) =
+        let (env, run, redis, readonly, set_loading): (Table, Function, Table, Table, Function) =
             lua.load(include_str!("sandbox.lua")).set_name(INTERNAL_SOURCE).set_mode(ChunkMode::Text).call(rust)?;
         // cjson's array metatable is reached through the registry, not the globals: made
         // read-only here.
@@ -124,7 +148,7 @@ impl Vm {
         let funcs = lua.create_table()?;
         let resp = Arc::new(std::sync::atomic::AtomicU8::new(2));
         install_api(&lua, &redis, resp.clone())?;
-        Ok(Vm { lua, env, run, handler, redis, resp, funcs })
+        Ok(Vm { lua, env, run, handler, redis, resp, funcs, set_loading, gate })
     }
 
     /// The VM's handle (cheap to clone).
@@ -154,6 +178,62 @@ impl Vm {
         self.funcs.raw_set(name, f).map_err(|e| error_text(&e))
     }
 
+    /// Run a library's code (after its first line) as FUNCTION LOAD does: in the library API's
+    /// environment, for at most `timeout_ms` (0: no limit). The functions it registered, in
+    /// order, each with its callback; Redis' error text when it does not compile or fails.
+    pub fn load_library(&self, body: &[u8], timeout_ms: u64) -> Result<Vec<(Registered, mlua::RegistryKey)>, String> {
+        let f = self
+            .lua
+            .load(body)
+            .set_name("@user_function")
+            .set_mode(ChunkMode::Text)
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => format!("Error compiling function: {message}"),
+                other => format!("Error compiling function: {}", error_text(&other)),
+            })?;
+        let fail = |e: mlua::Error| format!("Error registering functions: {}", error_text(&e));
+        self.lua.set_app_data(Loading(Vec::new()));
+        self.set_loading.call::<()>(true).map_err(fail)?;
+        if timeout_ms > 0 {
+            let started = std::time::Instant::now();
+            self.lua
+                .set_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |lua, _| {
+                    if started.elapsed().as_millis() as u64 > timeout_ms {
+                        lua.set_hook(HookTriggers::EVERY_LINE, |_, _| Err(raise_text("ERR FUNCTION LOAD timeout")))?;
+                        return Err(raise_text("ERR FUNCTION LOAD timeout"));
+                    }
+                    Ok(VmState::Continue)
+                })
+                .map_err(fail)?;
+        } else {
+            self.lua.remove_hook();
+        }
+        let out = self.run.call::<MultiValue>((f, self.handler.clone()));
+        let _ = self.set_loading.call::<()>(false);
+        let registered = self.lua.remove_app_data::<Loading>().map(|l| l.0).unwrap_or_default();
+        let _ = install_hook(&self.lua, self.gate.clone(), false);
+        let mut out = out.map_err(fail)?.into_iter();
+        if !matches!(out.next(), Some(Value::Boolean(true))) {
+            let text = match out.next() {
+                Some(Value::Table(t)) => t
+                    .raw_get::<mlua::String>("err")
+                    .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
+                    .unwrap_or_default(),
+                Some(other) => describe(&self.lua, other),
+                None => String::new(),
+            };
+            return Err(format!("Error registering functions: {text}"));
+        }
+        Ok(registered)
+    }
+
+    /// The function a registry key holds (a function a library registered).
+    pub fn registered(&self, key: &mlua::RegistryKey) -> Option<Function> {
+        self.lua.registry_value::<Function>(key).ok()
+    }
+
     /// The function kept under `name`.
     pub fn function(&self, name: &str) -> Option<Function> {
         self.funcs.raw_get::<Option<Function>>(name).ok().flatten()
@@ -174,22 +254,30 @@ impl Vm {
         let _ = self.funcs.raw_set(name, Value::Nil);
     }
 
-    /// Run `f` with `KEYS` and `ARGV` set (EVAL's globals) and redis.call / redis.pcall
-    /// answered by `host(op, args)` for this run only: it returns a value and whether it is an
-    /// error table (raised by redis.call).
+    /// Run `f` with `KEYS` and `ARGV` set (EVAL's globals; a function, `function`, gets them
+    /// as its two arguments instead) and redis.call / redis.pcall answered by `host(op, args)`
+    /// for this run only: it returns a value and whether it is an error table (raised by
+    /// redis.call).
     pub fn call_eval<H>(
         &self,
         f: &Function,
         keys: &[bytes::Bytes],
         args: &[bytes::Bytes],
+        function: bool,
         host: H,
     ) -> mlua::Result<Outcome>
     where
         H: Fn(&Lua, Op, MultiValue) -> mlua::Result<(Value, bool)>,
     {
-        let globals = self.lua.globals();
-        globals.raw_set("KEYS", self.array(keys)?)?;
-        globals.raw_set("ARGV", self.array(args)?)?;
+        let (keys, args) = (self.array(keys)?, self.array(args)?);
+        let params = if function {
+            Some((keys, args))
+        } else {
+            let globals = self.lua.globals();
+            globals.raw_set("KEYS", keys)?;
+            globals.raw_set("ARGV", args)?;
+            None
+        };
         self.resp.store(2, Ordering::Release);
         let host = &host;
         self.lua.scope(|scope| {
@@ -203,7 +291,10 @@ impl Vm {
                 })?;
                 self.redis.raw_set(op.name(), f)?;
             }
-            let out = self.run.call::<MultiValue>((f.clone(), self.handler.clone()));
+            let out = match &params {
+                Some((keys, args)) => self.run.call::<MultiValue>((f.clone(), self.handler.clone(), keys, args)),
+                None => self.run.call::<MultiValue>((f.clone(), self.handler.clone())),
+            };
             for op in [Op::Call, Op::Pcall] {
                 self.redis.raw_set(op.name(), Value::Nil)?;
             }
@@ -237,9 +328,14 @@ const HANDOFF_AFTER_MS: i64 = 10;
 fn install_hook(lua: &Lua, gate: Arc<BusyGate>, every_line: bool) -> mlua::Result<()> {
     let triggers =
         if every_line { HookTriggers::EVERY_LINE } else { HookTriggers::new().every_nth_instruction(HOOK_EVERY) };
-    lua.set_hook(triggers, move |lua, _| {
+    lua.set_hook(triggers, move |lua, debug| {
         let Some(ran) = gate.script_ran_ms() else { return Ok(VmState::Continue) };
         gate.script_running();
+        // rill's own runner, after the script's frames have returned: the error is raised
+        // in the script, where the message handler places it.
+        if every_line && debug.source().source.as_deref() == Some(INTERNAL_SOURCE) {
+            return Ok(VmState::Continue);
+        }
         if gate.script_killed() {
             if !every_line {
                 tracing::info!("Lua script killed by user with SCRIPT KILL.");
@@ -542,6 +638,102 @@ pub fn lua_number_text(n: f64) -> String {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         s
+    }
+}
+
+/// redis.register_function(name, callback) or redis.register_function{function_name=,
+/// callback=, description=, flags=}: only while FUNCTION LOAD runs a library's code.
+fn register_function(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
+    if lua.app_data_ref::<Loading>().is_none() {
+        return Err(raise_text("ERR redis.register_function can only be called on FUNCTION LOAD command"));
+    }
+    let (name, callback, description, flags) = match (args.len(), args.front(), args.get(1)) {
+        (1, Some(first), _) => named_arguments(first)?,
+        (2, Some(first), Some(second)) => {
+            let name = lua_bytes(first)
+                .ok_or_else(|| raise_text("ERR first argument to redis.register_function must be a string"))?;
+            let Value::Function(callback) = second else {
+                return Err(raise_text("ERR second argument to redis.register_function must be a function"));
+            };
+            (name, callback.clone(), None, 0)
+        }
+        _ => return Err(raise_text("ERR wrong number of arguments to redis.register_function")),
+    };
+    if !rill_engine::functions::valid_name(&name) {
+        return Err(raise_text(&format!("ERR {}", rill_engine::functions::BAD_NAME)));
+    }
+    let name = String::from_utf8_lossy(&name).into_owned();
+    // Within a library names compare with case (across libraries, without: FCALL's lookup).
+    let key = lua.create_registry_value(callback)?;
+    let Some(mut loading) = lua.app_data_mut::<Loading>() else {
+        return Err(raise_text("ERR redis.register_function can only be called on FUNCTION LOAD command"));
+    };
+    if loading.0.iter().any(|(r, _)| r.name == name) {
+        return Err(raise_text("ERR Function already exists in the library"));
+    }
+    let description = description.map(|d| String::from_utf8_lossy(&d).into_owned());
+    loading.0.push((Registered { name, description, flags: super::ScriptFlags::from_bits(flags) }, key));
+    Ok(())
+}
+
+/// A registration's name, callback, description and flags.
+type Registration = (Vec<u8>, Function, Option<Vec<u8>>, u32);
+
+/// redis.register_function's named arguments.
+fn named_arguments(table: &Value) -> mlua::Result<Registration> {
+    let Value::Table(t) = table else {
+        return Err(raise_text("ERR calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments)."));
+    };
+    let (mut name, mut callback, mut description, mut flags) = (None, None, None, 0);
+    for pair in t.clone().pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        let Some(key) = lua_bytes(&k) else {
+            return Err(raise_text("ERR named argument key given to redis.register_function is not a string"));
+        };
+        if key.eq_ignore_ascii_case(b"function_name") {
+            name = Some(lua_bytes(&v).ok_or_else(|| {
+                raise_text("ERR function_name argument given to redis.register_function must be a string")
+            })?);
+        } else if key.eq_ignore_ascii_case(b"description") {
+            description = Some(lua_bytes(&v).ok_or_else(|| {
+                raise_text("ERR description argument given to redis.register_function must be a string")
+            })?);
+        } else if key.eq_ignore_ascii_case(b"callback") {
+            let Value::Function(f) = v else {
+                return Err(raise_text("ERR callback argument given to redis.register_function must be a function"));
+            };
+            callback = Some(f);
+        } else if key.eq_ignore_ascii_case(b"flags") {
+            let Value::Table(list) = v else {
+                return Err(raise_text(
+                    "ERR flags argument to redis.register_function must be a table representing function flags",
+                ));
+            };
+            flags = 0;
+            for j in 1.. {
+                let item: Value = list.raw_get(j)?;
+                if item == Value::Nil {
+                    break;
+                }
+                let bit = lua_bytes(&item).and_then(|f| super::ScriptFlags::bit_of(&f));
+                flags |= bit.ok_or_else(|| raise_text("ERR unknown flag given"))?;
+            }
+        } else {
+            return Err(raise_text("ERR unknown argument given to redis.register_function"));
+        }
+    }
+    let name = name.ok_or_else(|| raise_text("ERR redis.register_function must get a function name argument"))?;
+    let callback = callback.ok_or_else(|| raise_text("ERR redis.register_function must get a callback argument"))?;
+    Ok((name, callback, description, flags))
+}
+
+/// A string or number as its bytes (Lua's `lua_isstring`); `None` for anything else.
+fn lua_bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        Value::Integer(i) => Some(i.to_string().into_bytes()),
+        Value::Number(n) => Some(lua_number_text(*n).into_bytes()),
+        _ => None,
     }
 }
 

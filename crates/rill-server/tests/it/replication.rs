@@ -63,6 +63,9 @@ fn kind(e: &Effect) -> &'static str {
     match e {
         Effect::Command { .. } => "Command",
         Effect::TrimIds { .. } => "TrimIds",
+        Effect::Library { .. } => "Library",
+        Effect::LibraryDeleted { .. } => "LibraryDeleted",
+        Effect::LibrariesFlushed => "LibrariesFlushed",
         Effect::Group { effect, .. } => match effect {
             GroupEffect::GroupCreated { .. } => "GroupCreated",
             GroupEffect::GroupDestroyed { .. } => "GroupDestroyed",

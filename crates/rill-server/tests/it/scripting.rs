@@ -193,3 +193,241 @@ fn the_readme_reclaim_and_dead_letter_script_runs_the_same_on_redis() {
         assert_eq!(&results[0], redis, "rill and Redis 8.2.3 differ");
     }
 }
+
+/// A library of one function `name` (flagged `no-writes`) that returns `value`.
+fn library(lib: &str, name: &str, value: &str) -> String {
+    format!(
+        "#!lua name={lib}\nredis.register_function{{function_name='{name}', \
+         callback=function() return '{value}' end, flags={{'no-writes'}}}}"
+    )
+}
+
+/// FUNCTION LIST's library names, sorted.
+fn library_names(c: &mut RawClient) -> Vec<String> {
+    let list = text(c.cmd(&["FUNCTION", "LIST"]));
+    let lines: Vec<&str> = list.split("\r\n").collect();
+    // `library_name`, then the name's length line, then the name.
+    let mut names: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| **l == "library_name")
+        .filter_map(|(i, _)| lines.get(i + 2).map(|s| s.to_string()))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn functions_survive_a_restart_from_the_log_and_from_a_rewritten_base() {
+    let dir = TempDir::new("functions-log");
+    let server = Proc::start(dir.path(), &LOG);
+    let port = server.port;
+    let mut c = server.client();
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", &library("one", "f1", "first")]), b"$3\r\none\r\n");
+    c.cmd(&["FUNCTION", "LOAD", &library("two", "f2", "second")]);
+    c.cmd(&["FUNCTION", "LOAD", "REPLACE", &library("one", "f1", "first again")]);
+    assert_eq!(c.cmd(&["FUNCTION", "DELETE", "two"]), b"+OK\r\n");
+    // A function's writes are logged as the commands it ran, like a script's.
+    c.cmd(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=w\nredis.register_function('w', function(k, a) return redis.call('set', k[1], a[1]) end)",
+    ]);
+    c.cmd(&["FCALL", "w", "1", "key", "value"]);
+    drop(c);
+    server.kill9();
+
+    let server = Proc::start_on(dir.path(), port, &LOG);
+    let mut c = server.client();
+    assert_eq!(c.cmd(&["FCALL", "f1", "0"]), b"$11\r\nfirst again\r\n");
+    assert_eq!(text(c.cmd(&["FCALL", "f2", "0"])), "-ERR Function not found\r\n");
+    assert_eq!(c.cmd(&["GET", "key"]), b"$5\r\nvalue\r\n");
+    assert_eq!(library_names(&mut c), ["one", "w"]);
+
+    // Compacted: the libraries are in the new base (RDB FUNCTION2), a later load in the log.
+    assert!(text(c.cmd(&["BGREWRITEAOF"])).starts_with('+'));
+    wait_until("the rewrite", || text(c.cmd(&["INFO", "persistence"])).contains("aof_rewrite_in_progress:0"));
+    c.cmd(&["FUNCTION", "LOAD", &library("three", "f3", "third")]);
+    drop(c);
+    server.kill9();
+
+    let server = Proc::start_on(dir.path(), port, &LOG);
+    let mut c = server.client();
+    assert_eq!(library_names(&mut c), ["one", "three", "w"]);
+    assert_eq!(c.cmd(&["FCALL_RO", "f3", "0"]), b"$5\r\nthird\r\n");
+    let info = text(c.cmd(&["INFO", "memory"]));
+    assert!(info.contains("number_of_libraries:3") && info.contains("number_of_functions:3"), "{info}");
+    assert_eq!(c.cmd(&["FUNCTION", "FLUSH"]), b"+OK\r\n");
+    drop(c);
+    server.kill9();
+    let server = Proc::start_on(dir.path(), port, &LOG);
+    let mut c = server.client();
+    assert_eq!(c.cmd(&["FUNCTION", "LIST"]), b"*0\r\n");
+}
+
+/// A rill primary's libraries reach a Redis 8.2.3 replica and a rill replica: in the full
+/// sync's snapshot (RDB FUNCTION2, read by Redis) and live (FUNCTION LOAD / DELETE / RESTORE
+/// / FLUSH as Redis propagates them to Redis, rill's records to rill). And a Redis primary's
+/// reach a rill replica, both ways too.
+#[test]
+fn functions_replicate_between_rill_and_redis_both_ways() {
+    use rill_testkit::{ReferenceServer, Server, ServerKind};
+    let Some(redis_bin) = ReferenceServer::Redis8.require() else { return };
+    let dir = TempDir::new("functions-primary");
+    let primary = Proc::start(dir.path(), &[]);
+    let port = primary.port.to_string();
+    let mut c = primary.client();
+    // Long code: Redis compresses it in its snapshots; rill writes it plain, Redis reads both.
+    let long = format!("{}\n{}", library("before", "early", "from the snapshot"), "-- padding ".repeat(200));
+    c.cmd(&["FUNCTION", "LOAD", &long]);
+    let redis =
+        Server::start(ServerKind::Redis(ReferenceServer::Redis8), &redis_bin, &["--replicaof", "127.0.0.1", &port]);
+    let replica_dir = TempDir::new("functions-replica");
+    let rill_replica = Proc::start(replica_dir.path(), &["--replicaof", "127.0.0.1", &port]);
+    let mut r = redis.connect();
+    let mut rr = rill_replica.client();
+    for (what, client) in [("Redis", &mut r), ("rill", &mut rr)] {
+        wait_until(&format!("the {what} replica's full sync"), || {
+            client.cmd(&["FCALL_RO", "early", "0"]) == b"$17\r\nfrom the snapshot\r\n"
+        });
+    }
+    // Live: each change as its own command on Redis, as rill's records on rill.
+    c.cmd(&["FUNCTION", "LOAD", &library("live", "later", "streamed")]);
+    c.cmd(&["FUNCTION", "DELETE", "before"]);
+    c.cmd(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=w\nredis.register_function('w', function(k, a) return redis.call('set', k[1], a[1]) end)",
+    ]);
+    c.cmd(&["FCALL", "w", "1", "key", "by function"]);
+    let payload = c.cmd(&["FUNCTION", "DUMP"]);
+    let payload = &payload[payload.iter().position(|&b| b == b'\n').unwrap_or(0) + 1..payload.len() - 2];
+    c.cmd(&["FUNCTION", "FLUSH"]);
+    c.send_command(&[b"FUNCTION", b"RESTORE", payload]).unwrap();
+    assert_eq!(c.read_reply().unwrap(), b"+OK\r\n");
+    assert_eq!(c.cmd(&["WAIT", "2", "5000"]), b":2\r\n");
+    let want = (library_names(&mut c), c.cmd(&["GET", "key"]));
+    assert_eq!(want.0, ["live", "w"]);
+    for (what, client) in [("Redis", &mut r), ("rill", &mut rr)] {
+        wait_until(&format!("the {what} replica to follow"), || {
+            (library_names(client), client.cmd(&["GET", "key"])) == want
+        });
+        assert_eq!(client.cmd(&["FCALL_RO", "later", "0"]), b"$8\r\nstreamed\r\n", "{what}");
+        assert!(text(client.cmd(&["FCALL", "w", "1", "key", "x"])).starts_with("-READONLY"), "{what}");
+    }
+    c.cmd(&["FUNCTION", "FLUSH"]);
+    assert_eq!(c.cmd(&["WAIT", "2", "5000"]), b":2\r\n");
+    for (what, client) in [("Redis", &mut r), ("rill", &mut rr)] {
+        wait_until(&format!("the {what} replica's flush"), || client.cmd(&["FUNCTION", "LIST"]) == b"*0\r\n");
+    }
+    drop(rr);
+    drop(rill_replica);
+
+    // The other way: a Redis primary's libraries reach a rill replica.
+    let mut rp = redis.connect();
+    rp.cmd(&["REPLICAOF", "NO", "ONE"]);
+    rp.cmd(&["FUNCTION", "LOAD", &long]);
+    let from_redis_dir = TempDir::new("functions-from-redis");
+    let rill_replica = Proc::start(from_redis_dir.path(), &["--replicaof", "127.0.0.1", &redis.port.to_string()]);
+    let mut rr = rill_replica.client();
+    wait_until("the full sync from Redis", || rr.cmd(&["FCALL_RO", "early", "0"]) == b"$17\r\nfrom the snapshot\r\n");
+    rp.cmd(&["FUNCTION", "LOAD", &library("live", "later", "from redis")]);
+    rp.cmd(&["FUNCTION", "DELETE", "before"]);
+    wait_until("Redis' live FUNCTION LOAD and DELETE", || library_names(&mut rr) == ["live"]);
+    assert_eq!(rr.cmd(&["FCALL_RO", "later", "0"]), b"$10\r\nfrom redis\r\n");
+}
+
+#[test]
+fn function_stats_and_function_kill_while_a_function_runs() {
+    let dir = TempDir::new("function-busy");
+    let server = Proc::start(dir.path(), &[]);
+    let mut admin = server.client();
+    admin.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]);
+    admin.cmd(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=spin\nredis.register_function('spin', function() local i = 0 while true do i = i + 1 end end)",
+    ]);
+    let mut runner = server.client();
+    runner.send_command(&[b"FCALL", b"spin", b"0"]).unwrap();
+    wait_until("BUSY", || text(admin.cmd(&["PING"])).starts_with("-BUSY"));
+    assert_eq!(
+        text(admin.cmd(&["PING"])),
+        "-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    let stats = text(admin.cmd(&["FUNCTION", "STATS"]));
+    assert!(
+        stats.starts_with("*4\r\n$14\r\nrunning_script\r\n*6\r\n$4\r\nname\r\n$4\r\nspin\r\n$7\r\ncommand\r\n*3\r\n$5\r\nFCALL\r\n$4\r\nspin\r\n$1\r\n0\r\n$11\r\nduration_ms\r\n:"),
+        "{stats}"
+    );
+    assert!(stats.ends_with("$15\r\nlibraries_count\r\n:1\r\n$15\r\nfunctions_count\r\n:1\r\n"), "{stats}");
+    assert!(text(admin.cmd(&["SCRIPT", "KILL"]))
+        .starts_with("-BUSY Redis is busy running a script. You can only call FUNCTION KILL"));
+    assert_eq!(admin.cmd(&["FUNCTION", "KILL"]), b"+OK\r\n");
+    let killed = text(runner.read_reply().unwrap());
+    assert!(
+        killed.starts_with("-ERR Script killed by user with SCRIPT KILL... script: spin, on @user_function:2."),
+        "{killed}"
+    );
+    assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+    assert_eq!(text(admin.cmd(&["FUNCTION", "KILL"])), "-NOTBUSY No scripts in execution right now.\r\n");
+}
+
+/// DEBUG RELOAD saves, empties and loads back keys and libraries; NOFLUSH fails on what is
+/// there unless MERGE; a reload that changes the data (NOSAVE, NOFLUSH) is logged like any
+/// write, so a restart finds what the reload left.
+#[test]
+fn debug_reload_round_trips_keys_and_libraries_and_logs_what_it_changes() {
+    let dir = TempDir::new("debug-reload");
+    let args = ["--appendonly", "yes", "--appendfsync", "always", "--enable-debug-command", "yes"];
+    let server = Proc::start(dir.path(), &args);
+    let port = server.port;
+    let mut c = server.client();
+    c.cmd(&["SET", "x", "1"]);
+    c.cmd(&["SET", "ttl", "t", "EX", "1000"]);
+    c.cmd(&["XADD", "s", "1-1", "f", "v"]);
+    c.cmd(&["FUNCTION", "LOAD", &library("one", "f1", "first")]);
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["GET", "x"]), b"$1\r\n1\r\n");
+    assert_eq!(c.cmd(&["FCALL", "f1", "0"]), b"$5\r\nfirst\r\n");
+    let ttl = text(c.cmd(&["TTL", "ttl"]));
+    assert!(ttl == ":1000\r\n" || ttl == ":999\r\n", "the TTL survives: {ttl}");
+    // The snapshot now holds x, ttl, s and library one.
+    assert_eq!(
+        text(c.cmd(&["DEBUG", "RELOAD", "NOFLUSH"])),
+        "-ERR Error trying to load the RDB dump, check server logs.\r\n"
+    );
+    assert_eq!(
+        text(c.cmd(&["DEBUG", "RELOAD", "BAD"])),
+        "-ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.\r\n"
+    );
+    c.cmd(&["SET", "x", "changed"]);
+    c.cmd(&["SET", "later", "kept"]);
+    c.cmd(&["FUNCTION", "LOAD", &library("two", "f2", "second")]);
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD", "NOSAVE", "NOFLUSH", "MERGE"]), b"+OK\r\n");
+    let state =
+        |c: &mut RawClient| (c.cmd(&["GET", "x"]), c.cmd(&["GET", "later"]), library_names(c), c.cmd(&["XLEN", "s"]));
+    let want = (
+        b"$1\r\n1\r\n".to_vec(),
+        b"$4\r\nkept\r\n".to_vec(),
+        vec!["one".to_string(), "two".to_string()],
+        b":1\r\n".to_vec(),
+    );
+    assert_eq!(state(&mut c), want);
+    drop(c);
+    server.kill9();
+    let server = Proc::start_on(dir.path(), port, &args);
+    let mut c = server.client();
+    assert_eq!(state(&mut c), want, "the reload's changes were logged");
+    // NOSAVE alone: the old snapshot replaces everything, libraries included.
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD", "NOSAVE"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["EXISTS", "later"]), b":0\r\n");
+    assert_eq!(library_names(&mut c), ["one"]);
+    drop(c);
+    server.kill9();
+    let server = Proc::start_on(dir.path(), port, &args);
+    let mut c = server.client();
+    assert_eq!(c.cmd(&["EXISTS", "later"]), b":0\r\n");
+    assert_eq!(library_names(&mut c), ["one"]);
+    assert_eq!(c.cmd(&["GET", "x"]), b"$1\r\n1\r\n");
+}

@@ -108,6 +108,17 @@ impl Session {
                         }
                     }
                 }
+                Lookup::Found(spec) if tells_stats(spec, args.len(), self.conn.authenticated) => {
+                    // FUNCTION STATS: what runs, from what the runner told the gate.
+                    match self.shared.busy.function_stats() {
+                        Ok(r) => r,
+                        Err(text) => {
+                            let text = Bytes::from_static(text.as_bytes());
+                            self.deferred.get_or_insert_default().errors.push(text.clone());
+                            Reply::Error(text)
+                        }
+                    }
+                }
                 Lookup::Found(spec) if busy_refuses(spec, args.len(), self.conn.authenticated) => {
                     self.refuse_busy(spec)
                 }
@@ -155,6 +166,11 @@ impl Session {
 /// Whether this request is a SCRIPT KILL or FUNCTION KILL the busy path answers itself.
 fn kills(spec: &CommandSpec, argc: usize, authenticated: bool) -> bool {
     (spec.flags.has(Flags::KILL_SCRIPT) || spec.flags.has(Flags::KILL_FUNCTION)) && spec.arity_ok(argc) && authenticated
+}
+
+/// Whether this request is a FUNCTION STATS the busy path answers itself.
+fn tells_stats(spec: &CommandSpec, argc: usize, authenticated: bool) -> bool {
+    spec.flags.has(Flags::SCRIPT_STATS) && spec.arity_ok(argc) && authenticated
 }
 
 /// Whether the busy gate refuses this request itself (`busy.rs`): every check Redis makes
