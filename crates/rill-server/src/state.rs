@@ -455,6 +455,10 @@ pub struct HotConfig {
     pub latency_tracking: bool,
     /// `latency-monitor-threshold` in ms (0: the monitor is off).
     pub latency_threshold_ms: u64,
+    /// `busy-reply-threshold` (`lua-time-limit`) in ms (0: never busy).
+    pub busy_reply_threshold_ms: i64,
+    /// `script-memory-limit` in bytes.
+    pub script_memory_limit: usize,
 }
 
 impl HotConfig {
@@ -472,6 +476,8 @@ impl HotConfig {
             slowlog: crate::slowlog::Limits::from(config),
             latency_tracking: config.get("latency-tracking") != "no",
             latency_threshold_ms: u64::try_from(config.get_i64("latency-monitor-threshold")).unwrap_or(0),
+            busy_reply_threshold_ms: config.get_i64("busy-reply-threshold"),
+            script_memory_limit: usize::try_from(config.get_i64("script-memory-limit")).unwrap_or(usize::MAX),
         }
     }
 }

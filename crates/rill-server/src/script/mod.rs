@@ -163,11 +163,13 @@ impl ScriptFlags {
     }
 }
 
-/// A cached script (its compiled function is in the VM, under its SHA1).
+/// A cached script.
 #[derive(Debug)]
 struct Cached {
     body: Bytes,
     flags: ScriptFlags,
+    /// Its compiled function, in the VM's registry.
+    key: mlua::RegistryKey,
     /// Its place in the eviction order (EVAL-made scripts only).
     lru: Option<u64>,
 }
@@ -285,20 +287,17 @@ impl Scripts {
         let code = body.get(shebang..).unwrap_or_default();
         let memory_limit = self.memory_limit;
         let vm = self.vm(gate)?;
-        let compiled = vm.compile(sha, code).or_else(|_| {
+        let compiled = vm.compile(code).or_else(|_| {
             // Out of memory, perhaps because of garbage: collect and try once more.
             vm::collect(vm.lua(), memory_limit);
-            vm.compile(sha, code)
+            vm.compile(code)
         });
-        compiled.map_err(|e| CmdError::owned(format!("ERR Error compiling script (new function): {e}")))?;
+        let key = compiled.map_err(|e| CmdError::owned(format!("ERR Error compiling script (new function): {e}")))?;
         let lru = if from_eval {
             while self.lru.len() >= EVAL_CACHE_MAX {
                 let Some((_, oldest)) = self.lru.pop_first() else { break };
                 if let Some(gone) = self.cache.remove(&oldest) {
                     self.body_bytes -= gone.body.len() + oldest.len();
-                }
-                if let Some(vm) = &self.vm {
-                    vm.forget(&oldest);
                 }
                 self.evicted += 1;
             }
@@ -312,7 +311,7 @@ impl Scripts {
             vm.gc_tick(&mut self.gc_count);
         }
         self.body_bytes += body.len() + sha.len();
-        self.cache.insert(sha.to_string(), Cached { body: body.clone(), flags, lru });
+        self.cache.insert(sha.to_string(), Cached { body: body.clone(), flags, key, lru });
         Ok(flags)
     }
 
@@ -393,7 +392,7 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     let Some(vm) = c.st.scripts.vm.take() else {
         return Err(CmdError::full("ERR no Lua VM"));
     };
-    let Some(func) = vm.function(&sha) else {
+    let Some(func) = c.st.scripts.cache.get(&sha).and_then(|s| vm.registered(&s.key)) else {
         c.st.scripts.vm = Some(vm);
         return Err(CmdError::full(NOSCRIPT));
     };
@@ -435,8 +434,7 @@ fn execute(
     let argv = c.args.get(split..).unwrap_or_default().to_vec();
     let gate = c.shared.busy.clone();
     let lua = vm.lua().clone();
-    let threshold = c.st.config.get_i64("busy-reply-threshold");
-    let limit = usize::try_from(c.st.config.get_i64("script-memory-limit")).unwrap_or(usize::MAX);
+    let (threshold, limit) = (c.st.hot.busy_reply_threshold_ms, c.st.hot.script_memory_limit);
     let memory_limit =
         if function.is_some() { &mut c.st.scripts.functions.memory_limit } else { &mut c.st.scripts.memory_limit };
     if *memory_limit != limit {
@@ -601,10 +599,9 @@ struct Host<'c, 'a> {
 
 /// redis.call and redis.pcall: the reply, and whether it is an error table.
 fn host(cell: &std::cell::RefCell<Host<'_, '_>>, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
-    let rest: Vec<Value> = args.into_iter().collect();
     let mut h =
         cell.try_borrow_mut().map_err(|_| mlua::Error::RuntimeError("recursive call of the Redis API".into()))?;
-    command(&mut h, lua, &rest)
+    command(&mut h, lua, &args)
 }
 
 fn err_value(lua: &Lua, text: &str) -> mlua::Result<(Value, bool)> {
@@ -615,12 +612,12 @@ fn with_code(text: &str) -> String {
     format!("ERR {text}")
 }
 
-fn script_args(lua: &Lua, rest: &[Value]) -> mlua::Result<Result<Vec<Bytes>, (Value, bool)>> {
+fn script_args(lua: &Lua, rest: &MultiValue) -> mlua::Result<Result<Vec<Bytes>, (Value, bool)>> {
     if rest.is_empty() {
         return Ok(Err(err_value(lua, &with_code("Please specify at least one argument for this redis lib call"))?));
     }
     let mut out = Vec::with_capacity(rest.len());
-    for v in rest {
+    for v in rest.iter() {
         match convert::arg(v) {
             Some(b) => out.push(b),
             None => {
@@ -635,7 +632,7 @@ fn script_args(lua: &Lua, rest: &[Value]) -> mlua::Result<Result<Vec<Bytes>, (Va
 }
 
 /// redis.call / redis.pcall: the script's checks, then the command on the script's connection.
-fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &[Value]) -> mlua::Result<(Value, bool)> {
+fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &MultiValue) -> mlua::Result<(Value, bool)> {
     let mut args = match script_args(lua, rest)? {
         Ok(a) => a,
         Err(e) => return Ok(e),

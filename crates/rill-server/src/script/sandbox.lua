@@ -305,7 +305,10 @@ local function set_loading(on)
 end
 
 -- Runs `f` in protected mode with the message handler: (true, result) or (false, error).
-local function run(f, handler, ...)
+-- `call` and `pcall` are this run's redis.call and redis.pcall (they are replaced before the
+-- next run's script runs: no Lua code runs between two runs).
+local function run(f, handler, call, pcall, ...)
+    redis.call, redis.pcall = call, pcall
     if select_('#', ...) == 0 then
         return xpcall_(f, handler)
     end

@@ -6,13 +6,16 @@
 //!  Vm::new ─► libraries (base, table, string, math, os.clock; cjson, cmsgpack, bit, struct)
 //!          ─► sandbox.lua: redis.*, read-only globals; returns (env, run)
 //!  Vm::compile(body) ─► a function whose environment is `env` ("@user_script")
-//!  Vm::call_eval(f, keys, args, host) ─► redis.call & co = host (this run only), KEYS/ARGV
-//!                                   run(f, handler) = xpcall: (true, value) | (false, error table)
+//!  Vm::call_eval(f, keys, args, host) ─► KEYS/ARGV (EVAL) or the function's arguments (FCALL)
+//!        run(f, handler, call, pcall) = redis.call/pcall set, then xpcall: (true, value) |
+//!                                       (false, error table)
+//!  Vm::load_library(body) ─► the library API's environment, redis.register_function
 //! ```
 //!
-//! The host function is the only way a script reaches the server (redis.call, pcall, setresp,
-//! set_repl, acl_check_cmd): the five are Rust functions made in an `mlua` scope around one
-//! run, so they may borrow the locked state, and they are gone when the run ends. They are C
+//! The host function is the only way a script reaches the server: redis.call and redis.pcall
+//! are Rust functions made in an `mlua` scope around one run, so they may borrow the locked
+//! state, and are dead when the run ends (the runner sets the next run's before its script
+//! runs); setresp, set_repl and acl_check_cmd need no run and are made once. They are C
 //! functions to Lua, as in Redis, so `return redis.call(...)` keeps the script's frame for the
 //! error's place. An error they raise is Redis' error table, carried through Lua as [`Raised`].
 
@@ -34,13 +37,8 @@ pub struct Vm {
     run: Function,
     /// The message handler: any error to Redis' `{err=, source=, line=}` table.
     handler: Function,
-    /// The real `redis` table (scripts see a read-only view of it).
-    redis: Table,
     /// The protocol the running script's commands answer in (redis.setresp: 2 or 3).
     pub resp: Arc<std::sync::atomic::AtomicU8>,
-    /// The compiled scripts by name. Held in Lua, not as one handle each: mlua's handles live
-    /// on a stack of about 8000 slots, and a cache holds more scripts than that.
-    funcs: Table,
     /// `set_loading(on)`: the environment reads the library API (FUNCTION LOAD) or the globals.
     set_loading: Function,
     /// The busy gate its scripts' hook reports to.
@@ -145,10 +143,9 @@ impl Vm {
             readonly.raw_set(mt, true)?;
         }
         let handler = lua.create_function(|lua, err: Value| error_table(lua, err))?;
-        let funcs = lua.create_table()?;
         let resp = Arc::new(std::sync::atomic::AtomicU8::new(2));
         install_api(&lua, &redis, resp.clone())?;
-        Ok(Vm { lua, env, run, handler, redis, resp, funcs, set_loading, gate })
+        Ok(Vm { lua, env, run, handler, resp, set_loading, gate })
     }
 
     /// The VM's handle (cheap to clone).
@@ -161,9 +158,11 @@ impl Vm {
         self.lua.used_memory()
     }
 
-    /// Compile a script body (text only) into a function running in the sandbox, kept under
-    /// `name`; the Lua error text when it does not compile.
-    pub fn compile(&self, name: &str, body: &[u8]) -> Result<(), String> {
+    /// Compile a script body (text only) into a function running in the sandbox, kept in the
+    /// registry (a slot of its own, not one of mlua's handles: those live on a stack of about
+    /// 8000 slots, and a cache holds more scripts than that); the Lua error text when it does
+    /// not compile.
+    pub fn compile(&self, body: &[u8]) -> Result<mlua::RegistryKey, String> {
         let f = self
             .lua
             .load(body)
@@ -175,7 +174,17 @@ impl Vm {
                 mlua::Error::SyntaxError { message, .. } => message,
                 other => error_text(&other),
             })?;
-        self.funcs.raw_set(name, f).map_err(|e| error_text(&e))
+        self.lua.create_registry_value(f).map_err(|e| error_text(&e))
+    }
+
+    /// A step of the garbage collector, every 50 calls (Redis' rhythm): scripts made and
+    /// run leave garbage that Lua's own pace would let grow.
+    pub fn gc_tick(&self, count: &mut u32) {
+        *count += 1;
+        if *count >= 50 {
+            *count = 0;
+            let _ = self.lua.gc_step_kbytes(50);
+        }
     }
 
     /// Run a library's code (after its first line) as FUNCTION LOAD does: in the library API's
@@ -234,26 +243,6 @@ impl Vm {
         self.lua.registry_value::<Function>(key).ok()
     }
 
-    /// The function kept under `name`.
-    pub fn function(&self, name: &str) -> Option<Function> {
-        self.funcs.raw_get::<Option<Function>>(name).ok().flatten()
-    }
-
-    /// A step of the garbage collector, every 50 calls (Redis' rhythm): scripts made and
-    /// run leave garbage that Lua's own pace would let grow.
-    pub fn gc_tick(&self, count: &mut u32) {
-        *count += 1;
-        if *count >= 50 {
-            *count = 0;
-            let _ = self.lua.gc_step_kbytes(50);
-        }
-    }
-
-    /// Forget the function kept under `name`.
-    pub fn forget(&self, name: &str) {
-        let _ = self.funcs.raw_set(name, Value::Nil);
-    }
-
     /// Run `f` with `KEYS` and `ARGV` set (EVAL's globals; a function, `function`, gets them
     /// as its two arguments instead) and redis.call / redis.pcall answered by `host(op, args)`
     /// for this run only: it returns a value and whether it is an error table (raised by
@@ -281,23 +270,20 @@ impl Vm {
         self.resp.store(2, Ordering::Release);
         let host = &host;
         self.lua.scope(|scope| {
-            for op in [Op::Call, Op::Pcall] {
-                let f = scope.create_function(move |lua, args: MultiValue| {
+            let [call, pcall] = [Op::Call, Op::Pcall].map(|op| {
+                scope.create_function(move |lua, args: MultiValue| {
                     let (value, failed) = host(lua, op, args)?;
                     if failed && op != Op::Pcall {
                         return Err(raise(value));
                     }
                     Ok(value)
-                })?;
-                self.redis.raw_set(op.name(), f)?;
-            }
+                })
+            });
+            let (call, pcall) = (call?, pcall?);
             let out = match &params {
-                Some((keys, args)) => self.run.call::<MultiValue>((f.clone(), self.handler.clone(), keys, args)),
-                None => self.run.call::<MultiValue>((f.clone(), self.handler.clone())),
+                Some((keys, args)) => self.run.call::<MultiValue>((f, &self.handler, call, pcall, keys, args)),
+                None => self.run.call::<MultiValue>((f, &self.handler, call, pcall)),
             };
-            for op in [Op::Call, Op::Pcall] {
-                self.redis.raw_set(op.name(), Value::Nil)?;
-            }
             let mut out = out?.into_iter();
             let ok = matches!(out.next(), Some(Value::Boolean(true)));
             let value = out.next().unwrap_or(Value::Nil);
@@ -392,15 +378,6 @@ pub enum Op {
     Call,
     /// redis.pcall
     Pcall,
-}
-
-impl Op {
-    fn name(self) -> &'static str {
-        match self {
-            Op::Call => "call",
-            Op::Pcall => "pcall",
-        }
-    }
 }
 
 /// redis.setresp, redis.set_repl and redis.acl_check_cmd: made once per VM (they need no
