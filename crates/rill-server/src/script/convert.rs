@@ -236,19 +236,27 @@ fn table_reply(t: &Table, resp3: bool, depth: usize) -> (Reply, Counted) {
 /// A Lua argument of redis.call as the command gets it: a string as it is, a number as an
 /// integer when it is one (within ±2^62), otherwise in Redis' shortest decimal form.
 pub fn arg(v: &Value) -> Option<Bytes> {
-    match v {
-        Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
-        Value::Integer(i) => Some(number_text(*i as f64)),
-        Value::Number(n) => Some(number_text(*n)),
-        _ => None,
-    }
+    let mut out = Vec::new();
+    arg_into(v, &mut out).then(|| Bytes::from(out))
 }
 
-fn number_text(n: f64) -> Bytes {
+/// [`arg`], appended to `out`; false (nothing appended) for a value that is no argument.
+pub fn arg_into(v: &Value, out: &mut Vec<u8>) -> bool {
+    match v {
+        Value::String(s) => out.extend_from_slice(&s.as_bytes()),
+        Value::Integer(i) => number_text(*i as f64, out),
+        Value::Number(n) => number_text(*n, out),
+        _ => return false,
+    }
+    true
+}
+
+fn number_text(n: f64, out: &mut Vec<u8>) {
     let limit = (i64::MAX / 2) as f64;
     if n.fract() == 0.0 && n >= -limit && n <= limit {
-        Bytes::from((n as i64).to_string())
+        use std::io::Write as _;
+        let _ = write!(out, "{}", n as i64);
     } else {
-        Bytes::from(rill_resp::double_text(n))
+        out.extend_from_slice(rill_resp::double_text(n).as_bytes());
     }
 }

@@ -616,17 +616,21 @@ fn script_args(lua: &Lua, rest: &MultiValue) -> mlua::Result<Result<Vec<Bytes>, 
     if rest.is_empty() {
         return Ok(Err(err_value(lua, &with_code("Please specify at least one argument for this redis lib call"))?));
     }
-    let mut out = Vec::with_capacity(rest.len());
+    // One buffer for every argument, cut into them (one allocation per call, not per argument).
+    let mut buf = Vec::with_capacity(64 * rest.len());
+    let mut ends = Vec::with_capacity(rest.len());
     for v in rest.iter() {
-        match convert::arg(v) {
-            Some(b) => out.push(b),
-            None => {
-                return Ok(Err(err_value(
-                    lua,
-                    &with_code("Lua redis lib command arguments must be strings or integers"),
-                )?))
-            }
+        if !convert::arg_into(v, &mut buf) {
+            return Ok(Err(err_value(lua, &with_code("Lua redis lib command arguments must be strings or integers"))?));
         }
+        ends.push(buf.len());
+    }
+    let mut all = Bytes::from(buf);
+    let mut start = 0;
+    let mut out = Vec::with_capacity(ends.len());
+    for end in ends {
+        out.push(all.split_to(end - start));
+        start = end;
     }
     Ok(Ok(out))
 }

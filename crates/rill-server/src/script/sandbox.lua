@@ -129,8 +129,8 @@ end
 -- no place of its own and points at the script's line, as Redis' does).
 local script_setmetatable, script_rawset = rust.guards(readonly, setmetatable_, rawset_)
 
--- redis.call, pcall, setresp, set_repl and acl_check_cmd are Rust functions put here for
--- each run (they reach the server); the others are the same for every run.
+-- redis.call, pcall, setresp, set_repl and acl_check_cmd are Rust functions Rust puts here
+-- (call and pcall reach the server through the host of the run in progress).
 local redis = {}
 
 local function push_error(text)
@@ -305,10 +305,7 @@ local function set_loading(on)
 end
 
 -- Runs `f` in protected mode with the message handler: (true, result) or (false, error).
--- `call` and `pcall` are this run's redis.call and redis.pcall (they are replaced before the
--- next run's script runs: no Lua code runs between two runs).
-local function run(f, handler, call, pcall, ...)
-    redis.call, redis.pcall = call, pcall
+local function run(f, handler, ...)
     if select_('#', ...) == 0 then
         return xpcall_(f, handler)
     end

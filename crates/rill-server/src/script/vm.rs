@@ -6,21 +6,21 @@
 //!  Vm::new ─► libraries (base, table, string, math, os.clock; cjson, cmsgpack, bit, struct)
 //!          ─► sandbox.lua: redis.*, read-only globals; returns (env, run)
 //!  Vm::compile(body) ─► a function whose environment is `env` ("@user_script")
-//!  Vm::call_eval(f, keys, args, host) ─► KEYS/ARGV (EVAL) or the function's arguments (FCALL)
-//!        run(f, handler, call, pcall) = redis.call/pcall set, then xpcall: (true, value) |
-//!                                       (false, error table)
+//!  Vm::call_eval(f, keys, args, host) ─► KEYS/ARGV (EVAL) or the function's arguments (FCALL),
+//!        the host in HOST for the run; run(f, handler) = xpcall: (true, value) | (false, error)
 //!  Vm::load_library(body) ─► the library API's environment, redis.register_function
 //! ```
 //!
 //! The host function is the only way a script reaches the server: redis.call and redis.pcall
-//! are Rust functions made in an `mlua` scope around one run, so they may borrow the locked
-//! state, and are dead when the run ends (the runner sets the next run's before its script
-//! runs); setresp, set_repl and acl_check_cmd need no run and are made once. They are C
-//! functions to Lua, as in Redis, so `return redis.call(...)` keeps the script's frame for the
-//! error's place. An error they raise is Redis' error table, carried through Lua as [`Raised`].
+//! are Rust functions made once per VM that call the host of the run in progress, which
+//! [`Vm::call_eval`] puts in a scoped thread-local for the run (the host borrows the locked
+//! state, so it cannot be kept anywhere longer). They are C functions to Lua, as in Redis, so
+//! `return redis.call(...)` keeps the script's frame for the error's place. An error they
+//! raise is Redis' error table, carried through Lua as [`Raised`].
 
 use crate::busy::BusyGate;
 use mlua::{ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use scoped_tls_hkt::scoped_thread_local;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -219,7 +219,7 @@ impl Vm {
         } else {
             self.lua.remove_hook();
         }
-        let out = self.run.call::<MultiValue>((f, self.handler.clone()));
+        let out = self.run.call::<MultiValue>((f, &self.handler));
         let _ = self.set_loading.call::<()>(false);
         let registered = self.lua.remove_app_data::<Loading>().map(|l| l.0).unwrap_or_default();
         let _ = install_hook(&self.lua, self.gate.clone(), false);
@@ -256,7 +256,7 @@ impl Vm {
         host: H,
     ) -> mlua::Result<Outcome>
     where
-        H: Fn(&Lua, Op, MultiValue) -> mlua::Result<(Value, bool)>,
+        H: FnMut(&Lua, Op, MultiValue) -> mlua::Result<(Value, bool)>,
     {
         let (keys, args) = (self.array(keys)?, self.array(args)?);
         let params = if function {
@@ -268,27 +268,15 @@ impl Vm {
             None
         };
         self.resp.store(2, Ordering::Release);
-        let host = &host;
-        self.lua.scope(|scope| {
-            let [call, pcall] = [Op::Call, Op::Pcall].map(|op| {
-                scope.create_function(move |lua, args: MultiValue| {
-                    let (value, failed) = host(lua, op, args)?;
-                    if failed && op != Op::Pcall {
-                        return Err(raise(value));
-                    }
-                    Ok(value)
-                })
-            });
-            let (call, pcall) = (call?, pcall?);
-            let out = match &params {
-                Some((keys, args)) => self.run.call::<MultiValue>((f, &self.handler, call, pcall, keys, args)),
-                None => self.run.call::<MultiValue>((f, &self.handler, call, pcall)),
-            };
-            let mut out = out?.into_iter();
-            let ok = matches!(out.next(), Some(Value::Boolean(true)));
-            let value = out.next().unwrap_or(Value::Nil);
-            Ok(if ok { Ok(value) } else { Err(value) })
-        })
+        let mut host = host;
+        let out = HOST.set(&mut host, || match &params {
+            Some((keys, args)) => self.run.call::<MultiValue>((f, &self.handler, keys, args)),
+            None => self.run.call::<MultiValue>((f, &self.handler)),
+        });
+        let mut out = out?.into_iter();
+        let ok = matches!(out.next(), Some(Value::Boolean(true)));
+        let value = out.next().unwrap_or(Value::Nil);
+        Ok(if ok { Ok(value) } else { Err(value) })
     }
 
     fn array(&self, items: &[bytes::Bytes]) -> mlua::Result<Table> {
@@ -371,6 +359,26 @@ fn hand_off_thread() {
     }
 }
 
+scoped_thread_local!(
+    /// The host of the run in progress on this thread: what redis.call and redis.pcall call.
+    /// Set by [`Vm::call_eval`] for the run only; a run's Lua code runs on the thread that
+    /// started it (the hook's hand-off moves the runtime's other tasks, not the script).
+    static mut HOST: for<'a> &'a mut (dyn FnMut(&Lua, Op, MultiValue) -> mlua::Result<(Value, bool)> + 'a)
+);
+
+/// redis.call (`Op::Call`) or redis.pcall: the command through the host of the run in
+/// progress; redis.call raises the error a command answered, redis.pcall returns it.
+fn api_call(lua: &Lua, op: Op, args: MultiValue) -> mlua::Result<Value> {
+    if !HOST.is_set() {
+        return Err(raise_text("ERR redis.call and redis.pcall run only inside a script"));
+    }
+    let (value, failed) = HOST.with(|host| host(lua, op, args))?;
+    if failed && op == Op::Call {
+        return Err(raise(value));
+    }
+    Ok(value)
+}
+
 /// The API functions that reach the server for a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -380,9 +388,12 @@ pub enum Op {
     Pcall,
 }
 
-/// redis.setresp, redis.set_repl and redis.acl_check_cmd: made once per VM (they need no
-/// run; setresp leaves the protocol in `resp` for the run to read).
+/// The functions of the `redis` table that Rust provides, made once per VM: call and pcall
+/// (through the run's host, [`HOST`]), setresp (it leaves the protocol in `resp` for the run
+/// to read), set_repl and acl_check_cmd.
 fn install_api(lua: &Lua, redis: &Table, resp: Arc<std::sync::atomic::AtomicU8>) -> mlua::Result<()> {
+    redis.raw_set("call", lua.create_function(|lua, args: MultiValue| api_call(lua, Op::Call, args))?)?;
+    redis.raw_set("pcall", lua.create_function(|lua, args: MultiValue| api_call(lua, Op::Pcall, args))?)?;
     redis.raw_set(
         "setresp",
         lua.create_function(move |_, args: MultiValue| {
