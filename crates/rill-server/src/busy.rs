@@ -21,7 +21,7 @@
 //!   nothing can read them before that, since INFO and CLIENT LIST need the lock too.
 //! * anything else waits, with every request after it, until the gate opens, and then runs
 //!   through dispatch as usual: the `allow-busy` commands (AUTH, HELLO, QUIT, RESET, MULTI,
-//!   DISCARD, WATCH, UNWATCH, SHUTDOWN), and the requests whose reply depends on checks that
+//!   DISCARD, WATCH, UNWATCH), and the requests whose reply depends on checks that
 //!   come before BUSY in Redis' order (unknown command or subcommand, arity, NOAUTH, DEBUG's
 //!   protection). They get the same reply Redis gives, later than Redis gives it.
 //!
@@ -47,6 +47,9 @@
 //!    itself: `+OK` and the run's kill flag set, which the script's hook reads and stops it
 //!    with; `-UNKILLABLE` once the script wrote; `-NOTBUSY` while no script runs; the other
 //!    kind's `-BUSY` for a function killed with SCRIPT KILL and the reverse.
+//!    `SHUTDOWN` (flagged `busy-shutdown`) too: with NOSAVE the process ends there (the
+//!    script's writes were never committed, so none of them is kept, as with kill -9),
+//!    without it the BUSY reply, as Redis answers.
 //!    `FUNCTION STATS` (flagged `script-stats`) is answered there too, from what the runner
 //!    told the gate ([`BusyGate::describe_run`], [`BusyGate::set_function_counts`]): the
 //!    running function, or the BUSY reply while an EVAL script runs, as Redis answers.

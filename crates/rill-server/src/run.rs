@@ -284,8 +284,14 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
             }
         };
         let id = shared.next_client_id();
-        if !shared.busy.is_open() {
-            // A script holds the lock: admit with the facts seen last, register later.
+        // A script holds the lock (the gate closed, or not yet): admit with the facts seen
+        // last and register later, never waiting for a script that may not end (the accept
+        // loop would stop admitting anyone).
+        let locked = match last_admission {
+            Some(_) => shared.lock_unless_script().await,
+            None => Some(shared.lock_async().await),
+        };
+        if locked.is_none() {
             if let Some((nopass, protected, hot)) = last_admission {
                 if listen::protected_mode_denies(protected, nopass, peer.ip()) {
                     listen::refuse(&socket, listen::DENIED);
@@ -302,8 +308,9 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
                 continue;
             }
         }
+        // Not locked only with a last admission to admit by (above).
+        let Some(mut st) = locked else { continue };
         let admitted = {
-            let mut st = shared.lock_async().await;
             let max = st.config.get_i64("maxclients").max(1) as usize;
             if st.clients.len() >= max {
                 st.stats.rejected_connections += 1;
@@ -325,6 +332,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
             let laddr = socket.local_addr().map(|a| a.to_string()).unwrap_or_default();
             conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd: socket_fd(&socket) }, nopass)
         };
+        drop(st);
         tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
     }
 }

@@ -579,6 +579,26 @@ impl Shared {
         }
     }
 
+    /// [`Shared::lock_async`], but `None` as soon as a script holds the lock (it started, or
+    /// the gate is not open): for a caller with something else to do meanwhile.
+    pub async fn lock_unless_script(&self) -> Option<MutexGuard<'_, State>> {
+        let mut tries = 0u32;
+        loop {
+            if !self.busy.is_open() || self.busy.script_started() {
+                return None;
+            }
+            if let Some(g) = self.try_lock() {
+                return Some(g);
+            }
+            tries += 1;
+            if tries < 64 {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+    }
+
     /// Take the lock if nobody holds it.
     pub fn try_lock(&self) -> Option<MutexGuard<'_, State>> {
         match self.state.try_lock() {

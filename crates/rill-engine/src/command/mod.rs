@@ -124,6 +124,9 @@ impl Flags {
     pub const KILL_FUNCTION: Flags = Flags(1 << 26);
     /// Answered by the busy gate itself while a script runs: what runs (FUNCTION STATS).
     pub const SCRIPT_STATS: Flags = Flags(1 << 27);
+    /// Answered by the busy gate itself while a script runs past the threshold: with NOSAVE
+    /// it ends the process there (SHUTDOWN NOSAVE), otherwise BUSY.
+    pub const BUSY_SHUTDOWN: Flags = Flags(1 << 28);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {

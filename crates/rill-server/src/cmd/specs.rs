@@ -1331,7 +1331,12 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "shutdown",
         arity: -1,
-        flags: Flags::ADMIN.and(Flags::NOSCRIPT).and(LOADING_STALE).and(Flags::NO_MULTI).and(Flags::ALLOW_BUSY),
+        flags: Flags::ADMIN
+            .and(Flags::NOSCRIPT)
+            .and(LOADING_STALE)
+            .and(Flags::NO_MULTI)
+            .and(Flags::ALLOW_BUSY)
+            .and(Flags::BUSY_SHUTDOWN),
         acl: ADMIN_ACL,
         group: "server",
         summary: "Stops the server.",

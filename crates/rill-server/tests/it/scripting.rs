@@ -431,3 +431,30 @@ fn debug_reload_round_trips_keys_and_libraries_and_logs_what_it_changes() {
     assert_eq!(library_names(&mut c), ["one"]);
     assert_eq!(c.cmd(&["GET", "x"]), b"$1\r\n1\r\n");
 }
+
+/// While a script runs past the threshold, SHUTDOWN answers BUSY and SHUTDOWN NOSAVE ends the
+/// process: the script's writes were never committed, everything acknowledged before is kept.
+#[test]
+fn shutdown_nosave_ends_a_busy_script_keeping_what_was_acknowledged() {
+    let dir = TempDir::new("busy-shutdown");
+    let mut server = Proc::start(dir.path(), &LOG);
+    let port = server.port;
+    let mut c = server.client();
+    c.cmd(&["SET", "before", "kept"]);
+    c.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]);
+    c.send_command(&[b"EVAL", b"redis.call('set', 'during', 'lost') while true do end", b"0"]).unwrap();
+    let mut other = server.client();
+    wait_until("BUSY", || text(other.cmd(&["PING"])).starts_with("-BUSY"));
+    assert_eq!(
+        text(other.cmd(&["SHUTDOWN"])),
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    other.send_command(&[b"SHUTDOWN", b"NOSAVE"]).unwrap();
+    let status = server.wait_exit(Duration::from_secs(10));
+    assert!(status.is_some_and(|s| s.success()), "the server exited: {status:?}");
+    drop(server);
+    let server = Proc::start_on(dir.path(), port, &LOG);
+    let mut c = server.client();
+    assert_eq!(c.cmd(&["GET", "before"]), b"$4\r\nkept\r\n");
+    assert_eq!(c.cmd(&["EXISTS", "during"]), b":0\r\n");
+}

@@ -119,6 +119,19 @@ impl Session {
                         }
                     }
                 }
+                Lookup::Found(spec) if stops(spec, args.len(), self.conn.authenticated) => {
+                    // SHUTDOWN NOSAVE ends the process here, the script with it: its writes
+                    // were never committed (all or none, as with kill -9), and every
+                    // acknowledged write is already in the log. Without NOSAVE: BUSY.
+                    if args.iter().skip(1).any(|a| a.eq_ignore_ascii_case(b"nosave"))
+                        && !args.iter().skip(1).any(|a| a.eq_ignore_ascii_case(b"abort"))
+                    {
+                        tracing::warn!("User requested shutdown while a script runs: SHUTDOWN NOSAVE");
+                        tracing::warn!("rill is now ready to exit, bye bye...");
+                        std::process::exit(0);
+                    }
+                    self.refuse_busy(spec)
+                }
                 Lookup::Found(spec) if busy_refuses(spec, args.len(), self.conn.authenticated) => {
                     self.refuse_busy(spec)
                 }
@@ -166,6 +179,11 @@ impl Session {
 /// Whether this request is a SCRIPT KILL or FUNCTION KILL the busy path answers itself.
 fn kills(spec: &CommandSpec, argc: usize, authenticated: bool) -> bool {
     (spec.flags.has(Flags::KILL_SCRIPT) || spec.flags.has(Flags::KILL_FUNCTION)) && spec.arity_ok(argc) && authenticated
+}
+
+/// Whether this request is a SHUTDOWN the busy path answers itself.
+fn stops(spec: &CommandSpec, argc: usize, authenticated: bool) -> bool {
+    spec.flags.has(Flags::BUSY_SHUTDOWN) && spec.arity_ok(argc) && authenticated
 }
 
 /// Whether this request is a FUNCTION STATS the busy path answers itself.
