@@ -315,4 +315,24 @@ local function run(f, handler, ...)
     end, handler)
 end
 
-return env, run, redis, readonly, set_loading
+-- Runs a script (`as_function` false: KEYS and ARGV set as globals) or a function (keys and
+-- args as its two arguments) with the first `nkeys` of the rest as the keys, the others as
+-- the arguments: the tables made here, in one call from Rust.
+local function run_script(f, handler, as_function, nkeys, ...)
+    local keys = { ... }
+    local argv = {}
+    for i = nkeys + 1, select_('#', ...) do
+        argv[i - nkeys] = keys[i]
+        keys[i] = nil
+    end
+    if as_function then
+        return xpcall_(function()
+            return f(keys, argv)
+        end, handler)
+    end
+    rawset_(G, 'KEYS', keys)
+    rawset_(G, 'ARGV', argv)
+    return xpcall_(f, handler)
+end
+
+return env, run, redis, readonly, set_loading, run_script

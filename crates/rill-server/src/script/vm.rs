@@ -41,6 +41,8 @@ pub struct Vm {
     pub resp: Arc<std::sync::atomic::AtomicU8>,
     /// `set_loading(on)`: the environment reads the library API (FUNCTION LOAD) or the globals.
     set_loading: Function,
+    /// `run_script(f, handler, as_function, nkeys, keys.., args..)`: KEYS/ARGV made in Lua.
+    run_script: Function,
     /// The busy gate its scripts' hook reports to.
     gate: Arc<BusyGate>,
 }
@@ -134,7 +136,7 @@ impl Vm {
                 })
             })?,
         )?;
-        let (env, run, redis, readonly, set_loading): (Table, Function, Table, Table, Function) =
+        let (env, run, redis, readonly, set_loading, run_script): (Table, Function, Table, Table, Function, Function) =
             lua.load(include_str!("sandbox.lua")).set_name(INTERNAL_SOURCE).set_mode(ChunkMode::Text).call(rust)?;
         // cjson's array metatable is reached through the registry, not the globals: made
         // read-only here.
@@ -145,7 +147,7 @@ impl Vm {
         let handler = lua.create_function(|lua, err: Value| error_table(lua, err))?;
         let resp = Arc::new(std::sync::atomic::AtomicU8::new(2));
         install_api(&lua, &redis, resp.clone())?;
-        Ok(Vm { lua, env, run, handler, resp, set_loading, gate })
+        Ok(Vm { lua, env, run, handler, resp, set_loading, run_script, gate })
     }
 
     /// The VM's handle (cheap to clone).
@@ -258,21 +260,36 @@ impl Vm {
     where
         H: FnMut(&Lua, Op, MultiValue) -> mlua::Result<(Value, bool)>,
     {
-        let (keys, args) = (self.array(keys)?, self.array(args)?);
-        let params = if function {
-            Some((keys, args))
-        } else {
-            let globals = self.lua.globals();
-            globals.raw_set("KEYS", keys)?;
-            globals.raw_set("ARGV", args)?;
-            None
-        };
         self.resp.store(2, Ordering::Release);
         let mut host = host;
-        let out = HOST.set(&mut host, || match &params {
-            Some((keys, args)) => self.run.call::<MultiValue>((f, &self.handler, keys, args)),
-            None => self.run.call::<MultiValue>((f, &self.handler)),
-        });
+        let out = if keys.len() + args.len() <= VARARGS_MAX {
+            // The keys and arguments as the runner's own arguments, strings pushed straight
+            // onto Lua's stack (text as text; other bytes made into Lua strings first).
+            let mut items = Vec::with_capacity(keys.len() + args.len());
+            for b in keys.iter().chain(args) {
+                items.push(match std::str::from_utf8(b) {
+                    Ok(s) => mlua::Either::Left(s),
+                    Err(_) => mlua::Either::Right(self.lua.create_string(b)?),
+                });
+            }
+            let items = mlua::Variadic::from(items);
+            HOST.set(&mut host, || self.run_script.call::<MultiValue>((f, &self.handler, function, keys.len(), items)))
+        } else {
+            // More than Lua's stack takes: the tables made from here.
+            let (keys, args) = (self.array(keys)?, self.array(args)?);
+            let params = if function {
+                Some((keys, args))
+            } else {
+                let globals = self.lua.globals();
+                globals.raw_set("KEYS", keys)?;
+                globals.raw_set("ARGV", args)?;
+                None
+            };
+            HOST.set(&mut host, || match &params {
+                Some((keys, args)) => self.run.call::<MultiValue>((f, &self.handler, keys, args)),
+                None => self.run.call::<MultiValue>((f, &self.handler)),
+            })
+        };
         let mut out = out?.into_iter();
         let ok = matches!(out.next(), Some(Value::Boolean(true)));
         let value = out.next().unwrap_or(Value::Nil);
@@ -287,6 +304,10 @@ impl Vm {
         Ok(t)
     }
 }
+
+/// Keys and arguments passed to the runner on Lua's stack (about 8000 slots) at most; more go
+/// in tables made from Rust.
+const VARARGS_MAX: usize = 4000;
 
 /// Instructions between two looks at the clock (Redis' count hook).
 const HOOK_EVERY: u32 = 100_000;
