@@ -178,7 +178,10 @@ struct Cached {
 #[derive(Debug)]
 pub struct Scripts {
     vm: Option<vm::Vm>,
-    cache: HashMap<String, Cached>,
+    cache: HashMap<String, Cached, foldhash::fast::RandomState>,
+    /// The last EVAL body hashed and its SHA1 (dispatch's flag check and the run both need it;
+    /// holding the body keeps its bytes from being reused, so the pointer comparison is sound).
+    last_sha: std::cell::RefCell<Option<(Bytes, String)>>,
     /// EVAL-made scripts by last use.
     lru: BTreeMap<u64, String>,
     tick: u64,
@@ -209,7 +212,8 @@ impl Scripts {
     pub fn new() -> Scripts {
         Scripts {
             vm: None,
-            cache: HashMap::new(),
+            cache: HashMap::default(),
+            last_sha: std::cell::RefCell::new(None),
             lru: BTreeMap::new(),
             tick: 0,
             body_bytes: 0,
@@ -255,6 +259,19 @@ impl Scripts {
         self.client_id = client_id;
         self.conn = conn;
         self.functions = functions;
+    }
+
+    /// The SHA1 of an EVAL body, computed once for dispatch's check and the run.
+    fn body_sha(&self, body: &Bytes) -> String {
+        let mut last = self.last_sha.borrow_mut();
+        if let Some((b, sha)) = last.as_ref() {
+            if b.as_ptr() == body.as_ptr() && b.len() == body.len() {
+                return sha.clone();
+            }
+        }
+        let sha = sha1_hex(body);
+        *last = Some((body.clone(), sha.clone()));
+        sha
     }
 
     /// The cached script `sha` (lower case), marked used: its flags.
@@ -321,6 +338,14 @@ impl Scripts {
     }
 }
 
+/// An EVALSHA's SHA1 argument in lower case (`None`: not 40 bytes, so no script's name).
+fn sha_name(arg: &[u8]) -> Option<String> {
+    if arg.len() != 40 {
+        return None;
+    }
+    Some(String::from_utf8_lossy(arg).to_ascii_lowercase())
+}
+
 /// The flags dispatch checks a command flagged `SCRIPT` by (EVAL and kin): the shebang's,
 /// when the script is known (cached, or the body of an EVAL).
 pub fn command_flags(st: &State, spec: &CommandSpec, args: &[Bytes]) -> Flags {
@@ -330,14 +355,12 @@ pub fn command_flags(st: &State, spec: &CommandSpec, args: &[Bytes]) -> Flags {
     }
     let by_sha = spec.name.starts_with("evalsha");
     let sha = if by_sha {
-        if first.len() != 40 {
-            return spec.flags;
-        }
-        String::from_utf8_lossy(first).to_ascii_lowercase()
+        let Some(lower) = sha_name(first) else { return spec.flags };
+        lower
     } else {
-        sha1_hex(first)
+        st.scripts.body_sha(first)
     };
-    let flags = match st.scripts.cache.get(&sha) {
+    let flags = match st.scripts.cache.get(sha.as_str()) {
         Some(c) => c.flags,
         None if by_sha => return spec.flags,
         None => match ScriptFlags::parse(first) {
@@ -378,7 +401,7 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
         return Err(CmdError::full(NOSCRIPT));
     }
     let numkeys = numkeys(c, "ERR value is not an integer or out of range")?;
-    let sha = if by_sha { String::from_utf8_lossy(&first).to_ascii_lowercase() } else { sha1_hex(&first) };
+    let sha = if by_sha { sha_name(&first).unwrap_or_default() } else { c.st.scripts.body_sha(&first) };
     let flags = match c.st.scripts.lookup(&sha) {
         Some(found) => found,
         None if by_sha => return Err(CmdError::full(NOSCRIPT)),
