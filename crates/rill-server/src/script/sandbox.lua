@@ -52,13 +52,20 @@ end
 -- code, the library API (`set_loading`).
 local lookup = G
 
+-- `t[k]`, or the error a script gets for a global that is not there (raised at the place of
+-- the script's read: two levels above this function, the `__index` that called it).
+local function global_of(t, k)
+    local v = rawget_(t, k)
+    if v == nil then
+        error_("Script attempted to access nonexistent global variable '" .. tostring_(k) .. "'", 3)
+    end
+    return v
+end
+
 -- The environment scripts run in; its metatable shows as a read-only view.
 local envmt = {
     __index = function(_, k)
-        local v = rawget_(lookup, k)
-        if v == nil then
-            error_("Script attempted to access nonexistent global variable '" .. tostring_(k) .. "'", 2)
-        end
+        local v = global_of(lookup, k)
         return v
     end,
     __newindex = deny,
@@ -274,10 +281,7 @@ end
 local function strict(t)
     local mt = {
         __index = function(_, k)
-            local v = rawget_(t, k)
-            if v == nil then
-                error_("Script attempted to access nonexistent global variable '" .. tostring_(k) .. "'", 2)
-            end
+            local v = global_of(t, k)
             return v
         end,
         __newindex = deny,

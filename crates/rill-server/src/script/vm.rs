@@ -165,18 +165,23 @@ impl Vm {
     /// 8000 slots, and a cache holds more scripts than that); the Lua error text when it does
     /// not compile.
     pub fn compile(&self, body: &[u8]) -> Result<mlua::RegistryKey, String> {
-        let f = self
-            .lua
+        let f = self.load_text(body, "@user_script")?;
+        self.lua.create_registry_value(f).map_err(|e| error_text(&e))
+    }
+
+    /// `body` (text only, binary chunks refused) as a function in the sandbox's environment,
+    /// its chunk named `name`; Lua's error text when it does not compile.
+    fn load_text(&self, body: &[u8], name: &str) -> Result<Function, String> {
+        self.lua
             .load(body)
-            .set_name("@user_script")
+            .set_name(name)
             .set_mode(ChunkMode::Text)
             .set_environment(self.env.clone())
             .into_function()
             .map_err(|e| match e {
                 mlua::Error::SyntaxError { message, .. } => message,
                 other => error_text(&other),
-            })?;
-        self.lua.create_registry_value(f).map_err(|e| error_text(&e))
+            })
     }
 
     /// A step of the garbage collector, every 50 calls (Redis' rhythm): scripts made and
@@ -193,17 +198,7 @@ impl Vm {
     /// environment, for at most `timeout_ms` (0: no limit). The functions it registered, in
     /// order, each with its callback; Redis' error text when it does not compile or fails.
     pub fn load_library(&self, body: &[u8], timeout_ms: u64) -> Result<Vec<(Registered, mlua::RegistryKey)>, String> {
-        let f = self
-            .lua
-            .load(body)
-            .set_name("@user_function")
-            .set_mode(ChunkMode::Text)
-            .set_environment(self.env.clone())
-            .into_function()
-            .map_err(|e| match e {
-                mlua::Error::SyntaxError { message, .. } => format!("Error compiling function: {message}"),
-                other => format!("Error compiling function: {}", error_text(&other)),
-            })?;
+        let f = self.load_text(body, "@user_function").map_err(|e| format!("Error compiling function: {e}"))?;
         let fail = |e: mlua::Error| format!("Error registering functions: {}", error_text(&e));
         self.lua.set_app_data(Loading(Vec::new()));
         self.set_loading.call::<()>(true).map_err(fail)?;
