@@ -639,19 +639,28 @@ fn script_args(lua: &Lua, rest: &MultiValue) -> mlua::Result<Result<Vec<Bytes>, 
     if rest.is_empty() {
         return Ok(Err(err_value(lua, &with_code("Please specify at least one argument for this redis lib call"))?));
     }
-    // One buffer for every argument, cut into them (one allocation per call, not per argument).
-    let mut buf = Vec::with_capacity(64 * rest.len());
-    let mut ends = Vec::with_capacity(rest.len());
-    for v in rest.iter() {
+    // One buffer for every argument, cut into them (one allocation per call, not per argument;
+    // where each ends kept on the stack for the usual few arguments).
+    let n = rest.len();
+    let mut buf = Vec::with_capacity(64 * n);
+    let (mut small, mut big) = ([0usize; 8], Vec::new());
+    if n > small.len() {
+        big.reserve(n);
+    }
+    for (i, v) in rest.iter().enumerate() {
         if !convert::arg_into(v, &mut buf) {
             return Ok(Err(err_value(lua, &with_code("Lua redis lib command arguments must be strings or integers"))?));
         }
-        ends.push(buf.len());
+        match small.get_mut(i) {
+            Some(end) if n <= 8 => *end = buf.len(),
+            _ => big.push(buf.len()),
+        }
     }
+    let ends = if n <= small.len() { small.get(..n).unwrap_or_default() } else { &big[..] };
     let mut all = Bytes::from(buf);
     let mut start = 0;
-    let mut out = Vec::with_capacity(ends.len());
-    for end in ends {
+    let mut out = Vec::with_capacity(n);
+    for &end in ends {
         out.push(all.split_to(end - start));
         start = end;
     }
@@ -682,9 +691,15 @@ fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &MultiValue) -> mlua::Result<(
         c.shared.busy.script_wrote();
     }
     let action = crate::dispatch::call(c.shared, c.st, h.conn, spec, &mut args, c.now_ms, true);
-    let mut replies = Vec::with_capacity(1);
-    crate::cmd::multi::inline_replies(c.st, action, &mut replies);
-    let reply = replies.pop().unwrap_or(Reply::Null);
+    let reply = match action {
+        // The common case, without the vector `inline_replies` fills.
+        Action::Reply(r) => r,
+        other => {
+            let mut replies = Vec::with_capacity(1);
+            crate::cmd::multi::inline_replies(c.st, other, &mut replies);
+            replies.pop().unwrap_or(Reply::Null)
+        }
+    };
     let failed = matches!(reply, Reply::Error(_));
     Ok((convert::to_lua(lua, &reply, h.conn.proto == Protocol::Resp3)?, failed))
 }
