@@ -51,7 +51,7 @@ pub fn parse_meta(code: &[u8]) -> Result<Meta, String> {
     let Some(end) = code.iter().position(|&b| b == b'\n') else {
         return Err("Invalid library metadata".into());
     };
-    let parts = split_args(code.get(..end).unwrap_or_default()).ok_or("Invalid library metadata")?;
+    let parts = crate::util::split_args(code.get(..end).unwrap_or_default()).map_err(|_| "Invalid library metadata")?;
     let Some(first) = parts.first() else {
         return Err("Invalid library metadata".into());
     };
@@ -69,85 +69,6 @@ pub fn parse_meta(code: &[u8]) -> Result<Meta, String> {
     }
     let name = name.ok_or("Library name was not given")?;
     Ok(Meta { engine, name, body_start: end })
-}
-
-/// Split a line into arguments as Redis' `sdssplitargs` does (quotes, `\xHH` and the usual
-/// escapes in double quotes, `\'` in single quotes); `None` when the quotes do not balance.
-fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    let at = |i: usize| line.get(i).copied();
-    loop {
-        while at(i).is_some_and(|c| c.is_ascii_whitespace()) {
-            i += 1;
-        }
-        if at(i).is_none() {
-            return Some(out);
-        }
-        let mut cur = Vec::new();
-        let (mut inq, mut insq) = (false, false);
-        loop {
-            let c = at(i);
-            if inq {
-                match c {
-                    None => return None,
-                    Some(b'\\') if at(i + 1) == Some(b'x') && hex_pair(at(i + 2), at(i + 3)).is_some() => {
-                        cur.push(hex_pair(at(i + 2), at(i + 3))?);
-                        i += 3;
-                    }
-                    Some(b'\\') if at(i + 1).is_some() => {
-                        i += 1;
-                        cur.push(match at(i)? {
-                            b'n' => b'\n',
-                            b'r' => b'\r',
-                            b't' => b'\t',
-                            b'b' => 8,
-                            b'a' => 7,
-                            other => other,
-                        });
-                    }
-                    Some(b'"') => {
-                        if at(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
-                            return None;
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(other) => cur.push(other),
-                }
-            } else if insq {
-                match c {
-                    None => return None,
-                    Some(b'\\') if at(i + 1) == Some(b'\'') => {
-                        cur.push(b'\'');
-                        i += 1;
-                    }
-                    Some(b'\'') => {
-                        if at(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
-                            return None;
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(other) => cur.push(other),
-                }
-            } else {
-                match c {
-                    None | Some(b' ' | b'\n' | b'\r' | b'\t' | 0) => break,
-                    Some(b'"') => inq = true,
-                    Some(b'\'') => insq = true,
-                    Some(other) => cur.push(other),
-                }
-            }
-            i += 1;
-        }
-        out.push(cur);
-    }
-}
-
-fn hex_pair(a: Option<u8>, b: Option<u8>) -> Option<u8> {
-    let digit = |c: u8| (c as char).to_digit(16);
-    Some((digit(a?)? * 16 + digit(b?)?) as u8)
 }
 
 /// One library: its name as its code gives it, and its code (first line included).

@@ -1,5 +1,5 @@
 //! Argument parsing helpers shared by every command: integers and floats exactly as Redis
-//! accepts them.
+//! accepts them, and a line split into arguments as Redis splits one.
 
 use crate::CmdError;
 
@@ -55,6 +55,84 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
     }
 }
 
+/// Split a line into arguments as Redis' `sdssplitargs` does (and redis-cli, what the user
+/// types): whitespace separates them; double quotes understand `\xHH`, `\n`, `\r`, `\t`,
+/// `\b`, `\a` and any other escaped byte as itself; single quotes only `\'`; a closing quote
+/// must be followed by whitespace or the end. The error says what is wrong.
+pub fn split_args(line: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let at = |i: usize| line.get(i).copied();
+    let ends_quote = |i: usize| at(i + 1).is_none_or(|n| n.is_ascii_whitespace());
+    loop {
+        while at(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        if at(i).is_none() {
+            return Ok(out);
+        }
+        let mut cur = Vec::new();
+        let (mut inq, mut insq) = (false, false);
+        loop {
+            let c = at(i);
+            if inq {
+                match c {
+                    None => return Err("unbalanced double quote"),
+                    Some(b'\\') if at(i + 1) == Some(b'x') && hex_pair(at(i + 2), at(i + 3)).is_some() => {
+                        cur.extend(hex_pair(at(i + 2), at(i + 3)));
+                        i += 3;
+                    }
+                    Some(b'\\') if at(i + 1).is_some() => {
+                        i += 1;
+                        cur.push(match at(i).unwrap_or_default() {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 8,
+                            b'a' => 7,
+                            other => other,
+                        });
+                    }
+                    Some(b'"') if !ends_quote(i) => return Err("closing quote must be followed by a space"),
+                    Some(b'"') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(other) => cur.push(other),
+                }
+            } else if insq {
+                match c {
+                    None => return Err("unbalanced single quote"),
+                    Some(b'\\') if at(i + 1) == Some(b'\'') => {
+                        cur.push(b'\'');
+                        i += 1;
+                    }
+                    Some(b'\'') if !ends_quote(i) => return Err("closing quote must be followed by a space"),
+                    Some(b'\'') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(other) => cur.push(other),
+                }
+            } else {
+                match c {
+                    None | Some(b' ' | b'\n' | b'\r' | b'\t' | 0) => break,
+                    Some(b'"') => inq = true,
+                    Some(b'\'') => insq = true,
+                    Some(other) => cur.push(other),
+                }
+            }
+            i += 1;
+        }
+        out.push(cur);
+    }
+}
+
+fn hex_pair(a: Option<u8>, b: Option<u8>) -> Option<u8> {
+    let digit = |c: u8| (c as char).to_digit(16);
+    Some((digit(a?)? * 16 + digit(b?)?) as u8)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +147,17 @@ mod tests {
         for bad in [&b""[..], b"+1", b"01", b" 1", b"1 ", b"-0", b"1.0", b"-"] {
             assert_eq!(parse_i64(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn lines_split_as_redis_splits_them() {
+        let split = |l: &str| super::split_args(l.as_bytes());
+        let words = |w: &[&[u8]]| Ok(w.iter().map(|b| b.to_vec()).collect::<Vec<_>>());
+        assert_eq!(split(" a  \"b c\" 'd\\'e' \"\\x41\\n\\q\""), words(&[b"a", b"b c", b"d'e", b"A\nq"]));
+        assert_eq!(split(""), words(&[]));
+        assert_eq!(split("name=\"foo\""), words(&[b"name=foo"]));
+        assert_eq!(split("\"open"), Err("unbalanced double quote"));
+        assert_eq!(split("'open"), Err("unbalanced single quote"));
+        assert_eq!(split("\"a\"b"), Err("closing quote must be followed by a space"));
     }
 }

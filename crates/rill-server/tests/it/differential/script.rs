@@ -167,88 +167,9 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
     Ok(lines)
 }
 
-/// Splits a line the way redis-cli splits what the user types.
+/// Splits a line the way redis-cli splits what the user types (Redis' `sdssplitargs`).
 fn split_args(line: &str) -> Result<Vec<Vec<u8>>, String> {
-    let bytes = line.as_bytes();
-    let mut args = Vec::new();
-    let mut i = 0;
-    loop {
-        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i >= bytes.len() {
-            return Ok(args);
-        }
-        let mut arg = Vec::new();
-        let mut in_double = false;
-        let mut in_single = false;
-        loop {
-            let c = bytes.get(i).copied();
-            if in_double {
-                match c {
-                    None => return Err("unbalanced double quote".into()),
-                    Some(b'\\') if bytes.get(i + 1) == Some(&b'x') => {
-                        let hex = bytes.get(i + 2..i + 4).and_then(|h| std::str::from_utf8(h).ok());
-                        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                            Some(b) => {
-                                arg.push(b);
-                                i += 3;
-                            }
-                            None => {
-                                arg.push(b'x');
-                                i += 1;
-                            }
-                        }
-                    }
-                    Some(b'\\') if i + 1 < bytes.len() => {
-                        i += 1;
-                        arg.push(match bytes[i] {
-                            b'n' => b'\n',
-                            b'r' => b'\r',
-                            b't' => b'\t',
-                            b'b' => 8,
-                            b'a' => 7,
-                            other => other,
-                        });
-                    }
-                    Some(b'"') => {
-                        if bytes.get(i + 1).is_some_and(|b| !b.is_ascii_whitespace()) {
-                            return Err("closing quote must be followed by a space".into());
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(b) => arg.push(b),
-                }
-            } else if in_single {
-                match c {
-                    None => return Err("unbalanced single quote".into()),
-                    Some(b'\\') if bytes.get(i + 1) == Some(&b'\'') => {
-                        arg.push(b'\'');
-                        i += 1;
-                    }
-                    Some(b'\'') => {
-                        if bytes.get(i + 1).is_some_and(|b| !b.is_ascii_whitespace()) {
-                            return Err("closing quote must be followed by a space".into());
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(b) => arg.push(b),
-                }
-            } else {
-                match c {
-                    None => break,
-                    Some(b) if b.is_ascii_whitespace() => break,
-                    Some(b'"') => in_double = true,
-                    Some(b'\'') => in_single = true,
-                    Some(b) => arg.push(b),
-                }
-            }
-            i += 1;
-        }
-        args.push(arg);
-    }
+    rill_engine::util::split_args(line.as_bytes()).map_err(String::from)
 }
 
 #[cfg(test)]
