@@ -69,6 +69,11 @@ pub struct Conn {
     /// The error this command replies was counted already (a script's error that a command
     /// inside it raised): dispatch counts the call failed but not the error again.
     pub error_already_counted: bool,
+    /// The ACL user it runs as; `None` for the server's own connections (a primary's stream,
+    /// scripts' inner client), which every command is allowed to.
+    pub user: Option<std::sync::Arc<crate::acl::User>>,
+    /// The ACL generation `user` was looked up at (`acl::Registry::refresh`).
+    pub acl_gen: u64,
 }
 
 impl Conn {
@@ -99,6 +104,8 @@ impl Conn {
             redacted: Vec::new(),
             last_micros: 0,
             error_already_counted: false,
+            user: Some(crate::acl::unresolved_default()),
+            acl_gen: u64::MAX,
         }
     }
 }

@@ -10,7 +10,7 @@
 
 pub mod rewrite;
 
-pub use rewrite::{rewrite_file, rewrite_text, SIGNATURE};
+pub use rewrite::{replace_atomically, rewrite_file, rewrite_text, SIGNATURE};
 use std::collections::BTreeMap;
 
 /// How a parameter's value is validated and reported.
@@ -88,6 +88,9 @@ pub const PARAMS: &[Param] = &[
     p("bind", "127.0.0.1", Kind::Text, true),
     p("dir", "./data", Kind::Text, true),
     p("requirepass", "", Kind::Text, true),
+    p("aclfile", "", Kind::Text, false),
+    p("acllog-max-len", "128", Kind::Int(0, i64::MAX), true),
+    p("acl-pubsub-default", "resetchannels", Kind::Enum(&["allchannels", "resetchannels"]), true),
     p("maxclients", "10000", Kind::Int(1, I32), true),
     p("timeout", "0", Kind::Int(0, I32), true),
     p("loglevel", "notice", Kind::Enum(LOGLEVELS), true),
@@ -248,7 +251,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "propagation-error-behavior",
     "replica-ignore-disk-write-errors",
     "tracking-table-max-keys",
-    "acllog-max-len",
     "maxmemory-samples",
     "maxmemory-eviction-tenacity",
     "active-expire-effort",
@@ -329,8 +331,6 @@ const PROTECTED: &[&str] = &["dir", "dbfilename"];
 /// not implement yet. Ignoring one would leave the server more open than its configuration
 /// says, so start-up stops instead, saying what to do. Each entry: name, and why.
 const REFUSED: &[(&str, &str)] = &[
-    ("user", "ACL users are not supported by rill yet; set the default user's password with requirepass"),
-    ("aclfile", "ACL files are not supported by rill yet; set the default user's password with requirepass"),
     ("unixsocket", "unix sockets are not supported by rill yet; clients connect over TCP"),
     ("unixsocketperm", "unix sockets are not supported by rill yet; clients connect over TCP"),
     ("loadmodule", "modules are not supported by rill"),
@@ -376,9 +376,9 @@ pub struct Config {
     pub ignored: Vec<String>,
     /// `rename-command` directives, in order (applied to the command table at start-up).
     pub renames: Vec<Rename>,
-    /// Where the file said `user default on nopass ... ~* &* +@all` (see [`open_default_user`]),
-    /// checked against `requirepass` once everything is read.
-    open_default_user: Option<(usize, String)>,
+    /// `user` directives in order: line number, the line, and its words after `user`
+    /// (applied to the ACL registry at start-up, `run.rs`).
+    pub users: Vec<(usize, String, Vec<String>)>,
     /// The event classes `notify-keyspace-events` selects, as its letters with `A` expanded,
     /// including the ones Redis keeps beside `A` without reporting them (see
     /// [`keyspace_events`]).
@@ -393,7 +393,7 @@ impl Default for Config {
             file: None,
             ignored: Vec::new(),
             renames: Vec::new(),
-            open_default_user: None,
+            users: Vec::new(),
             event_letters: String::new(),
         }
     }
@@ -613,34 +613,6 @@ fn check_file_name(param: &str, value: &str) -> Result<(), String> {
     }
 }
 
-/// Whether `user <values>` describes the default user exactly as rill has it without a
-/// password: enabled, no password, every key, channel and command. Redis' CONFIG REWRITE
-/// writes `user default on nopass sanitize-payload ~* &* +@all` for a server without ACLs and
-/// without requirepass, so a redis.conf it has rewritten says this; rill accepts it (any order,
-/// Redis' spellings) and refuses every other `user` line.
-fn open_default_user(values: &[String]) -> bool {
-    let [name, rules @ ..] = values else { return false };
-    if name != "default" {
-        return false;
-    }
-    let (mut on, mut nopass, mut keys, mut channels, mut commands) = (false, false, false, false, false);
-    for rule in rules {
-        let word = |w: &str| rule.eq_ignore_ascii_case(w);
-        match rule.as_str() {
-            _ if word("on") => on = true,
-            _ if word("nopass") => nopass = true,
-            "~*" => keys = true,
-            _ if word("allkeys") => keys = true,
-            "&*" => channels = true,
-            _ if word("allchannels") => channels = true,
-            _ if word("+@all") || word("allcommands") => commands = true,
-            _ if word("sanitize-payload") => {}
-            _ => return false,
-        }
-    }
-    on && nopass && keys && channels && commands
-}
-
 /// Why a directive that rill does not implement must stop start-up, if it must.
 fn refused(name: &str, values: &[String]) -> Option<&'static str> {
     if let Some((_, why)) = REFUSED.iter().find(|(n, _)| *n == name) {
@@ -701,7 +673,10 @@ impl Config {
             text.push('\n');
         }
         cfg.load_text(&text, 0)?;
-        if let Some((line, text)) = cfg.open_default_user.clone() {
+        let open_default = cfg.users.iter().find(|(_, _, words)| {
+            words.first().is_some_and(|n| n == "default") && words.iter().any(|w| w.eq_ignore_ascii_case("nopass"))
+        });
+        if let Some((line, text, _)) = open_default.cloned() {
             if !cfg.get("requirepass").is_empty() {
                 // Redis applies the user line after requirepass, and `nopass` wins: it would
                 // let every client in. rill does not guess which one was meant.
@@ -771,8 +746,8 @@ impl Config {
                 let (from, to) =
                     (values.first().cloned().unwrap_or_default(), values.get(1).cloned().unwrap_or_default());
                 self.renames.push(Rename { from, to, line: i + 1, text: trimmed.to_string() });
-            } else if lname == "user" && open_default_user(values) {
-                self.open_default_user = Some((i + 1, trimmed.to_string()));
+            } else if lname == "user" && !values.is_empty() {
+                self.users.push((i + 1, trimmed.to_string(), values.to_vec()));
             } else if let Some(why) = refused(&lname, values) {
                 return Err(err(&format!("'{lname}' is not implemented by rill, and ignoring it would leave the server more open than configured: {why}")));
             } else if REDIS_ONLY.contains(&lname.as_str()) {
@@ -1119,7 +1094,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_user_line_redis_writes_is_accepted_and_no_other() {
+    fn user_lines_are_kept_and_a_passwordless_default_beside_requirepass_refused() {
         let line = ["--user", "default", "on", "nopass", "sanitize-payload", "~*", "&*", "+@all"];
         assert!(Config::from_args(&args(&line)).is_ok());
         assert!(Config::from_args(&args(&[
@@ -1132,17 +1107,10 @@ mod tests {
             "nopass"
         ]))
         .is_ok());
-        for refused in [
-            // Without `&*`, Redis 7+ gives the user no channels: not what rill's default user has.
-            &["--user", "default", "on", "nopass", "~*", "+@all"][..],
-            &["--user", "default", "on", ">pw", "~*", "&*", "+@all"],
-            &["--user", "default", "off", "nopass", "~*", "&*", "+@all"],
-            &["--user", "alice", "on", "nopass", "~*", "&*", "+@all"],
-            &["--user", "default", "on", "nopass", "~*", "&*", "+@all", "-flushall"],
-        ] {
-            let e = Config::from_args(&args(refused)).unwrap_err();
-            assert!(e.reason.contains("not implemented by rill"), "{refused:?}: {}", e.reason);
-        }
+        // Every user line is kept for the ACL registry (checked there, at start-up).
+        let c = Config::from_args(&args(&["--user", "alice", "on", ">pw", "~*", "--user", "default", "off"])).unwrap();
+        assert_eq!(c.users.len(), 2);
+        assert_eq!(c.users[0].2, ["alice", "on", ">pw", "~*"]);
         let with_password = [&line[..], &["--requirepass", "pw"]].concat();
         let e = Config::from_args(&args(&with_password)).unwrap_err();
         assert!(e.reason.contains("requirepass sets one"), "{}", e.reason);
@@ -1151,9 +1119,7 @@ mod tests {
     #[test]
     fn security_directives_work_or_refuse_start_up() {
         for refused in [
-            &["--user", "default", "on", ">pw"][..],
-            &["--aclfile", "/etc/users.acl"],
-            &["--tls-port", "6380"],
+            &["--tls-port", "6380"][..],
             &["--tls-cert-file", "x.crt"],
             &["--unixsocket", "/tmp/r.sock"],
             &["--loadmodule", "/x.so"],
@@ -1162,7 +1128,13 @@ mod tests {
             let e = Config::from_args(&args(refused)).unwrap_err();
             assert!(e.reason.contains("not implemented by rill"), "{refused:?}: {}", e.reason);
         }
-        for accepted in [&["--tls-port", "0"][..], &["--cluster-enabled", "no"], &["--min-replicas-to-write", "0"]] {
+        for accepted in [
+            &["--tls-port", "0"][..],
+            &["--cluster-enabled", "no"],
+            &["--min-replicas-to-write", "0"],
+            &["--aclfile", "/etc/users.acl"],
+            &["--user", "default", "on", ">pw"],
+        ] {
             assert!(Config::from_args(&args(accepted)).is_ok(), "{accepted:?}");
         }
         let c = Config::from_args(&args(&["--rename-command", "CONFIG", "", "--rename-command", "flushall", "nuke"]))

@@ -2,6 +2,7 @@
 //! (in Redis' order, so error precedence matches — docs/spec/connection.md §4), MULTI
 //! queueing, and the call itself.
 
+use crate::acl::Context;
 use crate::client::{Action, Conn};
 use crate::clock::Tick;
 use crate::cmd;
@@ -68,6 +69,16 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     if !conn.authenticated && !spec.flags.has(Flags::NO_AUTH) {
         return reject(st, conn, Some(spec), CmdError::full("NOAUTH Authentication required.").to_reply());
     }
+    if conn.user.is_some() {
+        let context = if conn.multi.is_some() { Context::Multi } else { Context::Toplevel };
+        match acl_check(shared, st, conn, spec, args, context, now_ms) {
+            AclOutcome::Allowed => {}
+            AclOutcome::Gone => return Action::Close(None),
+            AclOutcome::Denied(text) => {
+                return reject(st, conn, Some(spec), Reply::Error(Bytes::from(format!("NOPERM {text}"))))
+            }
+        }
+    }
     if let Some(err) = persistence_checks(st, conn, spec, flags) {
         return reject(st, conn, Some(spec), err);
     }
@@ -108,6 +119,46 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
         conn.last_write = (st.replication.offset(), st.journal.appended());
     }
     action
+}
+
+/// What the ACL check of one command found.
+#[derive(Debug)]
+pub enum AclOutcome {
+    /// The user may run it.
+    Allowed,
+    /// The user may not: the error text, without `NOPERM ` (logged already).
+    Denied(String),
+    /// The connection's user was deleted: the connection closes.
+    Gone,
+}
+
+/// ACL: the connection's user (looked up again when any user changed) must allow `spec` with
+/// `args`, as Redis checks right after authentication. A refusal is counted and logged in the
+/// ACL log under `context`. A connection without a user (the server's own) is allowed all.
+pub fn acl_check(
+    shared: &Shared,
+    st: &State,
+    conn: &mut Conn,
+    spec: &'static CommandSpec,
+    args: &[Bytes],
+    context: Context,
+    now_ms: i64,
+) -> AclOutcome {
+    let Some(user) = conn.user.as_mut() else { return AclOutcome::Allowed };
+    if !shared.acl.refresh(user, &mut conn.acl_gen) {
+        return AclOutcome::Gone;
+    }
+    if user.unrestricted() {
+        return AclOutcome::Allowed;
+    }
+    match user.check(&shared.acl.commands, spec, args) {
+        Ok(()) => AclOutcome::Allowed,
+        Err(denied) => {
+            let user = user.clone();
+            cmd::acl::log_denied(shared, st, conn.id, &user.name, denied, spec, args, context, now_ms);
+            AclOutcome::Denied(crate::acl::denied_text(denied, &user, spec, args, false))
+        }
+    }
 }
 
 /// Whether CLIENT PAUSE WRITE holds the command: it writes or may replicate, or it is an EXEC

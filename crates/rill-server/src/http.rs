@@ -3,9 +3,10 @@
 //! this module only routes and guards.
 //!
 //! The same rules as the Redis port: it listens on `bind`'s addresses; with `protected-mode
-//! yes` and no password, only loopback peers are served (others get 403); with `requirepass`
-//! set, a request must carry it as HTTP Basic credentials (any user name; 401 otherwise,
-//! counted in `acl_access_denied_auth`). Requests are small and bounded: headers must arrive
+//! yes` and no password, only loopback peers are served (others get 403); when the default
+//! user needs a password, a request must carry an ACL user's credentials as HTTP Basic (a user
+//! name no user has stands for the default user, so `requirepass` alone works with any name;
+//! 401 otherwise, counted in `acl_access_denied_auth`). Requests are small and bounded: headers must arrive
 //! within 10 s and fit in 16 KiB (hyper answers 431 past it, 400 to a malformed request);
 //! GET and HEAD are served, and POST on `/action` only (405 otherwise), with a body of at
 //! most 64 KiB (413). Pages forbid framing and anything not from the console itself (CSP).
@@ -73,10 +74,8 @@ fn response(status: StatusCode, body: impl Into<Bytes>) -> Response<Paced> {
 
 /// Whether the request may be served: `None` if so, else the response refusing it.
 fn guard(shared: &Shared, peer: SocketAddr, req: &Request<Incoming>) -> Option<Response<Paced>> {
-    let mut st = shared.lock();
-    let secret = st.config.get("requirepass").to_string();
-    if secret.is_empty() {
-        let protected = st.config.get("protected-mode") == "yes";
+    if shared.acl.default_open() {
+        let protected = shared.lock().config.get("protected-mode") == "yes";
         if crate::listen::protected_mode_denies(protected, true, peer.ip()) {
             return Some(response(
                 StatusCode::FORBIDDEN,
@@ -91,12 +90,18 @@ fn guard(shared: &Shared, peer: SocketAddr, req: &Request<Incoming>) -> Option<R
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Basic "))
         .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok())
-        .and_then(|raw| raw.iter().position(|&b| b == b':').map(|i| raw.get(i + 1..).unwrap_or(&[]).to_vec()));
+        .and_then(|raw| {
+            let i = raw.iter().position(|&b| b == b':')?;
+            Some((raw.get(..i).unwrap_or(&[]).to_vec(), raw.get(i + 1..).unwrap_or(&[]).to_vec()))
+        });
+    // An ACL user by name; a name no user has (or none) means the default user, so that the
+    // `requirepass` password works with any user name.
+    let user = |name: &[u8]| shared.acl.user(name).unwrap_or_else(|| shared.acl.default_user());
     match given {
-        Some(pass) if crate::cmd::connection::password_matches(secret.as_bytes(), &pass) => None,
+        Some((name, pass)) if user(&name).password_ok(&pass) => None,
         _ => {
             if req.headers().contains_key(AUTHORIZATION) {
-                st.stats.acl.denied_auth += 1;
+                shared.acl.log.lock().unwrap_or_else(|p| p.into_inner()).stats.denied_auth += 1;
             }
             let mut r =
                 response(StatusCode::UNAUTHORIZED, "The server's password is needed (HTTP Basic, any user name).\n");

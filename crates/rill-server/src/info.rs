@@ -382,11 +382,12 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "slowlog_commands_time_ms_max:{:.2}", s.slowlog.micros_max as f64 / 1000.0);
             line!(out, "slowlog_commands_time_ms_sum:{:.2}", s.slowlog.micros_sum as f64 / 1000.0);
             // Redis prints these last in the section, in this order.
-            line!(out, "acl_access_denied_auth:{}", s.acl.denied_auth);
-            line!(out, "acl_access_denied_cmd:{}", s.acl.denied_cmd);
-            line!(out, "acl_access_denied_key:{}", s.acl.denied_key);
-            line!(out, "acl_access_denied_channel:{}", s.acl.denied_channel);
-            line!(out, "acl_access_denied_tls_cert:{}", s.acl.denied_tls_cert);
+            let acl = shared.acl.log.lock().unwrap_or_else(|p| p.into_inner()).stats;
+            line!(out, "acl_access_denied_auth:{}", acl.denied_auth);
+            line!(out, "acl_access_denied_cmd:{}", acl.denied_cmd);
+            line!(out, "acl_access_denied_key:{}", acl.denied_key);
+            line!(out, "acl_access_denied_channel:{}", acl.denied_channel);
+            line!(out, "acl_access_denied_tls_cert:{}", acl.denied_tls_cert);
         }
         "replication" => {
             let r = &st.replication;

@@ -3,6 +3,7 @@
 //! (`main.rs`) parses the command line, sets up logging and the crash-only panic hook, and
 //! calls [`run::run`].
 
+pub mod acl;
 pub mod alloc;
 pub mod aof;
 pub mod blocking;

@@ -507,6 +507,8 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     let limits = Limits { max_bulk_len: usize::MAX >> 1, max_inline_len: 64 * 1024, authenticated: true };
     let mut master = Conn::new(client.id, true);
     master.is_master = true;
+    // The primary's stream is obeyed whatever the ACL says (Redis' master client has no user).
+    master.user = None;
     // A continued stream does not select its database again: it is the one selected last.
     master.db = shared.lock().replication.stream_db;
     let mut args: Vec<Bytes> = Vec::new();

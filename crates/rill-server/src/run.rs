@@ -24,6 +24,62 @@ pub fn run_id() -> String {
     out
 }
 
+/// The ACL users at start-up, as Redis sets them: `acl-pubsub-default` and `acllog-max-len`,
+/// `requirepass` as the default user's password, then the `user` directives (a `default` line
+/// replaces that user) or the ACL file — not both.
+fn load_users(shared: &Shared) -> Result<(), String> {
+    let st = shared.lock();
+    let acl = &shared.acl;
+    acl.set_all_channels_default(st.config.get("acl-pubsub-default") == "allchannels");
+    acl.log.lock().unwrap_or_else(|p| p.into_inner()).max_len =
+        usize::try_from(st.config.get_i64("acllog-max-len")).unwrap_or(usize::MAX);
+    acl.set_default_password(st.config.get("requirepass").as_bytes());
+    let aclfile = st.config.get("aclfile").to_string();
+    if !aclfile.is_empty() && !st.config.users.is_empty() {
+        return Err("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into());
+    }
+    if !st.config.users.is_empty() {
+        let mut users = acl.snapshot();
+        let all = acl.all_channels_default();
+        for (line, text, words) in &st.config.users {
+            let name = bytes::Bytes::copy_from_slice(words.first().map(String::as_bytes).unwrap_or_default());
+            let fail = |why: String| {
+                format!("\n*** FATAL CONFIG FILE ERROR ***\nReading the configuration file, at line {line}\n>>> '{text}'\n{why}")
+            };
+            if crate::acl::has_spaces(&name) {
+                return Err(fail("Spaces not allowed in ACL usernames".into()));
+            }
+            let mut user = crate::acl::User::new(&name, all);
+            let rules: Vec<bytes::Bytes> =
+                words.iter().skip(1).map(|w| bytes::Bytes::copy_from_slice(w.as_bytes())).collect();
+            user.set_all(&acl.commands, &rules, all).map_err(fail)?;
+            users.by_name.insert(name, std::sync::Arc::new(user));
+        }
+        acl.replace(users);
+    } else if !aclfile.is_empty() {
+        let users = cmd::acl::load_file(acl, &aclfile)?;
+        acl.replace(users);
+    }
+    Ok(())
+}
+
+/// `n` random bytes from the OS as hex (passwords, tokens); the run ID's hash stretched if
+/// the OS has none to give.
+pub fn random_hex(n: usize) -> String {
+    use std::io::Read as _;
+    let mut buf = vec![0u8; n];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
+    if read.is_err() {
+        let mut out = String::new();
+        while out.len() < 2 * n {
+            out.push_str(&run_id());
+        }
+        out.truncate(2 * n);
+        return out;
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Run the server with `config` until it is told to stop; the process exit code.
 pub async fn run(mut config: Config) -> i32 {
     let port = config.get_i64("port") as u16;
@@ -76,6 +132,10 @@ pub async fn run(mut config: Config) -> i32 {
     state.persist.loading = true;
     state.engine.set_loading(true);
     let shared = Shared::new(state, table, log_table, port, run_id()).into_arc();
+    if let Err(e) = load_users(&shared) {
+        eprintln!("{e}");
+        return 1;
+    }
     crate::alloc::mark_startup();
     tracing::info!("Server initialized");
     tracing::info!("rill-server {} ready to accept connections tcp on port {port}", env!("CARGO_PKG_VERSION"));
@@ -268,7 +328,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
     let mut errors = listen::AcceptErrors::default();
     // The admission facts of the last client admitted under the lock (password needed,
     // protected mode, the limits), for clients that arrive while a script holds it.
-    let mut last_admission: Option<(bool, bool, crate::state::HotConfig)> = None;
+    let mut last_admission: Option<(bool, bool, bool, crate::state::HotConfig)> = None;
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(x) => {
@@ -292,7 +352,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
             None => Some(shared.lock_async().await),
         };
         if locked.is_none() {
-            if let Some((nopass, protected, hot)) = last_admission {
+            if let Some((nopass, open, protected, hot)) = last_admission {
                 if listen::protected_mode_denies(protected, nopass, peer.ip()) {
                     listen::refuse(&socket, listen::DENIED);
                     continue;
@@ -301,7 +361,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
                 let admitted = conn::admit_later(
                     id,
                     conn::Peer { addr: peer.to_string(), laddr, fd: socket_fd(&socket) },
-                    nopass,
+                    open,
                     hot,
                 );
                 tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
@@ -318,9 +378,12 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
                 listen::refuse(&socket, listen::MAX_CLIENTS_REACHED);
                 continue;
             }
-            let nopass = cmd::connection::default_user_nopass(&st.config);
+            // Protected mode asks whether the default user takes any password; a connection
+            // starts authenticated when it does and is on (Redis' `clientSetDefaultAuth`).
+            let default = shared.acl.default_user();
+            let (nopass, open) = (default.nopass, default.nopass && default.enabled);
             let protected = st.config.get("protected-mode") == "yes";
-            last_admission = Some((nopass, protected, st.hot));
+            last_admission = Some((nopass, open, protected, st.hot));
             if listen::protected_mode_denies(protected, nopass, peer.ip()) {
                 // Counted as Redis counts it: rejected, and not a connection received.
                 st.stats.rejected_connections += 1;
@@ -330,7 +393,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
             }
             st.stats.connections_received += 1;
             let laddr = socket.local_addr().map(|a| a.to_string()).unwrap_or_default();
-            conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd: socket_fd(&socket) }, nopass)
+            conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd: socket_fd(&socket) }, open)
         };
         drop(st);
         tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));

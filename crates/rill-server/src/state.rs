@@ -80,6 +80,8 @@ pub struct ClientInfo {
     pub push: crate::push::PushSender,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: bool,
+    /// The name of the user it is authenticated as (CLIENT LIST `user`, CLIENT KILL USER).
+    pub user: bytes::Bytes,
 }
 
 /// What a connection is to the server, besides what it subscribed to.
@@ -165,8 +167,6 @@ pub struct Stats {
     pub output_buffer_limit_disconnections: u64,
     /// `errorstat_<CODE>:count=n`
     pub errors_by_code: BTreeMap<String, u64>,
-    /// `acl_access_denied_*`
-    pub acl: AclStats,
     /// Per command: calls, usec, rejected, failed (`cmdstat_<name>`), keyed by the address of
     /// its static spec: hashing a pointer is cheaper than hashing and comparing the name on
     /// every command.
@@ -228,7 +228,8 @@ impl Instantaneous {
     }
 }
 
-/// The `acl_access_denied_*` counters of INFO stats. As in Redis, CONFIG RESETSTAT keeps them.
+/// The `acl_access_denied_*` counters of INFO stats (kept by the ACL log, `acl::AclLog`). As
+/// in Redis, CONFIG RESETSTAT keeps them.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct AclStats {
     /// `acl_access_denied_auth`: failed AUTH and HELLO AUTH.
@@ -501,6 +502,8 @@ pub struct Shared {
     /// Closed while a long script holds the lock: connections look at it before they take the
     /// lock, and answer `-BUSY` instead (`src/busy.rs`).
     pub busy: Arc<crate::busy::BusyGate>,
+    /// ACL users and log, readable without the state lock (`src/acl`).
+    pub acl: crate::acl::Registry,
     /// Next client id.
     next_id: std::sync::atomic::AtomicU64,
     /// This value's own `Arc`, for background work started from a command.
@@ -511,7 +514,9 @@ impl Shared {
     /// New shared state.
     pub fn new(state: State, table: CommandTable, log_table: CommandTable, port: u16, run_id: String) -> Shared {
         let (shutdown, _) = watch::channel(false);
+        let acl = crate::acl::Registry::new(&log_table);
         Shared {
+            acl,
             state: Mutex::new(state),
             table,
             log_table,

@@ -250,6 +250,46 @@ pub struct CommandSpec {
     pub handler: Handler,
     /// Subcommands of a container.
     pub subcommands: &'static [CommandSpec],
+    /// Which arguments name pub/sub channels (what ACL channel rules check).
+    pub channels: Channels,
+    /// For a key spec flagged `VARIABLE_FLAGS`: the access this call needs, from its
+    /// arguments (SET reads the key only with GET).
+    pub key_access: Option<fn(&[Bytes]) -> KeyAccess>,
+}
+
+/// The arguments of a command that name pub/sub channels, and what the command does with
+/// them: ACL's `&pattern` rules are checked against the ones published or subscribed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channels {
+    /// None.
+    None,
+    /// The first argument is a channel published to (PUBLISH, SPUBLISH).
+    Publish,
+    /// Every argument is a channel subscribed to (SUBSCRIBE, SSUBSCRIBE).
+    Subscribe,
+    /// Every argument is a pattern subscribed to (PSUBSCRIBE): allowed only when a rule is
+    /// that very pattern.
+    PatternSubscribe,
+}
+
+/// Read and write access a key argument needs, from its key spec's flags as ACL reads them:
+/// `ACCESS` reads, `INSERT`, `DELETE` and `UPDATE` write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyAccess {
+    /// The command reads the key's value.
+    pub read: bool,
+    /// The command changes the key.
+    pub write: bool,
+}
+
+impl KeyAccess {
+    /// From key-spec flags.
+    pub fn of(flags: &[&str]) -> KeyAccess {
+        KeyAccess {
+            read: flags.contains(&"ACCESS"),
+            write: flags.iter().any(|f| matches!(*f, "INSERT" | "DELETE" | "UPDATE")),
+        }
+    }
 }
 
 impl CommandSpec {
@@ -292,6 +332,38 @@ impl CommandSpec {
             }
             return out;
         }
+        self.walk_key_specs(args, |i, _| out.push(i));
+        out
+    }
+
+    /// The key arguments of `args` with the access each needs, by the key specs (Redis' keys
+    /// for ACL: specs flagged `not_key`, such as shard channels, are left out). A command with
+    /// legacy key positions but no specs needs read and write access to each.
+    pub fn key_refs(&self, args: &[Bytes]) -> Vec<(usize, KeyAccess)> {
+        let mut out = Vec::new();
+        if self.key_specs.is_empty() {
+            let all = KeyAccess { read: true, write: true };
+            if !self.flags.has(Flags::MOVABLEKEYS) {
+                out.extend(self.key_indexes(args).into_iter().map(|i| (i, all)));
+            }
+            return out;
+        }
+        self.walk_key_specs(args, |i, spec| {
+            if spec.flags.contains(&"not_key") {
+                return;
+            }
+            let access = match self.key_access {
+                Some(f) if spec.flags.contains(&"VARIABLE_FLAGS") => f(args),
+                _ => KeyAccess::of(spec.flags),
+            };
+            out.push((i, access));
+        });
+        out
+    }
+
+    /// Call `f` with each key argument's index and the spec that found it.
+    fn walk_key_specs(&self, args: &[Bytes], mut f: impl FnMut(usize, &KeySpec)) {
+        let argc = args.len() as i32;
         for spec in self.key_specs {
             let start = match spec.begin {
                 BeginSearch::Index(i) => i,
@@ -318,7 +390,7 @@ impl CommandSpec {
                     };
                     let mut i = start;
                     while i <= last && i < argc {
-                        out.push(i as usize);
+                        f(i as usize, spec);
                         i += keystep.max(1);
                     }
                 }
@@ -333,13 +405,12 @@ impl CommandSpec {
                         if i >= argc {
                             break;
                         }
-                        out.push(i as usize);
+                        f(i as usize, spec);
                         i += keystep.max(1);
                     }
                 }
             }
         }
-        out
     }
 }
 
@@ -370,6 +441,8 @@ impl CommandSpec {
             syntax: "",
             handler,
             subcommands: &[],
+            channels: Channels::None,
+            key_access: None,
         }
     }
 }

@@ -64,16 +64,6 @@ pub fn ping(c: &mut Call) -> CmdResult {
     }
 }
 
-fn password_required(c: &Call) -> bool {
-    !default_user_nopass(&c.st.config)
-}
-
-/// Whether the default user takes any password (Redis' `nopass`): `requirepass` is unset.
-/// Protected mode and the connection's initial authentication both ask this.
-pub fn default_user_nopass(config: &crate::config::Config) -> bool {
-    config.get("requirepass").is_empty()
-}
-
 /// Whether `given` equals `secret`, in a time that depends on neither's content: every byte
 /// of `given` is compared (against `secret` repeated), with no exit at the first difference,
 /// and a length difference only sets the result. The loop's length is the attacker's own
@@ -94,11 +84,10 @@ pub fn password_matches(secret: &[u8], given: &[u8]) -> bool {
 static AUTH_FAILURE_LOG: std::sync::Mutex<crate::ratelimit::LogLimiter> =
     std::sync::Mutex::new(crate::ratelimit::LogLimiter::new(3));
 
-/// Record a failed authentication as Redis does: `acl_access_denied_auth` in INFO stats, and
-/// a log line (rate-limited; rill has no ACL LOG, where Redis adds an entry). The password
-/// is never logged.
+/// Record a failed authentication as Redis does: an ACL LOG entry (which counts
+/// `acl_access_denied_auth`), and a log line (rate-limited). The password is never logged.
 fn auth_failed(c: &mut Call, username: &[u8]) {
-    c.st.stats.acl.denied_auth += 1;
+    super::acl::log_auth_failure(c.shared, c.st, c.conn.id, &c.args[0], username, c.now_ms);
     let allowed = AUTH_FAILURE_LOG.lock().unwrap_or_else(|p| p.into_inner()).allow(std::time::Instant::now());
     if let Some(suppressed) = allowed {
         let addr = c.st.clients.get(&c.conn.id).map(|ci| ci.addr.as_str()).unwrap_or("?");
@@ -108,20 +97,28 @@ fn auth_failed(c: &mut Call, username: &[u8]) {
     }
 }
 
-/// Check credentials for the default user. `username` None: the one-argument AUTH form.
+/// Check credentials against the ACL users and, when they hold, run the connection as that
+/// user. `username` None: the one-argument AUTH form (the default user).
 fn authenticate(c: &mut Call, username: Option<&[u8]>, password: &[u8]) -> Result<(), CmdError> {
-    let required = c.st.config.get("requirepass").to_string();
-    if username.is_none() && required.is_empty() {
+    if username.is_none() && c.shared.acl.default_user().nopass {
         return Err(CmdError::full("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
     }
-    let user_ok = username.is_none_or(|u| u == b"default");
-    // A user without a password (requirepass unset: `nopass`) accepts any password.
-    if user_ok && (required.is_empty() || password_matches(required.as_bytes(), password)) {
-        c.conn.authenticated = true;
-        Ok(())
-    } else {
-        auth_failed(c, username.unwrap_or(b"default"));
-        Err(CmdError::full("WRONGPASS invalid username-password pair or user is disabled."))
+    let name = username.unwrap_or(b"default");
+    let generation = c.shared.acl.generation();
+    match c.shared.acl.user(name) {
+        Some(user) if user.password_ok(password) => {
+            if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+                ci.user = user.name.clone();
+            }
+            c.conn.user = Some(user);
+            c.conn.acl_gen = generation;
+            c.conn.authenticated = true;
+            Ok(())
+        }
+        _ => {
+            auth_failed(c, name);
+            Err(CmdError::full("WRONGPASS invalid username-password pair or user is disabled."))
+        }
     }
 }
 
@@ -239,8 +236,12 @@ pub fn reset(c: &mut Call) -> CmdResult {
     c.conn.db = 0;
     c.conn.proto = Protocol::Resp2;
     c.conn.reply_mode = ReplyMode::On;
-    c.conn.authenticated = !password_required(c);
+    // Back to the default user, authenticated only if it needs no password.
+    c.conn.authenticated = c.shared.acl.default_open();
+    c.conn.user = Some(crate::acl::unresolved_default());
+    c.conn.acl_gen = u64::MAX;
     if let Some(ci) = c.st.clients.get_mut(&c.conn.id) {
+        ci.user = Bytes::from_static(b"default");
         ci.name = Bytes::new();
         ci.resp = 2;
         ci.multi = -1;
@@ -357,7 +358,7 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     // Of omem, the payloads referenced rather than copied (shared with their values).
     let shared = load(&ci.mem.out_shared).min(omem);
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} omem-shared={shared} omem-unshared={} tot-mem={} events={events} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={} read-events={} avg-pipeline-len-sum={} avg-pipeline-len-cnt={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} omem-shared={shared} omem-unshared={} tot-mem={} events={events} cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={} read-events={} avg-pipeline-len-sum={} avg-pipeline-len-cnt={}",
         ci.id,
         ci.addr,
         ci.laddr,
@@ -378,6 +379,7 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
         omem - shared,
         ci.mem.total() + queued,
         cmd,
+        String::from_utf8_lossy(&ci.user),
         ci.resp,
         String::from_utf8_lossy(&ci.lib_name),
         String::from_utf8_lossy(&ci.lib_ver),
@@ -481,8 +483,7 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
             "addr" => addr = Some(val),
             "laddr" => laddr = Some(val),
             "user" => {
-                // One user exists until ACL users do (issue 27): `default`.
-                if val != "default" {
+                if c.shared.acl.user(val.as_bytes()).is_none() {
                     return Err(CmdError::owned(format!("ERR No such user '{val}'")));
                 }
                 user = Some(val)
@@ -512,7 +513,7 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
             .filter(|ci| of_type.is_none_or(|t| ci.client_type() == t))
             .filter(|ci| addr.as_ref().is_none_or(|a| &ci.addr == a))
             .filter(|ci| laddr.as_ref().is_none_or(|a| &ci.laddr == a))
-            .filter(|_| user.as_ref().is_none_or(|u| u == "default"))
+            .filter(|ci| user.as_ref().is_none_or(|u| ci.user == u.as_bytes()))
             .filter(|ci| maxage.is_none_or(|m| (now - ci.created_ms) / 1000 >= m))
             .filter(|ci| !(skipme && ci.id == me))
             .map(|ci| ci.id)
@@ -590,10 +591,7 @@ pub fn client_reply(c: &mut Call) -> CmdResult {
 pub fn client_pause(c: &mut Call) -> CmdResult {
     use crate::pause::{Actions, Purpose};
     if c.args.len() > 4 {
-        return Err(CmdError::owned(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            c.text(1)
-        )));
+        return Err(super::subcommand_syntax(c));
     }
     let mut actions = Actions::ALL_SET;
     if let Some(mode) = c.args.get(3) {

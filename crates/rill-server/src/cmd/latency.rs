@@ -41,10 +41,7 @@ pub const LATENCY_HELP: &[&str] = &[
 pub fn slowlog_get(c: &mut Call) -> CmdResult {
     const BAD_COUNT: CmdError = CmdError::full("ERR count should be greater than or equal to -1");
     if c.args.len() > 3 {
-        return Err(CmdError::owned(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
-            c.text(1)
-        )));
+        return Err(super::subcommand_syntax(c));
     }
     let len = c.st.slowlog.len();
     let count = match c.args.get(2) {

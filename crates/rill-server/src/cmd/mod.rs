@@ -1,6 +1,7 @@
 //! Commands the server runs itself, one module per family. Each is bound to its handler in its
 //! spec (`specs.rs`, `Handler::Server(&Run(f))`); [`run`] calls it.
 
+pub mod acl;
 pub mod connection;
 pub mod introspect;
 pub mod latency;
@@ -134,6 +135,16 @@ pub fn help(container: &str, lines: &[&str]) -> Reply {
     out.push(Reply::simple("HELP"));
     out.push(Reply::simple("    Print this help."));
     Reply::Array(out)
+}
+
+/// Redis' error for a subcommand given the wrong arguments: the subcommand as sent, and the
+/// container (from the spec's name) to ask for HELP.
+pub fn subcommand_syntax(c: &Call) -> CmdError {
+    let container = c.spec.name.split('|').next().unwrap_or(c.spec.name).to_ascii_uppercase();
+    CmdError::owned(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {container} HELP.",
+        String::from_utf8_lossy(c.args.get(1).map(|a| &a[..]).unwrap_or_default())
+    ))
 }
 
 /// `ERR syntax error`

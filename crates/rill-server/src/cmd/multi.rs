@@ -48,6 +48,19 @@ pub fn exec(c: &mut Call) -> CmdResult {
     end_transaction(c);
     let mut replies = Vec::with_capacity(m.queued.len());
     for (spec, mut args) in m.queued {
+        // The rules may have changed since the command was queued: checked again, as Redis.
+        let outcome = dispatch::acl_check(c.shared, c.st, c.conn, spec, &args, crate::acl::Context::Multi, c.now_ms);
+        if let dispatch::AclOutcome::Denied(_) | dispatch::AclOutcome::Gone = outcome {
+            let why = match c.conn.user.as_ref().map(|u| u.check(&c.shared.acl.commands, spec, &args)) {
+                Some(Err(crate::acl::Denied::Key(_))) => "no permission to touch the specified keys",
+                Some(Err(crate::acl::Denied::Channel(_))) => {
+                    "no permission to access one of the channels used as arguments"
+                }
+                _ => "no permission to execute the command or subcommand",
+            };
+            replies.push(Reply::Error(bytes::Bytes::from(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {why}"))));
+            continue;
+        }
         let action = dispatch::call(c.shared, c.st, c.conn, spec, &mut args, c.now_ms, true);
         inline_replies(c.st, action, &mut replies);
     }

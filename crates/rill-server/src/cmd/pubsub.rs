@@ -10,7 +10,6 @@ use super::{reply, Call, CmdResult};
 use crate::client::Action;
 use crate::pubsub::{self, Kind};
 use bytes::Bytes;
-use rill_engine::CmdError;
 use rill_resp::{Protocol, Reply};
 
 /// PUBSUB HELP lines (rill's words).
@@ -132,17 +131,9 @@ fn publish_in(c: &mut Call, shard: bool) -> CmdResult {
     reply(Reply::Integer(receivers as i64))
 }
 
-/// The error Redis gives for a PUBSUB subcommand with the wrong number of arguments.
-fn subcommand_syntax(c: &Call) -> CmdError {
-    CmdError::owned(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
-        String::from_utf8_lossy(&c.args[1])
-    ))
-}
-
 fn channel_list(c: &mut Call, shard: bool) -> CmdResult {
     if c.args.len() > 3 {
-        return Err(subcommand_syntax(c));
+        return Err(crate::cmd::subcommand_syntax(c));
     }
     let pattern = c.args.get(2).map(|p| &p[..]);
     let names = c.st.pubsub.active(shard, pattern);

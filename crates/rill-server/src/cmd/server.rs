@@ -177,6 +177,14 @@ fn apply(c: &mut Call, name: &str) {
             }
         }
         "loglevel" => crate::logging::set_level(cfg.get(name)),
+        // The default user's only password, or none (Redis' ACLUpdateDefaultUserPassword).
+        "requirepass" => c.shared.acl.set_default_password(cfg.get(name).as_bytes()),
+        "acllog-max-len" => {
+            let mut log = c.shared.acl.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            log.max_len = usize::try_from(cfg.get_i64(name)).unwrap_or(usize::MAX);
+            log.trim();
+        }
+        "acl-pubsub-default" => c.shared.acl.set_all_channels_default(cfg.get(name) == "allchannels"),
         "busy-poll-us" => crate::poll::set_max_us(u64::try_from(cfg.get_i64(name)).unwrap_or(0)),
         "appendfsync" => {
             if let Some(log) = c.st.journal.log() {
@@ -197,10 +205,9 @@ fn apply(c: &mut Call, name: &str) {
 
 /// CONFIG RESETSTAT
 pub fn config_resetstat(c: &mut Call) -> CmdResult {
-    // Redis keeps the ACL counters across RESETSTAT.
-    let acl = c.st.stats.acl;
+    // Redis keeps the ACL counters (`acl::AclLog`) across RESETSTAT.
     let repl_offset_seen = c.st.stats.repl_offset_seen;
-    c.st.stats = Stats { acl, repl_offset_seen, ..Stats::default() };
+    c.st.stats = Stats { repl_offset_seen, ..Stats::default() };
     c.st.engine.reset_stats();
     ok()
 }
@@ -213,7 +220,7 @@ pub fn config_rewrite(c: &mut Call) -> CmdResult {
     let Some(path) = c.st.config.file.clone() else {
         return Err(CmdError::full("ERR The server is running without a config file"));
     };
-    if let Err(e) = crate::config::rewrite_file(std::path::Path::new(&path), &c.st.config) {
+    if let Err(e) = crate::config::rewrite_file(std::path::Path::new(&path), &c.st.config, &c.shared.acl.lines_text()) {
         // Redis prints strerror() alone: drop Rust's " (os error N)" suffix.
         let text = e.to_string();
         let reason = text.split(" (os error").next().unwrap_or(&text);
@@ -333,10 +340,7 @@ pub fn debug(c: &mut Call) -> CmdResult {
         }
         ("populate", 3..=5) => debug_populate(c),
         ("reload", _) => debug_reload(c),
-        _ => Err(CmdError::owned(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            c.text(1)
-        ))),
+        _ => Err(super::subcommand_syntax(c)),
     }
 }
 

@@ -1,10 +1,10 @@
 //! Declarations of the commands the server itself runs (connection, server, transactions,
 //! introspection). Data commands are declared next to their handlers in rill-engine.
 
-use super::{connection, help, introspect, latency, metrics, multi, pubsub, replication, reply, server, Run};
+use super::{acl, connection, help, introspect, latency, metrics, multi, pubsub, replication, reply, server, Run};
 use crate::client::Action;
 use crate::script::functions;
-use rill_engine::command::{key_at, keys_from, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
+use rill_engine::command::{key_at, keys_from, BeginSearch, Channels, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use rill_engine::CmdError;
 use rill_resp::Reply;
 
@@ -562,6 +562,156 @@ const SUBSCRIBE_GROWS: Flags = SUBSCRIBE_FLAGS.and(Flags::DENYOOM);
 const SHARD_CHANNELS: &[rill_engine::command::KeySpec] = &[keys_from(1, 1, &["not_key"])];
 const SHARD_CHANNEL: &[rill_engine::command::KeySpec] = &[key_at(1, &["not_key"])];
 
+const ACL_FLAGS: Flags = Flags::NOSCRIPT.and(LOADING_STALE);
+const ACL_ADMIN: Flags = Flags::ADMIN.and(ACL_FLAGS);
+const ALL_NODES_OK: &[&str] = &["request_policy:all_nodes", "response_policy:all_succeeded"];
+
+/// ACL subcommands.
+pub const ACL_SUBS: &[CommandSpec] = &[
+    sub(
+        "acl|cat",
+        -2,
+        ACL_FLAGS,
+        &["@slow"],
+        "server",
+        "[category]",
+        "Lists the command categories, or the commands in one.",
+        "6.0.0",
+        server(&Run(acl::cat)),
+    ),
+    CommandSpec {
+        tips: ALL_NODES_OK,
+        ..sub(
+            "acl|deluser",
+            -3,
+            ACL_ADMIN,
+            ADMIN_ACL,
+            "server",
+            "username ...",
+            "Deletes users and closes their connections.",
+            "6.0.0",
+            server(&Run(acl::deluser)),
+        )
+    },
+    sub(
+        "acl|dryrun",
+        -4,
+        ACL_ADMIN,
+        ADMIN_ACL,
+        "server",
+        "username command [arg ...]",
+        "Says whether a user may run a command, without running it.",
+        "7.0.0",
+        server(&Run(acl::dryrun)),
+    ),
+    sub(
+        "acl|genpass",
+        -2,
+        ACL_FLAGS,
+        &["@slow"],
+        "server",
+        "[bits:integer]",
+        "Returns a random password as hex digits.",
+        "6.0.0",
+        server(&Run(acl::genpass)),
+    ),
+    sub(
+        "acl|getuser",
+        3,
+        ACL_ADMIN,
+        ADMIN_ACL,
+        "server",
+        "username",
+        "Describes a user's flags, passwords and selectors.",
+        "6.0.0",
+        server(&Run(acl::getuser)),
+    ),
+    sub(
+        "acl|help",
+        2,
+        LOADING_STALE,
+        &["@slow"],
+        "server",
+        "",
+        "Lists the ACL subcommands.",
+        "6.0.0",
+        server(&Run(|_| reply(help("ACL", acl::ACL_HELP)))),
+    ),
+    sub(
+        "acl|list",
+        2,
+        ACL_ADMIN,
+        ADMIN_ACL,
+        "server",
+        "",
+        "Describes every user as a config file line.",
+        "6.0.0",
+        server(&Run(acl::users)),
+    ),
+    sub(
+        "acl|load",
+        2,
+        ACL_ADMIN,
+        ADMIN_ACL,
+        "server",
+        "",
+        "Replaces the users with the ACL file's.",
+        "6.0.0",
+        server(&Run(acl::load)),
+    ),
+    sub(
+        "acl|log",
+        -2,
+        ACL_ADMIN,
+        ADMIN_ACL,
+        "server",
+        "[count:integer | RESET]",
+        "Shows the newest ACL denials and failed logins.",
+        "6.0.0",
+        server(&Run(acl::log)),
+    ),
+    CommandSpec {
+        tips: ALL_NODES_OK,
+        ..sub(
+            "acl|save",
+            2,
+            ACL_ADMIN,
+            ADMIN_ACL,
+            "server",
+            "",
+            "Writes the users to the ACL file.",
+            "6.0.0",
+            server(&Run(acl::save)),
+        )
+    },
+    CommandSpec {
+        tips: ALL_NODES_OK,
+        ..sub(
+            "acl|setuser",
+            -3,
+            ACL_ADMIN,
+            ADMIN_ACL,
+            "server",
+            "username [rule ...]",
+            "Creates a user or changes its rules.",
+            "6.0.0",
+            server(&Run(acl::setuser)),
+        )
+    },
+    sub("acl|users", 2, ACL_ADMIN, ADMIN_ACL, "server", "", "Lists the user names.", "6.0.0", server(&Run(acl::users))),
+    sub(
+        "acl|whoami",
+        2,
+        ACL_FLAGS,
+        &["@slow"],
+        "server",
+        "",
+        "Returns the user this connection runs as.",
+        "6.0.0",
+        server(&Run(acl::whoami)),
+    ),
+];
+
 /// SLOWLOG subcommands.
 pub const SLOWLOG_SUBS: &[CommandSpec] = &[
     CommandSpec {
@@ -869,15 +1019,18 @@ const fn pubsub_cmd(
 
 /// Every server-run command.
 pub const COMMANDS: &[CommandSpec] = &[
-    pubsub_cmd(
-        "subscribe",
-        -2,
-        SUBSCRIBE_GROWS,
-        "channel ...",
-        "Subscribes the connection to channels.",
-        "2.0.0",
-        server(&Run(pubsub::subscribe)),
-    ),
+    CommandSpec {
+        channels: Channels::Subscribe,
+        ..pubsub_cmd(
+            "subscribe",
+            -2,
+            SUBSCRIBE_GROWS,
+            "channel ...",
+            "Subscribes the connection to channels.",
+            "2.0.0",
+            server(&Run(pubsub::subscribe)),
+        )
+    },
     pubsub_cmd(
         "unsubscribe",
         -1,
@@ -887,15 +1040,18 @@ pub const COMMANDS: &[CommandSpec] = &[
         "2.0.0",
         server(&Run(pubsub::unsubscribe)),
     ),
-    pubsub_cmd(
-        "psubscribe",
-        -2,
-        SUBSCRIBE_GROWS,
-        "pattern:pattern ...",
-        "Subscribes the connection to the channels matching patterns.",
-        "2.0.0",
-        server(&Run(pubsub::psubscribe)),
-    ),
+    CommandSpec {
+        channels: Channels::PatternSubscribe,
+        ..pubsub_cmd(
+            "psubscribe",
+            -2,
+            SUBSCRIBE_GROWS,
+            "pattern:pattern ...",
+            "Subscribes the connection to the channels matching patterns.",
+            "2.0.0",
+            server(&Run(pubsub::psubscribe)),
+        )
+    },
     pubsub_cmd(
         "punsubscribe",
         -1,
@@ -910,6 +1066,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         last_key: -1,
         step: 1,
         key_specs: SHARD_CHANNELS,
+        channels: Channels::Subscribe,
         ..pubsub_cmd(
             "ssubscribe",
             -2,
@@ -938,6 +1095,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         acl: &["@pubsub", "@fast"],
         complexity: "O(N+M): N subscribers of the channel, M patterns subscribed to",
+        channels: Channels::Publish,
         ..pubsub_cmd(
             "publish",
             3,
@@ -955,6 +1113,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         step: 1,
         key_specs: SHARD_CHANNEL,
         complexity: "O(N): N subscribers of the shard channel",
+        channels: Channels::Publish,
         ..pubsub_cmd(
             "spublish",
             3,
@@ -1071,6 +1230,16 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Streams every command the server runs to this connection.",
         since: "1.0.0",
         ..CommandSpec::of(server(&Run(connection::monitor)))
+    },
+    CommandSpec {
+        name: "acl",
+        arity: -2,
+        acl: &["@slow"],
+        group: "server",
+        summary: "Commands about ACL users and permissions.",
+        since: "6.0.0",
+        subcommands: ACL_SUBS,
+        ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {
         name: "slowlog",

@@ -189,6 +189,7 @@ fn new_client(id: u64, peer: Peer, authenticated: bool, hot: HotConfig) -> (Clie
         subs: Default::default(),
         push: push_tx,
         monitor: false,
+        user: bytes::Bytes::from_static(b"default"),
     };
     (info, Admitted { id, kill, authenticated, mem, hot, push: push_rx, unregistered: None })
 }

@@ -76,15 +76,9 @@ impl Site {
     }
 }
 
-/// 128 random bits as hex, from the OS (the run ID's hash if that fails).
+/// 128 random bits as hex, from the OS.
 fn random_token() -> String {
-    use std::io::Read as _;
-    let mut buf = [0u8; 16];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
-    if read.is_err() {
-        return crate::run::run_id().chars().take(32).collect();
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    crate::run::random_hex(16)
 }
 
 /// `a=1&b=x%20y` as (name, value bytes) pairs, `+` read as a space.

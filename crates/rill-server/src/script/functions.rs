@@ -321,17 +321,10 @@ pub fn function_delete(c: &mut Call) -> CmdResult {
     Ok(Action::Reply(Reply::ok()))
 }
 
-fn subcommand_syntax(c: &Call) -> CmdError {
-    CmdError::owned(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-        c.text(1)
-    ))
-}
-
 /// FUNCTION FLUSH [ASYNC|SYNC]
 pub fn function_flush(c: &mut Call) -> CmdResult {
     if c.args.len() > 3 {
-        return Err(subcommand_syntax(c));
+        return Err(crate::cmd::subcommand_syntax(c));
     }
     let lazy = match c.args.get(2) {
         None => c.st.config.get("lazyfree-lazy-user-flush") == "yes",
@@ -450,7 +443,7 @@ pub fn function_dump(c: &mut Call) -> CmdResult {
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]
 pub fn function_restore(c: &mut Call) -> CmdResult {
     if c.args.len() > 4 {
-        return Err(subcommand_syntax(c));
+        return Err(crate::cmd::subcommand_syntax(c));
     }
     #[derive(PartialEq)]
     enum Policy {

@@ -466,7 +466,10 @@ fn execute(
     }
     let mut conn = c.st.scripts.conn.take().unwrap_or_else(|| {
         let id = c.shared.next_client_id();
-        Conn::new(id, true)
+        let mut conn = Conn::new(id, true);
+        // Checked against the caller's user in `command`, not its own.
+        conn.user = None;
+        conn
     });
     c.st.scripts.client_id = conn.id;
     conn.db = c.conn.db;
@@ -683,6 +686,18 @@ fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &MultiValue) -> mlua::Result<(
         }
         _ => return rejected(c.st, None, lua, "ERR Unknown Redis command called from script"),
     };
+    if let Some(refusal) = early_refusal(c.st, spec) {
+        return rejected(c.st, Some(spec), lua, &refusal);
+    }
+    // The caller's ACL user must allow the command (after the stale check, before the write
+    // checks, as Redis orders them); a denial is logged in the `lua` context.
+    if c.conn.user.as_ref().is_some_and(|u| !u.unrestricted()) {
+        let outcome =
+            crate::dispatch::acl_check(c.shared, c.st, c.conn, spec, &args, crate::acl::Context::Lua, c.now_ms);
+        if let crate::dispatch::AclOutcome::Denied(text) = outcome {
+            return rejected(c.st, Some(spec), lua, &with_code(&format!("ACL failure in script: {text}")));
+        }
+    }
     if let Some(refusal) = refusal(c.st, h.conn, spec, h.run) {
         return rejected(c.st, Some(spec), lua, &refusal);
     }
@@ -717,8 +732,9 @@ fn rejected(st: &mut State, spec: Option<&'static CommandSpec>, lua: &Lua, text:
     Ok((v, failed))
 }
 
-/// Why the script may not run `spec` now, in Redis' order; `None`: it may.
-fn refusal(st: &State, conn: &Conn, spec: &CommandSpec, run: &RunRules) -> Option<String> {
+/// Why the script may not run `spec`, by the checks Redis runs before ACL (not from scripts, a
+/// stale replica); `None`: it may.
+fn early_refusal(st: &State, spec: &CommandSpec) -> Option<String> {
     if spec.flags.has(Flags::NOSCRIPT) {
         return Some(with_code("This Redis command is not allowed from script"));
     }
@@ -728,6 +744,12 @@ fn refusal(st: &State, conn: &Conn, spec: &CommandSpec, run: &RunRules) -> Optio
             return Some(with_code("Can not execute the command on a stale replica"));
         }
     }
+    None
+}
+
+/// The checks after ACL: writes (read-only scripts, replicas, the log, min-replicas) and
+/// memory.
+fn refusal(st: &State, conn: &Conn, spec: &CommandSpec, run: &RunRules) -> Option<String> {
     let writes = spec.flags.has(Flags::WRITE);
     if run.read_only && (writes || spec.flags.has(Flags::MAY_REPLICATE)) {
         return Some(with_code("Write commands are not allowed from read-only scripts."));

@@ -16,6 +16,7 @@ mod killtest;
 #[path = "../restart_fuzz/mod.rs"]
 mod restart_fuzz;
 
+mod acl;
 mod admin;
 mod client_limits;
 mod clients;

@@ -156,7 +156,7 @@ fn renamed_commands_are_logged_under_their_own_names() {
 }
 
 /// Start rill with `extra` and expect it to exit non-zero within a few seconds; its stderr.
-fn refused_at_start(dir: &Path, extra: &[&str]) -> String {
+pub(crate) fn refused_at_start(dir: &Path, extra: &[&str]) -> String {
     let port = rill_testkit::free_port().to_string();
     let mut child = ChildGuard::spawn(
         Command::new(env!("CARGO_BIN_EXE_rill-server"))
@@ -180,9 +180,7 @@ fn refused_at_start(dir: &Path, extra: &[&str]) -> String {
 fn security_directives_rill_lacks_stop_start_up() {
     let dir = TempDir::new("rill-test-refused");
     for extra in [
-        &["--user", "default", "on", ">secret", "~*", "+@all"][..],
-        &["--aclfile", "/etc/redis/users.acl"],
-        &["--tls-port", "6380", "--tls-cert-file", "r.crt", "--tls-key-file", "r.key"],
+        &["--tls-port", "6380", "--tls-cert-file", "r.crt", "--tls-key-file", "r.key"][..],
         &["--tls-cert-file", "r.crt"],
         &["--unixsocket", "/tmp/rill.sock"],
         &["--loadmodule", "/x.so"],

@@ -70,6 +70,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: WRITE_DENYOOM,
         acl: &["@write", "@string", "@slow"],
         key_specs: &[key_at(1, &["RW", "ACCESS", "UPDATE", "VARIABLE_FLAGS"])],
+        key_access: Some(set_key_access),
         summary: "Stores a string at a key, optionally only if absent/present, with an expiry, \
                   or returning the previous value.",
         syntax: "key:key value [NX | XX] [GET] [EX seconds:integer | PX milliseconds:integer | \
@@ -687,6 +688,12 @@ fn setrange(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
     *b = Bytes::from(v);
     engine.modified(ctx.db, key, KeyEvent::SetRange);
     Ok(Reply::Integer(len as i64))
+}
+
+/// SET reads the old value only with GET (what ACL's `%R~` / `%W~` rules check).
+fn set_key_access(args: &[Bytes]) -> crate::command::KeyAccess {
+    let get = args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
+    crate::command::KeyAccess { read: get, write: true }
 }
 
 #[cfg(test)]

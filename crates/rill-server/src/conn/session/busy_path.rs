@@ -96,7 +96,15 @@ impl Session {
                     return Next::Close;
                 }
             }
-            let reply = match self.shared.table.resolve(&args) {
+            let lookup = self.shared.table.resolve(&args);
+            let denied = match lookup {
+                Lookup::Found(spec) if spec.arity_ok(args.len()) && self.conn.authenticated => {
+                    self.acl_denial(spec, &args)
+                }
+                _ => None,
+            };
+            let reply = match lookup {
+                _ if denied.is_some() => denied.unwrap_or(Reply::Null),
                 Lookup::Found(spec) if kills(spec, args.len(), self.conn.authenticated) => {
                     // SCRIPT KILL / FUNCTION KILL: answered here, the script stops at its hook.
                     match self.shared.busy.kill(spec.flags.has(Flags::KILL_FUNCTION)) {
@@ -177,6 +185,36 @@ impl Session {
 }
 
 /// Whether this request is a SCRIPT KILL or FUNCTION KILL the busy path answers itself.
+impl Session {
+    /// ACL first, as Redis checks it before the busy refusal: a command the user may not run
+    /// gets `-NOPERM` here too (logged with the client's id only: the client table is behind
+    /// the lock the script holds).
+    fn acl_denial(&mut self, spec: &'static CommandSpec, args: &[Bytes]) -> Option<Reply> {
+        let user = self.conn.user.as_mut()?;
+        if !self.shared.acl.refresh(user, &mut self.conn.acl_gen) || user.unrestricted() {
+            return None;
+        }
+        let denied = user.check(&self.shared.acl.commands, spec, args).err()?;
+        let (reason, object) = match denied {
+            crate::acl::Denied::Command => (crate::acl::Reason::Command, Bytes::from_static(spec.name.as_bytes())),
+            crate::acl::Denied::Key(i) => (crate::acl::Reason::Key, args.get(i).cloned().unwrap_or_default()),
+            crate::acl::Denied::Channel(i) => (crate::acl::Reason::Channel, args.get(i).cloned().unwrap_or_default()),
+        };
+        let now = now_ms();
+        self.shared.acl.log.lock().unwrap_or_else(|p| p.into_inner()).add(
+            reason,
+            crate::acl::Context::Toplevel,
+            object,
+            user.name.clone(),
+            format!("id={}", self.conn.id),
+            now,
+        );
+        let text = Bytes::from(format!("NOPERM {}", crate::acl::denied_text(denied, user, spec, args, false)));
+        self.deferred.get_or_insert_default().errors.push(text.clone());
+        Some(Reply::Error(text))
+    }
+}
+
 fn kills(spec: &CommandSpec, argc: usize, authenticated: bool) -> bool {
     (spec.flags.has(Flags::KILL_SCRIPT) || spec.flags.has(Flags::KILL_FUNCTION)) && spec.arity_ok(argc) && authenticated
 }

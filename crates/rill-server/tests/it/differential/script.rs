@@ -90,6 +90,8 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
     let mut lines = Vec::new();
     let mut pending = Modifiers::default();
     let mut defined: Vec<String> = Vec::new();
+    // `@skip-7.0-script` before the first step: no line is sent to Redis 7.0.15.
+    let mut whole_skip = false;
     for (i, raw) in source.lines().enumerate() {
         let number = i + 1;
         let text = raw.trim();
@@ -100,6 +102,13 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
         let words = split_args(text).map_err(err)?;
         let word = |i: usize| words.get(i).map(|w| String::from_utf8_lossy(w).into_owned());
         let first = word(0).unwrap_or_default();
+        if first == "@skip-7.0-script" {
+            if !lines.is_empty() || !pending.is_empty() || words.len() > 1 {
+                return Err(err("@skip-7.0-script comes alone, before the first step".into()));
+            }
+            whole_skip = true;
+            continue;
+        }
         let step = if first.starts_with('@') && !pending.clone().apply(&first).map_err(err)? {
             let arg = word(1);
             let step = match (first.as_str(), arg) {
@@ -121,6 +130,7 @@ pub(super) fn parse_script(source: &str) -> Result<Vec<Line>, String> {
             step
         } else {
             let mut mods = std::mem::take(&mut pending);
+            mods.skip_7_0 |= whole_skip;
             let mut args = words.into_iter().peekable();
             while let Some(w) = args.peek() {
                 let w = String::from_utf8_lossy(w).into_owned();
