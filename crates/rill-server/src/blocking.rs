@@ -89,12 +89,19 @@ pub struct Waiter {
     pub direct: Option<Arc<dyn DirectWrite>>,
     /// How long its first run took, µs: counted with its last when it ends ([`ended`]).
     pub ran_micros: u64,
+    /// The client's ACL user and the registry: a re-run is checked again, as Redis checks a
+    /// blocked command it reprocesses (the user's rules may have changed meanwhile).
+    pub acl: Option<(Arc<crate::acl::User>, Arc<crate::acl::Registry>)>,
 }
 
-/// A parked command ended (served, timed out, unblocked): its durations, first run and last
-/// (the wait between is not the server's), go into its latency histogram and the slow log, as
-/// for a command that did not park (`dispatch::call`). `args` as the client sent them.
+/// A parked command ended (served, timed out, unblocked): it is counted a call now, and its
+/// durations, first run and last (the wait between is not the server's), go into its time,
+/// its latency histogram and the slow log, as for a command that did not park
+/// (`dispatch::call`). `args` as the client sent them.
 pub fn ended(st: &mut State, spec: &'static CommandSpec, args: &[Bytes], client: u64, micros: u64, now_ms: i64) {
+    let stat = st.stats.command(spec);
+    stat.calls += 1;
+    stat.usec += micros;
     if st.hot.latency_tracking {
         st.stats.command(spec).histogram.get_or_insert_with(Default::default).record_micros(micros);
     }
@@ -399,6 +406,19 @@ fn write_safe_deliveries(st: &mut State) {
     }
 }
 
+/// The `-NOPERM` error a parked command gets if its user may no longer run it (logged).
+fn acl_refusal(st: &State, w: &Waiter, client: u64, now_ms: i64) -> Option<String> {
+    let (user, registry) = w.acl.as_ref()?;
+    let now = registry.user(&user.name)?;
+    if now.unrestricted() {
+        return None;
+    }
+    let denied = now.check(&registry.commands, w.spec, &w.args).err()?;
+    let origin = crate::acl::Origin { context: crate::acl::Context::Toplevel, running: w.spec.name };
+    crate::cmd::acl::log_denied_in(registry, st, client, &now.name, denied, w.spec, &w.args, origin, now_ms);
+    Some(format!("NOPERM {}", crate::acl::denied_text(denied, &now, w.spec, &w.args, false)))
+}
+
 /// Re-run one parked client's command; if it no longer blocks, unpark it and send the reply.
 /// If it blocks again, it keeps its deadline and takes the new wake-up time it asked for.
 /// The call was counted when the command first ran, so a re-run adds no call, only a failure
@@ -406,6 +426,13 @@ fn write_safe_deliveries(st: &mut State) {
 pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let Some((w, _)) = st.blocked.waiters.get(&client) else { return };
     let Handler::Engine(handler) = w.spec.handler else { return };
+    if let Some(refusal) = acl_refusal(st, w, client, now_ms) {
+        let spec = w.spec;
+        st.stats.command(spec).rejected += 1;
+        st.stats.count_error(refusal.as_bytes());
+        release_at(st, client, Reply::Error(Bytes::from(refusal)), 0);
+        return;
+    }
     let mut ctx = CallCtx::new(w.db, now_ms, client);
     ctx.deadline_override = Some(w.request.deadline_ms);
     ctx.resp3 = w.resp3;

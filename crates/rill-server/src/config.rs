@@ -747,6 +747,12 @@ impl Config {
                     (values.first().cloned().unwrap_or_default(), values.get(1).cloned().unwrap_or_default());
                 self.renames.push(Rename { from, to, line: i + 1, text: trimmed.to_string() });
             } else if lname == "user" && !values.is_empty() {
+                let name = values.first().map(String::as_str).unwrap_or_default();
+                if self.users.iter().any(|(_, _, w)| w.first().is_some_and(|n| n == name)) {
+                    return Err(err(&format!(
+                        "Error in user declaration '{name}': Duplicate user found. A user can only be defined once in config files"
+                    )));
+                }
                 self.users.push((i + 1, trimmed.to_string(), values.to_vec()));
             } else if let Some(why) = refused(&lname, values) {
                 return Err(err(&format!("'{lname}' is not implemented by rill, and ignoring it would leave the server more open than configured: {why}")));
@@ -1110,7 +1116,7 @@ mod tests {
         // Every user line is kept for the ACL registry (checked there, at start-up).
         let c = Config::from_args(&args(&["--user", "alice", "on", ">pw", "~*", "--user", "default", "off"])).unwrap();
         assert_eq!(c.users.len(), 2);
-        assert_eq!(c.users[0].2, ["alice", "on", ">pw", "~*"]);
+        assert_eq!(c.users.first().map(|u| u.2.clone()).unwrap_or_default(), ["alice", "on", ">pw", "~*"]);
         let with_password = [&line[..], &["--requirepass", "pw"]].concat();
         let e = Config::from_args(&args(&with_password)).unwrap_err();
         assert!(e.reason.contains("requirepass sets one"), "{}", e.reason);

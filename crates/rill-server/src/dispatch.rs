@@ -2,7 +2,7 @@
 //! (in Redis' order, so error precedence matches — docs/spec/connection.md §4), MULTI
 //! queueing, and the call itself.
 
-use crate::acl::Context;
+use crate::acl::{Context, Origin};
 use crate::client::{Action, Conn};
 use crate::clock::Tick;
 use crate::cmd;
@@ -71,7 +71,7 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     }
     if conn.user.is_some() {
         let context = if conn.multi.is_some() { Context::Multi } else { Context::Toplevel };
-        match acl_check(shared, st, conn, spec, args, context, now_ms) {
+        match acl_check(shared, st, conn, spec, args, Origin { context, running: spec.name }, now_ms) {
             AclOutcome::Allowed => {}
             AclOutcome::Gone => return Action::Close(None),
             AclOutcome::Denied(text) => {
@@ -134,14 +134,14 @@ pub enum AclOutcome {
 
 /// ACL: the connection's user (looked up again when any user changed) must allow `spec` with
 /// `args`, as Redis checks right after authentication. A refusal is counted and logged in the
-/// ACL log under `context`. A connection without a user (the server's own) is allowed all.
+/// ACL log under `origin`. A connection without a user (the server's own) is allowed all.
 pub fn acl_check(
     shared: &Shared,
     st: &State,
     conn: &mut Conn,
     spec: &'static CommandSpec,
     args: &[Bytes],
-    context: Context,
+    origin: Origin,
     now_ms: i64,
 ) -> AclOutcome {
     let Some(user) = conn.user.as_mut() else { return AclOutcome::Allowed };
@@ -155,7 +155,7 @@ pub fn acl_check(
         Ok(()) => AclOutcome::Allowed,
         Err(denied) => {
             let user = user.clone();
-            cmd::acl::log_denied(shared, st, conn.id, &user.name, denied, spec, args, context, now_ms);
+            cmd::acl::log_denied(shared, st, conn.id, &user.name, denied, spec, args, origin, now_ms);
             AclOutcome::Denied(crate::acl::denied_text(denied, &user, spec, args, false))
         }
     }
@@ -345,12 +345,13 @@ pub fn call(
     let finished = Tick::now();
     let micros = finished.micros_since(conn.clock);
     let tracking = st.hot.latency_tracking;
-    let stat = st.stats.command(spec);
-    stat.calls += 1;
-    stat.usec += micros;
     let parked = matches!(action, Action::Block { .. });
-    // A command that parks is counted in the histogram and the slow log when it ends.
+    let stat = st.stats.command(spec);
+    // A command that parks is counted (calls, time, histogram, slow log) when it ends, as
+    // Redis counts a blocked command once it is served, times out or is unblocked.
     if !parked {
+        stat.calls += 1;
+        stat.usec += micros;
         if tracking {
             stat.histogram.get_or_insert_with(Default::default).record_micros(micros);
         }

@@ -78,6 +78,68 @@ macro_rules! line {
     }};
 }
 
+/// The memory figures INFO memory and MEMORY STATS report.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryFigures {
+    /// Bytes allocated now.
+    pub used: u64,
+    /// Resident set size.
+    pub rss: u64,
+    /// Most bytes ever allocated.
+    pub peak: u64,
+    /// Allocated when start-up ended.
+    pub startup: u64,
+    /// Normal clients' buffers.
+    pub clients_normal: u64,
+    /// Replicas' buffers.
+    pub clients_replicas: u64,
+    /// The replication backlog.
+    pub backlog: u64,
+    /// The log's records not yet written.
+    pub aof_buffer: u64,
+    /// All that is not the data.
+    pub overhead: u64,
+    /// `used` less `overhead`.
+    pub dataset: u64,
+    /// `maxmemory`.
+    pub max: u64,
+}
+
+/// What the memory holds, as far as rill can tell: what is not the data is the clients'
+/// buffers, the replication backlog, the log's unwritten records, and what start-up took.
+pub fn memory_figures(st: &State) -> MemoryFigures {
+    let used = alloc::allocated_bytes();
+    let rss = alloc::rss_bytes();
+    let peak = alloc::peak_bytes().max(used);
+    let startup = alloc::startup_bytes().min(used);
+    let max: u64 = st.config.get("maxmemory").parse().unwrap_or(0);
+    let (mut clients_normal, mut clients_replicas) = (0, 0);
+    for c in st.clients.values() {
+        let held = c.mem.total() + c.push.queued_bytes();
+        match c.kind {
+            crate::state::ClientKind::Replica => clients_replicas += held,
+            _ => clients_normal += held,
+        }
+    }
+    let backlog = st.replication.with_backlog(|b| b.histlen() as u64).unwrap_or(0);
+    let aof_buffer = st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()));
+    let overhead = startup + clients_normal + clients_replicas + backlog + aof_buffer;
+    let dataset = used.saturating_sub(overhead);
+    MemoryFigures {
+        used,
+        rss,
+        peak,
+        startup,
+        clients_normal,
+        clients_replicas,
+        backlog,
+        aof_buffer,
+        overhead,
+        dataset,
+        max,
+    }
+}
+
 fn human(bytes: u64) -> String {
     let b = bytes as f64;
     if b >= 1024.0 * 1024.0 * 1024.0 {
@@ -155,26 +217,19 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "total_blocking_keys_on_nokey:{}", st.blocked.nokey_key_count());
         }
         "memory" => {
-            let used = alloc::allocated_bytes();
-            let rss = alloc::rss_bytes();
-            let peak = alloc::peak_bytes().max(used);
-            let startup = alloc::startup_bytes().min(used);
-            let max: u64 = st.config.get("maxmemory").parse().unwrap_or(0);
-            // What is not the data: the clients' buffers, the replication backlog, the log's
-            // unwritten records, and what start-up took.
-            let mut clients_normal = 0;
-            let mut clients_replicas = 0;
-            for c in st.clients.values() {
-                let held = c.mem.total() + c.push.queued_bytes();
-                match c.kind {
-                    crate::state::ClientKind::Replica => clients_replicas += held,
-                    _ => clients_normal += held,
-                }
-            }
-            let backlog = st.replication.with_backlog(|b| b.histlen() as u64).unwrap_or(0);
-            let aof_buffer = st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()));
-            let overhead = startup + clients_normal + clients_replicas + backlog + aof_buffer;
-            let dataset = used.saturating_sub(overhead);
+            let MemoryFigures {
+                used,
+                rss,
+                peak,
+                startup,
+                clients_normal,
+                clients_replicas,
+                backlog,
+                aof_buffer,
+                overhead,
+                dataset,
+                max,
+            } = memory_figures(st);
             let perc = |a: u64, b: u64| if b > 0 { a as f64 * 100.0 / b as f64 } else { 0.0 };
             let total_memory = alloc::total_system_memory();
             line!(out, "# Memory");

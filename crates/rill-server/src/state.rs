@@ -503,7 +503,7 @@ pub struct Shared {
     /// lock, and answer `-BUSY` instead (`src/busy.rs`).
     pub busy: Arc<crate::busy::BusyGate>,
     /// ACL users and log, readable without the state lock (`src/acl`).
-    pub acl: crate::acl::Registry,
+    pub acl: Arc<crate::acl::Registry>,
     /// Next client id.
     next_id: std::sync::atomic::AtomicU64,
     /// This value's own `Arc`, for background work started from a command.
@@ -514,7 +514,7 @@ impl Shared {
     /// New shared state.
     pub fn new(state: State, table: CommandTable, log_table: CommandTable, port: u16, run_id: String) -> Shared {
         let (shutdown, _) = watch::channel(false);
-        let acl = crate::acl::Registry::new(&log_table);
+        let acl = Arc::new(crate::acl::Registry::new(&log_table));
         Shared {
             acl,
             state: Mutex::new(state),

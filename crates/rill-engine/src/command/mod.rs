@@ -348,6 +348,10 @@ impl CommandSpec {
             }
             return out;
         }
+        if !self.key_specs_fit(args) {
+            // Redis reads such a call as a syntax error with no keys; its handler says so.
+            return out;
+        }
         self.walk_key_specs(args, |i, spec| {
             if spec.flags.contains(&"not_key") {
                 return;
@@ -359,6 +363,32 @@ impl CommandSpec {
             out.push((i, access));
         });
         out
+    }
+
+    /// Whether every key spec's keys lie within `args`: a count that is no number, negative,
+    /// or reaches past the last argument (`EVAL s 3 a b`) makes the call one Redis finds no
+    /// keys in.
+    fn key_specs_fit(&self, args: &[Bytes]) -> bool {
+        let argc = args.len() as i32;
+        self.key_specs.iter().all(|spec| {
+            let start = match spec.begin {
+                BeginSearch::Index(i) => i,
+                BeginSearch::Keyword { .. } => return true,
+            };
+            match spec.find {
+                FindKeys::Keynum { keynumidx, firstkey, .. } => {
+                    let n = args
+                        .get((start + keynumidx) as usize)
+                        .and_then(|b| std::str::from_utf8(b).ok())
+                        .and_then(|s| s.parse::<i64>().ok());
+                    match n {
+                        Some(n) if n >= 0 => n == 0 || i64::from(start + firstkey) + n - 1 < i64::from(argc),
+                        _ => false,
+                    }
+                }
+                FindKeys::Range { lastkey, .. } => lastkey < 0 || start + lastkey < argc,
+            }
+        })
     }
 
     /// Call `f` with each key argument's index and the spec that found it.

@@ -31,6 +31,17 @@ pub enum Context {
     Lua,
 }
 
+/// Where a denied command came from, and the top-level command running then (what the
+/// entry's `client-info` shows as `cmd=`: `exec` for a queued command refused at EXEC,
+/// `eval` for a script's call).
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    /// The context.
+    pub context: Context,
+    /// The top-level command's full name.
+    pub running: &'static str,
+}
+
 /// One entry.
 #[derive(Debug, Clone)]
 pub struct LogEntry {

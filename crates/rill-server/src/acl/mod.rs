@@ -15,7 +15,7 @@
 mod log;
 mod selector;
 
-pub use log::{AclLog, Context, LogEntry, Reason};
+pub use log::{AclLog, Context, LogEntry, Origin, Reason};
 pub use selector::{has_spaces, Denied, RuleError, Selector};
 
 use bytes::Bytes;

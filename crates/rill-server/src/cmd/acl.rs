@@ -4,7 +4,7 @@
 //! the ACL log's entries for denied commands and failed authentication.
 
 use super::{ok, reply, Call, CmdResult};
-use crate::acl::{self, Context, Denied, Reason, User, Users};
+use crate::acl::{self, Context, Denied, Origin, Reason, User, Users};
 use crate::client::Action;
 use crate::state::{Shared, State};
 use bytes::Bytes;
@@ -61,7 +61,23 @@ pub fn log_denied(
     denied: Denied,
     spec: &CommandSpec,
     args: &[Bytes],
-    context: Context,
+    origin: Origin,
+    now_ms: i64,
+) {
+    log_denied_in(&shared.acl, st, conn_id, username, denied, spec, args, origin, now_ms);
+}
+
+/// [`log_denied`] with the registry itself (a parked command's re-run has no `Shared`).
+#[allow(clippy::too_many_arguments)] // the entry's parts
+pub fn log_denied_in(
+    registry: &acl::Registry,
+    st: &State,
+    conn_id: u64,
+    username: &Bytes,
+    denied: Denied,
+    spec: &CommandSpec,
+    args: &[Bytes],
+    origin: Origin,
     now_ms: i64,
 ) {
     let (reason, object) = match denied {
@@ -69,10 +85,17 @@ pub fn log_denied(
         Denied::Key(i) => (Reason::Key, args.get(i).cloned().unwrap_or_default()),
         Denied::Channel(i) => (Reason::Channel, args.get(i).cloned().unwrap_or_default()),
     };
+    // The client's line names the command refused, as Redis' names the one being processed.
     let info = client_info(st, conn_id, now_ms);
-    shared.acl.log.lock().unwrap_or_else(|p| p.into_inner()).add(
+    let info = match (info.find(" cmd="), info.find(" user=")) {
+        (Some(a), Some(b)) if a < b => {
+            format!("{} cmd={}{}", info.get(..a).unwrap_or_default(), origin.running, info.get(b..).unwrap_or_default())
+        }
+        _ => info,
+    };
+    registry.log.lock().unwrap_or_else(|p| p.into_inner()).add(
         reason,
-        context,
+        origin.context,
         object,
         username.clone(),
         info,
@@ -129,7 +152,11 @@ fn kill_revoked_subscribers(c: &mut Call) -> bool {
     use crate::pubsub::Kind;
     let users = c.shared.acl.snapshot();
     let subscribers: Vec<(u64, Bytes)> =
-        c.st.clients.values().filter(|ci| !ci.killed && ci.subs.total() > 0).map(|ci| (ci.id, ci.user.clone())).collect();
+        c.st.clients
+            .values()
+            .filter(|ci| !ci.killed && ci.subs.total() > 0)
+            .map(|ci| (ci.id, ci.user.clone()))
+            .collect();
     let mut me = false;
     for (id, name) in subscribers {
         let Some(user) = users.by_name.get(&name) else { continue };

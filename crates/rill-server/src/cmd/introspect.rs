@@ -182,3 +182,146 @@ pub fn command_getkeys(c: &mut Call) -> CmdResult {
     }
     reply(Reply::Array(idx.into_iter().filter_map(|i| args.get(i).cloned()).map(Reply::Bulk).collect()))
 }
+
+/// MEMORY DOCTOR: the memory figures that point at a problem, each with what it likely
+/// means, or that none does (our words; Redis' report has the same purpose and shape: one
+/// text, verbatim in RESP3).
+pub fn memory_doctor(c: &mut Call) -> CmdResult {
+    use crate::alloc;
+    let used = alloc::allocated_bytes();
+    let rss = alloc::rss_bytes();
+    let peak = alloc::peak_bytes().max(used);
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / (1024.0 * 1024.0));
+    let mut findings = Vec::new();
+    if used < 5 * 1024 * 1024 {
+        findings.push(format!("This instance uses little memory ({}): there is too little to diagnose.", mb(used)));
+    } else {
+        if peak > used + used / 2 {
+            findings.push(format!(
+                "Peak memory ({}) is more than 150% of the memory in use now ({}): a large part was \
+                 freed since (keys deleted or expired, clients gone), and the process may keep it \
+                 (resident: {}).",
+                mb(peak),
+                mb(used),
+                mb(rss)
+            ));
+        }
+        if rss > used + used * 2 / 5 && rss - used > 10 * 1024 * 1024 {
+            findings.push(format!(
+                "The process holds {} more than it allocated ({} resident for {} in use): the \
+                 allocator's free space is fragmented.",
+                mb(rss - used),
+                mb(rss),
+                mb(used)
+            ));
+        }
+        let (mut normal, mut replicas, mut n) = (0u64, 0u64, 0u64);
+        for ci in c.st.clients.values() {
+            let held = ci.mem.total() + ci.push.queued_bytes();
+            match ci.kind {
+                crate::state::ClientKind::Replica => replicas += held,
+                _ => {
+                    normal += held;
+                    n += 1;
+                }
+            }
+        }
+        if n > 0 && normal / n > 200 * 1024 {
+            findings.push(format!(
+                "Clients hold {} of buffers, {} each on average: some read their replies slowly \
+                 or run MONITOR; client-output-buffer-limit bounds them.",
+                mb(normal),
+                mb(normal / n)
+            ));
+        }
+        if replicas > 10 * 1024 * 1024 {
+            findings
+                .push(format!("Replica links hold {} of buffers: a replica is slow or was resyncing.", mb(replicas)));
+        }
+        if findings.is_empty() {
+            findings.push(format!(
+                "No memory problem found: {} in use, {} resident, peak {}.",
+                mb(used),
+                mb(rss),
+                mb(peak)
+            ));
+        }
+    }
+    let mut text = findings.join("\n\n");
+    text.push('\n');
+    reply(Reply::Verbatim { format: *b"txt", text: Bytes::from(text) })
+}
+
+/// Bytes one key takes in a database's index beside its name and value (rill's estimate for
+/// MEMORY STATS' `overhead.hashtable.*`: hash, name and value handles, and table slack).
+const INDEX_BYTES_PER_KEY: u64 = 48;
+
+/// MEMORY STATS: Redis' fields in Redis' order, from rill's own figures (`info::memory_figures`).
+pub fn memory_stats(c: &mut Call) -> CmdResult {
+    let m = crate::info::memory_figures(c.st);
+    let b = |s: &str| Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
+    let n = |v: u64| Reply::Integer(i64::try_from(v).unwrap_or(i64::MAX));
+    let ratio = |a: u64, b: u64| Reply::Double(if b > 0 { a as f64 / b as f64 } else { 1.0 });
+    let (lua, scripts) = (c.st.scripts.vm_memory() as u64, c.st.scripts.cache_memory() as u64);
+    let f = &c.st.scripts.functions;
+    let (fvm, fmem) = (f.vm_memory() as u64, f.overhead() as u64);
+    let mut fields = vec![
+        (b("peak.allocated"), n(m.peak)),
+        (b("total.allocated"), n(m.used)),
+        (b("startup.allocated"), n(m.startup)),
+        (b("replication.backlog"), n(m.backlog)),
+        (b("replica.fullsync.buffer"), n(0)),
+        (b("clients.slaves"), n(m.clients_replicas)),
+        (b("clients.normal"), n(m.clients_normal)),
+        (b("cluster.links"), n(0)),
+        (b("aof.buffer"), n(m.aof_buffer)),
+        (b("lua.caches"), n(scripts)),
+        (b("functions.caches"), n(fmem)),
+        (b("script.VMs"), n(lua + fvm)),
+    ];
+    let (mut keys, mut index) = (0u64, 0u64);
+    for (i, db) in c.st.engine.dbs().iter().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        let (main, expires) = (db.len() as u64 * INDEX_BYTES_PER_KEY, db.expires_len() as u64 * INDEX_BYTES_PER_KEY);
+        keys += db.len() as u64;
+        index += main + expires;
+        fields.push((
+            b(&format!("db.{i}")),
+            Reply::Map(vec![(b("overhead.hashtable.main"), n(main)), (b("overhead.hashtable.expires"), n(expires))]),
+        ));
+    }
+    let overhead = m.overhead + index;
+    let dataset = m.used.saturating_sub(overhead);
+    fields.extend([
+        (b("overhead.db.hashtable.lut"), n(index)),
+        (b("overhead.db.hashtable.rehashing"), n(0)),
+        (b("overhead.total"), n(overhead)),
+        (b("db.dict.rehashing.count"), n(0)),
+        (b("keys.count"), n(keys)),
+        (b("keys.bytes-per-key"), n(m.used.saturating_sub(m.startup).checked_div(keys).unwrap_or(0))),
+        (b("dataset.bytes"), n(dataset)),
+        (
+            b("dataset.percentage"),
+            Reply::Double(100.0 * dataset as f64 / m.used.saturating_sub(m.startup).max(1) as f64),
+        ),
+        (b("peak.percentage"), Reply::Double(100.0 * m.used as f64 / m.peak.max(1) as f64)),
+        (b("allocator.allocated"), n(m.used)),
+        (b("allocator.active"), n(m.used)),
+        (b("allocator.resident"), n(m.rss)),
+        (b("allocator.muzzy"), n(0)),
+        (b("allocator-fragmentation.ratio"), Reply::Double(1.0)),
+        (b("allocator-fragmentation.bytes"), n(0)),
+        (b("allocator-rss.ratio"), ratio(m.rss, m.used)),
+        (b("allocator-rss.bytes"), n(m.rss.saturating_sub(m.used))),
+        (b("rss-overhead.ratio"), Reply::Double(1.0)),
+        (b("rss-overhead.bytes"), n(0)),
+        (b("fragmentation"), ratio(m.rss, m.used)),
+        (
+            b("fragmentation.bytes"),
+            Reply::Integer(i64::try_from(m.rss).unwrap_or(0) - i64::try_from(m.used).unwrap_or(0)),
+        ),
+    ]);
+    reply(Reply::Map(fields))
+}

@@ -49,7 +49,15 @@ pub fn exec(c: &mut Call) -> CmdResult {
     let mut replies = Vec::with_capacity(m.queued.len());
     for (spec, mut args) in m.queued {
         // The rules may have changed since the command was queued: checked again, as Redis.
-        let outcome = dispatch::acl_check(c.shared, c.st, c.conn, spec, &args, crate::acl::Context::Multi, c.now_ms);
+        let outcome = dispatch::acl_check(
+            c.shared,
+            c.st,
+            c.conn,
+            spec,
+            &args,
+            crate::acl::Origin { context: crate::acl::Context::Multi, running: c.spec.name },
+            c.now_ms,
+        );
         if let dispatch::AclOutcome::Denied(_) | dispatch::AclOutcome::Gone = outcome {
             let why = match c.conn.user.as_ref().map(|u| u.check(&c.shared.acl.commands, spec, &args)) {
                 Some(Err(crate::acl::Denied::Key(_))) => "no permission to touch the specified keys",

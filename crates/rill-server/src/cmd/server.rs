@@ -181,8 +181,8 @@ fn apply(c: &mut Call, name: &str) {
         "requirepass" => c.shared.acl.set_default_password(cfg.get(name).as_bytes()),
         "acllog-max-len" => {
             let mut log = c.shared.acl.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // As Redis, the entries past a lower limit go at the next entry, not now.
             log.max_len = usize::try_from(cfg.get_i64(name)).unwrap_or(usize::MAX);
-            log.trim();
         }
         "acl-pubsub-default" => c.shared.acl.set_all_channels_default(cfg.get(name) == "allchannels"),
         "busy-poll-us" => crate::poll::set_max_us(u64::try_from(cfg.get_i64(name)).unwrap_or(0)),

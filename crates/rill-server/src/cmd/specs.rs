@@ -5,6 +5,7 @@ use super::{acl, connection, help, introspect, latency, metrics, multi, pubsub, 
 use crate::client::Action;
 use crate::script::functions;
 use rill_engine::command::{key_at, keys_from, BeginSearch, Channels, CommandSpec, FindKeys, Flags, Handler, KeySpec};
+use rill_engine::types::object;
 use rill_engine::CmdError;
 use rill_resp::Reply;
 
@@ -712,6 +713,26 @@ pub const ACL_SUBS: &[CommandSpec] = &[
     ),
 ];
 
+/// MEMORY subcommands: the engine's, and DOCTOR, which reads the process's figures.
+pub const MEMORY_SUBS: &[CommandSpec] = &[
+    object::MEMORY_USAGE,
+    object::MEMORY_MALLOC_STATS,
+    object::MEMORY_PURGE,
+    CommandSpec {
+        name: "memory|doctor",
+        tips: &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"],
+        summary: "Looks for memory problems and describes them.",
+        ..object::memory_sub(server(&Run(introspect::memory_doctor)))
+    },
+    CommandSpec {
+        name: "memory|stats",
+        tips: &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"],
+        summary: "Reports where the memory goes: data, buffers, scripts, the allocator.",
+        ..object::memory_sub(server(&Run(introspect::memory_stats)))
+    },
+    object::MEMORY_HELP,
+];
+
 /// SLOWLOG subcommands.
 pub const SLOWLOG_SUBS: &[CommandSpec] = &[
     CommandSpec {
@@ -1230,6 +1251,41 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Streams every command the server runs to this connection.",
         since: "1.0.0",
         ..CommandSpec::of(server(&Run(connection::monitor)))
+    },
+    CommandSpec {
+        group: "cluster",
+        ..conn_cmd(
+            "readonly",
+            1,
+            LOADING_STALE.and(Flags::FAST),
+            "",
+            "Lets a cluster replica serve reads on this connection (rill runs without cluster mode).",
+            "3.0.0",
+            server(&Run(|_| Err(CmdError::full("ERR This instance has cluster support disabled")))),
+        )
+    },
+    CommandSpec {
+        group: "cluster",
+        ..conn_cmd(
+            "readwrite",
+            1,
+            LOADING_STALE.and(Flags::FAST),
+            "",
+            "Ends READONLY on this connection (rill runs without cluster mode).",
+            "3.0.0",
+            server(&Run(|_| Err(CmdError::full("ERR This instance has cluster support disabled")))),
+        )
+    },
+    CommandSpec {
+        name: "memory",
+        arity: -2,
+        acl: &["@slow"],
+        group: "server",
+        summary: "Memory diagnostics: what a key costs, what the allocator says, what looks wrong.",
+        since: "4.0.0",
+        complexity: "Depends on the subcommand.",
+        subcommands: MEMORY_SUBS,
+        ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {
         name: "acl",

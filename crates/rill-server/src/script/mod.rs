@@ -692,8 +692,15 @@ fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &MultiValue) -> mlua::Result<(
     // The caller's ACL user must allow the command (after the stale check, before the write
     // checks, as Redis orders them); a denial is logged in the `lua` context.
     if c.conn.user.as_ref().is_some_and(|u| !u.unrestricted()) {
-        let outcome =
-            crate::dispatch::acl_check(c.shared, c.st, c.conn, spec, &args, crate::acl::Context::Lua, c.now_ms);
+        let outcome = crate::dispatch::acl_check(
+            c.shared,
+            c.st,
+            c.conn,
+            spec,
+            &args,
+            crate::acl::Origin { context: crate::acl::Context::Lua, running: c.spec.name },
+            c.now_ms,
+        );
         if let crate::dispatch::AclOutcome::Denied(text) = outcome {
             return rejected(c.st, Some(spec), lua, &with_code(&format!("ACL failure in script: {text}")));
         }

@@ -52,7 +52,7 @@ use rill_resp::Reply;
 pub use meta::{ObjectConfig, ObjectMeta};
 
 /// Both containers.
-pub const COMMANDS: &[CommandSpec] = &[OBJECT, MEMORY];
+pub const COMMANDS: &[CommandSpec] = &[OBJECT];
 
 /// The key at index 2, read only.
 const KEY_2_RO: &[KeySpec] = &[key_at(2, &["RO"])];
@@ -123,7 +123,7 @@ const OBJECT: CommandSpec = CommandSpec {
 };
 
 /// A MEMORY subcommand without a key.
-const fn server_sub(handler: Handler) -> CommandSpec {
+pub const fn memory_sub(handler: Handler) -> CommandSpec {
     CommandSpec {
         arity: 2,
         acl: &["@slow"],
@@ -134,50 +134,46 @@ const fn server_sub(handler: Handler) -> CommandSpec {
     }
 }
 
-const MEMORY: CommandSpec = CommandSpec {
-    name: "memory",
-    arity: -2,
-    acl: &["@slow"],
-    group: "server",
-    summary: "Memory diagnostics: what a key costs, what the allocator says.",
-    since: "4.0.0",
-    complexity: "Depends on the subcommand.",
-    subcommands: &[
-        CommandSpec {
-            name: "memory|usage",
-            arity: -3,
-            flags: Flags::READONLY,
-            first_key: 2,
-            last_key: 2,
-            step: 1,
-            acl: &["@read", "@slow"],
-            key_specs: &[key_at(2, &["RO"])],
-            summary: "Estimates the bytes a key and its value take in rill.",
-            complexity: "O(samples): collections are sampled (5 elements unless SAMPLES says, \
-                         0 = all).",
-            syntax: "key:key [SAMPLES count:integer]",
-            ..server_sub(Handler::Engine(memory_usage))
-        },
-        CommandSpec {
-            name: "memory|malloc-stats",
-            tips: &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"],
-            summary: "Says that the system allocator rill runs on keeps no statistics to show.",
-            ..server_sub(Handler::Engine(memory_malloc_stats))
-        },
-        CommandSpec {
-            name: "memory|purge",
-            tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
-            summary: "Replies OK: the system allocator has nothing to purge on request.",
-            ..server_sub(Handler::Engine(memory_purge))
-        },
-        CommandSpec {
-            name: "memory|help",
-            flags: Flags::LOADING.and(Flags::STALE),
-            summary: "Lists the MEMORY subcommands.",
-            ..server_sub(Handler::Engine(memory_help))
-        },
-    ],
-    ..CommandSpec::of(Handler::Container)
+/// MEMORY USAGE (the server declares the MEMORY container: DOCTOR and STATS need the
+/// process's figures, which the engine does not see).
+pub const MEMORY_USAGE: CommandSpec = CommandSpec {
+    name: "memory|usage",
+    arity: -3,
+    flags: Flags::READONLY,
+    first_key: 2,
+    last_key: 2,
+    step: 1,
+    acl: &["@read", "@slow"],
+    key_specs: &[key_at(2, &["RO"])],
+    summary: "Estimates the bytes a key and its value take in rill.",
+    complexity: "O(samples): collections are sampled (5 elements unless SAMPLES says, \
+                 0 = all).",
+    syntax: "key:key [SAMPLES count:integer]",
+    ..memory_sub(Handler::Engine(memory_usage))
+};
+
+/// MEMORY MALLOC-STATS
+pub const MEMORY_MALLOC_STATS: CommandSpec = CommandSpec {
+    name: "memory|malloc-stats",
+    tips: &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"],
+    summary: "Says that the system allocator rill runs on keeps no statistics to show.",
+    ..memory_sub(Handler::Engine(memory_malloc_stats))
+};
+
+/// MEMORY PURGE
+pub const MEMORY_PURGE: CommandSpec = CommandSpec {
+    name: "memory|purge",
+    tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
+    summary: "Replies OK: the system allocator has nothing to purge on request.",
+    ..memory_sub(Handler::Engine(memory_purge))
+};
+
+/// MEMORY HELP
+pub const MEMORY_HELP: CommandSpec = CommandSpec {
+    name: "memory|help",
+    flags: Flags::LOADING.and(Flags::STALE),
+    summary: "Lists the MEMORY subcommands.",
+    ..memory_sub(Handler::Engine(memory_help))
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -289,8 +285,12 @@ fn memory_purge(_: &mut Engine, _: &mut CallCtx, _: &[Bytes]) -> Result<Reply, C
 fn memory_help(_: &mut Engine, _: &mut CallCtx, _: &[Bytes]) -> Result<Reply, CmdError> {
     Ok(help(&[
         "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "DOCTOR",
+        "    Look for memory problems and describe them.",
         "MALLOC-STATS",
         "    Allocator statistics (the system allocator rill uses keeps none to show).",
+        "STATS",
+        "    Where the memory goes: data, buffers, scripts, the allocator.",
         "PURGE",
         "    Ask the allocator to release memory (nothing to do with the system allocator).",
         "USAGE <key> [SAMPLES <count>]",

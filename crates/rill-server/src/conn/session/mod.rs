@@ -729,6 +729,7 @@ fn run_requests(
                     resp3: conn.proto == Protocol::Resp3,
                     direct,
                     ran_micros: conn.last_micros,
+                    acl: conn.user.clone().map(|u| (u, shared.acl.clone())),
                 };
                 blocking::park(st, conn.id, waiter);
                 return Next::Wait(park);
