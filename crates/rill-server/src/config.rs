@@ -89,6 +89,27 @@ pub const PARAMS: &[Param] = &[
     p("dir", "./data", Kind::Text, true),
     p("requirepass", "", Kind::Text, true),
     p("aclfile", "", Kind::Text, false),
+    // TLS (`tls.rs`): a port of its own beside `port`, the certificates, who must show one.
+    p("tls-port", "0", Kind::Int(0, 65535), true),
+    p("tls-cert-file", "", Kind::Text, true),
+    p("tls-key-file", "", Kind::Text, true),
+    p("tls-key-file-pass", "", Kind::Text, true),
+    p("tls-client-cert-file", "", Kind::Text, true),
+    p("tls-client-key-file", "", Kind::Text, true),
+    p("tls-client-key-file-pass", "", Kind::Text, true),
+    p("tls-dh-params-file", "", Kind::Text, true),
+    p("tls-ca-cert-file", "", Kind::Text, true),
+    p("tls-ca-cert-dir", "", Kind::Text, true),
+    p("tls-auth-clients", "yes", Kind::Enum(&["yes", "no", "optional"]), true),
+    p("tls-protocols", "", Kind::Text, true),
+    p("tls-ciphers", "", Kind::Text, true),
+    p("tls-ciphersuites", "", Kind::Text, true),
+    p("tls-prefer-server-ciphers", "no", Kind::Bool, true),
+    p("tls-session-caching", "yes", Kind::Bool, true),
+    p("tls-session-cache-size", "20480", Kind::Int(0, I32), true),
+    p("tls-session-cache-timeout", "300", Kind::Int(0, I32), true),
+    p("tls-replication", "no", Kind::Bool, true),
+    p("tls-cluster", "no", Kind::Bool, true),
     p("acllog-max-len", "128", Kind::Int(0, i64::MAX), true),
     p("acl-pubsub-default", "resetchannels", Kind::Enum(&["allchannels", "resetchannels"]), true),
     p("maxclients", "10000", Kind::Int(1, I32), true),
@@ -233,7 +254,6 @@ const INERT: &[&str] = &[
 /// Directives Redis accepts that rill does not implement: accepted at start-up with a warning.
 pub const REDIS_ONLY: &[&str] = &[
     "tcp-keepalive",
-    "tls-port",
     "supervised",
     "syslog-enabled",
     "syslog-ident",
@@ -336,11 +356,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("loadmodule", "modules are not supported by rill"),
     ("sentinel", "rill is not a Sentinel"),
 ];
-
-/// `tls-*` directives: TLS is not implemented yet, so any of them (except `tls-port 0`, which
-/// asks for no TLS listener) stops start-up rather than leave a plaintext server where a TLS
-/// one was asked for.
-const TLS_REFUSED: &str = "TLS is not supported by rill yet: remove the tls-* directives (rill serves plaintext only, on loopback by default)";
 
 /// One `rename-command` directive: the command `from` is served as `to` (empty: removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -617,9 +632,6 @@ fn check_file_name(param: &str, value: &str) -> Result<(), String> {
 fn refused(name: &str, values: &[String]) -> Option<&'static str> {
     if let Some((_, why)) = REFUSED.iter().find(|(n, _)| *n == name) {
         return Some(why);
-    }
-    if name.starts_with("tls-") && !(name == "tls-port" && values.iter().all(|v| v == "0")) {
-        return Some(TLS_REFUSED);
     }
     let only = |v: &str| values.len() == 1 && values.first().is_some_and(|x| x.eq_ignore_ascii_case(v));
     if name == "cluster-enabled" && !only("no") {
@@ -1124,18 +1136,14 @@ mod tests {
 
     #[test]
     fn security_directives_work_or_refuse_start_up() {
-        for refused in [
-            &["--tls-port", "6380"][..],
-            &["--tls-cert-file", "x.crt"],
-            &["--unixsocket", "/tmp/r.sock"],
-            &["--loadmodule", "/x.so"],
-            &["--cluster-enabled", "yes"],
-        ] {
+        for refused in [&["--unixsocket", "/tmp/r.sock"][..], &["--loadmodule", "/x.so"], &["--cluster-enabled", "yes"]]
+        {
             let e = Config::from_args(&args(refused)).unwrap_err();
             assert!(e.reason.contains("not implemented by rill"), "{refused:?}: {}", e.reason);
         }
         for accepted in [
             &["--tls-port", "0"][..],
+            &["--tls-port", "6380", "--tls-cert-file", "x.crt", "--tls-auth-clients", "optional"],
             &["--cluster-enabled", "no"],
             &["--min-replicas-to-write", "0"],
             &["--aclfile", "/etc/users.acl"],

@@ -187,6 +187,10 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "io_threads_active:0");
             let binds: Vec<String> = st.config.get("bind").split_whitespace().map(|b| format!("bind={b}")).collect();
             line!(out, "listener0:name=tcp,{},port={}", binds.join(","), shared.port());
+            let tls_port = shared.ports.tls.port();
+            if tls_port != 0 {
+                line!(out, "listener1:name=tls,{},port={tls_port}", binds.join(","));
+            }
             // Only while a shutdown waits for its replicas, as in Redis.
             if let Some(ms) = st.shutdown.remaining_ms(now_ms) {
                 line!(out, "shutdown_in_milliseconds:{ms}");

@@ -38,4 +38,5 @@ pub mod script;
 pub mod shutdown;
 pub mod slowlog;
 pub mod state;
+pub mod tls;
 pub mod unit;

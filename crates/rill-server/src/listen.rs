@@ -335,6 +335,8 @@ pub struct Ports {
     pub redis: Port,
     /// The HTTP port's (`metrics-port`, `bind`).
     pub http: Port,
+    /// The TLS port's (`tls-port`, `bind`).
+    pub tls: Port,
 }
 
 /// Redis' warning when the kernel caps the backlog below `tcp-backlog`.

@@ -140,9 +140,22 @@ async fn link(shared: Arc<Shared>, generation: u64, host: String, port: u16) {
     }
 }
 
+/// A byte stream to the primary: the socket, or TLS over it (`tls-replication yes`).
+trait Link: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Link for T {}
+
+/// Where the link runs, as CLIENT LIST shows the primary's client.
+#[derive(Debug, Clone)]
+struct Ends {
+    addr: String,
+    laddr: String,
+    fd: i64,
+}
+
 /// The connection to the primary, read line by line during the handshake.
 struct Upstream {
-    stream: TcpStream,
+    stream: Box<dyn Link>,
+    ends: Ends,
     buf: BytesMut,
 }
 
@@ -179,7 +192,7 @@ impl Upstream {
 
 /// One read from the primary into `buf` (at most what it has room for), within the handshake's
 /// timeout; an error when the primary closed the link.
-async fn read_into(stream: &mut TcpStream, buf: &mut impl BufMut) -> Result<(), String> {
+async fn read_into(stream: &mut Box<dyn Link>, buf: &mut impl BufMut) -> Result<(), String> {
     let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.read_buf(buf))
         .await
         .map_err(|_| "timeout".to_string())?
@@ -197,7 +210,34 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
         .map_err(|_| "timeout connecting".to_string())?
         .map_err(|e| format!("Error condition on socket for SYNC: {e}"))?;
     let _ = stream.set_nodelay(true);
-    let mut up = Upstream { stream, buf: BytesMut::new() };
+    let ends = Ends {
+        addr: stream.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
+        laddr: stream.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        fd: {
+            use std::os::fd::AsRawFd;
+            i64::from(stream.as_raw_fd())
+        },
+    };
+    // `tls-replication yes`: the link is TLS, the primary's certificate checked against the
+    // CA of `tls-ca-cert-file` (Redis' replicas connect the same way).
+    let tls = {
+        let st = shared.lock();
+        (st.config.get("tls-replication") == "yes").then(|| crate::tls::client_config(&st.config))
+    };
+    let stream: Box<dyn Link> = match tls {
+        None => Box::new(stream),
+        Some(config) => {
+            let config = config.map_err(|e| format!("TLS configuration for the primary's link: {e}"))?;
+            let name = crate::tls::server_name(host)?;
+            let tls =
+                tokio::time::timeout(HANDSHAKE_TIMEOUT, tokio_rustls::TlsConnector::from(config).connect(name, stream))
+                    .await
+                    .map_err(|_| "timeout in the TLS handshake with the primary".to_string())?
+                    .map_err(|e| format!("TLS handshake with the primary: {e}"))?;
+            Box::new(tls)
+        }
+    };
+    let mut up = Upstream { stream, ends, buf: BytesMut::new() };
     tracing::info!("MASTER <-> REPLICA sync started");
     set_state(shared, generation, LinkStatus::Handshake);
     let (auth, my_port, announce_ip, replid, offset) = {
@@ -466,16 +506,9 @@ struct MasterClient {
 }
 
 impl MasterClient {
-    fn register(shared: &Arc<Shared>, stream: &TcpStream) -> MasterClient {
+    fn register(shared: &Arc<Shared>, ends: &Ends) -> MasterClient {
         let id = shared.next_client_id();
-        let peer = crate::conn::Peer {
-            addr: stream.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
-            laddr: stream.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-            fd: {
-                use std::os::fd::AsRawFd;
-                i64::from(stream.as_raw_fd())
-            },
-        };
+        let peer = crate::conn::Peer { addr: ends.addr.clone(), laddr: ends.laddr.clone(), fd: ends.fd };
         let mut st = shared.lock();
         let admitted = crate::conn::admit(&mut st, id, peer, true);
         if let Some(ci) = st.clients.get_mut(&id) {
@@ -495,7 +528,7 @@ impl Drop for MasterClient {
 /// Apply the primary's stream until the link breaks or `REPLICAOF` changes.
 async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -> Result<(), String> {
     set_state(shared, generation, LinkStatus::Connected);
-    let client = MasterClient::register(shared, &up.stream);
+    let client = MasterClient::register(shared, &up.ends);
     {
         let mut st = shared.lock();
         if let Some(m) = st.replication.master.as_mut() {

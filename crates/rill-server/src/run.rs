@@ -114,6 +114,30 @@ pub async fn run(mut config: Config) -> i32 {
             }
         }
     };
+    // The TLS port, if asked for: its configuration must load, and the port bind, or start-up
+    // stops (as Redis' "Failed to configure TLS").
+    let tls_port = u16::try_from(config.get_i64("tls-port")).unwrap_or(0);
+    let mut tls_listeners = Vec::new();
+    let mut tls_config = None;
+    if tls_port != 0 || !config.get("tls-cert-file").is_empty() {
+        match crate::tls::server_config(&config) {
+            Ok(c) => tls_config = Some(c),
+            Err(e) if tls_port != 0 => {
+                tracing::error!("Failed to configure TLS: {e}");
+                return 1;
+            }
+            Err(_) => {}
+        }
+    }
+    if tls_port != 0 {
+        match listen::bind_all(config.get("bind"), tls_port, backlog).await {
+            Ok(l) => tls_listeners = l,
+            Err(e) => {
+                tracing::error!("tls-port: {e}");
+                return 1;
+            }
+        }
+    }
     let mut table = cmd::table();
     // The log names commands as they are, whatever clients call them: it is replayed through
     // a table without the renames, so changing rename-command never strands a log.
@@ -144,8 +168,18 @@ pub async fn run(mut config: Config) -> i32 {
     let bind = shared.lock().config.get("bind").to_string();
     let weak = Arc::downgrade(&shared);
     let serve_redis: listen::Serve =
-        Arc::new(move |l| weak.upgrade().map(|shared| tokio::spawn(accept_loop(shared, l)).abort_handle()));
+        Arc::new(move |l| weak.upgrade().map(|shared| tokio::spawn(accept_loop(shared, l, false)).abort_handle()));
     shared.ports.redis.install(port, &bind, listeners, serve_redis);
+    if let Some(c) = tls_config {
+        shared.tls.set(c);
+    }
+    let weak = Arc::downgrade(&shared);
+    let serve_tls: listen::Serve =
+        Arc::new(move |l| weak.upgrade().map(|shared| tokio::spawn(accept_loop(shared, l, true)).abort_handle()));
+    shared.ports.tls.install(tls_port, &bind, tls_listeners, serve_tls);
+    if tls_port != 0 {
+        tracing::info!("Serving TLS clients on port {tls_port}");
+    }
     if metrics_port != 0 {
         tracing::info!("Serving /metrics over HTTP on port {metrics_port}");
     }
@@ -324,7 +358,9 @@ fn socket_fd(socket: &tokio::net::TcpStream) -> i64 {
     }
 }
 
-async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
+/// Accept on `listener` and serve each client, over TLS when `tls` (the handshake runs in
+/// the client's own task, never holding up the others).
+async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>, tls: bool) {
     let mut errors = listen::AcceptErrors::default();
     // The admission facts of the last client admitted under the lock (password needed,
     // protected mode, the limits), for clients that arrive while a script holds it.
@@ -364,7 +400,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
                     open,
                     hot,
                 );
-                tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
+                spawn_serve(&shared, socket, admitted, tls);
                 continue;
             }
         }
@@ -396,8 +432,45 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
             conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd: socket_fd(&socket) }, open)
         };
         drop(st);
-        tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
+        spawn_serve(&shared, socket, admitted, tls);
     }
+}
+
+/// How long a TLS client has to finish its handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serve an admitted client: over the socket, or over TLS once its handshake succeeds (a
+/// failed one is logged and the client's record removed).
+fn spawn_serve(shared: &Arc<Shared>, socket: tokio::net::TcpStream, admitted: conn::Admitted, tls: bool) {
+    if !tls {
+        tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
+        return;
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let id = admitted.id;
+        let Some(config) = shared.tls.server() else {
+            shared.lock_async().await.clients.remove(&id);
+            return;
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
+            Ok(Ok(stream)) => conn::serve(shared, conn::Stream::new(stream), admitted).await,
+            outcome => {
+                let why = match outcome {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "timed out".to_string(),
+                };
+                tracing::info!("Error accepting a client connection: TLS handshake {why} (id={id})");
+                let mut st = shared.lock_async().await;
+                st.clients.remove(&id);
+                if why.contains("certificate") {
+                    drop(st);
+                    shared.acl.log.lock().unwrap_or_else(|p| p.into_inner()).stats.denied_tls_cert += 1;
+                }
+            }
+        }
+    });
 }
 
 /// The group policies' timer (docs/spec/policies.md §1.4): sleeps until the earliest time a

@@ -502,6 +502,8 @@ pub struct Shared {
     /// Closed while a long script holds the lock: connections look at it before they take the
     /// lock, and answer `-BUSY` instead (`src/busy.rs`).
     pub busy: Arc<crate::busy::BusyGate>,
+    /// The TLS configuration new TLS connections handshake with (`tls.rs`).
+    pub tls: crate::tls::Tls,
     /// ACL users and log, readable without the state lock (`src/acl`).
     pub acl: Arc<crate::acl::Registry>,
     /// Next client id.
@@ -516,13 +518,18 @@ impl Shared {
         let (shutdown, _) = watch::channel(false);
         let acl = Arc::new(crate::acl::Registry::new(&log_table));
         Shared {
+            tls: Default::default(),
             acl,
             state: Mutex::new(state),
             table,
             log_table,
             started: Instant::now(),
             run_id,
-            ports: crate::listen::Ports { redis: crate::listen::Port::at(port), http: Default::default() },
+            ports: crate::listen::Ports {
+                redis: crate::listen::Port::at(port),
+                http: Default::default(),
+                tls: Default::default(),
+            },
             shutdown,
             busy: Default::default(),
             next_id: std::sync::atomic::AtomicU64::new(1),

@@ -98,8 +98,39 @@ pub fn config_set(c: &mut Call) -> CmdResult {
             return Err(CmdError::owned(format!("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {fitted}")));
         }
     }
+    // TLS: a changed certificate, key, CA or policy must build a working configuration, or
+    // the call is refused (Redis' "Unable to update TLS configuration"); the connections open
+    // keep theirs, new ones get the new one.
+    let tls_changed = changed.iter().find(|n| crate::tls::SERVER_DIRECTIVES.contains(n) || **n == "tls-port");
+    let mut new_tls = None;
+    if let Some(arg) = tls_changed {
+        let wanted = trial.get_i64("tls-port") != 0 || !trial.get("tls-cert-file").is_empty();
+        if wanted {
+            match crate::tls::server_config(&trial) {
+                Ok(cfg) => new_tls = Some(cfg),
+                Err(e) => {
+                    tracing::warn!("Failed to update TLS configuration: {e}");
+                    return Err(CmdError::owned(format!(
+                        "ERR CONFIG SET failed (possibly related to argument '{arg}') - Unable to update TLS configuration. Check server logs."
+                    )));
+                }
+            }
+        }
+    }
     // The listeners, last: a port that cannot be listened on refuses the whole call, with
     // the old sockets bound again (Redis' rollback).
+    if changed.contains(&"tls-port") || (changed.contains(&"bind") && trial.get_i64("tls-port") != 0) {
+        let backlog = u32::try_from(trial.get_i64("tcp-backlog")).unwrap_or(511);
+        let port = u16::try_from(trial.get_i64("tls-port")).unwrap_or(0);
+        if c.shared.ports.tls.rebind(trial.get("bind"), port, backlog).is_err() {
+            return Err(CmdError::full(
+                "ERR CONFIG SET failed (possibly related to argument 'tls-port') - Unable to listen on this port. Check server logs.",
+            ));
+        }
+    }
+    if let Some(cfg) = new_tls {
+        c.shared.tls.set(cfg);
+    }
     let rebinds_redis = changed.iter().any(|n| *n == "port" || *n == "bind");
     let rebinds_http = changed.iter().any(|n| *n == "metrics-port" || *n == "bind");
     if rebinds_redis || rebinds_http {

@@ -63,6 +63,7 @@ mod shutdown;
 mod slowlog;
 mod startup;
 mod stream_fuzz;
+mod tls;
 mod transport;
 
 /// The binary `rill-testkit` starts is the one Cargo built for these tests.
