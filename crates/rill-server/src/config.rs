@@ -220,6 +220,9 @@ pub const PARAMS: &[Param] = &[
     p("metrics-port", "0", Kind::Int(0, 65535), true),
     // rill's own: `/metrics` has a series per consumer too (cardinality: off by default).
     p("metrics-consumers", "no", Kind::Bool, true),
+    // rill's own: the HTTP port speaks HTTPS, with the server's TLS certificate (`tls-*`);
+    // client certificates are asked for as `tls-auth-clients` says.
+    p("metrics-tls", "no", Kind::Bool, true),
     // rill's own: the console (`/` on metrics-port) shows but never acts: no forms, and
     // POST /action is refused.
     p("console-read-only", "no", Kind::Bool, true),

@@ -48,21 +48,46 @@ pub async fn accept_loop(site: Arc<Site>, listener: Arc<TcpListener>) {
             }
         };
         let site = site.clone();
+        // `metrics-tls yes`: HTTPS with the server's TLS configuration (a client that fails
+        // the handshake is dropped; with none loaded, nobody is served).
+        let tls = (site.shared.lock_async().await.config.get("metrics-tls") == "yes").then(|| site.shared.tls.server());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let site = site.clone();
                 async move { Ok::<_, std::convert::Infallible>(handle(&site, peer, req).await) }
             });
-            let io = hyper_util::rt::TokioIo::new(socket);
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .max_buf_size(MAX_HEAD);
-            // A client that goes away or sends garbage ends its own connection only.
-            let _ = builder.serve_connection(io, service).await;
+            match tls {
+                None => serve_http(hyper_util::rt::TokioIo::new(socket), service).await,
+                Some(None) => {
+                    tracing::warn!("metrics-tls is on but no TLS certificate is loaded: HTTPS client refused")
+                }
+                Some(Some(config)) => {
+                    let handshake = tokio_rustls::TlsAcceptor::from(config).accept(socket);
+                    match tokio::time::timeout(Duration::from_secs(10), handshake).await {
+                        Ok(Ok(stream)) => serve_http(hyper_util::rt::TokioIo::new(stream), service).await,
+                        Ok(Err(e)) => tracing::info!("HTTPS handshake from {peer}: {e}"),
+                        Err(_) => tracing::info!("HTTPS handshake from {peer}: timed out"),
+                    }
+                }
+            }
         });
     }
+}
+
+/// Serve one HTTP/1.1 connection (plain or TLS) with `service`.
+async fn serve_http<I, S>(io: hyper_util::rt::TokioIo<I>, service: S)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = Paced> + Send,
+    S::Future: Send,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .max_buf_size(MAX_HEAD);
+    // A client that goes away or sends garbage ends its own connection only.
+    let _ = builder.serve_connection(io, service).await;
 }
 
 fn response(status: StatusCode, body: impl Into<Bytes>) -> Response<Paced> {

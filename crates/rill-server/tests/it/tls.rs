@@ -256,3 +256,23 @@ fn replicas_follow_over_tls_from_rill_and_from_redis() {
     redis.connect().cmd(&["XADD", "t", "2-1", "f", "v"]);
     eventually("the rill replica of Redis over TLS follows", || r.cmd(&["XLEN", "t"]) == b":2\r\n");
 }
+
+#[test]
+fn the_http_port_speaks_https_with_metrics_tls() {
+    let dir = TempDir::new("rill-test-tls-http");
+    let Some(pki) = Pki::new(dir.path()) else { return };
+    let http = free_port();
+    let (_rill, _tls) =
+        start(&pki, &["--tls-auth-clients", "no", "--metrics-port", &http.to_string(), "--metrics-tls", "yes"]);
+    let fetch = |scheme: &str| {
+        let script = format!(
+            "import ssl, urllib.request\nctx = ssl.create_default_context(cafile='{}')\ntry:\n    print(urllib.request.urlopen('{scheme}://127.0.0.1:{http}/metrics', context=ctx, timeout=5).read().decode().count('rill_'))\nexcept Exception as e:\n    print('error', type(e).__name__)\n",
+            pki.path("ca.crt")
+        );
+        let out = Command::new("python3").args(["-c", &script]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let https = fetch("https");
+    assert!(https.parse::<u32>().is_ok_and(|n| n > 0), "HTTPS /metrics: {https}");
+    assert!(fetch("http").starts_with("error"), "plain HTTP is not served on an HTTPS port");
+}
