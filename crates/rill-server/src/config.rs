@@ -112,6 +112,11 @@ pub const PARAMS: &[Param] = &[
     p("tls-cluster", "no", Kind::Bool, true),
     p("acllog-max-len", "128", Kind::Int(0, i64::MAX), true),
     p("acl-pubsub-default", "resetchannels", Kind::Enum(&["allchannels", "resetchannels"]), true),
+    // Stored and reported; rill checks every RESTORE payload and replication snapshot in
+    // depth whatever it says (Redis' `yes`): its engine keeps its invariants only so (PEL
+    // records of real consumers, IDs in order, counts that agree), and a payload that breaks
+    // one is refused with "Bad data format", never stored.
+    p("sanitize-dump-payload", "no", Kind::Enum(&["no", "yes", "clients"]), true),
     p("maxclients", "10000", Kind::Int(1, I32), true),
     p("timeout", "0", Kind::Int(0, I32), true),
     p("loglevel", "notice", Kind::Enum(LOGLEVELS), true),

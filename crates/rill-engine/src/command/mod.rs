@@ -341,28 +341,45 @@ impl CommandSpec {
     /// legacy key positions but no specs needs read and write access to each.
     pub fn key_refs(&self, args: &[Bytes]) -> Vec<(usize, KeyAccess)> {
         let mut out = Vec::new();
+        let _ = self.try_key_refs(args, |i, access| {
+            out.push((i, access));
+            Ok::<(), ()>(())
+        });
+        out
+    }
+
+    /// [`CommandSpec::key_refs`] without a vector: `f` gets each key argument in turn, and
+    /// the first error it returns ends the walk (ACL's check of every command).
+    pub fn try_key_refs<E>(
+        &self,
+        args: &[Bytes],
+        mut f: impl FnMut(usize, KeyAccess) -> Result<(), E>,
+    ) -> Result<(), E> {
         if self.key_specs.is_empty() {
             let all = KeyAccess { read: true, write: true };
             if !self.flags.has(Flags::MOVABLEKEYS) {
-                out.extend(self.key_indexes(args).into_iter().map(|i| (i, all)));
+                for i in self.key_indexes(args) {
+                    f(i, all)?;
+                }
             }
-            return out;
+            return Ok(());
         }
         if !self.key_specs_fit(args) {
             // Redis reads such a call as a syntax error with no keys; its handler says so.
-            return out;
+            return Ok(());
         }
+        let mut result = Ok(());
         self.walk_key_specs(args, |i, spec| {
-            if spec.flags.contains(&"not_key") {
+            if result.is_err() || spec.flags.contains(&"not_key") {
                 return;
             }
             let access = match self.key_access {
-                Some(f) if spec.flags.contains(&"VARIABLE_FLAGS") => f(args),
+                Some(g) if spec.flags.contains(&"VARIABLE_FLAGS") => g(args),
                 _ => KeyAccess::of(spec.flags),
             };
-            out.push((i, access));
+            result = f(i, access);
         });
-        out
+        result
     }
 
     /// Whether every key spec's keys lie within `args`: a count that is no number, negative,

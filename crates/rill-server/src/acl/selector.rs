@@ -78,9 +78,30 @@ pub struct KeyPattern {
     pub read: bool,
     /// Writes allowed (`%W~`, `~`).
     pub write: bool,
+    /// The pattern is this many plain bytes and one `*` (`orders:*`, the usual form): it
+    /// matches a key starting with them, no glob walk needed.
+    prefix: Option<usize>,
 }
 
 impl KeyPattern {
+    fn new(pattern: &[u8], read: bool, write: bool) -> KeyPattern {
+        let prefix = match pattern.split_last() {
+            Some((b'*', head)) if !head.is_empty() && !head.iter().any(|c| matches!(c, b'*' | b'?' | b'[' | b'\\')) => {
+                Some(head.len())
+            }
+            _ => None,
+        };
+        KeyPattern { pattern: pattern.to_vec(), read, write, prefix }
+    }
+
+    /// Whether `key` matches the glob.
+    fn matches(&self, key: &[u8]) -> bool {
+        match self.prefix {
+            Some(n) => key.get(..n) == self.pattern.get(..n),
+            None => glob_match(&self.pattern, key, false),
+        }
+    }
+
     fn describe(&self, out: &mut Vec<u8>) {
         match (self.read, self.write) {
             (true, true) => out.push(b'~'),
@@ -251,7 +272,7 @@ impl Selector {
                 p.read |= read;
                 p.write |= write;
             }
-            None => self.patterns.push(KeyPattern { pattern: pattern.to_vec(), read, write }),
+            None => self.patterns.push(KeyPattern::new(pattern, read, write)),
         }
         self.all_keys = false;
         Ok(())
@@ -411,11 +432,13 @@ impl Selector {
             }
         }
         if !self.all_keys {
-            for (i, access) in spec.key_refs(args) {
-                if !self.key_allowed(args.get(i).map(|a| &a[..]).unwrap_or_default(), access) {
-                    return Err(Denied::Key(i));
+            spec.try_key_refs(args, |i, access| {
+                if self.key_allowed(args.get(i).map(|a| &a[..]).unwrap_or_default(), access) {
+                    Ok(())
+                } else {
+                    Err(Denied::Key(i))
                 }
-            }
+            })?;
         }
         if !self.all_channels && spec.channels != Channels::None {
             let (range, pattern) = match spec.channels {
@@ -436,10 +459,7 @@ impl Selector {
     /// Whether a key may be accessed as `access` says.
     pub fn key_allowed(&self, key: &[u8], access: KeyAccess) -> bool {
         self.all_keys
-            || self
-                .patterns
-                .iter()
-                .any(|p| (p.read || !access.read) && (p.write || !access.write) && glob_match(&p.pattern, key, false))
+            || self.patterns.iter().any(|p| (p.read || !access.read) && (p.write || !access.write) && p.matches(key))
     }
 
     /// Whether a channel (or, `pattern`, a pattern subscription) is allowed.

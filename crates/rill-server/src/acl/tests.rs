@@ -140,3 +140,27 @@ fn acl_file_lines_load_and_report_errors() {
     let err = r.users_from_lines("users.acl", &[(3, w("user bob on +nosuch"))]).unwrap_err();
     assert_eq!(err, "users.acl:3: Error in applying operation '+nosuch': Unknown command or category name in ACL. ");
 }
+
+#[test]
+fn prefix_patterns_match_as_globs_do() {
+    let r = reg();
+    let u = user(&r, &["on", "+@all", "~orders:*", "~a?c*", "~x\\*y*"]).unwrap();
+    for (key, allowed) in [
+        ("orders:1", true),
+        ("orders:", true),
+        ("orders", false),
+        ("Orders:1", false),
+        ("abc", true),
+        ("abcd", true),
+        ("ac", false),
+        ("x*y1", true),
+        ("xzy1", false),
+    ] {
+        assert_eq!(check(&r, &u, &["get", key]).is_ok(), allowed, "{key}");
+        assert_eq!(
+            u.selectors[0].patterns.iter().any(|p| rill_engine::glob::glob_match(&p.pattern, key.as_bytes(), false)),
+            allowed,
+            "{key}: the glob agrees"
+        );
+    }
+}
