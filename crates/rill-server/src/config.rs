@@ -33,6 +33,8 @@ pub enum Kind {
     OutputLimits,
     /// `replicaof`: `<host> <port>`, or `no one` (stored as the empty value).
     ReplicaOf,
+    /// A byte count as [`Kind::Memory`], or `N%` (of `maxmemory`, 0 to 100), kept as written.
+    MemoryOrPercent,
     /// `notify-keyspace-events`: event class letters, stored in Redis' canonical order.
     KeyspaceEvents,
     /// `shutdown-on-sigint` / `-sigterm`: `default`, or any of `save nosave now force` (not
@@ -119,6 +121,10 @@ pub const PARAMS: &[Param] = &[
     p("sanitize-dump-payload", "no", Kind::Enum(&["no", "yes", "clients"]), true),
     p("maxclients", "10000", Kind::Int(1, I32), true),
     p("timeout", "0", Kind::Int(0, I32), true),
+    p("tcp-keepalive", "300", Kind::Int(0, I32), true),
+    // Client eviction (Redis 7): the most memory all clients together may hold, as bytes or
+    // a percentage of maxmemory; 0: no limit.
+    p("maxmemory-clients", "0", Kind::MemoryOrPercent, true),
     p("loglevel", "notice", Kind::Enum(LOGLEVELS), true),
     p("logfile", "", Kind::Text, false),
     p("protected-mode", "yes", Kind::Bool, true),
@@ -141,7 +147,6 @@ pub const PARAMS: &[Param] = &[
     p("hz", "10", Kind::Int(0, I32), true),
     p("daemonize", "no", Kind::Bool, false),
     p("pidfile", "", Kind::Text, false),
-    p("tcp-keepalive", "300", Kind::Int(0, I32), true),
     p("tcp-backlog", "511", Kind::Int(0, I32), false),
     p("notify-keyspace-events", "", Kind::KeyspaceEvents, true),
     p("slowlog-log-slower-than", "10000", Kind::Int(-1, i64::MAX), true),
@@ -261,7 +266,6 @@ const INERT: &[&str] = &[
 
 /// Directives Redis accepts that rill does not implement: accepted at start-up with a warning.
 pub const REDIS_ONLY: &[&str] = &[
-    "tcp-keepalive",
     "supervised",
     "syslog-enabled",
     "syslog-ident",
@@ -346,7 +350,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "hide-user-data-from-log",
     "close-on-oom",
     "bind-source-addr",
-    "maxmemory-clients",
     "client-default-resp",
 ];
 
@@ -506,6 +509,16 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             Ok(value.to_string())
         }
         Kind::OutputLimits => crate::client_limits::merge_config(p.default, value),
+        Kind::MemoryOrPercent => match value.strip_suffix('%') {
+            Some(n) => match n.parse::<i64>() {
+                Ok(n) if (0..=100).contains(&n) => Ok(format!("{n}%")),
+                _ => Err("argument must be a memory or percent value".into()),
+            },
+            None => parse_memory(value)
+                .filter(|v| *v >= 0)
+                .map(|v| v.to_string())
+                .ok_or_else(|| "argument must be a memory or percent value".to_string()),
+        },
         Kind::ReplicaOf => {
             let words: Vec<&str> = value.split_whitespace().collect();
             let [host, port] = words[..] else { return Err("wrong number of arguments".into()) };

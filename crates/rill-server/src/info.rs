@@ -396,7 +396,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "expire_cycle_cpu_milliseconds:{}", s.expire_cycle_us / 1000);
             // rill never evicts (maxmemory is noeviction whatever the policy is called).
             line!(out, "evicted_keys:0");
-            line!(out, "evicted_clients:0");
+            line!(out, "evicted_clients:{}", st.stats.evicted_clients);
             line!(out, "evicted_scripts:{}", st.scripts.evicted);
             line!(out, "total_eviction_exceeded_time:0");
             line!(out, "current_eviction_exceeded_time:0");

@@ -511,6 +511,25 @@ fn take_one(_listener: &TcpListener) -> Option<std::net::TcpStream> {
     None
 }
 
+/// `tcp-keepalive SECONDS` on an accepted socket, as Redis sets it: keepalive probes after
+/// that long idle, every third of it, three unanswered ones close it (0: none). A dead peer's
+/// connection (a machine gone without a FIN) is then closed instead of held forever.
+pub fn set_keepalive(socket: &TcpStream, secs: i64) {
+    let Ok(secs) = u64::try_from(secs) else { return };
+    if secs == 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::net::sockopt;
+        use std::time::Duration;
+        let _ = sockopt::set_socket_keepalive(socket, true);
+        let _ = sockopt::set_tcp_keepidle(socket, Duration::from_secs(secs));
+        let _ = sockopt::set_tcp_keepintvl(socket, Duration::from_secs((secs / 3).max(1)));
+        let _ = sockopt::set_tcp_keepcnt(socket, 3);
+    }
+}
+
 /// Best effort, as Redis: one non-blocking write of `reply`, then the socket is closed by
 /// the caller dropping it.
 pub fn refuse(socket: &TcpStream, reply: &[u8]) {

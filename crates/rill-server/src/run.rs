@@ -365,6 +365,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>, tls: bool)
     // The admission facts of the last client admitted under the lock (password needed,
     // protected mode, the limits), for clients that arrive while a script holds it.
     let mut last_admission: Option<(bool, bool, bool, crate::state::HotConfig)> = None;
+    let mut keepalive = 300;
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(x) => {
@@ -400,12 +401,13 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>, tls: bool)
                     open,
                     hot,
                 );
-                spawn_serve(&shared, socket, admitted, tls);
+                spawn_serve(&shared, socket, admitted, tls, keepalive);
                 continue;
             }
         }
         // Not locked only with a last admission to admit by (above).
         let Some(mut st) = locked else { continue };
+        keepalive = st.config.get_i64("tcp-keepalive");
         let admitted = {
             let max = st.config.get_i64("maxclients").max(1) as usize;
             if st.clients.len() >= max {
@@ -432,7 +434,46 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>, tls: bool)
             conn::admit(&mut st, id, conn::Peer { addr: peer.to_string(), laddr, fd: socket_fd(&socket) }, open)
         };
         drop(st);
-        spawn_serve(&shared, socket, admitted, tls);
+        spawn_serve(&shared, socket, admitted, tls, keepalive);
+    }
+}
+
+/// Client eviction (`maxmemory-clients`, Redis 7): while all clients together hold more than
+/// the limit, close the one holding the most (query buffer, replies, MULTI queue), then the
+/// next. Never a replica, the primary's link, or a client with CLIENT NO-EVICT on; checked
+/// each cron tick.
+fn evict_clients(st: &mut crate::state::State) {
+    let setting = st.config.get("maxmemory-clients");
+    let limit = match setting.strip_suffix('%') {
+        Some(p) => {
+            let max: u64 = st.config.get("maxmemory").parse().unwrap_or(0);
+            max.saturating_mul(p.parse().unwrap_or(0)) / 100
+        }
+        None => setting.parse().unwrap_or(0),
+    };
+    if limit == 0 {
+        return;
+    }
+    let mut held: Vec<(u64, u64)> = st
+        .clients
+        .values()
+        .filter(|ci| !ci.killed && !ci.no_evict && ci.kind == crate::state::ClientKind::Normal)
+        .map(|ci| (ci.mem.total() + ci.push.queued_bytes(), ci.id))
+        .collect();
+    let mut total: u64 = held.iter().map(|(m, _)| m).sum();
+    if total <= limit {
+        return;
+    }
+    held.sort_unstable_by(|a, b| b.cmp(a));
+    for (mem, id) in held {
+        if total <= limit {
+            break;
+        }
+        let line = st.clients.get(&id).map(|ci| cmd::connection::client_line(ci, now_ms(), 0)).unwrap_or_default();
+        tracing::info!("Evicting client: {line}");
+        cmd::connection::close_client(st, id);
+        st.stats.evicted_clients += 1;
+        total = total.saturating_sub(mem);
     }
 }
 
@@ -441,7 +482,14 @@ const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 
 /// Serve an admitted client: over the socket, or over TLS once its handshake succeeds (a
 /// failed one is logged and the client's record removed).
-fn spawn_serve(shared: &Arc<Shared>, socket: tokio::net::TcpStream, admitted: conn::Admitted, tls: bool) {
+fn spawn_serve(
+    shared: &Arc<Shared>,
+    socket: tokio::net::TcpStream,
+    admitted: conn::Admitted,
+    tls: bool,
+    keepalive: i64,
+) {
+    listen::set_keepalive(&socket, keepalive);
     if !tls {
         tokio::spawn(conn::serve(shared.clone(), conn::Tcp::new(socket), admitted));
         return;
@@ -548,6 +596,7 @@ async fn cron(shared: Arc<Shared>) {
             let threshold = st.hot.latency_threshold_ms;
             st.latency.sample_if_needed(threshold, "expire-cycle", ms, now.div_euclid(1000));
         }
+        evict_clients(&mut st);
         // The latency monitor's `aof-fsync-always`: fsyncs that writes waited for under
         // `appendfsync always`, timed by the log's writer.
         let threshold = st.hot.latency_threshold_ms;

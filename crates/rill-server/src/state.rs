@@ -149,6 +149,8 @@ impl ClientType {
 /// Counters INFO stats reports.
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// `evicted_clients`: closed by client eviction (`maxmemory-clients`).
+    pub evicted_clients: u64,
     /// `total_connections_received`
     pub connections_received: u64,
     /// `rejected_connections`

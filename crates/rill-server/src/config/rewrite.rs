@@ -221,6 +221,8 @@ fn lines_for(p: &Param, value: &str) -> Vec<(String, bool)> {
         (_, Kind::Percentiles) => vec![(format!("{name} {value}"), differs)],
         (_, Kind::Text) => vec![(format!("{name} {}", repr(value)), differs)],
         (_, Kind::Memory(..)) => vec![(format!("{name} {}", memory(value)), differs)],
+        (_, Kind::MemoryOrPercent) if value.ends_with('%') => vec![(format!("{name} {value}"), differs)],
+        (_, Kind::MemoryOrPercent) => vec![(format!("{name} {}", memory(value)), differs)],
         (_, Kind::Int(..) | Kind::Bool | Kind::Enum(_) | Kind::ShutdownFlags) => {
             vec![(format!("{name} {value}"), differs)]
         }

@@ -341,3 +341,39 @@ fn a_big_argument_gets_a_buffer_of_its_announced_size() {
     assert_eq!(c.read_reply().unwrap(), b"+OK\r\n");
     assert_eq!(text(&c.cmd(&["STRLEN", "a"])), ":1000000\r\n");
 }
+
+/// Client eviction (`maxmemory-clients`): the client holding the most memory is closed once
+/// all clients together pass the limit; the others, and one with CLIENT NO-EVICT on, stay.
+#[test]
+fn maxmemory_clients_evicts_the_biggest_client_first() {
+    let rill = rill_testkit::Server::rill_with(&["--maxmemory-clients", "1mb", "--hz", "50"]);
+    let mut admin = rill.connect();
+    assert_eq!(
+        admin.cmd(&["CONFIG", "GET", "maxmemory-clients"]),
+        b"*2\r\n$17\r\nmaxmemory-clients\r\n$7\r\n1048576\r\n"
+    );
+    let mut small = rill.connect();
+    assert_eq!(small.cmd(&["PING"]), b"+PONG\r\n");
+    let mut protected = rill.connect();
+    assert_eq!(protected.cmd(&["CLIENT", "NO-EVICT", "on"]), b"+OK\r\n");
+    // Two clients grow their query buffers past the limit with an unfinished 4 MB argument.
+    let partial = |c: &mut rill_testkit::RawClient| {
+        c.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4194304\r\n").unwrap();
+        c.send(&vec![b'x'; 2 << 20]).unwrap();
+    };
+    let mut big = rill.connect();
+    partial(&mut protected);
+    partial(&mut big);
+    let (_, closed) = big.read_until_close(std::time::Duration::from_secs(5));
+    assert!(closed, "the biggest evictable client is closed");
+    let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"])).into_owned();
+    assert!(info.contains("evicted_clients:1\r\n"), "{info}");
+    assert_eq!(small.cmd(&["PING"]), b"+PONG\r\n");
+    // The protected one finishes its command.
+    protected.send(&vec![b'x'; 2 << 20]).unwrap();
+    protected.send(b"\r\n").unwrap();
+    assert_eq!(protected.read_reply().unwrap(), b"+OK\r\n");
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "maxmemory-clients", "10%"]), b"+OK\r\n");
+    assert_eq!(admin.cmd(&["CONFIG", "GET", "maxmemory-clients"]), b"*2\r\n$17\r\nmaxmemory-clients\r\n$3\r\n10%\r\n");
+    assert!(admin.cmd(&["CONFIG", "SET", "maxmemory-clients", "101%"]).starts_with(b"-ERR"));
+}
