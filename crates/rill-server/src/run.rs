@@ -441,16 +441,10 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>, tls: bool)
 /// Client eviction (`maxmemory-clients`, Redis 7): while all clients together hold more than
 /// the limit, close the one holding the most (query buffer, replies, MULTI queue), then the
 /// next. Never a replica, the primary's link, or a client with CLIENT NO-EVICT on; checked
-/// each cron tick.
-fn evict_clients(st: &mut crate::state::State) {
-    let setting = st.config.get("maxmemory-clients");
-    let limit = match setting.strip_suffix('%') {
-        Some(p) => {
-            let max: u64 = st.config.get("maxmemory").parse().unwrap_or(0);
-            max.saturating_mul(p.parse().unwrap_or(0)) / 100
-        }
-        None => setting.parse().unwrap_or(0),
-    };
+/// each cron tick, and at once when one client alone grows past the limit (a connection's
+/// batch, `conn/session`).
+pub fn evict_clients(st: &mut crate::state::State) {
+    let limit = st.hot.maxmemory_clients;
     if limit == 0 {
         return;
     }

@@ -446,6 +446,8 @@ pub struct HotConfig {
     pub output_limits: crate::client_limits::OutputLimits,
     /// `client-query-buffer-limit` in bytes.
     pub query_buffer_limit: u64,
+    /// `maxmemory-clients` in bytes (a percentage resolved against `maxmemory`; 0: none).
+    pub maxmemory_clients: u64,
     /// `min-replicas-to-write` (0: writes need no replica).
     pub min_replicas_to_write: usize,
     /// `min-replicas-max-lag` in seconds.
@@ -473,6 +475,16 @@ impl HotConfig {
             maxmemory: u64::try_from(config.get_i64("maxmemory")).unwrap_or(0),
             output_limits: crate::client_limits::OutputLimits::parse(config.get("client-output-buffer-limit")),
             query_buffer_limit: u64::try_from(config.get_i64("client-query-buffer-limit")).unwrap_or(u64::MAX),
+            maxmemory_clients: {
+                let v = config.get("maxmemory-clients");
+                match v.strip_suffix('%') {
+                    Some(p) => {
+                        let max: u64 = config.get("maxmemory").parse().unwrap_or(0);
+                        max.saturating_mul(p.parse().unwrap_or(0)) / 100
+                    }
+                    None => v.parse().unwrap_or(0),
+                }
+            },
             min_replicas_to_write: usize::try_from(config.get_i64("min-replicas-to-write")).unwrap_or(0),
             min_replicas_max_lag: config.get_i64("min-replicas-max-lag"),
             notify: crate::notify::Notify::from_letters(config.keyspace_event_letters()),

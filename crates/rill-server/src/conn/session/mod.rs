@@ -355,6 +355,18 @@ impl Session {
                 c.blocked = false;
             }
         }
+        // Client eviction at once when this client alone holds more than all clients may.
+        let limit = st.hot.maxmemory_clients;
+        if limit > 0 {
+            let mine = self.inbuf.len() + self.out.len() + self.conn.multi.as_ref().map_or(0, |m| m.argv_bytes);
+            if mine as u64 > limit {
+                self.publish_buffers();
+                crate::run::evict_clients(&mut st);
+                if st.clients.get(&self.conn.id).is_none_or(|c| c.killed) {
+                    return Batch { next: Next::Drop, woke: false, wait_log: None, pipelined: false };
+                }
+            }
+        }
         let conn = &mut self.conn;
         st.stats.net_input_bytes += self.net_in;
         conn.net_in_unpublished += self.net_in;
