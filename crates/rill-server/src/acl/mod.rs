@@ -118,6 +118,18 @@ fn valid_hash(h: &[u8]) -> bool {
     h.len() == 64 && h.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// The stored form of a password rule's argument: a cleartext password (`>`, `<`) hashed, or
+/// a hash (`#`, `!`) checked.
+fn password_or_hash(cleartext: bool, rest: &[u8]) -> Result<String, RuleError> {
+    if cleartext {
+        Ok(hash_password(rest))
+    } else if valid_hash(rest) {
+        Ok(String::from_utf8_lossy(rest).into_owned())
+    } else {
+        Err(RuleError::BadHash)
+    }
+}
+
 impl User {
     /// A new user as `ACL SETUSER name` makes it: off, no password, nothing allowed.
     pub fn new(name: &[u8], all_channels: bool) -> User {
@@ -178,28 +190,14 @@ impl User {
             }
             _ => match op.first() {
                 Some(&c @ (b'>' | b'#')) => {
-                    let rest = op.get(1..).unwrap_or_default();
-                    let hash = if c == b'>' {
-                        hash_password(rest)
-                    } else if valid_hash(rest) {
-                        String::from_utf8_lossy(rest).into_owned()
-                    } else {
-                        return Err(RuleError::BadHash);
-                    };
+                    let hash = password_or_hash(c == b'>', op.get(1..).unwrap_or_default())?;
                     if !self.passwords.contains(&hash) {
                         self.passwords.push(hash);
                     }
                     self.nopass = false;
                 }
                 Some(&c @ (b'<' | b'!')) => {
-                    let rest = op.get(1..).unwrap_or_default();
-                    let hash = if c == b'<' {
-                        hash_password(rest)
-                    } else if valid_hash(rest) {
-                        String::from_utf8_lossy(rest).into_owned()
-                    } else {
-                        return Err(RuleError::BadHash);
-                    };
+                    let hash = password_or_hash(c == b'<', op.get(1..).unwrap_or_default())?;
                     let at = self.passwords.iter().position(|p| *p == hash).ok_or(RuleError::NoSuchPassword)?;
                     self.passwords.remove(at);
                 }
