@@ -127,6 +127,9 @@ impl Flags {
     /// Answered by the busy gate itself while a script runs past the threshold: with NOSAVE
     /// it ends the process there (SHUTDOWN NOSAVE), otherwise BUSY.
     pub const BUSY_SHUTDOWN: Flags = Flags(1 << 28);
+    /// Answered by the busy gate itself while a script runs: authenticates the connection
+    /// against the ACL users (AUTH), which need no state lock.
+    pub const BUSY_AUTH: Flags = Flags(1 << 29);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {

@@ -1185,7 +1185,12 @@ pub const COMMANDS: &[CommandSpec] = &[
     conn_cmd(
         "auth",
         -2,
-        Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::NO_AUTH).and(Flags::ALLOW_BUSY),
+        Flags::NOSCRIPT
+            .and(LOADING_STALE)
+            .and(Flags::FAST)
+            .and(Flags::NO_AUTH)
+            .and(Flags::ALLOW_BUSY)
+            .and(Flags::BUSY_AUTH),
         "[username] password",
         "Authenticates the connection.",
         "1.0.0",

@@ -219,6 +219,15 @@ fn a_busy_script_does_not_let_a_user_past_acl() {
         escape(b"-NOPERM User limited has no permissions to run the 'script|kill' command\r\n")
     );
     assert!(limited.cmd(&["GET", "x"]).starts_with(b"-BUSY"));
+    // AUTH is answered during the script, as Redis answers it: a new connection logs in.
+    let mut late = rill.connect();
+    assert_eq!(late.cmd(&["AUTH", "limited", "x"]), b"+OK\r\n", "AUTH during a busy script");
+    assert_eq!(
+        escape(&late.cmd(&["SCRIPT", "KILL"])),
+        escape(b"-NOPERM User limited has no permissions to run the 'script|kill' command\r\n"),
+        "the user AUTH chose is the one checked"
+    );
+    assert!(late.cmd(&["AUTH", "limited", "x", "y"]).starts_with(b"-ERR syntax error"));
     assert_eq!(admin.cmd(&["SCRIPT", "KILL"]), b"+OK\r\n");
     assert!(runner.read_reply().unwrap().starts_with(b"-ERR"));
 }

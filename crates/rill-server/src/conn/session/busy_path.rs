@@ -21,6 +21,8 @@ pub(super) struct Deferred {
     output_limit_close: bool,
     /// Its client record, admitted while a script held the lock (`conn::admit_later`).
     pub(super) register: Option<Box<crate::state::ClientInfo>>,
+    /// The user an AUTH answered here authenticated it as (CLIENT LIST's `user`).
+    user: Option<Bytes>,
 }
 
 impl Deferred {
@@ -39,6 +41,11 @@ impl Deferred {
             st.engine.unwatch_all(id);
             if let Some(c) = st.clients.get_mut(&id) {
                 c.multi = -1;
+            }
+        }
+        if let Some(user) = self.user {
+            if let Some(c) = st.clients.get_mut(&id) {
+                c.user = user;
             }
         }
         if self.output_limit_close {
@@ -143,6 +150,10 @@ impl Session {
                 Lookup::Found(spec) if busy_refuses(spec, args.len(), self.conn.authenticated) => {
                     self.refuse_busy(spec)
                 }
+                // AUTH, as Redis answers it during a script: the users need no state lock.
+                Lookup::Found(spec) if spec.flags.has(Flags::BUSY_AUTH) && spec.arity_ok(args.len()) => {
+                    self.busy_auth(&args)
+                }
                 _ => {
                     self.pending = Some(args);
                     return Next::Busy;
@@ -186,6 +197,53 @@ impl Session {
 
 /// Whether this request is a SCRIPT KILL or FUNCTION KILL the busy path answers itself.
 impl Session {
+    /// AUTH while a script holds the lock: the credentials are checked against the ACL users
+    /// (their registry has a lock of its own), the client record's user is set when the lock
+    /// is next held, and a failure goes to the ACL log.
+    fn busy_auth(&mut self, args: &[Bytes]) -> Reply {
+        let registry = &self.shared.acl;
+        let (name, password) = match args {
+            [_, password] => {
+                if registry.default_user().nopass {
+                    let text = Bytes::from_static(b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+                    self.deferred.get_or_insert_default().errors.push(text.clone());
+                    return Reply::Error(text);
+                }
+                (Bytes::from_static(b"default"), password)
+            }
+            [_, user, password] => (user.clone(), password),
+            _ => {
+                let text = Bytes::from_static(b"ERR syntax error");
+                self.deferred.get_or_insert_default().errors.push(text.clone());
+                return Reply::Error(text);
+            }
+        };
+        let generation = registry.generation();
+        match registry.user(&name) {
+            Some(user) if user.password_ok(password) => {
+                self.deferred.get_or_insert_default().user = Some(user.name.clone());
+                self.conn.user = Some(user);
+                self.conn.acl_gen = generation;
+                self.conn.authenticated = true;
+                Reply::ok()
+            }
+            _ => {
+                let command = args.first().cloned().unwrap_or_default();
+                registry.log.lock().unwrap_or_else(|p| p.into_inner()).add(
+                    crate::acl::Reason::Auth,
+                    crate::acl::Context::Toplevel,
+                    command,
+                    name,
+                    format!("id={}", self.conn.id),
+                    now_ms(),
+                );
+                let text = Bytes::from_static(b"WRONGPASS invalid username-password pair or user is disabled.");
+                self.deferred.get_or_insert_default().errors.push(text.clone());
+                Reply::Error(text)
+            }
+        }
+    }
+
     /// ACL first, as Redis checks it before the busy refusal: a command the user may not run
     /// gets `-NOPERM` here too (logged with the client's id only: the client table is behind
     /// the lock the script holds).
