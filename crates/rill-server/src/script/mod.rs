@@ -481,7 +481,10 @@ fn execute(
             gate.describe_run(name, c.args);
         }
         let cell = std::cell::RefCell::new(Host { call: c, conn: &mut conn, run: &mut run, resp: &vm.resp });
-        let outcome = vm.call_eval(func, &keys, &argv, function.is_some(), |lua, _op, args| host(&cell, lua, args));
+        let outcome = vm.call_eval(func, &keys, &argv, function.is_some(), |lua, op, args| match op {
+            vm::Op::AclCheck => acl_check_cmd(&cell, lua, args),
+            _ => host(&cell, lua, args),
+        });
         (outcome, gate.script_killed())
     };
     if killed {
@@ -628,6 +631,31 @@ fn host(cell: &std::cell::RefCell<Host<'_, '_>>, lua: &Lua, args: MultiValue) ->
     let mut h =
         cell.try_borrow_mut().map_err(|_| mlua::Error::RuntimeError("recursive call of the Redis API".into()))?;
     command(&mut h, lua, &args)
+}
+
+/// redis.acl_check_cmd: whether the caller's user may run the command with these arguments;
+/// a command that does not exist is an error.
+fn acl_check_cmd(cell: &std::cell::RefCell<Host<'_, '_>>, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+    let h = cell.try_borrow().map_err(|_| mlua::Error::RuntimeError("recursive call of the Redis API".into()))?;
+    let argv = match script_args(lua, &args)? {
+        Ok(a) => a,
+        Err(e) => return Ok(e),
+    };
+    let c = &*h.call;
+    let spec = match c.shared.table.resolve(&argv) {
+        Lookup::Found(s) if s.arity_ok(argv.len()) => s,
+        Lookup::Found(_) => return err_value(lua, "ERR Wrong number of args for redis.acl_check_cmd()"),
+        _ => return err_value(lua, "ERR Invalid command passed to redis.acl_check_cmd()"),
+    };
+    let allowed = match &c.conn.user {
+        None => true,
+        Some(u) => {
+            // The caller's user as it is now (rules may have changed since it was looked up).
+            let now = c.shared.acl.user(&u.name);
+            now.is_some_and(|u| u.check(&c.shared.acl.commands, spec, &argv).is_ok())
+        }
+    };
+    Ok((Value::Boolean(allowed), false))
 }
 
 fn err_value(lua: &Lua, text: &str) -> mlua::Result<(Value, bool)> {

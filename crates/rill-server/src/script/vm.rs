@@ -402,6 +402,9 @@ pub enum Op {
     Call,
     /// redis.pcall
     Pcall,
+    /// redis.acl_check_cmd: whether the caller's ACL user may run the command (a boolean),
+    /// or the error of a command that does not exist.
+    AclCheck,
 }
 
 /// The functions of the `redis` table that Rust provides, made once per VM: call and pcall
@@ -439,27 +442,19 @@ fn install_api(lua: &Lua, redis: &Table, resp: Arc<std::sync::atomic::AtomicU8>)
             }
         })?,
     )?;
-    // Whether the caller may run the command: every user may until ACL users exist; the
-    // command must exist (Redis 8.2.3 answers true for a known command whatever its
-    // arguments). Read from a table of its own (renamed commands keep their names here).
-    let table = crate::cmd::table();
+    // Whether the caller's user may run the command with these arguments (keys and channels
+    // too), asked of the run's host like redis.call.
     redis.raw_set(
         "acl_check_cmd",
-        lua.create_function(move |_, args: MultiValue| {
-            if args.is_empty() {
-                return Err(raise_text("ERR Please specify at least one argument for this redis lib call"));
+        lua.create_function(|lua, args: MultiValue| {
+            if !HOST.is_set() {
+                return Err(raise_text("ERR redis.acl_check_cmd runs only inside a script"));
             }
-            let mut argv = Vec::with_capacity(args.len());
-            for v in &args {
-                match super::convert::arg(v) {
-                    Some(b) => argv.push(b),
-                    None => return Err(raise_text("ERR Lua redis lib command arguments must be strings or integers")),
-                }
+            let (value, failed) = HOST.with(|host| host(lua, Op::AclCheck, args))?;
+            if failed {
+                return Err(raise(value));
             }
-            match table.resolve(&argv) {
-                rill_engine::command::Lookup::Found(_) => Ok(true),
-                _ => Err(raise_text("ERR Invalid command passed to redis.acl_check_cmd()")),
-            }
+            Ok(value)
         })?,
     )?;
     Ok(())
