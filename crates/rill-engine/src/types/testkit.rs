@@ -3,6 +3,7 @@
 
 use crate::command::{CommandTable, Handler, Lookup};
 use crate::types::families;
+use crate::types::object::TEST_MEMORY;
 use crate::{CallCtx, CmdError, Engine, EngineConfig};
 use bytes::Bytes;
 use rill_resp::Reply;
@@ -23,7 +24,7 @@ impl Harness {
             now_ms: 1_700_000_000_000,
             db: 0,
             client_id: 1,
-            table: CommandTable::new(&families()),
+            table: CommandTable::new(&[&families()[..], &[TEST_MEMORY]].concat()),
         }
     }
 

@@ -134,6 +134,16 @@ pub const fn memory_sub(handler: Handler) -> CommandSpec {
     }
 }
 
+/// The MEMORY container with the engine's subcommands only, for the engine's own tests (the
+/// server declares the real one, with DOCTOR and STATS).
+#[cfg(test)]
+pub const TEST_MEMORY: &[CommandSpec] = &[CommandSpec {
+    name: "memory",
+    arity: -2,
+    subcommands: &[MEMORY_USAGE, MEMORY_MALLOC_STATS, MEMORY_PURGE, MEMORY_HELP],
+    ..CommandSpec::of(Handler::Container)
+}];
+
 /// MEMORY USAGE (the server declares the MEMORY container: DOCTOR and STATS need the
 /// process's figures, which the engine does not see).
 pub const MEMORY_USAGE: CommandSpec = CommandSpec {
