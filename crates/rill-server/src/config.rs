@@ -103,6 +103,7 @@ pub const PARAMS: &[Param] = &[
     p("tls-ca-cert-file", "", Kind::Text, true),
     p("tls-ca-cert-dir", "", Kind::Text, true),
     p("tls-auth-clients", "yes", Kind::Enum(&["yes", "no", "optional"]), true),
+    p("tls-auth-clients-user", "off", Kind::Enum(&["CN", "off"]), true),
     p("tls-protocols", "", Kind::Text, true),
     p("tls-ciphers", "", Kind::Text, true),
     p("tls-ciphersuites", "", Kind::Text, true),
@@ -497,9 +498,9 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
             _ => Err("argument must be 'yes' or 'no'".into()),
         },
         Kind::Enum(words) => {
-            let lower = value.to_ascii_lowercase();
-            if words.contains(&lower.as_str()) {
-                Ok(lower)
+            // As declared (Redis' `CN` keeps its case; every other word is lower case).
+            if let Some(w) = words.iter().find(|w| w.eq_ignore_ascii_case(value)) {
+                Ok((*w).to_string())
             } else {
                 Err("argument(s) must be one of the following: ".to_string() + &words.join(", "))
             }

@@ -471,6 +471,32 @@ pub fn evict_clients(st: &mut crate::state::State) {
     }
 }
 
+/// `tls-auth-clients-user CN`: a client whose certificate names an enabled ACL user starts
+/// authenticated as that user, as Redis does; a name no enabled user has is logged
+/// (`tls-cert`) and the client starts as the default user.
+async fn certificate_user(shared: &Arc<Shared>, admitted: &mut conn::Admitted, name: &str) {
+    match shared.acl.user(name.as_bytes()) {
+        Some(user) if user.enabled => {
+            tracing::debug!("TLS: Auto-authenticated client as {name}");
+            if let Some(ci) = shared.lock_async().await.clients.get_mut(&admitted.id) {
+                ci.user = user.name.clone();
+            }
+            if let Some(info) = admitted.unregistered.as_mut() {
+                info.user = user.name.clone();
+            }
+            admitted.user = Some(user);
+        }
+        _ => shared.acl.log.lock().unwrap_or_else(|p| p.into_inner()).add(
+            crate::acl::Reason::TlsCert,
+            crate::acl::Context::Toplevel,
+            bytes::Bytes::new(),
+            bytes::Bytes::copy_from_slice(name.as_bytes()),
+            format!("id={}", admitted.id),
+            now_ms(),
+        ),
+    }
+}
+
 /// How long a TLS client has to finish its handshake.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -497,19 +523,27 @@ fn spawn_serve(
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
         match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(socket)).await {
-            Ok(Ok(stream)) => conn::serve(shared, conn::Stream::new(stream), admitted).await,
+            Ok(Ok(stream)) => {
+                let mut admitted = admitted;
+                let by_cn = shared.lock_async().await.config.get("tls-auth-clients-user") == "CN";
+                let name = stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .and_then(|c| crate::tls::common_name(c));
+                if let (true, Some(name)) = (by_cn, name) {
+                    certificate_user(&shared, &mut admitted, &name).await;
+                }
+                conn::serve(shared, conn::Stream::new(stream), admitted).await
+            }
             outcome => {
                 let why = match outcome {
                     Ok(Err(e)) => e.to_string(),
                     _ => "timed out".to_string(),
                 };
                 tracing::info!("Error accepting a client connection: TLS handshake {why} (id={id})");
-                let mut st = shared.lock_async().await;
-                st.clients.remove(&id);
-                if why.contains("certificate") {
-                    drop(st);
-                    shared.acl.log.lock().unwrap_or_else(|p| p.into_inner()).stats.denied_tls_cert += 1;
-                }
+                shared.lock_async().await.clients.remove(&id);
             }
         }
     });

@@ -260,3 +260,55 @@ pub fn client_config(config: &Config) -> Result<Arc<ClientConfig>, String> {
 pub fn server_name(host: &str) -> Result<ServerName<'static>, String> {
     ServerName::try_from(host.to_owned()).map_err(|e| format!("TLS: '{host}' is no valid server name: {e}"))
 }
+
+/// One DER element: its tag, its content, and what follows it.
+fn der(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let bytes = rest.get(..n)?;
+        (bytes.iter().fold(0usize, |acc, &b| (acc << 8) | usize::from(b)), rest.get(n..)?)
+    };
+    Some((tag, rest.get(..len)?, rest.get(len..)?))
+}
+
+/// The subject's common name (OID 2.5.4.3) of an X.509 certificate in DER, if it has one
+/// (`tls-auth-clients-user CN`).
+pub fn common_name(cert: &[u8]) -> Option<String> {
+    let (0x30, cert, _) = der(cert)? else { return None };
+    let (0x30, tbs, _) = der(cert)? else { return None };
+    let mut p = tbs;
+    let (tag, _, rest) = der(p)?;
+    if tag == 0xa0 {
+        p = rest; // the explicit version
+    }
+    // Serial, signature algorithm, issuer, validity, then the subject.
+    for expected in [0x02, 0x30, 0x30, 0x30] {
+        let (tag, _, rest) = der(p)?;
+        if tag != expected {
+            return None;
+        }
+        p = rest;
+    }
+    let (0x30, mut names, _) = der(p)? else { return None };
+    while !names.is_empty() {
+        let (0x31, mut set, rest) = der(names)? else { return None };
+        names = rest;
+        while !set.is_empty() {
+            let (0x30, attr, rest) = der(set)? else { return None };
+            set = rest;
+            let (0x06, oid, value) = der(attr)? else { return None };
+            if oid == [0x55, 0x04, 0x03] {
+                let (_, text, _) = der(value)?;
+                return String::from_utf8(text.to_vec()).ok();
+            }
+        }
+    }
+    None
+}

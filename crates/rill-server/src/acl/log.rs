@@ -18,6 +18,8 @@ pub enum Reason {
     Channel,
     /// A failed AUTH or HELLO AUTH.
     Auth,
+    /// A TLS client certificate naming no enabled user (`tls-auth-clients-user`).
+    TlsCert,
 }
 
 /// Where the denied command came from.
@@ -93,6 +95,7 @@ impl AclLog {
             Reason::Command => self.stats.denied_cmd += 1,
             Reason::Key => self.stats.denied_key += 1,
             Reason::Channel => self.stats.denied_channel += 1,
+            Reason::TlsCert => self.stats.denied_tls_cert += 1,
         }
         if self.max_len == 0 {
             self.entries.clear();
@@ -153,6 +156,7 @@ impl AclLog {
                     Reason::Key => "key",
                     Reason::Channel => "channel",
                     Reason::Auth => "auth",
+                    Reason::TlsCert => "tls-cert",
                 };
                 let context = match e.context {
                     Context::Toplevel => "toplevel",

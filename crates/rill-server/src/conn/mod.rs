@@ -123,6 +123,9 @@ pub struct Admitted {
     /// Its client record, when it was admitted while a script held the lock: the connection
     /// registers it the first time it holds the lock ([`admit_later`]).
     pub(crate) unregistered: Option<Box<crate::state::ClientInfo>>,
+    /// The ACL user it starts as, when not the default one (a TLS client certificate's name,
+    /// `tls-auth-clients-user`).
+    pub user: Option<Arc<crate::acl::User>>,
 }
 
 /// Where a client connects from and to (CLIENT LIST `addr`, `laddr`, `fd`).
@@ -191,7 +194,7 @@ fn new_client(id: u64, peer: Peer, authenticated: bool, hot: HotConfig) -> (Clie
         monitor: false,
         user: bytes::Bytes::from_static(b"default"),
     };
-    (info, Admitted { id, kill, authenticated, mem, hot, push: push_rx, unregistered: None })
+    (info, Admitted { id, kill, authenticated, mem, hot, push: push_rx, unregistered: None, user: None })
 }
 
 /// Serve an admitted client over `transport` until it quits, is killed, or the server shuts
@@ -209,6 +212,9 @@ pub async fn serve<T: Transport>(shared: Arc<Shared>, transport: T, client: Admi
         Session::new(shared, client.id, client.mem, client.authenticated, &client.hot, transport.direct(), client.push);
     if let Some(info) = client.unregistered {
         session.register_later(info);
+    }
+    if let Some(user) = client.user {
+        session.start_as(user);
     }
     driver::drive(transport, session, signals).await;
 }

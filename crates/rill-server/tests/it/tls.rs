@@ -276,3 +276,27 @@ fn the_http_port_speaks_https_with_metrics_tls() {
     assert!(https.parse::<u32>().is_ok_and(|n| n > 0), "HTTPS /metrics: {https}");
     assert!(fetch("http").starts_with("error"), "plain HTTP is not served on an HTTPS port");
 }
+
+#[test]
+fn a_client_certificate_can_name_the_acl_user() {
+    let dir = TempDir::new("rill-test-tls-user");
+    let Some(pki) = Pki::new(dir.path()) else { return };
+    let (rill, tls) = start(&pki, &["--tls-auth-clients-user", "cn", "--requirepass", "root"]);
+    let mut admin = rill.connect();
+    assert_eq!(admin.cmd(&["AUTH", "root"]), b"+OK\r\n");
+    assert_eq!(
+        admin.cmd(&["CONFIG", "GET", "tls-auth-clients-user"]),
+        b"*2\r\n$21\r\ntls-auth-clients-user\r\n$2\r\nCN\r\n"
+    );
+    assert_eq!(admin.cmd(&["ACL", "SETUSER", "client", "on", ">unused", "~k*", "+get", "+acl|whoami"]), b"+OK\r\n");
+    // CN=client: authenticated as `client` at the handshake, no AUTH.
+    assert_eq!(tls_cli(tls, &pki, Some("client"), &["ACL", "WHOAMI"]), "client");
+    assert_eq!(tls_cli(tls, &pki, Some("client"), &["GET", "k1"]), "");
+    assert!(tls_cli(tls, &pki, Some("client"), &["SET", "k1", "v"]).contains("NOPERM"));
+    // CN=server names no user: the default user, which needs its password.
+    assert!(tls_cli(tls, &pki, Some("server"), &["GET", "k1"]).contains("NOAUTH"));
+    let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"])).into_owned();
+    assert!(info.contains("acl_access_denied_tls_cert:1\r\n"), "{info}");
+    let log = String::from_utf8_lossy(&admin.cmd(&["ACL", "LOG", "1"])).into_owned();
+    assert!(log.contains("tls-cert") && log.contains("server"), "{log}");
+}

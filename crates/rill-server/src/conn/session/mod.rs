@@ -210,6 +210,14 @@ fn lock_after_script(shared: &Shared) -> Option<std::sync::MutexGuard<'_, State>
 }
 
 impl Session {
+    /// Start authenticated as `user` (a TLS client certificate named it).
+    pub fn start_as(&mut self, user: Arc<crate::acl::User>) {
+        // Looked up again by name at the first command, whatever changed since.
+        self.conn.acl_gen = u64::MAX;
+        self.conn.user = Some(user);
+        self.conn.authenticated = true;
+    }
+
     /// The protocol state of a client just admitted (`hot`: the configuration then).
     pub fn new(
         shared: Arc<Shared>,
