@@ -643,7 +643,10 @@ fn slow_fsyncs_under_always_are_kept_for_the_latency_monitor() {
     let log = start_log(&dir, &disk, FsyncPolicy::Always, 64 << 10);
     let end = log.append_with(|out| encode(out, 0));
     assert!(log.wait_durable(end).blocking_recv().unwrap());
-    assert!(log.fsync_times.lock().unwrap().slow_always.is_empty(), "a fast fsync was kept");
+    // A real fsync on a loaded machine may itself take a millisecond: then it is kept, and
+    // rightly; what must never be kept is one under a millisecond.
+    let before: Vec<(i64, u64)> = log.fsync_times.lock().unwrap().slow_always.drain(..).collect();
+    assert!(before.iter().all(|&(_, ms)| ms >= 1), "a fast fsync was kept: {before:?}");
     slow.store(true, std::sync::atomic::Ordering::Relaxed);
     let end = log.append_with(|out| encode(out, 1));
     assert!(log.wait_durable(end).blocking_recv().unwrap());
