@@ -114,6 +114,28 @@ impl OutputBuffer {
         self.encoded.capacity()
     }
 
+    /// The encoding buffer, when everything was written and it has room: for the owner to
+    /// keep elsewhere while the client is idle (an idle connection then holds no output
+    /// buffer). The output is left with none; the next reply allocates one, or
+    /// [`OutputBuffer::give_spare`] hands one back.
+    pub fn take_spare(&mut self) -> Option<BytesMut> {
+        if !self.is_empty() || self.encoded.capacity() == 0 {
+            return None;
+        }
+        self.consumed = 0;
+        Some(std::mem::take(&mut self.encoded))
+    }
+
+    /// Encode into `buf` (empty) from now on, if this output has no buffer of its own; `buf`
+    /// comes back otherwise.
+    pub fn give_spare(&mut self, buf: BytesMut) -> Option<BytesMut> {
+        if self.encoded.capacity() > 0 || !buf.is_empty() {
+            return Some(buf);
+        }
+        self.encoded = buf;
+        None
+    }
+
     /// The whole output as one slice, when it is one (no payload referenced).
     pub fn contiguous(&self) -> Option<&[u8]> {
         self.payloads.is_empty().then_some(&self.encoded[..])

@@ -693,5 +693,12 @@ async fn cron(shared: Arc<Shared>) {
                 let _ = aof::rewrite::bgsave(&shared, &mut st);
             }
         }
+        drop(st);
+        // Memory freed in bulk (clients gone, keys deleted) goes back to the system, outside
+        // the lock: the trim walks the allocator's arenas.
+        crate::alloc::release_freed(RELEASE_FREED_MIN_BYTES);
     }
 }
+
+/// Freed bytes (since the most the cron saw allocated) that make the cron give memory back.
+const RELEASE_FREED_MIN_BYTES: u64 = 8 << 20;

@@ -13,9 +13,10 @@ use bytes::Buf;
 use rill_resp::OutputBuffer;
 use std::future::poll_fn;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// What ends a connection from outside, whatever it is doing.
 #[derive(Debug)]
@@ -27,9 +28,15 @@ pub struct Signals {
 }
 
 /// Serve the client until it quits, is killed, or the server shuts down.
-pub async fn drive<T: Transport>(mut t: T, mut s: Session, mut sig: Signals) {
-    serve(&mut t, &mut s, &mut sig).await;
-    s.finish().await;
+///
+/// An `async move` block rather than an `async fn`: the arguments are stored in the future
+/// once (an `async fn` keeps a second copy of each, a session's worth per connection).
+#[allow(clippy::manual_async_fn)]
+pub fn drive<T: Transport>(mut t: T, mut s: Session, mut sig: Signals) -> impl std::future::Future<Output = ()> {
+    async move {
+        serve(&mut t, &mut s, &mut sig).await;
+        s.finish().await;
+    }
 }
 
 async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
@@ -47,16 +54,18 @@ async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
         let carry_on = match batch.next {
             Next::Close | Next::Drop => false,
             Next::More => true,
-            Next::Wait(mut park) => parked(t, s, &mut park, sig).await,
+            // Every wait but the one for input is boxed: a task's future is as big as its
+            // biggest wait, and a connection spends its idle life in `read`.
+            Next::Wait(mut park) => Box::pin(parked(t, s, &mut park, sig)).await,
             Next::Read => read(t, s, sig).await,
-            Next::Busy => busy(t, s, sig).await,
-            Next::Held(wait) => held(t, s, wait, sig).await,
-            Next::Copies(w) => copies(t, s, &w, sig).await,
+            Next::Busy => Box::pin(busy(t, s, sig)).await,
+            Next::Held(wait) => Box::pin(held(t, s, wait, sig)).await,
+            Next::Copies(w) => Box::pin(copies(t, s, &w, sig)).await,
             Next::Shutdown(mut cancelled) => {
                 // The exit closes the connection (`sig.shutdown`): no reply, as from Redis.
-                let done = wait_reading(t, s, sig, async move {
+                let done = Box::pin(wait_reading(t, s, sig, async move {
                     let _ = cancelled.changed().await;
-                })
+                }))
                 .await;
                 if done {
                     s.shutdown_cancelled();
@@ -65,7 +74,7 @@ async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
             }
             Next::Replica(feed) => {
                 let shared = s.shared().clone();
-                super::feed::run(t, &shared, s.client_id(), feed, sig).await;
+                Box::pin(super::feed::run(t, &shared, s.client_id(), feed, sig)).await;
                 false
             }
         };
@@ -118,7 +127,9 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
             // A parked client that may be pushed to got no direct delivery (`session`), so
             // this task is the only writer.
             () = pushed.notified() => {
-                if !write_pushed(t, s, sig).await {
+                // Boxed: only a subscriber is pushed to, and this wait is where every idle
+                // connection's future sits.
+                if !Box::pin(write_pushed(t, s, sig)).await {
                     return false;
                 }
             }
@@ -184,14 +195,24 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
             return true;
         }
     }
-    let idle = s.idle_deadline();
-    let mut shrink = Instant::now() + QBUF_IDLE_SHRINK;
+    s.release_idle_buffers();
+    // The two timers are boxed, and made only when armed (`timeout` set; a query buffer to
+    // shrink): most connections wait here with neither.
+    let mut idle = s.idle_deadline().map(|at| Box::pin(tokio::time::sleep_until(at)));
+    let mut shrink_at = Instant::now() + QBUF_IDLE_SHRINK;
+    let mut shrink: Option<Pin<Box<Sleep>>> = None;
     let pushed = s.push_signal();
     loop {
-        let may_shrink = s.may_shrink();
+        if !s.may_shrink() {
+            shrink = None;
+        } else if shrink.is_none() {
+            shrink = Some(Box::pin(tokio::time::sleep_until(shrink_at)));
+        }
         tokio::select! {
             () = pushed.notified() => {
-                if !write_pushed(t, s, sig).await {
+                // Boxed: only a subscriber is pushed to, and this wait is where every idle
+                // connection's future sits.
+                if !Box::pin(write_pushed(t, s, sig)).await {
                     return false;
                 }
             }
@@ -207,13 +228,14 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
             }
             () = sig.kill.notified() => return false,
             _ = sig.shutdown.changed() => return false,
-            () = sleep_until_opt(idle) => {
+            () = armed(&mut idle) => {
                 tracing::debug!("Closing idle client");
                 return false;
             }
-            () = tokio::time::sleep_until(shrink), if may_shrink => {
+            () = armed(&mut shrink) => {
+                shrink = None;
                 if !s.shrink_idle_input() {
-                    shrink = Instant::now() + QBUF_SHRINK_RETRY;
+                    shrink_at = Instant::now() + QBUF_SHRINK_RETRY;
                 }
             }
         }
@@ -275,7 +297,9 @@ async fn wait_reading<T: Transport>(
         tokio::select! {
             () = &mut done => return true,
             () = pushed.notified() => {
-                if !write_pushed(t, s, sig).await {
+                // Boxed: only a subscriber is pushed to, and this wait is where every idle
+                // connection's future sits.
+                if !Box::pin(write_pushed(t, s, sig)).await {
                     return false;
                 }
             }
@@ -299,8 +323,33 @@ async fn write_out<T: Transport>(
     watch: &mut OutputWatch,
     sig: &mut Signals,
 ) -> bool {
-    let mut last_progress = Instant::now();
     let produced = buf.len();
+    // What the transport takes at once, here; the waits for the rest are boxed (a full
+    // socket is rare), which keeps every connection's future small.
+    while !buf.is_empty() {
+        match buf.with_slices(|slices| t.try_write_vectored(slices)) {
+            Ok(0) => return false,
+            Ok(n) => buf.advance(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => return false,
+        }
+    }
+    watch.pending(buf, produced - buf.len());
+    if buf.is_empty() {
+        return !T::BUFFERS_WRITES || flush(t, watch, sig, Instant::now()).await;
+    }
+    Box::pin(write_rest(t, buf, watch, sig, produced)).await
+}
+
+/// [`write_out`] once the transport stopped taking bytes: wait until it takes the rest.
+async fn write_rest<T: Transport>(
+    t: &mut T,
+    buf: &mut OutputBuffer,
+    watch: &mut OutputWatch,
+    sig: &mut Signals,
+    produced: usize,
+) -> bool {
+    let mut last_progress = Instant::now();
     loop {
         while !buf.is_empty() {
             match buf.with_slices(|slices| t.try_write_vectored(slices)) {
@@ -373,6 +422,14 @@ fn read_some<T: Transport>(t: &mut T, s: &mut Session) -> Option<usize> {
 /// Ready when a read may make progress.
 async fn readable<T: Transport>(t: &mut T) -> io::Result<()> {
     poll_fn(|cx| t.poll_read_ready(cx)).await
+}
+
+/// Until the timer fires, or forever when there is none.
+async fn armed(timer: &mut Option<Pin<Box<Sleep>>>) {
+    match timer {
+        Some(t) => t.as_mut().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Sleep until `at`, or forever.

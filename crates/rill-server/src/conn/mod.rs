@@ -95,6 +95,7 @@
 mod driver;
 mod feed;
 mod session;
+mod spare;
 pub mod transport;
 
 pub use driver::Signals;
@@ -199,7 +200,14 @@ fn new_client(id: u64, peer: Peer, authenticated: bool, hot: HotConfig) -> (Clie
 
 /// Serve an admitted client over `transport` until it quits, is killed, or the server shuts
 /// down; its client record is removed at the end.
-pub async fn serve<T: Transport>(shared: Arc<Shared>, transport: T, client: Admitted) {
+///
+/// The set-up runs here, at once; what is returned is only the driver's loop, so the task a
+/// connection is spawned as holds neither `client` nor a second copy of the session.
+pub fn serve<T: Transport>(
+    shared: Arc<Shared>,
+    transport: T,
+    client: Admitted,
+) -> impl std::future::Future<Output = ()> {
     let mut shutdown = shared.shutdown.subscribe();
     if *shutdown.borrow() {
         // Accepted while the server shuts down: a new receiver has seen the change, so it would
@@ -216,5 +224,5 @@ pub async fn serve<T: Transport>(shared: Arc<Shared>, transport: T, client: Admi
     if let Some(user) = client.user {
         session.start_as(user);
     }
-    driver::drive(transport, session, signals).await;
+    driver::drive(transport, session, signals)
 }

@@ -243,9 +243,11 @@ impl Session {
             shared,
             conn,
             parser: RequestParser::new(),
-            inbuf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            // Both buffers come from `spare` when input arrives: a connection that never
+            // sends anything holds none.
+            inbuf: BytesMut::new(),
             qbuf_private: false,
-            out: OutputBuffer::with_capacity(READ_CHUNK_BYTES),
+            out: OutputBuffer::default(),
             watch,
             deliveries: Vec::new(),
             net_in: 0,
@@ -329,6 +331,11 @@ impl Session {
     /// Run what the query buffer holds: under the state lock (once for the whole batch), or,
     /// while the busy gate is closed, without it (`busy.rs`).
     pub fn run_batch(&mut self) -> Batch {
+        if self.out.encoded_capacity() == 0 {
+            if let Some(unused) = self.out.give_spare(super::spare::take()) {
+                super::spare::put(unused);
+            }
+        }
         if self.shared.busy.is_running() {
             // A script holds the lock and has not reached the threshold: wait for it.
             return Batch { next: Next::Busy, woke: false, wait_log: None, pipelined: false };
@@ -492,7 +499,7 @@ impl Session {
     /// After the output buffer was written out.
     pub fn written(&mut self) {
         if self.out.encoded_capacity() > OUT_KEEP_MAX_BYTES {
-            self.out = OutputBuffer::with_capacity(READ_CHUNK_BYTES);
+            self.out = OutputBuffer::default();
         }
         ClientMemory::set(&self.watch.mem.out_held, self.out.held_bytes());
         ClientMemory::set(&self.watch.mem.out_written, 0);
@@ -504,7 +511,9 @@ impl Session {
 
     /// The query buffer, with room for a read.
     pub fn read_buffer(&mut self) -> &mut BytesMut {
-        if self.inbuf.capacity() - self.inbuf.len() < READ_CHUNK_BYTES / 2 {
+        if self.inbuf.capacity() == 0 {
+            self.inbuf = super::spare::take();
+        } else if self.inbuf.capacity() - self.inbuf.len() < READ_CHUNK_BYTES / 2 {
             self.inbuf.reserve(READ_CHUNK_BYTES);
         }
         &mut self.inbuf
@@ -563,6 +572,18 @@ impl Session {
         n > 0
     }
 
+    /// The connection starts to wait for input: with nothing read and nothing left to write,
+    /// its two buffers go back to `spare` (an idle connection holds neither).
+    pub fn release_idle_buffers(&mut self) {
+        if self.inbuf.is_empty() && self.inbuf.capacity() > 0 && !self.qbuf_private {
+            super::spare::put(std::mem::take(&mut self.inbuf));
+        }
+        if let Some(buf) = self.out.take_spare() {
+            super::spare::put(buf);
+            ClientMemory::set(&self.watch.mem.out_held, self.out.held_bytes());
+        }
+    }
+
     /// Whether an idle query buffer has room worth giving back.
     pub fn may_shrink(&self) -> bool {
         self.qbuf_private && self.inbuf.capacity() - self.inbuf.len() > QBUF_SHRINK_MIN_FREE_BYTES
@@ -596,7 +617,7 @@ impl Session {
     // --------------------------------------------------------------------------------------------
 
     /// Release what this client held in the server (its buffers go with the session).
-    pub async fn finish(mut self) {
+    pub async fn finish(&mut self) {
         ClientMemory::set(&self.watch.mem.out_pending, 0);
         ClientMemory::set(&self.watch.mem.out_shared, 0);
         // The lock is the script's while the gate is not open.
