@@ -300,3 +300,40 @@ fn a_client_certificate_can_name_the_acl_user() {
     let log = String::from_utf8_lossy(&admin.cmd(&["ACL", "LOG", "1"])).into_owned();
     assert!(log.contains("tls-cert") && log.contains("server"), "{log}");
 }
+
+/// The `redis` crate with its rustls support: with a client certificate, without one where
+/// `tls-auth-clients` allows it, refused where it does not; blocking and async connections.
+#[test]
+fn the_redis_crate_connects_over_tls() {
+    use redis::{ClientTlsConfig, TlsCertificates};
+    let dir = TempDir::new("rill-test-tls");
+    let Some(pki) = Pki::new(dir.path()) else { return };
+    let (rill, tls) = start(&pki, &[]);
+    let read = |file: &str| std::fs::read(pki.path(file)).unwrap();
+    let client = |with_cert: bool| {
+        let client_tls =
+            with_cert.then(|| ClientTlsConfig { client_cert: read("client.crt"), client_key: read("client.key") });
+        redis::Client::build_with_tls(
+            format!("rediss://127.0.0.1:{tls}"),
+            TlsCertificates { client_tls, root_cert: Some(read("ca.crt")) },
+        )
+        .unwrap()
+    };
+    let mut con = client(true).get_connection().unwrap();
+    let id: String = redis::cmd("XADD").arg("s").arg("1-1").arg("f").arg("v").query(&mut con).unwrap();
+    assert_eq!(id, "1-1");
+    let len: i64 = redis::cmd("XLEN").arg("s").query(&mut con).unwrap();
+    assert_eq!(len, 1);
+    // Without a certificate: refused while tls-auth-clients is yes.
+    assert!(client(false).get_connection().and_then(|mut c| redis::cmd("PING").query::<String>(&mut c)).is_err());
+    assert_eq!(rill.connect().cmd(&["CONFIG", "SET", "tls-auth-clients", "optional"]), b"+OK\r\n");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut con = client(false).get_multiplexed_async_connection().await.unwrap();
+        let id: String = redis::cmd("XADD").arg("s").arg("2-1").arg("f").arg("v").query_async(&mut con).await.unwrap();
+        assert_eq!(id, "2-1");
+        let entries: Vec<(String, Vec<(String, String)>)> =
+            redis::cmd("XRANGE").arg("s").arg("-").arg("+").query_async(&mut con).await.unwrap();
+        assert_eq!(entries.len(), 2);
+    });
+}
