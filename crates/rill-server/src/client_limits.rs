@@ -322,7 +322,17 @@ pub struct ClientMemory {
     pub qbuf_free: AtomicU64,
     /// Bytes of the arguments of the commands queued in MULTI.
     pub multi_mem: AtomicU64,
+    /// What the server keeps for this client besides its buffers: its watched keys and its
+    /// subscriptions (channels, patterns, shard channels), at what an entry of each costs.
+    /// Redis counts these in `tot-mem` and client eviction too.
+    pub bookkeeping: AtomicU64,
 }
+
+/// What one watched key costs the server (its entry in the client's list and in the key's
+/// list of watchers), the key's bytes aside.
+pub const WATCHED_KEY_BYTES: u64 = 96;
+/// What one subscription costs (its entry in the client's set and in the channel's set).
+pub const SUBSCRIPTION_BYTES: u64 = 96;
 
 impl ClientMemory {
     /// `obl`, `oll`, `omem`: what of the pending output Redis would hold in its static buffer,
@@ -341,7 +351,11 @@ impl ClientMemory {
     /// `tot-mem`: the buffers this client holds.
     pub fn total(&self) -> u64 {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        load(&self.out_held) + load(&self.qbuf) + load(&self.qbuf_free) + load(&self.multi_mem)
+        load(&self.out_held)
+            + load(&self.qbuf)
+            + load(&self.qbuf_free)
+            + load(&self.multi_mem)
+            + load(&self.bookkeeping)
     }
 
     /// Store a value.

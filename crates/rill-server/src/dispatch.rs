@@ -284,6 +284,16 @@ pub fn publish_client_info(st: &mut State, conn: &mut Conn, now_ms: i64) {
         c.net_out += conn.net_out_unpublished;
         c.last_interaction_ms = now_ms;
         c.db = conn.db;
+        let watched = st.engine.watched_by(conn.id) as u64;
+        let subscriptions = if conn.subscribed {
+            let n = st.pubsub.counts(conn.id);
+            (n.channels + n.patterns + n.shard) as u64
+        } else {
+            0
+        };
+        let book = watched * crate::client_limits::WATCHED_KEY_BYTES
+            + subscriptions * crate::client_limits::SUBSCRIPTION_BYTES;
+        crate::client_limits::ClientMemory::set(&c.mem.bookkeeping, book as usize);
     }
     conn.cmds_unpublished = 0;
     conn.net_in_unpublished = 0;

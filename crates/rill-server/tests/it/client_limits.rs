@@ -377,3 +377,41 @@ fn maxmemory_clients_evicts_the_biggest_client_first() {
     assert_eq!(admin.cmd(&["CONFIG", "GET", "maxmemory-clients"]), b"*2\r\n$17\r\nmaxmemory-clients\r\n$3\r\n10%\r\n");
     assert!(admin.cmd(&["CONFIG", "SET", "maxmemory-clients", "101%"]).starts_with(b"-ERR"));
 }
+
+/// A client's watched keys and subscriptions count in its memory (CLIENT LIST `tot-mem`) and
+/// so in client eviction, as in Redis: a client that WATCHes or SUBSCRIBEs without end is
+/// evicted once they pass `maxmemory-clients`, and the others keep working.
+#[test]
+fn watched_keys_and_subscriptions_count_in_client_memory() {
+    let rill = rill_testkit::Server::rill_with(&["--maxmemory-clients", "200000", "--hz", "50"]);
+    let mut admin = rill.connect();
+    assert_eq!(admin.cmd(&["CLIENT", "NO-EVICT", "on"]), b"+OK\r\n");
+    let tot_mem = |admin: &mut rill_testkit::RawClient, name: &str| -> u64 {
+        let list = String::from_utf8_lossy(&admin.cmd(&["CLIENT", "LIST"])).into_owned();
+        let line = list.lines().find(|l| l.contains(&format!(" name={name} "))).unwrap_or_default().to_string();
+        line.split(' ').find_map(|f| f.strip_prefix("tot-mem=")).map_or(0, |v| v.parse().unwrap())
+    };
+    for (name, command) in [("watcher", "WATCH"), ("subscriber", "SUBSCRIBE"), ("psubscriber", "PSUBSCRIBE")] {
+        let mut c = rill.connect();
+        assert_eq!(c.cmd(&["CLIENT", "SETNAME", name]), b"+OK\r\n");
+        let before = tot_mem(&mut admin, name);
+        for j in 0..100 {
+            c.cmd(&[command, &format!("key:{j}")]);
+        }
+        let with_100 = tot_mem(&mut admin, name);
+        assert!(with_100 >= before + 100 * 64, "{name}: tot-mem {before} -> {with_100} with 100 entries");
+        // Without end: closed by the eviction, not by anything else.
+        let mut closed = false;
+        for j in 100..200_000 {
+            let key = format!("key:{j}");
+            if c.send_command(&[command.as_bytes(), key.as_bytes()]).is_err() || c.read_reply().is_err() {
+                closed = true;
+                break;
+            }
+        }
+        assert!(closed, "{name} was not evicted");
+        assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+    }
+    let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"])).into_owned();
+    assert!(info.contains("evicted_clients:3\r\n"), "{info}");
+}
