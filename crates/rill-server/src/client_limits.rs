@@ -258,11 +258,16 @@ impl OutputGuard {
     /// (updating the soft-limit clock as Redis' `checkClientOutputBufferLimits` does).
     pub fn over(&mut self, pending: u64, limit: &ClassLimit, authenticated: bool, now_secs: i64) -> bool {
         // Redis checks nothing while the static buffer holds everything.
-        if pending <= UNCOUNTED_OUTPUT_BYTES {
+        self.over_counted(pending.saturating_sub(UNCOUNTED_OUTPUT_BYTES), limit, authenticated, now_secs)
+    }
+
+    /// [`OutputGuard::over`] for `used` bytes counted against the limits already (what
+    /// CLIENT LIST shows as `omem`: [`ClientMemory::counted`]).
+    pub fn over_counted(&mut self, used: u64, limit: &ClassLimit, authenticated: bool, now_secs: i64) -> bool {
+        if used == 0 {
             self.soft_since_secs = None;
             return false;
         }
-        let used = pending - UNCOUNTED_OUTPUT_BYTES;
         if used > UNAUTHENTICATED_OUTPUT_BYTES && !authenticated {
             return true;
         }
@@ -346,6 +351,14 @@ impl ClientMemory {
         let obl = produced.min(UNCOUNTED_OUTPUT_BYTES).saturating_sub(written).min(pending);
         let rest = pending - obl;
         (obl, u64::from(rest > 0), rest)
+    }
+
+    /// The output counted against the client's limits, `queued` bytes of pushes included:
+    /// CLIENT LIST's `omem`, what Redis counts (its reply list, not what its static buffer
+    /// still holds). Once part of a burst is written, more of what is left counts than
+    /// "all but the first 16 KiB".
+    pub fn counted(&self, queued: u64) -> u64 {
+        self.output_fields().2 + queued
     }
 
     /// `tot-mem`: the buffers this client holds.

@@ -91,13 +91,37 @@ impl PushSender {
 
     /// Whether `pending` bytes of output put the client over `limit` (updating the soft
     /// limit's clock).
-    fn over(&self, pending: u64, limit: &ClassLimit, now_secs: i64) -> bool {
+    fn over(&self, used: u64, limit: &ClassLimit, now_secs: i64) -> bool {
         let mut q = self.0.queue.lock().unwrap_or_else(|p| p.into_inner());
-        q.guard.over(pending, limit, true, now_secs)
+        q.guard.over_counted(used, limit, true, now_secs)
+    }
+}
+
+/// What the client's own task may look at of its queue while it is stuck writing: the bytes
+/// queued and the soft limit's clock that pushes keep.
+#[derive(Debug, Clone)]
+pub struct PushProbe(Arc<Inner>);
+
+impl PushProbe {
+    /// Bytes queued and not yet taken.
+    pub fn queued_bytes(&self) -> u64 {
+        self.0.queued_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Whether `used` bytes of output counted against the limits (what the client's task
+    /// holds plus the queue) put the client over `limit`, on the clock the pushes started:
+    /// after the last push, the soft limit still runs out.
+    pub fn over(&self, used: u64, limit: &ClassLimit, now_secs: i64) -> bool {
+        PushSender(self.0.clone()).over(used, limit, now_secs)
     }
 }
 
 impl PushReceiver {
+    /// For the output watch of the client's task.
+    pub fn probe(&self) -> PushProbe {
+        PushProbe(self.inner.clone())
+    }
+
     /// Whether anything is queued (no lock taken).
     pub fn is_empty(&self) -> bool {
         self.inner.queued_bytes.load(Ordering::Relaxed) == 0
@@ -150,9 +174,9 @@ pub fn push_to(st: &mut State, id: u64, frame: Bytes, now_secs: i64) -> bool {
     st.stats.net_output_bytes += n;
     let Some(ci) = st.clients.get(&id) else { return false };
     let queued = ci.push.send(frame);
-    let pending = queued + ci.mem.out_pending.load(Ordering::Relaxed);
+    let used = ci.mem.counted(queued);
     let limit = st.hot.output_limits.of(ci.class());
-    if !ci.push.over(pending, &limit, now_secs) {
+    if !ci.push.over(used, &limit, now_secs) {
         return true;
     }
     st.stats.output_buffer_limit_disconnections += 1;

@@ -367,7 +367,7 @@ async fn write_rest<T: Transport>(
             return !T::BUFFERS_WRITES || flush(t, watch, sig, last_progress).await;
         }
         // Stuck on a full transport: the soft limit keeps counting while nothing is written.
-        if watch.over_limit(buf.len()) {
+        if watch.over_limit(buf.len()) || watch.pushes_over_limit() {
             return false;
         }
         let soft = watch.soft_deadline();
@@ -387,9 +387,14 @@ async fn write_rest<T: Transport>(
                 return false;
             }
             () = sleep_until_opt(soft) => {}
+            () = tokio::time::sleep(PUSH_LIMIT_RECHECK) => {}
         }
     }
 }
+
+/// How often a stuck write looks at the output limits again: pushes queue up behind it
+/// (a subscriber that stopped reading) without waking it, and none may come to do it.
+const PUSH_LIMIT_RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Push out what a buffering transport holds, watching what [`write_out`] watches.
 async fn flush<T: Transport>(t: &mut T, watch: &OutputWatch, sig: &mut Signals, last_progress: Instant) -> bool {

@@ -415,3 +415,39 @@ fn watched_keys_and_subscriptions_count_in_client_memory() {
     let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"])).into_owned();
     assert!(info.contains("evicted_clients:3\r\n"), "{info}");
 }
+
+/// A subscriber that stopped reading, over its `pubsub` soft limit, is closed once the limit's
+/// seconds run out even when nothing is published any more (before, only the next PUBLISH
+/// looked at the limit again, and a quiet channel kept it forever), and not before: Redis'
+/// obuf-limits test "soft limit is not enforced too early and is enforced when no traffic".
+#[test]
+fn a_subscriber_over_its_soft_limit_is_closed_after_the_publishing_stopped() {
+    let rill = rill_testkit::Server::rill();
+    let mut admin = rill.connect();
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "client-output-buffer-limit", "pubsub 0 100000 3"]), b"+OK\r\n");
+    let mut sub = rill.connect();
+    sub.cmd(&["CLIENT", "SETNAME", "quiet"]);
+    sub.cmd(&["SUBSCRIBE", "ch"]);
+    let omem = |admin: &mut RawClient| -> Option<u64> {
+        let list = String::from_utf8_lossy(&admin.cmd(&["CLIENT", "LIST"])).into_owned();
+        let line = list.lines().find(|l| l.contains(" name=quiet "))?.to_string();
+        line.split(' ').find_map(|f| f.strip_prefix("omem=")).map(|v| v.parse().unwrap())
+    };
+    let message = "x".repeat(1000);
+    let mut published = 0;
+    while omem(&mut admin).is_some_and(|m| m <= 100_000) {
+        admin.cmd(&["PUBLISH", "ch", &message]);
+        published += 1;
+        assert!(published < 100_000, "the subscriber's output never grew");
+    }
+    let over = std::time::Instant::now();
+    // Still there two seconds on (the limit is 3 s, counted in whole seconds).
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(omem(&mut admin).is_some(), "closed before its soft limit ran out");
+    while omem(&mut admin).is_some() {
+        assert!(over.elapsed() < std::time::Duration::from_secs(8), "still connected {:?} after", over.elapsed());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"])).into_owned();
+    assert!(info.contains("client_output_buffer_limit_disconnections:1\r\n"), "{info}");
+}

@@ -114,9 +114,26 @@ pub struct OutputWatch {
     limit: ClassLimit,
     authenticated: bool,
     idle_timeout_secs: u64,
+    /// The client's push queue: frames pushed while a write is stuck count in its output.
+    push: crate::push::PushProbe,
 }
 
 impl OutputWatch {
+    /// Whether the output still to write (as last published by [`OutputWatch::pending`])
+    /// plus the queued pushes is over the limits, on the soft-limit clock the pushes keep; if so it is counted and logged, and
+    /// the connection must close. A subscriber that stopped reading is closed once its soft
+    /// limit runs out even after the publishing stopped.
+    pub fn pushes_over_limit(&mut self) -> bool {
+        let queued = self.push.queued_bytes();
+        if queued == 0 || !self.push.over(self.mem.counted(queued), &self.limit, now_ms() / 1000) {
+            return false;
+        }
+        let mut st = self.shared.lock();
+        st.stats.output_buffer_limit_disconnections += 1;
+        log_client(&st, self.id, |line| client_limits::log_output_limit_close(line, true));
+        true
+    }
+
     /// Publish what `out` still holds, `written` bytes of it written already (CLIENT LIST
     /// `obl`, `omem`, `tot-mem`).
     pub fn pending(&self, out: &OutputBuffer, written: usize) {
@@ -238,6 +255,7 @@ impl Session {
             limit: hot.output_limits.of(ClientClass::Normal),
             authenticated,
             idle_timeout_secs: hot.idle_timeout_secs,
+            push: push.probe(),
         };
         Session {
             shared,
