@@ -358,6 +358,12 @@ impl ClientMemory {
     /// still holds). Once part of a burst is written, more of what is left counts than
     /// "all but the first 16 KiB".
     pub fn counted(&self, queued: u64) -> u64 {
+        if self.out_pending.load(Ordering::Relaxed) == 0 {
+            // The queued frames start a burst of their own: its first 16 KiB would be in
+            // Redis' static buffer.
+            return queued.saturating_sub(UNCOUNTED_OUTPUT_BYTES);
+        }
+        // Behind output still held, frames go to Redis' reply list whole.
         self.output_fields().2 + queued
     }
 

@@ -98,7 +98,7 @@ impl PushSender {
 }
 
 /// What the client's own task may look at of its queue while it is stuck writing: the bytes
-/// queued and the soft limit's clock that pushes keep.
+/// queued, which count in its output.
 #[derive(Debug, Clone)]
 pub struct PushProbe(Arc<Inner>);
 
@@ -106,13 +106,6 @@ impl PushProbe {
     /// Bytes queued and not yet taken.
     pub fn queued_bytes(&self) -> u64 {
         self.0.queued_bytes.load(Ordering::Relaxed)
-    }
-
-    /// Whether `used` bytes of output counted against the limits (what the client's task
-    /// holds plus the queue) put the client over `limit`, on the clock the pushes started:
-    /// after the last push, the soft limit still runs out.
-    pub fn over(&self, used: u64, limit: &ClassLimit, now_secs: i64) -> bool {
-        PushSender(self.0.clone()).over(used, limit, now_secs)
     }
 }
 

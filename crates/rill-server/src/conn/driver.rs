@@ -367,7 +367,7 @@ async fn write_rest<T: Transport>(
             return !T::BUFFERS_WRITES || flush(t, watch, sig, last_progress).await;
         }
         // Stuck on a full transport: the soft limit keeps counting while nothing is written.
-        if watch.over_limit(buf.len()) || watch.pushes_over_limit() {
+        if watch.over_limit() {
             return false;
         }
         let soft = watch.soft_deadline();

@@ -119,21 +119,6 @@ pub struct OutputWatch {
 }
 
 impl OutputWatch {
-    /// Whether the output still to write (as last published by [`OutputWatch::pending`])
-    /// plus the queued pushes is over the limits, on the soft-limit clock the pushes keep; if so it is counted and logged, and
-    /// the connection must close. A subscriber that stopped reading is closed once its soft
-    /// limit runs out even after the publishing stopped.
-    pub fn pushes_over_limit(&mut self) -> bool {
-        let queued = self.push.queued_bytes();
-        if queued == 0 || !self.push.over(self.mem.counted(queued), &self.limit, now_ms() / 1000) {
-            return false;
-        }
-        let mut st = self.shared.lock();
-        st.stats.output_buffer_limit_disconnections += 1;
-        log_client(&st, self.id, |line| client_limits::log_output_limit_close(line, true));
-        true
-    }
-
     /// Publish what `out` still holds, `written` bytes of it written already (CLIENT LIST
     /// `obl`, `omem`, `tot-mem`).
     pub fn pending(&self, out: &OutputBuffer, written: usize) {
@@ -143,10 +128,14 @@ impl OutputWatch {
         ClientMemory::set(&self.mem.out_held, out.held_bytes());
     }
 
-    /// Whether `pending` unwritten bytes put the client over its output limits; if so it is
-    /// counted and logged, and the connection must close.
-    pub fn over_limit(&mut self, pending: usize) -> bool {
-        if !self.guard.over(pending as u64, &self.limit, self.authenticated, now_ms() / 1000) {
+    /// Whether the output still to write (as last published by [`OutputWatch::pending`]) and
+    /// the pushes queued behind it put the client over its output limits, counted as CLIENT
+    /// LIST's `omem`; if so it is counted and logged, and the connection must close. Looked at
+    /// while a write is stuck, also when nothing else happens: a subscriber that stopped
+    /// reading is closed once its soft limit runs out after the publishing stopped.
+    pub fn over_limit(&mut self) -> bool {
+        let used = self.mem.counted(self.push.queued_bytes());
+        if !self.guard.over_counted(used, &self.limit, self.authenticated, now_ms() / 1000) {
             return false;
         }
         let mut st = self.shared.lock();
