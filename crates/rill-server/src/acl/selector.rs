@@ -44,7 +44,7 @@ impl RuleError {
 
 /// What a check refused, in Redis' order of relevance (a later variant wins when several
 /// selectors refuse for different reasons).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Denied {
     /// The command.
     Command,
@@ -55,6 +55,16 @@ pub enum Denied {
 }
 
 impl Denied {
+    /// What ACL LOG records of this refusal: the reason and the object refused (the command's
+    /// name, or the key or channel argument).
+    pub fn logged(self, spec: &CommandSpec, args: &[bytes::Bytes]) -> (super::Reason, bytes::Bytes) {
+        match self {
+            Denied::Command => (super::Reason::Command, bytes::Bytes::from_static(spec.name.as_bytes())),
+            Denied::Key(i) => (super::Reason::Key, args.get(i).cloned().unwrap_or_default()),
+            Denied::Channel(i) => (super::Reason::Channel, args.get(i).cloned().unwrap_or_default()),
+        }
+    }
+
     fn rank(self) -> (u8, usize) {
         match self {
             Denied::Command => (1, 0),

@@ -80,11 +80,7 @@ pub fn log_denied_in(
     origin: Origin,
     now_ms: i64,
 ) {
-    let (reason, object) = match denied {
-        Denied::Command => (Reason::Command, Bytes::from_static(spec.name.as_bytes())),
-        Denied::Key(i) => (Reason::Key, args.get(i).cloned().unwrap_or_default()),
-        Denied::Channel(i) => (Reason::Channel, args.get(i).cloned().unwrap_or_default()),
-    };
+    let (reason, object) = denied.logged(spec, args);
     // The client's line names the command refused, as Redis' names the one being processed.
     let info = client_info(st, conn_id, now_ms);
     let info = match (info.find(" cmd="), info.find(" user=")) {

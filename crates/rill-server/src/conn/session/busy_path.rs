@@ -253,11 +253,7 @@ impl Session {
             return None;
         }
         let denied = user.check(&self.shared.acl.commands, spec, args).err()?;
-        let (reason, object) = match denied {
-            crate::acl::Denied::Command => (crate::acl::Reason::Command, Bytes::from_static(spec.name.as_bytes())),
-            crate::acl::Denied::Key(i) => (crate::acl::Reason::Key, args.get(i).cloned().unwrap_or_default()),
-            crate::acl::Denied::Channel(i) => (crate::acl::Reason::Channel, args.get(i).cloned().unwrap_or_default()),
-        };
+        let (reason, object) = denied.logged(spec, args);
         let now = now_ms();
         self.shared.acl.log.lock().unwrap_or_else(|p| p.into_inner()).add(
             reason,
