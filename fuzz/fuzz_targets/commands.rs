@@ -255,7 +255,7 @@ fn check(data: &[u8]) {
     }
 
     let ctx = LoadContext { now_ms: now, ..load_context() };
-    for db in 0..2 {
+    for db in 0..live.dbs().len() {
         let mut keys: Vec<Bytes> = live.db(db).iter().map(|(k, _)| k.clone()).collect();
         keys.extend(copy.db(db).iter().map(|(k, _)| k.clone()));
         keys.sort();
