@@ -203,6 +203,17 @@ fn a_full_descriptor_table_answers_clients_and_does_not_flood_the_log() {
     assert!((1..=seconds + 1).contains(&lines), "{lines} accept-error lines in {seconds} s:\n{}", rill.log());
 }
 
+/// Whether this process may open `clients` sockets (and some), after raising its soft limit;
+/// if not, the test is skipped.
+fn room_for(clients: usize) -> bool {
+    let own = raise_own_limit();
+    if own < clients as u64 + 200 {
+        skip(&format!("the open-files limit {own} is too low for {clients} clients (raise `ulimit -Hn`)"));
+        return false;
+    }
+    true
+}
+
 /// Raise our own soft open-files limit to the hard one (the burst needs 5,000 sockets).
 fn raise_own_limit() -> u64 {
     let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);
@@ -245,9 +256,7 @@ fn burst(port: u16, n: usize) -> Duration {
 #[test]
 fn a_burst_of_5000_connects_is_served_quickly() {
     const CLIENTS: usize = 5000;
-    let own = raise_own_limit();
-    if own < CLIENTS as u64 + 200 {
-        skip(&format!("the open-files limit {own} is too low for {CLIENTS} clients (raise `ulimit -Hn`)"));
+    if !room_for(CLIENTS) {
         return;
     }
     // The server starts with the common default soft limit of 1024, as in the report.
@@ -282,9 +291,7 @@ fn rss_kib(pid: u32) -> u64 {
 #[test]
 fn idle_connections_hold_no_buffers_and_their_memory_goes_back_when_they_close() {
     const CLIENTS: usize = 4000;
-    let own = raise_own_limit();
-    if own < CLIENTS as u64 + 200 {
-        skip(&format!("the open-files limit {own} is too low for {CLIENTS} clients (raise `ulimit -Hn`)"));
+    if !room_for(CLIENTS) {
         return;
     }
     let rill = launch(&[], &rill_binary(), false, &["--maxclients", "10000"]);
