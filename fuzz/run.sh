@@ -12,7 +12,8 @@
 # Targets: request_parser reply_parser log_loader restore_payload commands (default: all).
 # Seeds: fuzz/corpus/<target> (committed). A campaign grows a working corpus in
 # target/fuzz-corpus/<target> (seeds copied in first) and writes crashes to
-# target/fuzz-artifacts/<target>/. A found crash replays with
+# target/fuzz-artifacts/<target>/ (logs: <target>.log for a campaign, <target>.runs.log for
+# --runs). A found crash replays with
 # `target/fuzz/x86_64-unknown-linux-gnu/release/<target> <file>`; `RILL_FUZZ_TRACE=1` makes the
 # commands target print each command it runs. Exits non-zero if any target crashed.
 set -euo pipefail
@@ -52,11 +53,11 @@ if [ "$mode" = runs ]; then
         scratch="target/fuzz-artifacts/$t.new"
         rm -rf "$scratch" && mkdir -p "$scratch"
         if "$bin/$t" "${common[@]}" -seed=1 -runs="$amount" -artifact_prefix="target/fuzz-artifacts/$t/" \
-            "$scratch" "fuzz/corpus/$t" >"target/fuzz-artifacts/$t.log" 2>&1; then
-            grep -E "^Done" "target/fuzz-artifacts/$t.log" | tail -1
+            "$scratch" "fuzz/corpus/$t" >"target/fuzz-artifacts/$t.runs.log" 2>&1; then
+            grep -a -E "^Done" "target/fuzz-artifacts/$t.runs.log" | tail -1
         else
             status=1
-            tail -40 "target/fuzz-artifacts/$t.log"
+            tail -40 "target/fuzz-artifacts/$t.runs.log"
             echo "--- $t: FAILED (input in target/fuzz-artifacts/$t/)"
         fi
     done
@@ -75,8 +76,8 @@ done
 for i in "${!pids[@]}"; do
     t="${targets[$i]}"
     if wait "${pids[$i]}"; then r="ok"; else r="CRASHED"; status=1; fi
-    execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "target/fuzz-artifacts/$t.log")"
-    cov="$(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' "target/fuzz-artifacts/$t.log" | tail -1)"
+    execs="$(grep -a '^stat::number_of_executed_units' "target/fuzz-artifacts/$t.log" | sed 's/.*: *//' | tail -1)"
+    cov="$(grep -a -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' "target/fuzz-artifacts/$t.log" | tail -1)"
     echo "$t: $r, ${execs:-?} inputs, $cov, corpus target/fuzz-corpus/$t"
 done
 exit $status
