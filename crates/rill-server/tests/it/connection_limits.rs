@@ -224,6 +224,18 @@ fn raise_own_limit() -> u64 {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
+/// PING on every stream, then read every PONG.
+fn ping_all(streams: &mut [TcpStream]) {
+    for s in streams.iter_mut() {
+        s.write_all(b"PING\r\n").unwrap();
+    }
+    for s in streams.iter_mut() {
+        let mut reply = [0u8; 7];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"+PONG\r\n");
+    }
+}
+
 /// Connect `n` clients from 8 threads at once, then PING on every one; the time it took.
 fn burst(port: u16, n: usize) -> Duration {
     let started = Instant::now();
@@ -236,14 +248,7 @@ fn burst(port: u16, n: usize) -> Duration {
                     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
                     streams.push(s);
                 }
-                for s in &mut streams {
-                    s.write_all(b"PING\r\n").unwrap();
-                }
-                for s in &mut streams {
-                    let mut reply = [0u8; 7];
-                    s.read_exact(&mut reply).unwrap();
-                    assert_eq!(&reply, b"+PONG\r\n");
-                }
+                ping_all(&mut streams);
                 streams.len()
             })
         })
@@ -311,14 +316,7 @@ fn idle_connections_hold_no_buffers_and_their_memory_goes_back_when_they_close()
     settle();
     let idle = rss_kib(rill.pid());
     let per_idle = (idle.saturating_sub(before)) * 1024 / CLIENTS as u64;
-    for s in &mut streams {
-        s.write_all(b"PING\r\n").unwrap();
-    }
-    for s in &mut streams {
-        let mut reply = [0u8; 7];
-        s.read_exact(&mut reply).unwrap();
-        assert_eq!(&reply, b"+PONG\r\n");
-    }
+    ping_all(&mut streams);
     settle();
     let pinged = rss_kib(rill.pid());
     let per_pinged = (pinged.saturating_sub(before)) * 1024 / CLIENTS as u64;
