@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs, idempotently and without prompts.
 #
-#   Debian packages   redis-server redis-tools (Redis 7.0.15: reference server, redis-cli,
+#   Debian packages   gcc, g++ (mlua's Lua, libFuzzer), redis-server redis-tools (Redis 7.0.15: reference server, redis-cli,
 #                     redis-benchmark), redis-sentinel (the failover test), openssl (the TLS
 #                     tests' certificates), netcat-openbsd, iproute2 and util-linux (network
 #                     namespaces and rlimits for the protected-mode and connection-limit tests)
@@ -30,6 +30,8 @@ mkdir -p "$DEPS"
 missing=()
 # A C compiler: mlua builds the Lua 5.1 that scripts run in from source (vendored).
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+# A C++ compiler: libfuzzer-sys builds libFuzzer from its C++ sources (fuzz/run.sh, in CI).
+command -v c++ >/dev/null 2>&1 || missing+=(g++)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
