@@ -37,7 +37,7 @@ fn check(data: &[u8]) {
         now_ms: 1_700_000_000_000,
     };
     if let Ok(value) = restore(&payload, &ctx) {
-        let again = dump(&value, ctx.limits, ctx.now_ms);
+        let again = dump(&value, ctx.now_ms);
         assert!(
             restore(&again, &ctx).is_ok(),
             "the DUMP of a loaded value does not load"

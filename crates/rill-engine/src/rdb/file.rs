@@ -17,7 +17,6 @@ use super::io::{Reader, Writer};
 use super::stream::BodyOut;
 use super::{decode_value, encode_body, value_type, value_type_7_0, LoadContext, RdbError, VERSION_REDIS_7_0};
 use crate::keyspace::{Entry, Value};
-use crate::types::stream::NodeLimits;
 use bytes::Bytes;
 use std::io::{self, Write};
 
@@ -45,7 +44,6 @@ pub struct FileWriter<W: Write> {
     crc: u64,
     written: u64,
     buf: Writer,
-    limits: NodeLimits,
     now_ms: i64,
     /// The file is for Redis 7.0 (RDB 10): streams in its type.
     redis_7_0: bool,
@@ -54,21 +52,15 @@ pub struct FileWriter<W: Write> {
 impl<W: Write> FileWriter<W> {
     /// Start a file: magic, version and aux fields. `version` is the RDB version to stamp
     /// (see [`version_for`]).
-    pub fn new(out: W, version: u16, limits: NodeLimits, now_ms: i64) -> io::Result<FileWriter<W>> {
-        FileWriter::with_aux(out, version, limits, now_ms, &[])
+    pub fn new(out: W, version: u16, now_ms: i64) -> io::Result<FileWriter<W>> {
+        FileWriter::with_aux(out, version, now_ms, &[])
     }
 
     /// [`FileWriter::new`], with more aux fields after the standard ones (a snapshot's
     /// replication identity: `repl-stream-db`, `repl-id`, `repl-offset`, in Redis' order).
-    pub fn with_aux(
-        out: W,
-        version: u16,
-        limits: NodeLimits,
-        now_ms: i64,
-        extra: &[(String, String)],
-    ) -> io::Result<FileWriter<W>> {
+    pub fn with_aux(out: W, version: u16, now_ms: i64, extra: &[(String, String)]) -> io::Result<FileWriter<W>> {
         let redis_7_0 = version <= VERSION_REDIS_7_0;
-        let mut w = FileWriter { out, crc: 0, written: 0, buf: Writer::default(), limits, now_ms, redis_7_0 };
+        let mut w = FileWriter { out, crc: 0, written: 0, buf: Writer::default(), now_ms, redis_7_0 };
         w.buf.raw(format!("REDIS{version:04}").as_bytes());
         let standard = [
             ("redis-ver", "8.2.3".to_string()),
@@ -145,8 +137,8 @@ impl<W: Write> FileWriter<W> {
         }
         self.buf.u8(rdb_type);
         self.buf.string(key);
-        let (limits, now_ms) = (self.limits, self.now_ms);
-        encode_body(self, &entry.value, rdb_type, limits, now_ms)?;
+        let now_ms = self.now_ms;
+        encode_body(self, &entry.value, rdb_type, now_ms)?;
         self.node_done()
     }
 
@@ -414,7 +406,7 @@ mod tests {
     /// fails as truncated.
     #[test]
     fn a_streamed_file_reads_as_the_whole_one() {
-        let mut w = FileWriter::new(Vec::new(), 12, NodeLimits::new(3, 0), 1_000).unwrap();
+        let mut w = FileWriter::new(Vec::new(), 12, 1_000).unwrap();
         w.select_db(0, 3, 1).unwrap();
         let mut stream = crate::types::stream::Stream::new();
         for i in 1..=20u64 {
@@ -452,7 +444,7 @@ mod tests {
 
     #[test]
     fn keys_round_trip_and_corruption_is_caught() {
-        let mut w = FileWriter::new(Vec::new(), 12, NodeLimits::default(), 1_000).unwrap();
+        let mut w = FileWriter::new(Vec::new(), 12, 1_000).unwrap();
         w.select_db(0, 2, 1).unwrap();
         w.key(b"s", &Entry::new(Value::Str(Bytes::from_static(b"v")), Some(5_000))).unwrap();
         w.key(b"n", &Entry::new(Value::Str(Bytes::from_static(b"12")), None)).unwrap();
@@ -485,7 +477,7 @@ mod tests {
             ("repl-id".to_string(), "ab".repeat(20)),
             ("repl-offset".to_string(), "123456789".to_string()),
         ];
-        let mut w = FileWriter::with_aux(Vec::new(), 12, NodeLimits::default(), 1_000, &extra).unwrap();
+        let mut w = FileWriter::with_aux(Vec::new(), 12, 1_000, &extra).unwrap();
         w.select_db(0, 1, 0).unwrap();
         w.key(b"k", &Entry::new(Value::Str(Bytes::from_static(b"v")), None)).unwrap();
         let (bytes, _) = w.finish().unwrap();
@@ -517,7 +509,7 @@ mod tests {
         }
         let value = |h: &Harness, k: &[u8]| h.engine.db(0).get_raw(k).unwrap().value.clone();
         let file = |h: &Harness| {
-            let mut w = FileWriter::new(Vec::new(), VERSION_REDIS_7_0, NodeLimits::default(), 1_000).unwrap();
+            let mut w = FileWriter::new(Vec::new(), VERSION_REDIS_7_0, 1_000).unwrap();
             w.select_db(0, 2, 0).unwrap();
             for k in [&b"s"[..], b"set"] {
                 w.key(k, &Entry::new(value(h, k), None))?;
@@ -531,8 +523,7 @@ mod tests {
         let v2 = |v: &Value| {
             let Value::Stream(s) = v else { panic!("not a stream") };
             let mut w = Writer::default();
-            crate::rdb::stream::encode(&mut w, s, crate::rdb::stream::TYPE_STREAM_V2, NodeLimits::default(), 1_000)
-                .unwrap();
+            crate::rdb::stream::encode(&mut w, s, crate::rdb::stream::TYPE_STREAM_V2, 1_000).unwrap();
             w.buf
         };
         assert_eq!(v2(&s.entry.value), v2(&value(&h, b"s")));
@@ -545,7 +536,7 @@ mod tests {
 
     /// A file with one small key in a database of a high index.
     fn one_key_in(db: usize) -> Vec<u8> {
-        let mut w = FileWriter::new(Vec::new(), 12, NodeLimits::default(), 1_000).unwrap();
+        let mut w = FileWriter::new(Vec::new(), 12, 1_000).unwrap();
         w.select_db(db, 1, 0).unwrap();
         w.key(b"a", &Entry::new(Value::Str(Bytes::from_static(b"1")), None)).unwrap();
         w.finish().unwrap().0

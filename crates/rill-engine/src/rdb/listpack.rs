@@ -138,6 +138,44 @@ pub(crate) fn backlen_width(len: usize) -> usize {
     }
 }
 
+/// Bytes an integer element takes in a listpack (encoding, data and back-length), as Redis
+/// encodes it: the narrowest of 7-bit unsigned, 13-, 16-, 24-, 32- and 64-bit signed forms.
+pub(crate) fn int_element_bytes(v: i64) -> usize {
+    if (0..=127).contains(&v) {
+        2
+    } else if (-4096..=4095).contains(&v) {
+        3
+    } else if i16::try_from(v).is_ok() {
+        4
+    } else if (-(1 << 23)..1 << 23).contains(&v) {
+        5
+    } else if i32::try_from(v).is_ok() {
+        6
+    } else {
+        10
+    }
+}
+
+/// Bytes a string element takes in a listpack, as [`Builder::push_str`] (and Redis) encodes
+/// it: as an integer when it is an integer's canonical text, else with a 1-, 2- or 5-byte
+/// header by length, plus the back-length.
+pub(crate) fn str_element_bytes(s: &[u8]) -> usize {
+    match crate::util::parse_i64(s) {
+        Some(v) => int_element_bytes(v),
+        None => {
+            let len = s.len();
+            let head = if len < 64 {
+                1
+            } else if len < 4096 {
+                2
+            } else {
+                5
+            };
+            head + len + backlen_width(head + len)
+        }
+    }
+}
+
 /// Builds a listpack.
 #[derive(Debug)]
 pub struct Builder {

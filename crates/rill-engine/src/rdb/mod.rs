@@ -163,7 +163,8 @@ pub fn type_name(rdb_type: u8) -> &'static str {
 /// Server state that loading depends on.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadContext {
-    /// Node limits for re-appending stream entries.
+    /// Node limits for re-appending the live entries of a stream node that cannot be loaded as
+    /// it was laid out (IDs out of order).
     pub limits: NodeLimits,
     /// IDMP duration for streams from formats that do not carry one.
     pub idmp_duration_secs: u64,
@@ -173,14 +174,13 @@ pub struct LoadContext {
     pub now_ms: i64,
 }
 
-/// The DUMP payload of `value`. `limits` sizes stream nodes; `now_ms` filters expired IIDs.
-/// O(size of the value).
-pub fn dump(value: &Value, limits: NodeLimits, now_ms: i64) -> Vec<u8> {
+/// The DUMP payload of `value`. `now_ms` filters expired IIDs. O(size of the value).
+pub fn dump(value: &Value, now_ms: i64) -> Vec<u8> {
     let mut w = Writer::default();
     let rdb_type = value_type(value);
     w.u8(rdb_type);
     // A `Writer` keeps every byte: writing to it cannot fail.
-    let _ = encode_body(&mut w, value, rdb_type, limits, now_ms);
+    let _ = encode_body(&mut w, value, rdb_type, now_ms);
     w.raw(&version_of(value, rdb_type).to_le_bytes());
     let crc = crc64::crc64(0, &w.buf);
     w.raw(&crc.to_le_bytes());
@@ -248,13 +248,7 @@ fn version_of(value: &Value, rdb_type: u8) -> u16 {
 }
 
 /// Write the body of `value` (its type byte, [`value_type`], already written) to `out`.
-fn encode_body(
-    out: &mut impl stream::BodyOut,
-    value: &Value,
-    rdb_type: u8,
-    limits: NodeLimits,
-    now_ms: i64,
-) -> std::io::Result<()> {
+fn encode_body(out: &mut impl stream::BodyOut, value: &Value, rdb_type: u8, now_ms: i64) -> std::io::Result<()> {
     let w = out.w();
     match value {
         Value::Str(s) => w.string(s),
@@ -279,7 +273,7 @@ fn encode_body(
                 w.string(v);
             }
         }
-        Value::Stream(s) => return stream::encode(out, s, rdb_type, limits, now_ms),
+        Value::Stream(s) => return stream::encode(out, s, rdb_type, now_ms),
     }
     Ok(())
 }

@@ -28,20 +28,20 @@
 //! flags: 1 = deleted, 2 = same fields as the master
 //! ```
 //!
-//! Loading re-appends the live entries through [`Stream::append`] (so the stream is laid out
-//! in rill's own blocks with this server's node limits), then restores the metadata, groups
-//! and IDMP state through the stream's snapshot constructors.
+//! Writing puts each of rill's blocks in one node, and loading makes each node one block again,
+//! deleted entries included, so node boundaries (which `~` trimming and XINFO show) survive
+//! DUMP / RESTORE between rill and Redis, snapshots and restarts. Then loading restores the
+//! metadata, groups and IDMP state through the stream's snapshot constructors.
 
 use super::io::{id_to_raw, preallocation, Reader, Writer};
 use super::listpack;
 use super::{LoadContext, RdbError};
+use crate::types::stream::block::FieldSink;
 use crate::types::stream::codec::{self, Scalar};
 use crate::types::stream::group::{ConsumerSnapshot, GroupSnapshot};
 use crate::types::stream::idmp::{self, Idmp};
 use crate::types::stream::pel::ClaimOrder;
-#[cfg(test)]
-use crate::types::stream::StreamEntry;
-use crate::types::stream::{NodeLimits, Stream, StreamId};
+use crate::types::stream::{NodeLimits, NodeRebuild, Stream, StreamId};
 use bytes::Bytes;
 use std::io;
 use std::ops::Bound;
@@ -61,8 +61,6 @@ const FLAG_DELETED: i64 = 1;
 const FLAG_SAME_FIELDS: i64 = 2;
 /// The entries-read value that stands for "unknown" (−1 as an unsigned length).
 const ENTRIES_READ_UNKNOWN: u64 = u64::MAX;
-/// Per-element overhead we assume when sizing nodes against `stream-node-max-bytes`.
-const ELEMENT_OVERHEAD_BYTES: usize = 2;
 
 /// The stream type a DUMP writes: the oldest one that holds this stream without loss, so a
 /// stream without IDMP state or released entries restores into servers that predate those
@@ -92,41 +90,28 @@ pub fn type_for(s: &Stream) -> u8 {
 /// Write the body of a stream of type `rdb_type` (one of [`type_for`]'s answers, or
 /// [`TYPE_STREAM_V2`] for Redis 7.0: no consumer active-time; only for a stream whose
 /// [`type_for`] is at most V3, since V2 has no place for IDMP state or XNACKed entries). IIDs
-/// already expired at `now_ms` are left out, as Redis does. The entries are read in place
-/// twice — once to cut them into nodes (the count comes first in the format), once to encode
-/// each node — and `out` may pass the bytes on after each node and every few thousand PEL
+/// already expired at `now_ms` are left out, as Redis does. Each block is written as the node
+/// Redis would hold for it — its deleted entries and counts included — so a Redis (or rill)
+/// that loads it has the same node boundaries, which trimming and XINFO show. The entries are
+/// read in place and `out` may pass the bytes on after each node and every few thousand PEL
 /// records, so a stream is never held decoded or encoded whole.
-pub(super) fn encode(
-    out: &mut impl BodyOut,
-    s: &Stream,
-    rdb_type: u8,
-    limits: NodeLimits,
-    now_ms: i64,
-) -> io::Result<()> {
-    let sizes = node_sizes(s, limits);
-    out.w().length(sizes.len() as u64);
+pub(super) fn encode(out: &mut impl BodyOut, s: &Stream, rdb_type: u8, now_ms: i64) -> io::Result<()> {
+    out.w().length(s.block_count() as u64);
     let mut node = NodeWriter::default();
-    let mut sizes = sizes.into_iter();
-    let mut failed = None;
-    s.for_each_entry(|id, fields| {
-        if failed.is_some() {
-            return;
+    for (first, block) in s.blocks() {
+        let mut cursor = block.cursor(first).ok_or_else(|| io::Error::other("a stream block cannot be decoded"))?;
+        node.start(first, &cursor.master().fields, block.live_count(), block.deleted_count());
+        let mut fields = EntryFields::default();
+        while let Some(p) = cursor.next_entry() {
+            cursor
+                .fields_at(p.offset, &mut fields)
+                .ok_or_else(|| io::Error::other("a stream entry cannot be decoded"))?;
+            node.push(p.id, &fields.0, p.deleted);
         }
-        if node.left == 0 {
-            node.start(id, fields, sizes.next().unwrap_or(1));
-        }
-        node.push(id, fields);
-        if node.left == 0 {
-            let w = out.w();
-            w.raw_string(&id_to_raw(node.master));
-            w.raw_string(&std::mem::take(&mut node.lp).finish());
-            if let Err(e) = out.node_done() {
-                failed = Some(e);
-            }
-        }
-    });
-    if let Some(e) = failed {
-        return Err(e);
+        let w = out.w();
+        w.raw_string(&id_to_raw(first));
+        w.raw_string(&std::mem::take(&mut node.lp).finish());
+        out.node_done()?;
     }
     let w = out.w();
     w.length(s.len());
@@ -232,69 +217,39 @@ impl BodyOut for Writer {
     }
 }
 
-/// How many entries each node holds, cut the way an append-only Redis stream would: a node
-/// closes at `max_entries` entries or once its bytes would reach `max_bytes` (0 = no limit).
-fn node_sizes(s: &Stream, limits: NodeLimits) -> Vec<u64> {
-    let mut sizes: Vec<u64> = Vec::new();
-    let mut node_bytes = 0usize;
-    let mut scratch = Vec::new();
-    s.for_each_entry(|_, fields| {
-        let entry_bytes = fields
-            .iter()
-            .map(|(f, v)| f.len() + scalar_len(*v, &mut scratch) + 2 * ELEMENT_OVERHEAD_BYTES)
-            .sum::<usize>();
-        let full = match sizes.last() {
-            None => true,
-            Some(&n) => {
-                (limits.max_entries > 0 && n >= limits.max_entries)
-                    || (limits.max_bytes > 0 && (node_bytes + entry_bytes) as u64 >= limits.max_bytes)
-            }
-        };
-        if full {
-            sizes.push(0);
-            node_bytes = 0;
-        }
-        node_bytes += entry_bytes;
-        if let Some(n) = sizes.last_mut() {
-            *n += 1;
-        }
-    });
-    sizes
-}
+/// One entry's fields as a cursor hands them over, borrowed from the block.
+#[derive(Default)]
+struct EntryFields<'s>(Vec<(&'s [u8], Scalar<'s>)>);
 
-/// A value's length as text.
-fn scalar_len(v: Scalar<'_>, scratch: &mut Vec<u8>) -> usize {
-    match v {
-        Scalar::Raw(b) => b.len(),
-        number => {
-            scratch.clear();
-            codec::render(number, scratch);
-            scratch.len()
-        }
+impl<'s> FieldSink<'s> for EntryFields<'s> {
+    fn count(&mut self, n: usize) {
+        self.0.clear();
+        self.0.reserve(n);
+    }
+
+    fn field(&mut self, name: &'s [u8], value: Scalar<'s>) {
+        self.0.push((name, value));
     }
 }
 
-/// The node being encoded: its listpack, its master ID and field names (the first entry's),
-/// and how many entries it still takes.
+/// The node being encoded: its listpack, its master ID and field names (the first entry's).
 #[derive(Default)]
 struct NodeWriter<'s> {
     lp: listpack::Builder,
     master: StreamId,
     names: Vec<&'s [u8]>,
-    left: u64,
     scratch: Vec<u8>,
 }
 
 impl<'s> NodeWriter<'s> {
-    /// Begin a node of `count` entries with `id` and its fields as the master entry.
-    fn start(&mut self, id: StreamId, fields: &[(&'s [u8], Scalar<'s>)], count: u64) {
-        self.master = id;
+    /// Begin a node keyed `master` with these master fields and entry counts.
+    fn start(&mut self, master: StreamId, names: &[&'s [u8]], live: u64, deleted: u64) {
+        self.master = master;
         self.names.clear();
-        self.names.extend(fields.iter().map(|(f, _)| *f));
-        self.left = count;
+        self.names.extend_from_slice(names);
         let lp = &mut self.lp;
-        lp.push_int(count as i64);
-        lp.push_int(0);
+        lp.push_int(live as i64);
+        lp.push_int(deleted as i64);
         lp.push_int(self.names.len() as i64);
         for f in &self.names {
             lp.push_str(f);
@@ -302,10 +257,11 @@ impl<'s> NodeWriter<'s> {
         lp.push_int(0);
     }
 
-    fn push(&mut self, id: StreamId, fields: &[(&'s [u8], Scalar<'s>)]) {
+    fn push(&mut self, id: StreamId, fields: &[(&'s [u8], Scalar<'s>)], deleted: bool) {
         let same = fields.len() == self.names.len() && fields.iter().zip(&self.names).all(|((f, _), m)| f == m);
         let master = self.master;
-        self.lp.push_int(if same { FLAG_SAME_FIELDS } else { 0 });
+        let flags = if same { FLAG_SAME_FIELDS } else { 0 } | if deleted { FLAG_DELETED } else { 0 };
+        self.lp.push_int(flags);
         self.lp.push_int(id.ms.wrapping_sub(master.ms) as i64);
         self.lp.push_int(id.seq.wrapping_sub(master.seq) as i64);
         if same {
@@ -321,7 +277,6 @@ impl<'s> NodeWriter<'s> {
             }
             self.lp.push_int(2 * fields.len() as i64 + 4);
         }
-        self.left = self.left.saturating_sub(1);
     }
 
     fn value(&mut self, v: Scalar<'_>) {
@@ -335,84 +290,6 @@ impl<'s> NodeWriter<'s> {
             }
         }
     }
-}
-
-/// The encoder before [`encode`] read the entries in place: every entry decoded, then cut into
-/// nodes. Kept as the tests' reference for the node layout.
-#[cfg(test)]
-pub(super) fn encode_entries_reference(s: &Stream, limits: NodeLimits) -> Vec<u8> {
-    let mut w = Writer::default();
-    let nodes = split_nodes(s.range(StreamId::MIN, StreamId::MAX, false), limits);
-    w.length(nodes.len() as u64);
-    for node in &nodes {
-        let master = node.first().map_or(StreamId::MIN, |(id, _)| *id);
-        w.raw_string(&id_to_raw(master));
-        w.raw_string(&node_listpack(master, node));
-    }
-    w.buf
-}
-
-/// Cut the entries into nodes the way an append-only Redis stream would (the reference for
-/// [`node_sizes`]).
-#[cfg(test)]
-fn split_nodes(entries: impl Iterator<Item = StreamEntry>, limits: NodeLimits) -> Vec<Vec<StreamEntry>> {
-    let mut nodes: Vec<Vec<StreamEntry>> = Vec::new();
-    let mut node_bytes = 0usize;
-    for entry in entries {
-        let entry_bytes = entry.1.iter().map(|(f, v)| f.len() + v.len() + 2 * ELEMENT_OVERHEAD_BYTES).sum::<usize>();
-        let full = match nodes.last() {
-            None => true,
-            Some(node) => {
-                (limits.max_entries > 0 && node.len() as u64 >= limits.max_entries)
-                    || (limits.max_bytes > 0 && (node_bytes + entry_bytes) as u64 >= limits.max_bytes)
-            }
-        };
-        if full {
-            nodes.push(Vec::new());
-            node_bytes = 0;
-        }
-        node_bytes += entry_bytes;
-        if let Some(node) = nodes.last_mut() {
-            node.push(entry);
-        }
-    }
-    nodes
-}
-
-/// One node's listpack; the first entry's fields become the master fields (the reference for
-/// [`NodeWriter`]).
-#[cfg(test)]
-fn node_listpack(master: StreamId, entries: &[StreamEntry]) -> Vec<u8> {
-    let master_fields: Vec<&Bytes> =
-        entries.first().map(|(_, f)| f.iter().map(|(k, _)| k).collect()).unwrap_or_default();
-    let mut lp = listpack::Builder::default();
-    lp.push_int(entries.len() as i64);
-    lp.push_int(0);
-    lp.push_int(master_fields.len() as i64);
-    for f in &master_fields {
-        lp.push_str(f);
-    }
-    lp.push_int(0);
-    for (id, fields) in entries {
-        let same = fields.len() == master_fields.len() && fields.iter().zip(&master_fields).all(|((f, _), m)| f == *m);
-        lp.push_int(if same { FLAG_SAME_FIELDS } else { 0 });
-        lp.push_int(id.ms.wrapping_sub(master.ms) as i64);
-        lp.push_int(id.seq.wrapping_sub(master.seq) as i64);
-        if same {
-            for (_, v) in fields {
-                lp.push_str(v);
-            }
-            lp.push_int(fields.len() as i64 + 3);
-        } else {
-            lp.push_int(fields.len() as i64);
-            for (f, v) in fields {
-                lp.push_str(f);
-                lp.push_str(v);
-            }
-            lp.push_int(2 * fields.len() as i64 + 4);
-        }
-    }
-    lp.finish()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -533,8 +410,34 @@ fn decode_idmp(r: &mut Reader<'_>, now_ms: i64) -> Result<Idmp, RdbError> {
     Ok(Idmp::restore(duration, max_size, table, added, duplicates, now_ms))
 }
 
-/// Parse one node's listpack and append its live entries to `s`.
+/// Load one node: as it was laid out (its deleted entries and boundaries kept, as Redis keeps
+/// a loaded listpack), or, if it cannot be a block after the ones before it (IDs out of order,
+/// which a Redis stream can hold after XSETID moved below a deleted entry), by re-appending
+/// its live entries through [`Stream::append`].
 fn append_node(s: &mut Stream, master: StreamId, lp: &[u8], limits: NodeLimits) -> Result<(), RdbError> {
+    let mut node = NodeRebuild::default();
+    each_node_entry(master, lp, |id, deleted, fields| {
+        node.push(id, deleted, fields);
+        Ok(())
+    })?;
+    if s.restore_block(node) {
+        return Ok(());
+    }
+    each_node_entry(master, lp, |id, deleted, fields| {
+        if !deleted {
+            s.append(id, fields, limits).map_err(|_| corrupt("stream entries out of order"))?;
+        }
+        Ok(())
+    })
+}
+
+/// Parse one node's listpack, checking its structure and counts, and pass each entry (ID,
+/// whether deleted, fields) to `f` in order.
+fn each_node_entry(
+    master: StreamId,
+    lp: &[u8],
+    mut f: impl FnMut(StreamId, bool, &EntryText) -> Result<(), RdbError>,
+) -> Result<(), RdbError> {
     let items = listpack::decode(lp)?;
     let mut it = items.into_iter();
     let mut next = || it.next().ok_or(corrupt("stream node truncated"));
@@ -562,27 +465,28 @@ fn append_node(s: &mut Stream, master: StreamId, lp: &[u8], limits: NodeLimits) 
         let seq = master.seq.wrapping_add(next()?.int()? as u64);
         fields.clear();
         let expected_count = if flags & FLAG_SAME_FIELDS != 0 {
-            for f in &master_fields {
-                fields.push(*f, next()?);
+            for name in &master_fields {
+                fields.push(*name, next()?);
             }
             master_fields.len() as i64 + 3
         } else {
             let n = usize::try_from(next()?.int()?).map_err(|_| corrupt("stream entry field count"))?;
             for _ in 0..n {
-                let f = next()?;
-                fields.push(f, next()?);
+                let name = next()?;
+                fields.push(name, next()?);
             }
             2 * n as i64 + 4
         };
         if next()?.int()? != expected_count {
             return Err(corrupt("stream entry element count"));
         }
-        if flags & FLAG_DELETED != 0 {
+        let is_deleted = flags & FLAG_DELETED != 0;
+        if is_deleted {
             seen_deleted += 1;
-            continue;
+        } else {
+            seen_live += 1;
         }
-        seen_live += 1;
-        s.append(StreamId::new(ms, seq), &fields, limits).map_err(|_| corrupt("stream entries out of order"))?;
+        f(StreamId::new(ms, seq), is_deleted, &fields)?;
     }
     if seen_live != live || seen_deleted != deleted || next().is_ok() {
         return Err(corrupt("stream node counts differ from its entries"));

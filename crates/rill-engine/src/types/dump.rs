@@ -51,7 +51,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         key_specs: &[key_at(1, &["OW", "UPDATE"])],
         summary: "Creates a key from a serialized value produced by DUMP.",
         since: "2.6.0",
-        complexity: "O(M) in the size of the payload; a stream re-appends its entries, O(M log K).",
+        complexity: "O(M) in the size of the payload; a stream rebuilds each of its nodes, O(M log K).",
         syntax: "key:key ttl:integer serialized-value [REPLACE] [ABSTTL] \
                  [IDLETIME seconds:integer] [FREQ frequency:integer]",
         ..CommandSpec::of(Handler::Engine(restore))
@@ -85,10 +85,9 @@ fn node_limits(engine: &Engine) -> NodeLimits {
 /// DUMP key — O(M) in the size of the value.
 fn dump(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let limits = node_limits(engine);
     match engine.lookup_read(ctx.db, key, ctx.now_ms) {
         None => Ok(Reply::Null),
-        Some(entry) => Ok(Reply::Bulk(Bytes::from(rdb::dump(&entry.value, limits, ctx.now_ms)))),
+        Some(entry) => Ok(Reply::Bulk(Bytes::from(rdb::dump(&entry.value, ctx.now_ms)))),
     }
 }
 
@@ -131,7 +130,7 @@ fn parse_options(args: &[Bytes]) -> Result<RestoreOptions, CmdError> {
 }
 
 /// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f] — O(M) in the
-/// payload size (a stream re-appends every entry).
+/// payload size (a stream rebuilds each of its nodes).
 fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let opts = parse_options(args)?;

@@ -17,7 +17,6 @@ use crate::clock::now_ms;
 use crate::state::{Shared, State};
 use bytes::Bytes;
 use rill_engine::rdb::file::{version_for, FileWriter};
-use rill_engine::types::stream::NodeLimits;
 use rill_engine::Entry;
 use std::fs::File;
 use std::io::BufWriter;
@@ -72,7 +71,6 @@ pub struct Snapshot {
     dbs: Vec<DbCopy>,
     /// The function libraries' code (written before the databases, as Redis does).
     libraries: Vec<Bytes>,
-    limits: NodeLimits,
     now_ms: i64,
     version: u16,
     /// Aux fields after the standard ones: the replication identity of a `SAVE` / `BGSAVE`
@@ -85,7 +83,6 @@ pub struct Snapshot {
 impl Snapshot {
     /// Move the data of a private engine into a snapshot (no copy).
     pub fn from_engine(mut engine: rill_engine::Engine) -> Snapshot {
-        let limits = NodeLimits::new(engine.config().stream_node_max_entries, engine.config().stream_node_max_bytes);
         let mut dbs = Vec::new();
         for (i, keys) in engine.drain_dbs().into_iter().enumerate() {
             if keys.is_empty() {
@@ -96,14 +93,14 @@ impl Snapshot {
         }
         let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
         let libraries = library_codes(&engine);
-        Snapshot { dbs, libraries, limits, now_ms: now_ms(), version, aux: Vec::new(), key_delay: Duration::ZERO }
+        Snapshot { dbs, libraries, now_ms: now_ms(), version, aux: Vec::new(), key_delay: Duration::ZERO }
     }
 }
 
 impl Snapshot {
     /// Write the snapshot as an RDB file to `out`; returns `out` and the bytes written.
     pub fn write_to<W: std::io::Write>(&self, out: W) -> std::io::Result<(W, u64)> {
-        let mut w = FileWriter::with_aux(out, self.version, self.limits, self.now_ms, &self.aux)?;
+        let mut w = FileWriter::with_aux(out, self.version, self.now_ms, &self.aux)?;
         for code in &self.libraries {
             w.function(code)?;
         }
@@ -134,7 +131,6 @@ pub fn take(st: &State) -> Snapshot {
     Snapshot {
         dbs,
         libraries: library_codes(&st.engine),
-        limits: NodeLimits::new(st.engine.config().stream_node_max_entries, st.engine.config().stream_node_max_bytes),
         now_ms: now_ms(),
         version,
         aux: Vec::new(),

@@ -435,13 +435,9 @@ fn debug_reload(c: &mut Call) -> CmdResult {
         c.st.journal.push_effect(&rill_engine::effect::Effect::LibrariesFlushed);
         c.st.engine.libraries_mut().clear();
     }
-    let limits = rill_engine::types::stream::NodeLimits::new(
-        c.st.engine.config().stream_node_max_entries,
-        c.st.engine.config().stream_node_max_bytes,
-    );
     for (db, keys) in dbs.into_iter().enumerate() {
         for (key, entry) in keys {
-            let payload = rill_engine::rdb::dump(&entry.value, limits, c.now_ms);
+            let payload = rill_engine::rdb::dump(&entry.value, c.now_ms);
             let mut args = vec![
                 Bytes::from_static(b"RESTORE"),
                 key.clone(),

@@ -571,11 +571,10 @@ fn a_replica_serves_readers_while_its_log_base_is_written() {
 #[test]
 fn a_full_sync_that_fails_leaves_the_replica_with_what_it_had() {
     use rill_engine::rdb::file::FileWriter;
-    use rill_engine::types::stream::NodeLimits;
     use rill_engine::{Entry, Value};
     use std::io::Write;
     // A payload of 2000 keys, big enough to arrive in several chunks.
-    let mut w = FileWriter::new(Vec::new(), 12, NodeLimits::default(), 1_000).unwrap();
+    let mut w = FileWriter::new(Vec::new(), 12, 1_000).unwrap();
     w.select_db(0, 2000, 0).unwrap();
     for i in 0..2000 {
         let value = Value::Str(bytes::Bytes::from(vec![b'v'; 500]));

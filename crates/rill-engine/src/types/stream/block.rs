@@ -51,6 +51,7 @@
 use super::codec::{self, classify, get_varint, get_varint_u64, put_varint, unzigzag, zigzag, Scalar};
 use super::id::StreamId;
 use super::Fields;
+use crate::rdb::listpack;
 use bytes::Bytes;
 
 /// Every how many entries (in storage order) a block notes an entry's offset.
@@ -129,13 +130,18 @@ pub struct Block {
     /// ID of the physically last entry, deleted or not. Invariant: entries are stored in
     /// strictly increasing ID order, all ≥ the block key and ≤ `last_id`.
     last_id: StreamId,
-    /// Entries not marked deleted. A block with none is removed from the stream.
+    /// Entries not marked deleted. A block with none stays where Redis keeps such a node (an
+    /// exact trim that marked the live rest of a node whose newest entries were deleted).
     live: u32,
     /// Entries marked deleted but still in `buf`.
     deleted: u32,
     /// Offsets of the heads of entries `MARK_EVERY_ENTRIES`, `2 * MARK_EVERY_ENTRIES`, ... in storage order
     /// (deleted or not): where a scan for an entry may start instead of entry 0.
     marks: Vec<u32>,
+    /// Bytes this block's master fields and entries would take in Redis' listpack for the same
+    /// node (everything but the header, the terminator and the live/deleted counts, which
+    /// [`Block::listpack_bytes`] adds): what `stream-node-max-bytes` is measured against.
+    lp_body: u32,
 }
 
 /// A stored value before master-relative forms are resolved.
@@ -261,14 +267,25 @@ impl Block {
         for (_, v) in fields.pairs() {
             put_value(&mut buf, v, None);
         }
-        Block { buf, last_id: id, live: 1, deleted: 0, marks: Vec::new() }
+        let names = fields.pairs().map(|(f, _)| listpack::str_element_bytes(f)).sum::<usize>();
+        let master = listpack::int_element_bytes(fields.pair_count() as i64) + names + LP_ZERO_BYTES;
+        let lp_body = master + lp_entry_bytes(0, 0, true, fields);
+        Block { buf, last_id: id, live: 1, deleted: 0, marks: Vec::new(), lp_body: saturating_u32(lp_body) }
+    }
+
+    /// The size of the listpack Redis would hold for this node, as `lpBytes` reports it.
+    pub(crate) fn listpack_bytes(&self) -> u64 {
+        let counts =
+            listpack::int_element_bytes(i64::from(self.live)) + listpack::int_element_bytes(i64::from(self.deleted));
+        (LP_HEADER_AND_END_BYTES + counts) as u64 + u64::from(self.lp_body)
     }
 
     /// Whether an entry with `raw_bytes` of field and value data may still go into this block
-    /// (spec §6.4): fewer than `max_entries` entries, and buffer + raw bytes below the byte cap.
+    /// (spec §6.4), Redis' rule to the byte: the node's listpack size as Redis measures it plus
+    /// the raw bytes stays below the byte cap, and live + deleted entries below `max_entries`.
     pub(crate) fn has_room(&self, raw_bytes: u64, limits: NodeLimits) -> bool {
         let count = u64::from(self.live) + u64::from(self.deleted);
-        let bytes = (self.buf.len() as u64).saturating_add(raw_bytes);
+        let bytes = self.listpack_bytes().saturating_add(raw_bytes);
         bytes < limits.effective_max_bytes()
             && (limits.max_entries == 0 || count < limits.max_entries)
             && count < u64::from(u32::MAX)
@@ -291,10 +308,12 @@ impl Block {
         // decoded copy of it, no temporary entry): this runs once per XADD. On any decoding
         // failure the buffer is cut back, so the block is unchanged.
         let old_len = self.buf.len();
-        if self.push_encoded(first, id, ms_delta, fields).is_none() {
+        let Some(same) = self.push_encoded(first, id, ms_delta, fields) else {
             self.buf.truncate(old_len);
             return false;
-        }
+        };
+        let entry = lp_entry_bytes(ms_delta as i64, id.seq.wrapping_sub(first.seq) as i64, same, fields);
+        self.lp_body = saturating_u32(self.lp_body as usize + entry);
         self.last_id = id;
         self.live = live;
         if index.is_multiple_of(MARK_EVERY_ENTRIES) {
@@ -305,14 +324,36 @@ impl Block {
         true
     }
 
-    /// Append the encoding of entry `id` to the buffer (see [`Block::push`]).
+    /// [`Block::push`], the entry then marked deleted if `deleted` (a snapshot's node holding
+    /// deleted entries, rebuilt as it was).
+    pub(crate) fn push_marked<F: Fields + ?Sized>(
+        &mut self,
+        first: StreamId,
+        id: StreamId,
+        fields: &F,
+        deleted: bool,
+    ) -> bool {
+        let at = self.buf.len();
+        self.push(first, id, fields) && (!deleted || self.mark_at(at))
+    }
+
+    /// Mark entry 0 deleted (see [`Block::push_marked`]).
+    pub(crate) fn mark_first(&mut self, first: StreamId) -> bool {
+        match self.master(first).map(|m| m.entries_start) {
+            Some(at) => self.mark_at(at),
+            None => false,
+        }
+    }
+
+    /// Append the encoding of entry `id` to the buffer (see [`Block::push`]). Returns whether
+    /// its field names are the master's.
     fn push_encoded<F: Fields + ?Sized>(
         &mut self,
         first: StreamId,
         id: StreamId,
         ms_delta: u64,
         fields: &F,
-    ) -> Option<()> {
+    ) -> Option<bool> {
         // Pass 1: do the names equal the master field list? Also finds entry 0.
         let mut pos = 0;
         let count = get_varint(&self.buf, &mut pos)?;
@@ -367,7 +408,7 @@ impl Block {
                 put_value(&mut self.buf, v, None);
             }
         }
-        Some(())
+        Some(same)
     }
 
     /// The encoded bytes (layout in the module doc), for snapshots and size accounting.
@@ -595,20 +636,59 @@ impl Block {
             positions.get((i + 1) * MARK_EVERY_ENTRIES as usize).is_some_and(|p| p.offset == m as usize)
         }) && positions.len().saturating_sub(1) / MARK_EVERY_ENTRIES as usize == self.marks.len();
         let sorted = positions.windows(2).all(|w| matches!(w, [a, b] if a.id < b.id));
+        let names_bytes = master.fields.iter().map(|f| listpack::str_element_bytes(f)).sum::<usize>();
+        let mut lp_body = listpack::int_element_bytes(master.fields.len() as i64) + names_bytes + LP_ZERO_BYTES;
+        for p in &positions {
+            let Some(fields) = self.decode_at(first, &master, &names, p.offset) else {
+                return false;
+            };
+            let same = fields.len() == names.len() && fields.iter().zip(&names).all(|((f, _), m)| f == m);
+            let ms = p.id.ms.wrapping_sub(first.ms) as i64;
+            lp_body += lp_entry_bytes(ms, p.id.seq.wrapping_sub(first.seq) as i64, same, &fields);
+        }
         master.entries_start > 0
+            && saturating_u32(lp_body) == self.lp_body
             && marks_ok
             && positions.first().map(|p| p.id) == Some(first)
             && positions.last().map(|p| p.id) == Some(self.last_id)
             && sorted
             && live == self.live as usize
             && positions.len() - live == self.deleted as usize
-            && positions.iter().all(|p| self.decode_at(first, &master, &names, p.offset).is_some())
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Encoding
 // ---------------------------------------------------------------------------------------------
+
+/// A listpack's 6-byte header (total bytes, element count) and its end byte.
+const LP_HEADER_AND_END_BYTES: usize = 7;
+/// The listpack element of the integer 0 (the master entry's terminator).
+const LP_ZERO_BYTES: usize = 2;
+/// The flags element of an entry (flags are at most 3: one byte and its back-length).
+const LP_FLAGS_BYTES: usize = 2;
+
+/// Bytes one entry takes in Redis' stream listpack: flags, the ID's ms and seq deltas from the
+/// master ID (wrapping, as signed integers), then with `same` fields only the values, else the
+/// field count and each name and value; last the entry's element count.
+fn lp_entry_bytes<F: Fields + ?Sized>(ms_delta: i64, seq_delta: i64, same: bool, fields: &F) -> usize {
+    let n = fields.pair_count();
+    let mut bytes = LP_FLAGS_BYTES + listpack::int_element_bytes(ms_delta) + listpack::int_element_bytes(seq_delta);
+    let elements = if same {
+        bytes += fields.pairs().map(|(_, v)| listpack::str_element_bytes(v)).sum::<usize>();
+        n + 3
+    } else {
+        bytes += listpack::int_element_bytes(n as i64);
+        bytes +=
+            fields.pairs().map(|(f, v)| listpack::str_element_bytes(f) + listpack::str_element_bytes(v)).sum::<usize>();
+        2 * n + 4
+    };
+    bytes + listpack::int_element_bytes(elements as i64)
+}
+
+fn saturating_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
 
 fn put_field_names<'a>(buf: &mut Vec<u8>, names: impl Iterator<Item = &'a [u8]>, count: usize) {
     put_varint(buf, count as u128);

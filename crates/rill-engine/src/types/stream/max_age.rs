@@ -221,7 +221,7 @@ fn walk_bound(stream: &Stream, bound: StreamId, budget: u64) -> (StreamId, u64, 
 /// The first live entry at or after `from`. O(log K + B).
 fn first_live_from(stream: &Stream, from: StreamId) -> Option<StreamId> {
     let start = stream.blocks.range(..=from).next_back().map_or(from, |(k, _)| *k);
-    // Every block holds a live entry: at most two are decoded.
+    // Blocks holding only deleted entries (kept where Redis keeps such nodes) are passed over.
     for (&first, block) in stream.blocks.range(start..) {
         if let Some(p) = block.positions(first)?.into_iter().find(|p| !p.deleted && p.id >= from) {
             return Some(p.id);

@@ -370,8 +370,7 @@ fn without_maxage_redis_behaviour_is_unchanged() {
 
 fn snapshot(engine: &Engine) -> Vec<u8> {
     use crate::rdb::file::FileWriter;
-    let limits = crate::types::stream::NodeLimits::default();
-    let mut w = FileWriter::new(Vec::new(), 12, limits, START_MS).unwrap();
+    let mut w = FileWriter::new(Vec::new(), 12, START_MS).unwrap();
     let db = engine.db(0);
     w.select_db(0, db.len() as u64, 0).unwrap();
     for (k, e) in db.iter() {

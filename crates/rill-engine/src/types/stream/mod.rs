@@ -572,10 +572,14 @@ impl Stream {
             if limit != 0 && (removed_ids.len() as u64).saturating_add(live) > limit {
                 break;
             }
-            let boundary = match goal {
-                TrimGoal::MaxLen(n) => self.length.saturating_sub(live) < n,
-                TrimGoal::MinId(_) => false,
+            // Whether the goal allows the whole block to go. Unlike KEEPREF trimming it is not
+            // dropped at once: its entries are looked at one by one, and it goes only if every
+            // live one went; a block that does not qualify is the last one looked at.
+            let eligible = match goal {
+                TrimGoal::MaxLen(n) => self.length.saturating_sub(live) >= n,
+                TrimGoal::MinId(min) => block.last_id() < min,
             };
+            let removed_before = removed_ids.len();
             let ids: Vec<StreamId> =
                 block.positions(first).unwrap_or_default().into_iter().filter(|p| !p.deleted).map(|p| p.id).collect();
             let mut goal_met = false;
@@ -597,10 +601,10 @@ impl Stream {
                     }
                 }
             }
-            if self.blocks.get(&first).is_some_and(|b| b.live_count() == 0) {
+            if eligible && (removed_ids.len() - removed_before) as u64 == live {
                 self.blocks.remove(&first);
             }
-            if goal_met || boundary {
+            if goal_met || !eligible {
                 break;
             }
         }
@@ -660,9 +664,8 @@ impl Stream {
                 }
                 TrimGoal::MinId(min) => Arc::make_mut(head.get_mut()).delete_front_while(first, |id| id < min),
             };
-            if head.get().live_count() == 0 {
-                head.remove();
-            }
+            // A block this leaves without live entries (its newest entries were deleted before
+            // and are ≥ MINID) stays, as Redis keeps such a node: later appends may fill it.
             self.length = self.length.saturating_sub(marked);
             removed = removed.saturating_add(marked);
             break;
@@ -821,16 +824,20 @@ impl Stream {
         self.last_entry_id()
     }
 
+    /// The newest live entry's ID, passing over blocks that hold only deleted entries.
     fn last_entry_id(&self) -> Option<StreamId> {
-        let (first, block) = self.blocks.last_key_value()?;
-        block.positions(*first)?.iter().rev().find(|p| !p.deleted).map(|p| p.id)
+        self.blocks
+            .iter()
+            .rev()
+            .filter(|(_, block)| block.live_count() > 0)
+            .find_map(|(first, block)| block.positions(*first)?.iter().rev().find(|p| !p.deleted).map(|p| p.id))
     }
 
     fn first_live_id(&self) -> StreamId {
         self.blocks
             .iter()
-            .next()
-            .and_then(|(first, block)| block.positions(*first)?.into_iter().find(|p| !p.deleted))
+            .filter(|(_, block)| block.live_count() > 0)
+            .find_map(|(first, block)| block.positions(*first)?.into_iter().find(|p| !p.deleted))
             .map_or(StreamId::MIN, |p| p.id)
     }
 
@@ -852,7 +859,50 @@ impl Stream {
         std::mem::size_of::<Stream>() + self.blocks.values().map(|b| b.heap_bytes() + per_block).sum::<usize>()
     }
 
-    /// Set the metadata a snapshot carries once its entries have been re-appended (RESTORE).
+    /// A copy with the same entries and state laid out afresh: the live entries re-appended
+    /// under `limits`, deleted ones dropped. For comparing streams whose histories differ only
+    /// in node layout (tests and fuzz targets that replay under other node limits). O(entries).
+    #[doc(hidden)]
+    pub fn relaid(&self, limits: NodeLimits) -> Stream {
+        let mut out = self.clone();
+        out.blocks.clear();
+        out.length = 0;
+        out.last_generated_id = StreamId::MIN;
+        for (id, fields) in self.range(StreamId::MIN, StreamId::MAX, false) {
+            let _ = out.append(id, &fields, limits);
+        }
+        out.last_generated_id = self.last_generated_id;
+        out.entries_added = self.entries_added;
+        out.first_id = self.first_id;
+        out
+    }
+
+    /// Add a rebuilt node after the last block. False, changing nothing, if it has no entries,
+    /// could not be built (IDs out of order) or does not sort after the last block's stored
+    /// entries: the caller then re-appends its live entries instead. Length, first ID and
+    /// counters are set as appending would; [`Stream::restore_metadata`] then sets the
+    /// snapshot's own. O(B).
+    pub(crate) fn restore_block(&mut self, node: NodeRebuild) -> bool {
+        let NodeRebuild { block: Some((key, block)), failed: false } = node else {
+            return false;
+        };
+        if self.blocks.last_key_value().is_some_and(|(_, last)| last.last_id() >= key) {
+            return false;
+        }
+        let live = block.live_count();
+        if self.length == 0 {
+            if let Some(p) = block.positions(key).and_then(|ps| ps.into_iter().find(|p| !p.deleted)) {
+                self.first_id = p.id;
+            }
+        }
+        self.length += live;
+        self.entries_added = self.entries_added.saturating_add(live).min(ENTRIES_ADDED_MAX);
+        self.last_generated_id = self.last_generated_id.max(block.last_id());
+        self.blocks.insert(key, Arc::new(block));
+        true
+    }
+
+    /// Set the metadata a snapshot carries once its nodes have been loaded (RESTORE).
     /// Appending already set `length` and `recorded-first-entry-id`; this sets the counters
     /// appends cannot reproduce. Refuses, changing nothing, values no live stream can have:
     /// `entries_added` below the length or above [`ENTRIES_ADDED_MAX`], or a live entry above
@@ -880,7 +930,7 @@ impl Stream {
         let mut live = 0u64;
         let mut prev_last: Option<StreamId> = None;
         for (first, block) in &self.blocks {
-            if !block.validate(*first) || block.live_count() == 0 {
+            if !block.validate(*first) {
                 return false;
             }
             if matches!(prev_last, Some(p) if p >= *first) {
@@ -892,6 +942,34 @@ impl Stream {
         live == self.length
             && self.first_id == self.first_live_id()
             && !matches!(self.last_entry_id(), Some(top) if top > self.last_generated_id)
+    }
+}
+
+/// One node of a snapshot rebuilt as it was laid out, deleted entries included (see
+/// [`Stream::restore_block`]): Redis keeps a loaded node's listpack as it is, so the node
+/// boundaries a DUMP or snapshot carries survive RESTORE and restart.
+#[derive(Debug, Default)]
+pub(crate) struct NodeRebuild {
+    block: Option<(StreamId, Block)>,
+    failed: bool,
+}
+
+impl NodeRebuild {
+    /// Add the node's next entry. Entries must come in increasing ID order.
+    pub(crate) fn push<F: Fields + ?Sized>(&mut self, id: StreamId, deleted: bool, fields: &F) {
+        if self.failed {
+            return;
+        }
+        let ok = match &mut self.block {
+            None => {
+                let mut block = Block::new(id, fields);
+                let ok = !deleted || block.mark_first(id);
+                self.block = Some((id, block));
+                ok
+            }
+            Some((key, block)) => block.push_marked(*key, id, fields, deleted),
+        };
+        self.failed = !ok;
     }
 }
 
