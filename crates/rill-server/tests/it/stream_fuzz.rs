@@ -4,10 +4,12 @@
 //!
 //! The sequences use explicit IDs (`ms-seq` or `ms-*` over a small range, so IDs collide, go
 //! backwards and hit the same milliseconds), zero min-idle claims, and small nodes on both
-//! servers (4 entries) so block boundaries are crossed and `~` trimming, which removes whole
-//! nodes, has nodes to remove. Replies must be equal as RESP, except for what
-//! depends on the clock or the node layout, which is blanked before comparing: idle times,
-//! delivery times, seen/active/inactive times, XINFO STREAM's `radix-tree-*` counts, and the
+//! servers (each sequence starts with `CONFIG SET` of 2..10 entries per node, sometimes with a
+//! 40..400-byte cap), so block boundaries are crossed by both of Redis' rules and `~`
+//! trimming, which removes whole nodes, has nodes to remove. Replies must be equal as RESP,
+//! except for what depends on the clock or on Redis' radix tree, which is blanked before
+//! comparing: idle times, delivery times, seen/active/inactive times, XINFO STREAM's
+//! `radix-tree-nodes` (its `radix-tree-keys`, the number of nodes, is compared), and the
 //! IDMP fields that Redis 8.2 does not have yet.
 //!
 //! About one command in four is careless (see `plain`): one argument, sometimes two, is
