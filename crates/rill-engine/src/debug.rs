@@ -45,6 +45,7 @@ pub const EMPTY: Digest = [0; 20];
 const TYPE_STRING: u32 = 0;
 const TYPE_LIST: u32 = 1;
 const TYPE_SET: u32 = 2;
+const TYPE_ZSET: u32 = 3;
 const TYPE_HASH: u32 = 4;
 const TYPE_STREAM: u32 = 6;
 
@@ -85,6 +86,7 @@ fn chain_value(acc: &mut Digest, entry: &Entry) {
         Value::Set(_) => TYPE_SET,
         Value::Hash(_) => TYPE_HASH,
         Value::Stream(_) => TYPE_STREAM,
+        Value::ZSet(_) => TYPE_ZSET,
     };
     chain(acc, &type_number.to_be_bytes());
     match &entry.value {
@@ -96,6 +98,14 @@ fn chain_value(acc: &mut Digest, entry: &Entry) {
                 let mut pair = EMPTY;
                 chain(&mut pair, field);
                 chain(&mut pair, value);
+                fold(acc, &pair);
+            }
+        }
+        Value::ZSet(z) => {
+            for e in z.iter() {
+                let mut pair = EMPTY;
+                chain(&mut pair, &e.member);
+                chain(&mut pair, rill_resp::double_text(e.score).as_bytes());
                 fold(acc, &pair);
             }
         }

@@ -35,24 +35,78 @@ pub fn int_arg(b: &[u8]) -> Result<i64, CmdError> {
     parse_i64(b).ok_or(CmdError::NOT_INTEGER)
 }
 
-/// Parse a float roughly as C's `strtod` does (no hexadecimal): accepts `inf`, `+inf`, `-inf`;
-/// rejects `nan`, empty and trailing garbage and leading spaces. Arguments Redis reads as a
+/// Parse a float as Redis reads a double argument (C's `strtod`, checked): decimal and
+/// hexadecimal (`0x1p+3`) forms, `inf`, `+inf`, `-inf`; rejects `nan`, empty text, leading or
+/// trailing spaces or garbage, and a value out of range (too large for a double, or so small it
+/// would read as 0). Arguments Redis reads as a
 /// `long double` (INCRBYFLOAT, blocking timeouts) go through [`crate::long_double`] instead.
 pub fn parse_f64(b: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(b).ok()?;
     if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
         return None;
     }
-    let v: f64 = match s.to_ascii_lowercase().as_str() {
+    let lower = s.to_ascii_lowercase();
+    let v: f64 = match lower.as_str() {
         "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
         "-inf" | "-infinity" => f64::NEG_INFINITY,
-        _ => s.parse().ok()?,
+        _ => {
+            let (negative, body) = match lower.split_at_checked(1) {
+                Some(("-", rest)) => (true, rest),
+                Some(("+", rest)) => (false, rest),
+                _ => (false, lower.as_str()),
+            };
+            if body.starts_with(['+', '-']) || body.contains("inf") || body.contains("nan") {
+                return None;
+            }
+            let (v, mantissa) = match body.strip_prefix("0x") {
+                Some(hex) => (hex_float(hex)?, hex.split('p').next().unwrap_or("")),
+                None => (body.parse::<f64>().ok()?, body.split('e').next().unwrap_or("")),
+            };
+            // `strtod` reports a range error for a result too large (±inf) or too small (0 from
+            // digits that are not all 0), and Redis refuses the argument.
+            if v.is_infinite() || (v == 0.0 && mantissa.bytes().any(|c| c.is_ascii_alphanumeric() && c != b'0')) {
+                return None;
+            }
+            if negative {
+                -v
+            } else {
+                v
+            }
+        }
     };
     if v.is_nan() {
         None
     } else {
         Some(v)
     }
+}
+
+/// The value of a C hexadecimal floating constant after its `0x` (lower case): hex digits
+/// with an optional point, then an optional binary exponent `p[+-]digits`.
+fn hex_float(text: &str) -> Option<f64> {
+    let (digits, exp) = match text.split_once('p') {
+        Some((d, e)) => (d, Some(e)),
+        None => (text, None),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let mut m = 0f64;
+    for c in int.chars().chain(frac.chars()) {
+        m = m * 16.0 + f64::from(c.to_digit(16)?);
+    }
+    let exp: i32 = match exp {
+        Some(e) if !e.is_empty() && e.trim_start_matches(['+', '-']).bytes().all(|c| c.is_ascii_digit()) => {
+            e.parse().unwrap_or(if e.starts_with('-') { i32::MIN / 2 } else { i32::MAX / 2 })
+        }
+        Some(_) => return None,
+        None => 0,
+    };
+    let shift = i64::from(exp) - 4 * frac.len() as i64;
+    let shift = i32::try_from(shift.clamp(-4000, 4000)).unwrap_or(0);
+    // Two steps so that a large shift does not overflow before the mantissa applies.
+    Some(m * 2f64.powi(shift / 2) * 2f64.powi(shift - shift / 2))
 }
 
 /// Split a line into arguments as Redis' `sdssplitargs` does (and redis-cli, what the user
@@ -135,6 +189,35 @@ fn hex_pair(a: Option<u8>, b: Option<u8>) -> Option<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn doubles_read_as_redis_reads_them() {
+        use super::parse_f64;
+        let ok = |t: &str, v: f64| assert_eq!(parse_f64(t.as_bytes()), Some(v), "{t}");
+        let bad = |t: &str| assert_eq!(parse_f64(t.as_bytes()), None, "{t}");
+        ok("1.5", 1.5);
+        ok("-2e3", -2000.0);
+        ok("+inf", f64::INFINITY);
+        ok("-Infinity", f64::NEG_INFINITY);
+        ok("0x1p+0", 1.0);
+        ok("0x0p+0", 0.0);
+        ok("-0x1.8p1", -3.0);
+        ok("0XAp-1", 5.0);
+        ok("1e-300", 1e-300);
+        ok("0e500", 0.0);
+        bad("1e400");
+        bad("1e-400");
+        bad(&"9".repeat(400));
+        bad("nan");
+        bad("-nan");
+        bad(" 1");
+        bad("1 ");
+        bad("");
+        bad("0x");
+        bad("0x1q");
+        bad("--1");
+        bad("-+1");
+    }
+
     use super::*;
 
     #[test]

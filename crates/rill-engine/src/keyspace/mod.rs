@@ -51,6 +51,8 @@ pub enum Value {
     Set(Box<SetMembers>),
     /// A stream (boxed: it is much larger than the other variants).
     Stream(Box<crate::types::stream::Stream>),
+    /// A sorted set (boxed, as a hash).
+    ZSet(Box<crate::types::zset::ZSet>),
 }
 
 impl Value {
@@ -62,6 +64,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Set(_) => "set",
             Value::Stream(_) => "stream",
+            Value::ZSet(_) => "zset",
         }
     }
 }
@@ -287,6 +290,8 @@ pub enum WakeOn {
     List,
     /// A stream (XREAD).
     Stream,
+    /// A sorted set (BZPOPMIN, BZPOPMAX, BZMPOP).
+    ZSet,
     /// Any change: a stream, or the key gone or of another type (XREADGROUP, which then
     /// answers NOGROUP or WRONGTYPE).
     AnyChange,
@@ -299,6 +304,7 @@ impl WakeOn {
         match self {
             WakeOn::List => type_name == Some("list"),
             WakeOn::Stream => type_name == Some("stream"),
+            WakeOn::ZSet => type_name == Some("zset"),
             WakeOn::AnyChange => true,
         }
     }

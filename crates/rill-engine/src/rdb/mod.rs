@@ -86,6 +86,14 @@ pub mod types {
     /// A list as quicklist nodes, each a listpack or one plain element (Redis ≥ 7.0).
     pub const LIST_QUICKLIST_2: u8 = 18;
     /// A set in one listpack.
+    /// Sorted set, scores as text (Redis before 3.0).
+    pub const ZSET: u8 = 3;
+    /// Sorted set, scores as binary doubles (what Redis writes for a skiplist).
+    pub const ZSET_2: u8 = 5;
+    /// Sorted set in a ziplist (Redis before 7.0).
+    pub const ZSET_ZIPLIST: u8 = 12;
+    /// Sorted set in a listpack (what Redis writes for a small one).
+    pub const ZSET_LISTPACK: u8 = 17;
     pub const SET_LISTPACK: u8 = 20;
 }
 
@@ -235,7 +243,15 @@ fn value_type(value: &Value) -> u8 {
         Value::Set(_) => types::SET,
         Value::Hash(_) => types::HASH,
         Value::Stream(s) => stream::type_for(s),
+        Value::ZSet(z) if zset_fits_listpack(z) => types::ZSET_LISTPACK,
+        Value::ZSet(_) => types::ZSET_2,
     }
+}
+
+/// Whether Redis would hold this sorted set in a listpack under its default limits (128
+/// members of at most 64 bytes): what decides the form a DUMP writes it in.
+fn zset_fits_listpack(z: &crate::types::zset::ZSet) -> bool {
+    z.len() <= 128 && z.max_member_len() <= 64
 }
 
 /// The payload version a value written as `rdb_type` needs.
@@ -274,6 +290,22 @@ fn encode_body(out: &mut impl stream::BodyOut, value: &Value, rdb_type: u8, now_
             }
         }
         Value::Stream(s) => return stream::encode(out, s, rdb_type, now_ms),
+        Value::ZSet(z) if rdb_type == types::ZSET_LISTPACK => {
+            let mut lp = listpack::Builder::default();
+            for e in z.iter() {
+                lp.push_str(&e.member);
+                lp.push_str(rill_resp::double_text(e.score).as_bytes());
+            }
+            w.raw_string(&lp.finish());
+        }
+        Value::ZSet(z) => {
+            // Highest first, as Redis walks its skiplist from the tail.
+            w.length(z.len() as u64);
+            for e in z.iter().rev() {
+                w.string(&e.member);
+                w.raw(&e.score.to_le_bytes());
+            }
+        }
     }
     Ok(())
 }
@@ -357,6 +389,27 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
         | stream::TYPE_STREAM_V3
         | stream::TYPE_STREAM_V4
         | stream::TYPE_STREAM_V5 => Value::Stream(Box::new(stream::decode(r, rdb_type, ctx)?)),
+        types::ZSET | types::ZSET_2 => {
+            let n = r.count()?;
+            let mut pairs = Vec::with_capacity(io::preallocation(n));
+            for _ in 0..n {
+                let member = r.string()?;
+                let score = if rdb_type == types::ZSET_2 {
+                    let raw: [u8; 8] = r.bytes(8)?.try_into().map_err(|_| RdbError::Corrupt("zset score"))?;
+                    f64::from_le_bytes(raw)
+                } else {
+                    text_score(r)?
+                };
+                pairs.push((member, score));
+            }
+            zset_from(pairs)?
+        }
+        types::ZSET_ZIPLIST => zset_from(score_pairs(legacy::ziplist(&r.string()?)?)?)?,
+        types::ZSET_LISTPACK => {
+            let lp = r.string()?;
+            let items: Vec<Vec<u8>> = listpack::decode(&lp)?.into_iter().map(|i| i.to_bytes()).collect();
+            zset_from(score_pairs(items)?)?
+        }
         other => return Err(RdbError::UnsupportedType(other)),
     };
     // Redis refuses to load an empty collection (it would be a key with no value).
@@ -364,6 +417,7 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
         Value::List(l) => l.is_empty(),
         Value::Set(s) => s.is_empty(),
         Value::Hash(h) => h.is_empty(),
+        Value::ZSet(z) => z.is_empty(),
         Value::Str(_) | Value::Stream(_) => false,
     };
     if empty {
@@ -405,4 +459,43 @@ fn hash_from(pairs: Vec<Pair>) -> Result<Value, RdbError> {
         }
     }
     Ok(Value::Hash(Box::new(hash)))
+}
+
+/// A score in the old text form: a length byte then ASCII, or 253 / 254 / 255 for NaN, +inf,
+/// -inf. NaN is refused (no sorted set can hold it).
+fn text_score(r: &mut Reader<'_>) -> Result<f64, RdbError> {
+    match r.u8()? {
+        253 => Err(RdbError::Corrupt("zset score is NaN")),
+        254 => Ok(f64::INFINITY),
+        255 => Ok(f64::NEG_INFINITY),
+        n => {
+            let text = r.bytes(usize::from(n))?;
+            crate::util::parse_f64(text).ok_or(RdbError::Corrupt("zset score"))
+        }
+    }
+}
+
+/// Member / score-text pairs of a ziplist or listpack sorted set.
+fn score_pairs(items: Vec<Vec<u8>>) -> Result<Vec<(Vec<u8>, f64)>, RdbError> {
+    if !items.len().is_multiple_of(2) {
+        return Err(RdbError::Corrupt("zset listpack has an odd number of items"));
+    }
+    let mut out = Vec::with_capacity(items.len() / 2);
+    let mut it = items.into_iter();
+    while let (Some(member), Some(score)) = (it.next(), it.next()) {
+        let score = crate::util::parse_f64(&score).ok_or(RdbError::Corrupt("zset score"))?;
+        out.push((member, score));
+    }
+    Ok(out)
+}
+
+/// A sorted set from member / score pairs; a repeated member is corrupt, as in Redis.
+fn zset_from(pairs: Vec<(Vec<u8>, f64)>) -> Result<Value, RdbError> {
+    let mut z = crate::types::zset::ZSet::new();
+    for (member, score) in pairs {
+        if z.insert(Bytes::from(member), score).is_some() {
+            return Err(RdbError::Corrupt("duplicate zset member"));
+        }
+    }
+    Ok(Value::ZSet(Box::new(z)))
 }

@@ -278,6 +278,7 @@ fn digest(value: &Value) -> (&'static str, usize, u64) {
         Value::Set(s) => s.iter().map(|x| x.to_vec()).collect(),
         Value::Hash(h) => h.iter().map(|(f, v)| [&f[..], b"\x01", &v[..]].concat()).collect(),
         Value::Stream(_) => vec![],
+        Value::ZSet(z) => z.iter().map(|e| [&e.member[..], b"\x01", e.score.to_string().as_bytes()].concat()).collect(),
     };
     if matches!(value, Value::Set(_) | Value::Hash(_)) {
         items.sort();

@@ -20,6 +20,7 @@ pub mod object;
 pub(crate) mod pick;
 pub mod set;
 pub mod strings;
+pub mod zset;
 
 #[cfg(test)]
 mod events_tests;
@@ -43,6 +44,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         hash::COMMANDS,
         list::COMMANDS,
         set::COMMANDS,
+        zset::COMMANDS,
         stream::COMMANDS,
         object::COMMANDS,
     ]

@@ -433,7 +433,7 @@ fn rpop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 
 /// A blocking pop's timeout (seconds, read as Redis reads a `long double`) as an absolute
 /// deadline in ms; `None` waits forever.
-fn parse_timeout(raw: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
+pub(crate) fn parse_timeout(raw: &[u8], now_ms: i64) -> Result<Option<i64>, CmdError> {
     let secs = LongDouble::parse(raw).ok_or(CmdError::TIMEOUT_NOT_FLOAT)?;
     let out_of_range = || CmdError::full("ERR timeout is out of range");
     let ms = secs.seconds_to_ms_ceil().ok_or_else(out_of_range)?;

@@ -55,6 +55,10 @@ pub fn name(key: &[u8], entry: &Entry, cfg: &ObjectConfig) -> &'static str {
             None => ListLayout::natural(l, cfg.list_max_listpack_size).name(),
         },
         Value::Stream(_) => "stream",
+        Value::ZSet(z) => match zset_form(meta, z, cfg) {
+            Form::Skiplist => "skiplist",
+            _ => "listpack",
+        },
     }
 }
 
@@ -311,6 +315,56 @@ pub fn set_resolve(meta: &mut ObjectMeta, set: &SetMembers, cfg: &ObjectConfig) 
 /// The list's layout, derived from its content the first time a command needs it.
 pub fn list_layout<'m>(meta: &'m mut ObjectMeta, list: &VecDeque<Bytes>, cfg: &ObjectConfig) -> &'m mut ListLayout {
     meta.list.get_or_insert_with(|| Box::new(ListLayout::natural(list, cfg.list_max_listpack_size)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sorted sets
+
+/// The encoding Redis gives a sorted set built in one go (a *STORE result, a loaded snapshot):
+/// a listpack when it is within both `zset-max-listpack-*` limits.
+fn zset_natural(len: usize, max_member_len: usize, cfg: &ObjectConfig) -> Form {
+    if !len_over(len, cfg.zset_max_listpack_entries) && !len_over(max_member_len, cfg.zset_max_listpack_value) {
+        Form::Listpack
+    } else {
+        Form::Skiplist
+    }
+}
+
+fn zset_form(meta: &ObjectMeta, z: &crate::types::zset::ZSet, cfg: &ObjectConfig) -> Form {
+    match meta.form {
+        Form::Listpack | Form::Skiplist => meta.form,
+        _ => zset_natural(z.len(), z.max_member_len(), cfg),
+    }
+}
+
+/// ZADD / ZINCRBY creating the key with `pairs` pairs, the first member `first_len` bytes
+/// long: a listpack if both are within the limits (Redis sizes the new set from them).
+pub fn zset_created(meta: &mut ObjectMeta, pairs: usize, first_len: usize, cfg: &ObjectConfig) {
+    meta.form = if !len_over(pairs, cfg.zset_max_listpack_entries) && !len_over(first_len, cfg.zset_max_listpack_value)
+    {
+        Form::Listpack
+    } else {
+        Form::Skiplist
+    };
+}
+
+/// ZADD on an existing set with `pairs` pairs: more pairs than the entry limit converts a
+/// listpack before anything is added.
+pub fn zset_before_add(meta: &mut ObjectMeta, z: &crate::types::zset::ZSet, pairs: usize, cfg: &ObjectConfig) {
+    meta.form = zset_form(meta, z, cfg);
+    if meta.form == Form::Listpack && len_over(pairs, cfg.zset_max_listpack_entries) {
+        meta.form = Form::Skiplist;
+    }
+}
+
+/// After a new member of `member_len` bytes went in: a listpack that now holds more than the
+/// entry limit, or got a member longer than the value limit, becomes a skiplist for good.
+pub fn zset_added(meta: &mut ObjectMeta, z: &crate::types::zset::ZSet, member_len: usize, cfg: &ObjectConfig) {
+    if meta.form == Form::Listpack
+        && (len_over(z.len(), cfg.zset_max_listpack_entries) || len_over(member_len, cfg.zset_max_listpack_value))
+    {
+        meta.form = Form::Skiplist;
+    }
 }
 
 #[cfg(test)]

@@ -52,6 +52,8 @@ pub enum Form {
     Hashtable,
     /// A set of integers in an intset.
     Intset,
+    /// A sorted set in a skiplist (converted back only when rebuilt whole).
+    Skiplist,
 }
 
 /// The settings the encoding rules and the access clock read. Defaults are Redis'.
@@ -69,6 +71,10 @@ pub struct ObjectConfig {
     pub set_max_listpack_entries: u64,
     /// `set-max-listpack-value` (bytes).
     pub set_max_listpack_value: u64,
+    /// `zset-max-listpack-entries`.
+    pub zset_max_listpack_entries: u64,
+    /// `zset-max-listpack-value` (bytes).
+    pub zset_max_listpack_value: u64,
     /// `maxmemory-policy` is `allkeys-lfu` or `volatile-lfu`: accesses count in the LFU counter
     /// and OBJECT IDLETIME is refused, as in Redis.
     pub lfu: bool,
@@ -83,6 +89,8 @@ impl Default for ObjectConfig {
             set_max_intset_entries: 512,
             set_max_listpack_entries: 128,
             set_max_listpack_value: 64,
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value: 64,
             lfu: false,
         }
     }
@@ -97,6 +105,8 @@ impl ObjectConfig {
         "set-max-intset-entries",
         "set-max-listpack-entries",
         "set-max-listpack-value",
+        "zset-max-listpack-entries",
+        "zset-max-listpack-value",
         "maxmemory-policy",
     ];
 
@@ -113,6 +123,8 @@ impl ObjectConfig {
             "set-max-intset-entries" => self.set_max_intset_entries = count,
             "set-max-listpack-entries" => self.set_max_listpack_entries = count,
             "set-max-listpack-value" => self.set_max_listpack_value = count,
+            "zset-max-listpack-entries" => self.zset_max_listpack_entries = count,
+            "zset-max-listpack-value" => self.zset_max_listpack_value = count,
             _ => return false,
         }
         true
@@ -308,8 +320,10 @@ mod tests {
         assert!(c.set("hash-max-listpack-entries", "5", 5));
         assert!(c.set("list-max-listpack-size", "-3", -3));
         assert!(c.set("maxmemory-policy", "allkeys-lfu", 0));
-        assert!(!c.set("zset-max-listpack-entries", "1", 1));
+        assert!(c.set("zset-max-listpack-entries", "1", 1));
+        assert!(!c.set("stream-node-max-entries", "1", 1));
         assert_eq!((c.hash_max_listpack_entries, c.list_max_listpack_size, c.lfu), (5, -3, true));
+        assert_eq!(c.zset_max_listpack_entries, 1);
         assert!(c.set("maxmemory-policy", "volatile-lru", 0));
         assert!(!c.lfu);
     }

@@ -98,6 +98,7 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
         Value::List(l) => {
             l.capacity() * std::mem::size_of::<Bytes>() + sampled(l.len(), samples, l.iter().map(Bytes::len))
         }
+        Value::ZSet(z) => sampled(z.len(), samples, z.iter().map(|e| e.member.len() + 96)) + 64,
         Value::Stream(s) => {
             let groups: usize =
                 s.groups().iter().map(|(name, g)| name.len() + std::mem::size_of_val(g) + g.pel().heap_bytes()).sum();
