@@ -14,7 +14,9 @@
 //! - OVERFLOW applies to the SET and INCRBY after it. A result out of the type's range wraps
 //!   (WRAP, the default), saturates (SAT) or is not written (FAIL, reply nil). A SET value is
 //!   read as a 64-bit two's complement number and, for an unsigned field, as unsigned: so
-//!   `SET u8 0 -1` overflows (WRAP stores 255, SAT 255 too).
+//!   `SET u8 0 -1` overflows (WRAP stores 255, SAT 255 too). A signed SET of a value so negative
+//!   that `max - value` wraps in 64 bits saturates to the maximum, not the minimum (Redis'
+//!   arithmetic: `OVERFLOW SAT SET i8 0 -9223372036854775808` stores 127).
 //! - A write creates the key and zero-grows the string to the farthest field written before any
 //!   operation runs, even if every write then fails under FAIL. A write counts as a change
 //!   (the `dirty` counter) when it changed its field, or when the string was created or grown;
@@ -233,12 +235,18 @@ fn apply(s: &mut [u8], cmd: &FieldCmd) -> (Reply, Option<bool>) {
         FieldOp::IncrBy(d) => (old + i128::from(d), true),
     };
     let (min, max) = cmd.ty.limits();
-    let new = if (min..=max).contains(&wanted) {
+    // Redis decides "too large" first, computing `max - value` in wrapping 64-bit arithmetic:
+    // a signed SET (narrower than 64 bits) of a value so far below the minimum that this wraps
+    // (`SET i8 0 -9223372036854775808`) counts as too large, so SAT stores the maximum.
+    let wraps_below = |v: i64| cmd.ty.signed && cmd.ty.bits < 64 && (max as i64).wrapping_sub(v) < 0;
+    let too_large = wanted > max || matches!(cmd.op, FieldOp::Set(v) if wraps_below(v));
+    let new = if !too_large && wanted >= min {
         wanted
     } else {
         match cmd.overflow {
             Overflow::Wrap => cmd.ty.wrap(wanted),
-            Overflow::Sat => wanted.clamp(min, max),
+            Overflow::Sat if too_large => max,
+            Overflow::Sat => min,
             Overflow::Fail => return (Reply::Null, None),
         }
     };

@@ -392,6 +392,31 @@ fn bitfield_overflow_modes() {
     assert_eq!(run(&mut h, &["OVERFLOW", "sat", "SET", "i1", "0", "-5", "GET", "u1", "0"]), ints(&[0, 1]));
 }
 
+/// Redis tests "too large" with `max - value` in wrapping 64-bit arithmetic, so a signed SET far
+/// enough below the minimum saturates to the maximum.
+#[test]
+fn bitfield_sat_of_a_hugely_negative_signed_set_is_the_maximum() {
+    let mut h = Harness::new();
+    let run = |h: &mut Harness, args: &[&str]| h.run(&[&["BITFIELD", "k", "OVERFLOW", "SAT"][..], args].concat());
+    // 127 - v wraps for v below -2^63 + 128.
+    assert_eq!(run(&mut h, &["SET", "i8", "0", "-9223372036854775808", "GET", "i8", "0"]), ints(&[0, 127]));
+    assert_eq!(run(&mut h, &["SET", "i8", "0", "-9223372036854775681", "GET", "i8", "0"]), ints(&[127, 127]));
+    assert_eq!(run(&mut h, &["SET", "i8", "0", "-9223372036854775680", "GET", "i8", "0"]), ints(&[127, -128]));
+    assert_eq!(run(&mut h, &["SET", "i1", "8", "-9223372036854775808", "GET", "i1", "8"]), ints(&[0, 0]));
+    // INCRBY and 64-bit fields are exact.
+    assert_eq!(run(&mut h, &["INCRBY", "i8", "0", "-9223372036854775808"]), ints(&[-128]));
+    assert_eq!(run(&mut h, &["SET", "i64", "16", "-9223372036854775808", "GET", "i64", "16"]), ints(&[0, i64::MIN]));
+    assert_eq!(
+        run(&mut h, &["SET", "i64", "16", "-1", "INCRBY", "i64", "16", "-9223372036854775808"]),
+        ints(&[i64::MIN, i64::MIN])
+    );
+    // WRAP and FAIL are not affected.
+    let wrap = &["BITFIELD", "k", "SET", "i8", "0", "-9223372036854775807", "GET", "i8", "0"];
+    assert_eq!(h.run(wrap), ints(&[-128, 1]));
+    let fail = &["BITFIELD", "k", "OVERFLOW", "FAIL", "SET", "i8", "0", "-9223372036854775808"];
+    assert_eq!(h.run(fail), Reply::Array(vec![nil()]));
+}
+
 #[test]
 fn bitfield_i64_and_u63_limits() {
     let mut h = Harness::new();
