@@ -115,6 +115,7 @@ key_events! {
     Append => "append", String;
     IncrBy => "incrby", String;
     IncrByFloat => "incrbyfloat", String;
+    SetBit => "setbit", String;
     LPush => "lpush", List;
     RPush => "rpush", List;
     LPop => "lpop", List;

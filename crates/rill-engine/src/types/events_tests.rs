@@ -41,6 +41,12 @@ fn string_events_match_redis() {
 }
 
 #[test]
+fn bitmap_events_match_redis() {
+    let mut h = Harness::new();
+    check(&mut h, section("bitmaps"));
+}
+
+#[test]
 fn generic_events_match_redis() {
     let mut h = Harness::new();
     check(&mut h, section("generic"));

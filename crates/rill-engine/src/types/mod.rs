@@ -41,6 +41,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         keys::databases::COMMANDS,
         dump::COMMANDS,
         strings::COMMANDS,
+        strings::bits::COMMANDS,
         hash::COMMANDS,
         list::COMMANDS,
         set::COMMANDS,

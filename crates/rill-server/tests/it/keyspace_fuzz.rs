@@ -1,4 +1,4 @@
-//! Randomised differential test of the list, hash, set, string and key commands: proptest
+//! Randomised differential test of the list, hash, set, string, bitmap and key commands: proptest
 //! generates command sequences over two keys of each type (every command also lands on a key
 //! of another type now and then, so WRONGTYPE paths run too), and each sequence runs against
 //! rill and Redis 8.2.3 (from `FLUSHALL`), every reply compared as RESP.
@@ -301,6 +301,69 @@ fn string_command() -> impl Strategy<Value = Vec<String>> {
     ]
 }
 
+/// The bitmap commands on the string keys: offsets around the strings' ends, every BITOP,
+/// BITFIELD with each OVERFLOW mode, types up to i64 / u63, `#` offsets and values at the
+/// 64-bit limits (where Redis' overflow arithmetic wraps).
+fn bitmap_command() -> impl Strategy<Value = Vec<String>> {
+    let setbit = (string_key(), 0..90u32, pick(&["0", "1", "2"]))
+        .prop_map(|(k, o, b)| words(&["SETBIT", &k, &o.to_string(), &b]));
+    let getbit = (string_key(), 0..100u32).prop_map(|(k, o)| words(&["GETBIT", &k, &o.to_string()]));
+    let unit = || proptest::option::of(pick(&["BIT", "BYTE"]));
+    let bitcount = (string_key(), proptest::option::of((index(), index(), unit()))).prop_map(|(k, range)| {
+        let mut a = words(&["BITCOUNT", &k]);
+        if let Some((start, end, unit)) = range {
+            a.extend([start, end]);
+            a.extend(unit);
+        }
+        a
+    });
+    let bitpos =
+        (string_key(), pick(&["0", "1"]), proptest::option::of((index(), proptest::option::of((index(), unit())))))
+            .prop_map(|(k, bit, range)| {
+                let mut a = words(&["BITPOS", &k, &bit]);
+                if let Some((start, end)) = range {
+                    a.push(start);
+                    if let Some((end, unit)) = end {
+                        a.push(end);
+                        a.extend(unit);
+                    }
+                }
+                a
+            });
+    let ops = &["AND", "OR", "XOR", "NOT", "DIFF", "DIFF1", "ANDOR", "ONE"];
+    let bitop =
+        (pick(ops), string_key(), proptest::collection::vec(string_key(), 1..4)).prop_map(|(op, dest, srcs)| {
+            let mut a = words(&["BITOP", &op, &dest]);
+            a.extend(if op == "NOT" { srcs.into_iter().take(1).collect() } else { srcs });
+            a
+        });
+    let ty = (pick(&["i", "u"]), pick(&["1", "3", "8", "13", "32", "63", "64"])).prop_map(|(s, w)| format!("{s}{w}"));
+    let offset =
+        prop_oneof![4 => (0..100u32).prop_map(|n| n.to_string()), 1 => (0..8u32).prop_map(|n| format!("#{n}"))];
+    let number = prop_oneof![
+        3 => (-300i64..300).prop_map(|n| n.to_string()),
+        1 => any::<i64>().prop_map(|n| n.to_string()),
+        1 => pick(&["9223372036854775807", "-9223372036854775808", "-9223372036854775681"]),
+    ];
+    let op =
+        (pick(&["GET", "SET", "INCRBY"]), ty, offset, number, proptest::option::of(pick(&["WRAP", "SAT", "FAIL"])))
+            .prop_map(|(op, ty, offset, n, overflow)| {
+                let mut a = overflow.map(|o| words(&["OVERFLOW", &o])).unwrap_or_default();
+                a.extend([op.clone(), ty, offset]);
+                if op != "GET" {
+                    a.push(n);
+                }
+                a
+            });
+    let bitfield = (pick(&["BITFIELD", "BITFIELD", "BITFIELD_RO"]), string_key(), proptest::collection::vec(op, 0..4))
+        .prop_map(|(c, k, ops)| {
+            let mut a = words(&[&c, &k]);
+            a.extend(ops.into_iter().flatten());
+            a
+        });
+    prop_oneof![3 => setbit, 1 => getbit, 2 => bitcount, 2 => bitpos, 2 => bitop, 4 => bitfield]
+}
+
 /// Key commands over every key (times in TTL replies are blanked; see [`normalise`]).
 fn key_command() -> impl Strategy<Value = Vec<String>> {
     let one = (pick(&["DEL", "UNLINK", "TYPE", "EXISTS", "TTL", "PTTL", "PERSIST", "TOUCH"]), pick(ALL))
@@ -341,6 +404,7 @@ fn plain() -> impl Strategy<Value = Vec<String>> {
         10 => hash_command(),
         10 => set_command(),
         10 => string_command(),
+        4 => bitmap_command(),
         4 => key_command(),
     ]
 }

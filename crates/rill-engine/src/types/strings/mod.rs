@@ -1,5 +1,6 @@
 //! String commands: GET, SET, SETNX, SETEX, PSETEX, GETSET, GETDEL, MGET, MSET, MSETNX, INCR,
-//! INCRBY, DECR, DECRBY, INCRBYFLOAT, APPEND, STRLEN, GETRANGE, SETRANGE; GETEX in [`getex`].
+//! INCRBY, DECR, DECRBY, INCRBYFLOAT, APPEND, STRLEN, GETRANGE, SETRANGE; GETEX in [`getex`];
+//! the bitmap commands (SETBIT, BITCOUNT, BITFIELD, ...) in [`bits`], a family of their own.
 //!
 //! Strings are `Bytes`; integers are kept as their decimal text, as Redis does, and parsed on
 //! each INCR (O(1): at most 20 digits). Costs: O(1) per key, except GETRANGE (O(len) of the
@@ -25,6 +26,7 @@
 //! INCRBYFLOAT reads, adds and writes in the 80-bit `long double` Redis uses on x86-64
 //! ([`crate::long_double`]): 0.1 + 0.2 is `0.3`, `0x10` is 16, 1e308 + 1e308 is an integer.
 
+pub mod bits;
 mod getex;
 
 use super::object::meta::Form;
