@@ -396,7 +396,11 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
                 let member = r.string()?;
                 let score = if rdb_type == types::ZSET_2 {
                     let raw: [u8; 8] = r.bytes(8)?.try_into().map_err(|_| RdbError::Corrupt("zset score"))?;
-                    f64::from_le_bytes(raw)
+                    let score = f64::from_le_bytes(raw);
+                    if score.is_nan() {
+                        return Err(RdbError::Corrupt("zset score is NaN"));
+                    }
+                    score
                 } else {
                     text_score(r)?
                 };
@@ -404,11 +408,13 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
             }
             zset_from(pairs)?
         }
-        types::ZSET_ZIPLIST => zset_from(score_pairs(legacy::ziplist(&r.string()?)?)?)?,
+        // A listpack (or ziplist) holds scores as text, and `-0` reads back as 0 (see
+        // `ZSet::positive_zeros`).
+        types::ZSET_ZIPLIST => zset_from(positive_zeros(score_pairs(legacy::ziplist(&r.string()?)?)?))?,
         types::ZSET_LISTPACK => {
             let lp = r.string()?;
             let items: Vec<Vec<u8>> = listpack::decode(&lp)?.into_iter().map(|i| i.to_bytes()).collect();
-            zset_from(score_pairs(items)?)?
+            zset_from(positive_zeros(score_pairs(items)?))?
         }
         other => return Err(RdbError::UnsupportedType(other)),
     };
@@ -487,6 +493,15 @@ fn score_pairs(items: Vec<Vec<u8>>) -> Result<Vec<(Vec<u8>, f64)>, RdbError> {
         out.push((member, score));
     }
     Ok(out)
+}
+
+fn positive_zeros(mut pairs: Vec<(Vec<u8>, f64)>) -> Vec<(Vec<u8>, f64)> {
+    for (_, s) in &mut pairs {
+        if *s == 0.0 {
+            *s = 0.0;
+        }
+    }
+    pairs
 }
 
 /// A sorted set from member / score pairs; a repeated member is corrupt, as in Redis.

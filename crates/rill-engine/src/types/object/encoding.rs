@@ -357,6 +357,27 @@ pub fn zset_before_add(meta: &mut ObjectMeta, z: &crate::types::zset::ZSet, pair
     }
 }
 
+/// Whether the set will be a listpack once `member` (`member_len` bytes, `is_new` or not) is
+/// set: a listpack that the new member does not push over a limit (Redis converts before
+/// inserting). A listpack holds no `-0` score (see `ZSet::positive_zeros`).
+pub fn zset_listpack_after(
+    meta: &ObjectMeta,
+    z: &crate::types::zset::ZSet,
+    member_len: usize,
+    is_new: bool,
+    cfg: &ObjectConfig,
+) -> bool {
+    meta.form == Form::Listpack
+        && !(is_new
+            && (len_over(z.len().saturating_add(1), cfg.zset_max_listpack_entries)
+                || len_over(member_len, cfg.zset_max_listpack_value)))
+}
+
+/// Whether a sorted set built in one go (a *STORE result, a loaded one) is a listpack.
+pub fn zset_built_as_listpack(z: &crate::types::zset::ZSet, cfg: &ObjectConfig) -> bool {
+    zset_natural(z.len(), z.max_member_len(), cfg) == Form::Listpack
+}
+
 /// After a new member of `member_len` bytes went in: a listpack that now holds more than the
 /// entry limit, or got a member longer than the value limit, becomes a skiplist for good.
 pub fn zset_added(meta: &mut ObjectMeta, z: &crate::types::zset::ZSet, member_len: usize, cfg: &ObjectConfig) {

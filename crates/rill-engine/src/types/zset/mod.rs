@@ -228,9 +228,12 @@ pub(crate) fn store_result(
     engine: &mut Engine,
     ctx: &CallCtx,
     dest: &Bytes,
-    zset: ZSet,
+    mut zset: ZSet,
     event: KeyEvent,
 ) -> Result<Reply, CmdError> {
+    if encoding::zset_built_as_listpack(&zset, &engine.config.object) {
+        zset.positive_zeros();
+    }
     let len = zset.len();
     if len == 0 {
         delete_key(engine, ctx.db, dest);
@@ -268,8 +271,10 @@ enum Added {
 }
 
 /// Apply one pair under `flags` (Redis' `zsetAdd`). An increment that would make NaN is the
-/// only error.
-fn add_one(z: &mut ZSet, member: &Bytes, score: f64, flags: AddFlags) -> Result<Added, CmdError> {
+/// only error. `listpack`: the set is a listpack once this is done, which stores -0 as 0 (the
+/// reply still says the score computed, -0 included, as Redis' does).
+fn add_one(z: &mut ZSet, member: &Bytes, score: f64, flags: AddFlags, listpack: bool) -> Result<Added, CmdError> {
+    let stored = |s: f64| if listpack && s == 0.0 { 0.0 } else { s };
     match z.score(member) {
         Some(current) => {
             if flags.nx {
@@ -283,16 +288,16 @@ fn add_one(z: &mut ZSet, member: &Bytes, score: f64, flags: AddFlags) -> Result<
                 return Ok(Added::Skipped);
             }
             if new == current {
-                return Ok(Added::Same(current));
+                return Ok(Added::Same(new));
             }
-            z.insert(member.clone(), new);
+            z.insert(member.clone(), stored(new));
             Ok(Added::Updated(new))
         }
         None => {
             if flags.xx {
                 return Ok(Added::Skipped);
             }
-            z.insert(owned(member), score);
+            z.insert(owned(member), stored(score));
             Ok(Added::New(score))
         }
     }
@@ -355,7 +360,8 @@ fn zadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let mut last: Option<f64> = None;
     let mut failure = None;
     for (score, member) in pairs {
-        match add_one(z, member, score, flags) {
+        let listpack = encoding::zset_listpack_after(meta, z, member.len(), z.score(member).is_none(), &cfg);
+        match add_one(z, member, score, flags, listpack) {
             Ok(Added::New(s)) => {
                 added += 1;
                 encoding::zset_added(meta, z, member.len(), &cfg);
@@ -408,7 +414,8 @@ fn zincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         encoding::zset_created(meta, 1, member.len(), &cfg);
     }
     let flags = AddFlags { incr: true, ..AddFlags::default() };
-    let outcome = add_one(z, member, incr, flags);
+    let listpack = encoding::zset_listpack_after(meta, z, member.len(), z.score(member).is_none(), &cfg);
+    let outcome = add_one(z, member, incr, flags, listpack);
     let now_empty = z.is_empty();
     let score = match outcome {
         Ok(Added::New(s)) => {

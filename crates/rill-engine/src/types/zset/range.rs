@@ -166,15 +166,21 @@ const NOT_FLOAT_RANGE: CmdError = CmdError::full("ERR min or max is not a float"
 const NOT_LEX_RANGE: CmdError = CmdError::full("ERR min or max not valid string range item");
 
 /// A score bound: `(x` is exclusive; `x` is read as a double (`inf`, `-inf` included).
-/// A score bound: `(x` is exclusive. The number is read as Redis reads it there: a double
-/// (`inf`, `-inf` included, no blanks around it), and an empty one is 0 (so `(` alone means
+/// A score bound: `(x` is exclusive. The number is read as Redis reads it there: a decimal
+/// double (`inf`, `-inf` included, no blanks around it, no hexadecimal), and an empty one is 0 (so `(` alone means
 /// "above 0" and an empty argument "from 0").
 pub(crate) fn parse_score_bound(raw: &[u8]) -> Result<ScoreBound, CmdError> {
     let (exclusive, text) = match raw.split_first() {
         Some((b'(', rest)) => (true, rest),
         _ => (false, raw),
     };
-    let value = if text.is_empty() { Some(0.0) } else { crate::util::parse_f64(text) };
+    // Unlike a score argument, a bound is never read as hexadecimal.
+    let hex = text.windows(2).any(|w| w.eq_ignore_ascii_case(b"0x"));
+    let value = match () {
+        _ if text.is_empty() => Some(0.0),
+        _ if hex => None,
+        _ => crate::util::parse_f64(text),
+    };
     Ok(ScoreBound { value: value.ok_or(NOT_FLOAT_RANGE)?, exclusive })
 }
 

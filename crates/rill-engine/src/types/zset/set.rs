@@ -179,6 +179,20 @@ impl ZSet {
         }
     }
 
+    /// Turn every `-0` score into `0`: a listpack stores scores as text and Redis reads `-0`
+    /// back from one as 0, so a set in that form never holds `-0`. O(N).
+    pub fn positive_zeros(&mut self) {
+        let negative: Vec<Bytes> =
+            self.scores.iter().filter(|(_, s)| **s == 0.0 && s.is_sign_negative()).map(|(m, _)| m.clone()).collect();
+        for m in negative {
+            self.order.remove(&Scored { score: 0.0, member: m.clone() });
+            self.order.insert(Scored { score: 0.0, member: m.clone() });
+            if let Some(s) = self.scores.get_mut(&m) {
+                *s = 0.0;
+            }
+        }
+    }
+
     /// Remove `member`; its score if it was there. O(log N).
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
         let score = self.scores.swap_remove(member)?;
@@ -229,7 +243,11 @@ impl ZSet {
         max: &'a LexBound,
         rev: bool,
     ) -> Box<dyn Iterator<Item = &'a Scored> + 'a> {
-        if !lex_range_possible(min, max) {
+        // As Redis checks first: nothing unless the last member is at or above `min` and the
+        // first at or below `max`.
+        let ends = self.order.last().is_some_and(|e| min.below_ok(&e.member))
+            && self.order.first().is_some_and(|e| max.above_ok(&e.member));
+        if !lex_range_possible(min, max) || !ends {
             return Box::new(std::iter::empty());
         }
         if rev {
