@@ -1,5 +1,6 @@
 //! String commands: GET, SET, SETNX, SETEX, PSETEX, GETSET, GETDEL, MGET, MSET, MSETNX, INCR,
-//! INCRBY, DECR, DECRBY, INCRBYFLOAT, APPEND, STRLEN, GETRANGE, SETRANGE; GETEX in [`getex`].
+//! INCRBY, DECR, DECRBY, INCRBYFLOAT, APPEND, STRLEN, GETRANGE, SETRANGE; GETEX in [`getex`], LCS in
+//! [`lcs`].
 //!
 //! Strings are `Bytes`; integers are kept as their decimal text, as Redis does, and parsed on
 //! each INCR (O(1): at most 20 digits). Costs: O(1) per key, except GETRANGE (O(len) of the
@@ -26,6 +27,7 @@
 //! ([`crate::long_double`]): 0.1 + 0.2 is `0.3`, `0x10` is 16, 1e308 + 1e308 is an integer.
 
 mod getex;
+mod lcs;
 
 use super::object::meta::Form;
 use super::{arg, arity_error, delete_key, is_token, owned};
@@ -133,6 +135,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..one_key(Handler::Engine(getdel))
     },
     getex::GETEX,
+    lcs::LCS,
     CommandSpec {
         name: "mget",
         arity: -2,
