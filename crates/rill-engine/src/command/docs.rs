@@ -341,8 +341,9 @@ mod tests {
         assert_eq!((args[0].key_spec_index, args[1].key_spec_index), (Some(0), Some(1)));
         clamp_key_spec_index(&mut args, 0);
         assert_eq!((args[0].key_spec_index, args[1].key_spec_index), (Some(0), Some(0)));
-        let mut nested = parse_syntax("a:key [STORE (b:key c:key)]");
+        let mut nested = parse_syntax("a:key [b:key | c:key]");
+        assert_eq!(nested[1].args[1].key_spec_index, Some(2));
         clamp_key_spec_index(&mut nested, 1);
-        assert_eq!(nested[1].args[0].args[1].key_spec_index, Some(1));
+        assert_eq!(nested[1].args[1].key_spec_index, Some(1));
     }
 }
