@@ -265,6 +265,17 @@ fn render_arg(a: &DocArg) -> Reply {
     Reply::Map(m)
 }
 
+/// Key arguments beyond the last key spec belong to it: one spec may describe several key
+/// arguments (LCS's `key1 key2`, a single range), and Redis then gives them all its index.
+fn clamp_key_spec_index(args: &mut [DocArg], last: i64) {
+    for a in args {
+        if let Some(i) = a.key_spec_index.as_mut() {
+            *i = (*i).min(last);
+        }
+        clamp_key_spec_index(&mut a.args, last);
+    }
+}
+
 /// The doc map of one command (`COMMAND DOCS` value for `spec`).
 pub fn render_docs(spec: &CommandSpec) -> Reply {
     let mut m = vec![
@@ -273,7 +284,10 @@ pub fn render_docs(spec: &CommandSpec) -> Reply {
         (bulk("group"), bulk(spec.group)),
         (bulk("complexity"), bulk(spec.complexity)),
     ];
-    let args = parse_syntax(spec.syntax);
+    let mut args = parse_syntax(spec.syntax);
+    if let Some(last) = spec.key_specs.len().checked_sub(1) {
+        clamp_key_spec_index(&mut args, i64::try_from(last).unwrap_or(i64::MAX));
+    }
     if !args.is_empty() {
         m.push((bulk("arguments"), Reply::Array(args.iter().map(render_arg).collect())));
     }
@@ -319,5 +333,17 @@ mod tests {
             (ids[0].name.as_str(), ids[0].kind.as_str(), ids[0].token.as_deref()),
             ("ids", "block", Some("IDS"))
         );
+    }
+
+    #[test]
+    fn key_arguments_share_a_last_spec() {
+        let mut args = parse_syntax("key1:key key2:key [LEN]");
+        assert_eq!((args[0].key_spec_index, args[1].key_spec_index), (Some(0), Some(1)));
+        clamp_key_spec_index(&mut args, 0);
+        assert_eq!((args[0].key_spec_index, args[1].key_spec_index), (Some(0), Some(0)));
+        let mut nested = parse_syntax("a:key [b:key | c:key]");
+        assert_eq!(nested[1].args[1].key_spec_index, Some(2));
+        clamp_key_spec_index(&mut nested, 1);
+        assert_eq!(nested[1].args[1].key_spec_index, Some(1));
     }
 }

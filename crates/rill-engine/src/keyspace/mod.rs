@@ -21,6 +21,7 @@ use rill_resp::Reply;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 pub use events::{EventClass, KeyEvent, KeyspaceEvent};
+pub(crate) use scan::{scan_by_position, scan_position};
 pub use watch::WatchedKeys;
 
 use crate::types::object::meta::Access;

@@ -1,4 +1,4 @@
-//! SCAN cursors over a database.
+//! SCAN cursors over a database (and SSCAN/HSCAN cursors over a set or hash, by the same rule).
 //!
 //! Redis walks its hash table's buckets in reverse-binary order so a cursor survives rehashing.
 //! Our keys live in a numbered table (see [`Db`]) whose order changes whenever a key is
@@ -43,36 +43,54 @@ impl Db {
     /// cursor to continue from (0 when the iteration is complete). Expired keys are included;
     /// the caller filters them. `count` 0 is treated as 1.
     pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<Bytes>) {
-        let count = count.max(1);
-        // Pass 1: the `count` smallest positions >= cursor, in a max-heap.
-        let mut heap: BinaryHeap<u64> = BinaryHeap::with_capacity(count.min(1024) + 1);
-        for key in self.keys.keys() {
-            let p = scan_position(key);
-            if p < cursor {
-                continue;
-            }
-            if heap.len() < count {
-                heap.push(p);
-            } else if heap.peek().is_some_and(|&top| p < top) {
-                heap.pop();
-                heap.push(p);
-            }
-        }
-        let complete = heap.len() < count;
-        let threshold = if complete { u64::MAX } else { heap.peek().copied().unwrap_or(u64::MAX) };
-        // Pass 2: every key in [cursor, threshold], ties at the threshold included.
-        let mut found: Vec<(u64, Bytes)> = self
-            .keys
-            .keys()
-            .filter_map(|k| {
-                let p = scan_position(k);
-                (p >= cursor && p <= threshold).then(|| (p, k.clone()))
-            })
-            .collect();
-        found.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        let next = if complete { 0 } else { threshold.checked_add(1).unwrap_or(0) };
-        (next, found.into_iter().map(|(_, k)| k).collect())
+        let (next, keys) = scan_by_position(|| self.keys.keys(), |k| scan_position(k), cursor, count);
+        (next, keys.into_iter().cloned().collect())
     }
+}
+
+/// One scan step over any collection whose items have fixed positions (a key's name, a set's
+/// member, a hash's field: SCAN, SSCAN, HSCAN): the items whose positions are the `count`
+/// smallest at or after `cursor` (all items sharing the largest of those positions included),
+/// in position order, and the cursor to continue from (0 when the iteration is complete).
+/// `items` is called twice and must yield the same items both times. `count` 0 is treated
+/// as 1. O(N log COUNT).
+pub fn scan_by_position<T, I>(
+    items: impl Fn() -> I,
+    position: impl Fn(&T) -> u64,
+    cursor: u64,
+    count: usize,
+) -> (u64, Vec<T>)
+where
+    I: Iterator<Item = T>,
+{
+    let count = count.max(1);
+    // Pass 1: the `count` smallest positions >= cursor, in a max-heap.
+    let mut heap: BinaryHeap<u64> = BinaryHeap::with_capacity(count.min(1024) + 1);
+    for item in items() {
+        let p = position(&item);
+        if p < cursor {
+            continue;
+        }
+        if heap.len() < count {
+            heap.push(p);
+        } else if heap.peek().is_some_and(|&top| p < top) {
+            heap.pop();
+            heap.push(p);
+        }
+    }
+    let complete = heap.len() < count;
+    let threshold = if complete { u64::MAX } else { heap.peek().copied().unwrap_or(u64::MAX) };
+    // Pass 2: every item in [cursor, threshold], ties at the threshold included.
+    let mut found: Vec<(u64, T)> = items()
+        .filter_map(|item| {
+            let p = position(&item);
+            (p >= cursor && p <= threshold).then_some((p, item))
+        })
+        .collect();
+    // Stable: items sharing a position keep the collection's order.
+    found.sort_by_key(|(p, _)| *p);
+    let next = if complete { 0 } else { threshold.checked_add(1).unwrap_or(0) };
+    (next, found.into_iter().map(|(_, item)| item).collect())
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! - **Stored bytes are copied.** Arguments may be slices of a large network read buffer;
 //!   keeping a slice would pin the whole buffer, so keys and values are copied on insert.
 
+pub(crate) mod collection_scan;
 pub mod dump;
 pub mod hash;
 pub mod keys;

@@ -1,5 +1,6 @@
 //! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HGETALL, HDEL, HINCRBY, HINCRBYFLOAT, HLEN,
-//! HEXISTS, HKEYS, HVALS, HSTRLEN here; HRANDFIELD in [`random`], HGETDEL in [`getdel`].
+//! HEXISTS, HKEYS, HVALS, HSTRLEN here; HRANDFIELD in [`random`], HGETDEL in [`getdel`],
+//! HSCAN in [`scan`].
 //!
 //! A hash is a [`crate::keyspace::HashFields`] table (Redis switches between a listpack and a hash table; we
 //! always use the table, and track which one Redis would use for OBJECT ENCODING: see
@@ -19,6 +20,7 @@
 
 mod getdel;
 mod random;
+mod scan;
 
 use super::object::encoding::{hash_after_set, hash_before_set};
 use super::object::ObjectMeta;
@@ -200,6 +202,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     random::HRANDFIELD,
     getdel::HGETDEL,
+    scan::HSCAN,
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -426,7 +426,7 @@ fn parse_scan(args: &[Bytes]) -> Result<ScanRequest<'_>, CmdError> {
 /// negative; anything else is read by C's `strtoull` (leading whitespace, an optional sign
 /// where `-` wraps around, decimal digits, nothing after, no overflow). So `-1` is refused
 /// while ` -1` and `-0` are accepted, as in Redis.
-fn parse_cursor(b: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cursor(b: &[u8]) -> Option<u64> {
     if let Some(v) = parse_i64(b) {
         return u64::try_from(v).ok();
     }

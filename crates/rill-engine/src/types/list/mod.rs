@@ -8,6 +8,8 @@
 //! (`object::quicklist`) what changed, so OBJECT ENCODING reports what Redis would; that adds
 //! O(1) per element pushed or popped, O(nodes) to LSET, LINSERT and LREM.
 //!
+//! LMPOP and BLMPOP are in [`mpop`].
+//!
 //! Blocking (BLPOP/BRPOP): when every key is missing the handler sets `ctx.block` with the keys,
 //! the deadline and a nil-array timeout reply, and the server parks the client. Each push calls
 //! [`Engine::signal_ready`]; the server then re-runs the same command with
@@ -29,6 +31,7 @@
 //! - A list emptied by a pop, LREM or LTRIM is deleted.
 
 mod moves;
+mod mpop;
 mod search;
 
 use super::object::encoding::list_layout;
@@ -229,6 +232,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     moves::BRPOPLPUSH,
     search::LINSERT,
     search::LPOS,
+    mpop::LMPOP,
+    mpop::BLMPOP,
 ];
 
 // ---------------------------------------------------------------------------------------------

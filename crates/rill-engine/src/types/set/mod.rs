@@ -1,6 +1,6 @@
 //! Set commands: SADD, SREM, SMEMBERS, SISMEMBER, SMISMEMBER, SCARD here; SINTER, SUNION,
 //! SDIFF, their STORE forms, SINTERCARD and SMOVE in [`algebra`]; SPOP and SRANDMEMBER in
-//! [`random`].
+//! [`random`]; SSCAN in [`scan`].
 //!
 //! A set is a [`crate::keyspace::SetMembers`] table (Redis also has intset and listpack encodings; we do not). Member
 //! operations are O(1) each, SMEMBERS is O(N).
@@ -13,6 +13,7 @@
 
 pub(crate) mod algebra;
 pub(crate) mod random;
+mod scan;
 
 use super::object::encoding;
 use super::{arg, delete_key, owned};
@@ -107,6 +108,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     algebra::SMOVE,
     random::SPOP,
     random::SRANDMEMBER,
+    scan::SSCAN,
 ];
 
 /// The set at `key` for reading; `None` when missing, WRONGTYPE for another type.

@@ -1,6 +1,7 @@
 //! String commands: GET, SET, SETNX, SETEX, PSETEX, GETSET, GETDEL, MGET, MSET, MSETNX, INCR,
-//! INCRBY, DECR, DECRBY, INCRBYFLOAT, APPEND, STRLEN, GETRANGE, SETRANGE; GETEX in [`getex`];
-//! the bitmap commands (SETBIT, BITCOUNT, BITFIELD, ...) in [`bits`], a family of their own.
+//! INCRBY, DECR, DECRBY, INCRBYFLOAT, APPEND, STRLEN, GETRANGE, SETRANGE; GETEX in [`getex`], LCS in
+//! [`lcs`]; the bitmap commands (SETBIT, BITCOUNT, BITFIELD, ...) in [`bits`], a family of their
+//! own.
 //!
 //! Strings are `Bytes`; integers are kept as their decimal text, as Redis does, and parsed on
 //! each INCR (O(1): at most 20 digits). Costs: O(1) per key, except GETRANGE (O(len) of the
@@ -28,6 +29,7 @@
 
 pub mod bits;
 mod getex;
+mod lcs;
 
 use super::object::meta::Form;
 use super::{arg, arity_error, delete_key, is_token, owned};
@@ -135,6 +137,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..one_key(Handler::Engine(getdel))
     },
     getex::GETEX,
+    lcs::LCS,
     CommandSpec {
         name: "mget",
         arity: -2,
