@@ -2,7 +2,7 @@
 //! ranges and counts (ZRANGE and its older forms, ZRANGESTORE, ZCOUNT, ZLEXCOUNT,
 //! ZREMRANGEBY*) in [`range`]; pops and random picks (ZPOPMIN/MAX, BZPOPMIN/MAX, ZMPOP,
 //! BZMPOP, ZRANDMEMBER) in [`pop`]; set algebra (ZUNION, ZINTER, ZDIFF, their STORE forms,
-//! ZINTERCARD) in [`algebra`]. The structure is [`set::ZSet`].
+//! ZINTERCARD) in [`algebra`]; ZSCAN in [`scan`]. The structure is [`set::ZSet`].
 //!
 //! Redis behaviours we match on purpose:
 //! - Scores are read as Redis reads a double (`inf`, `-inf`, exponents; NaN refused) and
@@ -16,6 +16,7 @@
 pub(crate) mod algebra;
 pub(crate) mod pop;
 pub(crate) mod range;
+pub(crate) mod scan;
 pub mod set;
 
 pub use set::ZSet;
@@ -161,6 +162,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     algebra::ZINTERSTORE,
     algebra::ZDIFFSTORE,
     algebra::ZINTERCARD,
+    scan::ZSCAN,
 ];
 
 // ---------------------------------------------------------------------------------------------

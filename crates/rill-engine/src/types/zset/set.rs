@@ -212,6 +212,11 @@ impl ZSet {
         self.order.iter()
     }
 
+    /// Every member with its score, in the hash index's order (no order): for ZSCAN's walk.
+    pub fn members(&self) -> impl Iterator<Item = (&Bytes, f64)> + '_ {
+        self.scores.iter().map(|(m, s)| (m, *s))
+    }
+
     /// The member at position `i` of the hash index (no order): for random picks. O(1).
     pub fn get_index(&self, i: usize) -> Option<(&Bytes, f64)> {
         self.scores.get_index(i).map(|(m, s)| (m, *s))
