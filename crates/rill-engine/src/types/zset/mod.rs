@@ -237,11 +237,13 @@ pub(crate) fn store_result(
         zset.positive_zeros();
     }
     let len = zset.len();
+    // A write lookup first: an old destination whose time passed goes as expired.
+    engine.lookup_mut(ctx.db, dest, ctx.now_ms);
     if len == 0 {
         delete_key(engine, ctx.db, dest);
         return Ok(Reply::Integer(0));
     }
-    engine.insert_copy(ctx.db, dest, Value::ZSet(Box::new(zset)));
+    engine.set_key(ctx.db, dest, Value::ZSet(Box::new(zset)), false);
     engine.modified(ctx.db, dest, event);
     Ok(Reply::Integer(len as i64))
 }
