@@ -452,6 +452,8 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         format!("RPUSH biglist {long}"),
         "SADD set a b c 1 2 3".into(),
         "HSET hash f1 v1 f2 2 f3 300".into(),
+        "ZADD zset 1 a 2.5 b -inf c inf d 7 e".into(),
+        format!("ZADD bigzset 1 {}", many.join(" 2 ")),
         "XADD s 1-1 a 1 b x".into(),
         "XADD s 1-2 a 2 b y".into(),
         "XADD s 2-0 c 3".into(),
@@ -477,7 +479,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
     for i in 0..250 {
         rig.cmd(&format!("XADD big {}-1 field{} value{i} other {i}", i + 1, i % 3));
     }
-    for key in ["str", "int", "long", "list", "biglist", "set", "hash", "s", "si", "sn", "big"] {
+    for key in ["str", "int", "long", "list", "biglist", "set", "hash", "zset", "bigzset", "s", "si", "sn", "big"] {
         seeds.push((format!("dump of {key}"), rig.dump(key.as_bytes())));
     }
     // Payloads captured from Redis 8.2.3 (LZF string, listpack list/set/hash, intset, stream)
@@ -602,6 +604,7 @@ fn exercise(rig: &mut Rig) {
         b"list" => &["LRANGE k 0 -1", "LLEN k", "LPOP k"],
         b"set" => &["SMEMBERS k", "SCARD k", "SPOP k"],
         b"hash" => &["HGETALL k", "HLEN k"],
+        b"zset" => &["ZRANGE k 0 -1 WITHSCORES", "ZRANGE k -inf +inf BYSCORE REV", "ZCARD k", "ZPOPMIN k"],
         b"stream" => &["XRANGE k - +", "XREVRANGE k + - COUNT 2", "XINFO STREAM k FULL", "XINFO GROUPS k", "XLEN k"],
         other => panic!("restored a {other:?}"),
     };

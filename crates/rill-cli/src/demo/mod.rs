@@ -127,14 +127,25 @@ impl EmbeddedServer {
         Err(last)
     }
 
+    /// Whether the server came up and answers commands (within 10 s).
     fn wait_ready(&mut self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return true;
+            // Ready once it answers PING: a server still loading (even nothing) answers -LOADING.
+            if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                use std::io::{Read, Write};
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+                let mut reply = [0u8; 64];
+                if stream.write_all(b"PING\r\n").is_ok() {
+                    if let Ok(n) = stream.read(&mut reply) {
+                        if reply.get(..n).is_some_and(|r| r.starts_with(b"+PONG")) {
+                            return true;
+                        }
+                    }
+                }
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -125,6 +125,28 @@ pub const SINTERCARD: CommandSpec = CommandSpec {
     ..set_cmd(Handler::Engine(sintercard))
 };
 
+/// `SDIFFCARD numkeys key [key ...] [LIMIT limit]`
+pub const SDIFFCARD: CommandSpec = CommandSpec {
+    name: "sdiffcard",
+    summary: "Counts the members of the first set that are in none of the others, optionally stopping at a limit.",
+    since: "8.8.0",
+    complexity: "O(N): N the total size of the sets.",
+    syntax: "numkeys:integer key:key ... [LIMIT limit:integer]",
+    handler: Handler::Engine(sdiffcard),
+    ..SINTERCARD
+};
+
+/// `SUNIONCARD numkeys key [key ...] [APPROX] [LIMIT limit]`
+pub const SUNIONCARD: CommandSpec = CommandSpec {
+    name: "sunioncard",
+    summary: "Counts the members of the union of sets, optionally stopping at a limit.",
+    since: "8.8.0",
+    complexity: "O(N): N the total size of the sets.",
+    syntax: "numkeys:integer key:key ... [APPROX] [LIMIT limit:integer]",
+    handler: Handler::Engine(sunioncard),
+    ..SINTERCARD
+};
+
 /// `SMOVE source destination member`
 pub const SMOVE: CommandSpec = CommandSpec {
     name: "smove",
@@ -284,8 +306,10 @@ fn sdiffstore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
 // ---------------------------------------------------------------------------------------------
 // SINTERCARD
 
-/// A parsed SINTERCARD: the keys and the limit (`usize::MAX` for none).
-fn parse_sintercard(args: &[Bytes]) -> Result<(&[Bytes], usize), CmdError> {
+/// A parsed SINTERCARD / SDIFFCARD / SUNIONCARD: the keys and the limit (`usize::MAX` for
+/// none). `approx`: SUNIONCARD's APPROX flag is accepted (and ignored: the exact count is
+/// always within the estimate's error margin).
+fn parse_card(args: &[Bytes], approx: bool) -> Result<(&[Bytes], usize), CmdError> {
     let numkeys =
         parse_i64(arg(args, 1)?).filter(|n| *n > 0).ok_or(CmdError::full("ERR numkeys should be greater than 0"))?;
     let rest = args.get(2..).unwrap_or(&[]);
@@ -297,6 +321,10 @@ fn parse_sintercard(args: &[Bytes]) -> Result<(&[Bytes], usize), CmdError> {
     let mut limit = usize::MAX;
     let mut i = 0;
     while let Some(opt) = options.get(i) {
+        if approx && is_token(opt, "APPROX") {
+            i += 1;
+            continue;
+        }
         match options.get(i + 1) {
             Some(value) if is_token(opt, "LIMIT") => {
                 let n = parse_i64(value)
@@ -314,8 +342,40 @@ fn parse_sintercard(args: &[Bytes]) -> Result<(&[Bytes], usize), CmdError> {
     Ok((keys, limit))
 }
 
+/// `SDIFFCARD numkeys key [key ...] [LIMIT limit]` (newer than Redis 8.2): the size of the
+/// first set minus the others, counting stops at the limit.
+fn sdiffcard(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (keys, limit) = parse_card(args, false)?;
+    check_sets(engine, ctx, keys)?;
+    let sets = borrow_sets(engine, ctx, keys);
+    let Some((Some(first), others)) = sets.split_first() else { return Ok(Reply::Integer(0)) };
+    let count = first.iter().filter(|m| !others.iter().flatten().any(|s| s.contains(*m))).take(limit).count();
+    Ok(Reply::Integer(count as i64))
+}
+
+/// `SUNIONCARD numkeys key [key ...] [APPROX] [LIMIT limit]` (newer than Redis 8.2): the size
+/// of the union, counting stops at the limit. Always exact, APPROX or not.
+fn sunioncard(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let (keys, limit) = parse_card(args, true)?;
+    check_sets(engine, ctx, keys)?;
+    let sets: Vec<&Set> = borrow_sets(engine, ctx, keys).into_iter().flatten().collect();
+    let mut count = 0usize;
+    for (i, set) in sets.iter().enumerate() {
+        let earlier = sets.get(..i).unwrap_or_default();
+        for m in set.iter() {
+            if count >= limit {
+                return Ok(Reply::Integer(count as i64));
+            }
+            if !earlier.iter().any(|s| s.contains(m)) {
+                count += 1;
+            }
+        }
+    }
+    Ok(Reply::Integer(count.min(limit) as i64))
+}
+
 fn sintercard(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    let (keys, limit) = parse_sintercard(args)?;
+    let (keys, limit) = parse_card(args, false)?;
     check_sets(engine, ctx, keys)?;
     let Some(mut sets) = borrow_sets(engine, ctx, keys).into_iter().collect::<Option<Vec<_>>>() else {
         return Ok(Reply::Integer(0));
@@ -423,6 +483,29 @@ mod tests {
         assert_eq!(h.run(&["SUNIONSTORE", "s", "s", "t"]), int(4));
         h.run(&["SET", "str", "v"]);
         assert_eq!(h.run(&["SINTERSTORE", "dst", "s", "str"]), err(WRONGTYPE));
+    }
+
+    #[test]
+    fn sdiffcard_and_sunioncard_count_with_limits() {
+        let mut h = Harness::new();
+        h.run(&["SADD", "a", "1", "2", "3", "4", "5"]);
+        h.run(&["SADD", "b", "4", "5", "6"]);
+        h.run(&["SET", "str", "x"]);
+        assert_eq!(h.run(&["SDIFFCARD", "2", "a", "b"]), Reply::Integer(3));
+        assert_eq!(h.run(&["SDIFFCARD", "2", "a", "b", "LIMIT", "2"]), Reply::Integer(2));
+        assert_eq!(h.run(&["SDIFFCARD", "2", "a", "a"]), Reply::Integer(0));
+        assert_eq!(h.run(&["SDIFFCARD", "2", "nokey", "a"]), Reply::Integer(0));
+        assert_eq!(h.run(&["SDIFFCARD", "2", "a", "nokey"]), Reply::Integer(5));
+        assert_eq!(h.run(&["SUNIONCARD", "2", "a", "b"]), Reply::Integer(6));
+        assert_eq!(h.run(&["SUNIONCARD", "2", "a", "b", "APPROX", "LIMIT", "4"]), Reply::Integer(4));
+        assert_eq!(h.run(&["SUNIONCARD", "3", "a", "b", "nokey", "LIMIT", "0"]), Reply::Integer(6));
+        assert_eq!(h.run(&["SUNIONCARD", "2", "a", "str"]), Reply::Error(WRONGTYPE.into()));
+        assert_eq!(h.run(&["SDIFFCARD", "1", "a", "APPROX"]), Reply::Error("ERR syntax error".into()));
+        assert_eq!(h.run(&["SUNIONCARD", "1", "a", "LIMIT", "-1"]), Reply::Error("ERR LIMIT can't be negative".into()));
+        assert_eq!(
+            h.run(&["SDIFFCARD", "3", "a", "b"]),
+            Reply::Error("ERR Number of keys can't be greater than number of args".into())
+        );
     }
 
     #[test]

@@ -105,6 +105,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     algebra::SDIFF,
     algebra::SDIFFSTORE,
     algebra::SINTERCARD,
+    algebra::SDIFFCARD,
+    algebra::SUNIONCARD,
     algebra::SMOVE,
     random::SPOP,
     random::SRANDMEMBER,
