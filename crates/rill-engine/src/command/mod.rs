@@ -181,6 +181,9 @@ pub enum BeginSearch {
         /// Index to start searching from (negative counts from the end).
         startfrom: i32,
     },
+    /// Nowhere Redis can say: the keys are found by the command's own code (SORT's STORE,
+    /// which may come anywhere among its options). Such a spec finds no keys here.
+    Unknown,
 }
 
 /// How a key-spec finds keys once it has begun.
@@ -205,6 +208,8 @@ pub enum FindKeys {
         /// Distance between keys.
         keystep: i32,
     },
+    /// Unknown (with [`BeginSearch::Unknown`]).
+    Unknown,
 }
 
 /// One key specification (`COMMAND INFO` element 9).
@@ -216,7 +221,13 @@ pub struct KeySpec {
     pub begin: BeginSearch,
     /// How to find the keys.
     pub find: FindKeys,
+    /// A note `COMMAND INFO` shows (Redis' `notes`); empty for none.
+    pub notes: &'static str,
 }
+
+/// A command's own key finder ([`CommandSpec::get_keys`]): (argument index, key-spec index)
+/// for each key of a call.
+pub type GetKeys = fn(&[Bytes]) -> Vec<(usize, usize)>;
 
 /// A command's declaration.
 #[derive(Debug)]
@@ -258,6 +269,10 @@ pub struct CommandSpec {
     /// For a key spec flagged `VARIABLE_FLAGS`: the access this call needs, from its
     /// arguments (SET reads the key only with GET).
     pub key_access: Option<fn(&[Bytes]) -> KeyAccess>,
+    /// Redis' `getkeys_proc`, for a command whose key specs cannot find all its keys (SORT's
+    /// STORE may come anywhere among its options): the keys of a call as (argument index,
+    /// index of the key spec that describes it). When set, it replaces the specs' search.
+    pub get_keys: Option<GetKeys>,
 }
 
 /// The arguments of a command that name pub/sub channels, and what the command does with
@@ -389,11 +404,14 @@ impl CommandSpec {
     /// or reaches past the last argument (`EVAL s 3 a b`) makes the call one Redis finds no
     /// keys in.
     fn key_specs_fit(&self, args: &[Bytes]) -> bool {
+        if self.get_keys.is_some() {
+            return true;
+        }
         let argc = args.len() as i32;
         self.key_specs.iter().all(|spec| {
             let start = match spec.begin {
                 BeginSearch::Index(i) => i,
-                BeginSearch::Keyword { .. } => return true,
+                BeginSearch::Keyword { .. } | BeginSearch::Unknown => return true,
             };
             match spec.find {
                 FindKeys::Keynum { keynumidx, firstkey, .. } => {
@@ -407,12 +425,21 @@ impl CommandSpec {
                     }
                 }
                 FindKeys::Range { lastkey, .. } => lastkey < 0 || start + lastkey < argc,
+                FindKeys::Unknown => true,
             }
         })
     }
 
     /// Call `f` with each key argument's index and the spec that found it.
     fn walk_key_specs(&self, args: &[Bytes], mut f: impl FnMut(usize, &KeySpec)) {
+        if let Some(get_keys) = self.get_keys {
+            for (i, s) in get_keys(args) {
+                if let Some(spec) = self.key_specs.get(s) {
+                    f(i, spec);
+                }
+            }
+            return;
+        }
         let argc = args.len() as i32;
         for spec in self.key_specs {
             let start = match spec.begin {
@@ -428,6 +455,7 @@ impl CommandSpec {
                         None => continue,
                     }
                 }
+                BeginSearch::Unknown => continue,
             };
             match spec.find {
                 FindKeys::Range { lastkey, keystep, limit } => {
@@ -459,6 +487,7 @@ impl CommandSpec {
                         i += keystep.max(1);
                     }
                 }
+                FindKeys::Unknown => {}
             }
         }
     }
@@ -493,16 +522,27 @@ impl CommandSpec {
             subcommands: &[],
             channels: Channels::None,
             key_access: None,
+            get_keys: None,
         }
     }
 }
 
 /// A key spec for the common "one key at index `i`" case with the given flags.
 pub const fn key_at(index: i32, flags: &'static [&'static str]) -> KeySpec {
-    KeySpec { flags, begin: BeginSearch::Index(index), find: FindKeys::Range { lastkey: 0, keystep: 1, limit: 0 } }
+    KeySpec {
+        flags,
+        begin: BeginSearch::Index(index),
+        find: FindKeys::Range { lastkey: 0, keystep: 1, limit: 0 },
+        notes: "",
+    }
 }
 
 /// A key spec for "keys from index `i` to the last argument, every `step`".
 pub const fn keys_from(index: i32, step: i32, flags: &'static [&'static str]) -> KeySpec {
-    KeySpec { flags, begin: BeginSearch::Index(index), find: FindKeys::Range { lastkey: -1, keystep: step, limit: 0 } }
+    KeySpec {
+        flags,
+        begin: BeginSearch::Index(index),
+        find: FindKeys::Range { lastkey: -1, keystep: step, limit: 0 },
+        notes: "",
+    }
 }

@@ -124,6 +124,7 @@ key_events! {
     LSet => "lset", List;
     LTrim => "ltrim", List;
     LRem => "lrem", List;
+    SortStore => "sortstore", List;
     HSet => "hset", Hash;
     HDel => "hdel", Hash;
     HIncrBy => "hincrby", Hash;

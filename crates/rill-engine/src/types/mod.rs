@@ -20,6 +20,7 @@ pub mod list;
 pub mod object;
 pub(crate) mod pick;
 pub mod set;
+pub mod sort;
 pub mod strings;
 pub mod zset;
 
@@ -46,6 +47,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         hash::COMMANDS,
         list::COMMANDS,
         set::COMMANDS,
+        sort::COMMANDS,
         zset::COMMANDS,
         stream::COMMANDS,
         object::COMMANDS,

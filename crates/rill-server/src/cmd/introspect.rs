@@ -45,6 +45,7 @@ fn key_spec(spec: &rill_engine::command::KeySpec) -> Reply {
             ("type", bulk("keyword")),
             ("spec", map(vec![("keyword", bulk(keyword)), ("startfrom", Reply::Integer(startfrom.into()))])),
         ]),
+        BeginSearch::Unknown => map(vec![("type", bulk("unknown")), ("spec", map(vec![]))]),
     };
     let find = match spec.find {
         FindKeys::Range { lastkey, keystep, limit } => map(vec![
@@ -69,8 +70,13 @@ fn key_spec(spec: &rill_engine::command::KeySpec) -> Reply {
                 ]),
             ),
         ]),
+        FindKeys::Unknown => map(vec![("type", bulk("unknown")), ("spec", map(vec![]))]),
     };
-    map(vec![
+    let mut fields = Vec::with_capacity(4);
+    if !spec.notes.is_empty() {
+        fields.push(("notes", bulk(spec.notes)));
+    }
+    fields.extend([
         // Redis spells the access-type flags in upper case and the rest in lower case.
         (
             "flags",
@@ -89,7 +95,8 @@ fn key_spec(spec: &rill_engine::command::KeySpec) -> Reply {
         ),
         ("begin_search", begin),
         ("find_keys", find),
-    ])
+    ]);
+    map(fields)
 }
 
 /// The 10-element command info array.

@@ -396,6 +396,7 @@ const SCRIPT_KEYS_RW: &[KeySpec] = &[KeySpec {
     flags: &["RW", "ACCESS", "UPDATE"],
     begin: BeginSearch::Index(2),
     find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+    notes: "",
 }];
 
 /// The same for the read-only forms.
@@ -403,6 +404,7 @@ const SCRIPT_KEYS_RO: &[KeySpec] = &[KeySpec {
     flags: &["RO", "ACCESS"],
     begin: BeginSearch::Index(2),
     find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+    notes: "",
 }];
 
 const SCRIPT_RUN: Flags = Flags::NOSCRIPT

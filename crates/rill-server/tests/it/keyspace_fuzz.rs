@@ -244,6 +244,22 @@ fn set_command() -> impl Strategy<Value = Vec<String>> {
             }
             v
         });
+    // SORT of a set: numeric ties fall back to the members' bytes and ALPHA has none, so the
+    // order is always Redis' own.
+    let sort =
+        (set_key(), set_key(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(k, d, alpha, desc, store)| {
+            let mut v = words(&["SORT", &k]);
+            if alpha {
+                v.push("ALPHA".into());
+            }
+            if desc {
+                v.push("DESC".into());
+            }
+            if store {
+                v.extend(words(&["STORE", &d]));
+            }
+            v
+        });
     // Only counts that take every member: which members a smaller SPOP takes is random.
     let spop = (set_key(), pick(&["100", "0", "-1"])).prop_map(|(k, n)| words(&["SPOP", &k, &n]));
     prop_oneof![
@@ -254,6 +270,7 @@ fn set_command() -> impl Strategy<Value = Vec<String>> {
         3 => algebra,
         2 => store,
         2 => card,
+        2 => sort,
         1 => spop,
     ]
 }

@@ -403,12 +403,20 @@ fn data_command(rng: &mut Rng, mem: &Memory, db: usize) -> Vec<String> {
             c
         }
         39 => words(&["SMOVE", &key(rng, SETS), &key(rng, SETS), &rng.range(0, 600).to_string()]),
-        40 => words(&[
-            rng.pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]),
-            &key(rng, SETS),
-            &key(rng, SETS),
-            &key(rng, SETS),
-        ]),
+        40 => {
+            let (cmd, d, a, b) = (
+                rng.pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE", "SORT"]),
+                key(rng, SETS),
+                key(rng, SETS),
+                key(rng, SETS),
+            );
+            // SORT ... ALPHA STORE is logged as itself: its replay must build the same list.
+            if cmd == "SORT" {
+                words(&["SORT", &a, "ALPHA", "DESC", "STORE", &d])
+            } else {
+                words(&[cmd, &d, &a, &b])
+            }
+        }
         // Streams.
         41..=48 => {
             let mut c = words(&["XADD", &key(rng, STREAMS)]);

@@ -60,6 +60,7 @@ const BLOCKING_KEYS: &[KeySpec] = &[KeySpec {
     flags: &["RW", "ACCESS", "DELETE"],
     begin: BeginSearch::Index(1),
     find: FindKeys::Range { lastkey: -2, keystep: 1, limit: 0 },
+    notes: "",
 }];
 
 /// A list command on the key at index 1.

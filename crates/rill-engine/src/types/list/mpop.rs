@@ -37,6 +37,7 @@ const fn mpop_keys(numkeys_at: i32) -> [KeySpec; 1] {
         flags: &["RW", "ACCESS", "DELETE"],
         begin: BeginSearch::Index(numkeys_at),
         find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+        notes: "",
     }]
 }
 

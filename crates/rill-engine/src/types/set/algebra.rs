@@ -117,6 +117,7 @@ pub const SINTERCARD: CommandSpec = CommandSpec {
         flags: &["RO", "ACCESS"],
         begin: BeginSearch::Index(1),
         find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+        notes: "",
     }],
     summary: "Counts the members of the intersection of sets, optionally stopping at a limit.",
     since: "7.0.0",

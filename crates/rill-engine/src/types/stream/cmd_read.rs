@@ -33,6 +33,7 @@ pub(super) const XREAD: CommandSpec = CommandSpec {
         flags: &["RO", "access"],
         begin: BeginSearch::Keyword { keyword: "STREAMS", startfrom: 1 },
         find: FindKeys::Range { lastkey: -1, keystep: 1, limit: 2 },
+        notes: "",
     }],
     group: "stream",
     summary: "Reads the entries after given IDs from one or more streams, waiting for new ones \

@@ -54,6 +54,7 @@ pub(super) const XREADGROUP: CommandSpec = CommandSpec {
         flags: &["RO", "access"],
         begin: BeginSearch::Keyword { keyword: "STREAMS", startfrom: 4 },
         find: FindKeys::Range { lastkey: -1, keystep: 1, limit: 2 },
+        notes: "",
     }],
     group: "stream",
     summary: "Reads entries as a consumer of a group: new ones, its own pending ones, or idle \

@@ -47,6 +47,7 @@ pub const LCS: CommandSpec = CommandSpec {
         flags: &["RO", "ACCESS"],
         begin: BeginSearch::Index(1),
         find: FindKeys::Range { lastkey: 1, keystep: 1, limit: 0 },
+        notes: "",
     }],
     group: "string",
     summary: "Finds the longest common subsequence of two strings, or its length and where it matches.",

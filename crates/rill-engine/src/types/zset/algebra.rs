@@ -31,6 +31,7 @@ const fn read_algebra(name: &'static str, handler: Handler) -> CommandSpec {
             flags: &["RO", "ACCESS"],
             begin: BeginSearch::Index(1),
             find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+            notes: "",
         }],
         since: "6.2.0",
         ..zset_cmd(handler)
@@ -43,6 +44,7 @@ const STORE_KEYS: &[KeySpec] = &[
         flags: &["RO", "ACCESS"],
         begin: BeginSearch::Index(2),
         find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+        notes: "",
     },
 ];
 

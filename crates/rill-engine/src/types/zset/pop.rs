@@ -26,6 +26,7 @@ const BLOCKING_KEYS: &[KeySpec] = &[KeySpec {
     flags: &["RW", "ACCESS", "DELETE"],
     begin: BeginSearch::Index(1),
     find: FindKeys::Range { lastkey: -2, keystep: 1, limit: 0 },
+    notes: "",
 }];
 
 const fn pop_spec(name: &'static str, handler: Handler) -> CommandSpec {
@@ -94,6 +95,7 @@ pub const ZMPOP: CommandSpec = CommandSpec {
         flags: &["RW", "ACCESS", "DELETE"],
         begin: BeginSearch::Index(1),
         find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+        notes: "",
     }],
     summary: "Pops members with the lowest or highest scores from the first non-empty sorted set.",
     since: "7.0.0",
@@ -115,6 +117,7 @@ pub const BZMPOP: CommandSpec = CommandSpec {
         flags: &["RW", "ACCESS", "DELETE"],
         begin: BeginSearch::Index(2),
         find: FindKeys::Keynum { keynumidx: 0, firstkey: 1, keystep: 1 },
+        notes: "",
     }],
     summary: "ZMPOP, waiting for a member if every sorted set is empty.",
     since: "7.0.0",
