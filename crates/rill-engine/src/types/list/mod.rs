@@ -493,7 +493,7 @@ fn brpop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
 // Reads and in-place edits
 
 /// Redis' LRANGE/LTRIM normalisation: the inclusive index range to keep, or `None` if empty.
-fn clamp_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+pub(crate) fn clamp_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
     let start = if start < 0 { (len + start).max(0) } else { start };
     let stop = if stop < 0 { len + stop } else { stop };

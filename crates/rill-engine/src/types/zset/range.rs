@@ -11,6 +11,7 @@
 use super::set::{LexBound, ScoreBound, ZSet};
 use super::{after_removal, existing_zset, members_reply, read_zset, store_result, zset_cmd};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::types::list::clamp_range;
 use crate::types::{arg, is_token};
 use crate::util::int_arg;
 use crate::KeyEvent;
@@ -195,17 +196,6 @@ pub(crate) fn parse_lex_bound(raw: &[u8]) -> Result<LexBound, CmdError> {
     }
 }
 
-/// Redis' rank normalisation: the inclusive rank range, or `None` if empty.
-pub(crate) fn clamp_ranks(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let start = if start < 0 { (len + start).max(0) } else { start };
-    let stop = if stop < 0 { len + stop } else { stop };
-    if start > stop || start >= len {
-        return None;
-    }
-    Some((start as usize, stop.min(len - 1) as usize))
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Rank,
@@ -303,7 +293,7 @@ fn select(z: &ZSet, req: &Request) -> Vec<(Bytes, f64)> {
     };
     match &req.range {
         Range::Rank(start, stop) => {
-            let Some((s, e)) = clamp_ranks(*start, *stop, z.len()) else { return Vec::new() };
+            let Some((s, e)) = clamp_range(*start, *stop, z.len()) else { return Vec::new() };
             let n = e - s + 1;
             if req.rev {
                 z.iter().rev().skip(s).take(n).map(|e| (e.member.clone(), e.score)).collect()
@@ -411,7 +401,7 @@ fn zremrangebyrank(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Re
     let start = int_arg(arg(args, 2)?)?;
     let stop = int_arg(arg(args, 3)?)?;
     remove_selected(engine, ctx, arg(args, 1)?, KeyEvent::ZRemRangeByRank, |z| {
-        match clamp_ranks(start, stop, z.len()) {
+        match clamp_range(start, stop, z.len()) {
             Some((s, e)) => z.iter().skip(s).take(e - s + 1).map(|e| e.member.clone()).collect(),
             None => Vec::new(),
         }
