@@ -103,7 +103,9 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
         b"psetex" => {
             int(2).and_then(|t| at(1, true, t)).map(|ms| set_form(args.get(3).cloned().unwrap_or_default(), ms))
         }
-        b"getdel" => Some(del()),
+        // DELEX logged only when it deleted (a condition that failed changed nothing).
+        b"getdel" | b"delex" => Some(del()),
+        b"msetex" => msetex_form(args, time_ms),
         // A blocking list command that was served, as the command it then was.
         b"brpoplpush" if args.len() == 4 => Some(vec![b("RPOPLPUSH"), key(), args.get(2).cloned().unwrap_or_default()]),
         b"blmove" if args.len() == 6 => {
@@ -113,8 +115,14 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
         b"brpop" if args.len() == 3 => Some(vec![b("RPOP"), key()]),
         b"getset" => Some(std::iter::once(b("SET")).chain(args.iter().skip(1).cloned()).collect()),
         b"set" | b"getex" => {
-            // The expiry option and its value, if any.
-            let option = (2..args.len()).find_map(|i| {
+            // The expiry option and its value, if any (SET's options start after the value;
+            // IFEQ / IFNE / IFDEQ / IFDNE take a value that is not an option).
+            let first = if name.as_slice() == b"set" { 3 } else { 2 };
+            let mut skip_value = false;
+            let option = (first..args.len()).find_map(|i| {
+                if std::mem::take(&mut skip_value) {
+                    return None;
+                }
                 let word = args.get(i)?.to_ascii_lowercase();
                 let (unit, relative) = match word.as_slice() {
                     b"ex" => (1000, true),
@@ -122,6 +130,10 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
                     b"exat" => (1000, false),
                     b"pxat" => (1, false),
                     b"persist" => return Some(None),
+                    b"ifeq" | b"ifne" | b"ifdeq" | b"ifdne" => {
+                        skip_value = true;
+                        return None;
+                    }
                     _ => return None,
                 };
                 Some(int(i + 1).and_then(|t| at(unit, relative, t)))
@@ -145,6 +157,34 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
         _ => None,
     };
     absolute.unwrap_or_else(|| args.to_vec())
+}
+
+/// MSETEX as Redis propagates it: an EX / PX expiry as `PXAT` at the unit's time (EXAT,
+/// PXAT and KEEPTTL travel as they are).
+fn msetex_form(args: &[Bytes], time_ms: i64) -> Option<Vec<Bytes>> {
+    let count: usize = std::str::from_utf8(args.get(1)?).ok()?.parse().ok()?;
+    let opts_at = count.checked_mul(2)?.checked_add(2)?;
+    let mut out = args.to_vec();
+    let mut i = opts_at;
+    while let Some(word) = args.get(i) {
+        let unit = if word.eq_ignore_ascii_case(b"ex") {
+            1000
+        } else if word.eq_ignore_ascii_case(b"px") {
+            1
+        } else if word.eq_ignore_ascii_case(b"exat") || word.eq_ignore_ascii_case(b"pxat") {
+            i += 2;
+            continue;
+        } else {
+            i += 1;
+            continue;
+        };
+        let raw: i64 = std::str::from_utf8(args.get(i + 1)?).ok()?.parse().ok()?;
+        let at = raw.checked_mul(unit)?.checked_add(time_ms)?;
+        *out.get_mut(i)? = b("PXAT");
+        *out.get_mut(i + 1)? = number_i64(at);
+        i += 2;
+    }
+    Some(out)
 }
 
 /// A signed number as a bulk.
@@ -447,6 +487,11 @@ mod tests {
             "BLPOP a 0",
             "BRPOP a 0",
             "BLPOP a b 0",
+            "SET k v IFEQ ex PX 100",
+            "SET k ex IFNE px",
+            "DELEX k IFEQ v",
+            "MSETEX 2 a 1 px 2 EX 3 NX",
+            "MSETEX 1 a 1 EXAT 9 XX",
         ]
         .iter()
         .map(|l| cmd(l))
@@ -476,6 +521,11 @@ mod tests {
                 "LPOP a",
                 "RPOP a",
                 "BLPOP a b 0",
+                "SET k v PXAT 2100",
+                "SET k ex IFNE px",
+                "DEL k",
+                "MSETEX 2 a 1 px 2 PXAT 5000 NX",
+                "MSETEX 1 a 1 EXAT 9 XX",
             ]
         );
     }

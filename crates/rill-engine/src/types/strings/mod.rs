@@ -13,7 +13,8 @@
 //!   may repeat (the last value wins); NX and GET may be combined (7.0). Every option is parsed
 //!   before the time is read, so `SET k v EX abc FOO` is a syntax error. A time ≤ 0 or one that
 //!   overflows milliseconds is `ERR invalid expire time in 'set' command`. An EXAT/PXAT time
-//!   already past stores and at once deletes the key (reply `OK`).
+//!   already past stores nothing and deletes an existing key (reply `OK`), as the newest Redis.
+//! - IFEQ / IFNE / IFDEQ / IFDNE (8.4): see [`cond`].
 //! - SET … GET on a non-string is WRONGTYPE even with NX; plain SET overwrites any type.
 //! - INCR & co. keep the key's TTL; the stored text must be a canonical integer (no spaces, no
 //!   `+`, no leading zeros). DECRBY of -9223372036854775808 is `ERR decrement would overflow`.
@@ -28,6 +29,7 @@
 //! ([`crate::long_double`]): 0.1 + 0.2 is `0.3`, `0x10` is 16, 1e308 + 1e308 is an integer.
 
 pub mod bits;
+mod cond;
 mod getex;
 mod lcs;
 
@@ -73,13 +75,18 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -3,
         flags: WRITE_DENYOOM,
         acl: &["@write", "@string", "@slow"],
-        key_specs: &[key_at(1, &["RW", "ACCESS", "UPDATE", "VARIABLE_FLAGS"])],
+        key_specs: &[KeySpec {
+            notes: "RW and ACCESS due to the optional `GET` argument",
+            ..key_at(1, &["RW", "ACCESS", "UPDATE", "VARIABLE_FLAGS"])
+        }],
         key_access: Some(set_key_access),
-        summary: "Stores a string at a key, optionally only if absent/present, with an expiry, \
-                  or returning the previous value.",
-        syntax: "key:key value [NX | XX] [GET] [EX seconds:integer | PX milliseconds:integer | \
-                 EXAT unix-time-seconds:unix-time | PXAT unix-time-milliseconds:unix-time | \
-                 KEEPTTL]",
+        summary: "Stores a string at a key, optionally only if absent/present or if the current \
+                  value (or its digest) equals/differs, with an expiry, or returning the previous \
+                  value.",
+        syntax: "key:key value [condition@(NX | XX | IFEQ ifeq-value | IFNE ifne-value | \
+                 IFDEQ ifdeq-digest | IFDNE ifdne-digest)] [GET] [expiration@(EX seconds:integer | \
+                 PX milliseconds:integer | EXAT unix-time-seconds:unix-time | \
+                 PXAT unix-time-milliseconds:unix-time | KEEPTTL)]",
         complexity: "O(1), plus O(M) to free a replaced collection.",
         ..one_key(Handler::Engine(set))
     },
@@ -268,6 +275,21 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..one_key(Handler::Engine(getrange))
     },
     CommandSpec {
+        name: "substr",
+        arity: 4,
+        flags: Flags::READONLY,
+        acl: &["@read", "@string", "@slow"],
+        key_specs: RO_ACCESS,
+        summary: "GETRANGE under its old name.",
+        since: "1.0.0",
+        complexity: "O(N) in the length returned.",
+        syntax: "key:key start:integer end:integer",
+        ..one_key(Handler::Engine(getrange))
+    },
+    cond::DIGEST,
+    cond::DELEX,
+    cond::MSETEX,
+    CommandSpec {
         name: "setrange",
         arity: 4,
         flags: WRITE_DENYOOM,
@@ -342,18 +364,69 @@ enum ExpiryOption {
     PxAt,
 }
 
+/// An IFEQ / IFNE / IFDEQ / IFDNE condition of SET (Redis 8.4): compare the current string, or
+/// its [`cond::digest`], with the given value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Compare {
+    /// IFEQ: the value equals.
+    Eq,
+    /// IFNE: the value differs (a missing key passes).
+    Ne,
+    /// IFDEQ: the digest equals (hex, any case).
+    DigestEq,
+    /// IFDNE: the digest differs (a missing key passes).
+    DigestNe,
+}
+
+impl Compare {
+    /// The option word, if `opt` is one.
+    pub(super) fn parse(opt: &[u8]) -> Option<Compare> {
+        [("IFEQ", Compare::Eq), ("IFNE", Compare::Ne), ("IFDEQ", Compare::DigestEq), ("IFDNE", Compare::DigestNe)]
+            .into_iter()
+            .find(|(t, _)| is_token(opt, t))
+            .map(|(_, c)| c)
+    }
+
+    /// Whether a key that does not exist fails the condition (IFEQ, IFDEQ).
+    fn needs_key(self) -> bool {
+        matches!(self, Compare::Eq | Compare::DigestEq)
+    }
+
+    /// Whether the string `current` passes against `target`; a malformed digest is an error.
+    pub(super) fn holds(self, current: &[u8], target: &[u8]) -> Result<bool, CmdError> {
+        Ok(match self {
+            Compare::Eq => current == target,
+            Compare::Ne => current != target,
+            Compare::DigestEq | Compare::DigestNe => {
+                let equal = cond::digest(current).as_bytes().eq_ignore_ascii_case(cond::checked_digest(target)?);
+                equal == (self == Compare::DigestEq)
+            }
+        })
+    }
+}
+
 /// A parsed SET request.
 #[derive(Debug)]
 struct SetRequest {
     condition: SetCondition,
+    /// IFEQ / IFNE / IFDEQ / IFDNE and the value or digest to compare with.
+    compare: Option<(Compare, Bytes)>,
     get: bool,
     keep_ttl: bool,
     /// Absolute expiry in Unix ms.
     expire_at_ms: Option<i64>,
 }
 
+impl SetRequest {
+    /// A request with only a condition and a GET flag (SETNX, GETSET, SETEX's relatives).
+    fn plain(condition: SetCondition, get: bool, expire_at_ms: Option<i64>) -> SetRequest {
+        SetRequest { condition, compare: None, get, keep_ttl: false, expire_at_ms }
+    }
+}
+
 fn parse_set(args: &[Bytes], now_ms: i64) -> Result<SetRequest, CmdError> {
     let mut condition = SetCondition::Always;
+    let mut compare: Option<(Compare, Bytes)> = None;
     let mut get = false;
     let mut expiry: Option<(ExpiryOption, &Bytes)> = None;
     let mut keep_ttl = false;
@@ -366,6 +439,8 @@ fn parse_set(args: &[Bytes], now_ms: i64) -> Result<SetRequest, CmdError> {
             .map(|(_, kind)| kind);
         // An expiry option conflicts with a different one given earlier, never with itself.
         let other_expiry = |kind: ExpiryOption| keep_ttl || expiry.is_some_and(|(k, _)| k != kind);
+        // As Redis: NX and XX only check each other, while a comparison refuses NX, XX and a
+        // different comparison given before it (so `IFEQ v NX` parses, `NX IFEQ v` does not).
         if is_token(opt, "NX") && condition != SetCondition::IfExists {
             condition = SetCondition::IfMissing;
         } else if is_token(opt, "XX") && condition != SetCondition::IfMissing {
@@ -380,6 +455,12 @@ fn parse_set(args: &[Bytes], now_ms: i64) -> Result<SetRequest, CmdError> {
             }
             expiry = Some((kind, value));
             i += 1;
+        } else if let (Some(kind), Some(value)) = (Compare::parse(opt), args.get(i + 1)) {
+            if condition != SetCondition::Always || compare.as_ref().is_some_and(|(k, _)| *k != kind) {
+                return Err(CmdError::SYNTAX);
+            }
+            compare = Some((kind, value.clone()));
+            i += 1;
         } else {
             return Err(CmdError::SYNTAX);
         }
@@ -393,7 +474,7 @@ fn parse_set(args: &[Bytes], now_ms: i64) -> Result<SetRequest, CmdError> {
             Some(set_expire_time("set", raw, seconds, absolute, now_ms)?)
         }
     };
-    Ok(SetRequest { condition, get, keep_ttl, expire_at_ms })
+    Ok(SetRequest { condition, compare, get, keep_ttl, expire_at_ms })
 }
 
 /// The absolute expiry of SET/SETEX/PSETEX: the number must be positive and its milliseconds
@@ -428,26 +509,41 @@ fn set_apply(
         Some(_) if req.get => return Err(CmdError::WRONGTYPE),
         Some(_) => (true, Reply::Null),
     };
-    let skip = match req.condition {
+    let mut skip = match req.condition {
         SetCondition::Always => false,
         SetCondition::IfMissing => exists,
         SetCondition::IfExists => !exists,
     };
+    if let Some((kind, target)) = &req.compare {
+        if !exists {
+            skip |= kind.needs_key();
+        } else if !skip {
+            // Compared only once NX/XX passed; another type is WRONGTYPE (with GET it was
+            // refused above already).
+            let Some(Value::Str(current)) = engine.lookup(ctx.db, key, ctx.now_ms).map(|e| &e.value) else {
+                return Err(CmdError::WRONGTYPE);
+            };
+            skip = !kind.holds(current, target)?;
+        }
+    }
     if skip {
         return Ok(if req.get { old } else { Reply::Null });
+    }
+    if req.expire_at_ms.is_some_and(|at| engine.expired_on_write(at, ctx.now_ms)) {
+        // An absolute time already past: as the newest Redis, nothing is stored, an existing
+        // key is deleted (`del`), and the key counts as expired (Redis 8.2 stored it and let a
+        // lookup expire it: `set`, `expire`, later `expired`).
+        if exists {
+            delete_key(engine, ctx.db, key);
+        }
+        engine.expired_keys += 1;
+        return Ok(if req.get { old } else { Reply::ok() });
     }
     engine.set_key(ctx.db, key, Value::Str(owned(value)), req.keep_ttl);
     engine.modified(ctx.db, key, KeyEvent::Set);
     if let Some(at) = req.expire_at_ms {
-        if engine.expired_on_write(at, ctx.now_ms) {
-            // An absolute time already past: the key is stored and gone at once (Redis 8.2
-            // keeps it until a lookup expires it: `set`, `expire`, later `expired`; here
-            // `set`, `del`).
-            delete_key(engine, ctx.db, key);
-        } else {
-            engine.set_expire(ctx.db, key, Some(at));
-            engine.record_event(ctx.db, key, KeyEvent::Expire);
-        }
+        engine.set_expire(ctx.db, key, Some(at));
+        engine.record_event(ctx.db, key, KeyEvent::Expire);
     }
     Ok(if req.get { old } else { Reply::ok() })
 }
@@ -460,7 +556,7 @@ fn set(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, 
 
 fn setnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, value) = (arg(args, 1)?, arg(args, 2)?);
-    let req = SetRequest { condition: SetCondition::IfMissing, get: false, keep_ttl: false, expire_at_ms: None };
+    let req = SetRequest::plain(SetCondition::IfMissing, false, None);
     let r = set_apply(engine, ctx, key, value, &req)?;
     Ok(Reply::Integer(i64::from(r == Reply::ok())))
 }
@@ -474,7 +570,7 @@ fn setex_generic(
 ) -> Result<Reply, CmdError> {
     let (key, value) = (arg(args, 1)?, arg(args, 3)?);
     let at = set_expire_time(name, arg(args, 2)?, seconds, false, ctx.now_ms)?;
-    let req = SetRequest { condition: SetCondition::Always, get: false, keep_ttl: false, expire_at_ms: Some(at) };
+    let req = SetRequest::plain(SetCondition::Always, false, Some(at));
     set_apply(engine, ctx, key, value, &req)
 }
 
@@ -488,7 +584,7 @@ fn psetex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 
 fn getset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, value) = (arg(args, 1)?, arg(args, 2)?);
-    let req = SetRequest { condition: SetCondition::Always, get: true, keep_ttl: false, expire_at_ms: None };
+    let req = SetRequest::plain(SetCondition::Always, true, None);
     set_apply(engine, ctx, key, value, &req)
 }
 
