@@ -167,7 +167,8 @@ pub const PARAMS: &[Param] = &[
     p("rdb-key-save-delay", "0", Kind::Int(0, I32), true),
     p("auto-aof-rewrite-percentage", "100", Kind::Int(0, I32), true),
     p("auto-aof-rewrite-min-size", "67108864", Kind::Memory(0, i64::MAX), true),
-    p("list-max-listpack-size", "-2", Kind::Int(-5, I32), true),
+    // Any int, as Redis: 0 acts as 1 and below -5 as -5 (the quicklist model clamps).
+    p("list-max-listpack-size", "-2", Kind::Int(-I32 - 1, I32), true),
     p("hash-max-listpack-entries", "512", Kind::Int(0, i64::MAX), true),
     p("hash-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
     p("set-max-intset-entries", "512", Kind::Int(0, i64::MAX), true),

@@ -312,8 +312,11 @@ pub fn call(
     in_exec: bool,
 ) -> Action {
     // What CLIENT LIST shows of this connection is published once per batch (conn.rs); only
-    // server commands, which may report on the connection itself, publish it at once.
-    conn.last_cmd = spec.name;
+    // server commands, which may report on the connection itself, publish it at once. A
+    // command run by EXEC or a script leaves `cmd=` showing EXEC (EVAL, ...), as Redis.
+    if !in_exec {
+        conn.last_cmd = spec.name;
+    }
     if matches!(spec.handler, Handler::Server(_)) {
         publish_client_info(st, conn, now_ms);
     }

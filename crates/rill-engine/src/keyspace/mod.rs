@@ -878,6 +878,14 @@ impl Engine {
         self.count_changes(1);
     }
 
+    /// [`Engine::modified`] without counting a change: the second key of a command Redis
+    /// counts once (LMOVE's source, beside its destination), or a key an emptying removal
+    /// deletes.
+    pub fn modified_uncounted(&mut self, db: usize, key: &[u8], event: KeyEvent) {
+        self.watch.touch(db, key);
+        self.events.push(db, key, event);
+    }
+
     /// Count `n` changes that touch no WATCHed key as such (consumer-group state, a stream's
     /// settings): they still make the command one that changed the keyspace.
     pub fn count_changes(&mut self, n: u64) {

@@ -216,3 +216,21 @@ fn client_list_counts_reads_pipelines_and_shared_output() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A client whose last request was EXEC shows `cmd=exec` in CLIENT LIST, not the last queued
+/// command, as Redis (Redis' `unit/type/list` waits for exactly that).
+#[test]
+fn client_list_shows_exec_after_a_transaction() {
+    let server = Server::subject();
+    let mut admin = server.connect();
+    let mut tx = server.connect();
+    let id = match tx.cmd_value(&["CLIENT", "ID"]) {
+        rill_testkit::Value::Int(n) => n.to_string(),
+        other => panic!("{other}"),
+    };
+    assert_eq!(tx.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(tx.cmd(&["GET", "k"]), b"+QUEUED\r\n");
+    assert_eq!(tx.cmd(&["EXEC"]), b"*1\r\n$-1\r\n");
+    let line = client_line_of(&mut admin, &id);
+    assert!(line.contains(" cmd=exec "), "{line}");
+}

@@ -36,7 +36,7 @@ mod search;
 
 use super::object::encoding::list_layout;
 use super::object::ObjectMeta;
-use super::{arg, delete_key, owned};
+use super::{arg, arity_error, delete_key, owned};
 use crate::command::{key_at, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeySpec};
 use crate::long_double::LongDouble;
 use crate::types::object::ObjectConfig;
@@ -402,6 +402,10 @@ fn rpushx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 // Pops
 
 fn pop_generic(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], end: End) -> Result<Reply, CmdError> {
+    // Arity -2 in the table, but at most a count after the key.
+    if args.len() > 3 {
+        return Err(arity_error(args));
+    }
     let key = arg(args, 1)?;
     let count = match args.get(2) {
         None => None,

@@ -12,13 +12,11 @@
 //! - Blocking forms park on the source only. They time out with a nil *array* (`*-1`), but
 //!   inside MULTI reply a nil *bulk* (`$-1`) at once, as Redis does.
 
-use super::{
-    after_removal, counted_len, existing_list, list_cmd, list_for_push, parse_timeout, pop_tracked, shrunk, End,
-};
+use super::{counted_len, existing_list, list_cmd, list_for_push, parse_timeout, pop_tracked, shrunk, End};
 use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
 use crate::types::object::encoding::list_layout;
 use crate::types::{arg, is_token, owned};
-use crate::{BlockRequest, CallCtx, CmdError, Engine, WakeOn};
+use crate::{BlockRequest, CallCtx, CmdError, Engine, KeyEvent, WakeOn};
 use bytes::Bytes;
 use rill_resp::Reply;
 
@@ -132,12 +130,17 @@ fn move_element(
     if let Some((l, m)) = existing_list(engine, ctx, source)? {
         shrunk(l, m, &cfg);
     }
-    // Redis fires the push on the destination, then the pop (and `del`) on the source.
+    // Redis fires the push on the destination, then the pop (and `del`) on the source, and
+    // counts one change for the move (INFO `rdb_changes_since_last_save`).
     engine.modified(ctx.db, destination, to.push_event());
     engine.signal_ready(ctx.db, destination);
     if source != &destination[..] {
         let now_empty = existing_list(engine, ctx, source)?.is_none_or(|(l, _)| l.is_empty());
-        after_removal(engine, ctx, source, now_empty, from.pop_event());
+        engine.modified_uncounted(ctx.db, source, from.pop_event());
+        if now_empty && engine.remove(ctx.db, source).is_some() {
+            engine.modified_uncounted(ctx.db, source, KeyEvent::Del);
+            engine.signal_ready(ctx.db, source);
+        }
     } else {
         engine.record_event(ctx.db, source, from.pop_event());
     }
@@ -202,6 +205,23 @@ mod tests {
     use crate::{BlockRequest, WakeOn};
     use bytes::Bytes;
     use rill_resp::Reply;
+
+    /// A move counts one change, as Redis' `dirty`, even when it empties (deletes) the source;
+    /// a pop that empties its list counts one too.
+    #[test]
+    fn a_move_is_one_change() {
+        let mut h = Harness::new();
+        h.run(&["RPUSH", "src", "a"]);
+        let before = h.engine.dirty();
+        assert_eq!(h.run(&["LMOVE", "src", "dst", "LEFT", "LEFT"]), bulk("a"));
+        assert_eq!(h.engine.dirty(), before + 1);
+        assert_eq!(h.run(&["EXISTS", "src"]), int(0));
+        assert_eq!(h.run(&["RPOPLPUSH", "dst", "dst"]), bulk("a"));
+        assert_eq!(h.engine.dirty(), before + 2);
+        assert_eq!(h.run(&["LPOP", "dst"]), bulk("a"));
+        assert_eq!(h.engine.dirty(), before + 3);
+        assert_eq!(h.run(&["LPOP", "dst", "1", "1"]), err("ERR wrong number of arguments for 'lpop' command"));
+    }
 
     const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
