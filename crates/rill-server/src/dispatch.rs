@@ -326,6 +326,10 @@ pub fn call(
             ctx.no_block = in_exec;
             ctx.resp3 = conn.proto == Protocol::Resp3;
             ctx.reply_budget_bytes = conn.reply_budget;
+            if let Some(user) = conn.user.as_ref().filter(|u| !u.unrestricted()) {
+                let read = rill_engine::command::KeyAccess { read: true, write: false };
+                ctx.all_keys_readable = user.allows_with_all_keys(&shared.acl.commands, spec, args, read);
+            }
             ctx.recording = st.journal.recording();
             if ctx.recording {
                 ctx.effects = st.journal.lend_buf();

@@ -370,6 +370,10 @@ pub struct CallCtx {
     /// Set by [`CallCtx::reserve_reply`] when the reply would not fit: the server closes the
     /// client instead of replying, as Redis closes a client over its output limit.
     pub reply_too_big: bool,
+    /// The caller may read any key: no ACL user, or one with a selector that allows the
+    /// command and every key for reading (`allkeys`, `~*`, `%R~*`). SORT's BY and GET
+    /// patterns name keys no key spec can declare, so they need it, as in Redis.
+    pub all_keys_readable: bool,
 }
 
 impl CallCtx {
@@ -440,6 +444,7 @@ impl CallCtx {
             recording: false,
             reply_budget_bytes: u64::MAX,
             reply_too_big: false,
+            all_keys_readable: true,
         }
     }
 }

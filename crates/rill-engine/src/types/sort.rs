@@ -147,7 +147,9 @@ struct SortOptions<'a> {
     store: Option<&'a Bytes>,
 }
 
-fn parse(args: &[Bytes], read_only: bool) -> Result<SortOptions<'_>, CmdError> {
+/// `all_keys_readable`: see [`crate::CallCtx::all_keys_readable`]; without it a BY pattern
+/// (one with a `*`) or any GET is refused where it stands among the options, as Redis.
+fn parse(args: &[Bytes], read_only: bool, all_keys_readable: bool) -> Result<SortOptions<'_>, CmdError> {
     let mut o = SortOptions { count: -1, ..SortOptions::default() };
     let mut i = 2;
     while let Some(word) = args.get(i) {
@@ -169,9 +171,14 @@ fn parse(args: &[Bytes], read_only: bool) -> Result<SortOptions<'_>, CmdError> {
             o.by = Some(pattern);
             if !c_str(pattern).contains(&b'*') {
                 o.dont_sort = true;
+            } else if !all_keys_readable {
+                return Err(CmdError::full("ERR BY option of SORT denied due to insufficient ACL permissions."));
             }
             i += 1;
         } else if let (true, Some(pattern)) = (is_token(word, "GET"), next) {
+            if !all_keys_readable {
+                return Err(CmdError::full("ERR GET option of SORT denied due to insufficient ACL permissions."));
+            }
             o.gets.push(pattern);
             i += 1;
         } else {
@@ -360,7 +367,7 @@ fn sorted_elements(
 
 fn sort_generic(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], read_only: bool) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let o = parse(args, read_only)?;
+    let o = parse(args, read_only, ctx.all_keys_readable)?;
     let elements = sorted_elements(engine, ctx, key, &o)?;
     let Some(dest) = o.store else {
         let mut out = Vec::with_capacity(elements.len() * o.gets.len().max(1));

@@ -305,6 +305,19 @@ impl User {
         Err(worst)
     }
 
+    /// Whether one selector both allows the command and gives `access` to every key (what
+    /// SORT's BY and GET need: the keys their patterns name are known only while it runs).
+    pub fn allows_with_all_keys(
+        &self,
+        cmds: &Commands,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+        access: rill_engine::command::KeyAccess,
+    ) -> bool {
+        self.unrestricted()
+            || self.selectors.iter().any(|s| s.all_keys_allowed(access) && s.check(cmds, spec, args).is_ok())
+    }
+
     /// Whether any selector allows access to `key` as `access` says (scripts' and modules'
     /// key checks).
     pub fn key_allowed(&self, key: &[u8], access: rill_engine::command::KeyAccess) -> bool {

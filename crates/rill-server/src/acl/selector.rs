@@ -466,6 +466,13 @@ impl Selector {
         Ok(())
     }
 
+    /// Whether every key may be accessed as `access` says: `allkeys`, or a pattern `*` whose
+    /// permissions cover it (`~*`, or `%R~*` for reading).
+    pub fn all_keys_allowed(&self, access: KeyAccess) -> bool {
+        self.all_keys
+            || self.patterns.iter().any(|p| (p.read || !access.read) && (p.write || !access.write) && p.pattern == b"*")
+    }
+
     /// Whether a key may be accessed as `access` says.
     pub fn key_allowed(&self, key: &[u8], access: KeyAccess) -> bool {
         self.all_keys
