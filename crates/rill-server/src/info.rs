@@ -391,6 +391,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "sync_partial_err:{}", syncs.partial_err);
             line!(out, "expired_subkeys:0");
             line!(out, "expired_keys:{}", st.engine.stats().expired_keys);
+            line!(out, "expired_keys_active:{}", st.engine.stats().expired_keys_active);
             line!(out, "expired_stale_perc:0.00");
             line!(out, "expired_time_cap_reached_count:0");
             line!(out, "expire_cycle_cpu_milliseconds:{}", s.expire_cycle_us / 1000);

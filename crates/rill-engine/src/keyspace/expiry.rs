@@ -40,6 +40,7 @@ impl Engine {
         for db in 0..self.dbs.len() {
             removed += self.expire_due(db, now_ms, budget - removed);
         }
+        self.expired_keys_active += removed as u64;
         removed
     }
 

@@ -478,6 +478,8 @@ pub struct Engine {
     call_changes: u64,
     /// Keys removed by expiry (`expired_keys`).
     pub(crate) expired_keys: u64,
+    /// Of those, the ones the active cycle removed (`expired_keys_active`).
+    pub(crate) expired_keys_active: u64,
     /// Successful / failed key lookups (`keyspace_hits` / `keyspace_misses`).
     keyspace_hits: u64,
     /// See `keyspace_hits`.
@@ -538,6 +540,8 @@ pub struct Outcome {
 pub struct KeyspaceStats {
     /// `expired_keys`
     pub expired_keys: u64,
+    /// `expired_keys_active`
+    pub expired_keys_active: u64,
     /// `keyspace_hits`
     pub hits: u64,
     /// `keyspace_misses`
@@ -558,6 +562,7 @@ impl Engine {
             dirty: 0,
             call_changes: 0,
             expired_keys: 0,
+            expired_keys_active: 0,
             keyspace_hits: 0,
             keyspace_misses: 0,
             loading: false,
@@ -914,12 +919,18 @@ impl Engine {
 
     /// The keyspace counters of INFO stats.
     pub fn stats(&self) -> KeyspaceStats {
-        KeyspaceStats { expired_keys: self.expired_keys, hits: self.keyspace_hits, misses: self.keyspace_misses }
+        KeyspaceStats {
+            expired_keys: self.expired_keys,
+            expired_keys_active: self.expired_keys_active,
+            hits: self.keyspace_hits,
+            misses: self.keyspace_misses,
+        }
     }
 
     /// CONFIG RESETSTAT: the keyspace counters back to 0 (`dirty` is not a statistic).
     pub fn reset_stats(&mut self) {
         self.expired_keys = 0;
+        self.expired_keys_active = 0;
         self.keyspace_hits = 0;
         self.keyspace_misses = 0;
     }

@@ -95,6 +95,9 @@ fn expiry_records_expired() {
     let mut got = events(&h);
     got.sort();
     assert_eq!(got, ["expired:e2", "expired:e3"]);
+    // INFO's counters: three expired, two of them by the active cycle.
+    let stats = h.engine.stats();
+    assert_eq!((stats.expired_keys, stats.expired_keys_active), (3, 2));
     // The next command starts from an empty list.
     check(&mut h, "GET e1 =>");
 }

@@ -8,18 +8,28 @@ use crate::{CallCtx, CmdError, Engine};
 use bytes::Bytes;
 use rill_resp::Reply;
 
-/// The condition an EXPIRE-family option puts on the current TTL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ExpireCondition {
-    Always,
+/// The conditions EXPIRE-family options put on the current TTL; XX combines with GT or LT
+/// (each must hold), NX with neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct ExpireCondition {
     /// NX: only when the key has no TTL.
-    NoTtl,
+    no_ttl: bool,
     /// XX: only when the key has a TTL.
-    HasTtl,
+    has_ttl: bool,
     /// GT: only when the new time is later (no TTL counts as infinite).
-    Later,
+    later: bool,
     /// LT: only when the new time is earlier (no TTL counts as infinite).
-    Earlier,
+    earlier: bool,
+}
+
+impl ExpireCondition {
+    /// Whether a key whose expiry is `current` may get `when`.
+    fn allows(self, current: Option<i64>, when: i64) -> bool {
+        !(self.no_ttl && current.is_some()
+            || self.has_ttl && current.is_none()
+            || self.later && current.is_none_or(|c| when <= c)
+            || self.earlier && current.is_some_and(|c| when >= c))
+    }
 }
 
 /// How an EXPIRE-family command reads its time argument.
@@ -54,13 +64,7 @@ fn parse_expire_condition(opts: &[Bytes]) -> Result<ExpireCondition, CmdError> {
     if gt && lt {
         return Err(CmdError::full("ERR GT and LT options at the same time are not compatible"));
     }
-    Ok(match (nx, xx, gt, lt) {
-        (true, ..) => ExpireCondition::NoTtl,
-        (_, _, true, _) => ExpireCondition::Later,
-        (_, _, _, true) => ExpireCondition::Earlier,
-        (_, true, ..) => ExpireCondition::HasTtl,
-        _ => ExpireCondition::Always,
-    })
+    Ok(ExpireCondition { no_ttl: nx, has_ttl: xx, later: gt, earlier: lt })
 }
 
 /// The absolute expiry time in ms, with Redis' overflow checks.
@@ -82,16 +86,7 @@ fn expire_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], form: 
     let when = expire_time_ms(form, int_arg(arg(args, 2)?)?, ctx.now_ms)?;
     let Some(entry) = engine.lookup(ctx.db, key, ctx.now_ms) else { return Ok(Reply::Integer(0)) };
     let current = entry.expire_at_ms;
-    let allowed = match condition {
-        ExpireCondition::Always => true,
-        ExpireCondition::NoTtl => current.is_none(),
-        ExpireCondition::HasTtl => current.is_some(),
-        ExpireCondition::Later => current.is_some_and(|c| when > c),
-        ExpireCondition::Earlier => match current {
-            None => true,
-            Some(c) => when < c,
-        },
-    };
+    let allowed = condition.allows(current, when);
     if !allowed {
         return Ok(Reply::Integer(0));
     }
