@@ -3,18 +3,25 @@
 # (and without), server pinned to CPU 0, client to CPU 1, rounds alternating A,B,B,A,...
 # Prints the median per-round throughput ratio rill/redis for each test.
 #
-#   bench/basic.sh [--rounds N] [--requests N] [--redis PATH]
+#   bench/basic.sh [--rounds N] [--requests N] [--redis PATH] [--tests LIST | --types]
+#
+# --tests takes redis-benchmark's names, comma-separated; --types runs the data-type set the
+# data-types issue measures (set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,
+# lrange_100,mset).
 #
 # Builds rill-server with --release first. Uses ports 7211 (rill) and 7212 (redis).
 set -euo pipefail
 ROUNDS=5
 REQUESTS=1000000
 REDIS=${REDIS:-/usr/bin/redis-server}
+TESTS="ping_inline,ping_mbulk,set,get"
 while [[ $# -gt 0 ]]; do
     case $1 in
         --rounds) ROUNDS=$2; shift 2 ;;
         --requests) REQUESTS=$2; shift 2 ;;
         --redis) REDIS=$2; shift 2 ;;
+        --tests) TESTS=$2; shift 2 ;;
+        --types) TESTS="set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,mset"; shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -25,13 +32,14 @@ start redis 7212 "$REDIS" --port 7212 --bind 127.0.0.1 --save '' --appendonly no
 
 pid_of() { if [[ $1 == 7211 ]]; then echo "${PIDS[0]}"; else echo "${PIDS[1]}"; fi; }
 run() { # port pipeline -> "test rps us_per_op" lines, one redis-benchmark run per test so the
-        # server CPU of each can be read from /proc
+        # server CPU of each can be read from /proc (the last line counts: lrange_100 first
+        # prints the LPUSH that fills its list)
     local pid t before after rps
     pid=$(pid_of "$1")
-    for t in ping_inline ping_mbulk set get; do
+    for t in ${TESTS//,/ }; do
         before=$(cpu_ticks "$pid")
         rps=$(taskset -c 1 redis-benchmark -p "$1" -t "$t" -n "$REQUESTS" -P "$2" -c 50 --csv 2>/dev/null |
-            awk -F'","' 'NR>1 { gsub(/"/,"",$2); print $2 }')
+            awk -F'","' 'NR>1 { gsub(/"/,"",$2); rps = $2 } END { print rps }')
         after=$(cpu_ticks "$pid")
         echo "${t^^} $rps $(awk -v d=$((after - before)) -v n="$REQUESTS" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", d / hz * 1e6 / n }')"
     done

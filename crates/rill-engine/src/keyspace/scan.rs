@@ -18,23 +18,24 @@
 //! Keys sharing a position (a 64-bit collision) are always returned in the same call, so the
 //! scan can never stall on them.
 //!
-//! Cost: each call reads every key of the database twice (a bounded heap of `count` positions,
-//! then the keys up to the threshold): O(N log COUNT) per call, O(N²/COUNT) for a full
-//! iteration, where Redis needs O(COUNT) per call. An index ordered by position would make a
-//! call O(log N + COUNT) at the price of a second copy of every key name and upkeep on every
-//! insert and delete; rill's databases hold few, large keys (streams), so we chose the simpler
-//! structure. The positions are stable for one build of the server; they are not persisted.
+//! Cost: each call reads every key of the database once (a bounded heap of the `count`
+//! smallest positions with their keys; a second read only when two keys share the position
+//! where the call ends): O(N log COUNT) per call, O(N²/COUNT) for a full iteration, where
+//! Redis needs O(COUNT) per call. With a million keys that is about a hundredth of a second
+//! per call and a minute-scale full SCAN at COUNT 1000 before this pass was halved and SipHash
+//! replaced by XXH3 (bench/keys.sh measures it). The fix is the keyspace table of issue 28 §3
+//! (a table whose own slots give SCAN a cursor that survives growth, as Redis' reverse-binary
+//! bucket order does); until then a SCAN step blocks the server in proportion to the number of
+//! keys. The positions are stable for one build of the server; they are not persisted.
 
 use super::Db;
 use bytes::Bytes;
 use std::collections::BinaryHeap;
-use std::hash::Hasher;
 
-/// The scan position of a key: SipHash-1-3 with fixed keys (std's `DefaultHasher::new()`).
+/// The scan position of a key: XXH3-64 with the default (fixed) seed, so a cursor means the
+/// same thing for the life of the process (and across restarts of one build).
 pub fn scan_position(key: &[u8]) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    h.write(key);
-    h.finish()
+    xxhash_rust::xxh3::xxh3_64(key)
 }
 
 impl Db {
@@ -48,12 +49,36 @@ impl Db {
     }
 }
 
+/// An item and its position, ordered by the position alone (for the heap).
+struct ByPosition<T>(u64, T);
+
+impl<T> PartialEq for ByPosition<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<T> Eq for ByPosition<T> {}
+
+impl<T> PartialOrd for ByPosition<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for ByPosition<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&other.0)
+    }
+}
+
 /// One scan step over any collection whose items have fixed positions (a key's name, a set's
 /// member, a hash's field: SCAN, SSCAN, HSCAN): the items whose positions are the `count`
 /// smallest at or after `cursor` (all items sharing the largest of those positions included),
 /// in position order, and the cursor to continue from (0 when the iteration is complete).
-/// `items` is called twice and must yield the same items both times. `count` 0 is treated
-/// as 1. O(N log COUNT).
+/// `items` yields the same items each time it is called: once, and a second time only when
+/// two items share the position where the step ends (a 64-bit collision). `count` 0 is
+/// treated as 1. O(N log COUNT).
 pub fn scan_by_position<T, I>(
     items: impl Fn() -> I,
     position: impl Fn(&T) -> u64,
@@ -64,33 +89,47 @@ where
     I: Iterator<Item = T>,
 {
     let count = count.max(1);
-    // Pass 1: the `count` smallest positions >= cursor, in a max-heap.
-    let mut heap: BinaryHeap<u64> = BinaryHeap::with_capacity(count.min(1024) + 1);
+    // The `count` smallest positions >= cursor with their items, in a max-heap; the smallest
+    // position pushed out of it, to tell whether an item at the final threshold was dropped.
+    let mut heap: BinaryHeap<ByPosition<T>> = BinaryHeap::with_capacity(count.min(1024) + 1);
+    let mut least_dropped = u64::MAX;
     for item in items() {
         let p = position(&item);
         if p < cursor {
             continue;
         }
         if heap.len() < count {
-            heap.push(p);
-        } else if heap.peek().is_some_and(|&top| p < top) {
-            heap.pop();
-            heap.push(p);
+            heap.push(ByPosition(p, item));
+        } else if heap.peek().is_some_and(|top| p < top.0) {
+            if let Some(out) = heap.pop() {
+                least_dropped = least_dropped.min(out.0);
+            }
+            heap.push(ByPosition(p, item));
+        } else {
+            least_dropped = least_dropped.min(p);
         }
     }
     let complete = heap.len() < count;
-    let threshold = if complete { u64::MAX } else { heap.peek().copied().unwrap_or(u64::MAX) };
-    // Pass 2: every item in [cursor, threshold], ties at the threshold included.
-    let mut found: Vec<(u64, T)> = items()
-        .filter_map(|item| {
-            let p = position(&item);
-            (p >= cursor && p <= threshold).then_some((p, item))
-        })
-        .collect();
-    // Stable: items sharing a position keep the collection's order.
-    found.sort_by_key(|(p, _)| *p);
+    let threshold = if complete { u64::MAX } else { heap.peek().map_or(u64::MAX, |top| top.0) };
     let next = if complete { 0 } else { threshold.checked_add(1).unwrap_or(0) };
-    (next, found.into_iter().map(|(_, item)| item).collect())
+    if !complete && least_dropped == threshold {
+        // Items sharing the threshold were left out: take every item in [cursor, threshold]
+        // (the same items, found again), so none of them is skipped by the next cursor.
+        let mut found: Vec<(u64, T)> = items()
+            .filter_map(|item| {
+                let p = position(&item);
+                (p >= cursor && p <= threshold).then_some((p, item))
+            })
+            .collect();
+        // Stable: items sharing a position keep the collection's order.
+        found.sort_by_key(|(p, _)| *p);
+        return (next, found.into_iter().map(|(_, item)| item).collect());
+    }
+    // Ascending by position; items sharing one keep the collection's order only in the pass
+    // above (here they cannot share one: a tie at the threshold went there, and a tie below
+    // it is returned whole either way).
+    let found = heap.into_sorted_vec();
+    (next, found.into_iter().map(|ByPosition(_, item)| item).collect())
 }
 
 #[cfg(test)]
@@ -155,6 +194,30 @@ mod tests {
         }
         for i in 0..100 {
             assert!(seen.contains(format!("old:{i}").as_bytes()), "old:{i} missed");
+        }
+    }
+
+    /// Items sharing positions (collisions, forced here: three items per position) are each
+    /// returned exactly once, whatever COUNT cuts through them.
+    #[test]
+    fn shared_positions_are_never_split_or_skipped() {
+        let items: Vec<u64> = (0..300).collect();
+        for count in [1, 2, 3, 4, 5, 10, 299, 300, 301] {
+            let mut seen = Vec::new();
+            let mut cursor = 0;
+            loop {
+                let (next, got) = scan_by_position(|| items.iter().copied(), |i| 1000 + i / 3, cursor, count);
+                // Ascending by position within a step.
+                assert!(got.windows(2).all(|w| w[0] / 3 <= w[1] / 3), "{got:?}");
+                seen.extend(got);
+                if next == 0 {
+                    break;
+                }
+                assert!(next > cursor);
+                cursor = next;
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, items, "count {count}");
         }
     }
 
