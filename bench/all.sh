@@ -59,6 +59,7 @@ run worker "$ROOT/bench/worker.sh" --redis "$REDIS" $(q --rounds 3)
 run policies "$ROOT/bench/policies.sh" --redis "$REDIS" $(q --quick)
 run floor "$ROOT/bench/floor.sh" --redis "$REDIS" $(q --rounds 3)
 run neighbour "$ROOT/bench/neighbour.sh" --redis "$REDIS" $(q --rounds 3)
+run keys "$ROOT/bench/keys.sh" --redis "$REDIS" $(q --keys 300000)
 run random "$ROOT/bench/random.sh" --redis "$REDIS" $(q --keys 300000 --fields 100000 --volatile 50000)
 if has_claim; then
     run claim "$ROOT/bench/claim.sh" --redis "$REDIS" $(q --rounds 3)
