@@ -425,6 +425,11 @@ impl State {
             for (db, key) in self.engine.take_expired() {
                 self.journal.push_del(db, &key);
             }
+            // Hash fields removed by expiry, as Redis propagates them: HDEL.
+            for (db, key, fields) in self.engine.take_expired_fields() {
+                let args: Vec<Bytes> = [Bytes::from_static(b"HDEL"), key].into_iter().chain(fields).collect();
+                self.journal.push_command(db, &args);
+            }
         }
         self.journal.push(ctx_effects);
     }
