@@ -389,8 +389,9 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "sync_full:{}", syncs.full);
             line!(out, "sync_partial_ok:{}", syncs.partial_ok);
             line!(out, "sync_partial_err:{}", syncs.partial_err);
-            // Redis 8.2's fields (a newer Redis also counts the active cycle's share).
             line!(out, "expired_subkeys:{}", st.engine.stats().expired_subkeys);
+            // Newer than Redis 8.2, which has only the total.
+            line!(out, "expired_subkeys_active:{}", st.engine.stats().expired_subkeys_active);
             line!(out, "expired_keys:{}", st.engine.stats().expired_keys);
             line!(out, "expired_stale_perc:0.00");
             line!(out, "expired_time_cap_reached_count:0");

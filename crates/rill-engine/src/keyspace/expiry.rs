@@ -100,7 +100,7 @@ impl Engine {
         fields: impl IntoIterator<Item = &'a [u8]>,
         now_ms: i64,
     ) -> Vec<Bytes> {
-        if self.keeps_expired(now_ms) {
+        if self.keeps_expired(now_ms) || self.allow_access_expired {
             return Vec::new();
         }
         let removed = match self.db_mut(db).keys.get_mut(key).map(|e| &mut e.value) {
@@ -148,7 +148,7 @@ impl Engine {
         limit: usize,
         active: bool,
     ) -> (usize, bool) {
-        if self.keeps_expired(now_ms) {
+        if self.keeps_expired(now_ms) || (self.allow_access_expired && !active) {
             return (0, false);
         }
         let (removed, empty) = match self.db_mut(db).keys.get_mut(key).map(|e| &mut e.value) {

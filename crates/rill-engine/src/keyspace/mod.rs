@@ -531,6 +531,9 @@ pub struct Engine {
     /// On a replica, the primary's stream is being applied: its commands see keys whose time
     /// has passed (they are the primary's to delete); other clients' lookups do not.
     applying_stream: bool,
+    /// DEBUG SET-ALLOW-ACCESS-EXPIRED: hash fields whose time has passed are seen and kept
+    /// (lazy field expiry off; the active cycle still runs unless turned off too).
+    allow_access_expired: bool,
     /// Expiry is paused before this time, Unix ms (CLIENT PAUSE, FAILOVER): a key whose time
     /// has passed is hidden but not deleted, as on a replica, so that nothing is written.
     expiry_paused_until: i64,
@@ -617,6 +620,7 @@ impl Engine {
             replica: false,
             applying_stream: false,
             expiry_paused_until: 0,
+            allow_access_expired: false,
             expired_log: Vec::new(),
             expired_fields_log: Vec::new(),
             expired_subkeys: 0,
@@ -740,6 +744,21 @@ impl Engine {
     /// it. What CLIENT PAUSE and FAILOVER do, so that a paused primary writes nothing.
     pub fn pause_expiry(&mut self, until_ms: i64) {
         self.expiry_paused_until = until_ms;
+    }
+
+    /// DEBUG SET-ALLOW-ACCESS-EXPIRED: let commands see hash fields whose time has passed.
+    pub fn set_allow_access_expired(&mut self, allow: bool) {
+        self.allow_access_expired = allow;
+    }
+
+    /// The time hash field expiry is judged at for a command running at `now_ms`: the
+    /// beginning of time while expired fields are allowed to be seen.
+    pub(crate) fn field_now(&self, now_ms: i64) -> i64 {
+        if self.allow_access_expired {
+            i64::MIN
+        } else {
+            now_ms
+        }
     }
 
     /// The primary's stream is being applied (true) or not: see [`Engine::set_replica`].

@@ -287,6 +287,8 @@ const DEBUG_HELP: &[&str] = &[
     "    Stop periodic cron job processing (here: shrinking idle query buffers).",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Turn active expiry off or on.",
+    "SET-ALLOW-ACCESS-EXPIRED <0|1>",
+    "    Let commands see (1) or not (0) hash fields whose expiry time has passed.",
     "OBJECT <key>",
     "    Show low-level information about the value stored at <key>.",
     "PANIC",
@@ -330,6 +332,10 @@ pub fn debug(c: &mut Call) -> CmdResult {
         }
         ("set-active-expire", 3) => {
             c.st.active_expire = c.arg(2) != b"0";
+            ok()
+        }
+        ("set-allow-access-expired", 3) => {
+            c.st.engine.set_allow_access_expired(c.arg(2) != b"0");
             ok()
         }
         ("panic", 2) => {

@@ -570,6 +570,7 @@ fn hpersist(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
     let (db, now) = (ctx.db, ctx.now_ms);
     let exists = existing_hash(engine, ctx, key)?.is_some();
     let fields = parse_fixed_fields(args)?;
+    let fnow = engine.field_now(now);
     let Some((hash, _)) = existing_hash(engine, ctx, key)?.filter(|_| exists) else {
         return Ok(Reply::Array(fields.iter().map(|_| Reply::Integer(-2)).collect()));
     };
@@ -580,7 +581,7 @@ fn hpersist(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
             let code = match hash.ttl(f) {
                 _ if !hash.contains_key(&f[..]) => -2,
                 None => -1,
-                Some(t) if t < now => -2,
+                Some(t) if t < fnow => -2,
                 Some(_) => {
                     hash.set_ttl(f, None);
                     persisted.push(&f[..]);
@@ -593,7 +594,8 @@ fn hpersist(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
     if !persisted.is_empty() {
         engine.modified(db, key, KeyEvent::HPersist);
         engine.attach_subkeys(persisted);
-        engine.sync_field_expiry(db, key);
+        // The index keeps the hash under its old time, as Redis' does (INFO `subexpiry`
+        // still counts it): the expiry cycle drops it when that time comes.
     }
     Ok(Reply::Array(codes))
 }
@@ -614,12 +616,13 @@ fn hgetex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     }
     let expired = engine.expire_fields_lazily(db, key, fields.iter().map(|f| &f[..]), now);
     let delete_now = matches!(parsed.expiry, Expiry::At(at, _) if deletes_now(engine, at, now));
+    let fnow = engine.field_now(now);
     let cfg = engine.config.object;
     let Some((hash, meta)) = existing_hash(engine, ctx, key)? else { return Err(CmdError::WRONGTYPE) };
     let (mut updated, mut deleted) = (Vec::new(), Vec::new());
     let mut values = Vec::with_capacity(fields.len());
     for f in fields {
-        let value = hash.get_live(f, now).cloned();
+        let value = hash.get_live(f, fnow).cloned();
         if value.is_some() {
             let code = match parsed.expiry {
                 Expiry::At(at, _) => set_time(hash, f, Some(at), Cond::Always, delete_now),
@@ -661,7 +664,9 @@ fn hgetex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     } else if !expired.is_empty() {
         engine.watch.touch(db, key);
     }
-    engine.sync_field_expiry(db, key);
+    if parsed.expiry != Expiry::Persist {
+        engine.sync_field_expiry(db, key);
+    }
     delete_if_empty(engine, db, key);
     Ok(Reply::Array(values))
 }
@@ -686,7 +691,7 @@ fn hsetex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
         for (f, _) in &pairs {
             expired.extend(engine.expire_fields_lazily(db, key, [&f[..]], now));
             let present = matches!(engine.db(db).get_raw(key).map(|e| &e.value),
-                Some(Value::Hash(h)) if h.get_live(f, now).is_some());
+                Some(Value::Hash(h)) if h.get_live(f, engine.field_now(now)).is_some());
             found += usize::from(present);
             if (parsed.exist == Exist::All && !present) || (parsed.exist == Exist::None && present) {
                 break;

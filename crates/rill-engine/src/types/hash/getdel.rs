@@ -46,7 +46,7 @@ fn hgetdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     // Fields whose time has passed are removed as expired first (`hexpired`), then count as
     // missing.
     let expired = engine.expire_fields_lazily(ctx.db, key, fields.iter().map(|f| &f[..]), ctx.now_ms);
-    let now = ctx.now_ms;
+    let now = engine.field_now(ctx.now_ms);
     let Some(Value::Hash(hash)) = engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) else {
         return Err(CmdError::WRONGTYPE);
     };

@@ -311,7 +311,8 @@ fn hmset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
 fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field, value) = (arg(args, 1)?, arg(args, 2)?, arg(args, 3)?);
     lazy_expire(engine, ctx, key, [&field[..]]);
-    if read_hash(engine, ctx, key)?.is_some_and(|h| h.contains_key(field)) {
+    let now = engine.field_now(ctx.now_ms);
+    if read_hash(engine, ctx, key)?.is_some_and(|h| h.get_live(field, now).is_some()) {
         return Ok(Reply::Integer(0));
     }
     let cfg = engine.config.object;
@@ -354,7 +355,8 @@ fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     let incr = int_arg(arg(args, 3)?)?;
     check_hash(engine, ctx, key)?;
     lazy_expire(engine, ctx, key, [&field[..]]);
-    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get(field)) {
+    let now = engine.field_now(ctx.now_ms);
+    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)) {
         None => 0,
         Some(v) => parse_i64(v).ok_or(CmdError::full("ERR hash value is not an integer"))?,
     };
@@ -378,7 +380,8 @@ fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
     }
     check_hash(engine, ctx, key)?;
     lazy_expire(engine, ctx, key, [&field[..]]);
-    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get(field)) {
+    let now = engine.field_now(ctx.now_ms);
+    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)) {
         None => LongDouble::ZERO,
         Some(v) => LongDouble::parse(v).ok_or(CmdError::full("ERR hash value is not a float"))?,
     };
@@ -401,7 +404,8 @@ fn hget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
     check_hash(engine, ctx, key)?;
     lazy_expire(engine, ctx, key, [&field[..]]);
-    let value = read_hash(engine, ctx, key)?.and_then(|h| h.get(field)).cloned();
+    let now = engine.field_now(ctx.now_ms);
+    let value = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).cloned();
     Ok(value.map_or(Reply::Null, Reply::Bulk))
 }
 
@@ -409,7 +413,7 @@ fn hmget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let key = arg(args, 1)?;
     check_hash(engine, ctx, key)?;
     lazy_expire(engine, ctx, key, args.iter().skip(2).map(|f| &f[..]));
-    let now = ctx.now_ms;
+    let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, key)?;
     let out = args
         .iter()
@@ -420,7 +424,7 @@ fn hmget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
 }
 
 fn hgetall(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    let now = ctx.now_ms;
+    let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
     let out = hash
         .into_iter()
@@ -431,13 +435,13 @@ fn hgetall(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
 }
 
 fn hkeys(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    let now = ctx.now_ms;
+    let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
     Ok(Reply::Array(hash.into_iter().flat_map(|h| h.iter_live(now)).map(|(f, _)| Reply::Bulk(f.clone())).collect()))
 }
 
 fn hvals(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    let now = ctx.now_ms;
+    let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
     Ok(Reply::Array(hash.into_iter().flat_map(|h| h.iter_live(now)).map(|(_, v)| Reply::Bulk(v.clone())).collect()))
 }
@@ -451,7 +455,8 @@ fn hexists(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
     check_hash(engine, ctx, key)?;
     lazy_expire(engine, ctx, key, [&field[..]]);
-    let found = read_hash(engine, ctx, key)?.is_some_and(|h| h.contains_key(field));
+    let now = engine.field_now(ctx.now_ms);
+    let found = read_hash(engine, ctx, key)?.is_some_and(|h| h.get_live(field, now).is_some());
     Ok(Reply::Integer(i64::from(found)))
 }
 
@@ -459,7 +464,8 @@ fn hstrlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
     check_hash(engine, ctx, key)?;
     lazy_expire(engine, ctx, key, [&field[..]]);
-    let len = read_hash(engine, ctx, key)?.and_then(|h| h.get(field)).map_or(0, Bytes::len);
+    let now = engine.field_now(ctx.now_ms);
+    let len = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).map_or(0, Bytes::len);
     Ok(Reply::Integer(len as i64))
 }
 

@@ -36,6 +36,7 @@ fn hscan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let cursor = cursor_arg(args)?;
     let options = parse_options(args, true);
     let cfg = engine.config.object;
+    let fnow = engine.field_now(ctx.now_ms);
     let Some(entry) = engine.lookup_read(ctx.db, key, ctx.now_ms) else { return Ok(reply(0, vec![])) };
     let Value::Hash(hash) = &entry.value else { return Err(CmdError::WRONGTYPE) };
     let options = options?;
@@ -47,7 +48,7 @@ fn hscan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let per_pair = if options.no_values { 1 } else { 2 };
     let mut out = Vec::with_capacity(pairs.len() * per_pair);
     for (field, value) in pairs {
-        if options.pattern.is_some_and(|p| !glob_match(p, field, false)) || hash.is_expired(field, ctx.now_ms) {
+        if options.pattern.is_some_and(|p| !glob_match(p, field, false)) || hash.is_expired(field, fnow) {
             continue;
         }
         out.push(Reply::Bulk(field.clone()));

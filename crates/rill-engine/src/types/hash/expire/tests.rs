@@ -175,6 +175,9 @@ fn index_follows_deletes_renames_and_overwrites() {
     assert_eq!(h.engine.db(1).subexpiry_len(), 1);
     h.db = 1;
     assert_eq!(h.run(&["HPERSIST", "g", "FIELDS", "2", "a", "b"]), ints(&[1, -1]));
+    // As in Redis, the hash stays counted until the expiry cycle reaches its old time.
+    assert_eq!(h.engine.db(1).subexpiry_len(), 1);
+    assert_eq!(h.engine.active_expire(h.now_ms + 200_000, 10), 0);
     assert_eq!(h.engine.db(1).subexpiry_len(), 0);
     h.run(&["HEXPIRE", "g", "100", "FIELDS", "1", "b"]);
     h.run(&["DEL", "g"]);
