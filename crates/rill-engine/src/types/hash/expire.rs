@@ -21,7 +21,8 @@
 //!   rounded up) or the time. HPERSIST: -2, -1, or 1 (time removed).
 //! - Effects, as Redis propagates them: the HEXPIRE family as `HPEXPIREAT key ms [cond]
 //!   FIELDS n <fields set>` (none if no field was set); HGETEX as `HPEXPIREAT` / `HPERSIST`
-//!   over its fields; HSETEX as `HSETEX key [PXAT ms | KEEPTTL] FIELDS n ...`; fields deleted
+//!   over its fields; HSETEX as `HSETEX key [FNX | FXX] [PXAT ms | KEEPTTL] FIELDS n ...`;
+//!   HGETDEL as itself; fields deleted
 //!   because their time had passed as `HDEL`.
 
 use super::{hash_cmd, read_hash, write_hash, Hash};
@@ -751,6 +752,11 @@ fn hsetex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     delete_if_empty(engine, db, key);
     if deleted.is_empty() {
         let mut out = vec![Bytes::from_static(b"HSETEX"), key.clone()];
+        match parsed.exist {
+            Exist::None => out.push(Bytes::from_static(b"FNX")),
+            Exist::All => out.push(Bytes::from_static(b"FXX")),
+            Exist::Any => {}
+        }
         match parsed.expiry {
             Expiry::At(at, _) => out.extend([Bytes::from_static(b"PXAT"), Bytes::from(at.to_string())]),
             Expiry::KeepTtl => out.push(Bytes::from_static(b"KEEPTTL")),
