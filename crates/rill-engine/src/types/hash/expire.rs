@@ -26,7 +26,7 @@
 //!   because their time had passed as `HDEL`.
 
 use super::{hash_cmd, read_hash, write_hash, Hash};
-use crate::command::{key_at, CommandSpec, Flags, Handler};
+use crate::command::{key_at, CommandSpec, Flags, Handler, KeySpec};
 use crate::effect::Effect;
 use crate::types::object::encoding::{hash_before_set, hash_field_timed};
 use crate::types::{arg, arity_error, is_token, owned};
@@ -41,8 +41,8 @@ const MAX_TIME_MS: i64 = (1 << 46) - 1;
 
 const WRITE_FAST: Flags = Flags::WRITE.and(Flags::FAST);
 const READ_FAST: Flags = Flags::READONLY.and(Flags::FAST);
-const RW_UPDATE: &[crate::command::KeySpec] = &[key_at(1, &["RW", "UPDATE"])];
-const RO_ACCESS: &[crate::command::KeySpec] = &[key_at(1, &["RO", "ACCESS"])];
+const RW_UPDATE: &[KeySpec] = &[key_at(1, &["RW", "UPDATE"])];
+const RO_ACCESS: &[KeySpec] = &[key_at(1, &["RO", "ACCESS"])];
 const EXPIRE_SYNTAX_S: &str =
     "key:key seconds:integer condition@[NX | XX | GT | LT] fields@FIELDS (numfields:integer field ...)";
 
@@ -134,7 +134,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -5,
         flags: WRITE_FAST,
         acl: &["@write", "@hash", "@fast"],
-        key_specs: &[key_at(1, &["RW", "ACCESS", "UPDATE"])],
+        // The note is part of Redis' COMMAND INFO reply.
+        key_specs: &[KeySpec { notes: "RW and UPDATE because it changes the TTL", ..key_at(1, &["RW", "ACCESS", "UPDATE"]) }],
         summary: "Returns the values of hash fields and optionally sets or removes their expiry times.",
         since: "8.0.0",
         complexity: "O(N) in the number of fields named.",

@@ -169,7 +169,18 @@ fn index_follows_deletes_renames_and_overwrites() {
     assert_eq!(h.engine.db(0).subexpiry_len(), 2);
     h.run(&["SET", "c", "x"]);
     assert_eq!(h.engine.db(0).subexpiry_len(), 1);
-    // (rill has no MOVE.) SWAPDB takes the index with the keys.
+    assert_eq!(h.run(&["MOVE", "g", "0"]), err("ERR source and destination objects are the same"));
+    assert_eq!(h.run(&["MOVE", "g", "16"]), err("ERR DB index is out of range"));
+    assert_eq!(h.run(&["MOVE", "g", "x"]), err("ERR value is not an integer or out of range"));
+    assert_eq!(h.run(&["MOVE", "g", "1"]), int(1));
+    assert_eq!(events(&h), ["new:g", "move_from:g", "move_to:g"]);
+    assert_eq!(h.run(&["MOVE", "g", "1"]), int(0));
+    assert_eq!(h.engine.db(0).subexpiry_len(), 0);
+    assert_eq!(h.engine.db(1).subexpiry_len(), 1);
+    // SWAPDB takes the index with the keys.
+    h.run(&["SWAPDB", "0", "1"]);
+    assert_eq!(h.engine.db(0).subexpiry_len(), 1);
+    assert_eq!(h.engine.db(1).subexpiry_len(), 0);
     h.run(&["SWAPDB", "0", "1"]);
     assert_eq!(h.engine.db(0).subexpiry_len(), 0);
     assert_eq!(h.engine.db(1).subexpiry_len(), 1);
