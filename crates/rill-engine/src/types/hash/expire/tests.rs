@@ -281,3 +281,40 @@ fn dump_restore_keeps_field_times() {
     assert_eq!(h.run(&["HPEXPIRETIME", "g", "FIELDS", "2", "a", "b"]), ints(&[1_800_000_000_000, -1]));
     assert_eq!(h.engine.db(0).subexpiry_len(), 2);
 }
+
+#[test]
+fn a_replica_hides_expired_fields_but_keeps_them() {
+    let mut h = Harness::new();
+    h.run(&["HSET", "h", "a", "1", "b", "2"]);
+    h.run(&["HPEXPIRE", "h", "10", "FIELDS", "1", "a"]);
+    h.engine.set_replica(true);
+    h.now_ms += 11;
+    assert_eq!(h.run(&["HGET", "h", "a"]), Reply::Null);
+    assert_eq!(h.run(&["HEXISTS", "h", "a"]), int(0));
+    assert_eq!(h.run(&["HGETALL", "h"]), Reply::Map(vec![(bulk("b"), bulk("2"))]));
+    assert_eq!(h.engine.active_expire(h.now_ms, 100), 0);
+    // Still there, for the primary's HDEL.
+    assert_eq!(h.run(&["HLEN", "h"]), int(2));
+    assert!(h.engine.take_expired_fields().is_empty());
+    // A time already past is kept too.
+    assert_eq!(h.run(&["HPEXPIREAT", "h", "1", "FIELDS", "1", "b"]), ints(&[1]));
+    assert_eq!(h.run(&["HLEN", "h"]), int(2));
+}
+
+#[test]
+fn allow_access_expired_shows_expired_fields() {
+    let mut h = Harness::new();
+    h.run(&["HSET", "h", "a", "1", "b", "2"]);
+    h.run(&["HPEXPIRE", "h", "10", "FIELDS", "1", "a"]);
+    h.now_ms += 11;
+    h.engine.set_allow_access_expired(true);
+    assert_eq!(h.run(&["HGET", "h", "a"]), bulk("1"));
+    assert_eq!(h.run(&["HMGET", "h", "a", "b"]), nils_and(&[Some("1"), Some("2")]));
+    assert_eq!(h.run(&["HINCRBY", "h", "a", "1"]), int(2));
+    let Reply::Array(picks) = h.run(&["HRANDFIELD", "h", "-6"]) else { panic!("array") };
+    assert_eq!(picks.len(), 6);
+    assert_eq!(h.run(&["HLEN", "h"]), int(2));
+    h.engine.set_allow_access_expired(false);
+    assert_eq!(h.run(&["HGET", "h", "a"]), Reply::Null);
+    assert_eq!(h.run(&["HLEN", "h"]), int(1));
+}
