@@ -247,15 +247,30 @@ fn write_hash<'e>(
     }
 }
 
-/// Lazy field expiry before a command reads or writes `fields` of the hash at `key` (after
-/// the key's own expiry): the expired ones are removed, with `hexpired`, and the key with
-/// `del` if none is left. Returns whether the key went.
-fn lazy_expire<'a>(engine: &mut Engine, ctx: &CallCtx, key: &[u8], fields: impl IntoIterator<Item = &'a [u8]>) -> bool {
+/// Lazy field expiry before a command reads or writes `fields` of the hash at `key`: the
+/// expired ones are removed, with `hexpired`, and the key with `del` if none is left.
+/// WRONGTYPE (nothing touched) for a live key of another type. One look at the key when no
+/// field of the hash is due (the common case); a key whose own time has passed is left to
+/// the command's lookup.
+fn lazy_expire<'a>(
+    engine: &mut Engine,
+    ctx: &CallCtx,
+    key: &[u8],
+    fields: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), CmdError> {
     let (db, now) = (ctx.db, ctx.now_ms);
-    engine.expire_if_needed(db, key, now);
+    match engine.db(db).get_raw(key) {
+        Some(e) if e.is_expired(now) => return Ok(()),
+        Some(e) => match &e.value {
+            Value::Hash(h) if h.min_ttl().is_some_and(|t| t < now) => {}
+            Value::Hash(_) => return Ok(()),
+            _ => return Err(CmdError::WRONGTYPE),
+        },
+        None => return Ok(()),
+    }
     let removed = engine.expire_fields_lazily(db, key, fields, now);
     if removed.is_empty() {
-        return false;
+        return Ok(());
     }
     engine.record_event(db, key, KeyEvent::HExpired);
     engine.attach_subkeys(removed.iter().map(|f| &f[..]));
@@ -266,7 +281,7 @@ fn lazy_expire<'a>(engine: &mut Engine, ctx: &CallCtx, key: &[u8], fields: impl 
         engine.record_event(db, key, KeyEvent::Del);
         engine.signal_ready(db, key);
     }
-    empty
+    Ok(())
 }
 
 /// The (field, value) pairs after the key; a field without a value is an arity error.
@@ -310,7 +325,7 @@ fn hmset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
 
 fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field, value) = (arg(args, 1)?, arg(args, 2)?, arg(args, 3)?);
-    lazy_expire(engine, ctx, key, [&field[..]]);
+    lazy_expire(engine, ctx, key, [&field[..]])?;
     let now = engine.field_now(ctx.now_ms);
     if read_hash(engine, ctx, key)?.is_some_and(|h| h.get_live(field, now).is_some()) {
         return Ok(Reply::Integer(0));
@@ -353,8 +368,7 @@ fn hdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
     let incr = int_arg(arg(args, 3)?)?;
-    check_hash(engine, ctx, key)?;
-    lazy_expire(engine, ctx, key, [&field[..]]);
+    lazy_expire(engine, ctx, key, [&field[..]])?;
     let now = engine.field_now(ctx.now_ms);
     let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)) {
         None => 0,
@@ -378,8 +392,7 @@ fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
     if !incr.is_finite() {
         return Err(CmdError::full("ERR value is NaN or Infinity"));
     }
-    check_hash(engine, ctx, key)?;
-    lazy_expire(engine, ctx, key, [&field[..]]);
+    lazy_expire(engine, ctx, key, [&field[..]])?;
     let now = engine.field_now(ctx.now_ms);
     let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)) {
         None => LongDouble::ZERO,
@@ -402,8 +415,7 @@ fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
 
 fn hget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
-    check_hash(engine, ctx, key)?;
-    lazy_expire(engine, ctx, key, [&field[..]]);
+    lazy_expire(engine, ctx, key, [&field[..]])?;
     let now = engine.field_now(ctx.now_ms);
     let value = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).cloned();
     Ok(value.map_or(Reply::Null, Reply::Bulk))
@@ -411,8 +423,7 @@ fn hget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 
 fn hmget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    check_hash(engine, ctx, key)?;
-    lazy_expire(engine, ctx, key, args.iter().skip(2).map(|f| &f[..]));
+    lazy_expire(engine, ctx, key, args.iter().skip(2).map(|f| &f[..]))?;
     let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, key)?;
     let out = args
@@ -453,8 +464,7 @@ fn hlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 
 fn hexists(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
-    check_hash(engine, ctx, key)?;
-    lazy_expire(engine, ctx, key, [&field[..]]);
+    lazy_expire(engine, ctx, key, [&field[..]])?;
     let now = engine.field_now(ctx.now_ms);
     let found = read_hash(engine, ctx, key)?.is_some_and(|h| h.get_live(field, now).is_some());
     Ok(Reply::Integer(i64::from(found)))
@@ -462,8 +472,7 @@ fn hexists(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
 
 fn hstrlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
-    check_hash(engine, ctx, key)?;
-    lazy_expire(engine, ctx, key, [&field[..]]);
+    lazy_expire(engine, ctx, key, [&field[..]])?;
     let now = engine.field_now(ctx.now_ms);
     let len = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).map_or(0, Bytes::len);
     Ok(Reply::Integer(len as i64))
