@@ -98,6 +98,11 @@ fn chain_value(acc: &mut Digest, entry: &Entry) {
                 let mut pair = EMPTY;
                 chain(&mut pair, field);
                 chain(&mut pair, value);
+                // A field with an expiry time digests differently (its time does not count),
+                // as in Redis.
+                if fields.ttl(field).is_some() {
+                    fold(&mut pair, b"!!hexpire!!");
+                }
                 fold(acc, &pair);
             }
         }

@@ -21,6 +21,10 @@ fn run_logged(engine: &mut Engine, table: &CommandTable, now: i64, args: &[Strin
     ctx.no_block = true;
     let outcome = engine.call(h, &mut ctx, &args);
     let mut out: Vec<Effect> = engine.take_expired().into_iter().map(|(db, k)| Effect::del(db, k)).collect();
+    // Hash fields removed by expiry: one HDEL each, as the server logs them.
+    for (db, key, fields) in engine.take_expired_fields() {
+        out.extend(fields.into_iter().map(|f| Effect::command(db, vec![Bytes::from_static(b"HDEL"), key.clone(), f])));
+    }
     if ctx.explicit {
         out.extend(ctx.effects.decode().unwrap());
     } else if outcome.changes > 0 && spec.flags.has(Flags::WRITE) {
@@ -75,6 +79,28 @@ fn command() -> impl Strategy<Value = Vec<String>> {
         1 => Just(s(&["GET", "str"])),
         1 => Just(s(&["EXPIRE", "set", "1"])),
         1 => key.prop_map(move |k| s(&["DEL", k])),
+        // Hash field expiry with relative times, so that replay must get them as absolute ones
+        // and the lazy removals as HDELs.
+        1 => Just(s(&["HSET", "hx", "a", "1", "b", "2", "c", "3"])),
+        2 => (1u8..8, prop_oneof![Just("a"), Just("b"), Just("c")], prop_oneof![Just(""), Just("NX"), Just("GT"), Just("LT")])
+            .prop_map(move |(t, f, c)| {
+                let mut v = s(&["HPEXPIRE", "hx", &t.to_string()]);
+                v.extend(s(&[c]).into_iter().filter(|w| !w.is_empty()));
+                v.extend(s(&["FIELDS", "1", f]));
+                v
+            }),
+        1 => prop_oneof![Just("a"), Just("b"), Just("c")].prop_map(move |f| s(&["HGET", "hx", f])),
+        1 => (0u8..6).prop_map(move |t| s(&["HGETEX", "hx", "PX", &t.to_string(), "FIELDS", "2", "a", "b"])),
+        1 => Just(s(&["HGETEX", "hx", "PERSIST", "FIELDS", "2", "b", "c"])),
+        1 => (0u8..6, prop_oneof![Just(""), Just("FNX"), Just("FXX")]).prop_map(move |(t, c)| {
+            let mut v = s(&["HSETEX", "hx"]);
+            v.extend(s(&[c]).into_iter().filter(|w| !w.is_empty()));
+            v.extend(s(&["PX", &t.to_string(), "FIELDS", "1", "c", "9"]));
+            v
+        }),
+        1 => Just(s(&["HPERSIST", "hx", "FIELDS", "1", "a"])),
+        1 => Just(s(&["HRANDFIELD", "hx", "-2"])),
+        1 => Just(s(&["HINCRBY", "hx", "a", "1"])),
     ]
 }
 
@@ -110,7 +136,7 @@ proptest! {
             replay(&mut copy, &table, time, &effects);
             rest = &rest[4 + n..];
         }
-        for key in ["s", "t", "str", "set"] {
+        for key in ["s", "t", "str", "set", "hx"] {
             let view = |e: &Engine| e.db(0).get_raw(key.as_bytes()).map(|e| match &e.value {
                 // Streams: compared through the RDB form of their entries laid out afresh.
                 crate::Value::Stream(s) => (None, relaid_dump(s, now), e.expire_at_ms),

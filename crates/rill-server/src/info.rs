@@ -389,7 +389,9 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "sync_full:{}", syncs.full);
             line!(out, "sync_partial_ok:{}", syncs.partial_ok);
             line!(out, "sync_partial_err:{}", syncs.partial_err);
-            line!(out, "expired_subkeys:0");
+            line!(out, "expired_subkeys:{}", st.engine.stats().expired_subkeys);
+            // Newer than Redis 8.2, which has only the total.
+            line!(out, "expired_subkeys_active:{}", st.engine.stats().expired_subkeys_active);
             line!(out, "expired_keys:{}", st.engine.stats().expired_keys);
             line!(out, "expired_keys_active:{}", st.engine.stats().expired_keys_active);
             line!(out, "expired_stale_perc:0.00");
@@ -528,7 +530,13 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "# Keyspace");
             for (i, db) in st.engine.dbs().iter().enumerate() {
                 if !db.is_empty() {
-                    line!(out, "db{i}:keys={},expires={},avg_ttl=0,subexpiry=0", db.len(), db.expires_len());
+                    line!(
+                        out,
+                        "db{i}:keys={},expires={},avg_ttl=0,subexpiry={}",
+                        db.len(),
+                        db.expires_len(),
+                        db.subexpiry_len()
+                    );
                 }
             }
         }

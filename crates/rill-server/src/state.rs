@@ -425,6 +425,13 @@ impl State {
             for (db, key) in self.engine.take_expired() {
                 self.journal.push_del(db, &key);
             }
+            // Hash fields removed by expiry, as Redis propagates them: one HDEL per field (a
+            // unit of several is one MULTI / EXEC for a replica, as Redis wraps them).
+            for (db, key, fields) in self.engine.take_expired_fields() {
+                for field in fields {
+                    self.journal.push_command(db, &[Bytes::from_static(b"HDEL"), key.clone(), field]);
+                }
+            }
         }
         self.journal.push(ctx_effects);
     }

@@ -129,6 +129,9 @@ key_events! {
     HDel => "hdel", Hash;
     HIncrBy => "hincrby", Hash;
     HIncrByFloat => "hincrbyfloat", Hash;
+    HExpire => "hexpire", Hash;
+    HExpired => "hexpired", Hash;
+    HPersist => "hpersist", Hash;
     SAdd => "sadd", Set;
     SRem => "srem", Set;
     SPop => "spop", Set;

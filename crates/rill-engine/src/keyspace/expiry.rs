@@ -31,14 +31,18 @@ impl Engine {
         expired
     }
 
-    /// Remove up to `budget` expired keys across all databases. Returns how many were removed.
+    /// Remove up to `budget` expired keys across all databases, then expired hash fields
+    /// within what is left of it. Returns how many keys and fields were removed.
     /// The `expired` events of the pass replace whatever [`Engine::events`] held.
     pub fn active_expire(&mut self, now_ms: i64, budget: usize) -> usize {
         self.observe_clock(now_ms);
         self.events.clear();
         let mut removed = 0;
         for db in 0..self.dbs.len() {
-            removed += self.expire_due(db, now_ms, budget - removed);
+            removed += self.expire_due(db, now_ms, budget.saturating_sub(removed));
+        }
+        for db in 0..self.dbs.len() {
+            removed += self.expire_due_fields_of(db, now_ms, budget.saturating_sub(removed));
         }
         self.expired_keys_active += removed as u64;
         removed
@@ -72,5 +76,141 @@ impl Engine {
     #[allow(clippy::indexing_slicing)]
     fn db_mut_for_expiry(&mut self, db: usize) -> &mut super::Db {
         &mut self.dbs[db]
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hash fields (HEXPIRE and kin)
+//
+// A hash field's time is kept in the hash (`HashFields`); the database indexes each hash with
+// expiring fields by its earliest time (`Db::field_expiring`), so the active cycle finds due
+// hashes without looking at the others. A removed field is logged as `HDEL key field...`
+// (`expired_fields_log`), as Redis propagates it, and fires `hexpired` (`del` when it was the
+// last field, which deletes the key).
+
+impl Engine {
+    /// Remove the fields among `fields` of the hash at `key` whose time is before `now_ms`
+    /// (lazy field expiry), logging and counting them; no event, and the key stays even if
+    /// emptied: the caller fires `hexpired` and deletes an emptied key as its command does.
+    /// Returns the removed fields, in the order given. Nothing is removed where expired keys
+    /// are kept (a replica, loading, paused expiry): readers skip such fields instead.
+    pub(crate) fn expire_fields_lazily<'a>(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        fields: impl IntoIterator<Item = &'a [u8]>,
+        now_ms: i64,
+    ) -> Vec<Bytes> {
+        if self.keeps_expired(now_ms) || self.allow_access_expired {
+            return Vec::new();
+        }
+        let removed = match self.db_mut(db).keys.get_mut(key).map(|e| &mut e.value) {
+            Some(super::Value::Hash(h)) if h.min_ttl().is_some_and(|t| t < now_ms) => {
+                let mut removed = Vec::new();
+                for f in fields {
+                    if h.is_expired(f, now_ms) {
+                        if let Some((k, _)) = h.get_key_value(f) {
+                            let k = k.clone();
+                            h.swap_remove(f);
+                            removed.push(k);
+                        }
+                    }
+                }
+                removed
+            }
+            _ => return Vec::new(),
+        };
+        if !removed.is_empty() {
+            self.fields_removed(db, key, &removed, false);
+        }
+        removed
+    }
+
+    /// Remove `fields` (already taken out of the hash at `key`) from the books: the log, the
+    /// counters, WATCH.
+    pub(crate) fn fields_removed(&mut self, db: usize, key: &[u8], fields: &[Bytes], active: bool) {
+        let n = fields.len() as u64;
+        self.expired_subkeys += n;
+        if active {
+            self.expired_subkeys_active += n;
+        }
+        self.watch.touch(db, key);
+        self.expired_fields_log.push((db, Bytes::copy_from_slice(key), fields.to_vec()));
+    }
+
+    /// Remove every field of the hash at `key` whose time is before `now_ms` (at most
+    /// `limit`), firing `hexpired` for them, and `del` with the key when none is left. Returns
+    /// how many were removed and whether the key went. Not where expired keys are kept.
+    pub(crate) fn expire_due_fields(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: i64,
+        limit: usize,
+        active: bool,
+    ) -> (usize, bool) {
+        if self.keeps_expired(now_ms) || (self.allow_access_expired && !active) {
+            return (0, false);
+        }
+        let (removed, empty) = match self.db_mut(db).keys.get_mut(key).map(|e| &mut e.value) {
+            Some(super::Value::Hash(h)) => {
+                let due = h.due(now_ms, limit);
+                for f in &due {
+                    h.swap_remove(f);
+                }
+                (due, h.is_empty())
+            }
+            _ => (Vec::new(), false),
+        };
+        if !removed.is_empty() {
+            self.fields_removed(db, key, &removed, active);
+            self.events.push(db, key, super::KeyEvent::HExpired);
+            self.attach_subkeys(removed.iter().map(|f| &f[..]));
+            if empty {
+                self.events.push(db, key, super::KeyEvent::Del);
+                self.remove(db, key);
+                self.signal_ready(db, key);
+            }
+        }
+        self.db_mut(db).sync_field_expiry(key);
+        (removed.len(), empty)
+    }
+
+    /// Active field expiry for database `db`: remove up to `budget` due fields, the hashes
+    /// with the earliest times first. Returns how many fields were removed. O(log n) per hash
+    /// plus O(log m) per field.
+    pub(crate) fn expire_due_fields_of(&mut self, db: usize, now_ms: i64, budget: usize) -> usize {
+        if self.keeps_expired(now_ms) {
+            return 0;
+        }
+        let mut removed = 0;
+        while removed < budget {
+            let key = match self.db(db).field_expiring.first() {
+                Some((t, k)) if *t < now_ms => k.clone(),
+                _ => break,
+            };
+            if self.expire_if_needed(db, &key, now_ms) {
+                // The whole key's time passed too: it went, with its registration.
+                continue;
+            }
+            let before = self.db(db).field_deadline.get(&key).copied();
+            let (n, _) = self.expire_due_fields(db, &key, now_ms, budget - removed, true);
+            removed += n;
+            if n == 0 && self.db(db).field_deadline.get(&key).copied() == before {
+                // Out of step (cannot happen: `expire_due_fields` re-registers the key);
+                // drop the entry rather than spin.
+                let d = self.db_mut_for_expiry(db);
+                if let Some(t) = d.field_deadline.remove(&key) {
+                    d.field_expiring.remove(&(t, key));
+                }
+            }
+        }
+        removed
+    }
+
+    /// Re-register the hash at `key` in the field-expiry index after its fields' times
+    /// changed (HEXPIRE and kin).
+    pub(crate) fn sync_field_expiry(&mut self, db: usize, key: &[u8]) {
+        self.db_mut(db).sync_field_expiry(key);
     }
 }

@@ -10,6 +10,7 @@
 
 mod events;
 mod expiry;
+mod hash_fields;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -27,11 +28,7 @@ pub use watch::WatchedKeys;
 use crate::types::object::meta::Access;
 use crate::types::object::{ObjectConfig, ObjectMeta};
 
-/// A hash's fields and their values. The table also numbers its fields (`indexmap`), so
-/// HRANDFIELD reads the field at a random position in O(1) where a `HashMap` would walk to it;
-/// the price is ~11 bytes per field. Remove with `swap_remove` (O(1): the last field takes the
-/// hole), never `shift_remove` (O(N)); the order of the fields is no promise to anyone.
-pub type HashFields = IndexMap<Bytes, Bytes>;
+pub use hash_fields::HashFields;
 
 /// A set's members, numbered as a hash's fields are (SPOP, SRANDMEMBER); ~18 bytes per member
 /// more than a `HashSet`.
@@ -121,6 +118,14 @@ pub struct Db {
     /// Keys with an expiry, ordered by time: active expiry pops from the front.
     /// Invariant: `(t, k)` is here iff `keys[k].expire_at_ms == Some(t)`.
     pub(crate) expiring: BTreeSet<(i64, Bytes)>,
+    /// Hashes with fields that expire, by the time registered for each (see
+    /// `field_expiring`).
+    pub(crate) field_deadline: HashMap<Bytes, i64>,
+    /// The same hashes ordered by that time: active field expiry pops from the front.
+    /// Invariant: `(t, k)` is here iff `field_deadline[k] == t`; every hash with an expiring
+    /// field is here with a time no later than its earliest field's (a field's time removed
+    /// or raised leaves the earlier one, which the expiry cycle corrects when it comes due).
+    pub(crate) field_expiring: BTreeSet<(i64, Bytes)>,
 }
 
 impl Db {
@@ -153,6 +158,8 @@ impl Db {
     /// its data instead of copying it.
     pub fn drain(&mut self) -> Vec<(Bytes, Entry)> {
         self.expiring.clear();
+        self.field_deadline.clear();
+        self.field_expiring.clear();
         self.keys.drain(..).collect()
     }
 
@@ -203,6 +210,7 @@ impl Db {
             at = expiring - 1;
         }
         let (k, e) = self.keys.swap_remove_index(at)?;
+        self.unregister_fields(&k);
         match e.expire_at_ms {
             Some(t) => {
                 let indexed = (t, k);
@@ -210,6 +218,44 @@ impl Db {
                 Some((indexed.1, e))
             }
             None => Some((k, e)),
+        }
+    }
+
+    /// Number of hashes with fields that expire (INFO keyspace `subexpiry`).
+    pub fn subexpiry_len(&self) -> usize {
+        self.field_deadline.len()
+    }
+
+    /// Forget the field-expiry registration of `key`, if any.
+    fn unregister_fields(&mut self, key: &[u8]) {
+        if self.field_deadline.is_empty() {
+            return;
+        }
+        if let Some((k, t)) = self.field_deadline.remove_entry(key) {
+            self.field_expiring.remove(&(t, k));
+        }
+    }
+
+    /// Register `key` in the field-expiry index by its earliest field time now (none: not
+    /// registered): after anything that may have given a field of a hash an earlier time, or
+    /// stored a hash with times under the key.
+    pub(crate) fn sync_field_expiry(&mut self, key: &[u8]) {
+        let Some((k, e)) = self.keys.get_key_value(key) else {
+            self.unregister_fields(key);
+            return;
+        };
+        let want = match &e.value {
+            Value::Hash(h) => h.min_ttl(),
+            _ => None,
+        };
+        if want == self.field_deadline.get(key).copied() {
+            return;
+        }
+        let k = k.clone();
+        self.unregister_fields(key);
+        if let Some(t) = want {
+            self.field_deadline.insert(k.clone(), t);
+            self.field_expiring.insert((t, k));
         }
     }
 
@@ -492,12 +538,23 @@ pub struct Engine {
     /// On a replica, the primary's stream is being applied: its commands see keys whose time
     /// has passed (they are the primary's to delete); other clients' lookups do not.
     applying_stream: bool,
+    /// DEBUG SET-ALLOW-ACCESS-EXPIRED: hash fields whose time has passed are seen and kept
+    /// (lazy field expiry off; the active cycle still runs unless turned off too).
+    allow_access_expired: bool,
     /// Expiry is paused before this time, Unix ms (CLIENT PAUSE, FAILOVER): a key whose time
     /// has passed is hidden but not deleted, as on a replica, so that nothing is written.
     expiry_paused_until: i64,
     /// Keys removed by lazy or active expiry since the server last drained them, in order:
     /// logged as `DEL` before the effects of the command that found them.
     pub(crate) expired_log: Vec<(usize, Bytes)>,
+    /// Hash fields removed by lazy or active field expiry (or by an expiry time already past
+    /// when set) since the server last drained them, in order: logged as `HDEL key field...`
+    /// before the effects of the command that removed them.
+    pub(crate) expired_fields_log: Vec<(usize, Bytes, Vec<Bytes>)>,
+    /// Hash fields removed by expiry (`expired_subkeys`), and of those by the active cycle
+    /// (`expired_subkeys_active`).
+    pub(crate) expired_subkeys: u64,
+    pub(crate) expired_subkeys_active: u64,
     /// State of the engine's pseudo-random generator (RANDOMKEY). Fixed seed: the engine has
     /// no entropy source of its own, and nothing random is ever logged.
     rng_state: u64,
@@ -546,6 +603,10 @@ pub struct KeyspaceStats {
     pub hits: u64,
     /// `keyspace_misses`
     pub misses: u64,
+    /// `expired_subkeys`: hash fields removed by expiry.
+    pub expired_subkeys: u64,
+    /// `expired_subkeys_active`: of those, by the active cycle.
+    pub expired_subkeys_active: u64,
 }
 
 impl Engine {
@@ -569,7 +630,11 @@ impl Engine {
             replica: false,
             applying_stream: false,
             expiry_paused_until: 0,
+            allow_access_expired: false,
             expired_log: Vec::new(),
+            expired_fields_log: Vec::new(),
+            expired_subkeys: 0,
+            expired_subkeys_active: 0,
             rng_state: 0x005E_ED0F_2111,
             clock_ms: 0,
             first_clock_s: 0,
@@ -691,6 +756,21 @@ impl Engine {
         self.expiry_paused_until = until_ms;
     }
 
+    /// DEBUG SET-ALLOW-ACCESS-EXPIRED: let commands see hash fields whose time has passed.
+    pub fn set_allow_access_expired(&mut self, allow: bool) {
+        self.allow_access_expired = allow;
+    }
+
+    /// The time hash field expiry is judged at for a command running at `now_ms`: the
+    /// beginning of time while expired fields are allowed to be seen.
+    pub(crate) fn field_now(&self, now_ms: i64) -> i64 {
+        if self.allow_access_expired {
+            i64::MIN
+        } else {
+            now_ms
+        }
+    }
+
     /// The primary's stream is being applied (true) or not: see [`Engine::set_replica`].
     pub fn set_applying_stream(&mut self, applying: bool) {
         self.applying_stream = applying;
@@ -791,6 +871,7 @@ impl Engine {
         }
         let meta = ObjectMeta::created(self.clock_ms);
         let loading = self.loading;
+        let fields_expire = matches!(&value, Value::Hash(h) if h.ttl_count() > 0);
         let d = self.db_mut(db);
         let entry = Entry { value, expire_at_ms: None, meta };
         let Some(at) = d.keys.get_index_of(key) else {
@@ -800,12 +881,18 @@ impl Engine {
             let d = self.db_mut(db);
             // No expiry: appending keeps the runs.
             d.keys.insert(owned.unwrap_or_else(|| Bytes::copy_from_slice(key)), entry);
+            if fields_expire {
+                d.sync_field_expiry(key);
+            }
             return;
         };
         // The new value has no expiry: drop the old one's first (the key may change runs).
         let at = d.change_expiry(at, None).map_or(at, |(_, now_at)| now_at);
         let Some((_, slot)) = d.keys.get_index_mut(at) else { return };
         let old = std::mem::replace(slot, entry);
+        if fields_expire || !d.field_deadline.is_empty() {
+            d.sync_field_expiry(key);
+        }
         if matches!(old.value, Value::Stream(_)) {
             // Clients blocked in XREADGROUP on it must learn it is gone (Redis signals a
             // deleted or overwritten key to them).
@@ -839,18 +926,25 @@ impl Engine {
             self.arm_max_age_of(db, &key, s);
         }
         let meta = ObjectMeta::created(self.clock_ms);
+        let fields_expire = matches!(&value, Value::Hash(h) if h.ttl_count() > 0);
         let d = self.db_mut(db);
         match d.keys.get_mut(&key) {
             Some(e) => {
                 let replaced_stream = matches!(e.value, Value::Stream(_));
                 e.value = value;
                 e.meta = meta;
+                if fields_expire || !d.field_deadline.is_empty() {
+                    d.sync_field_expiry(&key);
+                }
                 if replaced_stream {
                     self.signal_ready(db, &key);
                 }
             }
             None => {
                 d.keys.insert(key.clone(), Entry { value, expire_at_ms: None, meta });
+                if fields_expire {
+                    d.sync_field_expiry(&key);
+                }
                 if !self.loading {
                     self.events.push(db, &key, KeyEvent::New);
                 }
@@ -924,6 +1018,8 @@ impl Engine {
             expired_keys_active: self.expired_keys_active,
             hits: self.keyspace_hits,
             misses: self.keyspace_misses,
+            expired_subkeys: self.expired_subkeys,
+            expired_subkeys_active: self.expired_subkeys_active,
         }
     }
 
@@ -931,6 +1027,8 @@ impl Engine {
     pub fn reset_stats(&mut self) {
         self.expired_keys = 0;
         self.expired_keys_active = 0;
+        self.expired_subkeys = 0;
+        self.expired_subkeys_active = 0;
         self.keyspace_hits = 0;
         self.keyspace_misses = 0;
     }
@@ -984,9 +1082,16 @@ impl Engine {
         std::mem::take(&mut self.expired_log)
     }
 
-    /// Whether expiry removed keys since the last [`Engine::take_expired`].
+    /// Take the hash fields expiry removed since the last call, in order, by key (each is
+    /// logged as `HDEL key field...`, after the keys of [`Engine::take_expired`]).
+    pub fn take_expired_fields(&mut self) -> Vec<(usize, Bytes, Vec<Bytes>)> {
+        std::mem::take(&mut self.expired_fields_log)
+    }
+
+    /// Whether expiry removed keys or hash fields since the last [`Engine::take_expired`] /
+    /// [`Engine::take_expired_fields`].
     pub fn has_expired(&self) -> bool {
-        !self.expired_log.is_empty()
+        !self.expired_log.is_empty() || !self.expired_fields_log.is_empty()
     }
 
     /// A client blocks on `key` in `db`: writes that ready it are signalled from now on.

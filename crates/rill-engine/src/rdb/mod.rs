@@ -20,12 +20,14 @@
 //! | list   | 18 `LIST_QUICKLIST_2`                | listpack nodes of ≤ 8 KiB            | 10      |
 //! | set    | 2 `SET`                              | count + members                      | 10      |
 //! | hash   | 4 `HASH`                             | count + field/value pairs            | 10      |
+//! | hash with field expiry times | 24 `HASH_METADATA` | earliest time + (time, field, value) | 12 |
 //! | stream | 21 `STREAM_LISTPACKS_3`, or 27 `STREAM_LISTPACKS_5` when it has IDMP state or XNACKed entries; 19 `STREAM_LISTPACKS_2` in a file for Redis 7.0 ([`file::FileWriter`] of version 10) | see [`stream`] | 11 / 14 |
 //!
 //! What we read: the above plus list 1, 10 (ziplist), 14 (quicklist of ziplists); set 11
-//! (intset), 20 (listpack); hash 9 (zipmap), 13 (ziplist), 16 (listpack); streams 15, 19, 21,
-//! 26, 27; LZF-compressed strings anywhere a string appears. Sorted sets, modules and hashes
-//! with field expiry have no rill value to load into: RESTORE answers them as bad data, a
+//! (intset), 20 (listpack); hash 9 (zipmap), 13 (ziplist), 16 (listpack), with field expiry
+//! 22, 23 (7.4 release candidates), 24, 25 (listpackex); streams 15, 19, 21,
+//! 26, 27; LZF-compressed strings anywhere a string appears. Modules have no rill value to
+//! load into: RESTORE answers them as bad data, a
 //! snapshot load fails naming the type ([`RdbError::UnsupportedType`], [`type_name`]).
 //!
 //! Numbers read are bounded by what they mean: a count of elements still to read by the bytes
@@ -95,7 +97,23 @@ pub mod types {
     /// Sorted set in a listpack (what Redis writes for a small one).
     pub const ZSET_LISTPACK: u8 = 17;
     pub const SET_LISTPACK: u8 = 20;
+    /// A hash with field expiry times, each absolute (Redis 7.4 release candidates).
+    pub const HASH_METADATA_PRE_GA: u8 = 22;
+    /// A listpack hash with field expiry times (Redis 7.4 release candidates).
+    pub const HASH_LISTPACK_EX_PRE_GA: u8 = 23;
+    /// A hash with field expiry times: the earliest time, then (time, field, value) triples,
+    /// each time relative to the earliest (+1; 0: none).
+    pub const HASH_METADATA: u8 = 24;
+    /// A listpack hash with field expiry times: the earliest time, then one listpack of
+    /// (field, value, time) triples, each time absolute (0: none).
+    pub const HASH_LISTPACK_EX: u8 = 25;
 }
+
+/// The payload version of a hash with field expiry times (Redis 7.4's RDB 12).
+const VERSION_REDIS_7_4: u16 = 12;
+
+/// The latest field expiry time RDB holds (Redis' expiry buckets' range).
+const FIELD_TIME_MAX: u64 = (1 << 48) - 1;
 
 /// A quicklist-2 node holding one element as-is.
 const QUICKLIST_NODE_PLAIN: u64 = 1;
@@ -150,7 +168,6 @@ pub fn type_name(rdb_type: u8) -> &'static str {
     match rdb_type {
         3 | 5 | 12 | 17 => "sorted set",
         6 | 7 => "module value",
-        22..=25 => "hash with field expiry",
         28 => "array",
         29 => "GCRA rate limiter",
         0xF3 => "module key metadata",
@@ -158,7 +175,14 @@ pub fn type_name(rdb_type: u8) -> &'static str {
         types::STRING => "string",
         types::LIST | types::LIST_ZIPLIST | types::LIST_QUICKLIST | types::LIST_QUICKLIST_2 => "list",
         types::SET | types::SET_INTSET | types::SET_LISTPACK => "set",
-        types::HASH | types::HASH_ZIPMAP | types::HASH_ZIPLIST | types::HASH_LISTPACK => "hash",
+        types::HASH
+        | types::HASH_ZIPMAP
+        | types::HASH_ZIPLIST
+        | types::HASH_LISTPACK
+        | types::HASH_METADATA_PRE_GA
+        | types::HASH_LISTPACK_EX_PRE_GA
+        | types::HASH_METADATA
+        | types::HASH_LISTPACK_EX => "hash",
         stream::TYPE_STREAM_V1
         | stream::TYPE_STREAM_V2
         | stream::TYPE_STREAM_V3
@@ -231,6 +255,7 @@ fn value_type_7_0(value: &Value) -> Result<u8, &'static str> {
             Err("a stream with IDMP state or XNACKed entries, which Redis 7.0 cannot hold")
         }
         Value::Stream(_) => Ok(stream::TYPE_STREAM_V2),
+        Value::Hash(h) if h.ttl_count() > 0 => Err("a hash with field expiry times, which Redis 7.0 cannot hold"),
         other => Ok(value_type(other)),
     }
 }
@@ -241,6 +266,7 @@ fn value_type(value: &Value) -> u8 {
         Value::Str(_) => types::STRING,
         Value::List(_) => types::LIST_QUICKLIST_2,
         Value::Set(_) => types::SET,
+        Value::Hash(h) if h.ttl_count() > 0 => types::HASH_METADATA,
         Value::Hash(_) => types::HASH,
         Value::Stream(s) => stream::type_for(s),
         Value::ZSet(z) if zset_fits_listpack(z) => types::ZSET_LISTPACK,
@@ -259,6 +285,7 @@ fn version_of(value: &Value, rdb_type: u8) -> u16 {
     match value {
         Value::Stream(_) if rdb_type > stream::TYPE_STREAM_V3 => RDB_VERSION,
         Value::Stream(_) => VERSION_REDIS_7_2,
+        Value::Hash(_) if rdb_type == types::HASH_METADATA => VERSION_REDIS_7_4,
         _ => VERSION_REDIS_7_0,
     }
 }
@@ -280,6 +307,16 @@ fn encode_body(out: &mut impl stream::BodyOut, value: &Value, rdb_type: u8, now_
             w.length(members.len() as u64);
             for m in members.iter() {
                 w.string(m);
+            }
+        }
+        Value::Hash(fields) if rdb_type == types::HASH_METADATA => {
+            let min = fields.min_ttl().unwrap_or(0);
+            w.millis(min);
+            w.length(fields.len() as u64);
+            for (f, v) in fields.iter() {
+                w.length(fields.ttl(f).map_or(0, |t| t.abs_diff(min) + 1));
+                w.string(f);
+                w.string(v);
             }
         }
         Value::Hash(fields) => {
@@ -378,6 +415,41 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
             }
             hash_from(pairs)?
         }
+        types::HASH_METADATA | types::HASH_METADATA_PRE_GA => {
+            let min = if rdb_type == types::HASH_METADATA { r.millis()? } else { 0 };
+            let n = r.count()?;
+            let mut triples = Vec::with_capacity(io::preallocation(n));
+            for _ in 0..n {
+                let raw = r.length()?;
+                let at = match (raw, rdb_type == types::HASH_METADATA) {
+                    (0, _) => 0,
+                    (t, true) => t
+                        .checked_add_signed(min.checked_sub(1).ok_or(RdbError::Corrupt("hash min expiry"))?)
+                        .ok_or(RdbError::Corrupt("hash field expiry"))?,
+                    (t, false) => t,
+                };
+                let f = r.string()?;
+                triples.push((f, r.string()?, at));
+            }
+            timed_hash_from(triples)?
+        }
+        types::HASH_LISTPACK_EX | types::HASH_LISTPACK_EX_PRE_GA => {
+            if rdb_type == types::HASH_LISTPACK_EX {
+                r.millis()?;
+            }
+            let lp = r.string()?;
+            let items = listpack::decode(&lp)?;
+            if items.len() % 3 != 0 {
+                return Err(RdbError::Corrupt("listpackex hash not in triples"));
+            }
+            let mut triples = Vec::with_capacity(items.len() / 3);
+            let mut it = items.into_iter();
+            while let (Some(f), Some(v), Some(t)) = (it.next(), it.next(), it.next()) {
+                let at = u64::try_from(t.int()?).map_err(|_| RdbError::Corrupt("hash field expiry"))?;
+                triples.push((f.to_bytes(), v.to_bytes(), at));
+            }
+            timed_hash_from(triples)?
+        }
         types::HASH_ZIPMAP => hash_from(legacy::zipmap(&r.string()?)?)?,
         types::HASH_ZIPLIST => hash_from(pairs_of(legacy::ziplist(&r.string()?)?)?)?,
         types::HASH_LISTPACK => {
@@ -462,6 +534,24 @@ fn hash_from(pairs: Vec<Pair>) -> Result<Value, RdbError> {
     for (f, v) in pairs {
         if hash.insert(Bytes::from(f), Bytes::from(v)).is_some() {
             return Err(RdbError::Corrupt("duplicate hash field"));
+        }
+    }
+    Ok(Value::Hash(Box::new(hash)))
+}
+
+/// A hash from (field, value, expiry time) triples, time 0 meaning none.
+fn timed_hash_from(triples: Vec<(Vec<u8>, Vec<u8>, u64)>) -> Result<Value, RdbError> {
+    let mut hash = crate::keyspace::HashFields::with_capacity(triples.len());
+    for (f, v, at) in triples {
+        if at > FIELD_TIME_MAX {
+            return Err(RdbError::Corrupt("hash field expiry out of range"));
+        }
+        let f = Bytes::from(f);
+        if hash.insert(f.clone(), Bytes::from(v)).is_some() {
+            return Err(RdbError::Corrupt("duplicate hash field"));
+        }
+        if at != 0 {
+            hash.set_ttl(&f, i64::try_from(at).ok());
         }
     }
     Ok(Value::Hash(Box::new(hash)))

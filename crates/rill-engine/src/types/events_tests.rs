@@ -66,6 +66,12 @@ fn hash_events_match_redis() {
 }
 
 #[test]
+fn hash_field_expiry_events_match_redis() {
+    let mut h = Harness::new();
+    check(&mut h, section("hash-expire"));
+}
+
+#[test]
 fn set_events_match_redis() {
     let mut h = Harness::new();
     check(&mut h, section("set"));

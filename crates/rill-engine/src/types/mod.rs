@@ -45,6 +45,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         strings::COMMANDS,
         strings::bits::COMMANDS,
         hash::COMMANDS,
+        hash::expire::COMMANDS,
         list::COMMANDS,
         set::COMMANDS,
         sort::COMMANDS,

@@ -287,6 +287,10 @@ const DEBUG_HELP: &[&str] = &[
     "    Stop periodic cron job processing (here: shrinking idle query buffers).",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Turn active expiry off or on.",
+    "LISTPACK <key>",
+    "    Log the elements of a listpack-encoded key (a hash's fields with their expiry times).",
+    "SET-ALLOW-ACCESS-EXPIRED <0|1>",
+    "    Let commands see (1) or not (0) hash fields whose expiry time has passed.",
     "OBJECT <key>",
     "    Show low-level information about the value stored at <key>.",
     "PANIC",
@@ -332,6 +336,10 @@ pub fn debug(c: &mut Call) -> CmdResult {
             c.st.active_expire = c.arg(2) != b"0";
             ok()
         }
+        ("set-allow-access-expired", 3) => {
+            c.st.engine.set_allow_access_expired(c.arg(2) != b"0");
+            ok()
+        }
         ("panic", 2) => {
             // Crash-only (main.rs): the process aborts here, with the lock held.
             panic!("DEBUG PANIC called at Unix time {}", c.now_ms / 1000)
@@ -359,6 +367,32 @@ pub fn debug(c: &mut Call) -> CmdResult {
                 e.meta.idle_seconds(c.now_ms, loaded_s),
                 e.value.type_name(),
             ))))
+        }
+        ("listpack", 3) => {
+            // Redis prints the listpack's bytes; rill has none, so it logs what Redis would hold
+            // in it: the key, its encoding and its elements (a hash's fields with their times).
+            let key = c.arg(2).to_vec();
+            let cfg = c.st.engine.config().object;
+            let Some(e) = c.st.engine.peek(c.conn.db, &key, c.now_ms) else {
+                return Err(CmdError::NO_SUCH_KEY);
+            };
+            let encoding = rill_engine::types::object::encoding::name(&key, e, &cfg);
+            if encoding != "listpack" && encoding != "listpackex" {
+                return Err(CmdError::full("ERR Not a listpack encoded object."));
+            }
+            let elements = match &e.value {
+                rill_engine::Value::Hash(h) => h
+                    .iter()
+                    .map(|(f, v)| {
+                        let ttl = h.ttl(f).map_or(String::new(), |t| format!(" ttl {t}"));
+                        format!("{:?}={:?}{ttl}", String::from_utf8_lossy(f), String::from_utf8_lossy(v))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                other => format!("a {}", other.type_name()),
+            };
+            tracing::info!("DEBUG LISTPACK {:?} ({encoding}): {elements}", String::from_utf8_lossy(&key));
+            reply(Reply::Simple(Bytes::from_static(b"Listpack structure printed on stdout")))
         }
         ("digest", 2) => reply(Reply::Simple(Bytes::from(digest_hex(&c.st.engine.dataset_digest())))),
         ("digest-value", _) => {

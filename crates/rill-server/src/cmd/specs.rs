@@ -1555,7 +1555,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl: ADMIN_ACL,
         group: "server",
         summary:
-            "Debugging helpers: SLEEP, LOG, SET-ACTIVE-EXPIRE, OBJECT, PANIC, DIGEST, DIGEST-VALUE, POPULATE, HELP.",
+            "Debugging helpers: SLEEP, LOG, SET-ACTIVE-EXPIRE, SET-ALLOW-ACCESS-EXPIRED, OBJECT, LISTPACK, PANIC, DIGEST, DIGEST-VALUE, POPULATE, HELP.",
         since: "1.0.0",
         syntax: "subcommand [arg ...]",
         ..CommandSpec::of(server(&Run(server::debug)))

@@ -68,7 +68,7 @@ fn check_transcripts(server: &Server) {
         }
         sections += 1;
     }
-    assert_eq!(sections, 9);
+    assert_eq!(sections, 10);
 }
 
 /// A workload over strings, lists, hashes, sets, streams and their groups, expiry and renames.

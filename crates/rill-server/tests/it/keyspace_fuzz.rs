@@ -13,7 +13,8 @@
 //! TTL/PTTL keep only whether a time is set. Randomness is left out: SPOP only with counts
 //! that take every member, no SRANDMEMBER/HRANDFIELD. Float increments include sums an `f64`
 //! would print differently from Redis' 80-bit `long double` (0.1 + 0.2), hexadecimal and huge
-//! ones.
+//! ones. Hash field expiry (HPEXPIREAT, HPEXPIRETIME, HPERSIST, HGETEX, HSETEX) uses absolute
+//! times only, far ahead or already past.
 //!
 //! Now and then a key is swapped between the servers by DUMP / RESTORE (each reads the other's
 //! serialisation of whatever encoding was reached), and some steps run in MULTI / EXEC. Both
@@ -204,6 +205,46 @@ fn hash_command() -> impl Strategy<Value = Vec<String>> {
     let incr_float =
         (hash_key(), field(), float_increment()).prop_map(|(k, f, n)| words(&["HINCRBYFLOAT", &k, &f, &n]));
     let whole = (pick(&["HGETALL", "HKEYS", "HVALS", "HLEN"]), hash_key()).prop_map(|(c, k)| words(&[&c, &k]));
+    // Field expiry, with absolute times only (far ahead, or past: the field goes at once), so
+    // replies do not depend on when each server ran the command.
+    let named = |head: Vec<String>, fs: Vec<String>| {
+        let mut a = head;
+        a.extend(["FIELDS".to_string(), fs.len().to_string()]);
+        a.extend(fs);
+        a
+    };
+    let hexpire = (
+        hash_key(),
+        pick(&["4000000000000", "4000000001000", "1"]),
+        proptest::option::of(pick(&["NX", "XX", "GT", "LT"])),
+        fields(),
+    )
+        .prop_map(move |(k, t, cond, fs)| {
+            let mut head = words(&["HPEXPIREAT", &k, &t]);
+            head.extend(cond);
+            named(head, fs)
+        });
+    let times = (pick(&["HPEXPIRETIME", "HPERSIST"]), hash_key(), fields())
+        .prop_map(move |(c, k, fs)| named(words(&[&c, &k]), fs));
+    let getex =
+        (hash_key(), pick(&["", "PXAT 4000000002000", "PERSIST", "PXAT 1"]), fields()).prop_map(move |(k, opt, fs)| {
+            let mut head = words(&["HGETEX", &k]);
+            head.extend(opt.split_whitespace().map(str::to_string));
+            named(head, fs)
+        });
+    let setex = (
+        hash_key(),
+        pick(&["", "FNX", "FXX"]),
+        pick(&["", "PXAT 4000000003000", "KEEPTTL", "PXAT 1"]),
+        proptest::collection::vec((field(), value()), 1..3),
+    )
+        .prop_map(|(k, cond, opt, ps)| {
+            let mut a = words(&["HSETEX", &k]);
+            a.extend(cond.split_whitespace().chain(opt.split_whitespace()).map(str::to_string));
+            a.extend(["FIELDS".to_string(), ps.len().to_string()]);
+            a.extend(ps.into_iter().flat_map(|(f, v)| [f, v]));
+            a
+        });
     prop_oneof![
         6 => hset,
         3 => multi_field,
@@ -213,6 +254,10 @@ fn hash_command() -> impl Strategy<Value = Vec<String>> {
         2 => incr,
         2 => incr_float,
         3 => whole,
+        2 => hexpire,
+        2 => times,
+        2 => getex,
+        2 => setex,
     ]
 }
 
@@ -796,7 +841,7 @@ fn match_redis(seed: u64) {
 }
 
 /// What the restart test compares, per key: its type, expiry time (absolute, so exact) and
-/// contents (unordered ones sorted). Not the encoding: reloading may pick a more compact one
+/// contents (unordered ones sorted), and a hash's field expiry times. Not the encoding: reloading may pick a more compact one
 /// for a value that shrank, as Redis's does.
 fn picture(c: &mut rill_testkit::RawClient) -> crate::common::Picture {
     let mut out = Vec::new();
@@ -817,6 +862,10 @@ fn picture(c: &mut rill_testkit::RawClient) -> crate::common::Picture {
             _ => continue,
         };
         ask(read);
+        if read.first() == Some(&"HGETALL") {
+            // The fields' expiry times (absolute in the workload) come back from the log too.
+            ask(&["HPEXPIRETIME", key, "FIELDS", "6", "f", "g", "h", "i", "j", "1"]);
+        }
     }
     out
 }

@@ -358,3 +358,82 @@ fn replica_reaches_rills_state(seed: u64, check_coverage: bool) {
         assert_eq!(ours, theirs, "{key} differs on the Redis replica (seed {seed}, {steps} steps)");
     }
 }
+
+/// Hash field expiry in Redis' forms: relative times sent as `HPEXPIREAT` (or `HSETEX ...
+/// PXAT`), times already past and lazily or actively expired fields as `HDEL`, HGETEX's
+/// PERSIST as `HPERSIST`: a Redis 8.2.3 sent the units ends with the same fields, values and
+/// field times as rill. rill's clock runs a minute behind Redis', so every time rill sets is
+/// still ahead on Redis and only rill's HDELs remove fields there.
+#[test]
+fn a_redis_replica_sent_hash_field_expiry_reaches_rills_state() {
+    let Some(redis) = Server::reference(ReferenceServer::Redis8) else { return };
+    let mut replica = RawClient::connect(redis.port);
+    let mut rill = Rill::new();
+    let start = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 - 60_000;
+    let steps: &[(i64, &str)] = &[
+        (0, "HSET h a 1 b 2 c 3 d 4 e 5"),
+        (0, "HEXPIRE h 100 FIELDS 2 a zz"),
+        (1, "HPEXPIRE h 90000 NX FIELDS 2 a b"),
+        (2, "HEXPIREAT h 1 FIELDS 1 c"),
+        (3, "HSETEX h FNX EX 200 FIELDS 1 f 6"),
+        (4, "HSETEX h FXX KEEPTTL FIELDS 1 f 7"),
+        (5, "HGETEX h PX 90000 FIELDS 2 d nope"),
+        (6, "HGETEX h PERSIST FIELDS 1 a"),
+        (7, "HPERSIST h FIELDS 1 b"),
+        (8, "HSETEX h PX 0 FIELDS 1 e 9"),
+        (9, "HINCRBYFLOAT h f 1.5"),
+        (10, "HSET g x 1 y 2 z 3"),
+        (1000, "HPEXPIRE g 10 FIELDS 2 x y"),
+        // x has expired: HGET removes it (HDEL); the active cycle then takes y.
+        (2000, "HGET g x"),
+        (3000, "@active"),
+        (3001, "HSETEX k PX 5 FIELDS 1 only 1"),
+        (4000, "@active"),
+    ];
+    let mut stream = forms::Stream::new();
+    for (at, line) in steps {
+        let now = start + at;
+        if *line == "@active" {
+            let mut st = rill.shared.lock();
+            rill_server::unit::run(&mut st, now, |st| st.engine.active_expire(now, 100));
+        } else {
+            let cmd: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+            let reply = rill.run(&cmd, now);
+            assert!(!matches!(reply, Reply::Error(_)), "{line}: {reply:?}");
+        }
+        let units: Vec<_> = std::mem::take(&mut *rill.sink.units.lock().unwrap());
+        for (time_ms, effects) in units {
+            let commands = forms::commands(&effects, time_ms).unwrap();
+            let mut bytes = Vec::new();
+            let written = stream.encode(&commands, &mut bytes);
+            replica.send(&bytes).unwrap();
+            for _ in 0..written {
+                let reply = replica.read_reply().unwrap();
+                assert!(!reply.starts_with(b"-"), "Redis refused {commands:?}: {}", escape(&reply));
+            }
+        }
+    }
+    let now = start + 5000;
+    for key in ["h", "g", "k"] {
+        let fields = ["a", "b", "c", "d", "e", "f", "x", "y", "z", "only"];
+        let mut times = vec!["HPEXPIRETIME", key, "FIELDS", "10"];
+        times.extend(fields);
+        for cmd in [&["HGETALL", key][..], &times] {
+            let ours = rill.value(cmd, now);
+            let theirs = parse_value(&replica.cmd(cmd)).unwrap();
+            let norm = |v: &Value| {
+                let mut words: Vec<String> = match v {
+                    Value::Array(items) => items.iter().map(text).collect(),
+                    other => vec![text(other)],
+                };
+                if cmd[0] == "HGETALL" {
+                    let mut pairs: Vec<String> = words.chunks(2).map(|p| p.join("=")).collect();
+                    pairs.sort();
+                    words = pairs;
+                }
+                words
+            };
+            assert_eq!(norm(&ours), norm(&theirs), "{cmd:?} differs on the Redis replica");
+        }
+    }
+}

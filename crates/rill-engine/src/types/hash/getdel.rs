@@ -11,11 +11,12 @@
 //! - One reply per field named: its value, or nil when absent (a field named twice is nil the
 //!   second time). A missing key gives all nils.
 //! - Deleting the last field deletes the key.
+//! - A named field whose expiry time has passed is removed as expired (`hexpired`, logged as
+//!   `HDEL`) and replies nil.
 
 use super::{hash_cmd, read_hash};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
-use crate::types::{arg, delete_key, is_token};
-use crate::util::parse_i64;
+use crate::types::arg;
 use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
@@ -35,41 +36,39 @@ pub const HGETDEL: CommandSpec = CommandSpec {
     ..hash_cmd(Handler::Engine(hgetdel))
 };
 
-/// The fields named after `FIELDS numfields`.
-fn parse_fields(args: &[Bytes]) -> Result<&[Bytes], CmdError> {
-    if !is_token(arg(args, 2)?, "FIELDS") {
-        return Err(CmdError::full("ERR Mandatory argument FIELDS is missing or not at the right position"));
-    }
-    let numfields = parse_i64(arg(args, 3)?)
-        .filter(|n| *n > 0)
-        .ok_or(CmdError::full("ERR Number of fields must be a positive integer"))?;
-    let fields = args.get(4..).unwrap_or(&[]);
-    if usize::try_from(numfields).ok() != Some(fields.len()) {
-        return Err(CmdError::full("ERR The `numfields` parameter must match the number of arguments"));
-    }
-    Ok(fields)
-}
-
 fn hgetdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let missing = read_hash(engine, ctx, key)?.is_none();
-    let fields = parse_fields(args)?;
+    let fields = super::expire::parse_fixed_fields(args)?;
     if missing {
         return Ok(Reply::Array(fields.iter().map(|_| Reply::Null).collect()));
     }
+    // Fields whose time has passed are removed as expired first (`hexpired`), then count as
+    // missing.
+    let expired = engine.expire_fields_lazily(ctx.db, key, fields.iter().map(|f| &f[..]), ctx.now_ms);
+    let now = engine.field_now(ctx.now_ms);
     let Some(Value::Hash(hash)) = engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) else {
         return Err(CmdError::WRONGTYPE);
     };
-    let values: Vec<Option<Bytes>> = fields.iter().map(|f| hash.swap_remove(&f[..])).collect();
+    let values: Vec<Option<Bytes>> =
+        fields.iter().map(|f| if hash.is_expired(f, now) { None } else { hash.swap_remove(&f[..]) }).collect();
     let now_empty = hash.is_empty();
     let deleted = fields.iter().zip(&values).filter(|(_, v)| v.is_some()).map(|(f, _)| &f[..]);
-    if now_empty {
-        engine.record_event(ctx.db, key, KeyEvent::HDel);
-        engine.attach_subkeys(deleted);
-        delete_key(engine, ctx.db, key);
-    } else if values.iter().any(Option::is_some) {
+    if !expired.is_empty() {
+        engine.record_event(ctx.db, key, KeyEvent::HExpired);
+        engine.attach_subkeys(expired.iter().map(|f| &f[..]));
+    }
+    let any_deleted = values.iter().any(Option::is_some);
+    if any_deleted {
         engine.modified(ctx.db, key, KeyEvent::HDel);
         engine.attach_subkeys(deleted);
+    }
+    if now_empty {
+        engine.remove(ctx.db, key);
+        engine.record_event(ctx.db, key, KeyEvent::Del);
+        engine.signal_ready(ctx.db, key);
+    } else {
+        engine.sync_field_expiry(ctx.db, key);
     }
     Ok(Reply::Array(values.into_iter().map(|v| v.map_or(Reply::Null, Reply::Bulk)).collect()))
 }

@@ -1,6 +1,7 @@
 //! Hash commands: HSET, HSETNX, HMSET, HGET, HMGET, HGETALL, HDEL, HINCRBY, HINCRBYFLOAT, HLEN,
 //! HEXISTS, HKEYS, HVALS, HSTRLEN here; HRANDFIELD in [`random`], HGETDEL in [`getdel`],
-//! HSCAN in [`scan`].
+//! HSCAN in [`scan`]; field expiry (HEXPIRE, HTTL, HPERSIST, HGETEX, HSETEX and kin) in
+//! [`expire`].
 //!
 //! A hash is a [`crate::keyspace::HashFields`] table (Redis switches between a listpack and a hash table; we
 //! always use the table, and track which one Redis would use for OBJECT ENCODING: see
@@ -15,9 +16,15 @@
 //!   increment is `ERR value is NaN or Infinity`, an infinite result `ERR increment would
 //!   produce NaN or Infinity`.
 //! - Deleting the last field deletes the key.
+//! - Fields with an expiry time before the command's are gone: a command naming one (HGET,
+//!   HMGET, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HSETNX) removes it first (`hexpired`, and
+//!   `del` with the key if it was the last); HGETALL, HKEYS, HVALS skip it. HLEN counts it
+//!   until it is removed, HDEL removes (and counts) it, HSET overwrites it (as an update) and
+//!   drops its time; HINCRBY and HINCRBYFLOAT keep a live field's time.
 //!
 //! HINCRBYFLOAT computes in Redis' 80-bit `long double` ([`crate::long_double`]).
 
+pub(crate) mod expire;
 mod getdel;
 mod random;
 mod scan;
@@ -217,6 +224,15 @@ fn read_hash<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Op
     }
 }
 
+/// WRONGTYPE if `key` holds another type (not an access, nothing removed): checked before
+/// lazy field expiry touches the key.
+fn check_hash(engine: &Engine, ctx: &CallCtx, key: &[u8]) -> Result<(), CmdError> {
+    match engine.db(ctx.db).get_raw(key) {
+        Some(e) if !matches!(e.value, Value::Hash(_)) && !e.is_expired(ctx.now_ms) => Err(CmdError::WRONGTYPE),
+        _ => Ok(()),
+    }
+}
+
 /// The hash at `key` for writing, created empty when missing, with its metadata; WRONGTYPE
 /// (and nothing created) for another type. The caller must leave it non-empty or delete it.
 fn write_hash<'e>(
@@ -229,6 +245,43 @@ fn write_hash<'e>(
         Value::Hash(h) => Ok((h, &mut entry.meta)),
         _ => Err(CmdError::WRONGTYPE),
     }
+}
+
+/// Lazy field expiry before a command reads or writes `fields` of the hash at `key`: the
+/// expired ones are removed, with `hexpired`, and the key with `del` if none is left.
+/// WRONGTYPE (nothing touched) for a live key of another type. One look at the key when no
+/// field of the hash is due (the common case); a key whose own time has passed is left to
+/// the command's lookup.
+fn lazy_expire<'a>(
+    engine: &mut Engine,
+    ctx: &CallCtx,
+    key: &[u8],
+    fields: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), CmdError> {
+    let (db, now) = (ctx.db, ctx.now_ms);
+    match engine.db(db).get_raw(key) {
+        Some(e) if e.is_expired(now) => return Ok(()),
+        Some(e) => match &e.value {
+            Value::Hash(h) if h.min_ttl().is_some_and(|t| t < now) => {}
+            Value::Hash(_) => return Ok(()),
+            _ => return Err(CmdError::WRONGTYPE),
+        },
+        None => return Ok(()),
+    }
+    let removed = engine.expire_fields_lazily(db, key, fields, now);
+    if removed.is_empty() {
+        return Ok(());
+    }
+    engine.record_event(db, key, KeyEvent::HExpired);
+    engine.attach_subkeys(removed.iter().map(|f| &f[..]));
+    engine.sync_field_expiry(db, key);
+    let empty = matches!(engine.db(db).get_raw(key).map(|e| &e.value), Some(Value::Hash(h)) if h.is_empty());
+    if empty {
+        engine.remove(db, key);
+        engine.record_event(db, key, KeyEvent::Del);
+        engine.signal_ready(db, key);
+    }
+    Ok(())
 }
 
 /// The (field, value) pairs after the key; a field without a value is an arity error.
@@ -272,7 +325,9 @@ fn hmset(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
 
 fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field, value) = (arg(args, 1)?, arg(args, 2)?, arg(args, 3)?);
-    if read_hash(engine, ctx, key)?.is_some_and(|h| h.contains_key(field)) {
+    lazy_expire(engine, ctx, key, [&field[..]])?;
+    let now = engine.field_now(ctx.now_ms);
+    if read_hash(engine, ctx, key)?.is_some_and(|h| h.get_live(field, now).is_some()) {
         return Ok(Reply::Integer(0));
     }
     let cfg = engine.config.object;
@@ -287,14 +342,18 @@ fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 
 fn hdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let (removed, now_empty) = match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
+    let (removed, now_empty, timed) = match engine.lookup_mut(ctx.db, key, ctx.now_ms).map(|e| &mut e.value) {
         None => return Ok(Reply::Integer(0)),
         Some(Value::Hash(h)) => {
+            let timed = h.ttl_count() > 0;
             let removed: Vec<&Bytes> = args.iter().skip(2).filter(|f| h.swap_remove(&f[..]).is_some()).collect();
-            (removed, h.is_empty())
+            (removed, h.is_empty(), timed)
         }
         Some(_) => return Err(CmdError::WRONGTYPE),
     };
+    if timed && !now_empty {
+        engine.sync_field_expiry(ctx.db, key);
+    }
     if now_empty {
         engine.record_event(ctx.db, key, KeyEvent::HDel);
         engine.attach_subkeys(removed.iter().map(|f| &f[..]));
@@ -309,7 +368,9 @@ fn hdel(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
     let incr = int_arg(arg(args, 3)?)?;
-    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get(field)) {
+    lazy_expire(engine, ctx, key, [&field[..]])?;
+    let now = engine.field_now(ctx.now_ms);
+    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)) {
         None => 0,
         Some(v) => parse_i64(v).ok_or(CmdError::full("ERR hash value is not an integer"))?,
     };
@@ -318,7 +379,7 @@ fn hincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     let (hash, meta) = write_hash(engine, ctx, key)?;
     let value = Bytes::from(new.to_string());
     hash_after_set(meta, hash, field.len(), value.len(), &cfg);
-    hash.insert(owned(field), value);
+    hash.insert_keep_ttl(owned(field), value);
     hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key, KeyEvent::HIncrBy);
     engine.attach_subkeys([&field[..]]);
@@ -331,7 +392,9 @@ fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
     if !incr.is_finite() {
         return Err(CmdError::full("ERR value is NaN or Infinity"));
     }
-    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get(field)) {
+    lazy_expire(engine, ctx, key, [&field[..]])?;
+    let now = engine.field_now(ctx.now_ms);
+    let current = match read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)) {
         None => LongDouble::ZERO,
         Some(v) => LongDouble::parse(v).ok_or(CmdError::full("ERR hash value is not a float"))?,
     };
@@ -340,7 +403,7 @@ fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
     let cfg = engine.config.object;
     let (hash, meta) = write_hash(engine, ctx, key)?;
     hash_after_set(meta, hash, field.len(), text.len(), &cfg);
-    hash.insert(owned(field), text.clone());
+    hash.insert_keep_ttl(owned(field), text.clone());
     hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key, KeyEvent::HIncrByFloat);
     engine.attach_subkeys([&field[..]]);
@@ -352,48 +415,66 @@ fn hincrbyfloat(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Resul
 
 fn hget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
-    let value = read_hash(engine, ctx, key)?.and_then(|h| h.get(field)).cloned();
+    lazy_expire(engine, ctx, key, [&field[..]])?;
+    let now = engine.field_now(ctx.now_ms);
+    let value = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).cloned();
     Ok(value.map_or(Reply::Null, Reply::Bulk))
 }
 
 fn hmget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
+    lazy_expire(engine, ctx, key, args.iter().skip(2).map(|f| &f[..]))?;
+    let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, key)?;
-    let out =
-        args.iter().skip(2).map(|f| hash.and_then(|h| h.get(f)).cloned().map_or(Reply::Null, Reply::Bulk)).collect();
+    let out = args
+        .iter()
+        .skip(2)
+        .map(|f| hash.and_then(|h| h.get_live(f, now)).cloned().map_or(Reply::Null, Reply::Bulk))
+        .collect();
     Ok(Reply::Array(out))
 }
 
 fn hgetall(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
-    let out = hash.into_iter().flatten().map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone()))).collect();
+    let out = hash
+        .into_iter()
+        .flat_map(|h| h.iter_live(now))
+        .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+        .collect();
     Ok(Reply::Map(out))
 }
 
 fn hkeys(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
-    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.keys()).map(|f| Reply::Bulk(f.clone())).collect()))
+    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.iter_live(now)).map(|(f, _)| Reply::Bulk(f.clone())).collect()))
 }
 
 fn hvals(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
-    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.values()).map(|v| Reply::Bulk(v.clone())).collect()))
+    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.iter_live(now)).map(|(_, v)| Reply::Bulk(v.clone())).collect()))
 }
 
 fn hlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    let len = read_hash(engine, ctx, arg(args, 1)?)?.map_or(0, Hash::len);
+    let len = read_hash(engine, ctx, arg(args, 1)?)?.map_or(0, |h| h.len());
     Ok(Reply::Integer(len as i64))
 }
 
 fn hexists(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
-    let found = read_hash(engine, ctx, key)?.is_some_and(|h| h.contains_key(field));
+    lazy_expire(engine, ctx, key, [&field[..]])?;
+    let now = engine.field_now(ctx.now_ms);
+    let found = read_hash(engine, ctx, key)?.is_some_and(|h| h.get_live(field, now).is_some());
     Ok(Reply::Integer(i64::from(found)))
 }
 
 fn hstrlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
-    let len = read_hash(engine, ctx, key)?.and_then(|h| h.get(field)).map_or(0, Bytes::len);
+    lazy_expire(engine, ctx, key, [&field[..]])?;
+    let now = engine.field_now(ctx.now_ms);
+    let len = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).map_or(0, Bytes::len);
     Ok(Reply::Integer(len as i64))
 }
 

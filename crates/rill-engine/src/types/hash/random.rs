@@ -11,12 +11,14 @@
 //! - Without a count: one field or nil. With one: an array (empty for a missing key or count
 //!   0); positive counts give distinct fields, negative ones `|count|` picks that may repeat.
 //! - WITHVALUES pairs are `[field, value]` arrays in RESP3 and a flat array in RESP2.
+//! - Fields whose expiry time has passed are removed first (`hexpired`, `del` if none is
+//!   left), so a pick never returns one.
 
 use super::{hash_cmd, read_hash};
 use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::pick;
 use crate::types::{arg, is_token, negatable_int_arg};
-use crate::{CallCtx, CmdError, Engine};
+use crate::{CallCtx, CmdError, Engine, Value};
 use bytes::Bytes;
 use rill_resp::Reply;
 
@@ -49,6 +51,16 @@ fn hrandfield(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     };
     if with_values && count.is_some_and(|c| c < MIN_COUNT_WITH_VALUES) {
         return Err(CmdError::full("ERR value is out of range"));
+    }
+    // Fields whose time has passed go first (all of them, as Redis does before a pick).
+    super::check_hash(engine, ctx, key)?;
+    engine.expire_if_needed(ctx.db, key, ctx.now_ms);
+    if engine
+        .db(ctx.db)
+        .get_raw(key)
+        .is_some_and(|e| matches!(&e.value, Value::Hash(h) if h.min_ttl().is_some_and(|t| t < ctx.now_ms)))
+    {
+        engine.expire_due_fields(ctx.db, key, ctx.now_ms, usize::MAX, false);
     }
     let Some(len) = read_hash(engine, ctx, key)?.map(|h| h.len()) else {
         return Ok(if count.is_some() { Reply::Array(vec![]) } else { Reply::Null });

@@ -2,7 +2,8 @@
 //! (and values, unless NOVALUES) with a cursor. The walk, the options and the Redis behaviours
 //! matched are in [`crate::types::collection_scan`]. A `listpack` hash comes back whole with
 //! cursor 0; a `hashtable` one is walked by field position, O(N log COUNT) per call. MATCH
-//! applies to the field; the reply is a flat array `field value ...` in RESP3 too.
+//! applies to the field; the reply is a flat array `field value ...` in RESP3 too. A field
+//! whose expiry time has passed is skipped (not removed).
 
 use super::hash_cmd;
 use crate::command::{key_at, CommandSpec, Flags, Handler};
@@ -35,6 +36,7 @@ fn hscan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let cursor = cursor_arg(args)?;
     let options = parse_options(args, true);
     let cfg = engine.config.object;
+    let fnow = engine.field_now(ctx.now_ms);
     let Some(entry) = engine.lookup_read(ctx.db, key, ctx.now_ms) else { return Ok(reply(0, vec![])) };
     let Value::Hash(hash) = &entry.value else { return Err(CmdError::WRONGTYPE) };
     let options = options?;
@@ -46,7 +48,7 @@ fn hscan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let per_pair = if options.no_values { 1 } else { 2 };
     let mut out = Vec::with_capacity(pairs.len() * per_pair);
     for (field, value) in pairs {
-        if options.pattern.is_some_and(|p| !glob_match(p, field, false)) {
+        if options.pattern.is_some_and(|p| !glob_match(p, field, false)) || hash.is_expired(field, fnow) {
             continue;
         }
         out.push(Reply::Bulk(field.clone()));

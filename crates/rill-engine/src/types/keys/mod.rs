@@ -170,6 +170,21 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..CommandSpec::of(Handler::Engine(copy))
     },
     CommandSpec {
+        name: "move",
+        arity: 3,
+        flags: Flags::WRITE.and(Flags::FAST),
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        acl: &["@keyspace", "@write", "@fast"],
+        key_specs: &[key_at(1, &["RW", "ACCESS", "UPDATE"])],
+        summary: "Moves a key, with its TTL, to another database unless the name is taken there.",
+        since: "1.0.0",
+        complexity: "O(1).",
+        syntax: "key:key db:integer",
+        ..CommandSpec::of(Handler::Engine(move_key))
+    },
+    CommandSpec {
         name: "expire",
         arity: -3,
         flags: Flags::WRITE.and(Flags::FAST),
@@ -531,7 +546,7 @@ fn randomkey(engine: &mut Engine, ctx: &mut CallCtx, _args: &[Bytes]) -> Result<
 }
 
 // ---------------------------------------------------------------------------------------------
-// RENAME / RENAMENX / COPY
+// RENAME / RENAMENX / COPY / MOVE
 
 fn rename(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     rename_generic(engine, ctx, args, false)
@@ -641,6 +656,33 @@ fn copy(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     engine.modified(req.dest_db, &dst, KeyEvent::CopyTo);
     engine.record_overwrite(req.dest_db, &dst, old_type, new_type);
     engine.signal_ready(req.dest_db, &dst);
+    Ok(Reply::Integer(1))
+}
+
+/// `MOVE key db`: 1 when moved; 0 when the key is missing or the name is taken in `db`.
+/// The key keeps its TTL, metadata and (a hash) its fields' times; `move_from` fires in the
+/// source database, `move_to` in the destination.
+fn move_key(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    let key = arg(args, 1)?;
+    // Redis reads the index as a C int.
+    let dest = parse_i64(arg(args, 2)?).filter(|n| i32::try_from(*n).is_ok()).ok_or(CmdError::NOT_INTEGER)?;
+    let dest = usize::try_from(dest)
+        .ok()
+        .filter(|d| *d < engine.dbs.len())
+        .ok_or(CmdError::full("ERR DB index is out of range"))?;
+    if dest == ctx.db {
+        return Err(CmdError::full("ERR source and destination objects are the same"));
+    }
+    if engine.lookup(ctx.db, key, ctx.now_ms).is_none() || engine.lookup(dest, key, ctx.now_ms).is_some() {
+        return Ok(Reply::Integer(0));
+    }
+    let Some(entry) = engine.remove(ctx.db, key) else { return Ok(Reply::Integer(0)) };
+    engine.signal_ready(ctx.db, key);
+    let name = owned(key);
+    insert_moved(engine, dest, key, &name, entry);
+    engine.modified(ctx.db, key, KeyEvent::MoveFrom);
+    engine.modified(dest, key, KeyEvent::MoveTo);
+    engine.signal_ready(dest, key);
     Ok(Reply::Integer(1))
 }
 

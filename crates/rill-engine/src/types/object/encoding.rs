@@ -43,6 +43,8 @@ pub fn name(key: &[u8], entry: &Entry, cfg: &ObjectConfig) -> &'static str {
         Value::Str(s) => string_name(s, meta.form, key.len(), entry.expire_at_ms.is_some()),
         Value::Hash(h) => match hash_form(meta, h, cfg) {
             Form::Hashtable => "hashtable",
+            Form::ListpackEx => "listpackex",
+            _ if h.ttl_count() > 0 => "listpackex",
             _ => "listpack",
         },
         Value::Set(s) => match set_form(meta, s, cfg) {
@@ -124,7 +126,7 @@ fn len_over(len: usize, limit: u64) -> bool {
 
 fn hash_form(meta: &ObjectMeta, hash: &HashFields, cfg: &ObjectConfig) -> Form {
     match meta.form {
-        Form::Listpack | Form::Hashtable => meta.form,
+        Form::Listpack | Form::ListpackEx | Form::Hashtable => meta.form,
         _ => {
             let fits = !len_over(hash.len(), cfg.hash_max_listpack_entries)
                 && hash.iter().all(|(f, v)| {
@@ -143,7 +145,7 @@ fn hash_form(meta: &ObjectMeta, hash: &HashFields, cfg: &ObjectConfig) -> Form {
 /// argument over the value limit, converts a listpack.
 pub fn hash_before_set(meta: &mut ObjectMeta, hash: &HashFields, pairs: &[(&Bytes, &Bytes)], cfg: &ObjectConfig) {
     meta.form = hash_form(meta, hash, cfg);
-    if meta.form != Form::Listpack {
+    if !matches!(meta.form, Form::Listpack | Form::ListpackEx) {
         return;
     }
     let long = |b: &Bytes| len_over(b.len(), cfg.hash_max_listpack_value);
@@ -162,12 +164,21 @@ pub fn hash_after_set(
     cfg: &ObjectConfig,
 ) {
     meta.form = hash_form(meta, hash, cfg);
-    if meta.form == Form::Listpack
+    if matches!(meta.form, Form::Listpack | Form::ListpackEx)
         && (len_over(field_len, cfg.hash_max_listpack_value)
             || len_over(value_len, cfg.hash_max_listpack_value)
             || len_over(hash.len(), cfg.hash_max_listpack_entries))
     {
         meta.form = Form::Hashtable;
+    }
+}
+
+/// A field of the hash got an expiry time (HEXPIRE and kin, HSETEX, HGETEX): a listpack
+/// becomes a `listpackex`, for good.
+pub fn hash_field_timed(meta: &mut ObjectMeta, hash: &HashFields, cfg: &ObjectConfig) {
+    meta.form = hash_form(meta, hash, cfg);
+    if meta.form == Form::Listpack {
+        meta.form = Form::ListpackEx;
     }
 }
 

@@ -48,6 +48,9 @@ pub enum Form {
     StrRaw,
     /// A hash or set in a listpack.
     Listpack,
+    /// A hash in a listpack whose fields carry expiry times (`listpackex`): a listpack hash
+    /// becomes one when a field first gets a time, and stays one.
+    ListpackEx,
     /// A hash or set in a hash table (never converted back).
     Hashtable,
     /// A set of integers in an intset.

@@ -2,7 +2,7 @@
 //! copy of it costs.
 //!
 //! - `OBJECT ENCODING key` — the encoding Redis would use for the same sequence of commands:
-//!   `int`/`embstr`/`raw`, `listpack`/`hashtable`, `listpack`/`quicklist`,
+//!   `int`/`embstr`/`raw`, `listpack`/`listpackex`/`hashtable`, `listpack`/`quicklist`,
 //!   `intset`/`listpack`/`hashtable`, `stream`. rill stores one representation per type and
 //!   replays Redis' conversion rules on per-key metadata ([`meta`], [`encoding`],
 //!   [`quicklist`]). O(1), except that a value loaded from a snapshot or a RESTORE payload is
@@ -31,8 +31,7 @@
 //!   has nothing rill can ask it to purge.
 //!
 //! Not implemented: `MEMORY STATS` and `MEMORY DOCTOR` (Redis' figures describe its own
-//! structures; rill has no honest equivalent for most of them yet), and the `listpackex`
-//! encoding of hashes with field expiry (rill has no HEXPIRE).
+//! structures; rill has no honest equivalent for most of them yet).
 
 pub mod encoding;
 pub mod meta;
