@@ -9,6 +9,7 @@
 //! [`Engine::signal_ready`].
 
 mod events;
+mod evict;
 mod expiry;
 mod scan;
 #[cfg(test)]
@@ -21,6 +22,7 @@ use rill_resp::Reply;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 pub use events::{EventClass, KeyEvent, KeyspaceEvent};
+pub use evict::EvictionPolicy;
 pub(crate) use scan::{scan_by_position, scan_position};
 pub use watch::WatchedKeys;
 
@@ -473,6 +475,10 @@ pub struct Engine {
     call_changes: u64,
     /// Keys removed by expiry (`expired_keys`).
     pub(crate) expired_keys: u64,
+    /// Keys removed to free memory (`evicted_keys`).
+    pub(crate) evicted_keys: u64,
+    /// The eviction pool and the random policies' place (see `evict`).
+    evict: evict::EvictState,
     /// Successful / failed key lookups (`keyspace_hits` / `keyspace_misses`).
     keyspace_hits: u64,
     /// See `keyspace_hits`.
@@ -533,6 +539,8 @@ pub struct Outcome {
 pub struct KeyspaceStats {
     /// `expired_keys`
     pub expired_keys: u64,
+    /// `evicted_keys`
+    pub evicted_keys: u64,
     /// `keyspace_hits`
     pub hits: u64,
     /// `keyspace_misses`
@@ -553,6 +561,8 @@ impl Engine {
             dirty: 0,
             call_changes: 0,
             expired_keys: 0,
+            evicted_keys: 0,
+            evict: Default::default(),
             keyspace_hits: 0,
             keyspace_misses: 0,
             loading: false,
@@ -699,7 +709,7 @@ impl Engine {
     /// lookup counts one: see `types::object`.)
     fn access(&mut self, now_ms: i64) -> Access {
         let draw = if self.config.object.lfu { Some((splitmix(&mut self.lfu_rng_state) >> 32) as u32) } else { None };
-        Access::new(now_ms, draw)
+        Access::with(now_ms, draw, &self.config.object)
     }
 
     /// Note the time a command or the expiry cycle runs at (see `clock_ms`).
@@ -901,12 +911,18 @@ impl Engine {
 
     /// The keyspace counters of INFO stats.
     pub fn stats(&self) -> KeyspaceStats {
-        KeyspaceStats { expired_keys: self.expired_keys, hits: self.keyspace_hits, misses: self.keyspace_misses }
+        KeyspaceStats {
+            expired_keys: self.expired_keys,
+            evicted_keys: self.evicted_keys,
+            hits: self.keyspace_hits,
+            misses: self.keyspace_misses,
+        }
     }
 
     /// CONFIG RESETSTAT: the keyspace counters back to 0 (`dirty` is not a statistic).
     pub fn reset_stats(&mut self) {
         self.expired_keys = 0;
+        self.evicted_keys = 0;
         self.keyspace_hits = 0;
         self.keyspace_misses = 0;
     }

@@ -1,0 +1,201 @@
+//! Eviction: before a command runs while the memory in use is over `maxmemory`, keys are
+//! removed as `maxmemory-policy` says until it is under again, or `-OOM` answers a command
+//! that may grow memory when nothing can be evicted (Redis' behaviour; `noeviction` evicts
+//! nothing).
+//!
+//! ```text
+//!  dispatch::execute ──► evict::perform ──► over the limit? ── no ──► Ok
+//!                              │ yes
+//!                              ▼
+//!              one unit per key (unit::run): Engine::evict_one ──► DEL in the journal
+//!              (log, replicas), `evicted` event, evicted_keys + 1
+//!                              │
+//!         under the limit: Ok · nothing evictable: Fail (-OOM for DENYOOM commands)
+//!         out of time (maxmemory-eviction-tenacity): Running, the rest in the background
+//! ```
+//!
+//! Which key is the engine's choice (`rill_engine::keyspace::evict`: random positions, the
+//! sampling pool); this module decides when, measures, and makes each eviction a write like
+//! any other: its own unit through [`crate::unit::run`], so the `DEL` reaches the log and the
+//! replicas through the journal, exactly as Redis propagates a `DEL` per evicted key.
+//!
+//! What counts: `used_memory` (every live heap byte, `alloc.rs`) less what Redis does not
+//! count for eviction either — the log's records queued but not yet written (Redis' AOF
+//! buffer), and the replication buffer beyond the backlog's size (what attached replicas
+//! still need: the shared ring holds more than `repl-backlog-size` only for them). Counting
+//! those would feed back: each eviction's `DEL` grows them, which would make more evictions.
+//!
+//! Not here: a replica ignores `maxmemory` (its primary's `DEL`s keep it a copy) unless
+//! `replica-ignore-maxmemory no`; nothing is evicted while loading or while writes are paused
+//! (CLIENT PAUSE WRITE/ALL, a failover), as in Redis.
+
+use crate::clock::Tick;
+use crate::state::State;
+use rill_engine::EvictionPolicy;
+use std::sync::Arc;
+
+/// What [`perform`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Under the limit (or eviction does not apply now).
+    Ok,
+    /// Still over the limit after this pass's time: the background task goes on.
+    Running,
+    /// Over the limit with nothing left to evict (or `noeviction`).
+    Fail,
+}
+
+/// The eviction bookkeeping kept in the state.
+#[derive(Debug, Default)]
+pub struct Eviction {
+    /// Whether the memory was over the limit with nothing to evict before the command running
+    /// now (Redis' `pre_command_oom_state`): a script's first write is refused by it.
+    pub oom_at_command_start: bool,
+    /// Wakes the background eviction task (`run.rs`).
+    pub wake: Arc<tokio::sync::Notify>,
+    /// When the memory last went over the limit and stayed there (for INFO's
+    /// `current_eviction_exceeded_time`); `None` while under it.
+    pub exceeded_since: Option<Tick>,
+}
+
+/// Bytes of `used_memory` not counted against `maxmemory` (INFO `mem_not_counted_for_evict`):
+/// the log's unwritten records, and the replication buffer held beyond `repl-backlog-size`
+/// for attached replicas.
+pub fn not_counted(st: &State) -> u64 {
+    let aof = st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()));
+    let replicas = st.replication.with_backlog(|b| b.histlen().saturating_sub(b.capacity()) as u64).unwrap_or(0);
+    aof + replicas
+}
+
+/// How far over `maxmemory` the counted memory is (0: not over, or no limit).
+pub fn over_by(st: &State) -> u64 {
+    let max = st.hot.maxmemory;
+    if max == 0 {
+        return 0;
+    }
+    let used = crate::alloc::allocated_bytes();
+    if used <= max {
+        return 0;
+    }
+    used.saturating_sub(not_counted(st)).saturating_sub(max)
+}
+
+/// How long one pass may evict, in µs (`maxmemory-eviction-tenacity`: 0 to 10 a linear
+/// 0..500 µs, then 15 % more per step, 100: no limit).
+pub fn time_limit_us(tenacity: u32) -> u64 {
+    match tenacity {
+        0..=10 => 50 * u64::from(tenacity),
+        11..=99 => (500.0 * 1.15f64.powi(i32::try_from(tenacity).unwrap_or(99) - 10)) as u64,
+        _ => u64::MAX,
+    }
+}
+
+/// Whether eviction applies now: not while loading, not on a replica that ignores
+/// `maxmemory`, not while writes (and so expiry and eviction) are paused.
+fn may_evict(st: &State, now_ms: i64) -> bool {
+    if st.persist.loading {
+        return false;
+    }
+    if st.replication.master.is_some() && st.hot.replica_ignore_maxmemory {
+        return false;
+    }
+    !st.pause.actions(now_ms).any(crate::pause::Actions::EXPIRE)
+}
+
+/// Bring the memory under `maxmemory` by evicting keys, as the policy says, for at most the
+/// tenacity's time. Called before each command (dispatch) and by the background task.
+pub fn perform(st: &mut State, now_ms: i64) -> Outcome {
+    if st.hot.maxmemory == 0 || !may_evict(st, now_ms) {
+        return Outcome::Ok;
+    }
+    let outcome = if over_by(st) == 0 {
+        Outcome::Ok
+    } else if st.hot.eviction == EvictionPolicy::NoEviction {
+        Outcome::Fail
+    } else {
+        evict_until_under(st, now_ms)
+    };
+    track_exceeded(st, outcome);
+    outcome
+}
+
+fn evict_until_under(st: &mut State, now_ms: i64) -> Outcome {
+    let (policy, samples) = (st.hot.eviction, st.hot.maxmemory_samples);
+    let limit_us = time_limit_us(st.hot.eviction_tenacity);
+    let started = Tick::now();
+    let mut evicted: u64 = 0;
+    let outcome = loop {
+        // Each evicted key is a unit of its own: a `DEL` logged and replicated, its event
+        // published, clients blocked on it served, as Redis propagates each eviction.
+        let done = crate::unit::run(st, now_ms, |st| {
+            st.engine.clear_events();
+            let key = st.engine.evict_one(policy, samples, now_ms);
+            if let Some((db, key)) = &key {
+                st.journal.push_del(*db, key);
+            }
+            crate::notify::publish_events(st, now_ms);
+            key.is_some()
+        });
+        if !done {
+            break Outcome::Fail;
+        }
+        evicted += 1;
+        if over_by(st) == 0 {
+            break Outcome::Ok;
+        }
+        if evicted.is_multiple_of(16) && Tick::now().micros_since(started) > limit_us {
+            // Enough for this command: the background task goes on.
+            st.eviction.wake.notify_one();
+            break Outcome::Running;
+        }
+    };
+    let ms = Tick::now().micros_since(started) / 1000;
+    let threshold = st.hot.latency_threshold_ms;
+    st.latency.sample_if_needed(threshold, "eviction-cycle", ms, now_ms.div_euclid(1000));
+    outcome
+}
+
+/// INFO's `total_eviction_exceeded_time` / `current_eviction_exceeded_time`: how long the
+/// memory stayed over the limit.
+fn track_exceeded(st: &mut State, outcome: Outcome) {
+    match (outcome, st.eviction.exceeded_since) {
+        (Outcome::Ok, Some(since)) => {
+            st.stats.eviction_exceeded_us += Tick::now().micros_since(since);
+            st.eviction.exceeded_since = None;
+        }
+        (Outcome::Running | Outcome::Fail, None) => st.eviction.exceeded_since = Some(Tick::now()),
+        _ => {}
+    }
+}
+
+/// Milliseconds the memory has been over the limit in the current stretch (0: it is not).
+pub fn current_exceeded_ms(st: &State) -> u64 {
+    st.eviction.exceeded_since.map_or(0, |since| Tick::now().micros_since(since) / 1000)
+}
+
+/// Before a command: evict as needed, and say whether the memory stays over the limit with
+/// nothing to evict (a command that may grow memory is then refused with `-OOM`). Remembered
+/// for the scripts the command may run.
+pub fn before_command(st: &mut State, now_ms: i64) -> bool {
+    if st.hot.maxmemory == 0 {
+        st.eviction.oom_at_command_start = false;
+        return false;
+    }
+    let oom = perform(st, now_ms) == Outcome::Fail;
+    st.eviction.oom_at_command_start = oom;
+    oom
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenacity_maps_to_redis_time_limits() {
+        assert_eq!(time_limit_us(0), 0);
+        assert_eq!(time_limit_us(10), 500);
+        assert_eq!(time_limit_us(11), 575);
+        assert!(time_limit_us(99) > 100_000_000);
+        assert_eq!(time_limit_us(100), u64::MAX);
+    }
+}
