@@ -21,9 +21,11 @@
 //!
 //! What counts: `used_memory` (every live heap byte, `alloc.rs`) less what Redis does not
 //! count for eviction either — the log's records queued but not yet written (Redis' AOF
-//! buffer), and the replication buffer beyond the backlog's size (what attached replicas
-//! still need: the shared ring holds more than `repl-backlog-size` only for them). Counting
-//! those would feed back: each eviction's `DEL` grows them, which would make more evictions.
+//! buffer) or written but not yet fsynced (kept in memory until the fsync, `aof/writer.rs`,
+//! about a second's worth under `everysec`), and the replication buffer beyond the backlog's
+//! size (what attached replicas still need: the shared ring holds more than
+//! `repl-backlog-size` only for them). Counting those would feed back: each eviction's `DEL`
+//! grows them, which would make more evictions.
 //!
 //! Not here: a replica ignores `maxmemory` (its primary's `DEL`s keep it a copy) unless
 //! `replica-ignore-maxmemory no`; nothing is evicted while loading or while writes are paused
@@ -59,10 +61,12 @@ pub struct Eviction {
 }
 
 /// Bytes of `used_memory` not counted against `maxmemory` (INFO `mem_not_counted_for_evict`):
-/// the log's unwritten records, and the replication buffer held beyond `repl-backlog-size`
-/// for attached replicas.
+/// the log's records not yet written and those written but not yet fsynced (which the log
+/// keeps to write again after a failed fsync), and the replication buffer held beyond
+/// `repl-backlog-size` for attached replicas.
 pub fn not_counted(st: &State) -> u64 {
-    let aof = st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()));
+    let aof =
+        st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()) + l.kept_bytes());
     let replicas = st.replication.with_backlog(|b| b.histlen().saturating_sub(b.capacity()) as u64).unwrap_or(0);
     aof + replicas
 }
