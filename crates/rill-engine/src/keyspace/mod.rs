@@ -741,21 +741,28 @@ impl Engine {
         let loading = self.loading;
         #[allow(clippy::indexing_slicing)]
         let (d, events) = (&mut self.dbs[db], &mut self.events);
-        match d.keys.entry(key.clone()) {
-            indexmap::map::Entry::Occupied(o) => {
-                let entry = o.into_mut();
-                entry.meta.touch(access);
-                entry
+        let at = match d.keys.get_index_of(&key[..]) {
+            Some(at) => {
+                if let Some((_, entry)) = d.keys.get_index_mut(at) {
+                    entry.meta.touch(access);
+                }
+                at
             }
             // A new value starts with fresh counters, as a new Redis object does; it has no
-            // expiry, so appending it keeps the runs.
-            indexmap::map::Entry::Vacant(v) => {
+            // expiry, so appending it keeps the runs. The key is copied: the argument may be
+            // a slice of a network read buffer, which a stored slice would keep alive whole
+            // (see `types`).
+            None => {
                 if !loading {
                     events.push(db, key, KeyEvent::New);
                 }
-                v.insert(Entry { value: make(), expire_at_ms: None, meta: ObjectMeta::created(now_ms) })
+                let entry = Entry { value: make(), expire_at_ms: None, meta: ObjectMeta::created(now_ms) };
+                d.keys.insert_full(Bytes::copy_from_slice(key), entry).0
             }
-        }
+        };
+        // `at` was found or inserted just above: in range.
+        #[allow(clippy::indexing_slicing)]
+        &mut d.keys[at]
     }
 
     /// The next number of the engine's pseudo-random sequence (splitmix64).
