@@ -25,7 +25,12 @@
 //! about a second's worth under `everysec`), and the replication buffer beyond the backlog's
 //! size (what attached replicas still need: the shared ring holds more than
 //! `repl-backlog-size` only for them). Counting those would feed back: each eviction's `DEL`
-//! grows them, which would make more evictions.
+//! grows them, which would make more evictions. rill leaves out one more thing: the key
+//! tables' room for keys not yet added. A database's table doubles when it is full and
+//! evicting keys does not shrink it (a slot freed stays in the table); where Redis puts off
+//! growing its table while that would pass `maxmemory` (its chained table can hold more keys
+//! than slots), rill's table cannot, and counting the new room would make one growth evict
+//! keys until their values paid for it — with small values, every key.
 //!
 //! Not here: a replica ignores `maxmemory` (its primary's `DEL`s keep it a copy) unless
 //! `replica-ignore-maxmemory no`; nothing is evicted while loading or while writes are paused
@@ -62,13 +67,13 @@ pub struct Eviction {
 
 /// Bytes of `used_memory` not counted against `maxmemory` (INFO `mem_not_counted_for_evict`):
 /// the log's records not yet written and those written but not yet fsynced (which the log
-/// keeps to write again after a failed fsync), and the replication buffer held beyond
-/// `repl-backlog-size` for attached replicas.
+/// keeps to write again after a failed fsync), the replication buffer held beyond
+/// `repl-backlog-size` for attached replicas, and the key tables' room for keys not yet
+/// added (`Engine::table_spare_bytes`).
 pub fn not_counted(st: &State) -> u64 {
-    let aof =
-        st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()) + l.kept_bytes());
+    let aof = st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()) + l.kept_bytes());
     let replicas = st.replication.with_backlog(|b| b.histlen().saturating_sub(b.capacity()) as u64).unwrap_or(0);
-    aof + replicas
+    aof + replicas + st.engine.table_spare_bytes()
 }
 
 /// How far over `maxmemory` the counted memory is (0: not over, or no limit).
