@@ -81,7 +81,7 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     }
     // Over maxmemory, keys are evicted first (each eviction a unit of its own, logged before
     // this command); `oom`: still over with nothing to evict. The primary's stream is obeyed.
-    let oom = crate::evict::before_command(st, now_ms) && !conn.is_master;
+    let oom = crate::evict::before_command(st, conn.db, now_ms) && !conn.is_master;
     if let Some(err) = persistence_checks(st, conn, spec, flags, oom) {
         return reject(st, conn, Some(spec), err);
     }

@@ -25,12 +25,19 @@
 //! about a second's worth under `everysec`), and the replication buffer beyond the backlog's
 //! size (what attached replicas still need: the shared ring holds more than
 //! `repl-backlog-size` only for them). Counting those would feed back: each eviction's `DEL`
-//! grows them, which would make more evictions. rill leaves out one more thing: the key
-//! tables' room for keys not yet added. A database's table doubles when it is full and
-//! evicting keys does not shrink it (a slot freed stays in the table); where Redis puts off
-//! growing its table while that would pass `maxmemory` (its chained table can hold more keys
-//! than slots), rill's table cannot, and counting the new room would make one growth evict
-//! keys until their values paid for it — with small values, every key.
+//! grows them, which would make more evictions.
+//!
+//! A database's key table doubles when it is full, and evictions do not shrink it (a slot
+//! freed stays in the table): a growth past the limit would make evictions remove keys until
+//! their values paid for the new room — with small values, every key. Redis puts off growing
+//! its table while that would pass `maxmemory`; rill's table cannot hold more keys than slots,
+//! so before a command whose database's table is full and would grow past the limit, one key
+//! of that database is evicted first ([`Engine::evict_one_from`]), and the table keeps its
+//! size. The price: near the limit, a database holds at most as many keys as its table has
+//! slots, even when the memory the next doubling would take is partly free (Redis' table
+//! takes more keys than slots there).
+//!
+//! [`Engine::evict_one_from`]: rill_engine::Engine::evict_one_from
 //!
 //! Not here: a replica ignores `maxmemory` (its primary's `DEL`s keep it a copy) unless
 //! `replica-ignore-maxmemory no`; nothing is evicted while loading or while writes are paused
@@ -67,13 +74,12 @@ pub struct Eviction {
 
 /// Bytes of `used_memory` not counted against `maxmemory` (INFO `mem_not_counted_for_evict`):
 /// the log's records not yet written and those written but not yet fsynced (which the log
-/// keeps to write again after a failed fsync), the replication buffer held beyond
-/// `repl-backlog-size` for attached replicas, and the key tables' room for keys not yet
-/// added (`Engine::table_spare_bytes`).
+/// keeps to write again after a failed fsync), and the replication buffer held beyond
+/// `repl-backlog-size` for attached replicas.
 pub fn not_counted(st: &State) -> u64 {
     let aof = st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()) + l.kept_bytes());
     let replicas = st.replication.with_backlog(|b| b.histlen().saturating_sub(b.capacity()) as u64).unwrap_or(0);
-    aof + replicas + st.engine.table_spare_bytes()
+    aof + replicas
 }
 
 /// How far over `maxmemory` the counted memory is (0: not over, or no limit).
@@ -182,17 +188,42 @@ pub fn current_exceeded_ms(st: &State) -> u64 {
     st.eviction.exceeded_since.map_or(0, |since| Tick::now().micros_since(since) / 1000)
 }
 
-/// Before a command: evict as needed, and say whether the memory stays over the limit with
-/// nothing to evict (a command that may grow memory is then refused with `-OOM`). Remembered
-/// for the scripts the command may run.
-pub fn before_command(st: &mut State, now_ms: i64) -> bool {
+/// Before a command in database `db`: evict as needed, and say whether the memory stays over
+/// the limit with nothing to evict (a command that may grow memory is then refused with
+/// `-OOM`). Remembered for the scripts the command may run.
+pub fn before_command(st: &mut State, db: usize, now_ms: i64) -> bool {
     if st.hot.maxmemory == 0 {
         st.eviction.oom_at_command_start = false;
         return false;
     }
     let oom = perform(st, now_ms) == Outcome::Fail;
+    if !oom {
+        keep_table_size(st, db, now_ms);
+    }
     st.eviction.oom_at_command_start = oom;
     oom
+}
+
+/// `db`'s key table is full and growing it would pass the limit: evict one of its keys (a
+/// unit of its own, as any eviction), so that a new key takes a freed slot.
+fn keep_table_size(st: &mut State, db: usize, now_ms: i64) {
+    let policy = st.hot.eviction;
+    let growth = st.engine.table_growth_bytes(db);
+    if growth == 0 || policy == EvictionPolicy::NoEviction || !may_evict(st, now_ms) {
+        return;
+    }
+    let used = crate::alloc::allocated_bytes().saturating_sub(not_counted(st));
+    if used.saturating_add(growth) <= st.hot.maxmemory {
+        return;
+    }
+    let samples = st.hot.maxmemory_samples;
+    crate::unit::run(st, now_ms, |st| {
+        st.engine.clear_events();
+        if let Some((db, key)) = st.engine.evict_one_from(db, policy, samples, now_ms) {
+            st.journal.push_del(db, &key);
+        }
+        crate::notify::publish_events(st, now_ms);
+    });
 }
 
 #[cfg(test)]

@@ -76,6 +76,23 @@ impl EvictionPolicy {
 /// How many candidates the pool keeps (Redis' pool size).
 pub const POOL_SIZE: usize = 16;
 
+/// What one slot of a key table takes: a hash, a key and an [`crate::Entry`] in the table's
+/// entries, and about 10 bytes of its index.
+const SLOT_BYTES: usize = std::mem::size_of::<(u64, Bytes, crate::Entry)>() + 10;
+
+/// How good a victim `entry` is under `policy` (higher: better): its idle seconds (LRU), 255
+/// less its decayed LFU counter (LFU), how soon it expires (TTL).
+fn score(entry: &crate::Entry, policy: EvictionPolicy, now_ms: i64, loaded_s: u32, decay: u32) -> u64 {
+    match policy {
+        EvictionPolicy::VolatileLfu | EvictionPolicy::AllkeysLfu => {
+            255 - u64::from(entry.meta.lfu_decayed(now_ms, decay))
+        }
+        // The sooner it expires, the better (expiry times are positive).
+        EvictionPolicy::VolatileTtl => u64::MAX - u64::try_from(entry.expire_at_ms.unwrap_or(i64::MAX)).unwrap_or(0),
+        _ => entry.meta.idle_seconds(now_ms, loaded_s),
+    }
+}
+
 /// One candidate: higher `score` is a better victim.
 #[derive(Debug, Clone)]
 struct Candidate {
@@ -134,24 +151,68 @@ impl Engine {
         } else {
             self.pick_random(policy.all_keys())
         }?;
-        let (db, key) = picked;
-        self.remove(db, &key);
-        self.watch.touch(db, &key);
-        self.events.push(db, &key, KeyEvent::Evicted);
-        // Clients blocked on the key re-check it, as for any deletion.
-        self.signal_ready(db, &key);
-        self.evicted_keys += 1;
+        self.evicted(picked.0, &picked.1);
+        Some(picked)
+    }
+
+    /// Evict one key of database `db` as `policy` picks it (the best of `samples` keys of
+    /// `db` drawn at random, without the pool): to keep `db`'s full table from growing past
+    /// `maxmemory` (see [`Engine::table_growth_bytes`]). `None` when `db` has nothing the
+    /// policy may evict.
+    pub fn evict_one_from(
+        &mut self,
+        db: usize,
+        policy: EvictionPolicy,
+        samples: usize,
+        now_ms: i64,
+    ) -> Option<(usize, Bytes)> {
+        self.observe_clock(now_ms);
+        if policy == EvictionPolicy::NoEviction || db >= self.dbs.len() {
+            return None;
+        }
+        let n = self.evictable(db, policy.all_keys());
+        if n == 0 {
+            return None;
+        }
+        let draws = if policy.pooled() { samples.clamp(1, n) } else { 1 };
+        let (loaded_s, decay) = (self.first_clock_s(), self.config.object.lfu_decay_time);
+        let mut best: Option<(u64, usize)> = None;
+        for _ in 0..draws {
+            let at = (splitmix(&mut self.evict.rng) % n as u64) as usize;
+            self.random_reads += 1;
+            let Some((_, entry)) = self.db(db).key_at(at) else { continue };
+            let score = score(entry, policy, now_ms, loaded_s, decay);
+            if best.is_none_or(|(s, _)| score > s) {
+                best = Some((score, at));
+            }
+        }
+        let key = self.db(db).key_at(best?.1)?.0.clone();
+        self.evicted(db, &key);
         Some((db, key))
     }
 
-    /// Bytes the key tables hold for keys not yet added: each database's table grows by
-    /// doubling and never shrinks by eviction, so this room is not data an eviction could
-    /// free (the server leaves it out of what it counts against `maxmemory`). A slot is a
-    /// hash, a key and an [`crate::Entry`] in the table's entries, and about 10 bytes of its
-    /// index. O(databases).
-    pub fn table_spare_bytes(&self) -> u64 {
-        const SLOT_BYTES: usize = std::mem::size_of::<(u64, Bytes, crate::Entry)>() + 10;
-        self.dbs.iter().map(|d| (d.keys.capacity().saturating_sub(d.keys.len()) * SLOT_BYTES) as u64).sum()
+    /// Remove an evicted key: as any deletion (WATCH, blocked readers), with its event.
+    fn evicted(&mut self, db: usize, key: &Bytes) {
+        self.remove(db, key);
+        self.watch.touch(db, key);
+        self.events.push(db, key, KeyEvent::Evicted);
+        // Clients blocked on the key re-check it, as for any deletion.
+        self.signal_ready(db, key);
+        self.evicted_keys += 1;
+    }
+
+    /// The bytes `db`'s key table would add if one more key were added now: its size when it
+    /// is full (it doubles), else 0. The server evicts a key of `db` before a command rather
+    /// than let the table grow past `maxmemory`, as Redis puts off growing its table then: a
+    /// table grown is not shrunk by evictions, and its new room, counted against the limit,
+    /// would make evictions remove keys until their values paid for it.
+    pub fn table_growth_bytes(&self, db: usize) -> u64 {
+        let Some(d) = self.dbs.get(db) else { return 0 };
+        let cap = d.keys.capacity();
+        if cap == 0 || d.keys.len() < cap {
+            return 0;
+        }
+        (cap * SLOT_BYTES) as u64
     }
 
     /// Keys evicted since start or the last CONFIG RESETSTAT (`evicted_keys`).
@@ -225,16 +286,7 @@ impl Engine {
             let at = if every { i } else { (splitmix(&mut self.evict.rng) % n as u64) as usize };
             self.random_reads += 1;
             let Some((key, entry)) = self.db(db).key_at(at) else { continue };
-            let score = match policy {
-                EvictionPolicy::VolatileLfu | EvictionPolicy::AllkeysLfu => {
-                    255 - u64::from(entry.meta.lfu_decayed(now_ms, decay))
-                }
-                EvictionPolicy::VolatileTtl => {
-                    // The sooner it expires, the better (expiry times are positive).
-                    u64::MAX - u64::try_from(entry.expire_at_ms.unwrap_or(i64::MAX)).unwrap_or(0)
-                }
-                _ => entry.meta.idle_seconds(now_ms, loaded_s),
-            };
+            let score = score(entry, policy, now_ms, loaded_s, decay);
             let candidate = Candidate { score, db, key: key.clone() };
             self.evict.offer(candidate);
         }
@@ -384,16 +436,22 @@ mod tests {
     }
 
     #[test]
-    fn spare_table_room_is_measured() {
+    fn a_full_table_says_what_it_would_grow_by_and_evicts_in_its_database() {
         let mut e = engine();
-        assert_eq!(e.table_spare_bytes(), 0);
-        for i in 0..100 {
+        assert_eq!(e.table_growth_bytes(0), 0);
+        let mut i = 0;
+        while e.table_growth_bytes(0) == 0 {
             put(&mut e, 0, &format!("k{i}"), None, T0);
+            i += 1;
         }
-        let room = e.table_spare_bytes();
-        while e.evict_one(EvictionPolicy::AllkeysRandom, 5, T0).is_some() {}
-        // Evicting every key frees no slot: the table keeps its room.
-        assert!(e.table_spare_bytes() > room, "{room} then {}", e.table_spare_bytes());
+        let full = e.db(0).len();
+        assert!(e.table_growth_bytes(0) >= (full * std::mem::size_of::<crate::Entry>()) as u64);
+        put(&mut e, 1, "other", None, T0);
+        let (db, _) = e.evict_one_from(0, EvictionPolicy::AllkeysLru, 5, T0).unwrap();
+        assert_eq!((db, e.db(0).len(), e.db(1).len()), (0, full - 1, 1));
+        assert_eq!(e.table_growth_bytes(0), 0, "a slot is free again");
+        assert_eq!(e.evict_one_from(0, EvictionPolicy::VolatileTtl, 5, T0), None, "no key with an expiry in db 0");
+        assert_eq!(e.evict_one_from(2, EvictionPolicy::AllkeysRandom, 5, T0), None);
     }
 
     #[test]

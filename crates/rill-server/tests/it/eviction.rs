@@ -258,3 +258,31 @@ fn a_replica_evicts_only_when_told_not_to_ignore_maxmemory() {
     assert_eq!(evicted_keys(&mut replica), 100);
     assert_eq!(primary.cmd(&["DBSIZE"]), b":100\r\n");
 }
+
+/// Small keys under a small limit: the key table fills before the memory does, and is not
+/// grown past the limit (a growth the evictions could not take back would make them remove
+/// every key): new keys take the slots of evicted ones, nothing is refused, the memory stays
+/// under the limit and most keys stay.
+#[test]
+fn a_full_key_table_is_not_grown_past_the_limit() {
+    for policy in ["allkeys-random", "allkeys-lru"] {
+        let server = Server::rill();
+        let mut c = server.connect();
+        // Every command this test sends has run once (its statistics are allocated).
+        assert_eq!(fill(&mut c, "warm", 0..1, "x", None), 0);
+        c.cmd(&["DEL", "warm0"]);
+        c.cmd(&["EXISTS", "warm0"]);
+        c.cmd(&["DBSIZE"]);
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", policy]);
+        let limit = used_memory(&mut c) + 100 * 1024;
+        c.cmd(&["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+        assert_eq!(fill(&mut c, "k", 0..5000, "x", None), 0, "{policy}: writes refused");
+        let used = used_memory(&mut c);
+        assert!(used < limit + 4096, "{policy}: used_memory {used} over the limit {limit}");
+        let keys = std::str::from_utf8(&c.cmd(&["DBSIZE"])).unwrap().trim_start_matches(':').trim().parse::<u64>();
+        let keys = keys.unwrap();
+        // About 220 here: the table's next doubling would not fit in what is left.
+        assert!(keys >= 150, "{policy}: only {keys} keys left");
+        assert_eq!(evicted_keys(&mut c), 5000 - keys, "{policy}");
+    }
+}
