@@ -196,35 +196,38 @@ pub fn before_command(st: &mut State, db: usize, now_ms: i64) -> bool {
         st.eviction.oom_at_command_start = false;
         return false;
     }
-    let oom = perform(st, now_ms) == Outcome::Fail || !keep_table_size(st, db, now_ms);
+    let oom = perform(st, now_ms) == Outcome::Fail;
+    if !oom {
+        keep_table_size(st, db, now_ms);
+    }
     st.eviction.oom_at_command_start = oom;
     oom
 }
 
 /// `db`'s key table is full and growing it would pass the limit: evict one of its keys (a
-/// unit of its own, as any eviction), so that a new key takes a freed slot. False when the
-/// policy finds nothing to evict in `db`: a command that may grow memory is then refused, as
-/// over the limit (under `noeviction` the table grows, and the limit refuses what follows).
-fn keep_table_size(st: &mut State, db: usize, now_ms: i64) -> bool {
+/// unit of its own, as any eviction), so that a new key takes a freed slot. When the policy
+/// finds nothing to evict in `db` (a `volatile-*` policy, no key with an expiry there), the
+/// command runs and the table may grow past the limit: refusing it while the memory is under
+/// the limit would answer `-OOM` where Redis accepts the write (the limit then refuses what
+/// follows, as under `noeviction`).
+fn keep_table_size(st: &mut State, db: usize, now_ms: i64) {
     let policy = st.hot.eviction;
     let growth = st.engine.table_growth_bytes(db);
     if growth == 0 || policy == EvictionPolicy::NoEviction || !may_evict(st, now_ms) {
-        return true;
+        return;
     }
     let used = crate::alloc::allocated_bytes().saturating_sub(not_counted(st));
     if used.saturating_add(growth) <= st.hot.maxmemory {
-        return true;
+        return;
     }
     let samples = st.hot.maxmemory_samples;
     crate::unit::run(st, now_ms, |st| {
         st.engine.clear_events();
-        let evicted = st.engine.evict_one_from(db, policy, samples, now_ms);
-        if let Some((db, key)) = &evicted {
-            st.journal.push_del(*db, key);
+        if let Some((db, key)) = st.engine.evict_one_from(db, policy, samples, now_ms) {
+            st.journal.push_del(db, &key);
         }
         crate::notify::publish_events(st, now_ms);
-        evicted.is_some()
-    })
+    });
 }
 
 #[cfg(test)]
