@@ -78,7 +78,7 @@ pub struct Eviction {
 /// `repl-backlog-size` for attached replicas.
 pub fn not_counted(st: &State) -> u64 {
     let aof = st.journal.log().map_or(0, |l| st.journal.appended().saturating_sub(l.written()) + l.kept_bytes());
-    let replicas = st.replication.with_backlog(|b| b.histlen().saturating_sub(b.capacity()) as u64).unwrap_or(0);
+    let replicas = st.replication.with_backlog(|b| b.allocated().saturating_sub(b.capacity()) as u64).unwrap_or(0);
     aof + replicas
 }
 

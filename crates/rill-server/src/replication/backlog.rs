@@ -233,6 +233,12 @@ impl Backlog {
         self.ring.len()
     }
 
+    /// Bytes the ring has allocated: what it holds, and room it grew for a replica (Redis'
+    /// `repl_buffer_mem`, less the records kept for rill replicas).
+    pub fn allocated(&self) -> usize {
+        self.ring.capacity()
+    }
+
     /// `repl-backlog-size`.
     pub fn capacity(&self) -> usize {
         self.capacity
