@@ -233,10 +233,10 @@ impl Backlog {
         self.ring.len()
     }
 
-    /// Bytes the ring has allocated: what it holds, and room it grew for a replica (Redis'
-    /// `repl_buffer_mem`, less the records kept for rill replicas).
+    /// Bytes the backlog has allocated: the ring (what it holds, and room it grew for a
+    /// replica) and the records kept for rill replicas (Redis' `repl_buffer_mem`).
     pub fn allocated(&self) -> usize {
-        self.ring.capacity()
+        self.ring.capacity() + self.record_bytes + self.records.capacity() * std::mem::size_of::<UnitRecord>()
     }
 
     /// `repl-backlog-size`.
