@@ -35,7 +35,10 @@
 //! of that database is evicted first ([`Engine::evict_one_from`]), and the table keeps its
 //! size. The price: near the limit, a database holds at most as many keys as its table has
 //! slots, even when the memory the next doubling would take is partly free (Redis' table
-//! takes more keys than slots there).
+//! takes more keys than slots there). Not covered: deletions leave tombstones in the table's
+//! index, and an insert that finds no free room left rehashes it, into a table twice the size
+//! when it is more than half full — heavy churn near a full table (evictions and inserts, as
+//! under `allkeys-lru`) can still grow it, and evictions then pay for the growth.
 //!
 //! [`Engine::evict_one_from`]: rill_engine::Engine::evict_one_from
 //!
@@ -120,7 +123,9 @@ fn may_evict(st: &State, now_ms: i64) -> bool {
 /// Bring the memory under `maxmemory` by evicting keys, as the policy says, for at most the
 /// tenacity's time. Called before each command (dispatch) and by the background task.
 pub fn perform(st: &mut State, now_ms: i64) -> Outcome {
-    if st.hot.maxmemory == 0 || !may_evict(st, now_ms) {
+    if st.hot.maxmemory > 0 && !may_evict(st, now_ms) {
+        // Not now (loading, a replica, paused): as if under the limit, the time over it
+        // left as it is.
         return Outcome::Ok;
     }
     let outcome = if over_by(st) == 0 {
@@ -192,12 +197,9 @@ pub fn current_exceeded_ms(st: &State) -> u64 {
 /// the limit with nothing to evict (a command that may grow memory is then refused with
 /// `-OOM`). Remembered for the scripts the command may run.
 pub fn before_command(st: &mut State, db: usize, now_ms: i64) -> bool {
-    if st.hot.maxmemory == 0 {
-        st.eviction.oom_at_command_start = false;
-        return false;
-    }
+    // Without a limit this only ends a stretch over it (maxmemory just set to 0).
     let oom = perform(st, now_ms) == Outcome::Fail;
-    if !oom {
+    if !oom && st.hot.maxmemory > 0 {
         keep_table_size(st, db, now_ms);
     }
     st.eviction.oom_at_command_start = oom;

@@ -225,6 +225,9 @@ fn out_of_memory_replies_and_deterministic_evictions_match_redis() {
     let ours = run(&rill);
     assert_eq!(ours.1, ["v2", "v1", "p"], "rill's evicted messages");
     assert_eq!(ours.2, 3);
+    // The limit is gone: no stretch over it is running.
+    let mut c = rill.connect();
+    assert_eq!(info_field(&mut c, "stats", "current_eviction_exceeded_time").as_deref(), Some("0"));
     let Some(redis) = redis else { return };
     let theirs = run(&redis);
     for ((cmd, a), b) in script.iter().zip(&ours.0).zip(&theirs.0) {
@@ -282,8 +285,10 @@ fn a_full_key_table_is_not_grown_past_the_limit() {
         assert!(used < limit + 4096, "{policy}: used_memory {used} over the limit {limit}");
         let keys = std::str::from_utf8(&c.cmd(&["DBSIZE"])).unwrap().trim_start_matches(':').trim().parse::<u64>();
         let keys = keys.unwrap();
-        // Thousands here: the table's next doubling would not fit in what is left.
-        assert!(keys >= 1000, "{policy}: only {keys} keys left");
+        // About 6000 (random) or 1600 (LRU) here, not none: a doubling that would not fit is
+        // put off by evicting in the table's database. (Churn near a full table can still make
+        // its index rehash into a larger one, as under LRU here, and evictions then pay for it.)
+        assert!(keys >= 200, "{policy}: only {keys} keys left");
         assert!(keys < 20_000, "{policy}: nothing was evicted");
         assert_eq!(evicted_keys(&mut c), 20_000 - keys, "{policy}");
     }
