@@ -138,6 +138,13 @@ pub const PARAMS: &[Param] = &[
     p("appenddirname", "appendonlydir", Kind::Text, false),
     p("maxmemory", "0", Kind::Memory(0, i64::MAX), true),
     p("maxmemory-policy", "noeviction", Kind::Enum(POLICIES), true),
+    // Eviction (`evict.rs`): keys sampled per database for the LRU, LFU and TTL policies, and
+    // how long one eviction pass may run before the rest goes on in the background.
+    p("maxmemory-samples", "5", Kind::Int(1, 64), true),
+    p("maxmemory-eviction-tenacity", "10", Kind::Int(0, 100), true),
+    // The LFU counter (`types::object::meta`): how slowly it grows, minutes per decrement.
+    p("lfu-log-factor", "10", Kind::Int(0, I32), true),
+    p("lfu-decay-time", "1", Kind::Int(0, I32), true),
     p("proto-max-bulk-len", "536870912", Kind::Memory(1024 * 1024, i64::MAX), true),
     p("client-query-buffer-limit", "1073741824", Kind::Memory(1024 * 1024, i64::MAX), true),
     p("client-output-buffer-limit", crate::client_limits::DEFAULT_OUTPUT_LIMITS, Kind::OutputLimits, true),
@@ -255,7 +262,6 @@ pub const SENSITIVE: &[&str] =
 /// Parameters that are stored but do nothing yet (see [`Config::inert`]).
 const INERT: &[&str] = &[
     "replica-lazy-flush",
-    "replica-ignore-maxmemory",
     "repl-diskless-sync",
     "repl-diskless-sync-delay",
     "repl-diskless-sync-max-replicas",
@@ -285,8 +291,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "propagation-error-behavior",
     "replica-ignore-disk-write-errors",
     "tracking-table-max-keys",
-    "maxmemory-samples",
-    "maxmemory-eviction-tenacity",
     "active-expire-effort",
     "lazyfree-lazy-eviction",
     "lazyfree-lazy-expire",
@@ -324,8 +328,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "activerehashing",
     "dynamic-hz",
     "rdb-save-incremental-fsync",
-    "lfu-log-factor",
-    "lfu-decay-time",
     "max-new-connections-per-cycle",
     "max-new-tls-connections-per-cycle",
     "activedefrag",

@@ -79,7 +79,10 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
             }
         }
     }
-    if let Some(err) = persistence_checks(st, conn, spec, flags) {
+    // Over maxmemory, keys are evicted first (each eviction a unit of its own, logged before
+    // this command); `oom`: still over with nothing to evict. The primary's stream is obeyed.
+    let oom = crate::evict::before_command(st, conn.db, now_ms) && !conn.is_master;
+    if let Some(err) = persistence_checks(st, conn, spec, flags, oom) {
         return reject(st, conn, Some(spec), err);
     }
     // A pause holds the command (queued or run) until it ends; the primary's stream on a
@@ -185,16 +188,16 @@ fn protected_command_error(st: &State, conn: &Conn, spec: &'static CommandSpec) 
 }
 
 /// The checks Redis runs after authentication, in its order: memory (`-OOM` for commands that
-/// may grow it, and for an EXEC whose queue holds one), the log (`-MISCONF` for writes and
-/// PING while the last write or fsync failed), RESP2 subscribe mode (only the commands
-/// flagged `SUBSCRIBE_CONTEXT`), and loading (`-LOADING` for commands not flagged `loading`).
-fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec, flags: Flags) -> Option<Reply> {
-    let maxmemory = st.hot.maxmemory;
-    if maxmemory > 0 {
+/// may grow it, and for an EXEC whose queue holds one, when `oom`: over `maxmemory` with
+/// nothing left to evict, `evict.rs`), the log (`-MISCONF` for writes and PING while the last
+/// write or fsync failed), RESP2 subscribe mode (only the commands flagged
+/// `SUBSCRIBE_CONTEXT`), and loading (`-LOADING` for commands not flagged `loading`).
+fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec, flags: Flags, oom: bool) -> Option<Reply> {
+    if oom {
         let denyoom = flags.has(Flags::DENYOOM)
             || (flags.has(Flags::EXEC)
                 && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags.has(Flags::DENYOOM))));
-        if denyoom && crate::alloc::allocated_bytes() > maxmemory {
+        if denyoom {
             return Some(CmdError::full("OOM command not allowed when used memory > 'maxmemory'.").to_reply());
         }
     }

@@ -285,7 +285,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "rss_overhead_bytes:0");
             line!(out, "mem_fragmentation_ratio:{:.2}", if used > 0 { rss as f64 / used as f64 } else { 1.0 });
             line!(out, "mem_fragmentation_bytes:{}", i128::from(rss) - i128::from(used));
-            line!(out, "mem_not_counted_for_evict:0");
+            line!(out, "mem_not_counted_for_evict:{}", crate::evict::not_counted(st));
             line!(out, "mem_replication_backlog:{backlog}");
             line!(out, "mem_total_replication_buffers:{backlog}");
             line!(out, "mem_replica_full_sync_buffer:0");
@@ -397,12 +397,12 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "expired_stale_perc:0.00");
             line!(out, "expired_time_cap_reached_count:0");
             line!(out, "expire_cycle_cpu_milliseconds:{}", s.expire_cycle_us / 1000);
-            // rill never evicts (maxmemory is noeviction whatever the policy is called).
-            line!(out, "evicted_keys:0");
+            line!(out, "evicted_keys:{}", st.engine.stats().evicted_keys);
             line!(out, "evicted_clients:{}", st.stats.evicted_clients);
             line!(out, "evicted_scripts:{}", st.scripts.evicted);
-            line!(out, "total_eviction_exceeded_time:0");
-            line!(out, "current_eviction_exceeded_time:0");
+            let current = crate::evict::current_exceeded_ms(st);
+            line!(out, "total_eviction_exceeded_time:{}", st.stats.eviction_exceeded_us / 1000 + current);
+            line!(out, "current_eviction_exceeded_time:{current}");
             line!(out, "keyspace_hits:{}", st.engine.stats().hits);
             line!(out, "keyspace_misses:{}", st.engine.stats().misses);
             line!(out, "pubsub_channels:{}", st.pubsub.channel_count());

@@ -16,6 +16,7 @@ pub mod config;
 pub mod conn;
 pub mod console;
 pub mod dispatch;
+pub mod evict;
 pub mod http;
 pub mod identity;
 pub mod info;

@@ -245,6 +245,7 @@ pub async fn run(mut config: Config) -> i32 {
     }
     tokio::spawn(cron(shared.clone()));
     tokio::spawn(policy_timer(shared.clone()));
+    tokio::spawn(eviction_task(shared.clone()));
     poll::set_max_us(u64::try_from(shared.lock().config.get_i64("busy-poll-us")).unwrap_or(0));
     tokio::spawn(poll::run());
 
@@ -596,6 +597,26 @@ async fn policy_timer(shared: Arc<Shared>) {
             st.collect_effects(&mut effects);
             crate::notify::publish_events(st, now);
         });
+    }
+}
+
+/// Evictions a command's pass left over (`evict.rs`: out of `maxmemory-eviction-tenacity`'s
+/// time) or a lower `maxmemory` asked for: a pass at a time, the lock released between
+/// passes, until the memory is under the limit or nothing is left to evict.
+async fn eviction_task(shared: Arc<Shared>) {
+    let wake = shared.lock().eviction.wake.clone();
+    loop {
+        wake.notified().await;
+        loop {
+            let outcome = {
+                let mut st = shared.lock_async().await;
+                crate::evict::perform(&mut st, now_ms())
+            };
+            if outcome != crate::evict::Outcome::Running {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
     }
 }
 

@@ -188,6 +188,9 @@ pub struct Stats {
     pub net_repl_output_bytes: u64,
     /// The replication offset the cron last saw (to count the two above).
     pub repl_offset_seen: u64,
+    /// `total_eviction_exceeded_time`: µs the memory stayed over `maxmemory` (stretches that
+    /// ended; `evict.rs`).
+    pub eviction_exceeded_us: u64,
 }
 
 /// Samples kept per rate (Redis keeps 16, taken every 100 ms).
@@ -322,6 +325,8 @@ pub struct State {
     pub latency: crate::latency::Monitor,
     /// Scripts: the Lua VM and the script cache (`script/`).
     pub scripts: crate::script::Scripts,
+    /// Eviction (`evict.rs`): the OOM state a command started with, the background task's wake.
+    pub eviction: crate::evict::Eviction,
 }
 
 impl State {
@@ -360,6 +365,7 @@ impl State {
             monitors: Default::default(),
             latency: Default::default(),
             scripts: Default::default(),
+            eviction: Default::default(),
             persist: crate::aof::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,
@@ -449,6 +455,14 @@ pub struct HotConfig {
     pub idle_timeout_secs: u64,
     /// `maxmemory` in bytes (0: no limit).
     pub maxmemory: u64,
+    /// `maxmemory-policy`.
+    pub eviction: rill_engine::EvictionPolicy,
+    /// `maxmemory-samples`.
+    pub maxmemory_samples: usize,
+    /// `maxmemory-eviction-tenacity`.
+    pub eviction_tenacity: u32,
+    /// `replica-ignore-maxmemory`: a replica evicts nothing.
+    pub replica_ignore_maxmemory: bool,
     /// `client-output-buffer-limit`.
     pub output_limits: crate::client_limits::OutputLimits,
     /// `client-query-buffer-limit` in bytes.
@@ -480,6 +494,10 @@ impl HotConfig {
             max_bulk_len: usize::try_from(config.get_i64("proto-max-bulk-len")).unwrap_or(usize::MAX),
             idle_timeout_secs: u64::try_from(config.get_i64("timeout")).unwrap_or(0),
             maxmemory: u64::try_from(config.get_i64("maxmemory")).unwrap_or(0),
+            eviction: rill_engine::EvictionPolicy::parse(config.get("maxmemory-policy")).unwrap_or_default(),
+            maxmemory_samples: usize::try_from(config.get_i64("maxmemory-samples")).unwrap_or(5),
+            eviction_tenacity: u32::try_from(config.get_i64("maxmemory-eviction-tenacity")).unwrap_or(10),
+            replica_ignore_maxmemory: config.get("replica-ignore-maxmemory") != "no",
             output_limits: crate::client_limits::OutputLimits::parse(config.get("client-output-buffer-limit")),
             query_buffer_limit: u64::try_from(config.get_i64("client-query-buffer-limit")).unwrap_or(u64::MAX),
             maxmemory_clients: {

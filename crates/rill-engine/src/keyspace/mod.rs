@@ -9,6 +9,7 @@
 //! [`Engine::signal_ready`].
 
 mod events;
+mod evict;
 mod expiry;
 mod hash_fields;
 mod scan;
@@ -22,6 +23,7 @@ use rill_resp::Reply;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 pub use events::{EventClass, KeyEvent, KeyspaceEvent};
+pub use evict::EvictionPolicy;
 pub(crate) use scan::{scan_by_position, scan_position};
 pub use watch::WatchedKeys;
 
@@ -526,6 +528,10 @@ pub struct Engine {
     pub(crate) expired_keys: u64,
     /// Of those, the ones the active cycle removed (`expired_keys_active`).
     pub(crate) expired_keys_active: u64,
+    /// Keys removed to free memory (`evicted_keys`).
+    pub(crate) evicted_keys: u64,
+    /// The eviction pool and the random policies' place (see `evict`).
+    evict: evict::EvictState,
     /// Successful / failed key lookups (`keyspace_hits` / `keyspace_misses`).
     keyspace_hits: u64,
     /// See `keyspace_hits`.
@@ -599,6 +605,8 @@ pub struct KeyspaceStats {
     pub expired_keys: u64,
     /// `expired_keys_active`
     pub expired_keys_active: u64,
+    /// `evicted_keys`
+    pub evicted_keys: u64,
     /// `keyspace_hits`
     pub hits: u64,
     /// `keyspace_misses`
@@ -624,6 +632,8 @@ impl Engine {
             call_changes: 0,
             expired_keys: 0,
             expired_keys_active: 0,
+            evicted_keys: 0,
+            evict: Default::default(),
             keyspace_hits: 0,
             keyspace_misses: 0,
             loading: false,
@@ -789,7 +799,7 @@ impl Engine {
     /// lookup counts one: see `types::object`.)
     fn access(&mut self, now_ms: i64) -> Access {
         let draw = if self.config.object.lfu { Some((splitmix(&mut self.lfu_rng_state) >> 32) as u32) } else { None };
-        Access::new(now_ms, draw)
+        Access::with(now_ms, draw, &self.config.object)
     }
 
     /// Note the time a command or the expiry cycle runs at (see `clock_ms`).
@@ -821,21 +831,28 @@ impl Engine {
         let loading = self.loading;
         #[allow(clippy::indexing_slicing)]
         let (d, events) = (&mut self.dbs[db], &mut self.events);
-        match d.keys.entry(key.clone()) {
-            indexmap::map::Entry::Occupied(o) => {
-                let entry = o.into_mut();
-                entry.meta.touch(access);
-                entry
+        let at = match d.keys.get_index_of(&key[..]) {
+            Some(at) => {
+                if let Some((_, entry)) = d.keys.get_index_mut(at) {
+                    entry.meta.touch(access);
+                }
+                at
             }
             // A new value starts with fresh counters, as a new Redis object does; it has no
-            // expiry, so appending it keeps the runs.
-            indexmap::map::Entry::Vacant(v) => {
+            // expiry, so appending it keeps the runs. The key is copied: the argument may be
+            // a slice of a network read buffer, which a stored slice would keep alive whole
+            // (see `types`).
+            None => {
                 if !loading {
                     events.push(db, key, KeyEvent::New);
                 }
-                v.insert(Entry { value: make(), expire_at_ms: None, meta: ObjectMeta::created(now_ms) })
+                let entry = Entry { value: make(), expire_at_ms: None, meta: ObjectMeta::created(now_ms) };
+                d.keys.insert_full(Bytes::copy_from_slice(key), entry).0
             }
-        }
+        };
+        // `at` was found or inserted just above: in range.
+        #[allow(clippy::indexing_slicing)]
+        &mut d.keys[at]
     }
 
     /// The next number of the engine's pseudo-random sequence (splitmix64).
@@ -1020,6 +1037,7 @@ impl Engine {
             misses: self.keyspace_misses,
             expired_subkeys: self.expired_subkeys,
             expired_subkeys_active: self.expired_subkeys_active,
+            evicted_keys: self.evicted_keys,
         }
     }
 
@@ -1029,6 +1047,7 @@ impl Engine {
         self.expired_keys_active = 0;
         self.expired_subkeys = 0;
         self.expired_subkeys_active = 0;
+        self.evicted_keys = 0;
         self.keyspace_hits = 0;
         self.keyspace_misses = 0;
     }

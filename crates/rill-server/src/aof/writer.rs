@@ -269,6 +269,9 @@ pub struct Log {
     /// Highest incremental file number the writer has rotated to (recoveries do not count).
     rotated: (Mutex<u64>, Condvar),
     unsynced: AtomicBool,
+    /// Bytes the kept records (written, not yet fsynced) hold: not counted against
+    /// `maxmemory` (`evict.rs`), as Redis leaves its AOF buffer out.
+    kept_bytes: AtomicU64,
     /// When the running everysec fsync started (ms since `epoch`), 0 when none runs.
     fsync_started_ms: AtomicU64,
     epoch: Instant,
@@ -391,6 +394,7 @@ impl Log {
             fsync_times: Mutex::default(),
             rotated: (Mutex::new(seq), Condvar::new()),
             unsynced: AtomicBool::new(false),
+            kept_bytes: AtomicU64::new(0),
             fsync_started_ms: AtomicU64::new(0),
             epoch: Instant::now(),
             written: AtomicU64::new(0),
@@ -579,6 +583,11 @@ impl Log {
         lock(&self.q).end
     }
 
+    /// Memory the log holds for records written but not yet fsynced (kept for a recovery).
+    pub fn kept_bytes(&self) -> u64 {
+        self.kept_bytes.load(Ordering::Relaxed)
+    }
+
     /// Bytes handed to the OS so far (log offset).
     pub fn written(&self) -> u64 {
         self.written.load(Ordering::Relaxed)
@@ -736,10 +745,19 @@ impl Log {
                 if policy == FsyncPolicy::No {
                     // `no` keeps no copy: what the OS accepted counts as written.
                     sink.kept.clear();
+                    self.kept_bytes.store(0, Ordering::Relaxed);
                     sink.synced_len = sink.file_len;
                     sink.synced = sink.written;
                     self.synced.store(sink.synced, Ordering::Relaxed);
                 } else {
+                    // A round's buffer starts with room for many records; one that holds few
+                    // keeps only what it holds until the fsync (a second of single writes
+                    // would otherwise hold 16 KiB each).
+                    let mut bytes = bytes;
+                    if bytes.capacity() > 2 * bytes.len() {
+                        bytes.shrink_to_fit();
+                    }
+                    self.kept_bytes.fetch_add(bytes.capacity() as u64, Ordering::Relaxed);
                     sink.kept.push_back(bytes);
                 }
                 Ok(())
@@ -778,7 +796,9 @@ impl Log {
             }
             sink.synced_len += n;
             sink.synced += n;
-            sink.kept.pop_front();
+            if let Some(b) = sink.kept.pop_front() {
+                self.kept_bytes.fetch_sub(b.capacity() as u64, Ordering::Relaxed);
+            }
         }
         self.synced.store(sink.synced, Ordering::Relaxed);
     }

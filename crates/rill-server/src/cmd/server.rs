@@ -207,6 +207,15 @@ fn apply(c: &mut Call, name: &str) {
                 b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).set_capacity(size);
             }
         }
+        "maxmemory" => {
+            let max = u64::try_from(cfg.get_i64(name)).unwrap_or(0);
+            let used = crate::alloc::allocated_bytes();
+            if max > 0 && max < used {
+                tracing::warn!("WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.");
+            }
+            // Evictions start now, in the background, not only at the next command.
+            c.st.eviction.wake.notify_one();
+        }
         "loglevel" => crate::logging::set_level(cfg.get(name)),
         // The default user's only password, or none (Redis' ACLUpdateDefaultUserPassword).
         "requirepass" => c.shared.acl.set_default_password(cfg.get(name).as_bytes()),

@@ -233,6 +233,12 @@ impl Backlog {
         self.ring.len()
     }
 
+    /// Bytes the backlog has allocated: the ring (what it holds, and room it grew for a
+    /// replica) and the records kept for rill replicas (Redis' `repl_buffer_mem`).
+    pub fn allocated(&self) -> usize {
+        self.ring.capacity() + self.record_bytes + self.records.capacity() * std::mem::size_of::<UnitRecord>()
+    }
+
     /// `repl-backlog-size`.
     pub fn capacity(&self) -> usize {
         self.capacity

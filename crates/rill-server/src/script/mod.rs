@@ -573,8 +573,8 @@ fn prepare(c: &mut Call, flags: ScriptFlags, ro_command: bool) -> Result<RunRule
     let stale = st.replication.master.as_ref().is_some_and(|l| {
         l.state != crate::replication::LinkStatus::Connected && st.config.get("replica-serve-stale-data") == "no"
     });
-    let maxmemory = st.hot.maxmemory;
-    let oom = maxmemory > 0 && crate::alloc::allocated_bytes() > maxmemory;
+    // Over maxmemory with nothing to evict when the command began (evictions ran then).
+    let oom = st.hot.maxmemory > 0 && st.eviction.oom_at_command_start;
     if !flags.compat {
         if stale && !flags.allow_stale {
             return Err(CmdError::full("MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' and 'allow-stale' flag is not set on the script."));

@@ -29,6 +29,7 @@ mod differential;
 mod digest;
 mod durability;
 mod encoding_fuzz;
+mod eviction;
 mod exporter;
 mod failover;
 mod introspection;

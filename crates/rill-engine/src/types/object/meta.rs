@@ -81,6 +81,10 @@ pub struct ObjectConfig {
     /// `maxmemory-policy` is `allkeys-lfu` or `volatile-lfu`: accesses count in the LFU counter
     /// and OBJECT IDLETIME is refused, as in Redis.
     pub lfu: bool,
+    /// `lfu-log-factor`: how much harder each increment of the LFU counter gets.
+    pub lfu_log_factor: u32,
+    /// `lfu-decay-time`: minutes per decrement of an idle key's LFU counter (0: never).
+    pub lfu_decay_time: u32,
 }
 
 impl Default for ObjectConfig {
@@ -95,6 +99,8 @@ impl Default for ObjectConfig {
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             lfu: false,
+            lfu_log_factor: LFU_LOG_FACTOR,
+            lfu_decay_time: LFU_DECAY_MINUTES,
         }
     }
 }
@@ -111,6 +117,8 @@ impl ObjectConfig {
         "zset-max-listpack-entries",
         "zset-max-listpack-value",
         "maxmemory-policy",
+        "lfu-log-factor",
+        "lfu-decay-time",
     ];
 
     /// Apply one directive: `maxmemory-policy` reads its `text`, the limits their `number`
@@ -128,6 +136,8 @@ impl ObjectConfig {
             "set-max-listpack-value" => self.set_max_listpack_value = count,
             "zset-max-listpack-entries" => self.zset_max_listpack_entries = count,
             "zset-max-listpack-value" => self.zset_max_listpack_value = count,
+            "lfu-log-factor" => self.lfu_log_factor = u32::try_from(count).unwrap_or(u32::MAX),
+            "lfu-decay-time" => self.lfu_decay_time = u32::try_from(count).unwrap_or(u32::MAX),
             _ => return false,
         }
         true
@@ -163,26 +173,35 @@ fn minutes(now_ms: i64) -> u16 {
 }
 
 /// What an access needs besides the entry: the time and, under an LFU policy, a random number
-/// for the logarithmic increment. Built before the entry is borrowed.
+/// for the logarithmic increment and the counter's settings. Built before the entry is
+/// borrowed.
 #[derive(Debug, Clone, Copy)]
 pub struct Access {
     now_ms: i64,
     /// `Some(r)` under an LFU policy, `r` uniform in `0..=u32::MAX`.
     lfu_random: Option<u32>,
+    /// `lfu-log-factor`.
+    log_factor: u32,
+    /// `lfu-decay-time`.
+    decay_time: u32,
 }
 
 impl Access {
-    /// An access at `now_ms`; `lfu_random` is `Some` only under an LFU policy.
+    /// An access at `now_ms` with the default counter settings; `lfu_random` is `Some` only
+    /// under an LFU policy.
     pub fn new(now_ms: i64, lfu_random: Option<u32>) -> Access {
-        Access { now_ms, lfu_random }
+        Access { now_ms, lfu_random, log_factor: LFU_LOG_FACTOR, decay_time: LFU_DECAY_MINUTES }
+    }
+
+    /// An access under `config`'s `lfu-log-factor` and `lfu-decay-time`.
+    pub fn with(now_ms: i64, lfu_random: Option<u32>, config: &ObjectConfig) -> Access {
+        Access { now_ms, lfu_random, log_factor: config.lfu_log_factor, decay_time: config.lfu_decay_time }
     }
 }
 
-/// Redis' `lfu-log-factor` and `lfu-decay-time` defaults. rill accepts both directives but does
-/// not implement them (they are in the list of ignored settings), so the counter follows the
-/// defaults.
-const LFU_LOG_FACTOR: f64 = 10.0;
-const LFU_DECAY_MINUTES: u16 = 1;
+/// Redis' `lfu-log-factor` and `lfu-decay-time` defaults.
+const LFU_LOG_FACTOR: u32 = 10;
+const LFU_DECAY_MINUTES: u32 = 1;
 
 impl ObjectMeta {
     /// Metadata for a value created at `now_ms` (the LFU counter starts at [`LFU_INIT_VAL`]).
@@ -202,8 +221,8 @@ impl ObjectMeta {
     pub fn touch(&mut self, access: Access) {
         self.access_s = seconds(access.now_ms);
         if let Some(r) = access.lfu_random {
-            let counter = self.lfu_decayed(access.now_ms);
-            self.lfu_counter = log_increment(counter, r);
+            let counter = self.lfu_decayed(access.now_ms, access.decay_time);
+            self.lfu_counter = log_increment(counter, r, access.log_factor);
             self.lfu_minutes = minutes(access.now_ms);
         }
     }
@@ -215,16 +234,17 @@ impl ObjectMeta {
         u64::from(seconds(now_ms).saturating_sub(since))
     }
 
-    /// The LFU counter as OBJECT FREQ reports it: decayed to `now_ms` but not stored. A key
-    /// not accessed since it was loaded from a snapshot has its initial counter.
-    pub fn lfu_decayed(&self, now_ms: i64) -> u8 {
+    /// The LFU counter as OBJECT FREQ reports it: decayed to `now_ms` by one per `decay_time`
+    /// minutes (`lfu-decay-time`; 0: no decay) but not stored. A key not accessed since it was
+    /// loaded from a snapshot has its initial counter.
+    pub fn lfu_decayed(&self, now_ms: i64, decay_time: u32) -> u8 {
         if self.access_s == 0 {
             return self.lfu_counter;
         }
         let now = minutes(now_ms);
         // The minute clock wraps at 2^16, as Redis'.
         let elapsed = if now >= self.lfu_minutes { now - self.lfu_minutes } else { u16::MAX - self.lfu_minutes + now };
-        let periods = elapsed / LFU_DECAY_MINUTES;
+        let periods = u32::from(elapsed).checked_div(decay_time).unwrap_or(0);
         self.lfu_counter.saturating_sub(u8::try_from(periods).unwrap_or(u8::MAX))
     }
 
@@ -248,13 +268,14 @@ impl ObjectMeta {
     }
 }
 
-/// Redis' `LFULogIncr`: `r` is a uniform random number in `0..=u32::MAX`.
-fn log_increment(counter: u8, r: u32) -> u8 {
+/// Redis' logarithmic increment: `r` is a uniform random number in `0..=u32::MAX`, `factor`
+/// the `lfu-log-factor`.
+fn log_increment(counter: u8, r: u32, factor: u32) -> u8 {
     if counter == u8::MAX {
         return counter;
     }
     let base = f64::from(counter.saturating_sub(LFU_INIT_VAL));
-    let p = 1.0 / (base * LFU_LOG_FACTOR + 1.0);
+    let p = 1.0 / (base * f64::from(factor) + 1.0);
     // r / 2^32 is in [0, 1): at the initial value (p = 1) every access counts.
     if f64::from(r) / (f64::from(u32::MAX) + 1.0) < p {
         counter + 1
@@ -286,20 +307,25 @@ mod tests {
     fn lfu_counter_grows_logarithmically_and_decays_per_minute() {
         let t0 = 1_700_000_000_000;
         let mut m = ObjectMeta::created(t0);
-        assert_eq!(m.lfu_decayed(t0), LFU_INIT_VAL);
+        assert_eq!(m.lfu_decayed(t0, 1), LFU_INIT_VAL);
         // At the initial value every access counts (p = 1), even with the largest draw.
         m.touch(Access::new(t0, Some(u32::MAX)));
-        assert_eq!(m.lfu_decayed(t0), 6);
+        assert_eq!(m.lfu_decayed(t0, 1), 6);
         // At 6 the probability is 1/11: a draw above it leaves the counter, one below adds.
         m.touch(Access::new(t0, Some(u32::MAX / 10)));
-        assert_eq!(m.lfu_decayed(t0), 6);
+        assert_eq!(m.lfu_decayed(t0, 1), 6);
         m.touch(Access::new(t0, Some(u32::MAX / 12)));
-        assert_eq!(m.lfu_decayed(t0), 7);
+        assert_eq!(m.lfu_decayed(t0, 1), 7);
         // One minute later the counter has lost one; OBJECT FREQ does not store the decay.
-        assert_eq!(m.lfu_decayed(t0 + 60_000), 6);
-        assert_eq!(m.lfu_decayed(t0 + 10 * 60_000), 0);
-        assert_eq!(m.lfu_decayed(t0), 7);
-        assert_eq!(log_increment(255, 0), 255);
+        assert_eq!(m.lfu_decayed(t0 + 60_000, 1), 6);
+        assert_eq!(m.lfu_decayed(t0 + 10 * 60_000, 1), 0);
+        assert_eq!(m.lfu_decayed(t0, 1), 7);
+        assert_eq!(log_increment(255, 0, 10), 255);
+        // lfu-decay-time 0: no decay; 2: one per two minutes.
+        assert_eq!(m.lfu_decayed(t0 + 10 * 60_000, 0), 7);
+        assert_eq!(m.lfu_decayed(t0 + 4 * 60_000, 2), 5);
+        // lfu-log-factor 0: every access counts.
+        assert_eq!(log_increment(100, u32::MAX, 0), 101);
     }
 
     #[test]
@@ -314,7 +340,7 @@ mod tests {
         assert_eq!(m.idle_seconds(t0, 0), 1000);
         let loaded = ObjectMeta::created(0);
         assert_eq!(loaded.idle_seconds(t0, seconds(t0) - 7), 7);
-        assert_eq!(loaded.lfu_decayed(t0), LFU_INIT_VAL);
+        assert_eq!(loaded.lfu_decayed(t0, 1), LFU_INIT_VAL);
     }
 
     #[test]

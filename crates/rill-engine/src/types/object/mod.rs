@@ -224,12 +224,12 @@ fn object_idletime(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Re
 
 fn object_freq(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 2)?;
-    let lfu = engine.config.object.lfu;
+    let (lfu, decay) = (engine.config.object.lfu, engine.config.object.lfu_decay_time);
     let Some(entry) = engine.peek_read(ctx.db, key, ctx.now_ms) else { return Ok(Reply::Null) };
     if !lfu {
         return Err(CmdError::full(FREQ_WITHOUT_LFU));
     }
-    Ok(Reply::Integer(i64::from(entry.meta.lfu_decayed(ctx.now_ms))))
+    Ok(Reply::Integer(i64::from(entry.meta.lfu_decayed(ctx.now_ms, decay))))
 }
 
 fn help(lines: &[&'static str]) -> Reply {
