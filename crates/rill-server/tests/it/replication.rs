@@ -59,6 +59,20 @@ impl Rill {
 }
 
 /// Which effect this is, to check that a run covered every kind the forms translate.
+/// Send one unit's effects to a Redis replica in Redis' forms and read every reply, so that
+/// Redis has applied the unit before the next; none may be an error (`what` names the case).
+fn send_unit(stream: &mut forms::Stream, replica: &mut RawClient, effects: &[Effect], time_ms: i64, what: &str) {
+    let commands = forms::commands(effects, time_ms).unwrap();
+    let mut bytes = Vec::new();
+    let written = stream.encode(&commands, &mut bytes);
+    replica.send(&bytes).unwrap();
+    for _ in 0..written {
+        let reply = replica.read_reply().unwrap();
+        let bad = reply.starts_with(b"-") || reply.windows(3).any(|w| w == b"\r\n-");
+        assert!(!bad, "Redis refused the stream ({what}): {} for {commands:?}", escape(&reply));
+    }
+}
+
 fn kind(e: &Effect) -> &'static str {
     match e {
         Effect::Command { .. } => "Command",
@@ -321,20 +335,7 @@ fn replica_reaches_rills_state(seed: u64, check_coverage: bool) {
         let units: Vec<_> = std::mem::take(&mut *rill.sink.units.lock().unwrap());
         for (time_ms, effects) in units {
             kinds.extend(effects.iter().map(kind));
-            let commands = forms::commands(&effects, time_ms).unwrap();
-            let mut bytes = Vec::new();
-            let written = stream.encode(&commands, &mut bytes);
-            replica.send(&bytes).unwrap();
-            // Every reply, so that Redis has applied the unit before the next; none an error.
-            for _ in 0..written {
-                let reply = replica.read_reply().unwrap();
-                let bad = reply.starts_with(b"-") || reply.windows(3).any(|w| w == b"\r\n-");
-                assert!(
-                    !bad,
-                    "Redis refused the stream (seed {seed}, step {step}): {} for {commands:?}",
-                    escape(&reply)
-                );
-            }
+            send_unit(&mut stream, &mut replica, &effects, time_ms, &format!("seed {seed}, step {step}"));
             sent_units += 1;
         }
     }
@@ -403,14 +404,7 @@ fn a_redis_replica_sent_hash_field_expiry_reaches_rills_state() {
         }
         let units: Vec<_> = std::mem::take(&mut *rill.sink.units.lock().unwrap());
         for (time_ms, effects) in units {
-            let commands = forms::commands(&effects, time_ms).unwrap();
-            let mut bytes = Vec::new();
-            let written = stream.encode(&commands, &mut bytes);
-            replica.send(&bytes).unwrap();
-            for _ in 0..written {
-                let reply = replica.read_reply().unwrap();
-                assert!(!reply.starts_with(b"-"), "Redis refused {commands:?}: {}", escape(&reply));
-            }
+            send_unit(&mut stream, &mut replica, &effects, time_ms, "hash field expiry");
         }
     }
     let now = start + 5000;
