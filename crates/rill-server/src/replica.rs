@@ -317,7 +317,7 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
                 // Handed over: the pause ends, and writes now get READONLY.
                 failover::clear(&mut st, now_ms());
             } else {
-                tracing::warn!("Failover target rejected psync request: {reply}");
+                // One line, as Redis logs it: "FAILOVER to h:p aborted: Failover target ...".
                 failover::abort(&mut st, "Failover target rejected psync request", now_ms());
                 return Ok(());
             }

@@ -680,8 +680,12 @@ async fn cron(shared: Arc<Shared>) {
         // an idle primary's replicas do not time out (it counts in the offsets, as in Redis).
         // Not while paused: the offset must stand still (a failover waits for a replica to
         // reach it).
+        // The period counts from when the first replica attached (not from the server's
+        // start: a replica attaching then is not sent a PING within the same second).
         let paused = st.pause.actions(now).any(crate::pause::Actions::REPLICA);
-        if !st.replication.replicas.is_empty() && st.replication.master.is_none() && !paused {
+        if st.replication.replicas.is_empty() {
+            st.replication.last_ping_ms = now;
+        } else if st.replication.master.is_none() && !paused {
             let period = crate::replication::primary::seconds(&st.config, "repl-ping-replica-period", 10);
             if now - st.replication.last_ping_ms >= (period * 1000) as i64 {
                 st.replication.last_ping_ms = now;

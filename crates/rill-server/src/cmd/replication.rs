@@ -175,6 +175,11 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
     };
     let state = if feed.snapshot.is_some() { LinkState::SendBulk } else { LinkState::Online };
     let link = ReplicaLink { ip, port: conf.listening_port, state, ack_offset: 0, fack_offset: 0, ack_ms: c.now_ms };
+    if st.replication.replicas.is_empty() {
+        // The keep-alive's period counts from the first replica's arrival (the cron also
+        // restarts it while there is none).
+        st.replication.last_ping_ms = c.now_ms;
+    }
     st.replication.replicas.insert(c.conn.id, link);
     if let Some(ci) = st.clients.get_mut(&c.conn.id) {
         // CLIENT LIST flags=S, CLIENT KILL TYPE replica.

@@ -249,6 +249,8 @@ pub fn config_resetstat(c: &mut Call) -> CmdResult {
     let repl_offset_seen = c.st.stats.repl_offset_seen;
     c.st.stats = Stats { repl_offset_seen, ..Stats::default() };
     c.st.engine.reset_stats();
+    // sync_full, sync_partial_ok, sync_partial_err restart from 0 too (Redis resets them).
+    c.st.replication.syncs = Default::default();
     ok()
 }
 

@@ -21,8 +21,8 @@
 //! | `TrimIds` (an older rill's record of a DELREF / ACKED trim; live units hold an exact `XTRIM` instead) | `XDELEX key DELREF IDS n id ...`, or `XDEL key id ...` for KEEPREF |
 //!
 //! A unit of more than one command is wrapped in `MULTI` / `EXEC`, and `SELECT db` precedes a
-//! command whose database is not the one the stream last selected (for a transaction, the
-//! database of its first command, before the `MULTI`), as Redis does.
+//! command whose database is not the one the stream last selected (inside a transaction too:
+//! `MULTI`, then `SELECT`, as Redis 7+ sends it), as Redis does.
 //!
 //! Times: `TIME t` is the primary's delivery time; a Redis replica whose clock is behind takes
 //! its own now instead (Redis' rule for a TIME in the future). Consumer seen- and active-times
@@ -391,11 +391,14 @@ impl Stream {
     /// changes, `MULTI` / `EXEC` around more than one command. Returns how many commands it
     /// wrote, those included.
     pub fn encode(&mut self, commands: &[Command], out: &mut Vec<u8>) -> usize {
-        let Some((first_db, _)) = commands.first() else { return 0 };
+        if commands.is_empty() {
+            return 0;
+        }
         let wrap = commands.len() > 1;
         let mut written = commands.len() + 2 * usize::from(wrap);
         if wrap {
-            written += self.select(*first_db, out);
+            // Redis sends MULTI with no SELECT of its own: the first command's SELECT, if
+            // any, goes inside the transaction.
             encode_command(out, &[b("MULTI")]);
         }
         for (db, args) in commands {
@@ -635,7 +638,7 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let words: Vec<&str> =
             text.split("\r\n").filter(|w| !w.is_empty() && !w.starts_with('*') && !w.starts_with('$')).collect();
-        assert_eq!(words.join(" "), "SELECT 0 SET a v SET b v SELECT 2 MULTI SET c v SET d v SELECT 0 SET e v EXEC");
+        assert_eq!(words.join(" "), "SELECT 0 SET a v SET b v MULTI SELECT 2 SET c v SET d v SELECT 0 SET e v EXEC");
         assert!(text.starts_with("*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n"));
     }
 }
