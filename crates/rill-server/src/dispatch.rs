@@ -116,6 +116,9 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
             return Action::Reply(Reply::simple("QUEUED"));
         }
     }
+    if spec.flags.has(Flags::TOUCHES_ARBITRARY_KEYS) {
+        st.journal.send_apart();
+    }
     let action = crate::unit::run(st, now_ms, |st| call(shared, st, conn, spec, args, now_ms, false));
     if spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::EXEC) {
         // Where this client's last write ended, for WAIT and WAITAOF.

@@ -40,6 +40,12 @@ pub trait Sink: Progress + Send + std::fmt::Debug {
     /// closed. Called under the state lock, in execution order; it must not block.
     fn commit(&mut self, time_ms: i64, unit: &EffectBuf);
 
+    /// Take one committed unit whose commands a replication stream sends one by one, not as
+    /// a transaction (see [`Journal::send_apart`]). Any other sink takes it as a unit.
+    fn commit_apart(&mut self, time_ms: i64, unit: &EffectBuf) {
+        self.commit(time_ms, unit);
+    }
+
     /// Take a command that belongs to a replication stream but to no log: `PING` (the
     /// primary's keep-alive), `REPLCONF GETACK *`, `PUBLISH`. Outside any database (no
     /// `SELECT` before it). A sink that is no replication stream ignores it.
@@ -103,6 +109,8 @@ pub struct Journal<L> {
     /// The open unit as the log gets it, when it holds a command only the other sinks get
     /// ([`Journal::push_unlogged_command`]); `None` when the log gets `unit` as it is.
     log_unit: Option<EffectBuf>,
+    /// The open unit goes to the replication streams command by command ([`Journal::send_apart`]).
+    apart: bool,
 }
 
 impl<L> Default for Journal<L> {
@@ -114,6 +122,7 @@ impl<L> Default for Journal<L> {
             spare: EffectBuf::default(),
             appended: 0,
             log_unit: None,
+            apart: false,
         }
     }
 }
@@ -285,14 +294,27 @@ impl<L: LogSink> Journal<L> {
         }
     }
 
+    /// The open unit, if it holds more than one command, reaches the replication streams as
+    /// separate commands rather than one `MULTI`/`EXEC` (a command that may delete expired
+    /// keys anywhere, as Redis propagates SCAN's and RANDOMKEY's deletions). The log still
+    /// takes it as one record. Lasts until the unit is committed.
+    pub fn send_apart(&mut self) {
+        self.apart = true;
+    }
+
     /// Close the open unit: hand it to every sink (the log frames it as one record at time
     /// `now_ms`). Returns the log offset the unit ends at: what a reply must wait for.
     pub fn commit(&mut self, now_ms: i64) -> u64 {
+        let apart = std::mem::take(&mut self.apart);
         if self.unit.is_empty() {
             return self.appended;
         }
         for sink in &mut self.sinks {
-            sink.commit(now_ms, &self.unit);
+            if apart {
+                sink.commit_apart(now_ms, &self.unit);
+            } else {
+                sink.commit(now_ms, &self.unit);
+            }
         }
         let log_unit = self.log_unit.take();
         if let Some(log) = &self.log {

@@ -130,6 +130,10 @@ impl Flags {
     /// Answered by the busy gate itself while a script runs: authenticates the connection
     /// against the ACL users (AUTH), which need no state lock.
     pub const BUSY_AUTH: Flags = Flags(1 << 29);
+    /// May delete keys anywhere in the database it finds expired (SCAN, RANDOMKEY): those
+    /// deletions reach the replicas one by one, never inside `MULTI`/`EXEC`. Redis'
+    /// `touches-arbitrary-keys`, which COMMAND INFO hides.
+    pub const TOUCHES_ARBITRARY_KEYS: Flags = Flags(1 << 30);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {

@@ -209,8 +209,8 @@ mod tests {
         let cmd = |s: &str| (0, s.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect::<Vec<_>>());
         let mut want = Vec::new();
         let mut stream = forms::Stream::new();
-        stream.encode(&[cmd("PUBLISH ch hello")], &mut want);
-        stream.encode(&[cmd("SET k v"), cmd("SPUBLISH sh x"), cmd("DEL k")], &mut want);
+        stream.encode(&[cmd("PUBLISH ch hello")], true, &mut want);
+        stream.encode(&[cmd("SET k v"), cmd("SPUBLISH sh x"), cmd("DEL k")], true, &mut want);
         let b = backlog.lock().unwrap();
         let (x, y) = b.since(1).unwrap();
         let got = [x, y].concat();

@@ -258,12 +258,13 @@ impl Backlog {
         &mut self,
         effects: &[Effect],
         time_ms: i64,
+        transaction: bool,
         record: impl FnOnce() -> Bytes,
     ) -> Result<usize, Untranslatable> {
         let commands = forms::commands(effects, time_ms)?;
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
-        self.stream.encode(&commands, &mut bytes);
+        self.stream.encode(&commands, transaction, &mut bytes);
         if self.keep_records {
             self.add_record(bytes.len() as u64, record());
         }
@@ -504,12 +505,12 @@ mod tests {
         let mut b = Backlog::new(1 << 20, 0);
         let set =
             Effect::command(0, vec![Bytes::from_static(b"SET"), Bytes::from_static(b"k"), Bytes::from_static(b"v")]);
-        let n = b.append_unit(std::slice::from_ref(&set), 0, Bytes::new).unwrap();
+        let n = b.append_unit(std::slice::from_ref(&set), 0, true, Bytes::new).unwrap();
         let wire = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
         assert_eq!(n, wire.len());
         assert_eq!(joined(b.since(1).unwrap()), wire);
         // The same database: no SELECT this time.
-        let n2 = b.append_unit(&[set], 0, Bytes::new).unwrap();
+        let n2 = b.append_unit(&[set], 0, true, Bytes::new).unwrap();
         assert_eq!(n2, wire.len() - 23);
         assert_eq!(b.offset() as usize, n + n2);
     }
@@ -528,9 +529,9 @@ mod tests {
                 vec![Bytes::from_static(b"SET"), Bytes::from_static(b"k"), Bytes::from_static(v.as_bytes())],
             )
         };
-        let n1 = b.append_unit(&[set("1")], 0, || Bytes::from_static(b"r1")).unwrap() as u64;
+        let n1 = b.append_unit(&[set("1")], 0, true, || Bytes::from_static(b"r1")).unwrap() as u64;
         b.add_record(0, Bytes::from_static(b"seen"));
-        let n2 = b.append_unit(&[set("2")], 0, || Bytes::from_static(b"r2")).unwrap() as u64;
+        let n2 = b.append_unit(&[set("2")], 0, true, || Bytes::from_static(b"r2")).unwrap() as u64;
         b.hold(9, 1, ClassLimit::default());
         let mut sent = None;
         let mut got = Vec::new();

@@ -114,6 +114,18 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
         b"blpop" if args.len() == 3 => Some(vec![b("LPOP"), key()]),
         b"brpop" if args.len() == 3 => Some(vec![b("RPOP"), key()]),
         b"getset" => Some(std::iter::once(b("SET")).chain(args.iter().skip(1).cloned()).collect()),
+        // A relative TTL as an absolute one, marked ABSTTL (one already past was logged as the
+        // deletion it made).
+        b"restore" if !args.iter().skip(4).any(|a| a.eq_ignore_ascii_case(b"absttl")) => {
+            int(2).filter(|t| *t > 0).and_then(|t| at(1, true, t)).map(|ms| {
+                let mut out = args.to_vec();
+                if let Some(ttl) = out.get_mut(2) {
+                    *ttl = number_i64(ms);
+                }
+                out.push(b("ABSTTL"));
+                out
+            })
+        }
         b"set" | b"getex" => {
             // The expiry option and its value, if any (SET's options start after the value;
             // IFEQ / IFNE / IFDEQ / IFDNE take a value that is not an option).
@@ -136,14 +148,17 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
                     }
                     _ => return None,
                 };
-                Some(int(i + 1).and_then(|t| at(unit, relative, t)))
+                Some(int(i + 1).and_then(|t| at(unit, relative, t)).map(|ms| (ms, relative || unit != 1)))
             });
             match (name.as_slice(), option) {
-                (b"getex", Some(Some(ms))) => {
+                (b"getex", Some(Some((ms, _)))) => {
                     Some(if ms <= time_ms { del() } else { vec![b("PEXPIREAT"), key(), number_i64(ms)] })
                 }
                 (b"getex", Some(None)) => Some(vec![b("PERSIST"), key()]),
-                (b"set", Some(Some(ms))) => Some(set_form(args.get(2).cloned().unwrap_or_default(), ms)),
+                // PXAT is already what a replica needs: Redis sends the command as the client
+                // wrote it (its other options, GET among them, included).
+                (b"set", Some(Some((ms, false)))) if ms > time_ms => Some(args.to_vec()),
+                (b"set", Some(Some((ms, _)))) => Some(set_form(args.get(2).cloned().unwrap_or_default(), ms)),
                 (b"set", _) => Some(
                     args.iter()
                         .enumerate()
@@ -388,13 +403,13 @@ impl Stream {
     }
 
     /// Append the RESP of one unit's commands to `out`: a `SELECT` where the database
-    /// changes, `MULTI` / `EXEC` around more than one command. Returns how many commands it
-    /// wrote, those included.
-    pub fn encode(&mut self, commands: &[Command], out: &mut Vec<u8>) -> usize {
+    /// changes, `MULTI` / `EXEC` around more than one command if `transaction`. Returns how
+    /// many commands it wrote, those included.
+    pub fn encode(&mut self, commands: &[Command], transaction: bool, out: &mut Vec<u8>) -> usize {
         if commands.is_empty() {
             return 0;
         }
-        let wrap = commands.len() > 1;
+        let wrap = transaction && commands.len() > 1;
         let mut written = commands.len() + 2 * usize::from(wrap);
         if wrap {
             // Redis sends MULTI with no SELECT of its own: the first command's SELECT, if
@@ -495,6 +510,9 @@ mod tests {
             "DELEX k IFEQ v",
             "MSETEX 2 a 1 px 2 EX 3 NX",
             "MSETEX 1 a 1 EXAT 9 XX",
+            "RESTORE k 0 payload REPLACE",
+            "RESTORE k 9000 payload absttl",
+            "SET k v PXAT 9000 NX GET",
         ]
         .iter()
         .map(|l| cmd(l))
@@ -511,14 +529,14 @@ mod tests {
                 "SET k v PXAT 5000",
                 "SET k v PXAT 2030",
                 "SET k v PXAT 3000",
-                "SET k v PXAT 2500",
+                "SET k v pxat 2500",
                 "DEL k",
                 "SET k v KEEPTTL",
                 "PEXPIREAT k 2100",
                 "PERSIST k",
                 "DEL k",
                 "DEL k",
-                "RESTORE k 50 payload",
+                "RESTORE k 2050 payload ABSTTL",
                 "RPOPLPUSH a b",
                 "LMOVE a b LEFT RIGHT",
                 "LPOP a",
@@ -529,6 +547,9 @@ mod tests {
                 "DEL k",
                 "MSETEX 2 a 1 px 2 PXAT 5000 NX",
                 "MSETEX 1 a 1 EXAT 9 XX",
+                "RESTORE k 0 payload REPLACE",
+                "RESTORE k 9000 payload absttl",
+                "SET k v PXAT 9000 NX GET",
             ]
         );
     }
@@ -631,14 +652,19 @@ mod tests {
         let set = |db, k: &str| (db, vec![bulk("SET"), bulk(k), bulk("v")]);
         let mut s = Stream::new();
         let mut out = Vec::new();
-        assert_eq!(s.encode(&[set(0, "a")], &mut out), 2);
-        assert_eq!(s.encode(&[set(0, "b")], &mut out), 1);
-        assert_eq!(s.encode(&[set(2, "c"), set(2, "d"), set(0, "e")], &mut out), 7);
-        assert_eq!(s.encode(&[], &mut out), 0);
+        assert_eq!(s.encode(&[set(0, "a")], true, &mut out), 2);
+        assert_eq!(s.encode(&[set(0, "b")], true, &mut out), 1);
+        assert_eq!(s.encode(&[set(2, "c"), set(2, "d"), set(0, "e")], true, &mut out), 7);
+        assert_eq!(s.encode(&[], true, &mut out), 0);
+        // Apart (SCAN's deletions): no MULTI / EXEC, a SELECT still where needed.
+        assert_eq!(s.encode(&[set(0, "f"), set(1, "g")], false, &mut out), 3);
         let text = String::from_utf8(out).unwrap();
         let words: Vec<&str> =
             text.split("\r\n").filter(|w| !w.is_empty() && !w.starts_with('*') && !w.starts_with('$')).collect();
-        assert_eq!(words.join(" "), "SELECT 0 SET a v SET b v MULTI SELECT 2 SET c v SET d v SELECT 0 SET e v EXEC");
+        assert_eq!(
+            words.join(" "),
+            "SELECT 0 SET a v SET b v MULTI SELECT 2 SET c v SET d v SELECT 0 SET e v EXEC SET f v SELECT 1 SET g v"
+        );
         assert!(text.starts_with("*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n"));
     }
 }

@@ -315,8 +315,10 @@ impl Progress for BacklogSink {
     }
 }
 
-impl Sink for BacklogSink {
-    fn commit(&mut self, time_ms: i64, unit: &EffectBuf) {
+impl BacklogSink {
+    /// Append a committed unit to the backlog, in `MULTI`/`EXEC` if `transaction` and it has
+    /// more than one command.
+    fn take_unit(&mut self, time_ms: i64, unit: &EffectBuf, transaction: bool) {
         if self.relaying {
             return;
         }
@@ -327,7 +329,7 @@ impl Sink for BacklogSink {
                 rill_engine::effect::encode_record_buf(&mut body, time_ms, unit);
                 Bytes::from(body)
             };
-            backlog.append_unit(&effects, time_ms, record).map_err(|e| e.to_string())
+            backlog.append_unit(&effects, time_ms, transaction, record).map_err(|e| e.to_string())
         });
         if let Err(why) = written {
             // Only a record read back from an old log can lack a Redis form, and units here are
@@ -337,6 +339,16 @@ impl Sink for BacklogSink {
         let end = backlog.offset();
         drop(backlog);
         self.grown.send_replace(end);
+    }
+}
+
+impl Sink for BacklogSink {
+    fn commit(&mut self, time_ms: i64, unit: &EffectBuf) {
+        self.take_unit(time_ms, unit, true);
+    }
+
+    fn commit_apart(&mut self, time_ms: i64, unit: &EffectBuf) {
+        self.take_unit(time_ms, unit, false);
     }
 
     fn stream_only(&mut self, args: &[Bytes]) {
@@ -430,8 +442,8 @@ mod tests {
         let mut want = Vec::new();
         let mut stream = forms::Stream::new();
         let set = |s: &str| s.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect::<Vec<_>>();
-        stream.encode(&[(0, set("SET k v"))], &mut want);
-        stream.encode(&[(0, set("XADD s 3000-0 f v"))], &mut want);
+        stream.encode(&[(0, set("SET k v"))], true, &mut want);
+        stream.encode(&[(0, set("XADD s 3000-0 f v"))], true, &mut want);
         let b = backlog.lock().unwrap();
         let (x, y) = b.since(1).unwrap();
         assert_eq!([x, y].concat(), want, "{}", String::from_utf8_lossy(&[x, y].concat()));

@@ -64,7 +64,7 @@ impl Rill {
 fn send_unit(stream: &mut forms::Stream, replica: &mut RawClient, effects: &[Effect], time_ms: i64, what: &str) {
     let commands = forms::commands(effects, time_ms).unwrap();
     let mut bytes = Vec::new();
-    let written = stream.encode(&commands, &mut bytes);
+    let written = stream.encode(&commands, true, &mut bytes);
     replica.send(&bytes).unwrap();
     for _ in 0..written {
         let reply = replica.read_reply().unwrap();

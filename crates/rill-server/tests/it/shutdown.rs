@@ -92,6 +92,25 @@ impl TestReplica {
         self.sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     }
 
+    /// The commands of the stream received so far, each as its words joined by spaces (the
+    /// name upper-cased), keep-alive PINGs left out.
+    pub(crate) fn commands(&self) -> Vec<String> {
+        let text = String::from_utf8_lossy(&self.stream).into_owned();
+        let mut lines = text.split("\r\n");
+        let mut out = Vec::new();
+        while let Some(head) = lines.next() {
+            let Some(n) = head.strip_prefix('*').and_then(|n| n.parse::<usize>().ok()) else { continue };
+            let mut words: Vec<String> = (0..n).filter_map(|_| lines.nth(1).map(str::to_string)).collect();
+            if let Some(name) = words.first_mut() {
+                *name = name.to_ascii_uppercase();
+            }
+            if words != ["PING"] {
+                out.push(words.join(" "));
+            }
+        }
+        out
+    }
+
     pub(crate) fn holds(&self, needle: &str) -> bool {
         self.stream.windows(needle.len()).any(|w| w == needle.as_bytes())
     }

@@ -118,7 +118,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "scan",
         arity: -2,
-        flags: Flags::READONLY,
+        flags: Flags::READONLY.and(Flags::TOUCHES_ARBITRARY_KEYS),
         acl: &["@keyspace", "@read", "@slow"],
         tips: &["nondeterministic_output", "request_policy:special"],
         summary: "Walks the keyspace a batch at a time with a cursor.",
@@ -334,7 +334,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "randomkey",
         arity: 1,
-        flags: Flags::READONLY,
+        flags: Flags::READONLY.and(Flags::TOUCHES_ARBITRARY_KEYS),
         acl: &["@keyspace", "@read", "@slow"],
         tips: &["request_policy:all_shards", "nondeterministic_output"],
         summary: "Returns the name of a key picked at random, or nil in an empty database.",
