@@ -21,7 +21,7 @@ impl Engine {
         if expired {
             self.remove(db, key);
             self.expired_log.push((db, Bytes::copy_from_slice(key)));
-            self.watch.touch(db, key);
+            self.watch.touch_gone(db, key);
             self.events.push(db, key, super::KeyEvent::Expired);
             // Clients blocked on the key re-check it, as for any deletion (a group reader
             // learns that its stream is gone).

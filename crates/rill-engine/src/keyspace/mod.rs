@@ -1187,7 +1187,7 @@ impl Engine {
     pub fn flush_db(&mut self, db: usize) {
         let d = std::mem::take(self.db_mut(db));
         for key in d.keys.keys() {
-            self.watch.touch(db, key);
+            self.watch.touch_gone(db, key);
         }
         // Blocked XREADGROUP clients on a flushed stream re-run and fail with NOGROUP.
         let blocked: Vec<Bytes> = self
@@ -1240,12 +1240,13 @@ impl Engine {
     }
 
     /// Swap two databases (SWAPDB), invalidating WATCHes on keys of both.
-    pub fn swap_db(&mut self, a: usize, b: usize) {
-        for db in [a, b] {
-            let keys: Vec<Bytes> = self.db(db).keys.keys().cloned().collect();
-            for k in keys {
-                self.watch.touch(a, &k);
-                self.watch.touch(b, &k);
+    pub fn swap_db(&mut self, a: usize, b: usize, now_ms: i64) {
+        // Only watched keys can be touched: O(watched keys), not O(keys).
+        for (db, other) in [(a, b), (b, a)] {
+            for k in self.watch.keys_in(db) {
+                let existed = self.db(db).keys.get(&k).is_some();
+                let now = self.db(other).keys.get(&k).map(|e| e.is_expired(now_ms));
+                self.watch.touch_swapped(db, &k, existed, now);
             }
         }
         self.dbs.swap(a, b);

@@ -85,7 +85,7 @@ fn flush_swap_and_drain_keep_the_runs() {
             e.set_expire(0, format!("k{i}").as_bytes(), Some(5_000 + i));
         }
     }
-    e.swap_db(0, 1);
+    e.swap_db(0, 1, 0);
     e.db(1).check_runs();
     e.db(0).check_runs();
     assert_eq!(e.drain_dbs()[1].len(), 50);

@@ -52,6 +52,62 @@ impl WatchedKeys {
         }
     }
 
+    /// `key` in `db` was deleted because it had expired, or emptied with its database
+    /// (FLUSHDB): a watcher that found it already expired at WATCH sees no change (nothing is
+    /// there, as then; its mark is dropped, as a deleted key is not an expired one); any
+    /// other watcher's EXEC fails.
+    pub fn touch_gone(&mut self, db: usize, key: &[u8]) {
+        self.touch_each(db, key, |expired_then| match expired_then {
+            true => (false, false),
+            false => (false, true),
+        });
+    }
+
+    /// SWAPDB put another database's `key` where `db`'s was: `existed` says whether `db`
+    /// held it, `now` whether the database swapped in holds it and whether it is expired
+    /// there. No logical change for a watcher that saw it expired and now sees nothing or an
+    /// expired key, or that saw nothing and now sees an expired key (then it is marked as
+    /// expired at WATCH); any other watcher's EXEC fails.
+    pub fn touch_swapped(&mut self, db: usize, key: &[u8], existed: bool, now: Option<bool>) {
+        if !existed && now.is_none() {
+            return;
+        }
+        self.touch_each(db, key, |expired_then| match (expired_then, now) {
+            (true, None) => (false, false),
+            (true, Some(true)) => (true, false),
+            (false, Some(true)) if !existed => (true, false),
+            (mark, _) => (mark, true),
+        });
+    }
+
+    /// For each watcher of `key` in `db`: `decide(expired at WATCH)` gives the new mark and
+    /// whether its transaction is doomed.
+    fn touch_each(&mut self, db: usize, key: &[u8], decide: impl Fn(bool) -> (bool, bool)) {
+        if self.by_key.is_empty() {
+            return;
+        }
+        let Some(clients) = self.by_key.get(&(db, Bytes::copy_from_slice(key))) else { return };
+        for client in clients {
+            let Some(entry) = self
+                .by_client
+                .get_mut(client)
+                .and_then(|keys| keys.iter_mut().find(|(d, k, _)| *d == db && k.as_ref() == key))
+            else {
+                continue;
+            };
+            let (mark, doomed) = decide(entry.2);
+            entry.2 = mark;
+            if doomed {
+                self.dirty.insert(*client);
+            }
+        }
+    }
+
+    /// The keys of `db` someone watches.
+    pub fn keys_in(&self, db: usize) -> Vec<Bytes> {
+        self.by_key.keys().filter(|(d, _)| *d == db).map(|(_, k)| k.clone()).collect()
+    }
+
     /// Mark a client's transaction as doomed.
     pub fn mark_dirty(&mut self, client: u64) {
         self.dirty.insert(client);

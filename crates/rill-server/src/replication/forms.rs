@@ -61,7 +61,7 @@ fn claims_later(rest: &[Effect], db: usize, key: &Bytes, group: &Bytes, consumer
 ///   GETEX as `PEXPIREAT` or `PERSIST` — so a replica that applies it late (after a
 ///   partial resync, from the backlog) keeps the primary's time; one already past as `DEL`;
 /// - GETSET as `SET`, SET without its `GET`, GETDEL as `DEL` (what the reply needed, not the
-///   write), BRPOPLPUSH as `RPOPLPUSH`, BLMOVE as `LMOVE`, a one-key BLPOP/BRPOP as
+///   write), HGETDEL as `HDEL`, BRPOPLPUSH as `RPOPLPUSH`, BLMOVE as `LMOVE`, a one-key BLPOP/BRPOP as
 ///   `LPOP`/`RPOP`, so a Redis replica counts the same calls in INFO commandstats.
 fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
     let name = args.first().map(|a| a.to_ascii_lowercase()).unwrap_or_default();
@@ -105,6 +105,8 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
         }
         // DELEX logged only when it deleted (a condition that failed changed nothing).
         b"getdel" | b"delex" => Some(del()),
+        // HGETDEL key FIELDS n field... as HDEL key field... (every field named, as Redis).
+        b"hgetdel" => Some([b("HDEL"), key()].into_iter().chain(args.iter().skip(4).cloned()).collect()),
         b"msetex" => msetex_form(args, time_ms),
         // A blocking list command that was served, as the command it then was.
         b"brpoplpush" if args.len() == 4 => Some(vec![b("RPOPLPUSH"), key(), args.get(2).cloned().unwrap_or_default()]),
@@ -513,6 +515,7 @@ mod tests {
             "RESTORE k 0 payload REPLACE",
             "RESTORE k 9000 payload absttl",
             "SET k v PXAT 9000 NX GET",
+            "HGETDEL h FIELDS 3 a b c",
         ]
         .iter()
         .map(|l| cmd(l))
@@ -550,6 +553,7 @@ mod tests {
                 "RESTORE k 0 payload REPLACE",
                 "RESTORE k 9000 payload absttl",
                 "SET k v PXAT 9000 NX GET",
+                "HDEL h a b c",
             ]
         );
     }

@@ -359,3 +359,57 @@ fn populated_keys_survive_a_restart_with_the_log_on() {
     let p = Proc::start(dir.path(), &args);
     assert_eq!(escape(&p.client().cmd(&["DEBUG", "DIGEST"])), escape(&digest), "after a rewrite and kill -9");
 }
+
+/// WATCH of a key already expired (not yet deleted, active expiry off): its deletion later —
+/// by a lookup, FLUSHDB or SWAPDB — is no change to the transaction, nor is SWAPDB bringing an
+/// expired key where there was none or another expired one; a real change still aborts. Redis'
+/// unit/multi "stale keys" cases, EXEC's reply compared with Redis 8.2.3's.
+#[test]
+fn watch_of_stale_keys_is_not_broken_by_their_deletion_as_in_redis() {
+    let (rill, redis) = pair();
+    let mut b = Both::new(&rill, redis.as_ref());
+    let exec_after = |b: &mut Both, setup: &[&[&str]], watch_db: &str, between: &[&str], want: &[u8]| {
+        b.same_cmd(&["FLUSHALL"]);
+        b.same_cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+        for cmd in setup {
+            b.same_cmd(cmd);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        b.same_cmd(&["SELECT", watch_db]);
+        b.same_cmd(&["WATCH", "x"]);
+        if !between.is_empty() {
+            b.same_cmd(between);
+        }
+        b.same_cmd(&["MULTI"]);
+        b.same_cmd(&["PING"]);
+        assert_eq!(b.same_cmd(&["EXEC"]), want, "{setup:?} then {between:?}");
+        b.same_cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+        b.same_cmd(&["SELECT", "0"]);
+    };
+    let pong: &[u8] = b"*1\r\n+PONG\r\n";
+    let stale = ["SET", "x", "foo", "PX", "1"];
+    // Deleted by a lookup, by FLUSHDB, swapped for nothing.
+    exec_after(&mut b, &[&stale], "0", &["EXISTS", "x"], pong);
+    exec_after(&mut b, &[&stale], "0", &["FLUSHDB"], pong);
+    exec_after(&mut b, &[&["SELECT", "1"], &stale], "1", &["SWAPDB", "0", "1"], pong);
+    // Nothing swapped for an expired key; an expired key for another.
+    exec_after(&mut b, &[&stale], "1", &["SWAPDB", "0", "1"], pong);
+    exec_after(
+        &mut b,
+        &[&["SELECT", "1"], &stale, &["SELECT", "0"], &["SET", "x", "bar", "PX", "1"]],
+        "1",
+        &["SWAPDB", "0", "1"],
+        pong,
+    );
+    // A live key swapped in, and a stale key written again, are changes.
+    exec_after(
+        &mut b,
+        &[&["SELECT", "1"], &stale, &["SELECT", "0"], &["SET", "x", "bar"]],
+        "1",
+        &["SWAPDB", "0", "1"],
+        b"*-1\r\n",
+    );
+    exec_after(&mut b, &[&stale], "0", &["SET", "x", "new"], b"*-1\r\n");
+    // A live key deleted by FLUSHDB is a change too.
+    exec_after(&mut b, &[&["SET", "x", "live"]], "0", &["FLUSHDB"], b"*-1\r\n");
+}

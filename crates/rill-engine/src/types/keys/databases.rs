@@ -93,7 +93,7 @@ pub fn flushall(engine: &mut Engine, _ctx: &mut CallCtx, args: &[Bytes]) -> Resu
 }
 
 /// SWAPDB index1 index2
-pub fn swapdb(engine: &mut Engine, _ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+pub fn swapdb(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let index = |i: usize| args.get(i).and_then(|a| parse_i64(a));
     let a = index(1).ok_or(CmdError::full("ERR invalid first DB index"))?;
     let b = index(2).ok_or(CmdError::full("ERR invalid second DB index"))?;
@@ -101,7 +101,7 @@ pub fn swapdb(engine: &mut Engine, _ctx: &mut CallCtx, args: &[Bytes]) -> Result
     if !(0..n).contains(&a) || !(0..n).contains(&b) {
         return Err(CmdError::full("ERR DB index is out of range"));
     }
-    engine.swap_db(a as usize, b as usize);
+    engine.swap_db(a as usize, b as usize, ctx.now_ms);
     Ok(Reply::ok())
 }
 
