@@ -88,7 +88,7 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     // A pause holds the command (queued or run) until it ends; the primary's stream on a
     // replica is held by its link (`replica.rs`), a replica's feed never reaches dispatch.
     if !conn.is_master {
-        let writes = may_replicate(conn, flags);
+        let writes = may_replicate(st, conn, flags);
         if st.pause.holds(writes, now_ms) {
             let wait =
                 crate::pause::HeldWait { changed: st.pause.subscribe(), until_ms: st.pause.held_until(writes, now_ms) };
@@ -169,11 +169,19 @@ pub fn acl_check(
 
 /// Whether CLIENT PAUSE WRITE holds the command: it writes or may replicate, or it is an EXEC
 /// whose queue holds such a command.
-fn may_replicate(conn: &Conn, flags: Flags) -> bool {
+fn may_replicate(st: &State, conn: &Conn, flags: Flags) -> bool {
     let writes = |f: Flags| f.has(Flags::WRITE) || f.has(Flags::MAY_REPLICATE);
+    // A queued script counts by its declared flags, as it would alone.
+    let queued_flags = |s: &'static CommandSpec, args: &[Bytes]| {
+        if s.flags.has(Flags::SCRIPT) {
+            crate::script::command_flags(st, s, args)
+        } else {
+            s.flags
+        }
+    };
     writes(flags)
         || (flags.has(Flags::EXEC)
-            && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, _)| writes(s.flags))))
+            && conn.multi.as_ref().is_some_and(|m| m.queued.iter().any(|(s, a)| writes(queued_flags(s, a)))))
 }
 
 /// DEBUG and MODULE LOAD/LOADEX/UNLOAD run only where `enable-debug-command` /

@@ -426,7 +426,9 @@ const fn script_run(
     CommandSpec {
         name,
         arity: -3,
-        flags: if read_only { SCRIPT_RUN.and(Flags::READONLY) } else { SCRIPT_RUN },
+        // MAY_REPLICATE: a script that may write is held by CLIENT PAUSE WRITE (a shebang's
+        // `no-writes` clears it for dispatch's checks).
+        flags: if read_only { SCRIPT_RUN.and(Flags::READONLY) } else { SCRIPT_RUN.and(Flags::MAY_REPLICATE) },
         acl: &["@slow", "@scripting"],
         key_specs: if read_only { SCRIPT_KEYS_RO } else { SCRIPT_KEYS_RW },
         group: "scripting",

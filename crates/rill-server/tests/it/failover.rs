@@ -71,6 +71,38 @@ fn client_pause_write_holds_a_write_until_unpause_while_reads_go_on() {
     assert!(started.elapsed() >= Duration::from_millis(150), "held until the pause's end");
 }
 
+/// CLIENT PAUSE WRITE holds a script that may write (EVAL without a shebang, a shebang
+/// without `no-writes`, and a transaction queuing one) and lets read-only ones run (EVAL_RO,
+/// `#!lua flags=no-writes`, a transaction of those), as Redis' unit/pause.
+#[test]
+fn client_pause_write_holds_scripts_that_may_write() {
+    let server = Server::rill();
+    let mut admin = server.connect();
+    let mut held = [server.connect(), server.connect(), server.connect()];
+    let mut free = server.connect();
+    // Queued before the pause (queuing one is held too, as in Redis).
+    assert_eq!(held[2].cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(held[2].cmd(&["EVAL", "#!lua\nreturn 1", "0"]), b"+QUEUED\r\n");
+    assert_eq!(free.cmd(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(free.cmd(&["EVAL", "#!lua flags=no-writes\nreturn 4", "0"]), b"+QUEUED\r\n");
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]), b"+OK\r\n");
+    held[0].send_command(&[b"EVAL", b"return 1", b"0"]).unwrap();
+    held[1].send_command(&[b"EVAL", b"#!lua\nreturn 1", b"0"]).unwrap();
+    held[2].send_command(&[b"EXEC"]).unwrap();
+    for c in &mut held {
+        assert_eq!(answers_within(c, Duration::from_millis(200)), None, "a script that may write is held");
+    }
+    assert_eq!(free.cmd(&["EXEC"]), b"*1\r\n:4\r\n");
+    assert_eq!(free.cmd(&["EVAL_RO", "return 2", "0"]), b":2\r\n");
+    assert_eq!(free.cmd(&["EVAL", "#!lua flags=no-writes\nreturn 3", "0"]), b":3\r\n");
+    assert_eq!(stat(&mut admin, "clients", "blocked_clients"), 3);
+    assert_eq!(admin.cmd(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
+    let want: [&[u8]; 3] = [b":1\r\n", b":1\r\n", b"*1\r\n:1\r\n"];
+    for (c, want) in held.iter_mut().zip(want) {
+        assert_eq!(answers_within(c, Duration::from_secs(10)).as_deref(), Some(want));
+    }
+}
+
 #[test]
 fn failover_hands_a_rill_primary_to_its_rill_replica_losing_nothing() {
     let a_server = Server::rill();
