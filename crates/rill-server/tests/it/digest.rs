@@ -413,3 +413,29 @@ fn watch_of_stale_keys_is_not_broken_by_their_deletion_as_in_redis() {
     // A live key deleted by FLUSHDB is a change too.
     exec_after(&mut b, &[&["SET", "x", "live"]], "0", &["FLUSHDB"], b"*-1\r\n");
 }
+
+/// A client blocked on a key that an EXEC makes ready is served at the time the EXEC ended:
+/// a key whose time passed during the EXEC (DEBUG SLEEP inside it) is expired for it, so it
+/// blocks again until its own timeout, as in Redis (unit/type/zset "reprocessing command").
+#[test]
+fn a_client_woken_by_a_long_exec_sees_the_time_it_ended() {
+    let (rill, redis) = pair();
+    let run = |server: &Server| -> Vec<u8> {
+        let mut c = server.connect();
+        let mut blocked = server.connect();
+        assert_eq!(c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+        blocked.send_command(&[b"BZPOPMIN", b"z", b"1"]).unwrap();
+        crate::common::wait_blocked(&mut c, 1);
+        assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+        c.cmd(&["ZADD", "z", "1", "one"]);
+        c.cmd(&["PEXPIRE", "z", "100"]);
+        c.cmd(&["DEBUG", "SLEEP", "0.2"]);
+        assert_eq!(c.cmd(&["EXEC"]), b"*3\r\n:1\r\n:1\r\n+OK\r\n");
+        blocked.read_reply().unwrap()
+    };
+    let ours = run(&rill);
+    assert_eq!(escape(&ours), "*-1\\r\\n");
+    if let Some(redis) = redis.as_ref() {
+        assert_eq!(escape(&ours), escape(&run(redis)));
+    }
+}
