@@ -178,6 +178,25 @@ pub fn rebuild(
     Ok(engine)
 }
 
+/// Rebuild, in a private engine, the state the log in `dirname` (files named after
+/// `fname`) holds now: its manifest's base and every incremental file (DEBUG LOADAOF; the
+/// caller has had the writer hand every record to the OS first).
+pub fn rebuild_from_dir(
+    dirname: &str,
+    fname: &str,
+    config: EngineConfig,
+    table: &CommandTable,
+) -> Result<Engine, String> {
+    let mut files = Files::new(dirname, fname);
+    let manifest = files
+        .read_manifest()
+        .map_err(|e| format!("{}: {e}", files.manifest_path().display()))?
+        .ok_or_else(|| format!("no manifest in {dirname}"))?;
+    let base = manifest.base.as_deref().map(|b| files.path(b));
+    let incrs: Vec<std::path::PathBuf> = manifest.incrs.iter().map(|i| files.path(i)).collect();
+    rebuild(base.as_deref(), &incrs, config, table)
+}
+
 /// Load an RDB snapshot file into the engine. Returns the keys skipped as expired (none with
 /// [`Expired::Keep`]).
 pub fn load_snapshot(

@@ -313,6 +313,8 @@ const DEBUG_HELP: &[&str] = &[
     "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
     "    Save the snapshot (not with NOSAVE), empty the data and the function libraries (not",
     "    with NOFLUSH), load the snapshot back (MERGE: its keys and libraries replace those there).",
+    "LOADAOF",
+    "    Hand the append-only log to the OS and reload the dataset from its files.",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys <prefix>:0, <prefix>:1, ... (prefix 'key') holding",
     "    'value:N', cut or zero-padded to <size> bytes if given. Existing keys are kept.",
@@ -416,8 +418,36 @@ pub fn debug(c: &mut Call) -> CmdResult {
         }
         ("populate", 3..=5) => debug_populate(c),
         ("reload", _) => debug_reload(c),
+        ("loadaof", 2) => debug_loadaof(c),
         _ => Err(super::subcommand_syntax(c)),
     }
+}
+
+/// DEBUG LOADAOF: have the log's writer hand every record to the OS, then replace the
+/// keyspace with what the log files hold (their base and every record), as a restart would
+/// load it. Records nothing: the data is the log's own. Needs `appendonly yes` (Redis would
+/// exit on a missing AOF; rill answers an error).
+fn debug_loadaof(c: &mut Call) -> CmdResult {
+    let Some(log) = c.st.journal.log().cloned() else {
+        return Err(CmdError::full("ERR DEBUG LOADAOF needs the append-only log (appendonly yes)"));
+    };
+    if !log.write_through(c.st.journal.appended()) {
+        return Err(CmdError::full("ERR DEBUG LOADAOF: the log could not be written, check server logs"));
+    }
+    let config = c.st.engine.config().clone();
+    let loaded = crate::aof::load::rebuild_from_dir(
+        c.st.config.get("appenddirname"),
+        c.st.config.get("appendfilename"),
+        config,
+        &c.shared.log_table,
+    )
+    .map_err(|e| {
+        tracing::warn!("DEBUG LOADAOF: {e}");
+        CmdError::full("ERR DEBUG LOADAOF: the log could not be loaded, check server logs")
+    })?;
+    c.st.engine.replace_all(loaded);
+    tracing::info!("Append Only File loaded by DEBUG LOADAOF");
+    ok()
 }
 
 /// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save the snapshot (unless NOSAVE), empty the
