@@ -337,7 +337,16 @@ pub fn call(
             if ctx.recording {
                 ctx.effects = st.journal.lend_buf();
             }
+            // A client's write on a (writable) replica: keys whose time has passed are deleted
+            // for it, and the times it sets are this replica's to expire (Redis' rule).
+            let replica_write = !conn.is_master && st.replication.master.is_some() && spec.flags.has(Flags::WRITE);
+            if replica_write {
+                st.engine.set_replica_client_write(true);
+            }
             let outcome = st.engine.call(handler, &mut ctx, args);
+            if replica_write {
+                st.engine.set_replica_client_write(false);
+            }
             conn.close_asap |= ctx.reply_too_big;
             st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes, spec, conn.db, args);
             crate::notify::publish_events(st, now_ms);

@@ -712,7 +712,7 @@ fn apply_record(shared: &Shared, st: &mut State, body: &Bytes) -> Result<(), Str
     let (time, effects) =
         rill_engine::effect::decode_record_shared(body.clone()).map_err(|e| format!("a bad unit record: {e}"))?;
     crate::unit::run(st, time, |st| {
-        st.engine.set_applying_stream(true);
+        st.engine.set_applying_record(true);
         let mut buf = EffectBuf::default();
         for effect in effects {
             if let Effect::Command { db, args } = &effect {
@@ -734,7 +734,7 @@ fn apply_record(shared: &Shared, st: &mut State, body: &Bytes) -> Result<(), Str
             crate::notify::publish_events(st, time);
             st.journal.push(&mut buf);
         }
-        st.engine.set_applying_stream(false);
+        st.engine.set_applying_record(false);
     });
     Ok(())
 }

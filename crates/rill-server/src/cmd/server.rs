@@ -359,8 +359,9 @@ pub fn debug(c: &mut Call) -> CmdResult {
             let key = c.arg(2).to_vec();
             let cfg = c.st.engine.config().object;
             let loaded_s = c.st.engine.first_clock_s();
-            // Not an access, as in Redis.
-            let Some(e) = c.st.engine.peek(c.conn.db, &key, c.now_ms) else {
+            // Not an access, and no expiry check, as in Redis: a key whose time has passed but
+            // that is still held (on a replica, while expiry is paused) is described.
+            let Some(e) = c.st.engine.db(c.conn.db).get_raw(&key) else {
                 return Err(CmdError::NO_SUCH_KEY);
             };
             let ttl = e.expire_at_ms.map(|t| t - c.now_ms).unwrap_or(-1);
