@@ -292,6 +292,8 @@ pub fn time() -> CmdResult {
 const DEBUG_HELP: &[&str] = &[
     "LOG <message>",
     "    Write <message> to the server log.",
+    "REPLICATE <command> [<arg> ...]",
+    "    Send <command> to the replicas, as it is, without running it here.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "PAUSE-CRON <0|1>",
@@ -417,6 +419,16 @@ pub fn debug(c: &mut Call) -> CmdResult {
         }
         ("populate", 3..=5) => debug_populate(c),
         ("reload", _) => debug_reload(c),
+        ("replicate", n) if n >= 3 => {
+            // The arguments, as a command, straight into the replication stream (after what was
+            // committed so far, no SELECT, not logged): a testing aid, as in Redis, which feeds
+            // them only from a primary.
+            if c.st.replication.master.is_none() {
+                let command: Vec<Bytes> = c.args.get(2..).unwrap_or_default().to_vec();
+                c.st.journal.stream_only(&command);
+            }
+            ok()
+        }
         _ => Err(super::subcommand_syntax(c)),
     }
 }

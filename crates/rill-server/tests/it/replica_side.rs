@@ -651,6 +651,11 @@ fn replies(client: &mut RawClient, cmds: &[&[&str]]) -> Vec<String> {
     cmds.iter().map(|cmd| format!("{cmd:?} -> {}", String::from_utf8_lossy(&client.cmd(cmd)))).collect()
 }
 
+/// How many lines of `log` hold `needle`.
+fn log_lines_with(log: &str, needle: &str) -> usize {
+    log.lines().filter(|l| l.contains(needle)).count()
+}
+
 /// What a primary expires as it writes (an expiry time already past: EXPIRE 0, PEXPIREAT in
 /// the past) is deleted on its replica too — a rill replica applies rill's record
 /// of the unit at the primary's time, where that time had passed — and SPOP with a count
@@ -738,4 +743,77 @@ fn a_writable_replica_expires_the_keys_its_clients_wrote_as_redis_does() {
     });
     let Some([ours, theirs]) = seen else { return };
     assert_eq!(ours, theirs, "rill's replica, then Redis'");
+}
+
+/// A command of the primary's stream that fails on the replica (one DEBUG REPLICATE sends, or
+/// one the replica's own writes made fail) is logged as Redis logs it (`== CRITICAL == This
+/// replica is sending an error to its master: ...`, naming the command) and counted in INFO
+/// `unexpected_error_replies`; `propagation-error-behavior ignore` (the default) goes on.
+/// Compared with a Redis 8.2.3 pair; a rill replica gets rill's records, so both of its
+/// ways of applying the stream are taken (the DEBUG REPLICATE'd command has no record).
+#[test]
+fn a_replica_logs_and_counts_the_errors_its_primarys_stream_gets_as_redis_does() {
+    let seen = rill_then_redis_pairs_with(&["--enable-debug-command", "yes"], |_, replica, p, r| {
+        let mut seen = replies(
+            r,
+            &[
+                &["CONFIG", "SET", "propagation-error-behavior", "ignore"],
+                &["CONFIG", "GET", "propagation-error-behavior"],
+                &["CONFIG", "GET", "replica-ignore-disk-write-errors"],
+            ],
+        );
+        seen.extend(replies(p, &[&["DEBUG", "REPLICATE", "fake-command-1"], &["SET", "foo", "bar2"]]));
+        wait_caught_up(p, r);
+        // Counted now: the next error's log line may quote the stream before it (Redis logs
+        // its backlog there; rill does not).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while log_lines_with(&replica.log(), "== CRITICAL ==") < 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = replica.log();
+        for needle in ["== CRITICAL ==", "fake-command-1", "after processing the command '<unknown>'"] {
+            seen.push(format!("{needle}: {}", log_lines_with(&log, needle)));
+        }
+        seen.extend(replies(r, &[&["CONFIG", "SET", "replica-read-only", "no"], &["SET", "number2", "foo"]]));
+        seen.extend(replies(p, &[&["INCRBY", "number2", "1"]]));
+        wait_caught_up(p, r);
+        seen.extend(replies(r, &[&["GET", "number2"], &["GET", "foo"]]));
+        seen.push(info_field(r, "stats", "unexpected_error_replies").unwrap_or_default());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while log_lines_with(&replica.log(), "== CRITICAL ==") < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = replica.log();
+        for needle in ["== CRITICAL ==", "This replica is sending an error to its master: ", "'incrby'"] {
+            seen.push(format!("{needle}: {}", log_lines_with(&log, needle)));
+        }
+        seen
+    });
+    let Some([ours, theirs]) = seen else { return };
+    assert_eq!(ours, theirs, "rill's replica, then Redis'");
+}
+
+/// `propagation-error-behavior panic` (and `panic-on-replicas`) ends a read-only replica whose
+/// primary's stream fails on it, as Redis panics: the process exits, saying why.
+#[test]
+fn propagation_error_behavior_panic_ends_a_read_only_replica() {
+    for behavior in ["panic", "panic-on-replicas"] {
+        let seen = rill_then_redis_pairs_with(&["--enable-debug-command", "yes"], |_, replica, p, r| {
+            let mut seen = replies(r, &[&["CONFIG", "SET", "propagation-error-behavior", behavior]]);
+            p.cmd(&["DEBUG", "REPLICATE", "fake-command-1"]);
+            let status = replica.wait_exit(Duration::from_secs(10));
+            seen.push(format!("exited: {}", status.is_some_and(|s| !s.success())));
+            let log = replica.log();
+            seen.push(format!(
+                "says why: {}",
+                0 < log_lines_with(
+                    &log,
+                    "This replica panicked sending an error to its master after processing the command '<unknown>'"
+                )
+            ));
+            seen
+        });
+        let Some([ours, theirs]) = seen else { return };
+        assert_eq!(ours, theirs, "{behavior}: rill's replica, then Redis'");
+    }
 }
