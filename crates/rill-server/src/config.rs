@@ -200,6 +200,14 @@ pub const PARAMS: &[Param] = &[
     p("replica-announced", "yes", Kind::Bool, true),
     p("replica-lazy-flush", "no", Kind::Bool, true),
     p("replica-ignore-maxmemory", "yes", Kind::Bool, true),
+    // What a replica does when a command of its primary's stream fails on it (`replica.rs`):
+    // `ignore` logs it and goes on; `panic` and `panic-on-replicas` end the process on a
+    // read-only replica, as Redis panics (rill reads no AOF through a client, so both act
+    // alike here).
+    p("propagation-error-behavior", "ignore", Kind::Enum(&["ignore", "panic", "panic-on-replicas"]), true),
+    // A replica whose log failed applies its primary's writes anyway (`yes`, logged every 10
+    // s) or ends the process (`no`, the default), as Redis (`dispatch.rs`).
+    p("replica-ignore-disk-write-errors", "no", Kind::Bool, true),
     p("repl-backlog-ttl", "3600", Kind::Int(0, i64::MAX), true),
     p("repl-ping-replica-period", "10", Kind::Int(1, I32), true),
     p("repl-timeout", "60", Kind::Int(1, I32), true),
@@ -288,8 +296,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "rdbcompression",
     "rdbchecksum",
     "rdb-del-sync-files",
-    "propagation-error-behavior",
-    "replica-ignore-disk-write-errors",
     "tracking-table-max-keys",
     "active-expire-effort",
     "lazyfree-lazy-eviction",

@@ -198,6 +198,9 @@ fn protected_command_error(st: &State, conn: &Conn, spec: &'static CommandSpec) 
     Some(Reply::Error(Bytes::from(format!("ERR {command} command not allowed. If the {setting} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."))))
 }
 
+/// When a replica last logged that it applies its primary's writes without its log (Unix ms).
+static LAST_DISK_ERROR_LOG_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
 /// The checks Redis runs after authentication, in its order: memory (`-OOM` for commands that
 /// may grow it, and for an EXEC whose queue holds one, when `oom`: over `maxmemory` with
 /// nothing left to evict, `evict.rs`), the log (`-MISCONF` for writes and PING while the last
@@ -214,7 +217,21 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec, flags
     }
     if flags.has(Flags::WRITE) || flags.has(Flags::REFUSED_ON_DISK_ERROR) {
         if let Some(why) = st.journal.refusal() {
-            return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
+            if !conn.is_master {
+                return Some(Reply::Error(Bytes::from(format!("MISCONF Errors writing to the AOF file: {why}"))));
+            }
+            // The primary's stream is never refused: a replica that cannot log it ends the
+            // process, or with `replica-ignore-disk-write-errors yes` applies it anyway, saying
+            // so at most every 10 s (Redis' rule).
+            if flags.has(Flags::WRITE) && st.config.get("replica-ignore-disk-write-errors") != "yes" {
+                panic!("Replica was unable to write command to disk.");
+            }
+            let now = crate::clock::now_ms();
+            let last = LAST_DISK_ERROR_LOG_MS.load(std::sync::atomic::Ordering::Relaxed);
+            if now > last + 10_000 {
+                LAST_DISK_ERROR_LOG_MS.store(now, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!("Replica is applying a command even though it is unable to write to disk.");
+            }
         }
     }
     let write = flags.has(Flags::WRITE)
@@ -348,7 +365,16 @@ pub fn call(
             if ctx.recording {
                 ctx.effects = st.journal.lend_buf();
             }
+            // A client's write on a (writable) replica: keys whose time has passed are deleted
+            // for it, and the times it sets are this replica's to expire (Redis' rule).
+            let replica_write = !conn.is_master && st.replication.master.is_some() && spec.flags.has(Flags::WRITE);
+            if replica_write {
+                st.engine.set_replica_client_write(true);
+            }
             let outcome = st.engine.call(handler, &mut ctx, args);
+            if replica_write {
+                st.engine.set_replica_client_write(false);
+            }
             conn.close_asap |= ctx.reply_too_big;
             st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes, spec, conn.db, args);
             crate::notify::publish_events(st, now_ms);

@@ -421,7 +421,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "tracking_total_keys:0");
             line!(out, "tracking_total_items:0");
             line!(out, "tracking_total_prefixes:0");
-            line!(out, "unexpected_error_replies:0");
+            line!(out, "unexpected_error_replies:{}", s.unexpected_error_replies);
             line!(out, "total_error_replies:{}", s.error_replies);
             line!(out, "dump_payload_sanitizations:0");
             line!(out, "total_reads_processed:{}", s.commands_processed);

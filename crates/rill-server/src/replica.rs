@@ -26,6 +26,7 @@ use crate::replication::failover::{self, Phase};
 use crate::replication::{LinkStatus, MasterLink};
 use crate::state::{now_ms, Shared, State};
 use bytes::{BufMut, Bytes, BytesMut};
+use rill_engine::command::Flags;
 use rill_resp::{Limits, RequestParser};
 use std::sync::Arc;
 use std::time::Duration;
@@ -712,7 +713,7 @@ fn apply_record(shared: &Shared, st: &mut State, body: &Bytes) -> Result<(), Str
     let (time, effects) =
         rill_engine::effect::decode_record_shared(body.clone()).map_err(|e| format!("a bad unit record: {e}"))?;
     crate::unit::run(st, time, |st| {
-        st.engine.set_applying_stream(true);
+        st.engine.set_applying_record(true);
         let mut buf = EffectBuf::default();
         for effect in effects {
             if let Effect::Command { db, args } = &effect {
@@ -726,15 +727,24 @@ fn apply_record(shared: &Shared, st: &mut State, body: &Bytes) -> Result<(), Str
                 }
             }
             buf.push(&effect);
+            // The command an effect is, for the log line of a failure (`<unknown>`: none).
+            let name = match &effect {
+                Effect::Command { args, .. } => match shared.log_table.resolve(args) {
+                    rill_engine::command::Lookup::Found(spec) => spec.name,
+                    _ => "<unknown>",
+                },
+                _ => "<unknown>",
+            };
             if let Err(e) = st.engine.apply_effect(&shared.log_table, time, effect) {
-                // A primary records only what it did: a failure means the copy now differs.
-                tracing::warn!("an effect from the primary failed on this replica: {e}");
+                // A primary records only what it did: a failure means the copy now differs,
+                // as when a command of Redis' forms fails (`apply`).
+                sent_an_error_to_the_primary(st, e.to_string().as_bytes(), name);
             }
             // A replica notifies its own subscribers of what it applied, as Redis' do.
             crate::notify::publish_events(st, time);
             st.journal.push(&mut buf);
         }
-        st.engine.set_applying_stream(false);
+        st.engine.set_applying_record(false);
     });
     Ok(())
 }
@@ -811,11 +821,46 @@ fn apply(shared: &Shared, st: &mut State, master: &mut Conn, args: &mut Vec<Byte
     let now = now_ms();
     // The primary's commands see keys whose time has passed: deleting them is its decision.
     st.engine.set_applying_stream(true);
+    // The command's full name, as the log line below names it (`<unknown>`: no such command).
+    let name = match shared.log_table.resolve(args) {
+        rill_engine::command::Lookup::Found(spec) => Some(spec),
+        _ => None,
+    };
     let action = crate::dispatch::execute(shared, st, master, args, now);
     st.engine.set_applying_stream(false);
-    if let Action::Reply(rill_resp::Reply::Error(e)) = action {
-        // A primary streams only what succeeded on it: a failure here means the copy now
-        // differs from the primary.
-        tracing::warn!("a command from the primary failed on this replica: {}", String::from_utf8_lossy(&e));
+    // A primary streams only what succeeded on it: an error here means the copy now differs
+    // from the primary. Redis logs each such reply and counts it; inside a transaction, each
+    // failed command of the EXEC.
+    let errors: Vec<Bytes> = match &action {
+        Action::Reply(rill_resp::Reply::Error(e)) => vec![e.clone()],
+        Action::Reply(rill_resp::Reply::Array(items)) if name.is_some_and(|s| s.flags.has(Flags::EXEC)) => items
+            .iter()
+            .filter_map(|r| match r {
+                rill_resp::Reply::Error(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let name = name.map_or("<unknown>", |s| s.name);
+    for e in errors {
+        sent_an_error_to_the_primary(st, &e, name);
+    }
+}
+
+/// This replica answered its primary's stream with the error `e` (after the command `name`):
+/// logged as Redis logs it (the text tools and tests look for), counted in INFO
+/// `unexpected_error_replies`, and, on a read-only replica whose `propagation-error-behavior`
+/// says so, the end of the process (Redis panics there).
+fn sent_an_error_to_the_primary(st: &mut State, e: &[u8], name: &str) {
+    let text = String::from_utf8_lossy(e.get(..4096).unwrap_or(e));
+    tracing::warn!(
+        "== CRITICAL == This replica is sending an error to its master: '{text}' after processing the command '{name}'"
+    );
+    st.stats.unexpected_error_replies += 1;
+    let behavior = st.config.get("propagation-error-behavior");
+    let panics = behavior == "panic" || behavior == "panic-on-replicas";
+    if panics && st.config.get("replica-read-only") != "no" {
+        panic!("This replica panicked sending an error to its master after processing the command '{name}'");
     }
 }

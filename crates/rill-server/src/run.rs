@@ -635,7 +635,13 @@ async fn cron(shared: Arc<Shared>) {
             // NOGROUP error now, as from Redis).
             let started = crate::clock::Tick::now();
             crate::unit::run(&mut st, now, |st| {
-                st.engine.active_expire(now, EXPIRE_BUDGET_KEYS);
+                if st.replication.master.is_some() {
+                    // A replica's keys are its primary's to expire, but for those its own
+                    // clients gave a time (a writable replica).
+                    st.engine.expire_replica_written_keys(now, EXPIRE_BUDGET_KEYS);
+                } else {
+                    st.engine.active_expire(now, EXPIRE_BUDGET_KEYS);
+                }
                 crate::notify::publish_events(st, now);
             });
             // The latency monitor's `expire-cycle` event: the sweep held every client up.

@@ -163,6 +163,9 @@ pub struct Stats {
     pub net_output_bytes: u64,
     /// `total_error_replies`
     pub error_replies: u64,
+    /// `unexpected_error_replies`: errors this server answered its primary's stream (or a
+    /// replica) with, each a sign the copies differ (`replica::apply`).
+    pub unexpected_error_replies: u64,
     /// `client_query_buffer_limit_disconnections`
     pub query_buffer_limit_disconnections: u64,
     /// `client_output_buffer_limit_disconnections`

@@ -19,16 +19,55 @@ impl Engine {
             None => false,
         };
         if expired {
-            self.remove(db, key);
-            self.expired_log.push((db, Bytes::copy_from_slice(key)));
-            self.watch.touch_gone(db, key);
-            self.events.push(db, key, super::KeyEvent::Expired);
-            // Clients blocked on the key re-check it, as for any deletion (a group reader
-            // learns that its stream is gone).
-            self.signal_ready(db, key);
-            self.expired_keys += 1;
+            self.delete_expired(db, key);
         }
         expired
+    }
+
+    /// Remove `key`, whose time has passed, as expiry removes it: logged as `DEL`.
+    fn delete_expired(&mut self, db: usize, key: &[u8]) {
+        self.remove(db, key);
+        self.expired_log.push((db, Bytes::copy_from_slice(key)));
+        self.watch.touch_gone(db, key);
+        self.events.push(db, key, super::KeyEvent::Expired);
+        // Clients blocked on the key re-check it, as for any deletion (a group reader
+        // learns that its stream is gone).
+        self.signal_ready(db, key);
+        self.expired_keys += 1;
+    }
+
+    /// A writable replica's active expiry: of the keys its own clients gave an expiry time
+    /// (the primary's keys are the primary's to expire), remove those whose time has passed,
+    /// up to `budget`, and forget those that no longer exist or have no time. Returns how many
+    /// were removed. O(keys tracked).
+    pub fn expire_replica_written_keys(&mut self, now_ms: i64, budget: usize) -> usize {
+        self.observe_clock(now_ms);
+        self.events.clear();
+        if self.replica_written_expiring.is_empty() || self.loading || now_ms < self.expiry_paused_until {
+            return 0;
+        }
+        let tracked: Vec<(usize, Bytes)> = self.replica_written_expiring.iter().cloned().collect();
+        let mut removed = 0;
+        for (db, key) in tracked {
+            let due = match self.dbs.get(db).and_then(|d| d.keys.get(&key[..])) {
+                Some(e) => match e.expire_at_ms {
+                    Some(at) if at <= now_ms => true,
+                    Some(_) => continue,
+                    None => false,
+                },
+                None => false,
+            };
+            if due {
+                if removed == budget {
+                    break;
+                }
+                self.delete_expired(db, &key);
+                removed += 1;
+            }
+            self.replica_written_expiring.remove(&(db, key));
+        }
+        self.expired_keys_active += removed as u64;
+        removed
     }
 
     /// Remove up to `budget` expired keys across all databases, then expired hash fields

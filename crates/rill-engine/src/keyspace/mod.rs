@@ -544,6 +544,16 @@ pub struct Engine {
     /// On a replica, the primary's stream is being applied: its commands see keys whose time
     /// has passed (they are the primary's to delete); other clients' lookups do not.
     applying_stream: bool,
+    /// On a replica, a rill primary's record of a unit is being applied, at the primary's
+    /// time: an expiry time already past at that time is what the primary deleted the key
+    /// for (unlike a late `PEXPIREAT` of Redis' forms, which the primary's `DEL` follows).
+    applying_record: bool,
+    /// On a writable replica, a client's write command is running: it expires the keys whose
+    /// time has passed as a primary does (Redis' replicas delete them for a write lookup).
+    replica_client_write: bool,
+    /// On a writable replica, the keys its own clients gave an expiry time, by database:
+    /// these it expires itself (`expire_replica_written_keys`), as Redis' replicas do.
+    replica_written_expiring: std::collections::BTreeSet<(usize, Bytes)>,
     /// DEBUG SET-ALLOW-ACCESS-EXPIRED: hash fields whose time has passed are seen and kept
     /// (lazy field expiry off; the active cycle still runs unless turned off too).
     allow_access_expired: bool,
@@ -639,6 +649,9 @@ impl Engine {
             loading: false,
             replica: false,
             applying_stream: false,
+            applying_record: false,
+            replica_client_write: false,
+            replica_written_expiring: std::collections::BTreeSet::new(),
             expiry_paused_until: 0,
             allow_access_expired: false,
             expired_log: Vec::new(),
@@ -750,14 +763,27 @@ impl Engine {
     /// past at `now_ms`: not on a replica, which stores the time and leaves the deletion to its
     /// primary (Redis' replicas do so: a PEXPIREAT applied late must not delete a key the
     /// primary still has).
+    /// A rill primary's record is applied at the primary's time, so there the time decides as
+    /// on the primary.
     pub(crate) fn expired_on_write(&self, at_ms: i64, now_ms: i64) -> bool {
-        at_ms <= now_ms && !self.replica
+        at_ms <= now_ms && (!self.replica || self.applying_record)
     }
 
     /// Whether keys whose time has passed are kept at `now_ms` instead of deleted: while
     /// loading, on a replica, and while expiry is paused.
     pub(crate) fn keeps_expired(&self, now_ms: i64) -> bool {
-        self.loading || self.replica || now_ms < self.expiry_paused_until
+        self.loading || (self.replica && !self.replica_client_write) || now_ms < self.expiry_paused_until
+    }
+
+    /// On a replica, a client's write command starts (true) or ended (false): see
+    /// `replica_client_write`.
+    pub fn set_replica_client_write(&mut self, writing: bool) {
+        self.replica_client_write = writing;
+    }
+
+    /// How many keys a writable replica's clients gave an expiry time that it still tracks.
+    pub fn replica_written_expiring(&self) -> usize {
+        self.replica_written_expiring.len()
     }
 
     /// Pause expiry (lazy and active) until `until_ms`, Unix ms; 0 (or any past time) resumes
@@ -784,6 +810,13 @@ impl Engine {
     /// The primary's stream is being applied (true) or not: see [`Engine::set_replica`].
     pub fn set_applying_stream(&mut self, applying: bool) {
         self.applying_stream = applying;
+    }
+
+    /// A rill primary's record of a unit is being applied (true) or not: the primary's stream
+    /// at the primary's time, where an expiry time already past deleted the key there.
+    pub fn set_applying_record(&mut self, applying: bool) {
+        self.applying_stream = applying;
+        self.applying_record = applying;
     }
 
     fn count_read(&mut self, found: bool) {
@@ -978,6 +1011,9 @@ impl Engine {
 
     /// Set or clear the expiry of an existing key. Returns false when the key does not exist.
     pub fn set_expire(&mut self, db: usize, key: &[u8], at_ms: Option<i64>) -> bool {
+        if self.replica && self.replica_client_write && at_ms.is_some() {
+            self.replica_written_expiring.insert((db, Bytes::copy_from_slice(key)));
+        }
         let d = self.db_mut(db);
         let Some(at) = d.keys.get_index_of(key) else { return false };
         let Some((old, at)) = d.change_expiry(at, at_ms) else { return false };
@@ -1081,6 +1117,7 @@ impl Engine {
     pub fn set_replica(&mut self, replica: bool) {
         self.replica = replica;
         if !replica {
+            self.replica_written_expiring.clear();
             // A promoted replica enforces MAXAGE from the state it applied.
             self.rearm_all_max_ages();
         }
@@ -1215,6 +1252,7 @@ impl Engine {
     /// O(keys) only for what is watched or blocked on.
     pub fn replace_all(&mut self, other: Engine) {
         self.flush_all();
+        self.replica_written_expiring.clear();
         // A full sync's snapshot brings its libraries (none: no libraries), as in Redis. Set
         // through `replace_with`, so the version moves on from this engine's.
         let codes: Vec<Bytes> = other.libraries.iter().map(|l| l.code.clone()).collect();

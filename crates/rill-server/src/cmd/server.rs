@@ -292,6 +292,8 @@ pub fn time() -> CmdResult {
 const DEBUG_HELP: &[&str] = &[
     "LOG <message>",
     "    Write <message> to the server log.",
+    "REPLICATE <command> [<arg> ...]",
+    "    Send <command> to the replicas, as it is, without running it here.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "PAUSE-CRON <0|1>",
@@ -361,8 +363,9 @@ pub fn debug(c: &mut Call) -> CmdResult {
             let key = c.arg(2).to_vec();
             let cfg = c.st.engine.config().object;
             let loaded_s = c.st.engine.first_clock_s();
-            // Not an access, as in Redis.
-            let Some(e) = c.st.engine.peek(c.conn.db, &key, c.now_ms) else {
+            // Not an access, and no expiry check, as in Redis: a key whose time has passed but
+            // that is still held (on a replica, while expiry is paused) is described.
+            let Some(e) = c.st.engine.db(c.conn.db).get_raw(&key) else {
                 return Err(CmdError::NO_SUCH_KEY);
             };
             let ttl = e.expire_at_ms.map(|t| t - c.now_ms).unwrap_or(-1);
@@ -419,6 +422,16 @@ pub fn debug(c: &mut Call) -> CmdResult {
         ("populate", 3..=5) => debug_populate(c),
         ("reload", _) => debug_reload(c),
         ("loadaof", 2) => debug_loadaof(c),
+        ("replicate", n) if n >= 3 => {
+            // The arguments, as a command, straight into the replication stream (after what was
+            // committed so far, no SELECT, not logged): a testing aid, as in Redis, which feeds
+            // them only from a primary.
+            if c.st.replication.master.is_none() {
+                let command: Vec<Bytes> = c.args.get(2..).unwrap_or_default().to_vec();
+                c.st.journal.stream_only(&command);
+            }
+            ok()
+        }
         _ => Err(super::subcommand_syntax(c)),
     }
 }

@@ -628,3 +628,192 @@ fn a_full_sync_that_fails_leaves_the_replica_with_what_it_had() {
     assert_eq!(rill.cmd(&["EXISTS", "old"]), b":0\r\n");
     assert_eq!(info_field(&mut rill, "replication", "master_replid").as_deref(), Some(replid.as_str()));
 }
+
+/// [`rill_then_redis_pairs`] with `args` given to every server (both primaries and both
+/// replicas), and the servers handed to `steps` too (primary, replica).
+fn rill_then_redis_pairs_with(
+    args: &[&str],
+    mut steps: impl FnMut(&mut Server, &mut Server, &mut RawClient, &mut RawClient) -> Vec<String>,
+) -> Option<[Vec<String>; 2]> {
+    let binary = ReferenceServer::Redis8.require()?;
+    let redis = || Server::start(ServerKind::Redis(ReferenceServer::Redis8), &binary, args);
+    let mut run = |mut primary: Server, mut replica: Server| {
+        let (mut p, mut r) = (primary.connect(), replica.connect());
+        attach(&mut r, &mut p, primary.port);
+        steps(&mut primary, &mut replica, &mut p, &mut r)
+    };
+    let ours = run(Server::rill_with(args), Server::rill_with(args));
+    Some([ours, run(redis(), redis())])
+}
+
+/// Each reply of `cmds` on `client`, as text.
+fn replies(client: &mut RawClient, cmds: &[&[&str]]) -> Vec<String> {
+    cmds.iter().map(|cmd| format!("{cmd:?} -> {}", String::from_utf8_lossy(&client.cmd(cmd)))).collect()
+}
+
+/// How many lines of `log` hold `needle`.
+fn log_lines_with(log: &str, needle: &str) -> usize {
+    log.lines().filter(|l| l.contains(needle)).count()
+}
+
+/// What a primary expires as it writes (an expiry time already past: EXPIRE 0, PEXPIREAT in
+/// the past) is deleted on its replica too — a rill replica applies rill's record
+/// of the unit at the primary's time, where that time had passed — and SPOP with a count
+/// reaches the replica as Redis propagates it: `SREM`s of at most 1024 members (inside
+/// MULTI/EXEC when there are more), `DEL` when it takes the whole set. Compared with a Redis
+/// 8.2.3 pair: the replica's keys and its counts of the commands it was sent.
+#[test]
+fn a_replica_gets_what_its_primary_expired_on_write_and_spop_in_redis_forms() {
+    let seen = rill_then_redis_pairs_with(&["--enable-debug-command", "yes"], |_, _, p, r| {
+        r.cmd(&["CONFIG", "RESETSTAT"]);
+        p.cmd(&["SET", "a", "1"]);
+        p.cmd(&["EXPIRE", "a", "0"]);
+        p.cmd(&["SET", "b", "2"]);
+        p.cmd(&["PEXPIREAT", "b", "1"]);
+        p.cmd(&["SET", "kept", "v", "PX", "100000"]);
+        let members: Vec<String> = (1..=4000).map(|i| i.to_string()).collect();
+        let mut sadd = vec!["SADD", "s"];
+        sadd.extend(members.iter().map(String::as_str));
+        p.cmd(&sadd);
+        for count in ["1023", "1024", "1025"] {
+            p.cmd(&["SPOP", "s", count]);
+        }
+        p.cmd(&["SADD", "t", "x", "y"]);
+        p.cmd(&["SPOP", "t", "5"]);
+        p.cmd(&["SADD", "u", "x"]);
+        p.cmd(&["SPOP", "u"]);
+        wait_caught_up(p, r);
+        let mut seen = replies(r, &[&["DBSIZE"], &["EXISTS", "a", "b", "t", "u"], &["SCARD", "s"]]);
+        // Held or not (a status reply or an error), whatever a lookup says.
+        for key in ["a", "b", "t", "u"] {
+            let found = r.cmd(&["DEBUG", "OBJECT", key]).first().map_or('?', |b| *b as char);
+            seen.push(format!("DEBUG OBJECT {key} -> {found}"));
+        }
+        seen.push(info_field(r, "keyspace", "db0").unwrap_or_default().split(",avg_ttl").next().unwrap_or("").into());
+        let stats = String::from_utf8_lossy(&r.cmd(&["INFO", "commandstats"])).into_owned();
+        seen.extend(
+            stats
+                .lines()
+                .filter(|l| {
+                    l.starts_with("cmdstat_srem") || l.starts_with("cmdstat_del") || l.starts_with("cmdstat_multi")
+                })
+                .map(|l| l.split(",usec=").next().unwrap_or(l).to_string()),
+        );
+        seen.sort();
+        seen
+    });
+    let Some([ours, theirs]) = seen else { return };
+    assert_eq!(ours, theirs, "rill's replica, then Redis'");
+}
+
+/// A writable replica (`replica-read-only no`) expires the keys its own clients gave a time
+/// (actively too: DBSIZE drops to 0), while the primary's keys stay the primary's to expire: a
+/// client's write deletes a primary's key whose time has passed and starts afresh (INCR gives
+/// 1, no TTL), a read only hides it, and DEBUG OBJECT still finds it (Redis looks it up
+/// without the expiry check). Compared with a Redis 8.2.3 pair.
+#[test]
+fn a_writable_replica_expires_the_keys_its_clients_wrote_as_redis_does() {
+    let seen = rill_then_redis_pairs_with(&["--enable-debug-command", "yes"], |_, _, p, r| {
+        let mut seen = replies(r, &[&["CONFIG", "SET", "replica-read-only", "no"]]);
+        for key in ["own1", "own2", "own3"] {
+            seen.extend(replies(r, &[&["SET", key, "1", "PX", "200"]]));
+        }
+        seen.extend(replies(r, &[&["DBSIZE"]]));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while r.cmd(&["DBSIZE"]) != b":0\r\n" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        seen.extend(replies(r, &[&["DBSIZE"]]));
+        p.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+        p.cmd(&["SET", "key1", "5", "PX", "10"]);
+        p.cmd(&["SET", "key2", "5", "PX", "10"]);
+        wait_caught_up(p, r);
+        std::thread::sleep(Duration::from_millis(50));
+        seen.extend(replies(r, &[&["DBSIZE"], &["EXISTS", "key1", "key2"]]));
+        // Found (a status reply) or not (an error): the description itself is each server's.
+        seen.push(format!(
+            "DEBUG OBJECT key2 -> {}",
+            r.cmd(&["DEBUG", "OBJECT", "key2"]).first().map_or('?', |b| *b as char)
+        ));
+        seen.extend(replies(
+            r,
+            &[&["INCR", "key1"], &["TTL", "key1"], &["GET", "key2"], &["DBSIZE"], &["EXISTS", "key1", "key2"]],
+        ));
+        seen
+    });
+    let Some([ours, theirs]) = seen else { return };
+    assert_eq!(ours, theirs, "rill's replica, then Redis'");
+}
+
+/// A command of the primary's stream that fails on the replica (one DEBUG REPLICATE sends, or
+/// one the replica's own writes made fail) is logged as Redis logs it (`== CRITICAL == This
+/// replica is sending an error to its master: ...`, naming the command) and counted in INFO
+/// `unexpected_error_replies`; `propagation-error-behavior ignore` (the default) goes on.
+/// Compared with a Redis 8.2.3 pair; a rill replica gets rill's records, so both of its
+/// ways of applying the stream are taken (the DEBUG REPLICATE'd command has no record).
+#[test]
+fn a_replica_logs_and_counts_the_errors_its_primarys_stream_gets_as_redis_does() {
+    let seen = rill_then_redis_pairs_with(&["--enable-debug-command", "yes"], |_, replica, p, r| {
+        let mut seen = replies(
+            r,
+            &[
+                &["CONFIG", "SET", "propagation-error-behavior", "ignore"],
+                &["CONFIG", "GET", "propagation-error-behavior"],
+                &["CONFIG", "GET", "replica-ignore-disk-write-errors"],
+            ],
+        );
+        seen.extend(replies(p, &[&["DEBUG", "REPLICATE", "fake-command-1"], &["SET", "foo", "bar2"]]));
+        wait_caught_up(p, r);
+        // Counted now: the next error's log line may quote the stream before it (Redis logs
+        // its backlog there; rill does not).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while log_lines_with(&replica.log(), "== CRITICAL ==") < 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = replica.log();
+        for needle in ["== CRITICAL ==", "fake-command-1", "after processing the command '<unknown>'"] {
+            seen.push(format!("{needle}: {}", log_lines_with(&log, needle)));
+        }
+        seen.extend(replies(r, &[&["CONFIG", "SET", "replica-read-only", "no"], &["SET", "number2", "foo"]]));
+        seen.extend(replies(p, &[&["INCRBY", "number2", "1"]]));
+        wait_caught_up(p, r);
+        seen.extend(replies(r, &[&["GET", "number2"], &["GET", "foo"]]));
+        seen.push(info_field(r, "stats", "unexpected_error_replies").unwrap_or_default());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while log_lines_with(&replica.log(), "== CRITICAL ==") < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = replica.log();
+        for needle in ["== CRITICAL ==", "This replica is sending an error to its master: ", "'incrby'"] {
+            seen.push(format!("{needle}: {}", log_lines_with(&log, needle)));
+        }
+        seen
+    });
+    let Some([ours, theirs]) = seen else { return };
+    assert_eq!(ours, theirs, "rill's replica, then Redis'");
+}
+
+/// `propagation-error-behavior panic` (and `panic-on-replicas`) ends a read-only replica whose
+/// primary's stream fails on it, as Redis panics: the process exits, saying why.
+#[test]
+fn propagation_error_behavior_panic_ends_a_read_only_replica() {
+    for behavior in ["panic", "panic-on-replicas"] {
+        let seen = rill_then_redis_pairs_with(&["--enable-debug-command", "yes"], |_, replica, p, r| {
+            let mut seen = replies(r, &[&["CONFIG", "SET", "propagation-error-behavior", behavior]]);
+            p.cmd(&["DEBUG", "REPLICATE", "fake-command-1"]);
+            let status = replica.wait_exit(Duration::from_secs(10));
+            seen.push(format!("exited: {}", status.is_some_and(|s| !s.success())));
+            let log = replica.log();
+            seen.push(format!(
+                "says why: {}",
+                0 < log_lines_with(
+                    &log,
+                    "This replica panicked sending an error to its master after processing the command '<unknown>'"
+                )
+            ));
+            seen
+        });
+        let Some([ours, theirs]) = seen else { return };
+        assert_eq!(ours, theirs, "{behavior}: rill's replica, then Redis'");
+    }
+}

@@ -59,6 +59,11 @@ fn set_len(engine: &mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<usiz
     Ok(read_set(engine, ctx, key)?.map(|s| s.len()))
 }
 
+/// The most members one `SREM` of SPOP's record removes, as Redis propagates SPOP with a
+/// count (a bigger count makes several, which go inside `MULTI`/`EXEC` as any unit of more
+/// than one command).
+const SPOP_SREM_BATCH: usize = 1024;
+
 fn spop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     if args.len() > 3 {
@@ -102,12 +107,21 @@ fn spop(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     } else {
         engine.modified(ctx.db, key, KeyEvent::SPop);
     }
-    // Logged as the removal of the members picked: the pick is random.
-    let mut effect = Vec::with_capacity(members.len() + 2);
-    effect.push(Bytes::from_static(b"SREM"));
-    effect.push(key.clone());
-    effect.extend(members.iter().cloned());
-    ctx.emit(crate::effect::Effect::Command { db: ctx.db, args: effect });
+    // Logged as what it did, in Redis' forms: a count that takes the whole set as `DEL key`,
+    // otherwise the removal of the members picked (the pick is random), in `SREM`s of at most
+    // SPOP_SREM_BATCH members each.
+    if count.is_some() && n == len {
+        let effect = vec![Bytes::from_static(b"DEL"), key.clone()];
+        ctx.emit(crate::effect::Effect::Command { db: ctx.db, args: effect });
+    } else {
+        for batch in members.chunks(SPOP_SREM_BATCH) {
+            let mut effect = Vec::with_capacity(batch.len() + 2);
+            effect.push(Bytes::from_static(b"SREM"));
+            effect.push(key.clone());
+            effect.extend(batch.iter().cloned());
+            ctx.emit(crate::effect::Effect::Command { db: ctx.db, args: effect });
+        }
+    }
     Ok(match count {
         None => members.pop().map_or(Reply::Null, Reply::Bulk),
         Some(_) => Reply::Set(members.into_iter().map(Reply::Bulk).collect()),
@@ -255,9 +269,39 @@ mod tests {
         let logged: std::collections::HashSet<usize> =
             args[2..].iter().map(|a| std::str::from_utf8(a).unwrap().parse().unwrap()).collect();
         assert_eq!(logged, unique);
-        // Popping at least the rest takes everything and deletes the key.
-        assert_eq!(members(&h.run(&["SPOP", "s", "30"])).len(), 30);
+        // Popping at least the rest takes everything and deletes the key: logged as DEL, as
+        // Redis propagates it.
+        let mut ctx = h.ctx();
+        ctx.recording = true;
+        assert_eq!(members(&h.run_ctx(&mut ctx, &["SPOP", "s", "30"])).len(), 30);
         assert_eq!(h.run(&["EXISTS", "s"]), int(0));
+        let effects = ctx.effects.decode().unwrap();
+        let [crate::effect::Effect::Command { args, .. }] = effects.as_slice() else { panic!("{effects:?}") };
+        assert_eq!(args, &[bytes::Bytes::from("DEL"), bytes::Bytes::from("s")]);
+    }
+
+    #[test]
+    fn spop_with_a_big_count_logs_srems_of_at_most_1024_members() {
+        let mut h = Harness::new();
+        numbers(&mut h, "s", 4000);
+        for (count, batches) in [(1023, vec![1023]), (1024, vec![1024]), (1025, vec![1024, 1])] {
+            let mut ctx = h.ctx();
+            ctx.recording = true;
+            assert_eq!(members(&h.run_ctx(&mut ctx, &["SPOP", "s", &count.to_string()])).len(), count);
+            let effects = ctx.effects.decode().unwrap();
+            let sizes: Vec<usize> = effects
+                .iter()
+                .map(|e| match e {
+                    crate::effect::Effect::Command { args, .. } => {
+                        assert_eq!(&args[..2], &[bytes::Bytes::from("SREM"), bytes::Bytes::from("s")]);
+                        args.len() - 2
+                    }
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert_eq!(sizes, batches);
+        }
+        assert_eq!(h.run(&["SCARD", "s"]), int(928));
     }
 
     #[test]
