@@ -769,9 +769,13 @@ fn frame_len(buf: &[u8]) -> Option<usize> {
     let mut at = line_end(buf, 0)?;
     let count = number(buf, 1, at)?;
     for _ in 0..count {
-        if buf.get(at) != Some(&b'$') {
+        match buf.get(at) {
+            Some(b'$') => {}
+            // The next bulk has not arrived yet (a read can end right after a header): the
+            // frame is not all there, and none of its bytes counts yet.
+            None => return None,
             // Not a bulk: let the parser report the error on what is there.
-            return Some(buf.len());
+            Some(_) => return Some(buf.len()),
         }
         let end = line_end(buf, at)?;
         let len = number(buf, at + 1, end)?;
@@ -817,5 +821,23 @@ fn apply(shared: &Shared, st: &mut State, master: &mut Conn, args: &mut Vec<Byte
         // A primary streams only what succeeded on it: a failure here means the copy now
         // differs from the primary.
         tracing::warn!("a command from the primary failed on this replica: {}", String::from_utf8_lossy(&e));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_len;
+
+    #[test]
+    fn a_frame_is_complete_only_with_all_its_bulks() {
+        let set = b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$1\r\n1\r\n";
+        assert_eq!(frame_len(set), Some(set.len()));
+        // Every cut inside it (after the header too) leaves it incomplete.
+        for cut in 0..set.len() {
+            assert_eq!(frame_len(set.get(..cut).unwrap_or_default()), None, "cut at {cut}");
+        }
+        assert_eq!(frame_len(b"PING\r\n*1"), Some(6));
+        // Not a bulk after the header: handed whole to the parser, which reports it.
+        assert_eq!(frame_len(b"*1\r\n:1\r\n"), Some(8));
     }
 }

@@ -530,6 +530,67 @@ fn a_link_lost_inside_a_transaction_continues_from_its_multi() {
     assert_eq!(offset, (100 + applied.len() + open_transaction.len() + rest.len()).to_string());
 }
 
+/// A read of the primary's stream can end right after a command's header (`*3\r\n`): that
+/// command is not all there, so the replica neither runs part of it nor counts its bytes. It
+/// used to take the header alone as a command, count it, then run the rest line by line as
+/// inline commands: the write was lost while the offset counted it, and a link lost there
+/// asked to continue from inside the command (psync2's "generate load while killing
+/// replication links").
+#[test]
+fn a_command_whose_header_arrives_alone_is_applied_once_whole_and_counted_once() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let rill_server = Server::rill_with(&["--replicaof", "127.0.0.1", &port]);
+    let replid = "c".repeat(40);
+    let (mut conn, _) = accept_replica(&listener);
+    let rdb = b"REDIS0011\xff\x00\x00\x00\x00\x00\x00\x00\x00";
+    conn.write_all(format!("+FULLRESYNC {replid} 100\r\n${}\r\n", rdb.len()).as_bytes()).unwrap();
+    conn.write_all(rdb).unwrap();
+    let applied = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n";
+    let (head, body) = (&b"*3\r\n"[..], &b"$6\r\nINCRBY\r\n$1\r\nn\r\n$1\r\n5\r\n"[..]);
+    conn.write_all(applied).unwrap();
+    conn.write_all(head).unwrap();
+    conn.flush().unwrap();
+    let mut rill = rill_server.connect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rill.cmd(&["GET", "a"]) != b"$1\r\n1\r\n" {
+        assert!(Instant::now() < deadline, "the replica did not apply the stream");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        info_field(&mut rill, "replication", "slave_repl_offset").unwrap(),
+        (100 + applied.len()).to_string(),
+        "the header alone counted"
+    );
+    // The rest arrives: the command runs once, whole.
+    conn.write_all(body).unwrap();
+    while rill.cmd(&["GET", "n"]) != b"$1\r\n5\r\n" {
+        assert!(Instant::now() < deadline, "the command cut after its header was not applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let at = 100 + applied.len() + head.len() + body.len();
+    assert_eq!(info_field(&mut rill, "replication", "slave_repl_offset").unwrap(), at.to_string());
+    // A link lost right after a header: the replica asks for that command again, from its
+    // first byte.
+    conn.write_all(head).unwrap();
+    conn.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(conn);
+    let (mut conn, psync) = accept_replica(&listener);
+    assert_eq!(psync[1..], [replid.clone(), (at + 1).to_string()], "PSYNC after a cut after a header");
+    conn.write_all(format!("+CONTINUE {replid}\r\n").as_bytes()).unwrap();
+    conn.write_all(head).unwrap();
+    conn.write_all(body).unwrap();
+    while rill.cmd(&["GET", "n"]) != b"$2\r\n10\r\n" {
+        assert!(Instant::now() < deadline, "the resent command was not applied once");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let end = at + head.len() + body.len();
+    assert_eq!(info_field(&mut rill, "replication", "slave_repl_offset").unwrap(), end.to_string());
+}
+
 /// After a full sync a replica with the log on writes its log's base (a snapshot of all it
 /// loaded, as long as encoding the dataset takes): its readers, and readers it serves from the
 /// stream, do not wait for that base (what they read came from the primary, which holds it),
