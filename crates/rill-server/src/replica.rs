@@ -150,6 +150,8 @@ struct Ends {
     addr: String,
     laddr: String,
     fd: i64,
+    /// A duplicate of the socket's descriptor, for CLIENT KILL to shut the link down at once.
+    socket: Option<Arc<std::net::TcpStream>>,
 }
 
 /// The connection to the primary, read line by line during the handshake.
@@ -210,7 +212,17 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
         .map_err(|_| "timeout connecting".to_string())?
         .map_err(|e| format!("Error condition on socket for SYNC: {e}"))?;
     let _ = stream.set_nodelay(true);
+    // A second descriptor of the socket (tokio's stream gives none out): shutting it down
+    // ends the link whatever its task is doing.
+    let (stream, socket) = match stream.into_std() {
+        Ok(std) => {
+            let socket = std.try_clone().ok().map(Arc::new);
+            (TcpStream::from_std(std).map_err(|e| format!("Error condition on socket for SYNC: {e}"))?, socket)
+        }
+        Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
+    };
     let ends = Ends {
+        socket,
         addr: stream.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
         laddr: stream.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         fd: {
@@ -513,6 +525,7 @@ impl MasterClient {
         let admitted = crate::conn::admit(&mut st, id, peer, true);
         if let Some(ci) = st.clients.get_mut(&id) {
             ci.kind = crate::state::ClientKind::Master;
+            ci.link_socket = ends.socket.clone();
         }
         MasterClient { shared: shared.clone(), id, kill: admitted.kill }
     }

@@ -436,6 +436,43 @@ fn a_primary_without_replicas_frees_its_backlog_after_repl_backlog_ttl() {
     }
 }
 
+/// `CLIENT KILL` of the primary's link on a replica ends the link at once, even when the same
+/// EXEC then holds the server (`DEBUG SLEEP`): the primary counts the replica gone meanwhile,
+/// frees its backlog after `repl-backlog-ttl`, and the replica that comes back gets a full sync
+/// (`sync_partial_err`), as from Redis (replication-psync's "backlog expired"). The link's task
+/// used to close its socket only after the sleep, and the replica continued partially.
+#[test]
+fn a_killed_primary_link_ends_at_once_even_while_the_replica_sleeps() {
+    killed_link_ends_at_once(Launch::rill());
+    if let Some(redis) = Launch::reference(ReferenceServer::Redis8) {
+        killed_link_ends_at_once(redis);
+    }
+}
+
+fn killed_link_ends_at_once(launch: Launch) {
+    let primary_server = launch.clone().args(&["--repl-backlog-ttl", "1"]).start();
+    let replica_server = launch.args(&["--enable-debug-command", "yes"]).start();
+    let who = primary_server.label();
+    let (mut primary, mut replica) = (primary_server.connect(), replica_server.connect());
+    let port = primary_server.port.to_string();
+    assert_eq!(replica.cmd(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    primary.cmd(&["SET", "a", "1"]);
+    wait_caught_up(&mut primary, &mut replica);
+    assert_eq!(replica.cmd(&["MULTI"]), b"+OK\r\n");
+    for cmd in [&["CLIENT", "KILL", "TYPE", "master"][..], &["DEBUG", "SLEEP", "3"]] {
+        assert_eq!(replica.cmd(cmd), b"+QUEUED\r\n", "{who}");
+    }
+    assert_eq!(replica.cmd(&["EXEC"]), b"*2\r\n:1\r\n+OK\r\n", "{who}");
+    primary.cmd(&["SET", "b", "2"]);
+    wait_caught_up(&mut primary, &mut replica);
+    let stat = |c: &mut RawClient, f: &str| info_field(c, "stats", f).unwrap_or_default();
+    assert_eq!(stat(&mut primary, "sync_partial_ok"), "0", "{who}: the replica continued partially");
+    // The first sync (the replica asks with its own history) and the one after the kill.
+    assert_eq!(stat(&mut primary, "sync_partial_err"), "2", "{who}");
+    assert_eq!(stat(&mut primary, "sync_full"), "2", "{who}");
+    assert_eq!(replica.cmd(&["GET", "b"]), b"$1\r\n2\r\n", "{who}");
+}
+
 fn backlog_ttl_frees_the_backlog(server: &Server) {
     let who = server.label();
     let mut c = server.connect();
