@@ -449,6 +449,46 @@ fn a_killed_primary_link_ends_at_once_even_while_the_replica_sleeps() {
     }
 }
 
+/// psync2's "generate load while killing replication links": a primary under INCR load whose
+/// replicas kill their link to it again and again continue partially every time, and end with
+/// the primary's offset and data exactly (no full sync beyond the first ones). A cut right after
+/// a command's header used to leave a replica counting bytes of a command it lost.
+#[test]
+fn replicas_killing_their_link_under_load_keep_the_primarys_offset_and_data() {
+    let primary_server = Launch::rill().args(&["--repl-ping-replica-period", "1"]).start();
+    let replicas: Vec<Server> = (0..3).map(|_| Launch::rill().start()).collect();
+    let mut primary = primary_server.connect();
+    let port = primary_server.port.to_string();
+    let mut clients: Vec<RawClient> = replicas.iter().map(Server::connect).collect();
+    for r in &mut clients {
+        assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+        wait_caught_up(&mut primary, r);
+    }
+    let (start, mut next_kill, mut n, mut kills) = (Instant::now(), Instant::now(), 0u64, 0usize);
+    while start.elapsed() < Duration::from_secs(4) {
+        primary.cmd(&["INCR", "x"]);
+        n += 1;
+        if Instant::now() >= next_kill {
+            next_kill = Instant::now() + Duration::from_millis(150);
+            let victim = kills % clients.len();
+            kills += 1;
+            clients[victim].cmd(&["CLIENT", "KILL", "TYPE", "master"]);
+        }
+    }
+    // No keep-alive from now on: the offsets can then be compared exactly.
+    assert_eq!(primary.cmd(&["CONFIG", "SET", "repl-ping-replica-period", "3600"]), b"+OK\r\n");
+    for r in &mut clients {
+        wait_caught_up(&mut primary, r);
+        assert_eq!(r.cmd(&["GET", "x"]), format!("${}\r\n{n}\r\n", n.to_string().len()).into_bytes());
+    }
+    let offset = info_field(&mut primary, "replication", "master_repl_offset").unwrap();
+    for r in &mut clients {
+        assert_eq!(info_field(r, "replication", "master_repl_offset").unwrap(), offset);
+    }
+    assert_eq!(info_field(&mut primary, "stats", "sync_full").unwrap(), "3", "a full sync after a kill");
+    assert!(info_field(&mut primary, "stats", "sync_partial_ok").unwrap() != "0");
+}
+
 fn killed_link_ends_at_once(launch: Launch) {
     let primary_server = launch.clone().args(&["--repl-backlog-ttl", "1"]).start();
     let replica_server = launch.args(&["--enable-debug-command", "yes"]).start();
