@@ -449,6 +449,41 @@ fn a_killed_primary_link_ends_at_once_even_while_the_replica_sleeps() {
     }
 }
 
+/// While a replica's snapshot is made and sent, INFO says `rdb_bgsave_in_progress:1` (Redis
+/// forks for it), and a replica that goes away meanwhile is noticed at once, not when the
+/// snapshot is done (replication-buffer's setup and its "replica doesn't disconnect" waits).
+/// A slow snapshot: `rdb-key-save-delay` of a second per key.
+#[test]
+fn a_replica_leaving_during_its_snapshot_is_noticed_at_once() {
+    let server = Launch::rill().args(&["--rdb-key-save-delay", "1000000"]).start();
+    let mut c = server.connect();
+    for k in ["a", "b", "c"] {
+        c.cmd(&["SET", k, "v"]);
+    }
+    let info = |c: &mut RawClient, s: &str, f: &str| info_field(c, s, f).unwrap_or_default();
+    assert_eq!(info(&mut c, "persistence", "rdb_bgsave_in_progress"), "0");
+    let mut replica = server.connect();
+    assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+    replica.send(b"PSYNC ? -1\r\n").unwrap();
+    assert!(replica.read_reply().unwrap().starts_with(b"+FULLRESYNC"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info(&mut c, "persistence", "rdb_bgsave_in_progress") != "1" {
+        assert!(Instant::now() < deadline, "no snapshot in progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info(&mut c, "replication", "connected_slaves"), "1");
+    drop(replica);
+    let left = Instant::now();
+    while info(&mut c, "replication", "connected_slaves") != "0" {
+        assert!(left.elapsed() < Duration::from_secs(2), "the replica that left is still counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while info(&mut c, "persistence", "rdb_bgsave_in_progress") != "0" {
+        assert!(left.elapsed() < Duration::from_secs(2), "the snapshot is still counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// psync2's "generate load while killing replication links": a primary under INCR load whose
 /// replicas kill their link to it again and again continue partially every time, and end with
 /// the primary's offset and data exactly (no full sync beyond the first ones). A cut right after
