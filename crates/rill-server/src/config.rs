@@ -89,6 +89,10 @@ pub const PARAMS: &[Param] = &[
     // Changed at run time as Redis changes them: the listeners are rebound (`listen::Port`).
     p("port", "6379", Kind::Int(0, 65535), true),
     p("bind", "127.0.0.1", Kind::Text, true),
+    // A Unix socket clients may connect through as well (`run.rs`); its mode in octal (0:
+    // as the umask leaves it).
+    p("unixsocket", "", Kind::Text, false),
+    p("unixsocketperm", "0", Kind::Text, false),
     p("dir", "./data", Kind::Text, true),
     p("requirepass", "", Kind::Text, true),
     p("aclfile", "", Kind::Text, false),
@@ -366,12 +370,8 @@ const PROTECTED: &[&str] = &["dir", "dbfilename"];
 /// Directives Redis has that decide who may connect or what they may run, which rill does
 /// not implement yet. Ignoring one would leave the server more open than its configuration
 /// says, so start-up stops instead, saying what to do. Each entry: name, and why.
-const REFUSED: &[(&str, &str)] = &[
-    ("unixsocket", "unix sockets are not supported by rill yet; clients connect over TCP"),
-    ("unixsocketperm", "unix sockets are not supported by rill yet; clients connect over TCP"),
-    ("loadmodule", "modules are not supported by rill"),
-    ("sentinel", "rill is not a Sentinel"),
-];
+const REFUSED: &[(&str, &str)] =
+    &[("loadmodule", "modules are not supported by rill"), ("sentinel", "rill is not a Sentinel")];
 
 /// One `rename-command` directive: the command `from` is served as `to` (empty: removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1162,8 +1162,7 @@ mod tests {
 
     #[test]
     fn security_directives_work_or_refuse_start_up() {
-        for refused in [&["--unixsocket", "/tmp/r.sock"][..], &["--loadmodule", "/x.so"], &["--cluster-enabled", "yes"]]
-        {
+        for refused in [&["--loadmodule", "/x.so"][..], &["--cluster-enabled", "yes"]] {
             let e = Config::from_args(&args(refused)).unwrap_err();
             assert!(e.reason.contains("not implemented by rill"), "{refused:?}: {}", e.reason);
         }
