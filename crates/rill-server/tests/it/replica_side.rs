@@ -9,7 +9,7 @@
 //! only be asked to hold what Redis' own replica holds.
 
 use crate::replica_link::{assert_equal, assert_equal_but, info_field, text, wait_caught_up, workload};
-use rill_testkit::{fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind};
+use rill_testkit::{fuzz_seed, Launch, RawClient, ReferenceServer, Rng, Server, ServerKind};
 use std::time::{Duration, Instant};
 
 /// Make `replica` a replica of `primary_port` and wait until it has caught up with `primary`.
@@ -528,6 +528,33 @@ fn a_link_lost_inside_a_transaction_continues_from_its_multi() {
     assert_eq!(rill.cmd(&["GET", "b"]), b"$1\r\n2\r\n");
     let offset = info_field(&mut rill, "replication", "slave_repl_offset").unwrap();
     assert_eq!(offset, (100 + applied.len() + open_transaction.len() + rest.len()).to_string());
+}
+
+/// A replica whose link to its primary is not up refuses PSYNC and SYNC with Redis' error: a
+/// replica of it would otherwise follow the history it is about to drop (replication-buffer,
+/// where a replica pointed at a replica still loading its snapshot then lost its partial
+/// resync with the real primary). The same on Redis 8.2.3.
+#[test]
+fn a_replica_without_its_primary_refuses_to_serve_a_replica_as_redis_does() {
+    let mut seen = Vec::new();
+    let mut launches = vec![Launch::rill()];
+    launches.extend(Launch::reference(ReferenceServer::Redis8));
+    for launch in launches {
+        let server = launch.start();
+        let mut c = server.connect();
+        // Nothing listens there: the link stays down.
+        assert_eq!(c.cmd(&["REPLICAOF", "127.0.0.1", &rill_testkit::free_port().to_string()]), b"+OK\r\n");
+        let mut replies = Vec::new();
+        for cmd in [&["PSYNC", "?", "-1"][..], &["SYNC"]] {
+            let mut r = server.connect();
+            replies.push(String::from_utf8_lossy(&r.cmd(cmd)).into_owned());
+        }
+        seen.push(replies);
+    }
+    assert_eq!(seen[0], ["-NOMASTERLINK Can't SYNC while not connected with my master\r\n"; 2]);
+    if let Some(redis) = seen.get(1) {
+        assert_eq!(&seen[0], redis);
+    }
 }
 
 /// A read of the primary's stream can end right after a command's header (`*3\r\n`): that
