@@ -218,6 +218,9 @@ fn with_records(
     Ok((chunk, stream_bytes))
 }
 
+/// How often a replica whose snapshot is on the way is checked against its output limit.
+const LIMIT_CHECK: Duration = Duration::from_millis(100);
+
 /// Most bytes of an encoded snapshot handed from the encoder to the link at a time.
 const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 
@@ -249,6 +252,14 @@ async fn send_streamed<T: Transport>(
             c = rx.recv() => c,
             r = poll_fn(|cx| t.poll_read_ready(cx)) => {
                 watch_input(t, r, input)?;
+                continue;
+            }
+            // A slow snapshot (a chunk may take long to make): the output limit is looked at
+            // meanwhile too, as the stream held for this replica grows.
+            () = tokio::time::sleep(LIMIT_CHECK) => {
+                if over() {
+                    return Err(OVER_LIMIT);
+                }
                 continue;
             }
             () = sig.kill.notified() => return Err("killed"),

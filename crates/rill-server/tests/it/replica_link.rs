@@ -484,6 +484,31 @@ fn a_replica_leaving_during_its_snapshot_is_noticed_at_once() {
     }
 }
 
+/// A replica whose snapshot is slow to come and whose held stream passes its output limit is
+/// dropped then, not once a chunk of its snapshot is ready (replication-buffer's "backlog
+/// memory will become smaller if disconnecting with replica").
+#[test]
+fn a_replica_over_its_output_limit_during_its_snapshot_is_dropped_at_once() {
+    let server = Launch::rill().args(&["--rdb-key-save-delay", "1000000", "--repl-backlog-size", "16kb"]).start();
+    let mut c = server.connect();
+    for k in ["a", "b", "c", "d", "e"] {
+        c.cmd(&["SET", k, "v"]);
+    }
+    let info = |c: &mut RawClient, s: &str, f: &str| info_field(c, s, f).unwrap_or_default();
+    let mut replica = server.connect();
+    assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+    replica.send(b"PSYNC ? -1\r\n").unwrap();
+    assert!(replica.read_reply().unwrap().starts_with(b"+FULLRESYNC"));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "client-output-buffer-limit", "replica 64kb 0 0"]), b"+OK\r\n");
+    c.cmd(&["SET", "big", &"x".repeat(100_000)]);
+    let set = Instant::now();
+    while info(&mut c, "replication", "connected_slaves") != "0" {
+        assert!(set.elapsed() < Duration::from_secs(2), "the replica over its limit is still attached");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info(&mut c, "stats", "client_output_buffer_limit_disconnections"), "1");
+}
+
 /// psync2's "generate load while killing replication links": a primary under INCR load whose
 /// replicas kill their link to it again and again continue partially every time, and end with
 /// the primary's offset and data exactly (no full sync beyond the first ones). A cut right after
