@@ -5,9 +5,9 @@
 #
 # The Redis tree is never modified: a scratch copy of its tests/ and runtest is made,
 # with a src/ holding a `redis-server` wrapper that execs rill (same PID, stderr
-# joined to stdout as Redis logs to stdout when logfile is ''; the `unixsocket`
-# lines the runner adds are deleted from its config file, as rill has no unix
-# socket), and links to the tree's client tools (redis-cli, ...) if built.
+# joined to stdout as Redis logs to stdout when logfile is ''; rill listens on the
+# `unixsocket` the runner gives each server, as redis-server does), and links to the
+# tree's client tools (redis-cli, ...) if built.
 #
 # Environment:
 #   REDIS_SRC     (required) a Redis source tree holding runtest and tests/.
@@ -86,10 +86,6 @@ case "$SCRATCH$RILL" in *"'"*) die "SCRATCH and RILL must not contain a single q
     echo '#!/bin/sh'
     echo '# Stand-in for redis-server: rill, same PID (exec), its log (stderr) joined to stdout.'
     echo "echo \$\$ >> '$SCRATCH/pids'"
-    echo '# The runner gives every server a unix socket; rill has none and refuses the'
-    echo '# directive (it would not listen where configured), so those lines are taken out'
-    echo '# of the config file: the tests then use TCP only.'
-    echo 'if [ -f "$1" ]; then sed -i -e "/^unixsocket/d" "$1"; fi'
     echo "exec '$RILL' \"\$@\" 2>&1"
 } > "$SCRATCH/src/redis-server"
 chmod +x "$SCRATCH/src/redis-server"

@@ -78,8 +78,9 @@ const FSYNC: &[&str] = &["always", "everysec", "no"];
 /// `enable-module-command`): nobody, everybody, or clients on a loopback address.
 const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 const I32: i64 = i32::MAX as i64;
-/// `repl-diskless-load` as Redis 8.2 spells it (later versions add `flushdb`).
-const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb"];
+/// `repl-diskless-load` as newer Redis spells it (8.2 has no `flushdb`; rill loads every way
+/// alike, into a new keyspace swapped in once whole).
+const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb", "flushdb"];
 const RDB_COMPAT: &[&str] = &["auto", "7.0"];
 
 /// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
@@ -88,6 +89,10 @@ pub const PARAMS: &[Param] = &[
     // Changed at run time as Redis changes them: the listeners are rebound (`listen::Port`).
     p("port", "6379", Kind::Int(0, 65535), true),
     p("bind", "127.0.0.1", Kind::Text, true),
+    // A Unix socket clients may connect through as well (`run.rs`); its mode in octal (0:
+    // as the umask leaves it).
+    p("unixsocket", "", Kind::Text, false),
+    p("unixsocketperm", "0", Kind::Text, false),
     p("dir", "./data", Kind::Text, true),
     p("requirepass", "", Kind::Text, true),
     p("aclfile", "", Kind::Text, false),
@@ -371,12 +376,8 @@ const PROTECTED: &[&str] = &["dir", "dbfilename"];
 /// Directives Redis has that decide who may connect or what they may run, which rill does
 /// not implement yet. Ignoring one would leave the server more open than its configuration
 /// says, so start-up stops instead, saying what to do. Each entry: name, and why.
-const REFUSED: &[(&str, &str)] = &[
-    ("unixsocket", "unix sockets are not supported by rill yet; clients connect over TCP"),
-    ("unixsocketperm", "unix sockets are not supported by rill yet; clients connect over TCP"),
-    ("loadmodule", "modules are not supported by rill"),
-    ("sentinel", "rill is not a Sentinel"),
-];
+const REFUSED: &[(&str, &str)] =
+    &[("loadmodule", "modules are not supported by rill"), ("sentinel", "rill is not a Sentinel")];
 
 /// One `rename-command` directive: the command `from` is served as `to` (empty: removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1128,8 +1129,8 @@ mod tests {
             (&["--replicaof", "h", "1x"], "Invalid master port"),
             (&["--replicaof", "h"], "wrong number of arguments"),
             (
-                &["--repl-diskless-load", "flushdb"],
-                "argument(s) must be one of the following: disabled, on-empty-db, swapdb",
+                &["--repl-diskless-load", "bogus"],
+                "argument(s) must be one of the following: disabled, on-empty-db, swapdb, flushdb",
             ),
         ] {
             assert_eq!(Config::from_args(&args(bad)).unwrap_err().reason, why, "{bad:?}");
@@ -1167,8 +1168,7 @@ mod tests {
 
     #[test]
     fn security_directives_work_or_refuse_start_up() {
-        for refused in [&["--unixsocket", "/tmp/r.sock"][..], &["--loadmodule", "/x.so"], &["--cluster-enabled", "yes"]]
-        {
+        for refused in [&["--loadmodule", "/x.so"][..], &["--cluster-enabled", "yes"]] {
             let e = Config::from_args(&args(refused)).unwrap_err();
             assert!(e.reason.contains("not implemented by rill"), "{refused:?}: {}", e.reason);
         }

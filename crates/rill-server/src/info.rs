@@ -314,7 +314,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "current_save_keys_processed:0");
             line!(out, "current_save_keys_total:0");
             line!(out, "rdb_changes_since_last_save:{}", st.engine.dirty().saturating_sub(p.dirty_at_save));
-            line!(out, "rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress));
+            line!(out, "rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress || p.replica_snapshots > 0));
             line!(out, "rdb_last_save_time:{}", st.last_save_unix);
             line!(out, "rdb_last_bgsave_status:{}", ok(p.last_bgsave_ok));
             line!(out, "rdb_last_bgsave_time_sec:-1");

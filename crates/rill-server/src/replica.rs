@@ -151,6 +151,8 @@ struct Ends {
     addr: String,
     laddr: String,
     fd: i64,
+    /// A duplicate of the socket's descriptor, for CLIENT KILL to shut the link down at once.
+    socket: Option<Arc<std::net::TcpStream>>,
 }
 
 /// The connection to the primary, read line by line during the handshake.
@@ -211,7 +213,17 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
         .map_err(|_| "timeout connecting".to_string())?
         .map_err(|e| format!("Error condition on socket for SYNC: {e}"))?;
     let _ = stream.set_nodelay(true);
+    // A second descriptor of the socket (tokio's stream gives none out): shutting it down
+    // ends the link whatever its task is doing.
+    let (stream, socket) = match stream.into_std() {
+        Ok(std) => {
+            let socket = std.try_clone().ok().map(Arc::new);
+            (TcpStream::from_std(std).map_err(|e| format!("Error condition on socket for SYNC: {e}"))?, socket)
+        }
+        Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
+    };
     let ends = Ends {
+        socket,
         addr: stream.peer_addr().map(|a| a.to_string()).unwrap_or_default(),
         laddr: stream.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         fd: {
@@ -514,6 +526,7 @@ impl MasterClient {
         let admitted = crate::conn::admit(&mut st, id, peer, true);
         if let Some(ci) = st.clients.get_mut(&id) {
             ci.kind = crate::state::ClientKind::Master;
+            ci.link_socket = ends.socket.clone();
         }
         MasterClient { shared: shared.clone(), id, kill: admitted.kill }
     }
@@ -779,9 +792,13 @@ fn frame_len(buf: &[u8]) -> Option<usize> {
     let mut at = line_end(buf, 0)?;
     let count = number(buf, 1, at)?;
     for _ in 0..count {
-        if buf.get(at) != Some(&b'$') {
+        match buf.get(at) {
+            Some(b'$') => {}
+            // The next bulk has not arrived yet (a read can end right after a header): the
+            // frame is not all there, and none of its bytes counts yet.
+            None => return None,
             // Not a bulk: let the parser report the error on what is there.
-            return Some(buf.len());
+            Some(_) => return Some(buf.len()),
         }
         let end = line_end(buf, at)?;
         let len = number(buf, at + 1, end)?;
@@ -862,5 +879,23 @@ fn sent_an_error_to_the_primary(st: &mut State, e: &[u8], name: &str) {
     let panics = behavior == "panic" || behavior == "panic-on-replicas";
     if panics && st.config.get("replica-read-only") != "no" {
         panic!("This replica panicked sending an error to its master after processing the command '{name}'");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_len;
+
+    #[test]
+    fn a_frame_is_complete_only_with_all_its_bulks() {
+        let set = b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$1\r\n1\r\n";
+        assert_eq!(frame_len(set), Some(set.len()));
+        // Every cut inside it (after the header too) leaves it incomplete.
+        for cut in 0..set.len() {
+            assert_eq!(frame_len(set.get(..cut).unwrap_or_default()), None, "cut at {cut}");
+        }
+        assert_eq!(frame_len(b"PING\r\n*1"), Some(6));
+        // Not a bulk after the header: handed whole to the parser, which reports it.
+        assert_eq!(frame_len(b"*1\r\n:1\r\n"), Some(8));
     }
 }

@@ -177,6 +177,25 @@ pub async fn run(mut config: Config) -> i32 {
     let serve_tls: listen::Serve =
         Arc::new(move |l| weak.upgrade().map(|shared| tokio::spawn(accept_loop(shared, l, true)).abort_handle()));
     shared.ports.tls.install(tls_port, &bind, tls_listeners, serve_tls);
+    #[cfg(unix)]
+    {
+        let (path, perm) = {
+            let st = shared.lock();
+            (st.config.get("unixsocket").to_string(), st.config.get("unixsocketperm").to_string())
+        };
+        if !path.is_empty() {
+            match listen_unix(&path, &perm) {
+                Ok(l) => {
+                    tracing::info!("The server is now ready to accept connections at {path}");
+                    tokio::spawn(unix_accept_loop(shared.clone(), l, path));
+                }
+                Err(e) => {
+                    tracing::warn!("Failed opening Unix socket: {e}");
+                    return 1;
+                }
+            }
+        }
+    }
     if tls_port != 0 {
         tracing::info!("Serving TLS clients on port {tls_port}");
     }
@@ -356,6 +375,55 @@ fn socket_fd(socket: &tokio::net::TcpStream) -> i64 {
     {
         let _ = socket;
         -1
+    }
+}
+
+/// The `unixsocket` listener: a stale socket file is replaced, as Redis replaces it; `perm`
+/// (octal, `unixsocketperm`) sets its mode unless 0.
+#[cfg(unix)]
+fn listen_unix(path: &str, perm: &str) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_file(path);
+    let listener = tokio::net::UnixListener::bind(path)?;
+    let mode = u32::from_str_radix(perm, 8).map_err(|_| std::io::Error::other("bad unixsocketperm"))?;
+    if mode != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(listener)
+}
+
+/// Accept on the Unix socket and serve each client as a TCP one (its address `path:0`, as
+/// Redis lists it). A local client: protected mode lets it in.
+#[cfg(unix)]
+async fn unix_accept_loop(shared: Arc<Shared>, listener: tokio::net::UnixListener, path: String) {
+    loop {
+        let socket = match listener.accept().await {
+            Ok((socket, _)) => socket,
+            Err(e) => {
+                tracing::warn!("Accepting a client connection on the Unix socket: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let id = shared.next_client_id();
+        let admitted = {
+            let mut st = shared.lock_async().await;
+            let max = st.config.get_i64("maxclients").max(1) as usize;
+            if st.clients.len() >= max {
+                st.stats.rejected_connections += 1;
+                continue;
+            }
+            let default = shared.acl.default_user();
+            st.stats.connections_received += 1;
+            let fd = {
+                use std::os::fd::AsRawFd;
+                i64::from(socket.as_raw_fd())
+            };
+            let addr = format!("{path}:0");
+            let peer = conn::Peer { addr: addr.clone(), laddr: addr, fd };
+            conn::admit(&mut st, id, peer, default.nopass && default.enabled)
+        };
+        tokio::spawn(conn::serve(shared.clone(), conn::Stream::new(socket), admitted));
     }
 }
 

@@ -82,6 +82,9 @@ pub struct ClientInfo {
     pub monitor: bool,
     /// The name of the user it is authenticated as (CLIENT LIST `user`, CLIENT KILL USER).
     pub user: bytes::Bytes,
+    /// The primary's client on a replica: a handle on its socket (a duplicate descriptor), so
+    /// that CLIENT KILL ends the link at once (`cmd/connection.rs::close_client`).
+    pub link_socket: Option<Arc<std::net::TcpStream>>,
 }
 
 /// What a connection is to the server, besides what it subscribed to.

@@ -50,6 +50,9 @@ pub struct Persist {
     pub base_file_size: u64,
     /// A BGSAVE runs.
     pub bgsave_in_progress: bool,
+    /// Snapshots for replicas being made and sent (INFO `rdb_bgsave_in_progress` counts them,
+    /// as Redis counts its fork for a replica; `conn/feed.rs`).
+    pub replica_snapshots: usize,
     /// Outcome of the last SAVE / BGSAVE.
     pub last_bgsave_ok: bool,
     /// `engine.dirty()` at the last successful save.

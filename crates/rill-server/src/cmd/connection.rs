@@ -544,6 +544,13 @@ pub fn close_client(st: &mut crate::state::State, id: u64) {
     if let Some(ci) = st.clients.get_mut(&id) {
         ci.killed = true;
         ci.kill.notify_one();
+        if let Some(socket) = &ci.link_socket {
+            // The primary sees the link end now, as Redis closes it at once, not when the
+            // link's task next runs: a `DEBUG SLEEP` after the kill in the same EXEC holds
+            // the server (and may hold that task, woken on this thread), and the primary must
+            // meanwhile count the replica gone (`repl-backlog-ttl`).
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 

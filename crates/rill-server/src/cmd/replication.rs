@@ -93,11 +93,25 @@ pub fn psync(c: &mut Call) -> CmdResult {
     if c.st.replication.failover.phase != Phase::None {
         return Err(CmdError::full("NOMASTERLINK Can't SYNC while failing over"));
     }
+    refuse_without_master_link(c)?;
     attach(c, Some((replid, offset)))
+}
+
+/// A replica whose link to its primary is not up serves no replica, as Redis: what it holds
+/// may be a history it is about to drop (a full sync on the way), and a replica of it would
+/// follow that history instead of its primary's.
+fn refuse_without_master_link(c: &Call) -> Result<(), CmdError> {
+    match &c.st.replication.master {
+        Some(m) if m.state != crate::replication::LinkStatus::Connected => {
+            Err(CmdError::full("NOMASTERLINK Can't SYNC while not connected with my master"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `SYNC`: the old protocol: a snapshot at once, without a `+FULLRESYNC` line.
 pub fn sync(c: &mut Call) -> CmdResult {
+    refuse_without_master_link(c)?;
     attach(c, None)
 }
 

@@ -68,16 +68,18 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     let over = || backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_over_limit(id);
     if let Some(snapshot) = snapshot {
         let made = std::time::Instant::now();
+        let counted = SnapshotInProgress::new(shared);
         let sent = match snapshot {
-            ReplicaSnapshot::Copy(snap) if eof_mark => match send_streamed(t, snap, sig, &over).await {
+            ReplicaSnapshot::Copy(snap) if eof_mark => match send_streamed(t, snap, sig, &over, &mut input).await {
                 Ok(bytes) => bytes,
                 Err(why) => return why,
             },
-            snapshot => match send_whole(t, snapshot, eof_mark, sig, &over).await {
+            snapshot => match send_whole(t, snapshot, eof_mark, sig, &over, &mut input).await {
                 Ok(bytes) => bytes,
                 Err(why) => return why,
             },
         };
+        drop(counted);
         tracing::info!(
             "Synchronization with replica {} succeeded ({sent} bytes made and sent in {} ms)",
             replica_name(shared, id),
@@ -163,6 +165,24 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     }
 }
 
+/// A replica's snapshot counted in `Persist::replica_snapshots` while it is made and sent,
+/// until it has been sent or its link ended. Made and dropped without the state lock held.
+struct SnapshotInProgress<'a>(&'a Shared);
+
+impl SnapshotInProgress<'_> {
+    fn new(shared: &Shared) -> SnapshotInProgress<'_> {
+        shared.lock().persist.replica_snapshots += 1;
+        SnapshotInProgress(shared)
+    }
+}
+
+impl Drop for SnapshotInProgress<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.persist.replica_snapshots = st.persist.replica_snapshots.saturating_sub(1);
+    }
+}
+
 /// A rill replica's next chunk: the stream's bytes from `next` with rill's record of each unit
 /// before the unit's bytes (`RILL.UNIT <bytes> <record>`, see `replication/backlog.rs`), up to
 /// about [`FEED_CHUNK_BYTES`]. Returns the chunk and how many stream bytes it holds (the
@@ -198,6 +218,9 @@ fn with_records(
     Ok((chunk, stream_bytes))
 }
 
+/// How often a replica whose snapshot is on the way is checked against its output limit.
+const LIMIT_CHECK: Duration = Duration::from_millis(100);
+
 /// Most bytes of an encoded snapshot handed from the encoder to the link at a time.
 const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 
@@ -210,6 +233,7 @@ async fn send_streamed<T: Transport>(
     snap: Snapshot,
     sig: &mut Signals,
     over: &impl Fn() -> bool,
+    input: &mut BytesMut,
 ) -> Result<u64, &'static str> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
     let encoder = background(move || {
@@ -226,6 +250,18 @@ async fn send_streamed<T: Transport>(
     loop {
         let chunk = tokio::select! {
             c = rx.recv() => c,
+            r = poll_fn(|cx| t.poll_read_ready(cx)) => {
+                watch_input(t, r, input)?;
+                continue;
+            }
+            // A slow snapshot (a chunk may take long to make): the output limit is looked at
+            // meanwhile too, as the stream held for this replica grows.
+            () = tokio::time::sleep(LIMIT_CHECK) => {
+                if over() {
+                    return Err(OVER_LIMIT);
+                }
+                continue;
+            }
             () = sig.kill.notified() => return Err("killed"),
             _ = sig.shutdown.changed() => return Err("shutdown"),
         };
@@ -261,6 +297,7 @@ async fn send_whole<T: Transport>(
     eof_mark: bool,
     sig: &mut Signals,
     over: &impl Fn() -> bool,
+    input: &mut BytesMut,
 ) -> Result<u64, &'static str> {
     let job = async move {
         match snapshot {
@@ -276,6 +313,7 @@ async fn send_whole<T: Transport>(
     let payload: Result<Vec<u8>, String> = loop {
         tokio::select! {
             r = &mut job => break r,
+            r = poll_fn(|cx| t.poll_read_ready(cx)) => watch_input(t, r, input)?,
             () = tokio::time::sleep(Duration::from_secs(1)) => {
                 if over() {
                     return Err(OVER_LIMIT);
@@ -304,6 +342,21 @@ async fn send_whole<T: Transport>(
         Ok(payload.len() as u64)
     } else {
         Err("write error while sending the snapshot")
+    }
+}
+
+/// While a snapshot is made and sent, the replica's side is watched too: a replica that closed
+/// the link (it shut down, or gave up) ends it now, not when the snapshot is done, as Redis
+/// notices it. What it sends meanwhile is kept for the stream's reading of its ACKs.
+fn watch_input<T: Transport>(t: &mut T, ready: std::io::Result<()>, input: &mut BytesMut) -> Result<(), &'static str> {
+    if ready.is_err() {
+        return Err("read error");
+    }
+    match t.try_read(input) {
+        Ok(0) => Err("closed by the replica"),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+        Err(_) => Err("read error"),
     }
 }
 

@@ -194,6 +194,7 @@ fn new_client(id: u64, peer: Peer, authenticated: bool, hot: HotConfig) -> (Clie
         push: push_tx,
         monitor: false,
         user: bytes::Bytes::from_static(b"default"),
+        link_socket: None,
     };
     (info, Admitted { id, kill, authenticated, mem, hot, push: push_rx, unregistered: None, user: None })
 }

@@ -317,6 +317,11 @@ impl Backlog {
         if hard_bytes == 0 && soft_bytes == 0 {
             return;
         }
+        // A hard limit below `repl-backlog-size` is taken as that size, as Redis takes it: what
+        // a replica has not been sent yet within the backlog's size costs nothing of its own
+        // (the backlog holds those bytes anyway), and a replica dropped there would continue
+        // partially from the same backlog and be dropped again.
+        let hard_bytes = if hard_bytes > 0 { hard_bytes.max(self.capacity as u64) } else { 0 };
         let end = self.offset + 1;
         let mut dropped = Vec::new();
         for (id, h) in &mut self.holds {
@@ -485,6 +490,16 @@ mod tests {
         b.release(8);
         b.hold(8, b.offset() + 1, limit(20, 0, 0));
         assert!(b.read(8, b.offset() + 1).is_ok(), "attached again: fed again");
+    }
+
+    #[test]
+    fn a_hard_limit_below_the_backlogs_size_is_taken_as_that_size() {
+        let mut b = Backlog::new(16, 0);
+        b.hold(1, 1, limit(4, 0, 0));
+        b.append(&[b'x'; 15]);
+        assert!(b.read(1, 1).is_ok(), "15 bytes pending: within the backlog's 16");
+        b.append(b"y");
+        assert_eq!(b.read(1, 1), Err(Lost::OverLimit), "16 bytes pending: at the limit");
     }
 
     #[test]

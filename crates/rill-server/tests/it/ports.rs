@@ -89,3 +89,37 @@ fn the_metrics_port_opens_moves_and_closes() {
     assert!(get(moved).is_empty());
     assert!(reachable(rill.port));
 }
+
+/// `unixsocket`: clients connect through it as through the port (redis-benchmark -s, the Redis
+/// test suite's psync2-reg), listed as `addr=<path>:0`; `unixsocketperm` sets its mode; a stale
+/// socket file left at the path is replaced.
+#[test]
+fn clients_connect_through_the_unix_socket() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::temp_dir().join(format!("rill-test-{}-{}.sock", std::process::id(), free_port()));
+    let path_text = path.to_string_lossy().into_owned();
+    // A stale file where the socket goes.
+    std::fs::write(&path, b"stale").unwrap();
+    let rill = Server::rill_with(&["--unixsocket", &path_text, "--unixsocketperm", "700"]);
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o700);
+    let mut unix = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    unix.write_all(b"*1\r\n$4\r\nPING\r\n*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"\n\r\n") {
+        let n = unix.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(text.starts_with("+PONG\r\n"), "{text}");
+    assert!(text.contains(&format!(" addr={path_text}:0 ")), "{text}");
+    let mut tcp = rill.connect();
+    assert_eq!(
+        tcp.cmd(&["CONFIG", "GET", "unixsocket"]),
+        format!("*2\r\n$10\r\nunixsocket\r\n${}\r\n{path_text}\r\n", path_text.len()).into_bytes()
+    );
+    drop(rill);
+    let _ = std::fs::remove_file(&path);
+}

@@ -436,6 +436,143 @@ fn a_primary_without_replicas_frees_its_backlog_after_repl_backlog_ttl() {
     }
 }
 
+/// `CLIENT KILL` of the primary's link on a replica ends the link at once, even when the same
+/// EXEC then holds the server (`DEBUG SLEEP`): the primary counts the replica gone meanwhile,
+/// frees its backlog after `repl-backlog-ttl`, and the replica that comes back gets a full sync
+/// (`sync_partial_err`), as from Redis (replication-psync's "backlog expired"). The link's task
+/// used to close its socket only after the sleep, and the replica continued partially.
+#[test]
+fn a_killed_primary_link_ends_at_once_even_while_the_replica_sleeps() {
+    killed_link_ends_at_once(Launch::rill());
+    if let Some(redis) = Launch::reference(ReferenceServer::Redis8) {
+        killed_link_ends_at_once(redis);
+    }
+}
+
+/// While a replica's snapshot is made and sent, INFO says `rdb_bgsave_in_progress:1` (Redis
+/// forks for it), and a replica that goes away meanwhile is noticed at once, not when the
+/// snapshot is done (replication-buffer's setup and its "replica doesn't disconnect" waits).
+/// A slow snapshot: `rdb-key-save-delay` of a second per key.
+#[test]
+fn a_replica_leaving_during_its_snapshot_is_noticed_at_once() {
+    let server = Launch::rill().args(&["--rdb-key-save-delay", "1000000"]).start();
+    let mut c = server.connect();
+    for k in ["a", "b", "c"] {
+        c.cmd(&["SET", k, "v"]);
+    }
+    let info = |c: &mut RawClient, s: &str, f: &str| info_field(c, s, f).unwrap_or_default();
+    assert_eq!(info(&mut c, "persistence", "rdb_bgsave_in_progress"), "0");
+    let mut replica = server.connect();
+    assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+    replica.send(b"PSYNC ? -1\r\n").unwrap();
+    assert!(replica.read_reply().unwrap().starts_with(b"+FULLRESYNC"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info(&mut c, "persistence", "rdb_bgsave_in_progress") != "1" {
+        assert!(Instant::now() < deadline, "no snapshot in progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info(&mut c, "replication", "connected_slaves"), "1");
+    drop(replica);
+    let left = Instant::now();
+    while info(&mut c, "replication", "connected_slaves") != "0" {
+        assert!(left.elapsed() < Duration::from_secs(2), "the replica that left is still counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while info(&mut c, "persistence", "rdb_bgsave_in_progress") != "0" {
+        assert!(left.elapsed() < Duration::from_secs(2), "the snapshot is still counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A replica whose snapshot is slow to come and whose held stream passes its output limit is
+/// dropped then, not once a chunk of its snapshot is ready (replication-buffer's "backlog
+/// memory will become smaller if disconnecting with replica").
+#[test]
+fn a_replica_over_its_output_limit_during_its_snapshot_is_dropped_at_once() {
+    let server = Launch::rill().args(&["--rdb-key-save-delay", "1000000", "--repl-backlog-size", "16kb"]).start();
+    let mut c = server.connect();
+    for k in ["a", "b", "c", "d", "e"] {
+        c.cmd(&["SET", k, "v"]);
+    }
+    let info = |c: &mut RawClient, s: &str, f: &str| info_field(c, s, f).unwrap_or_default();
+    let mut replica = server.connect();
+    assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+    replica.send(b"PSYNC ? -1\r\n").unwrap();
+    assert!(replica.read_reply().unwrap().starts_with(b"+FULLRESYNC"));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "client-output-buffer-limit", "replica 64kb 0 0"]), b"+OK\r\n");
+    c.cmd(&["SET", "big", &"x".repeat(100_000)]);
+    let set = Instant::now();
+    while info(&mut c, "replication", "connected_slaves") != "0" {
+        assert!(set.elapsed() < Duration::from_secs(2), "the replica over its limit is still attached");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info(&mut c, "stats", "client_output_buffer_limit_disconnections"), "1");
+}
+
+/// psync2's "generate load while killing replication links": a primary under INCR load whose
+/// replicas kill their link to it again and again continue partially every time, and end with
+/// the primary's offset and data exactly (no full sync beyond the first ones). A cut right after
+/// a command's header used to leave a replica counting bytes of a command it lost.
+#[test]
+fn replicas_killing_their_link_under_load_keep_the_primarys_offset_and_data() {
+    let primary_server = Launch::rill().args(&["--repl-ping-replica-period", "1"]).start();
+    let replicas: Vec<Server> = (0..3).map(|_| Launch::rill().start()).collect();
+    let mut primary = primary_server.connect();
+    let port = primary_server.port.to_string();
+    let mut clients: Vec<RawClient> = replicas.iter().map(Server::connect).collect();
+    for r in &mut clients {
+        assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+        wait_caught_up(&mut primary, r);
+    }
+    let (start, mut next_kill, mut n, mut kills) = (Instant::now(), Instant::now(), 0u64, 0usize);
+    while start.elapsed() < Duration::from_secs(4) {
+        primary.cmd(&["INCR", "x"]);
+        n += 1;
+        if Instant::now() >= next_kill {
+            next_kill = Instant::now() + Duration::from_millis(150);
+            let victim = kills % clients.len();
+            kills += 1;
+            clients[victim].cmd(&["CLIENT", "KILL", "TYPE", "master"]);
+        }
+    }
+    // No keep-alive from now on: the offsets can then be compared exactly.
+    assert_eq!(primary.cmd(&["CONFIG", "SET", "repl-ping-replica-period", "3600"]), b"+OK\r\n");
+    for r in &mut clients {
+        wait_caught_up(&mut primary, r);
+        assert_eq!(r.cmd(&["GET", "x"]), format!("${}\r\n{n}\r\n", n.to_string().len()).into_bytes());
+    }
+    let offset = info_field(&mut primary, "replication", "master_repl_offset").unwrap();
+    for r in &mut clients {
+        assert_eq!(info_field(r, "replication", "master_repl_offset").unwrap(), offset);
+    }
+    assert_eq!(info_field(&mut primary, "stats", "sync_full").unwrap(), "3", "a full sync after a kill");
+    assert!(info_field(&mut primary, "stats", "sync_partial_ok").unwrap() != "0");
+}
+
+fn killed_link_ends_at_once(launch: Launch) {
+    let primary_server = launch.clone().args(&["--repl-backlog-ttl", "1"]).start();
+    let replica_server = launch.args(&["--enable-debug-command", "yes"]).start();
+    let who = primary_server.label();
+    let (mut primary, mut replica) = (primary_server.connect(), replica_server.connect());
+    let port = primary_server.port.to_string();
+    assert_eq!(replica.cmd(&["REPLICAOF", "127.0.0.1", &port]), b"+OK\r\n");
+    primary.cmd(&["SET", "a", "1"]);
+    wait_caught_up(&mut primary, &mut replica);
+    assert_eq!(replica.cmd(&["MULTI"]), b"+OK\r\n");
+    for cmd in [&["CLIENT", "KILL", "TYPE", "master"][..], &["DEBUG", "SLEEP", "3"]] {
+        assert_eq!(replica.cmd(cmd), b"+QUEUED\r\n", "{who}");
+    }
+    assert_eq!(replica.cmd(&["EXEC"]), b"*2\r\n:1\r\n+OK\r\n", "{who}");
+    primary.cmd(&["SET", "b", "2"]);
+    wait_caught_up(&mut primary, &mut replica);
+    let stat = |c: &mut RawClient, f: &str| info_field(c, "stats", f).unwrap_or_default();
+    assert_eq!(stat(&mut primary, "sync_partial_ok"), "0", "{who}: the replica continued partially");
+    // The first sync (the replica asks with its own history) and the one after the kill.
+    assert_eq!(stat(&mut primary, "sync_partial_err"), "2", "{who}");
+    assert_eq!(stat(&mut primary, "sync_full"), "2", "{who}");
+    assert_eq!(replica.cmd(&["GET", "b"]), b"$1\r\n2\r\n", "{who}");
+}
+
 fn backlog_ttl_frees_the_backlog(server: &Server) {
     let who = server.label();
     let mut c = server.connect();

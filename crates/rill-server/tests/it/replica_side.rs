@@ -9,7 +9,7 @@
 //! only be asked to hold what Redis' own replica holds.
 
 use crate::replica_link::{assert_equal, assert_equal_but, info_field, text, wait_caught_up, workload};
-use rill_testkit::{fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind};
+use rill_testkit::{fuzz_seed, Launch, RawClient, ReferenceServer, Rng, Server, ServerKind};
 use std::time::{Duration, Instant};
 
 /// Make `replica` a replica of `primary_port` and wait until it has caught up with `primary`.
@@ -528,6 +528,94 @@ fn a_link_lost_inside_a_transaction_continues_from_its_multi() {
     assert_eq!(rill.cmd(&["GET", "b"]), b"$1\r\n2\r\n");
     let offset = info_field(&mut rill, "replication", "slave_repl_offset").unwrap();
     assert_eq!(offset, (100 + applied.len() + open_transaction.len() + rest.len()).to_string());
+}
+
+/// A replica whose link to its primary is not up refuses PSYNC and SYNC with Redis' error: a
+/// replica of it would otherwise follow the history it is about to drop (replication-buffer,
+/// where a replica pointed at a replica still loading its snapshot then lost its partial
+/// resync with the real primary). The same on Redis 8.2.3.
+#[test]
+fn a_replica_without_its_primary_refuses_to_serve_a_replica_as_redis_does() {
+    let mut seen = Vec::new();
+    let mut launches = vec![Launch::rill()];
+    launches.extend(Launch::reference(ReferenceServer::Redis8));
+    for launch in launches {
+        let server = launch.start();
+        let mut c = server.connect();
+        // Nothing listens there: the link stays down.
+        assert_eq!(c.cmd(&["REPLICAOF", "127.0.0.1", &rill_testkit::free_port().to_string()]), b"+OK\r\n");
+        let mut replies = Vec::new();
+        for cmd in [&["PSYNC", "?", "-1"][..], &["SYNC"]] {
+            let mut r = server.connect();
+            replies.push(String::from_utf8_lossy(&r.cmd(cmd)).into_owned());
+        }
+        seen.push(replies);
+    }
+    assert_eq!(seen[0], ["-NOMASTERLINK Can't SYNC while not connected with my master\r\n"; 2]);
+    if let Some(redis) = seen.get(1) {
+        assert_eq!(&seen[0], redis);
+    }
+}
+
+/// A read of the primary's stream can end right after a command's header (`*3\r\n`): that
+/// command is not all there, so the replica neither runs part of it nor counts its bytes. It
+/// used to take the header alone as a command, count it, then run the rest line by line as
+/// inline commands: the write was lost while the offset counted it, and a link lost there
+/// asked to continue from inside the command (psync2's "generate load while killing
+/// replication links").
+#[test]
+fn a_command_whose_header_arrives_alone_is_applied_once_whole_and_counted_once() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let rill_server = Server::rill_with(&["--replicaof", "127.0.0.1", &port]);
+    let replid = "c".repeat(40);
+    let (mut conn, _) = accept_replica(&listener);
+    let rdb = b"REDIS0011\xff\x00\x00\x00\x00\x00\x00\x00\x00";
+    conn.write_all(format!("+FULLRESYNC {replid} 100\r\n${}\r\n", rdb.len()).as_bytes()).unwrap();
+    conn.write_all(rdb).unwrap();
+    let applied = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n";
+    let (head, body) = (&b"*3\r\n"[..], &b"$6\r\nINCRBY\r\n$1\r\nn\r\n$1\r\n5\r\n"[..]);
+    conn.write_all(applied).unwrap();
+    conn.write_all(head).unwrap();
+    conn.flush().unwrap();
+    let mut rill = rill_server.connect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rill.cmd(&["GET", "a"]) != b"$1\r\n1\r\n" {
+        assert!(Instant::now() < deadline, "the replica did not apply the stream");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        info_field(&mut rill, "replication", "slave_repl_offset").unwrap(),
+        (100 + applied.len()).to_string(),
+        "the header alone counted"
+    );
+    // The rest arrives: the command runs once, whole.
+    conn.write_all(body).unwrap();
+    while rill.cmd(&["GET", "n"]) != b"$1\r\n5\r\n" {
+        assert!(Instant::now() < deadline, "the command cut after its header was not applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let at = 100 + applied.len() + head.len() + body.len();
+    assert_eq!(info_field(&mut rill, "replication", "slave_repl_offset").unwrap(), at.to_string());
+    // A link lost right after a header: the replica asks for that command again, from its
+    // first byte.
+    conn.write_all(head).unwrap();
+    conn.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(conn);
+    let (mut conn, psync) = accept_replica(&listener);
+    assert_eq!(psync[1..], [replid.clone(), (at + 1).to_string()], "PSYNC after a cut after a header");
+    conn.write_all(format!("+CONTINUE {replid}\r\n").as_bytes()).unwrap();
+    conn.write_all(head).unwrap();
+    conn.write_all(body).unwrap();
+    while rill.cmd(&["GET", "n"]) != b"$2\r\n10\r\n" {
+        assert!(Instant::now() < deadline, "the resent command was not applied once");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let end = at + head.len() + body.len();
+    assert_eq!(info_field(&mut rill, "replication", "slave_repl_offset").unwrap(), end.to_string());
 }
 
 /// After a full sync a replica with the log on writes its log's base (a snapshot of all it
