@@ -78,9 +78,8 @@ const FSYNC: &[&str] = &["always", "everysec", "no"];
 /// `enable-module-command`): nobody, everybody, or clients on a loopback address.
 const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 const I32: i64 = i32::MAX as i64;
-/// `repl-diskless-load` as newer Redis spells it (8.2 has no `flushdb`; rill loads every way
-/// alike, into a new keyspace swapped in once whole).
-const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb", "flushdb"];
+/// `repl-diskless-load` as Redis 8.2 spells it (later versions add `flushdb`).
+const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb"];
 const RDB_COMPAT: &[&str] = &["auto", "7.0"];
 
 /// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
@@ -1129,8 +1128,8 @@ mod tests {
             (&["--replicaof", "h", "1x"], "Invalid master port"),
             (&["--replicaof", "h"], "wrong number of arguments"),
             (
-                &["--repl-diskless-load", "bogus"],
-                "argument(s) must be one of the following: disabled, on-empty-db, swapdb, flushdb",
+                &["--repl-diskless-load", "flushdb"],
+                "argument(s) must be one of the following: disabled, on-empty-db, swapdb",
             ),
         ] {
             assert_eq!(Config::from_args(&args(bad)).unwrap_err().reason, why, "{bad:?}");
