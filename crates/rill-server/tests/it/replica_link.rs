@@ -515,7 +515,10 @@ fn a_replica_over_its_output_limit_during_its_snapshot_is_dropped_at_once() {
 /// a command's header used to leave a replica counting bytes of a command it lost.
 #[test]
 fn replicas_killing_their_link_under_load_keep_the_primarys_offset_and_data() {
-    let primary_server = Launch::rill().args(&["--repl-ping-replica-period", "1"]).start();
+    // A backlog that holds the whole run: a replica slow to reconnect (a loaded machine) must
+    // not fall out of it, which would be a full sync for another reason.
+    let primary_server =
+        Launch::rill().args(&["--repl-ping-replica-period", "1", "--repl-backlog-size", "256mb"]).start();
     let replicas: Vec<Server> = (0..3).map(|_| Launch::rill().start()).collect();
     let mut primary = primary_server.connect();
     let port = primary_server.port.to_string();
