@@ -339,7 +339,14 @@ pub fn call(
             }
             let outcome = st.engine.call(handler, &mut ctx, args);
             conn.close_asap |= ctx.reply_too_big;
-            st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes, spec, conn.db, args);
+            st.record_command(
+                &mut ctx.effects,
+                ctx.explicit,
+                outcome.changes > 0 || ctx.propagate,
+                spec,
+                conn.db,
+                args,
+            );
             crate::notify::publish_events(st, now_ms);
             if ctx.recording {
                 st.journal.return_buf(std::mem::take(&mut ctx.effects));
