@@ -480,6 +480,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "connected_slaves:{}", r.replicas.len());
             for (i, link) in r.replicas.values().enumerate() {
                 let state = match link.state {
+                    crate::replication::primary::LinkState::WaitBgsave => "wait_bgsave",
                     crate::replication::primary::LinkState::SendBulk => "send_bulk",
                     crate::replication::primary::LinkState::Online => "online",
                 };

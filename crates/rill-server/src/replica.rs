@@ -32,8 +32,11 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// How long one step of the handshake may take (Redis' `repl-timeout` applies to it too).
+/// How long connecting (and a TLS handshake) may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a wait for the primary looks at `repl-timeout` again (CONFIG SET applies to a
+/// wait already under way, as Redis' cron checks the link's last I/O every second).
+const TIMEOUT_TICK: Duration = Duration::from_millis(250);
 /// Room made for each read from the primary.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Most commands of the primary's stream applied under one hold of the lock.
@@ -154,6 +157,7 @@ struct Ends {
 
 /// The connection to the primary, read line by line during the handshake.
 struct Upstream {
+    shared: Arc<Shared>,
     stream: Box<dyn Link>,
     ends: Ends,
     buf: BytesMut,
@@ -177,26 +181,50 @@ impl Upstream {
         Ok(())
     }
 
-    /// One line of a reply, without its CRLF.
+    /// One line of a reply, without its CRLF. The primary silent for `repl-timeout` (read
+    /// again at each tick) ends the handshake, as Redis' replica gives up on it.
     async fn line(&mut self) -> Result<String, String> {
+        let mut last_io = tokio::time::Instant::now();
         loop {
             if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
                 let line = self.buf.split_to(i + 1);
                 let text = String::from_utf8_lossy(&line).trim_end_matches(['\r', '\n']).to_string();
                 return Ok(text);
             }
-            tokio::time::timeout(HANDSHAKE_TIMEOUT, self.fill()).await.map_err(|_| "timeout".to_string())??;
+            match tokio::time::timeout(TIMEOUT_TICK, self.fill()).await {
+                Ok(read) => {
+                    read?;
+                    last_io = tokio::time::Instant::now();
+                }
+                Err(_) if last_io.elapsed() > repl_timeout(&self.shared) => {
+                    tracing::warn!("Timeout connecting to the MASTER...");
+                    return Err("timeout in the handshake".into());
+                }
+                Err(_) => {}
+            }
         }
     }
 }
 
-/// One read from the primary into `buf` (at most what it has room for), within the handshake's
-/// timeout; an error when the primary closed the link.
-async fn read_into(stream: &mut Box<dyn Link>, buf: &mut impl BufMut) -> Result<(), String> {
-    let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.read_buf(buf))
-        .await
-        .map_err(|_| "timeout".to_string())?
-        .map_err(|e| format!("read error: {e}"))?;
+/// `repl-timeout`, as it is now.
+fn repl_timeout(shared: &Shared) -> Duration {
+    Duration::from_secs(crate::replication::primary::seconds(&shared.lock().config, "repl-timeout", 60))
+}
+
+/// One read from the primary into `buf` (at most what it has room for); an error when the
+/// primary closed the link, or was silent for `repl-timeout` (read again at each tick).
+async fn read_into(shared: &Shared, stream: &mut Box<dyn Link>, buf: &mut impl BufMut) -> Result<(), String> {
+    let started = tokio::time::Instant::now();
+    let read = loop {
+        match tokio::time::timeout(TIMEOUT_TICK, stream.read_buf(buf)).await {
+            Ok(read) => break read.map_err(|e| format!("read error: {e}"))?,
+            Err(_) if started.elapsed() > repl_timeout(shared) => {
+                tracing::warn!("Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.");
+                return Err("timeout receiving the snapshot".into());
+            }
+            Err(_) => {}
+        }
+    };
     if read == 0 {
         return Err("the primary closed the connection".into());
     }
@@ -237,7 +265,7 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
             Box::new(tls)
         }
     };
-    let mut up = Upstream { stream, ends, buf: BytesMut::new() };
+    let mut up = Upstream { shared: shared.clone(), stream, ends, buf: BytesMut::new() };
     tracing::info!("MASTER <-> REPLICA sync started");
     set_state(shared, generation, LinkStatus::Handshake);
     let (auth, my_port, announce_ip, replid, offset) = {
@@ -435,7 +463,7 @@ async fn receive_payload(
                     tx.send(std::mem::replace(&mut held, keep)).await.map_err(|_| None)?;
                 }
                 held.reserve(READ_CHUNK_BYTES);
-                read_into(&mut up.stream, &mut held).await.map_err(Some)?;
+                read_into(&up.shared, &mut up.stream, &mut held).await.map_err(Some)?;
             }
         }
         None => {
@@ -449,7 +477,7 @@ async fn receive_payload(
                 let mut chunk: Vec<u8> = Vec::with_capacity(PAYLOAD_CHUNK_BYTES.min(left));
                 let room = chunk.capacity();
                 // At most what is missing: the stream follows the payload.
-                read_into(&mut up.stream, &mut (&mut chunk).limit(room)).await.map_err(Some)?;
+                read_into(&up.shared, &mut up.stream, &mut (&mut chunk).limit(room)).await.map_err(Some)?;
                 left -= chunk.len();
                 tx.send(chunk).await.map_err(|_| None)?;
             }

@@ -57,7 +57,13 @@ fn replica_name(shared: &Shared, id: u64) -> String {
 }
 
 async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Feed, sig: &mut Signals) -> &'static str {
-    let Feed { snapshot, from, eof_mark, backlog, mut grown, rdb_only, rill } = feed;
+    let Feed { mut snapshot, mut from, eof_mark, backlog, mut grown, rdb_only, rill, delayed } = feed;
+    if let Some(psync) = delayed {
+        match wait_bgsave(t, shared, id, psync, &backlog, rill, sig).await {
+            Ok((snap, start)) => (snapshot, from) = (Some(snap), start),
+            Err(why) => return why,
+        }
+    }
     // The last of rill's records sent (a rill replica's feed).
     let mut sent_record: Option<u64> = None;
     let mut input = BytesMut::new();
@@ -159,6 +165,60 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
             () = tokio::time::sleep_until(last_heard + timeout) => return "timeout",
             () = sig.kill.notified() => return "killed",
             _ = sig.shutdown.changed() => return "shutdown",
+        }
+    }
+}
+
+/// A full sync's delay (`repl-diskless-sync-delay`): a newline each second while the full
+/// syncs waiting are not due (`cmd::replication::delayed_syncs_due`), then the snapshot and
+/// the stream's position, taken under the lock, and `+FULLRESYNC` (for a PSYNC). The state
+/// lock is taken at every look, so a server stopped by DEBUG SLEEP sends no newline, as
+/// Redis' stopped event loop sends none.
+async fn wait_bgsave<T: Transport>(
+    t: &mut T,
+    shared: &Arc<Shared>,
+    id: u64,
+    psync: bool,
+    backlog: &std::sync::Mutex<crate::replication::backlog::Backlog>,
+    rill: bool,
+    sig: &mut Signals,
+) -> Result<(ReplicaSnapshot, u64), &'static str> {
+    let mut newline_at = tokio::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        let started = {
+            let mut st = shared.lock_async().await;
+            // Another waiting replica's feed found them due and started them all.
+            let started = st.replication.replicas.get(&id).is_some_and(|l| l.state != LinkState::WaitBgsave);
+            if started || crate::cmd::replication::delayed_syncs_due(&st, now_ms()) {
+                if !started {
+                    tracing::info!("Starting BGSAVE for SYNC with target: replicas sockets");
+                    for link in st.replication.replicas.values_mut().filter(|l| l.state == LinkState::WaitBgsave) {
+                        link.state = LinkState::SendBulk;
+                    }
+                }
+                let (line, snap, from) = crate::cmd::replication::begin_full_sync(shared, &mut st, psync);
+                crate::cmd::replication::hold_stream(&st, backlog, id, from, rill);
+                Some((line, snap, from))
+            } else {
+                None
+            }
+        };
+        if let Some((line, snap, from)) = started {
+            if !line.is_empty() && !write_all(t, &[line.as_bytes()], sig).await {
+                return Err("write error");
+            }
+            return Ok((snap, from));
+        }
+        if tokio::time::Instant::now() >= newline_at {
+            if !write_all(t, &[b"\n"], sig).await {
+                return Err("write error while it waited for its full sync");
+            }
+            newline_at = tokio::time::Instant::now() + Duration::from_secs(1);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = sig.kill.notified() => return Err("killed"),
+            _ = sig.shutdown.changed() => return Err("shutdown"),
         }
     }
 }

@@ -543,3 +543,143 @@ fn a_redis_7_0_replica_follows_rill_with_repl_rdb_compat_7_0() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Attach to `server` as a bare replica (`PSYNC ? -1`, with `capas` said first), read past the
+/// snapshot, and return the connection, which reads the stream from then on.
+fn bare_replica(server: &Server, capas: &[&str]) -> RawClient {
+    let mut c = server.connect();
+    if !capas.is_empty() {
+        let mut args = vec!["REPLCONF"];
+        for capa in capas {
+            args.extend(["capa", capa]);
+        }
+        assert_eq!(c.cmd(&args), b"+OK\r\n");
+    }
+    c.send(b"PSYNC ? -1\r\n").unwrap();
+    let line = c.read_reply().unwrap();
+    assert!(line.starts_with(b"+FULLRESYNC "), "{}", String::from_utf8_lossy(&line));
+    let mut byte = c.read_exact(1).unwrap();
+    while byte == b"\n" {
+        byte = c.read_exact(1).unwrap();
+    }
+    assert_eq!(byte, b"$", "the snapshot's length follows");
+    let mut len = Vec::new();
+    loop {
+        let b = c.read_exact(1).unwrap();
+        if b == b"\r" {
+            break;
+        }
+        len.extend(b);
+    }
+    assert_eq!(c.read_exact(1).unwrap(), b"\n");
+    let len: usize = String::from_utf8_lossy(&len).parse().expect("a length (no capa eof)");
+    c.read_exact(len).unwrap();
+    c
+}
+
+/// The commands of the stream, lower case, PING and SELECT left out, up to and including the
+/// first whose name is `last`.
+fn stream_until(c: &mut RawClient, last: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let words: Vec<String> = match c.read_value().unwrap() {
+            Value::Array(items) => items.iter().map(|v| text(v).to_ascii_lowercase()).collect(),
+            other => panic!("not a command in the stream: {other:?}"),
+        };
+        let name = words.first().cloned().unwrap_or_default();
+        if name == "ping" || name == "select" {
+            continue;
+        }
+        out.push(words.join(" "));
+        if name == last {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn flushdb_and_flushall_reach_the_stream_even_with_nothing_to_flush_as_on_redis() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        let server = Server::start(kind, &binary, &["--repl-diskless-sync", "no", "--appendonly", "yes"]);
+        let mut c = server.connect();
+        let mut replica = bare_replica(&server, &[]);
+        c.cmd(&["SET", "key", "value"]);
+        c.cmd(&["FLUSHDB"]);
+        c.cmd(&["FLUSHDB", "ASYNC"]);
+        c.cmd(&["EVAL", "redis.call('flushdb', 'sync')", "0"]);
+        c.cmd(&["FLUSHALL"]);
+        c.cmd(&["FLUSHALL", "SYNC"]);
+        c.cmd(&["EVAL", "redis.call('flushall')", "0"]);
+        c.cmd(&["INCR", "x"]);
+        let expected = [
+            "set key value",
+            "flushdb",
+            "flushdb async",
+            "flushdb sync",
+            "flushall",
+            "flushall sync",
+            "flushall",
+            "incr x",
+        ];
+        assert_eq!(stream_until(&mut replica, "incr"), expected, "{kind:?}");
+        // A flush that found nothing counts no change: the SET, the key the first FLUSHDB
+        // deleted, the INCR.
+        assert_eq!(info_field(&mut c, "persistence", "rdb_changes_since_last_save").as_deref(), Some("3"), "{kind:?}");
+    }
+}
+
+#[test]
+fn a_diskless_full_sync_waits_its_delay_in_wait_bgsave_as_on_redis() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        let server = Server::start(kind, &binary, &["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "2"]);
+        let mut c = server.connect();
+        let mut replica = server.connect();
+        assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+        let asked = Instant::now();
+        replica.send(b"PSYNC ? -1\r\n").unwrap();
+        // Waiting: no reply to the PSYNC yet, a newline each second, state wait_bgsave.
+        std::thread::sleep(Duration::from_millis(300));
+        let info = text(&c.cmd_value(&["INFO", "replication"]));
+        assert!(info.contains("state=wait_bgsave"), "{kind:?}: {info}");
+        assert_eq!(replica.read_exact(1).unwrap(), b"\n", "{kind:?}");
+        assert!(asked.elapsed() < Duration::from_millis(1500), "{kind:?}: a newline within the delay");
+        let mut byte = replica.read_exact(1).unwrap();
+        while byte == b"\n" {
+            byte = replica.read_exact(1).unwrap();
+        }
+        assert_eq!(byte, b"+", "{kind:?}");
+        // Redis counts the delay in whole seconds of its clock: at least one passes.
+        assert!(asked.elapsed() >= Duration::from_millis(1000), "{kind:?}: the sync started before its delay");
+        assert_eq!(replica.read_exact(11).unwrap(), b"FULLRESYNC ", "{kind:?}");
+        drop(replica);
+        // With a long delay, `repl-diskless-sync-max-replicas` replicas waiting start at once.
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "repl-diskless-sync-delay", "100", "repl-diskless-sync-max-replicas", "2"]),
+            b"+OK\r\n"
+        );
+        let mut first = server.connect();
+        assert_eq!(first.cmd(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+        first.send(b"PSYNC ? -1\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut second = server.connect();
+        assert_eq!(second.cmd(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+        let asked = Instant::now();
+        second.send(b"PSYNC ? -1\r\n").unwrap();
+        for replica in [&mut first, &mut second] {
+            let mut byte = replica.read_exact(1).unwrap();
+            while byte == b"\n" {
+                byte = replica.read_exact(1).unwrap();
+            }
+            assert_eq!(byte, b"+", "{kind:?}");
+        }
+        assert!(asked.elapsed() < Duration::from_secs(5), "{kind:?}: max-replicas did not start the sync");
+    }
+}

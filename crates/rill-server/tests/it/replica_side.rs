@@ -9,7 +9,7 @@
 //! only be asked to hold what Redis' own replica holds.
 
 use crate::replica_link::{assert_equal, assert_equal_but, info_field, text, wait_caught_up, workload};
-use rill_testkit::{fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind};
+use rill_testkit::{fuzz_seed, RawClient, ReferenceServer, Rng, Server, ServerKind, Value};
 use std::time::{Duration, Instant};
 
 /// Make `replica` a replica of `primary_port` and wait until it has caught up with `primary`.
@@ -627,4 +627,37 @@ fn a_full_sync_that_fails_leaves_the_replica_with_what_it_had() {
     assert_eq!(rill.cmd(&["DBSIZE"]), b":2000\r\n");
     assert_eq!(rill.cmd(&["EXISTS", "old"]), b":0\r\n");
     assert_eq!(info_field(&mut rill, "replication", "master_replid").as_deref(), Some(replid.as_str()));
+}
+
+#[test]
+fn a_replica_gives_up_a_handshake_its_primary_leaves_silent_for_repl_timeout() {
+    // A primary that answers the handshake and then says nothing to the PSYNC (as a Redis
+    // stopped by DEBUG SLEEP while the replica waits for its full sync).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let rill = Server::rill();
+    let mut replica = rill.connect();
+    assert_eq!(replica.cmd(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
+    let (socket, _) = listener.accept().unwrap();
+    let mut primary = RawClient::from_stream(socket).unwrap();
+    loop {
+        let Value::Array(words) = primary.read_value().unwrap() else { panic!("not a command") };
+        let name = text(words.first().unwrap()).to_ascii_uppercase();
+        match name.as_str() {
+            "PING" => primary.send(b"+PONG\r\n").unwrap(),
+            "PSYNC" => break,
+            _ => primary.send(b"+OK\r\n").unwrap(),
+        }
+    }
+    // Set while the replica already waits: it applies to that wait.
+    assert_eq!(replica.cmd(&["CONFIG", "SET", "repl-timeout", "1"]), b"+OK\r\n");
+    let asked = Instant::now();
+    let deadline = asked + Duration::from_secs(10);
+    while !rill.log().contains("Timeout connecting to the MASTER...") {
+        assert!(Instant::now() < deadline, "no handshake timeout logged:\n{}", rill.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // It gave the link up, and tries again.
+    let (_again, _) = listener.accept().unwrap();
+    assert!(asked.elapsed() < Duration::from_secs(10));
 }
