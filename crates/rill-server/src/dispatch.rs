@@ -238,7 +238,9 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec, flags
             spec.name
         ))));
     }
-    if st.persist.loading && !flags.has(Flags::LOADING) {
+    if (st.persist.loading && !flags.has(Flags::LOADING))
+        || (st.persist.async_loading && flags.has(Flags::NO_ASYNC_LOADING))
+    {
         return Some(CmdError::full("LOADING Redis is loading the dataset in memory").to_reply());
     }
     None

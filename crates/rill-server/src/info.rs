@@ -304,7 +304,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             let ok = |b: bool| if b { "ok" } else { "err" };
             line!(out, "# Persistence");
             line!(out, "loading:{}", u8::from(p.loading));
-            line!(out, "async_loading:0");
+            line!(out, "async_loading:{}", u8::from(p.async_loading));
             // No fork: a snapshot is a copy-on-write view of the keyspace inside the process
             // (docs/REPLICATION.md), so these fork figures stay 0.
             line!(out, "current_cow_peak:0");

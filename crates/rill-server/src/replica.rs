@@ -410,6 +410,12 @@ async fn full_sync(
     // that fails leaves it as it was. Loading and the transfer overlap; at most
     // PAYLOAD_QUEUE_CHUNKS chunks wait between them.
     tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
+    // As Redis' swapdb: a snapshot of the history this replica follows is a later point of the
+    // data it serves, so it goes on serving that meanwhile (`async_loading`); one of another
+    // history is not, so it answers -LOADING meanwhile (`loading`). Either way the old data
+    // stays until the new one is complete.
+    let same_history = id == shared.lock().replication.replid;
+    let _loading = LoadingMark::set(shared, same_history);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(PAYLOAD_QUEUE_CHUNKS);
     let loader = shared.clone();
     let origin = std::path::PathBuf::from("the snapshot from the primary");
@@ -435,6 +441,27 @@ async fn full_sync(
         up.send(&[b"REPLCONF", b"ACK", at.to_string().as_bytes()]).await?;
     }
     Ok(())
+}
+
+/// INFO's `loading` or `async_loading` while a full sync's snapshot loads; cleared when the
+/// load ends, whichever way (`finish_load` clears it first, under its lock).
+struct LoadingMark(Arc<Shared>);
+
+impl LoadingMark {
+    fn set(shared: &Arc<Shared>, same_history: bool) -> LoadingMark {
+        let mut st = shared.lock();
+        st.persist.async_loading = same_history;
+        st.persist.loading = !same_history;
+        LoadingMark(shared.clone())
+    }
+}
+
+impl Drop for LoadingMark {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.persist.async_loading = false;
+        st.persist.loading = false;
+    }
 }
 
 /// Pass the snapshot's payload to the loader in chunks as it arrives: `$EOF:` form (`mark`:
@@ -496,6 +523,8 @@ fn finish_load(
     at: u64,
 ) -> Result<bool, String> {
     let mut st = shared.lock();
+    st.persist.async_loading = false;
+    st.persist.loading = false;
     let engine = match loaded {
         Ok(engine) => engine,
         // What this server had is still what it serves, with the history it belongs to.

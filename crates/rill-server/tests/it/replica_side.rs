@@ -661,3 +661,60 @@ fn a_replica_gives_up_a_handshake_its_primary_leaves_silent_for_repl_timeout() {
     let (_again, _) = listener.accept().unwrap();
     assert!(asked.elapsed() < Duration::from_secs(10));
 }
+
+/// Wait until `INFO persistence` says `field:1` on `client`.
+fn wait_info_one(client: &mut RawClient, field: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field(client, "persistence", field).as_deref() != Some("1") {
+        assert!(Instant::now() < deadline, "{field} never became 1");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_replica_loading_another_history_answers_loading_and_one_of_its_own_history_serves_the_old_data() {
+    // A slow snapshot (20 ms a key) so that the replica is caught loading it.
+    let primary_server = Server::rill_with(&["--rdb-key-save-delay", "20000"]);
+    let mut primary = primary_server.connect();
+    for i in 0..200 {
+        primary.cmd(&["SET", &format!("key:{i}"), "value"]);
+    }
+    let replica_server = Server::rill();
+    let mut replica = replica_server.connect();
+    replica.cmd(&["SET", "mykey", "myvalue"]);
+    // Another history (the replica's own): -LOADING meanwhile, as Redis' swapdb with a new replid.
+    assert_eq!(replica.cmd(&["REPLICAOF", "127.0.0.1", &primary_server.port.to_string()]), b"+OK\r\n");
+    wait_info_one(&mut replica, "loading");
+    assert_eq!(info_field(&mut replica, "persistence", "async_loading").as_deref(), Some("0"));
+    assert_eq!(replica.cmd(&["GET", "mykey"]), b"-LOADING Redis is loading the dataset in memory\r\n");
+    assert_eq!(primary.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "0"]), b"+OK\r\n");
+    wait_caught_up(&mut primary, &mut replica);
+    assert_eq!(info_field(&mut replica, "persistence", "loading").as_deref(), Some("0"));
+    assert_eq!(replica.cmd(&["DBSIZE"]), b":200\r\n");
+    // The same history again, from a full sync (the backlog moved past the replica): the old
+    // data is served meanwhile, and only commands flagged no-async-loading get -LOADING.
+    assert_eq!(replica.cmd(&["CONFIG", "SET", "replica-read-only", "no"]), b"+OK\r\n");
+    replica.cmd(&["SET", "mykey", "myvalue"]);
+    assert_eq!(primary.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "20000"]), b"+OK\r\n");
+    primary.cmd(&["MULTI"]);
+    primary.cmd(&["CLIENT", "KILL", "TYPE", "replica"]);
+    primary.cmd(&["CONFIG", "SET", "repl-backlog-size", "16384"]);
+    let big = "A".repeat(16384);
+    for i in 0..4 {
+        primary.cmd(&["SET", &format!("big:{i}"), &big]);
+    }
+    primary.cmd(&["EXEC"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field(&mut replica, "persistence", "async_loading").as_deref() != Some("1") {
+        assert!(Instant::now() < deadline, "no async loading:\n{}", replica_server.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field(&mut replica, "persistence", "loading").as_deref(), Some("0"));
+    assert_eq!(replica.cmd(&["GET", "mykey"]), b"$7\r\nmyvalue\r\n");
+    assert_eq!(replica.cmd(&["REPLICAOF", "NO", "ONE"]), b"-LOADING Redis is loading the dataset in memory\r\n");
+    assert_eq!(primary.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "0"]), b"+OK\r\n");
+    wait_caught_up(&mut primary, &mut replica);
+    assert_eq!(info_field(&mut replica, "persistence", "async_loading").as_deref(), Some("0"));
+    assert_eq!(replica.cmd(&["GET", "mykey"]), b"$-1\r\n");
+    assert_eq!(replica.cmd(&["DBSIZE"]), b":204\r\n");
+}
