@@ -314,7 +314,10 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "current_save_keys_processed:0");
             line!(out, "current_save_keys_total:0");
             line!(out, "rdb_changes_since_last_save:{}", st.engine.dirty().saturating_sub(p.dirty_at_save));
-            line!(out, "rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress));
+            // A replica's snapshot in the making counts as Redis' RDB child for replicas does.
+            let for_replica =
+                st.replication.replicas.values().any(|l| l.state == crate::replication::primary::LinkState::WaitBgsave);
+            line!(out, "rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress || for_replica));
             line!(out, "rdb_last_save_time:{}", st.last_save_unix);
             line!(out, "rdb_last_bgsave_status:{}", ok(p.last_bgsave_ok));
             line!(out, "rdb_last_bgsave_time_sec:-1");
@@ -480,7 +483,8 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "connected_slaves:{}", r.replicas.len());
             for (i, link) in r.replicas.values().enumerate() {
                 let state = match link.state {
-                    crate::replication::primary::LinkState::WaitBgsave => "wait_bgsave",
+                    crate::replication::primary::LinkState::Delayed
+                    | crate::replication::primary::LinkState::WaitBgsave => "wait_bgsave",
                     crate::replication::primary::LinkState::SendBulk => "send_bulk",
                     crate::replication::primary::LinkState::Online => "online",
                 };

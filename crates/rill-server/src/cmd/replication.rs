@@ -177,9 +177,9 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
         }
     };
     let state = if feed.delayed.is_some() {
-        LinkState::WaitBgsave
+        LinkState::Delayed
     } else if feed.snapshot.is_some() {
-        LinkState::SendBulk
+        LinkState::WaitBgsave
     } else {
         LinkState::Online
     };
@@ -211,7 +211,7 @@ fn delays_full_sync(st: &State, capa_eof: bool) -> bool {
 /// replicas are waiting. They all start together, as Redis attaches every waiting replica to
 /// the one snapshot it makes.
 pub fn delayed_syncs_due(st: &State, now_ms: i64) -> bool {
-    let waiting = st.replication.replicas.values().filter(|l| l.state == LinkState::WaitBgsave);
+    let waiting = st.replication.replicas.values().filter(|l| l.state == LinkState::Delayed);
     let (count, oldest) = waiting.fold((0i64, now_ms), |(n, oldest), l| (n + 1, oldest.min(l.ack_ms)));
     let delay_ms = st.config.get_i64("repl-diskless-sync-delay").saturating_mul(1000);
     let max_replicas = st.config.get_i64("repl-diskless-sync-max-replicas");

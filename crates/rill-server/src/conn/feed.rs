@@ -79,10 +79,14 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                 Ok(bytes) => bytes,
                 Err(why) => return why,
             },
-            snapshot => match send_whole(t, snapshot, eof_mark, sig, &over).await {
-                Ok(bytes) => bytes,
-                Err(why) => return why,
-            },
+            snapshot => {
+                match send_whole(t, snapshot, eof_mark, sig, &over, &|| set_state(shared, id, LinkState::SendBulk))
+                    .await
+                {
+                    Ok(bytes) => bytes,
+                    Err(why) => return why,
+                }
+            }
         };
         tracing::info!(
             "Synchronization with replica {} succeeded ({sent} bytes made and sent in {} ms)",
@@ -125,6 +129,12 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                 Ok(read) => read,
             };
             if !chunk.is_empty() {
+                // A CLIENT KILL run by the unit that made these bytes (inside its EXEC) came
+                // first: they are not this replica's any more, as Redis writes nothing more to
+                // a client it closes.
+                if kill_pending(sig) {
+                    return "killed";
+                }
                 if !write_all(t, &[&chunk], sig).await {
                     return "write error";
                 }
@@ -169,6 +179,14 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     }
 }
 
+/// Whether CLIENT KILL was called on this link and not yet seen (takes the notification).
+fn kill_pending(sig: &Signals) -> bool {
+    use std::future::Future;
+    let mut notified = std::pin::pin!(sig.kill.notified());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    notified.as_mut().poll(&mut cx).is_ready()
+}
+
 /// A full sync's delay (`repl-diskless-sync-delay`): a newline each second while the full
 /// syncs waiting are not due (`cmd::replication::delayed_syncs_due`), then the snapshot and
 /// the stream's position, taken under the lock, and `+FULLRESYNC` (for a PSYNC). The state
@@ -188,12 +206,12 @@ async fn wait_bgsave<T: Transport>(
         let started = {
             let mut st = shared.lock_async().await;
             // Another waiting replica's feed found them due and started them all.
-            let started = st.replication.replicas.get(&id).is_some_and(|l| l.state != LinkState::WaitBgsave);
+            let started = st.replication.replicas.get(&id).is_some_and(|l| l.state != LinkState::Delayed);
             if started || crate::cmd::replication::delayed_syncs_due(&st, now_ms()) {
                 if !started {
                     tracing::info!("Starting BGSAVE for SYNC with target: replicas sockets");
-                    for link in st.replication.replicas.values_mut().filter(|l| l.state == LinkState::WaitBgsave) {
-                        link.state = LinkState::SendBulk;
+                    for link in st.replication.replicas.values_mut().filter(|l| l.state == LinkState::Delayed) {
+                        link.state = LinkState::WaitBgsave;
                     }
                 }
                 let (line, snap, from) = crate::cmd::replication::begin_full_sync(shared, &mut st, psync);
@@ -321,6 +339,7 @@ async fn send_whole<T: Transport>(
     eof_mark: bool,
     sig: &mut Signals,
     over: &impl Fn() -> bool,
+    made: &impl Fn(),
 ) -> Result<u64, &'static str> {
     let job = async move {
         match snapshot {
@@ -352,6 +371,7 @@ async fn send_whole<T: Transport>(
         tracing::warn!("the snapshot for a replica could not be made: {e}");
         "the snapshot could not be made"
     })?;
+    made();
     let sent = if eof_mark {
         let mark = crate::run::run_id();
         let head = format!("$EOF:{mark}\r\n");

@@ -42,8 +42,11 @@ pub struct ReplConf {
 pub enum LinkState {
     /// Its full sync waits for `repl-diskless-sync-delay` (`wait_bgsave`): nothing is taken
     /// yet, the replica gets a newline each second.
+    Delayed,
+    /// Its snapshot is being made, and sent as it is made when end-marked (`wait_bgsave`, as
+    /// Redis shows a replica while its RDB child runs; INFO `rdb_bgsave_in_progress:1`).
     WaitBgsave,
-    /// The snapshot is being made or sent (`send_bulk`).
+    /// A snapshot made whole is being sent (`send_bulk`).
     SendBulk,
     /// Streaming (`online`).
     Online,

@@ -683,3 +683,44 @@ fn a_diskless_full_sync_waits_its_delay_in_wait_bgsave_as_on_redis() {
         assert!(asked.elapsed() < Duration::from_secs(5), "{kind:?}: max-replicas did not start the sync");
     }
 }
+
+#[test]
+fn a_replica_snapshot_in_the_making_shows_as_redis_shows_its_rdb_child() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        // 0.2 s a key: the snapshot of 10 keys takes 2 s to make.
+        let server =
+            Server::start(kind, &binary, &["--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "200000"]);
+        let mut c = server.connect();
+        for i in 0..10 {
+            c.cmd(&["SET", &format!("key:{i}"), "value"]);
+        }
+        assert_eq!(info_field(&mut c, "persistence", "rdb_bgsave_in_progress").as_deref(), Some("0"));
+        let mut replica = server.connect();
+        assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+        replica.send(b"PSYNC ? -1\r\n").unwrap();
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        loop {
+            let state = info_field(&mut c, "replication", "slave0").unwrap_or_default();
+            let child = info_field(&mut c, "persistence", "rdb_bgsave_in_progress");
+            if state.contains("state=wait_bgsave") && child.as_deref() == Some("1") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{kind:?}: {state} rdb_bgsave_in_progress:{child:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Read it all: once sent, nothing is in the making any more.
+        let mut byte = replica.read_exact(1).unwrap();
+        while byte != b"$" {
+            byte = replica.read_exact(1).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while info_field(&mut c, "persistence", "rdb_bgsave_in_progress").as_deref() != Some("0") {
+            let _ = replica.read_until_close(Duration::from_millis(100));
+            assert!(Instant::now() < deadline, "{kind:?}: the snapshot never ended");
+        }
+    }
+}
