@@ -77,7 +77,23 @@ pub fn replconf(c: &mut Call) -> CmdResult {
 /// NO ONE: that history becomes its replid2) and the old primary continues from it.
 pub fn psync(c: &mut Call) -> CmdResult {
     let replid = c.text(1);
-    let offset = parse_i64(c.arg(2)).unwrap_or(-1);
+    let Some(offset) = parse_i64(c.arg(2)) else {
+        let who = match c.conn.repl.listening_port {
+            0 => format!("client id #{}", c.conn.id),
+            port => {
+                let addr = c.st.clients.get(&c.conn.id).map(|ci| ci.addr.clone()).unwrap_or_default();
+                let ip = c
+                    .conn
+                    .repl
+                    .ip_address
+                    .clone()
+                    .unwrap_or_else(|| addr.rsplit_once(':').map(|(ip, _)| ip.to_string()).unwrap_or(addr));
+                format!("{ip}:{port}")
+            }
+        };
+        tracing::warn!("Replica {who} asks for synchronization but with a wrong offset");
+        return Err(CmdError::NOT_INTEGER);
+    };
     if c.args.get(3).is_some_and(|a| a.eq_ignore_ascii_case(b"failover")) {
         tracing::info!("Failover request received for replid {replid}.");
         if c.st.replication.master.is_none() {

@@ -163,7 +163,11 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                     Err(_) => return "read error",
                 }
                 match take_acks(&mut parser, &mut input) {
-                    Err(()) => return "protocol error in what it sent",
+                    Err(Stray::Protocol) => return "protocol error in what it sent",
+                    Err(Stray::Command(args)) => {
+                        stray_command(shared, id, &args);
+                        return "it sent a command that has a reply";
+                    }
                     Ok(Some((offset, fack))) => {
                         last_heard = tokio::time::Instant::now();
                         wait_first_ack = false;
@@ -432,7 +436,36 @@ impl std::io::Write for ChunkSender {
 /// Parse what the replica sent: the highest `REPLCONF ACK <offset> [FACK <offset>]` among
 /// complete requests (anything else a replica sends is ignored, as Redis ignores a replica's
 /// replies).
-fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<(u64, u64)>, ()> {
+/// What a replica's link reads that is not an acknowledgement.
+enum Stray {
+    /// Bytes that are not RESP requests.
+    Protocol,
+    /// A command with a reply (anything but `REPLCONF ACK` / `GETACK`).
+    Command(Vec<Bytes>),
+}
+
+/// A replica sent a command whose reply would go into its replication stream: Redis logs it
+/// and closes the link (a command that reads or writes the keyspace is refused first, with
+/// an error Redis logs as critical). Nothing is run.
+fn stray_command(shared: &Shared, id: u64, args: &[Bytes]) {
+    use rill_engine::command::{Flags, Lookup};
+    let (name, keyspace) = match shared.table.resolve(args) {
+        Lookup::Found(spec) => {
+            let keyspace =
+                spec.flags.has(Flags::READONLY) || spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE);
+            (spec.name.to_string(), keyspace)
+        }
+        _ => (args.first().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).unwrap_or_default(), false),
+    };
+    if keyspace {
+        tracing::warn!(
+            "== CRITICAL == This master is sending an error to its replica: 'Replica can't interact with the keyspace' after processing the command '{name}'"
+        );
+    }
+    tracing::warn!("Replica generated a reply to command '{name}', disconnecting it: {}", replica_name(shared, id));
+}
+
+fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<(u64, u64)>, Stray> {
     let limits = Limits { max_bulk_len: 1 << 20, max_inline_len: 64 * 1024, authenticated: true };
     let mut args: Vec<Bytes> = Vec::new();
     let mut best = None;
@@ -440,11 +473,14 @@ fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<
         match parser.parse_into(input, &limits, &mut args) {
             Ok(true) => {}
             Ok(false) => return Ok(best),
-            Err(_) => return Err(()),
+            Err(_) => return Err(Stray::Protocol),
         }
-        let is_ack = args.len() >= 3
-            && args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"replconf"))
-            && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"ack"));
+        let replconf = args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"replconf"));
+        let option = |o: &[u8]| args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(o));
+        if !(replconf && (option(b"ack") || option(b"getack"))) {
+            return Err(Stray::Command(std::mem::take(&mut args)));
+        }
+        let is_ack = args.len() >= 3 && option(b"ack");
         if is_ack {
             let number = |i: usize| {
                 args.get(i).and_then(|a| rill_engine::util::parse_i64(a)).map(|n| u64::try_from(n).unwrap_or(0))

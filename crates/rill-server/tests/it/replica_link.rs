@@ -724,3 +724,38 @@ fn a_replica_snapshot_in_the_making_shows_as_redis_shows_its_rdb_child() {
         }
     }
 }
+
+#[test]
+fn a_replica_link_that_sends_a_command_with_a_reply_is_closed_and_a_bad_psync_offset_refused_as_on_redis() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        let server = Server::start(kind, &binary, &["--repl-diskless-sync-delay", "0"]);
+        let mut c = server.connect();
+        c.cmd(&["SET", "foo", "bar"]);
+        for (command, name, keyspace) in [("PING", "ping", false), ("GET foo", "get", true)] {
+            let mut replica = bare_replica(&server, &[]);
+            replica.send(format!("{command}\r\n").as_bytes()).unwrap();
+            let (rest, closed) = replica.read_until_close(Duration::from_secs(5));
+            assert!(closed, "{kind:?}: the link stays open after {command}");
+            assert!(!String::from_utf8_lossy(&rest).contains("PONG"), "{kind:?}: a reply went out");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let line = format!("Replica generated a reply to command '{name}', disconnecting it: ");
+            while !server.log().contains(&line) {
+                assert!(Instant::now() < deadline, "{kind:?}: no '{line}' in\n{}", server.log());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert_eq!(server.log().contains("Replica can't interact with the keyspace"), keyspace, "{kind:?}");
+            assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+        }
+        assert_eq!(
+            c.cmd(&["PSYNC", "replicationid", "offset_str"]),
+            b"-ERR value is not an integer or out of range\r\n",
+            "{kind:?}"
+        );
+        assert!(server.log().contains("asks for synchronization but with a wrong offset"), "{kind:?}");
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    }
+}
