@@ -430,8 +430,13 @@ async fn full_sync(
         // The loader stopped first (the payload is bad): its error says why.
         (Err(None), Err(e)) => Err(e),
         (Err(None), Ok(_)) => Err("the loader stopped before the payload ended".into()),
-        // The transfer failed: the loader saw its input stop short.
-        (Err(Some(e)), _) => return Err(e),
+        // The transfer failed: the loader saw its input stop short (Redis' loader reports a
+        // short read of the payload as an internal error in the RDB, and tools look for it).
+        (Err(Some(e)), _) => {
+            tracing::warn!("Internal error in RDB reading the MASTER synchronization payload: it ended early ({e})");
+            tracing::warn!("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
+            return Err(e);
+        }
     };
     if !finish_load(shared, generation, loaded, id, at)? {
         return Ok(());

@@ -605,6 +605,8 @@ fn a_full_sync_that_fails_leaves_the_replica_with_what_it_had() {
     conn.write_all(format!("+FULLRESYNC {replid} 100\r\n$EOF:{mark}\r\n").as_bytes()).unwrap();
     conn.write_all(&rdb[..rdb.len() / 2]).unwrap();
     drop(conn);
+    // Logged as Redis logs a short read of the payload (Redis' tests look for it).
+    wait_log("Internal error in RDB", 1);
     wait_log("MASTER <-> REPLICA sync started", 2);
     assert_eq!(rill.cmd(&["GET", "old"]), b"$1\r\n1\r\n", "a transfer cut short took the old data");
     assert_eq!(rill.cmd(&["EXISTS", "new0"]), b":0\r\n");
