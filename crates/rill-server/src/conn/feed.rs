@@ -4,8 +4,9 @@
 //! ```text
 //!  full sync:  snapshot (copied under the lock, copy-on-write) ─► encoded on a blocking
 //!              thread in 1 MiB chunks, each sent as it is made: "$EOF:<mark>\r\n" ... <mark>
-//!              (a replica without `capa eof`, or a snapshot rebuilt from the log: the whole
-//!              payload is made first, "\n" every second meanwhile, then "$<len>\r\n" payload)
+//!              (a replica without `capa eof`, `repl-diskless-sync no`, or a snapshot rebuilt
+//!              from the log: the whole payload is made first, "\n" every second meanwhile,
+//!              then sent)
 //!              (after an EOF payload, the stream waits for the replica's first ACK)
 //!  then:       the backlog from the first byte not sent, as it grows (Replication::grown);
 //!              REPLCONF ACK <offset> read back and recorded (INFO, ROLE)
@@ -74,6 +75,11 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     let over = || backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_over_limit(id);
     if let Some(snapshot) = snapshot {
         let made = std::time::Instant::now();
+        // `repl-diskless-sync no`: made whole first, then sent, as Redis sends its RDB file
+        // once written (the replica waits meanwhile, and loads only what is complete).
+        // With its length then, as Redis sends a file, whatever the replica reads.
+        let diskless = shared.lock().config.get("repl-diskless-sync") == "yes";
+        let eof_mark = eof_mark && diskless;
         let sent = match snapshot {
             ReplicaSnapshot::Copy(snap) if eof_mark => match send_streamed(t, snap, sig, &over).await {
                 Ok(bytes) => bytes,

@@ -759,3 +759,32 @@ fn a_replica_link_that_sends_a_command_with_a_reply_is_closed_and_a_bad_psync_of
         assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
     }
 }
+
+#[test]
+fn without_diskless_sync_the_snapshot_is_made_whole_then_sent_with_its_length_as_on_redis() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        // 0.1 s a key: 10 keys take 1 s to write.
+        let server = Server::start(kind, &binary, &["--repl-diskless-sync", "no", "--rdb-key-save-delay", "100000"]);
+        let mut c = server.connect();
+        for i in 0..10 {
+            c.cmd(&["SET", &format!("key:{i}"), "value"]);
+        }
+        let mut replica = server.connect();
+        assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+        let asked = Instant::now();
+        replica.send(b"PSYNC ? -1\r\n").unwrap();
+        assert!(replica.read_reply().unwrap().starts_with(b"+FULLRESYNC "), "{kind:?}");
+        let mut byte = replica.read_exact(1).unwrap();
+        while byte == b"\n" {
+            byte = replica.read_exact(1).unwrap();
+        }
+        assert_eq!(byte, b"$", "{kind:?}");
+        assert!(asked.elapsed() >= Duration::from_millis(900), "{kind:?}: sent before it was made whole");
+        let head = replica.read_exact(3).unwrap();
+        assert!(head.iter().all(u8::is_ascii_digit), "{kind:?}: a length, not an end mark: {head:?}");
+    }
+}
