@@ -449,7 +449,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let started = crate::clock::Tick::now();
     ctx.recording = st.journal.recording();
     let outcome = st.engine.call(handler, &mut ctx, &args);
-    st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes, spec, w_db, &args);
+    st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes > 0 || ctx.propagate, spec, w_db, &args);
     crate::notify::publish_events(st, now_ms);
     // One record per served client; its reply waits for it.
     let offset = st.commit_effects(now_ms);

@@ -78,8 +78,9 @@ const FSYNC: &[&str] = &["always", "everysec", "no"];
 /// `enable-module-command`): nobody, everybody, or clients on a loopback address.
 const PROTECTED_ACTION: &[&str] = &["no", "yes", "local"];
 const I32: i64 = i32::MAX as i64;
-/// `repl-diskless-load` as Redis 8.2 spells it (later versions add `flushdb`).
-const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb"];
+/// `repl-diskless-load`'s values, as the newest Redis spells them (8.2 has no `flushdb`).
+/// rill loads every full sync the same way whichever is set (docs/REPLICATION.md).
+const DISKLESS_LOAD: &[&str] = &["disabled", "on-empty-db", "swapdb", "flushdb"];
 const RDB_COMPAT: &[&str] = &["auto", "7.0"];
 
 /// Implemented parameters. Some (encodings Redis tunes with listpack sizes) have no effect on
@@ -176,6 +177,18 @@ pub const PARAMS: &[Param] = &[
     // Testing aid, as in Redis: pause this many microseconds after each key a snapshot (SAVE,
     // BGSAVE, a log rewrite's base, a replica's full sync) writes.
     p("rdb-key-save-delay", "0", Kind::Int(0, I32), true),
+    // Redis' snapshot and event-loop knobs, with its names, defaults, bounds and mutability,
+    // so that tools and Redis' own tests can read and set them. Stored and reported only:
+    // rill writes its snapshots without LZF compression and always with a checksum, whatever
+    // they say, and none of the others changes what rill does (docs/spec/config.md).
+    p("rdbcompression", "yes", Kind::Bool, true),
+    p("rdbchecksum", "yes", Kind::Bool, false),
+    p("rdb-del-sync-files", "no", Kind::Bool, true),
+    p("stop-writes-on-bgsave-error", "yes", Kind::Bool, true),
+    p("activerehashing", "yes", Kind::Bool, true),
+    p("dynamic-hz", "yes", Kind::Bool, true),
+    p("loading-process-events-interval-bytes", "524288", Kind::Int(1024, I32), true),
+    p("watchdog-period", "0", Kind::Int(0, I32), true),
     p("auto-aof-rewrite-percentage", "100", Kind::Int(0, I32), true),
     p("auto-aof-rewrite-min-size", "67108864", Kind::Memory(0, i64::MAX), true),
     // Any int, as Redis: 0 acts as 1 and below -5 as -5 (the quicklist model clamps).
@@ -263,7 +276,13 @@ pub const PARAMS: &[Param] = &[
 
 /// Parameters Redis keeps out of `CONFIG GET` patterns (its testing and internal knobs):
 /// answered only when asked for by name.
-pub const HIDDEN: &[&str] = &["key-load-delay", "rdb-key-save-delay", "repl-rdb-channel"];
+pub const HIDDEN: &[&str] = &[
+    "key-load-delay",
+    "rdb-key-save-delay",
+    "repl-rdb-channel",
+    "loading-process-events-interval-bytes",
+    "watchdog-period",
+];
 
 /// Parameters whose values are secrets: CONFIG SET's arguments for them are redacted in
 /// SLOWLOG and MONITOR (the TLS ones too, though rill has no TLS yet: a secret sent to a
@@ -274,9 +293,6 @@ pub const SENSITIVE: &[&str] =
 /// Parameters that are stored but do nothing yet (see [`Config::inert`]).
 const INERT: &[&str] = &[
     "replica-lazy-flush",
-    "repl-diskless-sync",
-    "repl-diskless-sync-delay",
-    "repl-diskless-sync-max-replicas",
     "repl-diskless-load",
     "repl-disable-tcp-nodelay",
     "repl-rdb-channel",
@@ -296,10 +312,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "set-proc-title",
     "proc-title-template",
     "locale-collate",
-    "stop-writes-on-bgsave-error",
-    "rdbcompression",
-    "rdbchecksum",
-    "rdb-del-sync-files",
     "tracking-table-max-keys",
     "active-expire-effort",
     "lazyfree-lazy-eviction",
@@ -335,8 +347,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "cluster-announce-bus-port",
     "latency-tracking",
     "latency-tracking-info-percentiles",
-    "activerehashing",
-    "dynamic-hz",
     "rdb-save-incremental-fsync",
     "max-new-connections-per-cycle",
     "max-new-tls-connections-per-cycle",
@@ -1128,8 +1138,8 @@ mod tests {
             (&["--replicaof", "h", "1x"], "Invalid master port"),
             (&["--replicaof", "h"], "wrong number of arguments"),
             (
-                &["--repl-diskless-load", "flushdb"],
-                "argument(s) must be one of the following: disabled, on-empty-db, swapdb",
+                &["--repl-diskless-load", "unsafe"],
+                "argument(s) must be one of the following: disabled, on-empty-db, swapdb, flushdb",
             ),
         ] {
             assert_eq!(Config::from_args(&args(bad)).unwrap_err().reason, why, "{bad:?}");

@@ -266,7 +266,9 @@ fn persistence_checks(st: &State, conn: &Conn, spec: &'static CommandSpec, flags
             spec.name
         ))));
     }
-    if st.persist.loading && !flags.has(Flags::LOADING) {
+    if (st.persist.loading && !flags.has(Flags::LOADING))
+        || (st.persist.async_loading && flags.has(Flags::NO_ASYNC_LOADING))
+    {
         return Some(CmdError::full("LOADING Redis is loading the dataset in memory").to_reply());
     }
     None
@@ -376,7 +378,14 @@ pub fn call(
                 st.engine.set_replica_client_write(false);
             }
             conn.close_asap |= ctx.reply_too_big;
-            st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes, spec, conn.db, args);
+            st.record_command(
+                &mut ctx.effects,
+                ctx.explicit,
+                outcome.changes > 0 || ctx.propagate,
+                spec,
+                conn.db,
+                args,
+            );
             crate::notify::publish_events(st, now_ms);
             if ctx.recording {
                 st.journal.return_buf(std::mem::take(&mut ctx.effects));

@@ -304,7 +304,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             let ok = |b: bool| if b { "ok" } else { "err" };
             line!(out, "# Persistence");
             line!(out, "loading:{}", u8::from(p.loading));
-            line!(out, "async_loading:0");
+            line!(out, "async_loading:{}", u8::from(p.async_loading));
             // No fork: a snapshot is a copy-on-write view of the keyspace inside the process
             // (docs/REPLICATION.md), so these fork figures stay 0.
             line!(out, "current_cow_peak:0");
@@ -314,7 +314,15 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "current_save_keys_processed:0");
             line!(out, "current_save_keys_total:0");
             line!(out, "rdb_changes_since_last_save:{}", st.engine.dirty().saturating_sub(p.dirty_at_save));
-            line!(out, "rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress || p.replica_snapshots > 0));
+            // A replica's snapshot being made (and, streamed, sent) counts as Redis' RDB child
+            // for replicas does.
+            let for_replica =
+                st.replication.replicas.values().any(|l| l.state == crate::replication::primary::LinkState::WaitBgsave);
+            line!(
+                out,
+                "rdb_bgsave_in_progress:{}",
+                u8::from(p.bgsave_in_progress || p.replica_snapshots > 0 || for_replica)
+            );
             line!(out, "rdb_last_save_time:{}", st.last_save_unix);
             line!(out, "rdb_last_bgsave_status:{}", ok(p.last_bgsave_ok));
             line!(out, "rdb_last_bgsave_time_sec:-1");
@@ -480,6 +488,8 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "connected_slaves:{}", r.replicas.len());
             for (i, link) in r.replicas.values().enumerate() {
                 let state = match link.state {
+                    crate::replication::primary::LinkState::Delayed
+                    | crate::replication::primary::LinkState::WaitBgsave => "wait_bgsave",
                     crate::replication::primary::LinkState::SendBulk => "send_bulk",
                     crate::replication::primary::LinkState::Online => "online",
                 };

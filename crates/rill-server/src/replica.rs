@@ -33,8 +33,11 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// How long one step of the handshake may take (Redis' `repl-timeout` applies to it too).
+/// How long connecting (and a TLS handshake) may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a wait for the primary looks at `repl-timeout` again (CONFIG SET applies to a
+/// wait already under way, as Redis' cron checks the link's last I/O every second).
+const TIMEOUT_TICK: Duration = Duration::from_millis(250);
 /// Room made for each read from the primary.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Most commands of the primary's stream applied under one hold of the lock.
@@ -157,6 +160,7 @@ struct Ends {
 
 /// The connection to the primary, read line by line during the handshake.
 struct Upstream {
+    shared: Arc<Shared>,
     stream: Box<dyn Link>,
     ends: Ends,
     buf: BytesMut,
@@ -180,26 +184,50 @@ impl Upstream {
         Ok(())
     }
 
-    /// One line of a reply, without its CRLF.
+    /// One line of a reply, without its CRLF. The primary silent for `repl-timeout` (read
+    /// again at each tick) ends the handshake, as Redis' replica gives up on it.
     async fn line(&mut self) -> Result<String, String> {
+        let mut last_io = tokio::time::Instant::now();
         loop {
             if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
                 let line = self.buf.split_to(i + 1);
                 let text = String::from_utf8_lossy(&line).trim_end_matches(['\r', '\n']).to_string();
                 return Ok(text);
             }
-            tokio::time::timeout(HANDSHAKE_TIMEOUT, self.fill()).await.map_err(|_| "timeout".to_string())??;
+            match tokio::time::timeout(TIMEOUT_TICK, self.fill()).await {
+                Ok(read) => {
+                    read?;
+                    last_io = tokio::time::Instant::now();
+                }
+                Err(_) if last_io.elapsed() > repl_timeout(&self.shared) => {
+                    tracing::warn!("Timeout connecting to the MASTER...");
+                    return Err("timeout in the handshake".into());
+                }
+                Err(_) => {}
+            }
         }
     }
 }
 
-/// One read from the primary into `buf` (at most what it has room for), within the handshake's
-/// timeout; an error when the primary closed the link.
-async fn read_into(stream: &mut Box<dyn Link>, buf: &mut impl BufMut) -> Result<(), String> {
-    let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.read_buf(buf))
-        .await
-        .map_err(|_| "timeout".to_string())?
-        .map_err(|e| format!("read error: {e}"))?;
+/// `repl-timeout`, as it is now.
+fn repl_timeout(shared: &Shared) -> Duration {
+    Duration::from_secs(crate::replication::primary::seconds(&shared.lock().config, "repl-timeout", 60))
+}
+
+/// One read from the primary into `buf` (at most what it has room for); an error when the
+/// primary closed the link, or was silent for `repl-timeout` (read again at each tick).
+async fn read_into(shared: &Shared, stream: &mut Box<dyn Link>, buf: &mut impl BufMut) -> Result<(), String> {
+    let started = tokio::time::Instant::now();
+    let read = loop {
+        match tokio::time::timeout(TIMEOUT_TICK, stream.read_buf(buf)).await {
+            Ok(read) => break read.map_err(|e| format!("read error: {e}"))?,
+            Err(_) if started.elapsed() > repl_timeout(shared) => {
+                tracing::warn!("Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.");
+                return Err("timeout receiving the snapshot".into());
+            }
+            Err(_) => {}
+        }
+    };
     if read == 0 {
         return Err("the primary closed the connection".into());
     }
@@ -250,7 +278,7 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
             Box::new(tls)
         }
     };
-    let mut up = Upstream { stream, ends, buf: BytesMut::new() };
+    let mut up = Upstream { shared: shared.clone(), stream, ends, buf: BytesMut::new() };
     tracing::info!("MASTER <-> REPLICA sync started");
     set_state(shared, generation, LinkStatus::Handshake);
     let (auth, my_port, announce_ip, replid, offset) = {
@@ -395,6 +423,12 @@ async fn full_sync(
     // that fails leaves it as it was. Loading and the transfer overlap; at most
     // PAYLOAD_QUEUE_CHUNKS chunks wait between them.
     tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
+    // As Redis' swapdb: a snapshot of the history this replica follows is a later point of the
+    // data it serves, so it goes on serving that meanwhile (`async_loading`); one of another
+    // history is not, so it answers -LOADING meanwhile (`loading`). Either way the old data
+    // stays until the new one is complete.
+    let same_history = id == shared.lock().replication.replid;
+    let _loading = LoadingMark::set(shared, same_history);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(PAYLOAD_QUEUE_CHUNKS);
     let loader = shared.clone();
     let origin = std::path::PathBuf::from("the snapshot from the primary");
@@ -409,8 +443,13 @@ async fn full_sync(
         // The loader stopped first (the payload is bad): its error says why.
         (Err(None), Err(e)) => Err(e),
         (Err(None), Ok(_)) => Err("the loader stopped before the payload ended".into()),
-        // The transfer failed: the loader saw its input stop short.
-        (Err(Some(e)), _) => return Err(e),
+        // The transfer failed: the loader saw its input stop short (Redis' loader reports a
+        // short read of the payload as an internal error in the RDB, and tools look for it).
+        (Err(Some(e)), _) => {
+            tracing::warn!("Internal error in RDB reading the MASTER synchronization payload: it ended early ({e})");
+            tracing::warn!("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
+            return Err(e);
+        }
     };
     if !finish_load(shared, generation, loaded, id, at)? {
         return Ok(());
@@ -420,6 +459,27 @@ async fn full_sync(
         up.send(&[b"REPLCONF", b"ACK", at.to_string().as_bytes()]).await?;
     }
     Ok(())
+}
+
+/// INFO's `loading` or `async_loading` while a full sync's snapshot loads; cleared when the
+/// load ends, whichever way (`finish_load` clears it first, under its lock).
+struct LoadingMark(Arc<Shared>);
+
+impl LoadingMark {
+    fn set(shared: &Arc<Shared>, same_history: bool) -> LoadingMark {
+        let mut st = shared.lock();
+        st.persist.async_loading = same_history;
+        st.persist.loading = !same_history;
+        LoadingMark(shared.clone())
+    }
+}
+
+impl Drop for LoadingMark {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.persist.async_loading = false;
+        st.persist.loading = false;
+    }
 }
 
 /// Pass the snapshot's payload to the loader in chunks as it arrives: `$EOF:` form (`mark`:
@@ -448,7 +508,7 @@ async fn receive_payload(
                     tx.send(std::mem::replace(&mut held, keep)).await.map_err(|_| None)?;
                 }
                 held.reserve(READ_CHUNK_BYTES);
-                read_into(&mut up.stream, &mut held).await.map_err(Some)?;
+                read_into(&up.shared, &mut up.stream, &mut held).await.map_err(Some)?;
             }
         }
         None => {
@@ -462,7 +522,7 @@ async fn receive_payload(
                 let mut chunk: Vec<u8> = Vec::with_capacity(PAYLOAD_CHUNK_BYTES.min(left));
                 let room = chunk.capacity();
                 // At most what is missing: the stream follows the payload.
-                read_into(&mut up.stream, &mut (&mut chunk).limit(room)).await.map_err(Some)?;
+                read_into(&up.shared, &mut up.stream, &mut (&mut chunk).limit(room)).await.map_err(Some)?;
                 left -= chunk.len();
                 tx.send(chunk).await.map_err(|_| None)?;
             }
@@ -481,6 +541,8 @@ fn finish_load(
     at: u64,
 ) -> Result<bool, String> {
     let mut st = shared.lock();
+    st.persist.async_loading = false;
+    st.persist.loading = false;
     let engine = match loaded {
         Ok(engine) => engine,
         // What this server had is still what it serves, with the history it belongs to.

@@ -236,6 +236,7 @@ fn report_replicas(st: &State, now_ms: i64) {
         lagging += 1;
         let (lag, state) = match link.state {
             LinkState::Online => ((now_ms - link.ack_ms).max(0) / 1000, "online"),
+            LinkState::Delayed | LinkState::WaitBgsave => (0, "wait_bgsave"),
             LinkState::SendBulk => (0, "send_bulk"),
         };
         tracing::info!(

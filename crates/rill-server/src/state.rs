@@ -402,21 +402,22 @@ impl State {
     }
 
     /// After an engine command ran: its explicit effects if it emitted them (`explicit`),
-    /// otherwise, if it is a write that changed the keyspace (`changes` > 0, from its
-    /// [`rill_engine::Outcome`]), the command itself — after the expiry deletions it caused.
+    /// otherwise, if it is a write that changed the keyspace (`changed`: its
+    /// [`rill_engine::Outcome`] counted changes, or the handler asked to be propagated anyway,
+    /// `CallCtx::propagate`), the command itself — after the expiry deletions it caused.
     /// The one place the logging rule of `rill_engine::effect` is applied. (Server commands
     /// never change the keyspace, so they are never logged.)
     pub fn record_command(
         &mut self,
         effects: &mut rill_engine::effect::EffectBuf,
         explicit: bool,
-        changes: u64,
+        changed: bool,
         spec: &rill_engine::command::CommandSpec,
         db: usize,
         args: &[Bytes],
     ) {
         self.collect_effects(effects);
-        if !explicit && changes > 0 && spec.flags.has(rill_engine::command::Flags::WRITE) {
+        if !explicit && changed && spec.flags.has(rill_engine::command::Flags::WRITE) {
             // Under its own name, not the one `rename-command` gave it (see Shared::log_table).
             let own = spec.name.split('|').next().unwrap_or(spec.name);
             match args.split_first() {

@@ -44,6 +44,13 @@ impl RawClient {
         Ok(RawClient { stream, buf: Vec::with_capacity(16 * 1024), pos: 0 })
     }
 
+    /// A client over a connection made elsewhere (one a test accepted, playing a server),
+    /// with [`READ_TIMEOUT`].
+    pub fn from_stream(stream: TcpStream) -> io::Result<RawClient> {
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        Ok(RawClient { stream, buf: Vec::with_capacity(16 * 1024), pos: 0 })
+    }
+
     /// The local address of the connection (as the server sees the peer).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.stream.local_addr()

@@ -44,8 +44,9 @@ impl ServerKind {
 /// How to start a [`Server`]: the program and what to add to the standard command line.
 ///
 /// The command line is `[WRAPPER...] BINARY [CONFIG] --port P --bind 127.0.0.1 --dir D
-/// --save '' --appendonly no [redis only: --daemonize no --protected-mode yes --logfile '']
-/// EXTRA...`, so a config file is overridden by the options after it, as with redis-server.
+/// --save '' --appendonly no [rill without a config file, unless `server_defaults`:
+/// --repl-diskless-sync-delay 0]
+/// [redis only: --daemonize no --protected-mode yes --logfile ''] EXTRA...`, so a config file is overridden by the options after it, as with redis-server.
 #[derive(Debug, Clone)]
 pub struct Launch {
     kind: ServerKind,
@@ -54,12 +55,21 @@ pub struct Launch {
     config: Option<PathBuf>,
     extra: Vec<String>,
     cluster_bus: bool,
+    test_defaults: bool,
 }
 
 impl Launch {
     /// `binary`, which follows `kind`'s command line convention.
     pub fn new(kind: ServerKind, binary: impl Into<PathBuf>) -> Launch {
-        Launch { kind, binary: binary.into(), wrapper: Vec::new(), config: None, extra: Vec::new(), cluster_bus: false }
+        Launch {
+            kind,
+            binary: binary.into(),
+            wrapper: Vec::new(),
+            config: None,
+            extra: Vec::new(),
+            cluster_bus: false,
+            test_defaults: true,
+        }
     }
 
     /// This workspace's `rill-server` ([`rill_server_binary`]).
@@ -92,6 +102,13 @@ impl Launch {
         self
     }
 
+    /// Leave out the test suite's own settings (`--repl-diskless-sync-delay 0` for rill), so
+    /// that every parameter is at the server's default (a comparison of defaults with Redis).
+    pub fn server_defaults(mut self) -> Launch {
+        self.test_defaults = false;
+        self
+    }
+
     /// Pick a port whose cluster bus port (port + 10000) is free too.
     pub fn cluster_bus(mut self) -> Launch {
         self.cluster_bus = true;
@@ -113,6 +130,11 @@ impl Launch {
             args.extend(self.config.iter().map(|c| c.to_string_lossy().into_owned()));
             args.extend(standard_args(port, dir.path()));
             args.extend(["--appendonly", "no"].map(String::from));
+            if self.kind == ServerKind::Rill && self.config.is_none() && self.test_defaults {
+                // A full sync at once, as Redis' own test suite configures its servers (a
+                // diskless full sync otherwise waits `repl-diskless-sync-delay`, 5 s).
+                args.extend(["--repl-diskless-sync-delay", "0"].map(String::from));
+            }
             if matches!(self.kind, ServerKind::Redis(_)) {
                 args.extend(["--daemonize", "no", "--protected-mode", "yes", "--logfile", ""].map(String::from));
             }

@@ -422,6 +422,10 @@ pub struct CallCtx {
     /// command and every key for reading (`allkeys`, `~*`, `%R~*`). SORT's BY and GET
     /// patterns name keys no key spec can declare, so they need it, as in Redis.
     pub all_keys_readable: bool,
+    /// Log and replicate the command as itself even if it changed nothing (Redis'
+    /// forceCommandPropagation): FLUSHDB and FLUSHALL on an empty keyspace still reach the
+    /// log and the replicas, as in Redis.
+    pub propagate: bool,
 }
 
 impl CallCtx {
@@ -493,6 +497,7 @@ impl CallCtx {
             reply_budget_bytes: u64::MAX,
             reply_too_big: false,
             all_keys_readable: true,
+            propagate: false,
         }
     }
 }

@@ -32,8 +32,14 @@ pub struct Persist {
     pub last_load_keys_loaded: u64,
     /// See `last_load_keys_loaded`.
     pub last_load_keys_expired: u64,
-    /// Loading the dataset at start-up.
+    /// Loading the dataset: at start-up, or a replica's full sync from a primary whose history
+    /// is not the one it follows (Redis' `loading:1`: commands not flagged `loading` get
+    /// `-LOADING`).
     pub loading: bool,
+    /// A replica's full sync from the history it follows, loaded aside while the old data is
+    /// served (Redis' `async_loading:1`: only commands flagged `no-async-loading` get
+    /// `-LOADING`).
+    pub async_loading: bool,
     /// A log rewrite runs.
     pub rewrite_in_progress: bool,
     /// BGREWRITEAOF was asked while a BGSAVE ran: start when it ends.

@@ -7,6 +7,7 @@ use super::{ok, reply, syntax, Call, CmdResult};
 use crate::client::Action;
 use crate::replication::failover::{self, Phase};
 use crate::replication::primary::{decide, CopiesWait, Decision, Feed, LinkState, ReplicaLink};
+use crate::state::State;
 use rill_engine::util::parse_i64;
 use rill_engine::CmdError;
 use rill_resp::Reply;
@@ -76,7 +77,23 @@ pub fn replconf(c: &mut Call) -> CmdResult {
 /// NO ONE: that history becomes its replid2) and the old primary continues from it.
 pub fn psync(c: &mut Call) -> CmdResult {
     let replid = c.text(1);
-    let offset = parse_i64(c.arg(2)).unwrap_or(-1);
+    let Some(offset) = parse_i64(c.arg(2)) else {
+        let who = match c.conn.repl.listening_port {
+            0 => format!("client id #{}", c.conn.id),
+            port => {
+                let addr = c.st.clients.get(&c.conn.id).map(|ci| ci.addr.clone()).unwrap_or_default();
+                let ip = c
+                    .conn
+                    .repl
+                    .ip_address
+                    .clone()
+                    .unwrap_or_else(|| addr.rsplit_once(':').map(|(ip, _)| ip.to_string()).unwrap_or(addr));
+                format!("{ip}:{port}")
+            }
+        };
+        tracing::warn!("Replica {who} asks for synchronization but with a wrong offset");
+        return Err(CmdError::NOT_INTEGER);
+    };
     if c.args.get(3).is_some_and(|a| a.eq_ignore_ascii_case(b"failover")) {
         tracing::info!("Failover request received for replid {replid}.");
         if c.st.replication.master.is_none() {
@@ -140,8 +157,16 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
             } else {
                 "+CONTINUE\r\n".to_string()
             };
-            let feed =
-                Feed { snapshot: None, from, eof_mark: false, backlog, grown, rdb_only: false, rill: conf.capa_rill };
+            let feed = Feed {
+                snapshot: None,
+                from,
+                eof_mark: false,
+                backlog,
+                grown,
+                rdb_only: false,
+                rill: conf.capa_rill,
+                delayed: None,
+            };
             (line, feed)
         }
         Decision::Full => {
@@ -149,36 +174,30 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
             if psync.as_ref().is_some_and(|(id, _)| id != "?") {
                 st.replication.syncs.partial_err += 1;
             }
-            // The snapshot and the stream's position are taken in one critical section: the
-            // stream after it starts with the next unit, which selects its database again.
-            st.journal.new_reader();
-            let offset = st.replication.offset();
             let Some(shared) = c.shared.arc() else { return Err(CmdError::full("ERR server is shutting down")) };
-            let snapshot = crate::aof::rewrite::replica_snapshot(&shared, st);
-            let line = match psync {
-                Some(_) => format!("+FULLRESYNC {} {offset}\r\n", st.replication.replid),
-                None => String::new(),
+            let (snapshot, from, delayed, line) = if delays_full_sync(st, conf.capa_eof) {
+                // The feed takes the snapshot once the delay is over (`conn/feed.rs`).
+                tracing::info!("Delay next BGSAVE for diskless SYNC");
+                (None, 0, Some(psync.is_some()), String::new())
+            } else {
+                let (line, snapshot, from) = begin_full_sync(&shared, st, psync.is_some());
+                (Some(snapshot), from, None, line)
             };
             let feed = Feed {
-                snapshot: Some(snapshot),
-                from: offset + 1,
+                snapshot,
+                from,
                 eof_mark: conf.capa_eof,
                 backlog,
                 grown,
                 rdb_only: conf.rdb_only,
                 rill: conf.capa_rill,
+                delayed,
             };
             (line, feed)
         }
     };
-    // The stream is held for it from where its feed starts, up to its output limit.
-    let limit = st.hot.output_limits.of(crate::client_limits::ClientClass::Replica);
-    {
-        let mut b = feed.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        b.hold(c.conn.id, feed.from, limit);
-        if conf.capa_rill {
-            b.keep_records();
-        }
+    if feed.delayed.is_none() {
+        hold_stream(st, &feed.backlog, c.conn.id, feed.from, conf.capa_rill);
     }
     let ip = match &conf.ip_address {
         Some(ip) => ip.clone(),
@@ -187,7 +206,13 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
             addr.rsplit_once(':').map(|(ip, _)| ip.to_string()).unwrap_or(addr)
         }
     };
-    let state = if feed.snapshot.is_some() { LinkState::SendBulk } else { LinkState::Online };
+    let state = if feed.delayed.is_some() {
+        LinkState::Delayed
+    } else if feed.snapshot.is_some() {
+        LinkState::WaitBgsave
+    } else {
+        LinkState::Online
+    };
     let link = ReplicaLink { ip, port: conf.listening_port, state, ack_offset: 0, fack_offset: 0, ack_ms: c.now_ms };
     if st.replication.replicas.is_empty() {
         // The keep-alive's period counts from the first replica's arrival (the cron also
@@ -200,6 +225,60 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
         ci.kind = crate::state::ClientKind::Replica;
     }
     Ok(Action::Replica { preamble: preamble.into_bytes(), feed: Box::new(feed) })
+}
+
+/// Whether a full sync waits before its snapshot is taken, as Redis delays a diskless one
+/// (`repl-diskless-sync yes`, `repl-diskless-sync-delay` > 0, a replica that reads an
+/// end-marked payload): Redis waits so that the replicas arriving meanwhile share one fork;
+/// rill takes a copy per replica, but keeps the wait (and the `wait_bgsave` state) that
+/// tools and tests rely on.
+fn delays_full_sync(st: &State, capa_eof: bool) -> bool {
+    capa_eof && st.config.get("repl-diskless-sync") == "yes" && st.config.get_i64("repl-diskless-sync-delay") > 0
+}
+
+/// Whether the full syncs waiting for their delay start now: the longest waiting one has
+/// waited `repl-diskless-sync-delay` seconds, or `repl-diskless-sync-max-replicas` (when set)
+/// replicas are waiting. They all start together, as Redis attaches every waiting replica to
+/// the one snapshot it makes.
+pub fn delayed_syncs_due(st: &State, now_ms: i64) -> bool {
+    let waiting = st.replication.replicas.values().filter(|l| l.state == LinkState::Delayed);
+    let (count, oldest) = waiting.fold((0i64, now_ms), |(n, oldest), l| (n + 1, oldest.min(l.ack_ms)));
+    let delay_ms = st.config.get_i64("repl-diskless-sync-delay").saturating_mul(1000);
+    let max_replicas = st.config.get_i64("repl-diskless-sync-max-replicas");
+    (max_replicas > 0 && count >= max_replicas) || now_ms - oldest >= delay_ms
+}
+
+/// A full sync starts: the snapshot and the stream's position are taken in one critical
+/// section, so the stream after it starts with the next unit (which selects its database
+/// again). Returns the `+FULLRESYNC` line (empty for SYNC), the snapshot and the stream's first
+/// byte after it.
+pub fn begin_full_sync(
+    shared: &std::sync::Arc<crate::state::Shared>,
+    st: &mut State,
+    psync: bool,
+) -> (String, crate::aof::rewrite::ReplicaSnapshot, u64) {
+    st.journal.new_reader();
+    let offset = st.replication.offset();
+    let snapshot = crate::aof::rewrite::replica_snapshot(shared, st);
+    let line = if psync { format!("+FULLRESYNC {} {offset}\r\n", st.replication.replid) } else { String::new() };
+    (line, snapshot, offset + 1)
+}
+
+/// Hold the stream for replica `id` from byte `from` on, up to its output limit (and rill's
+/// records too for a rill replica).
+pub fn hold_stream(
+    st: &State,
+    backlog: &std::sync::Mutex<crate::replication::backlog::Backlog>,
+    id: u64,
+    from: u64,
+    rill: bool,
+) {
+    let limit = st.hot.output_limits.of(crate::client_limits::ClientClass::Replica);
+    let mut b = backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    b.hold(id, from, limit);
+    if rill {
+        b.keep_records();
+    }
 }
 
 /// A timeout in milliseconds, as Redis parses one (`0`: none).

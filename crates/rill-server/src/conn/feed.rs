@@ -4,8 +4,9 @@
 //! ```text
 //!  full sync:  snapshot (copied under the lock, copy-on-write) ─► encoded on a blocking
 //!              thread in 1 MiB chunks, each sent as it is made: "$EOF:<mark>\r\n" ... <mark>
-//!              (a replica without `capa eof`, or a snapshot rebuilt from the log: the whole
-//!              payload is made first, "\n" every second meanwhile, then "$<len>\r\n" payload)
+//!              (a replica without `capa eof`, `repl-diskless-sync no`, or a snapshot rebuilt
+//!              from the log: the whole payload is made first, "\n" every second meanwhile,
+//!              then sent)
 //!              (after an EOF payload, the stream waits for the replica's first ACK)
 //!  then:       the backlog from the first byte not sent, as it grows (Replication::grown);
 //!              REPLCONF ACK <offset> read back and recorded (INFO, ROLE)
@@ -57,7 +58,13 @@ fn replica_name(shared: &Shared, id: u64) -> String {
 }
 
 async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Feed, sig: &mut Signals) -> &'static str {
-    let Feed { snapshot, from, eof_mark, backlog, mut grown, rdb_only, rill } = feed;
+    let Feed { mut snapshot, mut from, eof_mark, backlog, mut grown, rdb_only, rill, delayed } = feed;
+    if let Some(psync) = delayed {
+        match wait_bgsave(t, shared, id, psync, &backlog, rill, sig).await {
+            Ok((snap, start)) => (snapshot, from) = (Some(snap), start),
+            Err(why) => return why,
+        }
+    }
     // The last of rill's records sent (a rill replica's feed).
     let mut sent_record: Option<u64> = None;
     let mut input = BytesMut::new();
@@ -69,15 +76,23 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     if let Some(snapshot) = snapshot {
         let made = std::time::Instant::now();
         let counted = SnapshotInProgress::new(shared);
+        // `repl-diskless-sync no`: made whole first, then sent, as Redis sends its RDB file
+        // once written (the replica waits meanwhile, and loads only what is complete).
+        // With its length then, as Redis sends a file, whatever the replica reads.
+        let diskless = shared.lock().config.get("repl-diskless-sync") == "yes";
+        let eof_mark = eof_mark && diskless;
         let sent = match snapshot {
             ReplicaSnapshot::Copy(snap) if eof_mark => match send_streamed(t, snap, sig, &over, &mut input).await {
                 Ok(bytes) => bytes,
                 Err(why) => return why,
             },
-            snapshot => match send_whole(t, snapshot, eof_mark, sig, &over, &mut input).await {
-                Ok(bytes) => bytes,
-                Err(why) => return why,
-            },
+            snapshot => {
+                let made = || set_state(shared, id, LinkState::SendBulk);
+                match send_whole(t, snapshot, eof_mark, sig, &over, &mut input, &made).await {
+                    Ok(bytes) => bytes,
+                    Err(why) => return why,
+                }
+            }
         };
         drop(counted);
         tracing::info!(
@@ -121,6 +136,12 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                 Ok(read) => read,
             };
             if !chunk.is_empty() {
+                // A CLIENT KILL run by the unit that made these bytes (inside its EXEC) came
+                // first: they are not this replica's any more, as Redis writes nothing more to
+                // a client it closes.
+                if kill_pending(sig) {
+                    return "killed";
+                }
                 if !write_all(t, &[&chunk], sig).await {
                     return "write error";
                 }
@@ -149,7 +170,11 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                     Err(_) => return "read error",
                 }
                 match take_acks(&mut parser, &mut input) {
-                    Err(()) => return "protocol error in what it sent",
+                    Err(Stray::Protocol) => return "protocol error in what it sent",
+                    Err(Stray::Command(args)) => {
+                        stray_command(shared, id, &args);
+                        return "it sent a command that has a reply";
+                    }
                     Ok(Some((offset, fack))) => {
                         last_heard = tokio::time::Instant::now();
                         wait_first_ack = false;
@@ -180,6 +205,68 @@ impl Drop for SnapshotInProgress<'_> {
     fn drop(&mut self) {
         let mut st = self.0.lock();
         st.persist.replica_snapshots = st.persist.replica_snapshots.saturating_sub(1);
+    }
+}
+
+/// Whether CLIENT KILL was called on this link and not yet seen (takes the notification).
+fn kill_pending(sig: &Signals) -> bool {
+    use std::future::Future;
+    let mut notified = std::pin::pin!(sig.kill.notified());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    notified.as_mut().poll(&mut cx).is_ready()
+}
+
+/// A full sync's delay (`repl-diskless-sync-delay`): a newline each second while the full
+/// syncs waiting are not due (`cmd::replication::delayed_syncs_due`), then the snapshot and
+/// the stream's position, taken under the lock, and `+FULLRESYNC` (for a PSYNC). The state
+/// lock is taken at every look, so a server stopped by DEBUG SLEEP sends no newline, as
+/// Redis' stopped event loop sends none.
+async fn wait_bgsave<T: Transport>(
+    t: &mut T,
+    shared: &Arc<Shared>,
+    id: u64,
+    psync: bool,
+    backlog: &std::sync::Mutex<crate::replication::backlog::Backlog>,
+    rill: bool,
+    sig: &mut Signals,
+) -> Result<(ReplicaSnapshot, u64), &'static str> {
+    let mut newline_at = tokio::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        let started = {
+            let mut st = shared.lock_async().await;
+            // Another waiting replica's feed found them due and started them all.
+            let started = st.replication.replicas.get(&id).is_some_and(|l| l.state != LinkState::Delayed);
+            if started || crate::cmd::replication::delayed_syncs_due(&st, now_ms()) {
+                if !started {
+                    tracing::info!("Starting BGSAVE for SYNC with target: replicas sockets");
+                    for link in st.replication.replicas.values_mut().filter(|l| l.state == LinkState::Delayed) {
+                        link.state = LinkState::WaitBgsave;
+                    }
+                }
+                let (line, snap, from) = crate::cmd::replication::begin_full_sync(shared, &mut st, psync);
+                crate::cmd::replication::hold_stream(&st, backlog, id, from, rill);
+                Some((line, snap, from))
+            } else {
+                None
+            }
+        };
+        if let Some((line, snap, from)) = started {
+            if !line.is_empty() && !write_all(t, &[line.as_bytes()], sig).await {
+                return Err("write error");
+            }
+            return Ok((snap, from));
+        }
+        if tokio::time::Instant::now() >= newline_at {
+            if !write_all(t, &[b"\n"], sig).await {
+                return Err("write error while it waited for its full sync");
+            }
+            newline_at = tokio::time::Instant::now() + Duration::from_secs(1);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = sig.kill.notified() => return Err("killed"),
+            _ = sig.shutdown.changed() => return Err("shutdown"),
+        }
     }
 }
 
@@ -298,6 +385,7 @@ async fn send_whole<T: Transport>(
     sig: &mut Signals,
     over: &impl Fn() -> bool,
     input: &mut BytesMut,
+    made: &impl Fn(),
 ) -> Result<u64, &'static str> {
     let job = async move {
         match snapshot {
@@ -330,6 +418,7 @@ async fn send_whole<T: Transport>(
         tracing::warn!("the snapshot for a replica could not be made: {e}");
         "the snapshot could not be made"
     })?;
+    made();
     let sent = if eof_mark {
         let mark = crate::run::run_id();
         let head = format!("$EOF:{mark}\r\n");
@@ -405,7 +494,36 @@ impl std::io::Write for ChunkSender {
 /// Parse what the replica sent: the highest `REPLCONF ACK <offset> [FACK <offset>]` among
 /// complete requests (anything else a replica sends is ignored, as Redis ignores a replica's
 /// replies).
-fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<(u64, u64)>, ()> {
+/// What a replica's link reads that is not an acknowledgement.
+enum Stray {
+    /// Bytes that are not RESP requests.
+    Protocol,
+    /// A command with a reply (anything but `REPLCONF ACK` / `GETACK`).
+    Command(Vec<Bytes>),
+}
+
+/// A replica sent a command whose reply would go into its replication stream: Redis logs it
+/// and closes the link (a command that reads or writes the keyspace is refused first, with
+/// an error Redis logs as critical). Nothing is run.
+fn stray_command(shared: &Shared, id: u64, args: &[Bytes]) {
+    use rill_engine::command::{Flags, Lookup};
+    let (name, keyspace) = match shared.table.resolve(args) {
+        Lookup::Found(spec) => {
+            let keyspace =
+                spec.flags.has(Flags::READONLY) || spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE);
+            (spec.name.to_string(), keyspace)
+        }
+        _ => (args.first().map(|a| String::from_utf8_lossy(a).to_ascii_lowercase()).unwrap_or_default(), false),
+    };
+    if keyspace {
+        tracing::warn!(
+            "== CRITICAL == This master is sending an error to its replica: 'Replica can't interact with the keyspace' after processing the command '{name}'"
+        );
+    }
+    tracing::warn!("Replica generated a reply to command '{name}', disconnecting it: {}", replica_name(shared, id));
+}
+
+fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<(u64, u64)>, Stray> {
     let limits = Limits { max_bulk_len: 1 << 20, max_inline_len: 64 * 1024, authenticated: true };
     let mut args: Vec<Bytes> = Vec::new();
     let mut best = None;
@@ -413,11 +531,14 @@ fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<
         match parser.parse_into(input, &limits, &mut args) {
             Ok(true) => {}
             Ok(false) => return Ok(best),
-            Err(_) => return Err(()),
+            Err(_) => return Err(Stray::Protocol),
         }
-        let is_ack = args.len() >= 3
-            && args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"replconf"))
-            && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"ack"));
+        let replconf = args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"replconf"));
+        let option = |o: &[u8]| args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(o));
+        if !(replconf && (option(b"ack") || option(b"getack"))) {
+            return Err(Stray::Command(std::mem::take(&mut args)));
+        }
+        let is_ack = args.len() >= 3 && option(b"ack");
         if is_ack {
             let number = |i: usize| {
                 args.get(i).and_then(|a| rill_engine::util::parse_i64(a)).map(|n| u64::try_from(n).unwrap_or(0))

@@ -40,7 +40,13 @@ pub struct ReplConf {
 /// Where a replica's link stands (INFO `state=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkState {
-    /// The snapshot is being made or sent (`wait_bgsave` / `send_bulk`).
+    /// Its full sync waits for `repl-diskless-sync-delay` (`wait_bgsave`): nothing is taken
+    /// yet, the replica gets a newline each second.
+    Delayed,
+    /// Its snapshot is being made, and sent as it is made when end-marked (`wait_bgsave`, as
+    /// Redis shows a replica while its RDB child runs; INFO `rdb_bgsave_in_progress:1`).
+    WaitBgsave,
+    /// A snapshot made whole is being sent (`send_bulk`).
     SendBulk,
     /// Streaming (`online`).
     Online,
@@ -59,7 +65,8 @@ pub struct ReplicaLink {
     pub ack_offset: u64,
     /// The last offset it said its log holds on disk (`REPLCONF ACK .. FACK <offset>`).
     pub fack_offset: u64,
-    /// When it last acknowledged, Unix ms.
+    /// When it last acknowledged, Unix ms (while it waits for its full sync: when it
+    /// started waiting).
     pub ack_ms: i64,
 }
 
@@ -172,4 +179,8 @@ pub struct Feed {
     pub rdb_only: bool,
     /// A rill replica: send rill's records too (`REPLCONF capa rill`).
     pub rill: bool,
+    /// A full sync that waits for `repl-diskless-sync-delay` before its snapshot is taken
+    /// (`snapshot` and `from` are set then); `Some(true)`: it answers a PSYNC, so
+    /// `+FULLRESYNC` goes out then too.
+    pub delayed: Option<bool>,
 }

@@ -732,3 +732,248 @@ fn expirations_by_scan_reach_replicas_apart_and_a_transaction_selects_inside_mul
     assert_eq!(ours, theirs);
     assert!(ours.iter().filter(|c| *c == "MULTI").count() == 2, "{ours:?}");
 }
+
+/// Attach to `server` as a bare replica (`PSYNC ? -1`, with `capas` said first), read past the
+/// snapshot, and return the connection, which reads the stream from then on.
+fn bare_replica(server: &Server, capas: &[&str]) -> RawClient {
+    let mut c = server.connect();
+    if !capas.is_empty() {
+        let mut args = vec!["REPLCONF"];
+        for capa in capas {
+            args.extend(["capa", capa]);
+        }
+        assert_eq!(c.cmd(&args), b"+OK\r\n");
+    }
+    c.send(b"PSYNC ? -1\r\n").unwrap();
+    let line = c.read_reply().unwrap();
+    assert!(line.starts_with(b"+FULLRESYNC "), "{}", String::from_utf8_lossy(&line));
+    let mut byte = c.read_exact(1).unwrap();
+    while byte == b"\n" {
+        byte = c.read_exact(1).unwrap();
+    }
+    assert_eq!(byte, b"$", "the snapshot's length follows");
+    let mut len = Vec::new();
+    loop {
+        let b = c.read_exact(1).unwrap();
+        if b == b"\r" {
+            break;
+        }
+        len.extend(b);
+    }
+    assert_eq!(c.read_exact(1).unwrap(), b"\n");
+    let len: usize = String::from_utf8_lossy(&len).parse().expect("a length (no capa eof)");
+    c.read_exact(len).unwrap();
+    c
+}
+
+/// The commands of the stream, lower case, PING and SELECT left out, up to and including the
+/// first whose name is `last`.
+fn stream_until(c: &mut RawClient, last: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let words: Vec<String> = match c.read_value().unwrap() {
+            Value::Array(items) => items.iter().map(|v| text(v).to_ascii_lowercase()).collect(),
+            other => panic!("not a command in the stream: {other:?}"),
+        };
+        let name = words.first().cloned().unwrap_or_default();
+        if name == "ping" || name == "select" {
+            continue;
+        }
+        out.push(words.join(" "));
+        if name == last {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn flushdb_and_flushall_reach_the_stream_even_with_nothing_to_flush_as_on_redis() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        let server = Server::start(kind, &binary, &["--repl-diskless-sync", "no", "--appendonly", "yes"]);
+        let mut c = server.connect();
+        let mut replica = bare_replica(&server, &[]);
+        c.cmd(&["SET", "key", "value"]);
+        c.cmd(&["FLUSHDB"]);
+        c.cmd(&["FLUSHDB", "ASYNC"]);
+        c.cmd(&["EVAL", "redis.call('flushdb', 'sync')", "0"]);
+        c.cmd(&["FLUSHALL"]);
+        c.cmd(&["FLUSHALL", "SYNC"]);
+        c.cmd(&["EVAL", "redis.call('flushall')", "0"]);
+        c.cmd(&["INCR", "x"]);
+        let expected = [
+            "set key value",
+            "flushdb",
+            "flushdb async",
+            "flushdb sync",
+            "flushall",
+            "flushall sync",
+            "flushall",
+            "incr x",
+        ];
+        assert_eq!(stream_until(&mut replica, "incr"), expected, "{kind:?}");
+        // A flush that found nothing counts no change: the SET, the key the first FLUSHDB
+        // deleted, the INCR.
+        assert_eq!(info_field(&mut c, "persistence", "rdb_changes_since_last_save").as_deref(), Some("3"), "{kind:?}");
+    }
+}
+
+#[test]
+fn a_diskless_full_sync_waits_its_delay_in_wait_bgsave_as_on_redis() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        let server = Server::start(kind, &binary, &["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "2"]);
+        let mut c = server.connect();
+        let mut replica = server.connect();
+        assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+        let asked = Instant::now();
+        replica.send(b"PSYNC ? -1\r\n").unwrap();
+        // Waiting: no reply to the PSYNC yet, a newline each second, state wait_bgsave.
+        std::thread::sleep(Duration::from_millis(300));
+        let info = text(&c.cmd_value(&["INFO", "replication"]));
+        assert!(info.contains("state=wait_bgsave"), "{kind:?}: {info}");
+        assert_eq!(replica.read_exact(1).unwrap(), b"\n", "{kind:?}");
+        assert!(asked.elapsed() < Duration::from_millis(1500), "{kind:?}: a newline within the delay");
+        let mut byte = replica.read_exact(1).unwrap();
+        while byte == b"\n" {
+            byte = replica.read_exact(1).unwrap();
+        }
+        assert_eq!(byte, b"+", "{kind:?}");
+        // Redis counts the delay in whole seconds of its clock: at least one passes.
+        assert!(asked.elapsed() >= Duration::from_millis(1000), "{kind:?}: the sync started before its delay");
+        assert_eq!(replica.read_exact(11).unwrap(), b"FULLRESYNC ", "{kind:?}");
+        drop(replica);
+        // With a long delay, `repl-diskless-sync-max-replicas` replicas waiting start at once.
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "repl-diskless-sync-delay", "100", "repl-diskless-sync-max-replicas", "2"]),
+            b"+OK\r\n"
+        );
+        let mut first = server.connect();
+        assert_eq!(first.cmd(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+        first.send(b"PSYNC ? -1\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut second = server.connect();
+        assert_eq!(second.cmd(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+        let asked = Instant::now();
+        second.send(b"PSYNC ? -1\r\n").unwrap();
+        for replica in [&mut first, &mut second] {
+            let mut byte = replica.read_exact(1).unwrap();
+            while byte == b"\n" {
+                byte = replica.read_exact(1).unwrap();
+            }
+            assert_eq!(byte, b"+", "{kind:?}");
+        }
+        assert!(asked.elapsed() < Duration::from_secs(5), "{kind:?}: max-replicas did not start the sync");
+    }
+}
+
+#[test]
+fn a_replica_snapshot_in_the_making_shows_as_redis_shows_its_rdb_child() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        // 0.2 s a key: the snapshot of 10 keys takes 2 s to make.
+        let server =
+            Server::start(kind, &binary, &["--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "200000"]);
+        let mut c = server.connect();
+        for i in 0..10 {
+            c.cmd(&["SET", &format!("key:{i}"), "value"]);
+        }
+        assert_eq!(info_field(&mut c, "persistence", "rdb_bgsave_in_progress").as_deref(), Some("0"));
+        let mut replica = server.connect();
+        assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+        replica.send(b"PSYNC ? -1\r\n").unwrap();
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        loop {
+            let state = info_field(&mut c, "replication", "slave0").unwrap_or_default();
+            let child = info_field(&mut c, "persistence", "rdb_bgsave_in_progress");
+            if state.contains("state=wait_bgsave") && child.as_deref() == Some("1") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{kind:?}: {state} rdb_bgsave_in_progress:{child:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Read it all: once sent, nothing is in the making any more.
+        let mut byte = replica.read_exact(1).unwrap();
+        while byte != b"$" {
+            byte = replica.read_exact(1).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while info_field(&mut c, "persistence", "rdb_bgsave_in_progress").as_deref() != Some("0") {
+            let _ = replica.read_until_close(Duration::from_millis(100));
+            assert!(Instant::now() < deadline, "{kind:?}: the snapshot never ended");
+        }
+    }
+}
+
+#[test]
+fn a_replica_link_that_sends_a_command_with_a_reply_is_closed_and_a_bad_psync_offset_refused_as_on_redis() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        let server = Server::start(kind, &binary, &["--repl-diskless-sync-delay", "0"]);
+        let mut c = server.connect();
+        c.cmd(&["SET", "foo", "bar"]);
+        for (command, name, keyspace) in [("PING", "ping", false), ("GET foo", "get", true)] {
+            let mut replica = bare_replica(&server, &[]);
+            replica.send(format!("{command}\r\n").as_bytes()).unwrap();
+            let (rest, closed) = replica.read_until_close(Duration::from_secs(5));
+            assert!(closed, "{kind:?}: the link stays open after {command}");
+            assert!(!String::from_utf8_lossy(&rest).contains("PONG"), "{kind:?}: a reply went out");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let line = format!("Replica generated a reply to command '{name}', disconnecting it: ");
+            while !server.log().contains(&line) {
+                assert!(Instant::now() < deadline, "{kind:?}: no '{line}' in\n{}", server.log());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert_eq!(server.log().contains("Replica can't interact with the keyspace"), keyspace, "{kind:?}");
+            assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+        }
+        assert_eq!(
+            c.cmd(&["PSYNC", "replicationid", "offset_str"]),
+            b"-ERR value is not an integer or out of range\r\n",
+            "{kind:?}"
+        );
+        assert!(server.log().contains("asks for synchronization but with a wrong offset"), "{kind:?}");
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+#[test]
+fn without_diskless_sync_the_snapshot_is_made_whole_then_sent_with_its_length_as_on_redis() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        // 0.1 s a key: 10 keys take 1 s to write.
+        let server = Server::start(kind, &binary, &["--repl-diskless-sync", "no", "--rdb-key-save-delay", "100000"]);
+        let mut c = server.connect();
+        for i in 0..10 {
+            c.cmd(&["SET", &format!("key:{i}"), "value"]);
+        }
+        let mut replica = server.connect();
+        assert_eq!(replica.cmd(&["REPLCONF", "capa", "eof", "capa", "psync2"]), b"+OK\r\n");
+        let asked = Instant::now();
+        replica.send(b"PSYNC ? -1\r\n").unwrap();
+        assert!(replica.read_reply().unwrap().starts_with(b"+FULLRESYNC "), "{kind:?}");
+        let mut byte = replica.read_exact(1).unwrap();
+        while byte == b"\n" {
+            byte = replica.read_exact(1).unwrap();
+        }
+        assert_eq!(byte, b"$", "{kind:?}");
+        assert!(asked.elapsed() >= Duration::from_millis(900), "{kind:?}: sent before it was made whole");
+        let head = replica.read_exact(3).unwrap();
+        assert!(head.iter().all(u8::is_ascii_digit), "{kind:?}: a length, not an end mark: {head:?}");
+    }
+}

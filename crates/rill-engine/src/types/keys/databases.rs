@@ -82,13 +82,15 @@ fn flush_mode(args: &[Bytes]) -> Result<(), CmdError> {
 pub fn flushdb(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     flush_mode(args)?;
     engine.flush_db(ctx.db);
+    ctx.propagate = true;
     Ok(Reply::ok())
 }
 
 /// FLUSHALL [ASYNC|SYNC]
-pub fn flushall(engine: &mut Engine, _ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+pub fn flushall(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     flush_mode(args)?;
     engine.flush_all();
+    ctx.propagate = true;
     Ok(Reply::ok())
 }
 

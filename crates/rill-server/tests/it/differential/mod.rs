@@ -420,7 +420,7 @@ fn differential_scripts() {
             None => return,
         }
     } else {
-        Target { label: "rill".into(), server: Server::rill(), is_7_0: false }
+        Target { label: "rill".into(), server: rill_testkit::Launch::rill().server_defaults().start(), is_7_0: false }
     };
     let mut targets = vec![subject];
     for which in [ReferenceServer::Redis8, ReferenceServer::Redis7] {
