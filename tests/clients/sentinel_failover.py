@@ -74,6 +74,8 @@ def start_node(dir_, replica_of=None):
         "appendonly yes",
         "appendfsync everysec",
         "save \"\"",
+        # A full sync at once (the default waits 5 s for more replicas, as Redis does).
+        "repl-diskless-sync-delay 0",
     ]
     if replica_of:
         lines.append(f"replicaof 127.0.0.1 {replica_of}")

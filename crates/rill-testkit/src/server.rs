@@ -301,8 +301,8 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// Starts rill in `dir` with `extra` after `--port P --bind 127.0.0.1 --dir DIR --save ''`
-    /// and waits until it answers PONG (its loading is over); panics with the log otherwise.
+    /// Starts rill in `dir` with `extra` after `--port P --bind 127.0.0.1 --dir DIR --save ''
+    /// --repl-diskless-sync-delay 0` and waits until it answers PONG (its loading is over); panics with the log otherwise.
     pub fn start(dir: &Path, extra: &[&str]) -> Proc {
         Proc::try_start(dir, extra).unwrap_or_else(|log| panic!("rill-server did not start:\n{log}"))
     }
@@ -322,6 +322,8 @@ impl Proc {
     fn try_start_on(dir: &Path, port: u16, extra: &[&str]) -> Result<Proc, String> {
         let mut args = vec![rill_server_binary().to_string_lossy().into_owned()];
         args.extend(standard_args(port, dir));
+        // A full sync at once, as for `Launch` (see `Launch::server_defaults`).
+        args.extend(["--repl-diskless-sync-delay", "0"].map(String::from));
         args.extend(extra.iter().map(|a| a.to_string()));
         let child = spawn_logged(&args, dir, create_log(&dir.join("server.log"), true));
         let mut p = Proc { child, port, dir: dir.to_path_buf() };
