@@ -7,7 +7,7 @@
 //! PEL differ from its primary's.
 
 use crate::replica_link::{assert_equal, info_field, wait_caught_up};
-use rill_testkit::{free_port, RawClient, ReferenceServer, Server, ServerKind};
+use rill_testkit::{RawClient, ReferenceServer, Server, ServerKind};
 use std::time::{Duration, Instant};
 
 /// Send `args` on a connection of its own and check that it blocks.
@@ -50,7 +50,13 @@ fn stats(c: &mut RawClient, commands: &[&str]) -> Vec<String> {
 fn demotion_steps(kind: ServerKind, binary: &std::path::Path) -> Vec<String> {
     let server = Server::start(kind, binary, &[]);
     let mut admin = server.connect();
-    let (nowhere, elsewhere, further) = (free_port().to_string(), free_port().to_string(), free_port().to_string());
+    // Primaries that never answer: ports held by listeners of the test's own for its whole
+    // run (a port merely found free could be taken by another test's server meanwhile, and the
+    // replica would then sync from it).
+    let silent: Vec<std::net::TcpListener> =
+        (0..3).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let port = |i: usize| silent.get(i).unwrap().local_addr().unwrap().port().to_string();
+    let (nowhere, elsewhere, further) = (port(0), port(1), port(2));
     let mut out = Vec::new();
     let step = |out: &mut Vec<String>, c: &mut RawClient, args: &[&str]| {
         out.push(format!("{} -> {:?}", args.join(" "), String::from_utf8_lossy(&c.cmd(args))));
