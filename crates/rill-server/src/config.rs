@@ -170,6 +170,11 @@ pub const PARAMS: &[Param] = &[
     p("latency-tracking", "yes", Kind::Bool, true),
     p("latency-tracking-info-percentiles", "50 99 99.9", Kind::Percentiles, true),
     p("lazyfree-lazy-user-del", "no", Kind::Bool, true),
+    // Deletions the server decides are sent to replicas (and logged) as UNLINK with these
+    // (rill frees at once either way).
+    p("lazyfree-lazy-eviction", "no", Kind::Bool, true),
+    p("lazyfree-lazy-expire", "no", Kind::Bool, true),
+    p("lazyfree-lazy-server-del", "no", Kind::Bool, true),
     p("lazyfree-lazy-user-flush", "no", Kind::Bool, true),
     p("aof-load-truncated", "yes", Kind::Bool, true),
     // Testing aid, as in Redis: pause this many microseconds after each key or record loaded.
@@ -314,9 +319,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "locale-collate",
     "tracking-table-max-keys",
     "active-expire-effort",
-    "lazyfree-lazy-eviction",
-    "lazyfree-lazy-expire",
-    "lazyfree-lazy-server-del",
     "io-threads",
     "io-threads-do-reads",
     "oom-score-adj",

@@ -257,6 +257,20 @@ impl<L: LogSink> Journal<L> {
         }
     }
 
+    /// Add the deletion of a key the server removed (expired, evicted): `UNLINK` if `unlink`
+    /// (a `lazyfree-lazy-*` setting), as Redis logs and propagates it then; `DEL` otherwise.
+    pub fn push_deletion(&mut self, db: usize, key: &[u8], unlink: bool) {
+        if !unlink {
+            self.push_del(db, key);
+        } else if self.recording() {
+            let args = [&b"UNLINK"[..], key];
+            self.unit.command(db, args.into_iter());
+            if let Some(log_unit) = self.log_unit.as_mut() {
+                log_unit.command(db, args.into_iter());
+            }
+        }
+    }
+
     /// Hand a command to the replication streams only (see [`Sink::stream_only`]), after the
     /// units committed so far.
     pub fn stream_only(&mut self, args: &[Bytes]) {

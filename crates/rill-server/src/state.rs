@@ -352,6 +352,8 @@ impl State {
         }
         let mut engine = Engine::new(engine_config);
         engine.set_subkey_events(HotConfig::from(&config).notify.subkeys());
+        let replication = crate::replication::Replication::new(crate::run::run_id());
+        replication.set_lazy_server_del(HotConfig::from(&config).lazy_server_del);
         State {
             hot: HotConfig::from(&config),
             engine,
@@ -362,7 +364,7 @@ impl State {
             last_save_unix: now_ms() / 1000,
             active_expire: true,
             journal: Journal::default(),
-            replication: crate::replication::Replication::new(crate::run::run_id()),
+            replication,
             pubsub: crate::pubsub::PubSub::default(),
             pause: crate::pause::Pause::default(),
             shutdown: crate::shutdown::Shutdown::default(),
@@ -435,8 +437,9 @@ impl State {
     /// unit.
     pub fn collect_effects(&mut self, ctx_effects: &mut rill_engine::effect::EffectBuf) {
         if self.engine.has_expired() {
+            let unlink = self.hot.lazy_expire;
             for (db, key) in self.engine.take_expired() {
-                self.journal.push_del(db, &key);
+                self.journal.push_deletion(db, &key, unlink);
             }
             // Hash fields removed by expiry, as Redis propagates them: one HDEL per field (a
             // unit of several is one MULTI / EXEC for a replica, as Redis wraps them).
@@ -492,6 +495,13 @@ pub struct HotConfig {
     pub busy_reply_threshold_ms: i64,
     /// `script-memory-limit` in bytes.
     pub script_memory_limit: usize,
+    /// `lazyfree-lazy-expire`: expiry deletions are logged and sent to replicas as `UNLINK`.
+    pub lazy_expire: bool,
+    /// `lazyfree-lazy-eviction`: evictions are logged and sent as `UNLINK`.
+    pub lazy_eviction: bool,
+    /// `lazyfree-lazy-server-del`: a deletion the server decided (a time already past) is
+    /// sent to replicas as `UNLINK` (`Replication::lazy_server_del`, read by the backlog).
+    pub lazy_server_del: bool,
 }
 
 impl HotConfig {
@@ -525,6 +535,9 @@ impl HotConfig {
             latency_threshold_ms: u64::try_from(config.get_i64("latency-monitor-threshold")).unwrap_or(0),
             busy_reply_threshold_ms: config.get_i64("busy-reply-threshold"),
             script_memory_limit: usize::try_from(config.get_i64("script-memory-limit")).unwrap_or(usize::MAX),
+            lazy_expire: config.get("lazyfree-lazy-expire") == "yes",
+            lazy_eviction: config.get("lazyfree-lazy-eviction") == "yes",
+            lazy_server_del: config.get("lazyfree-lazy-server-del") == "yes",
         }
     }
 }

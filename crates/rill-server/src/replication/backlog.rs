@@ -68,6 +68,9 @@ pub struct Backlog {
     /// Bytes of the records' bodies: held to at most the backlog's size (records of units
     /// without bytes do not move the ring, so the ring alone would not bound them).
     record_bytes: usize,
+    /// `lazyfree-lazy-server-del`: the server's own deletions (a time already past) go as
+    /// `UNLINK` (set by the journal's sink before each unit).
+    pub lazy_server_del: bool,
 }
 
 /// rill's own record of one unit in the stream (see the module doc).
@@ -128,6 +131,7 @@ impl Backlog {
             keep_records: false,
             next_record: 0,
             record_bytes: 0,
+            lazy_server_del: false,
         }
     }
 
@@ -261,7 +265,7 @@ impl Backlog {
         transaction: bool,
         record: impl FnOnce() -> Bytes,
     ) -> Result<usize, Untranslatable> {
-        let commands = forms::commands(effects, time_ms)?;
+        let commands = forms::commands_with(effects, time_ms, self.lazy_server_del)?;
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
         self.stream.encode(&commands, transaction, &mut bytes);

@@ -63,11 +63,13 @@ fn claims_later(rest: &[Effect], db: usize, key: &Bytes, group: &Bytes, consumer
 /// - GETSET as `SET`, SET without its `GET`, GETDEL as `DEL` (what the reply needed, not the
 ///   write), HGETDEL as `HDEL`, BRPOPLPUSH as `RPOPLPUSH`, BLMOVE as `LMOVE`, a one-key BLPOP/BRPOP as
 ///   `LPOP`/`RPOP`, so a Redis replica counts the same calls in INFO commandstats.
-fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
+/// - a deletion the server decided (an expiry time already past) as `UNLINK` rather than `DEL`
+///   when `unlink` (`lazyfree-lazy-server-del yes`), as Redis.
+fn command_form(args: &[Bytes], time_ms: i64, unlink: bool) -> Vec<Bytes> {
     let name = args.first().map(|a| a.to_ascii_lowercase()).unwrap_or_default();
     let int = |i: usize| -> Option<i64> { std::str::from_utf8(args.get(i)?).ok()?.parse().ok() };
     let key = || args.get(1).cloned().unwrap_or_default();
-    let del = || vec![b("DEL"), key()];
+    let del = || vec![b(if unlink { "UNLINK" } else { "DEL" }), key()];
     let at = |unit_ms: i64, relative: bool, raw: i64| -> Option<i64> {
         let ms = raw.checked_mul(unit_ms)?;
         if relative {
@@ -104,7 +106,7 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
             int(2).and_then(|t| at(1, true, t)).map(|ms| set_form(args.get(3).cloned().unwrap_or_default(), ms))
         }
         // DELEX logged only when it deleted (a condition that failed changed nothing).
-        b"getdel" | b"delex" => Some(del()),
+        b"getdel" | b"delex" => Some(vec![b("DEL"), key()]),
         // HGETDEL key FIELDS n field... as HDEL key field... (every field named, as Redis).
         b"hgetdel" => Some([b("HDEL"), key()].into_iter().chain(args.iter().skip(4).cloned()).collect()),
         b"msetex" => msetex_form(args, time_ms),
@@ -116,18 +118,20 @@ fn command_form(args: &[Bytes], time_ms: i64) -> Vec<Bytes> {
         b"blpop" if args.len() == 3 => Some(vec![b("LPOP"), key()]),
         b"brpop" if args.len() == 3 => Some(vec![b("RPOP"), key()]),
         b"getset" => Some(std::iter::once(b("SET")).chain(args.iter().skip(1).cloned()).collect()),
-        // A relative TTL as an absolute one, marked ABSTTL (one already past was logged as the
-        // deletion it made).
-        b"restore" if !args.iter().skip(4).any(|a| a.eq_ignore_ascii_case(b"absttl")) => {
-            int(2).filter(|t| *t > 0).and_then(|t| at(1, true, t)).map(|ms| {
-                let mut out = args.to_vec();
-                if let Some(ttl) = out.get_mut(2) {
-                    *ttl = number_i64(ms);
-                }
-                out.push(b("ABSTTL"));
-                out
-            })
+        // An absolute TTL already past: the key REPLACE removed (nothing is logged when there
+        // was none), as the deletion Redis sends.
+        b"restore" if args.iter().skip(4).any(|a| a.eq_ignore_ascii_case(b"absttl")) => {
+            int(2).filter(|t| *t > 0 && *t <= time_ms).map(|_| del())
         }
+        // A relative TTL as an absolute one, marked ABSTTL.
+        b"restore" => int(2).filter(|t| *t > 0).and_then(|t| at(1, true, t)).map(|ms| {
+            let mut out = args.to_vec();
+            if let Some(ttl) = out.get_mut(2) {
+                *ttl = number_i64(ms);
+            }
+            out.push(b("ABSTTL"));
+            out
+        }),
         b"set" | b"getex" => {
             // The expiry option and its value, if any (SET's options start after the value;
             // IFEQ / IFNE / IFDEQ / IFDNE take a value that is not an option).
@@ -212,6 +216,12 @@ fn number_i64(n: i64) -> Bytes {
 /// The commands a Redis replica runs for one unit's effects, in order (no SELECT, MULTI or
 /// EXEC yet: [`Stream::encode`] adds them).
 pub fn commands(effects: &[Effect], time_ms: i64) -> Result<Vec<Command>, Untranslatable> {
+    commands_with(effects, time_ms, false)
+}
+
+/// [`commands`], with the server's own deletions (an expiry time already past) as `UNLINK`
+/// when `unlink` (`lazyfree-lazy-server-del yes`).
+pub fn commands_with(effects: &[Effect], time_ms: i64, unlink: bool) -> Result<Vec<Command>, Untranslatable> {
     let mut out = Vec::with_capacity(effects.len());
     // The group cursor a run of deliveries leaves: sent once, after the run.
     let mut cursor: Option<Command> = None;
@@ -243,7 +253,7 @@ pub fn commands(effects: &[Effect], time_ms: i64) -> Result<Vec<Command>, Untran
             // rill's stream settings have no Redis form: a Redis replica gets the trims they
             // make (exact XTRIMs), not the setting.
             Effect::Command { args, .. } if args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"RILL.STREAM")) => {}
-            Effect::Command { db, args } => out.push((*db, command_form(args, time_ms))),
+            Effect::Command { db, args } => out.push((*db, command_form(args, time_ms, unlink))),
             Effect::Group { db, key, effect } => {
                 if let Some(args) = group_form(key, effect)? {
                     out.push((*db, args));
@@ -514,6 +524,7 @@ mod tests {
             "MSETEX 1 a 1 EXAT 9 XX",
             "RESTORE k 0 payload REPLACE",
             "RESTORE k 9000 payload absttl",
+            "RESTORE k 1500 payload REPLACE ABSTTL",
             "SET k v PXAT 9000 NX GET",
             "HGETDEL h FIELDS 3 a b c",
         ]
@@ -552,6 +563,7 @@ mod tests {
                 "MSETEX 1 a 1 EXAT 9 XX",
                 "RESTORE k 0 payload REPLACE",
                 "RESTORE k 9000 payload absttl",
+                "DEL k",
                 "SET k v PXAT 9000 NX GET",
                 "HDEL h a b c",
             ]
@@ -670,5 +682,19 @@ mod tests {
             "SELECT 0 SET a v SET b v MULTI SELECT 2 SET c v SET d v SELECT 0 SET e v EXEC SET f v SELECT 1 SET g v"
         );
         assert!(text.starts_with("*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n"));
+    }
+
+    #[test]
+    fn the_servers_own_deletions_unlink_with_lazyfree_lazy_server_del() {
+        let effects: Vec<Effect> =
+            ["SET k v PXAT 1", "EXPIRE k 0", "GETEX k PXAT 5", "RESTORE k 5 p ABSTTL", "DEL k", "GETDEL k"]
+                .iter()
+                .map(|l| Effect::command(0, l.split(' ').map(bulk).collect()))
+                .collect();
+        let lines = |unlink| -> Vec<String> {
+            commands_with(&effects, 2000, unlink).unwrap().iter().map(|(_, a)| line(a)).collect()
+        };
+        assert_eq!(lines(true), ["UNLINK k", "UNLINK k", "UNLINK k", "UNLINK k", "DEL k", "DEL k"]);
+        assert_eq!(lines(false), ["DEL k"; 6]);
     }
 }

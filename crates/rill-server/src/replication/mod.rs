@@ -77,6 +77,8 @@ pub struct Replication {
     pub no_replicas_since_ms: i64,
     /// Set when the backlog is freed: its journal sink is then dropped.
     backlog_freed: Arc<AtomicBool>,
+    /// `lazyfree-lazy-server-del`, shared with the backlog's journal sink.
+    lazy_server_del: Arc<AtomicBool>,
 }
 
 /// A replica's view of its primary (INFO, ROLE).
@@ -142,6 +144,7 @@ impl Replication {
             failover: failover::Failover::default(),
             no_replicas_since_ms: 0,
             backlog_freed: Arc::new(AtomicBool::new(false)),
+            lazy_server_del: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -212,6 +215,11 @@ impl Replication {
     /// The backlog, made now if there is none (of `size` bytes, continuing the stream's offset)
     /// and fed by `journal` from its next committed unit on: what attaching the first replica
     /// does.
+    /// `lazyfree-lazy-server-del`: the backlog sends the server's own deletions as `UNLINK`.
+    pub fn set_lazy_server_del(&self, on: bool) {
+        self.lazy_server_del.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub fn start_backlog<L: LogSink>(&mut self, journal: &mut Journal<L>, size: usize) -> Arc<Mutex<Backlog>> {
         if let Some(b) = &self.backlog {
             return b.clone();
@@ -224,6 +232,7 @@ impl Replication {
             grown,
             relaying: self.master.is_some(),
             freed: self.backlog_freed.clone(),
+            lazy_server_del: self.lazy_server_del.clone(),
         }));
         self.backlog = Some(backlog.clone());
         self.grown = Some(rx);
@@ -295,6 +304,8 @@ struct BacklogSink {
     relaying: bool,
     /// The backlog was freed ([`Replication::expire_backlog`]): this sink is done.
     freed: Arc<AtomicBool>,
+    /// `lazyfree-lazy-server-del` ([`Replication::set_lazy_server_del`]).
+    lazy_server_del: Arc<AtomicBool>,
 }
 
 impl BacklogSink {
@@ -323,6 +334,7 @@ impl BacklogSink {
             return;
         }
         let mut backlog = self.lock();
+        backlog.lazy_server_del = self.lazy_server_del.load(std::sync::atomic::Ordering::Relaxed);
         let written = unit.decode().map_err(|e| e.to_string()).and_then(|effects| {
             let record = || {
                 let mut body = Vec::with_capacity(unit.byte_len() + 16);

@@ -977,3 +977,52 @@ fn without_diskless_sync_the_snapshot_is_made_whole_then_sent_with_its_length_as
         assert!(head.iter().all(u8::is_ascii_digit), "{kind:?}: a length, not an end mark: {head:?}");
     }
 }
+
+/// With `lazyfree-lazy-server-del`, `-expire` and `-eviction` on, the deletions the server
+/// decides reach the replicas as `UNLINK` (a RESTORE REPLACE whose ABSTTL has passed, a key
+/// found expired), `DEL` with them off; a client's DEL stays DEL. The stream is compared with
+/// Redis 8.2.3's. A SET whose PXAT has passed deletes at once in rill and the newest Redis
+/// (8.2.3 stores the key and expires it later), so that one is checked on rill alone.
+#[test]
+fn lazyfree_settings_make_the_servers_deletions_unlink_as_in_redis() {
+    let Some(redis) = Launch::reference(ReferenceServer::Redis8) else { return };
+    let stream = |launch: Launch, set_past: bool| -> Vec<String> {
+        let server = launch.args(&["--enable-debug-command", "yes"]).start();
+        let mut c = server.connect();
+        assert_eq!(c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+        c.cmd(&["SET", "a", "1"]);
+        c.cmd(&["SET", "b", "1"]);
+        let dump = c.cmd_value(&["DUMP", "a"]);
+        let payload = dump.as_bytes().unwrap().to_vec();
+        let mut replica = crate::shutdown::TestReplica::attach(server.port);
+        for on in ["no", "yes"] {
+            for name in ["lazyfree-lazy-server-del", "lazyfree-lazy-expire", "lazyfree-lazy-eviction"] {
+                assert_eq!(c.cmd(&["CONFIG", "SET", name, on]), b"+OK\r\n");
+            }
+            if set_past {
+                c.cmd(&["SET", "a", "1"]);
+                c.cmd(&["SET", "a", "2", "PXAT", "1000"]);
+            }
+            let restore: Vec<&[u8]> = vec![b"RESTORE", b"b", b"1000", &payload, b"REPLACE", b"ABSTTL"];
+            c.request(&restore).unwrap();
+            c.cmd(&["SET", "t", "1", "PX", "20"]);
+            std::thread::sleep(Duration::from_millis(40));
+            c.cmd(&["GET", "t"]);
+            c.cmd(&["SET", "d", "1"]);
+            c.cmd(&["DEL", "d"]);
+            c.cmd(&["SET", "b", "1"]);
+        }
+        c.cmd(&["SET", "marker", "1"]);
+        replica.read_until("marker");
+        replica.commands().into_iter().map(|cmd| cmd.split(" PXAT").next().unwrap_or_default().to_string()).collect()
+    };
+    let ours = stream(Launch::rill(), false);
+    let theirs = stream(redis, false);
+    assert_eq!(ours, theirs);
+    assert!(ours.iter().any(|c| c == "UNLINK b") && ours.iter().any(|c| c == "UNLINK t"), "{ours:?}");
+    let with_set = stream(Launch::rill(), true);
+    let from = |s: &[String], first: &str| s.iter().skip_while(|c| *c != first).take(2).cloned().collect::<Vec<_>>();
+    assert_eq!(from(&with_set, "SET a 1"), ["SET a 1", "DEL a"], "{with_set:?}");
+    let second = with_set.iter().rposition(|c| c == "SET a 1").unwrap();
+    assert_eq!(with_set.get(second + 1).map(String::as_str), Some("UNLINK a"), "{with_set:?}");
+}
