@@ -788,10 +788,7 @@ fn stream_until(c: &mut RawClient, last: &str) -> Vec<String> {
 
 #[test]
 fn flushdb_and_flushall_reach_the_stream_even_with_nothing_to_flush_as_on_redis() {
-    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
-    if let Some(redis) = ReferenceServer::Redis8.require() {
-        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
-    }
+    let kinds = rill_and_redis8();
     for (kind, binary) in kinds {
         let server = Server::start(kind, &binary, &["--repl-diskless-sync", "no", "--appendonly", "yes"]);
         let mut c = server.connect();
@@ -823,10 +820,7 @@ fn flushdb_and_flushall_reach_the_stream_even_with_nothing_to_flush_as_on_redis(
 
 #[test]
 fn a_diskless_full_sync_waits_its_delay_in_wait_bgsave_as_on_redis() {
-    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
-    if let Some(redis) = ReferenceServer::Redis8.require() {
-        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
-    }
+    let kinds = rill_and_redis8();
     for (kind, binary) in kinds {
         let server = Server::start(kind, &binary, &["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "2"]);
         let mut c = server.connect();
@@ -875,10 +869,7 @@ fn a_diskless_full_sync_waits_its_delay_in_wait_bgsave_as_on_redis() {
 
 #[test]
 fn a_replica_snapshot_in_the_making_shows_as_redis_shows_its_rdb_child() {
-    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
-    if let Some(redis) = ReferenceServer::Redis8.require() {
-        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
-    }
+    let kinds = rill_and_redis8();
     for (kind, binary) in kinds {
         // 0.2 s a key: the snapshot of 10 keys takes 2 s to make.
         let server =
@@ -916,10 +907,7 @@ fn a_replica_snapshot_in_the_making_shows_as_redis_shows_its_rdb_child() {
 
 #[test]
 fn a_replica_link_that_sends_a_command_with_a_reply_is_closed_and_a_bad_psync_offset_refused_as_on_redis() {
-    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
-    if let Some(redis) = ReferenceServer::Redis8.require() {
-        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
-    }
+    let kinds = rill_and_redis8();
     for (kind, binary) in kinds {
         let server = Server::start(kind, &binary, &["--repl-diskless-sync-delay", "0"]);
         let mut c = server.connect();
@@ -951,10 +939,7 @@ fn a_replica_link_that_sends_a_command_with_a_reply_is_closed_and_a_bad_psync_of
 
 #[test]
 fn without_diskless_sync_the_snapshot_is_made_whole_then_sent_with_its_length_as_on_redis() {
-    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
-    if let Some(redis) = ReferenceServer::Redis8.require() {
-        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
-    }
+    let kinds = rill_and_redis8();
     for (kind, binary) in kinds {
         // 0.1 s a key: 10 keys take 1 s to write.
         let server = Server::start(kind, &binary, &["--repl-diskless-sync", "no", "--rdb-key-save-delay", "100000"]);
@@ -1025,4 +1010,14 @@ fn lazyfree_settings_make_the_servers_deletions_unlink_as_in_redis() {
     assert_eq!(from(&with_set, "SET a 1"), ["SET a 1", "DEL a"], "{with_set:?}");
     let second = with_set.iter().rposition(|c| c == "SET a 1").unwrap();
     assert_eq!(with_set.get(second + 1).map(String::as_str), Some("UNLINK a"), "{with_set:?}");
+}
+
+/// rill, then Redis 8.2.3 if it is there (`RILL_SKIP_REFERENCE=1` only; otherwise a missing one
+/// fails): the servers a test runs the same steps on.
+fn rill_and_redis8() -> Vec<(ServerKind, std::path::PathBuf)> {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    kinds
 }
