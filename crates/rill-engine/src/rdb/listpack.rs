@@ -162,18 +162,20 @@ pub(crate) fn int_element_bytes(v: i64) -> usize {
 pub(crate) fn str_element_bytes(s: &[u8]) -> usize {
     match crate::util::parse_i64(s) {
         Some(v) => int_element_bytes(v),
-        None => {
-            let len = s.len();
-            let head = if len < 64 {
-                1
-            } else if len < 4096 {
-                2
-            } else {
-                5
-            };
-            head + len + backlen_width(head + len)
-        }
+        None => text_element_bytes(s.len()),
     }
+}
+
+/// Bytes a string element of `len` bytes that is not an integer's text takes.
+pub(crate) fn text_element_bytes(len: usize) -> usize {
+    let head = if len < 64 {
+        1
+    } else if len < 4096 {
+        2
+    } else {
+        5
+    };
+    head + len + backlen_width(head + len)
 }
 
 /// Builds a listpack.

@@ -187,7 +187,8 @@ pub fn type_name(rdb_type: u8) -> &'static str {
         | stream::TYPE_STREAM_V2
         | stream::TYPE_STREAM_V3
         | stream::TYPE_STREAM_V4
-        | stream::TYPE_STREAM_V5 => "stream",
+        | stream::TYPE_STREAM_V5
+        | stream::TYPE_STREAM_RILL => "stream",
         _ => "unknown type",
     }
 }
@@ -204,6 +205,9 @@ pub struct LoadContext {
     pub idmp_max_size: u64,
     /// The clock: IIDs already expired are dropped.
     pub now_ms: i64,
+    /// Streams may come in rill's own type ([`stream::TYPE_STREAM_RILL`]): only in a rill
+    /// replica's load of its primary's snapshot.
+    pub rill_streams: bool,
 }
 
 /// The DUMP payload of `value`. `now_ms` filters expired IIDs. O(size of the value).
@@ -461,6 +465,7 @@ fn decode_value(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<V
         | stream::TYPE_STREAM_V3
         | stream::TYPE_STREAM_V4
         | stream::TYPE_STREAM_V5 => Value::Stream(Box::new(stream::decode(r, rdb_type, ctx)?)),
+        stream::TYPE_STREAM_RILL if ctx.rill_streams => Value::Stream(Box::new(stream::decode(r, rdb_type, ctx)?)),
         types::ZSET | types::ZSET_2 => {
             let n = r.count()?;
             let mut pairs = Vec::with_capacity(io::preallocation(n));

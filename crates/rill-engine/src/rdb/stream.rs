@@ -36,7 +36,7 @@
 use super::io::{id_to_raw, preallocation, Reader, Writer};
 use super::listpack;
 use super::{LoadContext, RdbError};
-use crate::types::stream::block::FieldSink;
+use crate::types::stream::block::{Block, FieldSink};
 use crate::types::stream::codec::{self, Scalar};
 use crate::types::stream::group::{ConsumerSnapshot, GroupSnapshot};
 use crate::types::stream::idmp::{self, Idmp};
@@ -56,6 +56,18 @@ pub const TYPE_STREAM_V3: u8 = 21;
 pub const TYPE_STREAM_V4: u8 = 26;
 /// Adds the XNACK zone of each group.
 pub const TYPE_STREAM_V5: u8 = 27;
+
+/// rill's own stream type, which only a rill primary writes and only for a rill replica (one
+/// that said `REPLCONF capa rill`), which reads it only from its primary
+/// ([`super::LoadContext::rill_streams`]): no Redis and no file ever holds it. Each node is the
+/// primary's block as it is in memory (no listpack made, none decoded: a full sync of a big
+/// stream is a copy), then everything after the nodes as in [`TYPE_STREAM_V5`].
+///
+/// ```text
+/// per node: <key: 16-byte ID> <last ID: 16-byte ID> <live> <deleted> <listpack size>
+///           <the block's bytes: string>
+/// ```
+pub const TYPE_STREAM_RILL: u8 = 0xD0;
 
 const FLAG_DELETED: i64 = 1;
 const FLAG_SAME_FIELDS: i64 = 2;
@@ -98,7 +110,20 @@ pub fn type_for(s: &Stream) -> u8 {
 pub(super) fn encode(out: &mut impl BodyOut, s: &Stream, rdb_type: u8, now_ms: i64) -> io::Result<()> {
     out.w().length(s.block_count() as u64);
     let mut node = NodeWriter::default();
-    for (first, block) in s.blocks() {
+    if rdb_type == TYPE_STREAM_RILL {
+        for (first, block) in s.blocks() {
+            let (buf, last_id, live, deleted, lp_body) = block.raw_parts();
+            let w = out.w();
+            w.raw(&id_to_raw(first));
+            w.raw(&id_to_raw(last_id));
+            w.length(u64::from(live));
+            w.length(u64::from(deleted));
+            w.length(u64::from(lp_body));
+            w.raw_string(buf);
+            out.node_done()?;
+        }
+    }
+    for (first, block) in s.blocks().filter(|_| rdb_type != TYPE_STREAM_RILL) {
         let mut cursor = block.cursor(first).ok_or_else(|| io::Error::other("a stream block cannot be decoded"))?;
         node.start(first, &cursor.master().fields, block.live_count(), block.deleted_count());
         let mut fields = EntryFields::default();
@@ -304,7 +329,22 @@ fn corrupt(why: &'static str) -> RdbError {
 pub fn decode(r: &mut Reader<'_>, rdb_type: u8, ctx: &LoadContext) -> Result<Stream, RdbError> {
     let mut s = Stream::new();
     let nodes = r.count()?;
-    for _ in 0..nodes {
+    if rdb_type == TYPE_STREAM_RILL {
+        for _ in 0..nodes {
+            let first = r.raw_id()?;
+            let last_id = r.raw_id()?;
+            let mut count =
+                || r.length().ok().and_then(|n| u32::try_from(n).ok()).ok_or(corrupt("stream block counts"));
+            let (live, deleted, lp_body) = (count()?, count()?, count()?);
+            let bytes = r.string()?;
+            let block = Block::from_raw(first, bytes, last_id, live, deleted, lp_body)
+                .ok_or(corrupt("stream block does not decode"))?;
+            if !s.restore_block(NodeRebuild::from_block(first, block)) {
+                return Err(corrupt("stream blocks out of order"));
+            }
+        }
+    }
+    for _ in (0..nodes).filter(|_| rdb_type != TYPE_STREAM_RILL) {
         let key = r.string()?;
         let raw: [u8; 16] = key.as_slice().try_into().map_err(|_| corrupt("stream node key is not an ID"))?;
         let master = super::io::id_from_raw(&raw);

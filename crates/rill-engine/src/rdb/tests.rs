@@ -7,7 +7,13 @@ use crate::types::stream::{Stream, StreamId};
 use proptest::prelude::*;
 
 fn ctx() -> LoadContext {
-    LoadContext { limits: NodeLimits::new(100, 4096), idmp_duration_secs: 100, idmp_max_size: 100, now_ms: 0 }
+    LoadContext {
+        limits: NodeLimits::new(100, 4096),
+        idmp_duration_secs: 100,
+        idmp_max_size: 100,
+        now_ms: 0,
+        rill_streams: false,
+    }
 }
 
 fn hex(s: &str) -> Vec<u8> {

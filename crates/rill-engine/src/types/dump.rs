@@ -148,6 +148,8 @@ fn restore(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
         idmp_duration_secs: engine.config.stream_idmp_duration_secs,
         idmp_max_size: engine.config.stream_idmp_maxsize,
         now_ms: ctx.now_ms,
+        // A RESTORE payload comes from a client: Redis' types only.
+        rill_streams: false,
     };
     let value = rdb::restore(arg(args, 3)?, &load).map_err(|e| rdb_error(&e))?;
     let expire_at = match ttl {

@@ -42,6 +42,7 @@ fn context_for(config: &EngineConfig, now_ms: i64) -> LoadContext {
         idmp_duration_secs: config.stream_idmp_duration_secs,
         idmp_max_size: config.stream_idmp_maxsize,
         now_ms,
+        rill_streams: false,
     }
 }
 
@@ -257,7 +258,8 @@ pub fn load_rdb_streaming(
     let load_now = now_ms();
     let (ctx, mut engine) = {
         let st = shared.lock();
-        (load_context(&st, load_now), Engine::new(st.engine.config().clone()))
+        // Only a rill primary sends rill's stream type, and only to a rill replica.
+        (LoadContext { rill_streams: true, ..load_context(&st, load_now) }, Engine::new(st.engine.config().clone()))
     };
     engine.set_loading(true);
     // The checksum of everything but the last 8 bytes seen (which may be the stored checksum).
@@ -268,7 +270,16 @@ pub fn load_rdb_streaming(
         let mut c = check.borrow_mut();
         let (crc, tail, seen) = &mut *c;
         *seen += chunk.len();
-        tail.extend_from_slice(&chunk);
+        // Everything but the last 8 bytes seen is settled: the bytes held back from before,
+        // then this chunk but its own last 8 (the chunk is not copied).
+        let keep = chunk.len().min(8);
+        let (body, last) = chunk.split_at(chunk.len() - keep);
+        if !body.is_empty() {
+            *crc = rill_engine::rdb::crc64::crc64(*crc, tail);
+            tail.clear();
+            *crc = rill_engine::rdb::crc64::crc64(*crc, body);
+        }
+        tail.extend_from_slice(last);
         let settled = tail.len().saturating_sub(8);
         *crc = rill_engine::rdb::crc64::crc64(*crc, tail.get(..settled).unwrap_or_default());
         tail.drain(..settled);

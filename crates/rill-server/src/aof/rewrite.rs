@@ -87,6 +87,8 @@ pub struct Snapshot {
     aux: Vec<(String, String)>,
     /// `rdb-key-save-delay`: a pause after each key written (tests of a slow snapshot).
     key_delay: Duration,
+    /// Streams in rill's own type: for a rill replica ([`Snapshot::for_rill_replica`]).
+    rill_streams: bool,
 }
 
 impl Snapshot {
@@ -102,14 +104,32 @@ impl Snapshot {
         }
         let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
         let libraries = library_codes(&engine);
-        Snapshot { dbs, libraries, now_ms: now_ms(), version, aux: Vec::new(), key_delay: Duration::ZERO }
+        Snapshot {
+            dbs,
+            libraries,
+            now_ms: now_ms(),
+            version,
+            aux: Vec::new(),
+            key_delay: Duration::ZERO,
+            rill_streams: false,
+        }
     }
 }
 
 impl Snapshot {
+    /// The same snapshot for a rill replica (one that said `REPLCONF capa rill`): its streams
+    /// go in rill's own type, each block as it is in memory, which the replica takes as it
+    /// comes (a Redis replica, `redis-cli --rdb` or a file gets Redis' types).
+    pub fn for_rill_replica(self) -> Snapshot {
+        Snapshot { rill_streams: true, ..self }
+    }
+
     /// Write the snapshot as an RDB file to `out`; returns `out` and the bytes written.
     pub fn write_to<W: std::io::Write>(&self, out: W) -> std::io::Result<(W, u64)> {
         let mut w = FileWriter::with_aux(out, self.version, self.now_ms, &self.aux)?;
+        if self.rill_streams {
+            w.rill_streams();
+        }
         for code in &self.libraries {
             w.function(code)?;
         }
@@ -144,6 +164,7 @@ pub fn take(st: &State) -> Snapshot {
         version,
         aux: Vec::new(),
         key_delay: Duration::from_micros(u64::try_from(st.config.get_i64("rdb-key-save-delay")).unwrap_or(0)),
+        rill_streams: false,
     }
 }
 

@@ -225,13 +225,29 @@ impl<'a> EntryCursor<'a> {
         Some(EntryPos { id, deleted: head & FLAG_DELETED != 0, offset })
     }
 
+    /// [`Self::next_entry`], its fields passed to `sink` on the way (one pass over the entry).
+    pub(crate) fn next_entry_fields(&mut self, sink: &mut impl FieldSink<'a>) -> Option<EntryPos> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let offset = self.pos;
+        let (id, head, end) = self.fields_from(offset, sink)?;
+        self.pos = end;
+        Some(EntryPos { id, deleted: head & FLAG_DELETED != 0, offset })
+    }
+
     /// Decode the entry whose head is at `offset` (from [`Self::next_entry`]), passing each
     /// field name and value to `emit` in order. `None` if the bytes cannot be decoded (some
     /// fields may have been emitted).
     pub(crate) fn fields_at(&self, offset: usize, sink: &mut impl FieldSink<'a>) -> Option<()> {
+        self.fields_from(offset, sink).map(|_| ())
+    }
+
+    /// [`Self::fields_at`], returning the entry's ID, head and where it ends.
+    fn fields_from(&self, offset: usize, sink: &mut impl FieldSink<'a>) -> Option<(StreamId, u128, usize)> {
         let buf = self.buf;
         let mut pos = offset;
-        let (_, head) = read_head(buf, &mut pos, self.first)?;
+        let (id, head) = read_head(buf, &mut pos, self.first)?;
         if head & FLAG_SAME_FIELDS != 0 {
             sink.count(self.master.fields.len());
             for (name, master) in self.master.fields.iter().zip(&self.master.values) {
@@ -253,7 +269,7 @@ impl<'a> EntryCursor<'a> {
                 sink.field(name, resolve(read_value(buf, &mut pos)?, None)?);
             }
         }
-        Some(())
+        Some((id, head, pos))
     }
 }
 
@@ -621,6 +637,67 @@ impl Block {
         out
     }
 
+    /// The parts of this block a rill replica needs to rebuild it byte for byte
+    /// ([`Block::from_raw`]): the buffer, the last ID, the live and deleted counts and the
+    /// listpack size Redis would measure (its marks are rebuilt from the buffer).
+    pub fn raw_parts(&self) -> (&[u8], StreamId, u32, u32, u32) {
+        (&self.buf, self.last_id, self.live, self.deleted, self.lp_body)
+    }
+
+    /// A block from [`Block::raw_parts`] of a block keyed `first` (a rill primary's snapshot
+    /// for its rill replica): its entries are walked once to rebuild the marks and to check
+    /// everything the parts claim — every entry and value decodes (against the master where
+    /// it refers to it), IDs rise from `first` to `last_id`, the live and deleted counts and
+    /// the listpack size are the entries' — so a block that loads is one this server could
+    /// have made. `None` if any of it does not hold. O(bytes), nothing allocated per entry,
+    /// nothing re-encoded.
+    pub(crate) fn from_raw(
+        first: StreamId,
+        buf: Vec<u8>,
+        last_id: StreamId,
+        live: u32,
+        deleted: u32,
+        lp_body: u32,
+    ) -> Option<Block> {
+        let mut block = Block { buf, last_id, live, deleted, marks: Vec::new(), lp_body };
+        let (mut seen_live, mut seen_deleted, mut prev) = (0u32, 0u32, None::<StreamId>);
+        let mut marks = Vec::new();
+        {
+            let mut cursor = block.cursor(first)?;
+            let names = &cursor.master().fields;
+            let names_bytes = names.iter().map(|f| listpack::str_element_bytes(f)).sum::<usize>();
+            let mut lp = listpack::int_element_bytes(names.len() as i64) + names_bytes + LP_ZERO_BYTES;
+            let master_bytes = names.iter().map(|f| listpack::str_element_bytes(f)).collect();
+            let mut sizer = EntrySizer { master: names.clone(), master_bytes, ..EntrySizer::default() };
+            let mut index = 0u32;
+            while let Some(p) = cursor.next_entry_fields(&mut sizer) {
+                if prev.map_or(p.id != first, |prev| p.id <= prev) {
+                    return None;
+                }
+                prev = Some(p.id);
+                lp += sizer.entry_bytes(p.id.ms.wrapping_sub(first.ms) as i64, p.id.seq.wrapping_sub(first.seq) as i64);
+                if index > 0 && index.is_multiple_of(MARK_EVERY_ENTRIES) {
+                    marks.push(u32::try_from(p.offset).ok()?);
+                }
+                index = index.checked_add(1)?;
+                if p.deleted {
+                    seen_deleted += 1;
+                } else {
+                    seen_live += 1;
+                }
+            }
+            // `next_entry` also stops at bytes it cannot decode: the walk must end at the end.
+            if cursor.pos != block.buf.len() || saturating_u32(lp) != lp_body {
+                return None;
+            }
+        }
+        if prev != Some(last_id) || seen_live != live || seen_deleted != deleted {
+            return None;
+        }
+        block.marks = marks;
+        Some(block)
+    }
+
     /// Fully decode and check the block; used by tests (and later by the snapshot loader).
     /// Verifies counts, ID order and `last_id`.
     pub(crate) fn validate(&self, first: StreamId) -> bool {
@@ -667,6 +744,58 @@ const LP_HEADER_AND_END_BYTES: usize = 7;
 const LP_ZERO_BYTES: usize = 2;
 /// The flags element of an entry (flags are at most 3: one byte and its back-length).
 const LP_FLAGS_BYTES: usize = 2;
+
+/// What one entry takes in Redis' listpack, from the fields a cursor hands over (see
+/// [`Block::from_raw`]): [`lp_entry_bytes`] without a decoded copy of the entry.
+#[derive(Debug, Default)]
+struct EntrySizer<'a> {
+    /// The master's field names, and the listpack bytes of each.
+    master: Vec<&'a [u8]>,
+    master_bytes: Vec<usize>,
+    /// This entry's field count, whether its names are the master's so far, and the listpack
+    /// bytes of its names and of its values.
+    n: usize,
+    same: bool,
+    names: usize,
+    values: usize,
+}
+
+impl<'a> FieldSink<'a> for EntrySizer<'a> {
+    fn count(&mut self, n: usize) {
+        self.n = 0;
+        self.same = n == self.master.len();
+        self.names = listpack::int_element_bytes(n as i64);
+        self.values = 0;
+    }
+
+    fn field(&mut self, name: &'a [u8], value: Scalar<'a>) {
+        // An entry with the master's fields hands over the master's own slices.
+        let master = self.master.get(self.n);
+        self.same = self.same && master.is_some_and(|m| std::ptr::eq(*m, name) || *m == name);
+        self.names += match self.master_bytes.get(self.n) {
+            Some(&bytes) if self.same => bytes,
+            _ => listpack::str_element_bytes(name),
+        };
+        self.n += 1;
+        self.values += match value {
+            Scalar::Raw(b) => listpack::str_element_bytes(b),
+            Scalar::Int(v) => listpack::int_element_bytes(v),
+            Scalar::Decimal { mantissa, scale } => {
+                listpack::text_element_bytes(codec::decimal_text_len(mantissa, scale))
+            }
+        };
+    }
+}
+
+impl EntrySizer<'_> {
+    /// The entry's bytes, as [`lp_entry_bytes`] counts them, once its fields went through.
+    fn entry_bytes(&self, ms_delta: i64, seq_delta: i64) -> usize {
+        let ids = LP_FLAGS_BYTES + listpack::int_element_bytes(ms_delta) + listpack::int_element_bytes(seq_delta);
+        let (body, elements) =
+            if self.same { (self.values, self.n + 3) } else { (self.names + self.values, 2 * self.n + 4) };
+        ids + body + listpack::int_element_bytes(elements as i64)
+    }
+}
 
 /// Bytes one entry takes in Redis' stream listpack: flags, the ID's ms and seq deltas from the
 /// master ID (wrapping, as signed integers), then with `same` fields only the values, else the

@@ -166,6 +166,15 @@ pub(crate) fn put_u64_text(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(u64_digits(v, &mut buf));
 }
 
+/// The length of [`render`]'s text of a decimal (never an integer's text: it has a point).
+pub(crate) fn decimal_text_len(mantissa: i64, scale: u8) -> usize {
+    let mut digit_buf = [0u8; U64_MAX_DIGITS];
+    let digits = u64_digits(mantissa.unsigned_abs(), &mut digit_buf).len();
+    let scale = usize::from(scale);
+    let body = if digits > scale { digits + 1 } else { 2 + scale.max(digits) };
+    usize::from(mantissa < 0) + body
+}
+
 /// Append the text of a number exactly as [`classify`] found it.
 pub(crate) fn render(s: Scalar<'_>, out: &mut Vec<u8>) {
     match s {
@@ -204,6 +213,17 @@ pub(crate) fn render(s: Scalar<'_>, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn decimal_text_len_is_the_rendered_length() {
+        for (m, scale) in
+            [(10125, 2), (5, 2), (-5, 3), (-10125, 2), (0, 1), (123, 3), (1234, 3), (i64::MIN, 5), (i64::MAX, 15)]
+        {
+            let mut out = Vec::new();
+            render(Scalar::Decimal { mantissa: m, scale }, &mut out);
+            assert_eq!(decimal_text_len(m, scale), out.len(), "{m} scale {scale}");
+        }
+    }
 
     fn round_trip(b: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();

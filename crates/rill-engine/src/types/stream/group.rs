@@ -326,8 +326,16 @@ impl Stream {
             let consumer = group.consumer_or_create(&c.name, c.seen_time_ms);
             consumer.active_time_ms = c.active_time_ms;
             let slot = consumer.owner;
+            // A consumer's IDs come in ID order too: each is looked for first right after the
+            // one before it (O(1) when one consumer owns a run of records), then anywhere.
+            let mut next = 0usize;
             for id in c.pending {
-                match find(&records, &id).and_then(|i| records.get_mut(i)).map(|r| &mut r.1) {
+                let at = match records.get(next) {
+                    Some(r) if r.0 == id => Some(next),
+                    _ => find(&records, &id),
+                };
+                next = at.map_or(next, |i| i + 1);
+                match at.and_then(|i| records.get_mut(i)).map(|r| &mut r.1) {
                     Some((_, _, owner @ None)) => *owner = Some(slot),
                     Some(_) => return Err("consumer PEL entry owned twice"),
                     None => return Err("consumer PEL entry missing from the group PEL"),

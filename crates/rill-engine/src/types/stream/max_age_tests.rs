@@ -401,6 +401,7 @@ fn the_setting_survives_a_snapshot_and_a_rename() {
         idmp_duration_secs: 100,
         idmp_max_size: 100,
         now_ms: START_MS,
+        rill_streams: false,
     };
     let mut r = FileReader::new(&file, ctx, 16).unwrap();
     let mut loaded = Live::new();

@@ -955,6 +955,11 @@ pub(crate) struct NodeRebuild {
 }
 
 impl NodeRebuild {
+    /// A node already built: a block as a rill primary sent it ([`Block::from_raw`]).
+    pub(crate) fn from_block(key: StreamId, block: Block) -> NodeRebuild {
+        NodeRebuild { block: Some((key, block)), failed: false }
+    }
+
     /// Add the node's next entry. Entries must come in increasing ID order.
     pub(crate) fn push<F: Fields + ?Sized>(&mut self, id: StreamId, deleted: bool, fields: &F) {
         if self.failed {
