@@ -172,20 +172,31 @@ fn write_line(out: &mut BytesMut, marker: u8, text: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// `<marker><n>\r\n` for a length or count.
-fn write_length_header(out: &mut BytesMut, marker: u8, n: usize) {
+/// `<marker><n>\r\n` for a length or count, into a reply buffer or a plain one.
+fn write_length_header<B: BufMut>(out: &mut B, marker: u8, n: usize) {
     // Headers are written for every element of an aggregate: the common one- and two-digit
     // counts go out as one small copy.
     match n {
-        0..=9 => out.extend_from_slice(&[marker, b'0' + n as u8, b'\r', b'\n']),
-        10..=99 => out.extend_from_slice(&[marker, b'0' + (n / 10) as u8, b'0' + (n % 10) as u8, b'\r', b'\n']),
+        0..=9 => out.put_slice(&[marker, b'0' + n as u8, b'\r', b'\n']),
+        10..=99 => out.put_slice(&[marker, b'0' + (n / 10) as u8, b'0' + (n % 10) as u8, b'\r', b'\n']),
         _ => {
             let digits = DecimalText::unsigned(n as u64);
-            out.reserve(digits.len + 3);
             out.put_u8(marker);
-            out.extend_from_slice(digits.as_bytes());
-            out.extend_from_slice(b"\r\n");
+            out.put_slice(digits.as_bytes());
+            out.put_slice(b"\r\n");
         }
+    }
+}
+
+/// Appends a request as clients (and a primary to its replicas) send it, to a plain buffer:
+/// an array of bulk strings, every length written without formatting machinery.
+pub fn write_request_vec<A: AsRef<[u8]>>(out: &mut Vec<u8>, args: &[A]) {
+    write_length_header(out, b'*', args.len());
+    for arg in args {
+        let arg = arg.as_ref();
+        write_length_header(out, b'$', arg.len());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
     }
 }
 

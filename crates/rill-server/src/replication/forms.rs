@@ -451,12 +451,7 @@ impl Stream {
 
 /// A command as a RESP array of bulk strings, as a client (and a primary) sends it.
 pub fn encode_command(out: &mut Vec<u8>, args: &[Bytes]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
+    rill_resp::write_request_vec(out, args);
 }
 
 #[cfg(test)]

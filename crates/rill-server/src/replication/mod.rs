@@ -57,7 +57,7 @@ pub struct Replication {
     pub backlog: Option<Arc<Mutex<Backlog>>>,
     /// `master_repl_offset` after every unit the backlog took: what a replica's feed waits on
     /// for more of the stream (made with the backlog).
-    pub grown: Option<watch::Receiver<u64>>,
+    pub grown: Option<Grown>,
     /// The replicas attached, by client id.
     pub replicas: BTreeMap<u64, primary::ReplicaLink>,
     /// `sync_full`, `sync_partial_ok`, `sync_partial_err` of INFO stats.
@@ -225,7 +225,9 @@ impl Replication {
             return b.clone();
         }
         let backlog = Arc::new(Mutex::new(Backlog::new(size, self.offset())));
-        let (grown, rx) = watch::channel(self.offset());
+        let (tx, rx) = watch::channel(self.offset());
+        let unseen = Arc::new(AtomicBool::new(false));
+        let (grown, rx) = (GrowTeller { tx, unseen: unseen.clone() }, Grown { rx, unseen });
         self.backlog_freed = Arc::new(AtomicBool::new(false));
         journal.add_sink(Box::new(BacklogSink {
             backlog: backlog.clone(),
@@ -294,12 +296,52 @@ impl Replication {
     }
 }
 
+/// What a replica's feed waits on for more of the stream: woken when the stream has grown
+/// since it last woke (the stream's end, `master_repl_offset`, is the backlog's to read).
+#[derive(Debug, Clone)]
+pub struct Grown {
+    rx: watch::Receiver<u64>,
+    /// Shared with the sink's [`GrowTeller`]: the stream grew after the feeds were last told,
+    /// and no feed has woken for it yet.
+    unseen: Arc<AtomicBool>,
+}
+
+impl Grown {
+    /// Wait until the stream grows; an error once it has ended (the backlog is gone). The
+    /// feed reads the backlog after this returns: everything a unit added before the wake is
+    /// there, and a unit added after it wakes the feeds again.
+    pub async fn changed(&mut self) -> Result<(), watch::error::RecvError> {
+        let r = self.rx.changed().await;
+        self.unseen.store(false, Ordering::SeqCst);
+        r
+    }
+}
+
+/// The sink's side of [`Grown`]: wakes the feeds once per run of units rather than once per
+/// unit (a pipelined client commits one unit per command, and each wake-up costs the primary
+/// more than the unit's own bytes): a unit that grows the stream while the feeds have not yet
+/// woken for an earlier one adds nothing to do, since each feed reads the backlog to its end
+/// once awake.
+#[derive(Debug)]
+struct GrowTeller {
+    tx: watch::Sender<u64>,
+    unseen: Arc<AtomicBool>,
+}
+
+impl GrowTeller {
+    fn tell(&self, end: u64) {
+        if !self.unseen.swap(true, Ordering::SeqCst) {
+            self.tx.send_replace(end);
+        }
+    }
+}
+
 /// The journal sink that writes each committed unit into the backlog, in Redis' forms, and
 /// tells the replicas' feeds how far the stream now goes.
 #[derive(Debug)]
 struct BacklogSink {
     backlog: Arc<Mutex<Backlog>>,
-    grown: watch::Sender<u64>,
+    grown: GrowTeller,
     /// A replica: the stream is the primary's, relayed; applied units are not added.
     relaying: bool,
     /// The backlog was freed ([`Replication::expire_backlog`]): this sink is done.
@@ -350,7 +392,7 @@ impl BacklogSink {
         }
         let end = backlog.offset();
         drop(backlog);
-        self.grown.send_replace(end);
+        self.grown.tell(end);
     }
 }
 
@@ -374,7 +416,7 @@ impl Sink for BacklogSink {
         backlog.append(&bytes);
         let end = backlog.offset();
         drop(backlog);
-        self.grown.send_replace(end);
+        self.grown.tell(end);
     }
 
     fn new_reader(&mut self) {
@@ -401,7 +443,7 @@ impl Sink for BacklogSink {
         drop(backlog);
         if len == 0 {
             // No bytes follow to wake the feeds.
-            self.grown.send_replace(end);
+            self.grown.tell(end);
         }
     }
 
@@ -413,7 +455,7 @@ impl Sink for BacklogSink {
         backlog.append(bytes);
         let end = backlog.offset();
         drop(backlog);
-        self.grown.send_replace(end);
+        self.grown.tell(end);
     }
 }
 

@@ -174,7 +174,7 @@ pub struct Feed {
     /// The backlog to read the stream from.
     pub backlog: Arc<Mutex<super::backlog::Backlog>>,
     /// The stream's end, as it grows.
-    pub grown: tokio::sync::watch::Receiver<u64>,
+    pub grown: super::Grown,
     /// Close after the snapshot (`REPLCONF rdb-only 1`).
     pub rdb_only: bool,
     /// A rill replica: send rill's records too (`REPLCONF capa rill`).
