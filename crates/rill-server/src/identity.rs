@@ -317,12 +317,8 @@ mod tests {
         assert_eq!(Identity::current(&st), None, "loading");
         st.persist.loading = false;
         st.replication.master = Some(crate::replication::MasterLink {
-            host: "127.0.0.1".into(),
-            port: 1,
             state: crate::replication::LinkStatus::Connected,
-            last_io_ms: 0,
-            down_since_ms: 0,
-            sync_attempts: 1,
+            ..crate::replication::MasterLink::new("127.0.0.1".into(), 1)
         });
         st.replication.stream_db = 5;
         assert_eq!(Identity::current(&st).map(|id| id.stream_db), Some(5));

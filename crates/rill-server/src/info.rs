@@ -475,10 +475,33 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                     line!(out, "master_sync_in_progress:{}", u8::from(m.state == crate::replication::LinkStatus::Sync));
                     line!(out, "slave_read_repl_offset:{}", r.offset());
                     line!(out, "slave_repl_offset:{}", r.offset());
-                    if !up {
-                        let down = if m.down_since_ms > 0 { (now_ms - m.down_since_ms).max(0) / 1000 } else { -1 };
-                        line!(out, "master_link_down_since_seconds:{down}");
+                    // The RDB channel's buffer (`repl-rdb-channel`), which rill does not use.
+                    line!(out, "replica_full_sync_buffer_size:0");
+                    line!(out, "replica_full_sync_buffer_peak:0");
+                    line!(out, "master_current_sync_attempts:{}", m.current_sync_attempts);
+                    line!(out, "master_total_sync_attempts:{}", m.sync_attempts);
+                    if m.state == crate::replication::LinkStatus::Sync {
+                        let (size, read) = (m.transfer_size, i64::try_from(m.transfer_read).unwrap_or(i64::MAX));
+                        let perc = if size != 0 { read as f64 / size as f64 * 100.0 } else { 0.0 };
+                        line!(out, "master_sync_total_bytes:{size}");
+                        line!(out, "master_sync_read_bytes:{read}");
+                        line!(out, "master_sync_left_bytes:{}", size - read);
+                        line!(out, "master_sync_perc:{perc:.2}");
+                        let io = if m.transfer_last_io_ms > 0 {
+                            now_ms / 1000 - m.transfer_last_io_ms / 1000
+                        } else {
+                            now_ms / 1000
+                        };
+                        line!(out, "master_sync_last_io_seconds_ago:{io}");
                     }
+                    let secs_since = |ms: i64| if ms > 0 { now_ms / 1000 - ms / 1000 } else { -1 };
+                    if up {
+                        line!(out, "master_link_up_since_seconds:{}", secs_since(m.up_since_ms));
+                        line!(out, "master_client_io_thread:0");
+                    } else {
+                        line!(out, "master_link_down_since_seconds:{}", secs_since(m.down_since_ms));
+                    }
+                    line!(out, "total_disconnect_time_sec:{}", m.total_disconnect_secs(now_ms));
                     let priority = st.config.get("replica-priority");
                     line!(out, "slave_priority:{}", if priority.is_empty() { "100" } else { priority });
                     line!(out, "slave_read_only:{}", u8::from(st.config.get("replica-read-only") != "no"));

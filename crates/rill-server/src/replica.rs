@@ -61,14 +61,21 @@ pub fn follow(shared: &Arc<Shared>, st: &mut State, host: String, port: u16) -> 
     st.replication.link_generation += 1;
     let generation = st.replication.link_generation;
     tracing::info!("Connecting to MASTER {host}:{port}");
-    st.replication.master = Some(MasterLink {
-        host: host.clone(),
-        port,
-        state: LinkStatus::Connecting,
-        last_io_ms: 0,
-        down_since_ms: now_ms(),
-        sync_attempts: 0,
-    });
+    // The link's times belong to the server, as Redis keeps them: a primary switched for
+    // another leaves the link down since now (if it was up), and the disconnections so far
+    // stay counted.
+    let mut new_link = MasterLink::new(host.clone(), port);
+    if let Some(old) = st.replication.master.take() {
+        let now = now_ms();
+        let was_up = old.state == LinkStatus::Connected;
+        new_link.total_disconnect_secs = old.total_disconnect_secs;
+        new_link.disconnect_start_ms = match old.disconnect_start_ms {
+            0 if was_up => now,
+            t => t,
+        };
+        new_link.down_since_ms = if was_up { now } else { old.down_since_ms };
+    }
+    st.replication.master = Some(new_link);
     if was_primary {
         // A backlog from now on (the offsets a failover continues from), fed with the
         // primary's stream as received; and no expiry of its own.
@@ -121,10 +128,7 @@ fn set_state(shared: &Shared, generation: u64, state: LinkStatus) {
         return;
     }
     if let Some(m) = st.replication.master.as_mut() {
-        if state != LinkStatus::Connected && m.state == LinkStatus::Connected {
-            m.down_since_ms = now_ms();
-        }
-        m.state = state;
+        m.set_state(state, now_ms());
     }
 }
 
@@ -231,11 +235,26 @@ async fn read_into(shared: &Shared, stream: &mut Box<dyn Link>, buf: &mut impl B
     if read == 0 {
         return Err("the primary closed the connection".into());
     }
+    // The snapshot's progress (INFO's `master_sync_read_bytes`, `master_sync_last_io_seconds_ago`).
+    if let Some(m) = shared.lock().replication.master.as_mut() {
+        m.transfer_read += read as u64;
+        m.transfer_last_io_ms = now_ms();
+    }
     Ok(())
 }
 
 /// One connection: handshake, sync, stream. `Ok` only when `REPLICAOF` changed meanwhile.
 async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -> Result<(), String> {
+    // Counted as the attempt starts, whether or not the primary answers (Redis'
+    // `master_current_sync_attempts` and `master_total_sync_attempts`).
+    {
+        let mut st = shared.lock();
+        if st.replication.link_generation == generation {
+            if let Some(m) = st.replication.master.as_mut() {
+                m.attempt();
+            }
+        }
+    }
     let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect((host, port)))
         .await
         .map_err(|_| "timeout connecting".to_string())?
@@ -282,10 +301,7 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
     tracing::info!("MASTER <-> REPLICA sync started");
     set_state(shared, generation, LinkStatus::Handshake);
     let (auth, my_port, announce_ip, replid, offset) = {
-        let mut st = shared.lock();
-        if let Some(m) = st.replication.master.as_mut() {
-            m.sync_attempts += 1;
-        }
+        let st = shared.lock();
         let pass = st.config.get("masterauth").to_string();
         let user = st.config.get("masteruser").to_string();
         let auth = (!pass.is_empty()).then_some((user, pass));
@@ -418,6 +434,14 @@ async fn full_sync(
     } else {
         return Err(format!("Bad protocol from MASTER, the first byte is not '$': {head}"));
     };
+    {
+        let mut st = shared.lock();
+        if let Some(m) = st.replication.master.as_mut() {
+            m.transfer_size = total.map_or(0, |t| i64::try_from(t).unwrap_or(i64::MAX));
+            m.transfer_read = up.buf.len() as u64;
+            m.transfer_last_io_ms = now_ms();
+        }
+    }
     // The payload is loaded as it arrives, into a new engine on a blocking thread, while this
     // server goes on serving what it had (as Redis' `repl-diskless-load swapdb`): a transfer
     // that fails leaves it as it was. Loading and the transfer overlap; at most

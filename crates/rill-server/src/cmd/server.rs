@@ -318,6 +318,8 @@ const DEBUG_HELP: &[&str] = &[
     "    with NOFLUSH), load the snapshot back (MERGE: its keys and libraries replace those there).",
     "LOADAOF",
     "    Hand the append-only log to the OS and reload the dataset from its files.",
+    "CHANGE-REPL-ID",
+    "    Start a new replication history (and forget the one before): replicas then sync fully.",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys <prefix>:0, <prefix>:1, ... (prefix 'key') holding",
     "    'value:N', cut or zero-padded to <size> bytes if given. Existing keys are kept.",
@@ -423,6 +425,11 @@ pub fn debug(c: &mut Call) -> CmdResult {
         ("populate", 3..=5) => debug_populate(c),
         ("reload", _) => debug_reload(c),
         ("loadaof", 2) => debug_loadaof(c),
+        ("change-repl-id", 2) => {
+            tracing::info!("Changing replication IDs after receiving DEBUG change-repl-id");
+            c.st.replication.change_replid(crate::run::run_id());
+            ok()
+        }
         ("replicate", n) if n >= 3 => {
             // The arguments, as a command, straight into the replication stream (after what was
             // committed so far, no SELECT, not logged): a testing aid, as in Redis, which feeds

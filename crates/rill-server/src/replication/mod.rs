@@ -92,10 +92,85 @@ pub struct MasterLink {
     pub state: LinkStatus,
     /// When something was last read from the primary, Unix ms.
     pub last_io_ms: i64,
-    /// When the link went down, Unix ms (`master_link_down_since_seconds`).
+    /// When the link, once up, went down, Unix ms (`master_link_down_since_seconds`; 0: it
+    /// has not been up with this primary, -1 then, as Redis shows it).
     pub down_since_ms: i64,
-    /// Sync attempts made (`master_total_sync_attempts`).
+    /// When the link came up, Unix ms (`master_link_up_since_seconds`; 0 while down).
+    pub up_since_ms: i64,
+    /// Connection attempts to this primary (`master_total_sync_attempts`), and those since
+    /// the link was last up (`master_current_sync_attempts`), counted as each starts.
     pub sync_attempts: u64,
+    pub current_sync_attempts: u64,
+    /// When the link was last lost or a transfer failed, Unix ms, until it is up again (0:
+    /// not disconnected), and the seconds of the periods ended so far
+    /// (`total_disconnect_time_sec`, with the time since `down_since_ms`).
+    pub disconnect_start_ms: i64,
+    pub total_disconnect_secs: i64,
+    /// The snapshot being received: its length (-1 until the primary said, 0 for an
+    /// end-marked one, as Redis counts them), the bytes read so far and when last (Unix ms).
+    pub transfer_size: i64,
+    pub transfer_read: u64,
+    pub transfer_last_io_ms: i64,
+}
+
+impl MasterLink {
+    /// A link to `host:port` about to make its first attempt.
+    pub fn new(host: String, port: u16) -> MasterLink {
+        MasterLink {
+            host,
+            port,
+            state: LinkStatus::Connecting,
+            last_io_ms: 0,
+            down_since_ms: 0,
+            up_since_ms: 0,
+            sync_attempts: 0,
+            current_sync_attempts: 0,
+            disconnect_start_ms: 0,
+            total_disconnect_secs: 0,
+            transfer_size: -1,
+            transfer_read: 0,
+            transfer_last_io_ms: 0,
+        }
+    }
+
+    /// Move to `state` at `now_ms`, keeping the link's times as Redis keeps them: coming up
+    /// ends a disconnection; an up link going down starts one; a transfer that fails starts
+    /// one if none is running.
+    pub fn set_state(&mut self, state: LinkStatus, now_ms: i64) {
+        let was = self.state;
+        if state == LinkStatus::Connected && was != LinkStatus::Connected {
+            self.down_since_ms = 0;
+            self.up_since_ms = now_ms;
+            if self.disconnect_start_ms != 0 {
+                self.total_disconnect_secs += now_ms / 1000 - self.disconnect_start_ms / 1000;
+                self.disconnect_start_ms = 0;
+            }
+        } else if state != LinkStatus::Connected && was == LinkStatus::Connected {
+            self.down_since_ms = now_ms;
+            self.up_since_ms = 0;
+            self.current_sync_attempts = 0;
+            if self.disconnect_start_ms == 0 {
+                self.disconnect_start_ms = now_ms;
+            }
+        } else if was == LinkStatus::Sync && state != LinkStatus::Sync && self.disconnect_start_ms == 0 {
+            self.disconnect_start_ms = now_ms;
+        }
+        self.state = state;
+    }
+
+    /// A connection attempt starts.
+    pub fn attempt(&mut self) {
+        self.sync_attempts += 1;
+        self.current_sync_attempts += 1;
+        self.transfer_size = -1;
+        self.transfer_read = 0;
+    }
+
+    /// `total_disconnect_time_sec` at `now_ms`.
+    pub fn total_disconnect_secs(&self, now_ms: i64) -> i64 {
+        let current = if self.down_since_ms > 0 { now_ms / 1000 - self.down_since_ms / 1000 } else { 0 };
+        self.total_disconnect_secs + current
+    }
 }
 
 /// A replica link's state, as ROLE names it.
@@ -195,6 +270,14 @@ impl Replication {
     pub fn shift_replid(&mut self, new_replid: String) {
         self.replid2 = std::mem::replace(&mut self.replid, new_replid);
         self.second_offset = i64::try_from(self.offset()).unwrap_or(i64::MAX) + 1;
+    }
+
+    /// `DEBUG CHANGE-REPL-ID`: a new history ID and none before it (`replid2` cleared), so
+    /// the next PSYNC of any replica, whatever it followed, is answered with a full sync.
+    pub fn change_replid(&mut self, replid: String) {
+        self.replid = replid;
+        self.replid2 = "0".repeat(40);
+        self.second_offset = -1;
     }
 
     /// Start following history `replid` at `offset` (a full sync from a primary): the backlog
@@ -527,14 +610,7 @@ mod tests {
         // 0: never.
         assert!(!r.expire_backlog(&mut st.journal, t0 + 60_000, 0, id));
         // A replica never frees its own; once promoted, the count starts again.
-        r.master = Some(MasterLink {
-            host: "h".into(),
-            port: 1,
-            state: LinkStatus::Connected,
-            last_io_ms: 0,
-            down_since_ms: 0,
-            sync_attempts: 0,
-        });
+        r.master = Some(MasterLink { state: LinkStatus::Connected, ..MasterLink::new("h".into(), 1) });
         assert!(!r.expire_backlog(&mut st.journal, t0 + 60_000, 1, id));
         r.master = None;
         assert!(!r.expire_backlog(&mut st.journal, t0 + 61_000, 1, id));

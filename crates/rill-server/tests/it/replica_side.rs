@@ -354,6 +354,110 @@ fn a_replica_counts_its_primarys_commands_as_redis_does() {
     assert_eq!(ours, theirs, "rill's replica, then Redis'");
 }
 
+/// INFO replication on a replica has Redis 8's fields in Redis' order: the sync attempts
+/// (counted as each connection starts: one after REPLICAOF, then after a lost link the current
+/// count starts again while the total goes on), `master_link_up_since_seconds` and
+/// `master_client_io_thread` while the link is up, `master_link_down_since_seconds` (-1 for a
+/// link never up) otherwise, `total_disconnect_time_sec`, and the RDB channel's buffer sizes.
+/// Compared with a Redis 8.2.3 replica of a Redis 8.2.3 primary.
+#[test]
+fn a_replicas_info_counts_its_sync_attempts_and_link_times_as_redis_does() {
+    // The field names in order, with the values that do not depend on timing.
+    fn picture(r: &mut RawClient) -> Vec<String> {
+        let info = String::from_utf8_lossy(&r.cmd(&["INFO", "replication"])).into_owned();
+        // `master_client_io_thread` (always 0 here: rill has no I/O threads) came after 8.2.3:
+        // the newest Redis prints it where rill does, after `master_link_up_since_seconds`.
+        info.lines()
+            .filter(|l| l.contains(':') && !l.starts_with("slave0") && !l.starts_with("connected_slaves"))
+            .filter(|l| !l.starts_with("master_client_io_thread:"))
+            .take_while(|l| !l.starts_with("master_failover_state"))
+            .map(|l| {
+                let (name, value) = l.split_once(':').unwrap_or((l, ""));
+                let kept = ["master_current_sync_attempts", "master_total_sync_attempts", "master_link_status"];
+                if kept.contains(&name) || value == "-1" {
+                    l.to_string()
+                } else {
+                    name.to_string()
+                }
+            })
+            .collect()
+    }
+    let seen = rill_then_redis_pairs(|primary, p, r| {
+        let mut out = vec!["up".to_string()];
+        out.extend(picture(r));
+        // The link dropped from the replica's side: it reconnects at once and continues.
+        let before = info_field(p, "stats", "sync_partial_ok").unwrap_or_default();
+        r.cmd(&["CLIENT", "KILL", "TYPE", "master"]);
+        wait_partial_after(p, &before);
+        wait_caught_up(p, r);
+        out.push("again".to_string());
+        out.extend(picture(r));
+        // A primary that is not there: the link goes down, attempts go on.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let nowhere = listener.local_addr().unwrap().port();
+        drop(listener);
+        assert_eq!(r.cmd(&["REPLICAOF", "127.0.0.1", &nowhere.to_string()]), b"+OK\r\n");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let attempts = |r: &mut RawClient| -> u64 {
+            info_field(r, "replication", "master_total_sync_attempts").and_then(|v| v.parse().ok()).unwrap_or(0)
+        };
+        while attempts(r) < 2 {
+            assert!(Instant::now() < deadline, "no second attempt");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        out.push("nowhere".to_string());
+        out.extend(picture(r).into_iter().filter(|l| {
+            !l.starts_with("master_current_sync_attempts") && !l.starts_with("master_total_sync_attempts")
+        }));
+        let _ = primary;
+        out
+    });
+    let Some([ours, theirs]) = seen else { return };
+    assert_eq!(ours, theirs, "rill's replica, then Redis'");
+}
+
+/// `DEBUG CHANGE-REPL-ID` on a primary starts a new history and forgets the one before, so a
+/// replica that reconnects syncs fully (Redis' tests use it to force a full sync); the reply,
+/// the IDs INFO shows and the syncs the primary counts are Redis 8.2.3's.
+#[test]
+fn debug_change_repl_id_makes_the_next_psync_a_full_sync_as_in_redis() {
+    let Some(redis) = ReferenceServer::Redis8.require() else { return };
+    let mut seen = Vec::new();
+    for (kind, binary) in
+        [(ServerKind::Rill, rill_testkit::rill_server_binary()), (ServerKind::Redis(ReferenceServer::Redis8), redis)]
+    {
+        let args = ["--enable-debug-command", "yes", "--repl-diskless-sync-delay", "0"];
+        let (primary, replica) = (Server::start(kind, &binary, &args), Server::start(kind, &binary, &args));
+        let (mut p, mut r) = (primary.connect(), replica.connect());
+        p.cmd(&["SET", "k", "v"]);
+        attach(&mut r, &mut p, primary.port);
+        let before = info_field(&mut p, "replication", "master_replid").unwrap();
+        let mut out = vec![String::from_utf8_lossy(&p.cmd(&["DEBUG", "CHANGE-REPL-ID"])).into_owned()];
+        let after = info_field(&mut p, "replication", "master_replid").unwrap();
+        out.push(format!("changed {}", before != after && after.len() == 40));
+        for field in ["master_replid2", "second_repl_offset"] {
+            out.push(format!("{field}:{}", info_field(&mut p, "replication", field).unwrap()));
+        }
+        out.push(format!("sync_full:{}", info_field(&mut p, "stats", "sync_full").unwrap()));
+        r.cmd(&["CLIENT", "KILL", "TYPE", "master"]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while info_field(&mut p, "stats", "sync_full").as_deref() == Some("1") {
+            assert!(Instant::now() < deadline, "{}: no full sync after DEBUG CHANGE-REPL-ID", kind.label());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        wait_caught_up(&mut p, &mut r);
+        out.push(format!("sync_full:{}", info_field(&mut p, "stats", "sync_full").unwrap()));
+        out.push(format!("sync_partial_ok:{}", info_field(&mut p, "stats", "sync_partial_ok").unwrap()));
+        out.push(format!(
+            "follows the new ID {}",
+            info_field(&mut r, "replication", "master_replid").unwrap() == after
+        ));
+        seen.push(out);
+    }
+    assert_eq!(seen[0], seen[1], "rill, then Redis 8.2.3");
+    assert_eq!(seen[0][0], "+OK\r\n");
+}
+
 /// A replica's link to its primary is a client of the replica, as in Redis: CLIENT LIST shows
 /// it (`flags=M`, its address the primary's), INFO counts it in `connected_clients`, and
 /// `CLIENT KILL TYPE master` or by its address drops the link, which continues partially.
