@@ -28,10 +28,28 @@ use rill_engine::{CallCtx, Engine, EngineConfig, Value};
 use std::sync::OnceLock;
 
 const KEYS: &[&str] = &["a", "b", "c", "{t}d", "e"];
-const NUMBERS: &[&str] = &["0", "1", "2", "3", "5", "10", "100", "-1", "-2", "1000", "1700000000000", "9223372036854775807"];
+const NUMBERS: &[&str] =
+    &["0", "1", "2", "3", "5", "10", "100", "-1", "-2", "1000", "1700000000000", "9223372036854775807"];
 const IDS: &[&str] = &[
-    "0", "0-0", "0-1", "1-0", "1-1", "1-2", "2-0", "3-5", "$", ">", "*", "+", "-", "(1-1", "1-*", "+inf", "-inf",
-    "1700000000000-0", "1700000000005-1",
+    "0",
+    "0-0",
+    "0-1",
+    "1-0",
+    "1-1",
+    "1-2",
+    "2-0",
+    "3-5",
+    "$",
+    ">",
+    "*",
+    "+",
+    "-",
+    "(1-1",
+    "1-*",
+    "+inf",
+    "-inf",
+    "1700000000000-0",
+    "1700000000005-1",
 ];
 const WORDS: &[&str] = &["f", "g", "c0", "c1", "v", "x", "y", "z", "1.5", "", "p", "i0"];
 const FLOATS: &[&str] = &["1.5", "-1.5", "0.1", "1e3", "inf", "-inf", "nan", "3.0e-5"];
@@ -60,7 +78,9 @@ struct Tables {
 fn keywords(syntax: &str) -> Vec<String> {
     let mut out: Vec<String> = syntax
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
-        .filter(|w| w.len() >= 2 && w.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-' || c == '_'))
+        .filter(|w| {
+            w.len() >= 2 && w.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        })
         .map(str::to_string)
         .collect();
     for sym in ["~", "=", "*", "$", ">"] {
@@ -204,7 +224,13 @@ fn trace() -> bool {
 }
 
 fn load_context() -> LoadContext {
-    LoadContext { limits: Default::default(), idmp_duration_secs: 100, idmp_max_size: 100, now_ms: START_MS }
+    LoadContext {
+        limits: Default::default(),
+        idmp_duration_secs: 100,
+        idmp_max_size: 100,
+        now_ms: START_MS,
+        rill_streams: false,
+    }
 }
 
 fn check(data: &[u8]) {
@@ -224,7 +250,8 @@ fn check(data: &[u8]) {
             _ => i64::from(step & 63) * 1000,
         };
         let db = usize::from(step & 4 != 0 && step >> 6 == 3);
-        let cmd = &tables.commands[usize::from(u16::from_le_bytes([input.byte(), input.byte()])) % tables.commands.len()];
+        let cmd =
+            &tables.commands[usize::from(u16::from_le_bytes([input.byte(), input.byte()])) % tables.commands.len()];
         let min = usize::try_from(cmd.spec.arity.unsigned_abs()).unwrap_or(1).saturating_sub(1);
         let extra = if cmd.spec.arity < 0 { usize::from(input.byte() % 8) } else { 0 };
         let mut args: Vec<Bytes> = cmd.words.iter().map(|w| Bytes::from_static(w.as_bytes())).collect();

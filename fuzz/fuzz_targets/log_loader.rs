@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
         idmp_duration_secs: 100,
         idmp_max_size: 100,
         now_ms: 0,
+        rill_streams: false,
     };
     if let Ok(mut reader) = FileReader::new(data, ctx, 16) {
         while let Ok(Some(_)) = reader.next_key() {}
