@@ -481,17 +481,15 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                     line!(out, "master_current_sync_attempts:{}", m.current_sync_attempts);
                     line!(out, "master_total_sync_attempts:{}", m.sync_attempts);
                     if m.state == crate::replication::LinkStatus::Sync {
-                        let (size, read) = (m.transfer_size, i64::try_from(m.transfer_read).unwrap_or(i64::MAX));
+                        let read = m.transfer.read.load(std::sync::atomic::Ordering::Relaxed);
+                        let (size, read) = (m.transfer_size, i64::try_from(read).unwrap_or(i64::MAX));
+                        let last_io_ms = m.transfer.last_io_ms.load(std::sync::atomic::Ordering::Relaxed);
                         let perc = if size != 0 { read as f64 / size as f64 * 100.0 } else { 0.0 };
                         line!(out, "master_sync_total_bytes:{size}");
                         line!(out, "master_sync_read_bytes:{read}");
                         line!(out, "master_sync_left_bytes:{}", size - read);
                         line!(out, "master_sync_perc:{perc:.2}");
-                        let io = if m.transfer_last_io_ms > 0 {
-                            now_ms / 1000 - m.transfer_last_io_ms / 1000
-                        } else {
-                            now_ms / 1000
-                        };
+                        let io = if last_io_ms > 0 { now_ms / 1000 - last_io_ms / 1000 } else { now_ms / 1000 };
                         line!(out, "master_sync_last_io_seconds_ago:{io}");
                     }
                     let secs_since = |ms: i64| if ms > 0 { now_ms / 1000 - ms / 1000 } else { -1 };

@@ -214,18 +214,30 @@ impl Upstream {
 }
 
 /// `repl-timeout`, as it is now.
+fn seconds_of(st: &State, name: &str) -> Duration {
+    Duration::from_secs(crate::replication::primary::seconds(&st.config, name, 60))
+}
+
 fn repl_timeout(shared: &Shared) -> Duration {
     Duration::from_secs(crate::replication::primary::seconds(&shared.lock().config, "repl-timeout", 60))
 }
 
 /// One read from the primary into `buf` (at most what it has room for); an error when the
 /// primary closed the link, or was silent for `repl-timeout` (read again at each tick).
-async fn read_into(shared: &Shared, stream: &mut Box<dyn Link>, buf: &mut impl BufMut) -> Result<(), String> {
+async fn read_into(
+    shared: &Shared,
+    stream: &mut Box<dyn Link>,
+    buf: &mut impl BufMut,
+    progress: &crate::replication::TransferProgress,
+) -> Result<(), String> {
     let started = tokio::time::Instant::now();
     let read = loop {
         match tokio::time::timeout(TIMEOUT_TICK, stream.read_buf(buf)).await {
             Ok(read) => break read.map_err(|e| format!("read error: {e}"))?,
-            Err(_) if started.elapsed() > repl_timeout(shared) => {
+            // Looked up without waiting for the state lock: a busy script holds it while the
+            // snapshot goes on arriving, and this task must not stop a runtime thread on it
+            // (the tick is not a timeout then).
+            Err(_) if shared.try_lock().is_some_and(|st| started.elapsed() > seconds_of(&st, "repl-timeout")) => {
                 tracing::warn!("Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.");
                 return Err("timeout receiving the snapshot".into());
             }
@@ -235,11 +247,9 @@ async fn read_into(shared: &Shared, stream: &mut Box<dyn Link>, buf: &mut impl B
     if read == 0 {
         return Err("the primary closed the connection".into());
     }
-    // The snapshot's progress (INFO's `master_sync_read_bytes`, `master_sync_last_io_seconds_ago`).
-    if let Some(m) = shared.lock().replication.master.as_mut() {
-        m.transfer_read += read as u64;
-        m.transfer_last_io_ms = now_ms();
-    }
+    // The snapshot's progress (INFO's `master_sync_read_bytes`, `master_sync_last_io_seconds_ago`),
+    // counted without the state lock.
+    progress.add(read as u64, now_ms());
     Ok(())
 }
 
@@ -434,14 +444,16 @@ async fn full_sync(
     } else {
         return Err(format!("Bad protocol from MASTER, the first byte is not '$': {head}"));
     };
-    {
+    let progress = {
         let mut st = shared.lock();
+        let progress = Arc::new(crate::replication::TransferProgress::default());
+        progress.add(up.buf.len() as u64, now_ms());
         if let Some(m) = st.replication.master.as_mut() {
             m.transfer_size = total.map_or(0, |t| i64::try_from(t).unwrap_or(i64::MAX));
-            m.transfer_read = up.buf.len() as u64;
-            m.transfer_last_io_ms = now_ms();
+            m.transfer = progress.clone();
         }
-    }
+        progress
+    };
     // The payload is loaded as it arrives, into a new engine on a blocking thread, while this
     // server goes on serving what it had (as Redis' `repl-diskless-load swapdb`): a transfer
     // that fails leaves it as it was. Loading and the transfer overlap; at most
@@ -459,7 +471,7 @@ async fn full_sync(
     let loading = tokio::task::spawn_blocking(move || {
         crate::aof::load::load_rdb_streaming(&loader, || rx.blocking_recv(), total, &origin)
     });
-    let received = receive_payload(up, mark.as_deref(), total, &tx).await;
+    let received = receive_payload(up, mark.as_deref(), total, &tx, &progress).await;
     drop(tx);
     let loaded = loading.await.map_err(|e| format!("loading failed: {e}")).and_then(|r| r);
     let loaded = match (received, loaded) {
@@ -515,6 +527,7 @@ async fn receive_payload(
     mark: Option<&[u8]>,
     total: Option<usize>,
     tx: &tokio::sync::mpsc::Sender<Vec<u8>>,
+    progress: &crate::replication::TransferProgress,
 ) -> Result<(), Option<String>> {
     match mark {
         Some(mark) => {
@@ -532,7 +545,7 @@ async fn receive_payload(
                     tx.send(std::mem::replace(&mut held, keep)).await.map_err(|_| None)?;
                 }
                 held.reserve(READ_CHUNK_BYTES);
-                read_into(&up.shared, &mut up.stream, &mut held).await.map_err(Some)?;
+                read_into(&up.shared, &mut up.stream, &mut held, progress).await.map_err(Some)?;
             }
         }
         None => {
@@ -546,7 +559,7 @@ async fn receive_payload(
                 let mut chunk: Vec<u8> = Vec::with_capacity(PAYLOAD_CHUNK_BYTES.min(left));
                 let room = chunk.capacity();
                 // At most what is missing: the stream follows the payload.
-                read_into(&up.shared, &mut up.stream, &mut (&mut chunk).limit(room)).await.map_err(Some)?;
+                read_into(&up.shared, &mut up.stream, &mut (&mut chunk).limit(room), progress).await.map_err(Some)?;
                 left -= chunk.len();
                 tx.send(chunk).await.map_err(|_| None)?;
             }

@@ -107,10 +107,28 @@ pub struct MasterLink {
     pub disconnect_start_ms: i64,
     pub total_disconnect_secs: i64,
     /// The snapshot being received: its length (-1 until the primary said, 0 for an
-    /// end-marked one, as Redis counts them), the bytes read so far and when last (Unix ms).
+    /// end-marked one, as Redis counts them), and the bytes read so far and when last.
     pub transfer_size: i64,
-    pub transfer_read: u64,
-    pub transfer_last_io_ms: i64,
+    pub transfer: Arc<TransferProgress>,
+}
+
+/// How far the snapshot being received has come: updated by the link's task as it reads,
+/// without the state lock (a busy script on the replica holds that lock while the link goes
+/// on reading), read by INFO.
+#[derive(Debug, Default)]
+pub struct TransferProgress {
+    /// Bytes of the payload read so far.
+    pub read: std::sync::atomic::AtomicU64,
+    /// When something was last read, Unix ms (0: nothing yet).
+    pub last_io_ms: std::sync::atomic::AtomicI64,
+}
+
+impl TransferProgress {
+    /// `n` more bytes read at `now_ms`.
+    pub fn add(&self, n: u64, now_ms: i64) {
+        self.read.fetch_add(n, Ordering::Relaxed);
+        self.last_io_ms.store(now_ms, Ordering::Relaxed);
+    }
 }
 
 impl MasterLink {
@@ -128,8 +146,7 @@ impl MasterLink {
             disconnect_start_ms: 0,
             total_disconnect_secs: 0,
             transfer_size: -1,
-            transfer_read: 0,
-            transfer_last_io_ms: 0,
+            transfer: Arc::default(),
         }
     }
 
@@ -163,7 +180,7 @@ impl MasterLink {
         self.sync_attempts += 1;
         self.current_sync_attempts += 1;
         self.transfer_size = -1;
-        self.transfer_read = 0;
+        self.transfer = Arc::default();
     }
 
     /// `total_disconnect_time_sec` at `now_ms`.
