@@ -90,6 +90,9 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     if !conn.is_master {
         let writes = may_replicate(st, conn, flags);
         if st.pause.holds(writes, now_ms) {
+            // CLIENT LIST shows the held command as the client's own, as Redis does.
+            conn.last_cmd = spec.name;
+            publish_client_info(st, conn, now_ms);
             let wait =
                 crate::pause::HeldWait { changed: st.pause.subscribe(), until_ms: st.pause.held_until(writes, now_ms) };
             return Action::Held(wait);

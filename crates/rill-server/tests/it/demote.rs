@@ -10,21 +10,42 @@ use crate::replica_link::{assert_equal, info_field, wait_caught_up};
 use rill_testkit::{RawClient, ReferenceServer, Server, ServerKind};
 use std::time::{Duration, Instant};
 
-/// Send `args` on a connection of its own and check that it blocks.
+/// Send `args` on a connection of its own and check that it blocks: the server has taken the
+/// command (CLIENT LIST shows it as the connection's command) and sent nothing. Waiting for the
+/// server to take it, rather than for a fixed time, keeps a slow machine from reordering the
+/// steps (a REPLICAOF taken before the command it should unblock).
 fn block(server: &Server, args: &[&str]) -> RawClient {
     let mut c = server.connect();
+    let id = String::from_utf8_lossy(&c.cmd(&["CLIENT", "ID"])).trim_start_matches(':').trim().to_string();
     let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     c.send_command(&bytes).unwrap();
-    c.set_read_timeout(Duration::from_millis(200));
+    taken(server, &id, args.first().copied().unwrap_or_default());
+    c.set_read_timeout(Duration::from_millis(100));
     let r = c.read_reply().ok();
     c.set_read_timeout(Duration::from_secs(30));
     assert_eq!(r.map(|r| String::from_utf8_lossy(&r).into_owned()), None, "{args:?} blocks");
     c
 }
 
+/// Wait until client `id`'s command, as CLIENT LIST shows it, is `name`.
+fn taken(server: &Server, id: &str, name: &str) {
+    let mut admin = server.connect();
+    let field = format!(" cmd={} ", name.to_ascii_lowercase());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list =
+            String::from_utf8_lossy(admin.cmd_value(&["CLIENT", "LIST", "ID", id]).as_bytes().unwrap()).into_owned();
+        if list.contains(&field) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "client {id} never took {name}: {list}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// What a blocked client received, and whether its connection was then closed.
 fn outcome(c: &mut RawClient) -> String {
-    let (bytes, closed) = c.read_until_close(Duration::from_secs(2));
+    let (bytes, closed) = c.read_until_close(Duration::from_secs(10));
     format!("{:?} closed={closed}", String::from_utf8_lossy(&bytes))
 }
 
@@ -99,8 +120,9 @@ fn demotion_steps(kind: ServerKind, binary: &std::path::Path) -> Vec<String> {
     let mut blpop = block(&server, &["BLPOP", "l", "0"]);
     let mut writer = server.connect();
     step(&mut out, &mut writer, &["SET", "w", "1"]);
+    let writer_id = String::from_utf8_lossy(&writer.cmd(&["CLIENT", "ID"])).trim_start_matches(':').trim().to_string();
     writer.send_command(&[b"WAIT", b"1", b"0"]).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    taken(&server, &writer_id, "WAIT");
     step(&mut out, &mut admin, &["REPLICAOF", "127.0.0.1", &elsewhere]);
     for (name, c) in [("xreadgroup", &mut xreadgroup), ("blpop", &mut blpop), ("wait after a write", &mut writer)] {
         out.push(format!("{name}: {}", outcome(c)));
