@@ -112,7 +112,26 @@ impl Transport for Tcp {
     const BUFFERS_WRITES: bool = false;
 
     fn try_read(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        self.read.try_read_buf(buf)
+        // A read that leaves room drained the socket (epoll is edge-triggered): its readiness is
+        // cleared, as tokio's own `poll_read` does, so that the next `try_read` makes no `recv`
+        // that can only fail (one per request of a client waiting for its reply, and per batch
+        // of a pipelining one). The read runs inside `try_io`, which clears the readiness event
+        // seen before the read: bytes arriving after it come with a new event, never lost.
+        let room = buf.capacity() - buf.len();
+        let mut drained = 0;
+        let read = &self.read;
+        let outcome = AsRef::<TcpStream>::as_ref(read).try_io(tokio::io::Interest::READABLE, || {
+            let n = read.try_read_buf(buf)?;
+            if n > 0 && n < room {
+                drained = n;
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        match outcome {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && drained > 0 => Ok(drained),
+            other => other,
+        }
     }
 
     fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
