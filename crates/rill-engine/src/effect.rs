@@ -476,6 +476,20 @@ impl EffectBuf {
         other.clear();
     }
 
+    /// Add every effect of an encoded record (`encode_record`), its bytes copied as they are:
+    /// what a replica hands its own journal for a unit its primary recorded, with nothing
+    /// encoded again. False, and nothing added, if the record's header is malformed; the
+    /// effects themselves are not checked (decode the record first).
+    pub fn append_record(&mut self, body: &[u8]) -> bool {
+        let Some(rest) = body.get(8..) else { return false };
+        let mut pos = 0;
+        let Some(count) = codec::get_varint_u64(rest, &mut pos) else { return false };
+        let Some(effects) = rest.get(pos..) else { return false };
+        self.bytes.extend_from_slice(effects);
+        self.count += count;
+        true
+    }
+
     /// The effects as values (tests, tools).
     pub fn decode(&self) -> Result<Vec<Effect>, DecodeError> {
         let mut body = Vec::with_capacity(self.bytes.len() + 16);

@@ -697,25 +697,23 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                     break;
                 }
                 let raw = up.buf.split_to(len);
-                let mut frame = raw.clone();
-                match parser.parse_into(&mut frame, &limits, &mut args) {
-                    Ok(true) => {}
-                    // A blank line: nothing to run.
-                    Ok(false) => args.clear(),
-                    Err(e) => return Err(format!("protocol error in the primary's stream: {e:?}")),
-                }
                 if let Some(unit) = recorded.as_mut() {
-                    // A command of a unit whose record is applied instead: not run, but counted
-                    // in the offset and in INFO commandstats, as a Redis replica running it
-                    // counts it (tools read those).
+                    // A command of a unit whose record is applied instead: not run (nor parsed:
+                    // only its name and next argument are looked at), but counted in the
+                    // offset and in INFO commandstats, as a Redis replica running it counts it
+                    // (tools read those).
                     unit.bytes.extend_from_slice(&raw);
-                    if let rill_engine::command::Lookup::Found(spec) = shared.log_table.resolve(&args) {
-                        st.stats.command(spec).calls += 1;
-                        st.stats.commands_processed += 1;
-                    }
-                    if args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"select")) {
-                        if let Some(db) = number(args.get(1)) {
-                            master.db = db;
+                    let (name, sub) = frame_head(&raw);
+                    if let Some(name) = name {
+                        let found = shared.log_table.resolve_parts(name, sub);
+                        if let rill_engine::command::Lookup::Found(spec) = found {
+                            st.stats.command(spec).calls += 1;
+                            st.stats.commands_processed += 1;
+                        }
+                        if name.eq_ignore_ascii_case(b"select") {
+                            if let Some(db) = sub.and_then(|s| std::str::from_utf8(s).ok()?.parse().ok()) {
+                                master.db = db;
+                            }
                         }
                     }
                     if unit.bytes.len() >= unit.len {
@@ -729,6 +727,13 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                         st.replication.stream_db = master.db;
                     }
                     continue;
+                }
+                let mut frame = raw.clone();
+                match parser.parse_into(&mut frame, &limits, &mut args) {
+                    Ok(true) => {}
+                    // A blank line: nothing to run.
+                    Ok(false) => args.clear(),
+                    Err(e) => return Err(format!("protocol error in the primary's stream: {e:?}")),
                 }
                 if args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"rill.unit")) && master.multi.is_none() {
                     let len: Option<usize> = number(args.get(1));
@@ -821,41 +826,59 @@ struct Recorded {
 /// record and its data what the primary's has (a consumer's seen-time too, which Redis' forms
 /// do not carry); PUBLISH and SPUBLISH reach this server's subscribers.
 fn apply_record(shared: &Shared, st: &mut State, body: &Bytes) -> Result<(), String> {
-    use rill_engine::effect::{Effect, EffectBuf};
+    use rill_engine::effect::Effect;
     let (time, effects) =
         rill_engine::effect::decode_record_shared(body.clone()).map_err(|e| format!("a bad unit record: {e}"))?;
+    let published = |effect: &Effect| match effect {
+        Effect::Command { args, .. } => {
+            let shard = args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"spublish"));
+            (shard || args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"publish"))).then_some(shard)
+        }
+        _ => None,
+    };
+    // The record's effects are what this server's journal gets, in the same encoding: copied
+    // whole, not encoded again one by one — unless a PUBLISH among them, which reaches this
+    // server's replicas but not its log.
+    let whole = !effects.iter().any(|e| published(e).is_some());
     crate::unit::run(st, time, |st| {
         st.engine.set_applying_record(true);
-        let mut buf = EffectBuf::default();
+        let mut buf = st.journal.lend_buf();
         for effect in effects {
-            if let Effect::Command { db, args } = &effect {
-                let shard = args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"spublish"));
-                if shard || args.first().is_some_and(|a| a.eq_ignore_ascii_case(b"publish")) {
-                    if let (Some(channel), Some(message)) = (args.get(1), args.get(2)) {
-                        crate::pubsub::publish(st, shard, channel, message, time);
-                    }
-                    st.journal.push_unlogged_command(*db, args);
-                    continue;
+            if let (Some(shard), Effect::Command { db, args }) = (published(&effect), &effect) {
+                if let (Some(channel), Some(message)) = (args.get(1), args.get(2)) {
+                    crate::pubsub::publish(st, shard, channel, message, time);
                 }
+                st.journal.push_unlogged_command(*db, args);
+                continue;
             }
-            buf.push(&effect);
-            // The command an effect is, for the log line of a failure (`<unknown>`: none).
-            let name = match &effect {
-                Effect::Command { args, .. } => match shared.log_table.resolve(args) {
-                    rill_engine::command::Lookup::Found(spec) => spec.name,
-                    _ => "<unknown>",
-                },
-                _ => "<unknown>",
+            if !whole {
+                buf.push(&effect);
+            }
+            // The command's name and subcommand, for the log line of a failure.
+            let head = match &effect {
+                Effect::Command { args, .. } => [args.first().cloned(), args.get(1).cloned()],
+                _ => [None, None],
             };
             if let Err(e) = st.engine.apply_effect(&shared.log_table, time, effect) {
                 // A primary records only what it did: a failure means the copy now differs,
                 // as when a command of Redis' forms fails (`apply`).
+                let head: Vec<Bytes> = head.into_iter().flatten().collect();
+                let name = match shared.log_table.resolve(&head) {
+                    rill_engine::command::Lookup::Found(spec) => spec.name,
+                    _ => "<unknown>",
+                };
                 sent_an_error_to_the_primary(st, e.to_string().as_bytes(), name);
             }
             // A replica notifies its own subscribers of what it applied, as Redis' do.
             crate::notify::publish_events(st, time);
+            if !whole {
+                st.journal.push(&mut buf);
+            }
+        }
+        if whole && buf.append_record(body) {
             st.journal.push(&mut buf);
         }
+        st.journal.return_buf(buf);
         st.engine.set_applying_record(false);
     });
     Ok(())
@@ -875,16 +898,65 @@ async fn pause_over(held: Option<crate::pause::HeldWait>) {
     }
 }
 
+/// The end of the line starting at `from`, past its `\n`.
+fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+    buf.get(from..)?.iter().position(|&b| b == b'\n').map(|i| from + i + 1)
+}
+
+/// The decimal number of a header line `buf[from..to]` (line end included), as `i64` reads
+/// it; a negative one is 0.
+fn header_number(buf: &[u8], from: usize, to: usize) -> Option<usize> {
+    let mut text = buf.get(from..to)?;
+    while let [rest @ .., b'\r' | b'\n'] = text {
+        text = rest;
+    }
+    let (negative, digits) = match text {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, text),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    let limit = if negative { 1u64 << 63 } else { i64::MAX as u64 };
+    if n > limit {
+        return None;
+    }
+    Some(if negative { 0 } else { n as usize })
+}
+
+/// The first two arguments of a whole multibulk frame (`frame_len` found it all there):
+/// the command's name and what may name its subcommand.
+fn frame_head(frame: &[u8]) -> (Option<&[u8]>, Option<&[u8]>) {
+    let mut head = [None, None];
+    if frame.first() == Some(&b'*') {
+        let Some(mut at) = line_end(frame, 0) else { return (None, None) };
+        let count = header_number(frame, 1, at).unwrap_or(0);
+        for slot in head.iter_mut().take(count) {
+            if frame.get(at) != Some(&b'$') {
+                break;
+            }
+            let Some(end) = line_end(frame, at) else { break };
+            let Some(len) = header_number(frame, at + 1, end) else { break };
+            *slot = frame.get(end..end.saturating_add(len));
+            at = end.saturating_add(len).saturating_add(2);
+        }
+    }
+    let [name, sub] = head;
+    (name, sub)
+}
+
 /// The length of the request at the front of `buf` if it is all there: a multibulk
 /// (`*N` then N bulks) or an inline line.
 fn frame_len(buf: &[u8]) -> Option<usize> {
-    fn line_end(buf: &[u8], from: usize) -> Option<usize> {
-        buf.get(from..)?.iter().position(|&b| b == b'\n').map(|i| from + i + 1)
-    }
-    fn number(buf: &[u8], from: usize, to: usize) -> Option<usize> {
-        let text = std::str::from_utf8(buf.get(from..to)?).ok()?;
-        text.trim_end_matches(['\r', '\n']).parse::<i64>().ok().map(|n| n.max(0) as usize)
-    }
+    let number = header_number;
     if buf.first() != Some(&b'*') {
         return line_end(buf, 0);
     }
@@ -983,7 +1055,7 @@ fn sent_an_error_to_the_primary(st: &mut State, e: &[u8], name: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::frame_len;
+    use super::{frame_head, frame_len, header_number};
 
     #[test]
     fn a_frame_is_complete_only_with_all_its_bulks() {
@@ -996,5 +1068,35 @@ mod tests {
         assert_eq!(frame_len(b"PING\r\n*1"), Some(6));
         // Not a bulk after the header: handed whole to the parser, which reports it.
         assert_eq!(frame_len(b"*1\r\n:1\r\n"), Some(8));
+    }
+
+    #[test]
+    fn header_numbers_read_as_i64_does_and_negatives_are_zero() {
+        let n = |t: &[u8]| header_number(t, 0, t.len());
+        assert_eq!(n(b"12\r\n"), Some(12));
+        assert_eq!(n(b"+7\r\n"), Some(7));
+        assert_eq!(n(b"-1\r\n"), Some(0));
+        assert_eq!(n(b"9223372036854775807\r\n"), Some(i64::MAX as usize));
+        assert_eq!(n(b"9223372036854775808\r\n"), None);
+        assert_eq!(n(b"-9223372036854775808\r\n"), Some(0));
+        assert_eq!(n(b"-9223372036854775809\r\n"), None);
+        for bad in [&b"\r\n"[..], b"-\r\n", b"1 \r\n", b"x1\r\n", b"1.5\r\n"] {
+            assert_eq!(n(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        for text in ["0", "42", "-3", "+8", "123456789012", "07"] {
+            let line = format!("{text}\r\n");
+            let want = text.parse::<i64>().ok().map(|v| v.max(0) as usize);
+            assert_eq!(n(line.as_bytes()), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_frames_head_is_its_name_and_next_argument() {
+        let xgroup = b"*5\r\n$6\r\nXGROUP\r\n$6\r\nCREATE\r\n$1\r\ns\r\n$1\r\ng\r\n$1\r\n$\r\n";
+        assert_eq!(frame_head(xgroup), (Some(&b"XGROUP"[..]), Some(&b"CREATE"[..])));
+        assert_eq!(frame_head(b"*1\r\n$4\r\nPING\r\n"), (Some(&b"PING"[..]), None));
+        assert_eq!(frame_head(b"*0\r\n"), (None, None));
+        assert_eq!(frame_head(b"PING\r\n"), (None, None));
+        assert_eq!(frame_head(b"*2\r\n:1\r\n"), (None, None));
     }
 }

@@ -87,11 +87,16 @@ impl CommandTable {
     /// Resolve a request: the command, or for a container the subcommand named by `args[1]`.
     pub fn resolve(&self, args: &[bytes::Bytes]) -> Lookup {
         let Some(name) = args.first() else { return Lookup::UnknownCommand };
+        self.resolve_parts(name, args.get(1).map(|s| &s[..]))
+    }
+
+    /// [`CommandTable::resolve`] from the command's name and its next argument (`sub`).
+    pub fn resolve_parts(&self, name: &[u8], sub: Option<&[u8]>) -> Lookup {
         let Some(spec) = self.get(name) else { return Lookup::UnknownCommand };
         if !spec.is_container() {
             return Lookup::Found(spec);
         }
-        let Some(sub) = args.get(1) else {
+        let Some(sub) = sub else {
             // Arity of the container (−2) reports the error.
             return Lookup::Found(spec);
         };

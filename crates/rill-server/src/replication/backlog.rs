@@ -311,12 +311,12 @@ impl Backlog {
             return;
         }
         self.ring.extend(bytes);
-        self.check_limits(Instant::now());
+        self.check_limits();
         self.trim();
     }
 
     /// Drop the holds of replicas whose pending output passed their limit.
-    fn check_limits(&mut self, now: Instant) {
+    fn check_limits(&mut self) {
         let ClassLimit { hard_bytes, soft_bytes, soft_seconds } = self.limit;
         if hard_bytes == 0 && soft_bytes == 0 {
             return;
@@ -328,14 +328,19 @@ impl Backlog {
         let hard_bytes = if hard_bytes > 0 { hard_bytes.max(self.capacity as u64) } else { 0 };
         let end = self.offset + 1;
         let mut dropped = Vec::new();
+        // The clock is read only for a replica over its soft limit (not once per unit).
+        let mut now: Option<Instant> = None;
         for (id, h) in &mut self.holds {
             let pending = end.saturating_sub(h.next);
             let over_soft = soft_bytes > 0 && pending >= soft_bytes;
-            let since = *h.over_soft_since.get_or_insert(now);
             if !over_soft {
                 h.over_soft_since = None;
             }
-            let soft_expired = over_soft && now.duration_since(since).as_secs_f64() > soft_seconds.max(0) as f64;
+            let soft_expired = over_soft && {
+                let now = *now.get_or_insert_with(Instant::now);
+                let since = *h.over_soft_since.get_or_insert(now);
+                now.duration_since(since).as_secs_f64() > soft_seconds.max(0) as f64
+            };
             if (hard_bytes > 0 && pending >= hard_bytes) || soft_expired {
                 dropped.push(*id);
             }

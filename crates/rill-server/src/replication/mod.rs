@@ -477,14 +477,14 @@ impl BacklogSink {
         }
         let mut backlog = self.lock();
         backlog.lazy_server_del = self.lazy_server_del.load(std::sync::atomic::Ordering::Relaxed);
-        let written = unit.decode().map_err(|e| e.to_string()).and_then(|effects| {
-            let record = || {
-                let mut body = Vec::with_capacity(unit.byte_len() + 16);
-                rill_engine::effect::encode_record_buf(&mut body, time_ms, unit);
-                Bytes::from(body)
-            };
-            backlog.append_unit(&effects, time_ms, transaction, record).map_err(|e| e.to_string())
-        });
+        // rill's record of the unit, made once: its effects are decoded as slices of it (no
+        // copy per argument) for Redis' forms, and it is what a rill replica is sent.
+        let mut body = Vec::with_capacity(unit.byte_len() + 16);
+        rill_engine::effect::encode_record_buf(&mut body, time_ms, unit);
+        let body = Bytes::from(body);
+        let written = rill_engine::effect::decode_record_shared(body.clone()).map_err(|e| e.to_string()).and_then(
+            |(_, effects)| backlog.append_unit(&effects, time_ms, transaction, || body).map_err(|e| e.to_string()),
+        );
         if let Err(why) = written {
             // Only a record read back from an old log can lack a Redis form, and units here are
             // live: this is a bug, and the replicas' copy would now differ.
