@@ -473,7 +473,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                     let io = if m.last_io_ms > 0 { (now_ms - m.last_io_ms).max(0) / 1000 } else { -1 };
                     line!(out, "master_last_io_seconds_ago:{io}");
                     line!(out, "master_sync_in_progress:{}", u8::from(m.state == crate::replication::LinkStatus::Sync));
-                    line!(out, "slave_read_repl_offset:{}", r.offset());
+                    line!(out, "slave_read_repl_offset:{}", r.offset() + m.read_ahead);
                     line!(out, "slave_repl_offset:{}", r.offset());
                     // The RDB channel's buffer (`repl-rdb-channel`), which rill does not use.
                     line!(out, "replica_full_sync_buffer_size:0");

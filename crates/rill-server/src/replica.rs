@@ -213,13 +213,14 @@ impl Upstream {
     }
 }
 
-/// `repl-timeout`, as it is now.
+/// A setting in seconds (`repl-timeout`, ...), as it is now (60 if unset).
 fn seconds_of(st: &State, name: &str) -> Duration {
     Duration::from_secs(crate::replication::primary::seconds(&st.config, name, 60))
 }
 
+/// `repl-timeout`, as it is now.
 fn repl_timeout(shared: &Shared) -> Duration {
-    Duration::from_secs(crate::replication::primary::seconds(&shared.lock().config, "repl-timeout", 60))
+    seconds_of(&shared.lock(), "repl-timeout")
 }
 
 /// One read from the primary into `buf` (at most what it has room for); an error when the
@@ -648,7 +649,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             m.last_io_ms = now_ms();
         }
     }
-    let timeout = Duration::from_secs(crate::replication::primary::seconds(&shared.lock().config, "repl-timeout", 60));
+    let timeout = repl_timeout(shared);
     let mut parser = RequestParser::new();
     let limits = Limits { max_bulk_len: usize::MAX >> 1, max_inline_len: 64 * 1024, authenticated: true };
     let mut master = Conn::new(client.id, true);
@@ -665,6 +666,9 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
     let mut in_transaction: Vec<u8> = Vec::new();
     // The unit whose bytes are arriving after its record (a rill primary's `RILL.UNIT`).
     let mut recorded: Option<Recorded> = None;
+    // How far a paused replica has looked through what it holds in `buf`: the position, and
+    // the stream bytes before it (rill's records apart, which no offset counts).
+    let mut scanned = (0usize, 0u64);
     loop {
         // Apply the complete commands in the buffer, one unit each, up to APPLY_BATCH under
         // one lock hold: the clients of this replica get the lock between batches, as a
@@ -677,6 +681,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             if st.replication.link_generation != generation {
                 return Ok(());
             }
+            let held_before = up.buf.len();
             // Framed here, not by the request parser (which keeps the bytes of a request it
             // has only part of): every byte the primary sent counts in the offset, exactly.
             let mut applied = 0usize;
@@ -769,8 +774,25 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                     in_transaction.clear();
                 }
             }
+            // What was read and not applied (`slave_read_repl_offset`); what a pause holds is
+            // looked through once, as it arrives.
+            if up.buf.len() != held_before {
+                scanned = (0, 0);
+            }
+            let mut ahead = in_transaction.len() + recorded.as_ref().map_or(0, |u| u.bytes.len());
+            if held.is_some() {
+                while let Some(frame) = up.buf.get(scanned.0..).and_then(|rest| rest.get(..frame_len(rest)?)) {
+                    if !frame_head(frame).0.is_some_and(|name| name.eq_ignore_ascii_case(b"rill.unit")) {
+                        scanned.1 += frame.len() as u64;
+                    }
+                    scanned.0 += frame.len().max(1);
+                }
+                ahead +=
+                    usize::try_from(scanned.1).unwrap_or(usize::MAX) + (up.buf.len() - scanned.0.min(up.buf.len()));
+            }
             if let Some(m) = st.replication.master.as_mut() {
                 m.last_io_ms = now_ms();
+                m.read_ahead = ahead as u64;
             }
         }
         if reply_ack {

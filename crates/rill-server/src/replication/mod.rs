@@ -110,6 +110,10 @@ pub struct MasterLink {
     /// end-marked one, as Redis counts them), and the bytes read so far and when last.
     pub transfer_size: i64,
     pub transfer: Arc<TransferProgress>,
+    /// Bytes of the primary's stream read and not applied yet (a transaction whose `EXEC` has
+    /// not come, a unit whose bytes are arriving, what a paused replica holds): with the
+    /// offset, `slave_read_repl_offset`.
+    pub read_ahead: u64,
 }
 
 /// How far the snapshot being received has come: updated by the link's task as it reads,
@@ -147,6 +151,7 @@ impl MasterLink {
             total_disconnect_secs: 0,
             transfer_size: -1,
             transfer: Arc::default(),
+            read_ahead: 0,
         }
     }
 
