@@ -181,7 +181,7 @@ impl Blocked {
     pub fn reading(&self, db: usize, key: &[u8], group: &[u8], consumer: Option<&[u8]>) -> bool {
         let Some(clients) = self.by_key.get(&(db, Bytes::copy_from_slice(key))) else { return false };
         clients.values().filter_map(|client| self.waiters.get(client)).any(|(w, _)| {
-            w.spec.name == "xreadgroup"
+            w.spec.flags.has(rill_engine::command::Flags::READS_AS_CONSUMER)
                 && w.args.windows(3).any(|a| {
                     matches!(a, [token, g, c] if token.eq_ignore_ascii_case(b"GROUP")
                         && g.as_ref() == group

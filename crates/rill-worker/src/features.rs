@@ -7,6 +7,9 @@
 //!   by `COMMAND INFO XNACK` naming the command (an unknown command is a nil element).
 //! * `RILL.GROUP` (rill): server-side group policies ([`crate::policy`]). Detected by
 //!   `COMMAND INFO RILL.GROUP` naming the command; Redis answers nil.
+//! * `RILL.READGROUP` (rill): XREADGROUP whose entries carry their idle time and earlier
+//!   deliveries, as CLAIM's do: a worker on a policy group needs no XPENDING to learn each
+//!   entry's attempt. Detected as `RILL.GROUP` is.
 
 use redis::Value;
 
@@ -22,16 +25,20 @@ pub struct ServerFeatures {
     pub xnack: bool,
     /// `RILL.GROUP`, `RILL.NACK`, `RILL.TOUCH` (group policies) are available.
     pub policies: bool,
+    /// `RILL.READGROUP` (entries with their delivery figures) is available.
+    pub readgroup_counts: bool,
 }
 
 impl ServerFeatures {
     /// Only what Redis 7 has: XAUTOCLAIM sweeps, no XNACK.
-    pub const LEGACY: ServerFeatures = ServerFeatures { claim_on_read: false, xnack: false, policies: false };
+    pub const LEGACY: ServerFeatures =
+        ServerFeatures { claim_on_read: false, xnack: false, policies: false, readgroup_counts: false };
 
     /// Asks the server. A server that refuses `COMMAND DOCS` (Redis < 7) has none of them.
     pub async fn detect(conn: &mut Connection) -> ServerFeatures {
         let xnack = names_command(conn, "XNACK").await;
         let policies = names_command(conn, "RILL.GROUP").await;
+        let readgroup_counts = names_command(conn, "RILL.READGROUP").await;
         let claim_on_read = redis::cmd("COMMAND")
             .arg("DOCS")
             .arg("XREADGROUP")
@@ -39,7 +46,7 @@ impl ServerFeatures {
             .await
             .map(|v| contains_token(&v, b"CLAIM"))
             .unwrap_or(false);
-        ServerFeatures { claim_on_read, xnack, policies }
+        ServerFeatures { claim_on_read, xnack, policies, readgroup_counts }
     }
 }
 

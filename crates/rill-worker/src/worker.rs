@@ -510,7 +510,9 @@ impl<H: Handler> Run<H> {
     /// and the cursor of the next page (`None` once the history is drained).
     async fn read_history(&mut self, cursor: &str) -> Result<(Vec<Entry>, Option<String>), WorkerError> {
         let c = Arc::clone(&self.shared.config);
-        let v: Value = redis::cmd("XREADGROUP")
+        // RILL.READGROUP's entries say their earlier deliveries: no XPENDING afterwards.
+        let counts = self.shared.features.readgroup_counts;
+        let v: Value = redis::cmd(if counts { "RILL.READGROUP" } else { "XREADGROUP" })
             .arg("GROUP")
             .arg(&c.group)
             .arg(&c.consumer)
@@ -537,6 +539,9 @@ impl<H: Handler> Run<H> {
                 .query_async::<i64>(&mut self.commands)
                 .await
                 .map_err(WorkerError::redis("XACK deleted entries"))?;
+        }
+        if counts {
+            return Ok((with_counts_given(&c.stream, live).0, next));
         }
         Ok((self.with_delivery_counts(live).await?, next))
     }
@@ -573,7 +578,10 @@ impl<H: Handler> Run<H> {
         let c = Arc::clone(&self.shared.config);
         let server_policy = self.shared.uses_server_policy();
         let claim = self.shared.features.claim_on_read && !server_policy;
-        let mut cmd = redis::cmd("XREADGROUP");
+        // On a policy group, RILL.READGROUP's entries carry their earlier deliveries (the
+        // hand-backs' counts), so no XPENDING follows the read.
+        let counts = server_policy && self.shared.features.readgroup_counts;
+        let mut cmd = redis::cmd(if counts { "RILL.READGROUP" } else { "XREADGROUP" });
         cmd.arg("GROUP")
             .arg(&c.group)
             .arg(&c.consumer)
@@ -604,8 +612,10 @@ impl<H: Handler> Run<H> {
         .map_err(WorkerError::redis("XREADGROUP"))?;
         let raw = reply::read_reply(&v, &c.stream, "XREADGROUP")?;
         if server_policy {
-            // Handed-back entries come as plain 2-element entries: XPENDING tells their count.
-            let entries = self.with_delivery_counts(raw).await?;
+            // XREADGROUP's handed-back entries come as plain 2-element entries: XPENDING tells
+            // their count.
+            let entries =
+                if counts { with_counts_given(&c.stream, raw).0 } else { self.with_delivery_counts(raw).await? };
             let again = entries.iter().filter(|e| e.deliveries > 1).count() as u64;
             if again > 0 {
                 tracing::info!(count = again, "entries handed back by the server's policy delivered again");
@@ -614,16 +624,7 @@ impl<H: Handler> Run<H> {
             }
             return Ok(entries);
         }
-        let mut entries = Vec::with_capacity(raw.len());
-        let mut reclaimed = 0u64;
-        for e in raw {
-            let Some(fields) = e.fields else { continue };
-            let before = e.claimed.map_or(0, |(_, count)| count);
-            if before > 0 {
-                reclaimed += 1;
-            }
-            entries.push(Entry { stream: c.stream.clone(), id: e.id, fields, deliveries: before.saturating_add(1) });
-        }
+        let (entries, reclaimed) = with_counts_given(&c.stream, raw);
         if reclaimed > 0 {
             tracing::info!(count = reclaimed, "reclaimed idle entries (XREADGROUP CLAIM)");
             bump(&self.stats.reclaimed, reclaimed);
@@ -727,6 +728,23 @@ impl<H: Handler> Run<H> {
 fn id_key(id: &str) -> (u64, u64) {
     let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
     (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+/// The entries of a read whose replies carry each entry's earlier deliveries (RILL.READGROUP,
+/// XREADGROUP CLAIM): each with its deliveries counting this one, and how many had been
+/// delivered before. An entry whose payload is gone is left out.
+fn with_counts_given(stream: &str, raw: Vec<RawEntry>) -> (Vec<Entry>, u64) {
+    let mut again = 0u64;
+    let mut entries = Vec::with_capacity(raw.len());
+    for e in raw {
+        let Some(fields) = e.fields else { continue };
+        let before = e.claimed.map_or(0, |(_, count)| count);
+        if before > 0 {
+            again += 1;
+        }
+        entries.push(Entry { stream: stream.to_string(), id: e.id, fields, deliveries: before.saturating_add(1) });
+    }
+    (entries, again)
 }
 
 fn millis(d: Duration) -> u64 {

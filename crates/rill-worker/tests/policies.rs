@@ -78,7 +78,7 @@ async fn rill_has_policies_redis_does_not() {
     let mut c = connect(&rill.target()).await;
     assert_eq!(
         ServerFeatures::detect(&mut c).await,
-        ServerFeatures { claim_on_read: true, xnack: true, policies: true }
+        ServerFeatures { claim_on_read: true, xnack: true, policies: true, readgroup_counts: true }
     );
     let Some(redis8) = Server::reference(ReferenceServer::Redis8) else { return };
     let mut c = connect(&redis8.target()).await;

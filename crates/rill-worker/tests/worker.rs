@@ -74,6 +74,6 @@ async fn features_are_detected() {
     let mut c = scenarios::connect(&rill.target()).await;
     assert_eq!(
         ServerFeatures::detect(&mut c).await,
-        ServerFeatures { claim_on_read: true, xnack: true, policies: true }
+        ServerFeatures { claim_on_read: true, xnack: true, policies: true, readgroup_counts: true }
     );
 }

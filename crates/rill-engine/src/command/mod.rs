@@ -134,6 +134,10 @@ impl Flags {
     /// deletions reach the replicas one by one, never inside `MULTI`/`EXEC`. Redis'
     /// `touches-arbitrary-keys`, which COMMAND INFO hides.
     pub const TOUCHES_ARBITRARY_KEYS: Flags = Flags(1 << 30);
+    /// Reads as the consumer its `GROUP group consumer` arguments name, and may block for the
+    /// group's entries (XREADGROUP, RILL.READGROUP): a group policy's idle expiry spares a
+    /// consumer parked in one. rill's own; COMMAND INFO does not list it.
+    pub const READS_AS_CONSUMER: Flags = Flags(1 << 31);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {

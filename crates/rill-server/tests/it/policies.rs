@@ -973,3 +973,57 @@ fn a_killed_readers_entries_are_handed_back_when_its_connection_closes() {
     assert_eq!(c.cmd_value(&["XPENDING", "s", "g", "-", "+", "10", "kept"]).as_array().map(|a| a.len()), Some(1));
     assert_eq!(field(&info(&mut c, "s", "g"), "released-on-close"), "21");
 }
+
+/// RILL.READGROUP over the wire: a blocked reader woken by an XADD gets the entry with CLAIM's
+/// two trailing figures (0 and 0: new), an entry handed back by ACKWAIT comes to the next `>`
+/// read with its idle time and its earlier delivery, in RESP2 and RESP3; XREADGROUP's replies
+/// stay Redis' 2-element entries. A consumer parked in RILL.READGROUP counts as reading for
+/// CONSUMERIDLE, as one parked in XREADGROUP does.
+#[test]
+fn rill_readgroup_gives_each_entry_its_delivery_figures() {
+    let server = Server::rill();
+    let mut c = server.connect();
+    ok(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    ok(&mut c, &["RILL.GROUP", "SET", "s", "g", "ACKWAIT", "300", "CONSUMERIDLE", "1000"]);
+    let mut reader = server.connect();
+    reader
+        .send_command(&[b"RILL.READGROUP", b"GROUP", b"g", b"alice", b"BLOCK", b"0", b"STREAMS", b"s", b">"])
+        .unwrap();
+    // Parked longer than CONSUMERIDLE: spared, since it is reading.
+    std::thread::sleep(Duration::from_millis(1400));
+    assert!(escape(&c.cmd(&["XINFO", "CONSUMERS", "s", "g"])).contains("alice"), "a parked reader is spared");
+    c.cmd(&["XADD", "s", "1-1", "f", "v"]);
+    assert_eq!(
+        escape(&reader.read_reply().unwrap()),
+        escape(b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*4\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n:0\r\n:0\r\n")
+    );
+    // Not acked: handed back after ACKWAIT, then read again with its figures.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut bob = server.connect();
+    bob.cmd(&["HELLO", "3"]);
+    let read = loop {
+        let read = bob.cmd_value(&["RILL.READGROUP", "GROUP", "g", "bob", "STREAMS", "s", ">"]);
+        if read != Value::Nil {
+            break read;
+        }
+        assert!(Instant::now() < deadline, "never handed back");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = format!("{read:?}");
+    let Value::Map(streams) = &read else { panic!("RESP3 read is a map: {text}") };
+    let entries = streams[0].1.as_array().unwrap();
+    let entry = entries[0].as_array().unwrap();
+    assert_eq!(entry.len(), 4, "{text}");
+    assert_eq!(entry[0].as_str(), Some("1-1"), "{text}");
+    let Value::Int(idle) = entry[2] else { panic!("{text}") };
+    // A hand-back clears the delivery time, as XNACK does: the idle time is what XREADGROUP
+    // CLAIM shows of such an entry.
+    assert!(idle >= 300, "idle since its delivery: {text}");
+    assert_eq!(entry[3], Value::Int(1), "delivered once before: {text}");
+    // XREADGROUP keeps Redis' entries.
+    c.cmd(&["XADD", "s", "2-1", "f", "w"]);
+    assert_eq!(
+        escape(&c.cmd(&["XREADGROUP", "GROUP", "g", "carol", "STREAMS", "s", ">"])),
+        escape(b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n2-1\r\n*2\r\n$1\r\nf\r\n$1\r\nw\r\n")
+    );
+}

@@ -45,7 +45,7 @@ const CLAIM_RECHECK_MS: i64 = 100;
 pub(super) const XREADGROUP: CommandSpec = CommandSpec {
     name: "xreadgroup",
     arity: -7,
-    flags: Flags::WRITE.and(Flags::BLOCKING).and(Flags::MOVABLEKEYS),
+    flags: Flags::WRITE.and(Flags::BLOCKING).and(Flags::MOVABLEKEYS).and(Flags::READS_AS_CONSUMER),
     first_key: 0,
     last_key: 0,
     step: 0,
@@ -68,6 +68,20 @@ pub(super) const XREADGROUP: CommandSpec = CommandSpec {
     ..CommandSpec::of(Handler::Engine(xreadgroup))
 };
 
+/// `RILL.READGROUP`: XREADGROUP whose every entry carries its delivery figures, as XREADGROUP
+/// CLAIM's entries do — `[id, fields, idle-ms, deliveries]`, the time since the entry's last
+/// delivery and how many deliveries it had before this one (0 and 0 for a new entry). A worker
+/// on a group with a policy (MAXDELIVER, ACKWAIT, BACKOFF) then learns each entry's attempt
+/// without an XPENDING per batch. Same syntax, errors, blocking and effects as XREADGROUP.
+pub(super) const RILL_READGROUP: CommandSpec = CommandSpec {
+    name: "rill.readgroup",
+    summary: "Reads entries as a consumer of a group, as XREADGROUP does, each entry with its idle time \
+              and its deliveries before this one.",
+    since: "0.1.0",
+    handler: Handler::Engine(rill_readgroup),
+    ..XREADGROUP
+};
+
 /// A validated XREADGROUP, before the keys are looked at.
 #[derive(Debug, Clone)]
 struct Request {
@@ -81,6 +95,8 @@ struct Request {
     /// `CLAIM min-idle-time`.
     claim: Option<u64>,
     noack: bool,
+    /// Every entry with its idle time and earlier deliveries (`RILL.READGROUP`).
+    counts: bool,
     streams_at: usize,
     streams: usize,
 }
@@ -105,6 +121,7 @@ fn parse(args: &[Bytes]) -> Result<Request, CmdError> {
         block_ms: None,
         claim: None,
         noack: false,
+        counts: false,
         streams_at: 0,
         streams: 0,
     };
@@ -183,7 +200,16 @@ fn meaningless(symbol: &str) -> CmdError {
 }
 
 fn xreadgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    let req = parse(args)?;
+    read(engine, ctx, args, false)
+}
+
+fn rill_readgroup(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    read(engine, ctx, args, true)
+}
+
+/// XREADGROUP, or RILL.READGROUP (`counts`).
+fn read(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], counts: bool) -> Result<Reply, CmdError> {
+    let req = Request { counts, ..parse(args)? };
     let deadline = match req.block_ms {
         Some(ms) if ms > 0 => Some(ctx.now_ms.checked_add(ms).ok_or(TIMEOUT_OUT_OF_RANGE)?),
         _ => None,
@@ -375,14 +401,22 @@ fn history(
     let mut writer = reply::EntryWriter::default();
     let mut buf = Vec::new();
     let mut parts = Vec::with_capacity(ids.len());
+    let extra = if req.counts { 2 } else { 0 };
     for id in ids {
         let start = buf.len();
-        if stream.write_entry(id, 0, &mut writer, &mut buf) {
+        if stream.write_entry(id, extra, &mut writer, &mut buf) {
+            let before =
+                stream.group(&req.group).and_then(|g| g.pel().get(id)).map(|e| (e.delivery_time_ms, e.delivery_count));
+            if req.counts {
+                let (time_ms, n) = before.unwrap_or((now_ms, 0));
+                reply::put_int(&mut buf, now_ms.wrapping_sub(time_ms).max(0));
+                reply::put_int(&mut buf, i64::try_from(n).unwrap_or(i64::MAX));
+            }
             if !budget.take(|| (buf.len() - start) as u64) {
                 buf.truncate(start);
                 break;
             }
-            let count = stream.group(&req.group).and_then(|g| g.pel().get(id)).map_or(1, |e| bump(e.delivery_count));
+            let count = before.map_or(1, |(_, n)| bump(n));
             effects.push(stream.apply_group(GroupEffect::Redelivered {
                 group: req.group.clone(),
                 consumer: req.consumer.clone(),
@@ -422,12 +456,13 @@ fn new_entries(
     let last_delivered = stream.group(&req.group)?.last_delivered_id;
     let count = if req.count == 0 { usize::MAX } else { usize::try_from(req.count).unwrap_or(usize::MAX) };
     let mut out = reply::EntriesBuilder::with_capacity(count);
+    let extra = if req.counts { 2 } else { 0 };
     // A group with a policy serves its hand-back queue first (policies spec §4).
     handed_back(stream, req, now_ms, count, budget, &mut out, effects);
     let policy = stream.group(&req.group).and_then(|g| g.policy());
     if !req.noack && policy.is_some_and(Policy::orders) {
         let by_key = policy.is_some_and(|p| p.settings.order_by.is_some());
-        *more = ordered(stream, req, now_ms, count, 0, budget, &mut out, effects);
+        *more = ordered(stream, req, now_ms, count, extra, budget, &mut out, effects);
         if by_key {
             return (out.len() > 0).then(|| out.finish());
         }
@@ -438,15 +473,21 @@ fn new_entries(
         return (served > 0).then(|| out.finish());
     };
     let mut ids: Vec<StreamId> = Vec::with_capacity(count.min(16));
-    cmd_range::forward(stream, start, StreamId::MAX, count, &mut out, |id, size| {
-        let ok = budget.take(|| size as u64);
-        if ok {
-            ids.push(id);
-        }
-        ok
-    });
-    // An entry that failed to decode was admitted but not added.
-    ids.truncate(out.len() - served);
+    if req.counts {
+        // Each new entry with idle time 0 and no earlier delivery, as CLAIM's new entries.
+        let room = |n: usize| n < count;
+        ids = new_after_claims(stream, req, &room, budget, &mut out);
+    } else {
+        cmd_range::forward(stream, start, StreamId::MAX, count, &mut out, |id, size| {
+            let ok = budget.take(|| size as u64);
+            if ok {
+                ids.push(id);
+            }
+            ok
+        });
+        // An entry that failed to decode was admitted but not added.
+        ids.truncate(out.len() - served);
+    }
     if out.len() == 0 {
         return None;
     }
@@ -487,21 +528,28 @@ fn handed_back(
     p.promote_due(now_ms);
     let mut picks: Vec<(StreamId, u64)> = Vec::new();
     let mut gone = Vec::new();
+    let extra = if req.counts { 2 } else { 0 };
     if let Some(g) = stream.group(&req.group) {
         let mut lookup = stream.lookup();
         for id in g.policy().into_iter().flat_map(|p| p.ready()) {
             if out.len() >= count {
                 break;
             }
-            let Some(size) = out.push_found(&mut lookup, id, 0) else {
+            let Some(size) = out.push_found(&mut lookup, id, extra) else {
                 gone.push(id);
                 continue;
             };
-            if !budget.take(|| size as u64) {
+            let (time_ms, n) = g.pel().get(id).map_or((now_ms, 0), |e| (e.delivery_time_ms, e.delivery_count));
+            // MAXSIZE counts the two trailing integers as 6 bytes, as for CLAIM's new entries.
+            if !budget.take(|| (size + 3 * extra) as u64) {
                 out.pop(size);
                 break;
             }
-            picks.push((id, g.pel().get(id).map_or(0, |e| e.delivery_count)));
+            if req.counts {
+                out.int(now_ms.wrapping_sub(time_ms).max(0));
+                out.int(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            picks.push((id, n));
         }
     }
     for id in gone {

@@ -105,6 +105,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd_policy::RILL_GROUP,
     cmd_policy::RILL_NACK,
     cmd_policy::RILL_TOUCH,
+    cmd_readgroup::RILL_READGROUP,
     cmd_stream_policy::RILL_STREAM,
 ];
 
