@@ -490,6 +490,20 @@ impl EffectBuf {
         true
     }
 
+    /// The effects read in place, if every one of them is a command (the common unit: one
+    /// XADD, SET, ...): each command's database and arguments as slices of the buffer, with
+    /// nothing decoded into values. `None` if any effect is of another kind or the buffer does
+    /// not decode.
+    pub fn commands_in_place(&self) -> Option<CommandsInPlace<'_>> {
+        let all = CommandsInPlace { rest: &self.bytes, left: self.count };
+        // Checked whole first, so the iterator met by the caller cannot end early.
+        let mut check = all.clone();
+        for _ in 0..self.count {
+            check.next_checked()?;
+        }
+        check.rest.is_empty().then_some(all)
+    }
+
     /// The effects as values (tests, tools).
     pub fn decode(&self) -> Result<Vec<Effect>, DecodeError> {
         let mut body = Vec::with_capacity(self.bytes.len() + 16);
@@ -497,6 +511,85 @@ impl EffectBuf {
         decode_record(&body).map(|(_, e)| e)
     }
 }
+
+/// The command effects of an [`EffectBuf`] read in place ([`EffectBuf::commands_in_place`]).
+#[derive(Debug, Clone)]
+pub struct CommandsInPlace<'a> {
+    rest: &'a [u8],
+    left: u64,
+}
+
+impl<'a> CommandsInPlace<'a> {
+    /// How many commands are left.
+    pub fn remaining(&self) -> usize {
+        usize::try_from(self.left).unwrap_or(usize::MAX)
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut pos = 0;
+        let v = codec::get_varint_u64(self.rest, &mut pos)?;
+        self.rest = self.rest.get(pos..)?;
+        Some(v)
+    }
+
+    fn next_checked(&mut self) -> Option<(usize, ArgsInPlace<'a>)> {
+        if self.left == 0 || *self.rest.first()? != tag::COMMAND {
+            return None;
+        }
+        self.rest = self.rest.get(1..)?;
+        let db = usize::try_from(self.varint()?).ok()?;
+        let argc = self.varint()?;
+        if argc == 0 {
+            return None;
+        }
+        let start = self.rest;
+        for _ in 0..argc {
+            let n = usize::try_from(self.varint()?).ok()?;
+            self.rest = self.rest.get(n..)?;
+        }
+        let used = start.len() - self.rest.len();
+        self.left -= 1;
+        Some((db, ArgsInPlace { rest: start.get(..used)?, left: usize::try_from(argc).ok()? }))
+    }
+}
+
+impl<'a> Iterator for CommandsInPlace<'a> {
+    /// A command's database and its arguments (the command's name first).
+    type Item = (usize, ArgsInPlace<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_checked()
+    }
+}
+
+/// One command's arguments, slices of its [`EffectBuf`].
+#[derive(Debug, Clone)]
+pub struct ArgsInPlace<'a> {
+    rest: &'a [u8],
+    left: usize,
+}
+
+impl<'a> Iterator for ArgsInPlace<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        let mut pos = 0;
+        let n = usize::try_from(codec::get_varint_u64(self.rest, &mut pos)?).ok()?;
+        let arg = self.rest.get(pos..pos.checked_add(n)?)?;
+        self.rest = self.rest.get(pos + n..)?;
+        self.left -= 1;
+        Some(arg)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for ArgsInPlace<'_> {}
 
 /// Append the body of a record holding the effects of `buf` at `time_ms` to `out`.
 pub fn encode_record_buf(out: &mut Vec<u8>, time_ms: i64, buf: &EffectBuf) {
@@ -1173,6 +1266,26 @@ mod tests {
             encode_record(&mut body, 7, &effects);
             let cut = cut.index(body.len());
             prop_assert!(decode_record(&body[..cut]).is_err());
+        }
+
+        #[test]
+        fn commands_in_place_read_what_decode_reads(effects in proptest::collection::vec(effect(), 0..6)) {
+            let mut buf = EffectBuf::default();
+            for e in &effects {
+                buf.push(e);
+            }
+            let all_commands = effects.iter().all(|e| matches!(e, Effect::Command { .. }));
+            match buf.commands_in_place() {
+                None => prop_assert!(!all_commands, "{:?}", effects),
+                Some(read) => {
+                    prop_assert!(all_commands);
+                    prop_assert_eq!(read.remaining(), effects.len());
+                    let read: Vec<Effect> = read
+                        .map(|(db, args)| Effect::Command { db, args: args.map(Bytes::copy_from_slice).collect() })
+                        .collect();
+                    prop_assert_eq!(read, effects);
+                }
+            }
         }
     }
 }

@@ -200,6 +200,16 @@ pub fn write_request_vec<A: AsRef<[u8]>>(out: &mut Vec<u8>, args: &[A]) {
     }
 }
 
+/// [`write_request_vec`] for arguments given one by one.
+pub fn write_request_iter<'a>(out: &mut Vec<u8>, args: impl ExactSizeIterator<Item = &'a [u8]>) {
+    write_length_header(out, b'*', args.len());
+    for arg in args {
+        write_length_header(out, b'$', arg.len());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 fn write_signed_header(out: &mut BytesMut, marker: u8, n: i64) {
     let digits = DecimalText::signed(n);
     out.reserve(digits.len + 3);

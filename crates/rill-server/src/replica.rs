@@ -682,6 +682,9 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                 return Ok(());
             }
             let held_before = up.buf.len();
+            // One clock reading for the batch: nothing can pause the stream while the lock is
+            // held, and a pause that ends within the batch ends for the next one.
+            let now = now_ms();
             // Framed here, not by the request parser (which keeps the bytes of a request it
             // has only part of): every byte the primary sent counts in the offset, exactly.
             let mut applied = 0usize;
@@ -693,7 +696,6 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                 applied += 1;
                 // CLIENT PAUSE on a replica holds its primary's stream too, as in Redis (all of
                 // it: the stream is applied in order); what arrives meanwhile waits in `buf`.
-                let now = now_ms();
                 if st.pause.holds(true, now) {
                     held = Some(crate::pause::HeldWait {
                         changed: st.pause.subscribe(),

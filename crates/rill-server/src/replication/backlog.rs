@@ -166,7 +166,13 @@ impl Backlog {
     pub fn read_records(&mut self, id: u64, from: u64, sent: Option<u64>, max: usize) -> Result<Next<'_>, Lost> {
         // The first record not sent yet whose unit starts at or after `from`.
         let after = sent.map_or(0, |s| s + 1);
-        let i = self.records.partition_point(|r| r.seq < after || r.start < from);
+        // Records are numbered one after another: the one after the last sent is found by
+        // its number (a feed asks for each in turn), the search is for the others.
+        let direct = self.records.front().and_then(|first| usize::try_from(after.checked_sub(first.seq)?).ok());
+        let i = match direct {
+            Some(i) if self.records.get(i).is_some_and(|r| r.seq == after && r.start >= from) => i,
+            _ => self.records.partition_point(|r| r.seq < after || r.start < from),
+        };
         let next = self.records.get(i).cloned();
         let (x, y) = self.read(id, from)?;
         match next {
@@ -276,6 +282,27 @@ impl Backlog {
         let n = bytes.len();
         self.scratch = bytes;
         Ok(n)
+    }
+
+    /// [`Backlog::append_unit`] for a unit whose effects are all commands that go as they
+    /// were recorded ([`forms::as_recorded`]): their forms are written straight from the
+    /// unit's buffer.
+    pub fn append_unit_in_place(
+        &mut self,
+        commands: rill_engine::effect::CommandsInPlace<'_>,
+        transaction: bool,
+        record: impl FnOnce() -> Bytes,
+    ) -> usize {
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        self.stream.encode_in_place(commands, transaction, &mut bytes);
+        if self.keep_records {
+            self.add_record(bytes.len() as u64, record());
+        }
+        self.append(&bytes);
+        let n = bytes.len();
+        self.scratch = bytes;
+        n
     }
 
     /// Empty, continuing after byte `offset` (a replica's full sync from its primary).

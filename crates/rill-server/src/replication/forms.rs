@@ -66,6 +66,14 @@ fn claims_later(rest: &[Effect], db: usize, key: &Bytes, group: &Bytes, consumer
 /// - a deletion the server decided (an expiry time already past) as `UNLINK` rather than `DEL`
 ///   when `unlink` (`lazyfree-lazy-server-del yes`), as Redis.
 fn command_form(args: &[Bytes], time_ms: i64, unlink: bool) -> Vec<Bytes> {
+    if args.first().is_none_or(|name| as_recorded(name)) {
+        return args.to_vec();
+    }
+    rewritten(args, time_ms, unlink).unwrap_or_else(|| args.to_vec())
+}
+
+/// [`command_form`] of a command it changes (`None`: this one goes as it is).
+fn rewritten(args: &[Bytes], time_ms: i64, unlink: bool) -> Option<Vec<Bytes>> {
     let name = args.first().map(|a| a.to_ascii_lowercase()).unwrap_or_default();
     let int = |i: usize| -> Option<i64> { std::str::from_utf8(args.get(i)?).ok()?.parse().ok() };
     let key = || args.get(1).cloned().unwrap_or_default();
@@ -177,7 +185,37 @@ fn command_form(args: &[Bytes], time_ms: i64, unlink: bool) -> Vec<Bytes> {
         }
         _ => None,
     };
-    absolute.unwrap_or_else(|| args.to_vec())
+    absolute
+}
+
+/// The commands whose recorded form [`command_form`] (or [`commands_with`]) changes: every
+/// other command effect goes to a Redis replica as it was recorded.
+const REWRITTEN: [&[u8]; 19] = [
+    b"expire",
+    b"pexpire",
+    b"expireat",
+    b"pexpireat",
+    b"setex",
+    b"psetex",
+    b"getdel",
+    b"delex",
+    b"hgetdel",
+    b"msetex",
+    b"brpoplpush",
+    b"blmove",
+    b"blpop",
+    b"brpop",
+    b"getset",
+    b"restore",
+    b"set",
+    b"getex",
+    b"rill.stream",
+];
+
+/// Whether a command effect named `name` goes to a Redis replica exactly as recorded (the
+/// common case, XADD among them): then its form can be written straight from the record.
+pub fn as_recorded(name: &[u8]) -> bool {
+    !REWRITTEN.iter().any(|r| r.eq_ignore_ascii_case(name))
 }
 
 /// MSETEX as Redis propagates it: an EX / PX expiry as `PXAT` at the unit's time (EXAT,
@@ -438,6 +476,33 @@ impl Stream {
         written
     }
 
+    /// [`Stream::encode`] for commands read in place from a unit's effects, each of which goes
+    /// as it was recorded ([`as_recorded`]).
+    pub fn encode_in_place(
+        &mut self,
+        commands: rill_engine::effect::CommandsInPlace<'_>,
+        transaction: bool,
+        out: &mut Vec<u8>,
+    ) -> usize {
+        let count = commands.remaining();
+        if count == 0 {
+            return 0;
+        }
+        let wrap = transaction && count > 1;
+        let mut written = count + 2 * usize::from(wrap);
+        if wrap {
+            encode_command(out, &[b("MULTI")]);
+        }
+        for (db, args) in commands {
+            written += self.select(db, out);
+            rill_resp::write_request_iter(out, args);
+        }
+        if wrap {
+            encode_command(out, &[b("EXEC")]);
+        }
+        written
+    }
+
     /// `SELECT db` if the replica is elsewhere; how many commands that wrote (0 or 1).
     fn select(&mut self, db: usize, out: &mut Vec<u8>) -> usize {
         if self.selected == Some(db) {
@@ -473,6 +538,33 @@ mod tests {
 
     fn id(ms: u64) -> StreamId {
         StreamId { ms, seq: 0 }
+    }
+
+    #[test]
+    fn every_command_not_named_rewritten_goes_as_it_was_recorded() {
+        // The fast path writes a unit's forms straight from its record for the commands
+        // `as_recorded` names; every command of the table `rewritten` would change must be
+        // named there, whatever its arguments.
+        let shapes: [&[&str]; 6] = [
+            &[],
+            &["k"],
+            &["k", "10"],
+            &["k", "10", "v"],
+            &["k", "v", "PX", "5", "EX", "7", "GET", "PERSIST"],
+            &["k", "k2", "LEFT", "RIGHT", "0"],
+        ];
+        for spec in crate::cmd::table().all() {
+            let name = spec.name.as_bytes();
+            if !as_recorded(name) {
+                continue;
+            }
+            for shape in shapes {
+                let args: Vec<Bytes> =
+                    std::iter::once(Bytes::copy_from_slice(name)).chain(shape.iter().map(|a| bulk(a))).collect();
+                assert_eq!(rewritten(&args, 1_000, true), None, "{}", line(&args));
+            }
+        }
+        assert!(as_recorded(b"XADD") && as_recorded(b"xack") && !as_recorded(b"Set") && !as_recorded(b"RILL.STREAM"));
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub mod primary;
 
 use crate::journal::{Journal, LogSink, Progress, Sink};
 use backlog::Backlog;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use rill_engine::effect::EffectBuf;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -340,6 +340,8 @@ impl Replication {
             relaying: self.master.is_some(),
             freed: self.backlog_freed.clone(),
             lazy_server_del: self.lazy_server_del.clone(),
+            records: BytesMut::new(),
+            record_scratch: Vec::new(),
         }));
         self.backlog = Some(backlog.clone());
         self.grown = Some(rx);
@@ -453,6 +455,28 @@ struct BacklogSink {
     freed: Arc<AtomicBool>,
     /// `lazyfree-lazy-server-del` ([`Replication::set_lazy_server_del`]).
     lazy_server_del: Arc<AtomicBool>,
+    /// Where units' records are made: each is a slice of a block shared with the records
+    /// made before it ([`RECORD_BLOCK_BYTES`]), not an allocation of its own (the backlog
+    /// keeps a record per unit and drops the oldest as it goes).
+    records: BytesMut,
+    /// Where a record is encoded before it is copied into its block.
+    record_scratch: Vec<u8>,
+}
+
+/// Size of the blocks units' records are made in.
+const RECORD_BLOCK_BYTES: usize = 64 << 10;
+
+/// A copy of `body` in the current block of `blocks` (a new block if it has no room; a big
+/// record is an allocation of its own).
+fn block_copy(blocks: &mut BytesMut, body: &[u8]) -> Bytes {
+    if body.len() > RECORD_BLOCK_BYTES / 4 {
+        return Bytes::copy_from_slice(body);
+    }
+    if blocks.capacity() < body.len() {
+        *blocks = BytesMut::with_capacity(RECORD_BLOCK_BYTES);
+    }
+    blocks.extend_from_slice(body);
+    blocks.split().freeze()
 }
 
 impl BacklogSink {
@@ -480,13 +504,29 @@ impl BacklogSink {
         if self.relaying {
             return;
         }
-        let mut backlog = self.lock();
+        let mut backlog = self.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         backlog.lazy_server_del = self.lazy_server_del.load(std::sync::atomic::Ordering::Relaxed);
+        let (blocks, body) = (&mut self.records, &mut self.record_scratch);
+        let mut record = || {
+            body.clear();
+            rill_engine::effect::encode_record_buf(body, time_ms, unit);
+            block_copy(blocks, body)
+        };
+        // The common unit, commands that go as they were recorded (one XADD): their forms are
+        // written straight from the unit's buffer, and the record made only for a rill replica.
+        if let Some(commands) = unit
+            .commands_in_place()
+            .filter(|c| c.clone().all(|(_, mut args)| args.next().is_some_and(forms::as_recorded)))
+        {
+            backlog.append_unit_in_place(commands, transaction, record);
+            let end = backlog.offset();
+            drop(backlog);
+            self.grown.tell(end);
+            return;
+        }
         // rill's record of the unit, made once: its effects are decoded as slices of it (no
         // copy per argument) for Redis' forms, and it is what a rill replica is sent.
-        let mut body = Vec::with_capacity(unit.byte_len() + 16);
-        rill_engine::effect::encode_record_buf(&mut body, time_ms, unit);
-        let body = Bytes::from(body);
+        let body = record();
         let written = rill_engine::effect::decode_record_shared(body.clone()).map_err(|e| e.to_string()).and_then(
             |(_, effects)| backlog.append_unit(&effects, time_ms, transaction, || body).map_err(|e| e.to_string()),
         );
@@ -542,8 +582,12 @@ impl Sink for BacklogSink {
         if !self.relaying {
             return;
         }
-        let mut backlog = self.lock();
-        backlog.add_record(len, body.clone());
+        let mut backlog = self.backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Kept only for a rill replica of this one; copied into a block of records, not held
+        // as a slice of the link's input (which would keep each read buffer alive as long).
+        if backlog.keeps_records() {
+            backlog.add_record(len, block_copy(&mut self.records, body));
+        }
         let end = backlog.offset();
         drop(backlog);
         if len == 0 {
