@@ -567,6 +567,46 @@ mod tests {
         assert!(as_recorded(b"XADD") && as_recorded(b"xack") && !as_recorded(b"Set") && !as_recorded(b"RILL.STREAM"));
     }
 
+    proptest::proptest! {
+        /// The forms written straight from a unit's buffer are the bytes the decoded path
+        /// writes: SELECTs where the database changes, MULTI/EXEC around a transaction of more
+        /// than one command, arguments of any bytes.
+        #[test]
+        fn forms_written_in_place_are_the_decoded_forms(
+            units in proptest::collection::vec(
+                (
+                    proptest::collection::vec(
+                        (
+                            0usize..3,
+                            proptest::sample::select(vec!["XADD", "xack", "HSET", "DEL", "LPUSH", "XGROUP"]),
+                            proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..12), 0..5),
+                        ),
+                        1..4,
+                    ),
+                    proptest::bool::ANY,
+                ),
+                1..6,
+            )
+        ) {
+            let (mut decoded, mut in_place) = (Stream::new(), Stream::new());
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            for (commands, transaction) in units {
+                let mut buf = rill_engine::effect::EffectBuf::default();
+                for (db, name, args) in commands {
+                    let args: Vec<Bytes> =
+                        std::iter::once(bulk(name)).chain(args.into_iter().map(Bytes::from)).collect();
+                    buf.push(&Effect::command(db, args));
+                }
+                let effects = buf.decode().unwrap();
+                let n = decoded.encode(&commands_with(&effects, 0, false).unwrap(), transaction, &mut want);
+                let read = buf.commands_in_place().unwrap();
+                proptest::prop_assert!(read.clone().all(|(_, mut a)| a.next().is_some_and(as_recorded)));
+                proptest::prop_assert_eq!(in_place.encode_in_place(read, transaction, &mut got), n);
+                proptest::prop_assert_eq!(&got, &want);
+            }
+        }
+    }
+
     #[test]
     fn a_consumer_made_by_a_read_with_no_claim_and_getset_travel_as_redis_sends_them() {
         let effects = vec![
