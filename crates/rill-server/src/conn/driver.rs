@@ -263,6 +263,11 @@ async fn busy<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
     // What the script published reaches its subscribers while it still runs.
     if s.waits_for_open() {
         wait_reading(t, s, sig, shared.busy.opened()).await
+    } else if shared.busy.is_open() && !shared.busy.script_started() {
+        // No script: another batch held the lock longer than a few yields of the thread. Let
+        // the runtime's other tasks run, then try again (see `lock_contended`).
+        tokio::task::yield_now().await;
+        true
     } else {
         wait_reading(t, s, sig, shared.busy.settled()).await
     }

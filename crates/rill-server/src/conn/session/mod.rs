@@ -208,8 +208,26 @@ fn lock_after_script(shared: &Shared) -> Option<std::sync::MutexGuard<'_, State>
             return Some(st);
         }
         if !shared.busy.script_started() {
-            // The script ended and an ordinary batch holds the lock: wait for it as usual.
-            return Some(shared.lock());
+            // The script ended and an ordinary batch holds the lock.
+            return lock_contended(shared);
+        }
+    }
+    None
+}
+
+/// The lock, held by another batch: taken after a few yields of the thread, else `None` (the
+/// connection yields to the runtime and tries again). Never a wait in `lock()`: the batch
+/// holding the lock may be about to start a script (an EVAL between taking the lock and its
+/// script's start), and a connection in `lock()` would then wait, holding its runtime thread,
+/// for as long as the script runs — forever for one that loops, with no BUSY reply.
+fn lock_contended(shared: &Shared) -> Option<std::sync::MutexGuard<'_, State>> {
+    for _ in 0..32 {
+        std::thread::yield_now();
+        if !shared.busy.is_open() || shared.busy.script_started() {
+            return None;
+        }
+        if let Some(st) = shared.try_lock() {
+            return Some(st);
         }
     }
     None
@@ -356,11 +374,14 @@ impl Session {
             // Taken by a script: wait on the gate, not on the lock (past the threshold, the
             // busy path answers).
             None if !shared.busy.is_open() => return self.run_batch(),
-            None if shared.busy.script_started() => match lock_after_script(&shared) {
-                Some(st) => st,
-                None => return Batch { next: Next::Busy, woke: false, wait_log: None, pipelined: false },
-            },
-            None => shared.lock(),
+            None => {
+                let taken =
+                    if shared.busy.script_started() { lock_after_script(&shared) } else { lock_contended(&shared) };
+                match taken {
+                    Some(st) => st,
+                    None => return Batch { next: Next::Busy, woke: false, wait_log: None, pipelined: false },
+                }
+            }
         };
         // Closed while this task waited for the lock (the tests' gate, which no script holds
         // the lock for): nothing may run but what the busy path allows.
