@@ -41,8 +41,10 @@
 //! 2. A connection never waits on the mutex for a script: the session takes the lock with
 //!    `try_lock` first, and when a script holds it ([`BusyGate::script_started`]) waits on
 //!    the gate instead (`settled`: the script's end or its threshold), even before the hook
-//!    marked the script running; only a connection that found the lock free an instant
-//!    before the script took it and is already in `lock()` waits there.
+//!    marked the script running. A connection that finds the lock held by an ordinary batch
+//!    does not wait in `lock()` either (that batch may be an EVAL about to start its script):
+//!    it yields its thread a few times, then yields to the runtime and looks again
+//!    (`session::lock_contended`).
 //! 3. `SCRIPT KILL` and `FUNCTION KILL` (flagged `busy-kill`) are answered by the busy path
 //!    itself: `+OK` and the run's kill flag set, which the script's hook reads and stops it
 //!    with; `-UNKILLABLE` once the script wrote; `-NOTBUSY` while no script runs; the other
