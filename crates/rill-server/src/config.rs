@@ -239,7 +239,10 @@ pub const PARAMS: &[Param] = &[
     p("repl-disable-tcp-nodelay", "no", Kind::Bool, true),
     // Redis 8's second connection for a full sync's RDB. rill sends the RDB on the replication
     // link itself, so its default is `no`; `yes` is stored and reported, and warned about.
-    p("repl-rdb-channel", "no", Kind::Bool, true),
+    p("repl-rdb-channel", "yes", Kind::Bool, true),
+    // A replica's buffer for the stream while its snapshot arrives over an RDB channel
+    // (0: `client-output-buffer-limit replica`'s hard limit).
+    p("replica-full-sync-buffer-limit", "0", Kind::Memory(0, i64::MAX), true),
     // How long a primary's shutdown waits for its replicas to acknowledge the whole stream
     // (`shutdown.rs`); 0: it does not wait.
     p("shutdown-timeout", "10", Kind::Int(0, I32), true),
@@ -296,14 +299,7 @@ pub const SENSITIVE: &[&str] =
     &["requirepass", "masterauth", "masteruser", "tls-key-file-pass", "tls-client-key-file-pass"];
 
 /// Parameters that are stored but do nothing yet (see [`Config::inert`]).
-const INERT: &[&str] = &[
-    "replica-lazy-flush",
-    "repl-diskless-load",
-    "repl-disable-tcp-nodelay",
-    "repl-rdb-channel",
-    "min-replicas-to-write",
-    "min-replicas-max-lag",
-];
+const INERT: &[&str] = &["replica-lazy-flush", "repl-diskless-load", "repl-disable-tcp-nodelay"];
 
 /// Directives Redis accepts that rill does not implement: accepted at start-up with a warning.
 pub const REDIS_ONLY: &[&str] = &[
@@ -1108,10 +1104,9 @@ mod tests {
             (c.get("replicaof"), c.get("masterauth"), c.get("min-replicas-to-write")),
             ("10.0.0.1 6380", "pw", "2")
         );
-        assert_eq!(c.inert(), ["min-replicas-to-write"], "replicaof and masterauth act");
-        let c = Config::from_args(&args(&["--repl-rdb-channel", "yes"])).unwrap();
-        assert_eq!((c.get("repl-rdb-channel"), c.inert()), ("yes", vec!["repl-rdb-channel"]));
-        assert_eq!(Config::default().get("repl-rdb-channel"), "no", "rill has no rdb channel");
+        assert!(c.inert().is_empty(), "replicaof, masterauth and min-replicas-to-write act");
+        let c = Config::from_args(&args(&["--repl-rdb-channel", "yes", "--repl-disable-tcp-nodelay", "yes"])).unwrap();
+        assert_eq!((c.get("repl-rdb-channel"), c.inert()), ("yes", vec!["repl-disable-tcp-nodelay"]));
         let c = Config::from_args(&args(&["--replicaof", "NO", "one"])).unwrap();
         assert_eq!(c.get("replicaof"), "");
         assert!(c.inert().is_empty());

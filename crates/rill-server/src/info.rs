@@ -117,7 +117,7 @@ pub fn memory_figures(st: &State) -> MemoryFigures {
     for c in st.clients.values() {
         let held = c.mem.total() + c.push.queued_bytes();
         match c.kind {
-            crate::state::ClientKind::Replica => clients_replicas += held,
+            crate::state::ClientKind::Replica | crate::state::ClientKind::RdbChannel => clients_replicas += held,
             _ => clients_normal += held,
         }
     }
@@ -475,9 +475,18 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                     line!(out, "master_sync_in_progress:{}", u8::from(m.state == crate::replication::LinkStatus::Sync));
                     line!(out, "slave_read_repl_offset:{}", r.offset() + m.read_ahead);
                     line!(out, "slave_repl_offset:{}", r.offset());
-                    // The RDB channel's buffer (`repl-rdb-channel`), which rill does not use.
-                    line!(out, "replica_full_sync_buffer_size:0");
-                    line!(out, "replica_full_sync_buffer_peak:0");
+                    // The stream buffered while a snapshot arrives over an RDB channel.
+                    let buffered = &m.sync_buffer;
+                    line!(
+                        out,
+                        "replica_full_sync_buffer_size:{}",
+                        buffered.size.load(std::sync::atomic::Ordering::Relaxed)
+                    );
+                    line!(
+                        out,
+                        "replica_full_sync_buffer_peak:{}",
+                        buffered.peak.load(std::sync::atomic::Ordering::Relaxed)
+                    );
                     line!(out, "master_current_sync_attempts:{}", m.current_sync_attempts);
                     line!(out, "master_total_sync_attempts:{}", m.sync_attempts);
                     if m.state == crate::replication::LinkStatus::Sync {
@@ -508,12 +517,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             }
             line!(out, "connected_slaves:{}", r.replicas.len());
             for (i, link) in r.replicas.values().enumerate() {
-                let state = match link.state {
-                    crate::replication::primary::LinkState::Delayed
-                    | crate::replication::primary::LinkState::WaitBgsave => "wait_bgsave",
-                    crate::replication::primary::LinkState::SendBulk => "send_bulk",
-                    crate::replication::primary::LinkState::Online => "online",
-                };
+                let state = link.state.word();
                 let lag = (now_ms - link.ack_ms).max(0) / 1000;
                 line!(
                     out,

@@ -108,7 +108,8 @@ pub fn stop(st: &mut State) {
 /// Drop the links of this server's own replicas: the history they follow changed (a new
 /// replid), and reconnecting tells them (`+CONTINUE <new replid>`), as Redis does.
 fn disconnect_replicas(st: &mut State) {
-    let ids: Vec<u64> = st.replication.replicas.keys().copied().collect();
+    let r = &st.replication;
+    let ids: Vec<u64> = r.replicas.keys().chain(r.rdb_channels.open.keys()).copied().collect();
     for id in ids {
         if let Some(ci) = st.clients.get_mut(&id) {
             ci.killed = true;
@@ -254,18 +255,8 @@ async fn read_into(
     Ok(())
 }
 
-/// One connection: handshake, sync, stream. `Ok` only when `REPLICAOF` changed meanwhile.
-async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -> Result<(), String> {
-    // Counted as the attempt starts, whether or not the primary answers (Redis'
-    // `master_current_sync_attempts` and `master_total_sync_attempts`).
-    {
-        let mut st = shared.lock();
-        if st.replication.link_generation == generation {
-            if let Some(m) = st.replication.master.as_mut() {
-                m.attempt();
-            }
-        }
-    }
+/// Open a connection to the primary (TLS over it with `tls-replication yes`).
+async fn connect(shared: &Arc<Shared>, host: &str, port: u16) -> Result<Upstream, String> {
     let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect((host, port)))
         .await
         .map_err(|_| "timeout connecting".to_string())?
@@ -308,7 +299,22 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
             Box::new(tls)
         }
     };
-    let mut up = Upstream { shared: shared.clone(), stream, ends, buf: BytesMut::new() };
+    Ok(Upstream { shared: shared.clone(), stream, ends, buf: BytesMut::new() })
+}
+
+/// One connection: handshake, sync, stream. `Ok` only when `REPLICAOF` changed meanwhile.
+async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -> Result<(), String> {
+    // Counted as the attempt starts, whether or not the primary answers (Redis'
+    // `master_current_sync_attempts` and `master_total_sync_attempts`).
+    {
+        let mut st = shared.lock();
+        if st.replication.link_generation == generation {
+            if let Some(m) = st.replication.master.as_mut() {
+                m.attempt();
+            }
+        }
+    }
+    let mut up = connect(shared, host, port).await?;
     tracing::info!("MASTER <-> REPLICA sync started");
     set_state(shared, generation, LinkStatus::Handshake);
     let (auth, my_port, announce_ip, replid, offset) = {
@@ -326,17 +332,7 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
     if pong.starts_with('-') && !pong.starts_with("-NOAUTH") && !pong.starts_with("-NOPERM") {
         return Err(format!("Error reply to PING from master: '{pong}'"));
     }
-    if let Some((user, pass)) = &auth {
-        if user.is_empty() {
-            up.send(&[b"AUTH", pass.as_bytes()]).await?;
-        } else {
-            up.send(&[b"AUTH", user.as_bytes(), pass.as_bytes()]).await?;
-        }
-        let r = up.line().await?;
-        if r.starts_with('-') {
-            return Err(format!("Unable to AUTH to MASTER: {r}"));
-        }
-    }
+    authenticate(&mut up, &auth).await?;
     up.send(&[b"REPLCONF", b"listening-port", my_port.as_bytes()]).await?;
     let mut expected = 1;
     if !announce_ip.is_empty() {
@@ -344,7 +340,13 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
         expected += 1;
     }
     // `capa rill`: a rill primary sends its own record of each unit too (any Redis ignores it).
-    up.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2", b"capa", b"rill"]).await?;
+    // `capa rdb-channel-repl` (`repl-rdb-channel yes`): a full sync may come over a second
+    // connection while this one buffers the stream (`rdb_channel_sync`).
+    let mut capa: Vec<&[u8]> = vec![b"REPLCONF", b"capa", b"eof", b"capa", b"psync2", b"capa", b"rill"];
+    if shared.lock().config.get("repl-rdb-channel") == "yes" {
+        capa.extend_from_slice(&[b"capa", b"rdb-channel-repl"]);
+    }
+    up.send(&capa).await?;
     expected += 1;
     for _ in 0..expected {
         let r = up.line().await?;
@@ -391,13 +393,22 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
             }
         }
     }
+    let mut buffered = None;
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut words = rest.split(' ');
         let id = words.next().unwrap_or_default().to_string();
         let at: u64 =
             words.next().and_then(|w| w.parse().ok()).ok_or_else(|| format!("bad FULLRESYNC reply: {reply}"))?;
         tracing::info!("Full resync from master: {id}:{at}");
-        full_sync(shared, generation, &mut up, id, at).await?;
+        full_sync(shared, generation, &mut up, id, at, true).await?;
+    } else if let Some(client_id) = reply.strip_prefix("+RDBCHANNELSYNC ") {
+        let hello = Hello { auth, my_port, announce_ip };
+        let figures;
+        (up, figures) = rdb_channel_sync(shared, generation, up, host, port, client_id.trim(), &hello).await?;
+        buffered = Some(figures);
+        if !current(shared, generation) {
+            return Ok(());
+        }
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         let new_id = rest.trim();
         let mut st = shared.lock();
@@ -412,16 +423,184 @@ async fn session(shared: &Arc<Shared>, generation: u64, host: &str, port: u16) -
     } else {
         return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
     }
-    apply_stream(shared, generation, up).await
+    apply_stream(shared, generation, up, buffered).await
 }
 
-/// Receive the snapshot after `+FULLRESYNC id at` and make it the keyspace.
+/// What this replica tells its primary of itself on a new connection.
+struct Hello {
+    /// `masteruser` (may be empty) and `masterauth`, when set.
+    auth: Option<(String, String)>,
+    /// The port it announces (`listening-port`).
+    my_port: String,
+    /// `replica-announce-ip`, if set.
+    announce_ip: String,
+}
+
+/// `AUTH` on a new connection to the primary, when `masterauth` is set.
+async fn authenticate(up: &mut Upstream, auth: &Option<(String, String)>) -> Result<(), String> {
+    let Some((user, pass)) = auth else { return Ok(()) };
+    if user.is_empty() {
+        up.send(&[b"AUTH", pass.as_bytes()]).await?;
+    } else {
+        up.send(&[b"AUTH", user.as_bytes(), pass.as_bytes()]).await?;
+    }
+    let r = up.line().await?;
+    if r.starts_with('-') {
+        return Err(format!("Unable to AUTH to MASTER: {r}"));
+    }
+    Ok(())
+}
+
+/// A full sync over an RDB channel, after the primary answered `+RDBCHANNELSYNC <client_id>`
+/// on `main`: a second connection names `client_id` and asks for the snapshot (`PSYNC ? -1`),
+/// which is loaded while `main` receives the stream after it, buffered here (up to
+/// `replica-full-sync-buffer-limit`, else `client-output-buffer-limit replica`'s hard limit:
+/// past it this replica stops reading, and the primary holds the rest). The snapshot loaded,
+/// the RDB channel closes and `main`, its buffer first, is the stream: returned for
+/// [`apply_stream`]. The primary holds nothing for this replica while the snapshot is made
+/// and loaded that the replica has already taken.
+async fn rdb_channel_sync(
+    shared: &Arc<Shared>,
+    generation: u64,
+    main: Upstream,
+    host: &str,
+    port: u16,
+    client_id: &str,
+    hello: &Hello,
+) -> Result<(Upstream, Arc<crate::replication::SyncBuffer>), String> {
+    tracing::info!("PSYNC is not possible, initialize RDB channel.");
+    set_state(shared, generation, LinkStatus::Sync);
+    let mut rdb = connect(shared, host, port).await?;
+    authenticate(&mut rdb, &hello.auth).await?;
+    let mut replconf: Vec<&[u8]> = vec![
+        b"REPLCONF",
+        b"capa",
+        b"eof",
+        b"rdb-only",
+        b"1",
+        b"rdb-channel",
+        b"1",
+        b"main-ch-client-id",
+        client_id.as_bytes(),
+        b"listening-port",
+        hello.my_port.as_bytes(),
+    ];
+    if !hello.announce_ip.is_empty() {
+        replconf.extend_from_slice(&[b"ip-address", hello.announce_ip.as_bytes()]);
+    }
+    // A rill primary sends its streams in rill's own type then (any Redis ignores it).
+    replconf.extend_from_slice(&[b"capa", b"rill"]);
+    rdb.send(&replconf).await?;
+    let r = rdb.line().await?;
+    if r.starts_with('-') {
+        tracing::warn!("Master replied error to replconf: {r}");
+        return Err(format!("Master replied error to replconf: {r}"));
+    }
+    if shared.lock().replication.debug_pause.before_rdb_channel {
+        crate::replication::debug_stop();
+    }
+    rdb.send(&[b"PSYNC", b"?", b"-1"]).await?;
+    let reply = loop {
+        let line = rdb.line().await?;
+        if !line.is_empty() {
+            break line;
+        }
+    };
+    let Some(rest) = reply.strip_prefix("+FULLRESYNC ") else {
+        return Err(format!("Unexpected reply to PSYNC on the rdb channel: {reply}"));
+    };
+    let mut words = rest.split(' ');
+    let id = words.next().unwrap_or_default().to_string();
+    let at: u64 = words.next().and_then(|w| w.parse().ok()).ok_or_else(|| format!("bad FULLRESYNC reply: {reply}"))?;
+    tracing::info!("Starting to receive RDB and replication stream in parallel.");
+    let figures = shared.lock().replication.master.as_ref().map(|m| m.sync_buffer.clone()).unwrap_or_default();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let buffering = tokio::spawn(buffer_stream(shared.clone(), main, stopped, figures.clone()));
+    tokio::pin!(buffering);
+    let loaded = tokio::select! {
+        r = full_sync(shared, generation, &mut rdb, id, at, false) => r,
+        // The main channel failed first: the sync is given up (the load too), as Redis does.
+        r = &mut buffering => {
+            let why = match r {
+                Ok(Err(e)) => e,
+                Ok(Ok(_)) => "the main channel stopped".to_string(),
+                Err(e) => e.to_string(),
+            };
+            tracing::warn!("Aborting rdb channel sync while loading the RDB: {why}");
+            figures.size.store(0, std::sync::atomic::Ordering::Relaxed);
+            return Err(why);
+        }
+    };
+    drop(rdb);
+    let _ = stop.send(());
+    let main = buffering.await.map_err(|e| e.to_string()).and_then(|r| r);
+    if loaded.is_err() || main.is_err() {
+        figures.size.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+    loaded?;
+    let mut main = main?;
+    tracing::info!(
+        "MASTER <-> REPLICA sync: Starting to stream replication buffer into the db ({} bytes).",
+        main.buf.len()
+    );
+    // Loaded: the primary may count this replica online now.
+    main.send(&[b"REPLCONF", b"ACK", at.to_string().as_bytes()]).await?;
+    figures.size.store(main.buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    Ok((main, figures))
+}
+
+/// The main channel during a full sync over an RDB channel: read the stream into its buffer
+/// until `stop`, or until the buffer passes its limit (then stop reading: the primary holds
+/// the rest). An error when the primary closes it or it fails.
+async fn buffer_stream(
+    shared: Arc<Shared>,
+    mut main: Upstream,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+    figures: Arc<crate::replication::SyncBuffer>,
+) -> Result<Upstream, String> {
+    use std::sync::atomic::Ordering;
+    let limit = {
+        let st = shared.lock();
+        let own = u64::try_from(st.config.get_i64("replica-full-sync-buffer-limit")).unwrap_or(0);
+        if own > 0 {
+            own
+        } else {
+            st.hot.output_limits.of(crate::client_limits::ClientClass::Replica).hard_bytes
+        }
+    };
+    let mut reading = true;
+    loop {
+        if reading && limit > 0 && main.buf.len() as u64 > limit {
+            tracing::info!("Replication buffer limit has been reached ({limit} bytes), stopped buffering replication stream. Further accumulation may occur on master side.");
+            reading = false;
+        }
+        tokio::select! {
+            _ = &mut stop => return Ok(main),
+            r = main.stream.read_buf(&mut main.buf), if reading => {
+                match r {
+                    Ok(0) => return Err("the primary closed the main channel".into()),
+                    Ok(_) => {
+                        let size = main.buf.len() as u64;
+                        figures.size.store(size, Ordering::Relaxed);
+                        figures.peak.fetch_max(size, Ordering::Relaxed);
+                    }
+                    Err(e) => return Err(format!("Main channel error while reading from master: {e}")),
+                }
+                main.buf.reserve(READ_CHUNK_BYTES);
+            }
+        }
+    }
+}
+
+/// Receive the snapshot after `+FULLRESYNC id at` and make it the keyspace. `ack`: say so to
+/// the primary on `up` afterwards (not on an RDB channel, which is done then).
 async fn full_sync(
     shared: &Arc<Shared>,
     generation: u64,
     up: &mut Upstream,
     id: String,
     at: u64,
+    ack: bool,
 ) -> Result<(), String> {
     set_state(shared, generation, LinkStatus::Sync);
     let head = loop {
@@ -491,7 +670,7 @@ async fn full_sync(
     if !finish_load(shared, generation, loaded, id, at)? {
         return Ok(());
     }
-    if mark.is_some() {
+    if mark.is_some() && ack {
         // Nothing follows an end-marked payload until we say we loaded it.
         up.send(&[b"REPLCONF", b"ACK", at.to_string().as_bytes()]).await?;
     }
@@ -640,7 +819,37 @@ impl Drop for MasterClient {
 }
 
 /// Apply the primary's stream until the link breaks or `REPLICAOF` changes.
-async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -> Result<(), String> {
+///
+/// `buffered`: after a full sync over an RDB channel, the stream buffered meanwhile, at the
+/// front of `up.buf`: its figures go down as it is applied (INFO
+/// `replica_full_sync_buffer_size`).
+async fn apply_stream(
+    shared: &Arc<Shared>,
+    generation: u64,
+    mut up: Upstream,
+    buffered: Option<Arc<crate::replication::SyncBuffer>>,
+) -> Result<(), String> {
+    let mut draining = buffered.map(|figures| (figures, up.buf.len() as u64, up.buf.len() as u64));
+    let drained = apply_buffered(shared, generation, &mut up, &mut draining).await;
+    if let Some((figures, _, _)) = &draining {
+        figures.size.store(0, std::sync::atomic::Ordering::Relaxed);
+        if drained.is_err() {
+            tracing::warn!("Master client was freed while streaming accumulated replication data to db.");
+        }
+    }
+    drained
+}
+
+/// [`apply_stream`]'s loop; `draining`: the buffer's figures, what is left of it to apply and
+/// its whole size.
+async fn apply_buffered(
+    shared: &Arc<Shared>,
+    generation: u64,
+    up: &mut Upstream,
+    draining: &mut Option<(Arc<crate::replication::SyncBuffer>, u64, u64)>,
+) -> Result<(), String> {
+    let drain_batch_bytes =
+        usize::try_from(shared.lock().config.get_i64("loading-process-events-interval-bytes")).unwrap_or(1 << 19);
     set_state(shared, generation, LinkStatus::Connected);
     let client = MasterClient::register(shared, &up.ends);
     {
@@ -688,12 +897,17 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             // Framed here, not by the request parser (which keeps the bytes of a request it
             // has only part of): every byte the primary sent counts in the offset, exactly.
             let mut applied = 0usize;
+            let mut applied_bytes = 0usize;
             while let Some(len) = frame_len(&up.buf) {
-                if applied == APPLY_BATCH {
+                // What a full sync buffered is applied in batches of at most
+                // `loading-process-events-interval-bytes` too, as Redis serves its clients
+                // every that many bytes of it.
+                if applied == APPLY_BATCH || (draining.is_some() && applied_bytes >= drain_batch_bytes) {
                     more = true;
                     break;
                 }
                 applied += 1;
+                applied_bytes += len;
                 // CLIENT PAUSE on a replica holds its primary's stream too, as in Redis (all of
                 // it: the stream is applied in order); what arrives meanwhile waits in `buf`.
                 if st.pause.holds(true, now) {
@@ -798,10 +1012,27 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
             }
         }
         if reply_ack {
-            send_ack(shared, &mut up, &mut fack).await?;
+            send_ack(shared, up, &mut fack).await?;
+        }
+        if let Some((figures, left, total)) = draining.as_mut() {
+            *left = if more || held.is_some() { (*left).min(up.buf.len() as u64) } else { 0 };
+            figures.size.store(*left, std::sync::atomic::Ordering::Relaxed);
+            if *left == 0 {
+                tracing::info!(
+                    "MASTER <-> REPLICA sync: Successfully streamed replication buffer into the db ({total} bytes in total)"
+                );
+                *draining = None;
+            } else if shared.lock().replication.debug_pause.on_streaming_buffer {
+                crate::replication::debug_stop();
+            }
         }
         if more {
             tokio::task::yield_now().await;
+            // Killed between two batches (the stream is not read until what it holds is
+            // applied): the link ends now, not once all of it is.
+            if crate::conn::feed::notified_now(&client.kill) {
+                return Err("the link was killed (CLIENT KILL)".into());
+            }
             continue;
         }
         up.buf.reserve(READ_CHUNK_BYTES);
@@ -817,7 +1048,7 @@ async fn apply_stream(shared: &Arc<Shared>, generation: u64, mut up: Upstream) -
                 if !current(shared, generation) {
                     return Ok(());
                 }
-                send_ack(shared, &mut up, &mut fack).await?;
+                send_ack(shared, up, &mut fack).await?;
             }
             () = tokio::time::sleep_until(last_heard + timeout) => {
                 return Err("MASTER timeout: no data nor PING received".into());

@@ -234,11 +234,8 @@ fn report_replicas(st: &State, now_ms: i64) {
     let mut lagging = 0;
     for link in replicas.values().filter(|l| l.ack_offset != offset) {
         lagging += 1;
-        let (lag, state) = match link.state {
-            LinkState::Online => ((now_ms - link.ack_ms).max(0) / 1000, "online"),
-            LinkState::Delayed | LinkState::WaitBgsave => (0, "wait_bgsave"),
-            LinkState::SendBulk => (0, "send_bulk"),
-        };
+        let lag = if link.state == LinkState::Online { (now_ms - link.ack_ms).max(0) / 1000 } else { 0 };
+        let state = link.state.word();
         tracing::info!(
             "Lagging replica {}:{} reported offset {} behind master, lag={lag}, state={state}.",
             link.ip,

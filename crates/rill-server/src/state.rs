@@ -95,6 +95,9 @@ pub enum ClientKind {
     Normal,
     /// A replica attached to this server: a connection that PSYNC or SYNC made its link.
     Replica,
+    /// A replica's RDB channel (`repl-rdb-channel`): a replica too, carrying its snapshot
+    /// (CLIENT LIST flags `SC`).
+    RdbChannel,
     /// The connection to this server's primary (rill's runs as a task of its own, with no
     /// client record, so none yet).
     Master,
@@ -105,7 +108,7 @@ impl ClientInfo {
     pub fn client_type(&self) -> ClientType {
         match self.kind {
             ClientKind::Master => ClientType::Master,
-            ClientKind::Replica => ClientType::Replica,
+            ClientKind::Replica | ClientKind::RdbChannel => ClientType::Replica,
             ClientKind::Normal if self.subs.total() > 0 => ClientType::Pubsub,
             ClientKind::Normal => ClientType::Normal,
         }

@@ -289,11 +289,20 @@ pub fn load_rdb_streaming(
         FileReader::streaming(counted, total, ctx, engine.db_count()).map_err(|e| snapshot_error(path, None, &e))?;
     let mut n: u64 = 0;
     let mut skipped = Vec::new();
+    // `key-load-delay`, looked at again after each key it delays (and every 1024 keys
+    // without one): a CONFIG SET meanwhile applies to the load under way, as in Redis.
+    let mut delay = load_delay(shared);
     loop {
         match reader.next_key() {
             Ok(Some(k)) => {
                 insert_loaded(&mut engine, k, path, load_now, Expired::Keep, &mut skipped)?;
                 n += 1;
+                if !delay.is_zero() {
+                    std::thread::sleep(delay);
+                    delay = load_delay(shared);
+                } else if n.is_multiple_of(1024) {
+                    delay = load_delay(shared);
+                }
             }
             Ok(None) => {
                 load_libraries(&mut engine, &mut reader, path)?;
@@ -320,6 +329,7 @@ pub fn load_rdb_streaming(
     }
     engine.set_loading(false);
     tracing::info!("Loaded {n} keys from {} in {:.3} s", path.display(), started.elapsed().as_secs_f64());
+    tracing::info!("Done loading RDB, keys loaded: {n}, keys expired: 0.");
     Ok(engine)
 }
 

@@ -327,6 +327,7 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     }
     match ci.kind {
         crate::state::ClientKind::Replica => flags.push('S'),
+        crate::state::ClientKind::RdbChannel => flags.push_str("SC"),
         crate::state::ClientKind::Master => flags.push('M'),
         crate::state::ClientKind::Normal => {}
     }

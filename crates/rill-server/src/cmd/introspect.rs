@@ -226,7 +226,7 @@ pub fn memory_doctor(c: &mut Call) -> CmdResult {
         for ci in c.st.clients.values() {
             let held = ci.mem.total() + ci.push.queued_bytes();
             match ci.kind {
-                crate::state::ClientKind::Replica => replicas += held,
+                crate::state::ClientKind::Replica | crate::state::ClientKind::RdbChannel => replicas += held,
                 _ => {
                     normal += held;
                     n += 1;

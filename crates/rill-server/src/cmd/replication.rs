@@ -41,15 +41,30 @@ pub fn replconf(c: &mut Call) -> CmdResult {
                 b"eof" => conf.capa_eof = true,
                 b"psync2" => conf.capa_psync2 = true,
                 b"rill" => conf.capa_rill = true,
+                // Only while this server would serve it (Redis' test, at this moment).
+                b"rdb-channel-repl" => {
+                    conf.capa_rdb_channel =
+                        c.st.config.get("repl-rdb-channel") == "yes" && c.st.config.get("repl-diskless-sync") == "yes";
+                }
                 // Unknown capabilities are ignored: a newer replica offers more than we use.
                 _ => {}
             },
             b"ack" | b"getack" => return Ok(Action::Nothing),
-            b"rdb-only" => match parse_i64(value) {
-                Some(v @ (0 | 1)) => conf.rdb_only = v == 1,
-                Some(_) => return Err(CmdError::full("ERR value is out of range, value must between 0 and 1")),
-                None => return Err(CmdError::NOT_INTEGER),
-            },
+            b"rdb-only" => conf.rdb_only = flag(value)?,
+            b"rdb-channel" => conf.rdb_channel = flag(value)?,
+            // Asks for a payload without compression or checksum: rill's payloads are not
+            // compressed; the checksum stays (every reader takes one).
+            b"rdb-no-compress" | b"rdb-no-checksum" => {
+                flag(value)?;
+            }
+            b"main-ch-client-id" => {
+                let id = parse_i64(value).ok_or(CmdError::NOT_INTEGER)?;
+                let waiting = u64::try_from(id).is_ok_and(|id| c.st.replication.rdb_channels.waiting.contains_key(&id));
+                if !waiting {
+                    return Err(CmdError::owned(format!("ERR Unrecognized RDB client id: {id}")));
+                }
+                conf.main_channel = u64::try_from(id).ok();
+            }
             b"rdb-filter-only" => {
                 for filter in String::from_utf8_lossy(value).split_ascii_whitespace() {
                     if !filter.eq_ignore_ascii_case("functions") {
@@ -67,6 +82,15 @@ pub fn replconf(c: &mut Call) -> CmdResult {
     }
     c.conn.repl = conf;
     ok()
+}
+
+/// A `REPLCONF` option that is 0 or 1, with Redis' errors.
+fn flag(value: &[u8]) -> Result<bool, CmdError> {
+    match parse_i64(value) {
+        Some(v @ (0 | 1)) => Ok(v == 1),
+        Some(_) => Err(CmdError::full("ERR value is out of range, value must between 0 and 1")),
+        None => Err(CmdError::NOT_INTEGER),
+    }
 }
 
 /// `PSYNC replid offset`: continue from the backlog when it holds everything from `offset`
@@ -139,6 +163,7 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
         return Err(CmdError::full("ERR SYNC and PSYNC are invalid with pending output"));
     }
     let size = usize::try_from(c.st.config.get_i64("repl-backlog-size")).unwrap_or(1 << 20);
+    let id = c.conn.id;
     let st = &mut *c.st;
     let backlog = st.replication.backlog_for_replica(&mut st.journal, size, crate::run::run_id);
     let Some(grown) = st.replication.grown.clone() else {
@@ -149,64 +174,103 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
         _ => Decision::Full,
     };
     let conf = c.conn.repl.clone();
-    let (preamble, feed) = match decision {
-        Decision::Partial { from } => {
-            st.replication.syncs.partial_ok += 1;
-            let line = if conf.capa_psync2 {
-                format!("+CONTINUE {}\r\n", st.replication.replid)
-            } else {
-                "+CONTINUE\r\n".to_string()
-            };
-            let feed = Feed {
-                snapshot: None,
-                from,
-                eof_mark: false,
-                backlog,
-                grown,
-                rdb_only: false,
-                rill: conf.capa_rill,
-                delayed: None,
-            };
-            (line, feed)
-        }
-        Decision::Full => {
-            st.replication.syncs.full += 1;
-            if psync.as_ref().is_some_and(|(id, _)| id != "?") {
-                st.replication.syncs.partial_err += 1;
-            }
-            let Some(shared) = c.shared.arc() else { return Err(CmdError::full("ERR server is shutting down")) };
-            let (snapshot, from, delayed, line) = if delays_full_sync(st, conf.capa_eof) {
-                // The feed takes the snapshot once the delay is over (`conn/feed.rs`).
-                tracing::info!("Delay next BGSAVE for diskless SYNC");
-                (None, 0, Some(psync.is_some()), String::new())
-            } else {
-                let (line, snapshot, from) = begin_full_sync(&shared, st, psync.is_some());
-                (Some(snapshot), from, None, line)
-            };
-            let feed = Feed {
-                snapshot,
-                from,
-                eof_mark: conf.capa_eof,
-                backlog,
-                grown,
-                rdb_only: conf.rdb_only,
-                rill: conf.capa_rill,
-                delayed,
-            };
-            (line, feed)
-        }
-    };
-    if feed.delayed.is_none() {
-        hold_stream(st, &feed.backlog, c.conn.id, feed.from, conf.capa_rill);
-    }
     let ip = match &conf.ip_address {
         Some(ip) => ip.clone(),
         None => {
-            let addr = st.clients.get(&c.conn.id).map(|ci| ci.addr.clone()).unwrap_or_default();
+            let addr = st.clients.get(&id).map(|ci| ci.addr.clone()).unwrap_or_default();
             addr.rsplit_once(':').map(|(ip, _)| ip.to_string()).unwrap_or(addr)
         }
     };
-    let state = if feed.delayed.is_some() {
+    let name = format!("{ip}:{}", conf.listening_port);
+    // An RDB channel serves the main channel it named (`REPLCONF rdb-channel 1
+    // main-ch-client-id <id>`), which must still be waiting for it.
+    let main_channel = conf.main_channel.filter(|_| conf.rdb_channel);
+    let mut feed = Feed {
+        snapshot: None,
+        from: 0,
+        eof_mark: false,
+        backlog,
+        grown,
+        rdb_only: false,
+        rill: conf.capa_rill,
+        delayed: None,
+        awaits_rdb_channel: None,
+        main_channel: None,
+    };
+    let preamble = match decision {
+        Decision::Partial { from } => {
+            st.replication.syncs.partial_ok += 1;
+            feed.from = from;
+            if conf.capa_psync2 {
+                format!("+CONTINUE {}\r\n", st.replication.replid)
+            } else {
+                "+CONTINUE\r\n".to_string()
+            }
+        }
+        Decision::Full => {
+            if psync.as_ref().is_some_and(|(id, _)| id != "?") {
+                st.replication.syncs.partial_err += 1;
+            }
+            if conf.capa_rdb_channel && psync.is_some() && main_channel.is_none() {
+                // The main channel of a replica that syncs over an RDB channel: it waits
+                // for that channel to take the snapshot, then carries the stream.
+                tracing::info!(
+                    "Replica {name} is capable of rdb channel synchronization, and partial sync isn't possible. Full sync will continue with dedicated rdb channel."
+                );
+                let (start, rx) = tokio::sync::oneshot::channel();
+                let main = crate::replication::primary::MainChannel { start, rill: conf.capa_rill };
+                st.replication.rdb_channels.waiting.insert(id, main);
+                feed.awaits_rdb_channel = Some(rx);
+                format!("+RDBCHANNELSYNC {id}\r\n")
+            } else {
+                st.replication.syncs.full += 1;
+                let Some(shared) = c.shared.arc() else {
+                    return Err(CmdError::full("ERR server is shutting down"));
+                };
+                if main_channel.is_some() {
+                    tracing::info!("Full resync requested by replica {name} (rdb-channel)");
+                }
+                feed.eof_mark = conf.capa_eof;
+                feed.rdb_only = conf.rdb_only || main_channel.is_some();
+                feed.main_channel = main_channel;
+                if main_channel.is_none() && delays_full_sync(st, conf.capa_eof) {
+                    // The feed takes the snapshot once the delay is over (`conn/feed.rs`).
+                    tracing::info!("Delay next BGSAVE for diskless SYNC");
+                    feed.delayed = Some(psync.is_some());
+                    String::new()
+                } else {
+                    let target = if conf.capa_eof && st.config.get("repl-diskless-sync") == "yes" {
+                        "replicas sockets"
+                    } else {
+                        "disk"
+                    };
+                    let suffix = if main_channel.is_some() { " (rdb-channel)" } else { "" };
+                    tracing::info!("Starting BGSAVE for SYNC with target: {target}{suffix}");
+                    let (line, snapshot, from) = begin_full_sync(&shared, st, psync.is_some());
+                    feed.snapshot = Some(snapshot);
+                    feed.from = from;
+                    line
+                }
+            }
+        }
+    };
+    if feed.delayed.is_none() && feed.awaits_rdb_channel.is_none() {
+        match main_channel {
+            Some(main) => start_main_channel(st, &feed.backlog, main, feed.from, &name),
+            None => hold_stream(st, &feed.backlog, id, feed.from, conf.capa_rill, feed.rdb_only),
+        }
+    }
+    if let Some(main) = main_channel {
+        // Not a replica of its own to INFO, ROLE or WAIT: its main channel is.
+        st.replication.rdb_channels.open.insert(id, main);
+        if let Some(ci) = st.clients.get_mut(&id) {
+            ci.kind = crate::state::ClientKind::RdbChannel;
+        }
+        return Ok(Action::Replica { preamble: preamble.into_bytes(), feed: Box::new(feed) });
+    }
+    let state = if feed.awaits_rdb_channel.is_some() {
+        LinkState::WaitRdbChannel
+    } else if feed.delayed.is_some() {
         LinkState::Delayed
     } else if feed.snapshot.is_some() {
         LinkState::WaitBgsave
@@ -219,12 +283,34 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
         // restarts it while there is none).
         st.replication.last_ping_ms = c.now_ms;
     }
-    st.replication.replicas.insert(c.conn.id, link);
-    if let Some(ci) = st.clients.get_mut(&c.conn.id) {
+    st.replication.replicas.insert(id, link);
+    if let Some(ci) = st.clients.get_mut(&id) {
         // CLIENT LIST flags=S, CLIENT KILL TYPE replica.
         ci.kind = crate::state::ClientKind::Replica;
     }
     Ok(Action::Replica { preamble: preamble.into_bytes(), feed: Box::new(feed) })
+}
+
+/// An RDB channel's snapshot was just taken, its stream position `from`: the main channel
+/// `main` waiting for it carries the stream from there on (`send_bulk_and_stream`).
+fn start_main_channel(
+    st: &mut State,
+    backlog: &std::sync::Mutex<crate::replication::backlog::Backlog>,
+    main: u64,
+    from: u64,
+    name: &str,
+) {
+    let Some(waiting) = st.replication.rdb_channels.waiting.remove(&main) else {
+        tracing::warn!("Starting to deliver RDB to replica {name} but it has no associated main channel");
+        return;
+    };
+    hold_stream(st, backlog, main, from, waiting.rill, false);
+    if waiting.start.send(from).is_ok() {
+        if let Some(link) = st.replication.replicas.get_mut(&main) {
+            link.state = LinkState::SendBulkAndStream;
+        }
+        tracing::info!("Starting to deliver RDB and replication stream to replica: {name}");
+    }
 }
 
 /// Whether a full sync waits before its snapshot is taken, as Redis delays a diskless one
@@ -265,14 +351,19 @@ pub fn begin_full_sync(
 }
 
 /// Hold the stream for replica `id` from byte `from` on, up to its output limit (and rill's
-/// records too for a rill replica).
+/// records too for a rill replica). A replica that wants the snapshot only (`rdb-only`) is
+/// held nothing, as Redis feeds such a replica no stream.
 pub fn hold_stream(
     st: &State,
     backlog: &std::sync::Mutex<crate::replication::backlog::Backlog>,
     id: u64,
     from: u64,
     rill: bool,
+    rdb_only: bool,
 ) {
+    if rdb_only {
+        return;
+    }
     let limit = st.hot.output_limits.of(crate::client_limits::ClientClass::Replica);
     let mut b = backlog.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     b.hold(id, from, limit);

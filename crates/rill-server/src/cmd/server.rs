@@ -318,6 +318,8 @@ const DEBUG_HELP: &[&str] = &[
     "    with NOFLUSH), load the snapshot back (MERGE: its keys and libraries replace those there).",
     "LOADAOF",
     "    Hand the append-only log to the OS and reload the dataset from its files.",
+    "REPL-PAUSE <clear|before-rdb-channel|on-streaming-repl-buf>",
+    "    Stop the process (SIGSTOP) at that point of a replica's sync over an RDB channel.",
     "CHANGE-REPL-ID",
     "    Start a new replication history (and forget the one before): replicas then sync fully.",
     "POPULATE <count> [<prefix>] [<size>]",
@@ -344,6 +346,19 @@ pub fn debug(c: &mut Call) -> CmdResult {
             let secs = parse_f64(c.arg(2)).filter(|s| *s >= 0.0 && s.is_finite()).unwrap_or(0.0);
             // Holding the lock is the point: DEBUG SLEEP stops the whole server, as in Redis.
             std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+            ok()
+        }
+        ("repl-pause", 3) => {
+            let point = c.text(2).to_ascii_lowercase();
+            let pause = &mut c.st.replication.debug_pause;
+            match point.as_str() {
+                "clear" => *pause = crate::replication::DebugPause::default(),
+                "before-rdb-channel" => pause.before_rdb_channel = true,
+                "on-streaming-repl-buf" => pause.on_streaming_buffer = true,
+                // `after-fork` stops Redis' parent while its child sends the snapshot; rill
+                // has no child: stopping would stop the sending too.
+                _ => return Err(super::subcommand_syntax(c)),
+            }
             ok()
         }
         ("pause-cron", 3) => {

@@ -52,6 +52,8 @@ pub async fn run<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: B
     tracing::info!("Connection with replica {} lost: {reason}", replica_name(shared, id));
     let mut st = shared.lock();
     st.replication.replicas.remove(&id);
+    st.replication.rdb_channels.waiting.remove(&id);
+    st.replication.rdb_channels.open.remove(&id);
     if reason == OVER_LIMIT {
         st.stats.output_buffer_limit_disconnections += 1;
     }
@@ -61,20 +63,45 @@ pub async fn run<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: B
 
 fn replica_name(shared: &Shared, id: u64) -> String {
     let st = shared.lock();
-    st.replication.replicas.get(&id).map(|l| format!("{}:{}", l.ip, l.port)).unwrap_or_else(|| format!("id={id}"))
+    // An RDB channel goes by its main channel's name.
+    let link = st.replication.replicas.get(&id).or_else(|| {
+        let main = st.replication.rdb_channels.open.get(&id)?;
+        st.replication.replicas.get(main)
+    });
+    link.map(|l| format!("{}:{}", l.ip, l.port)).unwrap_or_else(|| format!("id={id}"))
 }
 
 async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Feed, sig: &mut Signals) -> &'static str {
-    let Feed { mut snapshot, mut from, eof_mark, backlog, mut grown, rdb_only, rill, delayed } = feed;
+    let Feed {
+        mut snapshot,
+        mut from,
+        eof_mark,
+        backlog,
+        mut grown,
+        rdb_only,
+        rill,
+        delayed,
+        awaits_rdb_channel,
+        main_channel,
+    } = feed;
     if let Some(psync) = delayed {
-        match wait_bgsave(t, shared, id, psync, &backlog, rill, sig).await {
+        let hold = |st: &crate::state::State, from: u64| {
+            crate::cmd::replication::hold_stream(st, &backlog, id, from, rill, rdb_only);
+        };
+        match wait_bgsave(t, shared, id, psync, &hold, sig).await {
             Ok((snap, start)) => (snapshot, from) = (Some(snap), start),
+            Err(why) => return why,
+        }
+    }
+    let mut input = BytesMut::new();
+    if let Some(start) = awaits_rdb_channel {
+        match wait_rdb_channel(t, start, sig, &mut input).await {
+            Ok(start) => from = start,
             Err(why) => return why,
         }
     }
     // The last of rill's records sent (a rill replica's feed).
     let mut sent_record: Option<u64> = None;
-    let mut input = BytesMut::new();
     let mut parser = RequestParser::new();
     let mut wait_first_ack = false;
     // Whether this replica's pending output passed its limit (looked at while it is not
@@ -94,19 +121,34 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
         let diskless = shared.lock().config.get("repl-diskless-sync") == "yes";
         let eof_mark = eof_mark && diskless;
         let sent = match snapshot {
-            ReplicaSnapshot::Copy(snap) if eof_mark => match send_streamed(t, snap, sig, &over, &mut input).await {
-                Ok(bytes) => bytes,
-                Err(why) => return why,
-            },
+            ReplicaSnapshot::Copy(snap) if eof_mark => send_streamed(t, snap, sig, &over, &mut input).await,
             snapshot => {
                 let made = || set_state(shared, id, LinkState::SendBulk);
-                match send_whole(t, snapshot, eof_mark, sig, &over, &mut input, &made).await {
-                    Ok(bytes) => bytes,
-                    Err(why) => return why,
-                }
+                send_whole(t, snapshot, eof_mark, sig, &over, &mut input, &made).await
             }
         };
         drop(counted);
+        let sent = match sent {
+            Ok(bytes) => bytes,
+            Err(why) => {
+                if let Some(main) = main_channel {
+                    // The snapshot did not arrive: its main channel's stream is of no use.
+                    tracing::warn!("Background transfer error");
+                    drop_main_channel(shared, main);
+                }
+                return why;
+            }
+        };
+        if let Some(main) = main_channel {
+            // The snapshot is sent: its main channel is online (its first ACK would say so
+            // too).
+            let mut st = shared.lock();
+            if let Some(link) = st.replication.replicas.get_mut(&main) {
+                if link.state == LinkState::SendBulkAndStream {
+                    link.state = LinkState::Online;
+                }
+            }
+        }
         tracing::info!(
             "Synchronization with replica {} succeeded ({sent} bytes made and sent in {} ms)",
             replica_name(shared, id),
@@ -206,6 +248,34 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     }
 }
 
+/// A main channel waits for its RDB channel's snapshot to be taken: the stream's first byte
+/// after it arrives through `start`. A replica that closes the connection meanwhile ends it.
+async fn wait_rdb_channel<T: Transport>(
+    t: &mut T,
+    start: tokio::sync::oneshot::Receiver<u64>,
+    sig: &mut Signals,
+    input: &mut BytesMut,
+) -> Result<u64, &'static str> {
+    tokio::pin!(start);
+    loop {
+        tokio::select! {
+            from = &mut start => return from.map_err(|_| "its RDB channel never came"),
+            r = poll_fn(|cx| t.poll_read_ready(cx)) => watch_input(t, r, input)?,
+            () = sig.kill.notified() => return Err("killed"),
+            _ = sig.shutdown.changed() => return Err("shutdown"),
+        }
+    }
+}
+
+/// Close main channel `main` (its RDB channel failed), as CLIENT KILL would.
+fn drop_main_channel(shared: &Shared, main: u64) {
+    let mut st = shared.lock();
+    if let Some(ci) = st.clients.get_mut(&main) {
+        ci.killed = true;
+        ci.kill.notify_one();
+    }
+}
+
 /// A replica's snapshot counted in `Persist::replica_snapshots` while it is made and sent,
 /// until it has been sent or its link ended. Made and dropped without the state lock held.
 struct SnapshotInProgress<'a>(&'a Shared);
@@ -226,15 +296,21 @@ impl Drop for SnapshotInProgress<'_> {
 
 /// Whether CLIENT KILL was called on this link and not yet seen (takes the notification).
 fn kill_pending(sig: &Signals) -> bool {
+    notified_now(&sig.kill)
+}
+
+/// Whether `n` was notified and not yet seen, without waiting (takes the notification).
+pub(crate) fn notified_now(n: &tokio::sync::Notify) -> bool {
     use std::future::Future;
-    let mut notified = std::pin::pin!(sig.kill.notified());
+    let mut notified = std::pin::pin!(n.notified());
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     notified.as_mut().poll(&mut cx).is_ready()
 }
 
 /// A full sync's delay (`repl-diskless-sync-delay`): a newline each second while the full
 /// syncs waiting are not due (`cmd::replication::delayed_syncs_due`), then the snapshot and
-/// the stream's position, taken under the lock, and `+FULLRESYNC` (for a PSYNC). The state
+/// the stream's position, taken under the lock (the stream held for the replica from there:
+/// `hold`), and `+FULLRESYNC` (for a PSYNC). The state
 /// lock is taken at every look, so a server stopped by DEBUG SLEEP sends no newline, as
 /// Redis' stopped event loop sends none.
 async fn wait_bgsave<T: Transport>(
@@ -242,8 +318,7 @@ async fn wait_bgsave<T: Transport>(
     shared: &Arc<Shared>,
     id: u64,
     psync: bool,
-    backlog: &std::sync::Mutex<crate::replication::backlog::Backlog>,
-    rill: bool,
+    hold: &(dyn Fn(&crate::state::State, u64) + Sync),
     sig: &mut Signals,
 ) -> Result<(ReplicaSnapshot, u64), &'static str> {
     let mut newline_at = tokio::time::Instant::now() + Duration::from_secs(1);
@@ -260,7 +335,7 @@ async fn wait_bgsave<T: Transport>(
                     }
                 }
                 let (line, snap, from) = crate::cmd::replication::begin_full_sync(shared, &mut st, psync);
-                crate::cmd::replication::hold_stream(&st, backlog, id, from, rill);
+                hold(&st, from);
                 Some((line, snap, from))
             } else {
                 None
@@ -324,8 +399,14 @@ fn with_records(
 /// How often a replica whose snapshot is on the way is checked against its output limit.
 const LIMIT_CHECK: Duration = Duration::from_millis(100);
 
-/// Most bytes of an encoded snapshot handed from the encoder to the link at a time.
-const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+/// Bytes of an encoded snapshot handed from the encoder to the link at a time. With
+/// [`SNAPSHOT_QUEUE_CHUNKS`] it bounds what a full sync holds of the payload (a chunk being
+/// made, those queued, the one being written: 512 KiB), as Redis' fork writes into a pipe:
+/// the primary's memory does not grow with the snapshot.
+const SNAPSHOT_CHUNK_BYTES: usize = 128 * 1024;
+
+/// Chunks waiting between the encoder and the link.
+const SNAPSHOT_QUEUE_CHUNKS: usize = 2;
 
 /// Encode `snap` on a blocking thread while it is sent, end-marked (`$EOF:<mark>`): the
 /// encoder hands over chunks of [`SNAPSHOT_CHUNK_BYTES`] through a queue of a few, so the
@@ -338,7 +419,7 @@ async fn send_streamed<T: Transport>(
     over: &impl Fn() -> bool,
     input: &mut BytesMut,
 ) -> Result<u64, &'static str> {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(SNAPSHOT_QUEUE_CHUNKS);
     let encoder = background(move || {
         let out = ChunkSender { tx, buf: Vec::with_capacity(SNAPSHOT_CHUNK_BYTES) };
         let (mut out, size) = snap.write_to(out)?;
@@ -495,9 +576,16 @@ impl ChunkSender {
 
 impl std::io::Write for ChunkSender {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= SNAPSHOT_CHUNK_BYTES {
-            self.send_rest()?;
+        // Filled to its capacity and no further: a chunk is never reallocated to a bigger one.
+        let mut rest = data;
+        while !rest.is_empty() {
+            let room = SNAPSHOT_CHUNK_BYTES.saturating_sub(self.buf.len()).max(1);
+            let (now, later) = rest.split_at(rest.len().min(room));
+            self.buf.extend_from_slice(now);
+            rest = later;
+            if self.buf.len() >= SNAPSHOT_CHUNK_BYTES {
+                self.send_rest()?;
+            }
         }
         Ok(data.len())
     }

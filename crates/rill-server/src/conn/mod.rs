@@ -93,7 +93,7 @@
 //! 4. End with [`Session::finish`].
 
 mod driver;
-mod feed;
+pub(crate) mod feed;
 mod session;
 mod spare;
 pub mod transport;

@@ -68,6 +68,11 @@ pub struct Replication {
     pub master: Option<MasterLink>,
     /// Woken when a replica acknowledges an offset: clients in `WAIT`/`WAITAOF` look again.
     pub acked: Arc<tokio::sync::Notify>,
+    /// Replicas syncing over an RDB channel (`repl-rdb-channel`): main channels waiting for
+    /// theirs, and the RDB channels open.
+    pub rdb_channels: primary::RdbChannels,
+    /// `DEBUG REPL-PAUSE`: where a replica's sync stops this process for a test to look.
+    pub debug_pause: DebugPause,
     /// Counts `REPLICAOF` changes: a link task whose number is no longer current ends.
     pub link_generation: u64,
     /// A `FAILOVER` under way (`master_failover_state`).
@@ -79,6 +84,37 @@ pub struct Replication {
     backlog_freed: Arc<AtomicBool>,
     /// `lazyfree-lazy-server-del`, shared with the backlog's journal sink.
     lazy_server_del: Arc<AtomicBool>,
+}
+
+/// `DEBUG REPL-PAUSE` points, as in Redis: this process stops itself (SIGSTOP) there, and a
+/// test resumes it (SIGCONT) once it has looked at what the other side sees meanwhile.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DebugPause {
+    /// `before-rdb-channel`: a replica's RDB channel, set up, before it asks for the snapshot.
+    pub before_rdb_channel: bool,
+    /// `on-streaming-repl-buf`: each batch of the stream a replica buffered during a full sync
+    /// over an RDB channel, as it applies it.
+    pub on_streaming_buffer: bool,
+}
+
+/// Stop this process here (SIGSTOP) until something continues it, logged as Redis logs it.
+pub fn debug_stop() {
+    tracing::info!("Process is about to stop.");
+    if let Err(e) = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::STOP) {
+        tracing::warn!("the process could not stop itself: {e}");
+    }
+    tracing::info!("Process has been continued.");
+}
+
+/// The stream a replica's main channel buffers while its snapshot arrives over an RDB
+/// channel (`repl-rdb-channel`; INFO `replica_full_sync_buffer_size` and `_peak`), counted
+/// without the state lock.
+#[derive(Debug, Default)]
+pub struct SyncBuffer {
+    /// Bytes buffered now.
+    pub size: std::sync::atomic::AtomicU64,
+    /// The most buffered at once.
+    pub peak: std::sync::atomic::AtomicU64,
 }
 
 /// A replica's view of its primary (INFO, ROLE).
@@ -114,6 +150,8 @@ pub struct MasterLink {
     /// not come, a unit whose bytes are arriving, what a paused replica holds): with the
     /// offset, `slave_read_repl_offset`.
     pub read_ahead: u64,
+    /// The stream buffered during a full sync over an RDB channel.
+    pub sync_buffer: Arc<SyncBuffer>,
 }
 
 /// How far the snapshot being received has come: updated by the link's task as it reads,
@@ -152,6 +190,7 @@ impl MasterLink {
             transfer_size: -1,
             transfer: Arc::default(),
             read_ahead: 0,
+            sync_buffer: Arc::default(),
         }
     }
 
@@ -237,6 +276,8 @@ impl Replication {
             last_ping_ms: 0,
             master: None,
             acked: Arc::new(tokio::sync::Notify::new()),
+            rdb_channels: primary::RdbChannels::default(),
+            debug_pause: DebugPause::default(),
             link_generation: 0,
             failover: failover::Failover::default(),
             no_replicas_since_ms: 0,

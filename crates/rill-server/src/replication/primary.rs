@@ -16,6 +16,7 @@
 
 use super::Replication;
 use crate::journal::{Journal, LogSink};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 /// What a connection said of itself with `REPLCONF` before it asked to sync.
@@ -35,6 +36,15 @@ pub struct ReplConf {
     /// (`backlog.rs`); Redis ignores the capability, so a rill replica can offer it to any
     /// primary.
     pub capa_rill: bool,
+    /// `capa rdb-channel-repl` (honoured with `repl-rdb-channel yes` and `repl-diskless-sync
+    /// yes`): a full sync goes over a second connection (its RDB channel), while this one, the
+    /// main channel, carries the stream meanwhile.
+    pub capa_rdb_channel: bool,
+    /// `rdb-channel 1`: this connection is a replica's RDB channel.
+    pub rdb_channel: bool,
+    /// `main-ch-client-id <id>`: the main channel this RDB channel serves (one that was
+    /// answered `+RDBCHANNELSYNC <id>` and waits).
+    pub main_channel: Option<u64>,
 }
 
 /// Where a replica's link stands (INFO `state=`).
@@ -48,8 +58,56 @@ pub enum LinkState {
     WaitBgsave,
     /// A snapshot made whole is being sent (`send_bulk`).
     SendBulk,
+    /// A main channel answered `+RDBCHANNELSYNC`, waiting for its RDB channel to ask for the
+    /// snapshot (`wait_bgsave`).
+    WaitRdbChannel,
+    /// A main channel streaming while its RDB channel carries the snapshot
+    /// (`send_bulk_and_stream`).
+    SendBulkAndStream,
     /// Streaming (`online`).
     Online,
+}
+
+impl LinkState {
+    /// The word INFO's `slaveN:...,state=` shows.
+    pub fn word(self) -> &'static str {
+        match self {
+            LinkState::Delayed | LinkState::WaitBgsave | LinkState::WaitRdbChannel => "wait_bgsave",
+            LinkState::SendBulk => "send_bulk",
+            LinkState::SendBulkAndStream => "send_bulk_and_stream",
+            LinkState::Online => "online",
+        }
+    }
+}
+
+/// A replica's two connections while it syncs over an RDB channel (`repl-rdb-channel`):
+///
+/// ```text
+///  main channel: PSYNC (full needed) ─► +RDBCHANNELSYNC <its id>     (state wait_bgsave)
+///  RDB channel:  REPLCONF ... rdb-channel 1 main-ch-client-id <id>
+///                PSYNC ? -1 ─► +FULLRESYNC, the snapshot ($EOF:), closed after it
+///                  └─ in the same critical section the main channel gets the stream from
+///                     the snapshot's offset on (send_bulk_and_stream); online once the
+///                     snapshot is sent (or at its first ACK)
+/// ```
+///
+/// The pair is one replica to INFO, ROLE and WAIT: only the main channel is in
+/// `Replication::replicas`.
+#[derive(Debug, Default)]
+pub struct RdbChannels {
+    /// Main channels waiting for their RDB channel: where to send the stream's first byte.
+    pub waiting: BTreeMap<u64, MainChannel>,
+    /// Open RDB channels, by client id: the main channel each serves.
+    pub open: BTreeMap<u64, u64>,
+}
+
+/// A main channel waiting for its RDB channel.
+#[derive(Debug)]
+pub struct MainChannel {
+    /// Hands the main channel's feed the stream's first byte after the snapshot.
+    pub start: tokio::sync::oneshot::Sender<u64>,
+    /// A rill replica (`capa rill` on the main channel): its stream carries rill's records.
+    pub rill: bool,
 }
 
 /// One attached replica, as INFO, ROLE and WAIT see it.
@@ -183,4 +241,10 @@ pub struct Feed {
     /// (`snapshot` and `from` are set then); `Some(true)`: it answers a PSYNC, so
     /// `+FULLRESYNC` goes out then too.
     pub delayed: Option<bool>,
+    /// A main channel answered `+RDBCHANNELSYNC`: its stream starts at the byte this hands
+    /// over once its RDB channel's snapshot is taken.
+    pub awaits_rdb_channel: Option<tokio::sync::oneshot::Receiver<u64>>,
+    /// An RDB channel: the main channel it serves (online once the snapshot is sent; dropped
+    /// if it fails).
+    pub main_channel: Option<u64>,
 }

@@ -1021,3 +1021,122 @@ fn rill_and_redis8() -> Vec<(ServerKind, std::path::PathBuf)> {
     }
     kinds
 }
+
+/// Read an end-marked payload (`$EOF:<40 bytes>\r\n` ... mark) after newlines; its length.
+fn read_eof_payload(c: &mut RawClient, who: &str) -> usize {
+    let mut byte = c.read_exact(1).unwrap();
+    while byte == b"\n" {
+        byte = c.read_exact(1).unwrap();
+    }
+    assert_eq!(byte, b"$", "{who}");
+    assert_eq!(c.read_exact(4).unwrap(), b"EOF:", "{who}: an end-marked payload");
+    let mark = c.read_exact(40).unwrap();
+    assert_eq!(c.read_exact(2).unwrap(), b"\r\n", "{who}");
+    let mut payload: Vec<u8> = Vec::new();
+    while !payload.ends_with(&mark) {
+        payload.extend(c.read_exact(1).unwrap());
+    }
+    payload.len() - mark.len()
+}
+
+/// A replica's full sync over an RDB channel (`repl-rdb-channel`), spoken by hand to rill
+/// and to Redis 8.2.3 alike: the main channel is told `+RDBCHANNELSYNC <its client id>` and
+/// waits (`wait_bgsave`); a second connection naming that id gets the snapshot
+/// (`send_bulk_and_stream`, CLIENT LIST flags `SC`) while the main channel carries the stream
+/// written after it; the pair is one replica to INFO and ROLE, online once the snapshot is
+/// sent. REPLCONF's errors for the channel's options are Redis' own, byte for byte.
+#[test]
+fn a_full_sync_over_an_rdb_channel_goes_as_on_redis() {
+    let mut errors: Vec<Vec<Vec<u8>>> = Vec::new();
+    for (kind, binary) in rill_and_redis8() {
+        let who = format!("{kind:?}");
+        let args = [
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--repl-rdb-channel",
+            "yes",
+            // 0.3 s per key: the snapshot is on the way long enough to look at.
+            "--rdb-key-save-delay",
+            "300000",
+        ];
+        let server = Server::start(kind, &binary, &args);
+        let mut c = server.connect();
+        for (k, v) in [("a", "1"), ("b", "2"), ("c", "3")] {
+            assert_eq!(c.cmd(&["SET", k, v]), b"+OK\r\n");
+        }
+        let mut main = server.connect();
+        let main_id = text(&main.cmd_value(&["CLIENT", "ID"]));
+        assert_eq!(
+            main.cmd(&["REPLCONF", "capa", "eof", "capa", "psync2", "capa", "rdb-channel-repl"]),
+            b"+OK\r\n",
+            "{who}"
+        );
+        main.send(b"PSYNC ? -1\r\n").unwrap();
+        assert_eq!(main.read_reply().unwrap(), format!("+RDBCHANNELSYNC {main_id}\r\n").into_bytes(), "{who}");
+        let info = text(&c.cmd_value(&["INFO", "replication"]));
+        assert!(info.contains("connected_slaves:1") && info.contains("state=wait_bgsave"), "{who}: {info}");
+        let mut rdb = server.connect();
+        errors.push(
+            [
+                &["REPLCONF", "main-ch-client-id", "999999"][..],
+                &["REPLCONF", "main-ch-client-id", "x"],
+                &["REPLCONF", "rdb-channel", "2"],
+            ]
+            .iter()
+            .map(|cmd| rdb.cmd(cmd))
+            .collect(),
+        );
+        let id = main_id.to_string();
+        let hello = [
+            "REPLCONF",
+            "capa",
+            "eof",
+            "rdb-only",
+            "1",
+            "rdb-channel",
+            "1",
+            "main-ch-client-id",
+            &id,
+            "listening-port",
+            "7777",
+        ];
+        assert_eq!(rdb.cmd(&hello), b"+OK\r\n", "{who}");
+        rdb.send(b"PSYNC ? -1\r\n").unwrap();
+        let full = String::from_utf8(rdb.read_reply().unwrap()).unwrap();
+        assert!(full.starts_with("+FULLRESYNC "), "{who}: {full}");
+        // Written after the snapshot was taken: it comes on the main channel.
+        assert_eq!(c.cmd(&["SET", "after", "x"]), b"+OK\r\n");
+        assert_eq!(stream_until(&mut main, "set"), ["set after x"], "{who}");
+        let info = text(&c.cmd_value(&["INFO", "replication"]));
+        assert!(info.contains("connected_slaves:1"), "{who}: the pair is one replica: {info}");
+        assert!(info.contains("slave0:ip=127.0.0.1,port=0,state=send_bulk_and_stream,"), "{who}: {info}");
+        assert!(!info.contains("slave1:"), "{who}: {info}");
+        let list = text(&c.cmd_value(&["CLIENT", "LIST", "TYPE", "replica"]));
+        let flags: Vec<&str> =
+            list.lines().filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("flags="))).collect();
+        assert_eq!(flags, ["S", "SC"], "{who}: {list}");
+        let role = text(&c.cmd_value(&["ROLE"]));
+        assert!(role.ends_with("[]]"), "{who}: not online yet, so ROLE lists none: {role}");
+        assert!(read_eof_payload(&mut rdb, &who) > 0, "{who}");
+        // The snapshot sent: the main channel is online (Redis notices at its next check).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let info = text(&c.cmd_value(&["INFO", "replication"]));
+            if info.contains("state=online") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{who}: never online: {info}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(info_field(&mut c, "stats", "sync_full").as_deref(), Some("1"), "{who}");
+        let role = text(&c.cmd_value(&["ROLE"]));
+        assert!(role.contains("[[127.0.0.1 0 "), "{who}: {role}");
+    }
+    if let [ours, redis] = &errors[..] {
+        assert_eq!(ours, redis, "REPLCONF's errors");
+    }
+    let ours = errors.first().unwrap();
+    assert_eq!(ours.first().unwrap(), b"-ERR Unrecognized RDB client id: 999999\r\n");
+}

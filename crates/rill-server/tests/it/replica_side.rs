@@ -1146,3 +1146,63 @@ fn a_paused_replica_reads_its_primarys_stream_without_applying_it_as_redis_does(
     assert_eq!(ours, theirs, "rill's replica, then Redis'");
     assert!(ours.contains(&"applied offset unchanged: true".to_string()), "{ours:#?}");
 }
+
+/// A rill replica syncing over an RDB channel (`repl-rdb-channel`, on by default as in Redis
+/// 8) from a rill primary and from Redis 8.2.3: the snapshot is made slowly (2 ms a key) while
+/// a writer goes on, so the stream written meanwhile arrives on the main channel and waits in
+/// the replica's buffer (`replica_full_sync_buffer_peak`) until the snapshot is loaded; then
+/// the replica holds what the primary holds, and follows it.
+#[test]
+fn a_replica_buffers_the_stream_written_while_its_snapshot_arrives_over_an_rdb_channel() {
+    let mut kinds = vec![(ServerKind::Rill, rill_testkit::rill_server_binary())];
+    if let Some(redis) = ReferenceServer::Redis8.require() {
+        kinds.push((ServerKind::Redis(ReferenceServer::Redis8), redis));
+    }
+    for (kind, binary) in kinds {
+        let args = ["--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "2000", "--repl-rdb-channel", "yes"];
+        let primary_server = Server::start(kind, &binary, &args);
+        let mut primary = primary_server.connect();
+        for i in 0..500 {
+            assert_eq!(primary.cmd(&["SET", &format!("key:{i}"), "value"]), b"+OK\r\n");
+        }
+        let replica_server = Server::rill();
+        let mut replica = replica_server.connect();
+        let port = primary_server.port;
+        let writer_server = primary_server.connect();
+        let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let still = writing.clone();
+        let writer = std::thread::spawn(move || {
+            let mut w = writer_server;
+            let mut n = 0u64;
+            while still.load(std::sync::atomic::Ordering::Relaxed) {
+                w.cmd(&["XADD", "events", "*", "n", &n.to_string()]);
+                w.cmd(&["SET", &format!("key:{}", n % 500), &n.to_string()]);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            n
+        });
+        assert_eq!(replica.cmd(&["REPLICAOF", "127.0.0.1", &port.to_string()]), b"+OK\r\n");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while info_field(&mut replica, "replication", "master_link_status").as_deref() != Some("up") {
+            assert!(Instant::now() < deadline, "{kind:?}: the replica never synced: {}", replica_server.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Some more written once it follows the main channel alone.
+        std::thread::sleep(Duration::from_millis(200));
+        writing.store(false, std::sync::atomic::Ordering::Relaxed);
+        let written = writer.join().unwrap();
+        wait_caught_up(&mut primary, &mut replica);
+        assert_equal(&mut primary, &mut replica, &format!("{kind:?}: after a sync over an RDB channel"));
+        assert_eq!(replica.cmd(&["SELECT", "0"]), b"+OK\r\n");
+        assert_eq!(text(&replica.cmd_value(&["XLEN", "events"])), written.to_string(), "{kind:?}");
+        let peak: u64 =
+            info_field(&mut replica, "replication", "replica_full_sync_buffer_peak").unwrap().parse().unwrap();
+        assert!(peak > 0, "{kind:?}: nothing was buffered: {}", replica_server.log());
+        assert_eq!(info_field(&mut replica, "replication", "replica_full_sync_buffer_size").as_deref(), Some("0"));
+        let log = replica_server.log();
+        assert!(log.contains("Starting to receive RDB and replication stream in parallel"), "{kind:?}: {log}");
+        assert!(log.contains("Successfully streamed replication buffer into the db"), "{kind:?}: {log}");
+        assert_eq!(info_field(&mut primary, "stats", "sync_full").as_deref(), Some("1"), "{kind:?}");
+    }
+}
