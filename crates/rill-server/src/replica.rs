@@ -527,6 +527,7 @@ async fn rdb_channel_sync(
                 Err(e) => e.to_string(),
             };
             tracing::warn!("Aborting rdb channel sync while loading the RDB: {why}");
+            tracing::warn!("Failed trying to load the MASTER synchronization DB from socket, check server logs.");
             figures.size.store(0, std::sync::atomic::Ordering::Relaxed);
             return Err(why);
         }
@@ -832,10 +833,9 @@ async fn apply_stream(
     let mut draining = buffered.map(|figures| (figures, up.buf.len() as u64, up.buf.len() as u64));
     let drained = apply_buffered(shared, generation, &mut up, &mut draining).await;
     if let Some((figures, _, _)) = &draining {
+        // Ended (the link lost, or another REPLICAOF) before the buffer was all applied.
         figures.size.store(0, std::sync::atomic::Ordering::Relaxed);
-        if drained.is_err() {
-            tracing::warn!("Master client was freed while streaming accumulated replication data to db.");
-        }
+        tracing::warn!("Master client was freed while streaming accumulated replication data to db.");
     }
     drained
 }

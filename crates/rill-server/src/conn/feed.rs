@@ -196,8 +196,8 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                 if kill_pending(sig) {
                     return "killed";
                 }
-                if !write_all(t, &[&chunk], sig).await {
-                    return "write error";
+                if let Err(why) = write_watched(t, &[&chunk], sig, Some(&over)).await {
+                    return why;
                 }
                 next += stream_bytes;
                 continue;
@@ -679,6 +679,18 @@ fn set_state(shared: &Shared, id: u64, state: LinkState) {
 /// Write every piece of `parts`, watching CLIENT KILL and shutdown. False if the connection
 /// must close.
 async fn write_all<T: Transport>(t: &mut T, parts: &[&[u8]], sig: &mut Signals) -> bool {
+    write_watched(t, parts, sig, None).await.is_ok()
+}
+
+/// [`write_all`], and while the replica does not read, its output limit looked at every
+/// [`LIMIT_CHECK`] (`over`): a replica that stopped reading is dropped once the stream held
+/// for it passes the limit, not when it reads again. The reason when the link must close.
+async fn write_watched<T: Transport>(
+    t: &mut T,
+    parts: &[&[u8]],
+    sig: &mut Signals,
+    over: Option<&(dyn Fn() -> bool + Sync)>,
+) -> Result<(), &'static str> {
     let mut done = 0usize;
     let total: usize = parts.iter().map(|p| p.len()).sum();
     while done < total {
@@ -695,11 +707,16 @@ async fn write_all<T: Transport>(t: &mut T, parts: &[&[u8]], sig: &mut Signals) 
         tokio::select! {
             r = poll_fn(|cx| t.poll_write_vectored(cx, &slices)) => match r {
                 Ok(n) if n > 0 => done += n,
-                _ => return false,
+                _ => return Err("write error"),
             },
-            () = sig.kill.notified() => return false,
-            _ = sig.shutdown.changed() => return false,
+            () = tokio::time::sleep(LIMIT_CHECK), if over.is_some() => {
+                if over.is_some_and(|over| over()) {
+                    return Err(OVER_LIMIT);
+                }
+            }
+            () = sig.kill.notified() => return Err("killed"),
+            _ = sig.shutdown.changed() => return Err("shutdown"),
         }
     }
-    poll_fn(|cx| t.poll_flush(cx)).await.is_ok()
+    poll_fn(|cx| t.poll_flush(cx)).await.map_err(|_| "write error")
 }

@@ -373,8 +373,9 @@ impl Backlog {
             }
         }
         for id in dropped {
+            // Redis' words, its client described by what the backlog knows of it.
             tracing::warn!(
-                "Replica client id={id} scheduled to be closed ASAP for overcoming of output buffer limits."
+                "Client id={id} flags=S scheduled to be closed ASAP for overcoming of output buffer limits."
             );
             self.holds.remove(&id);
             self.over_limit.insert(id);

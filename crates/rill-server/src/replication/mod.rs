@@ -103,6 +103,10 @@ pub fn debug_stop() {
     if let Err(e) = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::STOP) {
         tracing::warn!("the process could not stop itself: {e}");
     }
+    // A signal to the process may be taken by another of its threads, and this one go on a
+    // little before the stop reaches it: it waits here, so nothing after this point runs
+    // before the process has stopped (and been continued).
+    std::thread::sleep(std::time::Duration::from_millis(100));
     tracing::info!("Process has been continued.");
 }
 
