@@ -468,8 +468,8 @@ async fn rdb_channel_sync(
     client_id: &str,
     hello: &Hello,
 ) -> Result<(Upstream, Arc<crate::replication::SyncBuffer>), String> {
+    // Still `handshake` to ROLE until the snapshot starts (`full_sync`), as in Redis.
     tracing::info!("PSYNC is not possible, initialize RDB channel.");
-    set_state(shared, generation, LinkStatus::Sync);
     let mut rdb = connect(shared, host, port).await?;
     authenticate(&mut rdb, &hello.auth).await?;
     let mut replconf: Vec<&[u8]> = vec![

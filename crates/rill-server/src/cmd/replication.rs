@@ -233,7 +233,7 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
                 feed.eof_mark = conf.capa_eof;
                 feed.rdb_only = conf.rdb_only || main_channel.is_some();
                 feed.main_channel = main_channel;
-                if main_channel.is_none() && delays_full_sync(st, conf.capa_eof) {
+                if delays_full_sync(st, conf.capa_eof) {
                     // The feed takes the snapshot once the delay is over (`conn/feed.rs`).
                     tracing::info!("Delay next BGSAVE for diskless SYNC");
                     feed.delayed = Some(psync.is_some());
@@ -263,6 +263,9 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
     if let Some(main) = main_channel {
         // Not a replica of its own to INFO, ROLE or WAIT: its main channel is.
         st.replication.rdb_channels.open.insert(id, main);
+        if feed.delayed.is_some() {
+            st.replication.rdb_channels.delayed.insert(id, c.now_ms);
+        }
         if let Some(ci) = st.clients.get_mut(&id) {
             ci.kind = crate::state::ClientKind::RdbChannel;
         }
@@ -293,7 +296,7 @@ fn attach(c: &mut Call, psync: Option<(String, i64)>) -> CmdResult {
 
 /// An RDB channel's snapshot was just taken, its stream position `from`: the main channel
 /// `main` waiting for it carries the stream from there on (`send_bulk_and_stream`).
-fn start_main_channel(
+pub fn start_main_channel(
     st: &mut State,
     backlog: &std::sync::Mutex<crate::replication::backlog::Backlog>,
     main: u64,
@@ -327,8 +330,10 @@ fn delays_full_sync(st: &State, capa_eof: bool) -> bool {
 /// replicas are waiting. They all start together, as Redis attaches every waiting replica to
 /// the one snapshot it makes.
 pub fn delayed_syncs_due(st: &State, now_ms: i64) -> bool {
-    let waiting = st.replication.replicas.values().filter(|l| l.state == LinkState::Delayed);
-    let (count, oldest) = waiting.fold((0i64, now_ms), |(n, oldest), l| (n + 1, oldest.min(l.ack_ms)));
+    let waiting = st.replication.replicas.values().filter(|l| l.state == LinkState::Delayed).map(|l| l.ack_ms);
+    // RDB channels wait with them.
+    let waiting = waiting.chain(st.replication.rdb_channels.delayed.values().copied());
+    let (count, oldest) = waiting.fold((0i64, now_ms), |(n, oldest), since| (n + 1, oldest.min(since)));
     let delay_ms = st.config.get_i64("repl-diskless-sync-delay").saturating_mul(1000);
     let max_replicas = st.config.get_i64("repl-diskless-sync-max-replicas");
     (max_replicas > 0 && count >= max_replicas) || now_ms - oldest >= delay_ms

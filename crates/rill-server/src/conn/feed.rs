@@ -54,6 +54,7 @@ pub async fn run<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: B
     st.replication.replicas.remove(&id);
     st.replication.rdb_channels.waiting.remove(&id);
     st.replication.rdb_channels.open.remove(&id);
+    st.replication.rdb_channels.delayed.remove(&id);
     if reason == OVER_LIMIT {
         st.stats.output_buffer_limit_disconnections += 1;
     }
@@ -85,8 +86,11 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
         main_channel,
     } = feed;
     if let Some(psync) = delayed {
-        let hold = |st: &crate::state::State, from: u64| {
-            crate::cmd::replication::hold_stream(st, &backlog, id, from, rill, rdb_only);
+        // An RDB channel's snapshot starts its main channel's stream; any other replica's
+        // stream is held for it.
+        let hold = |st: &mut crate::state::State, from: u64| match main_channel {
+            Some(main) => crate::cmd::replication::start_main_channel(st, &backlog, main, from, &format!("id={id}")),
+            None => crate::cmd::replication::hold_stream(st, &backlog, id, from, rill, rdb_only),
         };
         match wait_bgsave(t, shared, id, psync, &hold, sig).await {
             Ok((snap, start)) => (snapshot, from) = (Some(snap), start),
@@ -318,7 +322,7 @@ async fn wait_bgsave<T: Transport>(
     shared: &Arc<Shared>,
     id: u64,
     psync: bool,
-    hold: &(dyn Fn(&crate::state::State, u64) + Sync),
+    hold: &(dyn Fn(&mut crate::state::State, u64) + Sync),
     sig: &mut Signals,
 ) -> Result<(ReplicaSnapshot, u64), &'static str> {
     let mut newline_at = tokio::time::Instant::now() + Duration::from_secs(1);
@@ -326,16 +330,20 @@ async fn wait_bgsave<T: Transport>(
         let started = {
             let mut st = shared.lock_async().await;
             // Another waiting replica's feed found them due and started them all.
-            let started = st.replication.replicas.get(&id).is_some_and(|l| l.state != LinkState::Delayed);
+            let r = &st.replication;
+            let started = r.replicas.get(&id).is_some_and(|l| l.state != LinkState::Delayed)
+                || (r.rdb_channels.open.contains_key(&id) && !r.rdb_channels.delayed.contains_key(&id));
             if started || crate::cmd::replication::delayed_syncs_due(&st, now_ms()) {
                 if !started {
-                    tracing::info!("Starting BGSAVE for SYNC with target: replicas sockets");
+                    let suffix = if r.rdb_channels.delayed.is_empty() { "" } else { " (rdb-channel)" };
+                    tracing::info!("Starting BGSAVE for SYNC with target: replicas sockets{suffix}");
                     for link in st.replication.replicas.values_mut().filter(|l| l.state == LinkState::Delayed) {
                         link.state = LinkState::WaitBgsave;
                     }
+                    st.replication.rdb_channels.delayed.clear();
                 }
                 let (line, snap, from) = crate::cmd::replication::begin_full_sync(shared, &mut st, psync);
-                hold(&st, from);
+                hold(&mut st, from);
                 Some((line, snap, from))
             } else {
                 None

@@ -99,6 +99,9 @@ pub struct RdbChannels {
     pub waiting: BTreeMap<u64, MainChannel>,
     /// Open RDB channels, by client id: the main channel each serves.
     pub open: BTreeMap<u64, u64>,
+    /// RDB channels whose full sync waits for `repl-diskless-sync-delay`, and since when
+    /// (Unix ms): they start with the other replicas waiting.
+    pub delayed: BTreeMap<u64, i64>,
 }
 
 /// A main channel waiting for its RDB channel.

@@ -1140,3 +1140,39 @@ fn a_full_sync_over_an_rdb_channel_goes_as_on_redis() {
     let ours = errors.first().unwrap();
     assert_eq!(ours.first().unwrap(), b"-ERR Unrecognized RDB client id: 999999\r\n");
 }
+
+/// An RDB channel's full sync waits `repl-diskless-sync-delay` as any disk-less one does, on
+/// rill as on Redis 8.2.3: meanwhile both connections are replicas to CLIENT LIST, INFO shows
+/// one in `wait_bgsave`, and the RDB channel gets a newline each second before `+FULLRESYNC`.
+#[test]
+fn an_rdb_channel_waits_the_disk_less_delay_as_on_redis() {
+    for (kind, binary) in rill_and_redis8() {
+        let who = format!("{kind:?}");
+        let args = ["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "2", "--repl-rdb-channel", "yes"];
+        let server = Server::start(kind, &binary, &args);
+        let mut c = server.connect();
+        let mut main = server.connect();
+        let id = text(&main.cmd_value(&["CLIENT", "ID"]));
+        assert_eq!(main.cmd(&["REPLCONF", "capa", "eof", "capa", "rdb-channel-repl"]), b"+OK\r\n", "{who}");
+        main.send(b"PSYNC ? -1\r\n").unwrap();
+        assert_eq!(main.read_reply().unwrap(), format!("+RDBCHANNELSYNC {id}\r\n").into_bytes(), "{who}");
+        let mut rdb = server.connect();
+        let hello = ["REPLCONF", "capa", "eof", "rdb-only", "1", "rdb-channel", "1", "main-ch-client-id", &id];
+        assert_eq!(rdb.cmd(&hello), b"+OK\r\n", "{who}");
+        let asked = Instant::now();
+        rdb.send(b"PSYNC ? -1\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let info = text(&c.cmd_value(&["INFO", "replication"]));
+        assert!(info.contains("connected_slaves:1") && info.contains("state=wait_bgsave"), "{who}: {info}");
+        let list = text(&c.cmd_value(&["CLIENT", "LIST", "TYPE", "replica"]));
+        assert_eq!(list.trim().lines().count(), 2, "{who}: {list}");
+        assert_eq!(rdb.read_exact(1).unwrap(), b"\n", "{who}: a newline while it waits");
+        let mut byte = rdb.read_exact(1).unwrap();
+        while byte == b"\n" {
+            byte = rdb.read_exact(1).unwrap();
+        }
+        assert_eq!(byte, b"+", "{who}");
+        assert!(asked.elapsed() >= Duration::from_millis(1000), "{who}: the sync started before its delay");
+        assert_eq!(rdb.read_exact(11).unwrap(), b"FULLRESYNC ", "{who}");
+    }
+}
