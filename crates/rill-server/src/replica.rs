@@ -74,6 +74,9 @@ pub fn follow(shared: &Arc<Shared>, st: &mut State, host: String, port: u16) -> 
             t => t,
         };
         new_link.down_since_ms = if was_up { now } else { old.down_since_ms };
+    } else {
+        (new_link.total_disconnect_secs, new_link.disconnect_start_ms) =
+            std::mem::take(&mut st.replication.unlinked_disconnect);
     }
     st.replication.master = Some(new_link);
     if was_primary {
@@ -94,9 +97,14 @@ pub fn follow(shared: &Arc<Shared>, st: &mut State, host: String, port: u16) -> 
 /// `REPLICAOF NO ONE`: stop following; this server is a primary with a new history that
 /// continues the one it followed (replid2), so that the other replicas continue from it.
 pub fn stop(st: &mut State) {
-    if st.replication.master.take().is_none() {
-        return;
-    }
+    let Some(old) = st.replication.master.take() else { return };
+    // The link ends here: a disconnection starts (if none runs), counted on once a primary is
+    // followed again, as Redis does.
+    let start = match old.disconnect_start_ms {
+        0 if old.state == LinkStatus::Connected || old.state == LinkStatus::Sync => now_ms(),
+        t => t,
+    };
+    st.replication.unlinked_disconnect = (old.total_disconnect_secs, start);
     st.replication.link_generation += 1;
     st.replication.shift_replid(crate::run::run_id());
     st.journal.set_relaying(false);

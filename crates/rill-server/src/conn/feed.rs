@@ -169,6 +169,14 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
     let timeout = Duration::from_secs(crate::replication::primary::seconds(&shared.lock().config, "repl-timeout", 60));
     let mut last_heard = tokio::time::Instant::now();
     let mut next = from;
+    // What it sent while its snapshot was on the way (a command with a reply ends the link
+    // now, not at its next write).
+    if !input.is_empty() {
+        match read_back(shared, id, &mut parser, &mut input) {
+            Err(why) => return why,
+            Ok(acked) => wait_first_ack &= !acked,
+        }
+    }
     loop {
         if wait_first_ack && over() {
             return OVER_LIMIT;
@@ -231,18 +239,12 @@ async fn serve<T: Transport>(t: &mut T, shared: &Arc<Shared>, id: u64, feed: Fee
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                     Err(_) => return "read error",
                 }
-                match take_acks(&mut parser, &mut input) {
-                    Err(Stray::Protocol) => return "protocol error in what it sent",
-                    Err(Stray::Command(args)) => {
-                        stray_command(shared, id, &args);
-                        return "it sent a command that has a reply";
-                    }
-                    Ok(Some((offset, fack))) => {
+                match read_back(shared, id, &mut parser, &mut input) {
+                    Err(why) => return why,
+                    Ok(acked) => {
                         last_heard = tokio::time::Instant::now();
-                        wait_first_ack = false;
-                        record_ack(shared, id, offset, fack);
+                        wait_first_ack &= !acked;
                     }
-                    Ok(None) => last_heard = tokio::time::Instant::now(),
                 }
             }
             () = tokio::time::sleep_until(last_heard + timeout) => return "timeout",
@@ -664,6 +666,23 @@ fn take_acks(parser: &mut RequestParser, input: &mut BytesMut) -> Result<Option<
                 best = Some(best.map_or((offset, fack), |(b, f): (u64, u64)| (b.max(offset), f.max(fack))));
             }
         }
+    }
+}
+
+/// Take what the replica sent from `input`: its highest ACK recorded (true if there was one);
+/// a command with a reply, or bytes that are no request, end the link (the reason).
+fn read_back(shared: &Shared, id: u64, parser: &mut RequestParser, input: &mut BytesMut) -> Result<bool, &'static str> {
+    match take_acks(parser, input) {
+        Err(Stray::Protocol) => Err("protocol error in what it sent"),
+        Err(Stray::Command(args)) => {
+            stray_command(shared, id, &args);
+            Err("it sent a command that has a reply")
+        }
+        Ok(Some((offset, fack))) => {
+            record_ack(shared, id, offset, fack);
+            Ok(true)
+        }
+        Ok(None) => Ok(false),
     }
 }
 

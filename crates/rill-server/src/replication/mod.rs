@@ -80,6 +80,11 @@ pub struct Replication {
     /// Since when (Unix ms) this server is a primary without replicas: `repl-backlog-ttl`
     /// counts from there ([`Replication::expire_backlog`]); 0 until the cron first looks.
     pub no_replicas_since_ms: i64,
+    /// A link's disconnection times kept while this server follows no primary (`REPLICAOF NO
+    /// ONE`): Redis counts them server-wide, so following one again continues them
+    /// (`total_disconnect_time_sec`). The seconds counted, and since when (Unix ms, 0: none)
+    /// the disconnection under way runs.
+    pub unlinked_disconnect: (i64, i64),
     /// Set when the backlog is freed: its journal sink is then dropped.
     backlog_freed: Arc<AtomicBool>,
     /// `lazyfree-lazy-server-del`, shared with the backlog's journal sink.
@@ -285,6 +290,7 @@ impl Replication {
             link_generation: 0,
             failover: failover::Failover::default(),
             no_replicas_since_ms: 0,
+            unlinked_disconnect: (0, 0),
             backlog_freed: Arc::new(AtomicBool::new(false)),
             lazy_server_del: Arc::new(AtomicBool::new(false)),
         }
