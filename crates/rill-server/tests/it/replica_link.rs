@@ -1176,3 +1176,31 @@ fn an_rdb_channel_waits_the_disk_less_delay_as_on_redis() {
         assert_eq!(rdb.read_exact(11).unwrap(), b"FULLRESYNC ", "{who}");
     }
 }
+
+/// A command with a reply that a replica sends while its snapshot is still being made closes
+/// its link too (the snapshot slowed to 10 ms a key), on rill as on Redis 8.2.3.
+#[test]
+fn a_command_sent_during_the_snapshot_closes_the_replica_link_as_on_redis() {
+    for (kind, binary) in rill_and_redis8() {
+        let args = ["--repl-diskless-sync-delay", "0", "--rdb-key-save-delay", "10000"];
+        let server = Server::start(kind, &binary, &args);
+        let mut c = server.connect();
+        for i in 0..100 {
+            c.cmd(&["SET", &format!("k{i}"), "v"]);
+        }
+        let mut replica = server.connect();
+        replica.send(b"PSYNC ? -1\r\n").unwrap();
+        let line = replica.read_reply().unwrap();
+        assert!(line.starts_with(b"+FULLRESYNC "), "{kind:?}: {}", String::from_utf8_lossy(&line));
+        replica.send(b"GET k1\r\n").unwrap();
+        let (_, closed) = replica.read_until_close(Duration::from_secs(10));
+        assert!(closed, "{kind:?}: the link stays open");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let line = "Replica generated a reply to command 'get', disconnecting it: ";
+        while !server.log().contains(line) {
+            assert!(Instant::now() < deadline, "{kind:?}: no '{line}' in\n{}", server.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    }
+}

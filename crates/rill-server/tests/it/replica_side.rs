@@ -414,7 +414,13 @@ fn a_replicas_info_counts_its_sync_attempts_and_link_times_as_redis_does() {
         out.extend(picture(r).into_iter().filter(|l| {
             !l.starts_with("master_current_sync_attempts") && !l.starts_with("master_total_sync_attempts")
         }));
-        let _ = primary;
+        // Following no primary for a while, then the primary again: the disconnection goes on
+        // being counted through REPLICAOF NO ONE (Redis counts it server-wide).
+        assert_eq!(r.cmd(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+        std::thread::sleep(Duration::from_millis(2100));
+        attach(r, p, primary.port);
+        let total: u64 = info_field(r, "replication", "total_disconnect_time_sec").unwrap().parse().unwrap();
+        out.push(format!("disconnected 2 s or more through NO ONE: {}", total >= 2));
         out
     });
     let Some([ours, theirs]) = seen else { return };
