@@ -262,7 +262,7 @@ pub const PARAMS: &[Param] = &[
     p("busy-poll-us", "20", Kind::Int(0, 1000), true),
     // rill's own: up to this many keys, a snapshot (log rewrite, a replica's full sync) is a
     // copy made under the lock, copy-on-write for streams; above it, with the log on, it is
-    // rebuilt from the log files in the background. See `aof/rewrite.rs`.
+    // rebuilt from the log files in the background. See `persist/rewrite.rs`.
     p("snapshot-copy-max-keys", "1000000", Kind::Int(0, i64::MAX), true),
     // rill's own: the RDB a replica's full sync is sent in. `auto`: the oldest version that
     // holds the data (12, or 14 with 8.6-only stream state); `7.0`: RDB 10 with Redis 7.0's

@@ -22,7 +22,8 @@
 //! starts again from the loaded data.
 
 use crate::client::{Action, Conn};
-use crate::replication::failover::{self, Phase};
+use crate::handover as failover;
+use crate::replication::failover::Phase;
 use crate::replication::{LinkStatus, MasterLink};
 use crate::state::{now_ms, Shared, State};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -658,7 +659,7 @@ async fn full_sync(
     let loader = shared.clone();
     let origin = std::path::PathBuf::from("the snapshot from the primary");
     let loading = tokio::task::spawn_blocking(move || {
-        crate::aof::load::load_rdb_streaming(&loader, || rx.blocking_recv(), total, &origin)
+        crate::persist::load::load_rdb_streaming(&loader, || rx.blocking_recv(), total, &origin)
     });
     let received = receive_payload(up, mark.as_deref(), total, &tx, &progress).await;
     drop(tx);
@@ -786,8 +787,8 @@ fn finish_load(
     // The log starts again from the loaded data, as Redis restarts its AOF after a sync.
     if st.journal.log().is_some() {
         if let Some(shared2) = shared.arc() {
-            let _ = crate::aof::set_appendonly(&shared2, &mut st, false);
-            if let Err(e) = crate::aof::set_appendonly(&shared2, &mut st, true) {
+            let _ = crate::persist::set_appendonly(&shared2, &mut st, false);
+            if let Err(e) = crate::persist::set_appendonly(&shared2, &mut st, true) {
                 tracing::warn!("the log could not restart after the sync: {e}");
             }
         }

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::state::{now_ms, Shared, State};
-use crate::{aof, cmd, conn, listen, poll};
+use crate::{cmd, conn, listen, poll};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -214,7 +214,7 @@ pub async fn run(mut config: Config) -> i32 {
     shared.ports.http.install(metrics_port, &bind, http_listeners, serve_http);
     // Load the data while already answering (-LOADING until done).
     let loader = shared.clone();
-    let opened = tokio::task::spawn_blocking(move || aof::load::open(&loader)).await;
+    let opened = tokio::task::spawn_blocking(move || crate::persist::load::open(&loader)).await;
     match opened {
         Ok(Ok(opened)) => {
             let mut st = shared.lock();
@@ -766,7 +766,7 @@ async fn cron(shared: Arc<Shared>) {
                 st.journal.stream_only(&[bytes::Bytes::from_static(b"PING")]);
             }
         }
-        crate::replication::failover::tick(&shared, &mut st, now);
+        crate::handover::tick(&shared, &mut st, now);
         // The function VM follows the engine's libraries when they changed other than by a
         // FUNCTION command here (a replay, a full sync, a rill primary's records).
         let st_ref = &mut *st;
@@ -777,19 +777,19 @@ async fn cron(shared: Arc<Shared>) {
         if st_ref.replication.expire_backlog(&mut st_ref.journal, now, ttl, run_id) {
             tracing::info!("Replication backlog freed after {ttl} seconds without connected replicas.");
         }
-        if aof::rewrite::base_due(&st, now) {
+        if crate::persist::rewrite::base_due(&st, now) {
             tracing::info!("Starting the rewrite that writes the new log's base");
-            let _ = aof::rewrite::start_base(&shared, &mut st);
-        } else if aof::rewrite::should_auto_rewrite(&st) {
+            let _ = crate::persist::rewrite::start_base(&shared, &mut st);
+        } else if crate::persist::rewrite::should_auto_rewrite(&st) {
             tracing::info!("Starting automatic rewriting of AOF on growth");
-            let _ = aof::rewrite::start(&shared, &mut st);
-        } else if aof::rewrite::save_due(&st, now / 1000) {
+            let _ = crate::persist::rewrite::start(&shared, &mut st);
+        } else if crate::persist::rewrite::save_due(&st, now / 1000) {
             tracing::info!("Background saving started (save point reached)");
             if st.journal.log().is_some() {
                 let dest = std::path::PathBuf::from(st.config.get("dbfilename"));
-                let _ = aof::rewrite::start_with(&shared, &mut st, Some(dest));
+                let _ = crate::persist::rewrite::start_with(&shared, &mut st, Some(dest));
             } else {
-                let _ = aof::rewrite::bgsave(&shared, &mut st);
+                let _ = crate::persist::rewrite::bgsave(&shared, &mut st);
             }
         }
         drop(st);

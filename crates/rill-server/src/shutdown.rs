@@ -203,7 +203,7 @@ pub fn finish(shared: &Arc<Shared>) -> bool {
     // The snapshot first: the log, once closed, cannot be taken back if the save fails.
     if (save_points && !flags.nosave) || flags.save {
         tracing::info!("Saving the final RDB snapshot before exiting.");
-        if crate::aof::rewrite::save(&mut st).is_err() {
+        if crate::persist::rewrite::save(&mut st).is_err() {
             if flags.force {
                 tracing::warn!("Error trying to save the DB. Exit anyway.");
             } else {

@@ -315,7 +315,7 @@ pub struct State {
     /// The effect journal: the open unit of effects, the log writer and the other sinks.
     pub journal: Journal,
     /// Snapshot and rewrite status.
-    pub persist: crate::aof::rewrite::Persist,
+    pub persist: crate::persist::rewrite::Persist,
     /// Replication: the stream's history ID and offsets, the backlog.
     pub replication: crate::replication::Replication,
     /// Pub/sub: who is subscribed to what.
@@ -377,7 +377,7 @@ impl State {
             latency: Default::default(),
             scripts: Default::default(),
             eviction: Default::default(),
-            persist: crate::aof::rewrite::Persist {
+            persist: crate::persist::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,
                 last_rewrite_secs: -1,

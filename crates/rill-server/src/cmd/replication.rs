@@ -5,7 +5,8 @@
 
 use super::{ok, reply, syntax, Call, CmdResult};
 use crate::client::Action;
-use crate::replication::failover::{self, Phase};
+use crate::handover as failover;
+use crate::replication::failover::Phase;
 use crate::replication::primary::{decide, CopiesWait, Decision, Feed, LinkState, ReplicaLink};
 use crate::state::State;
 use rill_engine::util::parse_i64;
@@ -347,10 +348,10 @@ pub fn begin_full_sync(
     shared: &std::sync::Arc<crate::state::Shared>,
     st: &mut State,
     psync: bool,
-) -> (String, crate::aof::rewrite::ReplicaSnapshot, u64) {
+) -> (String, crate::persist::rewrite::ReplicaSnapshot, u64) {
     st.journal.new_reader();
     let offset = st.replication.offset();
-    let snapshot = crate::aof::rewrite::replica_snapshot(shared, st);
+    let snapshot = crate::persist::rewrite::replica_snapshot(shared, st);
     let line = if psync { format!("+FULLRESYNC {} {offset}\r\n", st.replication.replid) } else { String::new() };
     (line, snapshot, offset + 1)
 }
@@ -455,7 +456,7 @@ fn await_copies(c: &mut Call, w: CopiesWait) -> CmdResult {
 }
 
 /// `FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]`: hand the primary role to a replica
-/// once it has the whole stream, writes paused meanwhile (`replication/failover.rs`);
+/// once it has the whole stream, writes paused meanwhile (`handover.rs`);
 /// `FAILOVER ABORT` gives a failover under way up.
 pub fn failover(c: &mut Call) -> CmdResult {
     if c.args.len() == 2 && c.arg(1).eq_ignore_ascii_case(b"abort") {
@@ -466,7 +467,7 @@ pub fn failover(c: &mut Call) -> CmdResult {
         return ok();
     }
     let not_integer = || CmdError::full("ERR value is not an integer or out of range");
-    let mut req = failover::Request::default();
+    let mut req = crate::replication::failover::Request::default();
     let mut j = 1;
     while j < c.args.len() {
         let word = c.arg(j);

@@ -235,7 +235,7 @@ fn apply(c: &mut Call, name: &str) {
         "appendonly" => {
             let on = cfg.get(name) == "yes";
             if let Some(shared) = c.shared.arc() {
-                if let Err(e) = crate::aof::set_appendonly(&shared, c.st, on) {
+                if let Err(e) = crate::persist::set_appendonly(&shared, c.st, on) {
                     tracing::warn!("appendonly {}: {e}", if on { "yes" } else { "no" });
                 }
             }
@@ -505,7 +505,7 @@ fn debug_reload(c: &mut Call) -> CmdResult {
             return Err(CmdError::full("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."));
         }
     }
-    if save && crate::aof::rewrite::save(c.st).is_err() {
+    if save && crate::persist::rewrite::save(c.st).is_err() {
         return Err(CmdError::full("ERR"));
     }
     let failed = || CmdError::full("ERR Error trying to load the RDB dump, check server logs.");
@@ -640,7 +640,7 @@ pub fn save(c: &mut Call) -> CmdResult {
     if c.st.persist.bgsave_in_progress {
         return Err(CmdError::full("ERR Background save already in progress"));
     }
-    match crate::aof::rewrite::save(c.st) {
+    match crate::persist::rewrite::save(c.st) {
         Ok(()) => ok(),
         Err(_) => Err(CmdError::full("ERR")),
     }
@@ -661,7 +661,7 @@ pub fn bgsave(c: &mut Call) -> CmdResult {
     // it is built from the log files in the background, without copying the keyspace.
     if c.st.journal.log().is_some() && !c.st.persist.bgsave_in_progress {
         let dest = std::path::PathBuf::from(c.st.config.get("dbfilename"));
-        return match crate::aof::rewrite::start_with(&shared, c.st, Some(dest)) {
+        return match crate::persist::rewrite::start_with(&shared, c.st, Some(dest)) {
             Ok(()) => reply(Reply::simple("Background saving started")),
             Err(_) if c.st.persist.rewrite_in_progress => {
                 Err(CmdError::full("ERR Background append only file rewriting in progress"))
@@ -669,7 +669,7 @@ pub fn bgsave(c: &mut Call) -> CmdResult {
             Err(e) => Err(CmdError::full(e)),
         };
     }
-    match crate::aof::rewrite::bgsave(&shared, c.st) {
+    match crate::persist::rewrite::bgsave(&shared, c.st) {
         Ok(()) => reply(Reply::simple("Background saving started")),
         Err(e) => Err(CmdError::full(e)),
     }
@@ -685,7 +685,7 @@ pub fn bgrewriteaof(c: &mut Call) -> CmdResult {
         c.st.persist.rewrite_scheduled = true;
         return reply(Reply::simple("Background append only file rewriting scheduled"));
     }
-    match crate::aof::rewrite::start(&shared, c.st) {
+    match crate::persist::rewrite::start(&shared, c.st) {
         Ok(()) => reply(Reply::simple("Background append only file rewriting started")),
         Err(e) => Err(CmdError::full(e)),
     }

@@ -22,7 +22,7 @@
 
 use super::driver::Signals;
 use super::transport::Transport;
-use crate::aof::rewrite::{ReplicaSnapshot, Snapshot};
+use crate::persist::rewrite::{ReplicaSnapshot, Snapshot};
 use crate::replication::backlog::Lost;
 use crate::replication::primary::{Feed, LinkState};
 use crate::state::{now_ms, Shared};
@@ -561,7 +561,7 @@ fn watch_input<T: Transport>(t: &mut T, ready: std::io::Result<()>, input: &mut 
 fn background<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> tokio::sync::oneshot::Receiver<R> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
-        crate::aof::rewrite::background_priority();
+        crate::persist::rewrite::background_priority();
         let _ = tx.send(work());
     });
     rx

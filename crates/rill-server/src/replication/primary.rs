@@ -227,7 +227,7 @@ impl CopiesWait {
 #[derive(Debug)]
 pub struct Feed {
     /// The snapshot to send first (a full sync); the stream continues after it at `from`.
-    pub snapshot: Option<crate::aof::rewrite::ReplicaSnapshot>,
+    pub snapshot: Option<crate::aof::snapshot::ReplicaSnapshot>,
     /// The first byte of the stream to send.
     pub from: u64,
     /// Send the snapshot with an end mark (`$EOF:`), not a length.

@@ -192,7 +192,7 @@ fn a_redis_replica_follows_rill_with_the_log_on() {
 }
 
 /// Above `snapshot-copy-max-keys` keys the full sync's snapshot is rebuilt from the log files
-/// in the background (`aof::rewrite::replica_snapshot`), not copied under the lock: it must
+/// in the background (`persist::rewrite::replica_snapshot`), not copied under the lock: it must
 /// be the same state.
 #[test]
 fn a_redis_replica_follows_rill_from_a_snapshot_rebuilt_from_the_log() {

@@ -12,11 +12,13 @@
 //! leaves a manifest that names a complete set of files: before the switch the old base and
 //! every incremental file (old and new) are listed; after it, the new pair.
 
-use super::files::{sync_dir, Manifest};
+use crate::aof::files::{sync_dir, Manifest};
+use crate::aof::snapshot::library_codes;
+pub use crate::aof::snapshot::{ReplicaSnapshot, Snapshot};
 use crate::clock::now_ms;
 use crate::state::{Shared, State};
 use bytes::Bytes;
-use rill_engine::rdb::file::{version_for, FileWriter};
+use rill_engine::rdb::file::version_for;
 use rill_engine::Entry;
 use std::fs::File;
 use std::io::BufWriter;
@@ -71,81 +73,6 @@ pub struct Persist {
     pub base_attempt_ms: i64,
 }
 
-/// One database of a snapshot: its index, its keys, how many have a TTL.
-type DbCopy = (usize, Vec<(Bytes, Entry)>, u64);
-
-/// A point-in-time copy of the keyspace.
-#[derive(Debug)]
-pub struct Snapshot {
-    dbs: Vec<DbCopy>,
-    /// The function libraries' code (written before the databases, as Redis does).
-    libraries: Vec<Bytes>,
-    now_ms: i64,
-    version: u16,
-    /// Aux fields after the standard ones: the replication identity of a `SAVE` / `BGSAVE`
-    /// (`identity.rs`); none in a log's base, as Redis writes none in its AOF base.
-    aux: Vec<(String, String)>,
-    /// `rdb-key-save-delay`: a pause after each key written (tests of a slow snapshot).
-    key_delay: Duration,
-    /// Streams in rill's own type: for a rill replica ([`Snapshot::for_rill_replica`]).
-    rill_streams: bool,
-}
-
-impl Snapshot {
-    /// Move the data of a private engine into a snapshot (no copy).
-    pub fn from_engine(mut engine: rill_engine::Engine) -> Snapshot {
-        let mut dbs = Vec::new();
-        for (i, keys) in engine.drain_dbs().into_iter().enumerate() {
-            if keys.is_empty() {
-                continue;
-            }
-            let expires = keys.iter().filter(|(_, e)| e.expire_at_ms.is_some()).count() as u64;
-            dbs.push((i, keys, expires));
-        }
-        let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));
-        let libraries = library_codes(&engine);
-        Snapshot {
-            dbs,
-            libraries,
-            now_ms: now_ms(),
-            version,
-            aux: Vec::new(),
-            key_delay: Duration::ZERO,
-            rill_streams: false,
-        }
-    }
-}
-
-impl Snapshot {
-    /// The same snapshot for a rill replica (one that said `REPLCONF capa rill`): its streams
-    /// go in rill's own type, each block as it is in memory, which the replica takes as it
-    /// comes (a Redis replica, `redis-cli --rdb` or a file gets Redis' types).
-    pub fn for_rill_replica(self) -> Snapshot {
-        Snapshot { rill_streams: true, ..self }
-    }
-
-    /// Write the snapshot as an RDB file to `out`; returns `out` and the bytes written.
-    pub fn write_to<W: std::io::Write>(&self, out: W) -> std::io::Result<(W, u64)> {
-        let mut w = FileWriter::with_aux(out, self.version, self.now_ms, &self.aux)?;
-        if self.rill_streams {
-            w.rill_streams();
-        }
-        for code in &self.libraries {
-            w.function(code)?;
-        }
-        for (db, keys, expires) in &self.dbs {
-            w.select_db(*db, keys.len() as u64, *expires)?;
-            for (k, e) in keys {
-                w.key(k, e)?;
-                if !self.key_delay.is_zero() {
-                    std::thread::sleep(self.key_delay);
-                }
-            }
-        }
-        w.finish()
-    }
-}
-
 /// Clone the keyspace (call under the lock; O(keys) plus the size of non-shared values).
 pub fn take(st: &State) -> Snapshot {
     let mut dbs = Vec::new();
@@ -166,11 +93,6 @@ pub fn take(st: &State) -> Snapshot {
         key_delay: Duration::from_micros(u64::try_from(st.config.get_i64("rdb-key-save-delay")).unwrap_or(0)),
         rill_streams: false,
     }
-}
-
-/// The code of every function library (shared, not copied).
-fn library_codes(engine: &rill_engine::Engine) -> Vec<Bytes> {
-    engine.libraries().iter().map(|l| l.code.clone()).collect()
 }
 
 /// [`take`], with the replication identity at that moment (what `SAVE` and `BGSAVE` write).
@@ -344,7 +266,7 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
                 if !log.base.ready() && matches!(st.journal.log(), Some(l) if Arc::ptr_eq(l, &log)) {
                     // The base of a log just turned on: writes wait for it, and are refused
                     // until the cron's next attempt succeeds.
-                    log.base.set(super::base::Base::Failed(e));
+                    log.base.set(crate::aof::base::Base::Failed(e));
                 }
             }
         }
@@ -390,15 +312,6 @@ const BACKGROUND_NICE: i32 = 10;
 fn copy_is_cheap(st: &State) -> bool {
     let keys: usize = st.engine.dbs().iter().map(|db| db.len()).sum();
     i64::try_from(keys).is_ok_and(|k| k <= st.config.get_i64("snapshot-copy-max-keys"))
-}
-
-/// What a replica's full sync sends: the state at the moment of its `PSYNC`, as RDB bytes.
-#[derive(Debug)]
-pub enum ReplicaSnapshot {
-    /// The keyspace copied under the lock (no log, or the log cannot serve it now).
-    Copy(Snapshot),
-    /// Being rebuilt from the log files in the background: nothing copied under the lock.
-    Building(tokio::sync::oneshot::Receiver<Result<Vec<u8>, String>>),
 }
 
 /// The snapshot for a replica's full sync, of the state at this exact point (call under the
@@ -487,7 +400,7 @@ fn copy_file(src: &Path, dest: &Path) -> std::io::Result<()> {
 /// fsynced each before switching away from it).
 fn rebuild_before(
     shared: &Shared,
-    log: &super::Log,
+    log: &crate::aof::Log,
     seq: u64,
     config: rill_engine::EngineConfig,
 ) -> Result<Snapshot, String> {
@@ -502,13 +415,13 @@ fn rebuild_before(
             files.manifest.incrs.iter().take_while(|f| **f != first_new).map(|f| files.path(f)).collect();
         (base, incrs)
     };
-    let engine = super::load::rebuild(base.as_deref(), &incrs, config, &shared.log_table)?;
+    let engine = crate::aof::load::rebuild(base.as_deref(), &incrs, config, &shared.log_table)?;
     Ok(Snapshot::from_engine(engine))
 }
 
 /// The background part: wait for the rotation, build the snapshot, write it as the new base,
 /// switch the manifest. Returns the base size, the log's total size and the base's path.
-fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u64, u64, PathBuf), String> {
+fn run(shared: &Shared, log: &crate::aof::Log, source: Source, seq: u64) -> Result<(u64, u64, PathBuf), String> {
     if matches!(source, Source::Files { .. }) {
         // Everything appended before this point goes to the old files, everything after to
         // the new one.
@@ -570,7 +483,7 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
     files.remove_unlisted();
     if had_no_base {
         // The replies held since the log was turned on may go out now (`base.rs`).
-        log.base.set(super::base::Base::Ready);
+        log.base.set(crate::aof::base::Base::Ready);
     }
     Ok((size, log.total_size(&files), base_path))
 }
@@ -580,7 +493,7 @@ fn run(shared: &Shared, log: &super::Log, source: Source, seq: u64) -> Result<(u
 pub fn start_base(shared: &Arc<Shared>, st: &mut State) -> Result<(), &'static str> {
     let r = start(shared, st);
     if let (Err(e), Some(log)) = (r, st.journal.log()) {
-        log.base.set(super::base::Base::Failed(e.trim_start_matches("ERR ").to_string()));
+        log.base.set(crate::aof::base::Base::Failed(e.trim_start_matches("ERR ").to_string()));
         st.persist.base_attempt_ms = now_ms();
     }
     r
@@ -595,9 +508,9 @@ pub fn base_due(st: &State, now_ms: i64) -> bool {
         return false;
     }
     match log.base.get() {
-        super::base::Base::Ready => false,
-        super::base::Base::Pending => true,
-        super::base::Base::Failed(_) => now_ms - st.persist.base_attempt_ms >= 1000,
+        crate::aof::base::Base::Ready => false,
+        crate::aof::base::Base::Pending => true,
+        crate::aof::base::Base::Failed(_) => now_ms - st.persist.base_attempt_ms >= 1000,
     }
 }
 
