@@ -579,6 +579,7 @@ async fn buffer_stream(
         }
     };
     let mut reading = true;
+    main.buf.reserve(READ_CHUNK_BYTES);
     loop {
         if reading && limit > 0 && main.buf.len() as u64 > limit {
             tracing::info!("Replication buffer limit has been reached ({limit} bytes), stopped buffering replication stream. Further accumulation may occur on master side.");

@@ -735,6 +735,16 @@ fn expirations_by_scan_reach_replicas_apart_and_a_transaction_selects_inside_mul
 
 /// Attach to `server` as a bare replica (`PSYNC ? -1`, with `capas` said first), read past the
 /// snapshot, and return the connection, which reads the stream from then on.
+/// The first byte a replica link reads after the keep-alive newlines a primary sends while it
+/// prepares a full sync.
+fn past_newlines(c: &mut RawClient) -> Vec<u8> {
+    let mut byte = c.read_exact(1).unwrap();
+    while byte == b"\n" {
+        byte = c.read_exact(1).unwrap();
+    }
+    byte
+}
+
 fn bare_replica(server: &Server, capas: &[&str]) -> RawClient {
     let mut c = server.connect();
     if !capas.is_empty() {
@@ -747,10 +757,7 @@ fn bare_replica(server: &Server, capas: &[&str]) -> RawClient {
     c.send(b"PSYNC ? -1\r\n").unwrap();
     let line = c.read_reply().unwrap();
     assert!(line.starts_with(b"+FULLRESYNC "), "{}", String::from_utf8_lossy(&line));
-    let mut byte = c.read_exact(1).unwrap();
-    while byte == b"\n" {
-        byte = c.read_exact(1).unwrap();
-    }
+    let byte = past_newlines(&mut c);
     assert_eq!(byte, b"$", "the snapshot's length follows");
     let mut len = Vec::new();
     loop {
@@ -834,10 +841,7 @@ fn a_diskless_full_sync_waits_its_delay_in_wait_bgsave_as_on_redis() {
         assert!(info.contains("state=wait_bgsave"), "{kind:?}: {info}");
         assert_eq!(replica.read_exact(1).unwrap(), b"\n", "{kind:?}");
         assert!(asked.elapsed() < Duration::from_millis(1500), "{kind:?}: a newline within the delay");
-        let mut byte = replica.read_exact(1).unwrap();
-        while byte == b"\n" {
-            byte = replica.read_exact(1).unwrap();
-        }
+        let byte = past_newlines(&mut replica);
         assert_eq!(byte, b"+", "{kind:?}");
         // Redis counts the delay in whole seconds of its clock: at least one passes.
         assert!(asked.elapsed() >= Duration::from_millis(1000), "{kind:?}: the sync started before its delay");
@@ -857,10 +861,7 @@ fn a_diskless_full_sync_waits_its_delay_in_wait_bgsave_as_on_redis() {
         let asked = Instant::now();
         second.send(b"PSYNC ? -1\r\n").unwrap();
         for replica in [&mut first, &mut second] {
-            let mut byte = replica.read_exact(1).unwrap();
-            while byte == b"\n" {
-                byte = replica.read_exact(1).unwrap();
-            }
+            let byte = past_newlines(replica);
             assert_eq!(byte, b"+", "{kind:?}");
         }
         assert!(asked.elapsed() < Duration::from_secs(5), "{kind:?}: max-replicas did not start the sync");
@@ -952,10 +953,7 @@ fn without_diskless_sync_the_snapshot_is_made_whole_then_sent_with_its_length_as
         let asked = Instant::now();
         replica.send(b"PSYNC ? -1\r\n").unwrap();
         assert!(replica.read_reply().unwrap().starts_with(b"+FULLRESYNC "), "{kind:?}");
-        let mut byte = replica.read_exact(1).unwrap();
-        while byte == b"\n" {
-            byte = replica.read_exact(1).unwrap();
-        }
+        let byte = past_newlines(&mut replica);
         assert_eq!(byte, b"$", "{kind:?}");
         assert!(asked.elapsed() >= Duration::from_millis(900), "{kind:?}: sent before it was made whole");
         let head = replica.read_exact(3).unwrap();
@@ -1024,10 +1022,7 @@ fn rill_and_redis8() -> Vec<(ServerKind, std::path::PathBuf)> {
 
 /// Read an end-marked payload (`$EOF:<40 bytes>\r\n` ... mark) after newlines; its length.
 fn read_eof_payload(c: &mut RawClient, who: &str) -> usize {
-    let mut byte = c.read_exact(1).unwrap();
-    while byte == b"\n" {
-        byte = c.read_exact(1).unwrap();
-    }
+    let byte = past_newlines(c);
     assert_eq!(byte, b"$", "{who}");
     assert_eq!(c.read_exact(4).unwrap(), b"EOF:", "{who}: an end-marked payload");
     let mark = c.read_exact(40).unwrap();
@@ -1167,10 +1162,7 @@ fn an_rdb_channel_waits_the_disk_less_delay_as_on_redis() {
         let list = text(&c.cmd_value(&["CLIENT", "LIST", "TYPE", "replica"]));
         assert_eq!(list.trim().lines().count(), 2, "{who}: {list}");
         assert_eq!(rdb.read_exact(1).unwrap(), b"\n", "{who}: a newline while it waits");
-        let mut byte = rdb.read_exact(1).unwrap();
-        while byte == b"\n" {
-            byte = rdb.read_exact(1).unwrap();
-        }
+        let byte = past_newlines(&mut rdb);
         assert_eq!(byte, b"+", "{who}");
         assert!(asked.elapsed() >= Duration::from_millis(1000), "{who}: the sync started before its delay");
         assert_eq!(rdb.read_exact(11).unwrap(), b"FULLRESYNC ", "{who}");
