@@ -32,6 +32,10 @@
 //! only), a Retry at `delivery_limit` ends with `XNACK FATAL`, so the limit still holds. On a
 //! server without `RILL.GROUP` the client-side loop above runs whatever the mode.
 //!
+//! Plain acks (no idempotency guard) are batched: handlers hand the IDs they finished to one
+//! acker per connection, which sends one `XACK s g id...` with everything that arrived while
+//! its previous XACK was answered (one in flight; an idle worker's ack goes out at once).
+//!
 //! The queue is refilled only when empty, so at most one batch waits for handler slots.
 //! Reading history first matters: entries delivered to this consumer name before a crash are
 //! in its PEL, and `>` never returns them again.
@@ -49,7 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -58,7 +62,7 @@ use crate::conn::{Connection, Target};
 use crate::dlq::{self, Provenance};
 use crate::error::WorkerError;
 use crate::features::ServerFeatures;
-use crate::metrics as m;
+use crate::metrics::Meters;
 use crate::policy;
 use crate::reply::{self, Entry, RawEntry};
 
@@ -240,6 +244,7 @@ struct Shared<H> {
     server_policy: AtomicBool,
     /// The policy's MAXDELIVER (0: none, the worker ends retries at its own limit).
     server_max_deliver: AtomicU64,
+    meters: Meters,
 }
 
 impl<H> Shared<H> {
@@ -258,6 +263,11 @@ struct Run<H> {
     /// CLIENT ID of `reader` (single server only), for CLIENT UNBLOCK at shutdown.
     reader_id: Option<i64>,
     commands: Connection,
+    /// Where handlers send the IDs of handled entries (see [`run_acker`]); a new acker on
+    /// `commands` after each reconnection.
+    acks: mpsc::UnboundedSender<String>,
+    /// The current acker and those of earlier connections still settling their last acks.
+    ackers: JoinSet<()>,
     permits: Arc<Semaphore>,
     tasks: JoinSet<()>,
     queue: VecDeque<Entry>,
@@ -284,6 +294,8 @@ impl<H: Handler> Run<H> {
             "worker starting"
         );
         let permits = Arc::new(Semaphore::new(worker.config.concurrency));
+        let meters = Meters::new(&worker.config);
+        let (acks, _) = mpsc::unbounded_channel();
         let mut run = Run {
             target: worker.target,
             shared: Arc::new(Shared {
@@ -293,12 +305,15 @@ impl<H: Handler> Run<H> {
                 features,
                 server_policy: AtomicBool::new(false),
                 server_max_deliver: AtomicU64::new(0),
+                meters,
             }),
             stats: worker.stats,
             shutdown,
             reader,
             reader_id: None,
             commands,
+            acks,
+            ackers: JoinSet::new(),
             permits,
             tasks: JoinSet::new(),
             queue: VecDeque::new(),
@@ -306,6 +321,7 @@ impl<H: Handler> Run<H> {
             sweep_cursor: None,
             next_sweep: Instant::now(),
         };
+        run.start_acker();
         run.reader_id = run.client_id().await;
         run.ensure_group().await?;
         run.adopt_policy().await?;
@@ -416,6 +432,7 @@ impl<H: Handler> Run<H> {
                     if let Ok((reader, commands)) = connect_pair(&self.target).await {
                         self.reader = reader;
                         self.commands = commands;
+                        self.start_acker();
                         self.reader_id = self.client_id().await;
                         self.history_cursor = Some("0".to_owned());
                     }
@@ -441,7 +458,7 @@ impl<H: Handler> Run<H> {
                 if e.is_panic() {
                     tracing::error!("a handler panicked; its entry stays pending for reclaim");
                     bump(&self.stats.failed, 1);
-                    m::failed(&self.shared.config);
+                    self.shared.meters.failed(1);
                 }
             }
         }
@@ -461,10 +478,23 @@ impl<H: Handler> Run<H> {
     fn spawn(&mut self, entry: Entry, permit: OwnedSemaphorePermit) {
         let shared = Arc::clone(&self.shared);
         let conn = self.commands.clone();
+        let acks = self.acks.clone();
         self.tasks.spawn(async move {
-            process(&shared, conn, entry).await;
+            process(&shared, conn, &acks, entry).await;
             drop(permit);
         });
+    }
+
+    /// Starts the acker of the current `commands` connection; the previous one (if any) ends
+    /// once the handlers that hold its sender have sent their last IDs and it has acked them.
+    fn start_acker(&mut self) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.acks = tx;
+        let conn = self.commands.clone();
+        let config = Arc::clone(&self.shared.config);
+        let stats = Arc::clone(&self.stats);
+        let meters = self.shared.meters.clone();
+        self.ackers.spawn(run_acker(config, stats, meters, conn, rx));
     }
 
     /// Fills the empty queue from the first source that has work.
@@ -568,7 +598,7 @@ impl<H: Handler> Run<H> {
         if !live.is_empty() {
             tracing::info!(count = live.len(), "reclaimed idle entries (XAUTOCLAIM)");
             bump(&self.stats.reclaimed, live.len() as u64);
-            m::reclaimed(&c, live.len() as u64);
+            self.shared.meters.reclaimed(live.len() as u64);
         }
         Ok((next, self.with_delivery_counts(live).await?))
     }
@@ -620,7 +650,7 @@ impl<H: Handler> Run<H> {
             if again > 0 {
                 tracing::info!(count = again, "entries handed back by the server's policy delivered again");
                 bump(&self.stats.reclaimed, again);
-                m::reclaimed(&c, again);
+                self.shared.meters.reclaimed(again);
             }
             return Ok(entries);
         }
@@ -628,7 +658,7 @@ impl<H: Handler> Run<H> {
         if reclaimed > 0 {
             tracing::info!(count = reclaimed, "reclaimed idle entries (XREADGROUP CLAIM)");
             bump(&self.stats.reclaimed, reclaimed);
-            m::reclaimed(&c, reclaimed);
+            self.shared.meters.reclaimed(reclaimed);
         }
         Ok(entries)
     }
@@ -721,6 +751,46 @@ impl<H: Handler> Run<H> {
                 }
             }
         }
+        // Every handler is done: closing the last sender lets each acker send what it holds
+        // and end.
+        let (closed, _) = mpsc::unbounded_channel();
+        drop(std::mem::replace(&mut self.acks, closed));
+        while self.ackers.join_next().await.is_some() {}
+    }
+}
+
+/// The most IDs one XACK carries.
+const ACK_BATCH: usize = 1000;
+
+/// Acks handled entries in batches: one `XACK s g id...` with every ID that arrived while the
+/// previous XACK was on the wire, one XACK in flight at a time. An idle worker's ack goes out
+/// at once; a busy one's acks shrink to one command per batch instead of one per entry (the
+/// commands, their replies and their parsing were most of a handled entry's client CPU).
+/// `handled` counts an entry once its XACK is answered, as before; a failed XACK counts its
+/// entries `failed` and leaves them pending, to be delivered again.
+async fn run_acker(
+    config: Arc<WorkerConfig>,
+    stats: Arc<WorkerStats>,
+    meters: Meters,
+    mut conn: Connection,
+    mut rx: mpsc::UnboundedReceiver<String>,
+) {
+    let mut ids = Vec::new();
+    while rx.recv_many(&mut ids, ACK_BATCH).await > 0 {
+        let n = ids.len() as u64;
+        let r = redis::cmd("XACK").arg(&config.stream).arg(&config.group).arg(&ids).query_async::<i64>(&mut conn).await;
+        match r {
+            Ok(_) => {
+                bump(&stats.handled, n);
+                meters.handled(n);
+            }
+            Err(e) => {
+                tracing::warn!(count = n, error = %e, "ack failed; the entries will be delivered again");
+                bump(&stats.failed, n);
+                meters.failed(n);
+            }
+        }
+        ids.clear();
     }
 }
 
@@ -758,7 +828,12 @@ async fn connect_pair(target: &Target) -> Result<(Connection, Connection), Worke
 }
 
 /// Runs the handler for one entry and settles it: ack, dead-letter, or give back.
-async fn process<H: Handler>(shared: &Shared<H>, mut conn: Connection, entry: Entry) {
+async fn process<H: Handler>(
+    shared: &Shared<H>,
+    mut conn: Connection,
+    acks: &mpsc::UnboundedSender<String>,
+    entry: Entry,
+) {
     let c = &shared.config;
     let stats = &shared.stats;
     let server_policy = shared.uses_server_policy();
@@ -788,24 +863,40 @@ async fn process<H: Handler>(shared: &Shared<H>, mut conn: Connection, entry: En
             }
         }
     }
+    // What settling needs after the handler took the entry: the client-side loop keeps the
+    // payload for a dead letter; with a server policy the server writes dead letters from its
+    // own copy, so only the ID and the count are kept.
+    let kept = if server_policy {
+        Entry { stream: String::new(), id: entry.id.clone(), fields: Vec::new(), deliveries: entry.deliveries }
+    } else {
+        entry.clone()
+    };
     let started = Instant::now();
-    let result = shared.handler.handle(entry.clone()).await;
-    m::handler_latency(c, started.elapsed());
+    let result = shared.handler.handle(entry).await;
+    let entry = kept;
+    shared.meters.handler_latency(started.elapsed());
     match result {
+        Ok(()) if guard_key.is_none() => {
+            if acks.send(entry.id).is_err() {
+                // No acker (it ended early): the entry stays pending and comes back.
+                bump(&stats.failed, 1);
+                shared.meters.failed(1);
+            }
+        }
         Ok(()) => match ack(c, &mut conn, &entry.id, guard_key.as_deref()).await {
             Ok(()) => {
                 bump(&stats.handled, 1);
-                m::handled(c);
+                shared.meters.handled(1);
             }
             Err(e) => {
                 tracing::warn!(id = %entry.id, error = %e, "ack failed; the entry will be delivered again");
                 bump(&stats.failed, 1);
-                m::failed(c);
+                shared.meters.failed(1);
             }
         },
         Err(err) => {
             bump(&stats.failed, 1);
-            m::failed(c);
+            shared.meters.failed(1);
             if server_policy {
                 settle_with_policy(shared, &mut conn, &entry, &err).await;
                 return;
@@ -862,7 +953,7 @@ async fn settle_with_policy<H>(shared: &Shared<H>, conn: &mut Connection, entry:
         Ok(n) if fatal && n > 0 => {
             tracing::warn!(id = %entry.id, reason = %err.reason, "handed to the server to dead-letter (XNACK FATAL)");
             bump(&shared.stats.dead_lettered, 1);
-            m::dead_lettered(c);
+            shared.meters.dead_lettered();
         }
         Ok(_) => {
             tracing::debug!(id = %entry.id, deliveries = entry.deliveries, reason = %err.reason, "handed back (RILL.NACK)");
@@ -911,7 +1002,7 @@ async fn dead_letter<H>(shared: &Shared<H>, conn: &mut Connection, entry: &Entry
             }
             tracing::warn!(id = %entry.id, dead_letter = %dlq_id, reason, "moved to the dead-letter stream");
             bump(&shared.stats.dead_lettered, 1);
-            m::dead_lettered(c);
+            shared.meters.dead_lettered();
         }
         Err(e) => {
             tracing::error!(id = %entry.id, error = %e, "dead-lettering failed; the entry stays pending");

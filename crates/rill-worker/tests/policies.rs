@@ -302,3 +302,38 @@ async fn guard_keys_of_ticks_and_braced_ticks_do_not_meet() {
     }
     assert_eq!(handled, [("{ticks}", 1, 0, 1), ("ticks", 1, 0, 1)], "no entry acked unhandled");
 }
+
+/// A busy worker's acks go out in batches: 3000 entries handled by 64 handlers at a time take
+/// far fewer XACKs than entries (one per entry before), every entry is acked, and the report
+/// counts each once, after its XACK was answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_worker_acks_in_batches() {
+    let rill = Server::rill();
+    let target = rill.target();
+    let stream = "{pbatch}";
+    let mut conn = connect(&target).await;
+    create_group(&mut conn, stream, "g").await;
+    let total = 3000;
+    produce(&mut conn, stream, 0..total, |_| vec![]).await;
+    let before = calls(&mut conn, "xack").await;
+    let cfg = config(stream, "pod-a", FeatureMode::Detect).with_batch_size(100).with_concurrency(64);
+    let w = spawn(&target, cfg, |_e: Entry| async {
+        tokio::task::yield_now().await;
+        Ok::<(), HandlerError>(())
+    });
+    wait_for(20, "every entry acked", || {
+        let mut c = conn.clone();
+        async move { pending_count(&mut c, stream, "g").await == 0 && lag(&mut c, stream).await == 0 }
+    })
+    .await;
+    let report = w.stop().await;
+    assert_eq!(report.handled, total as u64);
+    let xacks = calls(&mut conn, "xack").await - before;
+    assert!(xacks > 0 && xacks <= total as u64 / 3, "{xacks} XACKs for {total} entries");
+}
+
+/// The group's lag (entries not yet delivered to it).
+async fn lag(conn: &mut rill_worker::Connection, stream: &str) -> i64 {
+    let groups = rill_worker::ops::groups(conn, stream).await.unwrap();
+    groups[0].lag.unwrap()
+}
