@@ -530,6 +530,7 @@ fn canonical(p: &Param, value: &str) -> Result<String, String> {
         Kind::MemoryOrPercent => match value.strip_suffix('%') {
             Some(n) => match n.parse::<i64>() {
                 Ok(n) if (0..=100).contains(&n) => Ok(format!("{n}%")),
+                Ok(n) if n > 100 => Err("percentage argument must be less or equal to 100".into()),
                 _ => Err("argument must be a memory or percent value".into()),
             },
             None => parse_memory(value)

@@ -274,9 +274,10 @@ pub struct CommandSpec {
     pub subcommands: &'static [CommandSpec],
     /// Which arguments name pub/sub channels (what ACL channel rules check).
     pub channels: Channels,
-    /// For a key spec flagged `VARIABLE_FLAGS`: the access this call needs, from its
-    /// arguments (SET reads the key only with GET).
-    pub key_access: Option<fn(&[Bytes]) -> KeyAccess>,
+    /// For a key spec flagged `VARIABLE_FLAGS`: this call's flags for the key, from its
+    /// arguments, as Redis' key finders give them (SET is `OW update` alone, `RW access
+    /// update` with GET); ACL reads the access from them, COMMAND GETKEYSANDFLAGS shows them.
+    pub key_flags: Option<fn(&[Bytes]) -> &'static [&'static str]>,
     /// Redis' `getkeys_proc`, for a command whose key specs cannot find all its keys (SORT's
     /// STORE may come anywhere among its options): the keys of a call as (argument index,
     /// index of the key spec that describes it). When set, it replaces the specs' search.
@@ -399,13 +400,45 @@ impl CommandSpec {
             if result.is_err() || spec.flags.contains(&"not_key") {
                 return;
             }
-            let access = match self.key_access {
-                Some(g) if spec.flags.contains(&"VARIABLE_FLAGS") => g(args),
-                _ => KeyAccess::of(spec.flags),
-            };
-            result = f(i, access);
+            result = f(i, KeyAccess::of(self.call_key_flags(args, spec)));
         });
         result
+    }
+
+    /// The flags of a key `spec` found in this call: the spec's own, or for a spec flagged
+    /// `VARIABLE_FLAGS` what [`CommandSpec::key_flags`] says of these arguments.
+    fn call_key_flags(&self, args: &[Bytes], spec: &KeySpec) -> &'static [&'static str] {
+        match self.key_flags {
+            Some(g) if spec.flags.contains(&"VARIABLE_FLAGS") => g(args),
+            _ => spec.flags,
+        }
+    }
+
+    /// Whether the command has keys at all (Redis' `doesCommandHaveKeys`): its own key
+    /// finder, a key spec not flagged `not_key`, or (without specs) legacy key positions.
+    pub fn has_keys(&self) -> bool {
+        self.get_keys.is_some()
+            || self.key_specs.iter().any(|s| !s.flags.contains(&"not_key"))
+            || (self.key_specs.is_empty() && (self.first_key > 0 || self.flags.has(Flags::MOVABLEKEYS)))
+    }
+
+    /// The keys of a call with each one's flags, as COMMAND GETKEYS(ANDFLAGS) lists them
+    /// (specs flagged `not_key` left out); `None` when the arguments hold no valid key list
+    /// (a key count past the end or no number: Redis' "Invalid arguments").
+    pub fn keys_with_flags(&self, args: &[Bytes]) -> Option<Vec<(usize, &'static [&'static str])>> {
+        if self.key_specs.is_empty() {
+            return Some(self.key_indexes(args).into_iter().map(|i| (i, &[][..])).collect());
+        }
+        if !self.key_specs_fit(args) {
+            return None;
+        }
+        let mut out = Vec::new();
+        self.walk_key_specs(args, |i, spec| {
+            if !spec.flags.contains(&"not_key") {
+                out.push((i, self.call_key_flags(args, spec)));
+            }
+        });
+        Some(out)
     }
 
     /// Whether every key spec's keys lie within `args`: a count that is no number, negative,
@@ -529,7 +562,7 @@ impl CommandSpec {
             handler,
             subcommands: &[],
             channels: Channels::None,
-            key_access: None,
+            key_flags: None,
             get_keys: None,
         }
     }

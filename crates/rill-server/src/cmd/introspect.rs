@@ -1,4 +1,5 @@
-//! COMMAND, COMMAND COUNT|INFO|DOCS|LIST|GETKEYS: all read the one command table.
+//! COMMAND, COMMAND COUNT|INFO|DOCS|LIST|GETKEYS|GETKEYSANDFLAGS: all read the one command
+//! table.
 //! Cost: O(commands) for the full listings, O(1) per named command.
 
 use super::{reply, syntax, Call, CmdResult};
@@ -22,6 +23,8 @@ pub const COMMAND_HELP: &[&str] = &[
     "    Return documentation details about multiple commands.",
     "GETKEYS <full-command>",
     "    Return the keys from a full command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full command.",
 ];
 
 fn simple(s: &str) -> Reply {
@@ -34,6 +37,22 @@ fn bulk(s: &str) -> Reply {
 
 fn map(pairs: Vec<(&str, Reply)>) -> Reply {
     Reply::Map(pairs.into_iter().map(|(k, v)| (bulk(k), v)).collect())
+}
+
+/// Key-spec flags as Redis writes them: the access type in upper case, the rest in lower case,
+/// in Redis' order (RO, RW, OW, RM, access, update, insert, delete, not_key, incomplete,
+/// variable_flags).
+fn key_flags_reply(flags: &[&str]) -> Reply {
+    const ORDER: [&str; 11] =
+        ["RO", "RW", "OW", "RM", "ACCESS", "UPDATE", "INSERT", "DELETE", "NOT_KEY", "INCOMPLETE", "VARIABLE_FLAGS"];
+    let mut sorted: Vec<&str> = flags.to_vec();
+    sorted.sort_by_key(|f| ORDER.iter().position(|o| o.eq_ignore_ascii_case(f)).unwrap_or(ORDER.len()));
+    Reply::Set(
+        sorted
+            .into_iter()
+            .map(|f| if matches!(f, "RO" | "RW" | "OW" | "RM") { simple(f) } else { simple(&f.to_ascii_lowercase()) })
+            .collect(),
+    )
 }
 
 fn key_spec(spec: &rill_engine::command::KeySpec) -> Reply {
@@ -77,22 +96,7 @@ fn key_spec(spec: &rill_engine::command::KeySpec) -> Reply {
         fields.push(("notes", bulk(spec.notes)));
     }
     fields.extend([
-        // Redis spells the access-type flags in upper case and the rest in lower case.
-        (
-            "flags",
-            Reply::Set(
-                spec.flags
-                    .iter()
-                    .map(|f| {
-                        if matches!(*f, "RO" | "RW" | "OW" | "RM") {
-                            simple(f)
-                        } else {
-                            simple(&f.to_ascii_lowercase())
-                        }
-                    })
-                    .collect(),
-            ),
-        ),
+        ("flags", key_flags_reply(spec.flags)),
         ("begin_search", begin),
         ("find_keys", find),
     ]);
@@ -175,19 +179,42 @@ pub fn command_list(c: &mut Call) -> CmdResult {
 
 /// COMMAND GETKEYS command arg ...
 pub fn command_getkeys(c: &mut Call) -> CmdResult {
-    let args: Vec<Bytes> = c.args.get(2..).unwrap_or(&[]).to_vec();
-    let spec = match c.shared.table.resolve(&args) {
+    getkeys(c, false)
+}
+
+/// COMMAND GETKEYSANDFLAGS command arg ...: each key with its flags for this call.
+pub fn command_getkeysandflags(c: &mut Call) -> CmdResult {
+    getkeys(c, true)
+}
+
+/// The keys of a full command, found as ACL and the dispatcher find them; Redis' errors for a
+/// command without keys, a wrong argument count and arguments holding no valid key list (for
+/// a command whose keys are optional, such as EVAL with 0 keys, an empty list instead).
+fn getkeys(c: &mut Call, with_flags: bool) -> CmdResult {
+    let args: &[Bytes] = c.args.get(2..).unwrap_or(&[]);
+    let spec = match c.shared.table.resolve(args) {
         Lookup::Found(s) => s,
         _ => return Err(CmdError::full("ERR Invalid command specified")),
     };
+    if !spec.has_keys() {
+        return Err(CmdError::full("ERR The command has no key arguments"));
+    }
     if !spec.arity_ok(args.len()) {
         return Err(CmdError::full("ERR Invalid number of arguments specified for command"));
     }
-    let idx = spec.key_indexes(&args);
-    if idx.is_empty() {
-        return Err(CmdError::full("ERR The command has no key arguments"));
+    let keys = spec.keys_with_flags(args).unwrap_or_default();
+    if keys.is_empty() && !spec.flags.has(rill_engine::command::Flags::NO_MANDATORY_KEYS) {
+        return Err(CmdError::full("ERR Invalid arguments specified for command"));
     }
-    reply(Reply::Array(idx.into_iter().filter_map(|i| args.get(i).cloned()).map(Reply::Bulk).collect()))
+    let item = |(i, flags): (usize, &[&str])| {
+        let key = Reply::Bulk(args.get(i).cloned().unwrap_or_default());
+        if with_flags {
+            Reply::Array(vec![key, key_flags_reply(flags)])
+        } else {
+            key
+        }
+    };
+    reply(Reply::Array(keys.into_iter().map(item).collect()))
 }
 
 /// MEMORY DOCTOR: the memory figures that point at a problem, each with what it likely

@@ -206,6 +206,17 @@ pub const COMMAND_SUBS: &[CommandSpec] = &[
         server(&Run(introspect::command_getkeys)),
     ),
     sub(
+        "command|getkeysandflags",
+        -3,
+        LOADING_STALE,
+        &["@slow", "@connection"],
+        "server",
+        "command arg ...",
+        "Extracts the key names and their access flags from a full command.",
+        "7.0.0",
+        server(&Run(introspect::command_getkeysandflags)),
+    ),
+    sub(
         "command|help",
         2,
         LOADING_STALE,

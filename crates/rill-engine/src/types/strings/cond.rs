@@ -52,6 +52,7 @@ pub(super) const DELEX: CommandSpec = CommandSpec {
     flags: Flags::WRITE.and(Flags::FAST),
     acl: &["@write", "@string", "@fast"],
     key_specs: &[key_at(1, &["RW", "DELETE", "VARIABLE_FLAGS"])],
+    key_flags: Some(delex_key_flags),
     summary: "Deletes a key, or only a string whose value (or digest) equals/differs from one given.",
     since: "8.4.0",
     complexity: "O(1) with no condition or IFEQ/IFNE; O(N) in the string's length for IFDEQ/IFDNE.",
@@ -59,6 +60,21 @@ pub(super) const DELEX: CommandSpec = CommandSpec {
              IFDNE ifdne-digest)]",
     ..super::one_key(Handler::Engine(delex))
 };
+
+/// Whether `word` names one of the conditions (IFEQ, IFNE, IFDEQ, IFDNE), in any case.
+pub(super) fn is_condition(word: &[u8]) -> bool {
+    [&b"ifeq"[..], b"ifne", b"ifdeq", b"ifdne"].iter().any(|c| word.eq_ignore_ascii_case(c))
+}
+
+/// DELEX's key flags for a call: it removes the key (`RM delete`), or reads it first when a
+/// condition compares it (`RW delete`).
+fn delex_key_flags(args: &[Bytes]) -> &'static [&'static str] {
+    if args.get(2..).unwrap_or(&[]).iter().any(|a| is_condition(a)) {
+        &["RW", "DELETE"]
+    } else {
+        &["RM", "DELETE"]
+    }
+}
 
 /// `MSETEX numkeys key value ... [NX | XX] [EX s | PX ms | EXAT t | PXAT t | KEEPTTL]`.
 pub(super) const MSETEX: CommandSpec = CommandSpec {

@@ -79,7 +79,7 @@ pub const COMMANDS: &[CommandSpec] = &[
             notes: "RW and ACCESS due to the optional `GET` argument",
             ..key_at(1, &["RW", "ACCESS", "UPDATE", "VARIABLE_FLAGS"])
         }],
-        key_access: Some(set_key_access),
+        key_flags: Some(set_key_flags),
         summary: "Stores a string at a key, optionally only if absent/present or if the current \
                   value (or its digest) equals/differs, with an expiry, or returning the previous \
                   value.",
@@ -792,9 +792,17 @@ fn setrange(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Re
 }
 
 /// SET reads the old value only with GET (what ACL's `%R~` / `%W~` rules check).
-fn set_key_access(args: &[Bytes]) -> crate::command::KeyAccess {
-    let get = args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
-    crate::command::KeyAccess { read: get, write: true }
+/// SET's key flags for a call: it overwrites the key (`OW update`) unless GET reads the old
+/// value (`RW access update`) or a condition compares it (`RW update`).
+fn set_key_flags(args: &[Bytes]) -> &'static [&'static str] {
+    let after = args.get(3..).unwrap_or(&[]);
+    if after.iter().any(|a| a.eq_ignore_ascii_case(b"get")) {
+        &["RW", "ACCESS", "UPDATE"]
+    } else if after.iter().any(|a| cond::is_condition(a)) {
+        &["RW", "UPDATE"]
+    } else {
+        &["OW", "UPDATE"]
+    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@
 //!   lose them); rill counts one change so that the command is logged.
 
 use super::{bad_offset, change_bits, checked_offset, len_for_bit};
-use crate::command::{key_at, CommandSpec, Flags, Handler, KeyAccess};
+use crate::command::{key_at, CommandSpec, Flags, Handler};
 use crate::types::{arg, is_token};
 use crate::util::{int_arg, parse_i64};
 use crate::KeyEvent;
@@ -44,7 +44,7 @@ pub(super) const BITFIELD: CommandSpec = CommandSpec {
     step: 1,
     acl: &["@write", "@bitmap", "@slow"],
     key_specs: &[key_at(1, &["RW", "ACCESS", "UPDATE", "VARIABLE_FLAGS"])],
-    key_access: Some(bitfield_key_access),
+    key_flags: Some(bitfield_key_flags),
     group: "bitmap",
     summary: "Reads, writes and increments integers of any width up to 64 bits at any bit offset \
               of a string.",
@@ -308,7 +308,7 @@ fn bitfield_generic(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], read_onl
 
 /// BITFIELD writes its key only with a SET or INCRBY (or words it cannot parse, which it
 /// assumes to be writes); with only GETs and OVERFLOWs it reads it (ACL's `%R~` / `%W~`).
-fn bitfield_key_access(args: &[Bytes]) -> KeyAccess {
+fn bitfield_key_flags(args: &[Bytes]) -> &'static [&'static str] {
     let mut i = 2;
     while let Some(word) = args.get(i) {
         let left = args.len() - i - 1;
@@ -317,8 +317,8 @@ fn bitfield_key_access(args: &[Bytes]) -> KeyAccess {
         } else if is_token(word, "OVERFLOW") && left >= 1 {
             i += 2;
         } else {
-            return KeyAccess { read: true, write: true };
+            return &["RW", "ACCESS", "UPDATE"];
         }
     }
-    KeyAccess { read: true, write: false }
+    &["RO", "ACCESS"]
 }
