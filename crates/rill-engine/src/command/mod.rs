@@ -233,6 +233,9 @@ pub struct KeySpec {
     pub notes: &'static str,
 }
 
+/// A key's flags for one call, from its arguments ([`CommandSpec::key_flags`]).
+pub type KeyFlags = fn(&[Bytes]) -> &'static [&'static str];
+
 /// A command's own key finder ([`CommandSpec::get_keys`]): (argument index, key-spec index)
 /// for each key of a call.
 pub type GetKeys = fn(&[Bytes]) -> Vec<(usize, usize)>;
@@ -277,7 +280,7 @@ pub struct CommandSpec {
     /// For a key spec flagged `VARIABLE_FLAGS`: this call's flags for the key, from its
     /// arguments, as Redis' key finders give them (SET is `OW update` alone, `RW access
     /// update` with GET); ACL reads the access from them, COMMAND GETKEYSANDFLAGS shows them.
-    pub key_flags: Option<fn(&[Bytes]) -> &'static [&'static str]>,
+    pub key_flags: Option<KeyFlags>,
     /// Redis' `getkeys_proc`, for a command whose key specs cannot find all its keys (SORT's
     /// STORE may come anywhere among its options): the keys of a call as (argument index,
     /// index of the key spec that describes it). When set, it replaces the specs' search.
