@@ -74,6 +74,8 @@ pub struct Conn {
     pub user: Option<std::sync::Arc<crate::acl::User>>,
     /// The ACL generation `user` was looked up at (`acl::Registry::refresh`).
     pub acl_gen: u64,
+    /// The inner connection scripts run their commands on.
+    pub script: bool,
 }
 
 impl Conn {
@@ -106,6 +108,7 @@ impl Conn {
             error_already_counted: false,
             user: Some(crate::acl::unresolved_default()),
             acl_gen: u64::MAX,
+            script: false,
         }
     }
 }

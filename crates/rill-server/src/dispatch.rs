@@ -360,6 +360,7 @@ pub fn call(
         Handler::Engine(handler) => {
             let mut ctx = CallCtx::new(conn.db, now_ms, conn.id);
             ctx.no_block = in_exec;
+            ctx.from_script = conn.script;
             ctx.resp3 = conn.proto == Protocol::Resp3;
             ctx.reply_budget_bytes = conn.reply_budget;
             if let Some(user) = conn.user.as_ref().filter(|u| !u.unrestricted()) {

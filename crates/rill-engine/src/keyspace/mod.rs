@@ -392,6 +392,9 @@ pub struct CallCtx {
     pub client_id: u64,
     /// Inside MULTI/EXEC (or a script): blocking commands must not block.
     pub no_block: bool,
+    /// Called by a script: SORT of a set without an order sorts it ALPHA, as with STORE
+    /// (Redis keeps a script's results the same wherever it runs).
+    pub from_script: bool,
     /// Set by a blocking command that found nothing to serve and may block. When it is set,
     /// the handler's reply is ignored and the client is parked.
     pub block: Option<BlockRequest>,
@@ -488,6 +491,7 @@ impl CallCtx {
             now_ms,
             client_id,
             no_block: false,
+            from_script: false,
             block: None,
             deadline_override: None,
             resp3: false,

@@ -312,7 +312,7 @@ fn sorted_elements(
     let storing = o.store.is_some();
     let (source, mut elements) = load(engine, ctx, key, storing)?;
     let (mut dont_sort, mut alpha, mut by) = (o.dont_sort, o.alpha, o.by);
-    if dont_sort && source == Source::Set && storing {
+    if dont_sort && source == Source::Set && (storing || ctx.from_script) {
         (dont_sort, alpha, by) = (false, true, None);
     }
     if dont_sort {

@@ -95,11 +95,7 @@ fn key_spec(spec: &rill_engine::command::KeySpec) -> Reply {
     if !spec.notes.is_empty() {
         fields.push(("notes", bulk(spec.notes)));
     }
-    fields.extend([
-        ("flags", key_flags_reply(spec.flags)),
-        ("begin_search", begin),
-        ("find_keys", find),
-    ]);
+    fields.extend([("flags", key_flags_reply(spec.flags)), ("begin_search", begin), ("find_keys", find)]);
     map(fields)
 }
 

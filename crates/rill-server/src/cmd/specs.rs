@@ -229,6 +229,134 @@ pub const COMMAND_SUBS: &[CommandSpec] = &[
     ),
 ];
 
+/// CLUSTER subcommands. rill runs alone, as a Redis with `cluster-enabled no`: every one
+/// answers Redis' `This instance has cluster support disabled` (after the table's arity and
+/// unknown-subcommand checks, as Redis' are made first). Clients that probe `CLUSTER INFO` or
+/// `CLUSTER SLOTS` to tell a cluster from a single server read the answer they expect.
+pub const CLUSTER_SUBS: &[CommandSpec] = &[
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|addslots", -3, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "slot:integer ...", "Assigns hash slots to this node.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|addslotsrange", -4, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "range@(start-slot:integer end-slot:integer) ...", "Assigns ranges of hash slots to this node.", "7.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|bumpepoch", 2, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "", "Raises this node's configuration epoch.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|count-failure-reports", 3, Flags::ADMIN.and(Flags::STALE), ADMIN_ACL, "cluster", "node-id", "Counts the failure reports about a node.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|countkeysinslot", 3, Flags::STALE, &["@slow"], "cluster", "slot:integer", "Counts the keys in a hash slot.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|delslots", -3, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "slot:integer ...", "Unassigns hash slots from this node.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|delslotsrange", -4, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "range@(start-slot:integer end-slot:integer) ...", "Unassigns ranges of hash slots from this node.", "7.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|failover", -2, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "[options@(FORCE | TAKEOVER)]", "Makes a replica take over from its primary.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|flushslots", 2, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "", "Unassigns every hash slot of this node.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|forget", 3, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "node-id", "Drops a node from this node's view of the cluster.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|getkeysinslot", 4, Flags::STALE, &["@slow"], "cluster", "slot:integer count:integer", "Lists key names in a hash slot.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|help", 2, LOADING_STALE, &["@slow"], "cluster", "", "Lists the CLUSTER subcommands.", "5.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|info", 2, Flags::STALE, &["@slow"], "cluster", "", "Describes the cluster's state.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|keyslot", 3, Flags::STALE, &["@slow"], "cluster", "key", "Gives the hash slot of a key name.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|links", 2, Flags::STALE, &["@slow"], "cluster", "", "Lists this node's links on the cluster bus.", "7.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|meet", -4, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "ip port:integer [cluster-bus-port:integer]", "Joins another node into the cluster.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|myid", 2, Flags::STALE, &["@slow"], "cluster", "", "Gives this node's ID.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|myshardid", 2, Flags::STALE, &["@slow"], "cluster", "", "Gives this node's shard ID.", "7.2.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|nodes", 2, Flags::STALE, &["@slow"], "cluster", "", "Describes every node of the cluster.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|replicas", 3, Flags::ADMIN.and(Flags::STALE), ADMIN_ACL, "cluster", "node-id", "Lists the replicas of a primary node.", "5.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|replicate", 3, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "node-id", "Makes this node a replica of another.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|reset", -2, Flags::ADMIN.and(Flags::NOSCRIPT).and(Flags::STALE), ADMIN_ACL, "cluster", "[reset-type@(HARD | SOFT)]", "Resets this node's cluster state.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|saveconfig", 2, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "", "Writes the cluster configuration to disk.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|set-config-epoch", 3, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "config-epoch:integer", "Sets a new node's configuration epoch.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &[],
+        ..sub("cluster|setslot", -4, Flags::ADMIN.and(Flags::STALE).and(Flags::NO_ASYNC_LOADING), ADMIN_ACL, "cluster", "slot:integer subcommand@(IMPORTING importing@node-id | MIGRATING migrating@node-id | NODE node@node-id | STABLE)", "Changes the state of a hash slot on this node.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|shards", 2, LOADING_STALE, &["@slow"], "cluster", "", "Describes the cluster's shards.", "7.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|slaves", 3, Flags::ADMIN.and(Flags::STALE), ADMIN_ACL, "cluster", "node-id", "Lists the replicas of a primary node (old name of CLUSTER REPLICAS).", "3.0.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output", "request_policy:all_shards"],
+        ..sub("cluster|slot-stats", -4, LOADING_STALE, &["@slow"], "cluster", "filter@(SLOTSRANGE slotsrange@(start-slot:integer end-slot:integer) | ORDERBY orderby@(metric [LIMIT limit:integer] [order@(ASC | DESC)]))", "Reports statistics per hash slot.", "8.2.0", server(&Run(cluster_disabled)))
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output"],
+        ..sub("cluster|slots", 2, LOADING_STALE, &["@slow"], "cluster", "", "Maps hash slots to nodes.", "3.0.0", server(&Run(cluster_disabled)))
+    },
+];
+
+/// Every CLUSTER subcommand on a server that is no cluster node.
+fn cluster_disabled(_: &mut super::Call) -> super::CmdResult {
+    Err(CmdError::full("ERR This instance has cluster support disabled"))
+}
+
 /// FUNCTION subcommands: function libraries (`script/functions.rs`).
 pub const FUNCTION_SUBS: &[CommandSpec] = &[
     sub(
@@ -1345,6 +1473,16 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Commands about the server configuration.",
         since: "2.0.0",
         subcommands: CONFIG_SUBS,
+        ..CommandSpec::of(Handler::Container)
+    },
+    CommandSpec {
+        name: "cluster",
+        arity: -2,
+        acl: &["@slow"],
+        group: "cluster",
+        summary: "Commands about a Redis Cluster (none is served: rill is a single server).",
+        since: "3.0.0",
+        subcommands: CLUSTER_SUBS,
         ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {

@@ -469,6 +469,7 @@ fn execute(
         let mut conn = Conn::new(id, true);
         // Checked against the caller's user in `command`, not its own.
         conn.user = None;
+        conn.script = true;
         conn
     });
     c.st.scripts.client_id = conn.id;
