@@ -14,6 +14,7 @@
 
 pub(crate) mod collection_scan;
 pub mod dump;
+pub mod geo;
 pub mod hash;
 pub mod keys;
 pub mod list;
@@ -50,6 +51,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         set::COMMANDS,
         sort::COMMANDS,
         zset::COMMANDS,
+        geo::COMMANDS,
         stream::COMMANDS,
         object::COMMANDS,
     ]

@@ -307,7 +307,8 @@ fn add_one(z: &mut ZSet, member: &Bytes, score: f64, flags: AddFlags, listpack: 
     }
 }
 
-fn zadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+/// `ZADD key [NX | XX] [GT | LT] [CH] [INCR] score member ...` (GEOADD runs it too).
+pub(crate) fn zadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let mut flags = AddFlags::default();
     let mut i = 2;
