@@ -150,6 +150,8 @@ key_events! {
     ZInterStore => "zinterstore", ZSet;
     ZDiffStore => "zdiffstore", ZSet;
     ZRangeStore => "zrangestore", ZSet;
+    GeoRadiusStore => "georadiusstore", ZSet;
+    GeoSearchStore => "geosearchstore", ZSet;
     XAdd => "xadd", Stream;
     XTrim => "xtrim", Stream;
     XDel => "xdel", Stream;
