@@ -78,6 +78,12 @@ fn set_events_match_redis() {
 }
 
 #[test]
+fn geo_events_match_redis() {
+    let mut h = Harness::new();
+    check(&mut h, section("geo"));
+}
+
+#[test]
 fn stream_events_match_redis() {
     let mut h = Harness::new();
     check(&mut h, section("stream"));

@@ -68,7 +68,7 @@ fn check_transcripts(server: &Server) {
         }
         sections += 1;
     }
-    assert_eq!(sections, 10);
+    assert_eq!(sections, 11);
 }
 
 /// A workload over strings, lists, hashes, sets, streams and their groups, expiry and renames.
