@@ -273,8 +273,15 @@ fn cell(bits: u64, step: u32) -> Cell {
 
 /// The centre of the cell a stored score names, clamped to the limits: (longitude, latitude).
 fn decode(score: f64) -> (f64, f64) {
-    // As C converts a double to an unsigned 64-bit integer on x86-64: a negative score wraps.
-    let bits = if score < 0.0 { (score as i64) as u64 } else { score as u64 };
+    // As C converts a double to an unsigned 64-bit integer on x86-64: a negative score wraps,
+    // one of 2^64 or more (infinity too) gives 0.
+    let bits = if score < 0.0 {
+        (score as i64) as u64
+    } else if score >= 18_446_744_073_709_551_616.0 {
+        0
+    } else {
+        score as u64
+    };
     let c = cell(bits, STEP);
     (((c.lon_min + c.lon_max) / 2.0).clamp(LON_MIN, LON_MAX), ((c.lat_min + c.lat_max) / 2.0).clamp(LAT_MIN, LAT_MAX))
 }

@@ -637,6 +637,125 @@ fn key_command() -> impl Strategy<Value = Vec<String>> {
 
 /// The pseudo-command that swaps a key between the servers (see [`swap`]).
 const SWAP: &str = "@swap";
+/// A position near Sicily mostly (four decimals, so two members rarely share a point and
+/// searches sorted by distance have no ties to order), sometimes at a limit or out of range.
+fn lon_lat() -> impl Strategy<Value = (String, String)> {
+    prop_oneof![
+        8 => (-20000i32..20000, -20000i32..20000)
+            .prop_map(|(x, y)| (format!("{:.4}", 14.0 + f64::from(x) / 10000.0), format!("{:.4}", 38.0 + f64::from(y) / 10000.0))),
+        1 => (pick(&["180", "-180", "180.5", "x", "0"]), pick(&["85.05112878", "-85.05112878", "85.1", "0"])),
+    ]
+}
+
+/// A distance and its unit.
+fn reach() -> impl Strategy<Value = Vec<String>> {
+    (
+        prop_oneof![8 => pick(&["30", "100", "250", "2000"]), 1 => pick(&["0", "1", "-1", "x"])],
+        prop_oneof![8 => pick(&["km", "KM", "mi"]), 1 => pick(&["m", "ft", "parsec"])],
+    )
+        .prop_map(|(r, u)| vec![r, u])
+}
+
+/// The key a geo command works on: mostly the geo set `g1` (so searches find what GEOADD put
+/// there), sometimes a sorted set holding any scores, or any key.
+fn geo_key() -> impl Strategy<Value = String> {
+    prop_oneof![6 => Just("g1".to_string()), 2 => pick(ZSETS), 1 => pick(ALL)]
+}
+
+/// The geo commands, on `g1` mostly: positions added, read back, measured, searched
+/// (every shape, centre and option) and stored.
+fn geo_command() -> impl Strategy<Value = Vec<String>> {
+    let flags = proptest::collection::vec(pick(&["NX", "XX", "CH"]), 0..2);
+    let points = proptest::collection::vec((lon_lat(), member()), 1..7);
+    let add = (geo_key(), flags, points).prop_map(|(k, f, p)| {
+        let mut a = words(&["GEOADD", &k]);
+        a.extend(f);
+        for ((lon, lat), m) in p {
+            a.extend([lon, lat, m]);
+        }
+        a
+    });
+    let read =
+        (pick(&["GEOPOS", "GEOHASH"]), geo_key(), proptest::collection::vec(member(), 1..3)).prop_map(|(c, k, ms)| {
+            let mut a = words(&[&c, &k]);
+            a.extend(ms);
+            a
+        });
+    let dist = (geo_key(), member(), member(), proptest::option::of(pick(&["km", "mi", "ft", "m", "x"]))).prop_map(
+        |(k, a, b, u)| {
+            let mut v = words(&["GEODIST", &k, &a, &b]);
+            v.extend(u);
+            v
+        },
+    );
+    let from = || {
+        prop_oneof![
+            member().prop_map(|m| words(&["FROMMEMBER", &m])),
+            lon_lat().prop_map(|(lon, lat)| words(&["FROMLONLAT", &lon, &lat])),
+        ]
+    };
+    let by = || {
+        prop_oneof![
+            reach().prop_map(|r| {
+                let mut v = words(&["BYRADIUS"]);
+                v.extend(r);
+                v
+            }),
+            (prop_oneof![8 => pick(&["50", "200", "500"]), 1 => pick(&["10", "-1"])], reach()).prop_map(|(w, r)| {
+                let mut v = words(&["BYBOX", &w]);
+                v.extend(r);
+                v
+            }),
+        ]
+    };
+    let options = || {
+        (
+            proptest::option::of(pick(&["ASC", "DESC"])),
+            proptest::option::of((prop_oneof![8 => pick(&["1", "2", "5"]), 1 => pick(&["0"])], any::<bool>())),
+            proptest::collection::vec(pick(&["WITHDIST", "WITHCOORD", "WITHHASH"]), 0..2),
+        )
+            .prop_map(|(order, count, with)| {
+                let mut v: Vec<String> = order.into_iter().collect();
+                if let Some((n, any)) = count {
+                    v.extend(words(&["COUNT", &n]));
+                    if any {
+                        v.push("ANY".into());
+                    }
+                }
+                v.extend(with);
+                v
+            })
+    };
+    let search = (geo_key(), from(), by(), options()).prop_map(|(k, f, b, o)| {
+        let mut v = words(&["GEOSEARCH", &k]);
+        v.extend(f);
+        v.extend(b);
+        v.extend(o);
+        v
+    });
+    let radius =
+        (geo_key(), lon_lat(), reach(), options(), proptest::option::of((pick(&["STORE", "STOREDIST"]), geo_key())))
+            .prop_map(|(k, (lon, lat), r, o, store)| {
+                let mut v = words(&["GEORADIUS", &k, &lon, &lat]);
+                v.extend(r);
+                v.extend(o);
+                if let Some((how, dest)) = store {
+                    v.extend([how, dest]);
+                }
+                v
+            });
+    let store = (geo_key(), geo_key(), from(), by(), any::<bool>()).prop_map(|(d, k, f, b, dist)| {
+        let mut v = words(&["GEOSEARCHSTORE", &d, &k]);
+        v.extend(f);
+        v.extend(b);
+        if dist {
+            v.push("STOREDIST".into());
+        }
+        v
+    });
+    prop_oneof![6 => add, 2 => read, 1 => dist, 3 => search, 2 => radius, 1 => store]
+}
+
 /// `@multi n1 CMD1... n2 CMD2...`: the commands in MULTI / EXEC.
 const MULTI: &str = "@multi";
 /// `@block i CMD...`: the blocking CMD sent on side connection `i` of both servers (see
@@ -653,6 +772,7 @@ fn plain() -> impl Strategy<Value = Vec<String>> {
         10 => string_command(),
         4 => bitmap_command(),
         8 => zset_command(),
+        8 => geo_command(),
         4 => key_command(),
     ]
 }
