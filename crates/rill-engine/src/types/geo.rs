@@ -341,11 +341,8 @@ fn geoadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     }
     for triple in rest.chunks_exact(3) {
         let [lon, lat, member] = triple else { continue };
-        let lon = zset::parse_score(lon)?;
-        let lat = zset::parse_score(lat)?;
-        let Some(bits) = encode(lon, lat, (LAT_MIN, LAT_MAX)) else {
-            return Err(CmdError::owned(format!("ERR invalid longitude,latitude pair {lon:.6},{lat:.6}")));
-        };
+        let (lon, lat) = lon_lat(lon, lat)?;
+        let bits = encode(lon, lat, (LAT_MIN, LAT_MAX)).unwrap_or(0);
         zadd_args.push(Bytes::from((bits as f64).to_string()));
         zadd_args.push(member.clone());
     }
