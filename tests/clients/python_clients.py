@@ -187,9 +187,41 @@ def checks_for(protocol):
     ]
 
 
+def client_side_caching():
+    """redis-py's client-side cache (RESP3, CLIENT TRACKING): a cached read is not sent again,
+    and another client's write or delete reaches the cache as an invalidation push."""
+    import time
+
+    from redis.cache import CacheConfig
+
+    key = f"{PREFIX}csc"
+    cached = client(3, cache_config=CacheConfig(), decode_responses=True)
+    other = client(3, decode_responses=True)
+
+    def gets():
+        return other.info("commandstats").get("cmdstat_get", {}).get("calls", 0)
+
+    other.set(key, "v1")
+    assert cached.get(key) == "v1"
+    sent = gets()
+    assert cached.get(key) == "v1" and cached.get(key) == "v1"
+    assert gets() == sent, "a cached read went to the server"
+    tracking = [c for c in other.client_list() if "t" in c["flags"]]
+    assert len(tracking) == 1 and tracking[0]["lib-name"] == "redis-py", tracking
+    for change, want in ((lambda: other.set(key, "v2"), "v2"), (lambda: other.delete(key), None)):
+        change()
+        deadline = time.monotonic() + 5
+        while cached.get(key) != want:
+            assert time.monotonic() < deadline, f"the cache kept {key} after it changed"
+            time.sleep(0.01)
+    cached.close()
+    other.close()
+
+
 print(f"redis-py {redis.__version__} against 127.0.0.1:{PORT}")
 for protocol in (2, 3):
     for name, fn in checks_for(protocol):
         check(name, fn)
+check("resp3: client-side caching invalidated by CLIENT TRACKING", client_side_caching)
 print(f"python: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] else 0)

@@ -40,5 +40,5 @@ pub mod util;
 pub use error::CmdError;
 pub use keyspace::{
     BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, EventClass, EvictionPolicy, KeyEvent, KeyspaceEvent,
-    KeyspaceStats, Outcome, Value, WakeOn,
+    KeyspaceStats, Outcome, Touch, Value, WakeOn,
 };

@@ -43,7 +43,9 @@ use tokio::sync::oneshot;
 pub enum Outcome {
     /// Write this reply once the log is safe up to the offset (the log it was recorded in:
     /// offsets are per log, and CONFIG SET appendonly may switch logs meanwhile).
-    Reply(Reply, Option<(Arc<crate::aof::Log>, u64)>),
+    /// Then the frames after it: the invalidation messages its own command caused
+    /// (`tracking.rs`), which follow its reply whatever else was pushed.
+    Reply(Reply, Option<(Arc<crate::aof::Log>, u64)>, Vec<Bytes>),
     /// The reply (`len` bytes) was written to the socket by the connection that served it,
     /// except `rest`, which the socket did not take and the task must write.
     Written {
@@ -309,7 +311,7 @@ pub fn unpark(st: &mut State, client: u64) -> Option<Waiter> {
 /// record of these servings left unwritten); otherwise (`everysec`, `no`) the list waits
 /// until the batch has written the log. If the reply must be fsynced first (`always`), or
 /// outside a batch, it goes through the client's task.
-fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
+fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64, then: Vec<Bytes>) {
     let Some(w) = unpark(st, client) else { return };
     // A replica's readers do not wait for its log (`Replication::reads_wait_for_log`).
     let waits = st.replication.reads_wait_for_log();
@@ -322,6 +324,9 @@ fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
             let mut bytes = OutputBuffer::default();
             let proto = if w.resp3 { rill_resp::Protocol::Resp3 } else { rill_resp::Protocol::Resp2 };
             rill_resp::write_reply(&mut bytes, &reply, proto);
+            for frame in &then {
+                rill_resp::ReplyTarget::encoded(&mut bytes).extend_from_slice(frame);
+            }
             st.stats.net_output_bytes += bytes.len() as u64;
             list.push(Delivery { to, bytes, tx: w.tx });
             st.blocked.deliveries_wait_for_log |= !safe;
@@ -330,7 +335,7 @@ fn release_at(st: &mut State, client: u64, reply: Reply, offset: u64) {
             st.blocked.handed_to_tasks += 1;
             // The receiver may be gone (client disconnected); nothing to do then.
             let wait = st.journal.log().filter(|_| offset > 0 && waits).map(|log| (log.clone(), offset));
-            let _ = w.tx.send(Outcome::Reply(reply, wait));
+            let _ = w.tx.send(Outcome::Reply(reply, wait, then));
         }
     }
 }
@@ -430,7 +435,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
         let spec = w.spec;
         st.stats.command(spec).rejected += 1;
         st.stats.count_error(refusal.as_bytes());
-        release_at(st, client, Reply::Error(Bytes::from(refusal)), 0);
+        release_at(st, client, Reply::Error(Bytes::from(refusal)), 0, Vec::new());
         return;
     }
     let mut ctx = CallCtx::new(w.db, now_ms, client);
@@ -451,6 +456,8 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
     let outcome = st.engine.call(handler, &mut ctx, &args);
     st.record_command(&mut ctx.effects, ctx.explicit, outcome.changes > 0 || ctx.propagate, spec, w_db, &args);
     crate::notify::publish_events(st, now_ms);
+    // Its own invalidations follow its reply (below), as Redis sends them after it.
+    let then = crate::tracking::invalidate_held(st, client, now_ms);
     // One record per served client; its reply waits for it.
     let offset = st.commit_effects(now_ms);
     if let Some(again) = ctx.block {
@@ -458,6 +465,7 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
             w.request.wake_at_ms = again.wake_at_ms;
             w.args = args;
         }
+        crate::tracking::push_held(st, client, then, now_ms);
         return;
     }
     let reply = match outcome.reply {
@@ -469,5 +477,5 @@ pub fn try_serve(st: &mut State, client: u64, now_ms: i64) {
         }
     };
     ended(st, spec, &args, client, ran + crate::clock::Tick::now().micros_since(started), now_ms);
-    release_at(st, client, reply, offset);
+    release_at(st, client, reply, offset, then);
 }

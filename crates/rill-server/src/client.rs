@@ -76,6 +76,12 @@ pub struct Conn {
     pub acl_gen: u64,
     /// The inner connection scripts run their commands on.
     pub script: bool,
+    /// The client whose CLIENT TRACKING a read is remembered for and whose NOLOOP a write
+    /// honours: its own id, or on scripts' inner connection the script's caller.
+    pub tracking_id: u64,
+    /// Output was pushed to it before its command ran (an eviction or the tracking table's
+    /// limit invalidated a key it caches): that output goes before the reply, as in Redis.
+    pub push_first: bool,
 }
 
 impl Conn {
@@ -109,6 +115,8 @@ impl Conn {
             user: Some(crate::acl::unresolved_default()),
             acl_gen: u64::MAX,
             script: false,
+            tracking_id: id,
+            push_first: false,
         }
     }
 }

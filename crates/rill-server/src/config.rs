@@ -146,6 +146,7 @@ pub const PARAMS: &[Param] = &[
     // Eviction (`evict.rs`): keys sampled per database for the LRU, LFU and TTL policies, and
     // how long one eviction pass may run before the rest goes on in the background.
     p("maxmemory-samples", "5", Kind::Int(1, 64), true),
+    p("tracking-table-max-keys", "1000000", Kind::Int(0, i64::MAX), true),
     p("maxmemory-eviction-tenacity", "10", Kind::Int(0, 100), true),
     // The LFU counter (`types::object::meta`): how slowly it grows, minutes per decrement.
     p("lfu-log-factor", "10", Kind::Int(0, I32), true),
@@ -313,7 +314,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "set-proc-title",
     "proc-title-template",
     "locale-collate",
-    "tracking-table-max-keys",
     "active-expire-effort",
     "io-threads",
     "io-threads-do-reads",

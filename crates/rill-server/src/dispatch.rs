@@ -46,6 +46,24 @@ fn trunc(b: &[u8], max: usize) -> &[u8] {
 /// Run the pre-checks, queue or execute one request, and count it. `args` is taken only by a
 /// request that keeps it (queued in MULTI, blocked); otherwise the caller reuses the vector.
 pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<Bytes>, now_ms: i64) -> Action {
+    let mut spec = None;
+    let action = request(shared, st, conn, args, now_ms, &mut spec);
+    if st.tracking.active() {
+        let name = spec.map_or("", |s| s.name);
+        crate::tracking::command_done(st, conn.id, name, conn.multi.is_some());
+    }
+    action
+}
+
+/// [`execute`], saying in `resolved` which command the request named.
+fn request(
+    shared: &Shared,
+    st: &mut State,
+    conn: &mut Conn,
+    args: &mut Vec<Bytes>,
+    now_ms: i64,
+    resolved: &mut Option<&'static CommandSpec>,
+) -> Action {
     let spec = match conn.last_lookup.resolve(&shared.table, args) {
         Lookup::Found(s) => s,
         Lookup::UnknownCommand => return reject(st, conn, None, unknown_command_error(args)),
@@ -56,6 +74,7 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
             return reject(st, conn, Some(container), error_bytes(text));
         }
     };
+    *resolved = Some(spec);
     if !spec.arity_ok(args.len()) {
         return reject(st, conn, Some(spec), CmdError::arity(spec.name).to_reply());
     }
@@ -82,6 +101,12 @@ pub fn execute(shared: &Shared, st: &mut State, conn: &mut Conn, args: &mut Vec<
     // Over maxmemory, keys are evicted first (each eviction a unit of its own, logged before
     // this command); `oom`: still over with nothing to evict. The primary's stream is obeyed.
     let oom = crate::evict::before_command(st, conn.db, now_ms) && !conn.is_master;
+    if st.tracking.active() {
+        // The tracking table kept to `tracking-table-max-keys`, before the command as in Redis.
+        crate::tracking::limit(st, Some(conn.tracking_id), now_ms);
+        // What an eviction or the limit invalidated for this client precedes its reply.
+        conn.push_first = st.clients.get(&conn.id).is_some_and(|c| c.push.queued_bytes() > 0);
+    }
     if let Some(err) = persistence_checks(st, conn, spec, flags, oom) {
         return reject(st, conn, Some(spec), err);
     }
@@ -412,6 +437,10 @@ pub fn call(
             action
         }
     };
+    if st.tracking.active() {
+        crate::tracking::remember(st, conn.tracking_id, spec, args);
+        crate::tracking::invalidate(st, Some(conn.tracking_id), now_ms);
+    }
     let finished = Tick::now();
     let micros = finished.micros_since(conn.clock);
     let tracking = st.hot.latency_tracking;

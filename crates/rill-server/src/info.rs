@@ -212,7 +212,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                 "blocked_clients:{}",
                 st.blocked.len() + st.blocked.copies_len() + st.pause.held.len() + st.shutdown.blocked.len()
             );
-            line!(out, "tracking_clients:0");
+            line!(out, "tracking_clients:{}", st.tracking.client_count());
             line!(out, "pubsub_clients:{}", st.pubsub.client_count());
             line!(out, "watching_clients:{}", st.engine.watching_clients());
             line!(out, "clients_in_timeout_table:{}", st.blocked.len());
@@ -426,9 +426,9 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "active_defrag_key_misses:0");
             line!(out, "total_active_defrag_time:0");
             line!(out, "current_active_defrag_time:0");
-            line!(out, "tracking_total_keys:0");
-            line!(out, "tracking_total_items:0");
-            line!(out, "tracking_total_prefixes:0");
+            line!(out, "tracking_total_keys:{}", st.tracking.key_count());
+            line!(out, "tracking_total_items:{}", st.tracking.item_count());
+            line!(out, "tracking_total_prefixes:{}", st.tracking.prefix_count());
             line!(out, "unexpected_error_replies:{}", s.unexpected_error_replies);
             line!(out, "total_error_replies:{}", s.error_replies);
             line!(out, "dump_payload_sanitizations:0");

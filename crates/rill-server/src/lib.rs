@@ -42,4 +42,5 @@ pub mod shutdown;
 pub mod slowlog;
 pub mod state;
 pub mod tls;
+pub mod tracking;
 pub mod unit;

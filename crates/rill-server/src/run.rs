@@ -720,6 +720,11 @@ async fn cron(shared: Arc<Shared>) {
             st.latency.sample_if_needed(threshold, "expire-cycle", ms, now.div_euclid(1000));
         }
         evict_clients(&mut st);
+        // The tracking table kept to `tracking-table-max-keys` while no command runs (a CONFIG
+        // SET lowered it); not while DEBUG PAUSE-CRON holds the cron.
+        if st.tracking.active() && !crate::client_limits::cron_paused() {
+            crate::tracking::limit(&mut st, None, now);
+        }
         // The latency monitor's `aof-fsync-always`: fsyncs that writes waited for under
         // `appendfsync always`, timed by the log's writer.
         let threshold = st.hot.latency_threshold_ms;

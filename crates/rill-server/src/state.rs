@@ -85,6 +85,8 @@ pub struct ClientInfo {
     /// The primary's client on a replica: a handle on its socket (a duplicate descriptor), so
     /// that CLIENT KILL ends the link at once (`cmd/connection.rs::close_client`).
     pub link_socket: Option<Arc<std::net::TcpStream>>,
+    /// Its CLIENT TRACKING state as CLIENT LIST shows it (the mode is `State::tracking`'s).
+    pub tracking: crate::tracking::Shown,
 }
 
 /// What a connection is to the server, besides what it subscribed to.
@@ -320,6 +322,8 @@ pub struct State {
     pub replication: crate::replication::Replication,
     /// Pub/sub: who is subscribed to what.
     pub pubsub: crate::pubsub::PubSub,
+    /// Client-side caching: who tracks which keys (`tracking.rs`).
+    pub tracking: crate::tracking::Tracking,
     /// CLIENT PAUSE and a failover's pause of writes, and the clients they hold.
     pub pause: crate::pause::Pause,
     /// A shutdown waiting for its replicas or finishing, and the SHUTDOWN callers it blocks.
@@ -369,6 +373,7 @@ impl State {
             journal: Journal::default(),
             replication,
             pubsub: crate::pubsub::PubSub::default(),
+            tracking: crate::tracking::Tracking::default(),
             pause: crate::pause::Pause::default(),
             shutdown: crate::shutdown::Shutdown::default(),
             policy_wake: Default::default(),
@@ -505,6 +510,8 @@ pub struct HotConfig {
     /// `lazyfree-lazy-server-del`: a deletion the server decided (a time already past) is
     /// sent to replicas as `UNLINK` (`Replication::lazy_server_del`, read by the backlog).
     pub lazy_server_del: bool,
+    /// `tracking-table-max-keys` (0: no limit).
+    pub tracking_table_max_keys: usize,
 }
 
 impl HotConfig {
@@ -541,6 +548,7 @@ impl HotConfig {
             lazy_expire: config.get("lazyfree-lazy-expire") == "yes",
             lazy_eviction: config.get("lazyfree-lazy-eviction") == "yes",
             lazy_server_del: config.get("lazyfree-lazy-server-del") == "yes",
+            tracking_table_max_keys: usize::try_from(config.get_i64("tracking-table-max-keys")).unwrap_or(usize::MAX),
         }
     }
 }

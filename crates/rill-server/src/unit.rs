@@ -29,6 +29,10 @@ pub fn run<R>(st: &mut State, now_ms: i64, work: impl FnOnce(&mut State) -> R) -
     // EXEC: a key whose time passed meanwhile is expired for them, as in Redis).
     let took = started.map_or(0, |s| i64::try_from(s.elapsed().as_millis()).unwrap_or(i64::MAX));
     crate::blocking::serve_ready(st, now_ms.saturating_add(took));
+    // Client-side caching: what no command's client caused (an expiry sweep, an eviction, a
+    // replica's stream), then the BCAST prefixes' keys of the whole unit.
+    crate::tracking::invalidate(st, None, now_ms);
+    crate::tracking::broadcast(st, now_ms);
     // A group policy's deadline earlier than the timer's sleep: wake it to re-read.
     if st.engine.take_policy_due_moved() {
         st.policy_wake.notify_one();

@@ -25,7 +25,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 pub use events::{EventClass, KeyEvent, KeyspaceEvent};
 pub use evict::EvictionPolicy;
 pub(crate) use scan::{scan_by_position, scan_position};
-pub use watch::WatchedKeys;
+pub use watch::{Touch, WatchedKeys};
 
 use crate::types::object::meta::Access;
 use crate::types::object::{ObjectConfig, ObjectMeta};
@@ -1196,6 +1196,22 @@ impl Engine {
             })
     }
 
+    /// Client-side caching is on (some client tracks, or keys are still tracked): the keys
+    /// written and the flushes are recorded for [`Engine::take_tracking`] from now on.
+    pub fn set_tracking(&mut self, on: bool) {
+        self.watch.set_tracking(on);
+    }
+
+    /// Take what client-side caching must hear of since the last call (appended to `into`).
+    pub fn take_tracking(&mut self, into: &mut Vec<Touch>) {
+        self.watch.take_tracking(into);
+    }
+
+    /// Whether [`Engine::take_tracking`] has anything.
+    pub fn has_tracking(&self) -> bool {
+        self.watch.has_tracking()
+    }
+
     /// Keys `client` watches (CLIENT LIST `watch=`).
     pub fn watched_by(&self, client: u64) -> usize {
         self.watch.keys_of(client).len()
@@ -1231,10 +1247,18 @@ impl Engine {
 
     /// Remove every key of one database (FLUSHDB), invalidating WATCHes on keys that existed.
     pub fn flush_db(&mut self, db: usize) {
+        self.empty_db(db);
+        self.watch.tracking_flush();
+    }
+
+    /// [`Engine::flush_db`] but for client-side caching, which hears of a flush once.
+    fn empty_db(&mut self, db: usize) {
         let d = std::mem::take(self.db_mut(db));
+        self.watch.hold_tracking(true);
         for key in d.keys.keys() {
             self.watch.touch_gone(db, key);
         }
+        self.watch.hold_tracking(false);
         // Blocked XREADGROUP clients on a flushed stream re-run and fail with NOGROUP.
         let blocked: Vec<Bytes> = self
             .blocking_keys
@@ -1251,8 +1275,9 @@ impl Engine {
     /// Remove every key of every database (FLUSHALL).
     pub fn flush_all(&mut self) {
         for db in 0..self.dbs.len() {
-            self.flush_db(db);
+            self.empty_db(db);
         }
+        self.watch.tracking_flush();
     }
 
     /// Replace every database with `other`'s (a replica's full sync, loaded into a private
@@ -1266,6 +1291,8 @@ impl Engine {
         // through `replace_with`, so the version moves on from this engine's.
         let codes: Vec<Bytes> = other.libraries.iter().map(|l| l.code.clone()).collect();
         let _ = self.libraries.replace_with(codes);
+        // Client-side caching heard of the flush: every key is invalid already.
+        self.watch.hold_tracking(true);
         for (i, d) in other.dbs.into_iter().enumerate().take(self.dbs.len()) {
             for key in d.keys.keys() {
                 self.watch.touch(i, key);
@@ -1282,6 +1309,7 @@ impl Engine {
                 self.signal_ready(i, &k);
             }
         }
+        self.watch.hold_tracking(false);
         self.rearm_all_policies();
         self.rearm_all_max_ages();
     }

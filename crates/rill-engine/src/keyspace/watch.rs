@@ -1,12 +1,49 @@
 //! WATCH bookkeeping: which clients watch which keys, and which clients' transactions are
-//! already doomed because a watched key was touched (Redis' CLIENT_DIRTY_CAS).
+//! already doomed because a watched key was touched (Redis' CLIENT_DIRTY_CAS). Every touch
+//! also feeds client-side caching ([`TrackingFeed`]): the server's tracking table hears of
+//! each key written and each flush from here, as Redis' `signalModifiedKey` serves both.
 
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 
+/// What client-side caching must hear of (the server's `tracking.rs` takes it after each
+/// call): names only, since tracking is not per database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touch {
+    /// `key` was written or deleted; `by_server` when no client did it (an expiry), so that
+    /// no client's NOLOOP hides it.
+    Key {
+        /// The key's name.
+        key: Bytes,
+        /// Deleted by expiry, not by a command.
+        by_server: bool,
+    },
+    /// A database (or all) was emptied: every cached key is invalid.
+    Flush,
+}
+
+/// The touches recorded since the server last took them; recorded only while some client
+/// tracks (`on`), and not key by key inside a flush (`held`).
+#[derive(Debug, Default)]
+pub struct TrackingFeed {
+    on: bool,
+    held: bool,
+    touches: Vec<Touch>,
+}
+
+impl TrackingFeed {
+    fn key(&mut self, key: &[u8], by_server: bool) {
+        if self.on && !self.held {
+            self.touches.push(Touch::Key { key: Bytes::copy_from_slice(key), by_server });
+        }
+    }
+}
+
 /// Watched keys per client and per key, and the set of clients whose EXEC must fail.
 #[derive(Debug, Default)]
 pub struct WatchedKeys {
+    /// Client-side caching's feed.
+    pub(crate) tracking: TrackingFeed,
     by_key: HashMap<(usize, Bytes), Vec<u64>>,
     /// Per client: the keys it watches, and whether each was already expired when watched
     /// (an expired-at-WATCH key expiring later does not abort, as in Redis).
@@ -44,6 +81,7 @@ impl WatchedKeys {
 
     /// A write touched `key`: every client watching it will fail its EXEC.
     pub fn touch(&mut self, db: usize, key: &[u8]) {
+        self.tracking.key(key, false);
         if self.by_key.is_empty() {
             return;
         }
@@ -57,6 +95,7 @@ impl WatchedKeys {
     /// there, as then; its mark is dropped, as a deleted key is not an expired one); any
     /// other watcher's EXEC fails.
     pub fn touch_gone(&mut self, db: usize, key: &[u8]) {
+        self.tracking.key(key, true);
         self.touch_each(db, key, |expired_then| match expired_then {
             true => (false, false),
             false => (false, true),
@@ -106,6 +145,36 @@ impl WatchedKeys {
     /// The keys of `db` someone watches.
     pub fn keys_in(&self, db: usize) -> Vec<Bytes> {
         self.by_key.keys().filter(|(d, _)| *d == db).map(|(_, k)| k.clone()).collect()
+    }
+
+    /// Client-side caching is on (some client tracks) or off: touches are recorded only then.
+    pub fn set_tracking(&mut self, on: bool) {
+        self.tracking.on = on;
+        if !on {
+            self.tracking.touches.clear();
+        }
+    }
+
+    /// Hold (or resume) key-by-key recording: a flush is one [`Touch::Flush`].
+    pub(crate) fn hold_tracking(&mut self, held: bool) {
+        self.tracking.held = held;
+    }
+
+    /// Record a flush for client-side caching.
+    pub(crate) fn tracking_flush(&mut self) {
+        if self.tracking.on {
+            self.tracking.touches.push(Touch::Flush);
+        }
+    }
+
+    /// Take the touches recorded since the last call, in order.
+    pub fn take_tracking(&mut self, into: &mut Vec<Touch>) {
+        into.append(&mut self.tracking.touches);
+    }
+
+    /// Whether touches wait to be taken.
+    pub fn has_tracking(&self) -> bool {
+        !self.tracking.touches.is_empty()
     }
 
     /// Mark a client's transaction as doomed.

@@ -17,6 +17,10 @@ pub const REDIS_VERSION: &str = "8.10.1";
 
 /// CLIENT HELP lines.
 pub const CLIENT_HELP: &[&str] = &[
+    "CACHING (YES|NO)",
+    "    In OPTIN (OPTOUT) tracking mode, track (do not track) the keys the next command reads.",
+    "GETREDIR",
+    "    Return the ID invalidation messages are redirected to, 0 for none, -1 when not tracking.",
     "ID",
     "    Return the ID of the current connection.",
     "INFO",
@@ -39,6 +43,11 @@ pub const CLIENT_HELP: &[&str] = &[
     "    Assign the name <name> to the current connection.",
     "SETINFO <option> <value>",
     "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Turn client-side caching's invalidation messages on or off for this connection.",
+    "TRACKINGINFO",
+    "    Describe this connection's tracking: flags, redirection and prefixes.",
     "PAUSE <timeout> [WRITE|ALL]",
     "    Hold the commands of other clients (ALL) or only the ones that write (WRITE) for <timeout> milliseconds.",
     "UNPAUSE",
@@ -232,6 +241,7 @@ pub fn reset(c: &mut Call) -> CmdResult {
     c.conn.multi = None;
     set_monitor(c, false);
     c.st.engine.unwatch_all(c.conn.id);
+    crate::tracking::disable(c.st, c.conn.id);
     super::pubsub::leave_all(c);
     c.conn.db = 0;
     c.conn.proto = Protocol::Resp2;
@@ -340,6 +350,15 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     if ci.blocked {
         flags.push('b');
     }
+    if ci.tracking.on {
+        flags.push('t');
+        if ci.tracking.broken {
+            flags.push('R');
+        }
+        if ci.tracking.bcast {
+            flags.push('B');
+        }
+    }
     if ci.no_evict {
         flags.push('e');
     }
@@ -359,7 +378,7 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     // Of omem, the payloads referenced rather than copied (shared with their values).
     let shared = load(&ci.mem.out_shared).min(omem);
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} omem-shared={shared} omem-unshared={} tot-mem={} events={events} cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={} read-events={} avg-pipeline-len-sum={} avg-pipeline-len-cnt={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} omem-shared={shared} omem-unshared={} tot-mem={} events={events} cmd={} user={} redir={} resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={} read-events={} avg-pipeline-len-sum={} avg-pipeline-len-cnt={}",
         ci.id,
         ci.addr,
         ci.laddr,
@@ -381,6 +400,7 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
         ci.mem.total() + queued,
         cmd,
         String::from_utf8_lossy(&ci.user),
+        if ci.tracking.on { ci.tracking.redirect as i64 } else { -1 },
         ci.resp,
         String::from_utf8_lossy(&ci.lib_name),
         String::from_utf8_lossy(&ci.lib_ver),
@@ -650,8 +670,101 @@ pub fn client_unblock(c: &mut Call) -> CmdResult {
     }
     blocking::ended(c.st, w.spec, &w.args, id as u64, w.ran_micros, c.now_ms);
     c.st.blocked.handed_to_tasks += 1;
-    let _ = w.tx.send(crate::blocking::Outcome::Reply(r, None));
+    let _ = w.tx.send(crate::blocking::Outcome::Reply(r, None, Vec::new()));
     Ok(Action::Reply(Reply::Integer(1)))
+}
+
+/// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]:
+/// client-side caching (`tracking.rs`). Options are parsed first, in order, as Redis does
+/// (a REDIRECT to a client that does not exist right now is refused).
+pub fn client_tracking(c: &mut Call) -> CmdResult {
+    let mut o = crate::tracking::Options::default();
+    let mut j = 3;
+    while j < c.args.len() {
+        let opt = &c.args[j];
+        let more = j + 1 < c.args.len();
+        if opt.eq_ignore_ascii_case(b"redirect") && more {
+            j += 1;
+            if o.redirect != 0 {
+                return Err(CmdError::full("ERR A client can only redirect to a single other client"));
+            }
+            let id = parse_i64(&c.args[j]).ok_or(CmdError::NOT_INTEGER)?;
+            if id <= 0 || !c.st.clients.contains_key(&(id as u64)) {
+                return Err(CmdError::full("ERR The client ID you want redirect to does not exist"));
+            }
+            o.redirect = id as u64;
+        } else if opt.eq_ignore_ascii_case(b"bcast") {
+            o.bcast = true;
+        } else if opt.eq_ignore_ascii_case(b"optin") {
+            o.optin = true;
+        } else if opt.eq_ignore_ascii_case(b"optout") {
+            o.optout = true;
+        } else if opt.eq_ignore_ascii_case(b"noloop") {
+            o.noloop = true;
+        } else if opt.eq_ignore_ascii_case(b"prefix") && more {
+            j += 1;
+            o.prefixes.push(c.args[j].clone());
+        } else {
+            return Err(syntax());
+        }
+        j += 1;
+    }
+    let status = c.arg(2);
+    if status.eq_ignore_ascii_case(b"on") {
+        crate::tracking::enable(c.st, c.conn.id, o)?;
+    } else if status.eq_ignore_ascii_case(b"off") {
+        crate::tracking::disable(c.st, c.conn.id);
+    } else {
+        return Err(syntax());
+    }
+    ok()
+}
+
+/// CLIENT CACHING YES|NO
+pub fn client_caching(c: &mut Call) -> CmdResult {
+    if c.st.tracking.mode(c.conn.id).is_none() {
+        // Checked before the argument, as Redis.
+        crate::tracking::caching(c.st, c.conn.id, true)?;
+    }
+    let yes = match c.arg(2) {
+        a if a.eq_ignore_ascii_case(b"yes") => true,
+        a if a.eq_ignore_ascii_case(b"no") => false,
+        _ => return Err(syntax()),
+    };
+    crate::tracking::caching(c.st, c.conn.id, yes)?;
+    ok()
+}
+
+/// CLIENT GETREDIR: the client tracking messages go to, 0 for none, -1 when not tracking.
+pub fn client_getredir(c: &mut Call) -> CmdResult {
+    let id = c.st.tracking.mode(c.conn.id).map_or(-1, |m| m.redirect as i64);
+    reply(Reply::Integer(id))
+}
+
+/// CLIENT TRACKINGINFO: `flags`, `redirect`, `prefixes`.
+pub fn client_trackinginfo(c: &mut Call) -> CmdResult {
+    let b = |s: &'static str| Reply::Bulk(Bytes::from_static(s.as_bytes()));
+    let mode = c.st.tracking.mode(c.conn.id);
+    let mut flags = vec![b(if mode.is_some() { "on" } else { "off" })];
+    let mut prefixes = Vec::new();
+    if let Some(m) = mode {
+        let named = [
+            (m.bcast, "bcast"),
+            (m.optin, "optin"),
+            (m.optin && m.caching, "caching-yes"),
+            (m.optout, "optout"),
+            (m.optout && m.caching, "caching-no"),
+            (m.noloop, "noloop"),
+            (m.broken_redirect, "broken_redirect"),
+        ];
+        flags.extend(named.into_iter().filter(|(on, _)| *on).map(|(_, name)| b(name)));
+        prefixes = m.prefixes.iter().cloned().map(Reply::Bulk).collect();
+    }
+    reply(Reply::Map(vec![
+        (b("flags"), Reply::Set(flags)),
+        (b("redirect"), Reply::Integer(mode.map_or(-1, |m| m.redirect as i64))),
+        (b("prefixes"), Reply::Array(prefixes)),
+    ]))
 }
 
 #[cfg(test)]

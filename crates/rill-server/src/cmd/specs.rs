@@ -86,6 +86,10 @@ pub const CLIENT_SUBS: &[CommandSpec] = &[
     sub("client|unblock", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "client-id:integer [unblock-type@(TIMEOUT | ERROR)]", "Releases a client blocked on keys.", "5.0.0", server(&Run(connection::client_unblock))),
     sub("client|pause", -3, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "timeout:integer [mode@(WRITE | ALL)]", "Holds the commands of normal clients, all or the writing ones, for a time.", "3.0.0", server(&Run(connection::client_pause))),
     sub("client|unpause", 2, ADMIN_FLAGS, &["@admin", "@slow", "@dangerous", "@connection"], "connection", "", "Ends a CLIENT PAUSE.", "6.2.0", server(&Run(connection::client_unpause))),
+    sub("client|tracking", -3, CLIENT_FLAGS, SLOW_CONN, "connection", "status@(ON | OFF) [REDIRECT client-id:integer] [PREFIX prefix ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]", "Turns client-side caching's invalidation messages on or off for the connection.", "6.0.0", server(&Run(connection::client_tracking))),
+    sub("client|caching", 3, CLIENT_FLAGS, SLOW_CONN, "connection", "mode@(YES | NO)", "Says whether the keys the next command reads are tracked, in OPTIN or OPTOUT mode.", "6.0.0", server(&Run(connection::client_caching))),
+    sub("client|getredir", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Returns the client id invalidation messages are redirected to.", "6.0.0", server(&Run(connection::client_getredir))),
+    sub("client|trackinginfo", 2, CLIENT_FLAGS, SLOW_CONN, "connection", "", "Describes the connection's client-side caching tracking.", "6.2.0", server(&Run(connection::client_trackinginfo))),
     sub("client|help", 2, LOADING_STALE, SLOW_CONN, "connection", "", "Lists the CLIENT subcommands.", "5.0.0", server(&Run(|_| reply(help("CLIENT", connection::CLIENT_HELP))))),
 ];
 

@@ -195,6 +195,7 @@ fn new_client(id: u64, peer: Peer, authenticated: bool, hot: HotConfig) -> (Clie
         monitor: false,
         user: bytes::Bytes::from_static(b"default"),
         link_socket: None,
+        tracking: Default::default(),
     };
     (info, Admitted { id, kill, authenticated, mem, hot, push: push_rx, unregistered: None, user: None })
 }

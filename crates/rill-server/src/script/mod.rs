@@ -473,6 +473,7 @@ fn execute(
         conn
     });
     c.st.scripts.client_id = conn.id;
+    conn.tracking_id = c.conn.tracking_id;
     conn.db = c.conn.db;
     conn.proto = Protocol::Resp2;
     conn.multi = None;

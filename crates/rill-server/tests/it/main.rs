@@ -65,6 +65,7 @@ mod slowlog;
 mod startup;
 mod stream_fuzz;
 mod tls;
+mod tracking;
 mod transport;
 
 /// The binary `rill-testkit` starts is the one Cargo built for these tests.

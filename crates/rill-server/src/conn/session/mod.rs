@@ -661,6 +661,7 @@ impl Session {
         st.pause.held.remove(&id);
         st.shutdown.blocked.remove(&id);
         st.engine.unwatch_all(id);
+        crate::tracking::disable(&mut st, id);
         // RELEASEONCLOSE: the consumers only this connection read as have their entries
         // handed back by the policy timer, as a unit of its own.
         if st.engine.policy_client_closed(id) {
@@ -738,7 +739,11 @@ fn run_requests(
         }
         conn.output_pending = !out.is_empty();
         let was_subscribed = conn.subscribed;
-        match dispatch::execute(shared, st, conn, &mut args, now) {
+        let action = dispatch::execute(shared, st, conn, &mut args, now);
+        if std::mem::take(&mut conn.push_first) {
+            pushed.drain_into(out);
+        }
+        match action {
             Action::Reply(r) => emit(out, conn, &r),
             Action::Pushes(rs) => emit_pushes(out, conn, &rs),
             Action::Nothing => {}

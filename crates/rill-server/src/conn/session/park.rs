@@ -51,13 +51,19 @@ impl Session {
                 self.net_out += len as u64;
                 Released::Written(rest)
             }
-            Ok(Outcome::Reply(reply, wait)) => {
+            Ok(Outcome::Reply(reply, wait, then)) => {
                 if let Some((log, offset)) = wait {
                     if !durable(&log, offset).await {
                         return Released::Close;
                     }
                 }
                 self.emit_parked_reply(&reply);
+                for frame in then {
+                    // Pushes: written whatever CLIENT REPLY says.
+                    rill_resp::ReplyTarget::encoded(&mut self.out).extend_from_slice(&frame);
+                    self.net_out += frame.len() as u64;
+                    self.net_out_uncounted += frame.len() as u64;
+                }
                 Released::Reply
             }
             Ok(Outcome::Close(reply)) => {
