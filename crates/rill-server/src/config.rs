@@ -147,6 +147,7 @@ pub const PARAMS: &[Param] = &[
     // how long one eviction pass may run before the rest goes on in the background.
     p("maxmemory-samples", "5", Kind::Int(1, 64), true),
     p("tracking-table-max-keys", "1000000", Kind::Int(0, i64::MAX), true),
+    p("hll-sparse-max-bytes", "3000", Kind::Memory(0, i64::MAX), true),
     p("maxmemory-eviction-tenacity", "10", Kind::Int(0, 100), true),
     // The LFU counter (`types::object::meta`): how slowly it grows, minutes per decrement.
     p("lfu-log-factor", "10", Kind::Int(0, I32), true),
@@ -367,7 +368,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "hash-max-ziplist-value",
     "list-max-ziplist-size",
     "list-compress-depth",
-    "hll-sparse-max-bytes",
     "lua-replicate-commands",
     "hide-user-data-from-log",
     "close-on-oom",

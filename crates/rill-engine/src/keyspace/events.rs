@@ -116,6 +116,7 @@ key_events! {
     IncrBy => "incrby", String;
     IncrByFloat => "incrbyfloat", String;
     SetBit => "setbit", String;
+    PfAdd => "pfadd", String;
     LPush => "lpush", List;
     RPush => "rpush", List;
     LPop => "lpop", List;

@@ -1052,6 +1052,14 @@ impl Engine {
         self.events.push(db, key, event);
     }
 
+    /// A change of `key`'s value that is no change of what it holds (PFCOUNT keeping its
+    /// estimate in the HLL): WATCH and client-side caching hear of it and it counts as a
+    /// change, but no keyspace event names it, as in Redis.
+    pub fn modified_quietly(&mut self, db: usize, key: &[u8]) {
+        self.watch.touch(db, key);
+        self.count_changes(1);
+    }
+
     /// Count `n` changes that touch no WATCHed key as such (consumer-group state, a stream's
     /// settings): they still make the command one that changed the keyspace.
     pub fn count_changes(&mut self, n: u64) {

@@ -16,6 +16,7 @@ pub(crate) mod collection_scan;
 pub mod dump;
 pub mod geo;
 pub mod hash;
+pub mod hll;
 pub mod keys;
 pub mod list;
 pub mod object;
@@ -52,6 +53,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         sort::COMMANDS,
         zset::COMMANDS,
         geo::COMMANDS,
+        hll::COMMANDS,
         stream::COMMANDS,
         object::COMMANDS,
     ]

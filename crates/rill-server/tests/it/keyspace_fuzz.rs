@@ -39,6 +39,9 @@ const SETS: &[&str] = &["s1", "s2"];
 const STRINGS: &[&str] = &["k1", "k2"];
 const ZSETS: &[&str] = &["z1", "z2"];
 const ALL: &[&str] = &["l1", "l2", "h1", "h2", "s1", "s2", "k1", "k2", "z1", "z2"];
+/// HyperLogLogs (strings in Redis' HLL format), and the geo set: kept apart from [`ALL`].
+const HLLS: &[&str] = &["p1", "p2"];
+const OTHERS: &[&str] = &["p1", "p2", "g1"];
 const LONG: &str = "a value longer than sixty-four bytes, so a small hash must leave listpack";
 
 fn pick(list: &'static [&'static str]) -> impl Strategy<Value = String> {
@@ -756,6 +759,37 @@ fn geo_command() -> impl Strategy<Value = Vec<String>> {
     prop_oneof![6 => add, 2 => read, 1 => dist, 3 => search, 2 => radius, 1 => store]
 }
 
+/// The key an HLL command works on: mostly an HLL, sometimes a plain string (not an HLL) or
+/// any key.
+fn hll_key() -> impl Strategy<Value = String> {
+    prop_oneof![8 => pick(HLLS), 1 => pick(STRINGS), 1 => pick(ALL)]
+}
+
+/// The HyperLogLog commands: elements added (sparse HLLs turn dense past the servers' small
+/// `hll-sparse-max-bytes`), counted (the cached estimate, the union), merged, and the bytes
+/// themselves compared (GET, PFDEBUG DECODE), so every sparse update must encode as Redis'.
+fn hll_command() -> impl Strategy<Value = Vec<String>> {
+    let element = || prop_oneof![4 => (0..60u8).prop_map(|i| format!("e{i}")), 1 => value()];
+    let add = (hll_key(), proptest::collection::vec(element(), 0..12)).prop_map(|(k, els)| {
+        let mut v = words(&["PFADD", &k]);
+        v.extend(els);
+        v
+    });
+    let count = proptest::collection::vec(hll_key(), 1..3).prop_map(|keys| {
+        let mut v = words(&["PFCOUNT"]);
+        v.extend(keys);
+        v
+    });
+    let merge = (hll_key(), proptest::collection::vec(hll_key(), 0..3)).prop_map(|(d, srcs)| {
+        let mut v = words(&["PFMERGE", &d]);
+        v.extend(srcs);
+        v
+    });
+    let get = hll_key().prop_map(|k| words(&["GET", &k]));
+    let debug = (pick(&["ENCODING", "TODENSE", "DECODE"]), hll_key()).prop_map(|(s, k)| words(&["PFDEBUG", &s, &k]));
+    prop_oneof![6 => add, 3 => count, 2 => merge, 2 => get, 1 => debug]
+}
+
 /// `@multi n1 CMD1... n2 CMD2...`: the commands in MULTI / EXEC.
 const MULTI: &str = "@multi";
 /// `@block i CMD...`: the blocking CMD sent on side connection `i` of both servers (see
@@ -773,6 +807,7 @@ fn plain() -> impl Strategy<Value = Vec<String>> {
         4 => bitmap_command(),
         8 => zset_command(),
         8 => geo_command(),
+        4 => hll_command(),
         4 => key_command(),
     ]
 }
@@ -937,6 +972,7 @@ fn match_redis(seed: u64) {
             c.cmd(&["CONFIG", "SET", "set-max-intset-entries", "4"]);
             c.cmd(&["CONFIG", "SET", "set-max-listpack-entries", "4"]);
             c.cmd(&["CONFIG", "SET", "zset-max-listpack-entries", "4"]);
+            c.cmd(&["CONFIG", "SET", "hll-sparse-max-bytes", "64"]);
             if resp3 {
                 c.cmd(&["HELLO", "3"]);
             }
@@ -965,7 +1001,7 @@ fn match_redis(seed: u64) {
 /// for a value that shrank, as Redis's does.
 fn picture(c: &mut rill_testkit::RawClient) -> crate::common::Picture {
     let mut out = Vec::new();
-    for key in ALL {
+    for key in ALL.iter().chain(OTHERS) {
         let mut ask = |cmd: &[&str]| {
             let words: Vec<String> = cmd.iter().map(|w| w.to_string()).collect();
             let v = normalise(&words, parse_value(&c.cmd(cmd)).unwrap());
@@ -1023,6 +1059,8 @@ fn survive_kill9(seed: u64) {
         "4",
         "--zset-max-listpack-entries",
         "4",
+        "--hll-sparse-max-bytes",
+        "64",
     ];
     let proc = std::cell::RefCell::new(Some(rill_testkit::Proc::start(dir.path(), &args)));
     let cases = std::env::var("RILL_FUZZ_RESTARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);

@@ -85,6 +85,8 @@ pub struct ObjectConfig {
     pub lfu_log_factor: u32,
     /// `lfu-decay-time`: minutes per decrement of an idle key's LFU counter (0: never).
     pub lfu_decay_time: u32,
+    /// `hll-sparse-max-bytes`: the longest a sparse HyperLogLog grows before it turns dense.
+    pub hll_sparse_max_bytes: usize,
 }
 
 impl Default for ObjectConfig {
@@ -101,6 +103,7 @@ impl Default for ObjectConfig {
             lfu: false,
             lfu_log_factor: LFU_LOG_FACTOR,
             lfu_decay_time: LFU_DECAY_MINUTES,
+            hll_sparse_max_bytes: 3000,
         }
     }
 }
@@ -119,6 +122,7 @@ impl ObjectConfig {
         "maxmemory-policy",
         "lfu-log-factor",
         "lfu-decay-time",
+        "hll-sparse-max-bytes",
     ];
 
     /// Apply one directive: `maxmemory-policy` reads its `text`, the limits their `number`
@@ -138,6 +142,7 @@ impl ObjectConfig {
             "zset-max-listpack-value" => self.zset_max_listpack_value = count,
             "lfu-log-factor" => self.lfu_log_factor = u32::try_from(count).unwrap_or(u32::MAX),
             "lfu-decay-time" => self.lfu_decay_time = u32::try_from(count).unwrap_or(u32::MAX),
+            "hll-sparse-max-bytes" => self.hll_sparse_max_bytes = usize::try_from(count).unwrap_or(usize::MAX),
             _ => return false,
         }
         true
