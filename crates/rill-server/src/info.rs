@@ -418,7 +418,7 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "pubsubshard_channels:{}", st.pubsub.shard_channel_count());
             line!(out, "latest_fork_usec:0");
             line!(out, "total_forks:0");
-            line!(out, "migrate_cached_sockets:0");
+            line!(out, "migrate_cached_sockets:{}", st.migrate.len());
             line!(out, "slave_expires_tracked_keys:0");
             line!(out, "active_defrag_hits:0");
             line!(out, "active_defrag_misses:0");

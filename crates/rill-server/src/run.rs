@@ -720,6 +720,10 @@ async fn cron(shared: Arc<Shared>) {
             st.latency.sample_if_needed(threshold, "expire-cycle", ms, now.div_euclid(1000));
         }
         evict_clients(&mut st);
+        // MIGRATE's connections unused for 10 s are closed.
+        if !st.migrate.is_empty() {
+            st.migrate.close_idle(now);
+        }
         // The tracking table kept to `tracking-table-max-keys` while no command runs (a CONFIG
         // SET lowered it); not while DEBUG PAUSE-CRON holds the cron.
         if st.tracking.active() && !crate::client_limits::cron_paused() {

@@ -324,6 +324,8 @@ pub struct State {
     pub pubsub: crate::pubsub::PubSub,
     /// Client-side caching: who tracks which keys (`tracking.rs`).
     pub tracking: crate::tracking::Tracking,
+    /// MIGRATE's cached connections to its targets.
+    pub migrate: crate::cmd::migrate::Sockets,
     /// CLIENT PAUSE and a failover's pause of writes, and the clients they hold.
     pub pause: crate::pause::Pause,
     /// A shutdown waiting for its replicas or finishing, and the SHUTDOWN callers it blocks.
@@ -374,6 +376,7 @@ impl State {
             replication,
             pubsub: crate::pubsub::PubSub::default(),
             tracking: crate::tracking::Tracking::default(),
+            migrate: Default::default(),
             pause: crate::pause::Pause::default(),
             shutdown: crate::shutdown::Shutdown::default(),
             policy_wake: Default::default(),

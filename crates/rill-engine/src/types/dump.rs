@@ -91,6 +91,25 @@ fn dump(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     }
 }
 
+/// What MIGRATE sends for `key` of `db`: the time it has left in ms (0: none; at least 1, as
+/// Redis sends it) and its DUMP payload. `None` when it is missing or expired. A read lookup:
+/// counted in `keyspace_hits` / `keyspace_misses`, as MIGRATE's lookup is in Redis.
+pub fn migrate_payload(engine: &mut Engine, db: usize, key: &[u8], now_ms: i64) -> Option<(i64, Vec<u8>)> {
+    let entry = engine.lookup_read(db, key, now_ms)?;
+    let ttl = match entry.expire_at_ms {
+        Some(at) if at < now_ms => return None,
+        Some(at) => (at - now_ms).max(1),
+        None => 0,
+    };
+    Some((ttl, rdb::dump(&entry.value, now_ms)))
+}
+
+/// MIGRATE moved `key` of `db` away (its target said OK, and no COPY): deleted as DEL deletes,
+/// with its `del` event. False if it was not there.
+pub fn migrated_away(engine: &mut Engine, db: usize, key: &[u8]) -> bool {
+    super::delete_key(engine, db, key)
+}
+
 /// RESTORE's options.
 #[derive(Debug, Default)]
 struct RestoreOptions {

@@ -6,6 +6,7 @@ pub mod connection;
 pub mod introspect;
 pub mod latency;
 pub mod metrics;
+pub mod migrate;
 pub mod multi;
 pub mod pubsub;
 pub mod replication;

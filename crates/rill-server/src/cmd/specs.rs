@@ -1,7 +1,9 @@
 //! Declarations of the commands the server itself runs (connection, server, transactions,
 //! introspection). Data commands are declared next to their handlers in rill-engine.
 
-use super::{acl, connection, help, introspect, latency, metrics, multi, pubsub, replication, reply, server, Run};
+use super::{
+    acl, connection, help, introspect, latency, metrics, migrate, multi, pubsub, replication, reply, server, Run,
+};
 use crate::client::Action;
 use crate::script::functions;
 use rill_engine::command::{key_at, keys_from, BeginSearch, Channels, CommandSpec, FindKeys, Flags, Handler, KeySpec};
@@ -1393,6 +1395,32 @@ pub const COMMANDS: &[CommandSpec] = &[
         since: "0.1.0",
         subcommands: RILL_METRICS_SUBS,
         ..CommandSpec::of(Handler::Container)
+    },
+    CommandSpec {
+        name: "migrate",
+        arity: -6,
+        flags: Flags::WRITE.and(Flags::MOVABLEKEYS),
+        first_key: 3,
+        last_key: 3,
+        step: 1,
+        acl: &["@keyspace", "@write", "@slow", "@dangerous"],
+        tips: &["nondeterministic_output"],
+        key_specs: &[
+            key_at(3, &["RW", "ACCESS", "DELETE"]),
+            KeySpec {
+                flags: &["RW", "ACCESS", "DELETE", "INCOMPLETE"],
+                begin: BeginSearch::Keyword { keyword: "KEYS", startfrom: -2 },
+                find: FindKeys::Range { lastkey: -1, keystep: 1, limit: 0 },
+                notes: "",
+            },
+        ],
+        group: "generic",
+        summary: "Moves (or copies) keys to another server, over its RESTORE command.",
+        since: "2.6.0",
+        complexity: "O(N) in the bytes moved: a DUMP and DEL here, a RESTORE there.",
+        syntax: "host port:integer key:key destination-db:integer timeout:integer [COPY] [REPLACE] [authentication@(AUTH password | AUTH2 username password)] [KEYS key:key ...]",
+        get_keys: Some(migrate::migrate_keys),
+        ..CommandSpec::of(server(&Run(migrate::migrate)))
     },
     CommandSpec {
         name: "monitor",

@@ -38,6 +38,7 @@ mod keyspace_fuzz;
 mod log_format;
 mod lose_nothing;
 mod max_age;
+mod migrate;
 mod monitor;
 mod partition;
 mod persistence;
