@@ -102,6 +102,11 @@ fn tables() -> &'static Tables {
         for family in &families {
             for spec in family.iter() {
                 let name = spec.name.to_ascii_uppercase().leak();
+                // PFSELFTEST reads no input and adds ten million elements to two HLLs: nothing
+                // for the fuzzer to find, and far past the time one input may take.
+                if spec.name == "pfselftest" {
+                    continue;
+                }
                 if spec.subcommands.is_empty() {
                     if matches!(spec.handler, Handler::Engine(_)) {
                         commands.push(Cmd { words: vec![name], spec, keywords: keywords(spec.syntax) });
