@@ -441,6 +441,20 @@ impl EffectBuf {
         self.count = 0;
     }
 
+    /// Bytes allocated.
+    pub fn capacity(&self) -> usize {
+        self.bytes.capacity()
+    }
+
+    /// [`EffectBuf::clear`], and give the allocation back when it holds more than `keep`
+    /// bytes: one huge unit (a script of a million writes) must not pin its size for good.
+    pub fn clear_to(&mut self, keep: usize) {
+        self.clear();
+        if self.bytes.capacity() > keep {
+            self.bytes = Vec::new();
+        }
+    }
+
     /// Encoded size in bytes.
     pub fn byte_len(&self) -> usize {
         self.bytes.len()

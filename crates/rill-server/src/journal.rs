@@ -92,6 +92,10 @@ pub trait LogSink: Progress + Send + Sync + std::fmt::Debug {
 }
 
 /// The journal: the open unit and the sinks committed units go to.
+/// The most a unit buffer keeps between units: a bigger one (a script or EXEC of many writes)
+/// is freed once committed rather than held for the next unit.
+const KEEP_BUF_BYTES: usize = 1 << 20;
+
 #[derive(Debug)]
 pub struct Journal<L> {
     /// The log; `None` with `appendonly no`. Replies wait for it (`Journal::appended`).
@@ -192,7 +196,7 @@ impl<L: LogSink> Journal<L> {
 
     /// Take back a buffer from [`Journal::lend_buf`] (emptied here).
     pub fn return_buf(&mut self, mut buf: EffectBuf) {
-        buf.clear();
+        buf.clear_to(KEEP_BUF_BYTES);
         self.spare = buf;
     }
 
@@ -337,7 +341,7 @@ impl<L: LogSink> Journal<L> {
                 self.appended = log.append(now_ms, unit);
             }
         }
-        self.unit.clear();
+        self.unit.clear_to(KEEP_BUF_BYTES);
         self.appended
     }
 }
@@ -405,6 +409,31 @@ mod tests {
         fn fsync_before_reply(&self) -> bool {
             false
         }
+    }
+
+    #[test]
+    fn a_huge_unit_does_not_keep_its_buffers_once_committed() {
+        let mut j = Journal::<NoLog>::default();
+        j.add_sink(Box::new(MemorySink::default()));
+        let value = Bytes::from(vec![b'v'; 1000]);
+        for i in 0..3000 {
+            j.push_command(
+                0,
+                &[Bytes::from_static(b"SADD"), Bytes::from_static(b"s"), Bytes::from(i.to_string()), value.clone()],
+            );
+        }
+        let mut lent = j.lend_buf();
+        lent.command(0, [&b"SET"[..], b"k", &vec![b'x'; 2 << 20]].into_iter());
+        j.return_buf(lent);
+        assert!(j.unit.capacity() > KEEP_BUF_BYTES);
+        j.commit(1);
+        assert!(j.unit.capacity() <= KEEP_BUF_BYTES, "{}", j.unit.capacity());
+        assert!(j.spare.capacity() <= KEEP_BUF_BYTES, "{}", j.spare.capacity());
+        // A small unit keeps its buffer for the next one.
+        j.push_command(0, &[Bytes::from_static(b"SET"), Bytes::from_static(b"k")]);
+        let kept = j.unit.capacity();
+        j.commit(2);
+        assert_eq!(j.unit.capacity(), kept);
     }
 
     #[test]
