@@ -19,7 +19,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use rill_engine::command::{CommandSpec, CommandTable, Flags, Handler};
+use rill_engine::command::{CommandSpec, CommandTable, Handler};
 use rill_engine::effect::{decode_record, encode_record, Effect};
 use rill_engine::rdb::{dump, restore, LoadContext};
 use rill_engine::types::families;
@@ -201,7 +201,7 @@ fn run(engine: &mut Engine, cmd: &Cmd, args: &[Bytes], db: usize, now_ms: i64) -
     }
     let mut record: Vec<Effect> = engine.take_expired().into_iter().map(|(db, key)| Effect::del(db, key)).collect();
     record.extend(ctx.effects.decode().expect("a command's own effects decode"));
-    if !ctx.explicit && outcome.changes > 0 && spec.flags.has(Flags::WRITE) {
+    if !ctx.explicit && outcome.changes > 0 && spec.logged_when_changed() {
         record.push(Effect::command(db, args.to_vec()));
     }
     record

@@ -430,11 +430,7 @@ impl State {
         args: &[Bytes],
     ) {
         self.collect_effects(effects);
-        // A read that may change its key (PFCOUNT keeping its estimate, `may-replicate`) is
-        // logged and replicated when it did, as Redis propagates it.
-        let logged = spec.flags.has(rill_engine::command::Flags::WRITE)
-            || spec.flags.has(rill_engine::command::Flags::MAY_REPLICATE);
-        if !explicit && changed && logged {
+        if !explicit && changed && spec.logged_when_changed() {
             // Under its own name, not the one `rename-command` gave it (see Shared::log_table).
             let own = spec.name.split('|').next().unwrap_or(spec.name);
             match args.split_first() {

@@ -339,6 +339,13 @@ impl CommandSpec {
         !self.subcommands.is_empty()
     }
 
+    /// Whether a call that changed the keyspace is logged and replicated as itself: a write,
+    /// or a read flagged `may-replicate` (PFCOUNT keeping its estimate in the value), as Redis
+    /// propagates them. The server's journal and the fuzzers' model of it both ask here.
+    pub fn logged_when_changed(&self) -> bool {
+        self.flags.has(Flags::WRITE) || self.flags.has(Flags::MAY_REPLICATE)
+    }
+
     /// The name a container's subcommand is matched by (`create` in `xgroup|create`).
     pub fn sub_name(&self) -> &'static str {
         self.name.rsplit('|').next().unwrap_or(self.name)
