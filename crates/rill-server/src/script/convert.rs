@@ -20,58 +20,43 @@
 //! field, else an array of its elements 1.. up to the first nil; anything else null.
 
 use bytes::{Bytes, BytesMut};
-use mlua::{Lua, Table, Value};
+use mlua::{Table, Value};
 use rill_resp::{Protocol, Reply};
 
-/// A command's reply as the script sees it.
-pub fn to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value> {
-    Ok(match reply {
-        Reply::Integer(n) => Value::Number(*n as f64),
-        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
-        Reply::Null | Reply::NullArray => {
-            if resp3 {
-                Value::Nil
-            } else {
-                Value::Boolean(false)
-            }
+/// A command's reply with every part that has no Lua form in the script's protocol (`resp3`)
+/// made into what the wire would carry (RESP3-only types in RESP2, pre-encoded parts): the
+/// reply itself when there is none, which is the usual case. `raw.rs` pushes the result.
+pub fn lowered(reply: Reply, resp3: bool) -> Reply {
+    if plain(&reply, resp3) {
+        reply
+    } else {
+        lower(&reply, resp3)
+    }
+}
+
+/// Whether every part of `r` has a Lua form of its own.
+fn plain(r: &Reply, resp3: bool) -> bool {
+    match r {
+        Reply::Integer(_) | Reply::Bulk(_) | Reply::Null | Reply::NullArray | Reply::Simple(_) | Reply::Error(_) => {
+            true
         }
-        Reply::Simple(s) => Value::Table(field(lua, "ok", Value::String(lua.create_string(s)?))?),
-        Reply::Error(e) => Value::Table(error(lua, e)?),
-        Reply::Array(items) | Reply::Push(items) => Value::Table(array(lua, items, resp3)?),
-        Reply::Set(items) if !resp3 => Value::Table(array(lua, items, resp3)?),
-        Reply::Set(items) => {
-            let set = lua.create_table_with_capacity(0, items.len())?;
-            for item in items {
-                set.raw_set(to_lua(lua, item, resp3)?, true)?;
-            }
-            Value::Table(field(lua, "set", Value::Table(set))?)
-        }
-        Reply::Map(pairs) if !resp3 => {
-            let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
-            for (i, (k, v)) in pairs.iter().enumerate() {
-                t.raw_set(2 * i + 1, to_lua(lua, k, resp3)?)?;
-                t.raw_set(2 * i + 2, to_lua(lua, v, resp3)?)?;
-            }
-            Value::Table(t)
-        }
-        Reply::Map(pairs) => {
-            let map = lua.create_table_with_capacity(0, pairs.len())?;
-            for (k, v) in pairs {
-                map.raw_set(to_lua(lua, k, resp3)?, to_lua(lua, v, resp3)?)?;
-            }
-            Value::Table(field(lua, "map", Value::Table(map))?)
-        }
-        Reply::Boolean(b) if resp3 => Value::Boolean(*b),
-        Reply::Double(d) if resp3 => Value::Table(field(lua, "double", Value::Number(*d))?),
-        Reply::BigNumber(n) if resp3 => Value::Table(field(lua, "big_number", Value::String(lua.create_string(n)?))?),
-        Reply::Verbatim { format, text } if resp3 => {
-            let inner = lua.create_table()?;
-            inner.raw_set("string", lua.create_string(text)?)?;
-            inner.raw_set("format", lua.create_string(format)?)?;
-            Value::Table(field(lua, "verbatim_string", Value::Table(inner))?)
-        }
-        Reply::Attribute(_, inner) => to_lua(lua, inner, resp3)?,
-        // Pre-encoded parts and the RESP3-only types in RESP2: what the wire would carry.
+        Reply::Array(items) | Reply::Push(items) | Reply::Set(items) => items.iter().all(|i| plain(i, resp3)),
+        Reply::Map(pairs) => pairs.iter().all(|(k, v)| plain(k, resp3) && plain(v, resp3)),
+        Reply::Boolean(_) | Reply::Double(_) | Reply::BigNumber(_) | Reply::Verbatim { .. } => resp3,
+        Reply::Attribute(_, inner) => plain(inner, resp3),
+        Reply::Raw(_) => false,
+    }
+}
+
+fn lower(r: &Reply, resp3: bool) -> Reply {
+    match r {
+        Reply::Array(items) => Reply::Array(items.iter().map(|i| lower(i, resp3)).collect()),
+        Reply::Push(items) => Reply::Push(items.iter().map(|i| lower(i, resp3)).collect()),
+        Reply::Set(items) => Reply::Set(items.iter().map(|i| lower(i, resp3)).collect()),
+        Reply::Map(pairs) => Reply::Map(pairs.iter().map(|(k, v)| (lower(k, resp3), lower(v, resp3))).collect()),
+        Reply::Attribute(_, inner) => lower(inner, resp3),
+        plain_part if plain(plain_part, resp3) => plain_part.clone(),
+        // What the wire would carry, read back: one value, or an array of several.
         other => {
             let proto = if resp3 { Protocol::Resp3 } else { Protocol::Resp2 };
             let mut out = BytesMut::new();
@@ -82,46 +67,15 @@ pub fn to_lua(lua: &Lua, reply: &Reply, resp3: bool) -> mlua::Result<Value> {
                 if used == 0 {
                     break;
                 }
-                values.push(v);
+                values.push(lowered(v, resp3));
                 at += used;
             }
             match values.len() {
-                1 => to_lua(lua, values.first().unwrap_or(&Reply::Null), resp3)?,
-                _ => Value::Table(array(lua, &values, resp3)?),
+                1 => values.pop().unwrap_or(Reply::Null),
+                _ => Reply::Array(values),
             }
         }
-    })
-}
-
-fn array(lua: &Lua, items: &[Reply], resp3: bool) -> mlua::Result<Table> {
-    let t = lua.create_table_with_capacity(items.len(), 0)?;
-    for (i, item) in items.iter().enumerate() {
-        t.raw_set(i + 1, to_lua(lua, item, resp3)?)?;
     }
-    Ok(t)
-}
-
-fn field(lua: &Lua, name: &str, v: Value) -> mlua::Result<Table> {
-    let t = lua.create_table_with_capacity(0, 1)?;
-    t.raw_set(name, v)?;
-    Ok(t)
-}
-
-/// A command's error as redis.call raises it: `{err=text, ignore_error_stats_update=true}`
-/// (the command already counted it).
-pub fn error(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
-    let t = error_table(lua, text)?;
-    t.raw_set("ignore_error_stats_update", true)?;
-    Ok(t)
-}
-
-/// `{err=text}` with the text as Redis keeps it: a code first (`ERR` when it has none), no
-/// trailing line break.
-pub fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
-    let text = text.strip_prefix(b"-").unwrap_or(text);
-    let end = text.iter().rposition(|&b| b != b'\r' && b != b'\n').map_or(0, |p| p + 1);
-    let text = text.get(..end).unwrap_or(text);
-    lua.create_table_from([("err", lua.create_string(text)?)])
 }
 
 /// How a script's failure is counted: an error a command inside it already counted is not
@@ -233,25 +187,9 @@ fn table_reply(t: &Table, resp3: bool, depth: usize) -> (Reply, Counted) {
     (Reply::Array(items), Counted::No)
 }
 
-/// A Lua argument of redis.call as the command gets it: a string as it is, a number as an
-/// integer when it is one (within ±2^62), otherwise in Redis' shortest decimal form.
-pub fn arg(v: &Value) -> Option<Bytes> {
-    let mut out = Vec::new();
-    arg_into(v, &mut out).then(|| Bytes::from(out))
-}
-
-/// [`arg`], appended to `out`; false (nothing appended) for a value that is no argument.
-pub fn arg_into(v: &Value, out: &mut Vec<u8>) -> bool {
-    match v {
-        Value::String(s) => out.extend_from_slice(&s.as_bytes()),
-        Value::Integer(i) => number_text(*i as f64, out),
-        Value::Number(n) => number_text(*n, out),
-        _ => return false,
-    }
-    true
-}
-
-fn number_text(n: f64, out: &mut Vec<u8>) {
+/// A Lua number as redis.call passes it to the command: an integer when it is one (within
+/// ±2^62), otherwise in Redis' shortest decimal form.
+pub fn number_text(n: f64, out: &mut Vec<u8>) {
     let limit = (i64::MAX / 2) as f64;
     if n.fract() == 0.0 && n >= -limit && n <= limit {
         use std::io::Write as _;

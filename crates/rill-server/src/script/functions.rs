@@ -539,11 +539,11 @@ fn call_function(c: &mut Call, read_only: bool) -> CmdResult {
     let Some(vm) = c.st.scripts.functions.vm.take() else {
         return Err(CmdError::full("ERR no Lua VM"));
     };
-    let Some(func) = c.st.scripts.functions.callbacks.get(&key).and_then(|k| vm.registered(k)) else {
+    let Some(func) = c.st.scripts.functions.callbacks.get(&key).and_then(|k| vm.slot(k)) else {
         c.st.scripts.functions.vm = Some(vm);
         return Err(CmdError::full("ERR Function not found"));
     };
-    let (vm, result) = execute(c, vm, &func, numkeys, run, Some(&info.name), "");
+    let (vm, result) = execute(c, vm, func, numkeys, run, Some(&info.name), "");
     c.st.scripts.functions.vm = Some(vm);
     result
 }

@@ -21,13 +21,14 @@
 pub mod convert;
 pub mod functions;
 pub mod libs;
+pub mod raw;
 pub mod vm;
 
 use crate::client::{Action, Conn};
 use crate::cmd::{reply, Call, CmdResult};
 use crate::state::State;
 use bytes::Bytes;
-use mlua::{Lua, MultiValue, Value};
+use mlua::{Lua, Value};
 use rill_engine::command::{CommandSpec, Flags, Lookup};
 use rill_engine::CmdError;
 use rill_resp::{Protocol, Reply};
@@ -415,11 +416,11 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     let Some(vm) = c.st.scripts.vm.take() else {
         return Err(CmdError::full("ERR no Lua VM"));
     };
-    let Some(func) = c.st.scripts.cache.get(&sha).and_then(|s| vm.registered(&s.key)) else {
+    let Some(func) = c.st.scripts.cache.get(&sha).and_then(|s| vm.slot(&s.key)) else {
         c.st.scripts.vm = Some(vm);
         return Err(CmdError::full(NOSCRIPT));
     };
-    let (vm, result) = execute(c, vm, &func, numkeys, run, None, &sha);
+    let (vm, result) = execute(c, vm, func, numkeys, run, None, &sha);
     c.st.scripts.vm = Some(vm);
     result
 }
@@ -446,7 +447,7 @@ fn numkeys(c: &Call, not_a_number: &'static str) -> Result<usize, CmdError> {
 fn execute(
     c: &mut Call,
     vm: vm::Vm,
-    func: &mlua::Function,
+    func: raw::Slot,
     numkeys: usize,
     mut run: RunRules,
     function: Option<&str>,
@@ -483,9 +484,9 @@ fn execute(
             gate.describe_run(name, c.args);
         }
         let cell = std::cell::RefCell::new(Host { call: c, conn: &mut conn, run: &mut run, resp: &vm.resp });
-        let outcome = vm.call_eval(func, &keys, &argv, function.is_some(), |lua, op, args| match op {
-            vm::Op::AclCheck => acl_check_cmd(&cell, lua, args),
-            _ => host(&cell, lua, args),
+        let outcome = vm.call_eval(func, &keys, &argv, function.is_some(), |op, args| match op {
+            vm::Op::AclCheck => acl_check_cmd(&cell, args),
+            _ => host(&cell, args),
         });
         (outcome, gate.script_killed())
     };
@@ -628,26 +629,32 @@ struct Host<'c, 'a> {
     resp: &'c std::sync::atomic::AtomicU8,
 }
 
-/// redis.call and redis.pcall: the reply, and whether it is an error table.
-fn host(cell: &std::cell::RefCell<Host<'_, '_>>, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
-    let mut h =
-        cell.try_borrow_mut().map_err(|_| mlua::Error::RuntimeError("recursive call of the Redis API".into()))?;
-    command(&mut h, lua, &args)
+/// redis.call and redis.pcall: the reply, or the script API's error.
+fn host(cell: &std::cell::RefCell<Host<'_, '_>>, args: raw::Args) -> raw::HostOut {
+    let Ok(mut h) = cell.try_borrow_mut() else {
+        return raw::HostOut::Raise("ERR recursive call of the Redis API".into());
+    };
+    match args {
+        Ok(args) => command(&mut h, args),
+        Err(text) => raw::HostOut::Fail(with_code(text)),
+    }
 }
 
 /// redis.acl_check_cmd: whether the caller's user may run the command with these arguments;
 /// a command that does not exist is an error.
-fn acl_check_cmd(cell: &std::cell::RefCell<Host<'_, '_>>, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
-    let h = cell.try_borrow().map_err(|_| mlua::Error::RuntimeError("recursive call of the Redis API".into()))?;
-    let argv = match script_args(lua, &args)? {
+fn acl_check_cmd(cell: &std::cell::RefCell<Host<'_, '_>>, args: raw::Args) -> raw::HostOut {
+    let Ok(h) = cell.try_borrow() else {
+        return raw::HostOut::Raise("ERR recursive call of the Redis API".into());
+    };
+    let argv = match args {
         Ok(a) => a,
-        Err(e) => return Ok(e),
+        Err(text) => return raw::HostOut::Fail(with_code(text)),
     };
     let c = &*h.call;
     let spec = match c.shared.table.resolve(&argv) {
         Lookup::Found(s) if s.arity_ok(argv.len()) => s,
-        Lookup::Found(_) => return err_value(lua, "ERR Wrong number of args for redis.acl_check_cmd()"),
-        _ => return err_value(lua, "ERR Invalid command passed to redis.acl_check_cmd()"),
+        Lookup::Found(_) => return raw::HostOut::Fail("ERR Wrong number of args for redis.acl_check_cmd()".into()),
+        _ => return raw::HostOut::Fail("ERR Invalid command passed to redis.acl_check_cmd()".into()),
     };
     let allowed = match &c.conn.user {
         None => true,
@@ -657,67 +664,27 @@ fn acl_check_cmd(cell: &std::cell::RefCell<Host<'_, '_>>, lua: &Lua, args: Multi
             now.is_some_and(|u| u.check(&c.shared.acl.commands, spec, &argv).is_ok())
         }
     };
-    Ok((Value::Boolean(allowed), false))
-}
-
-fn err_value(lua: &Lua, text: &str) -> mlua::Result<(Value, bool)> {
-    Ok((Value::Table(convert::error_table(lua, text.as_bytes())?), true))
+    raw::HostOut::Bool(allowed)
 }
 
 fn with_code(text: &str) -> String {
     format!("ERR {text}")
 }
 
-fn script_args(lua: &Lua, rest: &MultiValue) -> mlua::Result<Result<Vec<Bytes>, (Value, bool)>> {
-    if rest.is_empty() {
-        return Ok(Err(err_value(lua, &with_code("Please specify at least one argument for this redis lib call"))?));
-    }
-    // One buffer for every argument, cut into them (one allocation per call, not per argument;
-    // where each ends kept on the stack for the usual few arguments).
-    let n = rest.len();
-    let mut buf = Vec::with_capacity(64 * n);
-    let (mut small, mut big) = ([0usize; 8], Vec::new());
-    if n > small.len() {
-        big.reserve(n);
-    }
-    for (i, v) in rest.iter().enumerate() {
-        if !convert::arg_into(v, &mut buf) {
-            return Ok(Err(err_value(lua, &with_code("Lua redis lib command arguments must be strings or integers"))?));
-        }
-        match small.get_mut(i) {
-            Some(end) if n <= 8 => *end = buf.len(),
-            _ => big.push(buf.len()),
-        }
-    }
-    let ends = if n <= small.len() { small.get(..n).unwrap_or_default() } else { &big[..] };
-    let mut all = Bytes::from(buf);
-    let mut start = 0;
-    let mut out = Vec::with_capacity(n);
-    for &end in ends {
-        out.push(all.split_to(end - start));
-        start = end;
-    }
-    Ok(Ok(out))
-}
-
 /// redis.call / redis.pcall: the script's checks, then the command on the script's connection.
-fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &MultiValue) -> mlua::Result<(Value, bool)> {
-    let mut args = match script_args(lua, rest)? {
-        Ok(a) => a,
-        Err(e) => return Ok(e),
-    };
+fn command(h: &mut Host<'_, '_>, mut args: Vec<Bytes>) -> raw::HostOut {
     h.conn.proto =
         if h.resp.load(std::sync::atomic::Ordering::Acquire) == 3 { Protocol::Resp3 } else { Protocol::Resp2 };
     let c = &mut *h.call;
     let spec = match c.shared.table.resolve(&args) {
         Lookup::Found(s) if s.arity_ok(args.len()) => s,
         Lookup::Found(s) => {
-            return rejected(c.st, Some(s), lua, "ERR Wrong number of args calling Redis command from script")
+            return rejected(c.st, Some(s), "ERR Wrong number of args calling Redis command from script")
         }
-        _ => return rejected(c.st, None, lua, "ERR Unknown Redis command called from script"),
+        _ => return rejected(c.st, None, "ERR Unknown Redis command called from script"),
     };
     if let Some(refusal) = early_refusal(c.st, spec) {
-        return rejected(c.st, Some(spec), lua, &refusal);
+        return rejected(c.st, Some(spec), &refusal);
     }
     // The caller's ACL user must allow the command (after the stale check, before the write
     // checks, as Redis orders them); a denial is logged in the `lua` context.
@@ -732,11 +699,11 @@ fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &MultiValue) -> mlua::Result<(
             c.now_ms,
         );
         if let crate::dispatch::AclOutcome::Denied(text) = outcome {
-            return rejected(c.st, Some(spec), lua, &with_code(&format!("ACL failure in script: {text}")));
+            return rejected(c.st, Some(spec), &with_code(&format!("ACL failure in script: {text}")));
         }
     }
     if let Some(refusal) = refusal(c.st, h.conn, spec, h.run) {
-        return rejected(c.st, Some(spec), lua, &refusal);
+        return rejected(c.st, Some(spec), &refusal);
     }
     if spec.flags.has(Flags::WRITE) {
         h.run.dirty = true;
@@ -752,21 +719,18 @@ fn command(h: &mut Host<'_, '_>, lua: &Lua, rest: &MultiValue) -> mlua::Result<(
             replies.pop().unwrap_or(Reply::Null)
         }
     };
-    let failed = matches!(reply, Reply::Error(_));
-    Ok((convert::to_lua(lua, &reply, h.conn.proto == Protocol::Resp3)?, failed))
+    let resp3 = h.conn.proto == Protocol::Resp3;
+    raw::HostOut::Reply(convert::lowered(reply, resp3), resp3)
 }
 
 /// A call the script's checks refused: counted as a rejected call and an error, as Redis.
-fn rejected(st: &mut State, spec: Option<&'static CommandSpec>, lua: &Lua, text: &str) -> mlua::Result<(Value, bool)> {
+fn rejected(st: &mut State, spec: Option<&'static CommandSpec>, text: &str) -> raw::HostOut {
     if let Some(s) = spec {
         st.stats.command(s).rejected += 1;
     }
     st.stats.count_error(text.as_bytes());
-    let (v, failed) = err_value(lua, text)?;
-    if let Value::Table(t) = &v {
-        t.raw_set("ignore_error_stats_update", true)?;
-    }
-    Ok((v, failed))
+    // Counted here: an error table marked like a command's.
+    raw::HostOut::Reply(Reply::Error(Bytes::copy_from_slice(text.as_bytes())), false)
 }
 
 /// Why the script may not run `spec`, by the checks Redis runs before ACL (not from scripts, a

@@ -7,20 +7,21 @@
 //!          ─► sandbox.lua: redis.*, read-only globals; returns (env, run)
 //!  Vm::compile(body) ─► a function whose environment is `env` ("@user_script")
 //!  Vm::call_eval(f, keys, args, host) ─► KEYS/ARGV (EVAL) or the function's arguments (FCALL),
-//!        the host in HOST for the run; run(f, handler) = xpcall: (true, value) | (false, error)
+//!        the host set for the run (`raw::with_host`); run_script(f, handler, ...) = xpcall:
+//!        (true, value) | (false, error)
 //!  Vm::load_library(body) ─► the library API's environment, redis.register_function
 //! ```
 //!
 //! The host function is the only way a script reaches the server: redis.call and redis.pcall
-//! are Rust functions made once per VM that call the host of the run in progress, which
-//! [`Vm::call_eval`] puts in a scoped thread-local for the run (the host borrows the locked
-//! state, so it cannot be kept anywhere longer). They are C functions to Lua, as in Redis, so
+//! are C functions made once per VM (`raw.rs`, in Lua's C API: the hot path) that call the
+//! host of the run in progress, which [`Vm::call_eval`] puts in a scoped thread-local for the
+//! run (the host borrows the locked state, so it cannot be kept anywhere longer). As in Redis,
 //! `return redis.call(...)` keeps the script's frame for the error's place. An error they
-//! raise is Redis' error table, carried through Lua as [`Raised`].
+//! raise is Redis' error table itself; one raised by the other Rust functions travels as
+//! [`Raised`], which the message handler turns into the table.
 
 use crate::busy::BusyGate;
 use mlua::{ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
-use scoped_tls_hkt::scoped_thread_local;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -41,8 +42,9 @@ pub struct Vm {
     pub resp: Arc<std::sync::atomic::AtomicU8>,
     /// `set_loading(on)`: the environment reads the library API (FUNCTION LOAD) or the globals.
     set_loading: Function,
-    /// `run_script(f, handler, as_function, nkeys, keys.., args..)`: KEYS/ARGV made in Lua.
-    run_script: Function,
+    /// `run_script(f, handler, as_function, nkeys, keys.., args..)` (KEYS/ARGV made in Lua),
+    /// reached from Rust by the runner.
+    runner: Arc<super::raw::Runner>,
     /// The busy gate its scripts' hook reports to.
     gate: Arc<BusyGate>,
 }
@@ -147,7 +149,8 @@ impl Vm {
         let handler = lua.create_function(|lua, err: Value| error_table(lua, err))?;
         let resp = Arc::new(std::sync::atomic::AtomicU8::new(2));
         install_api(&lua, &redis, resp.clone())?;
-        Ok(Vm { lua, env, run, handler, resp, set_loading, run_script, gate })
+        let runner = Arc::new(super::raw::Runner::new(&lua, &run_script, &handler)?);
+        Ok(Vm { lua, env, run, handler, resp, set_loading, runner, gate })
     }
 
     /// The VM's handle (cheap to clone).
@@ -235,9 +238,10 @@ impl Vm {
         Ok(registered)
     }
 
-    /// The function a registry key holds (a function a library registered).
-    pub fn registered(&self, key: &mlua::RegistryKey) -> Option<Function> {
-        self.lua.registry_value::<Function>(key).ok()
+    /// The slot of a registry key of this VM (a compiled script, a function a library
+    /// registered).
+    pub fn slot(&self, key: &mlua::RegistryKey) -> Option<super::raw::Slot> {
+        super::raw::slot(&self.lua, key)
     }
 
     /// Run `f` with `KEYS` and `ARGV` set (EVAL's globals; a function, `function`, gets them
@@ -246,31 +250,23 @@ impl Vm {
     /// redis.call).
     pub fn call_eval<H>(
         &self,
-        f: &Function,
+        f: super::raw::Slot,
         keys: &[bytes::Bytes],
         args: &[bytes::Bytes],
         function: bool,
-        host: H,
+        mut host: H,
     ) -> mlua::Result<Outcome>
     where
-        H: FnMut(&Lua, Op, MultiValue) -> mlua::Result<(Value, bool)>,
+        H: FnMut(Op, super::raw::Args) -> super::raw::HostOut,
     {
         self.resp.store(2, Ordering::Release);
-        let mut host = host;
         let out = if keys.len() + args.len() <= VARARGS_MAX {
-            // The keys and arguments as the runner's own arguments, strings pushed straight
-            // onto Lua's stack (text as text; other bytes made into Lua strings first).
-            let mut items = Vec::with_capacity(keys.len() + args.len());
-            for b in keys.iter().chain(args) {
-                items.push(match std::str::from_utf8(b) {
-                    Ok(s) => mlua::Either::Left(s),
-                    Err(_) => mlua::Either::Right(self.lua.create_string(b)?),
-                });
-            }
-            let items = mlua::Variadic::from(items);
-            HOST.set(&mut host, || self.run_script.call::<MultiValue>((f, &self.handler, function, keys.len(), items)))
+            // The keys and arguments as the runner's own arguments, pushed straight onto
+            // Lua's stack.
+            super::raw::with_host(&mut host, || super::raw::run(&self.lua, &self.runner, f, function, keys, args))
         } else {
             // More than Lua's stack takes: the tables made from here.
+            let f = super::raw::function(&self.lua, f)?;
             let (keys, args) = (self.array(keys)?, self.array(args)?);
             let params = if function {
                 Some((keys, args))
@@ -280,9 +276,9 @@ impl Vm {
                 globals.raw_set("ARGV", args)?;
                 None
             };
-            HOST.set(&mut host, || match &params {
-                Some((keys, args)) => self.run.call::<MultiValue>((f, &self.handler, keys, args)),
-                None => self.run.call::<MultiValue>((f, &self.handler)),
+            super::raw::with_host(&mut host, || match &params {
+                Some((keys, args)) => self.run.call::<MultiValue>((&f, &self.handler, keys, args)),
+                None => self.run.call::<MultiValue>((&f, &self.handler)),
             })
         };
         let mut out = out?.into_iter();
@@ -375,26 +371,6 @@ fn hand_off_thread() {
     }
 }
 
-scoped_thread_local!(
-    /// The host of the run in progress on this thread: what redis.call and redis.pcall call.
-    /// Set by [`Vm::call_eval`] for the run only; a run's Lua code runs on the thread that
-    /// started it (the hook's hand-off moves the runtime's other tasks, not the script).
-    static mut HOST: for<'a> &'a mut (dyn FnMut(&Lua, Op, MultiValue) -> mlua::Result<(Value, bool)> + 'a)
-);
-
-/// redis.call (`Op::Call`) or redis.pcall: the command through the host of the run in
-/// progress; redis.call raises the error a command answered, redis.pcall returns it.
-fn api_call(lua: &Lua, op: Op, args: MultiValue) -> mlua::Result<Value> {
-    if !HOST.is_set() {
-        return Err(raise_text("ERR redis.call and redis.pcall run only inside a script"));
-    }
-    let (value, failed) = HOST.with(|host| host(lua, op, args))?;
-    if failed && op == Op::Call {
-        return Err(raise(value));
-    }
-    Ok(value)
-}
-
 /// The API functions that reach the server for a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -407,12 +383,13 @@ pub enum Op {
     AclCheck,
 }
 
-/// The functions of the `redis` table that Rust provides, made once per VM: call and pcall
-/// (through the run's host, [`HOST`]), setresp (it leaves the protocol in `resp` for the run
-/// to read), set_repl and acl_check_cmd.
+/// The functions of the `redis` table that Rust provides, made once per VM: call, pcall and
+/// acl_check_cmd (through the run's host, `raw.rs`), setresp (it leaves the protocol in `resp` for the run
+/// to read) and set_repl.
 fn install_api(lua: &Lua, redis: &Table, resp: Arc<std::sync::atomic::AtomicU8>) -> mlua::Result<()> {
-    redis.raw_set("call", lua.create_function(|lua, args: MultiValue| api_call(lua, Op::Call, args))?)?;
-    redis.raw_set("pcall", lua.create_function(|lua, args: MultiValue| api_call(lua, Op::Pcall, args))?)?;
+    let (call, pcall, acl_check_cmd) = super::raw::api_functions(lua)?;
+    redis.raw_set("call", call)?;
+    redis.raw_set("pcall", pcall)?;
     redis.raw_set(
         "setresp",
         lua.create_function(move |_, args: MultiValue| {
@@ -444,19 +421,7 @@ fn install_api(lua: &Lua, redis: &Table, resp: Arc<std::sync::atomic::AtomicU8>)
     )?;
     // Whether the caller's user may run the command with these arguments (keys and channels
     // too), asked of the run's host like redis.call.
-    redis.raw_set(
-        "acl_check_cmd",
-        lua.create_function(|lua, args: MultiValue| {
-            if !HOST.is_set() {
-                return Err(raise_text("ERR redis.acl_check_cmd runs only inside a script"));
-            }
-            let (value, failed) = HOST.with(|host| host(lua, Op::AclCheck, args))?;
-            if failed {
-                return Err(raise(value));
-            }
-            Ok(value)
-        })?,
-    )?;
+    redis.raw_set("acl_check_cmd", acl_check_cmd)?;
     Ok(())
 }
 
@@ -477,20 +442,6 @@ impl std::fmt::Display for Raised {
 }
 
 impl std::error::Error for Raised {}
-
-/// The error for an error table.
-fn raise(v: Value) -> mlua::Error {
-    let (err, ignore_stats) = match &v {
-        Value::Table(t) => (
-            t.raw_get::<mlua::String>("err")
-                .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
-                .unwrap_or_default(),
-            matches!(t.raw_get::<Value>("ignore_error_stats_update"), Ok(Value::Boolean(true))),
-        ),
-        _ => ("ERR unknown error".to_string(), false),
-    };
-    mlua::Error::external(Raised { err, ignore_stats })
-}
 
 /// The [`Raised`] inside an error, through mlua's wrapping.
 fn raised(e: &mlua::Error) -> Option<&Raised> {
