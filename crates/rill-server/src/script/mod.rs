@@ -340,11 +340,15 @@ impl Scripts {
 }
 
 /// An EVALSHA's SHA1 argument in lower case (`None`: not 40 bytes, so no script's name).
-fn sha_name(arg: &[u8]) -> Option<String> {
+fn sha_name(arg: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
     if arg.len() != 40 {
         return None;
     }
-    Some(String::from_utf8_lossy(arg).to_ascii_lowercase())
+    match std::str::from_utf8(arg) {
+        // The usual case, lower-case hex: the argument itself.
+        Ok(s) if !s.bytes().any(|b| b.is_ascii_uppercase()) => Some(std::borrow::Cow::Borrowed(s)),
+        _ => Some(std::borrow::Cow::Owned(String::from_utf8_lossy(arg).to_ascii_lowercase())),
+    }
 }
 
 /// The flags dispatch checks a command flagged `SCRIPT` by (EVAL and kin): the shebang's,
@@ -359,9 +363,9 @@ pub fn command_flags(st: &State, spec: &CommandSpec, args: &[Bytes]) -> Flags {
         let Some(lower) = sha_name(first) else { return spec.flags };
         lower
     } else {
-        st.scripts.body_sha(first)
+        std::borrow::Cow::Owned(st.scripts.body_sha(first))
     };
-    let flags = match st.scripts.cache.get(sha.as_str()) {
+    let flags = match st.scripts.cache.get(&*sha) {
         Some(c) => c.flags,
         None if by_sha => return spec.flags,
         None => match ScriptFlags::parse(first) {
@@ -402,7 +406,11 @@ fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
         return Err(CmdError::full(NOSCRIPT));
     }
     let numkeys = numkeys(c, "ERR value is not an integer or out of range")?;
-    let sha = if by_sha { sha_name(&first).unwrap_or_default() } else { c.st.scripts.body_sha(&first) };
+    let sha = if by_sha {
+        sha_name(&first).map(std::borrow::Cow::into_owned).unwrap_or_default()
+    } else {
+        c.st.scripts.body_sha(&first)
+    };
     let flags = match c.st.scripts.lookup(&sha) {
         Some(found) => found,
         None if by_sha => return Err(CmdError::full(NOSCRIPT)),

@@ -48,12 +48,14 @@ local function protect(t)
     return view(t)
 end
 
--- Where the environment's reads go: the globals, or, while FUNCTION LOAD runs a library's
--- code, the library API (`set_loading`).
-local lookup = G
+-- A missing global fails at the place of the script's read (the function that read it, one
+-- level above the `__index` that raises).
+local function missing(_, k)
+    error_("Script attempted to access nonexistent global variable '" .. tostring_(k) .. "'", 2)
+end
 
--- `t[k]`, or the error a script gets for a global that is not there (raised at the place of
--- the script's read: two levels above this function, the `__index` that called it).
+-- `t[k]`, or the error `missing` raises, for an `__index` function of its own (two levels
+-- above this function: the script's read).
 local function global_of(t, k)
     local v = rawget_(t, k)
     if v == nil then
@@ -62,15 +64,25 @@ local function global_of(t, k)
     return v
 end
 
--- The environment scripts run in; its metatable shows as a read-only view.
+-- The environment scripts run in: an empty table whose reads go to the globals (or, while
+-- FUNCTION LOAD runs a library's code, to the library API: `set_loading`) by a table
+-- `__index`, which Lua follows without a call; a name the globals lack reaches their own
+-- `__index`, `missing`. Its metatable shows as a read-only view that does not hand out the
+-- globals themselves.
 local envmt = {
-    __index = function(_, k)
-        local v = global_of(lookup, k)
-        return v
-    end,
+    __index = G,
     __newindex = deny,
 }
-local envmtview = setmetatable_({}, { __index = envmt, __newindex = deny, __metatable = false })
+local envmtview = setmetatable_({}, {
+    __index = {
+        __index = function(_, k)
+            return envmt.__index[k]
+        end,
+        __newindex = deny,
+    },
+    __newindex = deny,
+    __metatable = false,
+})
 readonly[envmtview] = true
 envmt.__metatable = envmtview
 local env = setmetatable_({}, envmt)
@@ -269,6 +281,7 @@ for k, v in next_, G do
     end
 end
 rawset_(G, '_G', env)
+setmetatable_(G, { __index = missing, __metatable = false })
 
 -- Strings' metatable (the only basic type with one) read-only too.
 local smt = getmetatable_('')
@@ -304,8 +317,9 @@ local library_api = strict({
         REDIS_VERSION_NUM = rust.version_num,
     }),
 })
+setmetatable_(backing[library_api], { __index = missing })
 local function set_loading(on)
-    lookup = on and backing[library_api] or G
+    envmt.__index = on and backing[library_api] or G
 end
 
 -- Runs `f` in protected mode with the message handler: (true, result) or (false, error).
