@@ -19,9 +19,12 @@
 //!   counters it moves (`rejected_calls`, `errorstat_BUSY`, `errorstat_EXECABORT`) and the
 //!   watched keys an EXEC drops are applied the next time the connection holds the lock;
 //!   nothing can read them before that, since INFO and CLIENT LIST need the lock too.
+//! * MULTI (flagged `busy-multi`) is answered there, as Redis runs it between the script's
+//!   slices: it opens the connection's transaction (the commands queued into it meanwhile are
+//!   refused `-BUSY`, which dooms it), its `calls` and CLIENT LIST's `multi` applied later.
 //! * anything else waits, with every request after it, until the gate opens, and then runs
-//!   through dispatch as usual: the `allow-busy` commands (AUTH, HELLO, QUIT, RESET, MULTI,
-//!   DISCARD, WATCH, UNWATCH), and the requests whose reply depends on checks that
+//!   through dispatch as usual: the other `allow-busy` commands (HELLO, QUIT, RESET,
+//!   DISCARD, WATCH, UNWATCH; AUTH is answered there), and the requests whose reply depends on checks that
 //!   come before BUSY in Redis' order (unknown command or subcommand, arity, NOAUTH, DEBUG's
 //!   protection). They get the same reply Redis gives, later than Redis gives it.
 //!

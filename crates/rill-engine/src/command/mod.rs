@@ -58,7 +58,7 @@ impl std::fmt::Debug for Handler {
 
 /// Command flags, as `COMMAND INFO` lists them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Flags(pub u32);
+pub struct Flags(pub u64);
 
 impl Flags {
     /// May modify the keyspace.
@@ -138,6 +138,10 @@ impl Flags {
     /// group's entries (XREADGROUP, RILL.READGROUP): a group policy's idle expiry spares a
     /// consumer parked in one. rill's own; COMMAND INFO does not list it.
     pub const READS_AS_CONSUMER: Flags = Flags(1 << 31);
+    /// Answered by the busy gate itself while a script runs past the threshold: opens the
+    /// transaction (MULTI), which touches the connection only, as Redis runs it between a
+    /// script's slices.
+    pub const BUSY_MULTI: Flags = Flags(1 << 32);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {

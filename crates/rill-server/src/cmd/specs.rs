@@ -1763,7 +1763,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         name: "multi",
         arity: 1,
         flags: Flags::TRANSACTION_CONTROL
-            .and(Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY)),
+            .and(Flags::NOSCRIPT.and(LOADING_STALE).and(Flags::FAST).and(Flags::ALLOW_BUSY))
+            .and(Flags::BUSY_MULTI),
         acl: &["@fast", "@transaction"],
         group: "transactions",
         summary: "Starts a transaction.",

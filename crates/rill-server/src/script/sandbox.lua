@@ -348,8 +348,10 @@ local function run_script(f, handler, as_function, nkeys, ...)
             return f(keys, argv)
         end, handler)
     end
-    rawset_(G, 'KEYS', keys)
-    rawset_(G, 'ARGV', argv)
+    -- Plain stores: both names exist in the globals after the first run, and the globals
+    -- have no __newindex.
+    G.KEYS = keys
+    G.ARGV = argv
     return xpcall_(f, handler)
 end
 

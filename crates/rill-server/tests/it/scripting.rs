@@ -96,6 +96,37 @@ fn busy_scripts_answer_other_clients_busy_until_script_kill() {
     assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
 }
 
+/// MULTI while a script runs past the threshold is answered at once, as Redis runs it between
+/// the script's slices: the commands queued meanwhile are refused BUSY, which dooms the
+/// transaction, and nothing of it runs.
+#[test]
+fn multi_during_a_busy_script_opens_a_doomed_transaction() {
+    let dir = TempDir::new("script-busy-multi");
+    let server = Proc::start(dir.path(), &[]);
+    let mut admin = server.client();
+    admin.cmd(&["CONFIG", "SET", "lua-time-limit", "10"]);
+    admin.cmd(&["SET", "xx", "1"]);
+    let mut runner = server.client();
+    runner.send_command(&[b"EVAL", b"while true do end", b"0"]).unwrap();
+    wait_until("BUSY", || text(admin.cmd(&["PING"])).starts_with("-BUSY"));
+    let mut tx = server.client();
+    tx.set_read_timeout(Duration::from_secs(2));
+    assert_eq!(tx.cmd(&["MULTI"]), b"+OK\r\n", "answered while the script runs");
+    assert_eq!(text(tx.cmd(&["MULTI"])), "-ERR MULTI calls can not be nested\r\n");
+    assert!(text(tx.cmd(&["INCR", "xx"])).starts_with("-BUSY"));
+    assert_eq!(admin.cmd(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    runner.set_read_timeout(Duration::from_secs(10));
+    assert!(text(runner.read_reply().unwrap()).contains("Script killed by user"));
+    assert_eq!(tx.cmd(&["INCR", "xx"]), b"+QUEUED\r\n");
+    assert_eq!(text(tx.cmd(&["EXEC"])), "-EXECABORT Transaction discarded because of previous errors.\r\n");
+    assert_eq!(admin.cmd(&["GET", "xx"]), b"$1\r\n1\r\n", "none of the transaction ran");
+    assert_eq!(tx.cmd(&["PING", "asdf"]), b"$4\r\nasdf\r\n", "the transaction is over");
+    let stats = text(admin.cmd(&["INFO", "commandstats"]));
+    assert!(stats.contains("cmdstat_multi:calls=2,"), "{stats}");
+    let list = text(admin.cmd(&["CLIENT", "LIST"]));
+    assert!(!list.contains("multi=0"), "{list}");
+}
+
 #[test]
 fn a_replica_applies_a_scripts_effects_without_running_it() {
     let dir = TempDir::new("script-primary");

@@ -23,6 +23,11 @@ pub(super) struct Deferred {
     pub(super) register: Option<Box<crate::state::ClientInfo>>,
     /// The user an AUTH answered here authenticated it as (CLIENT LIST's `user`).
     user: Option<Bytes>,
+    /// Commands run here (MULTI): their `calls`.
+    calls: Vec<&'static CommandSpec>,
+    /// Whether the client is in a transaction since (CLIENT LIST's `multi`): an EXEC refused
+    /// or a MULTI answered here.
+    in_multi: Option<bool>,
 }
 
 impl Deferred {
@@ -37,11 +42,14 @@ impl Deferred {
         for text in &self.errors {
             st.stats.count_error(text);
         }
+        for spec in self.calls {
+            st.stats.command(spec).calls += 1;
+        }
         if self.discard_watch {
             st.engine.unwatch_all(id);
-            if let Some(c) = st.clients.get_mut(&id) {
-                c.multi = -1;
-            }
+        }
+        if let (Some(open), Some(c)) = (self.in_multi, st.clients.get_mut(&id)) {
+            c.multi = if open { 0 } else { -1 };
         }
         if let Some(user) = self.user {
             if let Some(c) = st.clients.get_mut(&id) {
@@ -150,6 +158,8 @@ impl Session {
                 Lookup::Found(spec) if busy_refuses(spec, args.len(), self.conn.authenticated) => {
                     self.refuse_busy(spec)
                 }
+                // MULTI: the transaction is the connection's own.
+                Lookup::Found(spec) if opens(spec, args.len(), self.conn.authenticated) => self.busy_multi(spec),
                 // AUTH, as Redis answers it during a script: the users need no state lock.
                 Lookup::Found(spec) if spec.flags.has(Flags::BUSY_AUTH) && spec.arity_ok(args.len()) => {
                     self.busy_auth(&args)
@@ -186,6 +196,7 @@ impl Session {
         let text = if spec.flags.has(Flags::EXEC) {
             self.conn.multi = None;
             deferred.discard_watch = true;
+            deferred.in_multi = Some(false);
             Bytes::from(format!("EXECABORT Transaction discarded because of: {busy}"))
         } else {
             Bytes::from_static(busy.as_bytes())
@@ -195,8 +206,23 @@ impl Session {
     }
 }
 
-/// Whether this request is a SCRIPT KILL or FUNCTION KILL the busy path answers itself.
 impl Session {
+    /// MULTI while a script holds the lock, as Redis runs it between the script's slices: the
+    /// transaction opens (the commands queued in it are refused `-BUSY` while the script runs,
+    /// which dooms it), or the error for a nested one.
+    fn busy_multi(&mut self, spec: &'static CommandSpec) -> Reply {
+        let deferred = self.deferred.get_or_insert_default();
+        deferred.calls.push(spec);
+        if self.conn.multi.is_some() {
+            let text = Bytes::from_static(b"ERR MULTI calls can not be nested");
+            deferred.errors.push(text.clone());
+            return Reply::Error(text);
+        }
+        self.conn.multi = Some(crate::client::Multi::default());
+        deferred.in_multi = Some(true);
+        Reply::ok()
+    }
+
     /// AUTH while a script holds the lock: the credentials are checked against the ACL users
     /// (their registry has a lock of its own), the client record's user is set when the lock
     /// is next held, and a failure goes to the ACL log.
@@ -269,8 +295,14 @@ impl Session {
     }
 }
 
+/// Whether this request is a SCRIPT KILL or FUNCTION KILL the busy path answers itself.
 fn kills(spec: &CommandSpec, argc: usize, authenticated: bool) -> bool {
     (spec.flags.has(Flags::KILL_SCRIPT) || spec.flags.has(Flags::KILL_FUNCTION)) && spec.arity_ok(argc) && authenticated
+}
+
+/// Whether this request is a MULTI the busy path answers itself.
+fn opens(spec: &CommandSpec, argc: usize, authenticated: bool) -> bool {
+    spec.flags.has(Flags::BUSY_MULTI) && spec.arity_ok(argc) && authenticated
 }
 
 /// Whether this request is a SHUTDOWN the busy path answers itself.
