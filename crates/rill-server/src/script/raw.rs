@@ -97,23 +97,31 @@ pub fn api_functions(lua: &Lua) -> mlua::Result<(Function, Function, Function)> 
     }
 }
 
-/// A VM's runner, in its registry: [`start`] (a C function), `run_script` and the message
-/// handler, reached by index with no allocation.
+/// A VM's runner, in its registry: [`start`] (a C function), `run` and `run_script`, the
+/// message handler, and the `KEYS` and `ARGV` tables EVAL scripts get — reached by index with
+/// no allocation.
 pub struct Runner {
     start: RegistryKey,
+    run: RegistryKey,
     run_script: RegistryKey,
     handler: RegistryKey,
+    keys: RegistryKey,
+    argv: RegistryKey,
 }
 
 impl Runner {
-    /// The runner of `run_script(f, handler, function, #keys, keys.., args..)` (sandbox.lua).
-    pub fn new(lua: &Lua, run_script: &Function, handler: &Function) -> mlua::Result<Runner> {
+    /// The runner of `run(f, handler)` (an EVAL script) and `run_script(f, handler, #keys,
+    /// keys.., args..)` (a function), from sandbox.lua.
+    pub fn new(lua: &Lua, run: &Function, run_script: &Function, handler: &Function) -> mlua::Result<Runner> {
         // SAFETY: `start` keeps the contract of a Lua C function (below).
         let start = unsafe { lua.create_c_function(start) }?;
         Ok(Runner {
             start: lua.create_registry_value(start)?,
+            run: lua.create_registry_value(run.clone())?,
             run_script: lua.create_registry_value(run_script.clone())?,
             handler: lua.create_registry_value(handler.clone())?,
+            keys: lua.create_registry_value(lua.create_table()?)?,
+            argv: lua.create_registry_value(lua.create_table()?)?,
         })
     }
 }
@@ -150,20 +158,26 @@ pub fn function(lua: &Lua, slot: Slot) -> mlua::Result<Function> {
     }
 }
 
-/// What [`start`] pushes: registry indexes of run_script, the script's function and the
-/// handler, then run_script's own arguments.
+/// What [`start`] does: registry indexes of the runner, the script's function and the
+/// handler; the `KEYS` and `ARGV` tables (an EVAL script) or none (a function: run_script
+/// makes its two tables); the keys and arguments.
 struct Start<'a> {
     ids: [ffi::lua_Integer; 3],
-    function: bool,
+    tables: Option<[ffi::lua_Integer; 2]>,
     nkeys: ffi::lua_Integer,
     nargs: c_int,
     keys: &'a [Bytes],
     args: &'a [Bytes],
 }
 
-/// Run the compiled script or function in `f`: run_script's first two
-/// results, `(true, value)` or `(false, error table)`; an error when Lua itself failed (out of
-/// memory making the keys and arguments).
+/// Run the compiled script or function in `f`: the runner's first two results, `(true,
+/// value)` or `(false, error table)`; an error when Lua itself failed (out of memory making
+/// the keys and arguments).
+///
+/// An EVAL script gets the same two tables as `KEYS` and `ARGV` every run, emptied (and any
+/// metatable a script gave them taken off) and filled: nothing of a run outlives it (the
+/// globals are read-only), so no script sees another's, and a run makes no garbage for its
+/// keys. A function gets new tables: a library may keep what its functions were given.
 pub fn run(
     lua: &Lua,
     runner: &Runner,
@@ -173,11 +187,22 @@ pub fn run(
     args: &[Bytes],
 ) -> mlua::Result<MultiValue> {
     let n = keys.len() + args.len();
-    let (Ok(nargs), Ok(nkeys)) = (c_int::try_from(n + 4), ffi::lua_Integer::try_from(keys.len())) else {
+    let (Ok(nargs), Ok(nkeys)) = (c_int::try_from(n + 3), ffi::lua_Integer::try_from(keys.len())) else {
         return Err(mlua::Error::RuntimeError("too many arguments".into()));
     };
     let id = |k: &RegistryKey| ffi::lua_Integer::from(k.id());
-    let params = Start { ids: [id(&runner.run_script), f.0, id(&runner.handler)], function, nkeys, nargs, keys, args };
+    let params = if function {
+        Start { ids: [id(&runner.run_script), f.0, id(&runner.handler)], tables: None, nkeys, nargs, keys, args }
+    } else {
+        Start {
+            ids: [id(&runner.run), f.0, id(&runner.handler)],
+            tables: Some([id(&runner.keys), id(&runner.argv)]),
+            nkeys,
+            nargs,
+            keys,
+            args,
+        }
+    };
     let start_id = id(&runner.start);
     // SAFETY: the VM is locked (exec_raw_lua) and not in a callback, so its state is the main
     // state; three slots are made sure of, the stack is put back as it was. `lua_pcall`
@@ -210,7 +235,7 @@ pub fn run(
     })
 }
 
-/// Called protected by [`run`] with its [`Start`] as a light userdata: pushes run_script and
+/// Called protected by [`run`] with its [`Start`] as a light userdata: pushes the runner and
 /// its arguments, calls it, returns its first two results. Its frame holds references only
 /// (a Lua error, out of memory, may cross it).
 unsafe extern "C-unwind" fn start(l: *mut ffi::lua_State) -> c_int {
@@ -220,14 +245,41 @@ unsafe extern "C-unwind" fn start(l: *mut ffi::lua_State) -> c_int {
     for id in p.ids {
         ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, id);
     }
-    ffi::lua_pushboolean(l, c_int::from(p.function));
+    if let Some([keys, argv]) = p.tables {
+        // run(f, handler), with KEYS and ARGV set in the globals (which have no __newindex).
+        refill(l, keys, p.keys);
+        ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"KEYS".as_ptr());
+        refill(l, argv, p.args);
+        ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"ARGV".as_ptr());
+        ffi::lua_call(l, 2, 2);
+        return 2;
+    }
     ffi::lua_pushinteger(l, p.nkeys);
     for b in p.keys.iter().chain(p.args) {
         push_bytes(l, b);
     }
-    // run_script's arguments: f, handler, function, nkeys, the strings.
+    // run_script's arguments: f, handler, nkeys, the strings.
     ffi::lua_call(l, p.nargs, 2);
     2
+}
+
+/// Push the table in registry slot `id`, emptied, without a metatable, holding `items`.
+unsafe fn refill(l: *mut ffi::lua_State, id: ffi::lua_Integer, items: &[Bytes]) {
+    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, id);
+    ffi::lua_pushnil(l);
+    ffi::lua_setmetatable(l, -2);
+    // Every field set to nil while traversing (clearing fields is allowed during lua_next).
+    ffi::lua_pushnil(l);
+    while ffi::lua_next(l, -2) != 0 {
+        ffi::lua_pop(l, 1);
+        ffi::lua_pushvalue(l, -1);
+        ffi::lua_pushnil(l);
+        ffi::lua_rawset(l, -4);
+    }
+    for (i, b) in (1..).zip(items) {
+        push_bytes(l, b);
+        ffi::lua_rawseti(l, -2, i);
+    }
 }
 
 unsafe extern "C-unwind" fn call(l: *mut ffi::lua_State) -> c_int {

@@ -333,26 +333,19 @@ local function run(f, handler, ...)
     end, handler)
 end
 
--- Runs a script (`as_function` false: KEYS and ARGV set as globals) or a function (keys and
--- args as its two arguments) with the first `nkeys` of the rest as the keys, the others as
--- the arguments: the tables made here, in one call from Rust.
-local function run_script(f, handler, as_function, nkeys, ...)
+-- Runs a function (FCALL) with the first `nkeys` of the rest as its keys, the others as its
+-- arguments: the two tables it gets made here, in one call from Rust. (An EVAL script runs
+-- by `run`, with KEYS and ARGV set by Rust.)
+local function run_script(f, handler, nkeys, ...)
     local keys = { ... }
     local argv = {}
     for i = nkeys + 1, select_('#', ...) do
         argv[i - nkeys] = keys[i]
         keys[i] = nil
     end
-    if as_function then
-        return xpcall_(function()
-            return f(keys, argv)
-        end, handler)
-    end
-    -- Plain stores: both names exist in the globals after the first run, and the globals
-    -- have no __newindex.
-    G.KEYS = keys
-    G.ARGV = argv
-    return xpcall_(f, handler)
+    return xpcall_(function()
+        return f(keys, argv)
+    end, handler)
 end
 
 return env, run, redis, readonly, set_loading, run_script

@@ -42,8 +42,8 @@ pub struct Vm {
     pub resp: Arc<std::sync::atomic::AtomicU8>,
     /// `set_loading(on)`: the environment reads the library API (FUNCTION LOAD) or the globals.
     set_loading: Function,
-    /// `run_script(f, handler, as_function, nkeys, keys.., args..)` (KEYS/ARGV made in Lua),
-    /// reached from Rust by the runner.
+    /// `run(f, handler)` for an EVAL script (KEYS and ARGV refilled by Rust) and
+    /// `run_script(f, handler, nkeys, keys.., args..)` for a function, reached by the runner.
     runner: Arc<super::raw::Runner>,
     /// The busy gate its scripts' hook reports to.
     gate: Arc<BusyGate>,
@@ -149,7 +149,7 @@ impl Vm {
         let handler = lua.create_function(|lua, err: Value| error_table(lua, err))?;
         let resp = Arc::new(std::sync::atomic::AtomicU8::new(2));
         install_api(&lua, &redis, resp.clone())?;
-        let runner = Arc::new(super::raw::Runner::new(&lua, &run_script, &handler)?);
+        let runner = Arc::new(super::raw::Runner::new(&lua, &run, &run_script, &handler)?);
         Ok(Vm { lua, env, run, handler, resp, set_loading, runner, gate })
     }
 
