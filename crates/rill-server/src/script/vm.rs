@@ -47,6 +47,8 @@ pub struct Vm {
     runner: Arc<super::raw::Runner>,
     /// The busy gate its scripts' hook reports to.
     gate: Arc<BusyGate>,
+    /// The VM's memory after its last collector step ([`Vm::gc_tick`]), or less.
+    gc_floor: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A function a library's code registered (redis.register_function) while FUNCTION LOAD ran it.
@@ -150,7 +152,8 @@ impl Vm {
         let resp = Arc::new(std::sync::atomic::AtomicU8::new(2));
         install_api(&lua, &redis, resp.clone())?;
         let runner = Arc::new(super::raw::Runner::new(&lua, &run, &run_script, &handler)?);
-        Ok(Vm { lua, env, run, handler, resp, set_loading, runner, gate })
+        let gc_floor = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        Ok(Vm { lua, env, run, handler, resp, set_loading, runner, gate, gc_floor })
     }
 
     /// The VM's handle (cheap to clone).
@@ -187,14 +190,25 @@ impl Vm {
             })
     }
 
-    /// A step of the garbage collector, every 50 calls (Redis' rhythm): scripts made and
-    /// run leave garbage that Lua's own pace would let grow.
+    /// A step of the garbage collector every 50 calls (Redis' rhythm: scripts made and run
+    /// leave garbage that Lua's own pace would let grow), taken when the VM grew by
+    /// [`GC_SLACK`] since the last one: a step marks everything the VM holds (~80 KB with
+    /// rill's sandbox and libraries), so for a script that makes little garbage it was most of
+    /// the script's cost.
     pub fn gc_tick(&self, count: &mut u32) {
         *count += 1;
-        if *count >= 50 {
-            *count = 0;
-            let _ = self.lua.gc_step_kbytes(50);
+        if *count < 50 {
+            return;
         }
+        *count = 0;
+        let used = self.lua.used_memory();
+        let floor = self.gc_floor.load(Ordering::Relaxed).min(used);
+        self.gc_floor.store(floor, Ordering::Relaxed);
+        if used < floor + GC_SLACK {
+            return;
+        }
+        let _ = self.lua.gc_step_kbytes(50);
+        self.gc_floor.store(self.lua.used_memory(), Ordering::Relaxed);
     }
 
     /// Run a library's code (after its first line) as FUNCTION LOAD does: in the library API's
@@ -299,6 +313,9 @@ impl Vm {
 /// Keys and arguments passed to the runner on Lua's stack (about 8000 slots) at most; more go
 /// in tables made from Rust.
 const VARARGS_MAX: usize = 4000;
+
+/// Growth of a VM's memory past which [`Vm::gc_tick`] steps the collector.
+const GC_SLACK: usize = 16 * 1024;
 
 /// Instructions between two looks at the clock (Redis' count hook).
 const HOOK_EVERY: u32 = 100_000;
