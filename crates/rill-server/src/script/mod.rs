@@ -462,8 +462,11 @@ fn execute(
     sha: &str,
 ) -> (vm::Vm, CmdResult) {
     let split = 3 + numkeys;
-    let keys = c.args.get(3..split).unwrap_or_default().to_vec();
-    let argv = c.args.get(split..).unwrap_or_default().to_vec();
+    // The request's own arguments (borrowed for the request, not from `c`, which the run
+    // borrows for its commands).
+    let args: &[Bytes] = c.args;
+    let keys = args.get(3..split).unwrap_or_default();
+    let argv = args.get(split..).unwrap_or_default();
     let gate = c.shared.busy.clone();
     let lua = vm.lua().clone();
     let (threshold, limit) = (c.st.hot.busy_reply_threshold_ms, c.st.hot.script_memory_limit);
@@ -492,7 +495,7 @@ fn execute(
             gate.describe_run(name, c.args);
         }
         let cell = std::cell::RefCell::new(Host { call: c, conn: &mut conn, run: &mut run, resp: &vm.resp });
-        let outcome = vm.call_eval(func, &keys, &argv, function.is_some(), |op, args| match op {
+        let outcome = vm.call_eval(func, keys, argv, function.is_some(), |op, args| match op {
             vm::Op::AclCheck => acl_check_cmd(&cell, args),
             _ => host(&cell, args),
         });
