@@ -191,7 +191,7 @@ pub struct Scripts {
     /// Scripts EVAL's cache pushed out (INFO `evicted_scripts`).
     pub evicted: u64,
     /// The connection scripts' commands run on (taken for a run).
-    conn: Option<Conn>,
+    conn: Option<Box<Conn>>,
     /// Its client id (MONITOR shows its commands as `lua`).
     pub client_id: u64,
     /// Scripts made or run since the last garbage collection step.
@@ -478,7 +478,7 @@ fn execute(
     }
     let mut conn = c.st.scripts.conn.take().unwrap_or_else(|| {
         let id = c.shared.next_client_id();
-        let mut conn = Conn::new(id, true);
+        let mut conn = Box::new(Conn::new(id, true));
         // Checked against the caller's user in `command`, not its own.
         conn.user = None;
         conn.script = true;
