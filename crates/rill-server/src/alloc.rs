@@ -89,15 +89,24 @@ pub fn note_peak_time(now_secs: u64) {
 /// The most bytes allocated the cron has seen since memory was last given back.
 static HELD_HIGH: AtomicU64 = AtomicU64::new(0);
 
+/// The bytes allocated at the cron's previous look.
+static LAST_SEEN: AtomicU64 = AtomicU64::new(0);
+
 /// Called by the cron, without the state lock: when at least `min_freed` bytes were freed
-/// since the most the cron saw allocated, ask the allocator to give its free pages back to
-/// the system. glibc's malloc keeps freed memory in its arenas (10,000 closed connections
-/// left their RSS behind); `malloc_trim` releases the free pages of every arena, not only
-/// the top of the heap. Returns whether it asked. A no-op where the allocator is not glibc's.
+/// since the most the cron saw allocated — or an eighth of that and the freeing has stopped
+/// (nothing freed since its previous look: a trim made half-way through a bulk free would
+/// otherwise keep the rest until as much again is freed) — ask the allocator to give its free
+/// pages back to the system. glibc's malloc keeps freed memory in its arenas (10,000 closed
+/// connections left their RSS behind); `malloc_trim` releases the free pages of every arena,
+/// not only the top of the heap. Returns whether it asked. A no-op where the allocator is not
+/// glibc's.
 pub fn release_freed(min_freed: u64) -> bool {
     let now = allocated_bytes();
     let high = HELD_HIGH.fetch_max(now, Ordering::Relaxed).max(now);
-    if high - now < min_freed {
+    let last = LAST_SEEN.swap(now, Ordering::Relaxed);
+    let freed = high - now;
+    let settled = now >= last && freed >= min_freed / 8;
+    if freed < min_freed && !settled {
         return false;
     }
     HELD_HIGH.store(now, Ordering::Relaxed);
