@@ -142,6 +142,10 @@ impl Flags {
     /// transaction (MULTI), which touches the connection only, as Redis runs it between a
     /// script's slices.
     pub const BUSY_MULTI: Flags = Flags(1 << 32);
+    /// Runs a script it names by the SHA1 of its body (EVALSHA, EVALSHA_RO). rill's own.
+    pub const SCRIPT_BY_SHA: Flags = Flags(1 << 33);
+    /// Runs a function of a loaded library (FCALL, FCALL_RO). rill's own.
+    pub const SCRIPT_FUNCTION: Flags = Flags(1 << 34);
 
     /// The union of two flag sets.
     pub const fn and(self, other: Flags) -> Flags {

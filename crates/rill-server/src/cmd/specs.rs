@@ -559,10 +559,11 @@ const SCRIPT_RUN: Flags = Flags::NOSCRIPT
     .and(Flags::MOVABLEKEYS)
     .and(Flags::SCRIPT);
 
-/// A command that runs a script.
+/// A command that runs a script; `names`: how it names it (no flag: by its body).
 const fn script_run(
     name: &'static str,
     read_only: bool,
+    names: Flags,
     syntax: &'static str,
     summary: &'static str,
     since: &'static str,
@@ -573,7 +574,8 @@ const fn script_run(
         arity: -3,
         // MAY_REPLICATE: a script that may write is held by CLIENT PAUSE WRITE (a shebang's
         // `no-writes` clears it for dispatch's checks).
-        flags: if read_only { SCRIPT_RUN.and(Flags::READONLY) } else { SCRIPT_RUN.and(Flags::MAY_REPLICATE) },
+        flags: if read_only { SCRIPT_RUN.and(Flags::READONLY) } else { SCRIPT_RUN.and(Flags::MAY_REPLICATE) }
+            .and(names),
         acl: &["@slow", "@scripting"],
         key_specs: if read_only { SCRIPT_KEYS_RO } else { SCRIPT_KEYS_RW },
         group: "scripting",
@@ -590,6 +592,7 @@ pub const SCRIPT_COMMANDS: &[CommandSpec] = &[
     script_run(
         "eval",
         false,
+        Flags(0),
         "script:string numkeys:integer [key:key ...] [arg:string ...]",
         "Runs a Lua script on the server.",
         "2.6.0",
@@ -598,6 +601,7 @@ pub const SCRIPT_COMMANDS: &[CommandSpec] = &[
     script_run(
         "eval_ro",
         true,
+        Flags(0),
         "script:string numkeys:integer [key:key ...] [arg:string ...]",
         "Runs a Lua script that may not write.",
         "7.0.0",
@@ -606,6 +610,7 @@ pub const SCRIPT_COMMANDS: &[CommandSpec] = &[
     script_run(
         "evalsha",
         false,
+        Flags::SCRIPT_BY_SHA,
         "sha1:string numkeys:integer [key:key ...] [arg:string ...]",
         "Runs a cached Lua script by its SHA1.",
         "2.6.0",
@@ -614,6 +619,7 @@ pub const SCRIPT_COMMANDS: &[CommandSpec] = &[
     script_run(
         "evalsha_ro",
         true,
+        Flags::SCRIPT_BY_SHA,
         "sha1:string numkeys:integer [key:key ...] [arg:string ...]",
         "Runs a cached Lua script that may not write, by its SHA1.",
         "7.0.0",
@@ -622,6 +628,7 @@ pub const SCRIPT_COMMANDS: &[CommandSpec] = &[
     script_run(
         "fcall",
         false,
+        Flags::SCRIPT_FUNCTION,
         "function:string numkeys:integer [key:key ...] [arg:string ...]",
         "Runs a function of a loaded library.",
         "7.0.0",
@@ -630,6 +637,7 @@ pub const SCRIPT_COMMANDS: &[CommandSpec] = &[
     script_run(
         "fcall_ro",
         true,
+        Flags::SCRIPT_FUNCTION,
         "function:string numkeys:integer [key:key ...] [arg:string ...]",
         "Runs a function of a loaded library that may not write.",
         "7.0.0",

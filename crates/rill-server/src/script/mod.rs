@@ -355,10 +355,10 @@ fn sha_name(arg: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// when the script is known (cached, or the body of an EVAL).
 pub fn command_flags(st: &State, spec: &CommandSpec, args: &[Bytes]) -> Flags {
     let Some(first) = args.get(1) else { return spec.flags };
-    if spec.name.starts_with("fcall") {
+    if spec.flags.has(Flags::SCRIPT_FUNCTION) {
         return st.scripts.functions.flags_of(first).map_or(spec.flags, |f| f.command_flags(spec.flags));
     }
-    let by_sha = spec.name.starts_with("evalsha");
+    let by_sha = spec.flags.has(Flags::SCRIPT_BY_SHA);
     let sha = if by_sha {
         let Some(lower) = sha_name(first) else { return spec.flags };
         lower
