@@ -25,7 +25,7 @@ impl Engine {
     }
 
     /// Remove `key`, whose time has passed, as expiry removes it: logged as `DEL`.
-    fn delete_expired(&mut self, db: usize, key: &[u8]) {
+    pub(crate) fn delete_expired(&mut self, db: usize, key: &[u8]) {
         self.remove(db, key);
         self.expired_log.push((db, Bytes::copy_from_slice(key)));
         self.watch.touch_gone(db, key);

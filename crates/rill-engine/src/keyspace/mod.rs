@@ -712,14 +712,31 @@ impl Engine {
 
     /// Look a key up for writing: removes it first if it has expired; an access.
     pub fn lookup_mut(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
-        self.expire_if_needed(db, key, now_ms);
-        if self.hides(db, key, now_ms) {
-            return None;
-        }
+        let at = self.visible_index(db, key, now_ms)?;
         let access = self.access(now_ms);
-        let entry = self.db_mut(db).keys.get_mut(key)?;
+        let (_, entry) = self.db_mut(db).keys.get_index_mut(at)?;
         entry.meta.touch(access);
         Some(entry)
+    }
+
+    /// Where `key` is in `db`, when a client may see it at `now_ms`: a key whose time has
+    /// passed is removed first, or kept: on a replica (the primary deletes it) it is hidden
+    /// from every client but the primary's stream, as Redis' replicas hide it; while expiry is
+    /// paused, the same holds on a primary until the pause ends. One hash of the key.
+    fn visible_index(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<usize> {
+        self.observe_clock(now_ms);
+        let at = self.db(db).keys.get_index_of(key)?;
+        let expired = self.db(db).keys.get_index(at).is_some_and(|(_, e)| e.is_expired(now_ms));
+        if !expired {
+            return Some(at);
+        }
+        if !self.keeps_expired(now_ms) {
+            self.delete_expired(db, key);
+            return None;
+        }
+        // Kept: hidden from clients where `hides` says so.
+        let hidden = (self.replica && !self.applying_stream) || now_ms < self.expiry_paused_until;
+        (!hidden).then_some(at)
     }
 
     /// The entry at `key` as it is: no expiry check, not an access. For handlers adjusting the
@@ -731,41 +748,27 @@ impl Engine {
     /// Look a key up for a read command: as [`Engine::lookup`], and counts the outcome in
     /// `keyspace_hits` / `keyspace_misses` (Redis counts only read lookups there).
     pub fn lookup_read(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
-        let found = self.lookup_mut(db, key, now_ms).is_some();
-        self.count_read(found);
-        if !found {
-            return None;
-        }
-        self.db(db).keys.get(key)
+        let at = self.visible_index(db, key, now_ms);
+        self.count_read(at.is_some());
+        let at = at?;
+        let access = self.access(now_ms);
+        let (_, entry) = self.db_mut(db).keys.get_index_mut(at)?;
+        entry.meta.touch(access);
+        Some(entry)
     }
 
     /// [`Engine::lookup_read`] that is not an access: EXISTS, OBJECT, MEMORY USAGE (Redis'
     /// `LOOKUP_NOTOUCH`).
     pub fn peek_read(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
-        self.expire_if_needed(db, key, now_ms);
-        let found = self.db(db).keys.contains_key(key) && !self.hides(db, key, now_ms);
-        self.count_read(found);
-        if !found {
-            return None;
-        }
-        self.db(db).keys.get(key)
+        let at = self.visible_index(db, key, now_ms);
+        self.count_read(at.is_some());
+        self.db(db).keys.get_index(at?).map(|(_, e)| e)
     }
 
     /// [`Engine::lookup`] that is not an access: TYPE, TTL and friends.
     pub fn peek(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<&Entry> {
-        self.expire_if_needed(db, key, now_ms);
-        if self.hides(db, key, now_ms) {
-            return None;
-        }
-        self.db(db).keys.get(key)
-    }
-
-    /// On a replica, a key whose time has passed is kept (the primary deletes it) but hidden
-    /// from every client but the primary's stream, as Redis' replicas hide it.
-    /// While expiry is paused, the same holds on a primary: the key stays until the pause ends.
-    fn hides(&self, db: usize, key: &[u8], now_ms: i64) -> bool {
-        ((self.replica && !self.applying_stream) || now_ms < self.expiry_paused_until)
-            && self.db(db).keys.get(key).is_some_and(|e| e.is_expired(now_ms))
+        let at = self.visible_index(db, key, now_ms)?;
+        self.db(db).keys.get_index(at).map(|(_, e)| e)
     }
 
     /// Whether a write that sets expiry time `at_ms` deletes the key at once, the time being
@@ -976,36 +979,47 @@ impl Engine {
 
     /// Store `value` under `key`, keeping the old key's expiry if there was one.
     pub fn insert_keep_ttl(&mut self, db: usize, key: Bytes, value: Value) {
+        self.store_keep_ttl(db, &key, Some(&key), value);
+    }
+
+    /// [`Engine::insert_keep_ttl`] of a borrowed key: copied only when the key is new.
+    pub fn insert_keep_ttl_ref(&mut self, db: usize, key: &[u8], value: Value) {
+        self.store_keep_ttl(db, key, None, value);
+    }
+
+    fn store_keep_ttl(&mut self, db: usize, key: &[u8], owned: Option<&Bytes>, value: Value) {
         if let Value::Stream(s) = &value {
             let groups = s.policy_groups();
             if !groups.is_empty() {
                 let at = self.clock_ms;
-                self.arm_policies_of(db, &key, groups, at);
+                let k = owned.cloned().unwrap_or_else(|| Bytes::copy_from_slice(key));
+                self.arm_policies_of(db, &k, groups, at);
             }
-            self.arm_max_age_of(db, &key, s);
+            self.arm_max_age_of(db, key, s);
         }
         let meta = ObjectMeta::created(self.clock_ms);
         let fields_expire = matches!(&value, Value::Hash(h) if h.ttl_count() > 0);
         let d = self.db_mut(db);
-        match d.keys.get_mut(&key) {
+        match d.keys.get_mut(key) {
             Some(e) => {
                 let replaced_stream = matches!(e.value, Value::Stream(_));
                 e.value = value;
                 e.meta = meta;
                 if fields_expire || !d.field_deadline.is_empty() {
-                    d.sync_field_expiry(&key);
+                    d.sync_field_expiry(key);
                 }
                 if replaced_stream {
-                    self.signal_ready(db, &key);
+                    self.signal_ready(db, key);
                 }
             }
             None => {
-                d.keys.insert(key.clone(), Entry { value, expire_at_ms: None, meta });
+                let k = owned.cloned().unwrap_or_else(|| Bytes::copy_from_slice(key));
+                d.keys.insert(k, Entry { value, expire_at_ms: None, meta });
                 if fields_expire {
-                    d.sync_field_expiry(&key);
+                    d.sync_field_expiry(key);
                 }
                 if !self.loading {
-                    self.events.push(db, &key, KeyEvent::New);
+                    self.events.push(db, key, KeyEvent::New);
                 }
             }
         }

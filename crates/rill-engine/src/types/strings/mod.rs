@@ -334,7 +334,7 @@ fn read_str(engine: &mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Option<Byt
 
 /// Replace the value at `key` with a string, keeping its TTL, and record the write.
 fn store_keep_ttl(engine: &mut Engine, ctx: &CallCtx, key: &[u8], value: Bytes, event: KeyEvent) {
-    engine.insert_keep_ttl(ctx.db, owned(key), Value::Str(value));
+    engine.insert_keep_ttl_ref(ctx.db, key, Value::Str(value));
     engine.modified(ctx.db, key, event);
 }
 
