@@ -63,7 +63,7 @@
 //!    the lock to remove its client record.
 
 use bytes::Bytes;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
 /// Redis' reply to a command refused while a script runs past `busy-reply-threshold`.
@@ -89,14 +89,17 @@ pub struct BusyGate {
     dirty: AtomicBool,
     /// SCRIPT KILL / FUNCTION KILL asked the running script to stop.
     kill: AtomicBool,
-    /// When the running script started, µs since the epoch (0: none runs).
-    started_us: AtomicI64,
+    /// When the running script started, a [`crate::clock::Tick`] (0: none runs).
+    started: AtomicU64,
     /// The running script's `busy-reply-threshold`, ms (0: never busy).
     threshold_ms: AtomicI64,
     /// Times the running script's runtime thread was handed on (`script/vm.rs`).
     pub handoffs: AtomicU8,
     /// Woken when the state changes.
     changed: Notify,
+    /// Connections waiting on `changed` (a script that ends with none waiting and the gate
+    /// open wakes nobody).
+    waiters: AtomicUsize,
     /// The running function's name and the command that called it (FUNCTION STATS).
     running: std::sync::Mutex<Option<(String, Vec<Bytes>)>>,
     /// How many function libraries and functions there are (FUNCTION STATS while busy).
@@ -131,7 +134,7 @@ impl BusyGate {
         self.handoffs.store(0, Ordering::Release);
         self.dirty.store(false, Ordering::Release);
         self.kill.store(false, Ordering::Release);
-        self.started_us.store(crate::clock::now_us().max(1), Ordering::Release);
+        self.started.store(crate::clock::Tick::now().raw().max(1), Ordering::SeqCst);
         ScriptRun { gate: self }
     }
 
@@ -145,8 +148,11 @@ impl BusyGate {
 
     /// How long the running script has run, ms (`None`: no script runs).
     pub fn script_ran_ms(&self) -> Option<i64> {
-        let started = self.started_us.load(Ordering::Acquire);
-        (started > 0).then(|| (crate::clock::now_us() - started) / 1000)
+        let started = self.started.load(Ordering::Acquire);
+        (started > 0).then(|| {
+            let us = crate::clock::Tick::now().micros_since(crate::clock::Tick::from_raw(started));
+            i64::try_from(us / 1000).unwrap_or(i64::MAX)
+        })
     }
 
     /// The running script's `busy-reply-threshold`, ms.
@@ -188,21 +194,24 @@ impl BusyGate {
     /// Wait until no script runs below the threshold: the gate is closed (past it), or open
     /// with no script running.
     pub async fn settled(&self) {
-        self.wait_until(|s| s == CLOSED || (s == OPEN && self.started_us.load(Ordering::Acquire) == 0)).await;
+        self.wait_until(|s| s == CLOSED || (s == OPEN && self.started.load(Ordering::SeqCst) == 0)).await;
     }
 
     /// Whether a script runs now (it holds the lock), whatever the gate's state.
     pub fn script_started(&self) -> bool {
-        self.started_us.load(Ordering::Acquire) != 0
+        self.started.load(Ordering::Acquire) != 0
     }
 
     async fn wait_until(&self, done: impl Fn(u8) -> bool) {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
-            // Registered before the check, so a change between the two is not missed.
+            // Registered before the check, so a change between the two is not missed; counted
+            // after registering, so a script's end that does not see the count happened
+            // before the check (see `ScriptRun`'s drop).
             changed.as_mut().enable();
-            if done(self.state.load(Ordering::Acquire)) {
+            let _counted = Waiting::new(&self.waiters);
+            if done(self.state.load(Ordering::SeqCst)) {
                 return;
             }
             changed.await;
@@ -282,14 +291,38 @@ pub struct ScriptRun<'a> {
 
 impl Drop for ScriptRun<'_> {
     fn drop(&mut self) {
-        self.gate.kill.store(false, Ordering::Release);
-        self.gate.started_us.store(0, Ordering::Release);
-        if let Ok(mut r) = self.gate.running.lock() {
-            *r = None;
+        let gate = self.gate;
+        gate.kill.store(false, Ordering::Release);
+        gate.started.store(0, Ordering::SeqCst);
+        if gate.function.load(Ordering::Acquire) {
+            if let Ok(mut r) = gate.running.lock() {
+                *r = None;
+            }
         }
         // Also when it stayed open: a connection that found the lock taken by the script
-        // waits for its end (`settled`).
-        self.gate.set(OPEN);
+        // waits for its end (`settled`). One that counted itself after this looked sees the
+        // script ended when it checks.
+        let was = gate.state.swap(OPEN, Ordering::SeqCst);
+        if was != OPEN || gate.waiters.load(Ordering::SeqCst) > 0 {
+            gate.changed.notify_waiters();
+        }
+    }
+}
+
+/// A connection counted in [`BusyGate`]'s `waiters` while it lives (a wait given up when its
+/// future is dropped too).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Waiting<'a> {
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

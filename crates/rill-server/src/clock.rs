@@ -66,6 +66,16 @@ impl Tick {
         Tick(raw())
     }
 
+    /// The counter's value (never 0 in practice: it counts from the machine's start).
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// The tick [`Tick::raw`] gave.
+    pub fn from_raw(raw: u64) -> Tick {
+        Tick(raw)
+    }
+
     /// Microseconds from `earlier` to `self` (0 if the counter went backwards).
     pub fn micros_since(self, earlier: Tick) -> u64 {
         let d = self.0.saturating_sub(earlier.0);
