@@ -169,8 +169,10 @@ impl ScriptFlags {
 struct Cached {
     body: Bytes,
     flags: ScriptFlags,
-    /// Its compiled function, in the VM's registry.
-    key: mlua::RegistryKey,
+    /// Its compiled function, in the VM's registry (kept: dropping it frees the slot), and
+    /// that registry slot.
+    _key: mlua::RegistryKey,
+    slot: raw::Slot,
     /// Its place in the eviction order (EVAL-made scripts only).
     lru: Option<u64>,
 }
@@ -275,8 +277,8 @@ impl Scripts {
         sha
     }
 
-    /// The cached script `sha` (lower case), marked used: its flags.
-    fn lookup(&mut self, sha: &str) -> Option<ScriptFlags> {
+    /// The cached script `sha` (lower case), marked used: its flags and its function.
+    fn lookup(&mut self, sha: &str) -> Option<(ScriptFlags, raw::Slot)> {
         self.tick += 1;
         let tick = self.tick;
         let c = self.cache.get_mut(sha)?;
@@ -286,7 +288,7 @@ impl Scripts {
             self.lru.insert(tick, sha.to_string());
             c.lru = Some(tick);
         }
-        Some(c.flags)
+        Some((c.flags, c.slot))
     }
 
     /// Compile and cache `body` under `sha`; `from_eval`: evictable. Redis' error text when it
@@ -297,9 +299,9 @@ impl Scripts {
         sha: &str,
         body: &Bytes,
         from_eval: bool,
-    ) -> Result<ScriptFlags, CmdError> {
+    ) -> Result<(ScriptFlags, raw::Slot), CmdError> {
         if let Some(c) = self.cache.get(sha) {
-            return Ok(c.flags);
+            return Ok((c.flags, c.slot));
         }
         let (flags, shebang) = ScriptFlags::parse(body).map_err(|e| CmdError::owned(format!("ERR {e}")))?;
         let code = body.get(shebang..).unwrap_or_default();
@@ -311,6 +313,7 @@ impl Scripts {
             vm.compile(code)
         });
         let key = compiled.map_err(|e| CmdError::owned(format!("ERR Error compiling script (new function): {e}")))?;
+        let slot = vm.slot(&key).ok_or_else(|| CmdError::full("ERR no Lua VM"))?;
         let lru = if from_eval {
             while self.lru.len() >= EVAL_CACHE_MAX {
                 let Some((_, oldest)) = self.lru.pop_first() else { break };
@@ -329,8 +332,8 @@ impl Scripts {
             vm.gc_tick(&mut self.gc_count);
         }
         self.body_bytes += body.len() + sha.len();
-        self.cache.insert(sha.to_string(), Cached { body: body.clone(), flags, key, lru });
-        Ok(flags)
+        self.cache.insert(sha.to_string(), Cached { body: body.clone(), flags, _key: key, slot, lru });
+        Ok((flags, slot))
     }
 
     /// A cached script's body.
@@ -401,32 +404,29 @@ const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 fn run_script(c: &mut Call, by_sha: bool, read_only: bool) -> CmdResult {
     // MONITOR sees the script before the commands it runs (EVAL itself skips dispatch's feed).
     crate::monitor::feed_script(c.st, c.conn.id, c.conn.db, c.args, &c.conn.redacted);
-    let first = c.args.get(1).cloned().unwrap_or_default();
+    // The request's own arguments (borrowed for the request, not from `c`).
+    let args: &[Bytes] = c.args;
+    let first = args.get(1).map_or(&[][..], |b| &b[..]);
     if by_sha && first.len() != 40 {
         return Err(CmdError::full(NOSCRIPT));
     }
     let numkeys = numkeys(c, "ERR value is not an integer or out of range")?;
     let sha = if by_sha {
-        sha_name(&first).map(std::borrow::Cow::into_owned).unwrap_or_default()
+        sha_name(first).unwrap_or_default()
     } else {
-        c.st.scripts.body_sha(&first)
+        std::borrow::Cow::Owned(c.st.scripts.body_sha(args.get(1).unwrap_or(&Bytes::new())))
     };
-    let flags = match c.st.scripts.lookup(&sha) {
+    let (flags, func) = match c.st.scripts.lookup(&sha) {
         Some(found) => found,
         None if by_sha => return Err(CmdError::full(NOSCRIPT)),
-        None => c.st.scripts.add(&c.shared.busy, &sha, &first, true)?,
+        None => c.st.scripts.add(&c.shared.busy, &sha, args.get(1).unwrap_or(&Bytes::new()), true)?,
     };
     let run = prepare(c, flags, read_only)?;
-    let gate = c.shared.busy.clone();
-    c.st.scripts.vm(&gate)?;
     // The VM is out of the state for the run (the commands the script calls borrow the state;
-    // none of them reaches the VM: SCRIPT and FUNCTION are noscript).
+    // none of them reaches the VM: SCRIPT and FUNCTION are noscript). A script in the cache
+    // was compiled by it, so it exists.
     let Some(vm) = c.st.scripts.vm.take() else {
         return Err(CmdError::full("ERR no Lua VM"));
-    };
-    let Some(func) = c.st.scripts.cache.get(&sha).and_then(|s| vm.slot(&s.key)) else {
-        c.st.scripts.vm = Some(vm);
-        return Err(CmdError::full(NOSCRIPT));
     };
     let (vm, result) = execute(c, vm, func, numkeys, run, None, &sha);
     c.st.scripts.vm = Some(vm);

@@ -10,8 +10,8 @@
 //! call per run and per command:
 //!
 //! ```text
-//!  run:  lua_pcall(start) ─► push run_script, f, handler (registry), function, nkeys, the
-//!        strings; lua_call ─► run_script's xpcall ─► the script
+//!  run:  lua_pcall(start) ─► push handler, f (registry), KEYS and ARGV filled;
+//!        lua_pcall(f, handler) ─► the script
 //!  redis.call(...) ─► api(): arguments read (no Lua call) ─► the run's host ─► HostOut
 //!        ─► lua_pcall(push_out) builds the value ─► returned, or raised (lua_error)
 //! ```
@@ -26,7 +26,7 @@
 
 use super::vm::Op;
 use bytes::Bytes;
-use mlua::{ffi, Function, Lua, MultiValue, RegistryKey};
+use mlua::{ffi, Function, Lua, RegistryKey};
 use rill_resp::Reply;
 use scoped_tls_hkt::scoped_thread_local;
 use std::os::raw::{c_int, c_void};
@@ -97,28 +97,23 @@ pub fn api_functions(lua: &Lua) -> mlua::Result<(Function, Function, Function)> 
     }
 }
 
-/// A VM's runner, in its registry: [`start`] (a C function), `run` and `run_script`, the
-/// message handler, and the `KEYS` and `ARGV` tables EVAL scripts get — reached by index with
-/// no allocation.
+/// A VM's runner, in its registry: [`start`] (a C function), the message handler, and the
+/// `KEYS` and `ARGV` tables EVAL scripts get — reached by index with no allocation.
 pub struct Runner {
     start: RegistryKey,
-    run: RegistryKey,
-    run_script: RegistryKey,
     handler: RegistryKey,
     keys: RegistryKey,
     argv: RegistryKey,
 }
 
 impl Runner {
-    /// The runner of `run(f, handler)` (an EVAL script) and `run_script(f, handler, #keys,
-    /// keys.., args..)` (a function), from sandbox.lua.
-    pub fn new(lua: &Lua, run: &Function, run_script: &Function, handler: &Function) -> mlua::Result<Runner> {
+    /// The runner of scripts and functions, with `handler` as the message handler of their
+    /// protected calls.
+    pub fn new(lua: &Lua, handler: &Function) -> mlua::Result<Runner> {
         // SAFETY: `start` keeps the contract of a Lua C function (below).
         let start = unsafe { lua.create_c_function(start) }?;
         Ok(Runner {
             start: lua.create_registry_value(start)?,
-            run: lua.create_registry_value(run.clone())?,
-            run_script: lua.create_registry_value(run_script.clone())?,
             handler: lua.create_registry_value(handler.clone())?,
             keys: lua.create_registry_value(lua.create_table()?)?,
             argv: lua.create_registry_value(lua.create_table()?)?,
@@ -158,26 +153,26 @@ pub fn function(lua: &Lua, slot: Slot) -> mlua::Result<Function> {
     }
 }
 
-/// What [`start`] does: registry indexes of the runner, the script's function and the
-/// handler; the `KEYS` and `ARGV` tables (an EVAL script) or none (a function: run_script
-/// makes its two tables); the keys and arguments.
+/// What [`start`] does: registry indexes of the script's function and the handler; the
+/// `KEYS` and `ARGV` tables (an EVAL script) or none (a function gets two new tables); the
+/// keys and arguments.
 struct Start<'a> {
-    ids: [ffi::lua_Integer; 3],
+    f: ffi::lua_Integer,
+    handler: ffi::lua_Integer,
     tables: Option<[ffi::lua_Integer; 2]>,
-    nkeys: ffi::lua_Integer,
-    nargs: c_int,
     keys: &'a [Bytes],
     args: &'a [Bytes],
 }
 
-/// Run the compiled script or function in `f`: the runner's first two results, `(true,
-/// value)` or `(false, error table)`; an error when Lua itself failed (out of memory making
-/// the keys and arguments).
+/// Run the compiled script or function in `f`: `Ok(value)`, or `Err(error table)` for what it
+/// raised (the handler's table); an error when Lua itself failed (out of memory making the
+/// keys and arguments).
 ///
 /// An EVAL script gets the same two tables as `KEYS` and `ARGV` every run, emptied (and any
 /// metatable a script gave them taken off) and filled: nothing of a run outlives it (the
 /// globals are read-only), so no script sees another's, and a run makes no garbage for its
-/// keys. A function gets new tables: a library may keep what its functions were given.
+/// keys. A function gets new tables as its two arguments: a library may keep what its
+/// functions were given.
 pub fn run(
     lua: &Lua,
     runner: &Runner,
@@ -185,24 +180,10 @@ pub fn run(
     function: bool,
     keys: &[Bytes],
     args: &[Bytes],
-) -> mlua::Result<MultiValue> {
-    let n = keys.len() + args.len();
-    let (Ok(nargs), Ok(nkeys)) = (c_int::try_from(n + 3), ffi::lua_Integer::try_from(keys.len())) else {
-        return Err(mlua::Error::RuntimeError("too many arguments".into()));
-    };
+) -> mlua::Result<Result<mlua::Value, mlua::Value>> {
     let id = |k: &RegistryKey| ffi::lua_Integer::from(k.id());
-    let params = if function {
-        Start { ids: [id(&runner.run_script), f.0, id(&runner.handler)], tables: None, nkeys, nargs, keys, args }
-    } else {
-        Start {
-            ids: [id(&runner.run), f.0, id(&runner.handler)],
-            tables: Some([id(&runner.keys), id(&runner.argv)]),
-            nkeys,
-            nargs,
-            keys,
-            args,
-        }
-    };
+    let tables = (!function).then(|| [id(&runner.keys), id(&runner.argv)]);
+    let params = Start { f: f.0, handler: id(&runner.handler), tables, keys, args };
     let start_id = id(&runner.start);
     // SAFETY: the VM is locked (exec_raw_lua) and not in a callback, so its state is the main
     // state; three slots are made sure of, the stack is put back as it was. `lua_pcall`
@@ -218,8 +199,8 @@ pub fn run(
         let rc = ffi::lua_pcall(l, 1, 2, 0);
         let out = if rc == 0 {
             let value = raw.pop_value();
-            let ok = raw.pop_value();
-            Ok(MultiValue::from_iter([ok, value]))
+            let ok = ffi::lua_toboolean(l, -1) != 0;
+            Ok(if ok { Ok(value) } else { Err(value) })
         } else {
             let text = if ffi::lua_type(l, -1) == ffi::LUA_TSTRING {
                 let mut len = 0;
@@ -235,31 +216,35 @@ pub fn run(
     })
 }
 
-/// Called protected by [`run`] with its [`Start`] as a light userdata: pushes the runner and
-/// its arguments, calls it, returns its first two results. Its frame holds references only
-/// (a Lua error, out of memory, may cross it).
+/// Called protected by [`run`] with its [`Start`] as a light userdata: the keys and arguments
+/// put in place, then the script called protected with the message handler; returns whether
+/// it ran to its end, and its first result or the handler's error table. Its frame holds
+/// references only (a Lua error, out of memory, may cross it).
 unsafe extern "C-unwind" fn start(l: *mut ffi::lua_State) -> c_int {
     let p = &*ffi::lua_touserdata(l, 1).cast::<Start<'_>>();
     ffi::lua_pop(l, 1);
-    ffi::luaL_checkstack(l, p.nargs + 1, c"too many arguments".as_ptr());
-    for id in p.ids {
-        ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, id);
-    }
-    if let Some([keys, argv]) = p.tables {
-        // run(f, handler), with KEYS and ARGV set in the globals (which have no __newindex).
+    // The handler, the function, two tables, an item.
+    ffi::luaL_checkstack(l, 5, c"too many arguments".as_ptr());
+    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, p.handler);
+    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, p.f);
+    let nargs = if let Some([keys, argv]) = p.tables {
+        // KEYS and ARGV in the globals (which have no __newindex).
         refill(l, keys, p.keys);
         ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"KEYS".as_ptr());
         refill(l, argv, p.args);
         ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"ARGV".as_ptr());
-        ffi::lua_call(l, 2, 2);
-        return 2;
-    }
-    ffi::lua_pushinteger(l, p.nkeys);
-    for b in p.keys.iter().chain(p.args) {
-        push_bytes(l, b);
-    }
-    // run_script's arguments: f, handler, nkeys, the strings.
-    ffi::lua_call(l, p.nargs, 2);
+        0
+    } else {
+        // f(keys, argv), two new tables.
+        for items in [p.keys, p.args] {
+            ffi::lua_createtable(l, hint(items.len()), 0);
+            fill(l, items);
+        }
+        2
+    };
+    let ok = ffi::lua_pcall(l, nargs, 1, 1) == 0;
+    ffi::lua_pushboolean(l, c_int::from(ok));
+    ffi::lua_insert(l, -2);
     2
 }
 
@@ -276,6 +261,11 @@ unsafe fn refill(l: *mut ffi::lua_State, id: ffi::lua_Integer, items: &[Bytes]) 
         ffi::lua_pushnil(l);
         ffi::lua_rawset(l, -4);
     }
+    fill(l, items);
+}
+
+/// Set `items` at 1.. of the table on top of the stack.
+unsafe fn fill(l: *mut ffi::lua_State, items: &[Bytes]) {
     for (i, b) in (1..).zip(items) {
         push_bytes(l, b);
         ffi::lua_rawseti(l, -2, i);

@@ -323,29 +323,8 @@ local function set_loading(on)
 end
 
 -- Runs `f` in protected mode with the message handler: (true, result) or (false, error).
-local function run(f, handler, ...)
-    if select_('#', ...) == 0 then
-        return xpcall_(f, handler)
-    end
-    local args = pack(...)
-    return xpcall_(function()
-        return f(unpack_(args, 1, args.n))
-    end, handler)
+local function run(f, handler)
+    return xpcall_(f, handler)
 end
 
--- Runs a function (FCALL) with the first `nkeys` of the rest as its keys, the others as its
--- arguments: the two tables it gets made here, in one call from Rust. (An EVAL script runs
--- by `run`, with KEYS and ARGV set by Rust.)
-local function run_script(f, handler, nkeys, ...)
-    local keys = { ... }
-    local argv = {}
-    for i = nkeys + 1, select_('#', ...) do
-        argv[i - nkeys] = keys[i]
-        keys[i] = nil
-    end
-    return xpcall_(function()
-        return f(keys, argv)
-    end, handler)
-end
-
-return env, run, redis, readonly, set_loading, run_script
+return env, run, redis, readonly, set_loading

@@ -34,7 +34,7 @@ pub struct Vm {
     lua: Lua,
     /// The globals as scripts see them.
     env: Table,
-    /// `run(f, handler, ...)`: xpcall with arguments.
+    /// `run(f, handler)`: xpcall (a library's code, FUNCTION LOAD).
     run: Function,
     /// The message handler: any error to Redis' `{err=, source=, line=}` table.
     handler: Function,
@@ -42,8 +42,7 @@ pub struct Vm {
     pub resp: Arc<std::sync::atomic::AtomicU8>,
     /// `set_loading(on)`: the environment reads the library API (FUNCTION LOAD) or the globals.
     set_loading: Function,
-    /// `run(f, handler)` for an EVAL script (KEYS and ARGV refilled by Rust) and
-    /// `run_script(f, handler, nkeys, keys.., args..)` for a function, reached by the runner.
+    /// What runs an EVAL script or a function (its keys and arguments put in place from Rust).
     runner: Arc<super::raw::Runner>,
     /// The busy gate its scripts' hook reports to.
     gate: Arc<BusyGate>,
@@ -140,7 +139,7 @@ impl Vm {
                 })
             })?,
         )?;
-        let (env, run, redis, readonly, set_loading, run_script): (Table, Function, Table, Table, Function, Function) =
+        let (env, run, redis, readonly, set_loading): (Table, Function, Table, Table, Function) =
             lua.load(include_str!("sandbox.lua")).set_name(INTERNAL_SOURCE).set_mode(ChunkMode::Text).call(rust)?;
         // cjson's array metatable is reached through the registry, not the globals: made
         // read-only here.
@@ -151,7 +150,7 @@ impl Vm {
         let handler = lua.create_function(|lua, err: Value| error_table(lua, err))?;
         let resp = Arc::new(std::sync::atomic::AtomicU8::new(2));
         install_api(&lua, &redis, resp.clone())?;
-        let runner = Arc::new(super::raw::Runner::new(&lua, &run, &run_script, &handler)?);
+        let runner = Arc::new(super::raw::Runner::new(&lua, &handler)?);
         let gc_floor = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         Ok(Vm { lua, env, run, handler, resp, set_loading, runner, gate, gc_floor })
     }
@@ -274,45 +273,9 @@ impl Vm {
         H: FnMut(Op, super::raw::Args) -> super::raw::HostOut,
     {
         self.resp.store(2, Ordering::Release);
-        let out = if keys.len() + args.len() <= VARARGS_MAX {
-            // The keys and arguments as the runner's own arguments, pushed straight onto
-            // Lua's stack.
-            super::raw::with_host(&mut host, || super::raw::run(&self.lua, &self.runner, f, function, keys, args))
-        } else {
-            // More than Lua's stack takes: the tables made from here.
-            let f = super::raw::function(&self.lua, f)?;
-            let (keys, args) = (self.array(keys)?, self.array(args)?);
-            let params = if function {
-                Some((keys, args))
-            } else {
-                let globals = self.lua.globals();
-                globals.raw_set("KEYS", keys)?;
-                globals.raw_set("ARGV", args)?;
-                None
-            };
-            super::raw::with_host(&mut host, || match &params {
-                Some((keys, args)) => self.run.call::<MultiValue>((&f, &self.handler, keys, args)),
-                None => self.run.call::<MultiValue>((&f, &self.handler)),
-            })
-        };
-        let mut out = out?.into_iter();
-        let ok = matches!(out.next(), Some(Value::Boolean(true)));
-        let value = out.next().unwrap_or(Value::Nil);
-        Ok(if ok { Ok(value) } else { Err(value) })
-    }
-
-    fn array(&self, items: &[bytes::Bytes]) -> mlua::Result<Table> {
-        let t = self.lua.create_table_with_capacity(items.len(), 0)?;
-        for (i, item) in items.iter().enumerate() {
-            t.raw_set(i + 1, self.lua.create_string(item)?)?;
-        }
-        Ok(t)
+        super::raw::with_host(&mut host, || super::raw::run(&self.lua, &self.runner, f, function, keys, args))
     }
 }
-
-/// Keys and arguments passed to the runner on Lua's stack (about 8000 slots) at most; more go
-/// in tables made from Rust.
-const VARARGS_MAX: usize = 4000;
 
 /// Growth of a VM's memory past which [`Vm::gc_tick`] steps the collector.
 const GC_SLACK: usize = 16 * 1024;
