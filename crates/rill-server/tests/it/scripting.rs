@@ -489,3 +489,40 @@ fn shutdown_nosave_ends_a_busy_script_keeping_what_was_acknowledged() {
     assert_eq!(c.cmd(&["GET", "before"]), b"$4\r\nkept\r\n");
     assert_eq!(c.cmd(&["EXISTS", "during"]), b":0\r\n");
 }
+
+/// A script and a function given 20,000 keys and arguments (far more than Lua's stack holds
+/// at once) see them all, in order, as Redis 8.2.3's do.
+#[test]
+fn scripts_and_functions_take_twenty_thousand_keys_and_arguments_as_redis() {
+    use rill_testkit::{ReferenceServer, Server, ServerKind};
+    let mut servers = vec![Server::start(ServerKind::Rill, &rill_testkit::rill_server_binary(), &[])];
+    if let Some(bin) = ReferenceServer::Redis8.require() {
+        servers.push(Server::start(ServerKind::Redis(ReferenceServer::Redis8), &bin, &[]));
+    }
+    let names: Vec<String> = (0..20_000).map(|i| format!("k{i}")).collect();
+    let mut replies = Vec::new();
+    for server in &servers {
+        let mut c = RawClient::connect(server.port);
+        let call = |c: &mut RawClient, head: &[&str]| {
+            let mut args: Vec<&str> = head.to_vec();
+            args.extend(names.iter().map(String::as_str));
+            args.extend(["a", "b", "c"]);
+            text(c.cmd(&args))
+        };
+        let eval = call(&mut c, &["EVAL", "return {#KEYS, #ARGV, KEYS[1], KEYS[20000], ARGV[1], ARGV[3]}", "20000"]);
+        let lib = "#!lua name=big\nredis.register_function('big', function(k, a) \
+                   return {#k, #a, k[1], k[20000], a[1], a[3]} end)";
+        assert_eq!(text(c.cmd(&["FUNCTION", "LOAD", lib])), "$3\r\nbig\r\n");
+        let fcall = call(&mut c, &["FCALL", "big", "20000"]);
+        // The keys as arguments, none as keys.
+        let none = call(&mut c, &["EVAL", "return {#KEYS, #ARGV, ARGV[20000], ARGV[20003]}", "0"]);
+        replies.push((eval, fcall, none));
+    }
+    let want = "*6\r\n:20000\r\n:3\r\n$2\r\nk0\r\n$6\r\nk19999\r\n$1\r\na\r\n$1\r\nc\r\n";
+    assert_eq!(replies[0].0, want);
+    assert_eq!(replies[0].1, want);
+    assert_eq!(replies[0].2, "*4\r\n:0\r\n:20003\r\n$6\r\nk19999\r\n$1\r\nc\r\n");
+    if let Some(redis) = replies.get(1) {
+        assert_eq!(&replies[0], redis, "rill and Redis 8.2.3 differ");
+    }
+}
