@@ -13,10 +13,12 @@ use bytes::Bytes;
 use indexmap::IndexMap;
 use std::collections::{BTreeSet, HashMap};
 
+type Hasher = super::FastHash;
+
 /// The fields of a hash, with optional per-field expiry times.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HashFields {
-    map: IndexMap<Bytes, Bytes>,
+    map: IndexMap<Bytes, Bytes, Hasher>,
     ttls: Option<Box<FieldTimes>>,
 }
 
@@ -29,7 +31,7 @@ struct FieldTimes {
 }
 
 impl std::ops::Deref for HashFields {
-    type Target = IndexMap<Bytes, Bytes>;
+    type Target = IndexMap<Bytes, Bytes, Hasher>;
     fn deref(&self) -> &Self::Target {
         &self.map
     }
@@ -38,13 +40,25 @@ impl std::ops::Deref for HashFields {
 impl HashFields {
     /// An empty hash with room for `n` fields.
     pub fn with_capacity(n: usize) -> HashFields {
-        HashFields { map: IndexMap::with_capacity(n), ttls: None }
+        HashFields { map: IndexMap::with_capacity_and_hasher(n, Hasher::default()), ttls: None }
     }
 
     /// Set `field` to `value`, dropping any expiry time it had (HSET); returns the old value.
     pub fn insert(&mut self, field: Bytes, value: Bytes) -> Option<Bytes> {
         self.clear_ttl(&field);
         self.map.insert(field, value)
+    }
+
+    /// [`HashFields::insert`] of a borrowed field: true when the field is new. Its bytes are
+    /// copied only then (an existing field keeps its own).
+    pub fn set(&mut self, field: &[u8], value: Bytes) -> bool {
+        self.clear_ttl(field);
+        if let Some(v) = self.map.get_mut(field) {
+            *v = value;
+            return false;
+        }
+        self.map.insert(Bytes::copy_from_slice(field), value);
+        true
     }
 
     /// Set `field` to `value`, keeping its expiry time (HINCRBY, HSETEX KEEPTTL).

@@ -305,7 +305,7 @@ fn set_fields(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes]) -> Result<i64,
     hash_before_set(meta, hash, &pairs, &cfg);
     let mut added = 0;
     for (field, value) in pairs {
-        if hash.insert(owned(field), owned(value)).is_none() {
+        if hash.set(field, owned(value)) {
             added += 1;
         }
     }
@@ -333,7 +333,7 @@ fn hsetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     let cfg = engine.config.object;
     let (hash, meta) = write_hash(engine, ctx, key)?;
     hash_before_set(meta, hash, &[(field, value)], &cfg);
-    hash.insert(owned(field), owned(value));
+    hash.set(field, owned(value));
     hash_after_set(meta, hash, 0, 0, &cfg);
     engine.modified(ctx.db, key, KeyEvent::HSet);
     engine.attach_subkeys([&field[..]]);

@@ -206,7 +206,7 @@ fn compute(engine: &mut Engine, ctx: &CallCtx, op: SetOp, keys: &[Bytes]) -> Res
             smallest.iter().filter(|m| others.iter().all(|s| s.contains(*m))).cloned().collect()
         }
         SetOp::Union => {
-            let mut out = Set::new();
+            let mut out = Set::default();
             for s in sets.into_iter().flatten() {
                 out.extend(s.iter().cloned());
             }

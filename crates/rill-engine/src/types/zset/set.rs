@@ -126,7 +126,7 @@ pub fn lex_range_possible(min: &LexBound, max: &LexBound) -> bool {
 /// A sorted set; see the module doc.
 #[derive(Debug, Clone, Default)]
 pub struct ZSet {
-    scores: IndexMap<Bytes, f64>,
+    scores: IndexMap<Bytes, f64, crate::keyspace::FastHash>,
     order: BTreeSet<Scored>,
 }
 
