@@ -648,12 +648,13 @@ fn msetnx(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
 // INCR family
 
 fn incr_by(engine: &mut Engine, ctx: &CallCtx, key: &[u8], delta: i64) -> Result<Reply, CmdError> {
-    let current = match read_str(engine, ctx, key)? {
+    let current = match engine.lookup_read(ctx.db, key, ctx.now_ms).map(|e| &e.value) {
         None => 0,
-        Some(b) => parse_i64(&b).ok_or(CmdError::NOT_INTEGER)?,
+        Some(Value::Str(b)) => parse_i64(b).ok_or(CmdError::NOT_INTEGER)?,
+        Some(_) => return Err(CmdError::WRONGTYPE),
     };
     let new = current.checked_add(delta).ok_or(CmdError::full("ERR increment or decrement would overflow"))?;
-    store_keep_ttl(engine, ctx, key, Bytes::from(new.to_string()), KeyEvent::IncrBy);
+    store_keep_ttl(engine, ctx, key, Bytes::copy_from_slice(itoa::Buffer::new().format(new).as_bytes()), KeyEvent::IncrBy);
     Ok(Reply::Integer(new))
 }
 
