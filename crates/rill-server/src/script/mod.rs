@@ -721,6 +721,7 @@ fn command(h: &mut Host<'_, '_>, mut args: Vec<Bytes>) -> raw::HostOut {
         c.shared.busy.script_wrote();
     }
     let action = crate::dispatch::call(c.shared, c.st, h.conn, spec, &mut args, c.now_ms, true);
+    raw::give_back(args);
     let reply = match action {
         // The common case, without the vector `inline_replies` fills.
         Action::Reply(r) => r,

@@ -320,43 +320,79 @@ unsafe fn answer(l: *mut ffi::lua_State, op: Op) -> HostOut {
 }
 
 /// The call's arguments as the command gets them: strings as they are, numbers as
-/// [`super::convert::number_text`] writes them. One buffer cut into the arguments.
-/// Nothing here raises a Lua error (no string is made: a number is read, not converted).
+/// [`super::convert::number_text`] writes them, copied into this thread's arena and cut
+/// into the arguments, in the vector [`give_back`] returned last. Nothing here raises a Lua
+/// error (no string is made: a number is read, not converted).
 unsafe fn arguments(l: *mut ffi::lua_State) -> Args {
     let n = usize::try_from(ffi::lua_gettop(l)).unwrap_or(0);
     if n == 0 {
         return Err("Please specify at least one argument for this redis lib call");
     }
-    let mut buf = Vec::with_capacity(64 * n);
-    // Where each ends: on the stack for the usual few arguments.
-    let (mut small, mut big) = ([0usize; 16], Vec::new());
-    if n > small.len() {
-        big.reserve(n);
-    }
-    for (i, slot) in (1..=n as c_int).zip(0..) {
-        match ffi::lua_type(l, i) {
-            ffi::LUA_TSTRING => {
-                let mut len = 0;
-                let p = ffi::lua_tolstring(l, i, &mut len);
-                buf.extend_from_slice(std::slice::from_raw_parts(p.cast::<u8>(), len));
+    ARENA.with(|arena| {
+        let (mut buf, mut out) = arena.take();
+        // Where each ends: on the stack for the usual few arguments.
+        let (mut small, mut big) = ([0usize; 16], Vec::new());
+        if n > small.len() {
+            big.reserve(n);
+        }
+        let mut number = Vec::new();
+        for (i, slot) in (1..=n as c_int).zip(0..) {
+            match ffi::lua_type(l, i) {
+                ffi::LUA_TSTRING => {
+                    let mut len = 0;
+                    let p = ffi::lua_tolstring(l, i, &mut len);
+                    buf.extend_from_slice(std::slice::from_raw_parts(p.cast::<u8>(), len));
+                }
+                ffi::LUA_TNUMBER => {
+                    number.clear();
+                    super::convert::number_text(ffi::lua_tonumber(l, i), &mut number);
+                    buf.extend_from_slice(&number);
+                }
+                _ => {
+                    buf.clear();
+                    arena.set((buf, out));
+                    return Err("Lua redis lib command arguments must be strings or integers");
+                }
             }
-            ffi::LUA_TNUMBER => super::convert::number_text(ffi::lua_tonumber(l, i), &mut buf),
-            _ => return Err("Lua redis lib command arguments must be strings or integers"),
+            match small.get_mut(slot) {
+                Some(end) if n <= 16 => *end = buf.len(),
+                _ => big.push(buf.len()),
+            }
         }
-        match small.get_mut(slot) {
-            Some(end) if n <= 16 => *end = buf.len(),
-            _ => big.push(buf.len()),
+        let ends = if n <= small.len() { small.get(..n).unwrap_or_default() } else { &big[..] };
+        let mut all = buf.split().freeze();
+        if all.len() > ARENA_MAX {
+            // Not kept for later calls: the next one makes an allocation of its own size.
+            buf = bytes::BytesMut::new();
         }
-    }
-    let ends = if n <= small.len() { small.get(..n).unwrap_or_default() } else { &big[..] };
-    let mut all = Bytes::from(buf);
-    let mut start = 0;
-    let mut out = Vec::with_capacity(n);
-    for &end in ends {
-        out.push(all.split_to(end - start));
-        start = end;
-    }
-    Ok(out)
+        let mut start = 0;
+        out.clear();
+        out.reserve(n);
+        for &end in ends {
+            out.push(all.split_to(end - start));
+            start = end;
+        }
+        arena.set((buf, Vec::new()));
+        Ok(out)
+    })
+}
+
+/// Arguments longer than this in all are not copied into an allocation the arena keeps.
+const ARENA_MAX: usize = 64 * 1024;
+
+thread_local! {
+    /// The bytes of the arguments of the Redis API's calls on this thread (the allocation is
+    /// used again once every argument cut from it is gone), and a vector to hold them.
+    static ARENA: std::cell::Cell<(bytes::BytesMut, Vec<Bytes>)> = std::cell::Cell::default();
+}
+
+/// The arguments' vector of a call that has ended, emptied and kept for the next call.
+pub fn give_back(mut args: Vec<Bytes>) {
+    args.clear();
+    ARENA.with(|arena| {
+        let (buf, _) = arena.take();
+        arena.set((buf, args));
+    });
 }
 
 /// The upvalue of the API functions, called protected with the [`HostOut`] as a light

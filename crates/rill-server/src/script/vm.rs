@@ -7,8 +7,8 @@
 //!          ─► sandbox.lua: redis.*, read-only globals; returns (env, run)
 //!  Vm::compile(body) ─► a function whose environment is `env` ("@user_script")
 //!  Vm::call_eval(f, keys, args, host) ─► KEYS/ARGV (EVAL) or the function's arguments (FCALL),
-//!        the host set for the run (`raw::with_host`); run_script(f, handler, ...) = xpcall:
-//!        (true, value) | (false, error)
+//!        the host set for the run (`raw::with_host`); `raw::run` calls f protected with the
+//!        message handler: Ok(value) | Err(error table)
 //!  Vm::load_library(body) ─► the library API's environment, redis.register_function
 //! ```
 //!

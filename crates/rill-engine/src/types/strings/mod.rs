@@ -654,7 +654,13 @@ fn incr_by(engine: &mut Engine, ctx: &CallCtx, key: &[u8], delta: i64) -> Result
         Some(_) => return Err(CmdError::WRONGTYPE),
     };
     let new = current.checked_add(delta).ok_or(CmdError::full("ERR increment or decrement would overflow"))?;
-    store_keep_ttl(engine, ctx, key, Bytes::copy_from_slice(itoa::Buffer::new().format(new).as_bytes()), KeyEvent::IncrBy);
+    store_keep_ttl(
+        engine,
+        ctx,
+        key,
+        Bytes::copy_from_slice(itoa::Buffer::new().format(new).as_bytes()),
+        KeyEvent::IncrBy,
+    );
     Ok(Reply::Integer(new))
 }
 
