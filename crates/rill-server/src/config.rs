@@ -200,6 +200,9 @@ pub const PARAMS: &[Param] = &[
     p("auto-aof-rewrite-min-size", "67108864", Kind::Memory(0, i64::MAX), true),
     // Any int, as Redis: 0 acts as 1 and below -5 as -5 (the quicklist model clamps).
     p("list-max-listpack-size", "-2", Kind::Int(-I32 - 1, I32), true),
+    // Stored and reported only: how many nodes at each end of a list Redis keeps
+    // uncompressed. rill does not compress list nodes; no reply depends on it.
+    p("list-compress-depth", "0", Kind::Int(0, I32), true),
     p("hash-max-listpack-entries", "512", Kind::Int(0, i64::MAX), true),
     p("hash-max-listpack-value", "64", Kind::Memory(0, i64::MAX), true),
     p("set-max-intset-entries", "512", Kind::Int(0, i64::MAX), true),
@@ -367,7 +370,6 @@ pub const REDIS_ONLY: &[&str] = &[
     "hash-max-ziplist-entries",
     "hash-max-ziplist-value",
     "list-max-ziplist-size",
-    "list-compress-depth",
     "lua-replicate-commands",
     "hide-user-data-from-log",
     "close-on-oom",
