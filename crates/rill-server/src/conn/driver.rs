@@ -199,14 +199,17 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
     // The two timers are boxed, and made only when armed (`timeout` set; a query buffer to
     // shrink): most connections wait here with neither.
     let mut idle = s.idle_deadline().map(|at| Box::pin(tokio::time::sleep_until(at)));
-    let mut shrink_at = Instant::now() + QBUF_IDLE_SHRINK;
+    // When the query buffer is given back: QBUF_IDLE_SHRINK after the wait began (the clock
+    // is read only when there is something to give back).
+    let mut shrink_at: Option<Instant> = None;
     let mut shrink: Option<Pin<Box<Sleep>>> = None;
     let pushed = s.push_signal();
     loop {
         if !s.may_shrink() {
             shrink = None;
         } else if shrink.is_none() {
-            shrink = Some(Box::pin(tokio::time::sleep_until(shrink_at)));
+            let at = *shrink_at.get_or_insert_with(|| Instant::now() + QBUF_IDLE_SHRINK);
+            shrink = Some(Box::pin(tokio::time::sleep_until(at)));
         }
         tokio::select! {
             () = pushed.notified() => {
@@ -235,7 +238,7 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
             () = armed(&mut shrink) => {
                 shrink = None;
                 if !s.shrink_idle_input() {
-                    shrink_at = Instant::now() + QBUF_SHRINK_RETRY;
+                    shrink_at = Some(Instant::now() + QBUF_SHRINK_RETRY);
                 }
             }
         }
