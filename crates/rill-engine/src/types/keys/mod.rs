@@ -498,7 +498,9 @@ const RANDOMKEY_DELETIONS: usize = 20;
 /// 1. Whether any live key exists is known in O(log n) from the expiry index
 ///    ([`crate::Db::has_live_key`]). If none does, the call deletes at most
 ///    `RANDOMKEY_DELETIONS` expired keys, the soonest due first, and answers nil at once. (A
-///    small database of expired keys is emptied, as Redis would empty it.)
+///    small database of expired keys is emptied, as Redis would empty it.) Where expired keys
+///    are kept (a replica, expiry paused), it answers one of them, drawn by position, as
+///    Redis does after its tries.
 /// 2. Otherwise it draws up to `RANDOMKEY_DRAWS` positions, O(1) each, and answers the first
 ///    live key drawn (so the answer is uniform over the live keys). The first
 ///    `RANDOMKEY_DELETIONS` expired keys drawn are deleted, as Redis deletes them; later ones
@@ -514,6 +516,15 @@ const RANDOMKEY_DELETIONS: usize = 20;
 fn randomkey(engine: &mut Engine, ctx: &mut CallCtx, _args: &[Bytes]) -> Result<Reply, CmdError> {
     let (db, now) = (ctx.db, ctx.now_ms);
     if !engine.db(db).has_live_key(now) {
+        if engine.keeps_expired(now) && !engine.db(db).is_empty() {
+            // Every key has an expiry and its time has passed, but none may be deleted now
+            // (a replica, expiry paused by CLIENT PAUSE WRITE): Redis then answers a key that
+            // may have expired rather than search forever, and so does rill.
+            let len = engine.db(db).len();
+            let at = crate::types::pick::position(engine, len);
+            engine.random_reads += 1;
+            return Ok(engine.db(db).key_at(at).map_or(Reply::Null, |(k, _)| Reply::Bulk(k.clone())));
+        }
         engine.expire_due(db, now, RANDOMKEY_DELETIONS);
         return Ok(Reply::Null);
     }
