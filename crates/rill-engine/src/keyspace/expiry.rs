@@ -24,8 +24,22 @@ impl Engine {
         expired
     }
 
+    /// Where `key` is in `db` once lazy expiry at `now_ms` has run: `None` if it is missing
+    /// or was removed now because its time passed; with whether its time passed (a key kept
+    /// although expired: see `keeps_expired`). One hash of the key.
+    pub(crate) fn live_index(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<(usize, bool)> {
+        self.observe_clock(now_ms);
+        let at = self.db(db).keys.get_index_of(key)?;
+        let expired = self.db(db).keys.get_index(at).is_some_and(|(_, e)| e.is_expired(now_ms));
+        if expired && !self.keeps_expired(now_ms) {
+            self.delete_expired(db, key);
+            return None;
+        }
+        Some((at, expired))
+    }
+
     /// Remove `key`, whose time has passed, as expiry removes it: logged as `DEL`.
-    pub(crate) fn delete_expired(&mut self, db: usize, key: &[u8]) {
+    fn delete_expired(&mut self, db: usize, key: &[u8]) {
         self.remove(db, key);
         self.expired_log.push((db, Bytes::copy_from_slice(key)));
         self.watch.touch_gone(db, key);

@@ -121,7 +121,7 @@ pub struct Db {
     /// process: several times faster than SipHash on short keys and still seeded, so a client
     /// cannot precompute colliding key names. Invariant: the first `expiring.len()` keys have
     /// an expiry, the others have none.
-    pub(crate) keys: IndexMap<Bytes, Entry, foldhash::fast::RandomState>,
+    pub(crate) keys: IndexMap<Bytes, Entry, FastHash>,
     /// Keys with an expiry, ordered by time: active expiry pops from the front.
     /// Invariant: `(t, k)` is here iff `keys[k].expire_at_ms == Some(t)`.
     pub(crate) expiring: BTreeSet<(i64, Bytes)>,
@@ -724,23 +724,13 @@ impl Engine {
         Some(entry)
     }
 
-    /// Where `key` is in `db`, when a client may see it at `now_ms`: a key whose time has
-    /// passed is removed first, or kept: on a replica (the primary deletes it) it is hidden
-    /// from every client but the primary's stream, as Redis' replicas hide it; while expiry is
-    /// paused, the same holds on a primary until the pause ends. One hash of the key.
+    /// Where `key` is in `db`, when a client may see it at `now_ms` ([`Engine::live_index`]):
+    /// a key kept although its time passed is hidden from every client but the primary's
+    /// stream on a replica (the primary deletes it), as Redis' replicas hide it, and while
+    /// expiry is paused, on a primary too, until the pause ends.
     fn visible_index(&mut self, db: usize, key: &[u8], now_ms: i64) -> Option<usize> {
-        self.observe_clock(now_ms);
-        let at = self.db(db).keys.get_index_of(key)?;
-        let expired = self.db(db).keys.get_index(at).is_some_and(|(_, e)| e.is_expired(now_ms));
-        if !expired {
-            return Some(at);
-        }
-        if !self.keeps_expired(now_ms) {
-            self.delete_expired(db, key);
-            return None;
-        }
-        // Kept: hidden from clients where `hides` says so.
-        let hidden = (self.replica && !self.applying_stream) || now_ms < self.expiry_paused_until;
+        let (at, expired) = self.live_index(db, key, now_ms)?;
+        let hidden = expired && ((self.replica && !self.applying_stream) || now_ms < self.expiry_paused_until);
         (!hidden).then_some(at)
     }
 
@@ -876,16 +866,7 @@ impl Engine {
         now_ms: i64,
         make: impl FnOnce() -> Value,
     ) -> &mut Entry {
-        // As `expire_if_needed`, with the key hashed once.
-        self.observe_clock(now_ms);
-        let mut found = self.db(db).keys.get_index_of(&key[..]);
-        if let Some(at) = found {
-            if self.db(db).keys.get_index(at).is_some_and(|(_, e)| e.is_expired(now_ms)) && !self.keeps_expired(now_ms)
-            {
-                self.delete_expired(db, key);
-                found = None;
-            }
-        }
+        let found = self.live_index(db, key, now_ms).map(|(at, _)| at);
         let access = self.access(now_ms);
         let loading = self.loading;
         #[allow(clippy::indexing_slicing)]
