@@ -76,10 +76,6 @@ impl EvictionPolicy {
 /// How many candidates the pool keeps (Redis' pool size).
 pub const POOL_SIZE: usize = 16;
 
-/// What one slot of a key table takes: a hash, a key and an [`crate::Entry`] in the table's
-/// entries, and about 10 bytes of its index.
-const SLOT_BYTES: usize = std::mem::size_of::<(u64, Bytes, crate::Entry)>() + 10;
-
 /// How good a victim `entry` is under `policy` (higher: better): its idle seconds (LRU), 255
 /// less its decayed LFU counter (LFU), how soon it expires (TTL).
 fn score(entry: &crate::Entry, policy: EvictionPolicy, now_ms: i64, loaded_s: u32, decay: u32) -> u64 {
@@ -208,11 +204,10 @@ impl Engine {
     /// would make evictions remove keys until their values paid for it.
     pub fn table_growth_bytes(&self, db: usize) -> u64 {
         let Some(d) = self.dbs.get(db) else { return 0 };
-        let cap = d.keys.capacity();
-        if cap == 0 || d.keys.len() < cap {
+        if d.keys.capacity() == 0 || d.keys.len() < d.keys.capacity() {
             return 0;
         }
-        (cap * SLOT_BYTES) as u64
+        d.keys.growth_bytes() as u64
     }
 
     /// Keys evicted since start or the last CONFIG RESETSTAT (`evicted_keys`).

@@ -13,12 +13,13 @@ mod evict;
 mod expiry;
 mod hash_fields;
 mod scan;
+mod table;
 #[cfg(test)]
 mod tests;
 mod watch;
 
 use bytes::Bytes;
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexSet;
 use rill_resp::Reply;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -121,7 +122,7 @@ pub struct Db {
     /// process: several times faster than SipHash on short keys and still seeded, so a client
     /// cannot precompute colliding key names. Invariant: the first `expiring.len()` keys have
     /// an expiry, the others have none.
-    pub(crate) keys: IndexMap<Bytes, Entry, FastHash>,
+    pub(crate) keys: table::KeyTable<Entry>,
     /// Keys with an expiry, ordered by time: active expiry pops from the front.
     /// Invariant: `(t, k)` is here iff `keys[k].expire_at_ms == Some(t)`.
     pub(crate) expiring: BTreeSet<(i64, Bytes)>,
@@ -167,7 +168,7 @@ impl Db {
         self.expiring.clear();
         self.field_deadline.clear();
         self.field_expiring.clear();
-        self.keys.drain(..).collect()
+        self.keys.take_all()
     }
 
     /// Number of keys without an expiry: they hold the last `persistent_len()` positions.
@@ -217,6 +218,8 @@ impl Db {
             at = expiring - 1;
         }
         let (k, e) = self.keys.swap_remove_index(at)?;
+        // A table at most an eighth full gives its room back, as Redis shrinks its tables.
+        self.keys.shrink_if_sparse();
         self.unregister_fields(&k);
         match e.expire_at_ms {
             Some(t) => {
@@ -891,8 +894,7 @@ impl Engine {
             }
         };
         // `at` was found or inserted just above: in range.
-        #[allow(clippy::indexing_slicing)]
-        &mut d.keys[at]
+        d.keys.value_at_mut(at)
     }
 
     /// The next number of the engine's pseudo-random sequence (splitmix64).

@@ -263,6 +263,8 @@ fn client_kill_and_list_filter_by_type() {
     let mut admin = server.connect();
     let mut sub = server.connect();
     let mut normal = server.connect();
+    // A connection is listed once the server has accepted it: a reply proves that it has.
+    assert_eq!(normal.cmd(&["PING"]), b"+PONG\r\n");
     sub.cmd(&["PSUBSCRIBE", "x*"]);
     let pubsub_list = client_list(&mut admin, "pubsub");
     assert_eq!(pubsub_list.len(), 1, "{pubsub_list:?}");
