@@ -85,9 +85,9 @@ fn items_for(slots: usize) -> usize {
     slots - slots / 4
 }
 
-/// The slots a table of at least `items` items needs.
+/// The fewest slots (a power of two) that hold `items` items: 3/4 of them at least `items`.
 fn slots_for(items: usize) -> Option<usize> {
-    let needed = items.checked_add(items / 3)?.checked_add(1)?;
+    let needed = items.checked_add(items.div_ceil(3))?;
     needed.max(MIN_SLOTS).checked_next_power_of_two()
 }
 
@@ -122,11 +122,18 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
         items_for(self.slots.len()).min(self.items.capacity())
     }
 
-    /// The bytes the next growth allocates (the new index and the items' new room).
+    /// The bytes the next insertion allocates when the table is at its
+    /// [`KeyTable::capacity`]: a new index if the index is full, new room for the items if
+    /// theirs is (a vector's growth: twice its size).
     pub fn growth_bytes(&self) -> usize {
-        let slots = (self.slots.len() * 2).max(MIN_SLOTS);
-        let more_items = items_for(slots).saturating_sub(self.items.len());
-        slots * std::mem::size_of::<u64>() + more_items * std::mem::size_of::<Item<V>>()
+        let mut bytes = 0;
+        if self.items.len() >= items_for(self.slots.len()) {
+            bytes += (self.slots.len() * 2).max(MIN_SLOTS) * std::mem::size_of::<u64>();
+        }
+        if self.items.len() >= self.items.capacity() {
+            bytes += (self.items.capacity() * 2).max(4) * std::mem::size_of::<Item<V>>();
+        }
+        bytes
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
@@ -252,18 +259,18 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
             // Reserving more than usize holds fails as the allocator would.
             return Vec::<u8>::new().try_reserve(usize::MAX);
         };
-        if wanted <= self.capacity() {
-            return Ok(());
-        }
-        // Double at least, so a run of single insertions costs O(1) each.
-        let Some(slots) = slots_for(wanted.max(items_for(self.slots.len()) * 2).min(MAX_ITEMS)) else {
-            return Vec::<u8>::new().try_reserve(usize::MAX);
-        };
         if wanted > MAX_ITEMS {
             return Vec::<u8>::new().try_reserve(usize::MAX);
         }
-        self.items.try_reserve_exact(items_for(slots) - self.items.len())?;
-        if slots != self.slots.len() {
+        // The items grow as a vector does (to twice their room, or what is asked).
+        if wanted > self.items.capacity() {
+            self.items.try_reserve(additional)?;
+        }
+        if wanted > items_for(self.slots.len()) {
+            // Double at least, so a run of single insertions costs O(1) each.
+            let Some(slots) = slots_for(wanted.max(items_for(self.slots.len()) * 2)) else {
+                return Vec::<u8>::new().try_reserve(usize::MAX);
+            };
             self.rebuild(slots)?;
         }
         Ok(())
@@ -322,7 +329,7 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
             let old = self.items.get_mut(n).map(|it| std::mem::replace(&mut it.value, value));
             return (n, old);
         }
-        if self.items.len() >= self.capacity() {
+        if self.items.len() >= items_for(self.slots.len()) {
             if let Err(e) = self.try_reserve(1) {
                 panic!("key table cannot grow past {} items: {e}", self.items.len());
             }
