@@ -39,6 +39,6 @@ pub mod util;
 
 pub use error::CmdError;
 pub use keyspace::{
-    BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, EventClass, EvictionPolicy, KeyEvent, KeyspaceEvent,
-    KeyspaceStats, Outcome, Touch, Value, WakeOn,
+    BlockRequest, CallCtx, Db, Engine, EngineConfig, Entry, EventClass, EvictionPolicy, Garbage, KeyEvent,
+    KeyspaceEvent, KeyspaceStats, LazyFree, Outcome, Touch, Value, WakeOn,
 };

@@ -212,6 +212,9 @@ pub enum Action {
     /// The command is held by a pause (`pause.rs`): the connection keeps the request and runs
     /// it again when the pause changes or ends. Only [`crate::dispatch::execute`] answers it.
     Held(crate::pause::HeldWait),
+    /// A flush without ASYNC: the caller gets the reply once the lazyfree thread has freed
+    /// the keys (the server serves everyone else meanwhile), as Redis 8 answers it.
+    AwaitFreed(tokio::sync::oneshot::Receiver<()>, Reply),
     /// `SHUTDOWN`: the caller waits until the process ends (the connection closes, no reply)
     /// or the shutdown is cancelled (a change here: it gets the error) (`shutdown.rs`).
     AwaitShutdown(tokio::sync::watch::Receiver<u64>),

@@ -152,7 +152,10 @@ fn request(
         // Where this client's last write ended, for WAIT and WAITAOF.
         conn.last_write = (st.replication.offset(), st.journal.appended());
     }
-    action
+    match (st.free_wait.take(), action) {
+        (Some(rx), Action::Reply(r)) => Action::AwaitFreed(rx, r),
+        (_, action) => action,
+    }
 }
 
 /// What the ACL check of one command found.

@@ -296,8 +296,8 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "mem_allocator:system");
             line!(out, "mem_overhead_db_hashtable_rehashing:0");
             line!(out, "active_defrag_running:0");
-            line!(out, "lazyfree_pending_objects:0");
-            line!(out, "lazyfreed_objects:{}", st.stats.lazyfreed_objects);
+            line!(out, "lazyfree_pending_objects:{}", st.lazyfree.pending());
+            line!(out, "lazyfreed_objects:{}", st.lazyfree.freed());
         }
         "persistence" => {
             let p = &st.persist;

@@ -91,11 +91,13 @@ pub trait LogSink: Progress + Send + Sync + std::fmt::Debug {
     fn fsync_before_reply(&self) -> bool;
 }
 
-/// The journal: the open unit and the sinks committed units go to.
-/// The most a unit buffer keeps between units: a bigger one (a script or EXEC of many writes)
-/// is freed once committed rather than held for the next unit.
-const KEEP_BUF_BYTES: usize = 1 << 20;
+/// The most a unit buffer keeps between units: a bigger one (a script or EXEC of many writes,
+/// a SADD of 100,000 members) is freed once committed rather than held for the next unit,
+/// which is almost always a few hundred bytes (a megabyte kept here was most of an idle
+/// server's memory after one big write).
+const KEEP_BUF_BYTES: usize = 64 << 10;
 
+/// The journal: the open unit and the sinks committed units go to.
 #[derive(Debug)]
 pub struct Journal<L> {
     /// The log; `None` with `appendonly no`. Replies wait for it (`Journal::appended`).

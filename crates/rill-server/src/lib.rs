@@ -23,6 +23,7 @@ pub mod identity;
 pub mod info;
 pub mod journal;
 pub mod latency;
+pub mod lazyfree;
 pub mod listen;
 pub mod logging;
 pub mod metrics;

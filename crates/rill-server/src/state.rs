@@ -190,9 +190,6 @@ pub struct Stats {
     pub instantaneous: Instantaneous,
     /// `expire_cycle_cpu_milliseconds`: time active expiry took, µs.
     pub expire_cycle_us: u64,
-    /// `lazyfreed_objects`: objects freed on a background thread (FUNCTION FLUSH ASYNC's
-    /// libraries and their VM).
-    pub lazyfreed_objects: u64,
     /// `total_net_repl_input_bytes`: the replication stream received (a replica).
     pub net_repl_input_bytes: u64,
     /// `total_net_repl_output_bytes`: the replication stream sent, to every replica.
@@ -342,6 +339,11 @@ pub struct State {
     pub scripts: crate::script::Scripts,
     /// Eviction (`evict.rs`): the OOM state a command started with, the background task's wake.
     pub eviction: crate::evict::Eviction,
+    /// The thread that frees what deletions set aside (`lazyfree.rs`).
+    pub lazyfree: crate::lazyfree::LazyFreer,
+    /// Told when what the last unit's flush set aside is freed, if its caller waits for it
+    /// (taken by `dispatch::execute`).
+    pub free_wait: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl State {
@@ -361,6 +363,7 @@ impl State {
         }
         let mut engine = Engine::new(engine_config);
         engine.set_subkey_events(HotConfig::from(&config).notify.subkeys());
+        engine.set_lazy_free(lazy_free(&config));
         let replication = crate::replication::Replication::new(crate::run::run_id());
         replication.set_lazy_server_del(HotConfig::from(&config).lazy_server_del);
         State {
@@ -385,6 +388,8 @@ impl State {
             latency: Default::default(),
             scripts: Default::default(),
             eviction: Default::default(),
+            lazyfree: Default::default(),
+            free_wait: None,
             persist: crate::persist::rewrite::Persist {
                 last_rewrite_ok: true,
                 last_bgsave_ok: true,
@@ -553,6 +558,18 @@ impl HotConfig {
             lazy_server_del: config.get("lazyfree-lazy-server-del") == "yes",
             tracking_table_max_keys: usize::try_from(config.get_i64("tracking-table-max-keys")).unwrap_or(usize::MAX),
         }
+    }
+}
+
+/// The `lazyfree-lazy-*` settings the engine acts on.
+pub fn lazy_free(config: &crate::config::Config) -> rill_engine::LazyFree {
+    let on = |name| config.get(name) == "yes";
+    rill_engine::LazyFree {
+        user_del: on("lazyfree-lazy-user-del"),
+        server_del: on("lazyfree-lazy-server-del"),
+        expire: on("lazyfree-lazy-expire"),
+        eviction: on("lazyfree-lazy-eviction"),
+        user_flush: on("lazyfree-lazy-user-flush"),
     }
 }
 

@@ -10,6 +10,7 @@
 //!            ─► close: expiry deletions ──► Journal::commit ──► every sink (log, backlog)
 //!            ─► wake: blocking::serve_ready  each client served is a unit of its own (one
 //!                                            record, committed as it is served)
+//!            ─► free: what deletions set aside ──► the lazyfree thread (`lazyfree.rs`)
 //! ```
 //!
 //! The log offset a reply must wait for is read from the journal afterwards
@@ -36,6 +37,14 @@ pub fn run<R>(st: &mut State, now_ms: i64, work: impl FnOnce(&mut State) -> R) -
     // A group policy's deadline earlier than the timer's sleep: wake it to re-read.
     if st.engine.take_policy_due_moved() {
         st.policy_wake.notify_one();
+    }
+    // What deletions set aside goes to the lazyfree thread, off the lock; a flush's caller
+    // may wait for it (`dispatch::execute` reads `free_wait`).
+    let garbage = st.engine.take_garbage();
+    if !garbage.is_empty() {
+        if let Some(rx) = st.lazyfree.free_garbage(garbage) {
+            st.free_wait = Some(rx);
+        }
     }
     done
 }

@@ -189,7 +189,7 @@ impl Engine {
 
     /// Remove an evicted key: as any deletion (WATCH, blocked readers), with its event.
     fn evicted(&mut self, db: usize, key: &Bytes) {
-        self.remove(db, key);
+        self.remove_for(db, key, super::Cause::Eviction);
         self.watch.touch(db, key);
         self.events.push(db, key, KeyEvent::Evicted);
         // Clients blocked on the key re-check it, as for any deletion.

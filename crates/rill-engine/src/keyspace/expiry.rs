@@ -40,7 +40,7 @@ impl Engine {
 
     /// Remove `key`, whose time has passed, as expiry removes it: logged as `DEL`.
     fn delete_expired(&mut self, db: usize, key: &[u8]) {
-        self.remove(db, key);
+        self.remove_for(db, key, super::Cause::Expire);
         self.expired_log.push((db, Bytes::copy_from_slice(key)));
         self.watch.touch_gone(db, key);
         self.events.push(db, key, super::KeyEvent::Expired);

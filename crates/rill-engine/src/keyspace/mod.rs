@@ -12,6 +12,7 @@ mod events;
 mod evict;
 mod expiry;
 mod hash_fields;
+mod lazyfree;
 mod scan;
 mod table;
 #[cfg(test)]
@@ -32,6 +33,8 @@ use crate::types::object::meta::Access;
 use crate::types::object::{ObjectConfig, ObjectMeta};
 
 pub use hash_fields::HashFields;
+pub(crate) use lazyfree::Cause;
+pub use lazyfree::{Garbage, LazyFree, LAZYFREE_THRESHOLD};
 
 /// The hasher of the keyspace and of the members of hashes, sets and sorted sets: seeded at
 /// random per process, and several times faster than the standard library's SipHash on short
@@ -525,6 +528,11 @@ pub struct Engine {
     libraries: crate::functions::Libraries,
     /// Engine settings. `databases` never changes after [`Engine::new`].
     pub(crate) config: EngineConfig,
+    /// The `lazyfree-lazy-*` settings (`lazyfree.rs`).
+    lazy: LazyFree,
+    /// Values and databases deletions left to free in the background, until the server takes
+    /// them ([`Engine::take_garbage`]).
+    garbage: Vec<Garbage>,
     /// WATCH bookkeeping.
     pub(crate) watch: WatchedKeys,
     /// Keys some client is blocked on, with how many clients wait on each (never 0: a key
@@ -651,6 +659,8 @@ impl Engine {
         Engine {
             dbs,
             config,
+            lazy: LazyFree::default(),
+            garbage: Vec::new(),
             watch: WatchedKeys::default(),
             blocking_keys: HashMap::new(),
             ready_keys: Vec::new(),
@@ -957,6 +967,7 @@ impl Engine {
             // deleted or overwritten key to them).
             self.signal_ready(db, key);
         }
+        self.dispose_value(key, old.value);
     }
 
     /// Store `value` under `key` as Redis' `setKey` does (SET, MSET, GETSET, the set algebra's
@@ -1000,7 +1011,7 @@ impl Engine {
         match d.keys.get_mut(key) {
             Some(e) => {
                 let replaced_stream = matches!(e.value, Value::Stream(_));
-                e.value = value;
+                let old = std::mem::replace(&mut e.value, value);
                 e.meta = meta;
                 if fields_expire || !d.field_deadline.is_empty() {
                     d.sync_field_expiry(key);
@@ -1008,6 +1019,7 @@ impl Engine {
                 if replaced_stream {
                     self.signal_ready(db, key);
                 }
+                self.dispose_value(key, old);
             }
             None => {
                 let k = owned.cloned().unwrap_or_else(|| Bytes::copy_from_slice(key));
@@ -1264,14 +1276,16 @@ impl Engine {
         std::mem::take(&mut self.ready_keys)
     }
 
-    /// Remove every key of one database (FLUSHDB), invalidating WATCHes on keys that existed.
-    pub fn flush_db(&mut self, db: usize) {
-        self.empty_db(db);
+    /// Remove every key of one database (FLUSHDB), invalidating WATCHes on keys that existed;
+    /// `lazy`: its keys are freed in the background (`lazyfree.rs`), `waited`: the caller
+    /// waits for that.
+    pub fn flush_db(&mut self, db: usize, lazy: bool, waited: bool) {
+        self.empty_db(db, lazy, waited);
         self.watch.tracking_flush();
     }
 
     /// [`Engine::flush_db`] but for client-side caching, which hears of a flush once.
-    fn empty_db(&mut self, db: usize) {
+    fn empty_db(&mut self, db: usize, lazy: bool, waited: bool) {
         let d = std::mem::take(self.db_mut(db));
         self.watch.hold_tracking(true);
         for key in d.keys.keys() {
@@ -1289,12 +1303,14 @@ impl Engine {
             self.signal_ready(db, &k);
         }
         self.count_changes(d.keys.len() as u64);
+        self.dispose_db(d, lazy, waited);
     }
 
-    /// Remove every key of every database (FLUSHALL).
-    pub fn flush_all(&mut self) {
+    /// Remove every key of every database (FLUSHALL); `lazy` and `waited` as
+    /// [`Engine::flush_db`].
+    pub fn flush_all(&mut self, lazy: bool, waited: bool) {
         for db in 0..self.dbs.len() {
-            self.empty_db(db);
+            self.empty_db(db, lazy, waited);
         }
         self.watch.tracking_flush();
     }
@@ -1304,7 +1320,7 @@ impl Engine {
     /// on keys of either invalidated and readers blocked on a key the new data has signalled.
     /// O(keys) only for what is watched or blocked on.
     pub fn replace_all(&mut self, other: Engine) {
-        self.flush_all();
+        self.flush_all(false, false);
         self.replica_written_expiring.clear();
         // A full sync's snapshot brings its libraries (none: no libraries), as in Redis. Set
         // through `replace_with`, so the version moves on from this engine's.

@@ -86,7 +86,12 @@ pub(crate) fn is_token(arg: &[u8], token: &str) -> bool {
 /// woken to re-check (Redis signals deleted keys too, so stream group readers learn of it).
 /// Returns whether a key was there.
 pub(crate) fn delete_key(engine: &mut Engine, db: usize, key: &[u8]) -> bool {
-    if engine.remove(db, key).is_some() {
+    delete_key_for(engine, db, key, crate::keyspace::Cause::Server)
+}
+
+/// [`delete_key`], the value freed as `cause` says (`keyspace/lazyfree.rs`).
+pub(crate) fn delete_key_for(engine: &mut Engine, db: usize, key: &[u8], cause: crate::keyspace::Cause) -> bool {
+    if engine.remove_for(db, key, cause) {
         engine.modified(db, key, KeyEvent::Del);
         engine.signal_ready(db, key);
         true

@@ -86,6 +86,8 @@ pub fn inline_replies(st: &State, action: Action, out: &mut Vec<Reply>) {
         Action::Nothing => Reply::Null,
         // Nothing waits here (WAIT answers with what there is).
         Action::AwaitCopies(w) => w.reply(&st.journal, &st.replication),
+        // A flush here frees in place (`Engine::flush_waits`): nothing to wait for.
+        Action::AwaitFreed(_, r) => r,
         // PSYNC, SYNC and SHUTDOWN are flagged no-multi and noscript: never run here.
         Action::Replica { .. } | Action::AwaitShutdown(_) => {
             CmdError::full("ERR Command not allowed inside a transaction").to_reply()

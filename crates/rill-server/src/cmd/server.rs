@@ -166,6 +166,7 @@ pub fn config_set(c: &mut Call) -> CmdResult {
     }
     c.st.hot = crate::state::HotConfig::from(&c.st.config);
     c.st.replication.set_lazy_server_del(c.st.hot.lazy_server_del);
+    c.st.engine.set_lazy_free(crate::state::lazy_free(&c.st.config));
     // The engine names the fields of hash events only while a subkey channel is selected.
     c.st.engine.set_subkey_events(c.st.hot.notify.subkeys());
     if let Some(b) = &c.st.replication.backlog {
@@ -250,6 +251,7 @@ pub fn config_resetstat(c: &mut Call) -> CmdResult {
     let repl_offset_seen = c.st.stats.repl_offset_seen;
     c.st.stats = Stats { repl_offset_seen, ..Stats::default() };
     c.st.engine.reset_stats();
+    c.st.lazyfree.reset_freed();
     // sync_full, sync_partial_ok, sync_partial_err restart from 0 too (Redis resets them).
     c.st.replication.syncs = Default::default();
     ok()
@@ -542,7 +544,7 @@ fn debug_reload(c: &mut Call) -> CmdResult {
     }
     if flush {
         c.st.journal.push_command(0, &[Bytes::from_static(b"FLUSHALL")]);
-        c.st.engine.flush_all();
+        c.st.engine.flush_all(false, false);
         c.st.journal.push_effect(&rill_engine::effect::Effect::LibrariesFlushed);
         c.st.engine.libraries_mut().clear();
     }

@@ -61,6 +61,16 @@ async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
             Next::Busy => Box::pin(busy(t, s, sig)).await,
             Next::Held(wait) => Box::pin(held(t, s, wait, sig)).await,
             Next::Copies(w) => Box::pin(copies(t, s, &w, sig)).await,
+            Next::Freed(rx, reply) => {
+                let done = Box::pin(wait_reading(t, s, sig, async move {
+                    let _ = rx.await;
+                }))
+                .await;
+                if done {
+                    s.freed(&reply);
+                }
+                done
+            }
             Next::Shutdown(mut cancelled) => {
                 // The exit closes the connection (`sig.shutdown`): no reply, as from Redis.
                 let done = Box::pin(wait_reading(t, s, sig, async move {

@@ -34,7 +34,8 @@ impl Client {
     pub fn run(&mut self, shared: &Shared, st: &mut State, args: &[&[u8]]) -> Reply {
         let mut argv: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
         match crate::dispatch::execute(shared, st, &mut self.conn, &mut argv, crate::clock::now_ms()) {
-            Action::Reply(r) | Action::Close(Some(r)) => decode(r),
+            // A flush's keys go on being freed in the background; its reply stands.
+            Action::Reply(r) | Action::Close(Some(r)) | Action::AwaitFreed(_, r) => decode(r),
             Action::Held(_) => Reply::Error(Bytes::from_static(b"ERR the server is paused (CLIENT PAUSE): try again")),
             _ => Reply::Error(Bytes::from_static(b"ERR the console does not wait for a command")),
         }

@@ -672,7 +672,7 @@ mod tests {
         let mut args: Vec<Bytes> = line.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
         let mut st = shared.lock();
         match crate::dispatch::execute(shared, &mut st, conn, &mut args, now_ms) {
-            Action::Reply(r) => r,
+            Action::Reply(r) | Action::AwaitFreed(_, r) => r,
             other => panic!("{line}: {other:?}"),
         }
     }

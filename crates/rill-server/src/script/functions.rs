@@ -338,11 +338,8 @@ pub fn function_flush(c: &mut Call) -> CmdResult {
     let (gc_count, memory_limit) = (f.gc_count, f.memory_limit);
     let old = std::mem::replace(f, Functions { gc_count, memory_limit, ..Functions::default() });
     if lazy && old.vm.is_some() {
-        c.st.stats.lazyfreed_objects += old.libraries.len() as u64 + 1;
-        let spawned = std::thread::Builder::new().name("rill-lazyfree".into()).spawn(move || drop(old));
-        if let Err(e) = spawned {
-            tracing::warn!("Freeing the function VM in the foreground: {e}");
-        }
+        let objects = old.libraries.len() as u64 + 1;
+        c.st.lazyfree.free(Box::new(old), objects, None);
     } else {
         drop(old);
     }

@@ -35,6 +35,7 @@ mod failover;
 mod introspection;
 mod keyspace_events;
 mod keyspace_fuzz;
+mod lazyfree;
 mod log_format;
 mod lose_nothing;
 mod max_age;

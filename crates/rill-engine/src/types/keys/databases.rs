@@ -2,9 +2,10 @@
 //! the keyspace, so they are engine commands like any other: logged as themselves and
 //! replayed through the same table as every data command.
 //!
-//! Costs: DBSIZE O(1); FLUSHDB and FLUSHALL O(N) in the keys removed (the engine has no thread
-//! to free memory on, so ASYNC frees synchronously too, as SYNC); SWAPDB O(N) in the keys
-//! watched or blocked on in the two databases.
+//! Costs: DBSIZE O(1); FLUSHDB and FLUSHALL O(N) in the keys removed, or, ASYNC (or without a
+//! mode under `lazyfree-lazy-user-flush`), O(1) besides the keys watched or blocked on: the
+//! database is freed on the server's background thread (`keyspace/lazyfree.rs`); SWAPDB O(N)
+//! in the keys watched or blocked on in the two databases.
 
 use crate::command::{CommandSpec, Flags, Handler};
 use crate::util::parse_i64;
@@ -69,27 +70,30 @@ pub fn dbsize(engine: &mut Engine, ctx: &mut CallCtx, _args: &[Bytes]) -> Result
     Ok(Reply::Integer(engine.db(ctx.db).len() as i64))
 }
 
-/// `[ASYNC|SYNC]`: one optional flag, nothing else.
-fn flush_mode(args: &[Bytes]) -> Result<(), CmdError> {
-    match args {
-        [_] => Ok(()),
-        [_, a] if a.eq_ignore_ascii_case(b"async") || a.eq_ignore_ascii_case(b"sync") => Ok(()),
-        _ => Err(CmdError::SYNTAX),
-    }
+/// `[ASYNC|SYNC]`: one optional flag, nothing else. How the keys are freed:
+/// `(in the background, the caller waiting for it)` (`Engine::flush_waits`).
+fn flush_mode(engine: &Engine, ctx: &CallCtx, args: &[Bytes]) -> Result<(bool, bool), CmdError> {
+    let mode = match args {
+        [_] => None,
+        [_, a] if a.eq_ignore_ascii_case(b"async") => Some(true),
+        [_, a] if a.eq_ignore_ascii_case(b"sync") => Some(false),
+        _ => return Err(CmdError::SYNTAX),
+    };
+    Ok(engine.flush_waits(ctx, mode))
 }
 
 /// FLUSHDB [ASYNC|SYNC]
 pub fn flushdb(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    flush_mode(args)?;
-    engine.flush_db(ctx.db);
+    let (lazy, waited) = flush_mode(engine, ctx, args)?;
+    engine.flush_db(ctx.db, lazy, waited);
     ctx.propagate = true;
     Ok(Reply::ok())
 }
 
 /// FLUSHALL [ASYNC|SYNC]
 pub fn flushall(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
-    flush_mode(args)?;
-    engine.flush_all();
+    let (lazy, waited) = flush_mode(engine, ctx, args)?;
+    engine.flush_all(lazy, waited);
     ctx.propagate = true;
     Ok(Reply::ok())
 }

@@ -31,9 +31,10 @@
 //! - EXISTS, TYPE and the TTL family are not accesses (OBJECT IDLETIME goes on counting);
 //!   TOUCH is. RENAME and COPY carry the value's encoding state and access time with it.
 
-use super::{arg, delete_key, is_token, owned};
+use super::{arg, delete_key_for, is_token, owned};
 use crate::command::{key_at, keys_from, CommandSpec, Flags, Handler};
 use crate::glob::glob_match;
+use crate::keyspace::Cause;
 use crate::util::{int_arg, parse_i64};
 use crate::KeyEvent;
 use crate::{CallCtx, CmdError, Engine};
@@ -70,11 +71,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         acl: &["@keyspace", "@write", "@fast"],
         tips: &["request_policy:multi_shard", "response_policy:agg_sum"],
         key_specs: &[keys_from(1, 1, &["RM", "DELETE"])],
-        summary: "Deletes keys like DEL; kept for clients that free memory in the background.",
+        summary: "Deletes keys like DEL, freeing big values in the background.",
         since: "4.0.0",
-        complexity: "O(N) in the number of keys, plus O(M) per collection (freed synchronously).",
+        complexity: "O(1) per key; O(M) per collection freed in the background.",
         syntax: "key:key ...",
-        ..CommandSpec::of(Handler::Engine(del))
+        ..CommandSpec::of(Handler::Engine(unlink))
     },
     CommandSpec {
         name: "exists",
@@ -348,10 +349,19 @@ pub const COMMANDS: &[CommandSpec] = &[
 // DEL / UNLINK / EXISTS / TOUCH / TYPE
 
 fn del(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    delete_keys(engine, ctx, args, Cause::UserDel)
+}
+
+/// UNLINK: DEL whose big values are freed in the background (`keyspace/lazyfree.rs`).
+fn unlink(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
+    delete_keys(engine, ctx, args, Cause::Unlink)
+}
+
+fn delete_keys(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], cause: Cause) -> Result<Reply, CmdError> {
     let mut removed = 0;
     for key in args.iter().skip(1) {
         // An expired key is removed by the lookup and does not count.
-        if engine.lookup(ctx.db, key, ctx.now_ms).is_some() && delete_key(engine, ctx.db, key) {
+        if engine.lookup(ctx.db, key, ctx.now_ms).is_some() && delete_key_for(engine, ctx.db, key, cause) {
             removed += 1;
         }
     }
@@ -584,7 +594,7 @@ fn rename_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], nx: bo
     // The source is gone: clients blocked on it re-check it (a group reader then gets its
     // NOGROUP error at once, as from Redis, instead of waiting out its timeout).
     engine.signal_ready(db, src);
-    let old_type = engine.remove(db, dst).map(|e| e.value.type_name());
+    let old_type = engine.remove_replaced(db, dst);
     let dst = owned(dst);
     let new_type = entry.value.type_name();
     // Events as Redis fires them: `new` for the destination (stored here), the pair, then
@@ -659,7 +669,7 @@ fn copy(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         if !req.replace {
             return Ok(Reply::Integer(0));
         }
-        old_type = engine.remove(req.dest_db, dst).map(|e| e.value.type_name());
+        old_type = engine.remove_replaced(req.dest_db, dst);
     }
     let dst = owned(dst);
     let new_type = entry.value.type_name();

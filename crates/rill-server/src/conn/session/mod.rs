@@ -73,6 +73,9 @@ pub enum Next {
     /// The connection became a replica's link (`PSYNC`, `SYNC`): write the output, then feed
     /// the replica (`conn/feed.rs`) until the link ends.
     Replica(Box<crate::replication::primary::Feed>),
+    /// A flush waits for the lazyfree thread: write the output, then add the reply once the
+    /// keys are freed ([`Session::freed`]), and go on.
+    Freed(tokio::sync::oneshot::Receiver<()>, Reply),
     /// `SHUTDOWN` blocked: write the output, then wait until the process ends (the connection
     /// closes) or the shutdown is cancelled ([`Session::shutdown_cancelled`]), and go on.
     Shutdown(tokio::sync::watch::Receiver<u64>),
@@ -326,6 +329,11 @@ impl Session {
         drop(st);
         emit(&mut self.out, &mut self.conn, &reply);
         answer
+    }
+
+    /// What a flush set aside was freed (`Next::Freed`): its reply.
+    pub fn freed(&mut self, reply: &Reply) {
+        emit(&mut self.out, &mut self.conn, reply);
     }
 
     /// The shutdown this client's `SHUTDOWN` waited for was cancelled (ABORT, a failed save):
@@ -752,6 +760,7 @@ fn run_requests(
                 blocking::wait_copies(st, conn.id, w.spec);
                 return Next::Copies(w);
             }
+            Action::AwaitFreed(rx, r) => return Next::Freed(rx, r),
             Action::AwaitShutdown(cancelled) => {
                 // Blocked until the exit or a cancellation (CLIENT LIST flag b).
                 st.shutdown.blocked.insert(conn.id);
