@@ -43,6 +43,11 @@ impl Db {
         let next = self.keys.scan(cursor, count, |k, _| keys.push(k.clone()));
         (next, keys)
     }
+
+    /// [`Db::scan`] that shows `found` each key with its entry instead of collecting them.
+    pub fn scan_entries(&self, cursor: u64, count: usize, found: impl FnMut(&Bytes, &super::Entry)) -> u64 {
+        self.keys.scan(cursor, count, found)
+    }
 }
 
 /// An item and its position, ordered by the position alone (for the heap).

@@ -297,3 +297,37 @@ fn a_full_key_table_is_not_grown_past_the_limit() {
         assert_eq!(evicted_keys(&mut c), 20_000 - keys, "{policy}");
     }
 }
+
+/// SCAN reads keys without touching them, as Redis: OBJECT IDLETIME keeps growing and an LFU
+/// counter stays where it was, so a key audit does not make every key look recently used to
+/// the LRU and LFU policies. Against Redis 8.2.3 too.
+#[test]
+fn scan_leaves_idle_times_and_lfu_counters_as_they_were() {
+    let run = |server: &Server| -> (i64, i64, String) {
+        let mut c = server.connect();
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"]);
+        c.cmd(&["SET", "f", "v"]);
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        c.cmd(&["SET", "k", "v"]);
+        c.cmd(&["HSET", "h", "f", "v"]);
+        std::thread::sleep(Duration::from_millis(2100));
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"]);
+        for args in [&["SCAN", "0"][..], &["SCAN", "0", "TYPE", "hash"], &["SCAN", "0", "MATCH", "k*", "COUNT", "100"]]
+        {
+            c.cmd(args);
+        }
+        let freq = escape(&c.cmd(&["OBJECT", "FREQ", "f"]));
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        let idle = |c: &mut RawClient, key: &str| match c.cmd_value(&["OBJECT", "IDLETIME", key]) {
+            Value::Int(n) => n,
+            other => panic!("{other:?}"),
+        };
+        (idle(&mut c, "k"), idle(&mut c, "h"), freq)
+    };
+    let ours = run(&Server::rill());
+    assert!(ours.0 >= 2 && ours.1 >= 2, "idle times after SCAN: {ours:?}");
+    let Some(redis) = Server::reference(ReferenceServer::Redis8) else { return };
+    let theirs = run(&redis);
+    assert!(theirs.0 >= 2 && theirs.1 >= 2, "Redis' idle times after SCAN: {theirs:?}");
+    assert_eq!(ours.2, theirs.2, "OBJECT FREQ after SCAN: rill vs Redis 8.2.3");
+}

@@ -472,24 +472,35 @@ pub(crate) fn parse_cursor(b: &[u8]) -> Option<u64> {
 
 fn scan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let req = parse_scan(args)?;
-    let (next, batch) = engine.db(ctx.db).scan(req.cursor, req.count);
-    let mut out = Vec::with_capacity(batch.len());
-    for key in batch {
-        // As Redis, SCAN removes the expired keys it meets (a write WATCH sees).
-        let Some(entry) = engine.lookup(ctx.db, &key, ctx.now_ms) else { continue };
-        if let Some(t) = req.type_name {
-            if !t.eq_ignore_ascii_case(entry.value.type_name().as_bytes()) {
-                continue;
+    let now = ctx.now_ms;
+    let wanted = |key: &[u8], type_name: &str| {
+        req.type_name.is_none_or(|t| t.eq_ignore_ascii_case(type_name.as_bytes()))
+            && req.pattern.is_none_or(|p| glob_match(p, key, false))
+    };
+    // A live key is read where it lies: not an access (Redis' SCAN leaves OBJECT IDLETIME and
+    // the LRU/LFU clocks alone), not a lookup. A key whose time passed is looked up after the
+    // walk, which deletes it (a write WATCH sees) or says whether it is still shown (a
+    // replica's, a paused expiry's: hidden). Keys are copied for the reply, so the stored ones
+    // are not turned into shared buffers (which costs each key an allocation for good).
+    let mut out: Vec<(Bytes, bool)> = Vec::new();
+    let next = engine.db(ctx.db).scan_entries(req.cursor, req.count, |key, entry| {
+        if entry.is_expired(now) {
+            out.push((Bytes::copy_from_slice(key), true));
+        } else if wanted(key, entry.value.type_name()) {
+            out.push((Bytes::copy_from_slice(key), false));
+        }
+    });
+    let mut keys = Vec::with_capacity(out.len());
+    for (key, expired) in out {
+        if expired {
+            match engine.lookup(ctx.db, &key, now) {
+                Some(entry) if wanted(&key, entry.value.type_name()) => {}
+                _ => continue,
             }
         }
-        if let Some(p) = req.pattern {
-            if !glob_match(p, &key, false) {
-                continue;
-            }
-        }
-        out.push(Reply::Bulk(key));
+        keys.push(Reply::Bulk(key));
     }
-    Ok(Reply::Array(vec![Reply::Bulk(Bytes::from(next.to_string())), Reply::Array(out)]))
+    Ok(Reply::Array(vec![Reply::Bulk(Bytes::from(next.to_string())), Reply::Array(keys)]))
 }
 
 /// How many keys RANDOMKEY draws by position before it stops looking there.
