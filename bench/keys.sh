@@ -6,6 +6,7 @@
 #
 # For each type, N keys of the smallest useful shape, loaded with `redis-cli --pipe`:
 #   string  SET key:i value:i
+#   ttl     SET key:i value:i EX 1000000     (a string with an expiry: rate limits, locks)
 #   hash    HSET hash:i field value:i        (one field)
 #   set     SADD set:i member:i              (one member)
 #   zset    ZADD zset:i i member:i           (one member)
@@ -45,6 +46,8 @@ def cmd(*args):
 for i in range(n):
     if kind == "string":
         cmd("SET", f"key:{i}", f"value:{i}")
+    elif kind == "ttl":
+        cmd("SET", f"key:{i}", f"value:{i}", "EX", 1000000)
     elif kind == "hash":
         cmd("HSET", f"hash:{i}", "field", f"value:{i}")
     elif kind == "set":
@@ -84,13 +87,13 @@ print(f"{(time.monotonic() - t) * 1000:.0f} {seen}")
 PY
 }
 
-for kind in string hash set zset; do fill "$kind" "$KEYS" >"$WORK/$kind.resp"; done
+for kind in string ttl hash set zset; do fill "$kind" "$KEYS" >"$WORK/$kind.resp"; done
 
 : >"$WORK/results"
 port=7241
 measure() { # LABEL BINARY
     local label=$1 bin=$2 kind pid r0 u0 r1 u1 scan
-    for kind in string hash set zset; do
+    for kind in string ttl hash set zset; do
         if [[ $label == rill ]]; then
             start "$label-$kind" "$port" "$bin" --port "$port" --dir "$WORK/$label-$kind" --save '' --appendonly no
         else

@@ -109,18 +109,17 @@ impl Engine {
         }
         let mut removed = 0;
         while removed < budget {
-            let due = match self.db(db).expiring.first() {
-                Some((t, k)) if *t <= now_ms => k.clone(),
+            let (t, hash) = match self.db(db).expiring.first() {
+                Some((t, hash)) if t <= now_ms => (t, hash),
                 _ => break,
             };
-            if self.expire_if_needed(db, &due, now_ms) {
+            // Copied, not cloned: a clone would make the stored name a shared buffer.
+            let due = self.db(db).key_of(t, hash).map(|k| Bytes::copy_from_slice(k));
+            if due.is_some_and(|k| self.expire_if_needed(db, &k, now_ms)) {
                 removed += 1;
             } else {
-                // Index out of step with the key (cannot happen by the invariant); drop it.
-                let first = self.db(db).expiring.first().cloned();
-                if let Some(f) = first {
-                    self.db_mut_for_expiry(db).expiring.remove(&f);
-                }
+                // Index out of step with the keys (cannot happen by the invariant); drop it.
+                self.db_mut_for_expiry(db).expiring.remove(t, hash);
             }
         }
         removed

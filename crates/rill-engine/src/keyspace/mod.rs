@@ -11,6 +11,7 @@
 mod events;
 mod evict;
 mod expiry;
+mod expiry_index;
 mod hash_fields;
 mod lazyfree;
 mod scan;
@@ -126,9 +127,10 @@ pub struct Db {
     /// cannot precompute colliding key names. Invariant: the first `expiring.len()` keys have
     /// an expiry, the others have none.
     pub(crate) keys: table::KeyTable<Entry>,
-    /// Keys with an expiry, ordered by time: active expiry pops from the front.
-    /// Invariant: `(t, k)` is here iff `keys[k].expire_at_ms == Some(t)`.
-    pub(crate) expiring: BTreeSet<(i64, Bytes)>,
+    /// Keys with an expiry, ordered by time: active expiry pops from the front
+    /// (`expiry_index.rs`). Invariant: `(t, h)` is here once for each key whose table hash is
+    /// `h` and whose `expire_at_ms` is `Some(t)`.
+    pub(crate) expiring: expiry_index::ExpiryIndex,
     /// Hashes with fields that expire, by the time registered for each (see
     /// `field_expiring`).
     pub(crate) field_deadline: HashMap<Bytes, i64>,
@@ -187,7 +189,7 @@ impl Db {
     /// Whether a key that has not expired at `now_ms` exists: one without an expiry, or the
     /// latest expiry still ahead. O(log n).
     pub fn has_live_key(&self, now_ms: i64) -> bool {
-        self.persistent_len() > 0 || self.expiring.last().is_some_and(|(t, _)| *t > now_ms)
+        self.persistent_len() > 0 || self.expiring.last().is_some_and(|(t, _)| t > now_ms)
     }
 
     /// A live key with an expiry, drawn by time: the first to expire at or after an instant
@@ -199,7 +201,14 @@ impl Db {
         // (now, last] holds last - now instants, at least 1.
         let span = last.abs_diff(now_ms);
         let at = now_ms.saturating_add_unsigned(1 + draw % span);
-        self.expiring.range((at, Bytes::new())..).next().map(|(_, k)| k)
+        let (t, hash) = self.expiring.first_from(at)?;
+        self.key_of(t, hash)
+    }
+
+    /// The key the expiry index names by `(at_ms, hash)`: the one with that table hash whose
+    /// expiry is `at_ms`.
+    pub(crate) fn key_of(&self, at_ms: i64, hash: u64) -> Option<&Bytes> {
+        self.keys.with_hash(hash).find(|(_, _, e)| e.expire_at_ms == Some(at_ms)).map(|(_, k, _)| k)
     }
 
     /// Swap two positions; out-of-range positions (which the invariants rule out) leave the
@@ -220,18 +229,15 @@ impl Db {
             self.swap(position, expiring - 1);
             at = expiring - 1;
         }
+        let hash = self.keys.hash_at(at)?;
         let (k, e) = self.keys.swap_remove_index(at)?;
         // A table at most an eighth full gives its room back, as Redis shrinks its tables.
         self.keys.shrink_if_sparse();
         self.unregister_fields(&k);
-        match e.expire_at_ms {
-            Some(t) => {
-                let indexed = (t, k);
-                self.expiring.remove(&indexed);
-                Some((indexed.1, e))
-            }
-            None => Some((k, e)),
+        if let Some(t) = e.expire_at_ms {
+            self.expiring.remove(t, hash);
         }
+        Some((k, e))
     }
 
     /// Number of hashes with fields that expire (INFO keyspace `subexpiry`).
@@ -276,14 +282,14 @@ impl Db {
     /// of the runs when it gains or loses one. Returns its previous expiry and its position now.
     fn change_expiry(&mut self, position: usize, at_ms: Option<i64>) -> Option<(Option<i64>, usize)> {
         let boundary = self.expiring.len();
-        let (k, e) = self.keys.get_index_mut(position)?;
+        let hash = self.keys.hash_at(position)?;
+        let (_, e) = self.keys.get_index_mut(position)?;
         let old = std::mem::replace(&mut e.expire_at_ms, at_ms);
-        let k = k.clone();
         if let Some(t) = old {
-            self.expiring.remove(&(t, k.clone()));
+            self.expiring.remove(t, hash);
         }
         if let Some(t) = at_ms {
-            self.expiring.insert((t, k));
+            self.expiring.insert(t, hash);
         }
         let now_at = match (old.is_some(), at_ms.is_some()) {
             // The first slot of the second run becomes the first run's last.
@@ -303,7 +309,9 @@ impl Db {
         for (i, (k, e)) in self.keys.iter().enumerate() {
             assert_eq!(e.expire_at_ms.is_some(), i < expiring, "key {k:?} at {i}, {expiring} with an expiry");
             if let Some(t) = e.expire_at_ms {
-                assert!(self.expiring.contains(&(t, k.clone())), "{k:?} missing from the expiry index");
+                let hash = self.keys.hash_at(i).expect("in range");
+                assert!(self.expiring.contains(t, hash), "{k:?} missing from the expiry index");
+                assert_eq!(self.key_of(t, hash), Some(k), "the index names {k:?}");
             }
         }
         assert!(expiring <= self.keys.len());

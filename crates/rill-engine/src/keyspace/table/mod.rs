@@ -304,6 +304,35 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
         self.find(self.hash(key), key).map(|(_, n)| n)
     }
 
+    /// The hash kept for the item numbered `number`.
+    pub fn hash_at(&self, number: usize) -> Option<u64> {
+        self.items.get(number).map(|it| it.hash)
+    }
+
+    /// The items whose hash is `hash` (number, key, value), found through the index.
+    pub fn with_hash(&self, hash: u64) -> impl Iterator<Item = (usize, &Bytes, &V)> {
+        let mask = self.mask();
+        let tag = hash >> NUMBER_BITS;
+        let mut at = (!self.slots.is_empty()).then_some(hash as usize & mask);
+        std::iter::from_fn(move || loop {
+            let here = at?;
+            let w = self.slot(here);
+            if w == EMPTY {
+                at = None;
+                return None;
+            }
+            at = Some((here + 1) & mask);
+            if w >> NUMBER_BITS != tag {
+                continue;
+            }
+            let n = number_of(w);
+            match self.items.get(n) {
+                Some(it) if it.hash == hash => return Some((n, &it.key, &it.value)),
+                _ => continue,
+            }
+        })
+    }
+
     /// The key numbered `number` and its value.
     pub fn get_index(&self, number: usize) -> Option<(&Bytes, &V)> {
         self.items.get(number).map(|it| (&it.key, &it.value))

@@ -108,6 +108,12 @@ fn against_model<S: BuildHasher>(mut t: KeyTable<u32, S>, ops: &[Op], keys: u16)
         for (i, (k, v)) in model.iter().enumerate() {
             prop_assert_eq!(t.get_index(i), Some((k, v)));
             prop_assert_eq!(t.get_index_of(k), Some(i));
+            // Found by its hash alone too (the expiry index names keys so), with every other
+            // item of that hash and none of another.
+            let hash = t.hash_at(i).unwrap();
+            let same: Vec<usize> = t.with_hash(hash).map(|(n, _, _)| n).collect();
+            prop_assert!(same.contains(&i));
+            prop_assert!(same.iter().all(|&n| t.hash_at(n) == Some(hash)));
         }
         prop_assert_eq!(t.get_index(model.len()), None);
     }
