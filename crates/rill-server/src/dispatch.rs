@@ -573,7 +573,7 @@ mod tests {
             e.dbs()
                 .iter()
                 .map(|db| {
-                    let mut keys: Vec<_> = db.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    let mut keys: Vec<_> = db.iter().map(|(k, v)| (Bytes::copy_from_slice(k), v.clone())).collect();
                     keys.sort_by(|a, b| a.0.cmp(&b.0));
                     keys
                 })

@@ -246,7 +246,7 @@ pub fn page_from(
                 continue;
             }
             if let Value::Stream(s) = &entry.value {
-                out.push(StreamRow { db, key: key.clone(), m: s.metrics(now_ms, consumers) });
+                out.push(StreamRow { db, key: Bytes::copy_from_slice(key), m: s.metrics(now_ms, consumers) });
             }
         }
         if budget == 0 {

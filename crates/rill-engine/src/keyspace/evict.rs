@@ -182,7 +182,7 @@ impl Engine {
                 best = Some((score, at));
             }
         }
-        let key = self.db(db).key_at(best?.1)?.0.clone();
+        let key = Bytes::copy_from_slice(self.db(db).key_at(best?.1)?.0);
         self.evicted(db, &key);
         Some((db, key))
     }
@@ -239,7 +239,7 @@ impl Engine {
             let at = (splitmix(&mut self.evict.rng) % n as u64) as usize;
             self.random_reads += 1;
             if let Some((key, _)) = self.db(db).key_at(at) {
-                return Some((db, key.clone()));
+                return Some((db, Bytes::copy_from_slice(key)));
             }
         }
         None
@@ -282,7 +282,7 @@ impl Engine {
             self.random_reads += 1;
             let Some((key, entry)) = self.db(db).key_at(at) else { continue };
             let score = score(entry, policy, now_ms, loaded_s, decay);
-            let candidate = Candidate { score, db, key: key.clone() };
+            let candidate = Candidate { score, db, key: Bytes::copy_from_slice(key) };
             self.evict.offer(candidate);
         }
     }

@@ -113,8 +113,8 @@ impl Engine {
                 Some((t, hash)) if t <= now_ms => (t, hash),
                 _ => break,
             };
-            // Copied, not cloned: a clone would make the stored name a shared buffer.
-            let due = self.db(db).key_of(t, hash).map(|k| Bytes::copy_from_slice(k));
+            // Copied out: the deletion changes the table that holds the name.
+            let due = self.db(db).key_of(t, hash).map(Bytes::copy_from_slice);
             if due.is_some_and(|k| self.expire_if_needed(db, &k, now_ms)) {
                 removed += 1;
             } else {

@@ -158,7 +158,7 @@ impl Db {
     }
 
     /// Iterate over all keys (including logically expired ones; callers filter with `now`).
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.keys.iter()
     }
 
@@ -182,7 +182,7 @@ impl Db {
     }
 
     /// The key at `position` (`0..len()`) and its entry; O(1).
-    pub fn key_at(&self, position: usize) -> Option<(&Bytes, &Entry)> {
+    pub fn key_at(&self, position: usize) -> Option<(&[u8], &Entry)> {
         self.keys.get_index(position)
     }
 
@@ -196,7 +196,7 @@ impl Db {
     /// taken uniformly from `(now_ms, latest expiry]` by `draw`. O(log n). Not uniform over the
     /// keys (one after a long gap is likelier): a fallback for when live keys are too rare to
     /// find by position (see RANDOMKEY).
-    pub fn live_expiring_key(&self, now_ms: i64, draw: u64) -> Option<&Bytes> {
+    pub fn live_expiring_key(&self, now_ms: i64, draw: u64) -> Option<&[u8]> {
         let (last, _) = self.expiring.last().filter(|(t, _)| *t > now_ms)?;
         // (now, last] holds last - now instants, at least 1.
         let span = last.abs_diff(now_ms);
@@ -207,7 +207,7 @@ impl Db {
 
     /// The key the expiry index names by `(at_ms, hash)`: the one with that table hash whose
     /// expiry is `at_ms`.
-    pub(crate) fn key_of(&self, at_ms: i64, hash: u64) -> Option<&Bytes> {
+    pub(crate) fn key_of(&self, at_ms: i64, hash: u64) -> Option<&[u8]> {
         self.keys.with_hash(hash).find(|(_, _, e)| e.expire_at_ms == Some(at_ms)).map(|(_, k, _)| k)
     }
 
@@ -222,7 +222,7 @@ impl Db {
     /// Remove the key at `position`, keeping the runs: a key with an expiry is first swapped
     /// to the end of its run, whose slot the last key of the table then fills. O(1) besides
     /// the expiry index's O(log n).
-    fn remove_at(&mut self, position: usize) -> Option<(Bytes, Entry)> {
+    fn remove_at(&mut self, position: usize) -> Option<(table::CompactKey, Entry)> {
         let expiring = self.expiring.len();
         let mut at = position;
         if position < expiring {
@@ -270,7 +270,7 @@ impl Db {
         if want == self.field_deadline.get(key).copied() {
             return;
         }
-        let k = k.clone();
+        let k = Bytes::copy_from_slice(k);
         self.unregister_fields(key);
         if let Some(t) = want {
             self.field_deadline.insert(k.clone(), t);
@@ -908,7 +908,7 @@ impl Engine {
                     events.push(db, key, KeyEvent::New);
                 }
                 let entry = Entry { value: make(), expire_at_ms: None, meta: ObjectMeta::created(now_ms) };
-                d.keys.insert_full(Bytes::copy_from_slice(key), entry).0
+                d.keys.insert_full(key, entry).0
             }
         };
         // `at` was found or inserted just above: in range.
@@ -928,16 +928,16 @@ impl Engine {
     /// Store `value` under `key`, replacing any old value and dropping its expiry.
     /// Does not call [`Engine::modified`]; the handler does.
     pub fn insert(&mut self, db: usize, key: Bytes, value: Value) {
-        self.store(db, &key, Some(key.clone()), value);
+        self.store(db, &key, value);
     }
 
     /// [`Engine::insert`] with the key by reference: it is copied only if it is new (an
     /// overwrite keeps the stored key, as Redis' overwrite does).
     pub fn insert_copy(&mut self, db: usize, key: &[u8], value: Value) {
-        self.store(db, key, None, value);
+        self.store(db, key, value);
     }
 
-    fn store(&mut self, db: usize, key: &[u8], owned: Option<Bytes>, value: Value) {
+    fn store(&mut self, db: usize, key: &[u8], value: Value) {
         if let Value::Stream(s) = &value {
             let groups = s.policy_groups();
             if !groups.is_empty() {
@@ -957,7 +957,7 @@ impl Engine {
             }
             let d = self.db_mut(db);
             // No expiry: appending keeps the runs.
-            d.keys.insert(owned.unwrap_or_else(|| Bytes::copy_from_slice(key)), entry);
+            d.keys.insert(key, entry);
             if fields_expire {
                 d.sync_field_expiry(key);
             }
@@ -1030,8 +1030,7 @@ impl Engine {
                 self.dispose_value(key, old);
             }
             None => {
-                let k = owned.cloned().unwrap_or_else(|| Bytes::copy_from_slice(key));
-                d.keys.insert(k, Entry { value, expire_at_ms: None, meta });
+                d.keys.insert(key, Entry { value, expire_at_ms: None, meta });
                 if fields_expire {
                     d.sync_field_expiry(key);
                 }

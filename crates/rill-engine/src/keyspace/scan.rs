@@ -40,12 +40,12 @@ impl Db {
     /// filters them. `count` 0 is treated as 1.
     pub fn scan(&self, cursor: u64, count: usize) -> (u64, Vec<Bytes>) {
         let mut keys = Vec::new();
-        let next = self.keys.scan(cursor, count, |k, _| keys.push(k.clone()));
+        let next = self.keys.scan(cursor, count, |k, _| keys.push(Bytes::copy_from_slice(k)));
         (next, keys)
     }
 
     /// [`Db::scan`] that shows `found` each key with its entry instead of collecting them.
-    pub fn scan_entries(&self, cursor: u64, count: usize, found: impl FnMut(&Bytes, &super::Entry)) -> u64 {
+    pub fn scan_entries(&self, cursor: u64, count: usize, found: impl FnMut(&[u8], &super::Entry)) -> u64 {
         self.keys.scan(cursor, count, found)
     }
 }

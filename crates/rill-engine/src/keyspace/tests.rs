@@ -66,7 +66,7 @@ fn live_expiring_key_is_live_and_spread() {
     assert!(e.db(0).has_live_key(now));
     let mut seen = std::collections::HashSet::new();
     for draw in 0..1000u64 {
-        let k = e.db(0).live_expiring_key(now, draw.wrapping_mul(0x9E37_79B9_7F4A_7C15)).unwrap().clone();
+        let k = e.db(0).live_expiring_key(now, draw.wrapping_mul(0x9E37_79B9_7F4A_7C15)).unwrap().to_vec();
         assert!(k.starts_with(b"live"), "{k:?}");
         seen.insert(k);
     }

@@ -80,7 +80,7 @@ pub fn take(st: &State) -> Snapshot {
         if db.is_empty() {
             continue;
         }
-        let keys: Vec<(Bytes, Entry)> = db.iter().map(|(k, e)| (k.clone(), e.clone())).collect();
+        let keys: Vec<(Bytes, Entry)> = db.iter().map(|(k, e)| (Bytes::copy_from_slice(k), e.clone())).collect();
         dbs.push((i, keys, db.expires_len() as u64));
     }
     let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));

@@ -29,7 +29,7 @@
 //! that names it; its home does not change.
 
 use super::FastHash;
-use bytes::Bytes;
+pub use key::CompactKey;
 use std::collections::TryReserveError;
 use std::hash::BuildHasher;
 
@@ -46,7 +46,7 @@ pub const MAX_ITEMS: usize = (1 << NUMBER_BITS) - 2;
 
 struct Item<V> {
     hash: u64,
-    key: Bytes,
+    key: CompactKey,
     value: V,
 }
 
@@ -175,7 +175,7 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
             }
             if w >> NUMBER_BITS == tag {
                 let n = number_of(w);
-                if self.items.get(n).is_some_and(|it| it.key == key) {
+                if self.items.get(n).is_some_and(|it| *it.key == *key) {
                     return Some((at, n));
                 }
             }
@@ -289,7 +289,7 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
     }
 
     /// The stored key equal to `key`, and its value.
-    pub fn get_key_value(&self, key: &[u8]) -> Option<(&Bytes, &V)> {
+    pub fn get_key_value(&self, key: &[u8]) -> Option<(&[u8], &V)> {
         let (_, n) = self.find(self.hash(key), key)?;
         self.get_index(n)
     }
@@ -310,7 +310,7 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
     }
 
     /// The items whose hash is `hash` (number, key, value), found through the index.
-    pub fn with_hash(&self, hash: u64) -> impl Iterator<Item = (usize, &Bytes, &V)> {
+    pub fn with_hash(&self, hash: u64) -> impl Iterator<Item = (usize, &[u8], &V)> {
         let mask = self.mask();
         let tag = hash >> NUMBER_BITS;
         let mut at = (!self.slots.is_empty()).then_some(hash as usize & mask);
@@ -327,20 +327,20 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
             }
             let n = number_of(w);
             match self.items.get(n) {
-                Some(it) if it.hash == hash => return Some((n, &it.key, &it.value)),
+                Some(it) if it.hash == hash => return Some((n, &*it.key, &it.value)),
                 _ => continue,
             }
         })
     }
 
     /// The key numbered `number` and its value.
-    pub fn get_index(&self, number: usize) -> Option<(&Bytes, &V)> {
-        self.items.get(number).map(|it| (&it.key, &it.value))
+    pub fn get_index(&self, number: usize) -> Option<(&[u8], &V)> {
+        self.items.get(number).map(|it| (&*it.key, &it.value))
     }
 
     /// The key numbered `number` and its value, to change.
-    pub fn get_index_mut(&mut self, number: usize) -> Option<(&Bytes, &mut V)> {
-        self.items.get_mut(number).map(|it| (&it.key, &mut it.value))
+    pub fn get_index_mut(&mut self, number: usize) -> Option<(&[u8], &mut V)> {
+        self.items.get_mut(number).map(|it| (&*it.key, &mut it.value))
     }
 
     /// The value numbered `number`. Panics when there is none, as indexing a `Vec` does.
@@ -352,9 +352,9 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
     /// Store `value` under `key`: a new key is numbered `len`; an existing one keeps its
     /// number and stored key, and its old value is returned. Panics only when the table would
     /// pass [`MAX_ITEMS`] or memory runs out, as a `Vec` does.
-    pub fn insert_full(&mut self, key: Bytes, value: V) -> (usize, Option<V>) {
-        let hash = self.hash(&key);
-        if let Some((_, n)) = self.find(hash, &key) {
+    pub fn insert_full(&mut self, key: &[u8], value: V) -> (usize, Option<V>) {
+        let hash = self.hash(key);
+        if let Some((_, n)) = self.find(hash, key) {
             let old = self.items.get_mut(n).map(|it| std::mem::replace(&mut it.value, value));
             return (n, old);
         }
@@ -364,18 +364,18 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
             }
         }
         let n = self.items.len();
-        self.items.push(Item { hash, key, value });
+        self.items.push(Item { hash, key: CompactKey::new(key), value });
         self.place(hash, n);
         (n, None)
     }
 
     /// [`KeyTable::insert_full`], returning the old value only.
-    pub fn insert(&mut self, key: Bytes, value: V) -> Option<V> {
+    pub fn insert(&mut self, key: &[u8], value: V) -> Option<V> {
         self.insert_full(key, value).1
     }
 
     /// Remove the item numbered `number`; the last item takes its number.
-    pub fn swap_remove_index(&mut self, number: usize) -> Option<(Bytes, V)> {
+    pub fn swap_remove_index(&mut self, number: usize) -> Option<(CompactKey, V)> {
         let last = self.items.len().checked_sub(1)?;
         if number > last {
             return None;
@@ -404,19 +404,22 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
     }
 
     /// Every key and value, by number.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&Bytes, &V)> + ExactSizeIterator {
-        self.items.iter().map(|it| (&it.key, &it.value))
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], &V)> + ExactSizeIterator {
+        self.items.iter().map(|it| (&*it.key, &it.value))
     }
 
     /// Every key, by number.
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &Bytes> + ExactSizeIterator {
-        self.items.iter().map(|it| &it.key)
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &[u8]> + ExactSizeIterator {
+        self.items.iter().map(|it| &*it.key)
     }
 
     /// Take every item out, by number; the table is left empty with no memory held.
-    pub fn take_all(&mut self) -> Vec<(Bytes, V)> {
+    pub fn take_all(&mut self) -> Vec<(bytes::Bytes, V)> {
         self.slots = Box::default();
-        std::mem::take(&mut self.items).into_iter().map(|it| (it.key, it.value)).collect()
+        std::mem::take(&mut self.items)
+            .into_iter()
+            .map(|it| (bytes::Bytes::copy_from_slice(&it.key), it.value))
+            .collect()
     }
 
     /// Give back memory when at most an eighth of the room is used (Redis shrinks its tables
@@ -445,7 +448,7 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
     /// One SCAN call from `cursor`: the keys of the homes walked (each with its value), and
     /// the cursor to continue from (0: the iteration is complete). Walks homes until it has
     /// `count` keys or has walked `10 * count` homes, as Redis' SCAN.
-    pub fn scan(&self, cursor: u64, count: usize, mut found: impl FnMut(&Bytes, &V)) -> u64 {
+    pub fn scan(&self, cursor: u64, count: usize, mut found: impl FnMut(&[u8], &V)) -> u64 {
         if self.items.is_empty() || self.slots.is_empty() {
             return 0;
         }
@@ -494,5 +497,6 @@ impl<V, S: BuildHasher> KeyTable<V, S> {
     }
 }
 
+mod key;
 #[cfg(test)]
 mod tests;

@@ -407,7 +407,7 @@ fn keys(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
         .db(ctx.db)
         .iter()
         .filter(|(k, e)| !e.is_expired(ctx.now_ms) && (all || glob_match(pattern, k, false)))
-        .map(|(k, _)| Reply::Bulk(k.clone()))
+        .map(|(k, _)| Reply::Bulk(Bytes::copy_from_slice(k)))
         .collect();
     Ok(Reply::Array(out))
 }
@@ -544,7 +544,7 @@ fn randomkey(engine: &mut Engine, ctx: &mut CallCtx, _args: &[Bytes]) -> Result<
             let len = engine.db(db).len();
             let at = crate::types::pick::position(engine, len);
             engine.random_reads += 1;
-            return Ok(engine.db(db).key_at(at).map_or(Reply::Null, |(k, _)| Reply::Bulk(k.clone())));
+            return Ok(engine.db(db).key_at(at).map_or(Reply::Null, |(k, _)| Reply::Bulk(Bytes::copy_from_slice(k))));
         }
         engine.expire_due(db, now, RANDOMKEY_DELETIONS);
         return Ok(Reply::Null);
@@ -556,11 +556,11 @@ fn randomkey(engine: &mut Engine, ctx: &mut CallCtx, _args: &[Bytes]) -> Result<
         engine.random_reads += 1;
         let Some((key, entry)) = engine.db(db).key_at(at) else { break };
         if !entry.is_expired(now) {
-            return Ok(Reply::Bulk(key.clone()));
+            return Ok(Reply::Bulk(Bytes::copy_from_slice(key)));
         }
         if deletions > 0 {
             deletions -= 1;
-            let key = key.clone();
+            let key = Bytes::copy_from_slice(key);
             engine.expire_if_needed(db, &key, now);
         }
     }
@@ -574,7 +574,7 @@ fn randomkey(engine: &mut Engine, ctx: &mut CallCtx, _args: &[Bytes]) -> Result<
     } else {
         d.live_expiring_key(now, draw)
     };
-    Ok(key.cloned().map_or(Reply::Null, Reply::Bulk))
+    Ok(key.map_or(Reply::Null, |k| Reply::Bulk(Bytes::copy_from_slice(k))))
 }
 
 // ---------------------------------------------------------------------------------------------

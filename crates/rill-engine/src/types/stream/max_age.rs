@@ -338,7 +338,7 @@ impl Engine {
             for (key, e) in d.keys.iter() {
                 if let Value::Stream(s) = &e.value {
                     if let Some(at) = s.age_due() {
-                        found.push((db, key.clone(), at));
+                        found.push((db, Bytes::copy_from_slice(key), at));
                     }
                 }
             }

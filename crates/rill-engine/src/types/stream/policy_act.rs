@@ -135,7 +135,7 @@ impl Engine {
             for (key, e) in d.keys.iter() {
                 if let Value::Stream(s) = &e.value {
                     for name in s.policy_groups() {
-                        found.push((db, key.clone(), name));
+                        found.push((db, Bytes::copy_from_slice(key), name));
                     }
                 }
             }
