@@ -290,8 +290,8 @@ fn check(data: &[u8]) {
 
     let ctx = LoadContext { now_ms: now, ..load_context() };
     for db in 0..live.dbs().len() {
-        let mut keys: Vec<Bytes> = live.db(db).iter().map(|(k, _)| k.clone()).collect();
-        keys.extend(copy.db(db).iter().map(|(k, _)| k.clone()));
+        let mut keys: Vec<Bytes> = live.db(db).iter().map(|(k, _)| Bytes::copy_from_slice(k)).collect();
+        keys.extend(copy.db(db).iter().map(|(k, _)| Bytes::copy_from_slice(k)));
         keys.sort();
         keys.dedup();
         for key in &keys {
