@@ -151,7 +151,7 @@ fn evict_until_under(st: &mut State, now_ms: i64) -> Outcome {
             st.engine.clear_events();
             let key = st.engine.evict_one(policy, samples, now_ms);
             if let Some((db, key)) = &key {
-                st.journal.push_deletion(*db, key, st.hot.lazy_eviction);
+                st.journal.push_deletion(*db, key, st.hot.lazy.eviction);
             }
             crate::notify::publish_events(st, now_ms);
             key.is_some()
@@ -226,7 +226,7 @@ fn keep_table_size(st: &mut State, db: usize, now_ms: i64) {
     crate::unit::run(st, now_ms, |st| {
         st.engine.clear_events();
         if let Some((db, key)) = st.engine.evict_one_from(db, policy, samples, now_ms) {
-            st.journal.push_deletion(db, &key, st.hot.lazy_eviction);
+            st.journal.push_deletion(db, &key, st.hot.lazy.eviction);
         }
         crate::notify::publish_events(st, now_ms);
     });

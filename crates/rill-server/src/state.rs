@@ -363,9 +363,9 @@ impl State {
         }
         let mut engine = Engine::new(engine_config);
         engine.set_subkey_events(HotConfig::from(&config).notify.subkeys());
-        engine.set_lazy_free(lazy_free(&config));
+        engine.set_lazy_free(HotConfig::from(&config).lazy);
         let replication = crate::replication::Replication::new(crate::run::run_id());
-        replication.set_lazy_server_del(HotConfig::from(&config).lazy_server_del);
+        replication.set_lazy_server_del(HotConfig::from(&config).lazy.server_del);
         State {
             hot: HotConfig::from(&config),
             engine,
@@ -453,7 +453,7 @@ impl State {
     /// unit.
     pub fn collect_effects(&mut self, ctx_effects: &mut rill_engine::effect::EffectBuf) {
         if self.engine.has_expired() {
-            let unlink = self.hot.lazy_expire;
+            let unlink = self.hot.lazy.expire;
             for (db, key) in self.engine.take_expired() {
                 self.journal.push_deletion(db, &key, unlink);
             }
@@ -511,13 +511,10 @@ pub struct HotConfig {
     pub busy_reply_threshold_ms: i64,
     /// `script-memory-limit` in bytes.
     pub script_memory_limit: usize,
-    /// `lazyfree-lazy-expire`: expiry deletions are logged and sent to replicas as `UNLINK`.
-    pub lazy_expire: bool,
-    /// `lazyfree-lazy-eviction`: evictions are logged and sent as `UNLINK`.
-    pub lazy_eviction: bool,
-    /// `lazyfree-lazy-server-del`: a deletion the server decided (a time already past) is
-    /// sent to replicas as `UNLINK` (`Replication::lazy_server_del`, read by the backlog).
-    pub lazy_server_del: bool,
+    /// The `lazyfree-lazy-*` settings: the engine frees in the background by them, and
+    /// `expire`, `eviction` and `server_del` also log and send those deletions as `UNLINK`
+    /// (`server_del` through `Replication::lazy_server_del`, read by the backlog).
+    pub lazy: rill_engine::LazyFree,
     /// `tracking-table-max-keys` (0: no limit).
     pub tracking_table_max_keys: usize,
 }
@@ -553,16 +550,14 @@ impl HotConfig {
             latency_threshold_ms: u64::try_from(config.get_i64("latency-monitor-threshold")).unwrap_or(0),
             busy_reply_threshold_ms: config.get_i64("busy-reply-threshold"),
             script_memory_limit: usize::try_from(config.get_i64("script-memory-limit")).unwrap_or(usize::MAX),
-            lazy_expire: config.get("lazyfree-lazy-expire") == "yes",
-            lazy_eviction: config.get("lazyfree-lazy-eviction") == "yes",
-            lazy_server_del: config.get("lazyfree-lazy-server-del") == "yes",
+            lazy: lazy_free(config),
             tracking_table_max_keys: usize::try_from(config.get_i64("tracking-table-max-keys")).unwrap_or(usize::MAX),
         }
     }
 }
 
-/// The `lazyfree-lazy-*` settings the engine acts on.
-pub fn lazy_free(config: &crate::config::Config) -> rill_engine::LazyFree {
+/// The `lazyfree-lazy-*` settings.
+fn lazy_free(config: &crate::config::Config) -> rill_engine::LazyFree {
     let on = |name| config.get(name) == "yes";
     rill_engine::LazyFree {
         user_del: on("lazyfree-lazy-user-del"),

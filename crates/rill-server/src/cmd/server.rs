@@ -165,8 +165,8 @@ pub fn config_set(c: &mut Call) -> CmdResult {
         apply(c, name);
     }
     c.st.hot = crate::state::HotConfig::from(&c.st.config);
-    c.st.replication.set_lazy_server_del(c.st.hot.lazy_server_del);
-    c.st.engine.set_lazy_free(crate::state::lazy_free(&c.st.config));
+    c.st.replication.set_lazy_server_del(c.st.hot.lazy.server_del);
+    c.st.engine.set_lazy_free(c.st.hot.lazy);
     // The engine names the fields of hash events only while a subkey channel is selected.
     c.st.engine.set_subkey_events(c.st.hot.notify.subkeys());
     if let Some(b) = &c.st.replication.backlog {
