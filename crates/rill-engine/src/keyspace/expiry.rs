@@ -160,12 +160,8 @@ impl Engine {
             Some(super::Value::Hash(h)) if h.min_ttl().is_some_and(|t| t < now_ms) => {
                 let mut removed = Vec::new();
                 for f in fields {
-                    if h.is_expired(f, now_ms) {
-                        if let Some((k, _)) = h.get_key_value(f) {
-                            let k = k.clone();
-                            h.swap_remove(f);
-                            removed.push(k);
-                        }
+                    if h.is_expired(f, now_ms) && h.swap_remove(f).is_some() {
+                        removed.push(Bytes::copy_from_slice(f));
                     }
                 }
                 removed

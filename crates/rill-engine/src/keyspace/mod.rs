@@ -14,14 +14,16 @@ mod expiry;
 mod expiry_index;
 mod hash_fields;
 mod lazyfree;
+pub(crate) mod packed;
 mod scan;
+mod set_members;
 mod table;
 #[cfg(test)]
 mod tests;
 mod watch;
 
 use bytes::Bytes;
-use indexmap::IndexSet;
+
 use rill_resp::Reply;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -44,7 +46,7 @@ pub type FastHash = foldhash::fast::RandomState;
 
 /// A set's members, numbered as a hash's fields are (SPOP, SRANDMEMBER); ~18 bytes per member
 /// more than a `HashSet`.
-pub type SetMembers = IndexSet<Bytes, FastHash>;
+pub use set_members::SetMembers;
 
 /// A value stored under a key.
 #[derive(Debug, Clone, PartialEq)]

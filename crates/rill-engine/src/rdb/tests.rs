@@ -282,7 +282,7 @@ fn digest(value: &Value) -> (&'static str, usize, u64) {
         Value::Str(s) => vec![s.to_vec()],
         Value::List(l) => l.iter().map(|x| x.to_vec()).collect(),
         Value::Set(s) => s.iter().map(|x| x.to_vec()).collect(),
-        Value::Hash(h) => h.iter().map(|(f, v)| [&f[..], b"\x01", &v[..]].concat()).collect(),
+        Value::Hash(h) => h.iter().map(|(f, v)| [f, b"\x01", v].concat()).collect(),
         Value::Stream(_) => vec![],
         Value::ZSet(z) => z.iter().map(|e| [&e.member[..], b"\x01", e.score.to_string().as_bytes()].concat()).collect(),
     };

@@ -62,7 +62,9 @@ pub(crate) fn positions_with_repeats(engine: &mut Engine, len: usize, count: u64
 /// the command's lookup was.
 pub(crate) fn set_members_at(engine: &mut Engine, db: usize, key: &[u8], positions: &[usize]) -> Vec<Bytes> {
     let picked: Vec<Bytes> = match engine.db(db).get_raw(key).map(|e| &e.value) {
-        Some(crate::Value::Set(set)) => positions.iter().filter_map(|&i| set.get_index(i).cloned()).collect(),
+        Some(crate::Value::Set(set)) => {
+            positions.iter().filter_map(|&i| set.get_index(i).map(Bytes::copy_from_slice)).collect()
+        }
         _ => Vec::new(),
     };
     engine.random_reads += positions.len() as u64;
@@ -73,9 +75,10 @@ pub(crate) fn set_members_at(engine: &mut Engine, db: usize, key: &[u8], positio
 /// counted). Not an access.
 pub(crate) fn hash_entries_at(engine: &mut Engine, db: usize, key: &[u8], positions: &[usize]) -> Vec<(Bytes, Bytes)> {
     let picked: Vec<(Bytes, Bytes)> = match engine.db(db).get_raw(key).map(|e| &e.value) {
-        Some(crate::Value::Hash(hash)) => {
-            positions.iter().filter_map(|&i| hash.get_index(i).map(|(f, v)| (f.clone(), v.clone()))).collect()
-        }
+        Some(crate::Value::Hash(hash)) => positions
+            .iter()
+            .filter_map(|&i| hash.get_index(i).map(|(f, v)| (Bytes::copy_from_slice(f), Bytes::copy_from_slice(v))))
+            .collect(),
         _ => Vec::new(),
     };
     engine.random_reads += positions.len() as u64;

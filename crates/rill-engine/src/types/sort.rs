@@ -219,7 +219,7 @@ fn lookup_pattern(engine: &mut Engine, ctx: &CallCtx, pattern: &[u8], element: &
     key.put_slice(suffix);
     match (&engine.lookup_read(ctx.db, &key, ctx.now_ms)?.value, field) {
         (Value::Str(s), None) => Some(s.clone()),
-        (Value::Hash(h), Some(field)) => h.get(field).cloned(),
+        (Value::Hash(h), Some(field)) => h.get(field).map(Bytes::copy_from_slice),
         _ => None,
     }
 }
@@ -276,7 +276,7 @@ fn load(engine: &mut Engine, ctx: &CallCtx, key: &[u8], storing: bool) -> Result
     let loaded = match entry.map(|e| &e.value) {
         None => (Source::List, Vec::new()),
         Some(Value::List(l)) => (Source::List, l.iter().cloned().collect()),
-        Some(Value::Set(s)) => (Source::Set, s.iter().cloned().collect()),
+        Some(Value::Set(s)) => (Source::Set, s.iter().map(Bytes::copy_from_slice).collect()),
         Some(Value::ZSet(z)) => (Source::ZSet, z.iter().map(|s| s.member.clone()).collect()),
         Some(_) => return Err(CmdError::WRONGTYPE),
     };

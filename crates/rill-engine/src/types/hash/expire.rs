@@ -624,7 +624,7 @@ fn hgetex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Repl
     let (mut updated, mut deleted) = (Vec::new(), Vec::new());
     let mut values = Vec::with_capacity(fields.len());
     for f in fields {
-        let value = hash.get_live(f, fnow).cloned();
+        let value = hash.get_live(f, fnow).map(Bytes::copy_from_slice);
         if value.is_some() {
             let code = match parsed.expiry {
                 Expiry::At(at, _) => set_time(hash, f, Some(at), Cond::Always, delete_now),

@@ -417,7 +417,7 @@ fn hget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
     lazy_expire(engine, ctx, key, [&field[..]])?;
     let now = engine.field_now(ctx.now_ms);
-    let value = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).cloned();
+    let value = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).map(Bytes::copy_from_slice);
     Ok(value.map_or(Reply::Null, Reply::Bulk))
 }
 
@@ -429,7 +429,7 @@ fn hmget(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let out = args
         .iter()
         .skip(2)
-        .map(|f| hash.and_then(|h| h.get_live(f, now)).cloned().map_or(Reply::Null, Reply::Bulk))
+        .map(|f| hash.and_then(|h| h.get_live(f, now)).map_or(Reply::Null, |v| Reply::Bulk(Bytes::copy_from_slice(v))))
         .collect();
     Ok(Reply::Array(out))
 }
@@ -440,7 +440,7 @@ fn hgetall(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     let out = hash
         .into_iter()
         .flat_map(|h| h.iter_live(now))
-        .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+        .map(|(f, v)| (Reply::Bulk(Bytes::copy_from_slice(f)), Reply::Bulk(Bytes::copy_from_slice(v))))
         .collect();
     Ok(Reply::Map(out))
 }
@@ -448,13 +448,17 @@ fn hgetall(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
 fn hkeys(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
-    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.iter_live(now)).map(|(f, _)| Reply::Bulk(f.clone())).collect()))
+    Ok(Reply::Array(
+        hash.into_iter().flat_map(|h| h.iter_live(now)).map(|(f, _)| Reply::Bulk(Bytes::copy_from_slice(f))).collect(),
+    ))
 }
 
 fn hvals(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let now = engine.field_now(ctx.now_ms);
     let hash = read_hash(engine, ctx, arg(args, 1)?)?;
-    Ok(Reply::Array(hash.into_iter().flat_map(|h| h.iter_live(now)).map(|(_, v)| Reply::Bulk(v.clone())).collect()))
+    Ok(Reply::Array(
+        hash.into_iter().flat_map(|h| h.iter_live(now)).map(|(_, v)| Reply::Bulk(Bytes::copy_from_slice(v))).collect(),
+    ))
 }
 
 fn hlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -474,7 +478,7 @@ fn hstrlen(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     let (key, field) = (arg(args, 1)?, arg(args, 2)?);
     lazy_expire(engine, ctx, key, [&field[..]])?;
     let now = engine.field_now(ctx.now_ms);
-    let len = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).map_or(0, Bytes::len);
+    let len = read_hash(engine, ctx, key)?.and_then(|h| h.get_live(field, now)).map_or(0, <[u8]>::len);
     Ok(Reply::Integer(len as i64))
 }
 

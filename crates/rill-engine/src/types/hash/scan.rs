@@ -31,6 +31,9 @@ pub const HSCAN: CommandSpec = CommandSpec {
     ..hash_cmd(Handler::Engine(hscan))
 };
 
+/// A field and its value.
+type Pair<'a> = (&'a [u8], &'a [u8]);
+
 fn hscan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let cursor = cursor_arg(args)?;
@@ -40,8 +43,8 @@ fn hscan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let Some(entry) = engine.lookup_read(ctx.db, key, ctx.now_ms) else { return Ok(reply(0, vec![])) };
     let Value::Hash(hash) = &entry.value else { return Err(CmdError::WRONGTYPE) };
     let options = options?;
-    let (next, pairs): (u64, Vec<(&Bytes, &Bytes)>) = if encoding::name(key, entry, &cfg) == "hashtable" {
-        step(|| hash.iter(), |(f, _)| f.as_ref(), hash.len(), cursor, options.count)
+    let (next, pairs): (u64, Vec<Pair>) = if encoding::name(key, entry, &cfg) == "hashtable" {
+        step(|| hash.iter(), |(f, _)| *f, hash.len(), cursor, options.count)
     } else {
         (0, hash.iter().collect())
     };
@@ -51,9 +54,9 @@ fn hscan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         if options.pattern.is_some_and(|p| !glob_match(p, field, false)) || hash.is_expired(field, fnow) {
             continue;
         }
-        out.push(Reply::Bulk(field.clone()));
+        out.push(Reply::Bulk(Bytes::copy_from_slice(field)));
         if !options.no_values {
-            out.push(Reply::Bulk(value.clone()));
+            out.push(Reply::Bulk(Bytes::copy_from_slice(value)));
         }
     }
     Ok(reply(next, out))

@@ -196,8 +196,8 @@ fn intset_limit(cfg: &ObjectConfig) -> u64 {
 
 /// The encoding Redis gives a set built from these members in one go (a RESTORE payload, a
 /// snapshot, the result of SINTERSTORE / SUNIONSTORE / SDIFFSTORE).
-fn set_natural<'a>(len: usize, members: impl Iterator<Item = &'a Bytes> + Clone, cfg: &ObjectConfig) -> Form {
-    if !len_over(len, intset_limit(cfg)) && members.clone().all(|m| is_int(m)) {
+fn set_natural<'a>(len: usize, members: impl Iterator<Item = &'a [u8]> + Clone, cfg: &ObjectConfig) -> Form {
+    if !len_over(len, intset_limit(cfg)) && members.clone().all(is_int) {
         Form::Intset
     } else if !len_over(len, cfg.set_max_listpack_entries)
         && members.clone().all(|m| !len_over(m.len(), cfg.set_max_listpack_value))
@@ -259,7 +259,7 @@ pub fn set_added(meta: &mut ObjectMeta, set: &SetMembers, member: &[u8], cfg: &O
         }
         Form::Intset => {
             // Redis checks the digits of the intset's extremes against the value limit.
-            let ints = set.iter().filter_map(|m| parse_i64(m));
+            let ints = set.iter().filter_map(parse_i64);
             let (lo, hi) = ints.fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
             let widest = if before == 0 { 0 } else { digits(lo).max(digits(hi)) };
             if !len_over(before + 1, cfg.set_max_listpack_entries)
@@ -297,7 +297,7 @@ pub fn set_built(meta: &mut ObjectMeta, set: &SetMembers, cfg: &ObjectConfig) {
 pub fn set_built_from<'a>(
     meta: &mut ObjectMeta,
     len: usize,
-    members: impl Iterator<Item = &'a Bytes> + Clone,
+    members: impl Iterator<Item = &'a [u8]> + Clone,
     cfg: &ObjectConfig,
 ) {
     meta.form = set_natural(len, members, cfg);

@@ -93,7 +93,7 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
         }
         Value::Set(s) => {
             let table = table_bytes(s.capacity(), std::mem::size_of::<Bytes>());
-            table + sampled(s.len(), samples, s.iter().map(Bytes::len))
+            table + sampled(s.len(), samples, s.iter().map(<[u8]>::len))
         }
         Value::List(l) => {
             l.capacity() * std::mem::size_of::<Bytes>() + sampled(l.len(), samples, l.iter().map(Bytes::len))

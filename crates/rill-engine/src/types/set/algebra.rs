@@ -203,14 +203,14 @@ fn compute(engine: &mut Engine, ctx: &CallCtx, op: SetOp, keys: &[Bytes]) -> Res
             let Some((smallest, others)) = present.split_first() else {
                 return Ok(vec![]);
             };
-            smallest.iter().filter(|m| others.iter().all(|s| s.contains(*m))).cloned().collect()
+            smallest.iter().filter(|m| others.iter().all(|s| s.contains(m))).map(Bytes::copy_from_slice).collect()
         }
         SetOp::Union => {
-            let mut out = Set::default();
-            for s in sets.into_iter().flatten() {
-                out.extend(s.iter().cloned());
+            let mut out: indexmap::IndexSet<&[u8], crate::keyspace::FastHash> = indexmap::IndexSet::default();
+            for s in sets.iter().flatten() {
+                out.extend(s.iter());
             }
-            out.into_iter().collect()
+            out.into_iter().map(Bytes::copy_from_slice).collect()
         }
         SetOp::Diff => {
             let mut sets = sets.into_iter();
@@ -218,7 +218,7 @@ fn compute(engine: &mut Engine, ctx: &CallCtx, op: SetOp, keys: &[Bytes]) -> Res
                 return Ok(vec![]);
             };
             let others: Vec<&Set> = sets.flatten().collect();
-            first.iter().filter(|m| !others.iter().any(|s| s.contains(*m))).cloned().collect()
+            first.iter().filter(|m| !others.iter().any(|s| s.contains(m))).map(Bytes::copy_from_slice).collect()
         }
     })
 }
@@ -350,7 +350,7 @@ fn sdiffcard(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<R
     check_sets(engine, ctx, keys)?;
     let sets = borrow_sets(engine, ctx, keys);
     let Some((Some(first), others)) = sets.split_first() else { return Ok(Reply::Integer(0)) };
-    let count = first.iter().filter(|m| !others.iter().flatten().any(|s| s.contains(*m))).take(limit).count();
+    let count = first.iter().filter(|m| !others.iter().flatten().any(|s| s.contains(m))).take(limit).count();
     Ok(Reply::Integer(count as i64))
 }
 
@@ -385,7 +385,7 @@ fn sintercard(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<
     let Some((smallest, others)) = sets.split_first() else {
         return Ok(Reply::Integer(0));
     };
-    let count = smallest.iter().filter(|m| others.iter().all(|s| s.contains(*m))).take(limit).count();
+    let count = smallest.iter().filter(|m| others.iter().all(|s| s.contains(m))).take(limit).count();
     Ok(Reply::Integer(count as i64))
 }
 

@@ -169,7 +169,7 @@ fn srem(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 
 fn smembers(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let set = read_set(engine, ctx, arg(args, 1)?)?;
-    Ok(Reply::Set(set.into_iter().flatten().map(|m| Reply::Bulk(m.clone())).collect()))
+    Ok(Reply::Set(set.into_iter().flatten().map(|m| Reply::Bulk(Bytes::copy_from_slice(m))).collect()))
 }
 
 fn sismember(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {

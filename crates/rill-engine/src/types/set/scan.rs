@@ -37,15 +37,15 @@ fn sscan(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     let Some(entry) = engine.lookup_read(ctx.db, key, ctx.now_ms) else { return Ok(reply(0, vec![])) };
     let Value::Set(set) = &entry.value else { return Err(CmdError::WRONGTYPE) };
     let options = options?;
-    let (next, members): (u64, Vec<&Bytes>) = if encoding::name(key, entry, &cfg) == "hashtable" {
-        step(|| set.iter(), |m| m.as_ref(), set.len(), cursor, options.count)
+    let (next, members): (u64, Vec<&[u8]>) = if encoding::name(key, entry, &cfg) == "hashtable" {
+        step(|| set.iter(), |m| *m, set.len(), cursor, options.count)
     } else {
         (0, set.iter().collect())
     };
     let out = members
         .into_iter()
         .filter(|m| options.pattern.is_none_or(|p| glob_match(p, m, false)))
-        .map(|m| Reply::Bulk(m.clone()))
+        .map(|m| Reply::Bulk(Bytes::copy_from_slice(m)))
         .collect();
     Ok(reply(next, out))
 }

@@ -213,7 +213,7 @@ fn parse(
         let members = match engine.lookup_read(ctx.db, key, ctx.now_ms).map(|e| &e.value) {
             None => Vec::new(),
             Some(Value::ZSet(z)) => z.iter().map(|e| (e.member.clone(), e.score)).collect(),
-            Some(Value::Set(s)) => s.iter().map(|m| (m.clone(), 1.0)).collect(),
+            Some(Value::Set(s)) => s.iter().map(|m| (Bytes::copy_from_slice(m), 1.0)).collect(),
             Some(_) => return Err(CmdError::WRONGTYPE),
         };
         inputs.push(Input { members, weight: 1.0 });
