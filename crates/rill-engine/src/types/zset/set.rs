@@ -6,6 +6,12 @@
 //! score change O(log N); a score range finds its start in O(log N); a rank (ZRANK, ZRANGE by
 //! index) walks from the nearer end, O(rank).
 //!
+//! A small sorted set (the size limits of `keyspace::packed`: nearly every sorted set an
+//! application keeps per object) is one vector of its pairs instead, numbered as the
+//! `IndexMap` would number them and ordered on demand (a B-tree node alone is ~450 bytes),
+//! as Redis keeps a small sorted set in one listpack. The first write past the limits builds
+//! the two indexes, for good; the numbering carries over, so the form is never observable.
+//!
 //! Scores are never NaN (every write path refuses it). `-0` and `0` compare equal, as they do
 //! in Redis, so the members of both are ordered by their bytes among each other.
 
@@ -14,6 +20,8 @@ use indexmap::IndexMap;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::ops::Bound;
+
+use crate::keyspace::packed;
 
 /// One member with its score, ordered as Redis orders a sorted set.
 #[derive(Debug, Clone)]
@@ -124,17 +132,85 @@ pub fn lex_range_possible(min: &LexBound, max: &LexBound) -> bool {
 }
 
 /// A sorted set; see the module doc.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ZSet {
-    scores: IndexMap<Bytes, f64, crate::keyspace::FastHash>,
-    order: BTreeSet<Scored>,
+    repr: Repr,
+}
+
+#[derive(Debug, Clone)]
+enum Repr {
+    /// At most [`packed::MAX_LEN`] members of at most [`packed::MAX_ITEM`] bytes, in the
+    /// order the table would number them; ordered on demand.
+    Small(Vec<Scored>),
+    Big {
+        scores: IndexMap<Bytes, f64, crate::keyspace::FastHash>,
+        order: BTreeSet<Scored>,
+    },
+}
+
+impl Default for ZSet {
+    fn default() -> Self {
+        ZSet { repr: Repr::Small(Vec::new()) }
+    }
 }
 
 impl PartialEq for ZSet {
     fn eq(&self, other: &Self) -> bool {
-        self.order.len() == other.order.len()
-            && self.order.iter().zip(&other.order).all(|(a, b)| a.member == b.member && a.score == b.score)
+        self.len() == other.len()
+            && self.iter().zip(other.iter()).all(|(a, b)| a.member == b.member && a.score == b.score)
     }
+}
+
+/// Members in set order, either form.
+#[derive(Debug)]
+pub enum Iter<'a> {
+    /// The small form's members, ordered for this call.
+    Sorted(std::vec::IntoIter<&'a Scored>),
+    /// The B-tree, whole.
+    Tree(std::collections::btree_set::Iter<'a, Scored>),
+    /// The B-tree, a range of it.
+    Range(std::collections::btree_set::Range<'a, Scored>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = &'a Scored;
+    fn next(&mut self) -> Option<&'a Scored> {
+        match self {
+            Iter::Sorted(i) => i.next(),
+            Iter::Tree(i) => i.next(),
+            Iter::Range(i) => i.next(),
+        }
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match self {
+            Iter::Sorted(i) => i.next_back(),
+            Iter::Tree(i) => i.next_back(),
+            Iter::Range(i) => i.next_back(),
+        }
+    }
+}
+
+fn sorted(items: &[Scored]) -> Vec<&Scored> {
+    let mut v: Vec<&Scored> = items.iter().collect();
+    v.sort_unstable();
+    v
+}
+
+fn within(e: &Scored, lo: &Bound<Scored>, hi: &Bound<Scored>) -> bool {
+    let above = match lo {
+        Bound::Included(l) => e >= l,
+        Bound::Excluded(l) => e > l,
+        Bound::Unbounded => true,
+    };
+    let below = match hi {
+        Bound::Included(h) => e <= h,
+        Bound::Excluded(h) => e < h,
+        Bound::Unbounded => true,
+    };
+    above && below
 }
 
 impl ZSet {
@@ -145,35 +221,77 @@ impl ZSet {
 
     /// Number of members. O(1).
     pub fn len(&self) -> usize {
-        self.scores.len()
+        match &self.repr {
+            Repr::Small(v) => v.len(),
+            Repr::Big { scores, .. } => scores.len(),
+        }
     }
 
     /// Whether it has no members. O(1).
     pub fn is_empty(&self) -> bool {
-        self.scores.is_empty()
+        self.len() == 0
     }
 
-    /// The score of `member`. O(1).
+    /// Whether it is in the small form (internal, for tests).
+    pub fn is_small(&self) -> bool {
+        matches!(self.repr, Repr::Small(_))
+    }
+
+    /// The score of `member`. O(1) (O(N) in the small form).
     pub fn score(&self, member: &[u8]) -> Option<f64> {
-        self.scores.get(member).copied()
+        match &self.repr {
+            Repr::Small(v) => v.iter().find(|e| e.member == member).map(|e| e.score),
+            Repr::Big { scores, .. } => scores.get(member).copied(),
+        }
+    }
+
+    /// The two indexes, made from the small form if the set was in it.
+    fn big(&mut self) -> (&mut IndexMap<Bytes, f64, crate::keyspace::FastHash>, &mut BTreeSet<Scored>) {
+        if let Repr::Small(v) = &mut self.repr {
+            let items = std::mem::take(v);
+            let mut scores = IndexMap::with_capacity_and_hasher(items.len() + 1, crate::keyspace::FastHash::default());
+            for e in &items {
+                scores.insert(e.member.clone(), e.score);
+            }
+            self.repr = Repr::Big { scores, order: items.into_iter().collect() };
+        }
+        match &mut self.repr {
+            Repr::Big { scores, order } => (scores, order),
+            Repr::Small(_) => unreachable!("made the indexes above"),
+        }
     }
 
     /// Set `member`'s score (adding it if new); the old score if there was one. O(log N).
     pub fn insert(&mut self, member: Bytes, score: f64) -> Option<f64> {
-        match self.scores.get_mut(&member) {
-            Some(old) => {
-                let previous = *old;
+        if let Repr::Small(v) = &mut self.repr {
+            if let Some(e) = v.iter_mut().find(|e| e.member == member) {
+                let previous = e.score;
                 // As in Redis, -0 replacing 0 (or the reverse) is no change.
                 if previous != score {
+                    e.score = score;
+                }
+                return Some(previous);
+            }
+            if v.len() < packed::MAX_LEN && packed::fits(&[&member]) {
+                v.reserve_exact(1);
+                v.push(Scored { score, member });
+                return None;
+            }
+        }
+        let (scores, order) = self.big();
+        match scores.get_mut(&member) {
+            Some(old) => {
+                let previous = *old;
+                if previous != score {
                     *old = score;
-                    self.order.remove(&Scored { score: previous, member: member.clone() });
-                    self.order.insert(Scored { score, member });
+                    order.remove(&Scored { score: previous, member: member.clone() });
+                    order.insert(Scored { score, member });
                 }
                 Some(previous)
             }
             None => {
-                self.scores.insert(member.clone(), score);
-                self.order.insert(Scored { score, member });
+                scores.insert(member.clone(), score);
+                order.insert(Scored { score, member });
                 None
             }
         }
@@ -182,44 +300,79 @@ impl ZSet {
     /// Turn every `-0` score into `0`: a listpack stores scores as text and Redis reads `-0`
     /// back from one as 0, so a set in that form never holds `-0`. O(N).
     pub fn positive_zeros(&mut self) {
-        let negative: Vec<Bytes> =
-            self.scores.iter().filter(|(_, s)| **s == 0.0 && s.is_sign_negative()).map(|(m, _)| m.clone()).collect();
-        for m in negative {
-            self.order.remove(&Scored { score: 0.0, member: m.clone() });
-            self.order.insert(Scored { score: 0.0, member: m.clone() });
-            if let Some(s) = self.scores.get_mut(&m) {
-                *s = 0.0;
+        match &mut self.repr {
+            Repr::Small(v) => {
+                for e in v.iter_mut().filter(|e| e.score == 0.0) {
+                    e.score = 0.0;
+                }
+            }
+            Repr::Big { scores, order } => {
+                let negative: Vec<Bytes> =
+                    scores.iter().filter(|(_, s)| **s == 0.0 && s.is_sign_negative()).map(|(m, _)| m.clone()).collect();
+                for m in negative {
+                    order.remove(&Scored { score: 0.0, member: m.clone() });
+                    order.insert(Scored { score: 0.0, member: m.clone() });
+                    if let Some(s) = scores.get_mut(&m) {
+                        *s = 0.0;
+                    }
+                }
             }
         }
     }
 
     /// Remove `member`; its score if it was there. O(log N).
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
-        let score = self.scores.swap_remove(member)?;
-        self.order.remove(&Scored { score, member: Bytes::copy_from_slice(member) });
-        Some(score)
+        match &mut self.repr {
+            Repr::Small(v) => {
+                let i = v.iter().position(|e| e.member == member)?;
+                Some(v.swap_remove(i).score)
+            }
+            Repr::Big { scores, order } => {
+                let score = scores.swap_remove(member)?;
+                order.remove(&Scored { score, member: Bytes::copy_from_slice(member) });
+                Some(score)
+            }
+        }
     }
 
     /// Remove and return the lowest (`max` false) or highest member. O(log N).
     pub fn pop(&mut self, max: bool) -> Option<Scored> {
-        let e = if max { self.order.pop_last() } else { self.order.pop_first() }?;
-        self.scores.swap_remove(&e.member);
-        Some(e)
+        match &mut self.repr {
+            Repr::Small(v) => {
+                let ends = v.iter().enumerate();
+                let (i, _) = if max { ends.max_by(|a, b| a.1.cmp(b.1)) } else { ends.min_by(|a, b| a.1.cmp(b.1)) }?;
+                Some(v.swap_remove(i))
+            }
+            Repr::Big { scores, order } => {
+                let e = if max { order.pop_last() } else { order.pop_first() }?;
+                scores.swap_remove(&e.member);
+                Some(e)
+            }
+        }
     }
 
     /// Every member in order, lowest first (`.rev()` for highest first).
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Scored> + '_ {
-        self.order.iter()
+    pub fn iter(&self) -> Iter<'_> {
+        match &self.repr {
+            Repr::Small(v) => Iter::Sorted(sorted(v).into_iter()),
+            Repr::Big { order, .. } => Iter::Tree(order.iter()),
+        }
     }
 
     /// Every member with its score, in the hash index's order (no order): for ZSCAN's walk.
-    pub fn members(&self) -> impl Iterator<Item = (&Bytes, f64)> + '_ {
-        self.scores.iter().map(|(m, s)| (m, *s))
+    pub fn members(&self) -> Box<dyn Iterator<Item = (&Bytes, f64)> + '_> {
+        match &self.repr {
+            Repr::Small(v) => Box::new(v.iter().map(|e| (&e.member, e.score))),
+            Repr::Big { scores, .. } => Box::new(scores.iter().map(|(m, s)| (m, *s))),
+        }
     }
 
     /// The member at position `i` of the hash index (no order): for random picks. O(1).
     pub fn get_index(&self, i: usize) -> Option<(&Bytes, f64)> {
-        self.scores.get_index(i).map(|(m, s)| (m, *s))
+        match &self.repr {
+            Repr::Small(v) => v.get(i).map(|e| (&e.member, e.score)),
+            Repr::Big { scores, .. } => scores.get_index(i).map(|(m, s)| (m, *s)),
+        }
     }
 
     /// The 0-based rank of `member` counted from the lowest (`rev` false) or highest.
@@ -227,15 +380,25 @@ impl ZSet {
     pub fn rank(&self, member: &[u8], rev: bool) -> Option<usize> {
         let score = self.score(member)?;
         let key = Scored { score, member: Bytes::copy_from_slice(member) };
-        let below = self.order.range(..&key).count();
-        Some(if rev { self.order.len().saturating_sub(1 + below) } else { below })
+        let below = match &self.repr {
+            Repr::Small(v) => v.iter().filter(|e| **e < key).count(),
+            Repr::Big { order, .. } => order.range(..&key).count(),
+        };
+        Some(if rev { self.len().saturating_sub(1 + below) } else { below })
     }
 
     /// The members with scores in `[min, max]`, lowest first (`.rev()` for highest first).
     /// The start is found in O(log N).
-    pub fn score_range(&self, min: ScoreBound, max: ScoreBound) -> impl DoubleEndedIterator<Item = &Scored> + '_ {
-        let bounds = score_bounds(min, max);
-        bounds.map(|(lo, hi)| self.order.range((lo, hi))).into_iter().flatten()
+    pub fn score_range(&self, min: ScoreBound, max: ScoreBound) -> Iter<'_> {
+        let Some((lo, hi)) = score_bounds(min, max) else { return Iter::Sorted(Vec::new().into_iter()) };
+        match &self.repr {
+            Repr::Small(v) => {
+                let mut picked: Vec<&Scored> = v.iter().filter(|e| within(e, &lo, &hi)).collect();
+                picked.sort_unstable();
+                Iter::Sorted(picked.into_iter())
+            }
+            Repr::Big { order, .. } => Iter::Range(order.range((lo, hi))),
+        }
     }
 
     /// The members in the lexicographic interval `[min, max]`, in set order, assuming (as
@@ -250,27 +413,21 @@ impl ZSet {
     ) -> Box<dyn Iterator<Item = &'a Scored> + 'a> {
         // As Redis checks first: nothing unless the last member is at or above `min` and the
         // first at or below `max`.
-        let ends = self.order.last().is_some_and(|e| min.below_ok(&e.member))
-            && self.order.first().is_some_and(|e| max.above_ok(&e.member));
+        let ends = self.iter().next_back().is_some_and(|e| min.below_ok(&e.member))
+            && self.iter().next().is_some_and(|e| max.above_ok(&e.member));
         if !lex_range_possible(min, max) || !ends {
             return Box::new(std::iter::empty());
         }
         if rev {
-            Box::new(
-                self.order
-                    .iter()
-                    .rev()
-                    .skip_while(|e| !max.above_ok(&e.member))
-                    .take_while(|e| min.below_ok(&e.member)),
-            )
+            Box::new(self.iter().rev().skip_while(|e| !max.above_ok(&e.member)).take_while(|e| min.below_ok(&e.member)))
         } else {
-            Box::new(self.order.iter().skip_while(|e| !min.below_ok(&e.member)).take_while(|e| max.above_ok(&e.member)))
+            Box::new(self.iter().skip_while(|e| !min.below_ok(&e.member)).take_while(|e| max.above_ok(&e.member)))
         }
     }
 
     /// The longest member's length (what decides the listpack encoding). O(N).
     pub fn max_member_len(&self) -> usize {
-        self.scores.keys().map(Bytes::len).max().unwrap_or(0)
+        self.members().map(|(m, _)| m.len()).max().unwrap_or(0)
     }
 
     /// Bytes of member data plus per-member bookkeeping, for MEMORY USAGE. O(N).
@@ -278,7 +435,7 @@ impl ZSet {
         // Per member: its bytes (shared by both indexes), an IndexMap slot and hash entry, a
         // B-tree slot with node slack.
         const PER_MEMBER: usize = 96;
-        self.scores.keys().map(|m| m.len() + PER_MEMBER).sum()
+        self.members().map(|(m, _)| m.len() + PER_MEMBER).sum()
     }
 }
 
@@ -319,6 +476,7 @@ fn score_bounds(min: ScoreBound, max: ScoreBound) -> Option<(Bound<Scored>, Boun
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+    use crate::keyspace::packed;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -374,9 +532,12 @@ mod tests {
     }
 
     fn op() -> impl Strategy<Value = Op> {
+        // Names 0..20 often meet again; up to 90 pass the small form's length limit, and name
+        // 255 its member limit.
+        let name = prop_oneof![4 => 0u8..20, 1 => 0u8..90, 1 => Just(255u8)];
         prop_oneof![
-            4 => (0u8..20, -5i8..5).prop_map(|(m, s)| Op::Insert(m, s)),
-            2 => (0u8..20).prop_map(Op::Remove),
+            4 => (name.clone(), -5i8..5).prop_map(|(m, s)| Op::Insert(m, s)),
+            2 => name.prop_map(Op::Remove),
             1 => any::<bool>().prop_map(Op::Pop),
         ]
     }
@@ -387,6 +548,11 @@ mod tests {
         fn behaves_as_a_map_ordered_by_score_then_member(ops in prop::collection::vec(op(), 0..200), lo in -6i8..6, hi in -6i8..6, lx in any::<bool>(), hx in any::<bool>()) {
             let mut z = ZSet::new();
             let mut model: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
+            // The numbering (random picks, ZSCAN) as the table keeps it, and whether the set
+            // ever passed the small form's limits.
+            let mut numbered: IndexMap<Vec<u8>, f64> = IndexMap::new();
+            let mut passed = false;
+            let name = |m: u8| if m == 255 { vec![b'm'; packed::MAX_ITEM + 1] } else { vec![b'm', m] };
             let sorted = |m: &BTreeMap<Vec<u8>, f64>| {
                 let mut v: Vec<(f64, Vec<u8>)> = m.iter().map(|(k, s)| (*s, k.clone())).collect();
                 v.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then_with(|| a.1.cmp(&b.1)));
@@ -395,11 +561,14 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Insert(m, s) => {
-                        let key = vec![b'm', m];
+                        let key = name(m);
+                        passed |= !model.contains_key(&key) && (!packed::fits(&[&key]) || model.len() == packed::MAX_LEN);
+                        numbered.insert(key.clone(), f64::from(s));
                         prop_assert_eq!(z.insert(Bytes::from(key.clone()), f64::from(s)), model.insert(key, f64::from(s)));
                     }
                     Op::Remove(m) => {
-                        let key = vec![b'm', m];
+                        let key = name(m);
+                        numbered.swap_remove(&key);
                         prop_assert_eq!(z.remove(&key), model.remove(&key));
                     }
                     Op::Pop(max) => {
@@ -407,11 +576,19 @@ mod tests {
                         let want = if max { want.last().cloned() } else { want.first().cloned() };
                         if let Some((_, k)) = &want {
                             model.remove(k);
+                            numbered.swap_remove(k);
                         }
                         prop_assert_eq!(z.pop(max).map(|e| (e.score, e.member.to_vec())), want);
                     }
                 }
                 prop_assert_eq!(z.len(), model.len());
+                prop_assert_eq!(z.is_small(), !passed);
+                let got: Vec<(Vec<u8>, f64)> = z.members().map(|(m, s)| (m.to_vec(), s)).collect();
+                let want: Vec<(Vec<u8>, f64)> = numbered.iter().map(|(m, s)| (m.clone(), *s)).collect();
+                prop_assert_eq!(got, want);
+            }
+            for (i, (m, s)) in numbered.iter().enumerate() {
+                prop_assert_eq!(z.get_index(i).map(|(m, s)| (m.to_vec(), s)), Some((m.clone(), *s)));
             }
             let want = sorted(&model);
             let got: Vec<(f64, Vec<u8>)> = z.iter().map(|e| (e.score, e.member.to_vec())).collect();
