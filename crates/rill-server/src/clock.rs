@@ -81,6 +81,12 @@ impl Tick {
         let d = self.0.saturating_sub(earlier.0);
         (d as f64 / ticks_per_us()) as u64
     }
+
+    /// Nanoseconds from `earlier` to `self` (0 if the counter went backwards).
+    pub fn nanos_since(self, earlier: Tick) -> u64 {
+        let d = self.0.saturating_sub(earlier.0);
+        (d as f64 * 1000.0 / ticks_per_us()) as u64
+    }
 }
 
 /// The current time in Unix milliseconds: the only clock the engine sees.

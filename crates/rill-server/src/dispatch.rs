@@ -470,6 +470,14 @@ pub fn call(
     if !conn.redacted.is_empty() {
         conn.redacted.clear();
     }
+    // HOTKEYS: commands a client sent (EXEC's included), not the calls inside a script.
+    if !parked && !conn.script && st.hotkeys.active(now_ms) {
+        let reply = match &action {
+            Action::Reply(r) | Action::Close(Some(r)) => Some(r),
+            _ => None,
+        };
+        st.hotkeys.record(spec, args, finished.nanos_since(conn.clock), reply, conn.proto);
+    }
     conn.last_micros = micros;
     latency_sample(st, spec, micros, now_ms);
     conn.clock = finished;

@@ -15,6 +15,7 @@ const DEFAULT: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "hotkeys",
     "modules",
     "errorstats",
     "cluster",
@@ -31,6 +32,7 @@ const ORDER: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "hotkeys",
     "modules",
     "commandstats",
     "errorstats",
@@ -549,6 +551,13 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             // No main thread does all the work: the process's figures.
             line!(out, "used_cpu_sys_main_thread:{sys:.6}");
             line!(out, "used_cpu_user_main_thread:{user:.6}");
+        }
+        "hotkeys" => {
+            line!(out, "# Hotkeys");
+            if let Some((active, update_ms)) = st.hotkeys.summary(now_ms) {
+                line!(out, "hotkeys-tracking-active:{}", u8::from(active));
+                line!(out, "hotkeys-cmd-cpu-time:{update_ms}");
+            }
         }
         "modules" => line!(out, "# Modules"),
         "errorstats" => {

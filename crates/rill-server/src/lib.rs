@@ -18,6 +18,7 @@ pub mod console;
 pub mod dispatch;
 pub mod evict;
 pub mod handover;
+pub mod hotkeys;
 pub mod http;
 pub mod identity;
 pub mod info;

@@ -335,6 +335,8 @@ pub struct State {
     pub monitors: crate::monitor::Monitors,
     /// The latency monitor's events (LATENCY LATEST, HISTORY, ...).
     pub latency: crate::latency::Monitor,
+    /// HOTKEYS' tracking session.
+    pub hotkeys: crate::hotkeys::HotKeys,
     /// Scripts: the Lua VM and the script cache (`script/`).
     pub scripts: crate::script::Scripts,
     /// Eviction (`evict.rs`): the OOM state a command started with, the background task's wake.
@@ -386,6 +388,7 @@ impl State {
             slowlog: Default::default(),
             monitors: Default::default(),
             latency: Default::default(),
+            hotkeys: Default::default(),
             scripts: Default::default(),
             eviction: Default::default(),
             lazyfree: Default::default(),

@@ -3,6 +3,7 @@
 
 pub mod acl;
 pub mod connection;
+pub mod hotkeys;
 pub mod introspect;
 pub mod latency;
 pub mod metrics;

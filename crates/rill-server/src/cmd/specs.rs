@@ -2,7 +2,8 @@
 //! introspection). Data commands are declared next to their handlers in rill-engine.
 
 use super::{
-    acl, connection, help, introspect, latency, metrics, migrate, multi, pubsub, replication, reply, server, Run,
+    acl, connection, help, hotkeys, introspect, latency, metrics, migrate, multi, pubsub, replication, reply, server,
+    Run,
 };
 use crate::client::Action;
 use crate::script::functions;
@@ -949,6 +950,81 @@ pub const SLOWLOG_SUBS: &[CommandSpec] = &[
     ),
 ];
 
+/// HOTKEYS subcommands (Redis 8.6).
+pub const HOTKEYS_SUBS: &[CommandSpec] = &[
+    CommandSpec {
+        tips: &["request_policy:special"],
+        ..sub(
+            "hotkeys|start",
+            -2,
+            HOTKEYS_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "METRICS count:integer [CPU] [NET] [COUNT k:integer] [DURATION seconds:integer] [SAMPLE ratio:integer] \
+             [SLOTS count:integer slot:integer ...]",
+            "Starts tracking the keys commands spend the most time and network bytes on.",
+            "8.6.0",
+            server(&Run(hotkeys::start)),
+        )
+    },
+    CommandSpec {
+        tips: &["request_policy:special"],
+        ..sub(
+            "hotkeys|stop",
+            2,
+            HOTKEYS_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "",
+            "Stops tracking hot keys; what was gathered stays for GET.",
+            "8.6.0",
+            server(&Run(hotkeys::stop)),
+        )
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output", "request_policy:special", "response_policy:special"],
+        complexity: "O(K) where K is the number of hotkeys returned.",
+        ..sub(
+            "hotkeys|get",
+            2,
+            HOTKEYS_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "",
+            "Returns the tracking session's figures and its heaviest keys by each metric.",
+            "8.6.0",
+            server(&Run(hotkeys::get)),
+        )
+    },
+    CommandSpec {
+        tips: &["request_policy:special"],
+        ..sub(
+            "hotkeys|reset",
+            2,
+            HOTKEYS_FLAGS,
+            ADMIN_ACL,
+            "server",
+            "",
+            "Drops a stopped tracking session and what it gathered.",
+            "8.6.0",
+            server(&Run(hotkeys::reset)),
+        )
+    },
+    sub(
+        "hotkeys|help",
+        2,
+        LOADING_STALE,
+        &["@slow"],
+        "server",
+        "",
+        "Lists the HOTKEYS subcommands.",
+        "8.6.1",
+        server(&Run(|_| reply(help("HOTKEYS", hotkeys::HELP)))),
+    ),
+];
+
+const HOTKEYS_FLAGS: Flags = Flags::ADMIN.and(Flags::NOSCRIPT);
+
 /// LATENCY subcommands.
 pub const LATENCY_SUBS: &[CommandSpec] = &[
     CommandSpec {
@@ -1503,6 +1579,16 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Commands about latency: the monitor's events and command durations.",
         since: "2.8.13",
         subcommands: LATENCY_SUBS,
+        ..CommandSpec::of(Handler::Container)
+    },
+    CommandSpec {
+        name: "hotkeys",
+        arity: -2,
+        acl: &["@slow"],
+        group: "server",
+        summary: "Commands about tracking the keys commands spend the most time and bytes on.",
+        since: "8.6.0",
+        subcommands: HOTKEYS_SUBS,
         ..CommandSpec::of(Handler::Container)
     },
     CommandSpec {

@@ -32,6 +32,7 @@ mod encoding_fuzz;
 mod eviction;
 mod exporter;
 mod failover;
+mod hotkeys;
 mod introspection;
 mod keyspace_events;
 mod keyspace_fuzz;
