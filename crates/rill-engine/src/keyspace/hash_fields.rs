@@ -34,7 +34,8 @@ pub struct HashFields {
 #[derive(Debug, Clone)]
 enum Repr {
     Packed(Packed<2>),
-    Table(IndexMap<Bytes, Bytes, Hasher>),
+    /// Boxed: the one-buffer form is what keeps the whole collection a vector's size.
+    Table(Box<IndexMap<Bytes, Bytes, Hasher>>),
 }
 
 impl Default for HashFields {
@@ -86,7 +87,7 @@ impl HashFields {
         let repr = if n <= packed::MAX_LEN {
             Repr::Packed(Packed::default())
         } else {
-            Repr::Table(IndexMap::with_capacity_and_hasher(n, Hasher::default()))
+            Repr::Table(Box::new(IndexMap::with_capacity_and_hasher(n, Hasher::default())))
         };
         HashFields { repr, ttls: None }
     }
@@ -157,7 +158,7 @@ impl HashFields {
             for [f, v] in p.iter() {
                 t.insert(Bytes::copy_from_slice(f), Bytes::copy_from_slice(v));
             }
-            self.repr = Repr::Table(t);
+            self.repr = Repr::Table(Box::new(t));
         }
         match &mut self.repr {
             Repr::Table(t) => t,

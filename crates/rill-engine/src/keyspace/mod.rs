@@ -53,19 +53,23 @@ pub use set_members::SetMembers;
 pub enum Value {
     /// A string (also holds integers as their decimal text, as Redis does).
     Str(Bytes),
-    /// A hash: field → value. The tables of a hash and a set are boxed so that a `Value` is
-    /// 40 bytes (a string's `Bytes` and a tag), not 56: every key pays for the largest
-    /// variant, and most keys are strings.
-    Hash(Box<HashFields>),
+    /// A hash: field → value. A small hash, set or sorted set is one vector held right here
+    /// (its table, past the small form's limits, is boxed), so that a `Value` stays 40 bytes
+    /// (a string's `Bytes` and a tag) and a small collection costs one allocation: every key
+    /// pays for the largest variant, and most keys are small.
+    Hash(HashFields),
     /// A list, head at the front.
     List(VecDeque<Bytes>),
-    /// A set of members (boxed, as a hash).
-    Set(Box<SetMembers>),
+    /// A set of members (see `Hash`).
+    Set(SetMembers),
     /// A stream (boxed: it is much larger than the other variants).
     Stream(Box<crate::types::stream::Stream>),
-    /// A sorted set (boxed, as a hash).
-    ZSet(Box<crate::types::zset::ZSet>),
+    /// A sorted set (see `Hash`).
+    ZSet(crate::types::zset::ZSet),
 }
+
+// Every key pays for the largest variant (see `Value::Hash`).
+const _: () = assert!(std::mem::size_of::<Value>() == 40);
 
 impl Value {
     /// The name `TYPE` reports.

@@ -18,12 +18,16 @@ pub fn fits(parts: &[&[u8]]) -> bool {
     parts.iter().all(|p| p.len() <= MAX_ITEM)
 }
 
-/// `K` strings per entry, each behind a one-byte length.
+/// `K` strings per entry, each behind a one-byte length, after a first byte holding the
+/// number of entries (an empty collection holds no buffer at all): one vector, so that the
+/// collections holding one fit in a key's value without a box of their own.
 #[derive(Debug, Clone, Default)]
 pub struct Packed<const K: usize> {
     buf: Vec<u8>,
-    len: usize,
 }
+
+/// Where the first entry starts.
+const FIRST: usize = 1;
 
 /// Where one entry lies: `start..end` in the buffer; its last string (behind its length byte)
 /// at `last..end`.
@@ -37,7 +41,7 @@ pub struct Slot {
 impl<const K: usize> Packed<K> {
     /// How many entries it holds.
     pub fn len(&self) -> usize {
-        self.len
+        usize::from(self.buf.first().copied().unwrap_or(0))
     }
 
     /// The strings of the entry starting at `at`, and where the next begins.
@@ -55,12 +59,12 @@ impl<const K: usize> Packed<K> {
 
     /// The entries in their order.
     pub fn iter(&self) -> Iter<'_, K> {
-        Iter { packed: self, at: 0 }
+        Iter { packed: self, at: FIRST }
     }
 
     /// The entry whose first string is `first`.
     pub fn find(&self, first: &[u8]) -> Option<Slot> {
-        let mut at = 0;
+        let mut at = FIRST;
         while let Some((parts, slot)) = self.entry_at(at) {
             if parts.first() == Some(&first) {
                 return Some(slot);
@@ -72,7 +76,7 @@ impl<const K: usize> Packed<K> {
 
     /// The entry numbered `index`.
     pub fn slot(&self, index: usize) -> Option<Slot> {
-        let mut at = 0;
+        let mut at = FIRST;
         let mut i = 0;
         loop {
             let (_, slot) = self.entry_at(at)?;
@@ -96,12 +100,20 @@ impl<const K: usize> Packed<K> {
 
     /// Append an entry (the caller checked [`fits`], the room, and that it is new).
     pub fn push(&mut self, parts: [&[u8]; K]) {
-        self.buf.reserve_exact(parts.iter().map(|p| p.len() + 1).sum());
+        let need: usize = parts.iter().map(|p| p.len() + 1).sum();
+        if self.buf.is_empty() {
+            self.buf.reserve_exact(FIRST + need);
+            self.buf.push(0);
+        } else {
+            self.buf.reserve_exact(need);
+        }
         for p in parts {
             self.buf.push(p.len() as u8);
             self.buf.extend_from_slice(p);
         }
-        self.len += 1;
+        if let Some(n) = self.buf.first_mut() {
+            *n += 1;
+        }
     }
 
     /// Replace the last string of the entry at `slot` (the caller checked [`fits`]).
@@ -116,15 +128,20 @@ impl<const K: usize> Packed<K> {
     /// Remove the entry at `slot`; the last entry takes its number.
     pub fn swap_remove(&mut self, slot: Slot) {
         if slot.end < self.buf.len() {
-            let Some(tail) = self.len.checked_sub(1).and_then(|i| self.slot(i)) else { return };
+            let Some(tail) = self.len().checked_sub(1).and_then(|i| self.slot(i)) else { return };
             let moved = self.buf.get(tail.start..tail.end).map(<[u8]>::to_vec).unwrap_or_default();
             self.buf.truncate(tail.start);
             self.buf.splice(slot.start..slot.end, moved);
         } else {
             self.buf.truncate(slot.start);
         }
-        self.len -= 1;
-        self.buf.shrink_to_fit();
+        match self.buf.first_mut() {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                self.buf.shrink_to_fit();
+            }
+            _ => self.buf = Vec::new(),
+        }
     }
 }
 

@@ -20,7 +20,8 @@ pub struct SetMembers {
 #[derive(Debug, Clone)]
 enum Repr {
     Packed(Packed<1>),
-    Table(IndexSet<Bytes, Hasher>),
+    /// Boxed: the one-buffer form is what keeps the whole collection a vector's size.
+    Table(Box<IndexSet<Bytes, Hasher>>),
 }
 
 impl Default for SetMembers {
@@ -42,7 +43,7 @@ impl SetMembers {
         let repr = if n <= packed::MAX_LEN {
             Repr::Packed(Packed::default())
         } else {
-            Repr::Table(IndexSet::with_capacity_and_hasher(n, Hasher::default()))
+            Repr::Table(Box::new(IndexSet::with_capacity_and_hasher(n, Hasher::default())))
         };
         SetMembers { repr }
     }
@@ -102,7 +103,7 @@ impl SetMembers {
         if let Repr::Packed(p) = &self.repr {
             let mut t = IndexSet::with_capacity_and_hasher(p.len() + 1, Hasher::default());
             t.extend(p.iter().map(|[m]| Bytes::copy_from_slice(m)));
-            self.repr = Repr::Table(t);
+            self.repr = Repr::Table(Box::new(t));
         }
         match &mut self.repr {
             Repr::Table(t) => t,

@@ -516,7 +516,7 @@ fn set_from(members: impl Iterator<Item = Result<Vec<u8>, RdbError>>) -> Result<
             return Err(RdbError::Corrupt("duplicate set member"));
         }
     }
-    Ok(Value::Set(Box::new(set)))
+    Ok(Value::Set(set))
 }
 
 /// A hash field and its value, as decoded.
@@ -541,7 +541,7 @@ fn hash_from(pairs: Vec<Pair>) -> Result<Value, RdbError> {
             return Err(RdbError::Corrupt("duplicate hash field"));
         }
     }
-    Ok(Value::Hash(Box::new(hash)))
+    Ok(Value::Hash(hash))
 }
 
 /// A hash from (field, value, expiry time) triples, time 0 meaning none.
@@ -559,7 +559,7 @@ fn timed_hash_from(triples: Vec<(Vec<u8>, Vec<u8>, u64)>) -> Result<Value, RdbEr
             hash.set_ttl(&f, i64::try_from(at).ok());
         }
     }
-    Ok(Value::Hash(Box::new(hash)))
+    Ok(Value::Hash(hash))
 }
 
 /// A score in the old text form: a length byte then ASCII, or 253 / 254 / 255 for NaN, +inf,
@@ -607,5 +607,5 @@ fn zset_from(pairs: Vec<(Vec<u8>, f64)>) -> Result<Value, RdbError> {
             return Err(RdbError::Corrupt("duplicate zset member"));
         }
     }
-    Ok(Value::ZSet(Box::new(z)))
+    Ok(Value::ZSet(z))
 }

@@ -76,7 +76,7 @@ const R7_0_15_STREAM: &str = "130110000000000000000100000000000000013f3f00000019
 /// XGROUP CREATECONSUMER g bob.
 #[test]
 fn restores_payloads_from_redis() {
-    let sets = |v: &[&str]| Value::Set(Box::new(v.iter().map(|s| b(s)).collect()));
+    let sets = |v: &[&str]| Value::Set(v.iter().map(|s| b(s)).collect());
     let big_set: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
     let big_hash: crate::keyspace::HashFields = (0..200).map(|i| (b(&format!("f{i}")), b(&format!("v{i}")))).collect();
     for vectors in [
@@ -113,8 +113,8 @@ fn restores_payloads_from_redis() {
         assert_eq!(got[4], sets(&["1", "2", "3"]));
         assert_eq!(got[5], sets(&["a", "b", "c"]));
         assert_eq!(got[6], sets(&big_set.iter().map(String::as_str).collect::<Vec<_>>()));
-        assert_eq!(got[7], Value::Hash(Box::new([(b("f1"), b("v1")), (b("f2"), b("2"))].into_iter().collect())));
-        assert_eq!(got[8], Value::Hash(Box::new(big_hash.clone())));
+        assert_eq!(got[7], Value::Hash([(b("f1"), b("v1")), (b("f2"), b("2"))].into_iter().collect()));
+        assert_eq!(got[8], Value::Hash(big_hash.clone()));
         let Value::Stream(s) = &got[9] else { panic!("not a stream") };
         check_captured_stream(s);
     }
@@ -358,13 +358,13 @@ proptest! {
 
     #[test]
     fn sets_round_trip(items in prop::collection::hash_set(element(), 1..60)) {
-        let v = Value::Set(Box::new(items.into_iter().collect()));
+        let v = Value::Set(items.into_iter().collect());
         prop_assert_eq!(round_trip(&v), v);
     }
 
     #[test]
     fn hashes_round_trip(items in prop::collection::hash_map(element(), element(), 1..60)) {
-        let v = Value::Hash(Box::new(items.into_iter().collect()));
+        let v = Value::Hash(items.into_iter().collect());
         prop_assert_eq!(round_trip(&v), v);
     }
 

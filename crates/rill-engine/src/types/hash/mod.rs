@@ -240,7 +240,7 @@ fn write_hash<'e>(
     ctx: &CallCtx,
     key: &Bytes,
 ) -> Result<(&'e mut Hash, &'e mut ObjectMeta), CmdError> {
-    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Hash(Box::default()));
+    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Hash(Default::default()));
     match &mut entry.value {
         Value::Hash(h) => Ok((h, &mut entry.meta)),
         _ => Err(CmdError::WRONGTYPE),

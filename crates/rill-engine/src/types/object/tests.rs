@@ -254,10 +254,10 @@ fn loaded_values_are_classified_by_content() {
     let mut h = Harness::new();
     let big: crate::keyspace::HashFields =
         (0..600).map(|i| (Bytes::from(format!("f{i}")), Bytes::from_static(b"v"))).collect();
-    h.engine.insert(0, Bytes::from_static(b"h"), Value::Hash(Box::new(big)));
+    h.engine.insert(0, Bytes::from_static(b"h"), Value::Hash(big));
     assert_eq!(enc(&mut h, "h"), bulk("hashtable"));
     let ints: crate::keyspace::SetMembers = (0..10).map(|i| Bytes::from(i.to_string())).collect();
-    h.engine.insert(0, Bytes::from_static(b"s"), Value::Set(Box::new(ints)));
+    h.engine.insert(0, Bytes::from_static(b"s"), Value::Set(ints));
     assert_eq!(enc(&mut h, "s"), bulk("intset"));
     // A RESTOREd hash that fits is a listpack, whatever the original was.
     h.run(&["HSET", "t", "a", &x(65)]);

@@ -184,7 +184,7 @@ fn borrow_sets<'e>(engine: &'e Engine, ctx: &CallCtx, keys: &[Bytes]) -> Vec<Opt
     let db = engine.db(ctx.db);
     keys.iter()
         .map(|k| match db.get_raw(k).map(|e| &e.value) {
-            Some(Value::Set(s)) => Some(&**s),
+            Some(Value::Set(s)) => Some(s),
             _ => None,
         })
         .collect()
@@ -244,7 +244,7 @@ fn store_op(engine: &mut Engine, ctx: &CallCtx, args: &[Bytes], op: SetOp) -> Re
     if !from_first {
         encoding::set_built(&mut meta, &set, &cfg);
     }
-    engine.set_key(ctx.db, destination, Value::Set(Box::new(set)), false);
+    engine.set_key(ctx.db, destination, Value::Set(set), false);
     if let Some(e) = engine.entry_mut(ctx.db, destination) {
         e.meta.form = meta.form;
     }
@@ -416,7 +416,7 @@ fn smove(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
         engine.modified(ctx.db, source, KeyEvent::SRem);
     }
     let cfg = engine.config.object;
-    let entry = engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::Set(Box::default()));
+    let entry = engine.lookup_or_insert(ctx.db, destination, ctx.now_ms, || Value::Set(Default::default()));
     let mut added = false;
     if let Value::Set(dst) = &mut entry.value {
         if dst.is_empty() {

@@ -125,7 +125,7 @@ fn read_set<'e>(engine: &'e mut Engine, ctx: &CallCtx, key: &[u8]) -> Result<Opt
 fn sadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
     let cfg = engine.config.object;
-    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Set(Box::default()));
+    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::Set(Default::default()));
     let Value::Set(set) = &mut entry.value else { return Err(CmdError::WRONGTYPE) };
     let meta = &mut entry.meta;
     let members = args.get(2..).unwrap_or(&[]);

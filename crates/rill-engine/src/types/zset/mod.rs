@@ -243,7 +243,7 @@ pub(crate) fn store_result(
         delete_key(engine, ctx.db, dest);
         return Ok(Reply::Integer(0));
     }
-    engine.set_key(ctx.db, dest, Value::ZSet(Box::new(zset)), false);
+    engine.set_key(ctx.db, dest, Value::ZSet(zset), false);
     engine.modified(ctx.db, dest, event);
     Ok(Reply::Integer(len as i64))
 }
@@ -352,7 +352,7 @@ pub(crate) fn zadd(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Re
     if !exists && flags.xx {
         return Ok(if flags.incr { Reply::Null } else { Reply::Integer(0) });
     }
-    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::ZSet(Box::default()));
+    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::ZSet(Default::default()));
     let Value::ZSet(z) = &mut entry.value else { return Err(CmdError::WRONGTYPE) };
     let meta = &mut entry.meta;
     if exists {
@@ -412,7 +412,7 @@ fn zincrby(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Rep
     } else {
         return Err(CmdError::WRONGTYPE);
     }
-    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::ZSet(Box::default()));
+    let entry = engine.lookup_or_insert(ctx.db, key, ctx.now_ms, || Value::ZSet(Default::default()));
     let Value::ZSet(z) = &mut entry.value else { return Err(CmdError::WRONGTYPE) };
     let meta = &mut entry.meta;
     if z.is_empty() {

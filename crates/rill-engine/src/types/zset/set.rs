@@ -142,10 +142,15 @@ enum Repr {
     /// At most [`packed::MAX_LEN`] members of at most [`packed::MAX_ITEM`] bytes, in the
     /// order the table would number them; ordered on demand.
     Small(Vec<Scored>),
-    Big {
-        scores: IndexMap<Bytes, f64, crate::keyspace::FastHash>,
-        order: BTreeSet<Scored>,
-    },
+    /// Boxed: the small form is what keeps the whole set a vector's size.
+    Big(Box<Indexes>),
+}
+
+/// The two indexes of a sorted set past the small form's limits.
+#[derive(Debug, Clone)]
+struct Indexes {
+    scores: IndexMap<Bytes, f64, crate::keyspace::FastHash>,
+    order: BTreeSet<Scored>,
 }
 
 impl Default for ZSet {
@@ -223,7 +228,7 @@ impl ZSet {
     pub fn len(&self) -> usize {
         match &self.repr {
             Repr::Small(v) => v.len(),
-            Repr::Big { scores, .. } => scores.len(),
+            Repr::Big(b) => b.scores.len(),
         }
     }
 
@@ -241,7 +246,7 @@ impl ZSet {
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         match &self.repr {
             Repr::Small(v) => v.iter().find(|e| e.member == member).map(|e| e.score),
-            Repr::Big { scores, .. } => scores.get(member).copied(),
+            Repr::Big(b) => b.scores.get(member).copied(),
         }
     }
 
@@ -253,10 +258,10 @@ impl ZSet {
             for e in &items {
                 scores.insert(e.member.clone(), e.score);
             }
-            self.repr = Repr::Big { scores, order: items.into_iter().collect() };
+            self.repr = Repr::Big(Box::new(Indexes { scores, order: items.into_iter().collect() }));
         }
         match &mut self.repr {
-            Repr::Big { scores, order } => (scores, order),
+            Repr::Big(b) => (&mut b.scores, &mut b.order),
             Repr::Small(_) => unreachable!("made the indexes above"),
         }
     }
@@ -306,7 +311,8 @@ impl ZSet {
                     e.score = 0.0;
                 }
             }
-            Repr::Big { scores, order } => {
+            Repr::Big(b) => {
+                let Indexes { scores, order } = &mut **b;
                 let negative: Vec<Bytes> =
                     scores.iter().filter(|(_, s)| **s == 0.0 && s.is_sign_negative()).map(|(m, _)| m.clone()).collect();
                 for m in negative {
@@ -327,7 +333,8 @@ impl ZSet {
                 let i = v.iter().position(|e| e.member == member)?;
                 Some(v.swap_remove(i).score)
             }
-            Repr::Big { scores, order } => {
+            Repr::Big(b) => {
+                let Indexes { scores, order } = &mut **b;
                 let score = scores.swap_remove(member)?;
                 order.remove(&Scored { score, member: Bytes::copy_from_slice(member) });
                 Some(score)
@@ -343,7 +350,8 @@ impl ZSet {
                 let (i, _) = if max { ends.max_by(|a, b| a.1.cmp(b.1)) } else { ends.min_by(|a, b| a.1.cmp(b.1)) }?;
                 Some(v.swap_remove(i))
             }
-            Repr::Big { scores, order } => {
+            Repr::Big(b) => {
+                let Indexes { scores, order } = &mut **b;
                 let e = if max { order.pop_last() } else { order.pop_first() }?;
                 scores.swap_remove(&e.member);
                 Some(e)
@@ -355,7 +363,7 @@ impl ZSet {
     pub fn iter(&self) -> Iter<'_> {
         match &self.repr {
             Repr::Small(v) => Iter::Sorted(sorted(v).into_iter()),
-            Repr::Big { order, .. } => Iter::Tree(order.iter()),
+            Repr::Big(b) => Iter::Tree(b.order.iter()),
         }
     }
 
@@ -363,7 +371,7 @@ impl ZSet {
     pub fn members(&self) -> Box<dyn Iterator<Item = (&Bytes, f64)> + '_> {
         match &self.repr {
             Repr::Small(v) => Box::new(v.iter().map(|e| (&e.member, e.score))),
-            Repr::Big { scores, .. } => Box::new(scores.iter().map(|(m, s)| (m, *s))),
+            Repr::Big(b) => Box::new(b.scores.iter().map(|(m, s)| (m, *s))),
         }
     }
 
@@ -371,7 +379,7 @@ impl ZSet {
     pub fn get_index(&self, i: usize) -> Option<(&Bytes, f64)> {
         match &self.repr {
             Repr::Small(v) => v.get(i).map(|e| (&e.member, e.score)),
-            Repr::Big { scores, .. } => scores.get_index(i).map(|(m, s)| (m, *s)),
+            Repr::Big(b) => b.scores.get_index(i).map(|(m, s)| (m, *s)),
         }
     }
 
@@ -382,7 +390,7 @@ impl ZSet {
         let key = Scored { score, member: Bytes::copy_from_slice(member) };
         let below = match &self.repr {
             Repr::Small(v) => v.iter().filter(|e| **e < key).count(),
-            Repr::Big { order, .. } => order.range(..&key).count(),
+            Repr::Big(b) => b.order.range(..&key).count(),
         };
         Some(if rev { self.len().saturating_sub(1 + below) } else { below })
     }
@@ -397,7 +405,7 @@ impl ZSet {
                 picked.sort_unstable();
                 Iter::Sorted(picked.into_iter())
             }
-            Repr::Big { order, .. } => Iter::Range(order.range((lo, hi))),
+            Repr::Big(b) => Iter::Range(b.order.range((lo, hi))),
         }
     }
 
