@@ -216,9 +216,9 @@ fn view(engine: &Engine, db: usize, key: &[u8], now_ms: i64) -> Option<(Option<V
             let ctx = LoadContext { now_ms, ..load_context() };
             let relaid = Value::Stream(Box::new(s.relaid(NodeLimits::default())));
             let canonical = restore(&dump(&relaid, now_ms), &ctx).expect("a DUMP restores");
-            (None, dump(&canonical, now_ms), e.expire_at_ms)
+            (None, dump(&canonical, now_ms), e.expire_at_ms())
         }
-        other => (Some(other.clone()), Vec::new(), e.expire_at_ms),
+        other => (Some(other.clone()), Vec::new(), e.expire_at_ms()),
     })
 }
 

@@ -131,7 +131,7 @@ fn chain_value(acc: &mut Digest, entry: &Entry) {
             });
         }
     }
-    if entry.expire_at_ms.is_some() {
+    if entry.expire_at_ms().is_some() {
         fold(acc, b"!!expire!!");
     }
 }

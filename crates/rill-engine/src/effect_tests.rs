@@ -139,8 +139,8 @@ proptest! {
         for key in ["s", "t", "str", "set", "hx"] {
             let view = |e: &Engine| e.db(0).get_raw(key.as_bytes()).map(|e| match &e.value {
                 // Streams: compared through the RDB form of their entries laid out afresh.
-                crate::Value::Stream(s) => (None, relaid_dump(s, now), e.expire_at_ms),
-                other => (Some(other.clone()), Vec::new(), e.expire_at_ms),
+                crate::Value::Stream(s) => (None, relaid_dump(s, now), e.expire_at_ms()),
+                other => (Some(other.clone()), Vec::new(), e.expire_at_ms()),
             });
             prop_assert!(view(&live) == view(&copy), "key {} differs after replay", key);
         }

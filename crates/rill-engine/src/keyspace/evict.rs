@@ -84,7 +84,7 @@ fn score(entry: &crate::Entry, policy: EvictionPolicy, now_ms: i64, loaded_s: u3
             255 - u64::from(entry.meta.lfu_decayed(now_ms, decay))
         }
         // The sooner it expires, the better (expiry times are positive).
-        EvictionPolicy::VolatileTtl => u64::MAX - u64::try_from(entry.expire_at_ms.unwrap_or(i64::MAX)).unwrap_or(0),
+        EvictionPolicy::VolatileTtl => u64::MAX - u64::try_from(entry.expire_at_ms().unwrap_or(i64::MAX)).unwrap_or(0),
         _ => entry.meta.idle_seconds(now_ms, loaded_s),
     }
 }
@@ -263,7 +263,8 @@ impl Engine {
                 return None;
             }
             while let Some(best) = self.evict.pool.pop() {
-                let present = self.db(best.db).get_raw(&best.key).is_some_and(|e| all_keys || e.expire_at_ms.is_some());
+                let present =
+                    self.db(best.db).get_raw(&best.key).is_some_and(|e| all_keys || e.expire_at_ms().is_some());
                 if present {
                     return Some((best.db, best.key));
                 }

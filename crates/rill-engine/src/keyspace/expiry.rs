@@ -64,7 +64,7 @@ impl Engine {
         let mut removed = 0;
         for (db, key) in tracked {
             let due = match self.dbs.get(db).and_then(|d| d.keys.get(&key[..])) {
-                Some(e) => match e.expire_at_ms {
+                Some(e) => match e.expire_at_ms() {
                     Some(at) if at <= now_ms => true,
                     Some(_) => continue,
                     None => false,

@@ -69,6 +69,7 @@ pub enum Value {
 }
 
 // Every key pays for the largest variant (see `Value::Hash`).
+#[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<Value>() == 40);
 
 impl Value {
@@ -90,27 +91,57 @@ impl Value {
 pub struct Entry {
     /// The stored value.
     pub value: Value,
-    /// Unix time in ms after which the key no longer exists. `None`: no expiry.
-    pub expire_at_ms: Option<i64>,
+    /// Unix time in ms after which the key no longer exists; [`NO_EXPIRY`] for none. Eight
+    /// bytes where an `Option<i64>` takes sixteen: every key pays for it. Read and set through
+    /// [`Entry::expire_at_ms`] and [`Entry::set_expire_at_ms`].
+    expire: i64,
     /// How Redis would encode the value, and when it was last accessed (OBJECT, MEMORY USAGE);
     /// never part of equality. See `types::object::meta`.
     pub meta: ObjectMeta,
+}
+
+/// [`Entry`]'s expiry when it has none: no time a key can be given is this one (a time this
+/// far in the past deletes the key instead; [`Entry::set_expire_at_ms`] moves one up anyway).
+const NO_EXPIRY: i64 = i64::MIN;
+
+fn expiry_of(at_ms: Option<i64>) -> i64 {
+    at_ms.map_or(NO_EXPIRY, |t| t.max(NO_EXPIRY + 1))
 }
 
 impl Entry {
     /// An entry with fresh metadata (a value loaded from a snapshot: its encoding is derived
     /// from its content, and it counts as accessed when the engine started).
     pub fn new(value: Value, expire_at_ms: Option<i64>) -> Entry {
-        Entry { value, expire_at_ms, meta: ObjectMeta::created(0) }
+        Entry { value, expire: expiry_of(expire_at_ms), meta: ObjectMeta::created(0) }
+    }
+
+    /// An entry with no expiry and the given metadata.
+    fn with_meta(value: Value, meta: ObjectMeta) -> Entry {
+        Entry { value, expire: NO_EXPIRY, meta }
+    }
+
+    /// Unix time in ms after which the key no longer exists. `None`: no expiry.
+    pub fn expire_at_ms(&self) -> Option<i64> {
+        (self.expire != NO_EXPIRY).then_some(self.expire)
+    }
+
+    /// Set (or with `None` remove) the expiry time; the one it had.
+    pub fn set_expire_at_ms(&mut self, at_ms: Option<i64>) -> Option<i64> {
+        let old = self.expire_at_ms();
+        self.expire = expiry_of(at_ms);
+        old
+    }
+
+    /// Whether the key is logically gone at `now_ms`.
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        matches!(self.expire_at_ms(), Some(t) if t <= now_ms)
     }
 }
 
-impl Entry {
-    /// Whether the key is logically gone at `now_ms`.
-    pub fn is_expired(&self, now_ms: i64) -> bool {
-        matches!(self.expire_at_ms, Some(t) if t <= now_ms)
-    }
-}
+// Every key pays for its entry: the value, eight bytes of expiry, sixteen of metadata
+// (`types::object::meta`).
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
 /// One numbered database.
 ///
@@ -214,7 +245,7 @@ impl Db {
     /// The key the expiry index names by `(at_ms, hash)`: the one with that table hash whose
     /// expiry is `at_ms`.
     pub(crate) fn key_of(&self, at_ms: i64, hash: u64) -> Option<&[u8]> {
-        self.keys.with_hash(hash).find(|(_, _, e)| e.expire_at_ms == Some(at_ms)).map(|(_, k, _)| k)
+        self.keys.with_hash(hash).find(|(_, _, e)| e.expire_at_ms() == Some(at_ms)).map(|(_, k, _)| k)
     }
 
     /// Swap two positions; out-of-range positions (which the invariants rule out) leave the
@@ -240,7 +271,7 @@ impl Db {
         // A table at most an eighth full gives its room back, as Redis shrinks its tables.
         self.keys.shrink_if_sparse();
         self.unregister_fields(&k);
-        if let Some(t) = e.expire_at_ms {
+        if let Some(t) = e.expire_at_ms() {
             self.expiring.remove(t, hash);
         }
         Some((k, e))
@@ -290,7 +321,7 @@ impl Db {
         let boundary = self.expiring.len();
         let hash = self.keys.hash_at(position)?;
         let (_, e) = self.keys.get_index_mut(position)?;
-        let old = std::mem::replace(&mut e.expire_at_ms, at_ms);
+        let old = e.set_expire_at_ms(at_ms);
         if let Some(t) = old {
             self.expiring.remove(t, hash);
         }
@@ -313,8 +344,8 @@ impl Db {
     pub(crate) fn check_runs(&self) {
         let expiring = self.expiring.len();
         for (i, (k, e)) in self.keys.iter().enumerate() {
-            assert_eq!(e.expire_at_ms.is_some(), i < expiring, "key {k:?} at {i}, {expiring} with an expiry");
-            if let Some(t) = e.expire_at_ms {
+            assert_eq!(e.expire_at_ms().is_some(), i < expiring, "key {k:?} at {i}, {expiring} with an expiry");
+            if let Some(t) = e.expire_at_ms() {
                 let hash = self.keys.hash_at(i).expect("in range");
                 assert!(self.expiring.contains(t, hash), "{k:?} missing from the expiry index");
                 assert_eq!(self.key_of(t, hash), Some(k), "the index names {k:?}");
@@ -913,7 +944,7 @@ impl Engine {
                 if !loading {
                     events.push(db, key, KeyEvent::New);
                 }
-                let entry = Entry { value: make(), expire_at_ms: None, meta: ObjectMeta::created(now_ms) };
+                let entry = Entry::with_meta(make(), ObjectMeta::created(now_ms));
                 d.keys.insert_full(key, entry).0
             }
         };
@@ -956,7 +987,7 @@ impl Engine {
         let loading = self.loading;
         let fields_expire = matches!(&value, Value::Hash(h) if h.ttl_count() > 0);
         let d = self.db_mut(db);
-        let entry = Entry { value, expire_at_ms: None, meta };
+        let entry = Entry::with_meta(value, meta);
         let Some(at) = d.keys.get_index_of(key) else {
             if !loading {
                 self.events.push(db, key, KeyEvent::New);
@@ -1036,7 +1067,7 @@ impl Engine {
                 self.dispose_value(key, old);
             }
             None => {
-                d.keys.insert(key, Entry { value, expire_at_ms: None, meta });
+                d.keys.insert(key, Entry::with_meta(value, meta));
                 if fields_expire {
                     d.sync_field_expiry(key);
                 }

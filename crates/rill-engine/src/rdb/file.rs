@@ -142,7 +142,7 @@ impl<W: Write> FileWriter<W> {
                 self.buf.string(&settings);
             }
         }
-        if let Some(t) = entry.expire_at_ms {
+        if let Some(t) = entry.expire_at_ms() {
             self.buf.u8(OP_EXPIRETIME_MS);
             self.buf.millis(t);
         }
@@ -472,7 +472,7 @@ mod tests {
         assert_eq!(n as usize, bytes.len());
         let mut r = FileReader::new(&bytes, ctx(), 16).unwrap();
         let a = r.next_key().unwrap().unwrap();
-        assert_eq!((a.db, &a.key[..], a.entry.expire_at_ms), (0, &b"s"[..], Some(5_000)));
+        assert_eq!((a.db, &a.key[..], a.entry.expire_at_ms()), (0, &b"s"[..], Some(5_000)));
         let b = r.next_key().unwrap().unwrap();
         assert_eq!(b.entry.value, Value::Str(Bytes::from_static(b"12")));
         let c = r.next_key().unwrap().unwrap();
@@ -604,7 +604,7 @@ mod tests {
             file.extend_from_slice(&[0, 1, b'k', 1, b'v', OP_EOF]);
             file.extend_from_slice(&0u64.to_le_bytes());
             let k = FileReader::new(&file, ctx(), 16).unwrap().next_key().unwrap().unwrap();
-            assert_eq!(k.entry.expire_at_ms, Some(want), "{raw}");
+            assert_eq!(k.entry.expire_at_ms(), Some(want), "{raw}");
         }
     }
 

@@ -96,7 +96,7 @@ fn dump(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply,
 /// counted in `keyspace_hits` / `keyspace_misses`, as MIGRATE's lookup is in Redis.
 pub fn migrate_payload(engine: &mut Engine, db: usize, key: &[u8], now_ms: i64) -> Option<(i64, Vec<u8>)> {
     let entry = engine.lookup_read(db, key, now_ms)?;
-    let ttl = match entry.expire_at_ms {
+    let ttl = match entry.expire_at_ms() {
         Some(at) if at < now_ms => return None,
         Some(at) => (at - now_ms).max(1),
         None => 0,

@@ -82,7 +82,7 @@ pub(crate) fn insert_loaded(
         let e = RdbError::DatabaseOutOfRange { db: k.db as u64, databases: engine.db_count() };
         return Err(snapshot_error(path, None, &e));
     }
-    let expire = k.entry.expire_at_ms;
+    let expire = k.entry.expire_at_ms();
     if expired == Expired::Skip && expire.is_some_and(|t| t <= now_ms) {
         skipped.push((k.db, k.key));
         return Ok(());

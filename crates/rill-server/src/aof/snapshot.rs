@@ -36,7 +36,7 @@ impl Snapshot {
             if keys.is_empty() {
                 continue;
             }
-            let expires = keys.iter().filter(|(_, e)| e.expire_at_ms.is_some()).count() as u64;
+            let expires = keys.iter().filter(|(_, e)| e.expire_at_ms().is_some()).count() as u64;
             dbs.push((i, keys, expires));
         }
         let version = version_for(dbs.iter().flat_map(|(_, keys, _)| keys.iter().map(|(_, e)| &e.value)));

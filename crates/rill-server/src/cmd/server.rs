@@ -388,7 +388,7 @@ pub fn debug(c: &mut Call) -> CmdResult {
             let Some(e) = c.st.engine.db(c.conn.db).get_raw(&key) else {
                 return Err(CmdError::NO_SUCH_KEY);
             };
-            let ttl = e.expire_at_ms.map(|t| t - c.now_ms).unwrap_or(-1);
+            let ttl = e.expire_at_ms().map(|t| t - c.now_ms).unwrap_or(-1);
             let (encoding, quicklist) = rill_engine::types::object::encoding::debug_fields(&key, e, &cfg);
             let ql = quicklist.map_or(String::new(), |(nodes, avg, bytes)| {
                 format!(
@@ -554,16 +554,17 @@ fn debug_reload(c: &mut Call) -> CmdResult {
             let mut args = vec![
                 Bytes::from_static(b"RESTORE"),
                 key.clone(),
-                Bytes::from(entry.expire_at_ms.unwrap_or(0).to_string()),
+                Bytes::from(entry.expire_at_ms().unwrap_or(0).to_string()),
                 Bytes::from(payload),
                 Bytes::from_static(b"REPLACE"),
             ];
-            if entry.expire_at_ms.is_some() {
+            if entry.expire_at_ms().is_some() {
                 args.push(Bytes::from_static(b"ABSTTL"));
             }
             c.st.journal.push_command(db, &args);
+            let expiry = entry.expire_at_ms();
             c.st.engine.insert(db, key.clone(), entry.value);
-            c.st.engine.set_expire(db, &key, entry.expire_at_ms);
+            c.st.engine.set_expire(db, &key, expiry);
         }
     }
     for code in libraries {

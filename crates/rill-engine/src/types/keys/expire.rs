@@ -85,7 +85,7 @@ fn expire_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], form: 
     let condition = parse_expire_condition(args.get(3..).unwrap_or(&[]))?;
     let when = expire_time_ms(form, int_arg(arg(args, 2)?)?, ctx.now_ms)?;
     let Some(entry) = engine.lookup(ctx.db, key, ctx.now_ms) else { return Ok(Reply::Integer(0)) };
-    let current = entry.expire_at_ms;
+    let current = entry.expire_at_ms();
     let allowed = condition.allows(current, when);
     if !allowed {
         return Ok(Reply::Integer(0));
@@ -136,7 +136,7 @@ fn ttl_generic(
     let Some(entry) = engine.peek_read(ctx.db, key, ctx.now_ms) else {
         return Ok(Reply::Integer(-2));
     };
-    let Some(at) = entry.expire_at_ms else { return Ok(Reply::Integer(-1)) };
+    let Some(at) = entry.expire_at_ms() else { return Ok(Reply::Integer(-1)) };
     let ms = if absolute { at } else { at.saturating_sub(ctx.now_ms).max(0) };
     Ok(Reply::Integer(if millis { ms } else { ms.saturating_add(500) / 1000 }))
 }
@@ -159,7 +159,7 @@ pub(super) fn pexpiretime(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]
 
 pub(super) fn persist(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply, CmdError> {
     let key = arg(args, 1)?;
-    let has_ttl = engine.lookup(ctx.db, key, ctx.now_ms).is_some_and(|e| e.expire_at_ms.is_some());
+    let has_ttl = engine.lookup(ctx.db, key, ctx.now_ms).is_some_and(|e| e.expire_at_ms().is_some());
     if !has_ttl {
         return Ok(Reply::Integer(0));
     }

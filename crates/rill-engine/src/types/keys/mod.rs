@@ -623,7 +623,8 @@ fn rename_generic(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes], nx: bo
 /// (Redis keeps the object, so its encoding and access time go with it; a string that no
 /// longer fits an `embstr` with the new name becomes `raw`).
 fn insert_moved(engine: &mut Engine, db: usize, src: &[u8], dst: &Bytes, mut entry: crate::Entry) {
-    let has_expiry = entry.expire_at_ms.is_some();
+    let expiry = entry.expire_at_ms();
+    let has_expiry = expiry.is_some();
     crate::types::object::encoding::string_moved(&mut entry, src.len(), has_expiry, dst.len(), has_expiry);
     let meta = std::mem::take(&mut entry.meta);
     engine.insert(db, dst.clone(), entry.value);
@@ -632,7 +633,7 @@ fn insert_moved(engine: &mut Engine, db: usize, src: &[u8], dst: &Bytes, mut ent
         e.meta = meta;
     }
     if has_expiry {
-        engine.set_expire(db, dst, entry.expire_at_ms);
+        engine.set_expire(db, dst, expiry);
     }
 }
 

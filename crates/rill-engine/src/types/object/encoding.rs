@@ -40,7 +40,7 @@ const INT_MAX_TEXT_BYTES: usize = 20;
 pub fn name(key: &[u8], entry: &Entry, cfg: &ObjectConfig) -> &'static str {
     let meta = &entry.meta;
     match &entry.value {
-        Value::Str(s) => string_name(s, meta.form, key.len(), entry.expire_at_ms.is_some()),
+        Value::Str(s) => string_name(s, meta.form, key.len(), entry.expire_at_ms().is_some()),
         Value::Hash(h) => match hash_form(meta, h, cfg) {
             Form::Hashtable => "hashtable",
             Form::ListpackEx => "listpackex",

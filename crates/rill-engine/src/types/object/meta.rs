@@ -298,16 +298,6 @@ mod tests {
         assert_eq!(std::mem::size_of::<ObjectMeta>(), 16);
     }
 
-    /// Every key pays for an `Entry` in its hash-table slot: with the metadata it stays the
-    /// 72 bytes it was without (a `Value` of 40 bytes, the expiry, the metadata), because the
-    /// hash and set tables are boxed.
-    #[test]
-    #[cfg(target_pointer_width = "64")]
-    fn entry_is_seventy_two_bytes() {
-        assert_eq!(std::mem::size_of::<crate::Value>(), 40);
-        assert_eq!(std::mem::size_of::<crate::Entry>(), 72);
-    }
-
     #[test]
     fn lfu_counter_grows_logarithmically_and_decays_per_minute() {
         let t0 = 1_700_000_000_000;

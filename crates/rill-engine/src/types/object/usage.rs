@@ -37,7 +37,7 @@ const INDEX_SLOT_BYTES: usize = std::mem::size_of::<usize>() + 1;
 /// The estimate for `entry` under `key`; `samples` 0 reads every element.
 pub fn usage(key: &[u8], entry: &Entry, samples: usize) -> usize {
     let slot = POSITION_BYTES + std::mem::size_of::<(Bytes, Entry)>() + INDEX_SLOT_BYTES;
-    let expiry = if entry.expire_at_ms.is_some() { EXPIRY_INDEX_BYTES } else { 0 };
+    let expiry = if entry.expire_at_ms().is_some() { EXPIRY_INDEX_BYTES } else { 0 };
     let meta = entry.meta.list.as_ref().map_or(0, |l| std::mem::size_of_val(&**l) + list_layout_heap(l));
     slot + key.len() + expiry + meta + value_bytes(&entry.value, samples)
 }

@@ -87,7 +87,7 @@ fn getex(engine: &mut Engine, ctx: &mut CallCtx, args: &[Bytes]) -> Result<Reply
     match change {
         ExpiryChange::Keep => {}
         ExpiryChange::Persist => {
-            let had_ttl = engine.lookup(ctx.db, key, ctx.now_ms).is_some_and(|e| e.expire_at_ms.is_some());
+            let had_ttl = engine.lookup(ctx.db, key, ctx.now_ms).is_some_and(|e| e.expire_at_ms().is_some());
             if had_ttl {
                 engine.set_expire(ctx.db, key, None);
                 engine.modified(ctx.db, key, KeyEvent::Persist);
