@@ -113,7 +113,7 @@ impl HashFields {
         }
     }
 
-    /// Whether the hash is kept in one buffer (internal form, for tests and MEMORY figures).
+    /// Whether the hash is kept in one buffer (internal form, for tests).
     pub fn is_packed(&self) -> bool {
         matches!(self.repr, Repr::Packed(_))
     }
@@ -143,7 +143,7 @@ impl HashFields {
     }
 
     /// The field numbered `index` and its value (O(fields) in the one-buffer form, which
-    /// holds at most [`PACK_MAX_LEN`]).
+    /// holds at most [`packed::MAX_LEN`]).
     pub fn get_index(&self, index: usize) -> Option<(&[u8], &[u8])> {
         match &self.repr {
             Repr::Packed(p) => p.iter().nth(index).map(|[f, v]| (f, v)),
