@@ -89,6 +89,13 @@ impl PushSender {
         total
     }
 
+    /// Wake the client's task without a frame: it was killed or the server shuts down. Its wait
+    /// for input watches only this signal (one waiter to register per wait, not three) and
+    /// looks at why when woken ([`crate::conn::Signals`]).
+    pub fn wake(&self) {
+        self.0.ready.notify_one();
+    }
+
     /// Whether `pending` bytes of output put the client over `limit` (updating the soft
     /// limit's clock).
     fn over(&self, used: u64, limit: &ClassLimit, now_secs: i64) -> bool {
@@ -143,6 +150,11 @@ impl PushReceiver {
     /// The bytes drained since the last call.
     pub fn take_drained(&mut self) -> u64 {
         std::mem::take(&mut self.drained)
+    }
+
+    /// Wake the client's own task (see [`PushSender::wake`]).
+    pub fn wake(&self) {
+        self.inner.ready.notify_one();
     }
 
     /// What the driver waits on for frames (a permit is kept if none was waiting, so a frame

@@ -121,8 +121,7 @@ fn disconnect_replicas(st: &mut State) {
     let ids: Vec<u64> = r.replicas.keys().chain(r.rdb_channels.open.keys()).copied().collect();
     for id in ids {
         if let Some(ci) = st.clients.get_mut(&id) {
-            ci.killed = true;
-            ci.kill.notify_one();
+            ci.kill_now();
         }
     }
 }
@@ -825,7 +824,7 @@ impl MasterClient {
 impl Drop for MasterClient {
     fn drop(&mut self) {
         // Never dropped while the state lock is held: declared before any guard of it.
-        self.shared.lock().clients.remove(&self.id);
+        self.shared.lock().remove_client(self.id);
     }
 }
 

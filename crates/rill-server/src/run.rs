@@ -587,7 +587,7 @@ fn spawn_serve(
     tokio::spawn(async move {
         let id = admitted.id;
         let Some(config) = shared.tls.server() else {
-            shared.lock_async().await.clients.remove(&id);
+            shared.lock_async().await.remove_client(id);
             return;
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
@@ -612,7 +612,7 @@ fn spawn_serve(
                     _ => "timed out".to_string(),
                 };
                 tracing::info!("Error accepting a client connection: TLS handshake {why} (id={id})");
-                shared.lock_async().await.clients.remove(&id);
+                shared.lock_async().await.remove_client(id);
             }
         }
     });

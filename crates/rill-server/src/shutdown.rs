@@ -217,6 +217,11 @@ pub fn finish(shared: &Arc<Shared>) -> bool {
     // Every connection ends (a SHUTDOWN caller without a reply); nothing runs meanwhile: the
     // shutdown's pause holds every command.
     let _ = shared.shutdown.send(true);
+    // A connection waiting for input watches only its push signal (`conn::Signals`); one that
+    // registers from here on finds the flag set (`Session::run_batch`, `conn::serve`).
+    for ci in st.clients.values() {
+        ci.push.wake();
+    }
     let log = st.journal.log().cloned();
     drop(st);
     if let Some(log) = log {

@@ -424,37 +424,37 @@ pub fn client_info(c: &mut Call) -> CmdResult {
     reply(verbatim(line + "\n"))
 }
 
-/// CLIENT LIST [TYPE type] [ID id ...]
+/// CLIENT LIST [TYPE type | ID id ...]: one or the other, as Redis parses it. All clients in
+/// the order they connected (by id), or the ones named by ID in the order named (an id named
+/// twice is listed twice; one no client has, listed not at all).
 pub fn client_list(c: &mut Call) -> CmdResult {
-    let mut ids: Option<Vec<u64>> = None;
+    let n = c.args.len();
     let mut of_type = None;
-    let mut i = 2;
-    while i < c.args.len() {
-        let opt = c.arg(i).to_ascii_lowercase();
-        if opt == b"type" && i + 1 < c.args.len() {
-            of_type = Some(client_type(&c.text(i + 1))?);
-            i += 2;
-        } else if opt == b"id" && i + 1 < c.args.len() {
-            let mut v = Vec::new();
-            i += 1;
-            while i < c.args.len() {
-                match parse_i64(c.arg(i)) {
-                    // An id no client can have (0, negative) is valid and matches nothing.
-                    Some(n) => v.push(u64::try_from(n).unwrap_or(0)),
-                    None => return Err(CmdError::full("ERR Invalid client ID")),
-                }
-                i += 1;
+    let mut listed: Vec<&crate::state::ClientInfo> = Vec::new();
+    if n == 4 && c.arg(2).eq_ignore_ascii_case(b"type") {
+        of_type = Some(client_type(&c.text(3))?);
+    } else if n > 3 && c.arg(2).eq_ignore_ascii_case(b"id") {
+        let mut ids = Vec::with_capacity(n - 3);
+        for i in 3..n {
+            match parse_i64(c.arg(i)) {
+                // An id no client can have (0, negative) is valid and matches nothing.
+                Some(id) => ids.push(u64::try_from(id).unwrap_or(0)),
+                None => return Err(CmdError::full("ERR Invalid client ID")),
             }
-            ids = Some(v);
-        } else {
-            return Err(syntax());
         }
+        listed = ids.iter().filter_map(|id| c.st.clients.get(id)).collect();
+    } else if n != 2 {
+        return Err(syntax());
+    }
+    if n == 2 || of_type.is_some() {
+        listed = c.st.clients.values().collect();
+        listed.sort_unstable_by_key(|ci| ci.id);
     }
     let mut out = String::new();
     // A killed client is gone for CLIENT LIST at once, as in Redis, even if its task has not
     // yet run to remove it.
-    for ci in c.st.clients.values().filter(|ci| !ci.killed) {
-        if ids.as_ref().is_some_and(|v| !v.contains(&ci.id)) || of_type.is_some_and(|t| ci.client_type() != t) {
+    for ci in listed.into_iter().filter(|ci| !ci.killed) {
+        if of_type.is_some_and(|t| ci.client_type() != t) {
             continue;
         }
         let w = c.st.engine.watched_by(ci.id);
@@ -526,7 +526,7 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
     }
     let now = c.now_ms;
     let me = c.conn.id;
-    let victims: Vec<u64> =
+    let mut victims: Vec<u64> =
         c.st.clients
             .values()
             .filter(|ci| !ci.killed)
@@ -539,6 +539,7 @@ pub fn client_kill(c: &mut Call) -> CmdResult {
             .filter(|ci| !(skipme && ci.id == me))
             .map(|ci| ci.id)
             .collect();
+    victims.sort_unstable();
     let count = Reply::Integer(victims.len() as i64);
     for v in victims.iter().filter(|v| **v != me) {
         kill(c, *v);
@@ -563,8 +564,7 @@ pub fn close_client(st: &mut crate::state::State, id: u64) {
     st.monitors.remove(id);
     st.pubsub.remove_client(id);
     if let Some(ci) = st.clients.get_mut(&id) {
-        ci.killed = true;
-        ci.kill.notify_one();
+        ci.kill_now();
         if let Some(socket) = &ci.link_socket {
             // The primary sees the link end now, as Redis closes it at once, not when the
             // link's task next runs: a `DEBUG SLEEP` after the kill in the same EXEC holds

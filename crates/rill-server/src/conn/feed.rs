@@ -277,8 +277,7 @@ async fn wait_rdb_channel<T: Transport>(
 fn drop_main_channel(shared: &Shared, main: u64) {
     let mut st = shared.lock();
     if let Some(ci) = st.clients.get_mut(&main) {
-        ci.killed = true;
-        ci.kill.notify_one();
+        ci.kill_now();
     }
 }
 

@@ -65,10 +65,18 @@
 //!
 //! ## Plugging in another I/O mechanism (io_uring)
 //!
-//! One request in flight costs rill and Redis alike about 4.4 µs, mostly in the kernel
-//! (`epoll_wait`, `read`, `write`); io_uring with batched submission is the likely lever. A
-//! driver for it replaces `driver.rs` and `transport.rs` only; the session and dispatch stay
-//! as they are. What it must do, in the session's terms:
+//! Measured first (`bench/p1.sh`, 2026-12-07, 50 clients, one GET in flight each, server on
+//! one CPU): a server that does nothing but answer (`bench/floor/`, `reqresp-floor`) costs
+//! about 9 µs of CPU per request on epoll, the same on io_uring (one receive per request:
+//! +0 to 3 %; multishot receives into provided buffers, `DEFER_TASKRUN`: +1 to 4 %), about
+//! 0.5-1 µs more on tokio. Nearly all of it is the kernel's loopback TCP path, which no
+//! mechanism skips; the syscalls themselves are already one `recvfrom` and one `sendto` per
+//! request with rill, as with Redis (`epoll_wait` once per 30 requests). So io_uring was not
+//! built: what separates rill from Redis at one request in flight is user-space work (8 200
+//! instructions per GET against Redis' 4 400, `bench/p1.sh --instructions`), and that is where
+//! the work went. Should a mechanism pay on another kernel or over a real network, a driver for
+//! it replaces `driver.rs` and `transport.rs` only; the session and dispatch stay as they are.
+//! What it must do, in the session's terms:
 //!
 //! 1. Keep a read submitted into the session's query buffer ([`Session::read_buffer`]; with
 //!    completion-based I/O the kernel owns the buffer until the read completes, so lend it
@@ -216,6 +224,7 @@ pub fn serve<T: Transport>(
         // never fire. Such a client must not be served (a replica attaching now would be sent
         // bytes past the offset the server keeps for its restart).
         shutdown.mark_changed();
+        client.push.wake();
     }
     let signals = Signals { kill: client.kill, shutdown };
     let mut session =

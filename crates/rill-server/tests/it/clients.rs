@@ -234,3 +234,53 @@ fn client_list_shows_exec_after_a_transaction() {
     let line = client_line_of(&mut admin, &id);
     assert!(line.contains(" cmd=exec "), "{line}");
 }
+
+/// CLIENT LIST names clients in the order they connected (by id), as Redis does, whatever
+/// order the server keeps them in; CLIENT LIST ID in the order the ids are given (twice if
+/// given twice), and TYPE and ID do not combine. The same on Redis 8.2.3.
+#[test]
+fn client_list_is_in_connection_order() {
+    let rill = Server::rill();
+    let redis =
+        Server::reference(rill_testkit::ReferenceServer::Redis8).expect("Redis 8.2.3: run scripts/install-deps.sh");
+    for server in [&rill, &redis] {
+        let mut clients: Vec<rill_testkit::RawClient> =
+            (0..40).map(|_| rill_testkit::RawClient::connect(server.port)).collect();
+        for c in &mut clients {
+            assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+        }
+        // Some leave, so a table that reuses room would show the later ones early.
+        for gone in clients.drain(5..25) {
+            drop(gone);
+        }
+        let ids = |reply: &[u8]| -> Vec<u64> {
+            String::from_utf8_lossy(reply)
+                .split(['\n', ' '])
+                .filter_map(|f| f.strip_prefix("id="))
+                .map(|v| v.parse().unwrap())
+                .collect()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let listed = loop {
+            let listed = ids(&clients[0].cmd(&["CLIENT", "LIST"]));
+            if listed.len() == clients.len() || std::time::Instant::now() > deadline {
+                break listed;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(listed.len(), clients.len(), "port {}", server.port);
+        assert!(listed.windows(2).all(|w| w[0] < w[1]), "port {}: {listed:?}", server.port);
+        let mut wanted: Vec<String> = listed.iter().rev().take(10).map(|id| id.to_string()).collect();
+        wanted.reverse();
+        wanted.swap(0, 9);
+        wanted.push(wanted[3].clone());
+        wanted.push("999999".to_string());
+        let mut args = vec!["CLIENT", "LIST", "ID"];
+        args.extend(wanted.iter().map(String::as_str));
+        let picked: Vec<String> = ids(&clients[0].cmd(&args)).iter().map(u64::to_string).collect();
+        assert_eq!(picked, wanted[..11], "port {}", server.port);
+        for bad in [&["CLIENT", "LIST", "TYPE", "normal", "ID", "1"][..], &["CLIENT", "LIST", "ID"]] {
+            assert_eq!(clients[0].cmd(bad), b"-ERR syntax error\r\n", "port {}: {bad:?}", server.port);
+        }
+    }
+}

@@ -31,7 +31,9 @@ pub(super) struct Deferred {
 }
 
 impl Deferred {
-    pub(super) fn apply(self, st: &mut State, id: u64) {
+    /// Returns whether it registered the client.
+    pub(super) fn apply(self, st: &mut State, id: u64) -> bool {
+        let registered = self.register.is_some();
         if let Some(info) = self.register {
             st.stats.connections_received += 1;
             st.clients.insert(id, *info);
@@ -60,6 +62,7 @@ impl Deferred {
             st.stats.output_buffer_limit_disconnections += 1;
             log_client(st, id, |line| client_limits::log_output_limit_close(line, true));
         }
+        registered
     }
 }
 

@@ -398,7 +398,10 @@ impl Session {
             return self.busy_batch();
         }
         if let Some(d) = self.deferred.take() {
-            d.apply(&mut st, self.conn.id);
+            // Registered after a shutdown woke every client it knew: wake this one too.
+            if d.apply(&mut st, self.conn.id) && *self.shared.shutdown.borrow() {
+                self.push.wake();
+            }
         }
         // Held by a pause until now: the request runs again (and may be held again).
         if st.pause.held.remove(&self.conn.id) {
@@ -677,7 +680,7 @@ impl Session {
         }
         st.pubsub.remove_client(id);
         st.stats.net_input_bytes += self.net_in;
-        st.clients.remove(&id);
+        st.remove_client(id);
     }
 
     /// Publish the sizes CLIENT LIST reports.
