@@ -18,13 +18,13 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
 
 /// Work reported by connections (a counter, so the poller sees that something happened).
 static WORK: AtomicU64 = AtomicU64::new(0);
 /// Whether the poller is waiting for work (and must be woken by the next report).
 static WAITING: AtomicBool = AtomicBool::new(false);
-static WAKE: Notify = Notify::const_new();
+/// One task waits on it (the poller), so a flag and a waker slot, no lock (`push::Signal`).
+static WAKE: crate::push::Signal = crate::push::Signal::new();
 /// `busy-poll-us`.
 static MAX_US: AtomicU64 = AtomicU64::new(0);
 
@@ -35,7 +35,7 @@ const START: Duration = Duration::from_micros(10);
 pub fn set_max_us(us: u64) {
     MAX_US.store(us, Ordering::Relaxed);
     // A poller waiting with the old setting re-reads it.
-    WAKE.notify_one();
+    WAKE.notify();
 }
 
 /// Called by a connection after it handled requests.
@@ -43,7 +43,7 @@ pub fn report_work() {
     WORK.fetch_add(1, Ordering::Relaxed);
     if WAITING.load(Ordering::Relaxed) {
         WAITING.store(false, Ordering::Relaxed);
-        WAKE.notify_one();
+        WAKE.notify();
     }
 }
 

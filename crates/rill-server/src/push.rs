@@ -34,7 +34,46 @@ use rill_resp::{OutputBuffer, ReplyTarget};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+
+/// The wake-up of a client's task: frames queued, a kill, a shutdown. One task waits on it, one
+/// wait at a time, so it is a flag and the waiting task's waker (`atomic-waker`) rather than a
+/// `Notify`: a wait registers with a compare of the waker it already holds, and neither takes
+/// nor releases a lock (a `Notify` locks its waiter list to register and again to deregister,
+/// on every wait for input of every connection).
+#[derive(Debug, Default)]
+pub struct Signal {
+    set: std::sync::atomic::AtomicBool,
+    waker: atomic_waker::AtomicWaker,
+}
+
+impl Signal {
+    /// Not notified, no task waiting.
+    pub const fn new() -> Signal {
+        Signal { set: std::sync::atomic::AtomicBool::new(false), waker: atomic_waker::AtomicWaker::new() }
+    }
+
+    /// Wake the waiting task, or the next wait if none waits now.
+    pub fn notify(&self) {
+        self.set.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    /// Until [`Signal::notify`] was called since the last wait that ended this way. A wait
+    /// dropped before it ended keeps the notification for the next.
+    pub fn notified(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.set.swap(false, Ordering::AcqRel) {
+                return std::task::Poll::Ready(());
+            }
+            self.waker.register(cx.waker());
+            if self.set.swap(false, Ordering::AcqRel) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+    }
+}
 
 /// The queue both halves share.
 #[derive(Debug, Default)]
@@ -43,7 +82,7 @@ struct Inner {
     /// Bytes in `queue`, readable without its lock (a batch looks at it after every request).
     queued_bytes: AtomicU64,
     /// Wakes the driver when a frame arrives.
-    ready: Arc<Notify>,
+    ready: Arc<Signal>,
 }
 
 #[derive(Debug, Default)]
@@ -85,7 +124,7 @@ impl PushSender {
         q.frames.push_back(frame);
         let total = self.0.queued_bytes.fetch_add(n, Ordering::Relaxed) + n;
         drop(q);
-        self.0.ready.notify_one();
+        self.0.ready.notify();
         total
     }
 
@@ -93,7 +132,7 @@ impl PushSender {
     /// for input watches only this signal (one waiter to register per wait, not three) and
     /// looks at why when woken ([`crate::conn::Signals`]).
     pub fn wake(&self) {
-        self.0.ready.notify_one();
+        self.0.ready.notify();
     }
 
     /// Whether `pending` bytes of output put the client over `limit` (updating the soft
@@ -154,12 +193,12 @@ impl PushReceiver {
 
     /// Wake the client's own task (see [`PushSender::wake`]).
     pub fn wake(&self) {
-        self.inner.ready.notify_one();
+        self.inner.ready.notify();
     }
 
     /// What the driver waits on for frames (a permit is kept if none was waiting, so a frame
     /// pushed between a drain and the wait is not missed).
-    pub fn signal(&self) -> Arc<Notify> {
+    pub fn signal(&self) -> Arc<Signal> {
         self.inner.ready.clone()
     }
 }

@@ -235,7 +235,9 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
             let at = *shrink_at.get_or_insert_with(|| Instant::now() + QBUF_IDLE_SHRINK);
             shrink = Some(Box::pin(tokio::time::sleep_until(at)));
         }
+        // Biased: the branches in order, without drawing a random number per wait.
         tokio::select! {
+            biased;
             () = pushed.notified() => {
                 // A kill or a shutdown comes this way too (see `Signals`).
                 if sig.ended() {

@@ -67,9 +67,9 @@
 //!
 //! Measured first (`bench/p1.sh`, 2026-12-07, 50 clients, one GET in flight each, server on
 //! one CPU): a server that does nothing but answer (`bench/floor/`, `reqresp-floor`) costs
-//! about 9 µs of CPU per request on epoll, the same on io_uring (one receive per request:
-//! +0 to 3 %; multishot receives into provided buffers, `DEFER_TASKRUN`: +1 to 4 %), about
-//! 0.5-1 µs more on tokio. Nearly all of it is the kernel's loopback TCP path, which no
+//! about 9 µs of CPU per request on epoll, the same on io_uring (one receive per request, or
+//! multishot receives into provided buffers with `DEFER_TASKRUN`: 10 paired rounds, median
+//! ratio to epoll 1.00 and 1.01, rounds from 0.83 to 1.39), about 0.5-1 µs more on tokio. Nearly all of it is the kernel's loopback TCP path, which no
 //! mechanism skips; the syscalls themselves are already one `recvfrom` and one `sendto` per
 //! request with rill, as with Redis (`epoll_wait` once per 30 requests). So io_uring was not
 //! built: what separates rill from Redis at one request in flight is user-space work (8 200

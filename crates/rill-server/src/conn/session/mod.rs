@@ -447,6 +447,10 @@ impl Session {
         let handed_before = st.blocked.handed_to_tasks;
         let appended_before = st.journal.appended();
         st.blocked.deliveries = Some(std::mem::take(&mut self.deliveries));
+        // The arguments' vector is the thread's, reused batch after batch (a new one per batch
+        // was an allocation and a free per request for a client with one in flight), and
+        // held by no connection between batches.
+        let mut args = ARGS.take();
         let next = run_requests(
             &self.shared,
             &mut st,
@@ -458,7 +462,12 @@ impl Session {
             &mut self.watch.guard,
             &mut self.pending,
             &mut self.push,
+            &mut args,
         );
+        // Cleared first: its arguments refer to the query buffer, which is reclaimed whole
+        // only when nothing refers to it (`spare::put`).
+        args.clear();
+        ARGS.set(args);
         self.deliveries = st.blocked.deliveries.take().unwrap_or_default();
         st.blocked.deliveries_wait_for_log = false;
         let pipelined = conn.cmds_unpublished > 1;
@@ -596,7 +605,7 @@ impl Session {
     // --------------------------------------------------------------------------------------------
 
     /// What the driver waits on for pushed output (`src/push.rs`).
-    pub fn push_signal(&self) -> Arc<tokio::sync::Notify> {
+    pub fn push_signal(&self) -> Arc<crate::push::Signal> {
         self.push.signal()
     }
 
@@ -700,6 +709,11 @@ impl Session {
     }
 }
 
+thread_local! {
+    /// A batch's arguments' vector, kept between batches (see `Session::run_batch`).
+    static ARGS: std::cell::Cell<Vec<Bytes>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// Run every complete request in `inbuf` (after `pending`, a request parsed earlier) until one
 /// blocks or closes the connection, or the output reaches the back-pressure threshold.
 #[allow(clippy::too_many_arguments)]
@@ -714,13 +728,13 @@ fn run_requests(
     guard: &mut OutputGuard,
     pending: &mut Option<Vec<Bytes>>,
     pushed: &mut PushReceiver,
+    args: &mut Vec<Bytes>,
 ) -> Next {
     let now = now_ms();
     conn.batch_now_ms = now;
     conn.clock = crate::clock::Tick::now();
     let max_bulk = st.hot.max_bulk_len;
     let mut limit = st.hot.output_limits.of(client_class(st, conn.id));
-    let mut args = Vec::new();
     if st.clients.get(&conn.id).is_none_or(|c| c.killed) {
         return Next::Drop;
     }
@@ -730,11 +744,11 @@ fn run_requests(
         // Per request: an AUTH earlier in the batch changes the limits.
         conn.reply_budget = client_limits::reply_budget_bytes(&limit, conn.authenticated);
         if let Some(parsed) = pending.take() {
-            args = parsed;
+            *args = parsed;
         } else {
             let limits =
                 Limits { max_bulk_len: max_bulk, max_inline_len: INLINE_MAX_BYTES, authenticated: conn.authenticated };
-            match parser.parse_into(inbuf, &limits, &mut args) {
+            match parser.parse_into(inbuf, &limits, args) {
                 Ok(true) => {}
                 Ok(false) => return Next::Read,
                 Err(e) => {
@@ -750,7 +764,7 @@ fn run_requests(
         }
         conn.output_pending = !out.is_empty();
         let was_subscribed = conn.subscribed;
-        let action = dispatch::execute(shared, st, conn, &mut args, now);
+        let action = dispatch::execute(shared, st, conn, args, now);
         if std::mem::take(&mut conn.push_first) {
             pushed.drain_into(out);
         }
@@ -774,7 +788,7 @@ fn run_requests(
             }
             Action::Held(wait) => {
                 // Kept whole, and run first when the pause lets it (CLIENT LIST flag b).
-                *pending = Some(std::mem::take(&mut args));
+                *pending = Some(std::mem::take(args));
                 st.pause.held.insert(conn.id);
                 if let Some(c) = st.clients.get_mut(&conn.id) {
                     c.blocked = true;
