@@ -6,7 +6,8 @@
 # request, so the figures say how far each server is from it and whether another mechanism
 # would move it.
 #
-#   bench/p1.sh [--rounds R] [--requests N] [--redis PATH] [--tests LIST] [--instructions]
+#   bench/p1.sh [--rounds R] [--requests N] [--redis PATH] [--tests LIST]
+#   bench/p1.sh --instructions [--requests N] [--redis PATH] [--command "CMD ARG..."]
 #
 # redis-benchmark, 50 clients, no pipelining, tests `get` and `ping_mbulk` by default; servers
 # on CPU 0, the client on CPU 1, a different order each round. Prints per server the median over
@@ -16,13 +17,17 @@
 #
 # --instructions: instead, count the user-space instructions per request of rill, Redis and the
 # tokio floor under valgrind's callgrind (repeatable, unlike time on a shared VM): two runs of
-# N/5 and N GETs each, per request = difference / (4N/5), so start-up drops out.
+# N/5 and N GETs each, per request = difference / (4N/5), so start-up drops out. --command
+# counts another command instead (redis-benchmark's syntax: `__rand_int__` for a random
+# number; e.g. "XADD s * f v" or "XRANGE s - + COUNT 10" after the stream has entries, which
+# the XADD runs leave behind only within one run: give a command that makes its own data).
 set -euo pipefail
 ROUNDS=5
 REQUESTS=400000
 REDIS=${REDIS:-/usr/bin/redis-server}
 TESTS="get,ping_mbulk"
 INSTR=0
+COMMAND=""
 while [[ $# -gt 0 ]]; do
     case $1 in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -30,6 +35,7 @@ while [[ $# -gt 0 ]]; do
         --redis) REDIS=$2; shift 2 ;;
         --tests) TESTS=$2; shift 2 ;;
         --instructions) INSTR=1; shift ;;
+        --command) COMMAND=$2; shift 2 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -50,7 +56,12 @@ if ((INSTR)); then
         pid=$!
         for _ in $(seq 300); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
         redis-cli -p "$port" set key:__rand_int__ xxx >/dev/null
-        redis-benchmark -p "$port" -c 50 -n "$n" -t get -q >/dev/null 2>&1
+        if [[ -n $COMMAND ]]; then
+            read -ra words <<<"$COMMAND" # split on spaces, no glob (`*` is an XADD id)
+            redis-benchmark -p "$port" -c 50 -n "$n" -r 100000 -q "${words[@]}" >/dev/null 2>&1
+        else
+            redis-benchmark -p "$port" -c 50 -n "$n" -t get -q >/dev/null 2>&1
+        fi
         kill "$pid"
         wait "$pid" 2>/dev/null || true
         awk '/^summary:/ { print $2 }' "$WORK/cg.$name.$n"
@@ -64,7 +75,7 @@ if ((INSTR)); then
         esac
         a=$(count "$name" "$small" "${cmd[@]}")
         b=$(count "$name" "$REQUESTS" "${cmd[@]}")
-        echo "$name: $(( (b - a) / (REQUESTS - small) )) user-space instructions per GET (one in flight, 50 clients)"
+        echo "$name: $(( (b - a) / (REQUESTS - small) )) user-space instructions per ${COMMAND:-GET} (one in flight, 50 clients)"
     done
     exit 0
 fi

@@ -423,7 +423,9 @@ pub fn call(
                 st.journal.return_buf(std::mem::take(&mut ctx.effects));
             }
             match ctx.block.take() {
-                Some(request) if !in_exec => Action::Block { spec, args: std::mem::take(args), request },
+                Some(request) if !in_exec => {
+                    Action::Block { spec, args: std::mem::take(args), request: Box::new(request) }
+                }
                 _ => match outcome.reply {
                     Ok(r) => Action::Reply(r),
                     Err(e) => e.into(),

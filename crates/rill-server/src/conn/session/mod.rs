@@ -824,7 +824,7 @@ fn run_requests(
                     spec,
                     args,
                     db: conn.db,
-                    request,
+                    request: *request,
                     tx,
                     resp3: conn.proto == Protocol::Resp3,
                     direct,
