@@ -69,11 +69,12 @@
 //! one CPU): a server that does nothing but answer (`bench/floor/`, `reqresp-floor`) costs
 //! about 9 µs of CPU per request on epoll, the same on io_uring (one receive per request, or
 //! multishot receives into provided buffers with `DEFER_TASKRUN`: 10 paired rounds, median
-//! ratio to epoll 1.00 and 1.01, rounds from 0.83 to 1.39), about 0.5-1 µs more on tokio. Nearly all of it is the kernel's loopback TCP path, which no
-//! mechanism skips; the syscalls themselves are already one `recvfrom` and one `sendto` per
-//! request with rill, as with Redis (`epoll_wait` once per 30 requests). So io_uring was not
-//! built: what separates rill from Redis at one request in flight is user-space work (8 200
-//! instructions per GET against Redis' 4 400, `bench/p1.sh --instructions`), and that is where
+//! ratio to epoll 1.00 and 1.01, rounds from 0.83 to 1.39), about 0.5-1 µs more on tokio.
+//! Nearly all of it is the kernel's loopback TCP path, which no mechanism skips; the syscalls
+//! themselves are already one `recvfrom` and one `sendto` per request with rill, as with Redis
+//! (`epoll_wait` once per 30 requests). So io_uring was not built: what separates rill from
+//! Redis at one request in flight is user-space work (8 170 instructions per GET against
+//! Redis' 4 444, `bench/p1.sh --instructions`; 6 038 after that day's cuts), and that is where
 //! the work went. Should a mechanism pay on another kernel or over a real network, a driver for
 //! it replaces `driver.rs` and `transport.rs` only; the session and dispatch stay as they are.
 //! What it must do, in the session's terms:
