@@ -1,6 +1,6 @@
 //! Per-client memory limits: `client-output-buffer-limit` (per client class, hard and soft),
-//! `client-query-buffer-limit`, the caps for clients that still have to AUTH, back-pressure
-//! for clients that do not read, and the byte budget a single reply may take.
+//! `client-query-buffer-limit`, the caps for clients that still have to AUTH, and the byte
+//! budget a single reply may take.
 //!
 //! The one place that knows the classes and their rules: a client's class follows its type
 //! (`ClientInfo::class`: subscribed clients are `pubsub`), for its replies and for what other
@@ -17,23 +17,20 @@
 //! - `CONFIG SET client-output-buffer-limit` splits its value on single spaces, sets only the
 //!   classes it names, all or nothing, and `slave` and `replica` name the same class.
 //!
-//! Where rill differs: a client whose output is not being read stops having its requests run
-//! once that output passes [`backpressure_bytes`], until the socket takes it (Redis keeps
-//! running them and buffers every reply). Without a limit a stuck client then holds about one
-//! reply plus the socket buffers instead of everything it asked for.
+//! - a client whose output is not being read keeps having its requests run, its replies held
+//!   until the socket takes them or a limit closes it (its class's output limit, or
+//!   `maxmemory-clients` for a client that may be evicted); with neither, the output grows
+//!   without bound, as in Redis. (rill once stopped running such a client's requests instead,
+//!   which hung every client that writes a whole pipeline before reading a reply.)
 //!
 //! Pending output counts the large payloads the output references instead of copying them
 //! (`rill_resp::OutputBuffer`: a `GET` of a 512 MB value holds the stored value, not a copy of
 //! it) as if they were copied: a reference pins its value until written (after a DEL or an
-//! overwrite, the client alone keeps it alive), so the limits, the back-pressure threshold and
+//! overwrite, the client alone keeps it alive), so the limits and
 //! CLIENT LIST (`omem`, `tot-mem`) see what Redis would see.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Output a client may have pending before its requests stop running, when its class has no
-/// limit (or a larger one): enough for many small replies per write, small enough that a
-/// client which never reads costs little.
-pub const BACKPRESSURE_BYTES: u64 = 64 * 1024;
 /// Pending output Redis does not count against the limits: its per-client static buffer.
 pub const UNCOUNTED_OUTPUT_BYTES: u64 = 16 * 1024;
 /// Output limit of a client that still has to AUTH (Redis: `used_mem > 1024 && authRequired`).
@@ -198,22 +195,6 @@ pub fn merge_config(current: &str, value: &str) -> Result<String, String> {
     Ok(groups.join(" "))
 }
 
-/// The output a client may have pending before its requests stop running until the socket
-/// takes some: [`BACKPRESSURE_BYTES`], or the class's limit when one is set, so that a client
-/// that does not read meets its limit (and is closed, as Redis closes it) rather than stalling
-/// below it.
-pub fn backpressure_bytes(limit: &ClassLimit, authenticated: bool) -> u64 {
-    if !authenticated {
-        return UNCOUNTED_OUTPUT_BYTES + UNAUTHENTICATED_OUTPUT_BYTES + 1;
-    }
-    let configured = match (limit.hard_bytes, limit.soft_bytes) {
-        (0, 0) => return BACKPRESSURE_BYTES,
-        (0, soft) => soft,
-        (hard, _) => hard,
-    };
-    configured.saturating_add(UNCOUNTED_OUTPUT_BYTES).max(BACKPRESSURE_BYTES)
-}
-
 /// The smallest safety bound, whatever the machine: no ordinary reply comes near it.
 const MIN_SAFETY_BYTES: u64 = 64 << 20;
 
@@ -327,8 +308,9 @@ pub struct ClientMemory {
     pub qbuf_free: AtomicU64,
     /// Bytes of the arguments of the commands queued in MULTI.
     pub multi_mem: AtomicU64,
-    /// What the server keeps for this client besides its buffers: its watched keys and its
-    /// subscriptions (channels, patterns, shard channels), at what an entry of each costs.
+    /// What the server keeps for this client besides its buffers: its watched keys, its
+    /// subscriptions (channels, patterns, shard channels) and its CLIENT TRACKING prefixes,
+    /// at what an entry of each costs.
     /// Redis counts these in `tot-mem` and client eviction too.
     pub bookkeeping: AtomicU64,
 }
@@ -338,6 +320,9 @@ pub struct ClientMemory {
 pub const WATCHED_KEY_BYTES: u64 = 96;
 /// What one subscription costs (its entry in the client's set and in the channel's set).
 pub const SUBSCRIPTION_BYTES: u64 = 96;
+/// What one BCAST prefix of CLIENT TRACKING costs (its entry in the client's set and in the
+/// prefix table), the prefix's bytes aside.
+pub const TRACKING_PREFIX_BYTES: u64 = 96;
 
 impl ClientMemory {
     /// `obl`, `oll`, `omem`: what of the pending output Redis would hold in its static buffer,

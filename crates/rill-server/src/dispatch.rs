@@ -355,8 +355,10 @@ pub fn publish_client_info(st: &mut State, conn: &mut Conn, now_ms: i64) {
         } else {
             0
         };
+        let prefixes = st.tracking.mode(conn.id).map_or(0, |m| m.prefixes.len()) as u64;
         let book = watched * crate::client_limits::WATCHED_KEY_BYTES
-            + subscriptions * crate::client_limits::SUBSCRIPTION_BYTES;
+            + subscriptions * crate::client_limits::SUBSCRIPTION_BYTES
+            + prefixes * crate::client_limits::TRACKING_PREFIX_BYTES;
         crate::client_limits::ClientMemory::set(&c.mem.bookkeeping, book as usize);
     }
     conn.cmds_unpublished = 0;

@@ -204,7 +204,8 @@ impl PushReceiver {
 }
 
 /// Push `frame` to client `id` if it is connected and not closing. Checks its output limits
-/// (its class's, with what its output still holds) and closes it past them. Returns whether
+/// (its class's, with what its output still holds) and closes it past them, or past
+/// `maxmemory-clients` (client eviction, as Redis evicts a client its pushes grew). Returns whether
 /// the frame was queued. Its bytes count as the client's output from here (INFO
 /// `total_net_output_bytes`, CLIENT LIST `tot-net-out`): a client that only listens has no
 /// batch of its own to count them.
@@ -219,8 +220,10 @@ pub fn push_to(st: &mut State, id: u64, frame: Bytes, now_secs: i64) -> bool {
     let Some(ci) = st.clients.get(&id) else { return false };
     let queued = ci.push.send(frame);
     let used = ci.mem.counted(queued);
+    let held = ci.mem.total() + queued;
     let limit = st.hot.output_limits.of(ci.class());
     if !ci.push.over(used, &limit, now_secs) {
+        crate::run::evict_if_alone_over(st, id, held);
         return true;
     }
     st.stats.output_buffer_limit_disconnections += 1;

@@ -532,12 +532,44 @@ pub fn evict_clients(st: &mut crate::state::State) {
         if total <= limit {
             break;
         }
-        let line = st.clients.get(&id).map(|ci| cmd::connection::client_line(ci, now_ms(), 0)).unwrap_or_default();
-        tracing::info!("Evicting client: {line}");
-        cmd::connection::close_client(st, id);
-        st.stats.evicted_clients += 1;
+        evict_client(st, id);
         total = total.saturating_sub(mem);
     }
+}
+
+/// The memory past which client `id` alone is evicted: `maxmemory-clients` when it is set and
+/// the client may be evicted (not a replica, not the primary's link, no CLIENT NO-EVICT);
+/// 0 otherwise.
+pub fn eviction_limit(st: &crate::state::State, id: u64) -> u64 {
+    let limit = st.hot.maxmemory_clients;
+    if limit == 0 {
+        return 0;
+    }
+    match st.clients.get(&id) {
+        Some(ci) if !ci.no_evict && ci.kind == crate::state::ClientKind::Normal => limit,
+        _ => 0,
+    }
+}
+
+/// Evict client `id` if it alone holds more than all clients may (`held` bytes, counted as
+/// [`evict_clients`] counts them); whether it was. Redis evicts such a client as soon as the
+/// write that grew it is done, without waiting for the cron: its own replies (`conn/session`),
+/// frames pushed to it (`push.rs`), output its socket does not take.
+pub fn evict_if_alone_over(st: &mut crate::state::State, id: u64, held: u64) -> bool {
+    let limit = eviction_limit(st, id);
+    if limit == 0 || held <= limit {
+        return false;
+    }
+    evict_client(st, id);
+    true
+}
+
+/// Close client `id` for client eviction: logged and counted (`evicted_clients`) as Redis.
+fn evict_client(st: &mut crate::state::State, id: u64) {
+    let line = st.clients.get(&id).map(|ci| cmd::connection::client_line(ci, now_ms(), 0)).unwrap_or_default();
+    tracing::info!("Evicting client: {line}");
+    cmd::connection::close_client(st, id);
+    st.stats.evicted_clients += 1;
 }
 
 /// `tls-auth-clients-user CN`: a client whose certificate names an enabled ACL user starts

@@ -54,20 +54,57 @@ pub fn drive<T: Transport>(mut t: T, mut s: Session, mut sig: Signals) -> impl s
 }
 
 async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
+    // A buffering transport took the output but has not pushed it all out yet (it was left
+    // for input that came first: `write_reading`).
+    let mut flush_owed = false;
     loop {
         let mut batch: Batch = s.run_batch();
         if matches!(batch.next, Next::Drop) || !s.settle(&mut batch).await {
             return;
         }
-        if !s.out.is_empty() {
+        if matches!(batch.next, Next::Read | Next::Busy) {
+            // The client may send more: what the transport does not take now waits while its
+            // next requests run (`write_reading`). Or the batch found the lock taken: the
+            // output waits for the next one.
+            if !s.out.is_empty() || flush_owed {
+                let produced = s.out.len();
+                if !write_now(t, &mut s.out) {
+                    return;
+                }
+                s.watch.pending(&s.out, produced - s.out.len());
+                if s.out.is_empty() && (!T::BUFFERS_WRITES || flushed_now(t)) {
+                    flush_owed = false;
+                    s.written();
+                } else if matches!(batch.next, Next::Busy) {
+                    flush_owed = T::BUFFERS_WRITES;
+                } else {
+                    match Box::pin(write_reading(t, s, sig, produced)).await {
+                        Output::Close => return,
+                        Output::Written => {
+                            flush_owed = false;
+                            s.written();
+                        }
+                        Output::Waiting => {
+                            flush_owed = T::BUFFERS_WRITES;
+                            continue;
+                        }
+                    }
+                }
+            }
+        } else if !s.out.is_empty() {
             if !write_out(t, &mut s.out, &mut s.watch, sig).await {
                 return;
             }
+            flush_owed = false;
             s.written();
+        } else if flush_owed {
+            if !flush(t, &s.watch, sig, Instant::now()).await {
+                return;
+            }
+            flush_owed = false;
         }
         let carry_on = match batch.next {
             Next::Close | Next::Drop => false,
-            Next::More => true,
             // Every wait but the one for input is boxed: a task's future is as big as its
             // biggest wait, and a connection spends its idle life in `read`.
             Next::Wait(mut park) => Box::pin(parked(t, s, &mut park, sig)).await,
@@ -346,6 +383,107 @@ async fn wait_reading<T: Transport>(
             }
             () = sig.kill.notified() => return false,
             _ = sig.shutdown.changed() => return false,
+        }
+    }
+}
+
+/// Write what the transport takes of `buf` now, without waiting. False on a write error.
+fn write_now<T: Transport>(t: &mut T, buf: &mut OutputBuffer) -> bool {
+    while !buf.is_empty() {
+        match buf.with_slices(|slices| t.try_write_vectored(slices)) {
+            Ok(0) => return false,
+            Ok(n) => buf.advance(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Whether a buffering transport pushed out what it holds without waiting.
+fn flushed_now<T: Transport>(t: &mut T) -> bool {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    matches!(t.poll_flush(&mut cx), std::task::Poll::Ready(Ok(())))
+}
+
+/// How [`write_reading`] ended.
+enum Output {
+    /// All written (and flushed).
+    Written,
+    /// Some of it still waits; input came first.
+    Waiting,
+    /// The connection must close.
+    Close,
+}
+
+/// What the transport took of the output, or input, whichever came first.
+enum Progress {
+    Wrote(io::Result<usize>),
+    Flushed(io::Result<()>),
+    Readable(io::Result<()>),
+}
+
+/// Output the transport did not take at once, of a client that may send more requests. As
+/// Redis, which keeps reading a client whose replies wait and runs what it sends, wait for
+/// whichever comes first: the transport taking the rest, or input. A client that writes its
+/// whole pipeline before it reads a reply (redis-py's pipelines do) would otherwise wait for
+/// the server while the server waited for it. The output grows until the client reads it or a limit closes
+/// the client (its class's output limit, `maxmemory-clients`), as in Redis; `timeout` counts
+/// from the last byte written or read.
+async fn write_reading<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals, produced: usize) -> Output {
+    let mut last_progress = Instant::now();
+    loop {
+        if s.watch.over_limit() {
+            return Output::Close;
+        }
+        let soft = s.watch.soft_deadline();
+        let idle = s.watch.idle_deadline(last_progress);
+        let full = s.input_full();
+        let out = &mut s.out;
+        let progress = tokio::select! {
+            p = poll_fn(|cx| {
+                if out.is_empty() {
+                    if let std::task::Poll::Ready(r) = t.poll_flush(cx) {
+                        return std::task::Poll::Ready(Progress::Flushed(r));
+                    }
+                } else if let std::task::Poll::Ready(r) = out.with_slices(|slices| t.poll_write_vectored(cx, slices)) {
+                    return std::task::Poll::Ready(Progress::Wrote(r));
+                }
+                if !full {
+                    if let std::task::Poll::Ready(r) = t.poll_read_ready(cx) {
+                        return std::task::Poll::Ready(Progress::Readable(r));
+                    }
+                }
+                std::task::Poll::Pending
+            }) => p,
+            () = sig.kill.notified() => return Output::Close,
+            _ = sig.shutdown.changed() => return Output::Close,
+            () = sleep_until_opt(idle) => {
+                tracing::debug!("Closing idle client");
+                return Output::Close;
+            }
+            () = sleep_until_opt(soft) => continue,
+            () = tokio::time::sleep(PUSH_LIMIT_RECHECK) => continue,
+        };
+        match progress {
+            Progress::Wrote(Ok(n)) if n > 0 => {
+                s.out.advance(n);
+                last_progress = Instant::now();
+                if !write_now(t, &mut s.out) {
+                    return Output::Close;
+                }
+                s.watch.pending(&s.out, produced - s.out.len());
+                if s.out.is_empty() && !T::BUFFERS_WRITES {
+                    return Output::Written;
+                }
+            }
+            Progress::Flushed(Ok(())) => return Output::Written,
+            Progress::Readable(Ok(())) => match read_some(t, s) {
+                None => return Output::Close,
+                Some(0) => {}
+                Some(_) => return Output::Waiting,
+            },
+            Progress::Wrote(_) | Progress::Flushed(Err(_)) | Progress::Readable(Err(_)) => return Output::Close,
         }
     }
 }

@@ -180,9 +180,6 @@ impl Session {
                 self.deferred.get_or_insert_default().output_limit_close = true;
                 return Next::Drop;
             }
-            if pending >= client_limits::backpressure_bytes(&limit, self.conn.authenticated) {
-                return Next::More;
-            }
         }
     }
 

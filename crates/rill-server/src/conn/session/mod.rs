@@ -48,14 +48,12 @@ const BIG_ARG_BYTES: usize = 32 * 1024;
 /// An output buffer whose encoded bytes grew past this is given back once written.
 const OUT_KEEP_MAX_BYTES: usize = 4 * 1024 * 1024;
 
-/// What the driver must do after a batch (once the output is written).
+/// What the driver must do after a batch (once the output is written; for `Read`, as much of
+/// it as the socket takes: `conn/driver.rs`).
 #[derive(Debug)]
 pub enum Next {
     /// Wait for more input.
     Read,
-    /// The output reached the back-pressure threshold: write it, then run the rest of the
-    /// input without reading more.
-    More,
     /// Write the replies, then close.
     Close,
     /// Close without writing what is pending (killed, over an output limit).
@@ -115,6 +113,9 @@ pub struct OutputWatch {
     guard: OutputGuard,
     /// As of the last batch.
     limit: ClassLimit,
+    /// The memory past which client eviction closes this client, as of the last batch (0:
+    /// none; `run::eviction_limit`).
+    evict_at: u64,
     authenticated: bool,
     idle_timeout_secs: u64,
     /// The client's push queue: frames pushed while a write is stuck count in its output.
@@ -137,7 +138,14 @@ impl OutputWatch {
     /// while a write is stuck, also when nothing else happens: a subscriber that stopped
     /// reading is closed once its soft limit runs out after the publishing stopped.
     pub fn over_limit(&mut self) -> bool {
-        let used = self.mem.counted(self.push.queued_bytes());
+        let queued = self.push.queued_bytes();
+        if self.evict_at > 0 && self.mem.total() + queued > self.evict_at {
+            let mut st = self.shared.lock();
+            if crate::run::evict_if_alone_over(&mut st, self.id, self.mem.total() + queued) {
+                return true;
+            }
+        }
+        let used = self.mem.counted(queued);
         if !self.guard.over_counted(used, &self.limit, self.authenticated, now_ms() / 1000) {
             return false;
         }
@@ -263,6 +271,7 @@ impl Session {
             mem,
             guard: OutputGuard::default(),
             limit: hot.output_limits.of(ClientClass::Normal),
+            evict_at: 0,
             authenticated,
             idle_timeout_secs: hot.idle_timeout_secs,
             push: push.probe(),
@@ -431,6 +440,7 @@ impl Session {
         self.net_out_uncounted = 0;
         self.watch.idle_timeout_secs = st.hot.idle_timeout_secs;
         self.watch.limit = st.hot.output_limits.of(client_class(&st, conn.id));
+        self.watch.evict_at = crate::run::eviction_limit(&st, conn.id);
         self.max_bulk = st.hot.max_bulk_len;
         self.query_buffer_limit = st.hot.query_buffer_limit;
         if query_buffer_over(&st, conn, &self.inbuf) {
@@ -451,6 +461,8 @@ impl Session {
         // was an allocation and a free per request for a client with one in flight), and
         // held by no connection between batches.
         let mut args = ARGS.take();
+        // Output a socket did not take yet may be waiting from earlier batches.
+        let out_before = self.out.len() as u64;
         let next = run_requests(
             &self.shared,
             &mut st,
@@ -492,7 +504,7 @@ impl Session {
             return Batch { next, woke, wait_log, pipelined };
         }
         // Pushed frames were counted when pushed.
-        let n = (self.out.len() as u64).saturating_sub(self.push.take_drained());
+        let n = (self.out.len() as u64).saturating_sub(out_before).saturating_sub(self.push.take_drained());
         st.stats.net_output_bytes += n;
         conn.net_out_unpublished += n;
         let now = conn.batch_now_ms;
@@ -500,6 +512,7 @@ impl Session {
         // The class may have changed in this batch (SUBSCRIBE): the write that follows is
         // watched with the new one.
         self.watch.limit = st.hot.output_limits.of(client_class(&st, conn.id));
+        self.watch.evict_at = crate::run::eviction_limit(&st, conn.id);
         drop(st);
         self.watch.authenticated = self.conn.authenticated;
         // What CLIENT LIST reports of this client's buffers until the next batch.
@@ -561,10 +574,19 @@ impl Session {
     pub fn read_buffer(&mut self) -> &mut BytesMut {
         if self.inbuf.capacity() == 0 {
             self.inbuf = super::spare::take();
-        } else if self.inbuf.capacity() - self.inbuf.len() < READ_CHUNK_BYTES / 2 {
+        } else if self.inbuf.capacity() - self.inbuf.len() < READ_CHUNK_BYTES / 2 && !self.big_arg_has_room() {
             self.inbuf.reserve(READ_CHUNK_BYTES);
         }
         &mut self.inbuf
+    }
+
+    /// Whether the buffer holds a big argument in progress and has room for the rest of it:
+    /// it was sized for it (`prepare_read`), and growing it for the last few bytes would
+    /// double it (CLIENT LIST `qbuf-free`, `tot-mem` and client eviction would see twice the
+    /// argument, where Redis sees it once).
+    fn big_arg_has_room(&self) -> bool {
+        let rest = self.parser.bulk_bytes_announced(&self.inbuf);
+        rest > 0 && self.inbuf.capacity() - self.inbuf.len() >= rest && self.inbuf.len() + rest >= BIG_ARG_BYTES
     }
 
     /// `n` bytes were read into the query buffer.
@@ -715,7 +737,8 @@ thread_local! {
 }
 
 /// Run every complete request in `inbuf` (after `pending`, a request parsed earlier) until one
-/// blocks or closes the connection, or the output reaches the back-pressure threshold.
+/// blocks or closes the connection. As Redis, what one read brought runs before any of its
+/// output is written: an output limit sees the replies of a whole pipelined read.
 #[allow(clippy::too_many_arguments)]
 fn run_requests(
     shared: &Shared,
@@ -738,6 +761,7 @@ fn run_requests(
     if st.clients.get(&conn.id).is_none_or(|c| c.killed) {
         return Next::Drop;
     }
+    let evict_at = crate::run::eviction_limit(st, conn.id);
     // What was pushed before this batch took the lock goes before its replies.
     pushed.drain_into(out);
     loop {
@@ -849,8 +873,11 @@ fn run_requests(
             log_client(st, conn.id, |line| client_limits::log_output_limit_close(line, true));
             return Next::Drop;
         }
-        if pending >= client_limits::backpressure_bytes(&limit, conn.authenticated) {
-            return Next::More;
+        if evict_at > 0 {
+            let mine = inbuf.len() + out.len() + conn.multi.as_ref().map_or(0, |m| m.argv_bytes);
+            if mine as u64 > evict_at && crate::run::evict_if_alone_over(st, conn.id, mine as u64) {
+                return Next::Drop;
+            }
         }
     }
 }
