@@ -287,6 +287,22 @@ pub fn pause_cron(paused: bool) {
     CRON_PAUSED.store(paused, Ordering::Relaxed);
 }
 
+/// Off after DEBUG REPLYBUFFER RESIZING 0.
+static REPLY_BUFFER_RESIZING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Whether a connection's reply buffer may change size on its own: given back when the
+/// connection waits for input, dropped after a write when it grew past a few MiB (Redis
+/// shrinks and grows its per-client reply buffer by its recent peak). Off, each keeps the size
+/// it grew to, so a client's memory holds still for tests that compare clients' memory.
+pub fn reply_buffer_resizing() -> bool {
+    REPLY_BUFFER_RESIZING.load(Ordering::Relaxed)
+}
+
+/// DEBUG REPLYBUFFER RESIZING 0|1.
+pub fn set_reply_buffer_resizing(on: bool) {
+    REPLY_BUFFER_RESIZING.store(on, Ordering::Relaxed);
+}
+
 /// What CLIENT LIST reports of a connection's buffers, written by its task without the lock.
 #[derive(Debug, Default)]
 pub struct ClientMemory {

@@ -174,6 +174,8 @@ pub fn config_set(c: &mut Call) -> CmdResult {
         let limit = c.st.hot.output_limits.of(crate::client_limits::ClientClass::Replica);
         b.lock().unwrap_or_else(std::sync::PoisonError::into_inner).set_limit(limit);
     }
+    // A lower `maxmemory-clients` (or `maxmemory`, under a percentage) evicts at once, as Redis.
+    crate::run::evict_clients(c.st);
     ok()
 }
 
@@ -301,6 +303,9 @@ const DEBUG_HELP: &[&str] = &[
     "    Stop the server for <seconds>. Decimals allowed.",
     "PAUSE-CRON <0|1>",
     "    Stop periodic cron job processing (here: shrinking idle query buffers).",
+    "REPLYBUFFER RESIZING <0|1>",
+    "    Keep (0) each client's reply buffer at the size it grew to, or let it be given back",
+    "    when idle and dropped when it grew large (1, the default).",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Turn active expiry off or on.",
     "LISTPACK <key>",
@@ -365,6 +370,12 @@ pub fn debug(c: &mut Call) -> CmdResult {
         }
         ("pause-cron", 3) => {
             crate::client_limits::pause_cron(c.arg(2) != b"0");
+            ok()
+        }
+        ("replybuffer", 4) if c.arg(2).eq_ignore_ascii_case(b"resizing") => {
+            // As Redis reads it (atoi): anything but a number other than 0 turns it off.
+            let on = parse_i64(c.arg(3)).is_some_and(|n| n != 0);
+            crate::client_limits::set_reply_buffer_resizing(on);
             ok()
         }
         ("set-active-expire", 3) => {

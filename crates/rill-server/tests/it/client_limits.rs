@@ -507,3 +507,97 @@ fn a_subscriber_over_its_soft_limit_is_closed_after_the_publishing_stopped() {
     let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"])).into_owned();
     assert!(info.contains("client_output_buffer_limit_disconnections:1\r\n"), "{info}");
 }
+
+/// Client eviction at the moments Redis evicts (`unit/client-eviction`): a client whose unread
+/// replies grow past `maxmemory-clients` as soon as they do, never listed above it; one grown
+/// by what is pushed to it (tracking invalidations redirected to it) with the cron paused; one
+/// holding many tracking prefixes; and the clients over a lowered `maxmemory-clients` during
+/// the CONFIG SET itself, biggest first.
+#[test]
+fn clients_are_evicted_when_their_replies_pushes_or_a_lower_limit_say_so() {
+    const LIMIT: u64 = 3_000_000;
+    let rill = Server::rill_with(&["--maxmemory-clients", &LIMIT.to_string(), "--enable-debug-command", "yes"]);
+    let mut admin = rill.connect();
+    assert_eq!(admin.cmd(&["CLIENT", "NO-EVICT", "on"]), b"+OK\r\n");
+    let evicted = |admin: &mut RawClient| -> u64 { info(admin, "evicted_clients").parse().unwrap() };
+    let id_of = |c: &mut RawClient| -> u64 { text(&c.cmd(&["CLIENT", "ID"]))[1..].trim().parse().unwrap() };
+
+    // Replies it does not read: GETs of a 200 KB value, one at a time.
+    assert_eq!(admin.cmd(&["SETRANGE", "k", "200000", "v"]), b":200001\r\n");
+    let mut reader = rill.connect();
+    let id = id_of(&mut reader);
+    let mut gone = false;
+    for _ in 0..1000 {
+        match client_line(&mut admin, id) {
+            Some(line) => assert!(field(&line, "tot-mem") < LIMIT, "{line}"),
+            None => {
+                gone = true;
+                break;
+            }
+        }
+        if reader.send_command(&[b"GET", b"k"]).is_err() {
+            gone = eventually(Duration::from_secs(5), || client_line(&mut admin, id).is_none());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(gone, "the client whose replies grew past the limit is still there");
+    assert_eq!(evicted(&mut admin), 1);
+
+    // Pushed to: invalidations of a 200 KB key name, redirected to a client that never reads.
+    assert_eq!(admin.cmd(&["DEBUG", "PAUSE-CRON", "1"]), b"+OK\r\n");
+    let mut redirected = rill.connect();
+    let redirected_id = id_of(&mut redirected);
+    redirected.send_command(&[b"SUBSCRIBE", b"__redis__:invalidate"]).unwrap();
+    let mut tracker = rill.connect();
+    let redirect = redirected_id.to_string();
+    assert_eq!(tracker.cmd(&["CLIENT", "TRACKING", "on", "REDIRECT", &redirect, "BCAST"]), b"+OK\r\n");
+    let long_key = "k".repeat(200 * 1024);
+    for _ in 0..100 {
+        let Some(line) = client_line(&mut admin, redirected_id) else { break };
+        assert!(field(&line, "tot-mem") < LIMIT, "{line}");
+        tracker.cmd(&["INCR", &long_key]);
+    }
+    assert_eq!(client_line(&mut admin, redirected_id), None, "the redirected client was not evicted");
+    assert_eq!(evicted(&mut admin), 2);
+    assert_eq!(admin.cmd(&["DEBUG", "PAUSE-CRON", "0"]), b"+OK\r\n");
+
+    // Tracking prefixes count in a client's memory.
+    let mut prefixes = rill.connect();
+    let prefixes_id = id_of(&mut prefixes);
+    let before = field(&client_line(&mut admin, prefixes_id).unwrap(), "tot-mem");
+    for j in 0..100 {
+        let p = format!("p{j:09}");
+        assert_eq!(prefixes.cmd(&["CLIENT", "TRACKING", "on", "PREFIX", &p, "BCAST"]), b"+OK\r\n");
+    }
+    let after = field(&client_line(&mut admin, prefixes_id).unwrap(), "tot-mem");
+    assert!(after >= before + 100 * 64, "tot-mem {before} -> {after} with 100 prefixes");
+
+    // A lower limit evicts during the CONFIG SET, biggest first: two clients holding an
+    // unfinished 1 MB argument go, the small one stays.
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "maxmemory-clients", "0"]), b"+OK\r\n");
+    let mut big: Vec<(RawClient, u64)> = (0..2)
+        .map(|_| {
+            let mut c = rill.connect();
+            let id = id_of(&mut c);
+            c.send(b"*2\r\n$1048576\r\n").unwrap();
+            c.send(&vec![b'v'; 1 << 20]).unwrap();
+            (c, id)
+        })
+        .collect();
+    for (_, id) in &big {
+        let full = eventually(Duration::from_secs(10), || {
+            client_line(&mut admin, *id).is_some_and(|l| field(&l, "qbuf") >= 1 << 20)
+        });
+        assert!(full, "{:?}", client_line(&mut admin, *id));
+    }
+    let small_id = id_of(&mut prefixes);
+    assert_eq!(admin.cmd(&["CONFIG", "SET", "maxmemory-clients", "1000000"]), b"+OK\r\n");
+    for (c, id) in &mut big {
+        assert_eq!(client_line(&mut admin, *id), None, "a big client is still listed after CONFIG SET");
+        let (_, closed) = c.read_until_close(Duration::from_secs(5));
+        assert!(closed);
+    }
+    assert!(client_line(&mut admin, small_id).is_some());
+    assert_eq!(evicted(&mut admin), 4);
+}

@@ -559,7 +559,7 @@ impl Session {
 
     /// After the output buffer was written out.
     pub fn written(&mut self) {
-        if self.out.encoded_capacity() > OUT_KEEP_MAX_BYTES {
+        if self.out.encoded_capacity() > OUT_KEEP_MAX_BYTES && client_limits::reply_buffer_resizing() {
             self.out = OutputBuffer::default();
         }
         ClientMemory::set(&self.watch.mem.out_held, self.out.held_bytes());
@@ -647,6 +647,9 @@ impl Session {
     pub fn release_idle_buffers(&mut self) {
         if self.inbuf.is_empty() && self.inbuf.capacity() > 0 && !self.qbuf_private {
             super::spare::put(std::mem::take(&mut self.inbuf));
+        }
+        if !client_limits::reply_buffer_resizing() {
+            return;
         }
         if let Some(buf) = self.out.take_spare() {
             super::spare::put(buf);
