@@ -109,6 +109,16 @@ impl OutputBuffer {
         self.payload_bytes
     }
 
+    /// Of [`OutputBuffer::referenced_bytes`], those of payloads nothing else holds any more
+    /// (their value was deleted or overwritten since): memory the output alone keeps alive
+    /// (CLIENT LIST `omem-unshared`). A walk of the referenced payloads.
+    pub fn solely_held_bytes(&self) -> usize {
+        if self.payload_bytes == 0 {
+            return 0;
+        }
+        self.payloads.iter().filter(|(_, p)| p.is_unique()).map(|(_, p)| p.len()).sum()
+    }
+
     /// Capacity of the encoded buffer alone.
     pub fn encoded_capacity(&self) -> usize {
         self.encoded.capacity()

@@ -317,6 +317,9 @@ pub struct ClientMemory {
     /// Of `out_pending`, the bytes of payloads the output references (shared with the values
     /// they come from).
     pub out_shared: AtomicU64,
+    /// Of `out_shared`, the payloads the output alone holds (their values were deleted or
+    /// overwritten since), as of the last time the connection published its buffers.
+    pub out_unshared: AtomicU64,
     /// Unparsed input bytes.
     pub qbuf: AtomicU64,
     /// Free room in the input buffer (0 while the client holds no private buffer, as Redis

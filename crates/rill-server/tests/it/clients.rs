@@ -161,7 +161,8 @@ fn client_line_of(c: &mut rill_testkit::RawClient, id: &str) -> String {
 /// The newest Redis' CLIENT LIST fields: `read-events` (reads from the socket), the pipeline
 /// figures (commands per batch of input: one each when sent one at a time, all five when sent
 /// together), and `omem-shared` / `omem-unshared` (of the output waiting, the part that
-/// references the values it comes from: a large GET reply a client does not read).
+/// references the values it comes from: a large GET reply a client does not read; of that,
+/// the part only the client still holds, its value deleted since).
 #[test]
 fn client_list_counts_reads_pipelines_and_shared_output() {
     let server = Server::rill();
@@ -190,30 +191,48 @@ fn client_list_counts_reads_pipelines_and_shared_output() {
     assert_eq!(client_field(&last, "avg-pipeline-len-sum") - client_field(&after, "avg-pipeline-len-sum"), 5, "{last}");
     assert!(client_field(&last, "avg-pipeline-len-cnt") - client_field(&after, "avg-pipeline-len-cnt") >= 1);
 
-    // A reader that does not read: the replies of a 1 MB value wait, referenced, not copied
-    // (the server stops reading its requests while a megabyte is unsent).
+    // Readers that do not read: replies of 1 MB values wait, referenced, not copied. While
+    // the values are stored they are shared with them; once deleted, the client alone holds
+    // them (`omem-unshared`), as in the newest Redis.
+    const VALUES: usize = 20;
     let big = "x".repeat(1 << 20);
-    assert_eq!(admin.cmd(&["SET", "big", &big]), b"+OK\r\n");
-    let mut slow = rill_testkit::RawClient::connect(server.port);
-    let slow_id = match slow.cmd_value(&["CLIENT", "ID"]) {
-        rill_testkit::Value::Int(n) => n.to_string(),
-        other => panic!("{other}"),
-    };
-    slow.send(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n".repeat(40).as_slice()).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let line = client_line_of(&mut admin, &slow_id);
-        let (omem, shared, unshared) =
-            (client_field(&line, "omem"), client_field(&line, "omem-shared"), client_field(&line, "omem-unshared"));
-        assert_eq!(shared + unshared, omem, "{line}");
-        // How much of a reply waits depends on what the kernel's buffers took; whatever it
-        // is, the payload part of it is referenced and only the framing is the client's own.
-        // (The two figures are published one after the other: a reading may fall between.)
-        if shared > 0 && unshared < 1024 {
-            break;
+    let mut readers = Vec::new();
+    for delete in [false, true] {
+        // Values of their own: the other reader's replies would share them too.
+        let key = |i: usize| format!("big:{delete}:{i}");
+        for i in 0..VALUES {
+            assert_eq!(admin.cmd(&["SET", &key(i), &big]), b"+OK\r\n");
         }
-        assert!(std::time::Instant::now() < deadline, "no shared output, or the payload copied: {line}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        let gets: Vec<u8> =
+            (0..VALUES).flat_map(|i| rill_testkit::encode_command(&[b"GET", key(i).as_bytes()])).collect();
+        let mut slow = rill_testkit::RawClient::connect(server.port);
+        let slow_id = match slow.cmd_value(&["CLIENT", "ID"]) {
+            rill_testkit::Value::Int(n) => n.to_string(),
+            other => panic!("{other}"),
+        };
+        let mut pipeline = gets.clone();
+        if delete {
+            for i in 0..VALUES {
+                pipeline.extend(rill_testkit::encode_command(&[b"DEL", key(i).as_bytes()]));
+            }
+        }
+        slow.send(&pipeline).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let line = client_line_of(&mut admin, &slow_id);
+            let (omem, shared, unshared) =
+                (client_field(&line, "omem"), client_field(&line, "omem-shared"), client_field(&line, "omem-unshared"));
+            assert!(shared <= omem && unshared <= shared, "{line}");
+            // How much waits depends on what the kernel's buffers took; whatever it is, the
+            // payloads are referenced, and only the framing is copied.
+            let all_ran = client_field(&line, "tot-cmds") as usize == 1 + VALUES * (1 + usize::from(delete));
+            if all_ran && shared > 0 && omem - shared < 1024 && unshared == if delete { shared } else { 0 } {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "delete {delete}: {line}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        readers.push(slow);
     }
 }
 

@@ -128,6 +128,7 @@ impl OutputWatch {
     pub fn pending(&self, out: &OutputBuffer, written: usize) {
         ClientMemory::set(&self.mem.out_pending, out.len());
         ClientMemory::set(&self.mem.out_shared, out.referenced_bytes());
+        ClientMemory::set(&self.mem.out_unshared, out.solely_held_bytes());
         ClientMemory::set(&self.mem.out_written, written);
         ClientMemory::set(&self.mem.out_held, out.held_bytes());
     }
@@ -639,6 +640,7 @@ impl Session {
         self.push.take_drained();
         ClientMemory::set(&self.watch.mem.out_pending, self.out.len());
         ClientMemory::set(&self.watch.mem.out_shared, self.out.referenced_bytes());
+        ClientMemory::set(&self.watch.mem.out_unshared, self.out.solely_held_bytes());
         n > 0
     }
 
@@ -693,6 +695,7 @@ impl Session {
     pub async fn finish(&mut self) {
         ClientMemory::set(&self.watch.mem.out_pending, 0);
         ClientMemory::set(&self.watch.mem.out_shared, 0);
+        ClientMemory::set(&self.watch.mem.out_unshared, 0);
         // The lock is the script's while the gate is not open.
         self.shared.busy.opened().await;
         let mut st = self.shared.lock();
@@ -728,6 +731,7 @@ impl Session {
         );
         ClientMemory::set(&mem.out_pending, self.out.len());
         ClientMemory::set(&mem.out_shared, self.out.referenced_bytes());
+        ClientMemory::set(&mem.out_unshared, self.out.solely_held_bytes());
         ClientMemory::set(&mem.out_written, 0);
         ClientMemory::set(&mem.out_held, self.out.held_bytes());
         ClientMemory::set(&mem.multi_mem, self.conn.multi.as_ref().map_or(0, |m| m.argv_bytes));
