@@ -33,6 +33,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Pending output Redis does not count against the limits: its per-client static buffer.
 pub const UNCOUNTED_OUTPUT_BYTES: u64 = 16 * 1024;
+/// What one block of Redis' reply list counts against the limits: a 16 KiB chunk and its
+/// 16-byte header are one 20 KiB allocation (jemalloc's size class), whose usable bytes less
+/// the header are the block's size, and the limits count blocks by their size, not by what
+/// they hold.
+pub const REPLY_BLOCK_BYTES: u64 = 20 * 1024 - 16;
+
+/// The output Redis' limits see for `pending` bytes not yet written, `referenced` of them
+/// payloads held by reference: copied bytes past its 16 KiB static buffer fill reply blocks,
+/// each counted whole ([`REPLY_BLOCK_BYTES`]); referenced payloads count their length (the
+/// newest Redis counts its zero-copy references so). A `KEYS *` of 1000 100-byte names is
+/// over a 100 000-byte limit so (5 blocks), as in Redis, though its reply is 111 KB.
+pub fn limit_bytes(pending: u64, referenced: u64) -> u64 {
+    let listed = pending.saturating_sub(referenced).saturating_sub(UNCOUNTED_OUTPUT_BYTES);
+    listed.div_ceil(REPLY_BLOCK_BYTES) * REPLY_BLOCK_BYTES + referenced
+}
 /// Output limit of a client that still has to AUTH (Redis: `used_mem > 1024 && authRequired`).
 pub const UNAUTHENTICATED_OUTPUT_BYTES: u64 = 1024;
 /// Query buffer (plus MULTI queue) limit of a client that still has to AUTH.
@@ -235,11 +250,19 @@ pub struct OutputGuard {
 }
 
 impl OutputGuard {
-    /// Whether a client with `pending` bytes of output not yet written has reached its limits
-    /// (updating the soft-limit clock as Redis' `checkClientOutputBufferLimits` does).
-    pub fn over(&mut self, pending: u64, limit: &ClassLimit, authenticated: bool, now_secs: i64) -> bool {
-        // Redis checks nothing while the static buffer holds everything.
-        self.over_counted(pending.saturating_sub(UNCOUNTED_OUTPUT_BYTES), limit, authenticated, now_secs)
+    /// Whether a client with `pending` bytes of output not yet written, `referenced` of them
+    /// payloads held by reference, has reached its limits (updating the soft-limit clock as
+    /// Redis' `checkClientOutputBufferLimits` does), counted as Redis counts them
+    /// ([`limit_bytes`]).
+    pub fn over(
+        &mut self,
+        pending: u64,
+        referenced: u64,
+        limit: &ClassLimit,
+        authenticated: bool,
+        now_secs: i64,
+    ) -> bool {
+        self.over_counted(limit_bytes(pending, referenced), limit, authenticated, now_secs)
     }
 
     /// [`OutputGuard::over`] for `used` bytes counted against the limits already (what
@@ -503,15 +526,32 @@ mod tests {
 
     #[test]
     fn hard_and_soft_limits() {
-        let limit = ClassLimit { hard_bytes: 1000, soft_bytes: 100, soft_seconds: 2 };
+        // Counted in reply blocks: one block past the static buffer is over 1000 bytes.
+        let limit = ClassLimit { hard_bytes: 3 * REPLY_BLOCK_BYTES, soft_bytes: REPLY_BLOCK_BYTES, soft_seconds: 2 };
         let mut g = OutputGuard::default();
         let over = UNCOUNTED_OUTPUT_BYTES;
-        assert!(!g.over(over + 99, &limit, true, 10));
-        assert!(g.over(over + 1000, &limit, true, 10));
-        assert!(!g.over(over + 100, &limit, true, 10));
-        assert!(!g.over(over + 100, &limit, true, 12));
-        assert!(g.over(over + 100, &limit, true, 13));
-        assert!(!g.over(over, &limit, true, 14));
-        assert!(g.over(over + 1025, &ClassLimit::default(), false, 0));
+        assert!(!g.over(over, 0, &limit, true, 10));
+        assert!(!g.over(over + 1, 0, &limit, true, 10));
+        assert!(g.over(over + 2 * REPLY_BLOCK_BYTES + 1, 0, &limit, true, 10));
+        assert!(!g.over(over + 100, 0, &limit, true, 10));
+        assert!(!g.over(over + 100, 0, &limit, true, 12));
+        assert!(g.over(over + 100, 0, &limit, true, 13));
+        assert!(!g.over(over, 0, &limit, true, 14));
+        // Referenced payloads count their length, from the first byte.
+        let small = ClassLimit { hard_bytes: 100_000, soft_bytes: 0, soft_seconds: 0 };
+        assert!(!g.over(99_999 + 20, 99_999, &small, true, 0));
+        assert!(g.over(100_000 + 20, 100_000, &small, true, 0));
+        assert!(g.over(over + 1025, 0, &ClassLimit::default(), false, 0));
+    }
+
+    #[test]
+    fn redis_counts_its_reply_list_in_whole_blocks() {
+        assert_eq!(limit_bytes(UNCOUNTED_OUTPUT_BYTES, 0), 0);
+        assert_eq!(limit_bytes(UNCOUNTED_OUTPUT_BYTES + 1, 0), REPLY_BLOCK_BYTES);
+        assert_eq!(limit_bytes(UNCOUNTED_OUTPUT_BYTES + REPLY_BLOCK_BYTES + 1, 0), 2 * REPLY_BLOCK_BYTES);
+        // KEYS * of 1000 names of 103 bytes and 6 short ones: 111 KB, over 100 000 in 5 blocks.
+        let keys = 4 + 1000 * (6 + 103 + 2) + 6 * 12;
+        assert!(limit_bytes(keys, 0) > 100_000 && keys - UNCOUNTED_OUTPUT_BYTES < 100_000);
+        assert_eq!(limit_bytes(100 + 1_000_000, 1_000_000), 1_000_000);
     }
 }

@@ -175,7 +175,14 @@ impl Session {
             args.clear();
             emit(&mut self.out, &mut self.conn, &reply);
             let pending = self.out.len() as u64;
-            if self.conn.close_asap || self.watch.guard.over(pending, &limit, self.conn.authenticated, now_ms() / 1000)
+            if self.conn.close_asap
+                || self.watch.guard.over(
+                    pending,
+                    self.out.referenced_bytes() as u64,
+                    &limit,
+                    self.conn.authenticated,
+                    now_ms() / 1000,
+                )
             {
                 self.deferred.get_or_insert_default().output_limit_close = true;
                 return Next::Drop;

@@ -875,7 +875,8 @@ fn run_requests(
             limit = st.hot.output_limits.of(client_class(st, conn.id));
         }
         let pending = out.len() as u64;
-        if conn.close_asap || guard.over(pending, &limit, conn.authenticated, now / 1000) {
+        if conn.close_asap || guard.over(pending, out.referenced_bytes() as u64, &limit, conn.authenticated, now / 1000)
+        {
             st.stats.output_buffer_limit_disconnections += 1;
             log_client(st, conn.id, |line| client_limits::log_output_limit_close(line, true));
             return Next::Drop;
