@@ -16,7 +16,8 @@ PREFIX = f"pytest:{uuid.uuid4().hex[:8]}:"
 
 
 def client(protocol, **kw):
-    return redis.Redis(host="127.0.0.1", port=PORT, protocol=protocol, socket_timeout=10, **kw)
+    kw.setdefault("socket_timeout", 10)
+    return redis.Redis(host="127.0.0.1", port=PORT, protocol=protocol, **kw)
 
 
 def checks_for(protocol):
@@ -218,10 +219,27 @@ def client_side_caching():
     other.close()
 
 
+def big_pipeline():
+    """A pipeline redis-py writes whole before it reads a reply: 500,000 GETs (11 MB sent,
+    54 MB of replies, more than the sockets' buffers hold either way). The server must keep
+    reading while the replies wait, as Redis does; otherwise both wait for ever."""
+    key = f"{PREFIX}pipeline"
+    r = client(2, socket_timeout=60)
+    r.set(key, "v" * 100)
+    p = r.pipeline(transaction=False)
+    for _ in range(500_000):
+        p.get(key)
+    replies = p.execute()
+    assert len(replies) == 500_000 and replies[-1] == b"v" * 100, len(replies)
+    r.delete(key)
+    r.close()
+
+
 print(f"redis-py {redis.__version__} against 127.0.0.1:{PORT}")
 for protocol in (2, 3):
     for name, fn in checks_for(protocol):
         check(name, fn)
 check("resp3: client-side caching invalidated by CLIENT TRACKING", client_side_caching)
+check("resp2: a pipeline written whole before its replies are read", big_pipeline)
 print(f"python: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] else 0)

@@ -143,17 +143,23 @@ fn tls_clients_with_certificates_and_the_plain_port_beside() {
         "-ERR CONFIG SET failed (possibly related to argument 'tls-cert-file') - Unable to update TLS configuration. Check server logs.\r\n"
     );
     assert_eq!(tls_cli(tls, &pki, Some("client"), &["PING"]), "PONG");
-    // Python's ssl module (redis-py), when its venv is there.
+    // Python's ssl module (redis-py), when its venv is there; a big pipeline over TLS.
     let python = rill_testkit::workspace_root().join(".deps/venv/bin/python");
     if python.exists() {
         let script = format!(
-            "import redis\nr = redis.Redis(host='127.0.0.1', port={tls}, ssl=True, ssl_ca_certs='{}', ssl_certfile='{}', ssl_keyfile='{}')\nprint(r.ping(), r.xlen('s'))\n",
+            "import redis\nr = redis.Redis(host='127.0.0.1', port={tls}, ssl=True, ssl_ca_certs='{}', ssl_certfile='{}', ssl_keyfile='{}', socket_timeout=60)\nr.set('v', 'v' * 100)\np = r.pipeline(transaction=False)\nfor _ in range(300000): p.get('v')\nprint(r.ping(), r.xlen('s'), len(p.execute()))\n",
             pki.path("ca.crt"),
             pki.path("client.crt"),
             pki.path("client.key")
         );
         let out = Command::new(python).args(["-c", &script]).output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "True 1", "{}", String::from_utf8_lossy(&out.stderr));
+        // The pipeline is written whole before its replies are read (32 MB of them).
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "True 1 300000",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     } else {
         skip("no .deps/venv (scripts/install-deps.sh makes it): redis-py over TLS not tried");
     }
