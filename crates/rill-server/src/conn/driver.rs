@@ -15,6 +15,7 @@ use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::sync::{watch, Notify};
 use tokio::time::{Instant, Sleep};
 
@@ -54,54 +55,36 @@ pub fn drive<T: Transport>(mut t: T, mut s: Session, mut sig: Signals) -> impl s
 }
 
 async fn serve<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) {
-    // A buffering transport took the output but has not pushed it all out yet (it was left
-    // for input that came first: `write_reading`).
-    let mut flush_owed = false;
     loop {
         let mut batch: Batch = s.run_batch();
         if matches!(batch.next, Next::Drop) || !s.settle(&mut batch).await {
             return;
         }
-        if matches!(batch.next, Next::Read | Next::Busy) {
-            // The client may send more: what the transport does not take now waits while its
-            // next requests run (`write_reading`). Or the batch found the lock taken: the
-            // output waits for the next one.
-            if !s.out.is_empty() || flush_owed {
-                let produced = s.out.len();
-                if !write_now(t, &mut s.out) {
-                    return;
-                }
-                s.watch.pending(&s.out, produced - s.out.len());
-                if s.out.is_empty() && (!T::BUFFERS_WRITES || flushed_now(t)) {
-                    flush_owed = false;
-                    s.written();
-                } else if matches!(batch.next, Next::Busy) {
-                    flush_owed = T::BUFFERS_WRITES;
-                } else {
-                    match Box::pin(write_reading(t, s, sig, produced)).await {
-                        Output::Close => return,
-                        Output::Written => {
-                            flush_owed = false;
-                            s.written();
-                        }
-                        Output::Waiting => {
-                            flush_owed = T::BUFFERS_WRITES;
-                            continue;
-                        }
-                    }
-                }
-            }
-        } else if !s.out.is_empty() {
-            if !write_out(t, &mut s.out, &mut s.watch, sig).await {
+        if matches!(batch.next, Next::Close | Next::Replica(_)) {
+            // Everything goes out first (a replica's feed then owns the transport).
+            if !s.out.is_empty() && !write_out(t, &mut s.out, &mut s.watch, sig).await {
                 return;
             }
-            flush_owed = false;
+            if s.flush_owed && !flush(t, &s.watch, sig, Instant::now()).await {
+                return;
+            }
+            s.flush_owed = false;
             s.written();
-        } else if flush_owed {
-            if !flush(t, &s.watch, sig, Instant::now()).await {
+        } else if output_pending(s) {
+            // What the transport does not take now is written while the client waits for
+            // whatever comes next, its input read meanwhile, as Redis does: a client that
+            // writes its whole pipeline before reading would otherwise wait for the server
+            // while the server waited for it.
+            if !write_pending_now(t, s) {
                 return;
             }
-            flush_owed = false;
+            if matches!(batch.next, Next::Read) && output_pending(s) {
+                match Box::pin(write_reading(t, s, sig)).await {
+                    Output::Close => return,
+                    Output::Written => {}
+                    Output::Waiting => continue,
+                }
+            }
         }
         let carry_on = match batch.next {
             Next::Close | Next::Drop => false,
@@ -180,8 +163,8 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
                 s.shared().clone().busy.opened().await;
                 s.park_wake(park);
             }
-            r = readable(t) => {
-                if r.is_err() || read_some(t, s).is_none() {
+            p = io_ready(t, &mut s.out, s.flush_owed, true) => {
+                if on_progress(t, s, p).is_none() {
                     return false;
                 }
             }
@@ -198,7 +181,9 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
             _ = sig.shutdown.changed() => return false,
         }
     }
-    s.out.is_empty() || write_out(t, &mut s.out, &mut s.watch, sig).await
+    // The reply waits with the rest for the next batch's write, if the transport does not
+    // take it now.
+    write_pending_now(t, s)
 }
 
 /// Wait until a `WAIT` / `WAITAOF` has its copies (a replica's ACK wakes it; the local log's
@@ -230,8 +215,8 @@ async fn copies<T: Transport>(
             () = &mut notified => {}
             () = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
             () = sleep_until_opt(deadline) => timed_out = true,
-            r = readable(t) => {
-                if r.is_err() || read_some(t, s).is_none() {
+            p = io_ready(t, &mut s.out, s.flush_owed, true) => {
+                if on_progress(t, s, p).is_none() {
                     return false;
                 }
             }
@@ -376,8 +361,8 @@ async fn wait_reading<T: Transport>(
                     return false;
                 }
             }
-            r = readable(t), if !full => {
-                if r.is_err() || read_some(t, s).is_none() {
+            p = io_ready(t, &mut s.out, s.flush_owed, !full), if !full || output_pending(s) => {
+                if on_progress(t, s, p).is_none() {
                     return false;
                 }
             }
@@ -427,35 +412,23 @@ enum Progress {
 /// Redis, which keeps reading a client whose replies wait and runs what it sends, wait for
 /// whichever comes first: the transport taking the rest, or input. A client that writes its
 /// whole pipeline before it reads a reply (redis-py's pipelines do) would otherwise wait for
-/// the server while the server waited for it. The output grows until the client reads it or a limit closes
-/// the client (its class's output limit, `maxmemory-clients`), as in Redis; `timeout` counts
-/// from the last byte written or read.
-async fn write_reading<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals, produced: usize) -> Output {
+/// the server while the server waited for it. The output grows until the client reads it or a
+/// limit closes the client (its class's output limit, `maxmemory-clients`), as in Redis;
+/// `timeout` counts from the last byte written or read.
+async fn write_reading<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> Output {
     let mut last_progress = Instant::now();
     loop {
+        if !output_pending(s) {
+            return Output::Written;
+        }
         if s.watch.over_limit() {
             return Output::Close;
         }
         let soft = s.watch.soft_deadline();
         let idle = s.watch.idle_deadline(last_progress);
         let full = s.input_full();
-        let out = &mut s.out;
         let progress = tokio::select! {
-            p = poll_fn(|cx| {
-                if out.is_empty() {
-                    if let std::task::Poll::Ready(r) = t.poll_flush(cx) {
-                        return std::task::Poll::Ready(Progress::Flushed(r));
-                    }
-                } else if let std::task::Poll::Ready(r) = out.with_slices(|slices| t.poll_write_vectored(cx, slices)) {
-                    return std::task::Poll::Ready(Progress::Wrote(r));
-                }
-                if !full {
-                    if let std::task::Poll::Ready(r) = t.poll_read_ready(cx) {
-                        return std::task::Poll::Ready(Progress::Readable(r));
-                    }
-                }
-                std::task::Poll::Pending
-            }) => p,
+            p = io_ready(t, &mut s.out, s.flush_owed, !full) => p,
             () = sig.kill.notified() => return Output::Close,
             _ = sig.shutdown.changed() => return Output::Close,
             () = sleep_until_opt(idle) => {
@@ -465,26 +438,82 @@ async fn write_reading<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signa
             () = sleep_until_opt(soft) => continue,
             () = tokio::time::sleep(PUSH_LIMIT_RECHECK) => continue,
         };
-        match progress {
-            Progress::Wrote(Ok(n)) if n > 0 => {
-                s.out.advance(n);
-                last_progress = Instant::now();
-                if !write_now(t, &mut s.out) {
-                    return Output::Close;
-                }
-                s.watch.pending(&s.out, produced - s.out.len());
-                if s.out.is_empty() && !T::BUFFERS_WRITES {
-                    return Output::Written;
-                }
-            }
-            Progress::Flushed(Ok(())) => return Output::Written,
-            Progress::Readable(Ok(())) => match read_some(t, s) {
-                None => return Output::Close,
-                Some(0) => {}
-                Some(_) => return Output::Waiting,
-            },
-            Progress::Wrote(_) | Progress::Flushed(Err(_)) | Progress::Readable(Err(_)) => return Output::Close,
+        last_progress = Instant::now();
+        match on_progress(t, s, progress) {
+            None => return Output::Close,
+            Some(true) => return Output::Waiting,
+            Some(false) => {}
         }
+    }
+}
+
+/// Whether output waits to be written (or pushed out of a buffering transport).
+fn output_pending(s: &Session) -> bool {
+    !s.out.is_empty() || s.flush_owed
+}
+
+/// Write what the transport takes of the pending output now, without waiting, and say so
+/// (CLIENT LIST); once all is out, the output is done with (`Session::written`). False on a
+/// write error.
+fn write_pending_now<T: Transport>(t: &mut T, s: &mut Session) -> bool {
+    let produced = s.out.len();
+    if !write_now(t, &mut s.out) {
+        return false;
+    }
+    if T::BUFFERS_WRITES && s.out.len() < produced {
+        s.flush_owed = true;
+    }
+    s.watch.pending(&s.out, produced - s.out.len());
+    if s.out.is_empty() && (!s.flush_owed || flushed_now(t)) {
+        s.flush_owed = false;
+        s.written();
+    }
+    true
+}
+
+/// Ready when the transport took some of `out` (or, with nothing left in `out` but a flush
+/// owed, pushed out what it buffered), or, if `read`, when it has input.
+async fn io_ready<T: Transport>(t: &mut T, out: &mut OutputBuffer, flush_owed: bool, read: bool) -> Progress {
+    poll_fn(|cx| {
+        if !out.is_empty() {
+            if let Poll::Ready(r) = out.with_slices(|slices| t.poll_write_vectored(cx, slices)) {
+                return Poll::Ready(Progress::Wrote(r));
+            }
+        } else if flush_owed {
+            if let Poll::Ready(r) = t.poll_flush(cx) {
+                return Poll::Ready(Progress::Flushed(r));
+            }
+        }
+        if read {
+            if let Poll::Ready(r) = t.poll_read_ready(cx) {
+                return Poll::Ready(Progress::Readable(r));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Act on what [`io_ready`] found. None: the connection must close; otherwise whether input
+/// was read.
+fn on_progress<T: Transport>(t: &mut T, s: &mut Session, progress: Progress) -> Option<bool> {
+    match progress {
+        Progress::Wrote(Ok(n)) if n > 0 => {
+            s.out.advance(n);
+            if T::BUFFERS_WRITES {
+                s.flush_owed = true;
+            }
+            write_pending_now(t, s).then_some(false)
+        }
+        Progress::Flushed(Ok(())) => {
+            s.flush_owed = false;
+            if s.out.is_empty() {
+                s.written();
+            }
+            Some(false)
+        }
+        Progress::Readable(Ok(())) => read_some(t, s).map(|n| n > 0),
+        Progress::Wrote(_) | Progress::Flushed(Err(_)) | Progress::Readable(Err(_)) => None,
     }
 }
 

@@ -145,6 +145,52 @@ fn clients_that_do_not_read_have_every_request_run_and_share_the_stored_value() 
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
+/// The same with a blocking command inside the pipeline: while it waits (here for its timeout),
+/// the replies before it are written and the requests after it read, as Redis does.
+#[test]
+fn a_pipeline_with_a_blocking_command_written_whole_before_any_reply_is_read_gets_every_reply() {
+    const BEFORE: usize = 300_000;
+    const AFTER: usize = 600_000;
+    let mut servers = vec![Server::rill()];
+    if let Some(redis) = Server::reference(ReferenceServer::Redis8) {
+        servers.push(redis);
+    }
+    for server in &servers {
+        let mut admin = server.connect();
+        let value = vec![b'v'; 100];
+        assert_eq!(admin.request(&[b"SET", b"k", &value]).unwrap(), b"+OK\r\n");
+        let mut reader = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        let mut writer = reader.try_clone().unwrap();
+        let get = encode_command(&[b"GET", b"k"]);
+        let mut pipeline = get.repeat(BEFORE);
+        pipeline.extend(encode_command(&[b"BLPOP", b"nothing", b"1"]));
+        pipeline.extend(get.repeat(AFTER));
+        let (done, wrote) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(writer.write_all(&pipeline).is_ok());
+        });
+        assert_eq!(
+            wrote.recv_timeout(Duration::from_secs(60)),
+            Ok(true),
+            "{}: the server stopped reading the pipeline",
+            server.label()
+        );
+        let reply_len = format!("$100\r\n{}\r\n", "v".repeat(100)).len();
+        // BLPOP times out with a null array.
+        let expected = (BEFORE + AFTER) * reply_len + b"*-1\r\n".len();
+        reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut got = 0;
+        let mut buf = vec![0u8; 1 << 20];
+        while got < expected {
+            let n = std::io::Read::read(&mut reader, &mut buf).unwrap();
+            assert!(n > 0, "{}: closed after {got} of {expected} bytes", server.label());
+            got += n;
+        }
+        assert_eq!(got, expected, "{}", server.label());
+        assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+    }
+}
+
 /// A client that writes its whole pipeline before it reads a reply (redis-py's pipelines do)
 /// gets every reply, from rill as from Redis: the server keeps reading while replies wait. When
 /// rill stopped reading such a client until it read, both waited for ever once the pipeline

@@ -180,6 +180,8 @@ pub struct Session {
     qbuf_private: bool,
     /// Replies not yet written (large payloads referenced, not copied).
     pub(super) out: OutputBuffer,
+    /// A buffering transport (TLS) took output it has not pushed out yet (`conn/driver.rs`).
+    pub(super) flush_owed: bool,
     /// What a stuck write watches.
     pub(super) watch: OutputWatch,
     /// Replies for the clients this batch served, to be written straight to their streams.
@@ -286,6 +288,7 @@ impl Session {
             inbuf: BytesMut::new(),
             qbuf_private: false,
             out: OutputBuffer::default(),
+            flush_owed: false,
             watch,
             deliveries: Vec::new(),
             net_in: 0,
