@@ -20,7 +20,7 @@ pub use request::{
     Limits, ProtocolError, RequestParser, DEFAULT_MAX_BULK_BYTES, DEFAULT_MAX_INLINE_BYTES, RESERVE_AHEAD_MAX_BYTES,
     UNAUTHENTICATED_MAX_ARGS, UNAUTHENTICATED_MAX_BULK_BYTES,
 };
-pub use write::{double_text, write_reply, write_request, write_request_iter, write_request_vec};
+pub use write::{double_text, referenced_bytes, write_reply, write_request, write_request_iter, write_request_vec};
 
 #[cfg(test)]
 mod tests;

@@ -43,6 +43,29 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::output::{ReplyTarget, SHARED_PAYLOAD_MIN_BYTES};
 use crate::reply::{Protocol, Reply};
 
+/// The bytes of `reply` an [`OutputBuffer`](crate::OutputBuffer) would hold by reference
+/// rather than copy (its large payloads), in either protocol.
+pub fn referenced_bytes(reply: &Reply) -> usize {
+    let payload = |data: &[u8]| if data.len() < SHARED_PAYLOAD_MIN_BYTES { 0 } else { data.len() };
+    match reply {
+        Reply::Bulk(data) | Reply::Raw(data) | Reply::Verbatim { text: data, .. } => payload(data),
+        Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => items.iter().map(referenced_bytes).sum(),
+        Reply::Map(pairs) => pairs.iter().map(|(k, v)| referenced_bytes(k) + referenced_bytes(v)).sum(),
+        Reply::Attribute(pairs, inner) => {
+            pairs.iter().map(|(k, v)| referenced_bytes(k) + referenced_bytes(v)).sum::<usize>()
+                + referenced_bytes(inner)
+        }
+        Reply::Simple(_)
+        | Reply::Error(_)
+        | Reply::Integer(_)
+        | Reply::Null
+        | Reply::NullArray
+        | Reply::Double(_)
+        | Reply::Boolean(_)
+        | Reply::BigNumber(_) => 0,
+    }
+}
+
 /// Appends `reply` to `out` as `proto` encodes it (see the module docs for the table). Into an
 /// [`OutputBuffer`](crate::OutputBuffer), payloads of [`SHARED_PAYLOAD_MIN_BYTES`] or more
 /// (bulk strings, verbatim text, raw replies) are referenced instead of copied; the bytes

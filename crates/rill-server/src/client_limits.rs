@@ -343,6 +343,9 @@ pub struct ClientMemory {
     /// Of `out_shared`, the payloads the output alone holds (their values were deleted or
     /// overwritten since), as of the last time the connection published its buffers.
     pub out_unshared: AtomicU64,
+    /// The referenced payloads of the replies an EXEC running now has collected (they reach
+    /// the output when it ends; Redis' are in the client's buffer as each command runs).
+    pub exec_shared: AtomicU64,
     /// Unparsed input bytes.
     pub qbuf: AtomicU64,
     /// Free room in the input buffer (0 while the client holds no private buffer, as Redis

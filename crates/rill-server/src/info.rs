@@ -93,6 +93,12 @@ pub struct MemoryFigures {
     pub startup: u64,
     /// Normal clients' buffers.
     pub clients_normal: u64,
+    /// Of what normal clients' output holds, the payloads referenced rather than copied
+    /// (shared with the values they come from), and of those the ones only the output still
+    /// holds (CLIENT LIST `omem-shared`, `omem-unshared`, summed).
+    pub clients_normal_shared: u64,
+    /// See `clients_normal_shared`.
+    pub clients_normal_unshared: u64,
     /// Replicas' buffers.
     pub clients_replicas: u64,
     /// The replication backlog.
@@ -116,11 +122,17 @@ pub fn memory_figures(st: &State) -> MemoryFigures {
     let startup = alloc::startup_bytes().min(used);
     let max: u64 = st.config.get("maxmemory").parse().unwrap_or(0);
     let (mut clients_normal, mut clients_replicas) = (0, 0);
+    let (mut clients_normal_shared, mut clients_normal_unshared) = (0, 0);
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     for c in st.clients.values() {
         let held = c.mem.total() + c.push.queued_bytes();
         match c.kind {
             crate::state::ClientKind::Replica | crate::state::ClientKind::RdbChannel => clients_replicas += held,
-            _ => clients_normal += held,
+            _ => {
+                clients_normal += held;
+                clients_normal_shared += load(&c.mem.out_shared) + load(&c.mem.exec_shared);
+                clients_normal_unshared += load(&c.mem.out_unshared);
+            }
         }
     }
     let backlog = st.replication.with_backlog(|b| b.histlen() as u64).unwrap_or(0);
@@ -133,6 +145,8 @@ pub fn memory_figures(st: &State) -> MemoryFigures {
         peak,
         startup,
         clients_normal,
+        clients_normal_shared,
+        clients_normal_unshared,
         clients_replicas,
         backlog,
         aof_buffer,
@@ -229,6 +243,8 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
                 peak,
                 startup,
                 clients_normal,
+                clients_normal_shared,
+                clients_normal_unshared,
                 clients_replicas,
                 backlog,
                 aof_buffer,
@@ -293,6 +309,8 @@ fn section_text(out: &mut String, section: &str, shared: &Shared, st: &State, no
             line!(out, "mem_replica_full_sync_buffer:0");
             line!(out, "mem_clients_slaves:{clients_replicas}");
             line!(out, "mem_clients_normal:{clients_normal}");
+            line!(out, "mem_clients_normal_shared:{clients_normal_shared}");
+            line!(out, "mem_clients_normal_unshared:{clients_normal_unshared}");
             line!(out, "mem_cluster_links:0");
             line!(out, "mem_aof_buffer:{aof_buffer}");
             line!(out, "mem_allocator:system");

@@ -373,11 +373,13 @@ pub fn client_line(ci: &ClientInfo, now_ms: i64, watch: usize) -> String {
     let (obl, oll, omem) = ci.mem.output_fields();
     // Frames pushed to it and not yet taken by its task are output it holds too.
     let queued = ci.push.queued_bytes();
-    let (oll, omem) = (oll.max(u64::from(queued > 0)), omem + queued);
+    // And the large payloads of an EXEC running now (its own CLIENT LIST sees them).
+    let exec_shared = load(&ci.mem.exec_shared);
+    let (oll, omem) = (oll.max(u64::from(queued > 0)), omem + queued + exec_shared);
     let events = if omem + obl > 0 { "rw" } else { "r" };
     // Of omem, the payloads referenced rather than copied (shared with their values), and of
     // those the ones only this client still holds (their keys deleted or overwritten).
-    let shared = load(&ci.mem.out_shared).min(omem);
+    let shared = (load(&ci.mem.out_shared) + exec_shared).min(omem);
     let unshared = load(&ci.mem.out_unshared).min(shared);
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} omem-shared={shared} omem-unshared={} tot-mem={} events={events} cmd={} user={} redir={} resp={} lib-name={} lib-ver={} io-thread=0 tot-net-in={} tot-net-out={} tot-cmds={} read-events={} avg-pipeline-len-sum={} avg-pipeline-len-cnt={}",

@@ -303,6 +303,8 @@ pub fn memory_stats(c: &mut Call) -> CmdResult {
         (b("replica.fullsync.buffer"), n(0)),
         (b("clients.slaves"), n(m.clients_replicas)),
         (b("clients.normal"), n(m.clients_normal)),
+        (b("clients.normal.shared"), n(m.clients_normal_shared)),
+        (b("clients.normal.unshared"), n(m.clients_normal_unshared)),
         (b("cluster.links"), n(0)),
         (b("aof.buffer"), n(m.aof_buffer)),
         (b("lua.caches"), n(scripts)),

@@ -47,6 +47,9 @@ pub fn exec(c: &mut Call) -> CmdResult {
     // Unwatch before running: the transaction's own writes must not mark it dirty later.
     end_transaction(c);
     let mut replies = Vec::with_capacity(m.queued.len());
+    // CLIENT LIST, INFO and MEMORY STATS of a command later in the transaction see the large
+    // payloads of the replies so far as this client's output, as Redis' do.
+    let mut shared = 0;
     for (spec, mut args) in m.queued {
         // The rules may have changed since the command was queued: checked again, as Redis.
         let outcome = dispatch::acl_check(
@@ -70,7 +73,20 @@ pub fn exec(c: &mut Call) -> CmdResult {
             continue;
         }
         let action = dispatch::call(c.shared, c.st, c.conn, spec, &mut args, c.now_ms, true);
+        let before = replies.len();
         inline_replies(c.st, action, &mut replies);
+        let more: usize = replies.get(before..).unwrap_or_default().iter().map(rill_resp::referenced_bytes).sum();
+        if more > 0 {
+            shared += more;
+            if let Some(ci) = c.st.clients.get(&c.conn.id) {
+                crate::client_limits::ClientMemory::set(&ci.mem.exec_shared, shared);
+            }
+        }
+    }
+    if shared > 0 {
+        if let Some(ci) = c.st.clients.get(&c.conn.id) {
+            crate::client_limits::ClientMemory::set(&ci.mem.exec_shared, 0);
+        }
     }
     reply(Reply::Array(replies))
 }

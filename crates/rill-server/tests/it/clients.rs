@@ -303,3 +303,49 @@ fn client_list_is_in_connection_order() {
         }
     }
 }
+
+/// A large reply in a transaction is this client's shared output while the transaction runs:
+/// CLIENT LIST (`omem-shared`), INFO memory (`mem_clients_normal_shared`) and MEMORY STATS
+/// (`clients.normal.shared`) of a later command in it count it, as the newest Redis does (its
+/// replies are in the client's buffer as each command runs); once written, INFO shows none.
+#[test]
+fn a_transactions_large_replies_count_as_shared_output_while_it_runs() {
+    let server = Server::rill();
+    let mut c = rill_testkit::RawClient::connect(server.port);
+    let size = 100_000;
+    assert_eq!(c.cmd(&["SET", "bigkey", &"v".repeat(size)]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["CLIENT", "SETNAME", "refmem"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["MULTI"]), b"+OK\r\n");
+    for cmd in [&["GET", "bigkey"][..], &["CLIENT", "LIST"], &["INFO", "memory"], &["MEMORY", "STATS"]] {
+        assert_eq!(c.cmd(cmd), b"+QUEUED\r\n");
+    }
+    let rill_testkit::Value::Array(replies) = c.cmd_value(&["EXEC"]) else { panic!("EXEC") };
+    let text = |v: &rill_testkit::Value| match v {
+        rill_testkit::Value::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+        other => panic!("{other}"),
+    };
+    let list = text(&replies[1]);
+    let line = list.lines().find(|l| l.contains(" name=refmem ")).unwrap();
+    assert!(client_field(line, "omem-shared") >= size as u64, "{line}");
+    assert_eq!(client_field(line, "omem-unshared"), 0, "{line}");
+    let info = text(&replies[2]);
+    let field = |name: &str| -> u64 {
+        info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap().trim().parse().unwrap()
+    };
+    assert!(field("mem_clients_normal_shared") >= size as u64, "{info}");
+    assert_eq!(field("mem_clients_normal_unshared"), 0, "{info}");
+    let rill_testkit::Value::Array(stats) = &replies[3] else { panic!("MEMORY STATS") };
+    let stat = |name: &str| {
+        let at =
+            stats.iter().position(|v| matches!(v, rill_testkit::Value::Bulk(b) if b.as_slice() == name.as_bytes()));
+        match at.and_then(|i| stats.get(i + 1)) {
+            Some(rill_testkit::Value::Int(n)) => *n,
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    assert!(stat("clients.normal.shared") >= size as i64);
+    assert_eq!(stat("clients.normal.unshared"), 0);
+    // Written: nothing shared any more.
+    let info = String::from_utf8_lossy(&c.cmd(&["INFO", "memory"])).into_owned();
+    assert!(info.contains("mem_clients_normal_shared:0\r\n"), "{info}");
+}
