@@ -529,13 +529,8 @@ async fn write_out<T: Transport>(
     let produced = buf.len();
     // What the transport takes at once, here; the waits for the rest are boxed (a full
     // socket is rare), which keeps every connection's future small.
-    while !buf.is_empty() {
-        match buf.with_slices(|slices| t.try_write_vectored(slices)) {
-            Ok(0) => return false,
-            Ok(n) => buf.advance(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(_) => return false,
-        }
+    if !write_now(t, buf) {
+        return false;
     }
     watch.pending(buf, produced - buf.len());
     if buf.is_empty() {

@@ -151,6 +151,36 @@ fn clients_that_do_not_read_have_every_request_run_and_share_the_stored_value() 
 fn a_pipeline_with_a_blocking_command_written_whole_before_any_reply_is_read_gets_every_reply() {
     const BEFORE: usize = 300_000;
     const AFTER: usize = 600_000;
+    let get = encode_command(&[b"GET", b"k"]);
+    let mut pipeline = get.repeat(BEFORE);
+    pipeline.extend(encode_command(&[b"BLPOP", b"nothing", b"1"]));
+    pipeline.extend(get.repeat(AFTER));
+    // BLPOP times out with a null array.
+    let expected = (BEFORE + AFTER) * GET_REPLY.len() + b"*-1\r\n".len();
+    write_whole_then_read(&pipeline, expected);
+}
+
+/// A client that writes its whole pipeline before it reads a reply (redis-py's pipelines do)
+/// gets every reply, from rill as from Redis: the server keeps reading while replies wait. When
+/// rill stopped reading such a client until it read, both waited for ever once the pipeline
+/// and its replies outgrew the sockets' buffers.
+#[test]
+fn a_pipeline_written_whole_before_any_reply_is_read_gets_every_reply() {
+    const GETS: usize = 1_000_000;
+    write_whole_then_read(&encode_command(&[b"GET", b"k"]).repeat(GETS), GETS * GET_REPLY.len());
+}
+
+/// The reply to `GET k` in [`write_whole_then_read`].
+const GET_REPLY: &str = concat!(
+    "$100\r\n",
+    "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv",
+    "\r\n"
+);
+
+/// Against rill and Redis 8.2.3: with `k` holding 100 bytes, write `pipeline` whole (from
+/// another thread, failing if the server stops reading it), then read `expected` bytes of
+/// replies, the first a `GET k`'s.
+fn write_whole_then_read(pipeline: &[u8], expected: usize) {
     let mut servers = vec![Server::rill()];
     if let Some(redis) = Server::reference(ReferenceServer::Redis8) {
         servers.push(redis);
@@ -161,55 +191,7 @@ fn a_pipeline_with_a_blocking_command_written_whole_before_any_reply_is_read_get
         assert_eq!(admin.request(&[b"SET", b"k", &value]).unwrap(), b"+OK\r\n");
         let mut reader = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
         let mut writer = reader.try_clone().unwrap();
-        let get = encode_command(&[b"GET", b"k"]);
-        let mut pipeline = get.repeat(BEFORE);
-        pipeline.extend(encode_command(&[b"BLPOP", b"nothing", b"1"]));
-        pipeline.extend(get.repeat(AFTER));
-        let (done, wrote) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = done.send(writer.write_all(&pipeline).is_ok());
-        });
-        assert_eq!(
-            wrote.recv_timeout(Duration::from_secs(60)),
-            Ok(true),
-            "{}: the server stopped reading the pipeline",
-            server.label()
-        );
-        let reply_len = format!("$100\r\n{}\r\n", "v".repeat(100)).len();
-        // BLPOP times out with a null array.
-        let expected = (BEFORE + AFTER) * reply_len + b"*-1\r\n".len();
-        reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let mut got = 0;
-        let mut buf = vec![0u8; 1 << 20];
-        while got < expected {
-            let n = std::io::Read::read(&mut reader, &mut buf).unwrap();
-            assert!(n > 0, "{}: closed after {got} of {expected} bytes", server.label());
-            got += n;
-        }
-        assert_eq!(got, expected, "{}", server.label());
-        assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
-    }
-}
-
-/// A client that writes its whole pipeline before it reads a reply (redis-py's pipelines do)
-/// gets every reply, from rill as from Redis: the server keeps reading while replies wait. When
-/// rill stopped reading such a client until it read, both waited for ever once the pipeline
-/// and its replies outgrew the sockets' buffers.
-#[test]
-fn a_pipeline_written_whole_before_any_reply_is_read_gets_every_reply() {
-    const GETS: usize = 1_000_000;
-    const VALUE: usize = 100;
-    let mut servers = vec![Server::rill()];
-    if let Some(redis) = Server::reference(ReferenceServer::Redis8) {
-        servers.push(redis);
-    }
-    for server in &servers {
-        let mut admin = server.connect();
-        let value = vec![b'v'; VALUE];
-        assert_eq!(admin.request(&[b"SET", b"k", &value]).unwrap(), b"+OK\r\n");
-        let mut reader = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-        let mut writer = reader.try_clone().unwrap();
-        let pipeline = encode_command(&[b"GET", b"k"]).repeat(GETS);
+        let pipeline = pipeline.to_vec();
         let (done, wrote) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _ = done.send(writer.write_all(&pipeline).is_ok());
@@ -221,8 +203,6 @@ fn a_pipeline_written_whole_before_any_reply_is_read_gets_every_reply() {
             "{}: the server stopped reading the pipeline",
             server.label()
         );
-        let reply = format!("${VALUE}\r\n{}\r\n", "v".repeat(VALUE));
-        let expected = GETS * reply.len();
         reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut got = 0;
         let mut buf = vec![0u8; 1 << 20];
@@ -230,13 +210,13 @@ fn a_pipeline_written_whole_before_any_reply_is_read_gets_every_reply() {
         while got < expected {
             let n = std::io::Read::read(&mut reader, &mut buf).unwrap();
             assert!(n > 0, "{}: closed after {got} of {expected} bytes", server.label());
-            if first.len() < reply.len() {
-                first.extend_from_slice(&buf[..n.min(reply.len() - first.len())]);
+            if first.len() < GET_REPLY.len() {
+                first.extend_from_slice(&buf[..n.min(GET_REPLY.len() - first.len())]);
             }
             got += n;
         }
         assert_eq!(got, expected, "{}", server.label());
-        assert_eq!(first, reply.as_bytes(), "{}", server.label());
+        assert_eq!(first, GET_REPLY.as_bytes(), "{}", server.label());
         assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
     }
 }
