@@ -330,6 +330,63 @@ impl KeyAccess {
     }
 }
 
+/// A command's keys as ACL reads them, worked out once per command
+/// ([`CommandSpec::key_plan`]) so that the check of every call walks no key specs: the common
+/// shapes (no keys; keys in a range of positions, all with one access) resolved, the rest
+/// walked per call as [`CommandSpec::try_key_refs`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyPlan {
+    /// The command has no keys to check.
+    NoKeys,
+    /// Keys from `first` to `last` (counted from the end when negative) every `step`, each
+    /// needing `access`; with `whole`, a call too short to reach `last` has no keys at all
+    /// (a key spec with a fixed last key, which Redis then reads as having none).
+    Range {
+        /// The first key's index.
+        first: i32,
+        /// The last key's index, or from the end when negative.
+        last: i32,
+        /// The distance between keys (at least 1).
+        step: i32,
+        /// No keys unless the call reaches `last`.
+        whole: bool,
+        /// The access each key needs.
+        access: KeyAccess,
+    },
+    /// Anything else: the key specs are walked per call.
+    Walk,
+}
+
+impl KeyPlan {
+    /// Call `f` with each key argument of `args` (a call of `spec`, whose plan this is) and the
+    /// access it needs, as [`CommandSpec::try_key_refs`]; the first error ends the walk.
+    #[inline]
+    pub fn try_keys<E>(
+        self,
+        spec: &CommandSpec,
+        args: &[Bytes],
+        mut f: impl FnMut(usize, KeyAccess) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            KeyPlan::NoKeys => Ok(()),
+            KeyPlan::Range { first, last, step, whole, access } => {
+                let argc = args.len() as i32;
+                let last = if last < 0 { argc + last } else { last };
+                if whole && last >= argc {
+                    return Ok(());
+                }
+                let mut i = first;
+                while i <= last && i < argc {
+                    f(i as usize, access)?;
+                    i += step;
+                }
+                Ok(())
+            }
+            KeyPlan::Walk => spec.try_key_refs(args, f),
+        }
+    }
+}
+
 impl CommandSpec {
     /// Whether `argc` arguments (name included) satisfy the arity.
     pub fn arity_ok(&self, argc: usize) -> bool {
@@ -391,6 +448,44 @@ impl CommandSpec {
             Ok::<(), ()>(())
         });
         out
+    }
+
+    /// How ACL finds this command's keys ([`KeyPlan`]): no keys; one range of positions with
+    /// one access (legacy positions without key specs, or a single key spec found at a fixed
+    /// index and by a range); or a walk of the key specs per call.
+    pub fn key_plan(&self) -> KeyPlan {
+        if self.key_specs.is_empty() {
+            if self.flags.has(Flags::MOVABLEKEYS) || self.first_key <= 0 {
+                return KeyPlan::NoKeys;
+            }
+            let access = KeyAccess { read: true, write: true };
+            return KeyPlan::Range {
+                first: self.first_key,
+                last: self.last_key,
+                step: self.step.max(1),
+                whole: false,
+                access,
+            };
+        }
+        let [spec] = self.key_specs else { return KeyPlan::Walk };
+        if self.get_keys.is_some() || (self.key_flags.is_some() && spec.flags.contains(&"VARIABLE_FLAGS")) {
+            return KeyPlan::Walk;
+        }
+        if spec.flags.contains(&"not_key") {
+            return KeyPlan::NoKeys;
+        }
+        match (spec.begin, spec.find) {
+            (BeginSearch::Index(first), FindKeys::Range { lastkey, keystep, limit }) if lastkey >= 0 || limit <= 1 => {
+                KeyPlan::Range {
+                    first,
+                    last: if lastkey >= 0 { first + lastkey } else { lastkey },
+                    step: keystep.max(1),
+                    whole: lastkey >= 0,
+                    access: KeyAccess::of(spec.flags),
+                }
+            }
+            _ => KeyPlan::Walk,
+        }
     }
 
     /// [`CommandSpec::key_refs`] without a vector: `f` gets each key argument in turn, and

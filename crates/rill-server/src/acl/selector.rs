@@ -4,9 +4,9 @@
 //! `ACL GETUSER` show.
 
 use super::Commands;
-use rill_engine::command::{Channels, CommandSpec, Flags, KeyAccess};
+use rill_engine::command::{Channels, CommandSpec, Flags, KeyAccess, KeyPlan};
 use rill_engine::glob::glob_match;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Why a rule was refused: each is one of Redis' `ACL SETUSER` error texts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +91,9 @@ pub struct KeyPattern {
     /// The pattern is this many plain bytes and one `*` (`orders:*`, the usual form): it
     /// matches a key starting with them, no glob walk needed.
     prefix: Option<usize>,
+    /// A prefix of at most 8 bytes as a word and the mask of its bytes: a key of 8 bytes or
+    /// more is matched with one load and compare (checked for every key of every command).
+    short_prefix: Option<(u64, u64)>,
 }
 
 impl KeyPattern {
@@ -101,13 +104,22 @@ impl KeyPattern {
             }
             _ => None,
         };
-        KeyPattern { pattern: pattern.to_vec(), read, write, prefix }
+        let short_prefix = prefix.filter(|&n| n <= 8).map(|n| {
+            let mut word = [0u8; 8];
+            word.iter_mut().zip(pattern).for_each(|(w, p)| *w = *p);
+            (u64::from_le_bytes(word), u64::MAX >> (64 - 8 * n))
+        });
+        KeyPattern { pattern: pattern.to_vec(), read, write, prefix, short_prefix }
     }
 
     /// Whether `key` matches the glob.
+    #[inline]
     fn matches(&self, key: &[u8]) -> bool {
         match self.prefix {
-            Some(n) => key.get(..n) == self.pattern.get(..n),
+            Some(n) => match (self.short_prefix, key.first_chunk::<8>()) {
+                (Some((word, mask)), Some(head)) => (u64::from_le_bytes(*head) ^ word) & mask == 0,
+                _ => key.get(..n) == self.pattern.get(..n),
+            },
             None => glob_match(&self.pattern, key, false),
         }
     }
@@ -129,8 +141,9 @@ pub struct Selector {
     all_commands: bool,
     /// Commands added to the server later are allowed (`+@all` was the last reset).
     future: bool,
-    /// The commands and subcommands allowed, by the address of their spec.
-    allowed: HashSet<usize, foldhash::fast::RandomState>,
+    /// The commands and subcommands allowed, by the address of their spec, each with how its
+    /// keys are found (worked out once here, so the check of a call is one lookup).
+    allowed: HashMap<usize, KeyPlan, foldhash::fast::RandomState>,
     /// `+cmd|arg` for commands without subcommands: the first arguments allowed.
     first_args: HashMap<usize, Vec<Vec<u8>>, foldhash::fast::RandomState>,
     /// The command rules since the last `+@all`/`-@all`, as ACL LIST shows them.
@@ -186,7 +199,7 @@ impl Selector {
                 self.channels.clear();
             }
             b"allcommands" | b"+@all" => {
-                self.allowed = cmds.all.iter().map(|s| id(s)).collect();
+                self.allowed = cmds.all.iter().map(|s| (id(s), s.key_plan())).collect();
                 self.all_commands = true;
                 self.future = true;
                 self.rules.clear();
@@ -332,7 +345,7 @@ impl Selector {
 
     fn set_bit(&mut self, spec: &CommandSpec, allow: bool) {
         if allow {
-            self.allowed.insert(id(spec));
+            self.allowed.insert(id(spec), spec.key_plan());
         } else {
             self.allowed.remove(&id(spec));
             self.all_commands = false;
@@ -430,19 +443,23 @@ impl Selector {
 
     /// Whether the selector allows `spec` with `args` (name at index 0).
     pub fn check(&self, cmds: &Commands, spec: &'static CommandSpec, args: &[bytes::Bytes]) -> Result<(), Denied> {
-        if !self.all_commands && !spec.flags.has(Flags::NO_AUTH) && !self.allowed.contains(&id(spec)) {
-            let idx = if cmds.parent(spec).is_some() { 2 } else { 1 };
-            let allowed_arg = args.len() >= 2
-                && self
-                    .first_args
-                    .get(&id(spec))
-                    .is_some_and(|list| args.get(idx).is_some_and(|a| list.iter().any(|f| f.eq_ignore_ascii_case(a))));
-            if !allowed_arg {
-                return Err(Denied::Command);
+        let plan = match self.allowed.get(&id(spec)) {
+            Some(&plan) => plan,
+            None if self.all_commands || spec.flags.has(Flags::NO_AUTH) => KeyPlan::Walk,
+            None => {
+                let idx = if cmds.parent(spec).is_some() { 2 } else { 1 };
+                let allowed_arg = args.len() >= 2
+                    && self.first_args.get(&id(spec)).is_some_and(|list| {
+                        args.get(idx).is_some_and(|a| list.iter().any(|f| f.eq_ignore_ascii_case(a)))
+                    });
+                if !allowed_arg {
+                    return Err(Denied::Command);
+                }
+                KeyPlan::Walk
             }
-        }
+        };
         if !self.all_keys {
-            spec.try_key_refs(args, |i, access| {
+            plan.try_keys(spec, args, |i, access| {
                 if self.key_allowed(args.get(i).map(|a| &a[..]).unwrap_or_default(), access) {
                     Ok(())
                 } else {
@@ -474,9 +491,18 @@ impl Selector {
     }
 
     /// Whether a key may be accessed as `access` says.
+    #[inline]
     pub fn key_allowed(&self, key: &[u8], access: KeyAccess) -> bool {
-        self.all_keys
-            || self.patterns.iter().any(|p| (p.read || !access.read) && (p.write || !access.write) && p.matches(key))
+        if self.all_keys {
+            return true;
+        }
+        // A loop rather than `any`, which stays a call of its own in the check of every key.
+        for p in &self.patterns {
+            if (p.read || !access.read) && (p.write || !access.write) && p.matches(key) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Whether a channel (or, `pattern`, a pattern subscription) is allowed.

@@ -1,4 +1,5 @@
 use super::*;
+use rill_engine::command::KeyPlan;
 
 fn reg() -> Registry {
     Registry::new(&crate::cmd::table())
@@ -162,5 +163,35 @@ fn prefix_patterns_match_as_globs_do() {
             allowed,
             "{key}: the glob agrees"
         );
+    }
+}
+
+#[test]
+fn every_commands_key_plan_finds_the_keys_its_key_specs_do() {
+    // The plan worked out once per command must name the same keys, with the same access, as
+    // a walk of the key specs, for calls of every length and with words the specs look for.
+    let r = reg();
+    let words = ["k", "0", "1", "2", "3", "-1", "STREAMS", "STORE", "STOREDIST", "BY", "GET", "FROM", "x"];
+    for &spec in &r.commands.all {
+        let plan = spec.key_plan();
+        for len in 1..=9usize {
+            for shift in 0..words.len() {
+                let call: Vec<Bytes> = (0..len)
+                    .map(|i| Bytes::from(words.get((i * 7 + shift) % words.len()).copied().unwrap_or("k")))
+                    .collect();
+                let mut by_plan = Vec::new();
+                let _ = plan.try_keys(spec, &call, |i, access| {
+                    by_plan.push((i, access));
+                    Ok::<(), ()>(())
+                });
+                assert_eq!(by_plan, spec.key_refs(&call), "{} {plan:?} {call:?}", spec.name);
+            }
+        }
+    }
+    // The commands of a stream pipeline's hot path have their keys at fixed places: their
+    // check walks no specs.
+    for name in ["get", "incr", "hset", "lpush", "xadd", "xack", "xclaim", "xautoclaim", "mget", "del"] {
+        let plan = r.commands.lookup(name).map(|s| s.key_plan());
+        assert!(matches!(plan, Some(KeyPlan::Range { .. })), "{name}: {plan:?}");
     }
 }
