@@ -135,6 +135,7 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
     let pushed = s.push_signal();
     loop {
         let (deadline, wake_up) = (park.deadline, park.wake_up());
+        let recheck = limit_recheck(s);
         tokio::select! {
             r = &mut park.rx => {
                 // Frames pushed before the release go before the reply (a subscriber's; the
@@ -143,7 +144,24 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
                 match s.released(r).await {
                     Released::Close => return false,
                     Released::Written(mut rest) => {
-                        return rest.is_empty() || write_out(t, &mut rest, &mut s.watch, sig).await;
+                        if rest.is_empty() {
+                            return true;
+                        }
+                        if !s.out.is_empty() {
+                            // Not so (direct delivery goes to a client parked with its output
+                            // written), but nothing may come before what was written.
+                            return write_out(t, &mut rest, &mut s.watch, sig).await;
+                        }
+                        // The tail waits as any output does (written while input is read): a
+                        // client writing more requests before it reads would otherwise wait
+                        // for the server while the server waited for it.
+                        if let Some(spare) = s.out.take_spare() {
+                            if let Some(spare) = rest.give_spare(spare) {
+                                super::spare::put(spare);
+                            }
+                        }
+                        s.out = rest;
+                        return write_pending_now(t, s);
                     }
                     Released::Reply => break,
                     Released::Last => {
@@ -171,9 +189,12 @@ async fn parked<T: Transport>(t: &mut T, s: &mut Session, park: &mut Park, sig: 
             // A parked client that may be pushed to got no direct delivery (`session`), so
             // this task is the only writer.
             () = pushed.notified() => {
-                // Boxed: only a subscriber is pushed to, and this wait is where every idle
-                // connection's future sits.
-                if !Box::pin(write_pushed(t, s, sig)).await {
+                if !write_pushed(t, s) {
+                    return false;
+                }
+            }
+            () = sleep_until_opt(recheck) => {
+                if s.watch.over_limit() {
                     return false;
                 }
             }
@@ -265,10 +286,19 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
                 if sig.ended() {
                     return false;
                 }
-                // Boxed: only a subscriber is pushed to, and this wait is where every idle
-                // connection's future sits.
-                if !Box::pin(write_pushed(t, s, sig)).await {
+                if !write_pushed(t, s) {
                     return false;
+                }
+                // What the transport did not take is written while input is read; input ends
+                // this wait (the driver runs it with the output still pending).
+                if output_pending(s) {
+                    // Boxed: only a subscriber is pushed to, and this wait is where every idle
+                    // connection's future sits.
+                    match Box::pin(write_reading(t, s, sig)).await {
+                        Output::Close => return false,
+                        Output::Waiting => return true,
+                        Output::Written => {}
+                    }
                 }
             }
             r = readable(t) => {
@@ -295,17 +325,12 @@ async fn read<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bo
     }
 }
 
-/// Write what other tasks pushed (nothing else is pending: the driver waits only once the
-/// session's output is written). False if the connection must close.
-async fn write_pushed<T: Transport>(t: &mut T, s: &mut Session, sig: &mut Signals) -> bool {
-    if !s.take_pushed() {
-        return true;
-    }
-    if !write_out(t, &mut s.out, &mut s.watch, sig).await {
-        return false;
-    }
-    s.written();
-    true
+/// Write what the transport takes now of what other tasks pushed; the rest waits with the
+/// output, written while the wait goes on reading input (a subscriber that writes commands
+/// while it is not reading would otherwise wait for the server while the server waited for
+/// it). False if the connection must close.
+fn write_pushed<T: Transport>(t: &mut T, s: &mut Session) -> bool {
+    !s.take_pushed() || write_pending_now(t, s)
 }
 
 /// Wait for the busy gate to open (or, with no request held for it, for a script below the
@@ -352,12 +377,16 @@ async fn wait_reading<T: Transport>(
     tokio::pin!(done);
     loop {
         let full = s.input_full();
+        let recheck = limit_recheck(s);
         tokio::select! {
             () = &mut done => return true,
             () = pushed.notified() => {
-                // Boxed: only a subscriber is pushed to, and this wait is where every idle
-                // connection's future sits.
-                if !Box::pin(write_pushed(t, s, sig)).await {
+                if !write_pushed(t, s) {
+                    return false;
+                }
+            }
+            () = sleep_until_opt(recheck) => {
+                if s.watch.over_limit() {
                     return false;
                 }
             }
@@ -588,6 +617,12 @@ async fn write_rest<T: Transport>(
             () = tokio::time::sleep(PUSH_LIMIT_RECHECK) => {}
         }
     }
+}
+
+/// While output waits for the client to read, when to look at its output limits again (the
+/// pushes queued behind it count, and none may come to do it); never while nothing waits.
+fn limit_recheck(s: &Session) -> Option<Instant> {
+    output_pending(s).then(|| Instant::now() + PUSH_LIMIT_RECHECK)
 }
 
 /// How often a stuck write looks at the output limits again: pushes queue up behind it

@@ -170,6 +170,92 @@ fn a_pipeline_written_whole_before_any_reply_is_read_gets_every_reply() {
     write_whole_then_read(&encode_command(&[b"GET", b"k"]).repeat(GETS), GETS * GET_REPLY.len());
 }
 
+/// A client served while it blocks (BLPOP) gets a reply bigger than the socket takes, written
+/// straight into its socket by the client that served it; it then writes a pipeline before it
+/// reads anything. From rill as from Redis 8.2.3 it gets every reply: the reply's tail waits
+/// while its requests are read. rill wrote the tail whole before reading again, and both
+/// waited for ever.
+#[test]
+fn a_client_whose_served_blocking_reply_waits_is_still_read() {
+    const VALUE_BYTES: usize = 20 << 20;
+    const GETS: usize = 1_000_000;
+    for server in &rill_and_redis() {
+        let mut admin = server.connect();
+        assert_eq!(admin.cmd(&["SET", "k", "0123456789"]), b"+OK\r\n");
+        let mut reader = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut writer = reader.try_clone().unwrap();
+        writer.write_all(&encode_command(&[b"BLPOP", b"l", b"0"])).unwrap();
+        super::common::wait_blocked(&mut admin, 1);
+        let value = vec![b'v'; VALUE_BYTES];
+        assert_eq!(admin.request(&[b"LPUSH", b"l", &value]).unwrap(), b":1\r\n");
+        write_unread(writer, encode_command(&[b"GET", b"k"]).repeat(GETS), server);
+        let head = format!("*2\r\n$1\r\nl\r\n${VALUE_BYTES}\r\n");
+        let expected = head.len() + VALUE_BYTES + 2 + GETS * b"$10\r\n0123456789\r\n".len();
+        let mut all = vec![0u8; expected];
+        std::io::Read::read_exact(&mut reader, &mut all).unwrap();
+        assert!(all.starts_with(head.as_bytes()), "{}", server.label());
+        assert!(all.ends_with(b"$10\r\n0123456789\r\n"), "{}", server.label());
+        assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+/// A subscriber that writes commands while the messages pushed to it wait for it to read, and
+/// reads only once all are written, gets every message and every reply, from rill as from
+/// Redis 8.2.3: the server keeps reading it while its pushes wait. rill stopped reading such a
+/// client until its pushes were written, and both waited for ever.
+#[test]
+fn a_subscriber_that_writes_before_it_reads_gets_every_message_and_reply() {
+    const MESSAGES: usize = 4000;
+    const PINGS: usize = 1_000_000;
+    let payload = vec![b'm'; 1000];
+    let message = [&b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1000\r\n"[..], &payload, b"\r\n"].concat();
+    let pong: &[u8] = b"*2\r\n$4\r\npong\r\n$0\r\n\r\n";
+    for server in &rill_and_redis() {
+        let mut admin = server.connect();
+        let limits = admin.cmd(&["CONFIG", "SET", "client-output-buffer-limit", "pubsub 0 0 0"]);
+        assert_eq!(limits, b"+OK\r\n");
+        let mut reader = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut writer = reader.try_clone().unwrap();
+        writer.write_all(&encode_command(&[b"SUBSCRIBE", b"ch"])).unwrap();
+        let subscribed = b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n";
+        let mut got = vec![0u8; subscribed.len()];
+        std::io::Read::read_exact(&mut reader, &mut got).unwrap();
+        assert_eq!(got, subscribed, "{}", server.label());
+        // More than the sockets hold: the server's pushes wait for the subscriber to read.
+        for _ in 0..MESSAGES {
+            assert_eq!(admin.request(&[b"PUBLISH", b"ch", &payload]).unwrap(), b":1\r\n");
+        }
+        write_unread(writer, encode_command(&[b"PING"]).repeat(PINGS), server);
+        let expected = [message.repeat(MESSAGES), pong.repeat(PINGS)].concat();
+        let mut all = vec![0u8; expected.len()];
+        std::io::Read::read_exact(&mut reader, &mut all).unwrap();
+        assert!(all == expected, "{}: the messages and replies differ", server.label());
+        assert_eq!(admin.cmd(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+/// rill, and Redis 8.2.3 where it is installed: the servers a behaviour is compared on.
+fn rill_and_redis() -> Vec<Server> {
+    let mut servers = vec![Server::rill()];
+    if let Some(redis) = Server::reference(ReferenceServer::Redis8) {
+        servers.push(redis);
+    }
+    servers
+}
+
+/// Write `bytes` whole to `writer` from another thread before anything is read: fails if the
+/// server stops reading them (it waits for the client to read its replies first).
+fn write_unread(mut writer: TcpStream, bytes: Vec<u8>, server: &Server) {
+    let (done, wrote) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(writer.write_all(&bytes).is_ok());
+    });
+    let label = server.label();
+    assert_eq!(wrote.recv_timeout(Duration::from_secs(60)), Ok(true), "{label}: the server stopped reading");
+}
+
 /// The reply to `GET k` in [`write_whole_then_read`].
 const GET_REPLY: &str = concat!(
     "$100\r\n",
@@ -181,28 +267,13 @@ const GET_REPLY: &str = concat!(
 /// another thread, failing if the server stops reading it), then read `expected` bytes of
 /// replies, the first a `GET k`'s.
 fn write_whole_then_read(pipeline: &[u8], expected: usize) {
-    let mut servers = vec![Server::rill()];
-    if let Some(redis) = Server::reference(ReferenceServer::Redis8) {
-        servers.push(redis);
-    }
-    for server in &servers {
+    for server in &rill_and_redis() {
         let mut admin = server.connect();
         let value = vec![b'v'; 100];
         assert_eq!(admin.request(&[b"SET", b"k", &value]).unwrap(), b"+OK\r\n");
         let mut reader = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-        let mut writer = reader.try_clone().unwrap();
-        let pipeline = pipeline.to_vec();
-        let (done, wrote) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = done.send(writer.write_all(&pipeline).is_ok());
-        });
-        // The whole pipeline is written before any reply is read.
-        assert_eq!(
-            wrote.recv_timeout(Duration::from_secs(60)),
-            Ok(true),
-            "{}: the server stopped reading the pipeline",
-            server.label()
-        );
+        let writer = reader.try_clone().unwrap();
+        write_unread(writer, pipeline.to_vec(), server);
         reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut got = 0;
         let mut buf = vec![0u8; 1 << 20];
@@ -502,36 +573,52 @@ fn watched_keys_and_subscriptions_count_in_client_memory() {
 /// seconds run out even when nothing is published any more (before, only the next PUBLISH
 /// looked at the limit again, and a quiet channel kept it forever), and not before: Redis'
 /// obuf-limits test "soft limit is not enforced too early and is enforced when no traffic".
+/// The same for a RESP3 subscriber blocked in BLPOP meanwhile (its task waits for the release,
+/// not for input).
 #[test]
 fn a_subscriber_over_its_soft_limit_is_closed_after_the_publishing_stopped() {
     let rill = rill_testkit::Server::rill();
     let mut admin = rill.connect();
     assert_eq!(admin.cmd(&["CONFIG", "SET", "client-output-buffer-limit", "pubsub 0 100000 3"]), b"+OK\r\n");
-    let mut sub = rill.connect();
-    sub.cmd(&["CLIENT", "SETNAME", "quiet"]);
-    sub.cmd(&["SUBSCRIBE", "ch"]);
-    let omem = |admin: &mut RawClient| -> Option<u64> {
-        let list = String::from_utf8_lossy(&admin.cmd(&["CLIENT", "LIST"])).into_owned();
-        let line = list.lines().find(|l| l.contains(" name=quiet "))?.to_string();
-        line.split(' ').find_map(|f| f.strip_prefix("omem=")).map(|v| v.parse().unwrap())
-    };
-    let message = "x".repeat(1000);
-    let mut published = 0;
-    while omem(&mut admin).is_some_and(|m| m <= 100_000) {
-        admin.cmd(&["PUBLISH", "ch", &message]);
-        published += 1;
-        assert!(published < 100_000, "the subscriber's output never grew");
+    for (closed, blocked) in [(1, false), (2, true)] {
+        let mut sub = rill.connect();
+        let name = format!("quiet{closed}");
+        sub.cmd(&["CLIENT", "SETNAME", &name]);
+        if blocked {
+            sub.cmd(&["HELLO", "3"]);
+        }
+        sub.cmd(&["SUBSCRIBE", "ch"]);
+        if blocked {
+            sub.send_command(&[b"BLPOP", b"l", b"0"]).unwrap();
+            super::common::wait_blocked(&mut admin, 1);
+        }
+        let omem = |admin: &mut RawClient| -> Option<u64> {
+            let list = String::from_utf8_lossy(&admin.cmd(&["CLIENT", "LIST"])).into_owned();
+            let line = list.lines().find(|l| l.contains(&format!(" name={name} ")))?.to_string();
+            line.split(' ').find_map(|f| f.strip_prefix("omem=")).map(|v| v.parse().unwrap())
+        };
+        let message = "x".repeat(1000);
+        let mut published = 0;
+        while omem(&mut admin).is_some_and(|m| m <= 100_000) {
+            admin.cmd(&["PUBLISH", "ch", &message]);
+            published += 1;
+            assert!(published < 100_000, "the subscriber's output never grew");
+        }
+        let over = std::time::Instant::now();
+        // Still there two seconds on (the limit is 3 s, counted in whole seconds).
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        assert!(omem(&mut admin).is_some(), "closed before its soft limit ran out (blocked: {blocked})");
+        while omem(&mut admin).is_some() {
+            let waited = over.elapsed();
+            assert!(
+                waited < std::time::Duration::from_secs(8),
+                "still connected {waited:?} after (blocked: {blocked})"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"])).into_owned();
+        assert!(info.contains(&format!("client_output_buffer_limit_disconnections:{closed}\r\n")), "{info}");
     }
-    let over = std::time::Instant::now();
-    // Still there two seconds on (the limit is 3 s, counted in whole seconds).
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    assert!(omem(&mut admin).is_some(), "closed before its soft limit ran out");
-    while omem(&mut admin).is_some() {
-        assert!(over.elapsed() < std::time::Duration::from_secs(8), "still connected {:?} after", over.elapsed());
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"])).into_owned();
-    assert!(info.contains("client_output_buffer_limit_disconnections:1\r\n"), "{info}");
 }
 
 /// Client eviction at the moments Redis evicts (`unit/client-eviction`): a client whose unread
