@@ -185,9 +185,11 @@ pub const PARAMS: &[Param] = &[
     // BGSAVE, a log rewrite's base, a replica's full sync) writes.
     p("rdb-key-save-delay", "0", Kind::Int(0, I32), true),
     // Redis' snapshot and event-loop knobs, with its names, defaults, bounds and mutability,
-    // so that tools and Redis' own tests can read and set them. Stored and reported only:
-    // rill writes its snapshots without LZF compression and always with a checksum, whatever
-    // they say, and none of the others changes what rill does (docs/spec/config.md).
+    // so that tools and Redis' own tests can read and set them. `rdbcompression` acts as in
+    // Redis (a snapshot's strings over 20 bytes LZF-compressed where that saves 4 bytes, read
+    // when the snapshot is written); the others are stored and reported only: rill writes
+    // its snapshots always with a checksum, and none of the rest changes what rill does
+    // (docs/spec/config.md).
     p("rdbcompression", "yes", Kind::Bool, true),
     p("rdbchecksum", "yes", Kind::Bool, false),
     p("rdb-del-sync-files", "no", Kind::Bool, true),

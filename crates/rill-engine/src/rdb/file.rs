@@ -81,6 +81,12 @@ impl<W: Write> FileWriter<W> {
         Ok(w)
     }
 
+    /// Compress strings over 20 bytes with LZF where that saves 4 bytes (`rdbcompression
+    /// yes`), from here on.
+    pub fn compress_strings(&mut self) {
+        self.buf.compress_strings();
+    }
+
     /// Write streams in rill's own type ([`super::stream::TYPE_STREAM_RILL`]) from here on:
     /// only for a rill replica's full sync, never a file (Redis cannot read it).
     pub fn rill_streams(&mut self) {

@@ -280,6 +280,8 @@ pub fn id_to_raw(id: StreamId) -> [u8; 16] {
 pub struct Writer {
     /// The bytes written so far.
     pub buf: Vec<u8>,
+    /// Strings over 20 bytes go LZF-compressed when that saves 4 bytes (`rdbcompression`).
+    lzf: Option<Box<super::lzf::Compressor>>,
 }
 
 impl Writer {
@@ -309,8 +311,23 @@ impl Writer {
         }
     }
 
-    /// A string with no special encoding.
+    /// Compress the strings written from here on where that pays (`rdbcompression yes`).
+    pub fn compress_strings(&mut self) {
+        self.lzf.get_or_insert_with(Box::default);
+    }
+
+    /// A string with no integer encoding: LZF-compressed if compression is on and pays, as
+    /// it is otherwise.
     pub fn raw_string(&mut self, s: &[u8]) {
+        if s.len() >= super::lzf::MIN_COMPRESS_LEN {
+            if let Some(packed) = self.lzf.as_mut().and_then(|c| c.compress(s)) {
+                self.u8(LEN_ENCODED << 6 | ENC_LZF);
+                self.length(packed.len() as u64);
+                self.length(s.len() as u64);
+                self.raw(&packed);
+                return;
+            }
+        }
         self.length(s.len() as u64);
         self.raw(s);
     }

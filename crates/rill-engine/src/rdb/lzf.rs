@@ -1,5 +1,5 @@
-//! LZF decompression, for strings Redis stored compressed (`rdbcompression yes`, strings over
-//! 20 bytes). We never compress on output: an uncompressed string is always valid.
+//! LZF, the compression of strings in RDB files (`rdbcompression yes`: strings over 20 bytes
+//! are stored compressed when that saves at least 4 bytes, as Redis stores them).
 //!
 //! The stream is a sequence of runs, each introduced by a control byte `c`:
 //!
@@ -76,10 +76,109 @@ pub fn decompress(input: &[u8], expected_len: usize) -> Option<Vec<u8>> {
     (out.len() == expected_len).then_some(out)
 }
 
+/// Strings this long or shorter are stored as they are (Redis' threshold).
+pub const MIN_COMPRESS_LEN: usize = 21;
+/// Back-references reach at most this far back (13 bits of offset).
+const MAX_OFFSET: usize = 1 << 13;
+/// The longest back-reference: 2 + 7 in the control byte + 255 in the next.
+const MAX_MATCH: usize = 264;
+/// The longest literal run (5 bits of length).
+const MAX_LITERAL: usize = 32;
+const HASH_BITS: u32 = 13;
+
+/// An LZF compressor with its table of where each 3-byte sequence was seen last, reused from
+/// string to string: positions are counted across every input it has compressed, so a
+/// position from an earlier string is simply older than the current one's start and the
+/// table is never cleared.
+#[derive(Debug)]
+pub struct Compressor {
+    table: Vec<u64>,
+    /// Where the current input starts in the running count of positions (plus one, so that
+    /// 0 in the table means never seen).
+    base: u64,
+}
+
+impl Default for Compressor {
+    fn default() -> Compressor {
+        Compressor { table: vec![0; 1 << HASH_BITS], base: 1 }
+    }
+}
+
+impl Compressor {
+    /// `input` compressed into at most `input.len() - 4` bytes, or `None` when it does not
+    /// compress that well (it is then stored as it is, as Redis stores it).
+    pub fn compress(&mut self, input: &[u8]) -> Option<Vec<u8>> {
+        let n = input.len();
+        let budget = n.checked_sub(4).filter(|b| *b > 0)?;
+        let base = self.base;
+        self.base = base.saturating_add(n as u64);
+        let mut out = Vec::with_capacity(budget);
+        let mut literal_from = 0;
+        let mut i = 0;
+        while let Some(three) = input.get(i..i + 3) {
+            let slot = self.slot(three)?;
+            let seen = std::mem::replace(slot, base + i as u64);
+            let earlier = seen.checked_sub(base).map(|p| p as usize);
+            let found = earlier.filter(|&r| i - r <= MAX_OFFSET && input.get(r..r + 3) == Some(three));
+            let Some(r) = found else {
+                i += 1;
+                continue;
+            };
+            let longest = MAX_MATCH.min(n - i);
+            let mut len = 3;
+            while len < longest && input.get(r + len) == input.get(i + len) {
+                len += 1;
+            }
+            literals(&mut out, input.get(literal_from..i)?, budget)?;
+            let offset = i - r - 1;
+            let code = len - 2;
+            let high = (offset >> 8) as u8;
+            if code < 7 {
+                out.push((code as u8) << 5 | high);
+            } else {
+                out.push(7 << 5 | high);
+                out.push((code - 7) as u8);
+            }
+            out.push(offset as u8);
+            if out.len() > budget {
+                return None;
+            }
+            // The positions inside the match are remembered too: later repeats find them.
+            for j in i + 1..i + len {
+                if let Some(three) = input.get(j..j + 3) {
+                    *self.slot(three)? = base + j as u64;
+                }
+            }
+            i += len;
+            literal_from = i;
+        }
+        literals(&mut out, input.get(literal_from..)?, budget)?;
+        (out.len() <= budget).then_some(out)
+    }
+
+    fn slot(&mut self, three: &[u8]) -> Option<&mut u64> {
+        let v = three.iter().fold(0u32, |v, &b| v << 8 | u32::from(b));
+        let h = v.wrapping_mul(0x9E37_79B1) >> (32 - HASH_BITS);
+        self.table.get_mut(h as usize)
+    }
+}
+
+/// `bytes` as literal runs of at most 32; `None` once the output passes `budget`.
+fn literals(out: &mut Vec<u8>, bytes: &[u8], budget: usize) -> Option<()> {
+    for run in bytes.chunks(MAX_LITERAL) {
+        out.push((run.len() - 1) as u8);
+        out.extend_from_slice(run);
+        if out.len() > budget {
+            return None;
+        }
+    }
+    Some(())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
-    use super::decompress;
+    use super::{decompress, Compressor};
 
     #[test]
     fn literals_and_overlapping_references() {
@@ -117,5 +216,49 @@ mod tests {
         assert_eq!(decompress(&input, input.len() * super::MAX_EXPANSION), None);
         assert_eq!(decompress(&input, usize::MAX), None);
         assert_eq!(decompress(&input, 32), Some(vec![b'q'; 32]));
+    }
+
+    #[test]
+    fn what_it_compresses_decompresses_to_the_same_bytes() {
+        let mut c = Compressor::default();
+        let tick = b"symbol NVDA.OQ price 1187.2500 seq 1 ts 1700000000000 ".repeat(40);
+        let packed = c.compress(&tick).unwrap();
+        assert!(packed.len() < tick.len() / 10, "{} bytes for {}", packed.len(), tick.len());
+        assert_eq!(decompress(&packed, tick.len()).unwrap(), tick);
+        // Long runs: references of the greatest length, overlapping what they produce.
+        let zeros = vec![0u8; 10_000];
+        let packed = c.compress(&zeros).unwrap();
+        assert_eq!(decompress(&packed, zeros.len()).unwrap(), zeros);
+        // Repeats farther back than an offset reaches are not references.
+        let mut far = (0..9000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect::<Vec<_>>();
+        far.extend_from_within(0..100);
+        let packed = c.compress(&far);
+        assert!(packed.as_ref().is_none_or(|p| decompress(p, far.len()).unwrap() == far));
+    }
+
+    #[test]
+    fn what_does_not_save_four_bytes_is_not_compressed() {
+        let mut c = Compressor::default();
+        let noise: Vec<u8> = (0..200u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        assert_eq!(c.compress(&noise), None);
+        assert_eq!(c.compress(b"abcd"), None);
+        assert_eq!(c.compress(b""), None);
+        // A later input never refers to an earlier one's bytes.
+        let a = b"0123456789abcdefghij0123456789abcdefghij".to_vec();
+        let first = c.compress(&a).unwrap();
+        let second = c.compress(&a).unwrap();
+        assert_eq!(first, second);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_round_trip(input in proptest::collection::vec(proptest::prop_oneof![
+            proptest::num::u8::ANY, proptest::strategy::Just(b'a'), proptest::strategy::Just(b'b')], 0..3000)) {
+            let mut c = Compressor::default();
+            if let Some(packed) = c.compress(&input) {
+                proptest::prop_assert!(packed.len() + 4 <= input.len());
+                proptest::prop_assert_eq!(decompress(&packed, input.len()), Some(input));
+            }
+        }
     }
 }

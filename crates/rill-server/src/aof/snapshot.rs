@@ -26,11 +26,14 @@ pub struct Snapshot {
     pub(crate) key_delay: Duration,
     /// Streams in rill's own type: for a rill replica ([`Snapshot::for_rill_replica`]).
     pub(crate) rill_streams: bool,
+    /// Strings over 20 bytes LZF-compressed where that pays (`rdbcompression yes`).
+    pub(crate) compress: bool,
 }
 
 impl Snapshot {
-    /// Move the data of a private engine into a snapshot (no copy).
-    pub fn from_engine(mut engine: rill_engine::Engine) -> Snapshot {
+    /// Move the data of a private engine into a snapshot (no copy); `compress` as
+    /// `rdbcompression`.
+    pub fn from_engine(mut engine: rill_engine::Engine, compress: bool) -> Snapshot {
         let mut dbs = Vec::new();
         for (i, keys) in engine.drain_dbs().into_iter().enumerate() {
             if keys.is_empty() {
@@ -49,6 +52,7 @@ impl Snapshot {
             aux: Vec::new(),
             key_delay: Duration::ZERO,
             rill_streams: false,
+            compress,
         }
     }
 }
@@ -66,6 +70,9 @@ impl Snapshot {
         let mut w = FileWriter::with_aux(out, self.version, self.now_ms, &self.aux)?;
         if self.rill_streams {
             w.rill_streams();
+        }
+        if self.compress {
+            w.compress_strings();
         }
         for code in &self.libraries {
             w.function(code)?;

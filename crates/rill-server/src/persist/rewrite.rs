@@ -92,7 +92,13 @@ pub fn take(st: &State) -> Snapshot {
         aux: Vec::new(),
         key_delay: Duration::from_micros(u64::try_from(st.config.get_i64("rdb-key-save-delay")).unwrap_or(0)),
         rill_streams: false,
+        compress: compresses(st),
     }
+}
+
+/// Whether snapshots compress their strings (`rdbcompression`).
+fn compresses(st: &State) -> bool {
+    st.config.get("rdbcompression") == "yes"
 }
 
 /// [`take`], with the replication identity at that moment (what `SAVE` and `BGSAVE` write).
@@ -197,7 +203,7 @@ enum Source {
     /// that point: a background thread rebuilds it from them in a private engine, so the
     /// live keyspace is neither locked nor copied. Which files those are is read from the
     /// manifest after the rotation: a recovery from a failed write may have added one.
-    Files { config: rill_engine::EngineConfig },
+    Files { config: rill_engine::EngineConfig, compress: bool },
 }
 
 /// Start a log rewrite; with `save_to`, also write the new snapshot there (BGSAVE with the
@@ -227,7 +233,7 @@ pub fn start_with(shared: &Arc<Shared>, st: &mut State, save_to: Option<PathBuf>
         Source::CopyAtRotation
     } else {
         // Any point will do: the thread prepares the new file, then rotates.
-        Source::Files { config: st.engine.config().clone() }
+        Source::Files { config: st.engine.config().clone(), compress: compresses(st) }
     };
     st.persist.rewrite_in_progress = true;
     if provisional {
@@ -367,11 +373,12 @@ pub fn replica_snapshot(shared: &Arc<Shared>, st: &mut State) -> ReplicaSnapshot
     tracing::info!("Snapshot for a replica: rebuilding it from the log files in the background");
     st.persist.bgsave_in_progress = true;
     let config = st.engine.config().clone();
+    let compress = compresses(st);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let shared = shared.clone();
     std::thread::spawn(move || {
         background_priority();
-        let built = rebuild_before(&shared, &log, seq, config)
+        let built = rebuild_before(&shared, &log, seq, config, compress)
             .map(for_replica)
             .and_then(|snap| snap.write_to(Vec::new()).map(|(bytes, _)| bytes).map_err(|e| e.to_string()));
         let mut st = shared.lock();
@@ -403,6 +410,7 @@ fn rebuild_before(
     log: &crate::aof::Log,
     seq: u64,
     config: rill_engine::EngineConfig,
+    compress: bool,
 ) -> Result<Snapshot, String> {
     if !log.wait_rotated(seq, Duration::from_secs(60)) {
         return Err("the writer did not start the new log file".into());
@@ -416,7 +424,7 @@ fn rebuild_before(
         (base, incrs)
     };
     let engine = crate::aof::load::rebuild(base.as_deref(), &incrs, config, &shared.log_table)?;
-    Ok(Snapshot::from_engine(engine))
+    Ok(Snapshot::from_engine(engine, compress))
 }
 
 /// The background part: wait for the rotation, build the snapshot, write it as the new base,
@@ -455,7 +463,7 @@ fn run(shared: &Shared, log: &crate::aof::Log, source: Source, seq: u64) -> Resu
             }
             snap
         }
-        Source::Files { config } => rebuild_before(shared, log, seq, config)?,
+        Source::Files { config, compress } => rebuild_before(shared, log, seq, config, compress)?,
     };
     let (base_name, base_path) = {
         let files = log.files.lock().unwrap_or_else(|p| p.into_inner());
