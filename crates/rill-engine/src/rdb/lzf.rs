@@ -10,7 +10,7 @@
 //! ```
 //!
 //! An offset counts back from the end of the output so far; a reference may overlap the bytes
-//! it produces (a run of repeats), so it is copied byte by byte.
+//! it produces (a run of repeats), so it is copied a period at a time.
 //!
 //! The inflated length comes from the payload, so it is never trusted with memory: the most
 //! any input can produce is [`MAX_EXPANSION`] bytes per input byte (a long reference is 3
@@ -68,9 +68,14 @@ pub fn decompress(input: &[u8], expected_len: usize) -> Option<Vec<u8>> {
             return None;
         }
         out.try_reserve(len).ok()?;
-        for k in 0..len {
-            let b = *out.get(start + k)?;
-            out.push(b);
+        // Copied a chunk at a time: a reference that overlaps what it produces (`back` below
+        // `len`, a run of repeats) copies `back` bytes at a time, each chunk from bytes
+        // already there.
+        let mut k = 0;
+        while k < len {
+            let n = (len - k).min(back);
+            out.extend_from_within(start + k..start + k + n);
+            k += n;
         }
     }
     (out.len() == expected_len).then_some(out)

@@ -559,10 +559,7 @@ impl EntryText {
     fn put(&mut self, item: listpack::Item<'_>) {
         match item {
             listpack::Item::Str(s) => self.text.extend_from_slice(s),
-            listpack::Item::Int(v) => {
-                use std::io::Write;
-                let _ = write!(self.text, "{v}");
-            }
+            listpack::Item::Int(v) => codec::render(Scalar::Int(v), &mut self.text),
         }
     }
 }

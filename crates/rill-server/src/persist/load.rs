@@ -183,25 +183,31 @@ fn load_keys(
     let mut skipped = Vec::new();
     let mut next_progress = PROGRESS_BYTES;
     let delay = load_delay(shared);
+    let mut batch = Vec::new();
     loop {
-        let mut st = shared.lock();
+        // Keys are decoded without the lock (a stream of millions of entries takes seconds to
+        // decode, and the clients asking meanwhile get -LOADING instead of waiting for the
+        // lock, spinning); the lock is held to insert them.
+        let mut end = false;
         for _ in 0..if delay.is_zero() { 1000 } else { 1 } {
             match reader.next_key() {
-                Ok(Some(k)) => {
-                    insert_loaded(&mut st.engine, k, path, load_now, expired, &mut skipped)?;
-                    n += 1;
-                }
+                Ok(Some(k)) => batch.push(k),
                 Ok(None) => {
-                    load_libraries(&mut st.engine, reader, path)?;
-                    tracing::info!(
-                        "Loaded {n} keys from {} in {:.3} s",
-                        path.display(),
-                        started.elapsed().as_secs_f64()
-                    );
-                    return Ok((skipped, Identity::from_aux(|name| reader.aux(name))));
+                    end = true;
+                    break;
                 }
                 Err(e) => return Err(snapshot_error(path, Some(reader), &e)),
             }
+        }
+        let mut st = shared.lock();
+        for k in batch.drain(..) {
+            insert_loaded(&mut st.engine, k, path, load_now, expired, &mut skipped)?;
+            n += 1;
+        }
+        if end {
+            load_libraries(&mut st.engine, reader, path)?;
+            tracing::info!("Loaded {n} keys from {} in {:.3} s", path.display(), started.elapsed().as_secs_f64());
+            return Ok((skipped, Identity::from_aux(|name| reader.aux(name))));
         }
         drop(st);
         if !delay.is_zero() {

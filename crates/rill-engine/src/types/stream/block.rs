@@ -324,11 +324,11 @@ impl Block {
         // decoded copy of it, no temporary entry): this runs once per XADD. On any decoding
         // failure the buffer is cut back, so the block is unchanged.
         let old_len = self.buf.len();
-        let Some(same) = self.push_encoded(first, id, ms_delta, fields) else {
+        let Some((same, values)) = self.push_encoded(first, id, ms_delta, fields) else {
             self.buf.truncate(old_len);
             return false;
         };
-        let entry = lp_entry_bytes(ms_delta as i64, id.seq.wrapping_sub(first.seq) as i64, same, fields);
+        let entry = lp_entry_bytes_with(ms_delta as i64, id.seq.wrapping_sub(first.seq) as i64, same, fields, values);
         self.lp_body = saturating_u32(self.lp_body as usize + entry);
         self.last_id = id;
         self.live = live;
@@ -362,14 +362,15 @@ impl Block {
     }
 
     /// Append the encoding of entry `id` to the buffer (see [`Block::push`]). Returns whether
-    /// its field names are the master's.
+    /// its field names are the master's, and the bytes its values take in Redis' listpack
+    /// (counted from the values as classified here, not parsed again).
     fn push_encoded<F: Fields + ?Sized>(
         &mut self,
         first: StreamId,
         id: StreamId,
         ms_delta: u64,
         fields: &F,
-    ) -> Option<bool> {
+    ) -> Option<(bool, usize)> {
         // Pass 1: do the names equal the master field list? Also finds entry 0.
         let mut pos = 0;
         let count = get_varint(&self.buf, &mut pos)?;
@@ -385,6 +386,7 @@ impl Block {
         if master_head & FLAG_SAME_FIELDS == 0 {
             return None;
         }
+        let mut values = 0;
         let head = (u128::from(ms_delta) << HEAD_FLAG_BITS) | if same { FLAG_SAME_FIELDS } else { 0 };
         put_varint(&mut self.buf, head);
         put_varint(&mut self.buf, u128::from(zigzag(id.seq.wrapping_sub(first.seq) as i64)));
@@ -403,6 +405,7 @@ impl Block {
                     _ => return None,
                 };
                 let scalar = classify(v);
+                values += value_element_bytes(scalar, v);
                 let (is_same, numeric) = match (master, scalar) {
                     (MasterValue::Raw { start, end }, Scalar::Raw(b)) => (self.buf.get(start..end) == Some(b), None),
                     (MasterValue::Raw { .. }, _) => (false, None),
@@ -421,10 +424,12 @@ impl Block {
         } else {
             put_field_names(&mut self.buf, fields.pairs().map(|(f, _)| f), fields.pair_count());
             for (_, v) in fields.pairs() {
-                put_value(&mut self.buf, v, None);
+                let scalar = classify(v);
+                values += value_element_bytes(scalar, v);
+                put_scalar(&mut self.buf, scalar, None);
             }
         }
-        Some(same)
+        Some((same, values))
     }
 
     /// The encoded bytes (layout in the module doc), for snapshots and size accounting.
@@ -815,6 +820,35 @@ fn lp_entry_bytes<F: Fields + ?Sized>(ms_delta: i64, seq_delta: i64, same: bool,
     bytes + listpack::int_element_bytes(elements as i64)
 }
 
+/// [`lp_entry_bytes`], given the bytes of the entry's values (see [`value_element_bytes`]).
+fn lp_entry_bytes_with<F: Fields + ?Sized>(
+    ms_delta: i64,
+    seq_delta: i64,
+    same: bool,
+    fields: &F,
+    values: usize,
+) -> usize {
+    let n = fields.pair_count();
+    let ids = LP_FLAGS_BYTES + listpack::int_element_bytes(ms_delta) + listpack::int_element_bytes(seq_delta);
+    let (body, elements) = if same {
+        (values, n + 3)
+    } else {
+        let names = fields.pairs().map(|(f, _)| listpack::str_element_bytes(f)).sum::<usize>();
+        (listpack::int_element_bytes(n as i64) + names + values, 2 * n + 4)
+    };
+    ids + body + listpack::int_element_bytes(elements as i64)
+}
+
+/// The bytes value `text` takes as a listpack element, from its classification: an integer's
+/// text is stored as the integer, anything else as text ([`listpack::str_element_bytes`]
+/// without parsing it again).
+fn value_element_bytes(scalar: Scalar<'_>, text: &[u8]) -> usize {
+    match scalar {
+        Scalar::Int(v) => listpack::int_element_bytes(v),
+        _ => listpack::text_element_bytes(text.len()),
+    }
+}
+
 fn saturating_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -1003,6 +1037,63 @@ fn to_bytes(s: Scalar<'_>) -> Bytes {
             let mut out = Vec::new();
             codec::render(other, &mut out);
             Bytes::from(out)
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod size_tests {
+    use super::*;
+    use bytes::Bytes;
+    use proptest::prelude::*;
+
+    /// Values of every kind the classification tells apart: integers (canonical or not),
+    /// decimals, text, and text that looks almost numeric.
+    fn value() -> impl Strategy<Value = Bytes> {
+        prop_oneof![
+            any::<i64>().prop_map(|v| Bytes::from(v.to_string())),
+            (0u8..200).prop_map(|v| Bytes::from(v.to_string())),
+            (-99_999i64..99_999, 1u32..6).prop_map(|(m, s)| Bytes::from(format!(
+                "{}.{:0>w$}",
+                m / 10,
+                m.unsigned_abs() % 10,
+                w = s as usize
+            ))),
+            prop::sample::select(vec!["007", "-0", "1e3", " 1", "NVDA.OQ", "", "9223372036854775808", "1187.2500"])
+                .prop_map(Bytes::from),
+            "[a-z]{0,70}".prop_map(Bytes::from),
+        ]
+    }
+
+    fn entry() -> impl Strategy<Value = Vec<(Bytes, Bytes)>> {
+        let name = prop::sample::select(vec!["symbol", "price", "seq", "ts", "1", "x"]).prop_map(Bytes::from);
+        prop::collection::vec((name, value()), 1..5)
+    }
+
+    proptest! {
+        /// Each entry's share of the node's listpack size, counted from its values as `push`
+        /// classified them, is what counting from their text gives (`lp_entry_bytes`).
+        #[test]
+        fn an_entrys_listpack_bytes_do_not_depend_on_how_they_are_counted(
+            master in entry(),
+            rest in prop::collection::vec((entry(), any::<bool>(), 0u64..3_000, 0u64..5), 0..40),
+        ) {
+            let first = StreamId::new(1_000, 0);
+            let mut block = Block::new(first, &master);
+            let names: Vec<Bytes> = master.iter().map(|(f, _)| f.clone()).collect();
+            let mut id = first;
+            for (mut fields, use_master_names, ms_step, seq) in rest {
+                if use_master_names {
+                    fields = names.iter().cloned().zip(fields.into_iter().map(|(_, v)| v).chain(std::iter::repeat(Bytes::from_static(b"v")))).collect();
+                }
+                id = if ms_step == 0 { StreamId::new(id.ms, id.seq + 1 + seq) } else { StreamId::new(id.ms + ms_step, seq) };
+                let same = fields.len() == names.len() && fields.iter().zip(&names).all(|((f, _), n)| f == n);
+                let want = lp_entry_bytes((id.ms - first.ms) as i64, id.seq.wrapping_sub(first.seq) as i64, same, &fields);
+                let before = block.lp_body;
+                prop_assert!(block.push(first, id, &fields));
+                prop_assert_eq!((block.lp_body - before) as usize, want);
+            }
         }
     }
 }
