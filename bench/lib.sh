@@ -82,6 +82,18 @@ need_loadgen() {
     fi
 }
 
+# A Python with matplotlib for the scripts that draw their curves (bench/pel-curve.sh,
+# bench/scale-curve.sh): a venv of its own in the bench cache, not the project's test venv,
+# made on first use; sets PLOT_PYTHON.
+need_plot_python() {
+    local venv=$CACHE/plot-venv
+    if ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q 'matplotlib>=3.8,<4'
+    fi
+    PLOT_PYTHON=$venv/bin/python
+}
+
 # Options of the fan-out latency scripts: --rounds R, --secs S, --redis PATH; sets ROUNDS, SECS
 # and REDIS (defaults as set before the call).
 fanout_options() {

@@ -91,13 +91,8 @@ with open(sys.argv[2], "w", newline="") as f:
         print(f"{n:9} {test:12} {a:10.0f} {b:10.0f}  {ratio:.2f} ({ratios[0]:.2f}..{ratios[-1]:.2f}) {unit}")
 PY
 
-# The plot: matplotlib in a venv of its own in the bench cache (not the project's test venv).
-VENV=$CACHE/plot-venv
-if ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q 'matplotlib>=3.8,<4'
-fi
-"$VENV/bin/python" - "$OUT/pel-curve.csv" "$OUT/pel-curve.png" "$(date -u +%F)" <<'PY'
+need_plot_python
+"$PLOT_PYTHON" - "$OUT/pel-curve.csv" "$OUT/pel-curve.png" "$(date -u +%F)" <<'PY'
 import sys, csv
 import matplotlib
 matplotlib.use("Agg")

@@ -211,13 +211,8 @@ with open(sys.argv[2], "w", newline="") as f:
         print(f"{axis:11} {x:9} {m:12} {a:12.1f} {b:12.1f}  {ratio:.2f} ({ratios[0]:.2f}..{ratios[-1]:.2f}) {units[m]}")
 PY
 
-# The plots: matplotlib in a venv of its own in the bench cache (not the project's test venv).
-VENV=$CACHE/plot-venv
-if ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q 'matplotlib>=3.8,<4'
-fi
-"$VENV/bin/python" - "$OUT" "$(date -u +%F)" "$("$REDIS" --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')" <<'PY'
+need_plot_python
+"$PLOT_PYTHON" - "$OUT" "$(date -u +%F)" "$("$REDIS" --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')" <<'PY'
 import sys, csv, os
 import matplotlib
 matplotlib.use("Agg")
@@ -268,4 +263,4 @@ for axis, measures in panels.items():
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"scale-{axis}.png"), dpi=100)
 PY
-echo "wrote $OUT/scale-curve.csv, $OUT/scale-connections.png and $OUT/scale-entries.png"
+echo "wrote $OUT/scale-curve.csv and a plot per axis measured ($OUT/scale-connections.png, $OUT/scale-entries.png)"
